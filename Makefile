@@ -1,0 +1,17 @@
+# Everyday targets. The README's two commands do the set-up; these assume it was done.
+PYTHON ?= .venv/bin/python
+
+.PHONY: test lint bench bench-e2e proto format
+
+test:
+	$(PYTHON) -m pytest -q
+
+lint:
+	$(PYTHON) -m ruff check .
+	$(PYTHON) -m mypy
+
+format:
+	$(PYTHON) -m ruff format .
+
+bench:
+	$(PYTHON) -m pytest bench --benchmark-enable --benchmark-columns=min,median,mean,ops -q

@@ -1,0 +1,308 @@
+"""The record batch format: round trips, pinned bytes, and typed errors for bad bytes."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from engine.batch_builder import RecordBatchBuilder, build_batch
+from engine.batch_format import (
+    ATTRIBUTES_OFFSET,
+    CRC_OFFSET,
+    HEADER_BYTES,
+    MAGIC_OFFSET,
+    NO_TRANSACTION_ID,
+    read_header,
+    validate_batch,
+    with_base_offset,
+)
+from engine.batch_reader import RecordBatch, iter_batches
+from engine.compression import CODEC_NONE, CODEC_ZSTD
+from engine.crc32c import CHECK_VALUE, USING_C_EXTENSION, crc32c
+from engine.errors import CorruptBatchError
+from engine.varint import decode_varint, encode_varint, encode_varlong
+
+
+def test_crc32c_check_value() -> None:
+    assert crc32c(b"123456789") == CHECK_VALUE == 0xE3069283
+
+
+def test_crc32c_continues_over_pieces() -> None:
+    assert crc32c(b"6789", crc32c(b"12345")) == 0xE3069283
+
+
+def test_crcmod_uses_its_c_extension() -> None:
+    # The pure-Python fallback is ~45x slower; an install without it is a broken install.
+    assert USING_C_EXTENSION
+
+
+@pytest.mark.parametrize(
+    ("value", "encoded"),
+    [
+        (0, b"\x00"),
+        (-1, b"\x01"),
+        (1, b"\x02"),
+        (-2, b"\x03"),
+        (63, b"\x7e"),
+        (64, b"\x80\x01"),
+        (300, b"\xd8\x04"),
+        (-(1 << 63), b"\xff" * 9 + b"\x01"),
+    ],
+)
+def test_varint_pinned(value: int, encoded: bytes) -> None:
+    assert encode_varint(value) == encoded
+    assert decode_varint(encoded, 0) == (value, len(encoded))
+
+
+@given(st.integers(min_value=-(1 << 63), max_value=(1 << 63) - 1))
+def test_varlong_round_trip(value: int) -> None:
+    encoded = encode_varlong(value)
+    assert encode_varint(value) == encoded
+    assert decode_varint(encoded, 0) == (value, len(encoded))
+
+
+def test_varint_errors_are_typed() -> None:
+    with pytest.raises(CorruptBatchError, match="runs past the end"):
+        decode_varint(b"\x80\x80", 0)
+    with pytest.raises(CorruptBatchError, match="longer than 5 bytes"):
+        decode_varint(b"\xff" * 6, 0, 5)
+
+
+# --- round trips -------------------------------------------------------------
+
+optional_bytes = st.none() | st.binary(max_size=300)
+headers = st.lists(st.tuples(st.text(max_size=20), optional_bytes), max_size=4)
+records = st.lists(
+    st.tuples(optional_bytes, optional_bytes, headers, st.integers(0, (1 << 41))),
+    min_size=1,
+    max_size=30,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    records=records,
+    compression=st.sampled_from(["none", "zstd"]),
+    producer_id=st.integers(-1, (1 << 63) - 1),
+    producer_generation=st.integers(-1, (1 << 31) - 1),
+    base_sequence=st.integers(-1, (1 << 31) - 1),
+    transaction_id=st.integers(-1, (1 << 63) - 1),
+    base_offset=st.integers(0, 1 << 62),
+)
+def test_batch_round_trip(
+    records: list[tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]], int]],
+    compression: str,
+    producer_id: int,
+    producer_generation: int,
+    base_sequence: int,
+    transaction_id: int,
+    base_offset: int,
+) -> None:
+    builder = RecordBatchBuilder(
+        compression,
+        producer_id=producer_id,
+        producer_generation=producer_generation,
+        base_sequence=base_sequence,
+        transaction_id=transaction_id,
+    )
+    for key, value, record_headers, timestamp_ms in records:
+        builder.append(value, key=key, headers=record_headers, timestamp_ms=timestamp_ms)
+    built = builder.build()
+    patched = b"".join(bytes(piece) for piece in with_base_offset(built, base_offset))
+
+    batch = RecordBatch(patched)
+    header = batch.header
+    assert header.base_offset == base_offset
+    assert header.record_count == len(records) == header.last_offset_delta + 1
+    assert header.codec == (CODEC_ZSTD if compression == "zstd" else CODEC_NONE)
+    assert (header.producer_id, header.producer_generation, header.base_sequence) == (
+        producer_id,
+        producer_generation,
+        base_sequence,
+    )
+    assert header.transaction_id == transaction_id
+    assert header.is_transactional == (transaction_id != NO_TRANSACTION_ID)
+    assert header.first_timestamp_ms == records[0][3]
+    assert header.max_timestamp_ms == max(r[3] for r in records)
+    decoded = list(batch.records())
+    assert [(r.key, r.value, [tuple(h) for h in r.headers], r.timestamp_ms) for r in decoded] == [
+        (key, value, record_headers, timestamp_ms)
+        for key, value, record_headers, timestamp_ms in records
+    ]
+    assert [r.offset for r in decoded] == list(range(base_offset, base_offset + len(records)))
+
+
+def test_empty_batch_is_refused() -> None:
+    with pytest.raises(ValueError, match="empty"):
+        RecordBatchBuilder("none").build()
+
+
+def test_unknown_compression_name() -> None:
+    with pytest.raises(ValueError, match="unknown compression 'lz4'"):
+        RecordBatchBuilder("lz4")
+
+
+# --- pinned bytes --------------------------------------------------------------
+
+
+def _pinned_batch() -> bytes:
+    builder = RecordBatchBuilder(
+        "none", producer_id=7, producer_generation=1, base_sequence=0, transaction_id=42
+    )
+    builder.append(b"hello", key=b"k1", timestamp_ms=1_700_000_000_000)
+    builder.append(None, key=None, headers=[("h", b"v")], timestamp_ms=1_700_000_000_005)
+    return builder.build()
+
+
+def test_pinned_uncompressed_batch_bytes() -> None:
+    # The worked example of docs/formats.md; if this changes, the format changed.
+    batch = _pinned_batch()
+    assert batch.hex() == (
+        "0000000000000000"  # base_offset 0
+        "00000050"  # batch_length 80
+        "02"  # magic
+        "a8b2597b"  # crc
+        "0010"  # attributes: transactional, codec none
+        "00000001"  # last_offset_delta
+        "0000018bcfe56800"  # first_timestamp_ms
+        "0000018bcfe56805"  # max_timestamp_ms
+        "0000000000000007"  # producer_id
+        "00000001"  # producer_generation
+        "00000000"  # base_sequence
+        "000000000000002a"  # transaction_id 42
+        "00000002"  # record_count
+        # record 0: length 13 (zig-zag 1a), attributes, ts delta 0, offset delta 0,
+        # key length 2 (04) "k1", value length 5 (0a) "hello", 0 headers
+        "1a"
+        "00"
+        "00"
+        "00"
+        "04"
+        "6b31"
+        "0a"
+        "68656c6c6f"
+        "00"
+        # record 1: length 10 (14), attributes, ts delta 5 (0a), offset delta 1 (02),
+        # null key (01), null value (01), 1 header (02): key "h" (02 68), value "v" (02 76)
+        "14"
+        "00"
+        "0a"
+        "02"
+        "01"
+        "01"
+        "02"
+        "0268"
+        "0276"
+    )
+    assert crc32c(batch[ATTRIBUTES_OFFSET:]) == 0xA8B2597B
+
+
+# --- bad bytes -----------------------------------------------------------------
+
+
+def _flip(data: bytes, position: int, bit: int = 0) -> bytes:
+    mutable = bytearray(data)
+    mutable[position] ^= 1 << bit
+    return bytes(mutable)
+
+
+@pytest.mark.parametrize("compression", ["none", "zstd"])
+def test_every_single_bit_flip_after_length_is_caught(compression: str) -> None:
+    batch = build_batch([b"a" * 50, b"b" * 20], compression)
+    for position in range(MAGIC_OFFSET, len(batch)):
+        with pytest.raises(CorruptBatchError):
+            RecordBatch(_flip(batch, position, position % 8))
+
+
+def test_crc_mismatch_names_both_values() -> None:
+    batch = build_batch([b"x"], "none")
+    with pytest.raises(
+        CorruptBatchError, match=r"header says 0x[0-9a-f]{8}, bytes give 0x[0-9a-f]{8}"
+    ):
+        validate_batch(_flip(batch, len(batch) - 1))
+
+
+def test_torn_batch_names_lengths() -> None:
+    batch = build_batch([b"x" * 100], "none")
+    for cut in range(len(batch)):
+        with pytest.raises(CorruptBatchError):
+            RecordBatch(batch[:cut])
+    with pytest.raises(CorruptBatchError, match=rf"says {len(batch)} bytes, only 100 present"):
+        read_header(batch[:100])
+
+
+def test_bad_length_field() -> None:
+    batch = bytearray(build_batch([b"x"], "none"))
+    struct.pack_into(">i", batch, 8, -5)
+    with pytest.raises(CorruptBatchError, match="batch length field is -5"):
+        read_header(bytes(batch))
+
+
+def test_unknown_codec_and_magic() -> None:
+    batch = bytearray(build_batch([b"x"], "none"))
+    batch[MAGIC_OFFSET] = 1
+    with pytest.raises(CorruptBatchError, match="magic byte is 1, expected 2"):
+        read_header(bytes(batch))
+    batch = bytearray(build_batch([b"x"], "none"))
+    struct.pack_into(">h", batch, ATTRIBUTES_OFFSET, 2)  # snappy: not ours
+    with pytest.raises(CorruptBatchError, match="codec 2"):
+        read_header(bytes(batch))
+
+
+def _rehash(batch: bytearray) -> bytes:
+    struct.pack_into(">I", batch, CRC_OFFSET, crc32c(bytes(batch[ATTRIBUTES_OFFSET:])))
+    return bytes(batch)
+
+
+def test_bad_records_section_with_good_crc_is_typed() -> None:
+    # A producer bug (not line noise): the CRC matches but the records do not parse.
+    batch = bytearray(build_batch([b"hello"], "none"))
+    batch[HEADER_BYTES] = 0x7F  # record length varint far too large
+    with pytest.raises(CorruptBatchError, match="record 0 says"):
+        list(RecordBatch(_rehash(batch)).records())
+
+
+def test_garbage_zstd_section_is_typed() -> None:
+    batch = bytearray(build_batch([b"hello" * 20], "zstd"))
+    batch[HEADER_BYTES:] = b"\x00" * (len(batch) - HEADER_BYTES)
+    with pytest.raises(CorruptBatchError, match="zstd"):
+        list(RecordBatch(_rehash(batch)).records())
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=200))
+def test_random_bytes_never_raise_untyped_errors(data: bytes) -> None:
+    try:
+        batch = RecordBatch(data)
+        list(batch.records())
+    except CorruptBatchError:
+        pass
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_records_section_garbage_with_valid_crc_is_typed(data: st.DataObject) -> None:
+    compression = data.draw(st.sampled_from(["none", "zstd"]))
+    batch = bytearray(build_batch([b"abc", None, b"defgh"], compression))
+    garbage = data.draw(st.binary(min_size=0, max_size=60))
+    batch[HEADER_BYTES:] = garbage
+    struct.pack_into(">i", batch, 8, len(batch) - 12)
+    try:
+        list(RecordBatch(_rehash(batch)).records())
+    except CorruptBatchError:
+        pass
+
+
+def test_iter_batches_walks_consecutive_batches() -> None:
+    first = build_batch([b"1", b"2"], "zstd")
+    second = b"".join(bytes(p) for p in with_base_offset(build_batch([b"3"], "none"), 2))
+    values = [r.value for b in iter_batches(first + second) for r in b.records()]
+    assert values == [b"1", b"2", b"3"]
+    assert [
+        b.header.base_offset for b in iter_batches(first + second[:-3], allow_partial_tail=True)
+    ] == [0]
+    with pytest.raises(CorruptBatchError):
+        list(iter_batches(first + second[:-3]))
