@@ -101,6 +101,10 @@ class UnknownTransactionError(TwinlogError):
     """No transaction with that id is known (never begun, or long finished)."""
 
 
+class UnknownProducerIdError(TwinlogError):
+    """The producer id is not known to the coordinator; call init_producer (init_transactions) first."""
+
+
 class OutOfOrderSequenceError(TwinlogError):
     """A batch's sequence number leaves a gap after the last one this partition accepted."""
 
@@ -136,8 +140,32 @@ class NotEnoughResourcesError(TwinlogError):
     retriable = True
 
 
-ALL_ERRORS: tuple[type[TwinlogError], ...] = tuple(
-    cls
-    for cls in list(globals().values())
-    if isinstance(cls, type) and issubclass(cls, TwinlogError)
-)
+def all_error_classes() -> list[type[TwinlogError]]:
+    """Every error class, base included (for the one table that maps them to gRPC codes)."""
+    found: list[type[TwinlogError]] = [TwinlogError]
+    for cls in found:
+        found.extend(sub for sub in cls.__subclasses__() if sub not in found)
+    return found
+
+
+# --- access and transport (raised by the rpc layer; the embedded engine never does) ---
+
+
+class AuthenticationError(TwinlogError):
+    """The request carried no valid bearer token; pass ``token=`` (``--token``) with a known token."""
+
+
+class AuthorizationError(TwinlogError):
+    """The principal may not do this (topic read/write, or administration); nothing was changed."""
+
+
+class BrokerUnavailableError(TwinlogError):
+    """The broker could not be reached (not running, wrong address, TLS mismatch); retry later."""
+
+    retriable = True
+
+
+class RequestTimedOutError(TwinlogError):
+    """The request did not complete within its deadline; its outcome is unknown. Retry it."""
+
+    retriable = True

@@ -1,0 +1,176 @@
+"""One topic-partition inside the broker: its data log, its single writer, its waiters.
+
+Writes reach a partition three ways, all through the copier's single writer
+(``copier.PartitionWriter``), so a transaction's copy is never interleaved
+with anything:
+
+    plain produce          sequence check -> data log append -> acknowledge
+    transactional produce  sequence check (per transaction) -> local data journal -> acknowledge
+    APPLY_COMMIT/ABORT     journal -> data log (copier) -> wake fetchers
+
+Fetch is a long poll: a reader waits on ``data_arrived`` until enough bytes
+lie past its offset or its wait runs out.
+
+Thread rule: any thread may call any method. ``_plain_lock`` makes the
+sequence check and the append of plain batches one step; transactional
+sequences are checked under the transaction's own lock (held by the caller).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from pathlib import Path
+
+from copier import PartitionWriter
+from engine.batch_format import NO_PRODUCER_ID, BatchHeader
+from engine.errors import OffsetOutOfRangeError
+from engine.log import DataLog, LogConfig
+from engine.producer_state import SequenceCheck, SequenceTracker
+from engine.types import FetchResult, ProducerDescription, ProduceResult, TopicPartition
+from journal import LocalJournal
+
+log = logging.getLogger(__name__)
+
+
+class Partition:
+    def __init__(
+        self,
+        topic_partition: TopicPartition,
+        directory: Path,
+        config: LogConfig,
+        journal: LocalJournal,
+    ) -> None:
+        self.topic_partition = topic_partition
+        self.name = str(topic_partition)
+        self.directory = directory
+        self.log = DataLog.open(directory, config)
+        self.journal = journal
+        self.writer = PartitionWriter(self.name, self.log, journal)
+        self.writer.recover()
+        self._plain_lock = threading.Lock()
+        self.data_arrived = threading.Condition()
+        self.sequences = self._load_sequences()
+        # transaction id -> sequences of its batches on this partition
+        self.transaction_sequences: dict[int, SequenceTracker] = {}
+
+    def _load_sequences(self) -> SequenceTracker:
+        """Rebuild idempotence state: snapshot (if any, and not past the log end) + log tail."""
+        tracker, scan_from = SequenceTracker.read_snapshot(self.directory)
+        if scan_from > self.log.log_end_offset or scan_from < self.log.log_start_offset:
+            tracker, scan_from = SequenceTracker(), self.log.log_start_offset
+        (self.directory / "producer-state.json").unlink(missing_ok=True)
+        if scan_from < self.log.log_end_offset:
+            for header in self.log.iter_headers(scan_from):
+                tracker.observe(header, header.base_offset)
+        return tracker
+
+    # --- writes ----------------------------------------------------------------------
+
+    def append_plain(self, batch: bytes, header: BatchHeader) -> ProduceResult:
+        with self._plain_lock:
+            check = self.sequences.check(header, self.name)
+            if check.duplicate:
+                return ProduceResult(check.base_offset, duplicate=True)
+            base_offset = self.writer.append_plain(batch)
+            self.sequences.observe(header, base_offset)
+        self._wake_fetchers()
+        return ProduceResult(base_offset)
+
+    def check_transactional(self, transaction_id: int, header: BatchHeader) -> SequenceCheck:
+        """Sequence check of a transactional batch. Caller holds the transaction's lock."""
+        tracker = self.transaction_sequences.get(transaction_id)
+        if tracker is None:
+            tracker = self.transaction_sequences[transaction_id] = SequenceTracker()
+            for entry_header in self.writer.transaction_headers(transaction_id):
+                tracker.observe(entry_header, -1)
+        return tracker.check(header, f"{self.name} in transaction {transaction_id}")
+
+    def append_transactional(
+        self, transaction_id: int, batch: bytes, header: BatchHeader
+    ) -> ProduceResult:
+        """Journal a batch of an open transaction. Caller holds the transaction's lock."""
+        check = self.check_transactional(transaction_id, header)
+        if check.duplicate:
+            return ProduceResult(-1, duplicate=True)
+        self.journal.append(
+            self.name,
+            transaction_id,
+            batch,
+            producer_id=header.producer_id,
+            producer_generation=header.producer_generation,
+            base_sequence=header.base_sequence,
+        )
+        self.transaction_sequences[transaction_id].observe(header, -1)
+        return ProduceResult(-1)
+
+    def apply_commit(self, transaction_id: int) -> tuple[int, int]:
+        first_offset, next_offset = self.writer.apply_commit(transaction_id)
+        self.transaction_sequences.pop(transaction_id, None)
+        self._wake_fetchers()
+        return first_offset, next_offset
+
+    def apply_abort(self, transaction_id: int) -> None:
+        self.writer.apply_abort(transaction_id)
+        self.transaction_sequences.pop(transaction_id, None)
+
+    # --- reads -----------------------------------------------------------------------
+
+    def _wake_fetchers(self) -> None:
+        with self.data_arrived:
+            self.data_arrived.notify_all()
+
+    def fetch(
+        self, offset: int, max_bytes: int, max_wait_ms: int = 0, min_bytes: int = 1
+    ) -> FetchResult:
+        """Whole batches from ``offset``; waits up to ``max_wait_ms`` for ``min_bytes``."""
+        deadline = time.monotonic() + max(0, max_wait_ms) / 1000
+        while True:
+            start, end = self.log.log_start_offset, self.log.log_end_offset
+            if offset < start or offset > end:
+                raise OffsetOutOfRangeError(
+                    f"offset {offset} is outside {self.name}'s log [{start}, {end}); seek to "
+                    "the beginning or the end",
+                    start,
+                    end,
+                )
+            records = self.log.read(offset, max_bytes) if offset < end else b""
+            remaining_s = deadline - time.monotonic()
+            if len(records) >= min_bytes or remaining_s <= 0:
+                return FetchResult(records, start, end)
+            with self.data_arrived:
+                if self.log.log_end_offset == end:
+                    self.data_arrived.wait(remaining_s)
+
+    def describe_producers(self) -> list[ProducerDescription]:
+        open_transactions: dict[int, int] = {}
+        for transaction_id, tracker in list(self.transaction_sequences.items()):
+            for producer_id in tracker.producers:
+                open_transactions[producer_id] = transaction_id
+        described = []
+        with self._plain_lock:
+            trackers = [self.sequences, *self.transaction_sequences.values()]
+            seen: set[int] = set()
+            for tracker in trackers:
+                for producer_id, sequences in tracker.producers.items():
+                    if producer_id in seen or producer_id == NO_PRODUCER_ID:
+                        continue
+                    seen.add(producer_id)
+                    described.append(
+                        ProducerDescription(
+                            producer_id=producer_id,
+                            producer_generation=sequences.producer_generation,
+                            last_sequence=sequences.last_sequence,
+                            last_timestamp_ms=sequences.last_timestamp_ms,
+                            current_transaction_id=open_transactions.get(producer_id, -1),
+                        )
+                    )
+        return described
+
+    def close(self) -> None:
+        with self._plain_lock:
+            self.log.flush()
+            self.sequences.write_snapshot(self.directory, self.log.log_end_offset)
+            self.log.close()
+        self._wake_fetchers()

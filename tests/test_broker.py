@@ -1,0 +1,268 @@
+"""The embedded broker end to end: real data logs, real LMDB journal, real transaction journals."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from engine.batch_builder import RecordBatchBuilder
+from engine.batch_reader import iter_batches
+from engine.broker import Broker
+from engine.errors import (
+    BatchTooLargeError,
+    CorruptBatchError,
+    InvalidTxnStateError,
+    OutOfOrderSequenceError,
+    PendingTransactionError,
+    ProducerFencedError,
+    TopicExistsError,
+    UnknownTopicOrPartitionError,
+)
+from engine.types import ProducerIdentity, TopicPartition, TxnState
+
+
+@pytest.fixture
+def broker(tmp_path: Path) -> Iterator[Broker]:
+    with Broker.open(tmp_path / "data", transaction_check_interval_ms=50) as opened:
+        opened.create_topic("orders", partitions=3)
+        opened.create_topic("audit", partitions=1)
+        yield opened
+
+
+def batch(
+    values: list[bytes],
+    identity: ProducerIdentity | None = None,
+    sequence: int = -1,
+    transaction_id: int = -1,
+) -> bytes:
+    builder = RecordBatchBuilder(
+        "zstd",
+        producer_id=identity.producer_id if identity else -1,
+        producer_generation=identity.producer_generation if identity else -1,
+        base_sequence=sequence,
+        transaction_id=transaction_id,
+    )
+    for value in values:
+        builder.append(value)
+    return builder.build()
+
+
+def read_all(broker: Broker, topic: str, partition: int) -> list[bytes | None]:
+    result = broker.fetch(topic, partition, 0, max_bytes=1 << 30)
+    return [r.value for b in iter_batches(result.records) for r in b.records()]
+
+
+class Txn:
+    """A tiny transactional producer over the embedded broker (the real client lives in rpc/)."""
+
+    def __init__(
+        self, broker: Broker, transactional_id: str, timeout_ms: int | None = None
+    ) -> None:
+        self.broker = broker
+        self.identity = broker.init_producer(transactional_id, timeout_ms)
+        self.sequences: dict[TopicPartition, int] = {}
+        self.transaction_id = -1
+
+    def begin(self) -> int:
+        self.transaction_id = self.broker.begin_transaction(
+            self.identity.producer_id, self.identity.producer_generation
+        )
+        self.sequences = {}
+        return self.transaction_id
+
+    def send(self, topic: str, partition: int, values: list[bytes]) -> None:
+        tp = TopicPartition(topic, partition)
+        sequence = self.sequences.get(tp, 0)
+        self.broker.produce(
+            topic, partition, batch(values, self.identity, sequence, self.transaction_id)
+        )
+        self.sequences[tp] = sequence + len(values)
+
+    def commit(self) -> None:
+        self.broker.commit_transaction(
+            self.transaction_id,
+            self.identity.producer_id,
+            self.identity.producer_generation,
+            wait_for_applied=True,
+        )
+
+    def abort(self) -> None:
+        self.broker.abort_transaction(
+            self.transaction_id, self.identity.producer_id, self.identity.producer_generation
+        )
+
+
+def test_plain_produce_and_fetch(broker: Broker) -> None:
+    assert broker.produce("orders", 0, batch([b"a", b"b"])).base_offset == 0
+    assert broker.produce("orders", 0, batch([b"c"])).base_offset == 2
+    assert read_all(broker, "orders", 0) == [b"a", b"b", b"c"]
+    assert broker.list_offset("orders", 0, "latest") == 3
+
+
+def test_idempotent_retry_is_acknowledged_once_and_gap_refused(broker: Broker) -> None:
+    identity = broker.init_producer()
+    first = broker.produce("orders", 1, batch([b"x", b"y"], identity, 0))
+    retry = broker.produce("orders", 1, batch([b"x", b"y"], identity, 0))
+    assert retry.duplicate and retry.base_offset == first.base_offset
+    with pytest.raises(OutOfOrderSequenceError, match="expected 2"):
+        broker.produce("orders", 1, batch([b"z"], identity, 5))
+    assert read_all(broker, "orders", 1) == [b"x", b"y"]
+
+
+def test_transaction_is_invisible_until_applied_then_whole(broker: Broker) -> None:
+    producer = Txn(broker, "app")
+    producer.begin()
+    producer.send("orders", 0, [b"o1", b"o2"])
+    producer.send("orders", 2, [b"o3"])
+    producer.send("audit", 0, [b"a1"])
+    broker.produce("orders", 0, batch([b"plain"]))
+    assert read_all(broker, "orders", 0) == [b"plain"]
+    assert broker.describe_topic("orders").partitions[0].journal_entries_pending == 1
+    producer.commit()
+    assert read_all(broker, "orders", 0) == [b"plain", b"o1", b"o2"]
+    assert read_all(broker, "orders", 2) == [b"o3"]
+    assert read_all(broker, "audit", 0) == [b"a1"]
+    assert broker.describe_topic("orders").partitions[0].journal_entries_pending == 0
+    assert broker.list_transactions() == []
+
+
+def test_aborted_transaction_never_appears(broker: Broker) -> None:
+    producer = Txn(broker, "app")
+    producer.begin()
+    producer.send("orders", 0, [b"never"])
+    producer.abort()
+    producer.begin()
+    producer.send("orders", 0, [b"kept"])
+    producer.commit()
+    assert read_all(broker, "orders", 0) == [b"kept"]
+
+
+def test_retried_transactional_batch_is_not_journaled_twice(broker: Broker) -> None:
+    producer = Txn(broker, "app")
+    txn_id = producer.begin()
+    data = batch([b"once"], producer.identity, 0, txn_id)
+    broker.produce("orders", 0, data)
+    assert broker.produce("orders", 0, data).duplicate
+    producer.commit()
+    assert read_all(broker, "orders", 0) == [b"once"]
+
+
+def test_fenced_producer_cannot_commit_and_its_data_never_appears(broker: Broker) -> None:
+    zombie = Txn(broker, "app")
+    zombie.begin()
+    zombie.send("orders", 0, [b"zombie"])
+    successor = Txn(broker, "app")
+    with pytest.raises(ProducerFencedError):
+        zombie.commit()
+    with pytest.raises(ProducerFencedError):
+        zombie.send("orders", 0, [b"late"])
+    successor.begin()
+    successor.send("orders", 0, [b"fresh"])
+    successor.commit()
+    assert read_all(broker, "orders", 0) == [b"fresh"]
+
+
+def test_timed_out_transaction_is_aborted_and_refuses_late_writes(broker: Broker) -> None:
+    producer = Txn(broker, "slow", timeout_ms=1_000)
+    txn_id = producer.begin()
+    producer.send("orders", 0, [b"too slow"])
+    started = broker.list_transactions()[0].started_ms
+    assert broker.expire_transactions(now=started + 1_001) == [txn_id]
+    with pytest.raises(InvalidTxnStateError, match="ABORTED"):
+        producer.send("orders", 0, [b"later"])
+    with pytest.raises(InvalidTxnStateError, match="ABORTED"):
+        producer.commit()
+    assert read_all(broker, "orders", 0) == []
+    assert broker.describe_topic("orders").partitions[0].journal_entries_pending == 0
+
+
+def test_offsets_in_transaction_are_pending_then_visible(broker: Broker) -> None:
+    tp = TopicPartition("orders", 0)
+    broker.commit_offsets("group", {tp: 5})
+    producer = Txn(broker, "rpw")
+    producer.begin()
+    producer.send("audit", 0, [b"out"])
+    broker.send_offsets_to_transaction(
+        producer.transaction_id,
+        producer.identity.producer_id,
+        producer.identity.producer_generation,
+        "group",
+        {tp: 9},
+    )
+    with pytest.raises(PendingTransactionError):
+        broker.fetch_offsets("group", [tp])
+    producer.commit()
+    assert broker.fetch_offsets("group", [tp]) == {tp: 9}
+    producer.begin()
+    broker.send_offsets_to_transaction(
+        producer.transaction_id,
+        producer.identity.producer_id,
+        producer.identity.producer_generation,
+        "group",
+        {tp: 20},
+    )
+    producer.abort()
+    broker.list_transactions()
+    assert broker.fetch_offsets("group", [tp]) == {tp: 9}
+
+
+def test_group_fencing_aborts_the_older_holder(broker: Broker) -> None:
+    tp = TopicPartition("orders", 1)
+    old = Txn(broker, "instance-a")
+    old.begin()
+    old.send("audit", 0, [b"from a"])
+    broker.send_offsets_to_transaction(
+        old.transaction_id, old.identity.producer_id, old.identity.producer_generation, "g", {tp: 3}
+    )
+    new = Txn(broker, "instance-b")
+    new.begin()
+    broker.send_offsets_to_transaction(
+        new.transaction_id, new.identity.producer_id, new.identity.producer_generation, "g", {tp: 4}
+    )
+    with pytest.raises(InvalidTxnStateError, match="ABORTED"):
+        old.commit()
+    new.commit()
+    assert broker.fetch_offsets("g", [tp]) == {tp: 4}
+    assert read_all(broker, "audit", 0) == []
+
+
+def test_offsets_survive_restart(tmp_path: Path) -> None:
+    tp = TopicPartition("orders", 0)
+    with Broker.open(tmp_path) as first:
+        first.create_topic("orders")
+        first.commit_offsets("g", {tp: 42})
+    with Broker.open(tmp_path) as second:
+        assert second.fetch_offsets("g", [tp]) == {tp: 42}
+
+
+def test_ongoing_transaction_survives_restart_and_commits(tmp_path: Path) -> None:
+    with Broker.open(tmp_path) as first:
+        first.create_topic("orders")
+        producer = Txn(first, "app")
+        producer.begin()
+        producer.send("orders", 0, [b"before restart"])
+    with Broker.open(tmp_path) as second:
+        (described,) = second.list_transactions()
+        assert described.state is TxnState.ONGOING
+        producer.broker = second
+        producer.send("orders", 0, [b"after restart"])
+        producer.commit()
+        assert read_all(second, "orders", 0) == [b"before restart", b"after restart"]
+
+
+def test_bad_input_is_refused_with_typed_errors(broker: Broker) -> None:
+    with pytest.raises(UnknownTopicOrPartitionError, match="create it first"):
+        broker.produce("nope", 0, batch([b"x"]))
+    with pytest.raises(UnknownTopicOrPartitionError, match=r"partitions 0\.\.2"):
+        broker.produce("orders", 7, batch([b"x"]))
+    corrupt = bytearray(batch([b"x"]))
+    corrupt[-1] ^= 1
+    with pytest.raises(CorruptBatchError, match="CRC"):
+        broker.produce("orders", 0, bytes(corrupt))
+    with pytest.raises(BatchTooLargeError, match="max_batch_bytes"):
+        broker.produce("orders", 0, batch([b"x" * (9 << 20)]))
+    with pytest.raises(TopicExistsError):
+        broker.create_topic("orders")
+    assert read_all(broker, "orders", 0) == []
