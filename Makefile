@@ -15,3 +15,6 @@ format:
 
 bench:
 	$(PYTHON) -m pytest bench --benchmark-enable --benchmark-columns=min,median,mean,ops -q
+
+proto:
+	$(PYTHON) -m rpc.codegen

@@ -86,14 +86,16 @@ class _LocalApplier:
     def __init__(self, broker: Broker) -> None:
         self._broker = broker
 
-    def apply_commit(self, partition: TopicPartition, transaction_id: int) -> None:
+    def apply_commit(
+        self, partition: TopicPartition, transaction_id: int, attempts: tuple[str, ...] | None
+    ) -> None:
         target = self._broker._partitions.get(partition)
         if target is None:
             log.warning(
                 "APPLY_COMMIT %d: partition %s no longer exists; skipped", transaction_id, partition
             )
             return
-        first_offset, next_offset = target.apply_commit(transaction_id)
+        first_offset, next_offset = target.apply_commit(transaction_id, attempts)
         if partition.topic == OFFSETS_TOPIC and next_offset > first_offset:
             self._broker._observe_offsets(target, first_offset, next_offset)
 
@@ -382,8 +384,12 @@ class Broker:
             transactional_id, transaction_timeout_ms or self.config.transaction_timeout_ms_default
         )
 
-    def produce(self, topic: str, partition: int, batch: bytes) -> ProduceResult:
-        """Append a plain batch to the data log, or journal a transactional one."""
+    def produce(self, topic: str, partition: int, batch: bytes, attempt: str = "") -> ProduceResult:
+        """Append a plain batch to the data log, or journal a transactional one.
+
+        ``attempt`` tags a transactional batch with the writer's task attempt (the
+        Spark sink); a commit naming attempts applies only theirs.
+        """
         self._check_open()
         target = self._partition(topic, partition)
         if len(batch) > self.config.max_batch_bytes:
@@ -393,6 +399,8 @@ class Broker:
             )
         header = validate_batch(batch)
         if header.transaction_id == NO_TRANSACTION_ID:
+            if attempt:
+                raise InvalidConfigError("an attempt tag needs a transactional batch")
             if topic == OFFSETS_TOPIC:
                 raise InvalidConfigError(f"{OFFSETS_TOPIC} is internal: commit offsets instead")
             return target.append_plain(batch, header)
@@ -404,7 +412,7 @@ class Broker:
             target.topic_partition,
         )
         try:
-            return target.append_transactional(header.transaction_id, batch, header)
+            return target.append_transactional(header.transaction_id, batch, header, attempt)
         finally:
             txn.lock.release()
 
@@ -514,18 +522,29 @@ class Broker:
         producer_id: int,
         producer_generation: int,
         wait_for_applied: bool = False,
+        attempts: Iterable[str] | None = None,
     ) -> None:
+        """Commit: returns once PREPARE_COMMIT is durable (or applied, with ``wait_for_applied``).
+
+        ``attempts`` (None: all) names the task attempts whose batches are applied;
+        batches of other attempts are dropped.
+        """
         self._check_open()
         self._coordinator_of_transaction(transaction_id, producer_id).commit(
-            transaction_id, producer_id, producer_generation, wait_for_applied
+            transaction_id, producer_id, producer_generation, wait_for_applied, attempts
         )
 
     def abort_transaction(
-        self, transaction_id: int, producer_id: int, producer_generation: int
+        self,
+        transaction_id: int,
+        producer_id: int,
+        producer_generation: int,
+        wait_for_applied: bool = False,
     ) -> None:
+        """Abort: returns once PREPARE_ABORT is durable (or applied, with ``wait_for_applied``)."""
         self._check_open()
         self._coordinator_of_transaction(transaction_id, producer_id).abort(
-            transaction_id, producer_id, producer_generation
+            transaction_id, producer_id, producer_generation, wait_for_applied
         )
 
     def _on_transaction_complete(self, txn: TxnMetadata) -> None:

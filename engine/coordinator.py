@@ -100,9 +100,13 @@ class PartitionApplier(Protocol):
     call to the partition's leader. Both calls must be idempotent.
     """
 
-    def apply_commit(self, partition: TopicPartition, transaction_id: int) -> None: ...
+    def apply_commit(
+        self, partition: TopicPartition, transaction_id: int, attempts: tuple[str, ...] | None
+    ) -> None:
+        """Copy the transaction's entries (only those of ``attempts`` and untagged, if given)."""
 
-    def apply_abort(self, partition: TopicPartition, transaction_id: int) -> None: ...
+    def apply_abort(self, partition: TopicPartition, transaction_id: int) -> None:
+        """Drop the transaction's entries."""
 
 
 class IdSource(Protocol):
@@ -124,6 +128,7 @@ class TxnMetadata:
     request_id: int
     partitions: set[TopicPartition] = field(default_factory=set)
     groups: dict[str, set[TopicPartition]] = field(default_factory=dict)
+    attempts: tuple[str, ...] | None = None  # set by PREPARE_COMMIT; None = every entry
     lock: threading.Lock = field(default_factory=threading.Lock)
     completed: threading.Event = field(default_factory=threading.Event)
 
@@ -237,6 +242,7 @@ class Coordinator:
                 txn.groups.setdefault(record.group_id, set()).update(record.partitions)
             elif isinstance(record, PrepareCommit):
                 txn.state = TxnState.PREPARE_COMMIT
+                txn.attempts = record.attempts
             elif isinstance(record, PrepareAbort):
                 txn.state = TxnState.PREPARE_ABORT
             elif isinstance(record, Committed | Aborted):
@@ -456,9 +462,13 @@ class Coordinator:
         producer_id: int,
         producer_generation: int,
         wait_for_applied: bool = False,
+        attempts: Iterable[str] | None = None,
     ) -> None:
+        """PREPARE_COMMIT (durable) and return; ``attempts`` limits what is applied (Spark)."""
+        chosen = None if attempts is None else tuple(sorted(set(attempts)))
         self._end(
-            transaction_id, producer_id, producer_generation, TxnEvent.COMMIT, wait_for_applied
+            transaction_id, producer_id, producer_generation, TxnEvent.COMMIT, wait_for_applied,
+            chosen,
         )
 
     def abort(
@@ -479,6 +489,7 @@ class Coordinator:
         producer_generation: int,
         event: TxnEvent,
         wait_for_applied: bool,
+        attempts: tuple[str, ...] | None = None,
     ) -> None:
         with self._lock:
             txn = self._transaction(transaction_id, producer_id, producer_generation, event)
@@ -486,7 +497,7 @@ class Coordinator:
                 return  # a retry of an end that already completed
         with txn.lock:  # wait for in-flight sends of this transaction to land first
             with self._lock:
-                self._prepare(txn, event)
+                self._prepare(txn, event, attempts)
         if wait_for_applied:
             self._wait_complete(txn)
 
@@ -501,14 +512,21 @@ class Coordinator:
                 self._prepare(txn, TxnEvent.ABORT)
         self._wait_complete(txn)
 
-    def _prepare(self, txn: TxnMetadata, event: TxnEvent) -> None:
+    def _prepare(
+        self, txn: TxnMetadata, event: TxnEvent, attempts: tuple[str, ...] | None = None
+    ) -> None:
         """Write PREPARE_COMMIT / PREPARE_ABORT (if the table says so) and queue completion."""
         result = next_state(txn.transaction_id, txn.state, event)
         if result is Outcome.NO_OP:
+            if event is TxnEvent.COMMIT and attempts != txn.attempts and not txn.state.is_complete:
+                raise InvalidTxnStateError(
+                    f"transaction {txn.transaction_id} is already committing with attempts "
+                    f"{txn.attempts}; a retried commit must name the same attempts, not {attempts}"
+                )
             return
         record: TxnRecord
         if result is TxnState.PREPARE_COMMIT:
-            record = PrepareCommit(now_ms(), txn.transaction_id)
+            record = PrepareCommit(now_ms(), txn.transaction_id, attempts)
         else:
             assert result is TxnState.PREPARE_ABORT, (event, txn.state, result)
             record = PrepareAbort(now_ms(), txn.transaction_id)
@@ -565,7 +583,7 @@ class Coordinator:
         assert committing or txn.state is TxnState.PREPARE_ABORT, txn.state
         for partition in sorted(txn.partitions):
             if committing:
-                self._applier.apply_commit(partition, txn.transaction_id)
+                self._applier.apply_commit(partition, txn.transaction_id, txn.attempts)
             else:
                 self._applier.apply_abort(partition, txn.transaction_id)
         failpoints.hit("coordinator.after_apply")

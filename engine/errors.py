@@ -169,3 +169,14 @@ class RequestTimedOutError(TwinlogError):
     """The request did not complete within its deadline; its outcome is unknown. Retry it."""
 
     retriable = True
+
+
+# --- local data journal (added by the journal/copier work, issue 3) ------------
+
+
+class TransactionCompletedError(InvalidTxnStateError):
+    """The transaction is already applied or aborted on this partition (or is below the
+    journal's purge watermark): the batch arrived after its end and was not journaled.
+
+    Not retriable: the producer's transaction is over; begin a new one.
+    """

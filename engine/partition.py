@@ -24,10 +24,10 @@ import time
 from pathlib import Path
 
 from copier import PartitionWriter
-from engine.batch_format import NO_PRODUCER_ID, BatchHeader
+from engine.batch_format import NO_PRODUCER_ID, BatchHeader, read_header
 from engine.errors import OffsetOutOfRangeError
 from engine.log import DataLog, LogConfig
-from engine.producer_state import SequenceCheck, SequenceTracker
+from engine.producer_state import SequenceTracker
 from engine.types import FetchResult, ProducerDescription, ProduceResult, TopicPartition
 from journal import LocalJournal
 
@@ -52,8 +52,8 @@ class Partition:
         self._plain_lock = threading.Lock()
         self.data_arrived = threading.Condition()
         self.sequences = self._load_sequences()
-        # transaction id -> sequences of its batches on this partition
-        self.transaction_sequences: dict[int, SequenceTracker] = {}
+        # (transaction id, attempt) -> sequences of its batches on this partition
+        self.transaction_sequences: dict[tuple[int, str], SequenceTracker] = {}
 
     def _load_sequences(self) -> SequenceTracker:
         """Rebuild idempotence state: snapshot (if any, and not past the log end) + log tail."""
@@ -78,21 +78,30 @@ class Partition:
         self._wake_fetchers()
         return ProduceResult(base_offset)
 
-    def check_transactional(self, transaction_id: int, header: BatchHeader) -> SequenceCheck:
-        """Sequence check of a transactional batch. Caller holds the transaction's lock."""
-        tracker = self.transaction_sequences.get(transaction_id)
+    def _transaction_tracker(self, transaction_id: int, attempt: str) -> SequenceTracker:
+        tracker = self.transaction_sequences.get((transaction_id, attempt))
         if tracker is None:
-            tracker = self.transaction_sequences[transaction_id] = SequenceTracker()
-            for entry_header in self.writer.transaction_headers(transaction_id):
-                tracker.observe(entry_header, -1)
-        return tracker.check(header, f"{self.name} in transaction {transaction_id}")
+            tracker = self.transaction_sequences[(transaction_id, attempt)] = SequenceTracker()
+            # First batch of this transaction here since the broker started: rebuild
+            # from the journal (a few headers), so retries across a restart are known.
+            tag = attempt.encode("utf-8")
+            for sequence in self.journal.sequences(self.name, transaction_id):
+                entry = self.journal.entry(self.name, sequence)
+                if entry is not None and entry.attempt == tag:
+                    tracker.observe(read_header(entry.batch), -1)
+        return tracker
 
     def append_transactional(
-        self, transaction_id: int, batch: bytes, header: BatchHeader
+        self, transaction_id: int, batch: bytes, header: BatchHeader, attempt: str = ""
     ) -> ProduceResult:
-        """Journal a batch of an open transaction. Caller holds the transaction's lock."""
-        check = self.check_transactional(transaction_id, header)
-        if check.duplicate:
+        """Journal a batch of an open transaction. Caller holds the transaction's lock.
+
+        Sequences are checked per (transaction, attempt): every task attempt of a
+        Spark job numbers its own batches from 0.
+        """
+        tracker = self._transaction_tracker(transaction_id, attempt)
+        where = f"{self.name} in transaction {transaction_id}"
+        if tracker.check(header, f"{where} attempt {attempt!r}" if attempt else where).duplicate:
             return ProduceResult(-1, duplicate=True)
         self.journal.append(
             self.name,
@@ -101,19 +110,27 @@ class Partition:
             producer_id=header.producer_id,
             producer_generation=header.producer_generation,
             base_sequence=header.base_sequence,
+            attempt=attempt.encode("utf-8"),
         )
-        self.transaction_sequences[transaction_id].observe(header, -1)
+        tracker.observe(header, -1)
         return ProduceResult(-1)
 
-    def apply_commit(self, transaction_id: int) -> tuple[int, int]:
-        first_offset, next_offset = self.writer.apply_commit(transaction_id)
-        self.transaction_sequences.pop(transaction_id, None)
+    def _forget_transaction(self, transaction_id: int) -> None:
+        for key in [key for key in self.transaction_sequences if key[0] == transaction_id]:
+            del self.transaction_sequences[key]
+
+    def apply_commit(
+        self, transaction_id: int, attempts: tuple[str, ...] | None = None
+    ) -> tuple[int, int]:
+        tags = None if attempts is None else [a.encode("utf-8") for a in attempts]
+        first_offset, next_offset = self.writer.apply_commit(transaction_id, attempts=tags)
+        self._forget_transaction(transaction_id)
         self._wake_fetchers()
         return first_offset, next_offset
 
     def apply_abort(self, transaction_id: int) -> None:
         self.writer.apply_abort(transaction_id)
-        self.transaction_sequences.pop(transaction_id, None)
+        self._forget_transaction(transaction_id)
 
     # --- reads -----------------------------------------------------------------------
 
@@ -145,7 +162,7 @@ class Partition:
 
     def describe_producers(self) -> list[ProducerDescription]:
         open_transactions: dict[int, int] = {}
-        for transaction_id, tracker in list(self.transaction_sequences.items()):
+        for (transaction_id, _), tracker in list(self.transaction_sequences.items()):
             for producer_id in tracker.producers:
                 open_transactions[producer_id] = transaction_id
         described = []

@@ -13,13 +13,19 @@ record whose key is empty and whose value is:
                           producer_generation i32, timeout_ms i32, request_id i64
     3     ADD_PARTITIONS  transaction_id i64, partitions partitions
     4     ADD_OFFSETS     transaction_id i64, group_id str, partitions partitions
-    5     PREPARE_COMMIT  transaction_id i64
+    5     PREPARE_COMMIT  transaction_id i64, attempts attempts
     6     PREPARE_ABORT   transaction_id i64
     7     COMMITTED       transaction_id i64
     8     ABORTED         transaction_id i64
 
     str        := length int16, UTF-8 bytes
     partitions := count int32, (topic str, partition int32){count}
+    attempts   := count int32 (-1: all entries), str{count}
+
+``attempts`` lets a writer with several task attempts (the Spark sink) commit
+only the attempts whose results it kept: APPLY_COMMIT copies the entries
+tagged with one of them (and untagged ones) and drops the rest. It is part of
+the decision, so a redo after a crash applies exactly the same set.
 
 ADD_OFFSETS names the group and the partitions whose offsets the transaction
 commits (the offsets themselves travel as a transactional write to the
@@ -121,8 +127,9 @@ class AddOffsets(TxnRecord):
 @dataclass(frozen=True)
 class PrepareCommit(TxnRecord):
     TYPE = TxnRecordType.PREPARE_COMMIT
-    FIELDS = (("transaction_id", "i64"),)
+    FIELDS = (("transaction_id", "i64"), ("attempts", "attempts"))
     transaction_id: int
+    attempts: tuple[str, ...] | None = None  # None: every entry
 
 
 @dataclass(frozen=True)
@@ -181,6 +188,9 @@ def encode(record: TxnRecord) -> bytes:
             for topic, partition in value:
                 parts.append(_encode_string(topic))
                 parts.append(_PARTITION.pack(partition))
+        elif kind == "attempts":
+            parts.append(_COUNT.pack(-1 if value is None else len(value)))
+            parts.extend(_encode_string(attempt) for attempt in value or ())
         else:
             parts.append(_SCALARS[kind].pack(value))
     return b"".join(parts)
@@ -236,6 +246,11 @@ def decode(data: bytes) -> TxnRecord:
             values[name] = tuple(
                 TopicPartition(cursor.string(), cursor.unpack(_PARTITION)) for _ in range(count)
             )
+        elif kind == "attempts":
+            count = cursor.unpack(_COUNT)
+            if count < -1:
+                raise CorruptJournalError(f"transaction journal record lists {count} attempts")
+            values[name] = None if count == -1 else tuple(cursor.string() for _ in range(count))
         else:
             values[name] = cursor.unpack(_SCALARS[kind])
     if cursor.position != len(data):

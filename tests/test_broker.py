@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from engine.batch_builder import RecordBatchBuilder
+from engine.batch_builder import RecordBatchBuilder, build_batch
 from engine.batch_reader import iter_batches
 from engine.broker import Broker
 from engine.errors import (
@@ -90,7 +91,10 @@ class Txn:
 
     def abort(self) -> None:
         self.broker.abort_transaction(
-            self.transaction_id, self.identity.producer_id, self.identity.producer_generation
+            self.transaction_id,
+            self.identity.producer_id,
+            self.identity.producer_generation,
+            wait_for_applied=True,
         )
 
 
@@ -170,10 +174,15 @@ def test_timed_out_transaction_is_aborted_and_refuses_late_writes(broker: Broker
     producer.send("orders", 0, [b"too slow"])
     started = broker.list_transactions()[0].started_ms
     assert broker.expire_transactions(now=started + 1_001) == [txn_id]
-    with pytest.raises(InvalidTxnStateError, match="ABORTED"):
+    # Refused whether the abort is still being applied (PREPARE_ABORT) or done (ABORTED).
+    with pytest.raises(InvalidTxnStateError, match="ABORT"):
         producer.send("orders", 0, [b"later"])
-    with pytest.raises(InvalidTxnStateError, match="ABORTED"):
+    with pytest.raises(InvalidTxnStateError, match="ABORT"):
         producer.commit()
+    deadline = time.monotonic() + 5
+    while broker.list_transactions():  # the abort is applied in the background
+        assert time.monotonic() < deadline, "the timed-out transaction was never aborted"
+        time.sleep(0.01)
     assert read_all(broker, "orders", 0) == []
     assert broker.describe_topic("orders").partitions[0].journal_entries_pending == 0
 
@@ -262,7 +271,7 @@ def test_bad_input_is_refused_with_typed_errors(broker: Broker) -> None:
     with pytest.raises(CorruptBatchError, match="CRC"):
         broker.produce("orders", 0, bytes(corrupt))
     with pytest.raises(BatchTooLargeError, match="max_batch_bytes"):
-        broker.produce("orders", 0, batch([b"x" * (9 << 20)]))
+        broker.produce("orders", 0, build_batch([b"x" * (9 << 20)], "none"))
     with pytest.raises(TopicExistsError):
         broker.create_topic("orders")
     assert read_all(broker, "orders", 0) == []

@@ -21,7 +21,7 @@ from engine.errors import (
     UnknownTransactionError,
 )
 from engine.id_allocator import IdAllocator
-from engine.txn_state import TRANSITIONS, Outcome, TxnEvent
+from engine.txn_state import TRANSITIONS, Outcome, TxnEvent, next_state
 from engine.types import TopicPartition, TxnState
 from journal.txn_journal import TxnJournal
 from journal.txn_records import Aborted, Committed, PrepareAbort, PrepareCommit
@@ -39,9 +39,12 @@ class RecordingApplier:
         self.gate = threading.Event()
         self.gate.set()
 
-    def apply_commit(self, partition: TopicPartition, transaction_id: int) -> None:
+    def apply_commit(
+        self, partition: TopicPartition, transaction_id: int, attempts: tuple[str, ...] | None
+    ) -> None:
         self.gate.wait()
         self.calls.append(("commit", partition, transaction_id))
+        self.attempts = attempts
 
     def apply_abort(self, partition: TopicPartition, transaction_id: int) -> None:
         self.gate.wait()
@@ -242,29 +245,29 @@ def test_checkpoint_bounds_replay_and_keeps_generations(tmp_path: Path) -> None:
 
 def _drive_to(
     coordinator: Coordinator, applier: RecordingApplier, state: TxnState
-) -> tuple[TxnMetadata | int, int, int]:
-    """A transaction in ``state``; returns (txn or its id if complete, producer id, generation)."""
+) -> tuple[TxnMetadata, int, int]:
+    """A transaction in ``state`` (kept even once complete); returns (txn, producer id, generation)."""
     name = f"p-{state.value}-{id(applier)}"
     identity = coordinator.init_producer(name, 60_000)
     pid, gen = identity.producer_id, identity.producer_generation
     txn_id = coordinator.begin(pid, gen)
     coordinator.add_partitions(txn_id, pid, gen, [A0])
+    txn = coordinator.transaction(txn_id)
+    assert txn is not None
     if state is TxnState.ONGOING:
-        return coordinator.transaction(txn_id), pid, gen  # type: ignore[return-value]
+        return txn, pid, gen
     if state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
         applier.gate.clear()
     if state in (TxnState.PREPARE_COMMIT, TxnState.COMMITTED):
         coordinator.commit(txn_id, pid, gen, wait_for_applied=state is TxnState.COMMITTED)
     else:
         coordinator.abort(txn_id, pid, gen, wait_for_applied=state is TxnState.ABORTED)
-    txn = coordinator.transaction(txn_id)
-    return (txn if txn is not None else txn_id), pid, gen
+    assert txn.state is state
+    return txn, pid, gen
 
 
-def _fire(
-    coordinator: Coordinator, event: TxnEvent, txn: TxnMetadata | int, pid: int, gen: int
-) -> None:
-    txn_id = txn if isinstance(txn, int) else txn.transaction_id
+def _fire(coordinator: Coordinator, event: TxnEvent, txn: TxnMetadata, pid: int, gen: int) -> None:
+    txn_id = txn.transaction_id
     if event is TxnEvent.ADD_PARTITIONS:
         coordinator.add_partitions(txn_id, pid, gen, [B1])
     elif event is TxnEvent.ADD_OFFSETS:
@@ -276,13 +279,9 @@ def _fire(
     elif event is TxnEvent.ABORT:
         coordinator.abort(txn_id, pid, gen)
     elif event is TxnEvent.TIMEOUT:
-        if isinstance(txn, TxnMetadata):
-            txn.started_ms -= 10 * txn.timeout_ms
+        txn.started_ms -= 10 * txn.timeout_ms
         coordinator.expire()
     elif event in (TxnEvent.COMPLETE_COMMIT, TxnEvent.COMPLETE_ABORT):
-        assert isinstance(txn, TxnMetadata)
-        from engine.txn_state import next_state
-
         next_state(txn_id, txn.state, event)  # the completer's own check
         coordinator.complete(txn)
 
@@ -305,11 +304,9 @@ def test_every_state_and_event_follows_the_table(
 ) -> None:
     coordinator, applier = make(tmp_path)
     txn, pid, gen = _drive_to(coordinator, applier, state)
-    if event in (TxnEvent.COMPLETE_COMMIT, TxnEvent.COMPLETE_ABORT) and isinstance(txn, int):
-        pytest.skip("completion events are internal: a completed transaction is no longer held")
     before = list(coordinator.journal.replay(0))
     expected = TRANSITIONS[(event, state)]
-    txn_id = txn if isinstance(txn, int) else txn.transaction_id
+    txn_id = txn.transaction_id
     if expected is Outcome.ERROR:
         with pytest.raises(InvalidTxnStateError) as raised:
             _fire(coordinator, event, txn, pid, gen)
@@ -328,3 +325,31 @@ def test_every_state_and_event_follows_the_table(
             assert isinstance(after[0], EXPECTED_RECORD[expected])
     applier.gate.set()
     coordinator.close()
+
+
+def test_commit_with_attempts_is_journaled_and_survives_recovery(tmp_path: Path) -> None:
+    applier = RecordingApplier()
+    applier.gate.clear()
+    coordinator, _ = make(tmp_path, applier)
+    identity = coordinator.init_producer("spark-job", 60_000)
+    txn_id = coordinator.begin(identity.producer_id, identity.producer_generation)
+    coordinator.add_partitions(txn_id, identity.producer_id, identity.producer_generation, [A0])
+    coordinator.commit(
+        txn_id, identity.producer_id, identity.producer_generation, attempts=["3.1", "0.0", "3.1"]
+    )
+    with pytest.raises(InvalidTxnStateError, match="same attempts"):
+        coordinator.commit(
+            txn_id, identity.producer_id, identity.producer_generation, attempts=["9.0"]
+        )
+    coordinator.journal.close()  # crash before APPLY
+    second = RecordingApplier()
+    recovered = Coordinator(
+        0, TxnJournal(tmp_path / "txn" / "0"), IdAllocator(tmp_path / "ids"), second
+    )
+    recovered.recover()
+    recovered.start()
+    txn = recovered.transaction(txn_id)
+    assert txn is None or txn.completed.wait(5)
+    assert second.calls == [("commit", A0, txn_id)] and second.attempts == ("0.0", "3.1")
+    applier.gate.set()
+    recovered.close()

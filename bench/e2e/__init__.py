@@ -1,0 +1,1 @@
+"""End-to-end benchmark: a server process, a client process, and SQLite for comparison."""

@@ -1,0 +1,297 @@
+"""The single writer of one partition's data log: plain appends, APPLY_COMMIT, APPLY_ABORT.
+
+Every write to the data log goes through one lock here, so a plain batch can
+never land inside a transaction's copy, and a transaction's batches are
+contiguous in the log.
+
+APPLY_COMMIT (``apply_commit``):
+
+    1. record APPLYING(start = log end) in the journal, synced  -> copier.after_applying_record
+    2. walk the reverse links back from the last entry, keeping only the
+       journal sequences (8 bytes per entry, never a payload)
+    3. stream the batches, in append order, zero-copy from LMDB into ONE
+       ``data_log.append_many`` (contiguous, one fsync)           -> copier.after_batch (each)
+                                                                 -> copier.after_log_fsync
+    4. in ONE journal transaction: record APPLIED(first, next) and
+       delete the entries, synced                                -> copier.after_applied_record
+
+(There is no ``copier.before_journal_delete``: the delete is in step 4's
+transaction, not a step of its own.) A crash anywhere is resolved at open by
+``recover`` with ``copier.recovery_table``. Delivering APPLY_COMMIT or
+APPLY_ABORT again, or after a restart, answers from the record.
+
+Invariant (per partition, whenever the writer lock is free; like etcd raft's
+``applied <= applying <= committed``):
+
+    at most one transaction is APPLYING, and if one is, with
+        applying_start   = the log end when APPLYING was recorded
+        copied_end       = the log end now
+        journaled_end    = applying_start + the offsets its journaled batches span
+    then  applying_start <= copied_end <= journaled_end,
+    and the log between applying_start and copied_end is a prefix of its batches.
+
+``check_invariant`` asserts the numbers; ``classify_tail`` checks the prefix.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from array import array
+from collections.abc import Iterable, Iterator
+from contextlib import closing
+from dataclasses import dataclass
+
+from copier.recovery_table import Action, Case, ChainState, RecordState, Row, TailState, lookup
+from copier.tail import classify_tail
+from engine import failpoints
+from engine.batch_format import HEADER, BatchHeader
+from engine.errors import CorruptJournalError, InvalidTxnStateError
+from engine.log import DataLog
+from journal import LocalJournal, TransactionRecord, TransactionState
+
+log = logging.getLogger(__name__)
+
+_LAST_OFFSET_DELTA = BatchHeader._fields.index("last_offset_delta")
+
+
+def check_invariant(applying_start: int, copied_end: int, journaled_end: int) -> None:
+    assert applying_start <= copied_end <= journaled_end, (
+        f"copier invariant broken: applying_start {applying_start} <= copied_end {copied_end} "
+        f"<= journaled_end {journaled_end} does not hold"
+    )
+
+
+@dataclass(frozen=True)
+class RecoveryOutcome:
+    """What ``recover`` did with one APPLYING transaction."""
+
+    transaction_id: int
+    case: Case
+    row: Row
+    applied_range: tuple[int, int] | None
+
+
+class PartitionWriter:
+    """The one writer of a partition's data log and of its transactions' copies.
+
+    Thread rule: any thread may call any method; one lock serializes them all
+    (plain appends, copies, aborts, recovery). ``transaction_headers`` reads
+    only. ``recover`` runs once at open; any write also runs it first if it has
+    not run, or if an earlier copy failed half-way (e.g. a full disk), so a
+    half-done copy is always finished before anything else is appended.
+    """
+
+    def __init__(self, partition: str, data_log: DataLog, journal: LocalJournal) -> None:
+        self.partition = partition
+        self.log = data_log
+        self.journal = journal
+        self._lock = threading.Lock()
+        self._needs_recovery = True
+
+    # --- writes -------------------------------------------------------------------
+
+    def append_plain(self, batch: bytes | memoryview) -> int:
+        """Append a non-transactional batch to the data log; its base offset."""
+        with self._lock:
+            self._recover_if_needed()
+            return self.log.append(batch)
+
+    def apply_commit(
+        self, transaction_id: int, attempts: Iterable[bytes] | None = None
+    ) -> tuple[int, int]:
+        """Copy the transaction's batches into the data log, exactly once; (first, next) offset.
+
+        ``attempts`` (None: all) chooses the attempt tags whose batches are
+        copied; untagged batches are always copied, the others are dropped with
+        the entries. The choice is recorded with APPLYING; a redelivery that names
+        other attempts gets the recorded choice. An APPLIED transaction returns
+        its recorded range; one unknown here (the producer wrote nothing to this
+        partition) applies as empty at the log end and is recorded so. An
+        ABORTED one raises InvalidTxnStateError.
+        """
+        with self._lock:
+            self._recover_if_needed()
+            record = self.journal.transaction(self.partition, transaction_id)
+            if record is None:
+                end = self.log.log_end_offset
+                applied = self.journal.mark_applied(
+                    self.partition, transaction_id, end, end, array("Q")
+                )
+                return applied.applied_range
+            if record.state is TransactionState.APPLIED:
+                return record.applied_range
+            if record.state is TransactionState.ABORTED:
+                raise InvalidTxnStateError(
+                    f"transaction {transaction_id} is ABORTED on {self.partition}; APPLY_COMMIT "
+                    "would make it APPLIED (only from OPEN or APPLYING)"
+                )
+            if record.state is TransactionState.APPLYING:  # a failed copy of this session
+                outcome = self._recover_one(record)
+                assert outcome.applied_range is not None
+                return outcome.applied_range
+            record = self.journal.mark_applying(
+                self.partition, transaction_id, self.log.log_end_offset, attempts
+            )
+            failpoints.hit("copier.after_applying_record")
+            return self._copy(record)
+
+    def apply_abort(self, transaction_id: int) -> None:
+        """Delete the transaction's entries and record ABORTED; nothing is copied.
+
+        Idempotent; an APPLYING or APPLIED transaction raises InvalidTxnStateError.
+        """
+        with self._lock:
+            self._recover_if_needed()
+            record = self.journal.transaction(self.partition, transaction_id)
+            if record is not None and record.state in (
+                TransactionState.APPLYING,
+                TransactionState.APPLIED,
+            ):
+                raise InvalidTxnStateError(
+                    f"transaction {transaction_id} is {record.state.name} on {self.partition}; "
+                    "APPLY_ABORT would make it ABORTED (only from OPEN or unknown)"
+                )
+            if record is None or record.state is not TransactionState.ABORTED:
+                self.journal.mark_aborted(self.partition, transaction_id)
+
+    # --- reads --------------------------------------------------------------------
+
+    def transaction_headers(self, transaction_id: int) -> Iterator[BatchHeader]:
+        """Headers of the transaction's journaled batches, in append order (streamed)."""
+        sequences = self.journal.sequences(self.partition, transaction_id)
+        with closing(self.journal.iter_batch_headers(self.partition, sequences)) as headers:
+            yield from headers
+
+    # --- the copy -----------------------------------------------------------------
+
+    def _copy(self, record: TransactionRecord) -> tuple[int, int]:
+        """Steps 2-4 for an APPLYING record whose start is the log end."""
+        start = record.first_offset
+        assert self.log.log_end_offset == start, (
+            f"copy of {record.transaction_id} on {self.partition} starts at {start}, "
+            f"but the log ends at {self.log.log_end_offset}"
+        )
+        sequences = self.journal.sequences(self.partition, record.transaction_id)
+        chosen = (
+            sequences
+            if record.attempts is None
+            else self.journal.sequences(self.partition, record.transaction_id, chosen_only=True)
+        )
+        spanned = [0]  # offsets the copied batches span, summed as they pass
+        self._needs_recovery = True  # until APPLIED: if this fails, the next write resumes it
+        with closing(self.journal.iter_batches(self.partition, chosen)) as batches:
+            first, next_offset = self.log.append_many(self._counted(batches, spanned))
+        failpoints.hit("copier.after_log_fsync")
+        check_invariant(start, next_offset, start + spanned[0])
+        assert first == start and next_offset == start + spanned[0]
+        self.journal.mark_applied(
+            self.partition, record.transaction_id, first, next_offset, sequences
+        )
+        self._needs_recovery = False
+        failpoints.hit("copier.after_applied_record")
+        return first, next_offset
+
+    @staticmethod
+    def _counted(batches: Iterable[memoryview], spanned: list[int]) -> Iterator[memoryview]:
+        for batch in batches:
+            spanned[0] += HEADER.unpack_from(batch)[_LAST_OFFSET_DELTA] + 1  # last_offset_delta + 1
+            yield batch
+            # Resumed: append_many has written this batch (it writes each before
+            # asking for the next).
+            failpoints.hit("copier.after_batch")
+
+    # --- recovery -----------------------------------------------------------------
+
+    def recover(self) -> list[RecoveryOutcome]:
+        """Finish or redo any half-done copy of this partition (see ``copier.recovery_table``)."""
+        with self._lock:
+            return self._recover_locked()
+
+    def _recover_if_needed(self) -> None:
+        if self._needs_recovery:
+            self._recover_locked()
+
+    def _recover_locked(self) -> list[RecoveryOutcome]:
+        applying = self.journal.transactions(self.partition, [TransactionState.APPLYING])
+        if len(applying) > 1:
+            raise CorruptJournalError(
+                f"{self.partition}: {len(applying)} transactions are APPLYING "
+                f"({[r.transaction_id for r in applying]}); the copier applies one at a time, so "
+                "the journal is damaged or was written by something else"
+            )
+        outcomes = [self._recover_one(record) for record in applying]
+        self._needs_recovery = False
+        return outcomes
+
+    def inspect(self, record: TransactionRecord | None) -> Case:
+        """The recovery case of a transaction (``record`` None: absent)."""
+        if record is None:
+            return Case(RecordState.ABSENT, ChainState.INTACT, TailState.EMPTY)
+        state = RecordState[record.state.name]
+        try:
+            sequences = self.journal.sequences(
+                self.partition, record.transaction_id, chosen_only=True
+            )
+        except CorruptJournalError:
+            return Case(state, ChainState.BROKEN, TailState.FOREIGN)
+        if record.state is not TransactionState.APPLYING:
+            return Case(state, ChainState.INTACT, TailState.EMPTY)
+        start, end = record.first_offset, self.log.log_end_offset
+        log_headers = (
+            self.log.iter_headers(start) if self.log.log_start_offset <= start < end else iter(())
+        )
+        with closing(self.journal.iter_batch_headers(self.partition, sequences)) as journal_headers:
+            tail, _ = classify_tail(
+                start, self.log.log_start_offset, end, log_headers, journal_headers
+            )
+        return Case(state, ChainState.INTACT, tail)
+
+    def _recover_one(self, record: TransactionRecord) -> RecoveryOutcome:
+        case = self.inspect(record)
+        row = lookup(case)
+        log.info(
+            "%s: transaction %d is %s, chain %s, log tail %s: row %r -> %s",
+            self.partition,
+            record.transaction_id,
+            case.record.value,
+            case.chain.value,
+            case.tail.value,
+            row.name,
+            row.action.value,
+        )
+        applied: tuple[int, int] | None = None
+        if row.action is Action.REFUSE:
+            raise CorruptJournalError(
+                f"{self.partition}: transaction {record.transaction_id} is APPLYING from offset "
+                f"{record.first_offset} (log end {self.log.log_end_offset}), chain {case.chain.value}, "
+                f"log tail {case.tail.value}: {row.why}. Copy the partition directory and "
+                "the journal aside before changing anything"
+            )
+        if row.action is Action.TRUNCATE_AND_COPY:
+            removed_bytes = self.log.truncate_to(record.first_offset)
+            log.warning(
+                "%s: cut %d bytes of a torn copy at offset %d",
+                self.partition,
+                removed_bytes,
+                record.first_offset,
+            )
+            applied = self._copy(record)
+        elif row.action is Action.RESTART_AND_COPY:
+            record = self.journal.mark_applying(
+                self.partition, record.transaction_id, self.log.log_end_offset
+            )
+            applied = self._copy(record)
+        elif row.action is Action.COPY:
+            applied = self._copy(record)
+        elif row.action is Action.RECORD_APPLIED:
+            # The copy may be whole only in the page cache (the process died before
+            # append_many's fsync): make it durable before the journal forgets it.
+            self.log.flush()
+            sequences = self.journal.sequences(self.partition, record.transaction_id)
+            end = self.log.log_end_offset
+            check_invariant(record.first_offset, end, end)
+            applied = self.journal.mark_applied(
+                self.partition, record.transaction_id, record.first_offset, end, sequences
+            ).applied_range
+        return RecoveryOutcome(record.transaction_id, case, row, applied)

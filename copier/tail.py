@@ -1,0 +1,52 @@
+"""Compare the data log from a copy's start offset with the journal's batches.
+
+A batch copied from the journal is recognisable in the log without reading
+its records: the log only patched its base offset, so every other header
+field is the same, and the CRC stands for the rest of the bytes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+
+from copier.recovery_table import TailState
+from engine.batch_format import BatchHeader
+
+
+def same_batch(in_log: BatchHeader, in_journal: BatchHeader) -> bool:
+    """True if the log's batch is the journal's (all but the base offset match)."""
+    return in_log._replace(base_offset=0) == in_journal._replace(base_offset=0)
+
+
+def classify_tail(
+    start_offset: int,
+    log_start_offset: int,
+    log_end_offset: int,
+    log_headers: Iterable[BatchHeader],
+    journal_headers: Iterator[BatchHeader],
+) -> tuple[TailState, int]:
+    """(tail state, batches of ours found) of the log from ``start_offset``.
+
+    ``log_headers`` are the log's headers from ``start_offset`` to its end;
+    ``journal_headers`` the transaction's batches in append order. Reads each
+    side at most once, one header at a time.
+    """
+    if start_offset > log_end_offset:
+        return TailState.BEYOND, 0
+    if start_offset < log_start_offset:
+        return TailState.FOREIGN, 0
+    matched = 0
+    expected_offset = start_offset
+    for in_log in log_headers:
+        in_journal = next(journal_headers, None)
+        if (
+            in_journal is None
+            or in_log.base_offset != expected_offset
+            or not same_batch(in_log, in_journal)
+        ):
+            return TailState.FOREIGN, matched
+        matched += 1
+        expected_offset = in_log.next_offset
+    if next(journal_headers, None) is None:
+        return TailState.WHOLE, matched
+    return (TailState.EMPTY if matched == 0 else TailState.PREFIX), matched

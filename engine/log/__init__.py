@@ -1,0 +1,13 @@
+"""The segmented data log of a partition: ``DataLog`` to write and serve it,
+``LogReader`` to read a log directory without one (e.g. from a Spark job).
+
+The on-disk format is described in ``docs/formats_log.md`` and at the top of
+files.py, segment.py, segment_index.py, checkpoints.py and recovery.py.
+"""
+
+from engine.log.config import LogConfig
+from engine.log.data_log import DataLog
+from engine.log.read_only import LogReader
+from engine.log.recovery import RecoveryReport
+
+__all__ = ["DataLog", "LogConfig", "LogReader", "RecoveryReport"]

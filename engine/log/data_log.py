@@ -1,0 +1,533 @@
+"""The data log of one partition: segments, appends, reads, retention, truncation.
+
+Watermarks (offsets, never positions):
+
+* ``log_start_offset``: the first offset still stored. Retention moves it to
+  the base offset of the oldest kept segment and persists it (checkpoints.py).
+* ``log_end_offset``: the offset the next appended record gets; one past the
+  last offset of the last batch. Readers see batches below it only.
+
+Invariant (asserted by ``check``): segments are in ascending base offset,
+contiguous (each one's next offset is the base offset of the one after it),
+and ``log_start_offset <= log_end_offset``.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from bisect import bisect_right
+from collections.abc import Iterable, Iterator
+from itertools import pairwise
+from pathlib import Path
+from typing import NamedTuple
+
+from engine.batch_format import BatchHeader, read_header, validate_batch, with_base_offset
+from engine.errors import (
+    BatchTooLargeError,
+    CorruptBatchError,
+    CorruptLogError,
+    LogClosedError,
+    OffsetOutOfRangeError,
+)
+from engine.log.checkpoints import RecoveryPoint, write_log_start_offset, write_recovery_point
+from engine.log.config import LogConfig
+from engine.log.files import fsync_directory
+from engine.log.flush_policy import FlushPolicy
+from engine.log.recovery import RecoveryReport, recover
+from engine.log.retention import count_segments_to_delete
+from engine.log.segment import Segment, wall_clock_ms
+from engine.log.segment_index import RELATIVE_OFFSET_MAX
+
+# After this many bytes flushed into the active segment, checkpoint a new
+# recovery point, so a crash rescans at most this much (plus one flush).
+RECOVERY_POINT_INTERVAL_BYTES = 64 << 20
+
+
+class _Published(NamedTuple):
+    """What readers may see; replaced whole (one attribute store) after each change."""
+
+    segments: tuple[Segment, ...]
+    base_offsets: tuple[int, ...]
+    end_position: int  # readable bytes of segments[-1]; earlier segments are whole
+    log_start_offset: int
+    log_end_offset: int
+    last_header: BatchHeader | None
+
+
+class DataLog:
+    """An append-only, segmented log of record batches in one directory.
+
+    Thread rule: ONE writer thread per log calls ``append``, ``append_many``,
+    ``flush``, ``truncate_to``, ``apply_retention``, ``delete_segments_before``
+    and ``close``. (An internal lock serializes these calls anyway, so a
+    background retention thread cannot tear an append; but appends from several
+    threads would interleave in no promised order.) Any number of
+    reader threads may call ``read``, ``iter_headers``, ``last_batch_header``,
+    ``offset_for_timestamp``, ``size_bytes`` and the offset properties while it
+    appends: readers take the published state (segments and end position,
+    replaced whole after each append) and read with ``os.pread`` up to that end,
+    so they see whole batches only, never a batch being written. Readers racing
+    ``truncate_to`` may fail on the bytes it cuts; callers truncate during
+    recovery, before serving reads.
+    """
+
+    def __init__(self, directory: Path, config: LogConfig) -> None:
+        """Use ``DataLog.open``."""
+        recovered = recover(directory, config)
+        self.directory = directory
+        self.config = config
+        self.recovery_report: RecoveryReport = recovered.report
+        self._segments = recovered.segments
+        self._log_start_offset = recovered.log_start_offset
+        active = self._segments[-1]
+        tail = active.tail()
+        self._next_offset = tail.next_offset
+        self._last_header = tail.last_header
+        if self._last_header is None and len(self._segments) > 1:
+            self._last_header = self._segments[-2].tail().last_header
+        self._recovery_point = RecoveryPoint(active.base_offset, active.size_bytes,
+                                             self._next_offset)
+        self._flush_policy = FlushPolicy(config)
+        self._closed = False
+        self._segments_view: tuple[tuple[Segment, ...], tuple[int, ...]] | None = None
+        self._write_lock = threading.Lock()  # serializes writer calls; readers never take it
+        self._publish()
+
+    @classmethod
+    def open(cls, directory: str | os.PathLike[str], config: LogConfig | None = None) -> DataLog:
+        """Open (creating it if missing) and recover the log in ``directory``."""
+        return cls(Path(directory), config or LogConfig())
+
+    def __enter__(self) -> DataLog:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = self._published
+        return (f"DataLog({str(self.directory)!r}, offsets {state.log_start_offset}.."
+                f"{state.log_end_offset}, {len(state.segments)} segments)")
+
+    # --- watermarks ---------------------------------------------------------------
+
+    @property
+    def log_start_offset(self) -> int:
+        """First offset still stored (reads below it raise OffsetOutOfRangeError)."""
+        return self._snapshot().log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        """Offset the next appended record gets."""
+        return self._snapshot().log_end_offset
+
+    # --- writing (the writer thread) ----------------------------------------------
+
+    def append(self, batch: bytes | memoryview) -> int:
+        """Validate ``batch``, give it the next offsets, write it; return its base offset.
+
+        Durable per the flush policy before returning. Raises CorruptBatchError or
+        BatchTooLargeError (nothing written), DiskFullError (nothing kept; retry
+        after freeing space).
+        """
+        with self._write_lock:
+            return self._append_locked(batch)
+
+    def _append_locked(self, batch: bytes | memoryview) -> int:
+        self._check_open()
+        view = memoryview(batch)
+        header = self._check_batch(view, validate=True)
+        base_offset = self._next_offset
+        active, position = self._write(view, header)
+        if self._flush_policy.note_append(header.size_bytes):
+            try:
+                active.flush()
+            except Exception as error:
+                self._undo_last_append(active, position)
+                if isinstance(error, OSError):
+                    active.raise_disk_full_or(error, "fsyncing a batch", position)
+                raise
+            self._after_flush()
+        self._publish()
+        return base_offset
+
+    def append_many(self, batches: Iterable[bytes | memoryview], *, validate: bool = True) -> tuple[int, int]:
+        """Append ``batches`` contiguously with one fsync at the end; (first, next) offset.
+
+        Streams: each batch is written as it comes, none is kept. May roll
+        segments in between. Readers see the batches only after the fsync, all at
+        once. If anything fails (a bad batch, a full disk, the iterable raising),
+        every batch of this call is removed again and the error re-raised.
+        ``validate=False`` skips the CRC (for batches validated on the way in) but
+        still checks each header and length.
+        """
+        with self._write_lock:
+            return self._append_many_locked(batches, validate=validate)
+
+    def _append_many_locked(self, batches: Iterable[bytes | memoryview], *, validate: bool = True) -> tuple[int, int]:
+        self._check_open()
+        first_offset = self._next_offset
+        try:
+            for batch in batches:
+                view = memoryview(batch)
+                self._write(view, self._check_batch(view, validate=validate))
+            self._segments[-1].flush()
+        except BaseException as error:
+            self._roll_back_to(first_offset)
+            if isinstance(error, OSError):
+                self._segments[-1].raise_disk_full_or(error, "appending many batches",
+                                                      self._segments[-1].size_bytes)
+            raise
+        self._after_flush()
+        self._publish()
+        return first_offset, self._next_offset
+
+    def flush(self) -> None:
+        """fsync everything written."""
+        with self._write_lock:
+            return self._flush_locked()
+
+    def _flush_locked(self) -> None:
+        self._check_open()
+        active = self._segments[-1]
+        try:
+            active.flush()
+        except OSError as error:
+            active.raise_disk_full_or(error, "fsyncing", active.size_bytes)
+        self._after_flush()
+
+    def truncate_to(self, offset: int) -> int:
+        """Drop every batch whose base offset is >= ``offset``; fsync; return bytes removed.
+
+        ``offset`` must be a batch boundary (a batch's base offset, or the log
+        end), else ValueError. After a crash during the call the log holds a
+        prefix between ``offset`` and the old end: call it again.
+        """
+        with self._write_lock:
+            return self._truncate_to_locked(offset)
+
+    def _truncate_to_locked(self, offset: int) -> int:
+        self._check_open()
+        if offset == self._next_offset:
+            return 0
+        if not self._log_start_offset <= offset < self._next_offset:
+            raise OffsetOutOfRangeError(
+                f"cannot truncate to offset {offset}: the log holds offsets "
+                f"{self._log_start_offset}..{self._next_offset}",
+                self._log_start_offset,
+                self._next_offset,
+            )
+        removed_bytes = self._truncate(offset)
+        self._publish()
+        return removed_bytes
+
+    def apply_retention(self, now_ms: int | None = None) -> int:
+        """Delete whole old segments past retention_bytes / retention_ms; return how many."""
+        with self._write_lock:
+            return self._apply_retention_locked(now_ms)
+
+    def _apply_retention_locked(self, now_ms: int | None = None) -> int:
+        self._check_open()
+        now_ms = wall_clock_ms() if now_ms is None else now_ms
+        sealed = self._segments[:-1]
+        log_bytes = sum(segment.size_bytes for segment in self._segments)
+        count = count_segments_to_delete(sealed, log_bytes, now_ms, self.config)
+        return self._delete_oldest_segments(count)
+
+    def delete_segments_before(self, offset: int) -> int:
+        """Delete the whole segments that hold only offsets below ``offset``; return how many.
+
+        Never the active segment. For logs whose owner knows what it no longer
+        needs (the transaction journal after a checkpoint). Advances
+        ``log_start_offset`` to the base offset of the first kept segment.
+        """
+        with self._write_lock:
+            self._check_open()
+            count = 0
+            while (count < len(self._segments) - 1
+                   and self._segments[count + 1].base_offset <= offset):
+                count += 1
+            return self._delete_oldest_segments(count)
+
+    def _delete_oldest_segments(self, count: int) -> int:
+        if count == 0:
+            return 0
+        doomed = self._segments[:count]
+        new_start_offset = max(self._segments[count].base_offset, self._log_start_offset)
+        # Checkpoint first: if we crash while deleting, open deletes the rest.
+        write_log_start_offset(self.directory, new_start_offset)
+        self._log_start_offset = new_start_offset
+        del self._segments[:count]
+        self._segments_view = None
+        self._publish()
+        for segment in doomed:
+            segment.delete()  # readers holding it keep reading through their open fd
+        fsync_directory(self.directory)
+        return count
+
+    def close(self) -> None:
+        """Flush, checkpoint the end (so the next open scans nothing), close. Idempotent."""
+        with self._write_lock:
+            return self._close_locked()
+
+    def _close_locked(self) -> None:
+        if self._closed:
+            return
+        try:
+            active = self._segments[-1]
+            active.flush()
+            active.flush_index()
+            self._write_recovery_point(RecoveryPoint(active.base_offset, active.size_bytes,
+                                                     self._next_offset))
+        finally:
+            self._closed = True
+            for segment in self._segments:
+                segment.close()
+
+    # --- reading (any thread) -----------------------------------------------------
+
+    def read(self, offset: int, max_bytes: int) -> bytes:
+        """Whole batches from the one holding ``offset``, up to ``max_bytes`` (at least one).
+
+        Returns b"" at the log end. Raises OffsetOutOfRangeError below the start or
+        above the end. Bytes come from one segment; call again from the next offset.
+        """
+        state = self._snapshot()
+        if offset == state.log_end_offset:
+            return b""
+        self._check_range(state, offset)
+        segment, end_position = self._segment_for(state, offset)
+        position, _ = self._find_batch(segment, offset, end_position)
+        stop = segment.boundary_at_or_before(position, position + max(max_bytes, 0), end_position)
+        return segment.read(position, stop - position)
+
+    def iter_headers(self, from_offset: int) -> Iterator[BatchHeader]:
+        """Headers of the batches from the one holding ``from_offset`` to the end (at the call)."""
+        state = self._snapshot()
+        if from_offset == state.log_end_offset:
+            return iter(())
+        self._check_range(state, from_offset)
+        return self._headers_from(state, from_offset)
+
+    def _headers_from(self, state: _Published, from_offset: int) -> Iterator[BatchHeader]:
+        first = bisect_right(state.base_offsets, from_offset) - 1
+        segment, end_position = self._segment_for(state, from_offset)
+        position, _ = self._find_batch(segment, from_offset, end_position)
+        for number in range(first, len(state.segments)):
+            segment = state.segments[number]
+            end_position = self._end_of(state, number)
+            for _, header in segment.headers(position, end_position):
+                yield header
+            position = 0
+
+    def last_batch_header(self) -> BatchHeader | None:
+        return self._snapshot().last_header
+
+    def offset_for_timestamp(self, timestamp_ms: int) -> int | None:
+        """Base offset of the first batch whose max timestamp is >= ``timestamp_ms``, or None."""
+        state = self._snapshot()
+        for number, segment in enumerate(state.segments):
+            end_position = self._end_of(state, number)
+            if end_position == 0 or segment.tail().max_timestamp_ms < timestamp_ms:
+                continue  # nothing here reaches it (timestamps need not grow across segments)
+            offset = segment.offset_for_timestamp(timestamp_ms, end_position)
+            if offset is not None:
+                return max(offset, state.log_start_offset)
+        return None
+
+    def size_bytes(self) -> int:
+        state = self._snapshot()
+        return sum(segment.size_bytes for segment in state.segments[:-1]) + state.end_position
+
+    def check(self) -> None:
+        """Assert the log's invariants (for tests and tools; costs a walk per segment end)."""
+        self._check_open()
+        segments = self._segments
+        for earlier, later in pairwise(segments):
+            assert earlier.base_offset < later.base_offset, (earlier, later)
+            assert earlier.tail().next_offset == later.base_offset, (earlier, later)
+        for segment in segments:
+            assert os.stat(segment.path).st_size == segment.size_bytes, segment
+            entry = segment.index.last_entry_before(segment.size_bytes + 1)
+            assert entry is None or entry[1] < segment.size_bytes, segment
+        assert segments[-1].tail().next_offset == self._next_offset
+        assert self._log_start_offset <= self._next_offset
+        state = self._published
+        assert state.log_end_offset == self._next_offset
+        assert state.end_position == segments[-1].size_bytes
+        assert state.segments == tuple(segments)
+
+    # --- internals ------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise LogClosedError(f"the data log in {self.directory} is closed; open it again")
+
+    def _snapshot(self) -> _Published:
+        self._check_open()
+        return self._published
+
+    def _publish(self) -> None:
+        if self._segments_view is None:
+            segments = tuple(self._segments)
+            self._segments_view = segments, tuple(segment.base_offset for segment in segments)
+        segments, base_offsets = self._segments_view
+        self._published = _Published(segments, base_offsets, segments[-1].size_bytes,
+                                     self._log_start_offset, self._next_offset, self._last_header)
+
+    def _check_batch(self, view: memoryview, validate: bool) -> BatchHeader:
+        if len(view) > self.config.max_batch_bytes:
+            raise BatchTooLargeError(
+                f"batch is {len(view)} bytes, larger than this log's max_batch_bytes of "
+                f"{self.config.max_batch_bytes}: split it, or raise max_batch_bytes "
+                "(topic config max.message.bytes)"
+            )
+        header = validate_batch(view) if validate else read_header(view)
+        if header.size_bytes != len(view):
+            raise CorruptBatchError(
+                f"batch buffer holds {len(view)} bytes, its length field says "
+                f"{header.size_bytes}: pass exactly one batch"
+            )
+        return header
+
+    def _write(self, view: memoryview, header: BatchHeader) -> tuple[Segment, int]:
+        """Write one checked batch at the log end (rolling first if due); (segment, position)."""
+        header = header._replace(base_offset=self._next_offset)
+        active = self._segments[-1]
+        if self._roll_due(active, header):
+            active = self._roll()
+        position = active.append(with_base_offset(view, header.base_offset), header)
+        self._next_offset = header.next_offset
+        self._last_header = header
+        return active, position
+
+    def _roll_due(self, active: Segment, header: BatchHeader) -> bool:
+        if active.size_bytes == 0:
+            return False  # an empty segment takes any batch, however large or old
+        if active.size_bytes + header.size_bytes > self.config.segment_bytes:
+            return True
+        if header.last_offset - active.base_offset > RELATIVE_OFFSET_MAX:
+            return True  # relative offsets in the index are u32
+        first_timestamp_ms = active.first_batch_max_timestamp_ms
+        if first_timestamp_ms is not None and first_timestamp_ms >= 0:
+            waited_ms = header.max_timestamp_ms - first_timestamp_ms  # Kafka's rule
+        else:
+            waited_ms = wall_clock_ms() - active.created_ms
+        return waited_ms > self.config.segment_ms
+
+    def _roll(self) -> Segment:
+        """Seal the active segment and start a new one at the log end."""
+        old = self._segments[-1]
+        try:
+            old.seal()
+            new = Segment.create(self.directory, self._next_offset, self.config.index_interval_bytes)
+        except OSError as error:
+            old.open_for_append()
+            old.raise_disk_full_or(error, "rolling to a new segment", old.size_bytes)
+        self._segments.append(new)
+        self._segments_view = None
+        fsync_directory(self.directory)
+        self._write_recovery_point(RecoveryPoint(new.base_offset, 0, new.base_offset))
+        return new
+
+    def _after_flush(self) -> None:
+        self._flush_policy.note_flushed()
+        active = self._segments[-1]
+        point = self._recovery_point
+        if (point.segment_base_offset == active.base_offset
+                and active.size_bytes - point.position < RECOVERY_POINT_INTERVAL_BYTES):
+            return
+        active.flush_index()
+        self._write_recovery_point(RecoveryPoint(active.base_offset, active.size_bytes,
+                                                 self._next_offset))
+
+    def _write_recovery_point(self, point: RecoveryPoint) -> None:
+        if point != self._recovery_point:
+            write_recovery_point(self.directory, point)
+            self._recovery_point = point
+
+    def _undo_last_append(self, segment: Segment, position: int) -> None:
+        segment.undo_append(position)
+        tail = segment.tail()
+        self._next_offset = tail.next_offset
+        self._last_header = tail.last_header or self._last_header_before(segment)
+
+    def _last_header_before(self, segment: Segment) -> BatchHeader | None:
+        number = self._segments.index(segment)
+        return self._segments[number - 1].tail().last_header if number else None
+
+    def _roll_back_to(self, offset: int) -> None:
+        if offset != self._next_offset:
+            self._truncate(offset)
+
+    def _truncate(self, offset: int) -> int:
+        """Cut the log (writer view) back to ``offset``, a batch boundary; return bytes removed."""
+        number = bisect_right([segment.base_offset for segment in self._segments], offset) - 1
+        segment = self._segments[number]
+        if offset == segment.base_offset and number > 0:
+            keep = number  # the whole segment goes; the one before becomes active
+            cut_segment = self._segments[number - 1]
+            cut_position = cut_segment.size_bytes
+        else:
+            position, header = self._find_batch(segment, offset, segment.size_bytes)
+            if header.base_offset != offset:
+                raise ValueError(
+                    f"offset {offset} is inside the batch holding offsets {header.base_offset}.."
+                    f"{header.last_offset}; truncate_to needs a batch boundary, such as "
+                    f"{header.base_offset} or {header.next_offset}"
+                )
+            keep, cut_segment, cut_position = number + 1, segment, position
+        removed_bytes = (cut_segment.size_bytes - cut_position
+                         + sum(later.size_bytes for later in self._segments[keep:]))
+        point = self._recovery_point
+        if (point.segment_base_offset, point.position) > (cut_segment.base_offset, cut_position):
+            # The recovery point lies in what goes: move it to the cut first. What
+            # stays must be durable before it says so; a sealed segment already is
+            # (sealing fsyncs data and indexes), so a rollback after a failed fsync
+            # fsyncs nothing here.
+            if cut_segment is self._segments[-1]:
+                cut_segment.flush()
+                cut_segment.flush_index()
+            self._write_recovery_point(RecoveryPoint(cut_segment.base_offset, cut_position,
+                                                     offset))
+        for later in reversed(self._segments[keep:]):  # last first: a crash leaves a prefix
+            later.delete()
+        del self._segments[keep:]
+        self._segments_view = None
+        fsync_directory(self.directory)
+        cut_segment.truncate(cut_position)
+        self._next_offset = offset
+        self._last_header = cut_segment.tail().last_header or self._last_header_before(cut_segment)
+        return removed_bytes
+
+    @staticmethod
+    def _check_range(state: _Published, offset: int) -> None:
+        if not state.log_start_offset <= offset < state.log_end_offset:
+            raise OffsetOutOfRangeError(
+                f"offset {offset} is out of range: the log holds offsets "
+                f"{state.log_start_offset}..{state.log_end_offset} (end exclusive)",
+                state.log_start_offset,
+                state.log_end_offset,
+            )
+
+    @staticmethod
+    def _end_of(state: _Published, number: int) -> int:
+        segment = state.segments[number]
+        return state.end_position if number == len(state.segments) - 1 else segment.size_bytes
+
+    def _segment_for(self, state: _Published, offset: int) -> tuple[Segment, int]:
+        number = bisect_right(state.base_offsets, offset) - 1
+        return state.segments[number], self._end_of(state, number)
+
+    @staticmethod
+    def _find_batch(segment: Segment, offset: int, end_position: int) -> tuple[int, BatchHeader]:
+        found = segment.find_batch(offset, end_position)
+        if found is None:
+            raise CorruptLogError(
+                f"{segment.path} has no batch holding offset {offset} before position "
+                f"{end_position}, though the log says it should",
+                str(segment.path),
+                end_position,
+            )
+        return found

@@ -1,0 +1,430 @@
+"""One segment of a data log: a .log file of whole batches and its sparse indexes.
+
+A segment file is nothing but record batches laid end to end, exactly as
+``engine.batch_format`` describes them, with their base offsets assigned by the
+log; no file header, no padding. Its name is its base offset (files.py).
+Vocabulary: an *offset* numbers a record; a *position* is a byte in this file;
+the *base offset* of the segment is the offset of its first batch.
+
+Thread rule: the log's writer thread calls the writing methods (``append``,
+``flush``, ``seal``, ``truncate``, ``delete``). Readers call the lookups and
+``read`` at the same time, passing the end position they may see (the log
+publishes it after each append), and read through their own read-only fd with
+``os.pread``, so they never depend on a shared file position.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NoReturn
+
+from engine import failpoints
+from engine.batch_format import NO_TIMESTAMP, BatchHeader
+from engine.errors import CorruptBatchError, CorruptLogError, DiskFullError
+from engine.log.files import index_path, segment_path, time_index_path
+from engine.log.headers import iter_headers
+from engine.log.scan import ScanResult, scan_batches
+from engine.log.segment_index import IndexDamagedError, SegmentIndex
+
+logger = logging.getLogger(__name__)
+
+# OSError numbers that mean "no room": a full disk, or a full quota.
+DISK_FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
+
+
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass
+class SegmentTail:
+    """What the end of a segment holds: enough to append after it and to judge its age."""
+
+    next_offset: int  # base offset the next batch appended here gets
+    last_header: BatchHeader | None  # None while the segment is empty
+    max_timestamp_ms: int  # largest batch max timestamp in the segment, NO_TIMESTAMP if none
+
+
+def _pwritev_all(fd: int, pieces: Sequence[bytes | memoryview], position: int) -> None:
+    """Write every piece at ``position``, going on after a short write."""
+    buffers = [memoryview(piece) for piece in pieces]
+    while buffers:
+        written = os.pwritev(fd, buffers, position)
+        position += written
+        while buffers and written >= len(buffers[0]):
+            written -= len(buffers[0])
+            buffers.pop(0)
+        if buffers and written:
+            buffers[0] = buffers[0][written:]
+
+
+class Segment:
+    """A segment file, its indexes and (while it is the active segment) its write fd."""
+
+    def __init__(
+        self,
+        directory: Path,
+        base_offset: int,
+        size_bytes: int,
+        index_interval_bytes: int,
+        index: SegmentIndex | None = None,
+    ) -> None:
+        self.directory = directory
+        self.base_offset = base_offset
+        self.path = segment_path(directory, base_offset)
+        self.size_bytes = size_bytes  # the writer's view; readers use the published end
+        self.index_interval_bytes = index_interval_bytes
+        self.created_ms = wall_clock_ms()  # age fallback when batches carry no timestamp
+        self.first_batch_max_timestamp_ms: int | None = None  # roll-by-age basis (active only)
+        self._tail: SegmentTail | None = None  # computed on first use for sealed segments
+        self._index = index  # loaded on first use for sealed segments
+        self._index_lock = threading.Lock()  # readers may race to load it
+        self._read_fd = os.open(self.path, os.O_RDONLY)
+        self._write_fd = -1
+
+    def __repr__(self) -> str:
+        return f"Segment({self.path.name}, {self.size_bytes} bytes)"
+
+    @classmethod
+    def open_existing(cls, directory: Path, base_offset: int, index_interval_bytes: int) -> Segment:
+        """A segment file already on disk; its size is the file's, its index loads on first use."""
+        segment = cls(directory, base_offset, 0, index_interval_bytes)
+        segment.size_bytes = os.fstat(segment._read_fd).st_size
+        return segment
+
+    @property
+    def read_fd(self) -> int:
+        return self._read_fd
+
+    @classmethod
+    def create(cls, directory: Path, base_offset: int, index_interval_bytes: int) -> Segment:
+        """New empty segment files, opened for appending. The caller fsyncs the directory.
+
+        On failure (a full disk) whatever this call created is removed again.
+        """
+        path = segment_path(directory, base_offset)
+        # O_EXCL: a leftover file of the same name would hold stale batches; refuse it.
+        write_fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            index = SegmentIndex.create(index_path(directory, base_offset),
+                                        time_index_path(directory, base_offset))
+            segment = cls(directory, base_offset, 0, index_interval_bytes, index)
+        except BaseException:
+            os.close(write_fd)
+            for created in (path, index_path(directory, base_offset),
+                            time_index_path(directory, base_offset)):
+                created.unlink(missing_ok=True)
+            raise
+        segment._write_fd = write_fd
+        segment._tail = SegmentTail(base_offset, None, NO_TIMESTAMP)
+        return segment
+
+    # --- indexes and tail ------------------------------------------------------
+
+    @property
+    def index(self) -> SegmentIndex:
+        index = self._index
+        if index is None:
+            with self._index_lock:
+                if self._index is None:
+                    self._index = self._load_or_rebuild_index()
+                index = self._index
+        return index
+
+    def set_index(self, index: SegmentIndex) -> None:
+        with self._index_lock:
+            if self._index is not None:
+                self._index.close()
+            self._index = index
+
+    def _load_or_rebuild_index(self) -> SegmentIndex:
+        try:
+            index = SegmentIndex.load(index_path(self.directory, self.base_offset),
+                                      time_index_path(self.directory, self.base_offset),
+                                      self.size_bytes)
+            try:
+                self._tail = self.verified_tail(index, self.size_bytes)
+            except IndexDamagedError:
+                index.close()
+                raise
+            return index
+        except IndexDamagedError as damage:
+            logger.warning("rebuilding the indexes of %s: %s", self.path, damage)
+        index, _ = self.rebuild_index()
+        return index
+
+    def verified_tail(self, index: SegmentIndex, end_position: int) -> SegmentTail:
+        """The tail of ``[0, end_position)``, checking ``index`` where it is cheap to check.
+
+        The last entry before ``end_position`` must point at a batch with the
+        offset it claims, and no batch after it may lack an entry the index
+        point rule would have given it (a lost entry at the end). Raises
+        IndexDamagedError.
+        """
+        entry = index.last_entry_before(end_position)
+        entry_position = entry[1] if entry else 0
+        max_timestamp_ms = entry[2] if entry else NO_TIMESTAMP
+        last_header = None
+        try:
+            for position, header in iter_headers(self._read_fd, entry_position, end_position):
+                if entry and position == entry_position:
+                    if header.base_offset != self.base_offset + entry[0]:
+                        raise IndexDamagedError(
+                            f"the index entry for position {position} says offset "
+                            f"{self.base_offset + entry[0]}, the batch there has base offset "
+                            f"{header.base_offset}"
+                        )
+                elif position - entry_position >= self.index_interval_bytes:
+                    raise IndexDamagedError(f"the batch at position {position} has no index entry")
+                last_header = header
+                max_timestamp_ms = max(max_timestamp_ms, header.max_timestamp_ms)
+        except CorruptBatchError as error:
+            raise IndexDamagedError(f"walking from the last index entry failed: {error}") from None
+        next_offset = last_header.next_offset if last_header else self.base_offset
+        return SegmentTail(next_offset, last_header, max_timestamp_ms)
+
+    def rebuild_index(self) -> tuple[SegmentIndex, int]:
+        """New index files from a validating scan of the whole segment; (index, batches checked).
+
+        Raises CorruptLogError if a batch is bad: a sealed segment has no torn tail.
+        """
+        index = SegmentIndex.create(index_path(self.directory, self.base_offset),
+                                    time_index_path(self.directory, self.base_offset))
+        result = self.scan_and_index(index, 0, self.base_offset)
+        if result.bad_position is not None:
+            index.close()
+            raise CorruptLogError(
+                f"{self.path} holds a bad batch at position {result.bad_position} "
+                f"({result.bad_reason}); restore the segment from a replica or backup",
+                str(self.path),
+                result.bad_position,
+            )
+        index.flush()
+        return index, result.batches_checked
+
+    def scan_and_index(self, index: SegmentIndex, start_position: int, expected_next_offset: int) -> ScanResult:
+        """Validate batches from ``start_position`` on, adding index entries as append would.
+
+        ``index`` must hold exactly the entries before ``start_position``. Stops at
+        the first bad batch; the result says where.
+        """
+        max_timestamp_ms = self.summarize(index, start_position).max_timestamp_ms
+
+        def add_entry(position: int, header: BatchHeader) -> None:
+            nonlocal max_timestamp_ms
+            max_timestamp_ms = max(max_timestamp_ms, header.max_timestamp_ms)
+            if index.is_index_point(position, self.index_interval_bytes):
+                index.append(header.base_offset - self.base_offset, position, max_timestamp_ms)
+
+        file_bytes = os.fstat(self._read_fd).st_size
+        return scan_batches(self._read_fd, start_position, file_bytes, expected_next_offset,
+                            add_entry)
+
+    def tail(self) -> SegmentTail:
+        tail = self._tail
+        if tail is None:
+            tail = self._tail = self.summarize(self.index, self.size_bytes)
+        return tail
+
+    def summarize(self, index: SegmentIndex, end_position: int) -> SegmentTail:
+        """The tail of ``[0, end_position)``: walk from the last index entry before it."""
+        entry = index.last_entry_before(end_position)
+        start_position, max_timestamp_ms = (entry[1], entry[2]) if entry else (0, NO_TIMESTAMP)
+        last_header = None
+        for _, header in self._headers(start_position, end_position):
+            last_header = header
+            max_timestamp_ms = max(max_timestamp_ms, header.max_timestamp_ms)
+        next_offset = last_header.next_offset if last_header else self.base_offset
+        return SegmentTail(next_offset, last_header, max_timestamp_ms)
+
+    def forget_tail(self) -> None:
+        """Recompute the tail on next use (after recovery changed the segment)."""
+        self._tail = None
+
+    def largest_timestamp_ms(self) -> int:
+        """The newest batch timestamp here (for retention by age); file mtime if there is none."""
+        max_timestamp_ms = self.tail().max_timestamp_ms
+        if max_timestamp_ms >= 0:
+            return max_timestamp_ms
+        return os.stat(self.path).st_mtime_ns // 1_000_000
+
+    # --- writing (writer thread) ---------------------------------------------------
+
+    def open_for_append(self) -> None:
+        """Make this the active segment (after open or after truncate_to reopened it)."""
+        if self._write_fd < 0:
+            self._write_fd = os.open(self.path, os.O_RDWR)
+        tail = self.tail()
+        if self.size_bytes and self.first_batch_max_timestamp_ms is None:
+            _, first = next(self._headers(0, self.size_bytes))
+            self.first_batch_max_timestamp_ms = first.max_timestamp_ms
+        assert tail.next_offset >= self.base_offset
+
+    def append(self, pieces: Sequence[bytes | memoryview], header: BatchHeader) -> int:
+        """Write one batch (``header`` carries its assigned base offset); return its position.
+
+        On any OSError the segment is cut back to its size before the call, so no
+        half-written batch stays; ENOSPC/EDQUOT become DiskFullError.
+        """
+        assert self._write_fd >= 0, "append to a segment that is not active"
+        tail = self.tail()
+        assert header.base_offset == tail.next_offset, "offsets must be contiguous"
+        position = self.size_bytes
+        max_timestamp_ms = max(tail.max_timestamp_ms, header.max_timestamp_ms)
+        try:
+            failpoints.hit("log.before_write")
+            _pwritev_all(self._write_fd, pieces, position)
+            if self.index.is_index_point(position, self.index_interval_bytes):
+                self.index.append(header.base_offset - self.base_offset, position, max_timestamp_ms)
+        except OSError as error:
+            self.undo_append(position)
+            self.raise_disk_full_or(error, f"writing {header.size_bytes} bytes", position)
+        self.size_bytes = position + header.size_bytes
+        self._tail = SegmentTail(header.next_offset, header, max_timestamp_ms)
+        if position == 0:
+            self.first_batch_max_timestamp_ms = header.max_timestamp_ms
+        return position
+
+    def undo_append(self, position: int) -> None:
+        """Cut data and index back to ``position`` after a failed write or fsync."""
+        os.ftruncate(self._write_fd, position)
+        self.index.truncate_from_position(position)
+        self.size_bytes = position
+        self._tail = self.summarize(self.index, position)
+        if position == 0:
+            self.first_batch_max_timestamp_ms = None
+
+    def raise_disk_full_or(self, error: OSError, doing: str, position: int) -> NoReturn:
+        if error.errno in DISK_FULL_ERRNOS:
+            raise DiskFullError(
+                f"disk full while {doing} at position {position} of {self.path}: nothing was "
+                f"kept (the segment is back at {position} bytes). Free space on that volume, or "
+                "lower retention_bytes / retention_ms, then retry"
+            ) from error
+        raise error
+
+    def flush(self) -> None:
+        """fsync the data written so far (not the indexes: recovery rebuilds those)."""
+        if self._write_fd < 0:
+            return
+        failpoints.hit("log.before_fsync")
+        os.fsync(self._write_fd)
+        failpoints.hit("log.after_fsync")
+
+    def flush_index(self) -> None:
+        self.index.flush()
+
+    def seal(self) -> None:
+        """Stop appending here: fsync data and indexes, close the write fd."""
+        self.flush()
+        self.flush_index()
+        if self._write_fd >= 0:
+            os.close(self._write_fd)
+            self._write_fd = -1
+
+    def truncate(self, position: int) -> None:
+        """Drop every byte from ``position`` (a batch boundary) on, fsync, and reopen for append."""
+        if self._write_fd < 0:
+            self._write_fd = os.open(self.path, os.O_RDWR)
+        self.index.truncate_from_position(position)
+        os.ftruncate(self._write_fd, position)
+        os.fsync(self._write_fd)
+        self.index.flush()
+        self.size_bytes = position
+        self._tail = self.summarize(self.index, position)
+        self.first_batch_max_timestamp_ms = None
+        self.open_for_append()
+
+    def delete(self) -> None:
+        """Unlink the files. Open read fds stay valid (POSIX), so racing readers finish."""
+        self.close_for_writing()
+        for path in (self.path, index_path(self.directory, self.base_offset),
+                     time_index_path(self.directory, self.base_offset)):
+            path.unlink(missing_ok=True)
+
+    def close_for_writing(self) -> None:
+        if self._write_fd >= 0:
+            os.close(self._write_fd)
+            self._write_fd = -1
+
+    def close(self) -> None:
+        self.close_for_writing()
+        if self._index is not None:
+            self._index.close()
+        if self._read_fd >= 0:
+            os.close(self._read_fd)
+            self._read_fd = -1
+
+    def __del__(self) -> None:
+        # Segments dropped by retention are not closed explicitly, because a
+        # reader may still hold them; CPython frees them when the last one lets go.
+        try:
+            self.close()
+        except Exception:  # at interpreter exit os may be half torn down
+            pass
+
+    # --- lookups (any thread; ``end_position`` is what the caller may see) ---------
+
+    def _headers(self, start_position: int, end_position: int) -> Iterator[tuple[int, BatchHeader]]:
+        try:
+            yield from iter_headers(self._read_fd, start_position, end_position)
+        except CorruptBatchError as error:
+            position = error.position if error.position is not None else start_position
+            raise CorruptLogError(
+                f"{self.path}: {error}; the segment changed or rotted after it was checked",
+                str(self.path),
+                position,
+            ) from error
+
+    def headers(self, start_position: int, end_position: int) -> Iterator[tuple[int, BatchHeader]]:
+        """(position, header) of each batch in ``[start_position, end_position)``."""
+        return self._headers(start_position, end_position)
+
+    def find_batch(self, offset: int, end_position: int) -> tuple[int, BatchHeader] | None:
+        """(position, header) of the batch holding ``offset``, or None if it is not before the end."""
+        start_position = self.index.floor_position_for_offset(offset - self.base_offset)
+        for position, header in self._headers(start_position, end_position):
+            if header.next_offset > offset:
+                return position, header
+        return None
+
+    def boundary_at_or_before(self, start_position: int, limit_position: int, end_position: int) -> int:
+        """The last batch end in ``(start_position, limit_position]``; at least one batch's end."""
+        if limit_position >= end_position:
+            return end_position
+        walk_from = max(start_position, self.index.floor_position(limit_position))
+        boundary = walk_from
+        for position, header in self._headers(walk_from, end_position):
+            batch_end = position + header.size_bytes
+            if batch_end > limit_position:
+                if boundary == start_position:  # the first batch alone is larger than allowed
+                    boundary = batch_end
+                break
+            boundary = batch_end
+        return boundary
+
+    def read(self, position: int, size_bytes: int) -> bytes:
+        data = os.pread(self._read_fd, size_bytes, position)
+        if len(data) != size_bytes:
+            raise CorruptLogError(
+                f"{self.path}: read {len(data)} bytes at position {position}, expected "
+                f"{size_bytes}; the file was cut under the log",
+                str(self.path),
+                position + len(data),
+            )
+        return data
+
+    def offset_for_timestamp(self, timestamp_ms: int, end_position: int) -> int | None:
+        """Base offset of the first batch here whose max timestamp is >= ``timestamp_ms``."""
+        start_position = self.index.position_before_timestamp(timestamp_ms)
+        for _, header in self._headers(min(start_position, end_position), end_position):
+            if header.max_timestamp_ms >= timestamp_ms:
+                return header.base_offset
+        return None

@@ -1,0 +1,69 @@
+"""Settings of the local data journal, with units in every name; the limits live here.
+
+field                     default   meaning
+map_size_bytes            256 MiB   initial LMDB map; it grows (doubling) when full
+map_size_bytes_max        1 TiB     growth stops here: appends then fail with DiskFullError
+group_entries_max         1024      requests gathered into one write transaction at most
+group_bytes_max           64 MiB    batch bytes gathered into one write transaction at most
+queue_entries_max         4096      requests waiting for the writer; callers block beyond
+read_chunk_bytes          16 MiB    a streaming read (the copier) renews its read
+                                    transaction after this many bytes, so a map resize
+                                    never waits longer than one chunk
+sync_mode                 "commit"  "commit": LMDB syncs inside each group's commit
+                                    (data pages fsynced before the meta page is written:
+                                    a power loss can lose nothing acknowledged and can
+                                    not tear the tree). "env_sync": commit unsynced, then
+                                    one env.sync(True) per group (one fdatasync instead
+                                    of two, but the meta page may reach the disk before
+                                    the data pages it points to: kept for measurement)
+max_readers               126       LMDB reader slots (threads with a read txn at once)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from engine.errors import InvalidConfigError
+
+MEBIBYTE = 1 << 20
+SYNC_COMMIT = "commit"
+SYNC_ENV = "env_sync"
+SYNC_MODES = (SYNC_COMMIT, SYNC_ENV)
+PAGE_BYTES = 4096
+
+
+@dataclass(frozen=True)
+class JournalConfig:
+    map_size_bytes: int = 256 * MEBIBYTE
+    map_size_bytes_max: int = 1 << 40
+    group_entries_max: int = 1024
+    group_bytes_max: int = 64 * MEBIBYTE
+    queue_entries_max: int = 4096
+    read_chunk_bytes: int = 16 * MEBIBYTE
+    sync_mode: str = SYNC_COMMIT
+    max_readers: int = 126
+
+    def __post_init__(self) -> None:
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            if field.name == "sync_mode":
+                if value not in SYNC_MODES:
+                    raise InvalidConfigError(
+                        f"journal sync_mode is {value!r}, expected one of {SYNC_MODES}"
+                    )
+            elif not isinstance(value, int) or value < 1:
+                raise InvalidConfigError(f"journal {field.name} is {value!r}, expected an int >= 1")
+        if self.map_size_bytes < 16 * PAGE_BYTES:
+            raise InvalidConfigError(
+                f"journal map_size_bytes is {self.map_size_bytes}, expected >= {16 * PAGE_BYTES}"
+            )
+        if self.map_size_bytes_max < self.map_size_bytes:
+            raise InvalidConfigError(
+                f"journal map_size_bytes_max ({self.map_size_bytes_max}) is below map_size_bytes "
+                f"({self.map_size_bytes})"
+            )
+
+    def replace(self, **changes: Any) -> JournalConfig:
+        return dataclasses.replace(self, **changes)

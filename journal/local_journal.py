@@ -1,0 +1,549 @@
+"""The local data journal: every partition's uncommitted transactional batches, in LMDB.
+
+A transactional produce lands here (``append``), linked to the previous entry
+of the same transaction on the same partition; the transaction index row is
+updated in the same LMDB write transaction. On APPLY_COMMIT the copier walks
+the links back from the last entry, streams the batches into the data log and
+records APPLIED while deleting the entries; on APPLY_ABORT the entries are
+deleted and ABORTED recorded. The layout is in ``journal/local_format.py`` and
+``docs/formats_journal.md``.
+
+    journal = LocalJournal.open(DATA_DIR / "journal")
+    sequence = journal.append("orders-0", transaction_id, batch)
+    journal.transaction("orders-0", transaction_id).state  -> TransactionState.OPEN
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from array import array
+from collections.abc import Generator, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import lmdb
+
+from engine.batch_format import BatchHeader, read_header
+from engine.errors import CorruptJournalError, InvalidTxnStateError, TwinlogError
+from journal.local_config import SYNC_COMMIT, JournalConfig
+from journal.local_format import (
+    ATTEMPT_BYTES_MAX,
+    DATABASE_NAMES,
+    ENTRY_HEADER,
+    LAYOUT_VERSION,
+    MAX_DBS,
+    META_FORMAT,
+    NO_PREVIOUS,
+    PARTITION_NAME_BYTES_MAX,
+    EntryHeader,
+    TransactionRecord,
+    TransactionState,
+    decode_entry_header,
+)
+from journal.local_ops import (
+    AppendEntry,
+    MarkAborted,
+    MarkApplied,
+    MarkApplying,
+    Operation,
+    PurgeBelow,
+)
+from journal.local_tables import Database, Tables
+from journal.local_writer import CORRUPTION_ERRORS, DATA_FILE, GroupWriter, translate_lmdb_error
+from journal.map_lock import MapLock
+from journal.mapped_pages import PageReleaser
+
+LOCK_FILE = "twinlog.lock"
+PENDING_STATES = (TransactionState.OPEN, TransactionState.APPLYING)
+
+
+class JournalEntry(NamedTuple):
+    """One entry, copied out of the map (for tools and tests; the copier streams instead)."""
+
+    partition: str
+    sequence: int
+    transaction_id: int
+    previous: int
+    producer_id: int
+    producer_generation: int
+    base_sequence: int
+    attempt: bytes
+    batch: bytes
+
+
+@dataclass(frozen=True)
+class JournalStatistics:
+    size_bytes: int  # bytes of the map in use (pages up to the last one written)
+    map_size_bytes: int  # current map size (grows when full)
+    entry_count: int  # entries of every partition
+    open_transactions: int  # OPEN or APPLYING rows
+    # partition name -> (entries, batch bytes) of its OPEN and APPLYING transactions
+    pending_by_partition: dict[str, tuple[int, int]]
+    groups_committed: int  # write transactions committed (one sync each)
+    requests_committed: int  # operations (appends, marks, purges) in them
+    map_resizes: int
+
+
+class LocalJournal:
+    """The local data journal of one broker (one LMDB environment, all partitions).
+
+    Thread rule: any thread may call any method, concurrently. Writes (append,
+    mark_*, purge_below) are handed to the journal's single writer thread,
+    which owns every LMDB write transaction (py-lmdb ties a write transaction
+    to the thread that began it) and commits the writes of concurrent callers
+    as one group with one sync; each caller returns once its group is synced.
+    Reads run in the caller's thread, each in its own short read transaction,
+    under the shared side of the map lock so that a map resize (exclusive side)
+    never unmaps memory a reader is looking at. A read method never calls
+    another while it holds its read transaction (the lock is not reentrant).
+    ``iter_batches`` is the one long reader: it renews its read transaction
+    every ``read_chunk_bytes``.
+    """
+
+    def __init__(self, directory: Path, config: JournalConfig) -> None:
+        """Use ``LocalJournal.open``."""
+        self.directory = directory
+        self.config = config
+        self._path = str(directory)
+        self._data_file = os.path.realpath(directory / DATA_FILE)
+        self._map_lock = MapLock()
+        self._partition_ids: dict[str, int] = {}  # ids never change once committed
+        self._closed = False
+        self._lock_file = self._lock_directory(directory)
+        try:
+            self._env = self._open_environment()
+            self._databases = self._open_databases()
+        except BaseException:
+            os.close(self._lock_file)
+            raise
+        self._writer = GroupWriter(self._env, self._databases, config, self._map_lock, self._path)
+
+    @classmethod
+    def open(
+        cls,
+        directory: str | os.PathLike[str],
+        config: JournalConfig | None = None,
+        **overrides: Any,
+    ) -> LocalJournal:
+        """Open (creating if needed) the journal in ``directory``; ``overrides`` replace config fields."""
+        config = (config or JournalConfig()).replace(**overrides)
+        path = Path(directory)
+        path.mkdir(parents=True, exist_ok=True)
+        return cls(path, config)
+
+    # --- opening --------------------------------------------------------------------
+
+    def _lock_directory(self, directory: Path) -> int:
+        descriptor = os.open(directory / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(descriptor)
+            raise TwinlogError(
+                f"the local data journal {directory} is open in another broker (or in this "
+                "process already); close that one first"
+            ) from None
+        return descriptor
+
+    def _damaged(self, error: BaseException) -> CorruptJournalError:
+        return CorruptJournalError(
+            f"cannot open the local data journal {self._path}: {error}. The journal holds "
+            "the batches of transactions not yet applied. Stop the broker, copy the directory "
+            "aside, and restore it from a backup; if there is none, moving it aside lets the "
+            "broker start with an empty journal, and every transaction that was open or "
+            "committing on this broker is lost (see docs/formats_journal.md, 'Damage')"
+        )
+
+    def _open_environment(self) -> lmdb.Environment:
+        try:
+            return lmdb.open(
+                self._path,
+                map_size=self.config.map_size_bytes,
+                subdir=True,
+                max_dbs=MAX_DBS,
+                max_readers=self.config.max_readers,
+                # "commit": LMDB fsyncs data pages, then writes the meta page synced;
+                # "env_sync": we call env.sync(True) once per group instead.
+                sync=self.config.sync_mode == SYNC_COMMIT,
+                metasync=True,
+                readahead=False,  # entries are read once, in key order of a chain, not scanned
+                meminit=False,  # malloc'd pages are filled before they are written
+                writemap=False,  # a stray write through the map cannot corrupt the file
+                lock=True,
+            )
+        except lmdb.Error as error:
+            raise self._damaged(error) from error
+
+    def _open_databases(self) -> dict[bytes, Database]:
+        try:
+            with self._env.begin(write=True, buffers=True) as txn:
+                databases = {name: self._env.open_db(name, txn=txn) for name in DATABASE_NAMES}
+                tables = Tables(txn, databases)
+                version = tables.meta_u32(META_FORMAT)
+                if version is None:
+                    tables.put_meta_u32(META_FORMAT, LAYOUT_VERSION)
+                elif version != LAYOUT_VERSION:
+                    raise CorruptJournalError(
+                        f"local data journal {self._path} has layout version {version}, this "
+                        f"broker reads {LAYOUT_VERSION}; use a matching broker version"
+                    )
+            return databases
+        except lmdb.Error as error:
+            raise self._damaged(error) from error
+
+    # --- writes (through the writer thread) ----------------------------------------
+
+    def _submit(self, operation: Operation) -> Any:
+        return self._writer.submit(operation)
+
+    def append(
+        self,
+        partition: str,
+        transaction_id: int,
+        batch: bytes | memoryview,
+        *,
+        producer_id: int | None = None,
+        producer_generation: int | None = None,
+        base_sequence: int | None = None,
+        attempt: bytes = b"",
+    ) -> int:
+        """Journal ``batch`` of an OPEN transaction; return its journal sequence once synced.
+
+        Producer id, generation and base sequence default to the batch header's.
+        Raises TransactionCompletedError (nothing written) when the transaction is
+        APPLYING, APPLIED or ABORTED here, or below the purge watermark.
+        """
+        _check_partition_name(partition)
+        if transaction_id < 0:
+            raise InvalidTxnStateError(
+                f"transaction id {transaction_id} is negative; expected >= 0"
+            )
+        if len(attempt) > ATTEMPT_BYTES_MAX:
+            raise InvalidTxnStateError(
+                f"attempt tag is {len(attempt)} bytes, at most {ATTEMPT_BYTES_MAX}"
+            )
+        header = read_header(batch)
+        if header.transaction_id != transaction_id:
+            raise InvalidTxnStateError(
+                f"batch header names transaction {header.transaction_id}, the request "
+                f"{transaction_id}; not journaled"
+            )
+        entry = EntryHeader(
+            transaction_id=transaction_id,
+            previous=NO_PREVIOUS,  # the writer patches it
+            producer_id=header.producer_id if producer_id is None else producer_id,
+            producer_generation=(
+                header.producer_generation if producer_generation is None else producer_generation
+            ),
+            base_sequence=header.base_sequence if base_sequence is None else base_sequence,
+            attempt_length=len(attempt),
+        )
+        # Built here, in the caller's thread: the writer thread only patches 8 bytes.
+        value = bytearray(ENTRY_HEADER.size + len(attempt) + len(batch))
+        ENTRY_HEADER.pack_into(value, 0, 1, *entry)
+        value[ENTRY_HEADER.size : entry.batch_position] = attempt
+        value[entry.batch_position :] = batch
+        return int(
+            self._submit(
+                AppendEntry(partition, transaction_id, value, len(batch), header.record_count)
+            )
+        )
+
+    def mark_applying(
+        self,
+        partition: str,
+        transaction_id: int,
+        start_offset: int,
+        attempts: Iterable[bytes] | None = None,
+    ) -> TransactionRecord:
+        """Record (synced) that the copy of ``transaction_id`` starts at ``start_offset``.
+
+        ``attempts`` (None: all) are the attempt tags the commit copies; untagged
+        entries are always copied. Kept in the record, so recovery makes the same
+        choice. Re-recording a lower start (the log lost its tail) keeps them.
+        """
+        chosen = None if attempts is None else tuple(sorted(set(attempts)))
+        return self._record(
+            self._submit(MarkApplying(partition, transaction_id, start_offset, chosen))
+        )
+
+    def mark_applied(
+        self,
+        partition: str,
+        transaction_id: int,
+        first_offset: int,
+        next_offset: int,
+        sequences: array[int],
+    ) -> TransactionRecord:
+        """Record APPLIED(first, next) and delete the copied entries, in one synced transaction."""
+        operation = MarkApplied(partition, transaction_id, first_offset, next_offset, sequences)
+        return self._record(self._submit(operation))
+
+    def mark_aborted(self, partition: str, transaction_id: int) -> TransactionRecord:
+        """Delete the transaction's entries and record ABORTED (synced)."""
+        return self._record(self._submit(MarkAborted(partition, transaction_id)))
+
+    def purge_below(self, low_watermark_transaction_id: int) -> int:
+        """Drop rows and leftover entries of transactions below the coordinators' low watermark.
+
+        Returns the number of entries dropped. From now on, appends for a
+        transaction id below the watermark are refused.
+        """
+        return int(self._submit(PurgeBelow(low_watermark_transaction_id)))
+
+    @staticmethod
+    def _record(record: TransactionRecord) -> TransactionRecord:
+        return record
+
+    # --- reads (in the caller's thread) --------------------------------------------
+
+    def _reading(self, release_pages: bool = False) -> _Reading:
+        self._check_open()
+        return _Reading(self, release_pages)
+
+    def _partition_id(self, tables: Tables, partition: str) -> int | None:
+        partition_id = self._partition_ids.get(partition)
+        if partition_id is None:
+            row = tables.partition(partition)
+            if row is None:
+                return None
+            partition_id = self._partition_ids[partition] = row[0]
+        return partition_id
+
+    def transaction(self, partition: str, transaction_id: int) -> TransactionRecord | None:
+        """The index row of ``transaction_id`` on ``partition``, or None."""
+        with self._reading() as tables:
+            partition_id = self._partition_id(tables, partition)
+            return (
+                None
+                if partition_id is None
+                else tables.transaction(partition_id, partition, transaction_id)
+            )
+
+    def transactions(
+        self, partition: str, states: Iterable[TransactionState] | None = None
+    ) -> list[TransactionRecord]:
+        """Index rows of ``partition`` (in ``states`` only, if given), by transaction id."""
+        wanted = set(states) if states is not None else set(TransactionState)
+        with self._reading() as tables:
+            partition_id = self._partition_id(tables, partition)
+            if partition_id is None:
+                return []
+            return [r for r in tables.transactions(partition_id, partition) if r.state in wanted]
+
+    def sequences(
+        self, partition: str, transaction_id: int, chosen_only: bool = False
+    ) -> array[int]:
+        """Journal sequences of the transaction's entries in append order (8 bytes each).
+
+        ``chosen_only``: only those its commit copies (the record's attempts).
+        """
+        with self._reading() as tables:
+            partition_id = self._partition_id(tables, partition)
+            record = (
+                None
+                if partition_id is None
+                else tables.transaction(partition_id, partition, transaction_id)
+            )
+            if partition_id is None or record is None:
+                return array("Q")
+            return tables.walk(partition_id, record, chosen_only)
+
+    def entry(self, partition: str, sequence: int) -> JournalEntry | None:
+        with self._reading() as tables:
+            partition_id = self._partition_id(tables, partition)
+            value = None if partition_id is None else tables.entry_value(partition_id, sequence)
+            if value is None:
+                return None
+            header = decode_entry_header(value, f"{sequence} of {partition}")
+            return JournalEntry(
+                partition,
+                sequence,
+                header.transaction_id,
+                header.previous,
+                header.producer_id,
+                header.producer_generation,
+                header.base_sequence,
+                bytes(value[ENTRY_HEADER.size : header.batch_position]),
+                bytes(value[header.batch_position :]),
+            )
+
+    def iter_batches(
+        self, partition: str, sequences: array[int]
+    ) -> Generator[memoryview, None, None]:
+        """The batches of ``sequences``, in order, as zero-copy views into the map.
+
+        A view is valid until the next item is requested: consume (write) each
+        before asking for the next, and close the iterator when done
+        (``contextlib.closing``) so its read transaction ends. Memory stays
+        flat: nothing is copied, and every ``read_chunk_bytes`` the read
+        transaction is renewed (letting a map resize in) and the pages read so
+        far are released from this process's mapping.
+        """
+        index = 0
+        while index < len(sequences):
+            with self._reading(release_pages=True) as tables:
+                partition_id = self._partition_id(tables, partition)
+                if partition_id is None:
+                    raise CorruptJournalError(
+                        f"journal has no partition {partition!r} to read entries from"
+                    )
+                chunk_bytes = 0
+                while index < len(sequences) and chunk_bytes < self.config.read_chunk_bytes:
+                    sequence = sequences[index]
+                    value = tables.entry_value(partition_id, sequence)
+                    if value is None:
+                        raise CorruptJournalError(
+                            f"journal entry {sequence} of {partition} is missing while copying; "
+                            "the journal is damaged (see docs/formats_journal.md, 'Damage')"
+                        )
+                    header = decode_entry_header(value, f"{sequence} of {partition}")
+                    batch = memoryview(value)[header.batch_position :]
+                    yield batch
+                    chunk_bytes += len(batch)
+                    index += 1
+                del value, batch  # views into the map must not outlive the read transaction
+
+    def iter_batch_headers(
+        self, partition: str, sequences: array[int]
+    ) -> Generator[BatchHeader, None, None]:
+        """Batch headers of ``sequences`` in order (each copied: 67 bytes per entry)."""
+        for batch in self.iter_batches(partition, sequences):
+            yield read_header(batch)
+
+    def statistics(self) -> JournalStatistics:
+        with self._reading() as tables:
+            info = self._env.info()
+            page_bytes = self._env.stat()["psize"]
+            pending: dict[str, tuple[int, int]] = {}
+            open_transactions = 0
+            for name, partition_id, _ in tables.partitions():
+                entries = size_bytes = 0
+                for record in tables.transactions(partition_id, name):
+                    if record.state in PENDING_STATES:
+                        open_transactions += 1
+                        entries += record.entry_count
+                        size_bytes += record.size_bytes
+                if entries:
+                    pending[name] = (entries, size_bytes)
+            entry_count = tables.entry_count()
+        return JournalStatistics(
+            size_bytes=(info["last_pgno"] + 1) * page_bytes,
+            map_size_bytes=info["map_size"],
+            entry_count=entry_count,
+            open_transactions=open_transactions,
+            pending_by_partition=pending,
+            groups_committed=self._writer.groups_committed,
+            requests_committed=self._writer.requests_committed,
+            map_resizes=self._writer.map_resizes,
+        )
+
+    def check(self) -> None:
+        """Cross-check entries and index (tests call it after every change); raises CorruptJournalError.
+
+        Every OPEN/APPLYING row's chain is intact and matches its counts, the
+        other rows own no entries, every entry belongs to a chain, and every
+        sequence is below its partition's next sequence.
+        """
+        with self._reading() as tables:
+            for name, partition_id, next_sequence in tables.partitions():
+                chained = 0
+                for record in tables.transactions(partition_id, name):
+                    if record.state in PENDING_STATES:
+                        sequences = tables.walk(partition_id, record)
+                        if sequences and sequences[-1] >= next_sequence:
+                            raise CorruptJournalError(
+                                f"{name}: entry {sequences[-1]} is not below next sequence {next_sequence}"
+                            )
+                        chained += len(sequences)
+                stored = tables.entry_count(partition_id)
+                if stored != chained:
+                    raise CorruptJournalError(
+                        f"{name}: {stored} entries stored, {chained} reachable from the index "
+                        "(orphans or lost entries)"
+                    )
+
+    # --- life cycle -----------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise TwinlogError(f"the local data journal {self._path} is closed; reopen it")
+
+    def close(self) -> None:
+        """Finish queued writes, stop the writer, close LMDB. Idempotent."""
+        if self._closed:
+            return
+        self._writer.close()
+        with self._map_lock.exclusive():
+            self._closed = True
+            self._env.close()
+        os.close(self._lock_file)
+
+    def __enter__(self) -> LocalJournal:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # used by _Reading
+    def _begin_read(self) -> lmdb.Transaction:
+        try:
+            return self._env.begin(buffers=True)
+        except CORRUPTION_ERRORS as error:
+            raise translate_lmdb_error(error, self._path, "reading") from error
+
+
+class _Reading:
+    """A read transaction under the map lock's shared side; yields ``Tables``."""
+
+    def __init__(self, journal: LocalJournal, release_pages: bool) -> None:
+        self._journal = journal
+        self._release_pages = release_pages
+        self._shared = journal._map_lock.shared()
+        self._txn: lmdb.Transaction | None = None
+        self._tables: Tables | None = None
+        self._releaser: PageReleaser | None = None
+
+    def __enter__(self) -> Tables:
+        self._shared.__enter__()
+        try:
+            if self._journal._closed:
+                raise TwinlogError(
+                    f"the local data journal {self._journal._path} is closed; reopen it"
+                )
+            self._txn = self._journal._begin_read()
+            self._releaser = PageReleaser(self._journal._data_file)
+            self._tables = Tables(self._txn, self._journal._databases, self._releaser)
+            return self._tables
+        except BaseException:
+            self._shared.__exit__(None, None, None)
+            raise
+
+    def __exit__(self, *exc_info: Any) -> None:
+        try:
+            if self._txn is not None:
+                self._txn.abort()
+            if self._releaser is not None and (self._release_pages or self._releaser.releases):
+                self._releaser.release()
+        finally:
+            self._shared.__exit__(*exc_info)
+
+
+def _check_partition_name(partition: str) -> None:
+    encoded_bytes = len(partition.encode())
+    if not 1 <= encoded_bytes <= PARTITION_NAME_BYTES_MAX:
+        raise InvalidTxnStateError(
+            f"partition name {partition[:40]!r} is {encoded_bytes} bytes in UTF-8; expected "
+            f"1..{PARTITION_NAME_BYTES_MAX}"
+        )
+
+
+__all__ = [
+    "JournalEntry",
+    "JournalStatistics",
+    "LocalJournal",
+    "TransactionRecord",
+    "TransactionState",
+]

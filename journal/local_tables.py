@@ -1,0 +1,236 @@
+"""Typed access to the journal's LMDB databases inside one transaction (read or write).
+
+``Tables`` turns keys and values into the records of ``local_format`` and back,
+so that no other module packs a struct. It holds no state beyond its LMDB
+transaction: it lives exactly as long as that transaction, on its thread.
+
+Values come from transactions opened with ``buffers=True``: they are
+memoryviews into the map, valid until the transaction ends or (in a write
+transaction) until its next write. Every method decodes what it needs before
+returning, except ``entry_value`` whose caller owns that rule.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Iterator
+from typing import Any
+
+import lmdb
+
+from engine.errors import CorruptJournalError
+from journal.local_format import (
+    DB_ENTRIES,
+    DB_META,
+    DB_PARTITIONS,
+    DB_TRANSACTIONS,
+    ENTRY_HEADER,
+    META_I64,
+    META_PURGED_BELOW,
+    META_U32,
+    NO_PREVIOUS,
+    EntryHeader,
+    TransactionRecord,
+    TransactionState,
+    decode_entry_header,
+    decode_partition_value,
+    decode_transaction_key,
+    decode_transaction_value,
+    encode_entry_key,
+    encode_partition_value,
+    encode_transaction_key,
+    encode_transaction_value,
+)
+from journal.mapped_pages import PageReleaser
+
+META_NEXT_PARTITION_ID = b"next_partition_id"
+
+Database = Any  # lmdb._Database is private; its handles are opaque to us
+
+
+class Tables:
+    def __init__(
+        self,
+        txn: lmdb.Transaction,
+        databases: dict[bytes, Database],
+        releaser: PageReleaser | None = None,
+    ) -> None:
+        self.txn = txn
+        self._releaser = releaser
+        self._partitions = databases[DB_PARTITIONS]
+        self._entries = databases[DB_ENTRIES]
+        self._transactions = databases[DB_TRANSACTIONS]
+        self._meta = databases[DB_META]
+
+    # --- partitions -----------------------------------------------------------------
+
+    def partition(self, name: str) -> tuple[int, int] | None:
+        """(partition_id, next_sequence) of ``name``, or None if it has no row yet."""
+        encoded = name.encode()
+        value = self.txn.get(encoded, db=self._partitions)
+        return None if value is None else decode_partition_value(value, encoded)
+
+    def put_partition(self, name: str, partition_id: int, next_sequence: int) -> None:
+        self.txn.put(
+            name.encode(), encode_partition_value(partition_id, next_sequence), db=self._partitions
+        )
+
+    def allocate_partition_id(self) -> int:
+        value = self.txn.get(META_NEXT_PARTITION_ID, db=self._meta)
+        partition_id = 0 if value is None else int(META_U32.unpack(value)[0])
+        self.txn.put(META_NEXT_PARTITION_ID, META_U32.pack(partition_id + 1), db=self._meta)
+        return partition_id
+
+    def partitions(self) -> Iterator[tuple[str, int, int]]:
+        """(name, partition_id, next_sequence) of every partition, by name."""
+        with self.txn.cursor(db=self._partitions) as cursor:
+            for key, value in cursor:
+                name = bytes(key)
+                partition_id, next_sequence = decode_partition_value(value, name)
+                yield name.decode(), partition_id, next_sequence
+
+    # --- transactions ---------------------------------------------------------------
+
+    def transaction(
+        self, partition_id: int, name: str, transaction_id: int
+    ) -> TransactionRecord | None:
+        value = self.txn.get(
+            encode_transaction_key(partition_id, transaction_id), db=self._transactions
+        )
+        return None if value is None else decode_transaction_value(value, name, transaction_id)
+
+    def put_transaction(self, partition_id: int, record: TransactionRecord) -> None:
+        self.txn.put(
+            encode_transaction_key(partition_id, record.transaction_id),
+            encode_transaction_value(record),
+            db=self._transactions,
+        )
+
+    def delete_transaction(self, partition_id: int, transaction_id: int) -> None:
+        self.txn.delete(encode_transaction_key(partition_id, transaction_id), db=self._transactions)
+
+    def transactions(
+        self, partition_id: int, name: str, below: int | None = None
+    ) -> list[TransactionRecord]:
+        """Every record of one partition (ids below ``below`` only, if given), by id."""
+        found: list[TransactionRecord] = []
+        with self.txn.cursor(db=self._transactions) as cursor:
+            if not cursor.set_range(encode_transaction_key(partition_id, 0)):
+                return found
+            for key, value in cursor:
+                key_partition, transaction_id = decode_transaction_key(key)
+                if key_partition != partition_id or (below is not None and transaction_id >= below):
+                    break
+                found.append(decode_transaction_value(value, name, transaction_id))
+        return found
+
+    # --- entries --------------------------------------------------------------------
+
+    def entry_value(self, partition_id: int, sequence: int) -> memoryview | bytes | None:
+        """The raw entry value (a view into the map: valid until the txn ends or writes)."""
+        if self._releaser is not None:
+            self._releaser.touched()  # before the read: never under a view still in use
+        return self.txn.get(encode_entry_key(partition_id, sequence), db=self._entries)
+
+    def entry_header(self, partition_id: int, name: str, sequence: int) -> EntryHeader:
+        value = self.entry_value(partition_id, sequence)
+        if value is None:
+            raise CorruptJournalError(
+                f"journal entry {sequence} of {name} is missing though the transaction index "
+                "links to it; the journal is damaged (see docs/formats_journal.md, 'Damage')"
+            )
+        return decode_entry_header(value, f"{sequence} of {name}")
+
+    def put_entry(self, partition_id: int, sequence: int, value: bytes | bytearray) -> None:
+        # overwrite=False: a sequence is never reused, so an existing key is a bug
+        if not self.txn.put(
+            encode_entry_key(partition_id, sequence), value, overwrite=False, db=self._entries
+        ):
+            raise CorruptJournalError(
+                f"journal entry key ({partition_id}, {sequence}) exists already"
+            )
+
+    def delete_entry(self, partition_id: int, sequence: int) -> bool:
+        if self._releaser is not None:
+            self._releaser.touched()  # LMDB reads an overflow value's first page to free it
+        return self.txn.delete(encode_entry_key(partition_id, sequence), db=self._entries)
+
+    def walk(
+        self, partition_id: int, record: TransactionRecord, chosen_only: bool = False
+    ) -> array[int]:
+        """Sequences of the transaction's entries in append order, from the reverse links.
+
+        Reads only each entry's fixed header: 8 bytes per entry are kept, never a
+        payload. Checks the chain against the record (count, first entry). APPLIED
+        and ABORTED transactions own no entries (their counts are history).
+        ``chosen_only``: only the entries the record's commit copies (its attempts).
+        """
+        sequences: array[int] = array("Q")
+        if record.state not in (TransactionState.OPEN, TransactionState.APPLYING):
+            return sequences
+        filtering = chosen_only and record.attempts is not None
+        walked = 0
+        last_walked = NO_PREVIOUS
+        sequence = record.last_sequence
+        while sequence != NO_PREVIOUS:
+            if walked >= record.entry_count:
+                raise CorruptJournalError(
+                    f"journal chain of transaction {record.transaction_id} on {record.partition} "
+                    f"is longer than its {record.entry_count} entries (a loop?)"
+                )
+            value = self.entry_value(partition_id, sequence)
+            if value is None:
+                raise CorruptJournalError(
+                    f"journal entry {sequence} of {record.partition} is missing though the transaction "
+                    "index links to it; the journal is damaged (see docs/formats_journal.md, 'Damage')"
+                )
+            header = decode_entry_header(value, f"{sequence} of {record.partition}")
+            if header.transaction_id != record.transaction_id:
+                raise CorruptJournalError(
+                    f"journal entry {sequence} of {record.partition} belongs to transaction "
+                    f"{header.transaction_id}, but transaction {record.transaction_id}'s chain links to it"
+                )
+            if not filtering or record.copies(
+                bytes(value[ENTRY_HEADER.size : header.batch_position])
+            ):
+                sequences.append(sequence)
+            walked += 1
+            last_walked = sequence
+            sequence = header.previous
+        if walked != record.entry_count or (walked and last_walked != record.first_sequence):
+            raise CorruptJournalError(
+                f"journal chain of transaction {record.transaction_id} on {record.partition} has "
+                f"{walked} entries, the index says {record.entry_count} from "
+                f"{record.first_sequence}"
+            )
+        sequences.reverse()
+        return sequences
+
+    def entry_count(self, partition_id: int | None = None) -> int:
+        """Entries of one partition (a key-range scan), or of all (LMDB's own count)."""
+        if partition_id is None:
+            return int(self.txn.stat(self._entries)["entries"])
+        count = 0
+        with self.txn.cursor(db=self._entries) as cursor:
+            if cursor.set_range(encode_entry_key(partition_id, 0)):
+                for key in cursor.iternext(keys=True, values=False):
+                    if int.from_bytes(bytes(key[:4]), "big") != partition_id:
+                        break
+                    count += 1
+        return count
+
+    # --- meta -----------------------------------------------------------------------
+
+    def meta_u32(self, key: bytes) -> int | None:
+        value = self.txn.get(key, db=self._meta)
+        return None if value is None else int(META_U32.unpack(value)[0])
+
+    def put_meta_u32(self, key: bytes, number: int) -> None:
+        self.txn.put(key, META_U32.pack(number), db=self._meta)
+
+    def purged_below(self) -> int:
+        value = self.txn.get(META_PURGED_BELOW, db=self._meta)
+        return 0 if value is None else int(META_I64.unpack(value)[0])
+
+    def put_purged_below(self, transaction_id: int) -> None:
+        self.txn.put(META_PURGED_BELOW, META_I64.pack(transaction_id), db=self._meta)

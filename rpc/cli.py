@@ -1,0 +1,81 @@
+"""``twinlog``: the command line.
+
+    twinlog serve --data-dir DIR           run a broker behind the gRPC server
+    twinlog topics create|list|describe|delete
+    twinlog produce TOPIC                  stdin lines as records
+    twinlog consume TOPIC                  print records
+    twinlog txn list|abort                 transactions in flight
+    twinlog demo                           transactions end to end, in 15 seconds
+    twinlog bench                          end-to-end benchmark
+
+Every command has ``--help`` with an example. Engine errors are printed as
+``error: ClassName: message`` with exit status 1; usage errors exit with 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from engine.errors import TwinlogError
+from rpc import cli_consume, cli_produce, cli_serve, cli_topics, cli_txn
+from rpc.cli_common import add_command
+
+
+def _register_demo(subparsers: object) -> None:
+    from rpc import demo
+
+    demo.register(subparsers)
+
+
+def _register_bench(subparsers: object) -> None:
+    parser = add_command(
+        subparsers,
+        "bench",
+        "end-to-end benchmark: server and client processes, SQLite for comparison",
+        "twinlog bench --transactions 20 --json results.json",
+        [],
+    )
+    parser.add_argument("bench_arguments", nargs=argparse.REMAINDER, help="see --help")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="twinlog",
+        description="twinlog: atomic writes to many partitions, plain committed-only logs for readers",
+        epilog="example:\n  twinlog demo\n  twinlog serve --data-dir ./data &\n"
+        "  seq 1 5 | twinlog produce orders",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    cli_serve.register(subparsers)
+    cli_topics.register(subparsers)
+    cli_produce.register(subparsers)
+    cli_consume.register(subparsers)
+    cli_txn.register(subparsers)
+    _register_demo(subparsers)
+    _register_bench(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if arguments[:1] == ["bench"]:  # the runner parses its own flags (and --help)
+        from bench.e2e.runner import main as bench_main
+
+        return bench_main(arguments[1:], prog="twinlog bench")
+    parser = build_parser()
+    args = parser.parse_args(arguments)
+    try:
+        status: int = args.run(args)
+    except TwinlogError as error:
+        print(f"error: {type(error).__name__}: {error}", file=sys.stderr)
+        return 1
+    except BrokenPipeError:  # `twinlog consume ... | head`
+        return 0
+    return status
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

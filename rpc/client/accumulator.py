@@ -1,0 +1,156 @@
+"""Per-partition batching of a producer's records (Kafka's RecordAccumulator).
+
+Records go into the open batch of their partition until it holds ``batch_bytes``
+or ``linger_ms`` passed since its first record; then it is ready. A partition has
+at most one batch in flight (so a retry can never be overtaken by a later batch
+of the same partition, and sequences stay gap-free); a failed batch that may be
+retried goes back to the front of its partition's queue, bytes unchanged.
+
+Thread rule: every method is called with the producer's lock held.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterator
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+
+from engine.batch_builder import Header, RecordBatchBuilder
+from engine.batch_format import NO_TRANSACTION_ID
+from engine.types import TopicPartition
+from rpc.client.futures import RecordFuture
+
+RECORD_OVERHEAD_BYTES = 24  # varints and attributes of one record, a generous estimate
+
+
+@dataclass(eq=False)
+class ProducerBatch:
+    topic_partition: TopicPartition
+    builder: RecordBatchBuilder
+    created_s: float  # monotonic
+    deadline_s: float  # monotonic; a retry after this fails the batch
+    transaction_id: int = NO_TRANSACTION_ID
+    result: Future[int] = field(default_factory=Future)  # base offset, or the error
+    record_count: int = 0
+    closed: bool = False  # no more appends
+    payload: bytes | None = None  # the built batch; once set, resent unchanged
+    base_sequence: int = -1
+    attempts: int = 0
+    retry_at_s: float = 0.0
+    accounted_bytes: int = 0  # this batch's share of Accumulator.buffered_bytes
+
+    @property
+    def size_bytes(self) -> int:
+        return len(self.payload) if self.payload is not None else self.builder.estimated_size_bytes
+
+
+class Accumulator:
+    def __init__(self, compression: str, batch_bytes: int, linger_ms: int) -> None:
+        self.compression = compression
+        self.batch_bytes = batch_bytes
+        self.linger_s = linger_ms / 1000
+        self.queues: dict[TopicPartition, deque[ProducerBatch]] = {}
+        self.buffered_bytes = 0  # estimated bytes of every batch not yet acknowledged
+
+    def __iter__(self) -> Iterator[ProducerBatch]:
+        for queue in self.queues.values():
+            yield from queue
+
+    def is_empty(self) -> bool:
+        return not any(self.queues.values())
+
+    def append(
+        self,
+        topic_partition: TopicPartition,
+        value: bytes | None,
+        key: bytes | None,
+        headers: list[Header] | None,
+        timestamp_ms: int,
+        transaction_id: int,
+        now_s: float,
+        delivery_timeout_s: float,
+    ) -> tuple[RecordFuture, ProducerBatch, bool]:
+        """Add a record; return its future, its batch, and whether that batch is now full."""
+        record_bytes = RECORD_OVERHEAD_BYTES + len(value or b"") + len(key or b"")
+        if headers:
+            record_bytes += sum(len(k) + len(v or b"") for k, v in headers)
+        queue = self.queues.get(topic_partition)
+        if queue is None:
+            queue = self.queues[topic_partition] = deque()
+        batch = queue[-1] if queue else None
+        if (
+            batch is None
+            or batch.closed
+            or batch.transaction_id != transaction_id
+            or (
+                batch.record_count
+                and batch.builder.estimated_size_bytes + record_bytes > self.batch_bytes
+            )
+        ):
+            if batch is not None:
+                batch.closed = True
+            batch = ProducerBatch(
+                topic_partition,
+                RecordBatchBuilder(self.compression, transaction_id=transaction_id),
+                created_s=now_s,
+                deadline_s=now_s + delivery_timeout_s,
+                transaction_id=transaction_id,
+            )
+            queue.append(batch)
+        builder = batch.builder
+        before = builder.estimated_size_bytes
+        offset_delta = builder.append(value, key, headers, timestamp_ms)
+        size_bytes = builder.estimated_size_bytes
+        batch.accounted_bytes += size_bytes - before
+        self.buffered_bytes += size_bytes - before
+        batch.record_count = offset_delta + 1
+        future = RecordFuture(
+            batch.result,
+            topic_partition.topic,
+            topic_partition.partition,
+            offset_delta,
+            timestamp_ms,
+        )
+        full = size_bytes >= self.batch_bytes
+        if full:
+            batch.closed = True
+        return future, batch, full
+
+    def drain(
+        self, now_s: float, in_flight: set[TopicPartition], flushing: bool
+    ) -> tuple[list[ProducerBatch], float | None]:
+        """Ready head batches of partitions with nothing in flight, and when to look again."""
+        ready: list[ProducerBatch] = []
+        wake_s: float | None = None
+        for topic_partition, queue in self.queues.items():
+            if not queue or topic_partition in in_flight:
+                continue
+            head = queue[0]
+            if head.attempts:  # a retry
+                due_s = head.retry_at_s
+            elif head.closed or flushing:
+                due_s = now_s
+            else:
+                due_s = head.created_s + self.linger_s
+            if due_s <= now_s:
+                head.closed = True
+                ready.append(queue.popleft())
+            elif wake_s is None or due_s < wake_s:
+                wake_s = due_s
+        return ready, wake_s
+
+    def requeue(self, batch: ProducerBatch) -> None:
+        self.queues.setdefault(batch.topic_partition, deque()).appendleft(batch)
+
+    def release(self, batch: ProducerBatch) -> None:
+        """The batch is done (acknowledged or failed): its bytes leave the buffer."""
+        self.buffered_bytes -= batch.accounted_bytes
+        batch.accounted_bytes = 0
+
+    def take_unsent(self) -> list[ProducerBatch]:
+        """Remove and return every queued batch (for an abort or a fatal error)."""
+        taken = [batch for queue in self.queues.values() for batch in queue]
+        for queue in self.queues.values():
+            queue.clear()
+        return taken

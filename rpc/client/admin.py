@@ -1,0 +1,81 @@
+"""``Admin``: topics, transactions and producers.
+
+    with Admin("127.0.0.1:7070") as admin:
+        admin.create_topic("orders", partitions=4)
+        for txn in admin.list_transactions():
+            print(txn.transaction_id, txn.state.value)
+
+Reads and idempotent calls are retried on retriable errors; create and delete are
+not (a retry after a lost answer would report TopicExistsError or an unknown topic).
+
+Thread rule: any thread.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from engine.types import ProducerDescription, TopicDescription, TransactionDescription
+from rpc.client.connection import ConnectionOptions, Target, connect
+from rpc.client.retry import RetryPolicy, call_with_retry
+
+
+class Admin:
+    def __init__(
+        self,
+        target: Target,
+        *,
+        retry: RetryPolicy | None = None,
+        connection: ConnectionOptions | None = None,
+        **connection_options: Any,
+    ) -> None:
+        options = connection or ConnectionOptions(**connection_options)
+        self._broker, self._owns_broker = connect(target, options)
+        self.retry = retry or RetryPolicy()
+
+    def __enter__(self) -> Admin:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._owns_broker:
+            self._broker.close()
+            self._owns_broker = False
+
+    def create_topic(
+        self, name: str, partitions: int = 1, config: Mapping[str, str] | None = None
+    ) -> TopicDescription:
+        return self._broker.create_topic(name, partitions, config)
+
+    def delete_topic(self, name: str) -> None:
+        self._broker.delete_topic(name)
+
+    def list_topics(self) -> list[str]:
+        return call_with_retry(self.retry, self._broker.list_topics, "list_topics")
+
+    def describe_topic(self, name: str) -> TopicDescription:
+        """Per partition: log start/end offsets and journal entries of undecided transactions."""
+        return call_with_retry(
+            self.retry, lambda: self._broker.describe_topic(name), "describe_topic"
+        )
+
+    def list_transactions(self) -> list[TransactionDescription]:
+        return call_with_retry(self.retry, self._broker.list_transactions, "list_transactions")
+
+    def abort_transaction(self, transaction_id: int) -> None:
+        """Abort a hanging transaction, whatever its producer (the producer is not fenced)."""
+        call_with_retry(
+            self.retry,
+            lambda: self._broker.admin_abort_transaction(transaction_id),
+            "abort_transaction",
+        )
+
+    def describe_producers(self, topic: str, partition: int = 0) -> list[ProducerDescription]:
+        return call_with_retry(
+            self.retry,
+            lambda: self._broker.describe_producers(topic, partition),
+            "describe_producers",
+        )

@@ -1,0 +1,294 @@
+"""``RemoteBroker``: the broker API over gRPC, raising the engine's own exceptions.
+
+Every method has the signature of the embedded ``engine.Broker``'s; a failed
+call raises the exception class the server's broker raised (``rpc.errors``).
+``open_produce_stream()`` gives a pipelined producer channel.
+
+Thread rule: every method may be called from any thread (one gRPC channel,
+shared).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any, TypeVar
+
+import grpc
+
+from engine.errors import InvalidConfigError
+from engine.types import (
+    FetchResult,
+    ProducerDescription,
+    ProduceResult,
+    ProducerIdentity,
+    TopicDescription,
+    TopicPartition,
+    TransactionDescription,
+)
+from rpc.auth import AUTHORIZATION_KEY
+from rpc.client.connection import ConnectionOptions
+from rpc.client.produce_stream import ProduceStream
+from rpc.convert import (
+    offsets_from_proto,
+    offsets_to_proto,
+    producer_from_proto,
+    topic_from_proto,
+    topic_partitions_to_proto,
+    transaction_from_proto,
+)
+from rpc.errors import error_from_rpc_error
+from rpc.generated.twinlog.v1 import (
+    admin_pb2,
+    admin_pb2_grpc,
+    consume_pb2,
+    consume_pb2_grpc,
+    produce_pb2,
+    produce_pb2_grpc,
+)
+
+Result = TypeVar("Result")
+
+MESSAGE_BYTES_MAX = 64 * 1024 * 1024  # what this client accepts in one response
+
+
+def _read(path: str, what: str) -> bytes:
+    try:
+        return Path(path).read_bytes()
+    except OSError as error:
+        raise InvalidConfigError(f"cannot read {what} {path}: {error.strerror}") from None
+
+
+def open_channel(target: str, options: ConnectionOptions) -> grpc.Channel:
+    channel_options: list[tuple[str, Any]] = [
+        ("grpc.max_receive_message_length", MESSAGE_BYTES_MAX),
+        ("grpc.max_send_message_length", MESSAGE_BYTES_MAX),
+    ]
+    if not options.uses_tls:
+        return grpc.insecure_channel(target, options=channel_options)
+    if options.tls_server_name:
+        channel_options.append(("grpc.ssl_target_name_override", options.tls_server_name))
+    credentials = grpc.ssl_channel_credentials(
+        root_certificates=_read(options.tls_ca_file, "TLS CA file")
+        if options.tls_ca_file
+        else None,
+        private_key=_read(options.tls_key_file, "TLS key file") if options.tls_key_file else None,
+        certificate_chain=(
+            _read(options.tls_cert_file, "TLS certificate file") if options.tls_cert_file else None
+        ),
+    )
+    return grpc.secure_channel(target, credentials, options=channel_options)
+
+
+class RemoteBroker:
+    def __init__(self, target: str, options: ConnectionOptions | None = None) -> None:
+        self.target = target
+        self.options = options or ConnectionOptions()
+        token = self.options.resolved_token()
+        self.metadata: tuple[tuple[str, str], ...] = (
+            ((AUTHORIZATION_KEY, f"Bearer {token}"),) if token else ()
+        )
+        self.timeout_s = self.options.request_timeout_ms / 1000
+        self.channel = open_channel(target, self.options)
+        self.producing = produce_pb2_grpc.ProducingStub(self.channel)
+        self.consuming = consume_pb2_grpc.ConsumingStub(self.channel)
+        self.administration = admin_pb2_grpc.AdministrationStub(self.channel)
+
+    def __repr__(self) -> str:
+        return f"RemoteBroker({self.target!r})"
+
+    def _call(
+        self, method: Callable[..., Result], request: Any, timeout_s: float | None = None
+    ) -> Result:
+        try:
+            return method(request, timeout=timeout_s or self.timeout_s, metadata=self.metadata)
+        except grpc.RpcError as error:
+            raise error_from_rpc_error(error) from None
+
+    def close(self) -> None:
+        self.channel.close()
+
+    def __enter__(self) -> RemoteBroker:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # --- topics ---------------------------------------------------------------------
+
+    def create_topic(
+        self, name: str, partitions: int = 1, config: Mapping[str, str] | None = None
+    ) -> TopicDescription:
+        request = admin_pb2.CreateTopicRequest(
+            name=name,
+            partitions=partitions,
+            config={str(k): str(v) for k, v in (config or {}).items()},
+        )
+        return topic_from_proto(self._call(self.administration.CreateTopic, request))
+
+    def delete_topic(self, name: str) -> None:
+        self._call(self.administration.DeleteTopic, admin_pb2.DeleteTopicRequest(name=name))
+
+    def list_topics(self) -> list[str]:
+        response = self._call(self.administration.ListTopics, admin_pb2.ListTopicsRequest())
+        return list(response.names)
+
+    def describe_topic(self, name: str) -> TopicDescription:
+        request = admin_pb2.DescribeTopicRequest(name=name)
+        return topic_from_proto(self._call(self.administration.DescribeTopic, request))
+
+    # --- producing ---------------------------------------------------------------------
+
+    def init_producer(
+        self, transactional_id: str | None = None, transaction_timeout_ms: int | None = None
+    ) -> ProducerIdentity:
+        request = produce_pb2.InitProducerRequest(
+            transactional_id=transactional_id or "",
+            transaction_timeout_ms=transaction_timeout_ms or 0,
+        )
+        response = self._call(self.producing.InitProducer, request)
+        return ProducerIdentity(response.producer_id, response.producer_generation)
+
+    def produce(self, topic: str, partition: int, batch: bytes) -> ProduceResult:
+        request = produce_pb2.ProduceRequest(topic=topic, partition=partition, batch=batch)
+        response = self._call(self.producing.Produce, request)
+        return ProduceResult(response.base_offset, response.duplicate)
+
+    def open_produce_stream(self) -> ProduceStream:
+        return ProduceStream(self.producing.ProduceStream, self.metadata)
+
+    def begin_transaction(
+        self, producer_id: int, producer_generation: int, request_id: int = 0
+    ) -> int:
+        request = produce_pb2.BeginTransactionRequest(
+            producer_id=producer_id, producer_generation=producer_generation, request_id=request_id
+        )
+        return int(self._call(self.producing.BeginTransaction, request).transaction_id)
+
+    @staticmethod
+    def _ref(
+        transaction_id: int, producer_id: int, producer_generation: int
+    ) -> produce_pb2.TransactionRef:
+        return produce_pb2.TransactionRef(
+            transaction_id=transaction_id,
+            producer_id=producer_id,
+            producer_generation=producer_generation,
+        )
+
+    def add_partitions_to_transaction(
+        self,
+        transaction_id: int,
+        producer_id: int,
+        producer_generation: int,
+        partitions: Iterable[TopicPartition],
+    ) -> None:
+        request = produce_pb2.AddPartitionsToTransactionRequest(
+            transaction=self._ref(transaction_id, producer_id, producer_generation),
+            partitions=topic_partitions_to_proto(partitions),
+        )
+        self._call(self.producing.AddPartitionsToTransaction, request)
+
+    def send_offsets_to_transaction(
+        self,
+        transaction_id: int,
+        producer_id: int,
+        producer_generation: int,
+        group_id: str,
+        offsets: Mapping[TopicPartition, int],
+    ) -> None:
+        request = produce_pb2.SendOffsetsToTransactionRequest(
+            transaction=self._ref(transaction_id, producer_id, producer_generation),
+            group_id=group_id,
+            offsets=offsets_to_proto(offsets),
+        )
+        self._call(self.producing.SendOffsetsToTransaction, request)
+
+    def commit_transaction(
+        self,
+        transaction_id: int,
+        producer_id: int,
+        producer_generation: int,
+        wait_for_applied: bool = False,
+    ) -> None:
+        request = produce_pb2.EndTransactionRequest(
+            transaction=self._ref(transaction_id, producer_id, producer_generation),
+            wait_for_applied=wait_for_applied,
+        )
+        self._call(self.producing.CommitTransaction, request)
+
+    def abort_transaction(
+        self, transaction_id: int, producer_id: int, producer_generation: int
+    ) -> None:
+        request = produce_pb2.EndTransactionRequest(
+            transaction=self._ref(transaction_id, producer_id, producer_generation)
+        )
+        self._call(self.producing.AbortTransaction, request)
+
+    # --- consuming ---------------------------------------------------------------------
+
+    def fetch(
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        max_bytes: int = 1 << 20,
+        max_wait_ms: int = 0,
+        min_bytes: int = 1,
+    ) -> FetchResult:
+        request = consume_pb2.FetchRequest(
+            topic=topic,
+            partition=partition,
+            offset=offset,
+            max_bytes=max_bytes,
+            max_wait_ms=max_wait_ms,
+            min_bytes=min_bytes,
+        )
+        response = self._call(
+            self.consuming.Fetch, request, timeout_s=self.timeout_s + max_wait_ms / 1000
+        )
+        return FetchResult(response.records, response.log_start_offset, response.log_end_offset)
+
+    def list_offset(self, topic: str, partition: int, spec: str | int) -> int:
+        request = consume_pb2.ListOffsetRequest(topic=topic, partition=partition)
+        if spec == "earliest":
+            request.position = consume_pb2.ListOffsetRequest.POSITION_EARLIEST
+        elif spec == "latest":
+            request.position = consume_pb2.ListOffsetRequest.POSITION_LATEST
+        elif isinstance(spec, int) and not isinstance(spec, bool):
+            request.timestamp_ms = spec
+        else:
+            raise InvalidConfigError(
+                f"offset spec {spec!r} is not 'earliest', 'latest' or a timestamp in ms"
+            )
+        return int(self._call(self.consuming.ListOffset, request).offset)
+
+    def commit_offsets(self, group_id: str, offsets: Mapping[TopicPartition, int]) -> None:
+        request = consume_pb2.CommitOffsetsRequest(
+            group_id=group_id, offsets=offsets_to_proto(offsets)
+        )
+        self._call(self.consuming.CommitOffsets, request)
+
+    def fetch_offsets(
+        self, group_id: str, partitions: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, int]:
+        request = consume_pb2.FetchOffsetsRequest(
+            group_id=group_id, partitions=topic_partitions_to_proto(partitions)
+        )
+        return offsets_from_proto(self._call(self.consuming.FetchOffsets, request).offsets)
+
+    # --- admin ---------------------------------------------------------------------------
+
+    def list_transactions(self) -> list[TransactionDescription]:
+        response = self._call(
+            self.administration.ListTransactions, admin_pb2.ListTransactionsRequest()
+        )
+        return [transaction_from_proto(item) for item in response.transactions]
+
+    def admin_abort_transaction(self, transaction_id: int) -> None:
+        request = admin_pb2.AbortTransactionRequest(transaction_id=transaction_id)
+        self._call(self.administration.AbortTransaction, request)
+
+    def describe_producers(self, topic: str, partition: int) -> list[ProducerDescription]:
+        request = admin_pb2.DescribeProducersRequest(topic=topic, partition=partition)
+        response = self._call(self.administration.DescribeProducers, request)
+        return [producer_from_proto(item) for item in response.producers]

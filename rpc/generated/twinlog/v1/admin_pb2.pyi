@@ -1,0 +1,168 @@
+from rpc.generated.twinlog.v1 import common_pb2 as _common_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class TransactionState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    TRANSACTION_STATE_UNSPECIFIED: _ClassVar[TransactionState]
+    TRANSACTION_STATE_ONGOING: _ClassVar[TransactionState]
+    TRANSACTION_STATE_PREPARE_COMMIT: _ClassVar[TransactionState]
+    TRANSACTION_STATE_PREPARE_ABORT: _ClassVar[TransactionState]
+    TRANSACTION_STATE_COMMITTED: _ClassVar[TransactionState]
+    TRANSACTION_STATE_ABORTED: _ClassVar[TransactionState]
+TRANSACTION_STATE_UNSPECIFIED: TransactionState
+TRANSACTION_STATE_ONGOING: TransactionState
+TRANSACTION_STATE_PREPARE_COMMIT: TransactionState
+TRANSACTION_STATE_PREPARE_ABORT: TransactionState
+TRANSACTION_STATE_COMMITTED: TransactionState
+TRANSACTION_STATE_ABORTED: TransactionState
+
+class CreateTopicRequest(_message.Message):
+    __slots__ = ("name", "partitions", "config")
+    class ConfigEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    partitions: int
+    config: _containers.ScalarMap[str, str]
+    def __init__(self, name: _Optional[str] = ..., partitions: _Optional[int] = ..., config: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class DeleteTopicRequest(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class DeleteTopicResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListTopicsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListTopicsResponse(_message.Message):
+    __slots__ = ("names",)
+    NAMES_FIELD_NUMBER: _ClassVar[int]
+    names: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, names: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class DescribeTopicRequest(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class PartitionDescription(_message.Message):
+    __slots__ = ("partition", "log_start_offset", "log_end_offset", "journal_entries_pending", "journal_bytes_pending")
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    LOG_START_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    LOG_END_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    JOURNAL_ENTRIES_PENDING_FIELD_NUMBER: _ClassVar[int]
+    JOURNAL_BYTES_PENDING_FIELD_NUMBER: _ClassVar[int]
+    partition: int
+    log_start_offset: int
+    log_end_offset: int
+    journal_entries_pending: int
+    journal_bytes_pending: int
+    def __init__(self, partition: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., log_end_offset: _Optional[int] = ..., journal_entries_pending: _Optional[int] = ..., journal_bytes_pending: _Optional[int] = ...) -> None: ...
+
+class TopicDescription(_message.Message):
+    __slots__ = ("name", "partitions", "config")
+    class ConfigEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    partitions: _containers.RepeatedCompositeFieldContainer[PartitionDescription]
+    config: _containers.ScalarMap[str, str]
+    def __init__(self, name: _Optional[str] = ..., partitions: _Optional[_Iterable[_Union[PartitionDescription, _Mapping]]] = ..., config: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class ListTransactionsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class TransactionDescription(_message.Message):
+    __slots__ = ("transaction_id", "transactional_id", "producer_id", "producer_generation", "state", "partitions", "groups", "started_ms", "timeout_ms")
+    TRANSACTION_ID_FIELD_NUMBER: _ClassVar[int]
+    TRANSACTIONAL_ID_FIELD_NUMBER: _ClassVar[int]
+    PRODUCER_ID_FIELD_NUMBER: _ClassVar[int]
+    PRODUCER_GENERATION_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    GROUPS_FIELD_NUMBER: _ClassVar[int]
+    STARTED_MS_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    transaction_id: int
+    transactional_id: str
+    producer_id: int
+    producer_generation: int
+    state: TransactionState
+    partitions: _containers.RepeatedCompositeFieldContainer[_common_pb2.TopicPartition]
+    groups: _containers.RepeatedScalarFieldContainer[str]
+    started_ms: int
+    timeout_ms: int
+    def __init__(self, transaction_id: _Optional[int] = ..., transactional_id: _Optional[str] = ..., producer_id: _Optional[int] = ..., producer_generation: _Optional[int] = ..., state: _Optional[_Union[TransactionState, str]] = ..., partitions: _Optional[_Iterable[_Union[_common_pb2.TopicPartition, _Mapping]]] = ..., groups: _Optional[_Iterable[str]] = ..., started_ms: _Optional[int] = ..., timeout_ms: _Optional[int] = ...) -> None: ...
+
+class ListTransactionsResponse(_message.Message):
+    __slots__ = ("transactions",)
+    TRANSACTIONS_FIELD_NUMBER: _ClassVar[int]
+    transactions: _containers.RepeatedCompositeFieldContainer[TransactionDescription]
+    def __init__(self, transactions: _Optional[_Iterable[_Union[TransactionDescription, _Mapping]]] = ...) -> None: ...
+
+class AbortTransactionRequest(_message.Message):
+    __slots__ = ("transaction_id",)
+    TRANSACTION_ID_FIELD_NUMBER: _ClassVar[int]
+    transaction_id: int
+    def __init__(self, transaction_id: _Optional[int] = ...) -> None: ...
+
+class AbortTransactionResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class DescribeProducersRequest(_message.Message):
+    __slots__ = ("topic", "partition")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    partition: int
+    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ...) -> None: ...
+
+class ProducerDescription(_message.Message):
+    __slots__ = ("producer_id", "producer_generation", "last_sequence", "last_timestamp_ms", "current_transaction_id")
+    PRODUCER_ID_FIELD_NUMBER: _ClassVar[int]
+    PRODUCER_GENERATION_FIELD_NUMBER: _ClassVar[int]
+    LAST_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    LAST_TIMESTAMP_MS_FIELD_NUMBER: _ClassVar[int]
+    CURRENT_TRANSACTION_ID_FIELD_NUMBER: _ClassVar[int]
+    producer_id: int
+    producer_generation: int
+    last_sequence: int
+    last_timestamp_ms: int
+    current_transaction_id: int
+    def __init__(self, producer_id: _Optional[int] = ..., producer_generation: _Optional[int] = ..., last_sequence: _Optional[int] = ..., last_timestamp_ms: _Optional[int] = ..., current_transaction_id: _Optional[int] = ...) -> None: ...
+
+class DescribeProducersResponse(_message.Message):
+    __slots__ = ("producers",)
+    PRODUCERS_FIELD_NUMBER: _ClassVar[int]
+    producers: _containers.RepeatedCompositeFieldContainer[ProducerDescription]
+    def __init__(self, producers: _Optional[_Iterable[_Union[ProducerDescription, _Mapping]]] = ...) -> None: ...

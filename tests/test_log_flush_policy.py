@@ -1,0 +1,81 @@
+"""Flush policies: every_append fsyncs per append, interval by bytes or time, append_many once."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from test_log_support import armed_failpoints, make_batch
+
+from engine import failpoints
+from engine.log import DataLog, LogConfig
+from engine.log.flush_policy import FlushPolicy
+
+__all__ = ["armed_failpoints"]
+
+NEVER = 10**12
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now_ms = 0
+
+    def __call__(self) -> int:
+        return self.now_ms
+
+
+def test_interval_policy_by_bytes_and_by_time() -> None:
+    clock = FakeClock()
+    policy = FlushPolicy(
+        LogConfig(flush_policy="interval", flush_interval_bytes=100, flush_interval_ms=50), clock
+    )
+    assert not policy.note_append(60)
+    assert policy.note_append(40)  # 100 bytes unflushed
+    policy.note_flushed()
+    assert not policy.note_append(1)
+    clock.now_ms = 49
+    assert not policy.note_append(1)
+    clock.now_ms = 50
+    assert policy.note_append(1)  # the last fsync is 50 ms old
+
+
+def test_every_append_policy_always_flushes() -> None:
+    policy = FlushPolicy(LogConfig(), FakeClock())
+    assert policy.note_append(1) and policy.note_append(0)
+
+
+def _count_fsyncs(directory: Path, config: LogConfig, appends: int, many: bool = False) -> int:
+    with DataLog.open(directory, config) as log:
+        failpoints.arm("log.before_fsync", "raise", on_hit=NEVER)  # counts, never fires
+        batches = [make_batch(1, value_bytes=90, tag=n) for n in range(appends)]
+        if many:
+            log.append_many(batches)
+        else:
+            for batch in batches:
+                log.append(batch)
+        count = failpoints.hits("log.before_fsync")
+        failpoints.disarm_all()
+        return count
+
+
+@pytest.mark.usefixtures("armed_failpoints")
+def test_fsync_counts_per_policy(tmp_path: Path) -> None:
+    every = LogConfig()
+    interval = LogConfig(flush_policy="interval", flush_interval_bytes=700, flush_interval_ms=NEVER)
+    batch_bytes = len(make_batch(1, value_bytes=90))
+    assert _count_fsyncs(tmp_path / "a", every, 20) == 20
+    assert _count_fsyncs(tmp_path / "b", interval, 20) == 20 // -(-700 // batch_bytes)
+    assert _count_fsyncs(tmp_path / "c", every, 20, many=True) == 1
+    assert _count_fsyncs(tmp_path / "d", interval, 20, many=True) == 1
+
+
+@pytest.mark.usefixtures("armed_failpoints")
+def test_interval_policy_data_is_readable_before_the_fsync(tmp_path: Path) -> None:
+    config = LogConfig(flush_policy="interval", flush_interval_bytes=NEVER, flush_interval_ms=NEVER)
+    with DataLog.open(tmp_path, config) as log:
+        failpoints.arm("log.before_fsync", "raise", on_hit=NEVER)
+        log.append(make_batch(1))
+        assert failpoints.hits("log.before_fsync") == 0
+        assert log.read(0, 100)
+        log.flush()
+        assert failpoints.hits("log.before_fsync") == 1
