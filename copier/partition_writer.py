@@ -91,11 +91,14 @@ class PartitionWriter:
 
     # --- writes -------------------------------------------------------------------
 
-    def append_plain(self, batch: bytes | memoryview) -> int:
-        """Append a non-transactional batch to the data log; its base offset."""
+    def append_plain(self, batch: bytes | memoryview, *, validate: bool = True) -> int:
+        """Append a non-transactional batch to the data log; its base offset.
+
+        ``validate=False``: the caller checked the CRC already (see DataLog.append).
+        """
         with self._lock:
             self._recover_if_needed()
-            return self.log.append(batch)
+            return self.log.append(batch, validate=validate)
 
     def apply_commit(
         self, transaction_id: int, attempts: Iterable[bytes] | None = None

@@ -128,9 +128,10 @@ class TxnMetadata:
     request_id: int
     partitions: set[TopicPartition] = field(default_factory=set)
     groups: dict[str, set[TopicPartition]] = field(default_factory=dict)
+    # Waiting for completion uses the coordinator's one condition, not an Event per
+    # transaction: an Event (a Condition and a Lock) would double the cost of an open one.
     attempts: tuple[str, ...] | None = None  # set by PREPARE_COMMIT; None = every entry
     lock: threading.Lock = field(default_factory=threading.Lock)
-    completed: threading.Event = field(default_factory=threading.Event)
 
     def describe(self) -> TransactionDescription:
         return TransactionDescription(
@@ -181,6 +182,7 @@ class Coordinator:
         self._recent_outcomes: OrderedDict[int, TxnState] = OrderedDict()
         self._completion_queue: list[int] = []
         self._completion_ready = threading.Condition(self._lock)
+        self._completion_changed = threading.Condition(self._lock)
         self._closed = False
         self._completer: threading.Thread | None = None
 
@@ -259,7 +261,7 @@ class Coordinator:
         producer = self._producers.get(txn.transactional_id)
         if producer is not None and producer.transaction_id == txn.transaction_id:
             producer.transaction_id = None
-        txn.completed.set()
+        self._completion_changed.notify_all()
 
     # --- producers ------------------------------------------------------------------
 
@@ -596,8 +598,13 @@ class Coordinator:
             done = Committed if committing else Aborted
             self._write(done(now_ms(), txn.transaction_id))
 
+    def wait_complete(self, txn: TxnMetadata, timeout_s: float) -> bool:
+        """Wait until ``txn`` is COMMITTED or ABORTED; False if ``timeout_s`` passed first."""
+        with self._lock:
+            return self._completion_changed.wait_for(lambda: txn.state.is_complete, timeout_s)
+
     def _wait_complete(self, txn: TxnMetadata) -> None:
-        if not txn.completed.wait(COMPLETION_WAIT_MS / 1000):
+        if not self.wait_complete(txn, COMPLETION_WAIT_MS / 1000):
             raise ConcurrentTransactionsError(
                 f"transaction {txn.transaction_id} is still being completed after "
                 f"{COMPLETION_WAIT_MS} ms; retry"

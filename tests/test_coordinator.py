@@ -100,7 +100,7 @@ def test_prepare_commit_is_durable_before_apply(tmp_path: Path) -> None:
     applier.gate.set()
     txn = coordinator.transaction(txn_id)
     if txn is not None:
-        assert txn.completed.wait(5)
+        assert coordinator.wait_complete(txn, 5)
     assert applier.calls == [("commit", A0, txn_id)]
     coordinator.close()
 
@@ -152,7 +152,7 @@ def test_timeout_aborts_and_later_requests_name_the_state(tmp_path: Path) -> Non
     assert txn is not None
     assert coordinator.expire(now=txn.started_ms + 500) == []
     assert coordinator.expire(now=txn.started_ms + 1_001) == [txn_id]
-    assert txn.completed.wait(5)
+    assert coordinator.wait_complete(txn, 5)
     assert applier.calls == [("abort", A0, txn_id)]
     with pytest.raises(InvalidTxnStateError, match=f"transaction {txn_id}: it is ABORTED"):
         coordinator.commit(txn_id, identity.producer_id, identity.producer_generation)
@@ -189,7 +189,7 @@ def test_recovery_keeps_ongoing_open_and_completes_prepared(tmp_path: Path) -> N
     recovered.start()
     for txn_id in (committing, aborting):
         txn = recovered.transaction(txn_id)
-        assert txn is None or txn.completed.wait(5)
+        assert txn is None or recovered.wait_complete(txn, 5)
     assert sorted(second.calls) == sorted([("commit", A0, committing), ("abort", A0, aborting)])
     described = recovered.list_transactions()
     assert [(t.transaction_id, t.state) for t in described] == [(ongoing, TxnState.ONGOING)]
@@ -349,7 +349,7 @@ def test_commit_with_attempts_is_journaled_and_survives_recovery(tmp_path: Path)
     recovered.recover()
     recovered.start()
     txn = recovered.transaction(txn_id)
-    assert txn is None or txn.completed.wait(5)
+    assert txn is None or recovered.wait_complete(txn, 5)
     assert second.calls == [("commit", A0, txn_id)] and second.attempts == ("0.0", "3.1")
     applier.gate.set()
     recovered.close()

@@ -124,20 +124,22 @@ class DataLog:
 
     # --- writing (the writer thread) ----------------------------------------------
 
-    def append(self, batch: bytes | memoryview) -> int:
+    def append(self, batch: bytes | memoryview, *, validate: bool = True) -> int:
         """Validate ``batch``, give it the next offsets, write it; return its base offset.
 
         Durable per the flush policy before returning. Raises CorruptBatchError or
         BatchTooLargeError (nothing written), DiskFullError (nothing kept; retry
-        after freeing space).
+        after freeing space). ``validate=False`` skips only the CRC, for a caller
+        that checked it already (the broker checks every batch once, at the door);
+        the header is still parsed and checked.
         """
         with self._write_lock:
-            return self._append_locked(batch)
+            return self._append_locked(batch, validate)
 
-    def _append_locked(self, batch: bytes | memoryview) -> int:
+    def _append_locked(self, batch: bytes | memoryview, validate: bool = True) -> int:
         self._check_open()
         view = memoryview(batch)
-        header = self._check_batch(view, validate=True)
+        header = self._check_batch(view, validate=validate)
         base_offset = self._next_offset
         active, position = self._write(view, header)
         if self._flush_policy.note_append(header.size_bytes):
