@@ -54,7 +54,7 @@ partition name: keys stay 12 bytes whatever the topic name (LMDB keys are at
 most 511 bytes, and short keys keep more of them per page), a partition's
 entries are one contiguous key range, and the set of databases is fixed
 (``max_dbs`` must be fixed at open), so adding a partition never needs a
-reopen. ``docs/formats_journal.md`` has a worked byte-by-byte example.
+reopen. ``docs/formats.md (Local data journal)`` has a worked byte-by-byte example.
 
 States of a transaction on one partition (each lists its valid previous states):
 

@@ -6,7 +6,7 @@ updated in the same LMDB write transaction. On APPLY_COMMIT the copier walks
 the links back from the last entry, streams the batches into the data log and
 records APPLIED while deleting the entries; on APPLY_ABORT the entries are
 deleted and ABORTED recorded. The layout is in ``journal/local_format.py`` and
-``docs/formats_journal.md``.
+``docs/formats.md (Local data journal)``.
 
     journal = LocalJournal.open(DATA_DIR / "journal")
     sequence = journal.append("orders-0", transaction_id, batch)
@@ -114,8 +114,13 @@ class LocalJournal:
         self._lock_file = self._lock_directory(directory)
         try:
             self._env = self._open_environment()
+        except BaseException:
+            os.close(self._lock_file)
+            raise
+        try:
             self._databases = self._open_databases()
         except BaseException:
+            self._env.close()
             os.close(self._lock_file)
             raise
         self._writer = GroupWriter(self._env, self._databases, config, self._map_lock, self._path)
@@ -153,7 +158,7 @@ class LocalJournal:
             "the batches of transactions not yet applied. Stop the broker, copy the directory "
             "aside, and restore it from a backup; if there is none, moving it aside lets the "
             "broker start with an empty journal, and every transaction that was open or "
-            "committing on this broker is lost (see docs/formats_journal.md, 'Damage')"
+            "committing on this broker is lost (see docs/formats.md, 'Local data journal: Damage')"
         )
 
     def _open_environment(self) -> lmdb.Environment:
@@ -382,6 +387,27 @@ class LocalJournal:
         transaction is renewed (letting a map resize in) and the pages read so
         far are released from this process's mapping.
         """
+        for header, value in self._iter_values(partition, sequences):
+            yield value[header.batch_position :]
+
+    def iter_batch_headers(
+        self, partition: str, sequences: array[int]
+    ) -> Generator[BatchHeader, None, None]:
+        """Batch headers of ``sequences`` in order (each copied: 67 bytes per entry)."""
+        for header, value in self._iter_values(partition, sequences):
+            yield read_header(value, header.batch_position)
+
+    def iter_tagged_headers(
+        self, partition: str, sequences: array[int]
+    ) -> Generator[tuple[bytes, BatchHeader], None, None]:
+        """(attempt tag, batch header) of ``sequences`` in order; no payload is copied."""
+        for header, value in self._iter_values(partition, sequences):
+            attempt = bytes(value[ENTRY_HEADER.size : header.batch_position])
+            yield attempt, read_header(value, header.batch_position)
+
+    def _iter_values(
+        self, partition: str, sequences: array[int]
+    ) -> Generator[tuple[EntryHeader, memoryview], None, None]:
         index = 0
         while index < len(sequences):
             with self._reading(release_pages=True) as tables:
@@ -396,22 +422,14 @@ class LocalJournal:
                     value = tables.entry_value(partition_id, sequence)
                     if value is None:
                         raise CorruptJournalError(
-                            f"journal entry {sequence} of {partition} is missing while copying; "
-                            "the journal is damaged (see docs/formats_journal.md, 'Damage')"
+                            f"journal entry {sequence} of {partition} is missing while reading; "
+                            "the journal is damaged (see docs/formats.md, 'Local data journal: Damage')"
                         )
-                    header = decode_entry_header(value, f"{sequence} of {partition}")
-                    batch = memoryview(value)[header.batch_position :]
-                    yield batch
-                    chunk_bytes += len(batch)
+                    view = memoryview(value)
+                    yield decode_entry_header(view, f"{sequence} of {partition}"), view
+                    chunk_bytes += len(view)
                     index += 1
-                del value, batch  # views into the map must not outlive the read transaction
-
-    def iter_batch_headers(
-        self, partition: str, sequences: array[int]
-    ) -> Generator[BatchHeader, None, None]:
-        """Batch headers of ``sequences`` in order (each copied: 67 bytes per entry)."""
-        for batch in self.iter_batches(partition, sequences):
-            yield read_header(batch)
+                del value, view  # views into the map must not outlive the read transaction
 
     def statistics(self) -> JournalStatistics:
         with self._reading() as tables:

@@ -137,7 +137,7 @@ class Tables:
         if value is None:
             raise CorruptJournalError(
                 f"journal entry {sequence} of {name} is missing though the transaction index "
-                "links to it; the journal is damaged (see docs/formats_journal.md, 'Damage')"
+                "links to it; the journal is damaged (see docs/formats.md, 'Local data journal: Damage')"
             )
         return decode_entry_header(value, f"{sequence} of {name}")
 
@@ -182,7 +182,7 @@ class Tables:
             if value is None:
                 raise CorruptJournalError(
                     f"journal entry {sequence} of {record.partition} is missing though the transaction "
-                    "index links to it; the journal is damaged (see docs/formats_journal.md, 'Damage')"
+                    "index links to it; the journal is damaged (see docs/formats.md, 'Local data journal: Damage')"
                 )
             header = decode_entry_header(value, f"{sequence} of {record.partition}")
             if header.transaction_id != record.transaction_id:

@@ -82,7 +82,7 @@ def translate_lmdb_error(error: BaseException, path: str, doing: str) -> BaseExc
     if isinstance(error, CORRUPTION_ERRORS):
         return CorruptJournalError(
             f"local data journal {path} is damaged ({error}) while {doing}: stop the broker, "
-            "copy the directory aside, and see docs/formats_journal.md, 'Damage'"
+            "copy the directory aside, and see docs/formats.md, 'Local data journal: Damage'"
         )
     return error
 

@@ -1,5 +1,5 @@
 """The local data journal's key and value encodings: round trips, the pinned worked example
-of docs/formats_journal.md, and damaged values raising CorruptJournalError."""
+of docs/formats.md (Local data journal), and damaged values raising CorruptJournalError."""
 
 from __future__ import annotations
 
@@ -103,7 +103,7 @@ def test_transaction_value_round_trip(
 
 
 def test_worked_example_of_the_format_document() -> None:
-    # docs/formats_journal.md, "Worked example": keep both in step.
+    # docs/formats.md (Local data journal), "Worked example": keep both in step.
     key = encode_entry_key(3, 41)
     assert key.hex(" ") == "00 00 00 03 00 00 00 00 00 00 00 29"
     header = EntryHeader(

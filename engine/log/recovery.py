@@ -2,7 +2,7 @@
 
 The format it recovers is described in files.py (names), segment.py (segment
 files), segment_index.py (indexes) and checkpoints.py (checkpoint files); the
-whole picture, with a worked example, is in docs/formats_log.md.
+whole picture, with a worked example, is in docs/formats.md (Data log).
 
 Rules:
 
