@@ -72,7 +72,13 @@ def rounds(tmp_path: Path) -> Iterator[Rounds]:
 
 
 @pytest.mark.benchmark(group="append-1MiB-batches")
-def test_log_append_fsync_each(benchmark: Any, batch: bytes, rounds: Rounds) -> None:
+@pytest.mark.parametrize(
+    "validate",
+    [True, False],
+    ids=["crc-checked-in-log", "crc-checked-at-broker-door"],
+)
+def test_log_append_fsync_each(benchmark: Any, batch: bytes, rounds: Rounds, validate: bool) -> None:
+    """``validate=False`` is the broker's path: it checks the CRC once, before the log."""
     def setup() -> tuple[tuple[DataLog], dict[str, Any]]:
         if isinstance(rounds.last, DataLog):
             rounds.last.close()
@@ -81,7 +87,7 @@ def test_log_append_fsync_each(benchmark: Any, batch: bytes, rounds: Rounds) -> 
 
     def append_all(log: DataLog) -> None:
         for _ in range(APPEND_BATCHES):
-            log.append(batch)
+            log.append(batch, validate=validate)
 
     benchmark.pedantic(append_all, setup=setup, rounds=5, iterations=1, warmup_rounds=1)
     log = rounds.last
