@@ -567,6 +567,8 @@ class Coordinator:
             try:
                 self.complete(txn)
             except Exception:
+                if self._closed:
+                    return  # shutting down: recovery at the next start redoes it
                 # The decision is durable: keep trying (a full disk, say, may clear).
                 log.exception("completing transaction %d failed; retrying", transaction_id)
                 time.sleep(backoff_s)
@@ -709,6 +711,13 @@ class Coordinator:
     def in_flight_count(self) -> int:
         with self._lock:
             return len(self._transactions)
+
+    def abandon(self) -> None:
+        """Stop as a crash would: no completion is finished, nothing more is written."""
+        with self._lock:
+            self._closed = True
+            self._completion_ready.notify_all()
+        self.journal.close()
 
     def close(self) -> None:
         with self._lock:

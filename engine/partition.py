@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 from copier import PartitionWriter
-from engine.batch_format import NO_PRODUCER_ID, BatchHeader, read_header
+from engine.batch_format import NO_PRODUCER_ID, BatchHeader
 from engine.errors import OffsetOutOfRangeError
 from engine.log import DataLog, LogConfig
 from engine.producer_state import SequenceTracker
@@ -85,10 +85,10 @@ class Partition:
             # First batch of this transaction here since the broker started: rebuild
             # from the journal (a few headers), so retries across a restart are known.
             tag = attempt.encode("utf-8")
-            for sequence in self.journal.sequences(self.name, transaction_id):
-                entry = self.journal.entry(self.name, sequence)
-                if entry is not None and entry.attempt == tag:
-                    tracker.observe(read_header(entry.batch), -1)
+            sequences = self.journal.sequences(self.name, transaction_id)
+            for entry_tag, entry_header in self.journal.iter_tagged_headers(self.name, sequences):
+                if entry_tag == tag:
+                    tracker.observe(entry_header, -1)
         return tracker
 
     def append_transactional(

@@ -8,6 +8,13 @@ Values come from transactions opened with ``buffers=True``: they are
 memoryviews into the map, valid until the transaction ends or (in a write
 transaction) until its next write. Every method decodes what it needs before
 returning, except ``entry_value`` whose caller owns that rule.
+
+Partition and transaction rows are cached for the life of the transaction,
+and in a write transaction their changes are held back until ``flush``
+(called before commit, and before any scan): a group of appends to one
+transaction then costs one LMDB put per entry plus one per row, not three
+per entry. Fewer LMDB calls matter more than bytes here: each call releases
+and retakes the GIL, which the writer thread shares with every caller.
 """
 
 from __future__ import annotations
@@ -61,19 +68,44 @@ class Tables:
         self._entries = databases[DB_ENTRIES]
         self._transactions = databases[DB_TRANSACTIONS]
         self._meta = databases[DB_META]
+        self._partition_rows: dict[str, tuple[int, int] | None] = {}
+        self._transaction_rows: dict[tuple[int, int], TransactionRecord | None] = {}
+        self._dirty_partitions: set[str] = set()
+        self._dirty_transactions: set[tuple[int, int]] = set()
+        self._purged_below: int | None = None
+
+    def flush(self) -> None:
+        """Write the held-back partition and transaction rows (the cache stays valid)."""
+        for name in self._dirty_partitions:
+            row = self._partition_rows[name]
+            assert row is not None
+            self.txn.put(name.encode(), encode_partition_value(*row), db=self._partitions)
+        for key in self._dirty_transactions:
+            record = self._transaction_rows[key]
+            assert record is not None
+            self.txn.put(
+                encode_transaction_key(*key),
+                encode_transaction_value(record),
+                db=self._transactions,
+            )
+        self._dirty_partitions.clear()
+        self._dirty_transactions.clear()
 
     # --- partitions -----------------------------------------------------------------
 
     def partition(self, name: str) -> tuple[int, int] | None:
         """(partition_id, next_sequence) of ``name``, or None if it has no row yet."""
-        encoded = name.encode()
-        value = self.txn.get(encoded, db=self._partitions)
-        return None if value is None else decode_partition_value(value, encoded)
+        if name not in self._partition_rows:
+            encoded = name.encode()
+            value = self.txn.get(encoded, db=self._partitions)
+            self._partition_rows[name] = (
+                None if value is None else decode_partition_value(value, encoded)
+            )
+        return self._partition_rows[name]
 
     def put_partition(self, name: str, partition_id: int, next_sequence: int) -> None:
-        self.txn.put(
-            name.encode(), encode_partition_value(partition_id, next_sequence), db=self._partitions
-        )
+        self._partition_rows[name] = (partition_id, next_sequence)
+        self._dirty_partitions.add(name)
 
     def allocate_partition_id(self) -> int:
         value = self.txn.get(META_NEXT_PARTITION_ID, db=self._meta)
@@ -83,6 +115,7 @@ class Tables:
 
     def partitions(self) -> Iterator[tuple[str, int, int]]:
         """(name, partition_id, next_sequence) of every partition, by name."""
+        self.flush()
         with self.txn.cursor(db=self._partitions) as cursor:
             for key, value in cursor:
                 name = bytes(key)
@@ -94,25 +127,30 @@ class Tables:
     def transaction(
         self, partition_id: int, name: str, transaction_id: int
     ) -> TransactionRecord | None:
-        value = self.txn.get(
-            encode_transaction_key(partition_id, transaction_id), db=self._transactions
-        )
-        return None if value is None else decode_transaction_value(value, name, transaction_id)
+        key = (partition_id, transaction_id)
+        if key not in self._transaction_rows:
+            value = self.txn.get(encode_transaction_key(*key), db=self._transactions)
+            self._transaction_rows[key] = (
+                None if value is None else decode_transaction_value(value, name, transaction_id)
+            )
+        return self._transaction_rows[key]
 
     def put_transaction(self, partition_id: int, record: TransactionRecord) -> None:
-        self.txn.put(
-            encode_transaction_key(partition_id, record.transaction_id),
-            encode_transaction_value(record),
-            db=self._transactions,
-        )
+        key = (partition_id, record.transaction_id)
+        self._transaction_rows[key] = record
+        self._dirty_transactions.add(key)
 
     def delete_transaction(self, partition_id: int, transaction_id: int) -> None:
-        self.txn.delete(encode_transaction_key(partition_id, transaction_id), db=self._transactions)
+        key = (partition_id, transaction_id)
+        self._transaction_rows[key] = None
+        self._dirty_transactions.discard(key)
+        self.txn.delete(encode_transaction_key(*key), db=self._transactions)
 
     def transactions(
         self, partition_id: int, name: str, below: int | None = None
     ) -> list[TransactionRecord]:
         """Every record of one partition (ids below ``below`` only, if given), by id."""
+        self.flush()
         found: list[TransactionRecord] = []
         with self.txn.cursor(db=self._transactions) as cursor:
             if not cursor.set_range(encode_transaction_key(partition_id, 0)):
@@ -229,8 +267,11 @@ class Tables:
         self.txn.put(key, META_U32.pack(number), db=self._meta)
 
     def purged_below(self) -> int:
-        value = self.txn.get(META_PURGED_BELOW, db=self._meta)
-        return 0 if value is None else int(META_I64.unpack(value)[0])
+        if self._purged_below is None:
+            value = self.txn.get(META_PURGED_BELOW, db=self._meta)
+            self._purged_below = 0 if value is None else int(META_I64.unpack(value)[0])
+        return self._purged_below
 
     def put_purged_below(self, transaction_id: int) -> None:
+        self._purged_below = transaction_id
         self.txn.put(META_PURGED_BELOW, META_I64.pack(transaction_id), db=self._meta)

@@ -103,7 +103,11 @@ class GroupWriter:
         self._config = config
         self._map_lock = map_lock
         self._path = path
-        self._queue: queue.Queue[Any] = queue.Queue(maxsize=config.queue_entries_max)
+        # SimpleQueue is all C: no Python-level Condition on every put and get
+        # (which cost more than the LMDB work of an append). The semaphore bounds
+        # what may wait: a caller beyond queue_entries_max blocks (back-pressure).
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._slots = threading.BoundedSemaphore(config.queue_entries_max)
         self._closing = False
         # Deletes touch the map; only this thread ever resizes it, so releasing
         # pages here needs no lock.
@@ -123,11 +127,11 @@ class GroupWriter:
     def submit(self, operation: Operation) -> Any:
         """Run ``operation`` in the next group; return once that group is synced."""
         request = _Request(operation)
+        self._slots.acquire()  # released by the writer when it takes the request
         with self._submit_lock:
             if self._closing:
+                self._slots.release()
                 raise LogClosedError(f"the local data journal {self._path} is closed; reopen it")
-            # put() may block when the queue is full (back-pressure); the writer
-            # never takes _submit_lock, so it keeps draining meanwhile.
             self._queue.put(request)
         request.done.acquire()
         if request.error is not None:
@@ -151,6 +155,7 @@ class GroupWriter:
             first = self._queue.get()
             if first is _STOP:
                 return
+            self._slots.release()
             group = [first]
             group_bytes = first.operation.size_bytes
             while (
@@ -164,6 +169,7 @@ class GroupWriter:
                 if more is _STOP:
                     stop = True
                     break
+                self._slots.release()
                 group.append(more)
                 group_bytes += more.operation.size_bytes
             try:
@@ -191,6 +197,7 @@ class GroupWriter:
                         request.error = refusal
                         continue
                     request.result = request.operation.apply(tables)
+                tables.flush()
                 failpoints.hit("journal.before_sync")
                 txn.commit()
                 committed = True

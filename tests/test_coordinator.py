@@ -179,7 +179,7 @@ def test_recovery_keeps_ongoing_open_and_completes_prepared(tmp_path: Path) -> N
         aborting, aborting_producer.producer_id, aborting_producer.producer_generation
     )
     # "crash": drop the coordinator without completing (its completer is blocked on the gate)
-    coordinator.journal.close()
+    coordinator.abandon()
 
     second = RecordingApplier()
     recovered = Coordinator(
@@ -341,7 +341,7 @@ def test_commit_with_attempts_is_journaled_and_survives_recovery(tmp_path: Path)
         coordinator.commit(
             txn_id, identity.producer_id, identity.producer_generation, attempts=["9.0"]
         )
-    coordinator.journal.close()  # crash before APPLY
+    coordinator.abandon()  # crash before APPLY
     second = RecordingApplier()
     recovered = Coordinator(
         0, TxnJournal(tmp_path / "txn" / "0"), IdAllocator(tmp_path / "ids"), second

@@ -279,3 +279,13 @@ def test_argument_checks(journal: LocalJournal) -> None:
         journal.append(P0, -1, transactional_batch(-1, 0))
     with pytest.raises(InvalidTxnStateError, match="attempt tag"):
         journal.append(P0, 1, transactional_batch(1, 0), attempt=bytes(70_000))
+
+
+def test_tagged_headers_name_each_entrys_attempt(journal: LocalJournal) -> None:
+    journal.append(P0, 4, transactional_batch(4, 0), attempt=b"task-2.0")
+    journal.append(P0, 4, transactional_batch(4, 2))
+    tagged = list(journal.iter_tagged_headers(P0, journal.sequences(P0, 4)))
+    assert [(attempt, header.base_sequence) for attempt, header in tagged] == [
+        (b"task-2.0", 0),
+        (b"", 2),
+    ]

@@ -16,7 +16,11 @@ from rpc.errors import (
 
 
 def test_every_engine_error_is_in_the_table() -> None:
-    missing = [cls.__name__ for cls in all_error_classes() if cls not in STATUS_OF_ERROR]
+    # Errors the broker can raise live in engine.errors; others (the Spark connector's
+    # option errors, say) are raised in the caller's process and never cross the wire.
+    broker_errors = [cls for cls in all_error_classes() if cls.__module__ == "engine.errors"]
+    assert len(broker_errors) > 20
+    missing = [cls.__name__ for cls in broker_errors if cls not in STATUS_OF_ERROR]
     assert not missing, f"add these to rpc.errors.STATUS_OF_ERROR: {missing}"
 
 
