@@ -111,7 +111,9 @@ def open_transactions_figures(directory: Path, count: int) -> dict[str, float]:
         for identity in identities:
             txn = broker.begin_transaction(identity.producer_id, identity.producer_generation)
             broker.add_partitions_to_transaction(
-                txn, identity.producer_id, identity.producer_generation,
+                txn,
+                identity.producer_id,
+                identity.producer_generation,
                 [TopicPartition("many", 0)],
             )
         gc.collect()
@@ -127,7 +129,9 @@ def open_transactions_figures(directory: Path, count: int) -> dict[str, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--open-transactions", type=int, default=10_000)
     parser.add_argument("--seconds", type=float, default=3.0, help="per throughput figure")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")

@@ -77,8 +77,11 @@ def rounds(tmp_path: Path) -> Iterator[Rounds]:
     [True, False],
     ids=["crc-checked-in-log", "crc-checked-at-broker-door"],
 )
-def test_log_append_fsync_each(benchmark: Any, batch: bytes, rounds: Rounds, validate: bool) -> None:
+def test_log_append_fsync_each(
+    benchmark: Any, batch: bytes, rounds: Rounds, validate: bool
+) -> None:
     """``validate=False`` is the broker's path: it checks the CRC once, before the log."""
+
     def setup() -> tuple[tuple[DataLog], dict[str, Any]]:
         if isinstance(rounds.last, DataLog):
             rounds.last.close()

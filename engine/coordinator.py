@@ -469,7 +469,11 @@ class Coordinator:
         """PREPARE_COMMIT (durable) and return; ``attempts`` limits what is applied (Spark)."""
         chosen = None if attempts is None else tuple(sorted(set(attempts)))
         self._end(
-            transaction_id, producer_id, producer_generation, TxnEvent.COMMIT, wait_for_applied,
+            transaction_id,
+            producer_id,
+            producer_generation,
+            TxnEvent.COMMIT,
+            wait_for_applied,
             chosen,
         )
 

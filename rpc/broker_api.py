@@ -42,7 +42,9 @@ class BrokerApi(Protocol):
         self, transactional_id: str | None = None, transaction_timeout_ms: int | None = None
     ) -> ProducerIdentity: ...
 
-    def produce(self, topic: str, partition: int, batch: bytes) -> ProduceResult: ...
+    def produce(self, topic: str, partition: int, batch: bytes, attempt: str = "") -> ProduceResult:
+        """``attempt`` tags a transactional batch with a writer's task attempt (Spark)."""
+        ...
 
     def begin_transaction(
         self, producer_id: int, producer_generation: int, request_id: int = 0
@@ -71,7 +73,10 @@ class BrokerApi(Protocol):
         producer_id: int,
         producer_generation: int,
         wait_for_applied: bool = False,
-    ) -> None: ...
+        attempts: Iterable[str] | None = None,
+    ) -> None:
+        """``attempts`` (None: all) names the task attempts whose batches are applied."""
+        ...
 
     def abort_transaction(
         self, transaction_id: int, producer_id: int, producer_generation: int

@@ -37,7 +37,9 @@ class ProducingService(produce_pb2_grpc.ProducingServicer):
                 f"the server's max_batch_bytes={self.max_batch_bytes}; lower the producer's "
                 "batch_bytes, or raise max_batch_bytes on the server"
             )
-        result = self.broker.produce(request.topic, request.partition, request.batch)
+        result = self.broker.produce(
+            request.topic, request.partition, request.batch, attempt=request.attempt
+        )
         return produce_pb2.ProduceResponse(
             base_offset=result.base_offset,
             duplicate=result.duplicate,
@@ -137,6 +139,7 @@ class ProducingService(produce_pb2_grpc.ProducingServicer):
             ref.producer_id,
             ref.producer_generation,
             wait_for_applied=request.wait_for_applied,
+            attempts=list(request.attempts) if request.select_attempts else None,
         )
         return produce_pb2.Empty()
 

@@ -16,9 +16,10 @@ BIN = Path(sys.executable).parent
     "command",
     [
         ["ruff", "check", "."],
+        ["ruff", "format", "--check", "."],
         ["mypy"],
     ],
-    ids=["ruff", "mypy"],
+    ids=["ruff", "ruff-format", "mypy"],
 )
 def test_linters_are_clean(command: list[str]) -> None:
     executable = BIN / command[0]

@@ -144,7 +144,7 @@ class FakeBroker:
         self._lock.notify_all()
         return base
 
-    def produce(self, topic: str, partition: int, batch: bytes) -> ProduceResult:
+    def produce(self, topic: str, partition: int, batch: bytes, attempt: str = "") -> ProduceResult:
         with self._lock:
             self.produce_calls += 1
             tp = self._tp(topic, partition)
@@ -219,6 +219,7 @@ class FakeBroker:
         producer_id: int,
         producer_generation: int,
         wait_for_applied: bool = False,
+        attempts: Iterable[str] | None = None,
     ) -> None:
         with self._lock:
             txn = self._txn(transaction_id, producer_id, producer_generation)

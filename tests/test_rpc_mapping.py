@@ -212,11 +212,11 @@ class FlakyBroker(FakeBroker):
         super().__init__()
         self.failures = failures
 
-    def produce(self, topic: str, partition: int, batch: bytes) -> ProduceResult:
+    def produce(self, topic: str, partition: int, batch: bytes, attempt: str = "") -> ProduceResult:
         if self.failures > 0:
             self.failures -= 1
             raise NotEnoughResourcesError("busy; retry later")
-        return super().produce(topic, partition, batch)
+        return super().produce(topic, partition, batch, attempt)
 
 
 def test_retriable_errors_are_retried_without_duplicates() -> None:

@@ -68,16 +68,18 @@ def _decode(path: Path, kind: str, names: tuple[str, ...]) -> dict[str, int] | N
     for name, line in zip(names, lines[1:-1], strict=True):
         label, _, number = line.partition(" ")
         if label != name or not number.isdigit():
-            logger.warning("checkpoint %s: line %r is not '%s <integer>'; ignoring it",
-                           path, line, name)
+            logger.warning(
+                "checkpoint %s: line %r is not '%s <integer>'; ignoring it", path, line, name
+            )
             return None
         values[name] = int(number)
     return values
 
 
 def write_recovery_point(directory: Path, point: RecoveryPoint) -> None:
-    write_file_atomically(directory / RECOVERY_POINT_NAME,
-                          _encode(RECOVERY_POINT_NAME, point._asdict()))
+    write_file_atomically(
+        directory / RECOVERY_POINT_NAME, _encode(RECOVERY_POINT_NAME, point._asdict())
+    )
 
 
 def read_recovery_point(directory: Path) -> RecoveryPoint | None:
@@ -86,11 +88,14 @@ def read_recovery_point(directory: Path) -> RecoveryPoint | None:
 
 
 def write_log_start_offset(directory: Path, log_start_offset: int) -> None:
-    write_file_atomically(directory / LOG_START_OFFSET_NAME,
-                          _encode(LOG_START_OFFSET_NAME, {"log_start_offset": log_start_offset}))
+    write_file_atomically(
+        directory / LOG_START_OFFSET_NAME,
+        _encode(LOG_START_OFFSET_NAME, {"log_start_offset": log_start_offset}),
+    )
 
 
 def read_log_start_offset(directory: Path) -> int | None:
-    values = _decode(directory / LOG_START_OFFSET_NAME, LOG_START_OFFSET_NAME,
-                     ("log_start_offset",))
+    values = _decode(
+        directory / LOG_START_OFFSET_NAME, LOG_START_OFFSET_NAME, ("log_start_offset",)
+    )
     return None if values is None else values["log_start_offset"]

@@ -129,8 +129,9 @@ class LogConfig:
         values: dict[str, object] = {}
         for key, raw_value in mapping.items():
             if key in REFUSED_KAFKA_KEYS:
-                raise InvalidConfigError(f"log config key {key!r} is not supported: "
-                                         f"{REFUSED_KAFKA_KEYS[key]}")
+                raise InvalidConfigError(
+                    f"log config key {key!r} is not supported: {REFUSED_KAFKA_KEYS[key]}"
+                )
             field = KAFKA_KEYS.get(key, key)
             if field not in fields:
                 known = sorted([*fields, *KAFKA_KEYS])

@@ -86,8 +86,9 @@ class DataLog:
         self._last_header = tail.last_header
         if self._last_header is None and len(self._segments) > 1:
             self._last_header = self._segments[-2].tail().last_header
-        self._recovery_point = RecoveryPoint(active.base_offset, active.size_bytes,
-                                             self._next_offset)
+        self._recovery_point = RecoveryPoint(
+            active.base_offset, active.size_bytes, self._next_offset
+        )
         self._flush_policy = FlushPolicy(config)
         self._closed = False
         self._segments_view: tuple[tuple[Segment, ...], tuple[int, ...]] | None = None
@@ -107,8 +108,10 @@ class DataLog:
 
     def __repr__(self) -> str:
         state = self._published
-        return (f"DataLog({str(self.directory)!r}, offsets {state.log_start_offset}.."
-                f"{state.log_end_offset}, {len(state.segments)} segments)")
+        return (
+            f"DataLog({str(self.directory)!r}, offsets {state.log_start_offset}.."
+            f"{state.log_end_offset}, {len(state.segments)} segments)"
+        )
 
     # --- watermarks ---------------------------------------------------------------
 
@@ -154,7 +157,9 @@ class DataLog:
         self._publish()
         return base_offset
 
-    def append_many(self, batches: Iterable[bytes | memoryview], *, validate: bool = True) -> tuple[int, int]:
+    def append_many(
+        self, batches: Iterable[bytes | memoryview], *, validate: bool = True
+    ) -> tuple[int, int]:
         """Append ``batches`` contiguously with one fsync at the end; (first, next) offset.
 
         Streams: each batch is written as it comes, none is kept. May roll
@@ -167,7 +172,9 @@ class DataLog:
         with self._write_lock:
             return self._append_many_locked(batches, validate=validate)
 
-    def _append_many_locked(self, batches: Iterable[bytes | memoryview], *, validate: bool = True) -> tuple[int, int]:
+    def _append_many_locked(
+        self, batches: Iterable[bytes | memoryview], *, validate: bool = True
+    ) -> tuple[int, int]:
         self._check_open()
         first_offset = self._next_offset
         try:
@@ -178,8 +185,9 @@ class DataLog:
         except BaseException as error:
             self._roll_back_to(first_offset)
             if isinstance(error, OSError):
-                self._segments[-1].raise_disk_full_or(error, "appending many batches",
-                                                      self._segments[-1].size_bytes)
+                self._segments[-1].raise_disk_full_or(
+                    error, "appending many batches", self._segments[-1].size_bytes
+                )
             raise
         self._after_flush()
         self._publish()
@@ -247,8 +255,9 @@ class DataLog:
         with self._write_lock:
             self._check_open()
             count = 0
-            while (count < len(self._segments) - 1
-                   and self._segments[count + 1].base_offset <= offset):
+            while (
+                count < len(self._segments) - 1 and self._segments[count + 1].base_offset <= offset
+            ):
                 count += 1
             return self._delete_oldest_segments(count)
 
@@ -280,8 +289,9 @@ class DataLog:
             active = self._segments[-1]
             active.flush()
             active.flush_index()
-            self._write_recovery_point(RecoveryPoint(active.base_offset, active.size_bytes,
-                                                     self._next_offset))
+            self._write_recovery_point(
+                RecoveryPoint(active.base_offset, active.size_bytes, self._next_offset)
+            )
         finally:
             self._closed = True
             for segment in self._segments:
@@ -375,8 +385,14 @@ class DataLog:
             segments = tuple(self._segments)
             self._segments_view = segments, tuple(segment.base_offset for segment in segments)
         segments, base_offsets = self._segments_view
-        self._published = _Published(segments, base_offsets, segments[-1].size_bytes,
-                                     self._log_start_offset, self._next_offset, self._last_header)
+        self._published = _Published(
+            segments,
+            base_offsets,
+            segments[-1].size_bytes,
+            self._log_start_offset,
+            self._next_offset,
+            self._last_header,
+        )
 
     def _check_batch(self, view: memoryview, validate: bool) -> BatchHeader:
         if len(view) > self.config.max_batch_bytes:
@@ -423,7 +439,9 @@ class DataLog:
         old = self._segments[-1]
         try:
             old.seal()
-            new = Segment.create(self.directory, self._next_offset, self.config.index_interval_bytes)
+            new = Segment.create(
+                self.directory, self._next_offset, self.config.index_interval_bytes
+            )
         except OSError as error:
             old.open_for_append()
             old.raise_disk_full_or(error, "rolling to a new segment", old.size_bytes)
@@ -437,12 +455,15 @@ class DataLog:
         self._flush_policy.note_flushed()
         active = self._segments[-1]
         point = self._recovery_point
-        if (point.segment_base_offset == active.base_offset
-                and active.size_bytes - point.position < RECOVERY_POINT_INTERVAL_BYTES):
+        if (
+            point.segment_base_offset == active.base_offset
+            and active.size_bytes - point.position < RECOVERY_POINT_INTERVAL_BYTES
+        ):
             return
         active.flush_index()
-        self._write_recovery_point(RecoveryPoint(active.base_offset, active.size_bytes,
-                                                 self._next_offset))
+        self._write_recovery_point(
+            RecoveryPoint(active.base_offset, active.size_bytes, self._next_offset)
+        )
 
     def _write_recovery_point(self, point: RecoveryPoint) -> None:
         if point != self._recovery_point:
@@ -480,8 +501,11 @@ class DataLog:
                     f"{header.base_offset} or {header.next_offset}"
                 )
             keep, cut_segment, cut_position = number + 1, segment, position
-        removed_bytes = (cut_segment.size_bytes - cut_position
-                         + sum(later.size_bytes for later in self._segments[keep:]))
+        removed_bytes = (
+            cut_segment.size_bytes
+            - cut_position
+            + sum(later.size_bytes for later in self._segments[keep:])
+        )
         point = self._recovery_point
         if (point.segment_base_offset, point.position) > (cut_segment.base_offset, cut_position):
             # The recovery point lies in what goes: move it to the cut first. What
@@ -491,8 +515,7 @@ class DataLog:
             if cut_segment is self._segments[-1]:
                 cut_segment.flush()
                 cut_segment.flush_index()
-            self._write_recovery_point(RecoveryPoint(cut_segment.base_offset, cut_position,
-                                                     offset))
+            self._write_recovery_point(RecoveryPoint(cut_segment.base_offset, cut_position, offset))
         for later in reversed(self._segments[keep:]):  # last first: a crash leaves a prefix
             later.delete()
         del self._segments[keep:]

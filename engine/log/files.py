@@ -91,4 +91,3 @@ def write_file_atomically(path: Path, data: bytes) -> None:
         os.close(fd)
     os.replace(temporary, path)
     fsync_directory(path.parent)
-

@@ -35,8 +35,10 @@ class FlushPolicy:
         self.unflushed_bytes += size_bytes
         if self.config.flush_policy == FLUSH_EVERY_APPEND:
             return True
-        return (self.unflushed_bytes >= self.config.flush_interval_bytes
-                or self.clock_ms() - self.last_flush_ms >= self.config.flush_interval_ms)
+        return (
+            self.unflushed_bytes >= self.config.flush_interval_bytes
+            or self.clock_ms() - self.last_flush_ms >= self.config.flush_interval_ms
+        )
 
     def note_flushed(self) -> None:
         self.unflushed_bytes = 0

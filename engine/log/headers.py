@@ -58,7 +58,9 @@ def parse_header(buffer: bytes, index: int, file_position: int) -> BatchHeader:
     return BatchHeader._make(HEADER.unpack_from(buffer, index))
 
 
-def iter_headers(fd: int, start_position: int, end_position: int) -> Iterator[tuple[int, BatchHeader]]:
+def iter_headers(
+    fd: int, start_position: int, end_position: int
+) -> Iterator[tuple[int, BatchHeader]]:
     """(position, header) of each batch in ``[start_position, end_position)`` of ``fd``.
 
     ``start_position`` must be a batch boundary. Raises CorruptBatchError when a

@@ -86,8 +86,9 @@ class LogReader:
             ) from None
         try:
             file_bytes = os.fstat(fd).st_size
-            start_position, expected_offset = self._index_hint(fd, base_offset, from_offset,
-                                                               file_bytes)
+            start_position, expected_offset = self._index_hint(
+                fd, base_offset, from_offset, file_bytes
+            )
             result = ScanResult(start_position, expected_offset)
             for _, header, batch in iter_valid_batches(fd, start_position, file_bytes, result):
                 if header.next_offset > from_offset:
@@ -102,7 +103,9 @@ class LogReader:
         finally:
             os.close(fd)
 
-    def _index_hint(self, fd: int, base_offset: int, from_offset: int, file_bytes: int) -> tuple[int, int]:
+    def _index_hint(
+        self, fd: int, base_offset: int, from_offset: int, file_bytes: int
+    ) -> tuple[int, int]:
         """(position, base offset) of an indexed batch at or before ``from_offset``, or the start.
 
         The index may be stale or torn (nothing here repairs it), so the entry is

@@ -108,8 +108,11 @@ def recover(directory: Path, config: LogConfig) -> RecoveredLog:
     recovery_point = read_recovery_point(directory)
 
     # Pass 3: finish an interrupted retention (the checkpoint is written before deletion).
-    while (log_start_checkpoint is not None and len(base_offsets) > 1
-           and base_offsets[1] <= log_start_checkpoint):
+    while (
+        log_start_checkpoint is not None
+        and len(base_offsets) > 1
+        and base_offsets[1] <= log_start_checkpoint
+    ):
         _delete_segment_files(directory, base_offsets.pop(0), report)
 
     # Pass 4: an empty directory gets its first segment.
@@ -118,8 +121,10 @@ def recover(directory: Path, config: LogConfig) -> RecoveredLog:
         Segment.create(directory, first_offset, config.index_interval_bytes).close()
         fsync_directory(directory)
         base_offsets = [first_offset]
-    segments = [Segment.open_existing(directory, base_offset, config.index_interval_bytes)
-                for base_offset in base_offsets]
+    segments = [
+        Segment.open_existing(directory, base_offset, config.index_interval_bytes)
+        for base_offset in base_offsets
+    ]
 
     # Pass 5: where scanning starts.
     start = _scan_start(segments, recovery_point)
@@ -141,8 +146,9 @@ def recover(directory: Path, config: LogConfig) -> RecoveredLog:
 
     # Pass 7: scan and re-index everything after the recovery point.
     scanned: set[int] = set()  # base offsets of the segments whose bytes were scanned
-    segments = _scan_tail(segments, first_scanned, start_position, expected_next_offset, report,
-                          scanned)
+    segments = _scan_tail(
+        segments, first_scanned, start_position, expected_next_offset, report, scanned
+    )
 
     # Pass 8: make what was checked durable (a killed process leaves it in the page
     # cache only), and checkpoint it.
@@ -161,9 +167,14 @@ def recover(directory: Path, config: LogConfig) -> RecoveredLog:
         if log_start_checkpoint <= end_point.next_offset:
             log_start_offset = log_start_checkpoint
         else:
-            logger.warning("%s: %s says %d, past the log end %d; starting at %d instead",
-                           directory, LOG_START_OFFSET_NAME, log_start_checkpoint,
-                           end_point.next_offset, log_start_offset)
+            logger.warning(
+                "%s: %s says %d, past the log end %d; starting at %d instead",
+                directory,
+                LOG_START_OFFSET_NAME,
+                log_start_checkpoint,
+                end_point.next_offset,
+                log_start_offset,
+            )
     report.duration_ms = (time.perf_counter() - started) * 1000
     return RecoveredLog(segments, log_start_offset, report)
 
@@ -174,8 +185,9 @@ def _list_and_tidy(directory: Path) -> list[int]:
     stems = {segment_stem(base_offset) for base_offset in base_offsets}
     for entry in os.scandir(directory):
         name = entry.name
-        orphan_index = (name.endswith((INDEX_SUFFIX, TIME_INDEX_SUFFIX))
-                        and name.split(".")[0] not in stems)
+        orphan_index = (
+            name.endswith((INDEX_SUFFIX, TIME_INDEX_SUFFIX)) and name.split(".")[0] not in stems
+        )
         if name.endswith(TEMPORARY_SUFFIX) or orphan_index:
             logger.info("%s: deleting leftover %s", directory, name)
             os.unlink(entry.path)
@@ -184,35 +196,53 @@ def _list_and_tidy(directory: Path) -> list[int]:
 
 def _delete_segment_files(directory: Path, base_offset: int, report: RecoveryReport) -> None:
     segment_file = directory / (segment_stem(base_offset) + ".log")
-    logger.warning("deleting %s: it lies wholly below the log start offset (an interrupted "
-                   "retention)", segment_file)
-    for path in (segment_file, index_path(directory, base_offset),
-                 time_index_path(directory, base_offset)):
+    logger.warning(
+        "deleting %s: it lies wholly below the log start offset (an interrupted retention)",
+        segment_file,
+    )
+    for path in (
+        segment_file,
+        index_path(directory, base_offset),
+        time_index_path(directory, base_offset),
+    ):
         path.unlink(missing_ok=True)
     fsync_directory(directory)
     report.segments_deleted.append(str(segment_file))
 
 
-def _scan_start(segments: list[Segment], point: RecoveryPoint | None) -> tuple[int, int, int] | None:
+def _scan_start(
+    segments: list[Segment], point: RecoveryPoint | None
+) -> tuple[int, int, int] | None:
     """(number of the first segment to scan, position in it, offset expected there).
 
     None when the recovery point is missing or unusable: scan everything.
     """
     if point is None:
         level = logging.WARNING if any(s.size_bytes for s in segments) else logging.DEBUG
-        logger.log(level, "%s: no %s checkpoint; scanning every segment",
-                   segments[0].directory, RECOVERY_POINT_NAME)
+        logger.log(
+            level,
+            "%s: no %s checkpoint; scanning every segment",
+            segments[0].directory,
+            RECOVERY_POINT_NAME,
+        )
         return None
     for number, segment in enumerate(segments):
         if segment.base_offset == point.segment_base_offset:
             if point.position > segment.size_bytes:
-                logger.warning("%s is %d bytes, shorter than its recovery point %d; scanning "
-                               "it from position 0", segment.path, segment.size_bytes,
-                               point.position)
+                logger.warning(
+                    "%s is %d bytes, shorter than its recovery point %d; scanning "
+                    "it from position 0",
+                    segment.path,
+                    segment.size_bytes,
+                    point.position,
+                )
                 return number, 0, segment.base_offset
             return number, point.position, point.next_offset
-    logger.warning("%s: the recovery point names segment %s, which is missing; scanning every "
-                   "segment", segments[0].directory, segment_stem(point.segment_base_offset))
+    logger.warning(
+        "%s: the recovery point names segment %s, which is missing; scanning every segment",
+        segments[0].directory,
+        segment_stem(point.segment_base_offset),
+    )
     return None
 
 
@@ -251,8 +281,9 @@ def _scan_tail(
             )
         if position == 0:
             expected_next_offset = segment.base_offset
-        index, position, expected_next_offset = _index_prefix(segment, position,
-                                                              expected_next_offset, report)
+        index, position, expected_next_offset = _index_prefix(
+            segment, position, expected_next_offset, report
+        )
         file_bytes = segment.size_bytes
         if position < file_bytes or position == 0:
             scanned.add(segment.base_offset)  # (position 0: its index files were rewritten)
@@ -262,11 +293,15 @@ def _scan_tail(
         report.batches_checked += result.batches_checked
         if result.bad_position is not None:
             later_data = any(later.size_bytes for later in segments[number + 1 :])
-            valid_after = find_valid_batch_after(segment.read_fd, result.bad_position + 1,
-                                                 file_bytes, result.next_offset)
+            valid_after = find_valid_batch_after(
+                segment.read_fd, result.bad_position + 1, file_bytes, result.next_offset
+            )
             if valid_after is not None or later_data:
-                where = (f"a valid batch follows at position {valid_after}" if valid_after
-                         is not None else "later segments hold batches")
+                where = (
+                    f"a valid batch follows at position {valid_after}"
+                    if valid_after is not None
+                    else "later segments hold batches"
+                )
                 raise CorruptLogError(
                     f"{segment.path} holds a bad batch at position {result.bad_position} "
                     f"({result.bad_reason}), and {where}: this is corruption in the middle of "
@@ -303,8 +338,9 @@ def _index_prefix(
     time_file = time_index_path(segment.directory, segment.base_offset)
     index: SegmentIndex | None = None
     try:
-        index = SegmentIndex.load(offset_file, time_file, max(segment.size_bytes, 1),
-                                  keep_before_position=position)
+        index = SegmentIndex.load(
+            offset_file, time_file, max(segment.size_bytes, 1), keep_before_position=position
+        )
         # Cross-check index and recovery point against the data: the walk from the
         # last entry before ``position`` must end exactly there, at the offset the
         # recovery point names. A wrong checkpoint must never make the scan cut
@@ -324,20 +360,26 @@ def _index_prefix(
     return index, position, expected_next_offset
 
 
-def _cut_torn_tail(segment: Segment, position: int, file_bytes: int, reason: str,
-                   report: RecoveryReport) -> None:
+def _cut_torn_tail(
+    segment: Segment, position: int, file_bytes: int, reason: str, report: RecoveryReport
+) -> None:
     """Copy ``[position, file_bytes)`` aside, then truncate the segment there; all fsynced."""
     copy_path = corrupt_copy_path(segment.path, position)
     suffix = 0
     while copy_path.exists():  # keep the evidence of an earlier cut at the same position
         suffix += 1
-        copy_path = segment.path.with_name(f"{segment.path.name}.{position}.{suffix}{CORRUPT_SUFFIX}")
+        copy_path = segment.path.with_name(
+            f"{segment.path.name}.{position}.{suffix}{CORRUPT_SUFFIX}"
+        )
     copy_fd = os.open(copy_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     try:
         source_position = position
         while source_position < file_bytes:
-            chunk = os.pread(segment.read_fd, min(SCAN_CHUNK_BYTES, file_bytes - source_position),
-                             source_position)
+            chunk = os.pread(
+                segment.read_fd,
+                min(SCAN_CHUNK_BYTES, file_bytes - source_position),
+                source_position,
+            )
             view = memoryview(chunk)
             while view:
                 view = view[os.write(copy_fd, view) :]
@@ -353,8 +395,14 @@ def _cut_torn_tail(segment: Segment, position: int, file_bytes: int, reason: str
     finally:
         os.close(write_fd)
     cut_bytes = file_bytes - position
-    logger.warning("%s: torn tail: cut %d bytes at position %d (%s); they were copied to %s",
-                   segment.path, cut_bytes, position, reason, copy_path)
+    logger.warning(
+        "%s: torn tail: cut %d bytes at position %d (%s); they were copied to %s",
+        segment.path,
+        cut_bytes,
+        position,
+        reason,
+        copy_path,
+    )
     report.bytes_truncated += cut_bytes
     report.truncated_at = (str(segment.path), position)
     report.corrupt_copy = str(copy_path)

@@ -127,7 +127,9 @@ def scan_batches(
     return result
 
 
-def find_valid_batch_after(fd: int, start_position: int, file_bytes: int, min_base_offset: int) -> int | None:
+def find_valid_batch_after(
+    fd: int, start_position: int, file_bytes: int, min_base_offset: int
+) -> int | None:
     """Position of the first plausible valid batch at or after ``start_position``, or None.
 
     Plausible: magic byte, a length that fits in the file, a good CRC, and a base
@@ -138,8 +140,9 @@ def find_valid_batch_after(fd: int, start_position: int, file_bytes: int, min_ba
     overlap = MAGIC_OFFSET  # a candidate's magic byte lies MAGIC_OFFSET bytes after its start
     chunk_position = start_position
     while chunk_position < file_bytes:
-        chunk = os.pread(fd, min(SCAN_CHUNK_BYTES + overlap, file_bytes - chunk_position),
-                         chunk_position)
+        chunk = os.pread(
+            fd, min(SCAN_CHUNK_BYTES + overlap, file_bytes - chunk_position), chunk_position
+        )
         search_from = MAGIC_OFFSET
         while True:
             magic_index = chunk.find(bytes([MAGIC]), search_from)
@@ -147,8 +150,9 @@ def find_valid_batch_after(fd: int, start_position: int, file_bytes: int, min_ba
                 break
             search_from = magic_index + 1
             candidate = chunk_position + magic_index - MAGIC_OFFSET
-            if _is_valid_batch_at(fd, chunk, magic_index - MAGIC_OFFSET, candidate, file_bytes,
-                                  min_base_offset):
+            if _is_valid_batch_at(
+                fd, chunk, magic_index - MAGIC_OFFSET, candidate, file_bytes, min_base_offset
+            ):
                 return candidate
         if len(chunk) <= overlap:
             break

@@ -113,13 +113,17 @@ class Segment:
         # O_EXCL: a leftover file of the same name would hold stale batches; refuse it.
         write_fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
         try:
-            index = SegmentIndex.create(index_path(directory, base_offset),
-                                        time_index_path(directory, base_offset))
+            index = SegmentIndex.create(
+                index_path(directory, base_offset), time_index_path(directory, base_offset)
+            )
             segment = cls(directory, base_offset, 0, index_interval_bytes, index)
         except BaseException:
             os.close(write_fd)
-            for created in (path, index_path(directory, base_offset),
-                            time_index_path(directory, base_offset)):
+            for created in (
+                path,
+                index_path(directory, base_offset),
+                time_index_path(directory, base_offset),
+            ):
                 created.unlink(missing_ok=True)
             raise
         segment._write_fd = write_fd
@@ -146,9 +150,11 @@ class Segment:
 
     def _load_or_rebuild_index(self) -> SegmentIndex:
         try:
-            index = SegmentIndex.load(index_path(self.directory, self.base_offset),
-                                      time_index_path(self.directory, self.base_offset),
-                                      self.size_bytes)
+            index = SegmentIndex.load(
+                index_path(self.directory, self.base_offset),
+                time_index_path(self.directory, self.base_offset),
+                self.size_bytes,
+            )
             try:
                 self._tail = self.verified_tail(index, self.size_bytes)
             except IndexDamagedError:
@@ -195,8 +201,10 @@ class Segment:
 
         Raises CorruptLogError if a batch is bad: a sealed segment has no torn tail.
         """
-        index = SegmentIndex.create(index_path(self.directory, self.base_offset),
-                                    time_index_path(self.directory, self.base_offset))
+        index = SegmentIndex.create(
+            index_path(self.directory, self.base_offset),
+            time_index_path(self.directory, self.base_offset),
+        )
         result = self.scan_and_index(index, 0, self.base_offset)
         if result.bad_position is not None:
             index.close()
@@ -209,7 +217,9 @@ class Segment:
         index.flush()
         return index, result.batches_checked
 
-    def scan_and_index(self, index: SegmentIndex, start_position: int, expected_next_offset: int) -> ScanResult:
+    def scan_and_index(
+        self, index: SegmentIndex, start_position: int, expected_next_offset: int
+    ) -> ScanResult:
         """Validate batches from ``start_position`` on, adding index entries as append would.
 
         ``index`` must hold exactly the entries before ``start_position``. Stops at
@@ -224,8 +234,9 @@ class Segment:
                 index.append(header.base_offset - self.base_offset, position, max_timestamp_ms)
 
         file_bytes = os.fstat(self._read_fd).st_size
-        return scan_batches(self._read_fd, start_position, file_bytes, expected_next_offset,
-                            add_entry)
+        return scan_batches(
+            self._read_fd, start_position, file_bytes, expected_next_offset, add_entry
+        )
 
     def tail(self) -> SegmentTail:
         tail = self._tail
@@ -345,8 +356,11 @@ class Segment:
     def delete(self) -> None:
         """Unlink the files. Open read fds stay valid (POSIX), so racing readers finish."""
         self.close_for_writing()
-        for path in (self.path, index_path(self.directory, self.base_offset),
-                     time_index_path(self.directory, self.base_offset)):
+        for path in (
+            self.path,
+            index_path(self.directory, self.base_offset),
+            time_index_path(self.directory, self.base_offset),
+        ):
             path.unlink(missing_ok=True)
 
     def close_for_writing(self) -> None:
@@ -395,7 +409,9 @@ class Segment:
                 return position, header
         return None
 
-    def boundary_at_or_before(self, start_position: int, limit_position: int, end_position: int) -> int:
+    def boundary_at_or_before(
+        self, start_position: int, limit_position: int, end_position: int
+    ) -> int:
         """The last batch end in ``(start_position, limit_position]``; at least one batch's end."""
         if limit_position >= end_position:
             return end_position

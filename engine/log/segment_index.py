@@ -130,8 +130,12 @@ class SegmentIndex:
             time_relative_offsets.append(relative_offset)
         if keep_before_position is not None:
             keep = index._increasing_prefix_before(keep_before_position)
-            for column in (index.relative_offsets, index.positions, index.max_timestamps_ms,
-                           time_relative_offsets):
+            for column in (
+                index.relative_offsets,
+                index.positions,
+                index.max_timestamps_ms,
+                time_relative_offsets,
+            ):
                 del column[keep:]
         index._check(time_relative_offsets, segment_bytes)
         index._open_files(0)
@@ -186,10 +190,16 @@ class SegmentIndex:
             position > self.positions[-1] and relative_offset > self.relative_offsets[-1]
         ), "index entries must increase"
         count = self.entry_count
-        os.pwrite(self._offset_fd, OFFSET_ENTRY.pack(relative_offset, position),
-                  count * OFFSET_ENTRY_BYTES)
-        os.pwrite(self._time_fd, TIME_ENTRY.pack(max_timestamp_ms, relative_offset),
-                  count * TIME_ENTRY_BYTES)
+        os.pwrite(
+            self._offset_fd,
+            OFFSET_ENTRY.pack(relative_offset, position),
+            count * OFFSET_ENTRY_BYTES,
+        )
+        os.pwrite(
+            self._time_fd,
+            TIME_ENTRY.pack(max_timestamp_ms, relative_offset),
+            count * TIME_ENTRY_BYTES,
+        )
         # Order matters for concurrent readers: relative_offsets last (see module doc).
         self.max_timestamps_ms.append(max_timestamp_ms)
         self.positions.append(position)

@@ -149,8 +149,10 @@ class RemoteBroker:
         response = self._call(self.producing.InitProducer, request)
         return ProducerIdentity(response.producer_id, response.producer_generation)
 
-    def produce(self, topic: str, partition: int, batch: bytes) -> ProduceResult:
-        request = produce_pb2.ProduceRequest(topic=topic, partition=partition, batch=batch)
+    def produce(self, topic: str, partition: int, batch: bytes, attempt: str = "") -> ProduceResult:
+        request = produce_pb2.ProduceRequest(
+            topic=topic, partition=partition, batch=batch, attempt=attempt
+        )
         response = self._call(self.producing.Produce, request)
         return ProduceResult(response.base_offset, response.duplicate)
 
@@ -209,10 +211,13 @@ class RemoteBroker:
         producer_id: int,
         producer_generation: int,
         wait_for_applied: bool = False,
+        attempts: Iterable[str] | None = None,
     ) -> None:
         request = produce_pb2.EndTransactionRequest(
             transaction=self._ref(transaction_id, producer_id, producer_generation),
             wait_for_applied=wait_for_applied,
+            select_attempts=attempts is not None,
+            attempts=list(attempts or ()),
         )
         self._call(self.producing.CommitTransaction, request)
 

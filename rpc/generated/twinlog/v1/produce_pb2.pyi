@@ -28,16 +28,18 @@ class InitProducerResponse(_message.Message):
     def __init__(self, producer_id: _Optional[int] = ..., producer_generation: _Optional[int] = ...) -> None: ...
 
 class ProduceRequest(_message.Message):
-    __slots__ = ("topic", "partition", "batch", "correlation_id")
+    __slots__ = ("topic", "partition", "batch", "correlation_id", "attempt")
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     PARTITION_FIELD_NUMBER: _ClassVar[int]
     BATCH_FIELD_NUMBER: _ClassVar[int]
     CORRELATION_ID_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
     topic: str
     partition: int
     batch: bytes
     correlation_id: int
-    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., batch: _Optional[bytes] = ..., correlation_id: _Optional[int] = ...) -> None: ...
+    attempt: str
+    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., batch: _Optional[bytes] = ..., correlation_id: _Optional[int] = ..., attempt: _Optional[str] = ...) -> None: ...
 
 class ProduceResponse(_message.Message):
     __slots__ = ("base_offset", "duplicate", "correlation_id", "error")
@@ -96,9 +98,13 @@ class SendOffsetsToTransactionRequest(_message.Message):
     def __init__(self, transaction: _Optional[_Union[TransactionRef, _Mapping]] = ..., group_id: _Optional[str] = ..., offsets: _Optional[_Iterable[_Union[_common_pb2.PartitionOffset, _Mapping]]] = ...) -> None: ...
 
 class EndTransactionRequest(_message.Message):
-    __slots__ = ("transaction", "wait_for_applied")
+    __slots__ = ("transaction", "wait_for_applied", "select_attempts", "attempts")
     TRANSACTION_FIELD_NUMBER: _ClassVar[int]
     WAIT_FOR_APPLIED_FIELD_NUMBER: _ClassVar[int]
+    SELECT_ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
     transaction: TransactionRef
     wait_for_applied: bool
-    def __init__(self, transaction: _Optional[_Union[TransactionRef, _Mapping]] = ..., wait_for_applied: _Optional[bool] = ...) -> None: ...
+    select_attempts: bool
+    attempts: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, transaction: _Optional[_Union[TransactionRef, _Mapping]] = ..., wait_for_applied: _Optional[bool] = ..., select_attempts: _Optional[bool] = ..., attempts: _Optional[_Iterable[str]] = ...) -> None: ...

@@ -1,0 +1,212 @@
+"""Spark through the twinlog connector vs Spark on a Parquet file: rows/s, one run, same records.
+
+    python -m bench.spark_compare                 # 1,000,000 records of 1 KiB
+    python -m bench.spark_compare --records 200000
+
+Starts a ``twinlog serve`` on a free loopback port and a local[2] SparkSession,
+then measures, on the same cached DataFrame of 1 KiB values (hex text, about
+2:1 compressible, so neither zstd nor snappy gets a free ride):
+
+    write  df.write.format("twinlog")...save()     vs  df.write.parquet(path)
+    read   spark.read.format("twinlog")...load()    vs  spark.read.parquet(path)
+
+Reads are materialised through Spark's ``noop`` sink, so every column of every
+row is produced (no column pruning helps Parquet; the Python source produces
+all columns anyway). The twinlog write includes its commit (the broker copies
+the journaled batches into the data log before save() returns). Each number is
+one timed run after a small warm-up job; nothing here fails because a machine
+is slow, but each measurement checks its row count.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+RECORDS_DEFAULT = 1_000_000
+RECORD_BYTES = 1024
+TOPIC_PARTITIONS = 2  # one per core of local[2]
+SERVING = re.compile(r"serving on (\S+):(\d+) ")
+SERVER_START_TIMEOUT_S = 30.0
+
+
+@dataclass(frozen=True)
+class Measurement:
+    name: str
+    rows: int
+    seconds: float
+
+    @property
+    def rows_per_second(self) -> float:
+        return self.rows / self.seconds
+
+
+@contextmanager
+def twinlog_server(data_dir: Path) -> Iterator[str]:
+    """A real ``twinlog serve`` on a free port; yields its address."""
+    log_path = data_dir.parent / "server.log"
+    with log_path.open("wb") as log_file:
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "rpc.cli",
+                "serve",
+                "--data-dir",
+                str(data_dir),
+                "--port",
+                "0",
+            ],
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        deadline = time.monotonic() + SERVER_START_TIMEOUT_S
+        while True:
+            found = SERVING.search(log_path.read_text(errors="replace"))
+            if found:
+                break
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"server did not start:\n{log_path.read_text()}")
+            time.sleep(0.05)
+        yield f"127.0.0.1:{found.group(2)}"
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+def spark_session() -> Any:
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from pyspark.sql import SparkSession
+
+    from connectors.spark import register
+
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName("twinlog-bench")
+        .config("spark.ui.enabled", "false")
+        .config("spark.driver.memory", "4g")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    register(spark)
+    return spark
+
+
+def source_frame(spark: Any, records: int) -> Any:
+    """``records`` rows: a 16-byte key and a 1 KiB hex value, cached before any timing."""
+    hashes = ", ".join(f"sha2(CONCAT(CAST(id AS STRING), '/{i}'), 256)" for i in range(16))
+    frame = spark.range(0, records, 1, TOPIC_PARTITIONS).selectExpr(
+        "CAST(LPAD(CAST(id AS STRING), 16, '0') AS BINARY) AS key",
+        f"CAST(CONCAT({hashes}) AS BINARY) AS value",
+    )
+    frame = frame.cache()
+    assert frame.count() == records
+    return frame
+
+
+def timed(name: str, rows: int, action: Any) -> Measurement:
+    started = time.perf_counter()
+    action()
+    return Measurement(name, rows, time.perf_counter() - started)
+
+
+def run(records: int, work_dir: Path) -> list[Measurement]:
+    from rpc.client.remote import RemoteBroker
+
+    results: list[Measurement] = []
+    with twinlog_server(work_dir / "data") as address:
+        spark = spark_session()
+        frame = source_frame(spark, records)
+        with RemoteBroker(address) as remote:
+            remote.create_topic("bench-warmup", TOPIC_PARTITIONS)
+            remote.create_topic("bench", TOPIC_PARTITIONS)
+
+        def write_twinlog(topic: str, data: Any) -> None:
+            (
+                data.write.format("twinlog")
+                .mode("append")
+                .option("servers", address)
+                .option("topic", topic)
+                .save()
+            )
+
+        def read_twinlog(topic: str) -> Any:
+            return (
+                spark.read.format("twinlog")
+                .option("servers", address)
+                .option("subscribe", topic)
+                .load()
+            )
+
+        # Warm-up: Python workers, JIT, imports; not timed.
+        write_twinlog("bench-warmup", frame.limit(1000))
+        read_twinlog("bench-warmup").write.format("noop").mode("overwrite").save()
+
+        parquet = str(work_dir / "records.parquet")
+        results.append(timed("write twinlog", records, lambda: write_twinlog("bench", frame)))
+        results.append(
+            timed("write parquet", records, lambda: frame.write.mode("overwrite").parquet(parquet))
+        )
+        assert read_twinlog("bench").count() == records
+        # The Parquet copy of what twinlog holds: the same rows, the source's full schema.
+        read_twinlog("bench").write.mode("overwrite").parquet(parquet + ".read")
+        results.append(
+            timed(
+                "read twinlog",
+                records,
+                lambda: read_twinlog("bench").write.format("noop").mode("overwrite").save(),
+            )
+        )
+        results.append(
+            timed(
+                "read parquet",
+                records,
+                lambda: (
+                    spark.read.parquet(parquet + ".read")
+                    .write.format("noop")
+                    .mode("overwrite")
+                    .save()
+                ),
+            )
+        )
+        spark.stop()
+    return results
+
+
+def report(results: list[Measurement]) -> str:
+    lines = [f"{'measurement':<16}{'rows':>12}{'seconds':>10}{'rows/s':>12}"]
+    for m in results:
+        lines.append(f"{m.name:<16}{m.rows:>12,}{m.seconds:>10.1f}{m.rows_per_second:>12,.0f}")
+    by_name = {m.name: m for m in results}
+    for kind in ("write", "read"):
+        ours, theirs = by_name[f"{kind} twinlog"], by_name[f"{kind} parquet"]
+        lines.append(
+            f"{kind}: twinlog at {ours.rows_per_second / theirs.rows_per_second:.2f}x Parquet's rows/s"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=RECORDS_DEFAULT)
+    parser.add_argument("--work-dir", help="where the broker's data and the Parquet files go")
+    arguments = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory(dir=arguments.work_dir) as work_dir:
+        print(report(run(arguments.records, Path(work_dir))))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,40 @@
+"""How the connector dials the broker, and which of its calls it retries.
+
+The connector speaks ``rpc.broker_api.BrokerApi`` like every other client; the
+two arguments exactly-once writes rely on (see ``connectors/spark/writer.py``):
+
+    produce(..., attempt="p3-a1-t57")        tag a transactional batch with a task attempt
+    commit_transaction(..., attempts=[...])  apply only the batches of these attempts
+                                             (and untagged ones); drop the others
+
+Every process that talks to the broker (the driver's planning and commit
+workers, each task) opens its own connection: nothing is shared, since Spark
+runs them in different Python processes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TypeVar
+
+from connectors.spark.options import Connection
+from rpc.broker_api import BrokerApi
+from rpc.client.retry import RetryPolicy, call_with_retry
+
+Result = TypeVar("Result")
+
+# Transient trouble (a broker restart, PendingTransactionError while a commit is applied)
+# is retried for this long before a task or a commit gives up and lets Spark retry it.
+RETRY = RetryPolicy(timeout_ms=60_000, backoff_ms=50, backoff_max_ms=2_000)
+
+
+def connect(connection: Connection) -> BrokerApi:
+    """A gRPC connection to ``connection.server``; the caller closes it."""
+    from rpc.client.remote import RemoteBroker
+
+    return RemoteBroker(connection.server, connection.connection_options)
+
+
+def retried(call: Callable[[], Result], what: str) -> Result:
+    """``call`` with retriable errors retried (only for calls the broker answers idempotently)."""
+    return call_with_retry(RETRY, call, what)

@@ -1,0 +1,165 @@
+"""Parsing the data source options into typed settings, once, with errors that name the option.
+
+Spark hands a data source its options as strings in a case-insensitive map
+(``.option("startingOffsets", ...)`` arrives as ``startingoffsets``). Every
+option the connector knows is listed in ``READ_OPTIONS`` / ``WRITE_OPTIONS``
+below with its documented spelling; parsing happens on the driver, so a
+typo fails the query before any task runs.
+
+Option names follow Spark's Kafka source and sink where they mean the same
+thing (``subscribe``, ``startingOffsets``, ``failOnDataLoss``, ...); ``servers``
+plays the part of ``kafka.bootstrap.servers``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from connectors.spark.errors import OptionError
+from rpc.client.connection import ConnectionOptions
+
+MEBIBYTE = 1 << 20
+
+FETCH_BYTES_DEFAULT = 8 * MEBIBYTE  # one fetch; the server caps it (fetch_max_bytes_max, 16 MiB)
+BATCH_BYTES_DEFAULT = 1 * MEBIBYTE  # one produced record batch, before compression
+BATCH_BYTES_MAX = 8 * MEBIBYTE  # the broker's default max_batch_bytes
+TRANSACTION_TIMEOUT_MS_DEFAULT = 15 * 60_000  # the broker's transaction_timeout_ms_max
+REQUEST_TIMEOUT_MS_DEFAULT = 120_000  # one request; a commit that applies a big job takes long
+
+CONNECTION_OPTIONS = ("servers", "path", "token", "tls", "tlsCaFile", "requestTimeoutMs")
+READ_OPTIONS = (
+    *CONNECTION_OPTIONS,
+    "subscribe",
+    "assign",
+    "subscribePattern",
+    "startingOffsets",
+    "endingOffsets",
+    "startingTimestamp",
+    "endingTimestamp",
+    "startingOffsetsByTimestamp",
+    "endingOffsetsByTimestamp",
+    "startingOffsetsByTimestampStrategy",
+    "failOnDataLoss",
+    "minPartitions",
+    "maxOffsetsPerTrigger",
+    "includeHeaders",
+    "fetchMaxBytes",
+)
+WRITE_OPTIONS = (
+    *CONNECTION_OPTIONS,
+    "topic",
+    "transactionTimeoutMs",
+    "batchBytes",
+    "compression",
+    "sinkId",
+    "checkpointLocation",
+)
+# Kafka spellings users bring along, and what they are called here.
+KAFKA_SPELLINGS = {"kafka.bootstrap.servers": "servers", "topic": "subscribe"}
+
+
+class Options:
+    """Case-insensitive, typed access to the raw option strings.
+
+    Thread rule: immutable after construction; picklable (it travels to executors).
+    """
+
+    def __init__(self, raw: Mapping[str, str], known: tuple[str, ...]) -> None:
+        self._values = {str(key).lower(): str(value) for key, value in raw.items()}
+        self._spelling = {name.lower(): name for name in known}
+        unknown = sorted(key for key in self._values if key not in self._spelling)
+        if unknown:
+            hint = KAFKA_SPELLINGS.get(unknown[0])
+            raise OptionError(
+                unknown[0],
+                (f"is Kafka's name; twinlog calls it {hint}. " if hint else "unknown option; ")
+                + f"the options of format('twinlog') here are: {', '.join(known)}",
+            )
+
+    def has(self, name: str) -> bool:
+        return name.lower() in self._values
+
+    def text(self, name: str, default: str | None = None) -> str | None:
+        return self._values.get(name.lower(), default)
+
+    def required(self, name: str, hint: str) -> str:
+        value = self.text(name)
+        if value is None or not value.strip():
+            raise OptionError(name, f"is required: {hint}")
+        return value.strip()
+
+    def boolean(self, name: str, default: bool) -> bool:
+        value = self.text(name)
+        if value is None:
+            return default
+        lowered = value.strip().lower()
+        if lowered not in ("true", "false"):
+            raise OptionError(name, f"is {value!r}; use true or false")
+        return lowered == "true"
+
+    def integer(self, name: str, default: int | None, minimum: int = 0) -> int | None:
+        value = self.text(name)
+        if value is None:
+            return default
+        try:
+            number = int(value.strip())
+        except ValueError:
+            raise OptionError(name, f"is {value!r}; use a whole number") from None
+        if number < minimum:
+            raise OptionError(name, f"is {number}; use a number >= {minimum}")
+        return number
+
+    def present(self, *names: str) -> list[str]:
+        """The documented spelling of each of ``names`` that was given."""
+        return [name for name in names if self.has(name)]
+
+
+@dataclass(frozen=True)
+class Connection:
+    """Where the data is: a broker (``servers``) or a data directory (``path``), never both."""
+
+    servers: str | None
+    path: str | None
+    connection_options: ConnectionOptions
+
+    @property
+    def server(self) -> str:
+        """The address to dial. twinlog has one broker today; extra addresses are fallbacks
+        Kafka users habitually list, and are ignored with the first one used."""
+        assert self.servers is not None
+        return self.servers.split(",")[0].strip()
+
+
+def parse_connection(options: Options, *, allow_path: bool) -> Connection:
+    servers = options.text("servers")
+    path = options.text("path")
+    if servers is not None and not servers.strip():
+        raise OptionError("servers", "is empty; give the broker's address, e.g. 127.0.0.1:7070")
+    if servers and path:
+        raise OptionError(
+            "path",
+            "and servers are both set; read through a broker (servers) or straight from a "
+            "data directory (path), not both",
+        )
+    if path and not allow_path:
+        raise OptionError(
+            "path",
+            "is for reading a data directory without a broker; writes need a broker: set "
+            "servers (e.g. 127.0.0.1:7070) instead",
+        )
+    if not servers and not path:
+        raise OptionError(
+            "servers",
+            "is required: set servers to the broker's address (e.g. 127.0.0.1:7070)"
+            + (", or path to a data directory to read without a broker" if allow_path else ""),
+        )
+    timeout_ms = options.integer("requestTimeoutMs", REQUEST_TIMEOUT_MS_DEFAULT, minimum=1)
+    assert timeout_ms is not None
+    connection_options = ConnectionOptions(
+        token=options.text("token"),
+        tls=options.boolean("tls", False),
+        tls_ca_file=options.text("tlsCaFile"),
+        request_timeout_ms=timeout_ms,
+    )
+    return Connection(servers or None, path or None, connection_options)
