@@ -16,11 +16,10 @@ import itertools
 import os
 import sys
 from collections.abc import Iterable, Iterator, Sequence
-from pathlib import Path
 from typing import Any
 
 import pytest
-from test_rpc_process import ServerProcess, requires_broker
+from test_rpc_process import ServerProcess
 
 from engine.batch_builder import RecordBatchBuilder
 from engine.types import TopicPartition
@@ -29,12 +28,8 @@ from rpc.client.remote import RemoteBroker
 SPARK_MASTER = "local[2,2]"
 _names = itertools.count()
 
-requires_spark = pytest.mark.skipif(
-    os.environ.get("JAVA_HOME") is None
-    and not any((Path(d) / "java").exists() for d in os.environ.get("PATH", "").split(os.pathsep)),
-    reason="Spark needs Java (17)",
-)
-spark_marks = [requires_broker, requires_spark, pytest.mark.spark, pytest.mark.slow]
+# No skip when Java or PySpark is missing: CI has both, and a skipped test would hide it.
+spark_marks = [pytest.mark.spark, pytest.mark.slow]
 
 
 def unique(prefix: str) -> str:

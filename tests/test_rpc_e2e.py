@@ -13,7 +13,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from test_rpc_process import ROOT, ServerProcess, environment, requires_broker
+from test_rpc_process import ROOT, ServerProcess, environment
 
 from engine.batch_builder import RecordBatchBuilder, build_batch
 from engine.errors import (
@@ -36,7 +36,7 @@ from engine.types import TopicPartition, TxnState
 from rpc.client import Admin, Consumer, Producer
 from rpc.client.remote import RemoteBroker
 
-pytestmark = [requires_broker, pytest.mark.slow]
+pytestmark = [pytest.mark.slow]
 
 MAX_BATCH_BYTES = 256 * 1024
 

@@ -5,11 +5,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from test_rpc_process import requires_broker
-
 from rpc.client import Admin, Consumer, Producer
-
-pytestmark = requires_broker
 
 
 def test_client_on_embedded_broker(tmp_path: Path) -> None:

@@ -14,24 +14,9 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parent.parent
 SERVING = re.compile(r"serving on (\S+):(\d+) ")
 START_TIMEOUT_S = 20.0
-
-
-def broker_available() -> bool:
-    try:
-        import engine.broker  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
-requires_broker = pytest.mark.skipif(
-    not broker_available(), reason="engine/broker.py is not importable yet"
-)
 
 
 def environment() -> dict[str, str]:

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from test_rpc_process import ServerProcess, requires_broker
+from test_rpc_process import ServerProcess
 
 from engine.errors import (
     AuthenticationError,
@@ -18,9 +17,7 @@ from engine.errors import (
 from rpc.client import Admin, Consumer, Producer
 
 pytestmark = [
-    requires_broker,
     pytest.mark.slow,
-    pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl binary"),
 ]
 
 ALICE = "alice-token-8c1e0f2a9b7d"

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
-from test_rpc_process import ServerProcess, requires_broker
+from test_rpc_process import ServerProcess
 
 from engine.batch_builder import build_batch
 from engine.errors import TwinlogError
@@ -16,7 +16,7 @@ from engine.types import FetchResult
 from rpc.client import Admin, Consumer, Producer
 from rpc.client.remote import RemoteBroker
 
-pytestmark = [requires_broker, pytest.mark.slow, pytest.mark.crash]
+pytestmark = [pytest.mark.slow, pytest.mark.crash]
 
 
 def read_values(address: str, topic: str, partitions: int, count: int) -> list[bytes | None]:

@@ -15,21 +15,19 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pyarrow
 import pytest
 
-pytest.importorskip("pyspark")
-pyarrow = pytest.importorskip("pyarrow")
-
-import connectors.spark.stream_writer as stream_writer_module  # noqa: E402
-import connectors.spark.writer as writer_module  # noqa: E402
-from connectors.spark.sink_progress import last_committed_batch  # noqa: E402
-from connectors.spark.stream_writer import TwinlogStreamWriter  # noqa: E402
-from connectors.spark.transaction import AttemptReport  # noqa: E402
-from connectors.spark.write_settings import parse_write_settings  # noqa: E402
-from connectors.spark.writer import TwinlogBatchWriter  # noqa: E402
-from engine.batch_reader import iter_batches  # noqa: E402
-from engine.broker import Broker  # noqa: E402
-from engine.errors import ProducerFencedError, TwinlogError  # noqa: E402
+import connectors.spark.stream_writer as stream_writer_module
+import connectors.spark.writer as writer_module
+from connectors.spark.sink_progress import last_committed_batch
+from connectors.spark.stream_writer import TwinlogStreamWriter
+from connectors.spark.transaction import AttemptReport
+from connectors.spark.write_settings import parse_write_settings
+from connectors.spark.writer import TwinlogBatchWriter
+from engine.batch_reader import iter_batches
+from engine.broker import Broker
+from engine.errors import ProducerFencedError, TwinlogError
 
 
 class Unclosable:

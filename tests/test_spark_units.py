@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import pickle
 from pathlib import Path
@@ -9,11 +10,6 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-pytest.importorskip("pyspark")
-pytest.importorskip("pyarrow")
-
-import itertools
 
 from connectors.spark.errors import DataLossError, OptionError
 from connectors.spark.log_access import DirectoryLogAccess

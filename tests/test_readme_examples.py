@@ -1,0 +1,52 @@
+"""The README's Python examples run as pasted (addresses and paths pointed at the test's own).
+
+A reader pastes them; if one breaks, this fails. The Spark example runs against a
+real server with a real local SparkSession, in its own interpreter, as a reader's would.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest_spark import server  # noqa: F401  (the session's server fixture)
+from test_rpc_process import ROOT, ServerProcess, environment
+
+README = ROOT / "README.md"
+PYTHON_BLOCK = re.compile(r"```python\n(.*?)```", re.S)
+
+
+def example(containing: str) -> str:
+    blocks = [b for b in PYTHON_BLOCK.findall(README.read_text()) if containing in b]
+    assert len(blocks) == 1, f"expected one README python block with {containing!r}"
+    return blocks[0]
+
+
+def run_example(code: str, timeout_s: float) -> str:
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        env=environment(),
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    return result.stdout
+
+
+def test_embedded_example_prints_the_committed_records(tmp_path: Path) -> None:
+    code = example("Broker.open(").replace('"/tmp/embedded"', repr(str(tmp_path / "embedded")))
+    printed = run_example(code, timeout_s=60)
+    assert "b'paid'" in printed and "b'shipped'" in printed, printed
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_spark_example_writes_every_order_once(server: ServerProcess) -> None:  # noqa: F811
+    code = example("register(spark)").replace('"127.0.0.1:7070"', repr(server.address))
+    printed = run_example(code, timeout_s=300)
+    assert printed.strip().splitlines()[-1] == "1000", printed
