@@ -12,6 +12,12 @@ Commit path (double journaling, seed 001):
     commit():   PREPARE_COMMIT -> journal (fsync) -> answer the producer
     completer:  APPLY_COMMIT on every partition (``PartitionApplier``) -> COMMITTED -> journal
 
+The APPLY calls of one transaction run in parallel, one per partition (each
+partition's copier fsyncs its own data log, so the fsyncs overlap); COMMITTED
+is written only after every one of them returned. Transactions of one
+coordinator complete one after another, so per partition the copies land in
+commit order.
+
 From PREPARE_COMMIT on, the commit is guaranteed: a crash before COMMITTED is
 redone by ``recover()``, and APPLY_COMMIT is idempotent. Abort is the same with
 PREPARE_ABORT / APPLY_ABORT / ABORTED.
@@ -35,6 +41,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -79,6 +86,7 @@ JOURNAL_PARTITIONS_MAX = 1 << PARTITION_BITS
 TRANSACTION_TIMEOUT_MS_DEFAULT = 60_000
 TRANSACTION_TIMEOUT_MS_MAX = 15 * 60_000
 COMPLETION_WAIT_MS = 5_000  # how long begin/init wait for the previous transaction to complete
+APPLY_THREADS = 8  # partitions of one transaction applied at once (each mostly waits on fsync)
 # Completed transactions remembered (id -> final state) so that a late request gets
 # "it is ABORTED" rather than "unknown"; ~100 bytes each.
 RECENT_OUTCOMES_MAX = 10_000
@@ -185,6 +193,11 @@ class Coordinator:
         self._completion_changed = threading.Condition(self._lock)
         self._closed = False
         self._completer: threading.Thread | None = None
+        # APPLY fan-out: a transaction's partitions are applied in parallel (recovery
+        # uses it too, before start()). Threads are made on first use.
+        self._apply_pool = ThreadPoolExecutor(
+            max_workers=APPLY_THREADS, thread_name_prefix=f"txn-apply-{partition_index}"
+        )
 
     # --- ids ---------------------------------------------------------------------
 
@@ -589,11 +602,7 @@ class Coordinator:
             return  # completed by another caller (the completer, or recovery) meanwhile
         committing = txn.state is TxnState.PREPARE_COMMIT
         assert committing or txn.state is TxnState.PREPARE_ABORT, txn.state
-        for partition in sorted(txn.partitions):
-            if committing:
-                self._applier.apply_commit(partition, txn.transaction_id, txn.attempts)
-            else:
-                self._applier.apply_abort(partition, txn.transaction_id)
+        self._apply_everywhere(txn, committing)
         failpoints.hit("coordinator.after_apply")
         if self._on_complete is not None:
             self._on_complete(txn)
@@ -603,6 +612,29 @@ class Coordinator:
                 return
             done = Committed if committing else Aborted
             self._write(done(now_ms(), txn.transaction_id))
+
+    def _apply_everywhere(self, txn: TxnMetadata, committing: bool) -> None:
+        """APPLY on every partition of ``txn``, in parallel; raise the first failure.
+
+        Every call has finished when this returns or raises, so a retry never runs
+        beside a call still in progress on the same partition.
+        """
+
+        def apply(partition: TopicPartition) -> None:
+            if committing:
+                self._applier.apply_commit(partition, txn.transaction_id, txn.attempts)
+            else:
+                self._applier.apply_abort(partition, txn.transaction_id)
+
+        partitions = sorted(txn.partitions)
+        if len(partitions) <= 1:
+            for partition in partitions:
+                apply(partition)
+            return
+        futures: list[Future[None]] = [self._apply_pool.submit(apply, p) for p in partitions]
+        wait(futures)
+        for future in futures:
+            future.result()  # raises the partition's error, if it had one
 
     def wait_complete(self, txn: TxnMetadata, timeout_s: float) -> bool:
         """Wait until ``txn`` is COMMITTED or ABORTED; False if ``timeout_s`` passed first."""
@@ -721,6 +753,7 @@ class Coordinator:
         with self._lock:
             self._closed = True
             self._completion_ready.notify_all()
+        self._apply_pool.shutdown(wait=False)
         self.journal.close()
 
     def close(self) -> None:
@@ -729,6 +762,7 @@ class Coordinator:
             self._completion_ready.notify_all()
         if self._completer is not None:
             self._completer.join(timeout=10)
+        self._apply_pool.shutdown(wait=True)
         self.journal.close()
 
 

@@ -53,7 +53,7 @@ from journal.local_ops import (
 from journal.local_tables import Database, Tables
 from journal.local_writer import CORRUPTION_ERRORS, DATA_FILE, GroupWriter, translate_lmdb_error
 from journal.map_lock import MapLock
-from journal.mapped_pages import PageReleaser
+from journal.mapped_pages import MapAddresses, PageReleaser
 
 LOCK_FILE = "twinlog.lock"
 PENDING_STATES = (TransactionState.OPEN, TransactionState.APPLYING)
@@ -109,6 +109,7 @@ class LocalJournal:
         self._path = str(directory)
         self._data_file = os.path.realpath(directory / DATA_FILE)
         self._map_lock = MapLock()
+        self._map_addresses = MapAddresses(self._data_file)
         self._partition_ids: dict[str, int] = {}  # ids never change once committed
         self._closed = False
         self._lock_file = self._lock_directory(directory)
@@ -123,7 +124,9 @@ class LocalJournal:
             self._env.close()
             os.close(self._lock_file)
             raise
-        self._writer = GroupWriter(self._env, self._databases, config, self._map_lock, self._path)
+        self._writer = GroupWriter(
+            self._env, self._databases, config, self._map_lock, self._map_addresses, self._path
+        )
 
     @classmethod
     def open(
@@ -532,7 +535,7 @@ class _Reading:
                     f"the local data journal {self._journal._path} is closed; reopen it"
                 )
             self._txn = self._journal._begin_read()
-            self._releaser = PageReleaser(self._journal._data_file)
+            self._releaser = PageReleaser(self._journal._map_addresses)
             self._tables = Tables(self._txn, self._journal._databases, self._releaser)
             return self._tables
         except BaseException:

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import errno
 import logging
-import os
 import queue
 import threading
 from typing import Any
@@ -41,7 +40,7 @@ from journal.local_config import SYNC_ENV, JournalConfig
 from journal.local_ops import Operation
 from journal.local_tables import Database, Tables
 from journal.map_lock import MapLock
-from journal.mapped_pages import PageReleaser
+from journal.mapped_pages import MapAddresses, PageReleaser
 
 DATA_FILE = "data.mdb"  # LMDB's, inside the environment directory
 
@@ -96,6 +95,7 @@ class GroupWriter:
         databases: dict[bytes, Database],
         config: JournalConfig,
         map_lock: MapLock,
+        map_addresses: MapAddresses,
         path: str,
     ) -> None:
         self._env = env
@@ -111,7 +111,8 @@ class GroupWriter:
         self._closing = False
         # Deletes touch the map; only this thread ever resizes it, so releasing
         # pages here needs no lock.
-        self._releaser = PageReleaser(os.path.realpath(os.path.join(path, DATA_FILE)))
+        self._map_addresses = map_addresses
+        self._releaser = PageReleaser(map_addresses)
         self._submit_lock = threading.Lock()  # orders submit() against close()
         # Counters, written by the writer thread only (reads may be a group stale).
         self.groups_committed = 0
@@ -256,7 +257,7 @@ class GroupWriter:
         # by the exclusive side of the map lock, since set_mapsize unmaps their views.
         with self._map_lock.exclusive():
             self._env.set_mapsize(new_bytes)
-            self._releaser.map_replaced()
+            self._map_addresses.map_replaced()
         self.map_resizes += 1
         log.info(
             "local data journal %s: map grown from %d to %d bytes",

@@ -19,6 +19,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import sys
+import threading
 
 MADV_DONTNEED = 4  # <sys/mman.h> on Linux
 
@@ -59,6 +60,32 @@ def release_mapped_pages(file_path: str, ranges: list[tuple[int, int]] | None = 
     return released
 
 
+class MapAddresses:
+    """Where the map of one file lies, looked up once per map and shared by its users.
+
+    Reading ``/proc/self/maps`` costs about a millisecond in a process with many
+    threads and libraries, so the ranges are cached until ``map_replaced``. The
+    cache is only as current as its users' discipline: readers use it while
+    holding the map lock's shared side, and the one thread that replaces the map
+    (the journal's writer, under the exclusive side) calls ``map_replaced``.
+    """
+
+    def __init__(self, file_path: str) -> None:
+        self.file_path = file_path
+        self._lock = threading.Lock()
+        self._ranges: list[tuple[int, int]] | None = None
+
+    def ranges(self) -> list[tuple[int, int]]:
+        with self._lock:
+            if self._ranges is None:
+                self._ranges = mapped_ranges(self.file_path)
+            return self._ranges
+
+    def map_replaced(self) -> None:
+        with self._lock:
+            self._ranges = None
+
+
 ENTRIES_PER_RELEASE = 16  # with ~1 MiB folios, at most ~16 MiB mapped between releases
 
 
@@ -66,24 +93,20 @@ class PageReleaser:
     """Releases the map's pages after every ``entries_per_release`` entries touched.
 
     Each reader context and the writer thread use their own (it is not shared
-    between threads). It caches the map's address: a reader's releaser lives
-    within one hold of the map lock's shared side (no resize meanwhile), and
-    the writer, the only thread that resizes, calls ``map_replaced``. Why count entries and not bytes: touching only an
+    between threads); the map's address comes from the journal's shared
+    ``MapAddresses`` (see there for why it stays current). Why count entries and not bytes: touching only an
     entry's first page can map far more, since the kernel maps a whole large
     page-cache folio (up to megabytes) on one fault, so a walk over a
     transaction's headers alone can map every byte of it.
     """
 
-    def __init__(self, file_path: str, entries_per_release: int = ENTRIES_PER_RELEASE) -> None:
-        self.file_path = file_path
+    def __init__(
+        self, addresses: MapAddresses, entries_per_release: int = ENTRIES_PER_RELEASE
+    ) -> None:
+        self.addresses = addresses
         self.entries_per_release = entries_per_release
         self._touched = 0
-        self._ranges: list[tuple[int, int]] | None = None
         self.releases = 0
-
-    def map_replaced(self) -> None:
-        """Call after a resize: the cached addresses are stale."""
-        self._ranges = None
 
     def touched(self) -> None:
         self._touched += 1
@@ -95,6 +118,4 @@ class PageReleaser:
         self.releases += 1
         if _madvise is None:
             return
-        if self._ranges is None:
-            self._ranges = mapped_ranges(self.file_path)
-        release_mapped_pages(self.file_path, self._ranges)
+        release_mapped_pages(self.addresses.file_path, self.addresses.ranges())

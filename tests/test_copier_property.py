@@ -143,7 +143,11 @@ class CopierMachine(RuleBasedStateMachine):
                 writer.apply_commit(transaction_id)
                 self._apply(partition, transaction_id, "commit")
                 continue
-            self._finish_pending(partition)  # the writer finishes an earlier one first
+            # The writer finishes an earlier half-done copy first; do it before arming the
+            # failpoint, whose hit count would otherwise include that copy's batches.
+            if partition in self.pending:
+                writer.recover()
+            self._finish_pending(partition)
             copies = len(self.journaled.get((partition, transaction_id), []))
             failpoints.arm("copier.after_batch", "raise", on_hit=on_batch)
             try:
