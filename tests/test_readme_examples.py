@@ -16,12 +16,13 @@ from conftest_spark import server  # noqa: F401  (the session's server fixture)
 from test_rpc_process import ROOT, ServerProcess, environment
 
 README = ROOT / "README.md"
+SPARK_DOC = ROOT / "docs" / "spark.md"
 PYTHON_BLOCK = re.compile(r"```python\n(.*?)```", re.S)
 
 
-def example(containing: str) -> str:
-    blocks = [b for b in PYTHON_BLOCK.findall(README.read_text()) if containing in b]
-    assert len(blocks) == 1, f"expected one README python block with {containing!r}"
+def example(containing: str, page: Path = README) -> str:
+    blocks = [b for b in PYTHON_BLOCK.findall(page.read_text()) if containing in b]
+    assert len(blocks) == 1, f"expected one python block with {containing!r} in {page.name}"
     return blocks[0]
 
 
@@ -50,3 +51,20 @@ def test_spark_example_writes_every_order_once(server: ServerProcess) -> None:  
     code = example("register(spark)").replace('"127.0.0.1:7070"', repr(server.address))
     printed = run_example(code, timeout_s=300)
     assert printed.strip().splitlines()[-1] == "1000", printed
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_spark_doc_example_batch_then_stream_writes_both(
+    server: ServerProcess,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    code = (
+        example("readStream", SPARK_DOC)
+        .replace('"127.0.0.1:7070"', repr(server.address))
+        # Topics of its own (the README example shares the server) and a fresh checkpoint.
+        .replace('"orders', '"spark-doc-orders')
+        .replace('"/tmp/orders-enriched-checkpoint"', repr(str(tmp_path / "checkpoint")))
+    )
+    printed = run_example(code, timeout_s=300)
+    assert printed.strip().splitlines()[-1] == "2000", printed
