@@ -46,7 +46,7 @@ from copier.recovery_table import Action, Case, ChainState, RecordState, Row, Ta
 from copier.tail import classify_tail
 from engine import failpoints
 from engine.batch_format import HEADER, BatchHeader
-from engine.errors import CorruptJournalError, InvalidTxnStateError
+from engine.errors import CorruptBatchError, CorruptJournalError, InvalidTxnStateError
 from engine.log import DataLog
 from journal import LocalJournal, TransactionRecord, TransactionState
 
@@ -183,8 +183,17 @@ class PartitionWriter:
         )
         spanned = [0]  # offsets the copied batches span, summed as they pass
         self._needs_recovery = True  # until APPLIED: if this fails, the next write resumes it
-        with closing(self.journal.iter_batches(self.partition, chosen)) as batches:
-            first, next_offset = self.log.append_many(self._counted(batches, spanned))
+        try:
+            with closing(self.journal.iter_batches(self.partition, chosen)) as batches:
+                first, next_offset = self.log.append_many(self._counted(batches, spanned))
+        except CorruptBatchError as error:  # append_many copied nothing
+            raise CorruptJournalError(
+                f"local data journal {self.journal.directory}: transaction "
+                f"{record.transaction_id} on {self.partition} holds a damaged batch ({error}); "
+                "nothing of it was copied. LMDB keeps no checksums, the batch CRC caught it. "
+                "Stop the broker, copy the journal aside and restore it from a backup "
+                "(docs/formats.md, 'Local data journal: Damage')"
+            ) from error
         failpoints.hit("copier.after_log_fsync")
         check_invariant(start, next_offset, start + spanned[0])
         assert first == start and next_offset == start + spanned[0]
@@ -198,6 +207,8 @@ class PartitionWriter:
     @staticmethod
     def _counted(batches: Iterable[memoryview], spanned: list[int]) -> Iterator[memoryview]:
         for batch in batches:
+            if len(batch) < HEADER.size:
+                raise CorruptBatchError(f"batch of {len(batch)} bytes is shorter than its header")
             spanned[0] += HEADER.unpack_from(batch)[_LAST_OFFSET_DELTA] + 1  # last_offset_delta + 1
             yield batch
             # Resumed: append_many has written this batch (it writes each before

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import logging
 import os
+import resource
 import shutil
 import threading
 import time
@@ -47,6 +48,7 @@ from engine.broker_config import BrokerConfig
 from engine.coordinator import Coordinator, TxnMetadata, coordinator_partition_of, now_ms
 from engine.errors import (
     BatchTooLargeError,
+    CorruptBatchError,
     InvalidConfigError,
     InvalidTxnStateError,
     LogClosedError,
@@ -78,6 +80,8 @@ from journal.txn_journal import TxnJournal
 log = logging.getLogger(__name__)
 
 IDEMPOTENT_PRODUCER_PREFIX = "__idempotent__"  # non-transactional producers get ids too
+FILES_PER_PARTITION = 4  # a segment's log (opened twice), offset index and time index
+FILES_RESERVED = 256  # sockets, LMDB, transaction journals, ...
 
 
 class _LocalApplier:
@@ -297,11 +301,23 @@ class Broker:
         config = dict(config or {})
         self._log_config(config)  # refuse a bad config before anything is written
         with self._admin_lock:
+            self._check_open_files(partitions)
             self.topics.add(name, partitions, config)
             for index in range(partitions):
                 self._open_partition(TopicPartition(name, index), config)
         log.info("created topic %s with %d partitions", name, partitions)
         return self.describe_topic(name)
+
+    def _check_open_files(self, partitions: object) -> None:
+        """Refuse a topic whose partitions would exhaust the process's open-files limit."""
+        limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        wanted = partitions if isinstance(partitions, int) and partitions > 0 else 0
+        needed = (len(self._partitions) + wanted) * FILES_PER_PARTITION + FILES_RESERVED
+        if limit != resource.RLIM_INFINITY and needed > limit:
+            raise NotEnoughResourcesError(
+                f"{wanted} more partitions would need about {needed} open files, above this "
+                f"process's limit of {limit} (ulimit -n); raise the limit or use fewer partitions"
+            )
 
     def delete_topic(self, name: str) -> None:
         self._check_open()
@@ -398,11 +414,16 @@ class Broker:
                 f"({self.config.max_batch_bytes}); send smaller batches or raise the limit"
             )
         header = validate_batch(batch)
+        if header.size_bytes != len(batch):  # the copier could never apply the extra bytes
+            raise CorruptBatchError(
+                f"request holds {len(batch)} bytes, its batch's length field says "
+                f"{header.size_bytes}: send exactly one batch per request"
+            )
+        if topic == OFFSETS_TOPIC:  # its records are the broker's own (group offsets)
+            raise InvalidConfigError(f"{OFFSETS_TOPIC} is internal: commit offsets instead")
         if header.transaction_id == NO_TRANSACTION_ID:
             if attempt:
                 raise InvalidConfigError("an attempt tag needs a transactional batch")
-            if topic == OFFSETS_TOPIC:
-                raise InvalidConfigError(f"{OFFSETS_TOPIC} is internal: commit offsets instead")
             return target.append_plain(batch, header)
         coordinator = self._coordinator_for_id(header.transaction_id)
         txn = coordinator.lock_for_send(
@@ -468,6 +489,9 @@ class Broker:
         if not group_id:
             raise InvalidConfigError("group id must not be empty")
         coordinator = self._coordinator_of_transaction(transaction_id, producer_id)
+        # The request's own transaction first (writes nothing): a stale or made-up one
+        # must not abort the transaction that holds the offsets.
+        coordinator.add_partitions(transaction_id, producer_id, producer_generation, ())
         self._fence_offset_holders(transaction_id, group_id, wanted)
         offsets_partition = self.group_offsets.partition_for(group_id)
         coordinator.add_offsets(

@@ -163,6 +163,9 @@ class ProducerEntry:
     timeout_ms: int
     transaction_id: int | None = None  # the producer's transaction that is not complete
     last_begin: tuple[int, int] = (-1, -1)  # (request id, transaction id) to answer a retried begin
+    # (transaction id, COMMITTED/ABORTED) of its last completed transaction: kept in the
+    # checkpoint, so a retried commit or abort is answered across restarts
+    last_outcome: tuple[int, TxnState] | None = None
 
 
 CompletionHook = Callable[[TxnMetadata], None]
@@ -274,6 +277,8 @@ class Coordinator:
         producer = self._producers.get(txn.transactional_id)
         if producer is not None and producer.transaction_id == txn.transaction_id:
             producer.transaction_id = None
+        if producer is not None:
+            producer.last_outcome = (txn.transaction_id, txn.state)
         self._completion_changed.notify_all()
 
     # --- producers ------------------------------------------------------------------
@@ -695,6 +700,10 @@ class Coordinator:
                 )
                 self._producers[entry.transactional_id] = entry
                 self._producers_by_id[entry.producer_id] = entry
+                if snapshot.last_transaction_id >= 0:
+                    outcome = TxnState(snapshot.last_outcome)
+                    entry.last_outcome = (snapshot.last_transaction_id, outcome)
+                    self._recent_outcomes[snapshot.last_transaction_id] = outcome
         replayed = 0
         with self._lock:
             for offset, record in self.journal.replay(start):
@@ -721,7 +730,11 @@ class Coordinator:
                 offset=offset,
                 producers=tuple(
                     ProducerSnapshot(
-                        p.transactional_id, p.producer_id, p.producer_generation, p.timeout_ms
+                        p.transactional_id,
+                        p.producer_id,
+                        p.producer_generation,
+                        p.timeout_ms,
+                        *((p.last_outcome[0], p.last_outcome[1].value) if p.last_outcome else ()),
                     )
                     for p in self._producers.values()
                 ),

@@ -13,8 +13,18 @@ by ``;``:
     raise@K      raise on the K-th time
     enospc       raise OSError(ENOSPC) at the point (a full disk)
 
+Any action takes a window or a condition:
+
+    ACTION@K*N   fire on hits K .. K+N-1, then never again (a disk full for N writes)
+    ACTION*N     the same from the first hit
+    ACTION?PATH  fire on every hit while the file PATH exists (a test "fills the
+                 disk" of a server process by creating PATH and frees it by
+                 deleting it)
+
 Example: ``TWINLOG_FAILPOINTS="copier.after_batch=crash@3"`` kills the process
-right after the copier appended its third batch.
+right after the copier appended its third batch;
+``"log.before_write=enospc?/tmp/full;journal.before_sync=enospc?/tmp/full"``
+makes every data log and journal write fail while /tmp/full exists.
 """
 
 from __future__ import annotations
@@ -23,6 +33,7 @@ import errno
 import os
 import signal
 import threading
+from typing import NamedTuple
 
 ENVIRONMENT_VARIABLE = "TWINLOG_FAILPOINTS"
 
@@ -31,14 +42,21 @@ class FailpointError(Exception):
     """Raised by a failpoint armed with ``raise`` (a test's injected failure)."""
 
 
+class _Armed(NamedTuple):
+    action: str
+    on_hit: int  # first hit that fires (1-based)
+    times: int  # how many consecutive hits fire
+    while_exists: str | None  # fire on every hit while this file exists (then on_hit/times unused)
+
+
 _lock = threading.Lock()
-_armed: dict[str, tuple[str, int]] = {}  # name -> (action, on which hit)
+_armed: dict[str, _Armed] = {}
 _hits: dict[str, int] = {}
 enabled = False  # read by hit() before anything else: the zero-cost path
 
 
-def _parse(specification: str) -> dict[str, tuple[str, int]]:
-    armed: dict[str, tuple[str, int]] = {}
+def _parse(specification: str) -> dict[str, _Armed]:
+    armed: dict[str, _Armed] = {}
     for item in specification.split(";"):
         item = item.strip()
         if not item:
@@ -46,21 +64,41 @@ def _parse(specification: str) -> dict[str, tuple[str, int]]:
         name, separator, action = item.partition("=")
         if not separator:
             raise ValueError(f"failpoint item {item!r} is not name=action")
+        action, question, path = action.partition("?")
+        action, star, times_text = action.partition("*")
         action, _, count_text = action.partition("@")
         if action not in ("crash", "raise", "enospc"):
             raise ValueError(
                 f"failpoint {name!r}: unknown action {action!r} (crash, raise, enospc)"
             )
-        armed[name.strip()] = (action, int(count_text) if count_text else 1)
+        if question and (not path or star or count_text):
+            raise ValueError(f"failpoint {name!r}: use ACTION?PATH alone, with a file path")
+        armed[name.strip()] = _Armed(
+            action,
+            int(count_text) if count_text else 1,
+            int(times_text) if star else 1,
+            path if question else None,
+        )
     return armed
 
 
-def arm(name: str, action: str = "raise", on_hit: int = 1) -> None:
-    """Arm one failpoint in this process."""
+def arm(
+    name: str,
+    action: str = "raise",
+    on_hit: int = 1,
+    times: int = 1,
+    while_exists: str | os.PathLike[str] | None = None,
+) -> None:
+    """Arm one failpoint in this process: it fires on hits ``on_hit`` .. ``on_hit + times - 1``,
+    or, with ``while_exists``, on every hit while that file exists."""
     global enabled
+    specification = (
+        f"{name}={action}?{os.fspath(while_exists)}"
+        if while_exists is not None
+        else f"{name}={action}@{on_hit}*{times}"
+    )
     with _lock:
-        _parse(f"{name}={action}@{on_hit}")  # validates
-        _armed[name] = (action, on_hit)
+        _armed[name] = _parse(specification)[name]  # validates
         _hits.pop(name, None)
         enabled = True
 
@@ -87,8 +125,11 @@ def hit(name: str) -> None:
         if armed is None:
             return
         count = _hits[name] = _hits.get(name, 0) + 1
-    action, on_hit = armed
-    if count != on_hit:
+    action, on_hit, times, while_exists = armed
+    if while_exists is not None:
+        if not os.path.exists(while_exists):
+            return
+    elif not on_hit <= count < on_hit + times:
         return
     if action == "crash":
         os.kill(os.getpid(), signal.SIGKILL)

@@ -16,7 +16,7 @@ import os
 import threading
 from pathlib import Path
 
-from engine.atomic_file import replace_file
+from engine.atomic_file import read_checked, replace_file, with_checksum
 from engine.errors import CorruptJournalError
 
 BLOCK_SIZE = 1000
@@ -38,7 +38,7 @@ class IdAllocator:
         if not self._path.exists():
             return dict.fromkeys(KINDS, 1)
         try:
-            stored = json.loads(self._path.read_bytes())
+            stored = json.loads(read_checked(self._path))
             return {kind: int(stored[kind]) for kind in KINDS}
         except (ValueError, KeyError, TypeError) as error:
             raise CorruptJournalError(
@@ -52,7 +52,7 @@ class IdAllocator:
             value = self._next[kind]
             if value >= self._persisted_end[kind]:
                 self._persisted_end[kind] = value + self._block_size
-                replace_file(self._path, json.dumps(self._persisted_end).encode())
+                replace_file(self._path, with_checksum(json.dumps(self._persisted_end).encode()))
             self._next[kind] = value + 1
             return value
 

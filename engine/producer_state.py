@@ -32,7 +32,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from engine.atomic_file import replace_file
+from engine.atomic_file import read_checked, replace_file, with_checksum
 from engine.batch_format import NO_PRODUCER_ID, BatchHeader
 from engine.errors import DuplicateSequenceError, OutOfOrderSequenceError, ProducerFencedError
 
@@ -126,7 +126,7 @@ class SequenceTracker:
                 for pid, p in self.producers.items()
             },
         }
-        replace_file(Path(directory) / SNAPSHOT_FILE, json.dumps(document).encode())
+        replace_file(Path(directory) / SNAPSHOT_FILE, with_checksum(json.dumps(document).encode()))
 
     @classmethod
     def read_snapshot(cls, directory: str | os.PathLike[str]) -> tuple[SequenceTracker, int]:
@@ -137,7 +137,7 @@ class SequenceTracker:
         tracker = cls()
         path = Path(directory) / SNAPSHOT_FILE
         try:
-            document = json.loads(path.read_bytes())
+            document = json.loads(read_checked(path))
             for pid, (generation, last_timestamp_ms, recent) in document["producers"].items():
                 sequences = ProducerSequences(
                     int(generation), last_timestamp_ms=int(last_timestamp_ms)

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from engine.atomic_file import replace_file
+from engine.atomic_file import read_checked, replace_file, with_checksum
 from engine.errors import (
     CorruptJournalError,
     InvalidConfigError,
@@ -52,7 +52,7 @@ class TopicRegistry:
         self.topics: dict[str, TopicMeta] = {}
         if self.path.exists():
             try:
-                stored = json.loads(self.path.read_bytes())
+                stored = json.loads(read_checked(self.path))
                 if stored["version"] != VERSION:
                     raise ValueError(f"version {stored['version']}")
                 self.journal_partitions = int(stored["journal_partitions"])
@@ -75,7 +75,7 @@ class TopicRegistry:
                 for name, topic in sorted(self.topics.items())
             },
         }
-        replace_file(self.path, json.dumps(document, indent=1).encode())
+        replace_file(self.path, with_checksum(json.dumps(document, indent=1).encode()))
 
     def get(self, name: str) -> TopicMeta:
         topic = self.topics.get(name)

@@ -155,7 +155,7 @@ class LocalJournal:
             ) from None
         return descriptor
 
-    def _damaged(self, error: BaseException) -> CorruptJournalError:
+    def _damaged(self, error: BaseException | str) -> CorruptJournalError:
         return CorruptJournalError(
             f"cannot open the local data journal {self._path}: {error}. The journal holds "
             "the batches of transactions not yet applied. Stop the broker, copy the directory "
@@ -166,7 +166,7 @@ class LocalJournal:
 
     def _open_environment(self) -> lmdb.Environment:
         try:
-            return lmdb.open(
+            environment = lmdb.open(
                 self._path,
                 map_size=self.config.map_size_bytes,
                 subdir=True,
@@ -183,6 +183,30 @@ class LocalJournal:
             )
         except lmdb.Error as error:
             raise self._damaged(error) from error
+        try:
+            self._check_file_size(environment)
+        except BaseException:
+            environment.close()
+            raise
+        return environment
+
+    def _check_file_size(self, environment: lmdb.Environment) -> None:
+        """Refuse a data file shorter than the pages its meta page says are in use.
+
+        LMDB maps the file and follows page numbers it finds in it (checking them
+        against the meta page's last page only): a file cut short would kill the
+        process with SIGBUS on the first read past its end, instead of an error.
+        """
+        last_page = environment.info()["last_pgno"]
+        page_bytes = environment.stat()["psize"]
+        needed_bytes = (last_page + 1) * page_bytes
+        file_bytes = os.stat(self._data_file).st_size
+        if file_bytes < needed_bytes:
+            raise self._damaged(
+                f"{self._data_file} is {file_bytes} bytes, but its meta page says pages "
+                f"0..{last_page} ({needed_bytes} bytes) are in use: the file was cut short "
+                f"at position {file_bytes}"
+            )
 
     def _open_databases(self) -> dict[bytes, Database]:
         try:

@@ -76,7 +76,8 @@ def translate_lmdb_error(error: BaseException, path: str, doing: str) -> BaseExc
     code = getattr(error, "code", None) or getattr(error, "errno", None)
     if code == errno.ENOSPC:
         return DiskFullError(
-            f"local data journal {path}: no space left on the device while {doing}"
+            f"local data journal {path}: no space left on the device while {doing}; "
+            "nothing of it was kept. Free space on that volume, then retry"
         )
     if isinstance(error, CORRUPTION_ERRORS):
         return CorruptJournalError(

@@ -6,7 +6,12 @@
                              transaction in flight when it was taken: seed 000's
                              transactional high-watermark; the log end when none was),
                    "producers": [[transactional_id, producer_id, producer_generation,
-                                  timeout_ms], ...]}
+                                  timeout_ms, last_transaction_id, last_outcome], ...]}
+
+``last_transaction_id`` / ``last_outcome`` ("COMMITTED" or "ABORTED"; -1 / "" for
+none) are the producer's last completed transaction, so that a retried commit or
+abort whose records lie before ``offset`` still gets its answer after a restart.
+Entries of four items (written before these were added) are read as having none.
 
 Records before ``offset`` may be deleted, but INIT_PRODUCER records among them
 still matter (fencing needs the latest generation of every transactional id),
@@ -29,6 +34,7 @@ from engine.crc32c import crc32c
 from engine.errors import CorruptJournalError
 
 VERSION = 1
+LAST_OUTCOMES = ("", "COMMITTED", "ABORTED")
 
 
 @dataclass(frozen=True)
@@ -37,6 +43,8 @@ class ProducerSnapshot:
     producer_id: int
     producer_generation: int
     timeout_ms: int
+    last_transaction_id: int = -1
+    last_outcome: str = ""
 
 
 @dataclass(frozen=True)
@@ -51,7 +59,14 @@ def write_checkpoint(path: str | os.PathLike[str], checkpoint: Checkpoint) -> No
             "version": VERSION,
             "offset": checkpoint.offset,
             "producers": [
-                [p.transactional_id, p.producer_id, p.producer_generation, p.timeout_ms]
+                [
+                    p.transactional_id,
+                    p.producer_id,
+                    p.producer_generation,
+                    p.timeout_ms,
+                    p.last_transaction_id,
+                    p.last_outcome,
+                ]
                 for p in checkpoint.producers
             ],
         },
@@ -90,9 +105,19 @@ def read_checkpoint(path: str | os.PathLike[str]) -> Checkpoint | None:
         return Checkpoint(
             offset=int(parsed["offset"]),
             producers=tuple(
-                ProducerSnapshot(str(t), int(p), int(g), int(ms))
-                for t, p, g, ms in parsed["producers"]
+                ProducerSnapshot(str(t), int(p), int(g), int(ms), *_last(last))
+                for t, p, g, ms, *last in parsed["producers"]
             ),
         )
     except (ValueError, KeyError, TypeError) as error:
         raise damaged(str(error)) from None
+
+
+def _last(items: list[object]) -> tuple[int, str]:
+    """(last_transaction_id, last_outcome) of a producer entry; none in a four-item one."""
+    if not items:
+        return -1, ""
+    transaction_id, outcome = items
+    if outcome not in LAST_OUTCOMES:
+        raise ValueError(f"last outcome {outcome!r} is not one of {LAST_OUTCOMES}")
+    return int(str(transaction_id)), str(outcome)

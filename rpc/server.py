@@ -25,6 +25,7 @@ from rpc.auth import Acl, Guard, TokenTable
 from rpc.broker_api import BrokerApi
 from rpc.generated.twinlog.v1 import admin_pb2_grpc, consume_pb2_grpc, produce_pb2_grpc
 from rpc.server_config import ServerConfig
+from rpc.server_decode import DecodeGuard
 from rpc.service_admin import AdministrationService
 from rpc.service_consume import ConsumingService
 from rpc.service_produce import ProducingService
@@ -83,6 +84,7 @@ class RpcServer:
                 max_workers=config.worker_threads, thread_name_prefix="twinlog-rpc"
             ),
             options=options,
+            interceptors=[DecodeGuard(guard)],  # unparsable bytes: INVALID_ARGUMENT
         )
         produce_pb2_grpc.add_ProducingServicer_to_server(
             ProducingService(broker, guard, config), self._server

@@ -31,7 +31,11 @@ class ServerConfig:
     fetch_max_bytes_max: int = 16 * MEBIBYTE  # a fetch asking for more gets this much
     fetch_max_wait_ms_max: int = 30_000  # a long poll never waits longer
     long_poll_slice_ms: int = 200  # a long poll rechecks shutdown and cancellation this often
-    worker_threads: int = 64  # concurrent requests (each long poll holds one)
+    worker_threads: int = 128  # concurrent requests (each long poll and produce stream holds one)
+    # Open ProduceStream calls, each holding a worker thread for as long as it is open (one per
+    # producer); -1: three quarters of worker_threads, so unary calls always find a thread. A
+    # stream over the limit is refused and the client sends unary Produce calls instead.
+    produce_streams_max: int = -1
     shutdown_grace_ms: int = 10_000  # in-flight requests get this long on SIGTERM
     # Security
     insecure: bool = False  # allow a non-loopback address without authentication
@@ -52,6 +56,14 @@ class ServerConfig:
         ):
             if getattr(self, name) <= 0:
                 raise InvalidConfigError(f"server config {name} must be > 0")
+        if self.produce_streams_max != -1 and not (
+            0 <= self.produce_streams_max < self.worker_threads
+        ):
+            raise InvalidConfigError(
+                f"server config produce_streams_max is {self.produce_streams_max}; use -1 (auto) "
+                f"or 0..{self.worker_threads - 1} (below worker_threads, so unary calls get a "
+                "thread)"
+            )
         if not 0 <= self.port <= 65535:
             raise InvalidConfigError(f"server config port is {self.port}; use 0..65535")
         if (self.tls_cert_file is None) != (self.tls_key_file is None):
@@ -63,6 +75,12 @@ class ServerConfig:
                 f"server config max_batch_bytes ({self.max_batch_bytes}) exceeds "
                 f"max_request_bytes ({self.max_request_bytes}); a batch must fit in a request"
             )
+
+    @property
+    def produce_streams_limit(self) -> int:
+        if self.produce_streams_max == -1:
+            return self.worker_threads * 3 // 4
+        return self.produce_streams_max
 
     @property
     def address(self) -> str:

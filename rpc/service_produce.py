@@ -6,11 +6,12 @@ Thread rule: one instance serves every worker thread; it holds no mutable state.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 
 import grpc
 
-from engine.errors import BatchTooLargeError
+from engine.errors import BatchTooLargeError, NotEnoughResourcesError
 from rpc.auth import Guard, Operation, Principal
 from rpc.broker_api import BrokerApi
 from rpc.convert import offsets_from_proto, topic_partitions_from_proto
@@ -18,6 +19,7 @@ from rpc.errors import describe
 from rpc.generated.twinlog.v1 import common_pb2, produce_pb2, produce_pb2_grpc
 from rpc.server_call import log_failure, principal_of, unary
 from rpc.server_config import ServerConfig
+from rpc.server_decode import UndecodableRequest
 
 
 class ProducingService(produce_pb2_grpc.ProducingServicer):
@@ -25,10 +27,18 @@ class ProducingService(produce_pb2_grpc.ProducingServicer):
         self.broker = broker
         self.guard = guard
         self.max_batch_bytes = config.max_batch_bytes
+        # A produce stream holds a worker thread while open: past this many, streams are
+        # refused (the client falls back to unary Produce) so that the other calls get threads.
+        self.streams_max = config.produce_streams_limit
+        self._stream_slots = (
+            threading.BoundedSemaphore(self.streams_max) if self.streams_max else None
+        )
 
     def _produce(
         self, principal: Principal, request: produce_pb2.ProduceRequest
     ) -> produce_pb2.ProduceResponse:
+        if isinstance(request, UndecodableRequest):
+            raise request.error()
         self.guard.require(principal, Operation.WRITE, (request.topic,))
         size_bytes = len(request.batch)
         if size_bytes > self.max_batch_bytes:
@@ -67,13 +77,28 @@ class ProducingService(produce_pb2_grpc.ProducingServicer):
     def ProduceStream(
         self, request_iterator: Iterator[produce_pb2.ProduceRequest], context: grpc.ServicerContext
     ) -> Iterator[produce_pb2.ProduceResponse]:
+        slots = self._stream_slots
         try:
             principal = principal_of(self.guard, context)
+            if slots is None or not slots.acquire(blocking=False):
+                raise NotEnoughResourcesError(
+                    f"{self.streams_max} produce streams are open, the server's limit "
+                    "(produce_streams_max): send unary Produce requests, or retry later"
+                )
         except Exception as error:
             log_failure("ProduceStream", error)
             description = describe(error)
             context.set_trailing_metadata(description.trailing_metadata())
             context.abort(description.code, description.message)
+        assert slots is not None  # abort raised otherwise
+        try:
+            yield from self._answer_stream(principal, request_iterator)
+        finally:
+            slots.release()
+
+    def _answer_stream(
+        self, principal: Principal, request_iterator: Iterator[produce_pb2.ProduceRequest]
+    ) -> Iterator[produce_pb2.ProduceResponse]:
         for request in request_iterator:
             try:
                 yield self._produce(principal, request)

@@ -7,8 +7,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from broker_support import batch
 
-from engine.batch_builder import RecordBatchBuilder, build_batch
+from engine.batch_builder import build_batch
 from engine.batch_reader import iter_batches
 from engine.broker import Broker
 from engine.errors import (
@@ -21,7 +22,7 @@ from engine.errors import (
     TopicExistsError,
     UnknownTopicOrPartitionError,
 )
-from engine.types import ProducerIdentity, TopicPartition, TxnState
+from engine.types import TopicPartition, TxnState
 
 
 @pytest.fixture
@@ -30,24 +31,6 @@ def broker(tmp_path: Path) -> Iterator[Broker]:
         opened.create_topic("orders", partitions=3)
         opened.create_topic("audit", partitions=1)
         yield opened
-
-
-def batch(
-    values: list[bytes],
-    identity: ProducerIdentity | None = None,
-    sequence: int = -1,
-    transaction_id: int = -1,
-) -> bytes:
-    builder = RecordBatchBuilder(
-        "zstd",
-        producer_id=identity.producer_id if identity else -1,
-        producer_generation=identity.producer_generation if identity else -1,
-        base_sequence=sequence,
-        transaction_id=transaction_id,
-    )
-    for value in values:
-        builder.append(value)
-    return builder.build()
 
 
 def read_all(broker: Broker, topic: str, partition: int) -> list[bytes | None]:

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from test_log_support import batch_positions, batch_values, flip_bit, make_batch, read_all
 
 from engine.batch_reader import RecordBatch
-from engine.errors import CorruptBatchError, CorruptLogError
+from engine.errors import CorruptLogError
 from engine.log import DataLog, LogConfig
 from engine.log.checkpoints import read_recovery_point
 
@@ -277,15 +277,18 @@ def test_corruption_before_the_recovery_point_is_not_rescanned_but_caught_by_rea
     pristine: Pristine, tmp_path: Path
 ) -> None:
     # The documented trade-off: bytes fsynced before the recovery point are trusted
-    # on open (so open time does not grow with history); the batch CRC is still
-    # checked by every consumer that decodes the batch.
+    # on open (so open time does not grow with history); read checks them the first
+    # time it serves them, and refuses a bad batch naming the file and position.
     directory = tmp_path / "log"
     shutil.copytree(pristine.directory, directory)
     flip_bit(directory / SEGMENT_NAME, pristine.start_of(1) + 40)
     with DataLog.open(directory, CONFIG) as log:
         assert log.recovery_report.batches_checked == CRASHED_BATCHES
-        with pytest.raises(CorruptBatchError, match="CRC"):
-            RecordBatch(log.read(1, 1))
+        assert RecordBatch(log.read(0, 1)).header.base_offset == 0  # before it: served
+        with pytest.raises(CorruptLogError, match="CRC") as caught:
+            log.read(1, 1)
+        assert caught.value.position == pristine.start_of(1)
+        assert caught.value.path == str(directory / SEGMENT_NAME)
 
 
 def test_without_a_recovery_point_everything_is_scanned(pristine: Pristine, tmp_path: Path) -> None:

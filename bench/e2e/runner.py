@@ -18,6 +18,7 @@ the ratios printed by one run.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import json
 import os
@@ -27,7 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -234,17 +235,29 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m bench") -> in
     )
     args = parser.parse_args(argv)
     workload = Workload(transactions=args.transactions, warmup_transactions=args.warmup)
-    directory = Path(args.work_dir or tempfile.mkdtemp(prefix="twinlog-bench-"))
-    directory.mkdir(parents=True, exist_ok=True)
-    try:
+    with work_directory(args.work_dir, "twinlog-bench-") as directory:
         results = measure(workload, directory, Progress(args.quiet), args.server_config)
         results["server_config"] = args.server_config
-    finally:
-        if not args.work_dir:
-            shutil.rmtree(directory, ignore_errors=True)
     print_table(results)
-    if args.json == "-":
-        print(json.dumps(results, indent=2))
-    elif args.json:
-        Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
+    write_json(results, args.json)
     return 0
+
+
+@contextlib.contextmanager
+def work_directory(work_dir: str | None, prefix: str) -> Iterator[Path]:
+    """``work_dir`` (created if need be, kept), or a temporary directory removed afterwards."""
+    directory = Path(work_dir or tempfile.mkdtemp(prefix=prefix))
+    directory.mkdir(parents=True, exist_ok=True)
+    try:
+        yield directory
+    finally:
+        if not work_dir:
+            shutil.rmtree(directory, ignore_errors=True)
+
+
+def write_json(results: dict[str, Any], destination: str | None) -> None:
+    """Results as JSON to ``destination``: a path, "-" for stdout, or None for nowhere."""
+    if destination == "-":
+        print(json.dumps(results, indent=2))
+    elif destination:
+        Path(destination).write_text(json.dumps(results, indent=2) + "\n")

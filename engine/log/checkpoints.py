@@ -1,11 +1,16 @@
 """The two checkpoint files of a data log: small text files, replaced atomically.
 
-    checkpoint = kind " v1" LF *(field " " decimal-integer LF)
+    checkpoint = kind " v2" LF *(field " " decimal-integer LF) "crc32c " 8hex LF
 
-    recovery-point v1                 log-start-offset v1
+    recovery-point v2                 log-start-offset v2
     segment_base_offset 0             log_start_offset 1200
-    position 4096
+    position 4096                     crc32c 5d0f3c1a
     next_offset 120
+    crc32c 0a1b2c3d
+
+The last line is the CRC-32C of every byte before it, in 8 lowercase hex
+digits. Version 1 files (the same without the CRC line) are still read, but
+only as a hint: nothing proves that their digits are the ones written.
 
 ``recovery-point`` promises: every byte before ``position`` of segment
 ``segment_base_offset``, every byte of earlier segments, and the index entries
@@ -14,15 +19,18 @@ of all of them, were fsynced when the file was written; the batch at
 lies after it. It is written when a segment rolls (pointing at the start of
 the new segment), every ``RECOVERY_POINT_INTERVAL_BYTES`` of flushed appends,
 after recovery, after truncate_to, and on close (pointing at the log end, so a
-cleanly closed log is not scanned at all).
+cleanly closed log is not scanned at all). A *verified* recovery point (v2,
+CRC good) is held to that promise: a segment shorter than it, or missing, is
+lost data, not a torn tail (recovery.py).
 
 ``log-start-offset`` is the first offset still stored. Retention writes it
 *before* deleting segment files, so a crash in between leaves segments that the
 next open deletes instead of serving again.
 
-A file that is missing, or that does not parse, reads as None: the caller
-falls back to the conservative choice (scan everything; start at the first
-segment) and says so in the log.
+A file that is missing, that does not parse, or whose CRC does not match,
+reads as None: the caller falls back to the conservative choice (scan
+everything; start at the first segment) and says so in the log. A flipped bit
+in a checkpoint can therefore cost a full scan, never data.
 """
 
 from __future__ import annotations
@@ -31,11 +39,14 @@ import logging
 from pathlib import Path
 from typing import NamedTuple
 
+from engine.crc32c import crc32c
 from engine.log.files import write_file_atomically
 
 RECOVERY_POINT_NAME = "recovery-point"
 LOG_START_OFFSET_NAME = "log-start-offset"
-VERSION = "v1"
+VERSION = "v2"  # with a CRC line
+UNCHECKED_VERSION = "v1"  # read, without a CRC line, as a hint only
+CRC_LABEL = "crc32c"
 
 logger = logging.getLogger(__name__)
 
@@ -48,32 +59,61 @@ class RecoveryPoint(NamedTuple):
 
 def _encode(kind: str, fields: dict[str, int]) -> bytes:
     lines = [f"{kind} {VERSION}", *(f"{name} {value}" for name, value in fields.items())]
-    return ("\n".join(lines) + "\n").encode("ascii")
+    body = ("\n".join(lines) + "\n").encode("ascii")
+    return body + f"{CRC_LABEL} {crc32c(body):08x}\n".encode("ascii")
 
 
-def _decode(path: Path, kind: str, names: tuple[str, ...]) -> dict[str, int] | None:
+class _Decoded(NamedTuple):
+    values: dict[str, int]
+    verified: bool  # v2 with a matching CRC (else a v1 file: a hint)
+
+
+def _decode(path: Path, kind: str, names: tuple[str, ...]) -> _Decoded | None:
     try:
-        text = path.read_bytes().decode("ascii")
+        raw = path.read_bytes()
     except FileNotFoundError:
         return None
+    try:
+        text = raw.decode("ascii")
     except UnicodeDecodeError:
         logger.warning("checkpoint %s is not ASCII text; ignoring it", path)
         return None
     lines = text.split("\n")
-    expected_lines = [f"{kind} {VERSION}", *(f"{name} " for name in names), ""]
-    if len(lines) != len(expected_lines) or lines[0] != expected_lines[0] or lines[-1]:
+    verified = lines[0] == f"{kind} {VERSION}"
+    if verified:
+        # lines[-1] is "" after the final LF; lines[-2] is the CRC line.
+        crc_line = lines[-2] if len(lines) >= 2 else ""
+        body_bytes = len(raw) - len(crc_line) - 1
+        label, _, stored = crc_line.partition(" ")
+        if lines[-1] or label != CRC_LABEL or len(stored) != 8:
+            logger.warning("checkpoint %s has no CRC line; ignoring it", path)
+            return None
+        actual = f"{crc32c(raw[:body_bytes]):08x}"
+        if stored != actual:
+            logger.warning(
+                "checkpoint %s: CRC mismatch (file says %s, contents give %s); ignoring it",
+                path,
+                stored,
+                actual,
+            )
+            return None
+        lines = [*lines[:-2], ""]
+        expected_first = f"{kind} {VERSION}"
+    else:
+        expected_first = f"{kind} {UNCHECKED_VERSION}"
+    if len(lines) != len(names) + 2 or lines[0] != expected_first or lines[-1]:
         logger.warning("checkpoint %s does not have the layout %r; ignoring it", path, kind)
         return None
     values: dict[str, int] = {}
     for name, line in zip(names, lines[1:-1], strict=True):
         label, _, number = line.partition(" ")
-        if label != name or not number.isdigit():
+        if label != name or not number.isdigit() or not number.isascii():
             logger.warning(
                 "checkpoint %s: line %r is not '%s <integer>'; ignoring it", path, line, name
             )
             return None
         values[name] = int(number)
-    return values
+    return _Decoded(values, verified)
 
 
 def write_recovery_point(directory: Path, point: RecoveryPoint) -> None:
@@ -83,8 +123,15 @@ def write_recovery_point(directory: Path, point: RecoveryPoint) -> None:
 
 
 def read_recovery_point(directory: Path) -> RecoveryPoint | None:
-    values = _decode(directory / RECOVERY_POINT_NAME, RECOVERY_POINT_NAME, RecoveryPoint._fields)
-    return None if values is None else RecoveryPoint(**values)
+    return read_recovery_point_checked(directory)[0]
+
+
+def read_recovery_point_checked(directory: Path) -> tuple[RecoveryPoint | None, bool]:
+    """(recovery point or None, whether its CRC proved it: v2 and intact)."""
+    decoded = _decode(directory / RECOVERY_POINT_NAME, RECOVERY_POINT_NAME, RecoveryPoint._fields)
+    if decoded is None:
+        return None, False
+    return RecoveryPoint(**decoded.values), decoded.verified
 
 
 def write_log_start_offset(directory: Path, log_start_offset: int) -> None:
@@ -95,7 +142,7 @@ def write_log_start_offset(directory: Path, log_start_offset: int) -> None:
 
 
 def read_log_start_offset(directory: Path) -> int | None:
-    values = _decode(
+    decoded = _decode(
         directory / LOG_START_OFFSET_NAME, LOG_START_OFFSET_NAME, ("log_start_offset",)
     )
-    return None if values is None else values["log_start_offset"]
+    return None if decoded is None else decoded.values["log_start_offset"]

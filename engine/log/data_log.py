@@ -14,13 +14,15 @@ and ``log_start_offset <= log_end_offset``.
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from bisect import bisect_right
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from functools import partial
 from itertools import pairwise
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 from engine.batch_format import BatchHeader, read_header, validate_batch, with_base_offset
 from engine.errors import (
@@ -37,7 +39,10 @@ from engine.log.flush_policy import FlushPolicy
 from engine.log.recovery import RecoveryReport, recover
 from engine.log.retention import count_segments_to_delete
 from engine.log.segment import Segment, wall_clock_ms
-from engine.log.segment_index import RELATIVE_OFFSET_MAX
+from engine.log.segment_index import RELATIVE_OFFSET_MAX, IndexDamagedError
+
+logger = logging.getLogger(__name__)
+Result = TypeVar("Result")
 
 # After this many bytes flushed into the active segment, checkpoint a new
 # recovery point, so a crash rescans at most this much (plus one flush).
@@ -92,7 +97,8 @@ class DataLog:
         self._flush_policy = FlushPolicy(config)
         self._closed = False
         self._segments_view: tuple[tuple[Segment, ...], tuple[int, ...]] | None = None
-        self._write_lock = threading.Lock()  # serializes writer calls; readers never take it
+        # Serializes writer calls. Readers take it only to rebuild a damaged index.
+        self._write_lock = threading.RLock()
         self._publish()
 
     @classmethod
@@ -304,15 +310,55 @@ class DataLog:
 
         Returns b"" at the log end. Raises OffsetOutOfRangeError below the start or
         above the end. Bytes come from one segment; call again from the next offset.
+
+        Never returns a bad batch: bytes this process has not checked yet (those
+        before the recovery point when the log was opened) are checked here, once,
+        CRC and offsets; a bad batch raises CorruptLogError naming the segment file
+        and the position, and nothing of the read is returned.
         """
         state = self._snapshot()
         if offset == state.log_end_offset:
             return b""
         self._check_range(state, offset)
         segment, end_position = self._segment_for(state, offset)
-        position, _ = self._find_batch(segment, offset, end_position)
-        stop = segment.boundary_at_or_before(position, position + max(max_bytes, 0), end_position)
-        return segment.read(position, stop - position)
+        position, header = self._find_batch(segment, offset, end_position)
+        limit_position = position + max(max_bytes, 0)
+        stop = self._repairing(
+            segment,
+            lambda: segment.boundary_at_or_before(
+                position, header.base_offset, limit_position, end_position
+            ),
+        )
+        data = segment.read(position, stop - position)
+        if not segment.checked.covers(position, stop):
+            self._check_read(segment, data, position, header.base_offset)
+            segment.checked.add(position, stop)
+        return data
+
+    @staticmethod
+    def _check_read(segment: Segment, data: bytes, position: int, first_offset: int) -> None:
+        """Validate every batch of ``data`` (read at ``position``): CRC, header, offsets."""
+        index = 0
+        expected_offset = first_offset
+        while index < len(data):
+            try:
+                header = validate_batch(data, index)
+                if header.base_offset != expected_offset:
+                    raise CorruptBatchError(
+                        f"batch base offset is {header.base_offset}, expected {expected_offset}"
+                    )
+            except CorruptBatchError as error:
+                raise CorruptLogError(
+                    f"{segment.path}: the batch at position {position + index} (offset "
+                    f"{expected_offset} on) is damaged: {error}. It was not served. The bytes "
+                    "changed on disk after they were written (bit rot, a lost or misdirected "
+                    "write); offsets before it can still be read. Copy the partition directory "
+                    "aside and restore the segment from a backup or replica",
+                    str(segment.path),
+                    position + index,
+                ) from None
+            index += header.size_bytes
+            expected_offset = header.next_offset
 
     def iter_headers(self, from_offset: int) -> Iterator[BatchHeader]:
         """Headers of the batches from the one holding ``from_offset`` to the end (at the call)."""
@@ -325,12 +371,24 @@ class DataLog:
     def _headers_from(self, state: _Published, from_offset: int) -> Iterator[BatchHeader]:
         first = bisect_right(state.base_offsets, from_offset) - 1
         segment, end_position = self._segment_for(state, from_offset)
-        position, _ = self._find_batch(segment, from_offset, end_position)
+        position, header = self._find_batch(segment, from_offset, end_position)
+        expected_offset = header.base_offset
         for number in range(first, len(state.segments)):
             segment = state.segments[number]
+            if number > first and segment.base_offset != expected_offset:
+                earlier = state.segments[number - 1]
+                raise CorruptLogError(
+                    f"{earlier.path} ends at offset {expected_offset}, but the next segment "
+                    f"starts at {segment.base_offset}: batches are missing from the end of "
+                    f"{earlier.path.name} (position {earlier.size_bytes}). Restore it from a "
+                    "backup or replica",
+                    str(earlier.path),
+                    earlier.size_bytes,
+                )
             end_position = self._end_of(state, number)
-            for _, header in segment.headers(position, end_position):
+            for _, header in segment.headers(position, end_position, expected_offset):
                 yield header
+                expected_offset = header.next_offset
             position = 0
 
     def last_batch_header(self) -> BatchHeader | None:
@@ -343,7 +401,9 @@ class DataLog:
             end_position = self._end_of(state, number)
             if end_position == 0 or segment.tail().max_timestamp_ms < timestamp_ms:
                 continue  # nothing here reaches it (timestamps need not grow across segments)
-            offset = segment.offset_for_timestamp(timestamp_ms, end_position)
+            offset = self._repairing(
+                segment, partial(segment.offset_for_timestamp, timestamp_ms, end_position)
+            )
             if offset is not None:
                 return max(offset, state.log_start_offset)
         return None
@@ -465,10 +525,25 @@ class DataLog:
             RecoveryPoint(active.base_offset, active.size_bytes, self._next_offset)
         )
 
-    def _write_recovery_point(self, point: RecoveryPoint) -> None:
-        if point != self._recovery_point:
+    def _write_recovery_point(self, point: RecoveryPoint, best_effort: bool = True) -> None:
+        """Checkpoint ``point``. Moving it forward is an optimisation: if the write fails
+        (a full disk), the older point stays, still true, and the next open scans more.
+        Moving it back (``best_effort=False``, before a truncation) must succeed."""
+        if point == self._recovery_point:
+            return
+        try:
             write_recovery_point(self.directory, point)
-            self._recovery_point = point
+        except OSError as error:
+            if not best_effort:
+                raise
+            logger.warning(
+                "%s: could not write the recovery point (%s); keeping the older one, so the "
+                "next open rescans from it",
+                self.directory,
+                error,
+            )
+            return
+        self._recovery_point = point
 
     def _undo_last_append(self, segment: Segment, position: int) -> None:
         segment.undo_append(position)
@@ -515,7 +590,14 @@ class DataLog:
             if cut_segment is self._segments[-1]:
                 cut_segment.flush()
                 cut_segment.flush_index()
-            self._write_recovery_point(RecoveryPoint(cut_segment.base_offset, cut_position, offset))
+            try:
+                self._write_recovery_point(
+                    RecoveryPoint(cut_segment.base_offset, cut_position, offset), best_effort=False
+                )
+            except OSError as error:
+                cut_segment.raise_disk_full_or(
+                    error, "moving the recovery point before a truncation", cut_position
+                )
         for later in reversed(self._segments[keep:]):  # last first: a crash leaves a prefix
             later.delete()
         del self._segments[keep:]
@@ -545,14 +627,52 @@ class DataLog:
         number = bisect_right(state.base_offsets, offset) - 1
         return state.segments[number], self._end_of(state, number)
 
-    @staticmethod
-    def _find_batch(segment: Segment, offset: int, end_position: int) -> tuple[int, BatchHeader]:
-        found = segment.find_batch(offset, end_position)
+    def _find_batch(
+        self, segment: Segment, offset: int, end_position: int
+    ) -> tuple[int, BatchHeader]:
+        found = self._repairing(segment, lambda: segment.find_batch(offset, end_position))
         if found is None:
             raise CorruptLogError(
                 f"{segment.path} has no batch holding offset {offset} before position "
-                f"{end_position}, though the log says it should",
+                f"{end_position}, though the log says it should: batches are missing from the "
+                "segment (was it cut short?). Restore it from a backup or replica",
                 str(segment.path),
                 end_position,
             )
         return found
+
+    def _repairing(self, segment: Segment, lookup: Callable[[], Result]) -> Result:
+        """``lookup()``; if the segment's index proves damaged, rebuild it and look again.
+
+        Indexes are derived data: a wrong entry costs one validating scan of the
+        segment (which raises CorruptLogError if the segment itself is bad).
+        """
+        index = segment.index
+        try:
+            return lookup()
+        except IndexDamagedError as damage:
+            self._rebuild_index(segment, index, str(damage))
+        try:
+            return lookup()
+        except IndexDamagedError as damage:
+            raise CorruptLogError(
+                f"{segment.path}: its index is still inconsistent after a rebuild ({damage}); "
+                "the segment changed while it was read",
+                str(segment.path),
+                0,
+            ) from None
+
+    def _rebuild_index(self, segment: Segment, damaged: object, why: str) -> None:
+        with self._write_lock:
+            self._check_open()
+            if segment.index is not damaged:
+                return  # another reader rebuilt it meanwhile
+            if segment not in self._segments:
+                raise OffsetOutOfRangeError(
+                    f"{segment.path} was deleted (retention) while it was read; fetch again",
+                    self._log_start_offset,
+                    self._next_offset,
+                )
+            logger.warning("rebuilding the indexes of %s: %s", segment.path, why)
+            index, _ = segment.rebuild_index()
+            segment.set_index(index)

@@ -4,8 +4,8 @@ Lookups (which batch holds offset N, where is the last whole batch before a
 byte limit, which batch first reaches timestamp T) need only the 67-byte
 headers. They are read with ``os.pread`` in small chunks, so a walk over big
 batches costs one short read per batch, and a walk over small ones one read
-per chunk. Nothing here checks CRCs: the bytes walked were validated when they
-were appended or recovered.
+per chunk. Nothing here checks CRCs (``DataLog.read`` checks the batches it
+serves, and segment.py's walks check that offsets follow each other).
 """
 
 from __future__ import annotations

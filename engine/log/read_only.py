@@ -2,9 +2,10 @@
 
 ``LogReader`` runs no recovery and writes nothing. It lists the segment files,
 then yields whole batches whose CRC checks out, in offset order. At the end of
-the last segment it stops quietly at the first incomplete or bad batch: that
-is a batch the writer is still writing (or a torn tail the next open will
-cut). A bad batch anywhere else raises CorruptLogError.
+the last segment it stops quietly at the first incomplete or bad batch that no
+valid batch follows: that is a batch the writer is still writing (or a torn
+tail the next open will cut). A bad batch anywhere else (an earlier segment,
+or one followed by a valid batch) raises CorruptLogError: it is never skipped.
 
 It reads what is in the files, which can include batches the writer has not
 fsynced yet or is about to remove (an append_many that fails and rolls back, a
@@ -26,7 +27,7 @@ from engine.errors import CorruptBatchError, CorruptLogError, OffsetOutOfRangeEr
 from engine.log.checkpoints import read_log_start_offset
 from engine.log.files import index_path, list_segment_base_offsets, segment_path
 from engine.log.headers import parse_header
-from engine.log.scan import ScanResult, iter_valid_batches
+from engine.log.scan import ScanResult, find_valid_batch_after, iter_valid_batches
 from engine.log.segment_index import OFFSET_ENTRY, OFFSET_ENTRY_BYTES
 
 
@@ -93,10 +94,23 @@ class LogReader:
             for _, header, batch in iter_valid_batches(fd, start_position, file_bytes, result):
                 if header.next_offset > from_offset:
                     yield header, batch
-            if result.bad_position is not None and not is_last:
+            if result.bad_position is None:
+                return
+            valid_after = (
+                find_valid_batch_after(fd, result.bad_position + 1, file_bytes, result.next_offset)
+                if is_last
+                else None
+            )
+            if not is_last or valid_after is not None:
+                where = (
+                    "is not the last segment"
+                    if not is_last
+                    else f"a valid batch follows at position {valid_after}"
+                )
                 raise CorruptLogError(
                     f"{path} holds a bad batch at position {result.bad_position} "
-                    f"({result.bad_reason}) and is not the last segment",
+                    f"({result.bad_reason}) and {where}: the segment is damaged. Restore it "
+                    "from a backup or replica",
                     str(path),
                     result.bad_position,
                 )

@@ -14,7 +14,12 @@ Rules:
    cleanly closed log is opened without reading a batch, and after a crash the
    work is bounded by the bytes appended since the last recovery point (at most
    a segment, or RECOVERY_POINT_INTERVAL_BYTES), never by the log's history.
-   No (or an unreadable) recovery point means: scan everything.
+   No (or an unreadable) recovery point means: scan everything. A verified
+   recovery point (v2, CRC good) is a promise: a segment shorter than it, or
+   missing, is acknowledged data lost and raises CorruptLogError, as does a bad
+   batch before it; an unverified (v1) one is only a hint. Bytes before the
+   recovery point are CRC-checked later, the first time a read serves them
+   (``DataLog.read``), not here.
 2. A scanned batch is good when its length fits, its header parses, its CRC
    matches, and its base offset is the next offset of the batch before it.
 3. At the first bad batch, search the rest of the file for a plausible valid
@@ -45,7 +50,7 @@ from engine.log.checkpoints import (
     RECOVERY_POINT_NAME,
     RecoveryPoint,
     read_log_start_offset,
-    read_recovery_point,
+    read_recovery_point_checked,
     write_recovery_point,
 )
 from engine.log.config import LogConfig
@@ -105,7 +110,7 @@ def recover(directory: Path, config: LogConfig) -> RecoveredLog:
 
     # Pass 2: checkpoints.
     log_start_checkpoint = read_log_start_offset(directory)
-    recovery_point = read_recovery_point(directory)
+    recovery_point, point_verified = read_recovery_point_checked(directory)
 
     # Pass 3: finish an interrupted retention (the checkpoint is written before deletion).
     while (
@@ -126,13 +131,16 @@ def recover(directory: Path, config: LogConfig) -> RecoveredLog:
         for base_offset in base_offsets
     ]
 
-    # Pass 5: where scanning starts.
-    start = _scan_start(segments, recovery_point)
+    # Pass 5: where scanning starts, and up to where the bytes are known durable.
+    start = _scan_start(segments, recovery_point, point_verified)
+    durable_position = 0  # in segments[first_scanned]: a bad batch before it is lost data
     if start is None:
         first_scanned, start_position, expected_next_offset = 0, 0, segments[0].base_offset
     else:
         report.recovery_point = recovery_point
         first_scanned, start_position, expected_next_offset = start
+        if point_verified and recovery_point is not None:
+            durable_position = recovery_point.position
 
     # Pass 6: trusted segments: a cheap index check now, the full one on first use.
     for segment in segments[:first_scanned]:
@@ -147,7 +155,13 @@ def recover(directory: Path, config: LogConfig) -> RecoveredLog:
     # Pass 7: scan and re-index everything after the recovery point.
     scanned: set[int] = set()  # base offsets of the segments whose bytes were scanned
     segments = _scan_tail(
-        segments, first_scanned, start_position, expected_next_offset, report, scanned
+        segments,
+        first_scanned,
+        start_position,
+        expected_next_offset,
+        durable_position,
+        report,
+        scanned,
     )
 
     # Pass 8: make what was checked durable (a killed process leaves it in the page
@@ -211,17 +225,20 @@ def _delete_segment_files(directory: Path, base_offset: int, report: RecoveryRep
 
 
 def _scan_start(
-    segments: list[Segment], point: RecoveryPoint | None
+    segments: list[Segment], point: RecoveryPoint | None, verified: bool
 ) -> tuple[int, int, int] | None:
     """(number of the first segment to scan, position in it, offset expected there).
 
-    None when the recovery point is missing or unusable: scan everything.
+    None when the recovery point is missing or unusable: scan everything. A
+    verified point (its CRC matched) is a promise that its bytes were fsynced:
+    a segment shorter than it, or missing, raises CorruptLogError. An unverified
+    (version 1) point is only a hint, and falls back to scanning.
     """
     if point is None:
         level = logging.WARNING if any(s.size_bytes for s in segments) else logging.DEBUG
         logger.log(
             level,
-            "%s: no %s checkpoint; scanning every segment",
+            "%s: no usable %s checkpoint; scanning every segment",
             segments[0].directory,
             RECOVERY_POINT_NAME,
         )
@@ -229,8 +246,21 @@ def _scan_start(
     for number, segment in enumerate(segments):
         if segment.base_offset == point.segment_base_offset:
             if point.position > segment.size_bytes:
+                if verified:
+                    raise CorruptLogError(
+                        f"{segment.path} holds {segment.size_bytes} bytes, but "
+                        f"{segment.directory / RECOVERY_POINT_NAME} says its first "
+                        f"{point.position} bytes (offsets up to {point.next_offset}) were "
+                        "fsynced: acknowledged data is missing from the end of the file, "
+                        f"from position {segment.size_bytes}. Restore the segment from a "
+                        "backup or replica; to accept the loss instead, copy the directory "
+                        f"aside and delete {RECOVERY_POINT_NAME}, and the log opens with what "
+                        "is left",
+                        str(segment.path),
+                        segment.size_bytes,
+                    )
                 logger.warning(
-                    "%s is %d bytes, shorter than its recovery point %d; scanning "
+                    "%s is %d bytes, shorter than its (unverified) recovery point %d; scanning "
                     "it from position 0",
                     segment.path,
                     segment.size_bytes,
@@ -238,6 +268,16 @@ def _scan_start(
                 )
                 return number, 0, segment.base_offset
             return number, point.position, point.next_offset
+    missing = segments[0].directory / (segment_stem(point.segment_base_offset) + ".log")
+    if verified and point.segment_base_offset >= segments[0].base_offset:
+        raise CorruptLogError(
+            f"{missing} is missing, but {segments[0].directory / RECOVERY_POINT_NAME} says its "
+            f"first {point.position} bytes were fsynced: a segment of acknowledged data was "
+            "lost. Restore it from a backup or replica; to accept the loss instead, copy the "
+            f"directory aside and delete {RECOVERY_POINT_NAME}",
+            str(missing),
+            0,
+        )
     logger.warning(
         "%s: the recovery point names segment %s, which is missing; scanning every segment",
         segments[0].directory,
@@ -265,10 +305,15 @@ def _scan_tail(
     first_scanned: int,
     start_position: int,
     expected_next_offset: int,
+    durable_position: int,
     report: RecoveryReport,
     scanned: set[int],
 ) -> list[Segment]:
-    """Pass 7: validate and re-index; cut a torn tail; raise on corruption in the middle."""
+    """Pass 7: validate and re-index; cut a torn tail; raise on corruption in the middle.
+
+    ``durable_position``: bytes of ``segments[first_scanned]`` before it were fsynced
+    (a verified recovery point); a bad batch there is never a torn tail.
+    """
     for number in range(first_scanned, len(segments)):
         segment = segments[number]
         position = start_position if number == first_scanned else 0
@@ -291,6 +336,20 @@ def _scan_tail(
             report.segments_checked += 1
         result = segment.scan_and_index(index, position, expected_next_offset)
         report.batches_checked += result.batches_checked
+        if (
+            result.bad_position is not None
+            and number == first_scanned
+            and result.bad_position < durable_position
+        ):
+            raise CorruptLogError(
+                f"{segment.path} holds a bad batch at position {result.bad_position} "
+                f"({result.bad_reason}), before its recovery point at position "
+                f"{durable_position}: those bytes were fsynced and acknowledged, so this is "
+                "damage, not a torn tail. Copy the segment aside, then restore it from a "
+                "backup or replica",
+                str(segment.path),
+                result.bad_position,
+            )
         if result.bad_position is not None:
             later_data = any(later.size_bytes for later in segments[number + 1 :])
             valid_after = find_valid_batch_after(

@@ -26,8 +26,9 @@ from pathlib import Path
 from typing import NoReturn
 
 from engine import failpoints
-from engine.batch_format import NO_TIMESTAMP, BatchHeader
+from engine.batch_format import NO_TIMESTAMP, BatchHeader, validate_batch
 from engine.errors import CorruptBatchError, CorruptLogError, DiskFullError
+from engine.log.checked_ranges import CheckedRanges
 from engine.log.files import index_path, segment_path, time_index_path
 from engine.log.headers import iter_headers
 from engine.log.scan import ScanResult, scan_batches
@@ -88,6 +89,8 @@ class Segment:
         self._index_lock = threading.Lock()  # readers may race to load it
         self._read_fd = os.open(self.path, os.O_RDONLY)
         self._write_fd = -1
+        # Bytes whose batches this process has CRC-checked (appended, scanned, or read).
+        self.checked = CheckedRanges()
 
     def __repr__(self) -> str:
         return f"Segment({self.path.name}, {self.size_bytes} bytes)"
@@ -234,9 +237,11 @@ class Segment:
                 index.append(header.base_offset - self.base_offset, position, max_timestamp_ms)
 
         file_bytes = os.fstat(self._read_fd).st_size
-        return scan_batches(
+        result = scan_batches(
             self._read_fd, start_position, file_bytes, expected_next_offset, add_entry
         )
+        self.checked.add(start_position, result.end_position)
+        return result
 
     def tail(self) -> SegmentTail:
         tail = self._tail
@@ -245,11 +250,22 @@ class Segment:
         return tail
 
     def summarize(self, index: SegmentIndex, end_position: int) -> SegmentTail:
-        """The tail of ``[0, end_position)``: walk from the last index entry before it."""
+        """The tail of ``[0, end_position)``: walk from the last index entry before it.
+
+        If that entry does not point at the batch it names (a damaged index), walk
+        from position 0 instead; readers repair the index when they meet it.
+        """
         entry = index.last_entry_before(end_position)
-        start_position, max_timestamp_ms = (entry[1], entry[2]) if entry else (0, NO_TIMESTAMP)
+        try:
+            return self._summarize_from(entry, end_position)
+        except IndexDamagedError as damage:
+            logger.warning("%s: %s; walking the segment from position 0", self.path, damage)
+            return self._summarize_from(None, end_position)
+
+    def _summarize_from(self, entry: tuple[int, int, int] | None, end_position: int) -> SegmentTail:
+        max_timestamp_ms = entry[2] if entry else NO_TIMESTAMP
         last_header = None
-        for _, header in self._headers(start_position, end_position):
+        for _, header in self._walk(entry[:2] if entry else None, end_position):
             last_header = header
             max_timestamp_ms = max(max_timestamp_ms, header.max_timestamp_ms)
         next_offset = last_header.next_offset if last_header else self.base_offset
@@ -298,6 +314,7 @@ class Segment:
             self.undo_append(position)
             self.raise_disk_full_or(error, f"writing {header.size_bytes} bytes", position)
         self.size_bytes = position + header.size_bytes
+        self.checked.add(position, self.size_bytes)  # the log checked it before writing
         self._tail = SegmentTail(header.next_offset, header, max_timestamp_ms)
         if position == 0:
             self.first_batch_max_timestamp_ms = header.max_timestamp_ms
@@ -307,6 +324,7 @@ class Segment:
         """Cut data and index back to ``position`` after a failed write or fsync."""
         os.ftruncate(self._write_fd, position)
         self.index.truncate_from_position(position)
+        self.checked.cut(position)
         self.size_bytes = position
         self._tail = self.summarize(self.index, position)
         if position == 0:
@@ -346,6 +364,7 @@ class Segment:
             self._write_fd = os.open(self.path, os.O_RDWR)
         self.index.truncate_from_position(position)
         os.ftruncate(self._write_fd, position)
+        self.checked.cut(position)
         os.fsync(self._write_fd)
         self.index.flush()
         self.size_bytes = position
@@ -385,6 +404,78 @@ class Segment:
             pass
 
     # --- lookups (any thread; ``end_position`` is what the caller may see) ---------
+    #
+    # Every walk checks offset continuity (a batch's base offset is outside its
+    # CRC): it starts at position 0 (the segment's base offset) or at an index
+    # entry (the offset the entry names), and each batch must start at the next
+    # offset of the one before. A walk whose first batch is not where its index
+    # entry says raises IndexDamagedError (the index is derived data: the caller
+    # rebuilds it); any other bad header raises CorruptLogError naming the file
+    # and position.
+
+    def _walk(
+        self, entry: tuple[int, int] | None, end_position: int
+    ) -> Iterator[tuple[int, BatchHeader]]:
+        """(position, header) of each batch from ``entry`` ((relative offset, position),
+        or None for the segment start) to ``end_position``, offsets checked."""
+        if entry is None:
+            start_position, expected_offset = 0, self.base_offset
+        else:
+            start_position, expected_offset = entry[1], self.base_offset + entry[0]
+        if start_position >= end_position:
+            return
+        headers = iter_headers(self._read_fd, start_position, end_position)
+        position = previous_position = start_position
+        try:
+            for position, header in headers:
+                if header.base_offset != expected_offset:
+                    if entry is not None and position == start_position:
+                        raise IndexDamagedError(
+                            f"the index entry for position {position} of {self.path} names "
+                            f"offset {expected_offset}, the batch there has base offset "
+                            f"{header.base_offset}"
+                        )
+                    self._raise_bad_previous(previous_position, position)
+                    raise CorruptLogError(
+                        f"{self.path}: the batch at position {position} has base offset "
+                        f"{header.base_offset}, expected {expected_offset} (the offset after "
+                        "the batch before it): the segment is damaged. Copy it aside and "
+                        "restore it from a backup or replica",
+                        str(self.path),
+                        position,
+                    )
+                yield position, header
+                expected_offset = header.next_offset
+                previous_position = position
+        except CorruptBatchError as error:
+            bad_position = error.position if error.position is not None else position
+            if entry is not None and bad_position == start_position:
+                raise IndexDamagedError(
+                    f"the index entry for position {start_position} of {self.path} does not "
+                    f"point at a batch ({error})"
+                ) from None
+            raise CorruptLogError(
+                f"{self.path}: {error}. The segment is damaged at position {bad_position}: "
+                "copy it aside and restore it from a backup or replica",
+                str(self.path),
+                bad_position,
+            ) from error
+
+    def _raise_bad_previous(self, previous_position: int, position: int) -> None:
+        """Blame the batch before ``position`` if its CRC fails (its last offset delta,
+        inside the CRC, may be what broke the offsets); else return."""
+        if previous_position >= position:
+            return
+        data = os.pread(self._read_fd, position - previous_position, previous_position)
+        try:
+            validate_batch(data)
+        except CorruptBatchError as error:
+            raise CorruptLogError(
+                f"{self.path}: the batch at position {previous_position} is damaged: {error}. "
+                "Copy the segment aside and restore it from a backup or replica",
+                str(self.path),
+                previous_position,
+            ) from None
 
     def _headers(self, start_position: int, end_position: int) -> Iterator[tuple[int, BatchHeader]]:
         try:
@@ -397,27 +488,43 @@ class Segment:
                 position,
             ) from error
 
-    def headers(self, start_position: int, end_position: int) -> Iterator[tuple[int, BatchHeader]]:
-        """(position, header) of each batch in ``[start_position, end_position)``."""
-        return self._headers(start_position, end_position)
+    def headers(
+        self, start_position: int, end_position: int, first_offset: int | None = None
+    ) -> Iterator[tuple[int, BatchHeader]]:
+        """(position, header) of each batch in ``[start_position, end_position)``.
+
+        With ``first_offset`` (the base offset of the batch at ``start_position``)
+        offsets are checked to be contiguous.
+        """
+        if first_offset is None:
+            return self._headers(start_position, end_position)
+        return self._walk((first_offset - self.base_offset, start_position), end_position)
 
     def find_batch(self, offset: int, end_position: int) -> tuple[int, BatchHeader] | None:
-        """(position, header) of the batch holding ``offset``, or None if it is not before the end."""
-        start_position = self.index.floor_position_for_offset(offset - self.base_offset)
-        for position, header in self._headers(start_position, end_position):
+        """(position, header) of the batch holding ``offset``, or None if it is not before the end.
+
+        Raises IndexDamagedError if the index entry it starts from is wrong.
+        """
+        entry = self.index.floor_entry_for_offset(offset - self.base_offset)
+        for position, header in self._walk(entry, end_position):
             if header.next_offset > offset:
                 return position, header
         return None
 
     def boundary_at_or_before(
-        self, start_position: int, limit_position: int, end_position: int
+        self, start_position: int, start_offset: int, limit_position: int, end_position: int
     ) -> int:
-        """The last batch end in ``(start_position, limit_position]``; at least one batch's end."""
+        """The last batch end in ``(start_position, limit_position]``; at least one batch's end.
+
+        ``start_offset`` is the base offset of the batch at ``start_position``.
+        """
         if limit_position >= end_position:
             return end_position
-        walk_from = max(start_position, self.index.floor_position(limit_position))
-        boundary = walk_from
-        for position, header in self._headers(walk_from, end_position):
+        entry: tuple[int, int] | None = self.index.floor_entry(limit_position)
+        if entry is None or entry[1] <= start_position:
+            entry = (start_offset - self.base_offset, start_position)
+        boundary = entry[1]
+        for position, header in self._walk(entry, end_position):
             batch_end = position + header.size_bytes
             if batch_end > limit_position:
                 if boundary == start_position:  # the first batch alone is larger than allowed
@@ -439,8 +546,8 @@ class Segment:
 
     def offset_for_timestamp(self, timestamp_ms: int, end_position: int) -> int | None:
         """Base offset of the first batch here whose max timestamp is >= ``timestamp_ms``."""
-        start_position = self.index.position_before_timestamp(timestamp_ms)
-        for _, header in self._headers(min(start_position, end_position), end_position):
+        entry = self.index.entry_before_timestamp(timestamp_ms)
+        for _, header in self._walk(entry, end_position):
             if header.max_timestamp_ms >= timestamp_ms:
                 return header.base_offset
         return None

@@ -248,6 +248,25 @@ class SegmentIndex:
         entry = bisect_left(self.max_timestamps_ms, timestamp_ms, 0, count) - 1
         return self.positions[entry] if entry >= 0 else 0
 
+    def floor_entry_for_offset(self, relative_offset: int) -> tuple[int, int] | None:
+        """(relative offset, position) of the last entry whose relative offset is <= the given."""
+        count = len(self.relative_offsets)
+        entry = bisect_right(self.relative_offsets, relative_offset, 0, count) - 1
+        return (self.relative_offsets[entry], self.positions[entry]) if entry >= 0 else None
+
+    def floor_entry(self, limit_position: int) -> tuple[int, int] | None:
+        """(relative offset, position) of the last entry whose position is <= ``limit_position``."""
+        count = len(self.relative_offsets)
+        entry = bisect_right(self.positions, limit_position, 0, count) - 1
+        return (self.relative_offsets[entry], self.positions[entry]) if entry >= 0 else None
+
+    def entry_before_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
+        """(relative offset, position) of the last entry whose max timestamp so far is
+        < ``timestamp_ms`` (see ``position_before_timestamp``)."""
+        count = len(self.relative_offsets)
+        entry = bisect_left(self.max_timestamps_ms, timestamp_ms, 0, count) - 1
+        return (self.relative_offsets[entry], self.positions[entry]) if entry >= 0 else None
+
     def last_entry_before(self, position: int) -> tuple[int, int, int] | None:
         """(relative_offset, position, max_timestamp_ms) of the last entry before ``position``."""
         count = len(self.relative_offsets)

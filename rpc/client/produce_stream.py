@@ -5,6 +5,10 @@ as they are submitted, and a reader thread resolves the futures from the
 responses (the server answers in order, each with its correlation id). When the
 call breaks (server restart), every pending future fails with the mapped error
 (BrokerUnavailableError, retriable) and the next submit opens a new call.
+A server that has as many streams open as it allows refuses a new one
+(NotEnoughResourcesError, nothing read from it): its requests, and those of the
+next ``UNARY_FALLBACK_S``, go as unary Produce calls instead (pipelined as well:
+each is an asynchronous call with its own future).
 
 ``ExecutorPipe`` gives the same interface over an embedded broker.
 
@@ -16,19 +20,23 @@ from __future__ import annotations
 import itertools
 import queue
 import threading
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Protocol
 
 import grpc
 
-from engine.errors import BrokerUnavailableError
+from engine.errors import BrokerUnavailableError, NotEnoughResourcesError
 from engine.types import ProduceResult
 from rpc.broker_api import BrokerApi
 from rpc.errors import error_from_rpc_error, rebuild
 from rpc.generated.twinlog.v1 import produce_pb2
 
 EMBEDDED_SENDER_THREADS = 4
+UNARY_FALLBACK_S = 5.0  # after the server refused a stream, how long to send unary calls
+
+Waiting = tuple[produce_pb2.ProduceRequest, "Future[ProduceResult]"]
 
 
 class ProducePipe(Protocol):
@@ -40,11 +48,17 @@ class ProducePipe(Protocol):
 class _Call:
     """One open ProduceStream call and the futures still waiting for its answers."""
 
-    def __init__(self, method: Callable[..., Any], metadata: tuple[tuple[str, str], ...]) -> None:
+    def __init__(
+        self,
+        method: Callable[..., Any],
+        metadata: tuple[tuple[str, str], ...],
+        on_refused: Callable[[list[Waiting]], None] | None = None,
+    ) -> None:
         self.requests: queue.SimpleQueue[produce_pb2.ProduceRequest | None] = queue.SimpleQueue()
-        self.pending: dict[int, Future[ProduceResult]] = {}
+        self.pending: dict[int, Waiting] = {}
         self.lock = threading.Lock()
         self.broken = False
+        self.on_refused = on_refused
         self.responses = method(self._request_iterator(), metadata=metadata)
         self.reader = threading.Thread(
             target=self._read, name="twinlog-produce-stream", daemon=True
@@ -63,9 +77,10 @@ class _Call:
         try:
             for response in self.responses:
                 with self.lock:
-                    future = self.pending.pop(response.correlation_id, None)
-                if future is None:
+                    waiting = self.pending.pop(response.correlation_id, None)
+                if waiting is None:
                     continue
+                future = waiting[1]
                 if response.HasField("error"):
                     error = response.error
                     future.set_exception(
@@ -80,7 +95,10 @@ class _Call:
             self.broken = True
             pending, self.pending = self.pending, {}
         self.requests.put(None)  # ends the request iterator, and with it gRPC's sending thread
-        for future in pending.values():
+        if isinstance(failure, NotEnoughResourcesError) and self.on_refused is not None:
+            self.on_refused(list(pending.values()))  # the server read none of them
+            return
+        for _, future in pending.values():
             future.set_exception(failure)
 
     def close(self) -> None:
@@ -91,9 +109,19 @@ class _Call:
 
 
 class ProduceStream:
-    def __init__(self, method: Callable[..., Any], metadata: tuple[tuple[str, str], ...]) -> None:
+    def __init__(
+        self,
+        method: Callable[..., Any],
+        metadata: tuple[tuple[str, str], ...],
+        unary: Any = None,
+        unary_timeout_s: float | None = None,
+    ) -> None:
+        """``unary``: the Produce method, for when the server refuses another stream."""
         self._method = method
         self._metadata = metadata
+        self._unary = unary
+        self._unary_timeout_s = unary_timeout_s
+        self._unary_until_s = 0.0
         self._lock = threading.Lock()
         self._call: _Call | None = None
         self._correlation_ids = itertools.count(1)
@@ -104,21 +132,59 @@ class ProduceStream:
         with self._lock:
             if self._closed:
                 raise BrokerUnavailableError("the produce stream is closed")
-            call = self._call
-            if call is None or call.broken:
-                call = self._call = _Call(self._method, self._metadata)
             correlation_id = next(self._correlation_ids)
-            with call.lock:
-                if call.broken:  # broke between the check and now: fail fast, caller retries
-                    future.set_exception(BrokerUnavailableError("the produce stream broke; retry"))
-                    return future
-                call.pending[correlation_id] = future
-            call.requests.put(
-                produce_pb2.ProduceRequest(
-                    topic=topic, partition=partition, batch=batch, correlation_id=correlation_id
-                )
+            request = produce_pb2.ProduceRequest(
+                topic=topic, partition=partition, batch=batch, correlation_id=correlation_id
             )
+            if time.monotonic() < self._unary_until_s:
+                call = None
+            else:
+                call = self._call
+                if call is None or call.broken:
+                    on_refused = self._refused if self._unary is not None else None
+                    call = self._call = _Call(self._method, self._metadata, on_refused)
+                with call.lock:
+                    if call.broken:  # broke between the check and now: fail fast, caller retries
+                        future.set_exception(
+                            BrokerUnavailableError("the produce stream broke; retry")
+                        )
+                        return future
+                    call.pending[correlation_id] = (request, future)
+                call.requests.put(request)
+        if call is None:
+            self._send_unary(request, future)
         return future
+
+    def _refused(self, waiting: list[Waiting]) -> None:
+        """The server has no room for another stream: send unary calls for a while."""
+        with self._lock:
+            self._unary_until_s = time.monotonic() + UNARY_FALLBACK_S
+        for request, future in waiting:
+            self._send_unary(request, future)
+
+    def _send_unary(
+        self, request: produce_pb2.ProduceRequest, future: Future[ProduceResult]
+    ) -> None:
+        assert self._unary is not None
+
+        def done(call: grpc.Future) -> None:
+            try:
+                response = call.result()
+            except grpc.RpcError as error:
+                future.set_exception(error_from_rpc_error(error))
+            except Exception as error:  # cancelled
+                future.set_exception(BrokerUnavailableError(f"produce call ended: {error!r}"))
+            else:
+                future.set_result(ProduceResult(response.base_offset, response.duplicate))
+
+        try:
+            call = self._unary.future(
+                request, timeout=self._unary_timeout_s, metadata=self._metadata
+            )
+        except Exception as error:  # a closed channel, say
+            future.set_exception(BrokerUnavailableError(f"cannot send a produce call: {error!r}"))
+            return
+        call.add_done_callback(done)
 
     def close(self) -> None:
         with self._lock:

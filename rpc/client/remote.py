@@ -157,7 +157,12 @@ class RemoteBroker:
         return ProduceResult(response.base_offset, response.duplicate)
 
     def open_produce_stream(self) -> ProduceStream:
-        return ProduceStream(self.producing.ProduceStream, self.metadata)
+        return ProduceStream(
+            self.producing.ProduceStream,
+            self.metadata,
+            unary=self.producing.Produce,
+            unary_timeout_s=self.timeout_s,
+        )
 
     def begin_transaction(
         self, producer_id: int, producer_generation: int, request_id: int = 0

@@ -1,0 +1,48 @@
+"""A short run of ``bench.load``: 64 producers and 1,000 open transactions against a server.
+
+Asserts correctness only (the benchmark's own data check, open transaction counts,
+the server answering throughout and after), never speed: the machine running the
+tests may be slow or busy.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from test_rpc_process import ROOT, environment
+
+pytestmark = [pytest.mark.slow]
+
+SECONDS = 8
+PRODUCERS = 64
+OPEN_TRANSACTIONS = 1000
+
+
+def test_load_run_keeps_every_promise(tmp_path: Path) -> None:
+    results_path = tmp_path / "results.json"
+    completed = subprocess.run(
+        [sys.executable, "-m", "bench.load", "--seconds", str(SECONDS),
+         "--producers", str(PRODUCERS), "--open-transactions", str(OPEN_TRANSACTIONS),
+         "--records-per-transaction", "10", "--work-dir", str(tmp_path / "work"),
+         "--json", str(results_path), "--quiet"],
+        capture_output=True, text=True, cwd=ROOT, env=environment(), timeout=300,
+    )  # fmt: skip
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    results = json.loads(results_path.read_text())
+    assert results["problems"] == [], results["problems"]
+    assert results["held_transactions"] == OPEN_TRANSACTIONS
+    opened = results["open_transactions"]
+    assert opened["before"] == OPEN_TRANSACTIONS
+    assert opened["midway"] >= OPEN_TRANSACTIONS  # held ones plus the producers' own
+    assert opened["after"] == 0
+    assert results["committed_transactions"] > 0
+    assert results["unknown_transactions"] == 0 and results["failed_transactions"] == 0
+    assert results["records_read"] == results["committed_records"]
+    assert results["fetches"] > 0  # the fetcher was answered while the load ran
+    rss = results["rss_mib"]
+    assert min(rss["idle"], rss["holding"], rss["max"], rss["end"], *rss["quarters"]) > 0
+    assert "data check" in completed.stdout and "server RSS" in completed.stdout
