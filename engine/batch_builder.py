@@ -90,6 +90,7 @@ class RecordBatchBuilder:
         self._record_count = 0
         self._first_timestamp_ms: int | None = None
         self._max_timestamp_ms = -1
+        self._built = False  # build() hands the buffer out: no append or build after it
 
     def __len__(self) -> int:
         return self._record_count
@@ -107,6 +108,8 @@ class RecordBatchBuilder:
         timestamp_ms: int | None = None,
     ) -> int:
         """Add a record; return its offset delta within the batch."""
+        if self._built:
+            raise RuntimeError("this batch was built already: start a new RecordBatchBuilder")
         if timestamp_ms is None:
             timestamp_ms = _now_ms()
         first_timestamp_ms = self._first_timestamp_ms
@@ -155,6 +158,8 @@ class RecordBatchBuilder:
 
         The builder can not be appended to after this.
         """
+        if self._built:
+            raise RuntimeError("this batch was built already: start a new RecordBatchBuilder")
         if not self._record_count:
             raise ValueError("cannot build an empty record batch: append a record first")
         assert self._first_timestamp_ms is not None
@@ -188,7 +193,8 @@ class RecordBatchBuilder:
         with memoryview(buffer) as view:
             crc = crc32c(view[ATTRIBUTES_OFFSET:])
         CRC_FORMAT.pack_into(buffer, CRC_OFFSET, crc)
-        self._buffer = bytearray()  # built once: a second build() is a bug
+        self._built = True
+        self._buffer = bytearray()
         return bytes(buffer)
 
 

@@ -140,6 +140,20 @@ def test_empty_batch_is_refused() -> None:
         RecordBatchBuilder("none").build()
 
 
+@pytest.mark.parametrize("compression", ["none", "zstd"])
+def test_a_built_builder_refuses_more_work(compression: str) -> None:
+    # Appending after build() once produced a batch whose CRC was right and whose
+    # records were garbage; a second build() raised struct.error.
+    builder = RecordBatchBuilder(compression)
+    builder.append(b"first")
+    built = builder.build()
+    with pytest.raises(RuntimeError, match="built already"):
+        builder.append(b"second")
+    with pytest.raises(RuntimeError, match="built already"):
+        builder.build()
+    assert [r.value for r in RecordBatch(built).records()] == [b"first"]
+
+
 def test_unknown_compression_name() -> None:
     with pytest.raises(ValueError, match="unknown compression 'lz4'"):
         RecordBatchBuilder("lz4")

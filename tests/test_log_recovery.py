@@ -22,6 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_log_support import batch_positions, batch_values, flip_bit, make_batch, read_all
 
+from engine.batch_builder import RecordBatchBuilder
 from engine.batch_reader import RecordBatch
 from engine.errors import CorruptLogError
 from engine.log import DataLog, LogConfig
@@ -258,6 +259,31 @@ def test_a_middle_batch_with_its_offset_changed_is_refused(pristine: Pristine) -
         flip(pristine.start_of(batch) + 7, 3),
         Expected(batch, error_position=pristine.start_of(batch)),
     )
+
+
+@pytest.mark.parametrize("nested_base_offset", [0, 3, 1000])
+def test_a_torn_batch_holding_a_batch_in_a_record_is_cut_not_refused(
+    tmp_path: Path, nested_base_offset: int
+) -> None:
+    # A mirroring application stores whole batches as record values. When such a
+    # record's batch is torn, the batch inside it must not pass for "valid data after
+    # the bad spot", whatever base offset it carries.
+    with DataLog.open(tmp_path, CONFIG) as log:
+        for tag in range(3):
+            log.append(make_batch(tag=tag))
+        nested = bytearray(make_batch(value_bytes=20, tag=9))
+        nested[:8] = nested_base_offset.to_bytes(8, "big")
+        builder = RecordBatchBuilder("none")
+        builder.append(bytes(nested) + b"tail" * 50, timestamp_ms=1)
+        log.append(builder.build())
+    segment = tmp_path / SEGMENT_NAME
+    torn_at = batch_positions(segment)[-1][0]
+    os.truncate(segment, segment.stat().st_size - 100)  # the nested batch survives whole
+    (tmp_path / "recovery-point").unlink()  # as after a crash: no checkpoint past the tail
+    with DataLog.open(tmp_path, CONFIG) as log:
+        assert log.recovery_report.truncated_at == (str(segment), torn_at)
+        assert log.log_end_offset == 3
+        log.check()
 
 
 # --- recovery points and what is (not) rescanned ----------------------------------------------

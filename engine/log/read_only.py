@@ -97,7 +97,7 @@ class LogReader:
             if result.bad_position is None:
                 return
             valid_after = (
-                find_valid_batch_after(fd, result.bad_position + 1, file_bytes, result.next_offset)
+                find_valid_batch_after(fd, result.bad_position, file_bytes, result.next_offset)
                 if is_last
                 else None
             )

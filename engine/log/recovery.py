@@ -353,7 +353,7 @@ def _scan_tail(
         if result.bad_position is not None:
             later_data = any(later.size_bytes for later in segments[number + 1 :])
             valid_after = find_valid_batch_after(
-                segment.read_fd, result.bad_position + 1, file_bytes, result.next_offset
+                segment.read_fd, result.bad_position, file_bytes, result.next_offset
             )
             if valid_after is not None or later_data:
                 where = (

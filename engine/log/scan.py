@@ -14,6 +14,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from engine.batch_format import (
+    HEADER,
+    HEADER_BYTES,
     LENGTH_PREFIX,
     LENGTH_PREFIX_BYTES,
     MAGIC,
@@ -128,17 +130,25 @@ def scan_batches(
 
 
 def find_valid_batch_after(
-    fd: int, start_position: int, file_bytes: int, min_base_offset: int
+    fd: int, bad_position: int, file_bytes: int, min_base_offset: int
 ) -> int | None:
-    """Position of the first plausible valid batch at or after ``start_position``, or None.
+    """Position of the first plausible valid batch after the bad one at ``bad_position``, or None.
 
     Plausible: magic byte, a length that fits in the file, a good CRC, and a base
-    offset at or above ``min_base_offset`` (later batches of a log only ever have
-    higher offsets) and not absurdly far above it. Candidates are found by
-    searching for the magic byte, so the cost is one check per 0x02 byte.
+    offset at or above ``min_base_offset`` (the offset the bad batch should have
+    had: later batches of a log only ever have higher offsets) and not absurdly far
+    above it. Candidates are found by searching for the magic byte, so the cost is
+    one check per 0x02 byte.
+
+    A torn batch's own bytes may hold a valid batch (a record whose value is a
+    batch, as a mirroring application writes): when the bad batch's header still
+    reads (magic, base offset), a candidate inside the bytes it claims counts only
+    if it starts where the bad batch says its successor starts: its base offset is
+    the bad batch's next offset.
     """
+    claimed_end, claimed_next_offset = _claimed_extent(fd, bad_position, min_base_offset)
     overlap = MAGIC_OFFSET  # a candidate's magic byte lies MAGIC_OFFSET bytes after its start
-    chunk_position = start_position
+    chunk_position = bad_position + 1
     while chunk_position < file_bytes:
         chunk = os.pread(
             fd, min(SCAN_CHUNK_BYTES + overlap, file_bytes - chunk_position), chunk_position
@@ -150,8 +160,15 @@ def find_valid_batch_after(
                 break
             search_from = magic_index + 1
             candidate = chunk_position + magic_index - MAGIC_OFFSET
+            inside = candidate < claimed_end
             if _is_valid_batch_at(
-                fd, chunk, magic_index - MAGIC_OFFSET, candidate, file_bytes, min_base_offset
+                fd,
+                chunk,
+                magic_index - MAGIC_OFFSET,
+                candidate,
+                file_bytes,
+                claimed_next_offset if inside else min_base_offset,
+                exact=inside,
             ):
                 return candidate
         if len(chunk) <= overlap:
@@ -160,14 +177,42 @@ def find_valid_batch_after(
     return None
 
 
+def _claimed_extent(fd: int, bad_position: int, expected_base_offset: int) -> tuple[int, int]:
+    """(end position, next offset) the bad batch's header claims, if it reads as the batch
+    expected there (magic, base offset, sane lengths); else (bad_position, -1): no claim."""
+    no_claim = (bad_position, -1)
+    header = os.pread(fd, HEADER_BYTES, bad_position)
+    if len(header) < HEADER_BYTES:
+        return no_claim
+    claimed = BatchHeader._make(HEADER.unpack(header))  # unchecked: the CRC failed or is cut
+    if (
+        claimed.magic != MAGIC
+        or claimed.base_offset != expected_base_offset
+        or claimed.size_bytes < HEADER_BYTES
+        or claimed.last_offset_delta < 0
+    ):
+        return no_claim
+    return bad_position + claimed.size_bytes, claimed.next_offset
+
+
 def _is_valid_batch_at(
-    fd: int, chunk: bytes, index: int, position: int, file_bytes: int, min_base_offset: int
+    fd: int,
+    chunk: bytes,
+    index: int,
+    position: int,
+    file_bytes: int,
+    min_base_offset: int,
+    exact: bool = False,
 ) -> bool:
+    """A valid batch at ``position`` with a base offset from ``min_base_offset`` on (exactly
+    ``min_base_offset`` when ``exact``)."""
     if index + LENGTH_PREFIX_BYTES > len(chunk):  # the prefix straddles the chunk's end
         chunk, index = os.pread(fd, LENGTH_PREFIX_BYTES, position), 0
         if len(chunk) < LENGTH_PREFIX_BYTES:
             return False
     base_offset, batch_length = LENGTH_PREFIX.unpack_from(chunk, index)
+    if exact and base_offset != min_base_offset:
+        return False
     if not min_base_offset <= base_offset < min_base_offset + PLAUSIBLE_OFFSET_DISTANCE_MAX:
         return False
     batch_bytes = LENGTH_PREFIX_BYTES + batch_length
