@@ -285,12 +285,17 @@ class Broker:
             partition.log.apply_retention()
 
     def low_watermark(self) -> int:
-        """Smallest transaction id that may still be in flight: ids below it are all complete."""
+        """Smallest transaction id that may still be in flight: ids below it are all complete.
+
+        The next id is read *before* the coordinators: a transaction begun after that
+        read has an id at or above it, and one begun before it is in its coordinator's
+        table by then (begin allocates the id and registers the transaction under one
+        lock). Read the other way round, a begin in between would get an id below the
+        watermark, and the journal purge would drop its acknowledged batches.
+        """
+        next_transaction_id = self.ids.peek("transaction_id") << 8
         marks = [mark for c in self.coordinators if (mark := c.low_watermark()) is not None]
-        if marks:
-            return min(marks)
-        # Nothing in flight: every id handed out so far is complete.
-        return self.ids.peek("transaction_id") << 8
+        return min([*marks, next_transaction_id])
 
     # --- topics -----------------------------------------------------------------------------
 

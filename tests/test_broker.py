@@ -258,3 +258,32 @@ def test_bad_input_is_refused_with_typed_errors(broker: Broker) -> None:
     with pytest.raises(TopicExistsError):
         broker.create_topic("orders")
     assert read_all(broker, "orders", 0) == []
+
+
+def test_a_transaction_begun_while_the_low_watermark_is_taken_is_not_purged(
+    broker: Broker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The journal purge drops everything below the broker's low watermark. A begin that
+    races with computing it (here: it runs when the next id is read) must stay above it,
+    or its acknowledged batches are purged and its commit applies nothing."""
+    producer = Txn(broker, "racer")
+    peek = broker.ids.peek
+
+    def peek_while_a_producer_begins(kind: str) -> int:
+        monkeypatch.setattr(broker.ids, "peek", peek)
+        producer.begin()
+        producer.send("orders", 0, [b"acknowledged-1", b"acknowledged-2"])
+        return peek(kind)
+
+    monkeypatch.setattr(broker.ids, "peek", peek_while_a_producer_begins)
+    watermark = broker.low_watermark()
+    assert producer.transaction_id >= 0
+    assert watermark <= producer.transaction_id
+    assert broker.journal.purge_below(watermark) == 0
+    producer.send("orders", 0, [b"acknowledged-3"])
+    producer.commit()
+    assert read_all(broker, "orders", 0) == [
+        b"acknowledged-1",
+        b"acknowledged-2",
+        b"acknowledged-3",
+    ]
