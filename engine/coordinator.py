@@ -166,6 +166,7 @@ class ProducerEntry:
     # (transaction id, COMMITTED/ABORTED) of its last completed transaction: kept in the
     # checkpoint, so a retried commit or abort is answered across restarts
     last_outcome: tuple[int, TxnState] | None = None
+    reinitialising: int = 0  # init_producer calls under way: this generation may not begin
 
 
 CompletionHook = Callable[[TxnMetadata], None]
@@ -351,26 +352,38 @@ class Coordinator:
                 "(transaction.timeout.ms)"
             )
         with self._lock:
-            entry = self._producers.get(transactional_id)
-            pending = self._transactions.get(entry.transaction_id or -1) if entry else None
-        if pending is not None:
-            with pending.lock, self._lock:  # the order sends take the two locks in
-                if pending.state is TxnState.ONGOING:
-                    log.info(
-                        "transactional id %r re-initialised: aborting its open transaction %d",
-                        transactional_id,
-                        pending.transaction_id,
-                    )
-                    self._prepare(pending, TxnEvent.ABORT)
-            self._wait_complete(pending)
-        with self._lock:
-            entry = self._producers.get(transactional_id)
-            producer_id = entry.producer_id if entry else self._new_id("producer_id")
-            generation = entry.producer_generation + 1 if entry else 0
-            self._write(
-                InitProducer(now_ms(), transactional_id, producer_id, generation, timeout_ms)
-            )
-            return ProducerIdentity(producer_id, generation)
+            fenced = self._producers.get(transactional_id)
+            if fenced is not None:
+                fenced.reinitialising += 1  # its generation may begin nothing new from now on
+        try:
+            # Loops at most twice: a begin of the older generation racing with the first
+            # look is aborted in the second, and none can follow it (reinitialising).
+            while True:
+                with self._lock:
+                    entry = self._producers.get(transactional_id)
+                    pending = self._transactions.get(entry.transaction_id or -1) if entry else None
+                    if pending is None:
+                        producer_id = entry.producer_id if entry else self._new_id("producer_id")
+                        generation = entry.producer_generation + 1 if entry else 0
+                        self._write(
+                            InitProducer(
+                                now_ms(), transactional_id, producer_id, generation, timeout_ms
+                            )
+                        )
+                        return ProducerIdentity(producer_id, generation)
+                with pending.lock, self._lock:  # the order sends take the two locks in
+                    if pending.state is TxnState.ONGOING:
+                        log.info(
+                            "transactional id %r re-initialised: aborting its open transaction %d",
+                            transactional_id,
+                            pending.transaction_id,
+                        )
+                        self._prepare(pending, TxnEvent.ABORT)
+                self._wait_complete(pending)
+        finally:
+            if fenced is not None:
+                with self._lock:
+                    fenced.reinitialising -= 1
 
     # --- transactions ---------------------------------------------------------------
 
@@ -389,6 +402,12 @@ class Coordinator:
             self._wait_complete(previous)
         with self._lock:
             producer = self._producer(producer_id, producer_generation)
+            if producer.reinitialising:
+                raise ProducerFencedError(
+                    f"transactional id {producer.transactional_id!r} is being re-initialised "
+                    f"by a newer producer: generation {producer_generation} may begin no more "
+                    "transactions. Close this producer"
+                )
             if producer.transaction_id is not None:
                 raise ConcurrentTransactionsError(
                     f"producer {producer_id}'s previous transaction is still completing; retry"

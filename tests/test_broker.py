@@ -287,3 +287,36 @@ def test_a_transaction_begun_while_the_low_watermark_is_taken_is_not_purged(
         b"acknowledged-2",
         b"acknowledged-3",
     ]
+
+
+def test_an_older_generation_cannot_begin_while_it_is_being_fenced(
+    broker: Broker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """init_producer aborts the older generation's open transaction and waits for it; a begin
+    of that generation in the meantime must be fenced, not left open to block the newcomer."""
+    old = Txn(broker, "app")
+    old.begin()
+    old.send("orders", 0, [b"old-1"])
+    coordinator = broker._coordinator_for_transactional_id("app")
+    wait_complete = coordinator._wait_complete
+    zombie_begin: list[BaseException] = []
+
+    def wait_then_let_the_zombie_begin(txn: object) -> None:
+        wait_complete(txn)  # type: ignore[arg-type]
+        try:
+            old.begin()
+        except ProducerFencedError as error:
+            zombie_begin.append(error)
+
+    monkeypatch.setattr(coordinator, "_wait_complete", wait_then_let_the_zombie_begin)
+    newcomer = Txn(broker, "app")
+    monkeypatch.setattr(coordinator, "_wait_complete", wait_complete)
+    assert len(zombie_begin) == 1, "the older generation's begin was accepted"
+    assert "re-initialised" in str(zombie_begin[0])
+    assert broker.list_transactions() == []
+    newcomer.begin()
+    newcomer.send("orders", 0, [b"new-1"])
+    newcomer.commit()
+    assert read_all(broker, "orders", 0) == [b"new-1"]
+    with pytest.raises(ProducerFencedError):
+        old.begin()
