@@ -29,7 +29,7 @@ from engine.errors import OffsetOutOfRangeError
 from engine.log import DataLog, LogConfig
 from engine.producer_state import SequenceTracker
 from engine.types import FetchResult, ProducerDescription, ProduceResult, TopicPartition
-from journal import LocalJournal
+from journal import LocalJournal, TransactionState
 
 log = logging.getLogger(__name__)
 
@@ -116,8 +116,9 @@ class Partition:
         return ProduceResult(-1)
 
     def _forget_transaction(self, transaction_id: int) -> None:
-        for key in [key for key in self.transaction_sequences if key[0] == transaction_id]:
-            del self.transaction_sequences[key]
+        # list(): sends of other transactions add trackers from other threads meanwhile
+        for key in [key for key in list(self.transaction_sequences) if key[0] == transaction_id]:
+            self.transaction_sequences.pop(key, None)
 
     def apply_commit(
         self, transaction_id: int, attempts: tuple[str, ...] | None = None
@@ -160,14 +161,37 @@ class Partition:
                 if self.log.log_end_offset == end:
                     self.data_arrived.wait(remaining_s)
 
+    def _untouched_transaction_trackers(
+        self, touched: dict[tuple[int, str], SequenceTracker]
+    ) -> dict[tuple[int, str], SequenceTracker]:
+        """Trackers of this partition's journaled, unapplied transactions that no send has
+        touched since the broker started (their trackers are built lazily), read from the
+        journal's headers. Not kept: the send path owns ``transaction_sequences``."""
+        touched_ids = {transaction_id for transaction_id, _ in touched}
+        found: dict[tuple[int, str], SequenceTracker] = {}
+        unapplied = (TransactionState.OPEN, TransactionState.APPLYING)
+        for record in self.journal.transactions(self.name, unapplied):
+            if record.transaction_id in touched_ids:
+                continue
+            sequences = self.journal.sequences(self.name, record.transaction_id)
+            for tag, header in self.journal.iter_tagged_headers(self.name, sequences):
+                key = (record.transaction_id, tag.decode("utf-8", "replace"))
+                found.setdefault(key, SequenceTracker()).observe(header, -1)
+        return found
+
     def describe_producers(self) -> list[ProducerDescription]:
+        """Producers that wrote here: idempotent ones (from the data log) and those with an
+        unapplied transaction (from the journal, after a restart too: KIP-664's hanging
+        transactions)."""
+        transaction_trackers = dict(self.transaction_sequences)
+        transaction_trackers.update(self._untouched_transaction_trackers(transaction_trackers))
         open_transactions: dict[int, int] = {}
-        for (transaction_id, _), tracker in list(self.transaction_sequences.items()):
+        for (transaction_id, _), tracker in transaction_trackers.items():
             for producer_id in tracker.producers:
                 open_transactions[producer_id] = transaction_id
         described = []
         with self._plain_lock:
-            trackers = [self.sequences, *self.transaction_sequences.values()]
+            trackers = [self.sequences, *transaction_trackers.values()]
             seen: set[int] = set()
             for tracker in trackers:
                 for producer_id, sequences in tracker.producers.items():

@@ -6,7 +6,8 @@ last ``DEDUPLICATION_WINDOW`` batches it accepted (as Kafka keeps five), so:
 
     case                                         answer
     producer id -1                               not idempotent: accept, no check
-    unknown producer, or a newer generation      accept (sequences restart)
+    unknown producer, or a newer generation      accept base 0 (sequences restart);
+                                                 another base: OutOfOrderSequenceError
     older generation than known                  ProducerFencedError
     base == last sequence + 1                    accept
     same (base, count) as a remembered batch     duplicate: acknowledge with its offset, write nothing
@@ -81,7 +82,14 @@ class SequenceTracker:
             return ACCEPT
         known = self.producers.get(producer_id)
         if known is None or header.producer_generation > known.producer_generation:
-            return ACCEPT
+            if header.base_sequence == 0:
+                return ACCEPT
+            raise OutOfOrderSequenceError(
+                f"producer {producer_id} generation {header.producer_generation} sent sequence "
+                f"{header.base_sequence} as its first batch to {where}; its sequences start at "
+                f"0 there, so batches 0..{header.base_sequence - 1} never arrived. The producer "
+                "must not skip failed batches; reinitialise it"
+            )
         if header.producer_generation < known.producer_generation:
             raise ProducerFencedError(
                 f"producer {producer_id} generation {header.producer_generation} is older than "

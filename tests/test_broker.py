@@ -98,6 +98,22 @@ def test_idempotent_retry_is_acknowledged_once_and_gap_refused(broker: Broker) -
     assert read_all(broker, "orders", 1) == [b"x", b"y"]
 
 
+def test_a_first_batch_that_skips_sequences_is_refused(broker: Broker) -> None:
+    """A producer's sequences start at 0 on each partition (per transaction when
+    transactional). A first batch at 5 means batches 0..4 were lost: accepting it would let
+    the lost batch's retry pass as a duplicate, and the transaction commit without it."""
+    plain = broker.init_producer()
+    with pytest.raises(OutOfOrderSequenceError, match=r"0\.\.6 never arrived"):
+        broker.produce("orders", 0, batch([b"p"], plain, 7))
+    txn = Txn(broker, "gappy")
+    txn.begin()
+    with pytest.raises(OutOfOrderSequenceError, match=r"0\.\.4 never arrived"):
+        broker.produce("orders", 0, batch([b"x"], txn.identity, 5, txn.transaction_id))
+    txn.send("orders", 0, [b"a", b"b"])  # from 0: accepted
+    txn.commit()
+    assert read_all(broker, "orders", 0) == [b"a", b"b"]
+
+
 def test_transaction_is_invisible_until_applied_then_whole(broker: Broker) -> None:
     producer = Txn(broker, "app")
     producer.begin()
@@ -320,3 +336,23 @@ def test_an_older_generation_cannot_begin_while_it_is_being_fenced(
     assert read_all(broker, "orders", 0) == [b"new-1"]
     with pytest.raises(ProducerFencedError):
         old.begin()
+
+
+def test_a_hanging_transaction_is_described_after_a_restart(tmp_path: Path) -> None:
+    """KIP-664: describing a partition's producers must show an open transaction that has
+    not sent since the broker restarted (its sequence trackers are built lazily)."""
+    with Broker.open(tmp_path) as first:
+        first.create_topic("orders")
+        hanging = Txn(first, "hanging")
+        hanging.begin()
+        hanging.send("orders", 0, [b"a", b"b"])
+        (before,) = first.describe_producers("orders", 0)
+    with Broker.open(tmp_path) as second:
+        (after,) = second.describe_producers("orders", 0)
+        assert after == before
+        assert after.current_transaction_id == hanging.transaction_id
+        assert after.last_sequence == 1
+        hanging.broker = second
+        hanging.send("orders", 0, [b"c"])  # the send path's own tracker takes over
+        (sent,) = second.describe_producers("orders", 0)
+        assert sent.last_sequence == 2
