@@ -5,13 +5,16 @@ as a script) so it can really kill it (-9) mid-stream; then restarts the query
 from its checkpoint in the test's own session to the end of the input; then
 recreates the worst crash (the sink committed a micro-batch, Spark's checkpoint
 did not record it) and restarts once more. The output must hold each input
-record exactly once.
+record exactly once. Two more tests vary the restart: the same checkpoint
+spelled differently (still exactly once), and a deleted checkpoint (a new
+query, whose micro-batches must be written although their ids were used).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -22,7 +25,9 @@ from typing import Any
 import pytest
 from test_rpc_process import ROOT, ServerProcess, environment
 
-from connectors.spark.sink_progress import last_committed_batch
+from connectors.spark.options import WRITE_OPTIONS, Options
+from connectors.spark.sink_progress import stored_progress
+from connectors.spark.write_settings import sink_id_of
 from engine.batch_reader import iter_batches
 from engine.types import TopicPartition
 from rpc.client.remote import RemoteBroker
@@ -43,14 +48,24 @@ SUBPROCESS_TIMEOUT_S = 180
 
 
 def start_pipeline(
-    spark: Any, address: str, source: str, sink: str, checkpoint: str, sink_id: str, mode: str
+    spark: Any,
+    address: str,
+    source: str,
+    sink: str,
+    checkpoint: str,
+    sink_id: str,
+    mode: str,
+    starting: str = "earliest",
 ) -> Any:
-    """The user's program: read, transform, write exactly once; returns the running query."""
+    """The user's program: read, transform, write exactly once; returns the running query.
+
+    An empty ``sink_id`` leaves the option out: the sink derives it from the checkpoint.
+    """
     records = (
         spark.readStream.format("twinlog")
         .option("servers", address)
         .option("subscribe", source)
-        .option("startingOffsets", "earliest")
+        .option("startingOffsets", starting)
         .option("maxOffsetsPerTrigger", str(PIPELINE_MAX_OFFSETS))
         .load()
     )
@@ -59,9 +74,10 @@ def start_pipeline(
         enriched.writeStream.format("twinlog")
         .option("servers", address)
         .option("topic", sink)
-        .option("sinkId", sink_id)
         .option("checkpointLocation", checkpoint)
     )
+    if sink_id:
+        write = write.option("sinkId", sink_id)
     if mode == "available-now":
         return write.trigger(availableNow=True).start()
     return write.trigger(processingTime="200 milliseconds").start()
@@ -190,6 +206,25 @@ def _read_topic(remote: RemoteBroker, topic: str, partitions: int) -> list[bytes
     return found
 
 
+def forget_last_commit(checkpoint: Path) -> int:
+    """Make ``checkpoint`` what a crash after the sink's commit leaves: no last commit file.
+
+    Returns the micro-batch id Spark will replay on restart.
+    """
+    last = max(int(name.name) for name in (checkpoint / "commits").iterdir() if name.name.isdigit())
+    assert not (checkpoint / "offsets" / str(last + 1)).exists()
+    (checkpoint / "commits" / str(last)).unlink()
+    # Hadoop's checksum file too, or Spark refuses to write the commit file again.
+    (checkpoint / "commits" / f".{last}.crc").unlink(missing_ok=True)
+    return last
+
+
+def default_sink_id(checkpoint: str) -> str:
+    found = sink_id_of(Options({"checkpointLocation": checkpoint}, WRITE_OPTIONS))
+    assert found is not None
+    return found
+
+
 def test_pipeline_killed_and_restarted_writes_each_record_exactly_once(
     spark: Any, server: ServerProcess, remote: RemoteBroker, tmp_path: Path
 ) -> None:
@@ -200,14 +235,14 @@ def test_pipeline_killed_and_restarted_writes_each_record_exactly_once(
         produce_plain(remote, source, partition, inputs[partition::3], per_batch=50)
     checkpoint = tmp_path / "checkpoint"
     sink_id = unique("pipeline")
-    arguments = [server.address, source, sink, str(checkpoint), sink_id]
+    arguments = (server.address, source, sink, str(checkpoint), sink_id)
     log = tmp_path / "driver.log"
 
     # 1. A driver process runs the pipeline and is killed -9 in the middle.
     driver = _start_driver([*arguments, "run"], log)
     try:
         deadline = time.monotonic() + SUBPROCESS_TIMEOUT_S
-        while last_committed_batch(remote, sink_id) < 1:
+        while stored_progress(remote, sink_id).batch_id < 1:
             assert driver.poll() is None, log.read_text()
             assert time.monotonic() < deadline, log.read_text()
             time.sleep(0.1)
@@ -221,14 +256,10 @@ def test_pipeline_killed_and_restarted_writes_each_record_exactly_once(
     assert len(_read_topic(remote, sink, 2)) == PIPELINE_RECORDS
 
     # 3. The worst moment to crash: after the sink committed the last micro-batch, before
-    #    Spark wrote it to the checkpoint's commit log. That is this checkpoint minus its
-    #    last commit file; restarted, Spark replays the micro-batch, which the sink drops.
-    last = max(int(name.name) for name in (checkpoint / "commits").iterdir() if name.name.isdigit())
-    assert not (checkpoint / "offsets" / str(last + 1)).exists()
-    (checkpoint / "commits" / str(last)).unlink()
-    # Hadoop's checksum file too, or Spark refuses to write the commit file again.
-    (checkpoint / "commits" / f".{last}.crc").unlink(missing_ok=True)
-    assert last_committed_batch(remote, sink_id) == last
+    #    Spark wrote it to the checkpoint's commit log. Restarted, Spark replays the
+    #    micro-batch, which the sink drops.
+    last = forget_last_commit(checkpoint)
+    assert stored_progress(remote, sink_id).batch_id == last
     start_pipeline(spark, *arguments, "available-now").awaitTermination()
     assert (checkpoint / "commits" / str(last)).exists()  # replayed...
 
@@ -237,6 +268,85 @@ def test_pipeline_killed_and_restarted_writes_each_record_exactly_once(
         {"written": len(written), "distinct": len(set(written))}
     )
     assert sorted(written) == sorted(b"seen:" + value for value in inputs)
+
+
+def produce_inputs(remote: RemoteBroker, topic: str, inputs: list[bytes]) -> None:
+    for partition in range(2):
+        produce_plain(remote, topic, partition, inputs[partition::2], per_batch=50)
+
+
+def test_a_replay_under_another_spelling_of_the_checkpoint_is_not_written_again(
+    spark: Any, server: ServerProcess, remote: RemoteBroker, tmp_path: Path
+) -> None:
+    """The default sinkId, and a restart naming the same checkpoint as file:.../."""
+    source = create_topic(remote, "spelling-in", 2)
+    sink = create_topic(remote, "spelling-out", 2)
+    inputs = values("in", 1000)
+    produce_inputs(remote, source, inputs)
+    checkpoint = tmp_path / "checkpoint"
+    common = (server.address, source, sink)
+
+    start_pipeline(spark, *common, str(checkpoint), "", "available-now").awaitTermination()
+    assert len(_read_topic(remote, sink, 2)) == 1000
+    last = forget_last_commit(checkpoint)  # the crash between the commit and the checkpoint
+    assert stored_progress(remote, default_sink_id(str(checkpoint))).batch_id == last
+
+    respelled = f"file:{checkpoint}/"
+    start_pipeline(spark, *common, respelled, "", "available-now").awaitTermination()
+    assert (checkpoint / "commits" / str(last)).exists()  # Spark replayed it...
+    written = _read_topic(remote, sink, 2)  # ... and the sink did not write it again
+    assert len(written) == 1000, {"written": len(written), "distinct": len(set(written))}
+    assert sorted(written) == sorted(b"seen:" + value for value in inputs)
+
+
+@pytest.mark.parametrize("sink_id", ["", "reused"], ids=["default-sink-id", "explicit-sink-id"])
+def test_a_reset_checkpoint_starts_a_new_query_whose_micro_batches_are_written(
+    spark: Any, server: ServerProcess, remote: RemoteBroker, tmp_path: Path, sink_id: str
+) -> None:
+    source = create_topic(remote, "reset-in", 2)
+    sink = create_topic(remote, "reset-out", 2)
+    sink_id = unique(sink_id) if sink_id else ""
+    first, second = values("first", 2000), values("second", 1000)
+    produce_inputs(remote, source, first)
+    checkpoint = str(tmp_path / "checkpoint")
+    common = (server.address, source, sink, checkpoint, sink_id, "available-now")
+    progress_name = sink_id or default_sink_id(checkpoint)
+
+    query = start_pipeline(spark, *common)
+    query.awaitTermination()
+    old = stored_progress(remote, progress_name)
+    assert old.batch_id >= 4 and old.query_id == query.id  # micro-batches 0..4 or more
+    shutil.rmtree(checkpoint)  # the reset: Spark starts a new query, batch ids from 0
+
+    ends = {str(p.partition): p.log_end_offset for p in remote.describe_topic(source).partitions}
+    produce_inputs(remote, source, second)
+    query = start_pipeline(spark, *common, starting=json.dumps({source: ends}))
+    query.awaitTermination()  # micro-batches 0..2 of the new query, ids the old one used
+
+    written = _read_topic(remote, sink, 2)
+    assert len(written) == 3000, {"written": len(written), "distinct": len(set(written))}
+    assert sorted(written) == sorted(b"seen:" + value for value in first + second)
+    new = stored_progress(remote, progress_name)
+    assert new.query_id == query.id != old.query_id
+    assert 0 < new.batch_id < old.batch_id
+
+
+def test_a_stream_to_a_missing_topic_fails_on_the_driver(
+    spark: Any, server: ServerProcess, remote: RemoteBroker, tmp_path: Path
+) -> None:
+    source = create_topic(remote, "missing-in", 1)
+    produce_plain(remote, source, 0, values("in", 10))
+    missing = unique("no-such-topic")
+    sink_id = unique("missing")
+    query = start_pipeline(
+        spark, server.address, source, missing, str(tmp_path / "c"), sink_id, "available-now"
+    )
+    with pytest.raises(Exception, match=f"topic: is '{missing}', which does not exist on"):
+        query.awaitTermination()
+    # Checked before the micro-batch's transaction began: the sink never took its producer.
+    assert not any(
+        t.transactional_id == f"spark-sink:{sink_id}" for t in remote.list_transactions()
+    )
 
 
 if __name__ == "__main__":

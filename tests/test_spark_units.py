@@ -6,13 +6,14 @@ import itertools
 import json
 import pickle
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from connectors.spark.errors import DataLossError, OptionError
-from connectors.spark.log_access import DirectoryLogAccess
+from connectors.spark.log_access import BrokerLogAccess, DirectoryLogAccess
 from connectors.spark.offsets import (
     SpecKind,
     check_names_partitions,
@@ -36,6 +37,7 @@ from connectors.spark.subscription import parse_subscription
 from connectors.spark.write_settings import check_columns, parse_write_settings
 from engine.batch_builder import RecordBatchBuilder
 from engine.batch_reader import RecordBatch
+from engine.errors import OffsetOutOfRangeError
 from engine.types import TopicPartition
 
 T0, T1 = TopicPartition("orders", 0), TopicPartition("orders", 1)
@@ -55,6 +57,11 @@ def test_options_are_case_insensitive_and_unknown_ones_are_named() -> None:
         read_options(startingOffset="earliest")
     with pytest.raises(OptionError, match="twinlog calls it servers"):
         read_options(**{"kafka.bootstrap.servers": "x"})
+    # topic is the sink's option; a read names its topics otherwise.
+    with pytest.raises(OptionError, match="topic: is the write option") as raised:
+        read_options(topic="orders")
+    assert "with subscribe (e.g. orders,payments), assign or subscribePattern" in str(raised.value)
+    assert "calls it subscribe" not in str(raised.value)
     with pytest.raises(OptionError, match="includeHeaders: is 'yes'; use true or false"):
         read_options(includeHeaders="yes").boolean("includeHeaders", False)
 
@@ -142,6 +149,21 @@ def test_min_partitions_splits_in_proportion_and_evenly() -> None:
     assert split_for_min_partitions(ranges, 2) == ranges
     tiny = split_for_min_partitions([OffsetRange("t", 0, 0, 2)], 8)
     assert [r.size for r in tiny] == [1, 1]  # never an empty part
+    # Halves round up, as Java's Math.round in Spark's KafkaOffsetRangeCalculator; Python's
+    # round() would round 2.5 down to 2 and give 4 tasks for minPartitions=5.
+    halves = split_for_min_partitions([OffsetRange("t", 0, 0, 5), OffsetRange("t", 1, 0, 5)], 5)
+    assert [(r.partition, r.size) for r in halves] == [
+        (0, 1),
+        (0, 2),
+        (0, 2),
+        (1, 1),
+        (1, 2),
+        (1, 2),
+    ]
+    # Ranges left whole leave the rest of minPartitions to the large ones (Spark's rule):
+    # 1 + 1 whole, then 98 offsets share 10 - 2 = 8 parts (not round(98 / 100 * 10) = 10).
+    skewed = [OffsetRange("t", 0, 0, 1), OffsetRange("t", 1, 0, 1), OffsetRange("t", 2, 0, 98)]
+    assert [r.size for r in split_for_min_partitions(skewed, 10)] == [1, 1] + [12] * 6 + [13] * 2
     assert pickle.loads(pickle.dumps(split[3])) == split[3]
 
 
@@ -264,8 +286,8 @@ def test_directory_access_bounds_timestamps_and_data_loss(tmp_path: Path) -> Non
     access = DirectoryLogAccess(str(tmp_path))
     assert access.topic_names() == ["orders"]
     assert access.describe("orders") == [(0, 30), (0, 0)]
-    assert access.offset_for_timestamp(T0, 2005) == 15
-    assert access.offset_for_timestamp(T0, 99_999) is None
+    assert access.offset_for_timestamp(T0, 2005, True) == 15
+    assert access.offset_for_timestamp(T0, 99_999, True) is None
     items = list(access.batches(T0, 12, 25, True))
     assert [h.base_offset for h, _ in items] == [10, 20]
     with pytest.raises(DataLossError, match="planned to read up to 40"):
@@ -273,3 +295,96 @@ def test_directory_access_bounds_timestamps_and_data_loss(tmp_path: Path) -> Non
     assert len(list(access.batches(T0, 0, 40, False))) == 3
     with pytest.raises(OptionError, match="not a twinlog data directory"):
         DirectoryLogAccess(str(tmp_path / "nothing"))
+
+
+class RetentionRacingBroker:
+    """An embedded broker whose time index answers an offset retention deleted meanwhile."""
+
+    def __init__(self, broker: Any, log_start: int) -> None:
+        self.broker = broker
+        self.log_start = log_start
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.broker, name)
+
+    def list_offset(self, topic: str, partition: int, spec: str | int) -> int:
+        return 0
+
+    def fetch(self, topic: str, partition: int, offset: int, max_bytes: int) -> Any:
+        if offset < self.log_start:
+            end = self.broker.describe_topic(topic).partitions[partition].log_end_offset
+            raise OffsetOutOfRangeError(f"offset {offset} < {self.log_start}", self.log_start, end)
+        return self.broker.fetch(topic, partition, offset, max_bytes)
+
+
+def test_a_timestamp_lookup_follows_fail_on_data_loss(tmp_path: Path) -> None:
+    from engine.broker import Broker
+
+    with Broker.open(tmp_path) as broker:
+        broker.create_topic("orders", 1)
+        for step in range(3):
+            builder = RecordBatchBuilder("zstd")
+            for index in range(10):
+                builder.append(b"v", timestamp_ms=1000 * (step + 1) + index)
+            broker.produce("orders", 0, builder.build())
+        access = BrokerLogAccess(RetentionRacingBroker(broker, 10), 1 << 20)  # type: ignore[arg-type]
+        with pytest.raises(DataLossError, match="below its log start 10"):
+            access.offset_for_timestamp(T0, 1005, True)
+        # failOnDataLoss=false: the lost batch is skipped, the first record found after it
+        assert access.offset_for_timestamp(T0, 1005, False) == 10
+
+
+class FixedBounds:
+    """A LogAccess with fixed (log start, log end) per partition of one topic."""
+
+    def __init__(self, ends: list[int]) -> None:
+        self.ends = ends
+
+    def topic_names(self) -> list[str]:
+        return ["orders"]
+
+    def describe(self, topic: str) -> list[tuple[int, int]]:
+        return [(0, end) for end in self.ends]
+
+    def close(self) -> None:
+        pass
+
+
+def test_report_latest_offset_is_the_logs_end_not_the_rate_limited_one() -> None:
+    from pyspark.sql.streaming.datasource import ReadMaxRows
+
+    from connectors.spark.stream_reader import TwinlogStreamReader
+
+    options = {"servers": "h:1", "subscribe": "orders", "maxOffsetsPerTrigger": "100"}
+    reader = TwinlogStreamReader(parse_read_settings(options, streaming=True), source_schema(False))
+    reader._access = FixedBounds([900, 100])  # type: ignore[assignment]
+    start = offsets_to_json({T0: 0, T1: 0})
+    end = reader.latestOffset(start, ReadMaxRows(100))
+    assert offsets_from_json(end) == {T0: 90, T1: 10}  # this micro-batch: limited
+    latest = reader.reportLatestOffset()
+    assert latest is not None and offsets_from_json(latest) == {T0: 900, T1: 100}
+
+
+def test_checkpoint_spellings_of_one_location_give_one_sink_id(tmp_path: Path) -> None:
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    schema = StructType([StructField("value", StringType(), True)])
+
+    def sink_id(location: str) -> str | None:
+        options = {"servers": "h:1", "topic": "t", "checkpointLocation": location}
+        return parse_write_settings(options, schema).sink_id
+
+    place = tmp_path / "checkpoint"
+    spellings = [
+        str(place),
+        f"{place}/",
+        f"file:{place}",
+        f"file://{place}/",
+        f"file://localhost{place}",
+        str(tmp_path) + "//checkpoint",
+        f"{tmp_path}/./x/../checkpoint",
+    ]
+    assert {sink_id(spelling) for spelling in spellings} == {sink_id(str(place))}
+    assert sink_id(str(tmp_path / "other")) != sink_id(str(place))
+    assert sink_id("hdfs://nn:8020/q/c/") == sink_id("hdfs://nn:8020/q//c")
+    assert sink_id("hdfs://nn:8020/q/c") != sink_id("hdfs://other:8020/q/c")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -224,3 +225,18 @@ def test_overwrite_and_path_are_refused(
         frame.write.format("twinlog").mode("append").option("topic", topic).save(
             str(server.data_dir)
         )
+
+
+def test_a_missing_topic_fails_on_the_driver_before_the_transaction(
+    spark: Any, server: ServerProcess, remote: RemoteBroker
+) -> None:
+    missing = f"no-such-topic-{uuid.uuid4().hex}"
+    frame = spark.range(3).selectExpr("CAST(id AS STRING) AS value")
+    before = {t.transaction_id for t in remote.list_transactions()}
+    with pytest.raises(
+        Exception, match=f"topic: is '{missing}', which does not exist on"
+    ) as raised:
+        writer(frame, server, topic=missing).save()
+    # Raised while Spark planned the write: no task ran, so no executor stack trace.
+    assert "task_sender.py" not in str(raised.value)
+    assert {t.transaction_id for t in remote.list_transactions()} == before

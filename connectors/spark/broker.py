@@ -17,7 +17,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TypeVar
 
+from connectors.spark.errors import OptionError
 from connectors.spark.options import Connection
+from engine.errors import UnknownTopicOrPartitionError
 from rpc.broker_api import BrokerApi
 from rpc.client.retry import RetryPolicy, call_with_retry
 
@@ -38,3 +40,22 @@ def connect(connection: Connection) -> BrokerApi:
 def retried(call: Callable[[], Result], what: str) -> Result:
     """``call`` with retriable errors retried (only for calls the broker answers idempotently)."""
     return call_with_retry(RETRY, call, what)
+
+
+def check_write_topic(broker: BrokerApi, connection: Connection, topic: str | None) -> None:
+    """Fail on the driver, before a transaction begins, if the topic option names no topic.
+
+    Without this the mistake surfaced only in the tasks, after the transaction had
+    begun, as one stack trace per task attempt. Topics named by a topic column are
+    only known row by row, so the tasks still check those.
+    """
+    if topic is None:
+        return
+    try:
+        retried(lambda: broker.describe_topic(topic), f"describe {topic}")
+    except UnknownTopicOrPartitionError:
+        raise OptionError(
+            "topic",
+            f"is {topic!r}, which does not exist on {connection.server}; create it first "
+            f"(twinlog topics create {topic} --partitions N), or fix the name",
+        ) from None

@@ -60,8 +60,14 @@ class LogAccess(Protocol):
         fail_on_data_loss: bool,
     ) -> Iterator[BatchItem]: ...
 
-    def offset_for_timestamp(self, partition: TopicPartition, timestamp_ms: int) -> int | None:
-        """Offset of the first record stamped at or after ``timestamp_ms``; None if none is."""
+    def offset_for_timestamp(
+        self, partition: TopicPartition, timestamp_ms: int, fail_on_data_loss: bool
+    ) -> int | None:
+        """Offset of the first record stamped at or after ``timestamp_ms``; None if none is.
+
+        Retention may delete the batch being searched meanwhile: that is data loss, under
+        the query's failOnDataLoss like any other read.
+        """
         ...
 
     def close(self) -> None: ...
@@ -164,7 +170,9 @@ class BrokerLogAccess:
             f"fetch {partition} at {offset}",
         )
 
-    def offset_for_timestamp(self, partition: TopicPartition, timestamp_ms: int) -> int | None:
+    def offset_for_timestamp(
+        self, partition: TopicPartition, timestamp_ms: int, fail_on_data_loss: bool
+    ) -> int | None:
         topic, index = partition
         # The broker answers at batch granularity (the first batch whose newest record is
         # recent enough); the exact record is found by reading that batch.
@@ -174,7 +182,9 @@ class BrokerLogAccess:
         _, end = self.describe(topic)[index]
         if found >= end:
             return None
-        return _first_record_at_or_after(self.batches(partition, found, end, True), timestamp_ms)
+        return _first_record_at_or_after(
+            self.batches(partition, found, end, fail_on_data_loss), timestamp_ms
+        )
 
 
 class DirectoryLogAccess:
@@ -250,8 +260,11 @@ class DirectoryLogAccess:
             )
             return
 
-    def offset_for_timestamp(self, partition: TopicPartition, timestamp_ms: int) -> int | None:
+    def offset_for_timestamp(
+        self, partition: TopicPartition, timestamp_ms: int, fail_on_data_loss: bool
+    ) -> int | None:
         # No broker to ask: scan the batch headers (the time index is the broker's business).
+        # The scan starts wherever the log starts now, so it has no offsets to lose.
         reader = self._reader(partition)
         if not reader.directory.is_dir():
             return None

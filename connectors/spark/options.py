@@ -55,8 +55,15 @@ WRITE_OPTIONS = (
     "sinkId",
     "checkpointLocation",
 )
-# Kafka spellings users bring along, and what they are called here.
-KAFKA_SPELLINGS = {"kafka.bootstrap.servers": "servers", "topic": "subscribe"}
+# Options users bring along to the wrong place (Kafka's spellings, or a write option on a
+# read), and what to set instead.
+MISPLACED_OPTIONS = {
+    "kafka.bootstrap.servers": "is Kafka's name; twinlog calls it servers",
+    "topic": (
+        "is the write option (the topic a write goes to); a read names the topics it reads "
+        "with subscribe (e.g. orders,payments), assign or subscribePattern"
+    ),
+}
 
 
 class Options:
@@ -70,10 +77,10 @@ class Options:
         self._spelling = {name.lower(): name for name in known}
         unknown = sorted(key for key in self._values if key not in self._spelling)
         if unknown:
-            hint = KAFKA_SPELLINGS.get(unknown[0])
+            hint = MISPLACED_OPTIONS.get(unknown[0])
             raise OptionError(
                 unknown[0],
-                (f"is Kafka's name; twinlog calls it {hint}. " if hint else "unknown option; ")
+                (f"{hint}. " if hint else "unknown option; ")
                 + f"the options of format('twinlog') here are: {', '.join(known)}",
             )
 

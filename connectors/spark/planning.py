@@ -57,6 +57,7 @@ def resolve(
     access: LogAccess,
     timestamp_strategy: str,
     starting: bool,
+    fail_on_data_loss: bool,
 ) -> dict[TopicPartition, int]:
     """Concrete offsets for ``spec`` (earliest/latest/-2/-1/timestamps looked up now)."""
     check_names_partitions(spec, bounds)
@@ -74,7 +75,7 @@ def resolve(
                 stamp = spec.timestamp_ms
             else:
                 stamp = spec.per_partition[partition]
-            found = access.offset_for_timestamp(partition, stamp)
+            found = access.offset_for_timestamp(partition, stamp, fail_on_data_loss)
             if found is None and starting and timestamp_strategy == "error":
                 raise OptionError(
                     spec.option,
@@ -113,8 +114,9 @@ def plan_batch(settings: ReadSettings, access: LogAccess) -> list[OffsetRange]:
     """The offset ranges of a batch query, one snapshot of every partition."""
     assert settings.ending is not None
     bounds = current_bounds(access, settings.subscription)
-    start = resolve(settings.starting, bounds, access, settings.timestamp_strategy, True)
-    end = resolve(settings.ending, bounds, access, settings.timestamp_strategy, False)
+    strategy, fail_on_loss = settings.timestamp_strategy, settings.fail_on_data_loss
+    start = resolve(settings.starting, bounds, access, strategy, True, fail_on_loss)
+    end = resolve(settings.ending, bounds, access, strategy, False, fail_on_loss)
     for partition, (log_start, log_end) in bounds.items():
         if start[partition] > log_end:
             raise OptionError(

@@ -6,8 +6,8 @@ Spark's Kafka source, so a job tuned for Kafka behaves the same here:
 
     minPartitions         when there are fewer ranges than minPartitions, each
                           range is cut into parts in proportion to its share of
-                          all offsets (at least one part), evenly
-                          (KafkaOffsetRangeCalculator)
+                          all offsets (at least one part, halves rounded up),
+                          evenly (KafkaOffsetRangeCalculator)
     maxOffsetsPerTrigger  a micro-batch takes at most this many offsets; each
                           partition gets a share in proportion to its backlog
                           (KafkaMicroBatchStream.rateLimit)
@@ -69,22 +69,44 @@ def ranges_between(
     ]
 
 
+def _part_count(size: int, total: int, min_partitions: int) -> int:
+    # Java's Math.round, as Spark's Kafka source uses: halves round up. Python's round()
+    # rounds halves to even, which cut [5, 5] with minPartitions=5 into 2 + 2 = 4 tasks.
+    return max(math.floor(size / total * min_partitions + 0.5), 1)
+
+
 def split_for_min_partitions(
     ranges: list[OffsetRange], min_partitions: int | None
 ) -> list[OffsetRange]:
+    """Spark's KafkaOffsetRangeCalculator.getRanges: about ``min_partitions`` ranges.
+
+    Ranges whose share is one part stay whole and are taken out of the sums, so the
+    large ranges share what is left of ``min_partitions`` among themselves; each
+    large range is cut into near-equal parts (the last ones take the remainder).
+    Empty ranges are dropped.
+    """
+    ranges = [r for r in ranges if r.size > 0]
     if min_partitions is None or len(ranges) >= min_partitions:
         return ranges
     total = sum(r.size for r in ranges)
-    if total == 0:
-        return ranges
+    whole = {r for r in ranges if _part_count(r.size, total, min_partitions) == 1}
+    split_total = total - sum(r.size for r in whole)
+    split_min_partitions = max(min_partitions - len(whole), 1)
     split: list[OffsetRange] = []
-    for whole in ranges:
-        parts = max(round(whole.size / total * min_partitions), 1)
-        parts = min(parts, whole.size)  # never an empty part
+    for offset_range in ranges:
+        if offset_range in whole:
+            parts = 1
+        else:
+            parts = _part_count(offset_range.size, split_total, split_min_partitions)
+        remaining = offset_range.size
+        low = offset_range.from_offset
         for part in range(parts):
-            low = whole.from_offset + whole.size * part // parts
-            high = whole.from_offset + whole.size * (part + 1) // parts
-            split.append(OffsetRange(whole.topic, whole.partition, low, high))
+            this_part = remaining // (parts - part)
+            remaining -= this_part
+            high = min(low + this_part, offset_range.until_offset)
+            if high > low:  # a range smaller than its part count leaves some parts empty
+                split.append(OffsetRange(offset_range.topic, offset_range.partition, low, high))
+            low = high
     return split
 
 

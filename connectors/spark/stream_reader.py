@@ -7,10 +7,11 @@ restarted query resumes exactly where its checkpoint says.
 
     initialOffset()             startingOffsets (default latest) resolved once, for a
                                 query with no checkpoint
-    latestOffset(start, limit)  the logs' ends now; capped by maxOffsetsPerTrigger
-                                (ReadMaxRows, shared by backlog) unless Spark asks for
-                                everything (ReadAllAvailable); capped by the target of
-                                trigger(availableNow=True) once that is prepared
+    latestOffset(start, limit)  the logs' ends now, capped by the target of
+                                trigger(availableNow=True) once that is prepared (kept
+                                for reportLatestOffset); then capped by
+                                maxOffsetsPerTrigger (ReadMaxRows, shared by backlog)
+                                unless Spark asks for everything (ReadAllAvailable)
     partitions(start, end)      OffsetRanges between the two (minPartitions applies)
     read(range)                 as a batch read's task (reader.read_range)
 
@@ -76,7 +77,14 @@ class TwinlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         bounds = self._bounds()
         assert self._access is not None
         settings = self.settings
-        start = resolve(settings.starting, bounds, self._access, settings.timestamp_strategy, True)
+        start = resolve(
+            settings.starting,
+            bounds,
+            self._access,
+            settings.timestamp_strategy,
+            True,
+            settings.fail_on_data_loss,
+        )
         for partition, offset in start.items():
             start[partition] = checked_start(
                 partition,
@@ -117,9 +125,11 @@ class TwinlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     self.settings.fail_on_data_loss,
                 )
                 latest[partition] = known  # stay put rather than read twice
+        # What reportLatestOffset tells Spark (its progress shows it next to the batch's end,
+        # so users see the backlog): the logs' ends, not what this micro-batch is limited to.
+        self._latest_seen = dict(latest)
         if isinstance(limit, ReadMaxRows):
             latest = rate_limit(begin, latest, limit.max_rows)
-        self._latest_seen = latest
         # Partitions that vanished (a deleted topic) keep their last offset.
         return offsets_to_json({**begin, **latest})
 

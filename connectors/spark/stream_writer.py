@@ -4,18 +4,26 @@ Where each step runs, per micro-batch (PySpark 4.3, checked by the tests):
 
     driver, planning worker  DataSource.streamWriter() builds a writer, and Spark
                              pickles it to ship it to this micro-batch's tasks.
-                             Pickling (``__getstate__``) is when the transaction
-                             is begun: it is the one moment on the driver, per
-                             micro-batch, before any of its tasks runs. (The
-                             commit worker builds its own writer and never
-                             pickles it, so it begins nothing.)
+                             Pickling (``__getstate__``) is when the topic option is
+                             checked and the transaction is begun: it is the one
+                             moment on the driver, per micro-batch, before any of
+                             its tasks runs. (The commit worker builds its own
+                             writer and never pickles it, so it begins nothing.)
     each task attempt        write(): produce rows tagged with the attempt, return
-                             an AttemptReport carrying the ticket
-    driver, commit worker    commit(reports, batchId): if the broker's stored batch
-                             id (sink_progress) is >= batchId, this is a replay:
-                             abort. Else send batchId as the group offset of
-                             "spark-sink:<sinkId>" into the transaction, then commit
-                             it with the reported attempts.
+                             a MicroBatchReport carrying the ticket and Spark's
+                             query id (a task-local property; the driver's Python
+                             workers are not given it)
+    driver, commit worker    commit(reports, batchId): if the broker's stored
+                             progress (sink_progress) is this query's and its batch
+                             id is >= batchId, this is a replay: abort. Else send
+                             batchId and the query id as group offsets of
+                             "spark-sink:<sinkId>" into the transaction, then
+                             commit it with the reported attempts.
+
+Progress stored by another query id (the checkpoint was deleted or replaced:
+Spark numbers micro-batches from 0 again) is not this query's history: the
+sink starts fresh and says so at INFO, rather than dropping new micro-batches
+as replays.
 
 The producer's transactional id is "spark-sink:<sinkId>", the same for every
 micro-batch of the query, in every run: beginning a micro-batch re-initialises
@@ -37,9 +45,14 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
 
-from connectors.spark.broker import connect, retried
+from connectors.spark.broker import check_write_topic, connect, retried
 from connectors.spark.errors import OptionError
-from connectors.spark.sink_progress import last_committed_batch, progress_offsets, sink_group
+from connectors.spark.sink_progress import (
+    NO_BATCH,
+    progress_offsets,
+    sink_group,
+    stored_progress,
+)
 from connectors.spark.task_sender import TaskSender
 from connectors.spark.transaction import (
     AttemptReport,
@@ -57,6 +70,32 @@ if TYPE_CHECKING:
 log = logging.getLogger("twinlog.spark")
 
 BATCH_ID_PROPERTY = "streaming.sql.batchId"  # set by Spark's MicroBatchExecution on every task
+# StreamingQuery.id: kept in the checkpoint (its metadata file), so the same across restarts
+# from it and new after a checkpoint reset. Set by Spark's StreamExecution on every task.
+QUERY_ID_PROPERTY = "sql.streaming.queryId"
+
+
+def streaming_query_id() -> str:
+    """The persistent id of the streaming query this task belongs to."""
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    query_id = context.getLocalProperty(QUERY_ID_PROPERTY) if context else None
+    if not query_id:
+        raise RuntimeError(
+            f"a twinlog streaming write task found no {QUERY_ID_PROPERTY} property; the sink "
+            "needs Spark's query id to tell a replayed micro-batch from a new query's. Run it "
+            "as a micro-batch query (writeStream...start()) on PySpark 4.3"
+        )
+    return query_id
+
+
+class MicroBatchReport(AttemptReport):
+    """A streaming task's commit message: its attempt's report, plus the query it ran in."""
+
+    def __init__(self, report: AttemptReport, query_id: str) -> None:
+        super().__init__(report.ticket, report.attempt, report.records, report.batches)
+        self.query_id = query_id
 
 
 class TwinlogStreamWriter(DataSourceStreamArrowWriter):
@@ -78,6 +117,7 @@ class TwinlogStreamWriter(DataSourceStreamArrowWriter):
         if self.ticket is None:
             broker = connect(self.settings.connection)
             try:
+                check_write_topic(broker, self.settings.connection, self.settings.topic)
                 self.ticket = TransactionTicket.begin(
                     broker, f"spark-sink:{self.sink_id}", self.settings.transaction_timeout_ms
                 )
@@ -85,12 +125,13 @@ class TwinlogStreamWriter(DataSourceStreamArrowWriter):
                 broker.close()
         return dict(self.__dict__)
 
-    def write(self, iterator: Iterator[pyarrow.RecordBatch]) -> AttemptReport:
+    def write(self, iterator: Iterator[pyarrow.RecordBatch]) -> MicroBatchReport:
         from pyspark import TaskContext
 
         assert self.ticket is not None, "the writer reached a task without a transaction"
         context = TaskContext.get()
         batch_text = context.getLocalProperty(BATCH_ID_PROPERTY) if context else None
+        query_id = streaming_query_id()
         broker = connect(self.settings.connection)
         try:
             sender = TaskSender(
@@ -100,15 +141,14 @@ class TwinlogStreamWriter(DataSourceStreamArrowWriter):
                 task_attempt(),
                 context.partitionId() if context else 0,
             )
-            if batch_text is not None and int(batch_text) <= last_committed_batch(
-                broker, self.sink_id
-            ):
+            committed = stored_progress(broker, self.sink_id).last_committed_by(query_id)
+            if batch_text is not None and int(batch_text) <= committed:
                 # A replay of a committed micro-batch: its commit will abort; skip the work.
                 for _ in iterator:
                     pass
             else:
                 sender.send_arrow(iterator)
-            return sender.finish()
+            return MicroBatchReport(sender.finish(), query_id)
         finally:
             broker.close()
 
@@ -121,15 +161,35 @@ class TwinlogStreamWriter(DataSourceStreamArrowWriter):
             return
         ticket = reports[0].ticket
         assert all(r.ticket == ticket for r in reports), "one micro-batch, one transaction"
+        query_ids = {r.query_id if isinstance(r, MicroBatchReport) else None for r in reports}
+        assert len(query_ids) == 1 and None not in query_ids, f"one query: {query_ids}"
+        (query_id,) = query_ids
+        assert query_id is not None
         broker = connect(self.settings.connection)
         try:
-            last = last_committed_batch(broker, self.sink_id)
+            progress = stored_progress(broker, self.sink_id)
+            last = progress.last_committed_by(query_id)
+            if progress.batch_id != NO_BATCH and last == NO_BATCH:
+                # Batch ids restart at 0 with a new checkpoint: another query's progress says
+                # nothing about which of this query's micro-batches were committed.
+                log.info(
+                    "sink %s: the broker holds micro-batch %d of query %s; this is query %s "
+                    "(its checkpoint was deleted or replaced), so the sink starts fresh with "
+                    "micro-batch %d",
+                    self.sink_id,
+                    progress.batch_id,
+                    progress.query_id or "(not recorded)",
+                    query_id,
+                    batchId,
+                )
             if batchId <= last:
-                log.warning(
-                    "sink %s: micro-batch %d was committed before (last committed: %d); this "
-                    "replay is dropped",
+                log.info(
+                    "sink %s: micro-batch %d of query %s was committed before (last committed: "
+                    "%d); Spark replays it after a crash before its checkpoint, and the replay "
+                    "is not written again",
                     self.sink_id,
                     batchId,
+                    query_id,
                     last,
                 )
                 abort_quietly(broker, ticket, f"sink {self.sink_id} replay of {batchId}")
@@ -141,7 +201,7 @@ class TwinlogStreamWriter(DataSourceStreamArrowWriter):
                     ticket.producer_id,
                     ticket.producer_generation,
                     group,
-                    progress_offsets(batchId),
+                    progress_offsets(batchId, query_id),
                 ),
                 f"record micro-batch {batchId} in {group}",
             )

@@ -29,6 +29,7 @@ from pyspark.sql.datasource import WriterCommitMessage
 
 from connectors.spark.broker import retried
 from engine.errors import InvalidTxnStateError, TwinlogError, UnknownTransactionError
+from engine.types import TxnState
 from rpc.broker_api import BrokerApi
 
 log = logging.getLogger("twinlog.spark")
@@ -129,8 +130,28 @@ def commit_attempts(
     log.info("%s: committed %s with %d task attempts", what, ticket, len(attempts))
 
 
+COMMITTED_STATES = (TxnState.COMMITTED, TxnState.PREPARE_COMMIT)
+
+
+def _says_committed(error: InvalidTxnStateError) -> bool:
+    """Whether the broker refused an abort because the transaction committed (or is committing).
+
+    The broker's state errors name the state ("cannot abort transaction 7: it is
+    COMMITTED; ..."); the state is not a field of the error, so it is read from the text.
+    """
+    text = str(error)
+    return any(f"it is {state.value}" in text for state in COMMITTED_STATES)
+
+
 def abort_quietly(broker: BrokerApi, ticket: TransactionTicket, what: str) -> None:
-    """Abort; a transaction already gone (timed out, fenced) is as good as aborted."""
+    """Abort, and if that fails, log what is known of the rows instead of raising.
+
+    Spark calls abort after a failure it is already reporting; raising here would
+    hide that failure. A transaction already aborted (its timeout, a newer
+    generation of its producer) answers the abort with success. The abort fails
+    when the transaction committed, e.g. the commit reached the broker but every
+    answer to it was lost: then the rows are visible although the job failed.
+    """
     try:
         retried(
             lambda: broker.abort_transaction(
@@ -138,6 +159,35 @@ def abort_quietly(broker: BrokerApi, ticket: TransactionTicket, what: str) -> No
             ),
             f"abort {ticket}",
         )
-        log.info("%s: aborted %s", what, ticket)
+    except InvalidTxnStateError as error:
+        if _says_committed(error):
+            log.error(
+                "%s: could not abort %s: the broker answered %s. Its rows ARE committed: "
+                "readers see them (or will, once the broker has applied the commit), though "
+                "Spark reports this write as failed; do not write them again",
+                what,
+                ticket,
+                error,
+            )
+        else:
+            _log_outcome_unknown(what, ticket, error)
+        return
     except TwinlogError as error:
-        log.warning("%s: abort of %s answered %s; nothing of it is visible", what, ticket, error)
+        _log_outcome_unknown(what, ticket, error)
+        return
+    log.info("%s: aborted %s; none of its rows is visible", what, ticket)
+
+
+def _log_outcome_unknown(what: str, ticket: TransactionTicket, error: TwinlogError) -> None:
+    log.error(
+        "%s: could not abort %s: the broker answered %s. Its rows may be committed (if a "
+        "commit reached the broker first): read the target topic to check (e.g. twinlog "
+        "consume TOPIC --from-beginning). If `twinlog txn list` still shows transaction %d, "
+        "it is open and the broker aborts it at its timeout; abort it now with `twinlog txn "
+        "abort %d`",
+        what,
+        ticket,
+        error,
+        ticket.transaction_id,
+        ticket.transaction_id,
+    )

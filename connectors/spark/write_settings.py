@@ -14,6 +14,8 @@ Other columns are ignored, as Kafka's sink ignores them.
 from __future__ import annotations
 
 import hashlib
+import os
+import posixpath
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -92,11 +94,41 @@ def check_columns(schema: StructType, topic_option: str | None) -> tuple[str, ..
     return tuple(c for c in ("key", "value", "topic", "partition", "headers") if c in types)
 
 
+def normalised_checkpoint(location: str) -> str:
+    """One spelling of a checkpoint location, so one checkpoint gets one default sinkId.
+
+    Spark qualifies the location with Hadoop's Path, so "/c", "/c/", "file:/c",
+    "file:///c" and "/a/../c" all reach the same checkpoint (and the same query
+    id); their sinkIds must be equal too, or the sink would look for its progress
+    under a name it never committed, and a replayed micro-batch would be written
+    again. Local paths become absolute and normalised (a relative one resolves
+    against the driver's working directory, as Spark resolves it); other schemes
+    (hdfs://, s3a://) keep their authority and lose repeated and trailing slashes.
+    Symbolic links are not resolved: two paths through different links name two
+    sinks (set sinkId to share one).
+    """
+    text = location.strip()
+    if text.startswith("file:"):
+        text = text[len("file:") :]
+        if text.startswith("//"):  # file://[host]/path: an empty or local host
+            host, _, rest = text[2:].partition("/")
+            if host not in ("", "localhost"):
+                return "file://" + host + "/" + posixpath.normpath("/" + rest).lstrip("/")
+            text = "/" + rest
+    elif "://" in text:
+        scheme, _, rest = text.partition("://")
+        authority, _, path = rest.partition("/")
+        return f"{scheme.lower()}://{authority}{posixpath.normpath('/' + path)}"
+    return os.path.normpath(os.path.abspath(text))
+
+
 def sink_id_of(options: Options) -> str | None:
     """The streaming sink's stable name: sinkId, else derived from the checkpoint location.
 
-    Spark keeps a query's identity in its checkpoint, so the checkpoint location is
-    what stays the same when a query restarts; the query's run id does not.
+    The checkpoint location is what stays the same when a query restarts (the run id
+    does not). Spark's query id would do too, but the transactional id is needed in
+    the driver's Python workers, which Spark never tells it: so the default is a hash
+    of the location, spelled one way.
     """
     given = options.text("sinkId")
     if given is not None:
@@ -104,8 +136,9 @@ def sink_id_of(options: Options) -> str | None:
             raise OptionError("sinkId", "is empty; name the query, e.g. orders-enricher")
         return given.strip()
     checkpoint = options.text("checkpointLocation")
-    if checkpoint:
-        return "checkpoint-" + hashlib.sha256(checkpoint.encode("utf-8")).hexdigest()[:24]
+    if checkpoint and checkpoint.strip():
+        location = normalised_checkpoint(checkpoint)
+        return "checkpoint-" + hashlib.sha256(location.encode("utf-8")).hexdigest()[:24]
     return None
 
 

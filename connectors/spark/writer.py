@@ -2,9 +2,10 @@
 
 Where each step runs (PySpark 4.3; each bullet is a different Python process):
 
-    driver, planning worker  DataSource.writer(): check the columns, init a producer
-                             with a fresh transactional id, begin the transaction;
-                             the writer (holding the ticket) is pickled for the rest
+    driver, planning worker  DataSource.writer(): check the columns and that the
+                             topic option names a topic, init a producer with a
+                             fresh transactional id, begin the transaction; the
+                             writer (holding the ticket) is pickled for the rest
     each task attempt        write(): produce its rows into the transaction, every
                              batch tagged with the attempt ("p3-a1-t57"); return an
                              AttemptReport naming the attempt
@@ -14,13 +15,19 @@ Where each step runs (PySpark 4.3; each bullet is a different Python process):
 
 A task attempt that fails, is retried, or loses a speculation race never has
 its report reach ``commit``, so its batches are dropped by the broker at
-commit: the job's rows appear once, all together, or (abort, a crash, the
-transaction timing out) not at all. Spark's own Kafka sink is at-least-once.
+commit: the job's rows appear once, or (abort, a crash, the transaction timing
+out) not at all. All or nothing once applied, not all at one instant: the
+broker applies a commit partition by partition, as Kafka writes a transaction's
+markers, so a reader running meanwhile may briefly see some partitions' rows
+and not yet others'. ``commit`` returns once every partition is applied.
+Spark's own Kafka sink is at-least-once.
 
 A job that dies before commit or abort leaves its transaction open until the
-broker's timeout (``transactionTimeoutMs``) aborts it; nothing of it is visible
-meanwhile. The transactional id is unique per job, so the broker keeps one
-small producer entry per write job (it does not expire them yet).
+broker's timeout (``transactionTimeoutMs``, at most 15 minutes) aborts it;
+nothing of it is visible meanwhile. A job that runs longer than that timeout
+cannot commit: the broker has aborted it (``commit_attempts`` says so). The
+transactional id is unique per job, so the broker keeps one small producer
+entry per write job (it does not expire them yet).
 """
 
 from __future__ import annotations
@@ -31,7 +38,7 @@ from typing import TYPE_CHECKING
 
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 
-from connectors.spark.broker import connect
+from connectors.spark.broker import check_write_topic, connect
 from connectors.spark.task_sender import TaskSender
 from connectors.spark.transaction import (
     AttemptReport,
@@ -61,6 +68,7 @@ class TwinlogBatchWriter(DataSourceArrowWriter):
     def begin(cls, settings: WriteSettings) -> TwinlogBatchWriter:
         broker = connect(settings.connection)
         try:
+            check_write_topic(broker, settings.connection, settings.topic)
             ticket = TransactionTicket.begin(
                 broker, job_transactional_id("write"), settings.transaction_timeout_ms
             )
