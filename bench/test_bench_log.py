@@ -10,14 +10,27 @@ Ratios to report (raw time / log time, goal >= 0.7 for both):
 * read: the whole log read sequentially with ``read(offset, 1 MiB)`` vs
   ``os.read`` of the segment file in 1 MiB chunks, both from the page cache.
 
+* cold read: the same, from a log another process wrote and this one has just
+  opened. ``read`` CRC-checks bytes the first time this process serves them
+  (recovery trusts what lies before the recovery point), so this is the first
+  pass over a log after a restart.
+
 Run: ``pytest bench/test_bench_log.py --benchmark-enable --benchmark-group-by=group``
+
+``test_print_log_ratios`` prints the ratios (alternating runs, medians):
+``pytest bench/test_bench_log.py -s -q -k ratios``
 """
 
 from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Iterator
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +38,7 @@ import pytest
 
 from engine.batch_builder import RecordBatchBuilder
 from engine.batch_format import LENGTH_PREFIX
-from engine.crc32c import crc32c
+from engine.crc32c import USING_C_EXTENSION, crc32c
 from engine.log import DataLog, LogConfig
 
 RECORD_BYTES = 1024
@@ -206,3 +219,153 @@ def test_raw_read_sequential(benchmark: Any, full_log: DataLog) -> None:
 
     total = benchmark.pedantic(read_file, rounds=10, iterations=1, warmup_rounds=1)
     assert total == full_log.size_bytes()
+
+
+# --- ratios ----------------------------------------------------------------------------
+
+RATIO_ROUNDS = 7
+REPOSITORY = Path(__file__).resolve().parent.parent
+
+# Writes a READ_BATCHES-batch log in another process, then closes it cleanly: the
+# recovery point then covers every byte, so the reader's open checks none of them.
+WRITE_LOG_ELSEWHERE = """
+import os, sys
+from engine.batch_builder import RecordBatchBuilder
+from engine.log import DataLog, LogConfig
+builder = RecordBatchBuilder("none")
+for _ in range({records}):
+    builder.append(os.urandom({record_bytes}), timestamp_ms=1_700_000_000_000)
+batch = builder.build()
+with DataLog.open(sys.argv[1], LogConfig(max_batch_bytes={max_batch_bytes})) as log:
+    log.append_many(batch for _ in range({batches}))
+"""
+
+
+def _timed(action: Callable[[], object]) -> float:
+    began = time.perf_counter()
+    action()
+    return time.perf_counter() - began
+
+
+def _read_log(log: DataLog) -> int:
+    offset, total_bytes, end = 0, 0, log.log_end_offset
+    while offset < end:
+        chunk = log.read(offset, READ_MAX_BYTES)
+        total_bytes += len(chunk)
+        base_offset, _ = LENGTH_PREFIX.unpack_from(chunk)  # one ~1 MiB batch per read
+        offset = base_offset + RECORDS_PER_BATCH
+    return total_bytes
+
+
+def _read_file(path: Path) -> int:
+    fd = os.open(path, os.O_RDONLY)
+    total_bytes = 0
+    try:
+        while chunk := os.read(fd, READ_MAX_BYTES):
+            total_bytes += len(chunk)
+    finally:
+        os.close(fd)
+    return total_bytes
+
+
+def _line(what: str, raw_s: float, log_s: float, megabytes: float) -> str:
+    return (
+        f"{what}: log median {log_s * 1000:.1f} ms ({megabytes / log_s:.0f} MiB/s); raw "
+        f"{raw_s * 1000:.1f} ms ({megabytes / raw_s:.0f} MiB/s); ratio raw/log = "
+        f"{raw_s / log_s:.2f} (goal >= 0.7)"
+    )
+
+
+def test_print_log_ratios(batch: bytes) -> None:
+    """Log and raw runs alternate; medians of each are compared."""
+    print(f"\ncrcmod C extension in use: {USING_C_EXTENSION}")
+    root = Path(tempfile.mkdtemp(prefix="bench-log-"))
+    try:
+        # Append: fsync per ~1 MiB batch, log (CRC checked in the log, or at the broker's
+        # door before it) vs os.write + os.fsync of the same bytes.
+        times: dict[str, list[float]] = {"raw": [], "checked": [], "unchecked": []}
+        for number in range(RATIO_ROUNDS):
+            for kind in times:
+                directory = root / f"append-{number}-{kind}"
+                directory.mkdir()
+                if kind == "raw":
+                    fd = os.open(directory / "raw", os.O_WRONLY | os.O_CREAT, 0o644)
+
+                    def write_all(fd: int = fd) -> None:
+                        for _ in range(APPEND_BATCHES):
+                            os.write(fd, batch)
+                            os.fsync(fd)
+
+                    times[kind].append(_timed(write_all))
+                    os.close(fd)
+                else:
+                    with DataLog.open(directory, CONFIG) as log:
+                        validate = kind == "checked"
+
+                        def append_all(log: DataLog = log, validate: bool = validate) -> None:
+                            for _ in range(APPEND_BATCHES):
+                                log.append(batch, validate=validate)
+
+                        times[kind].append(_timed(append_all))
+                        assert log.log_end_offset == APPEND_BATCHES * RECORDS_PER_BATCH
+                shutil.rmtree(directory)
+        raw_s = statistics.median(times["raw"])
+        megabytes = APPEND_BATCHES * len(batch) / (1 << 20)
+        for kind, what in [
+            ("checked", "append + fsync per 1 MiB batch, CRC checked in the log"),
+            ("unchecked", "append + fsync per 1 MiB batch, CRC checked at the broker door"),
+        ]:
+            print(_line(what, raw_s, statistics.median(times[kind]), megabytes))
+
+        # Read: the whole log from the page cache, read(offset, 1 MiB) vs os.read.
+        directory = root / "read"
+        script = WRITE_LOG_ELSEWHERE.format(
+            records=RECORDS_PER_BATCH,
+            record_bytes=RECORD_BYTES,
+            max_batch_bytes=CONFIG.max_batch_bytes,
+            batches=READ_BATCHES,
+        )
+        subprocess.run([sys.executable, "-c", script, str(directory)], cwd=REPOSITORY, check=True)
+        (segment,) = directory.glob("*.log")
+        size_bytes = segment.stat().st_size
+        megabytes = size_bytes / (1 << 20)
+        warm = DataLog.open(directory, CONFIG)
+        try:
+            assert _read_log(warm) == size_bytes  # checks every batch once: warm from here
+            times = {"raw": [], "warm": [], "cold": [], "open": []}
+            for _ in range(RATIO_ROUNDS):
+                times["raw"].append(_timed(lambda: _read_file(segment)))
+                times["warm"].append(_timed(lambda: _read_log(warm)))
+                began = time.perf_counter()
+                with DataLog.open(directory, CONFIG) as cold:
+                    opened = time.perf_counter()
+                    assert cold.recovery_report.batches_checked == 0
+                    assert _read_log(cold) == size_bytes
+                    times["cold"].append(time.perf_counter() - opened)
+                times["open"].append(opened - began)
+        finally:
+            warm.close()
+        crc_s = statistics.median(
+            _timed(lambda: crc32c(segment.read_bytes())) for _ in range(RATIO_ROUNDS)
+        )
+        raw_s = statistics.median(times["raw"])
+        print(
+            _line(
+                "sequential read, batches checked before",
+                raw_s,
+                statistics.median(times["warm"]),
+                megabytes,
+            )
+        )
+        print(
+            _line(
+                "sequential read right after open, CRC-checked on first read",
+                raw_s,
+                statistics.median(times["cold"]),
+                megabytes,
+            )
+            + f"; open {statistics.median(times['open']) * 1000:.1f} ms, read + CRC of the "
+            f"file {crc_s * 1000:.1f} ms"
+        )
+    finally:
+        shutil.rmtree(root, ignore_errors=True)

@@ -101,7 +101,10 @@ class PartitionWriter:
             return self.log.append(batch, validate=validate)
 
     def apply_commit(
-        self, transaction_id: int, attempts: Iterable[bytes] | None = None
+        self,
+        transaction_id: int,
+        attempts: Iterable[bytes] | None = None,
+        journaled_entries: int = 0,
     ) -> tuple[int, int]:
         """Copy the transaction's batches into the data log, exactly once; (first, next) offset.
 
@@ -112,10 +115,16 @@ class PartitionWriter:
         its recorded range; one unknown here (the producer wrote nothing to this
         partition) applies as empty at the log end and is recorded so. An
         ABORTED one raises InvalidTxnStateError.
+
+        ``journaled_entries`` is how many entries the coordinator's decision saw
+        here (0: it did not count them). If the journal now holds fewer, or no
+        record, it lost them (LMDB keeps no checksums): CorruptJournalError, and
+        nothing is copied or recorded, rather than a silently shorter commit.
         """
         with self._lock:
             self._recover_if_needed()
             record = self.journal.transaction(self.partition, transaction_id)
+            self._check_journaled(transaction_id, record, journaled_entries)
             if record is None:
                 end = self.log.log_end_offset
                 applied = self.journal.mark_applied(
@@ -203,6 +212,23 @@ class PartitionWriter:
         self._needs_recovery = False
         failpoints.hit("copier.after_applied_record")
         return first, next_offset
+
+    def _check_journaled(
+        self, transaction_id: int, record: TransactionRecord | None, journaled_entries: int
+    ) -> None:
+        unapplied = record is None or record.state in (
+            TransactionState.OPEN,
+            TransactionState.APPLYING,
+        )
+        held = 0 if record is None else record.entry_count
+        if unapplied and held < journaled_entries:
+            raise CorruptJournalError(
+                f"local data journal {self.journal.directory}: committed transaction "
+                f"{transaction_id} held {journaled_entries} entries on {self.partition} when it "
+                f"was committed, the journal now has {held if record else 'no record of it'}. "
+                "The journal was damaged; nothing was copied. Stop the broker, copy the journal "
+                "aside and restore it from a backup (docs/formats.md, 'Local data journal: Damage')"
+            )
 
     @staticmethod
     def _counted(batches: Iterable[memoryview], spanned: list[int]) -> Iterator[memoryview]:

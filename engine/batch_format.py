@@ -222,6 +222,24 @@ def validate_batch(buffer: bytes | memoryview, position: int = 0) -> BatchHeader
     return header
 
 
+def check_producer_batch(header: BatchHeader) -> None:
+    """Refuse a producer's batch whose record count is not ``last_offset_delta + 1`` (>= 1).
+
+    ``read_header`` allows fewer records than offsets, because log compaction
+    keeps a batch's offsets when it drops records from it. A producer has no
+    such reason: every record it sends gets the next offset. Without this check
+    one record with a last offset delta of 2**31 - 1 would move the log end by
+    two billion offsets. Call it on batches arriving from producers only.
+    """
+    if header.record_count < 1 or header.record_count != header.last_offset_delta + 1:
+        raise CorruptBatchError(
+            f"batch says {header.record_count} records with last offset delta "
+            f"{header.last_offset_delta}; a producer's batch must hold at least one record and "
+            f"exactly last offset delta + 1 (= {header.last_offset_delta + 1}) records: "
+            "rebuild it with a record batch builder"
+        )
+
+
 def with_base_offset(batch: bytes | memoryview, base_offset: int) -> list[bytes | memoryview]:
     """The batch with its base offset replaced, as pieces for ``os.writev``.
 

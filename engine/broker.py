@@ -24,7 +24,7 @@ Start-up, in order (each step needs the one before):
     5. coordinators              replay each transaction journal from its checkpoint;
                                  prepared transactions are queued for completion
     6. purge                     drop journal leftovers below the coordinators' low watermark
-    7. background threads        completers, timeouts, checkpoints, retention
+    7. background threads        completers, timeouts, checkpoints, retention, compaction
 
 Thread rule: every public method may be called from any thread.
 """
@@ -37,15 +37,16 @@ import resource
 import shutil
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from engine.batch_format import NO_TRANSACTION_ID, validate_batch
+from engine.batch_format import NO_TRANSACTION_ID, check_producer_batch, validate_batch
 from engine.batch_reader import iter_batches
 from engine.broker_config import BrokerConfig
 from engine.coordinator import Coordinator, TxnMetadata, coordinator_partition_of, now_ms
+from engine.crc32c import crc32c
 from engine.errors import (
     BatchTooLargeError,
     CorruptBatchError,
@@ -56,10 +57,18 @@ from engine.errors import (
     PendingTransactionError,
     ProducerFencedError,
     UnknownTopicOrPartitionError,
+    UnknownTransactionError,
 )
-from engine.group_offsets import OFFSETS_TOPIC, GroupOffsets, build_offsets_batch
+from engine.group_offsets import (
+    OFFSETS_TOPIC,
+    GroupOffsets,
+    build_offsets_batch,
+    offsets_topic_config,
+)
 from engine.id_allocator import IdAllocator
 from engine.log import LogConfig
+from engine.log.compaction_records import require_keys
+from engine.log.config import FLUSH_INTERVAL
 from engine.partition import Partition
 from engine.topic_registry import TopicRegistry
 from engine.txn_state import TxnEvent
@@ -82,6 +91,7 @@ log = logging.getLogger(__name__)
 IDEMPOTENT_PRODUCER_PREFIX = "__idempotent__"  # non-transactional producers get ids too
 FILES_PER_PARTITION = 4  # a segment's log (opened twice), offset index and time index
 FILES_RESERVED = 256  # sockets, LMDB, transaction journals, ...
+GROUP_FENCE_LOCKS = 64  # groups share these by hash: enough that unrelated groups rarely wait
 
 
 class _LocalApplier:
@@ -90,8 +100,16 @@ class _LocalApplier:
     def __init__(self, broker: Broker) -> None:
         self._broker = broker
 
+    def journaled_entries(self, partition: TopicPartition, transaction_id: int) -> int:
+        target = self._broker._partitions.get(partition)
+        return -1 if target is None else target.journaled_entries(transaction_id)
+
     def apply_commit(
-        self, partition: TopicPartition, transaction_id: int, attempts: tuple[str, ...] | None
+        self,
+        partition: TopicPartition,
+        transaction_id: int,
+        attempts: tuple[str, ...] | None,
+        journaled_entries: int,
     ) -> None:
         target = self._broker._partitions.get(partition)
         if target is None:
@@ -99,7 +117,16 @@ class _LocalApplier:
                 "APPLY_COMMIT %d: partition %s no longer exists; skipped", transaction_id, partition
             )
             return
-        first_offset, next_offset = target.apply_commit(transaction_id, attempts)
+        if journaled_entries and self._broker.config.accept_journal_loss:
+            log.error(
+                "APPLY_COMMIT %d on %s: not checking the %d journal entries its commit counted "
+                "(accept_journal_loss): whatever the journal lost of it stays lost",
+                transaction_id,
+                partition,
+                journaled_entries,
+            )
+            journaled_entries = 0
+        first_offset, next_offset = target.apply_commit(transaction_id, attempts, journaled_entries)
         if partition.topic == OFFSETS_TOPIC and next_offset > first_offset:
             self._broker._observe_offsets(target, first_offset, next_offset)
 
@@ -119,6 +146,7 @@ class Broker:
         self._partitions: dict[TopicPartition, Partition] = {}
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
+        self._group_fence_locks = [threading.Lock() for _ in range(GROUP_FENCE_LOCKS)]
 
     # --- life cycle ---------------------------------------------------------------------
 
@@ -126,7 +154,19 @@ class Broker:
     def open(cls, data_dir: str | os.PathLike[str], **config: Any) -> Broker:
         """Open (creating if needed) the broker in ``data_dir`` and recover it."""
         directory = Path(data_dir)
-        directory.mkdir(parents=True, exist_ok=True)
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+        except OSError as error:  # a file, or a parent we may not write: the user's path
+            reason = "it is not a directory" if directory.exists() else error.strerror or error
+            raise InvalidConfigError(
+                f"cannot use {str(directory)!r} as the data directory: {reason}; pass a "
+                "directory this user may write (it is created if missing)"
+            ) from None
+        if not os.access(directory, os.W_OK | os.X_OK):
+            raise InvalidConfigError(
+                f"cannot use {str(directory)!r} as the data directory: this user may not "
+                "write in it; pass a directory this user may write"
+            )
         broker = cls(directory, BrokerConfig.from_mapping(config))
         try:
             broker._start()
@@ -153,7 +193,15 @@ class Broker:
         )
         # 3. partitions (data log recovery, then copier recovery)
         if OFFSETS_TOPIC not in self.topics.topics:
-            self.topics.add(OFFSETS_TOPIC, config.offsets_partitions, {"retention.ms": "-1"})
+            self.topics.add(
+                OFFSETS_TOPIC,
+                config.offsets_partitions,
+                offsets_topic_config({}, config.offsets_segment_bytes),
+            )
+        offsets_topic = self.topics.get(OFFSETS_TOPIC)  # older directories: not compacted yet
+        offsets_topic.config = offsets_topic_config(
+            offsets_topic.config, config.offsets_segment_bytes
+        )
         for name, topic in self.topics.topics.items():
             for index in range(topic.partitions):
                 self._open_partition(TopicPartition(name, index), topic.config)
@@ -191,6 +239,8 @@ class Broker:
         self._spawn("txn-timeouts", self._expire_forever, config.transaction_check_interval_ms)
         self._spawn("txn-checkpoints", self._checkpoint_forever, config.checkpoint_interval_ms)
         self._spawn("retention", self._retention_forever, config.retention_check_interval_ms)
+        self._spawn("compaction", self._compaction_forever, config.compaction_check_interval_ms)
+        self._spawn("log-flush", self._flush_due_forever, self._flush_check_interval_ms)
         log.info(
             "broker open in %s: %d topics, %d partitions, %d journal records replayed, %d leftover "
             "journal entries purged, %.0f ms",
@@ -202,9 +252,12 @@ class Broker:
             (time.monotonic() - started) * 1000,
         )
 
-    def _spawn(self, name: str, target: Any, interval_ms: int) -> None:
+    def _spawn(self, name: str, target: Any, interval_ms: int | Callable[[], int]) -> None:
+        def seconds() -> float:  # a callable interval is read again each round
+            return (interval_ms() if callable(interval_ms) else interval_ms) / 1000
+
         def loop() -> None:
-            while not self._stop.wait(interval_ms / 1000):
+            while not self._stop.wait(seconds()):
                 try:
                     target()
                 except Exception:
@@ -283,6 +336,32 @@ class Broker:
     def _retention_forever(self) -> None:
         for partition in list(self._partitions.values()):
             partition.log.apply_retention()
+
+    def _compaction_forever(self) -> None:
+        for partition in list(self._partitions.values()):
+            if partition.log.config.compacts and not self._stop.is_set():
+                try:  # one damaged partition must not stop the others' compaction
+                    partition.compact_log(should_stop=self._stop.is_set)
+                except Exception:
+                    log.exception("compacting %s failed; it will be tried again", partition.name)
+
+    def _flush_due_forever(self) -> None:
+        # The interval flush policy is checked on append only: without this, the last
+        # appends of a burst would stay unfsynced until the next append, however late.
+        for partition in list(self._partitions.values()):
+            if partition.log.config.flush_policy == FLUSH_INTERVAL:
+                partition.log.flush_if_due()
+
+    def _flush_check_interval_ms(self) -> int:
+        """Half the shortest flush.ms of the interval-flushed logs (read each round, as
+        topics come and go), so no unflushed byte waits past 1.5x its log's flush.ms."""
+        intervals = [
+            config.flush_interval_ms
+            for partition in list(self._partitions.values())
+            if (config := partition.log.config).flush_policy == FLUSH_INTERVAL
+            and config.flush_interval_ms > 0  # 0: every append fsyncs, nothing ever waits
+        ]
+        return max(1, min(intervals, default=LogConfig().flush_interval_ms) // 2)
 
     def low_watermark(self) -> int:
         """Smallest transaction id that may still be in flight: ids below it are all complete.
@@ -379,8 +458,6 @@ class Broker:
         return self.coordinators[index]
 
     def _coordinator_for_transactional_id(self, transactional_id: str) -> Coordinator:
-        from engine.crc32c import crc32c
-
         return self.coordinators[crc32c(transactional_id.encode("utf-8")) % len(self.coordinators)]
 
     def init_producer(
@@ -424,8 +501,11 @@ class Broker:
                 f"request holds {len(batch)} bytes, its batch's length field says "
                 f"{header.size_bytes}: send exactly one batch per request"
             )
+        check_producer_batch(header)  # else one record could move the log end by 2**31
         if topic == OFFSETS_TOPIC:  # its records are the broker's own (group offsets)
             raise InvalidConfigError(f"{OFFSETS_TOPIC} is internal: commit offsets instead")
+        if target.log.config.compacts:  # a keyless record could never be compacted away
+            require_keys(batch, header, f"topic {topic}")
         if header.transaction_id == NO_TRANSACTION_ID:
             if attempt:
                 raise InvalidConfigError("an attempt tag needs a transactional batch")
@@ -497,12 +577,20 @@ class Broker:
         # The request's own transaction first (writes nothing): a stale or made-up one
         # must not abort the transaction that holds the offsets.
         coordinator.add_partitions(transaction_id, producer_id, producer_generation, ())
-        self._fence_offset_holders(transaction_id, group_id, wanted)
         offsets_partition = self.group_offsets.partition_for(group_id)
-        coordinator.add_offsets(
-            transaction_id, producer_id, producer_generation, group_id, offsets_partition, wanted
-        )
-        self.group_offsets.mark_pending(group_id, wanted, transaction_id)
+        # Fence and take the offsets as one step per group: two newcomers racing past the
+        # fence at once would both hold the same offsets, and the zombie's could win.
+        with self._group_fence_locks[crc32c(group_id.encode("utf-8")) % GROUP_FENCE_LOCKS]:
+            self._fence_offset_holders(transaction_id, group_id, wanted)
+            coordinator.add_offsets(
+                transaction_id,
+                producer_id,
+                producer_generation,
+                group_id,
+                offsets_partition,
+                wanted,
+            )
+            self.group_offsets.mark_pending(group_id, wanted, transaction_id)
         batch = build_offsets_batch(group_id, wanted, transaction_id=transaction_id)
         target = self._partitions[offsets_partition]
         txn = coordinator.lock_for_send(
@@ -657,10 +745,27 @@ class Broker:
 
     def admin_abort_transaction(self, transaction_id: int) -> None:
         self._check_open()
-        self._coordinator_for_id(transaction_id).admin_abort(transaction_id)
+        index = coordinator_partition_of(transaction_id)
+        coordinator = self.coordinators[index] if index < len(self.coordinators) else None
+        # One answer for every id that is not in flight, whichever coordinator its low bits name.
+        if coordinator is None or coordinator.transaction(transaction_id) is None:
+            raise UnknownTransactionError(
+                f"transaction {transaction_id} is not in flight (never begun, already "
+                "completed, or not issued by this broker); list those in flight with "
+                "`twinlog txn list` (Admin.list_transactions())"
+            )
+        coordinator.admin_abort(transaction_id)
 
     def describe_producers(self, topic: str, partition: int) -> list[ProducerDescription]:
         return self._partition(topic, partition).describe_producers()
+
+    def transactional_id_of(self, producer_id: int) -> str | None:
+        """The transactional id a producer id belongs to (None: unknown); the server's ACLs
+        need it. Producer ids survive restarts and re-inits, so this answer does too."""
+        index = coordinator_partition_of(producer_id)
+        if producer_id < 0 or index >= len(self.coordinators):
+            return None
+        return self.coordinators[index].transactional_id_of(producer_id)
 
     # --- used by tests and tools -------------------------------------------------------------------
 

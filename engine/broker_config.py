@@ -27,8 +27,15 @@ class BrokerConfig:
     max_open_transactions: int = 100_000  # in flight across the broker
     # Consumer group offsets
     offsets_partitions: int = 4  # partitions of __consumer_offsets
+    # its segment size when it is created (Kafka's offsets.topic.segment.bytes); it is
+    # compacted, which touches sealed segments only
+    offsets_segment_bytes: int = 100 * 1024 * 1024
     # Local data journal (LMDB)
     journal_map_bytes_initial: int = 256 * 1024 * 1024  # grows when full
+    # After the journal was lost (moved aside, no backup): complete committed transactions
+    # whose batches it held as empty, instead of refusing (docs/formats.md, "Damage").
+    # Their records on this broker are gone; only for starting again after such a loss.
+    accept_journal_loss: bool = False
     # Limits on produce
     max_batch_bytes: int = 8 * 1024 * 1024
     # Defaults for new topics (see engine.log.LogConfig)
@@ -37,6 +44,7 @@ class BrokerConfig:
     log_retention_bytes: int = -1
     log_flush_policy: str = "every_append"
     retention_check_interval_ms: int = 60_000
+    compaction_check_interval_ms: int = 15_000  # compacted topics (Kafka's log.cleaner.backoff.ms)
 
     def __post_init__(self) -> None:
         for item in fields(self):
@@ -63,6 +71,8 @@ class BrokerConfig:
             "checkpoint_interval_ms",
             "max_batch_bytes",
             "retention_check_interval_ms",
+            "compaction_check_interval_ms",
+            "offsets_segment_bytes",
             "max_open_transactions",
         ):
             if getattr(self, name) <= 0:
@@ -83,6 +93,12 @@ class BrokerConfig:
                 raise InvalidConfigError(
                     f"unknown broker config key {raw_key!r}; known keys: {', '.join(sorted(known))}"
                 )
+            if known[key].type in ("bool", bool) and isinstance(raw_value, str):
+                if raw_value.lower() not in ("true", "false"):
+                    raise InvalidConfigError(
+                        f"config {raw_key} must be true or false, got {raw_value!r}"
+                    )
+                raw_value = raw_value.lower() == "true"
             if known[key].type in ("int", int) and isinstance(raw_value, str):
                 try:
                     raw_value = int(raw_value)

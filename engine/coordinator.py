@@ -52,6 +52,7 @@ from engine.errors import (
     InvalidTxnStateError,
     PendingTransactionError,
     ProducerFencedError,
+    TransactionDataMissingError,
     UnknownProducerIdError,
     UnknownTransactionError,
 )
@@ -85,6 +86,7 @@ JOURNAL_PARTITIONS_MAX = 1 << PARTITION_BITS
 
 TRANSACTION_TIMEOUT_MS_DEFAULT = 60_000
 TRANSACTION_TIMEOUT_MS_MAX = 15 * 60_000
+COMPLETION_RETRY_S_MAX = 30.0  # a failing completion is retried at least this often
 COMPLETION_WAIT_MS = 5_000  # how long begin/init wait for the previous transaction to complete
 APPLY_THREADS = 8  # partitions of one transaction applied at once (each mostly waits on fsync)
 # Completed transactions remembered (id -> final state) so that a late request gets
@@ -108,10 +110,22 @@ class PartitionApplier(Protocol):
     call to the partition's leader. Both calls must be idempotent.
     """
 
+    def journaled_entries(self, partition: TopicPartition, transaction_id: int) -> int:
+        """Entries the partition's local journal holds for the open transaction: 0 if none,
+        -1 if the partition no longer exists (its topic was deleted)."""
+
     def apply_commit(
-        self, partition: TopicPartition, transaction_id: int, attempts: tuple[str, ...] | None
+        self,
+        partition: TopicPartition,
+        transaction_id: int,
+        attempts: tuple[str, ...] | None,
+        journaled_entries: int,
     ) -> None:
-        """Copy the transaction's entries (only those of ``attempts`` and untagged, if given)."""
+        """Copy the transaction's entries (only those of ``attempts`` and untagged, if given).
+
+        ``journaled_entries``: how many the journal held at the decision (0: not known);
+        fewer now means the journal lost some, and the copy must refuse, not shrink.
+        """
 
     def apply_abort(self, partition: TopicPartition, transaction_id: int) -> None:
         """Drop the transaction's entries."""
@@ -139,7 +153,18 @@ class TxnMetadata:
     # Waiting for completion uses the coordinator's one condition, not an Event per
     # transaction: an Event (a Condition and a Lock) would double the cost of an open one.
     attempts: tuple[str, ...] | None = None  # set by PREPARE_COMMIT; None = every entry
+    # Partitions added without a send (AddPartitionsToTransaction, a group's offsets
+    # partition): they may hold no batches at commit. None while there are none (most
+    # transactions): an empty set would cost 200 bytes per open transaction.
+    explicit_partitions: set[TopicPartition] | None = None
+    # Set by PREPARE_COMMIT: journal entries each partition added by a send held then.
+    journaled: tuple[tuple[TopicPartition, int], ...] = ()
     lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def sent_partitions(self) -> list[TopicPartition]:
+        """Partitions added by a produce, in order: each must hold journaled batches."""
+        explicit = self.explicit_partitions or set()
+        return sorted(p for p in self.partitions if p not in explicit)
 
     def describe(self) -> TransactionDescription:
         return TransactionDescription(
@@ -257,11 +282,16 @@ class Coordinator:
                 return
             if isinstance(record, AddPartitions):
                 txn.partitions.update(record.partitions)
+                if not record.by_send:
+                    if txn.explicit_partitions is None:
+                        txn.explicit_partitions = set()
+                    txn.explicit_partitions.update(record.partitions)
             elif isinstance(record, AddOffsets):
                 txn.groups.setdefault(record.group_id, set()).update(record.partitions)
             elif isinstance(record, PrepareCommit):
                 txn.state = TxnState.PREPARE_COMMIT
                 txn.attempts = record.attempts
+                txn.journaled = record.journaled
             elif isinstance(record, PrepareAbort):
                 txn.state = TxnState.PREPARE_ABORT
             elif isinstance(record, Committed | Aborted):
@@ -489,7 +519,7 @@ class Coordinator:
                 # Re-check under the transaction lock: an abort may have come in between.
                 next_state(transaction_id, txn.state, TxnEvent.SEND)
                 if partition not in txn.partitions:
-                    self._write(AddPartitions(now_ms(), transaction_id, (partition,)))
+                    self._write(AddPartitions(now_ms(), transaction_id, (partition,), by_send=1))
         except BaseException:
             txn.lock.release()
             raise
@@ -539,8 +569,11 @@ class Coordinator:
             if txn is None:
                 return  # a retry of an end that already completed
         with txn.lock:  # wait for in-flight sends of this transaction to land first
+            journaled: tuple[tuple[TopicPartition, int], ...] = ()
+            if event is TxnEvent.COMMIT and txn.state is TxnState.ONGOING:
+                journaled = self._journaled_of_sends(txn)  # no send can land meanwhile
             with self._lock:
-                self._prepare(txn, event, attempts)
+                self._prepare(txn, event, attempts, journaled)
         if wait_for_applied:
             self._wait_complete(txn)
 
@@ -555,8 +588,34 @@ class Coordinator:
                 self._prepare(txn, TxnEvent.ABORT)
         self._wait_complete(txn)
 
+    def _journaled_of_sends(self, txn: TxnMetadata) -> tuple[tuple[TopicPartition, int], ...]:
+        """(partition, journal entries) of every partition a send added to ``txn``.
+
+        Raises TransactionDataMissingError if one holds none: the broker stopped between
+        adding the partition and journaling the batch (the producer was never told the
+        batch was written), or the local journal was damaged. Either way the commit
+        cannot be what the producer sent; nothing is written and the producer aborts.
+        """
+        journaled = []
+        for partition in txn.sent_partitions():
+            entries = self._applier.journaled_entries(partition, txn.transaction_id)
+            if entries == 0:
+                raise TransactionDataMissingError(
+                    f"transaction {txn.transaction_id}: {partition.topic}-{partition.partition} "
+                    "was written to, but the local data journal holds none of its batches (the "
+                    "broker stopped before they were journaled, or the journal was damaged). "
+                    "Nothing was committed: abort the transaction and send its records again"
+                )
+            if entries > 0:  # -1: the topic was deleted, nothing to copy there
+                journaled.append((partition, entries))
+        return tuple(journaled)
+
     def _prepare(
-        self, txn: TxnMetadata, event: TxnEvent, attempts: tuple[str, ...] | None = None
+        self,
+        txn: TxnMetadata,
+        event: TxnEvent,
+        attempts: tuple[str, ...] | None = None,
+        journaled: tuple[tuple[TopicPartition, int], ...] = (),
     ) -> None:
         """Write PREPARE_COMMIT / PREPARE_ABORT (if the table says so) and queue completion."""
         result = next_state(txn.transaction_id, txn.state, event)
@@ -569,7 +628,7 @@ class Coordinator:
             return
         record: TxnRecord
         if result is TxnState.PREPARE_COMMIT:
-            record = PrepareCommit(now_ms(), txn.transaction_id, attempts)
+            record = PrepareCommit(now_ms(), txn.transaction_id, attempts, journaled)
         else:
             assert result is TxnState.PREPARE_ABORT, (event, txn.state, result)
             record = PrepareAbort(now_ms(), txn.transaction_id)
@@ -592,33 +651,55 @@ class Coordinator:
         self._completer.start()
 
     def _complete_forever(self) -> None:
-        backoff_s = 0.01
+        """Complete queued decisions in order; one that fails waits and is retried later.
+
+        The decision is durable, so a failed completion (a full disk, a damaged
+        journal) is retried, with a delay that doubles per failure up to
+        ``COMPLETION_RETRY_S_MAX``; meanwhile the transactions queued behind it
+        go ahead: one stuck partition must not hold up every other commit.
+        """
+        retry_at_s: dict[int, float] = {}  # transaction id -> when it may be tried again
+        failures: dict[int, int] = {}
         while True:
             with self._lock:
-                while not self._completion_queue and not self._closed:
-                    self._completion_ready.wait()
-                if self._closed:
-                    return
-                transaction_id = self._completion_queue[0]
+                transaction_id = self._next_to_complete(retry_at_s)
+                if transaction_id is None:
+                    return  # closed
                 txn = self._transactions.get(transaction_id)
-            if txn is None:
-                with self._lock:
-                    self._completion_queue.pop(0)
-                continue
+                if txn is None:
+                    self._completion_queue.remove(transaction_id)
+                    continue
             try:
                 self.complete(txn)
             except Exception:
                 if self._closed:
                     return  # shutting down: recovery at the next start redoes it
-                # The decision is durable: keep trying (a full disk, say, may clear).
-                log.exception("completing transaction %d failed; retrying", transaction_id)
-                time.sleep(backoff_s)
-                backoff_s = min(backoff_s * 2, 1.0)
+                failed = failures[transaction_id] = failures.get(transaction_id, 0) + 1
+                delay_s = min(0.01 * 2 ** (failed - 1), COMPLETION_RETRY_S_MAX)
+                retry_at_s[transaction_id] = time.monotonic() + delay_s
+                log.exception(
+                    "completing transaction %d failed (%d times); retrying in %.2f s",
+                    transaction_id,
+                    failed,
+                    delay_s,
+                )
                 continue
-            backoff_s = 0.01
+            retry_at_s.pop(transaction_id, None)
+            failures.pop(transaction_id, None)
             with self._lock:
-                if self._completion_queue and self._completion_queue[0] == transaction_id:
-                    self._completion_queue.pop(0)
+                if transaction_id in self._completion_queue:
+                    self._completion_queue.remove(transaction_id)
+
+    def _next_to_complete(self, retry_at_s: dict[int, float]) -> int | None:
+        """The first queued transaction not waiting for a retry; None once closed. Lock held."""
+        while not self._closed:
+            now_s = time.monotonic()
+            waits_s = [retry_at_s.get(t, 0.0) - now_s for t in self._completion_queue]
+            for transaction_id, wait_s in zip(self._completion_queue, waits_s, strict=True):
+                if wait_s <= 0:
+                    return transaction_id
+            self._completion_ready.wait(min(waits_s) if waits_s else None)
+        return None
 
     def complete(self, txn: TxnMetadata) -> None:
         """APPLY the prepared decision to every partition, then journal its completion."""
@@ -644,9 +725,13 @@ class Coordinator:
         beside a call still in progress on the same partition.
         """
 
+        journaled = dict(txn.journaled)
+
         def apply(partition: TopicPartition) -> None:
             if committing:
-                self._applier.apply_commit(partition, txn.transaction_id, txn.attempts)
+                self._applier.apply_commit(
+                    partition, txn.transaction_id, txn.attempts, journaled.get(partition, 0)
+                )
             else:
                 self._applier.apply_abort(partition, txn.transaction_id)
 
@@ -775,6 +860,12 @@ class Coordinator:
     def list_transactions(self) -> list[TransactionDescription]:
         with self._lock:
             return [txn.describe() for txn in self._transactions.values()]
+
+    def transactional_id_of(self, producer_id: int) -> str | None:
+        """The transactional id ``producer_id`` was issued for (None: unknown here)."""
+        with self._lock:
+            entry = self._producers_by_id.get(producer_id)
+            return None if entry is None else entry.transactional_id
 
     def in_flight_count(self) -> int:
         with self._lock:

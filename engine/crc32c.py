@@ -45,4 +45,11 @@ def crc32c(data: bytes | bytearray | memoryview, previous_crc: int = 0) -> int:
     return _crc32c_function(data, previous_crc)
 
 
-assert crc32c(CHECK_INPUT) == CHECK_VALUE, "crcmod's crc-32c does not match its check value"
+# A plain check, not an assert: ``python -O`` strips asserts, and a wrong CRC would
+# make every batch look corrupt (or every corrupt batch look fine).
+if crc32c(CHECK_INPUT) != CHECK_VALUE:
+    raise ImportError(
+        f"crcmod's crc-32c gives 0x{crc32c(CHECK_INPUT):08x} for {CHECK_INPUT!r}, expected "
+        f"0x{CHECK_VALUE:08x} (RFC 3720): this crcmod is broken or not the real one. "
+        "Reinstall it: pip install --force-reinstall --no-binary crcmod crcmod"
+    )

@@ -55,6 +55,13 @@ class BatchTooLargeError(TwinlogError):
     """A batch (or request) is larger than the configured maximum."""
 
 
+class RecordTooLargeError(BatchTooLargeError):
+    """One record is larger than any batch may be (Kafka's RecordTooLargeException).
+
+    Raised by the producer before the record is queued; splitting batches cannot help.
+    """
+
+
 # --- offsets and topics ----------------------------------------------------
 
 
@@ -179,4 +186,13 @@ class TransactionCompletedError(InvalidTxnStateError):
     journal's purge watermark): the batch arrived after its end and was not journaled.
 
     Not retriable: the producer's transaction is over; begin a new one.
+    """
+
+
+class TransactionDataMissingError(InvalidTxnStateError):
+    """A commit found a partition that was written to holding no journaled batches (the broker
+    stopped before they were journaled, or the local journal was damaged). Nothing was
+    committed.
+
+    Not retriable: abort the transaction and send its records again.
     """

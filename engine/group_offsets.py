@@ -2,9 +2,14 @@
 
 Offsets are plain log records, keyed by (group, topic, partition), in the
 partition of ``__consumer_offsets`` that the group hashes to; the latest record
-of a key wins, so the topic can be compacted by key. A plain commit appends
-directly; an offset commit inside a transaction is journaled like any other
-transactional write and reaches the topic only when the transaction is applied.
+of a key wins, so the topic is compacted by key (``OFFSETS_TOPIC_CONFIG``:
+cleanup.policy compact, engine/log/compaction.py) and folding it into memory at
+start-up costs its live keys, not every commit ever made. Folding a compacted
+log gives the same answers: compaction keeps the latest record of each key,
+in offset order, and drops a deletion (null value) only with every older
+record of its key. A plain commit appends directly; an offset commit inside a
+transaction is journaled like any other transactional write and reaches the
+topic only when the transaction is applied.
 
     OffsetKey   := version int16 (1), group str, topic str, partition int32
     OffsetValue := version int16 (1), offset int64, commit_timestamp_ms int64
@@ -45,6 +50,20 @@ _VERSION = 1
 _SHORT = struct.Struct(">h")
 _PARTITION = struct.Struct(">i")
 _VALUE = struct.Struct(">hqq")
+
+# Configuration of the topic, as Kafka's for its own: compacted (the latest
+# commit per key is all that matters) and never deleted by age or size. Its
+# segment size is the broker's offsets_segment_bytes (Kafka's
+# offsets.topic.segment.bytes, 100 MiB), so that compaction, which only touches
+# sealed segments, gets to work long before a 1 GiB segment fills.
+OFFSETS_TOPIC_CONFIG: dict[str, str] = {"cleanup.policy": "compact", "retention.ms": "-1"}
+
+
+def offsets_topic_config(stored: Mapping[str, str], segment_bytes: int) -> dict[str, str]:
+    """The topic's config: what the data directory stores, completed with
+    ``OFFSETS_TOPIC_CONFIG`` and ``segment_bytes`` (directories made before
+    compaction existed lack them)."""
+    return {**OFFSETS_TOPIC_CONFIG, "segment.bytes": str(segment_bytes), **stored}
 
 
 def offsets_partition_for(group_id: str, partition_count: int) -> TopicPartition:

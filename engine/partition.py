@@ -21,12 +21,13 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from copier import PartitionWriter
 from engine.batch_format import NO_PRODUCER_ID, BatchHeader
 from engine.errors import OffsetOutOfRangeError
-from engine.log import DataLog, LogConfig
+from engine.log import CompactionReport, DataLog, LogConfig
 from engine.producer_state import SequenceTracker
 from engine.types import FetchResult, ProducerDescription, ProduceResult, TopicPartition
 from journal import LocalJournal, TransactionState
@@ -120,11 +121,21 @@ class Partition:
         for key in [key for key in list(self.transaction_sequences) if key[0] == transaction_id]:
             self.transaction_sequences.pop(key, None)
 
+    def journaled_entries(self, transaction_id: int) -> int:
+        """Journal entries of the transaction while it is open here (0: none)."""
+        record = self.journal.transaction(self.name, transaction_id)
+        return record.entry_count if record and record.state is TransactionState.OPEN else 0
+
     def apply_commit(
-        self, transaction_id: int, attempts: tuple[str, ...] | None = None
+        self,
+        transaction_id: int,
+        attempts: tuple[str, ...] | None = None,
+        journaled_entries: int = 0,
     ) -> tuple[int, int]:
         tags = None if attempts is None else [a.encode("utf-8") for a in attempts]
-        first_offset, next_offset = self.writer.apply_commit(transaction_id, attempts=tags)
+        first_offset, next_offset = self.writer.apply_commit(
+            transaction_id, attempts=tags, journaled_entries=journaled_entries
+        )
         self._forget_transaction(transaction_id)
         self._wake_fetchers()
         return first_offset, next_offset
@@ -132,6 +143,18 @@ class Partition:
     def apply_abort(self, transaction_id: int) -> None:
         self.writer.apply_abort(transaction_id)
         self._forget_transaction(transaction_id)
+
+    def compact_log(self, should_stop: Callable[[], bool] | None = None) -> CompactionReport:
+        """Compact the data log (cleanup.policy compact), leaving alone the batches of a copy
+        not yet recorded as APPLIED: the copier's crash recovery recognises them in the log
+        by every header field, which compaction would change."""
+        return self.log.compact(
+            protected_from_offset=self._applying_start_offset, should_stop=should_stop
+        )
+
+    def _applying_start_offset(self) -> int | None:
+        applying = self.journal.transactions(self.name, [TransactionState.APPLYING])
+        return min((record.first_offset for record in applying), default=None)
 
     # --- reads -----------------------------------------------------------------------
 

@@ -121,7 +121,10 @@ class SequenceTracker:
         known = self.producers.get(producer_id)
         if known is None or header.producer_generation > known.producer_generation:
             known = self.producers[producer_id] = ProducerSequences(header.producer_generation)
-        known.recent.append((header.base_sequence, header.record_count, base_offset))
+        # last_offset_delta + 1, not record_count: log compaction drops records from a
+        # batch but keeps its offsets (and so its sequences), and this table may be
+        # rebuilt from a compacted log. For a producer's batch the two are equal.
+        known.recent.append((header.base_sequence, header.last_offset_delta + 1, base_offset))
         known.last_timestamp_ms = max(known.last_timestamp_ms, header.max_timestamp_ms)
 
     # --- snapshot: so that reopening a log need not scan all of it --------------------

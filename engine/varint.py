@@ -56,8 +56,9 @@ def decode_varint(
 ) -> tuple[int, int]:
     """Decode one zig-zag varint at ``position``; return (value, position after it).
 
-    Raises CorruptBatchError if the bytes end before the varint does, or if it
-    runs longer than ``bytes_max`` bytes.
+    Raises CorruptBatchError if the bytes end before the varint does, if it
+    runs longer than ``bytes_max`` bytes, or if its value does not fit in a
+    signed 64-bit integer.
     """
     result = 0
     shift = 0
@@ -78,4 +79,11 @@ def decode_varint(
             raise CorruptBatchError(
                 f"varint at byte {start} is longer than {bytes_max} bytes (not a valid varint)"
             )
+    if result >> 64:
+        # Ten groups of 7 bits hold 70: the top six must be zero, else the value is
+        # beyond int64 and no writer of this format could have produced it.
+        raise CorruptBatchError(
+            f"varint at byte {start} holds a value of {result.bit_length()} bits, "
+            "more than the 64 a varlong may have (not a valid varint)"
+        )
     return (result >> 1) ^ -(result & 1), position

@@ -566,14 +566,23 @@ class _Reading:
             self._shared.__exit__(None, None, None)
             raise
 
-    def __exit__(self, *exc_info: Any) -> None:
+    def __exit__(self, exc_type: Any, error: BaseException | None, traceback: Any) -> None:
         try:
             if self._txn is not None:
                 self._txn.abort()
             if self._releaser is not None and (self._release_pages or self._releaser.releases):
                 self._releaser.release()
         finally:
-            self._shared.__exit__(*exc_info)
+            self._shared.__exit__(exc_type, error, traceback)
+        if isinstance(error, lmdb.Error):
+            # A read of a damaged map fails with whatever LMDB tripped on first
+            # (MDB_CORRUPTED, MDB_PAGE_NOTFOUND, or MDB_BAD_TXN once a failed
+            # lookup has poisoned the read transaction): one typed error for all.
+            raise CorruptJournalError(
+                f"local data journal {self._journal._path} is damaged: a read failed with "
+                f"{type(error).__name__}: {error}. Stop the broker, copy the directory aside, "
+                "and restore it from a backup (docs/formats.md, 'Local data journal: Damage')"
+            ) from error
 
 
 def _check_partition_name(partition: str) -> None:

@@ -52,6 +52,9 @@ CORRUPTION_ERRORS = (
     lmdb.PageNotFoundError,
     lmdb.PanicError,
     lmdb.InvalidError,
+    # MDB_BAD_TXN: a transaction poisoned by an earlier failure in it, which on a damaged
+    # map is a lookup that tripped over a bad page.
+    lmdb.BadTxnError,
 )
 
 

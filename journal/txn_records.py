@@ -11,9 +11,9 @@ record whose key is empty and whose value is:
                           timeout_ms i32
     2     BEGIN           transaction_id i64, transactional_id str, producer_id i64,
                           producer_generation i32, timeout_ms i32, request_id i64
-    3     ADD_PARTITIONS  transaction_id i64, partitions partitions
+    3     ADD_PARTITIONS  transaction_id i64, partitions partitions, by_send i8
     4     ADD_OFFSETS     transaction_id i64, group_id str, partitions partitions
-    5     PREPARE_COMMIT  transaction_id i64, attempts attempts
+    5     PREPARE_COMMIT  transaction_id i64, attempts attempts, journaled counts
     6     PREPARE_ABORT   transaction_id i64
     7     COMMITTED       transaction_id i64
     8     ABORTED         transaction_id i64
@@ -21,6 +21,14 @@ record whose key is empty and whose value is:
     str        := length int16, UTF-8 bytes
     partitions := count int32, (topic str, partition int32){count}
     attempts   := count int32 (-1: all entries), str{count}
+    counts     := count int32, (topic str, partition int32, entries int32){count}
+
+``by_send`` is 1 when a produce added the partition (its batch is journaled
+right after), 0 when AddPartitionsToTransaction did (it may receive nothing).
+A commit checks that every partition added by a send holds journaled batches
+and writes how many into PREPARE_COMMIT's ``journaled``; APPLY_COMMIT refuses
+to apply a partition whose local journal lost them (LMDB keeps no checksums:
+a damaged journal must stop the copy, not turn it into an empty one).
 
 ``attempts`` lets a writer with several task attempts (the Spark sink) commit
 only the attempts whose results it kept: APPLY_COMMIT copies the entries
@@ -110,9 +118,10 @@ class Begin(TxnRecord):
 @dataclass(frozen=True)
 class AddPartitions(TxnRecord):
     TYPE = TxnRecordType.ADD_PARTITIONS
-    FIELDS = (("transaction_id", "i64"), ("partitions", "partitions"))
+    FIELDS = (("transaction_id", "i64"), ("partitions", "partitions"), ("by_send", "i8"))
     transaction_id: int
     partitions: tuple[TopicPartition, ...] = field(default=())
+    by_send: int = 0  # 1: added by a produce, so it must hold journaled batches at commit
 
 
 @dataclass(frozen=True)
@@ -127,9 +136,15 @@ class AddOffsets(TxnRecord):
 @dataclass(frozen=True)
 class PrepareCommit(TxnRecord):
     TYPE = TxnRecordType.PREPARE_COMMIT
-    FIELDS = (("transaction_id", "i64"), ("attempts", "attempts"))
+    FIELDS = (
+        ("transaction_id", "i64"),
+        ("attempts", "attempts"),
+        ("journaled", "counts"),
+    )
     transaction_id: int
     attempts: tuple[str, ...] | None = None  # None: every entry
+    # (partition, journal entries it held at the decision), for partitions added by a send
+    journaled: tuple[tuple[TopicPartition, int], ...] = field(default=())
 
 
 @dataclass(frozen=True)
@@ -191,6 +206,12 @@ def encode(record: TxnRecord) -> bytes:
         elif kind == "attempts":
             parts.append(_COUNT.pack(-1 if value is None else len(value)))
             parts.extend(_encode_string(attempt) for attempt in value or ())
+        elif kind == "counts":
+            parts.append(_COUNT.pack(len(value)))
+            for (topic, partition), count in value:
+                parts.append(_encode_string(topic))
+                parts.append(_PARTITION.pack(partition))
+                parts.append(_COUNT.pack(count))
         else:
             parts.append(_SCALARS[kind].pack(value))
     return b"".join(parts)
@@ -251,6 +272,14 @@ def decode(data: bytes) -> TxnRecord:
             if count < -1:
                 raise CorruptJournalError(f"transaction journal record lists {count} attempts")
             values[name] = None if count == -1 else tuple(cursor.string() for _ in range(count))
+        elif kind == "counts":
+            count = cursor.unpack(_COUNT)
+            if count < 0:
+                raise CorruptJournalError(f"transaction journal record lists {count} counts")
+            values[name] = tuple(
+                (TopicPartition(cursor.string(), cursor.unpack(_PARTITION)), cursor.unpack(_COUNT))
+                for _ in range(count)
+            )
         else:
             values[name] = cursor.unpack(_SCALARS[kind])
     if cursor.position != len(data):

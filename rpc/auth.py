@@ -6,19 +6,41 @@ Tokens file (``--tokens-file``), one token per line, ``#`` comments::
     9c1d0a4e5f0b4e7c8a2d3f6e1b7c9d05     alice
     3e8f2a9b7c6d5e4f3a2b1c0d9e8f7a6b     ops
 
-ACL file (``--acl-file``), one grant per line; the pattern is a shell-style glob
-(``orders.*``, ``*``) over topic names, or over transactional ids for ``abort``;
-principal ``*`` means every authenticated principal; ``all`` grants every operation::
+ACL file (``--acl-file``), one grant per line: ``PRINCIPAL OPERATION PATTERN``. The
+pattern is a shell-style glob (``orders.*``, ``*``) over topic names, or, written
+``transactional-id:GLOB``, over transactional ids (Kafka's TransactionalId
+resource). Principal ``*`` means every authenticated principal; ``all`` grants
+every operation that applies to the pattern's kind (and, without the prefix,
+``abort`` too: its pattern has always named transactional ids)::
 
     # principal  operation  pattern
-    alice        write      orders*
-    alice        read       *
+    alice        write      orders*                   # produce to these topics
+    alice        read       *                         # fetch, offsets, describe producers
+    alice        write      transactional-id:loader*  # init, begin, send, commit, abort
+    audit        describe   transactional-id:*        # see them in txn list / producers
     ops          create     *
     ops          delete     *
-    ops          abort      *
+    ops          abort      *                         # abort anyone's transaction (admin)
 
-Without an ACL file every authenticated principal may do everything. Describing
-(listing topics, transactions and producers) needs authentication only.
+| operation | on | allows |
+| --- | --- | --- |
+| read | topics | Fetch, ListOffset, group offsets, DescribeProducers (filtered, below) |
+| write | topics | Produce, adding the topic to a transaction |
+| create, delete | topics | CreateTopic, DeleteTopic |
+| write | transactional ids | InitProducer with that id, then Begin, AddPartitions, SendOffsets, Commit, Abort and transactional Produce of its producer id |
+| describe | transactional ids | seeing its transactions (ListTransactions) and its producer (DescribeProducers) |
+| abort | transactional ids | ``twinlog txn abort`` of its transactions; the pattern may omit ``transactional-id:`` |
+
+Write and abort imply describe. Which transactional id a request acts for is
+derived from its producer id on every call (the broker keeps that mapping on disk,
+so it holds across server restarts and re-inits): a principal without write on
+alice's transactional id cannot begin, commit, abort or fence her transactions,
+nor send into them, even knowing her producer id. Idempotent (non-transactional)
+producers need only write on their topics, as in Kafka.
+
+Without an ACL file every authenticated principal may do everything, and
+ListTransactions and DescribeProducers show everything. Listing and describing
+topics needs authentication only.
 
 Tokens are compared with ``hmac.compare_digest`` against every known token (no
 early exit, no dict lookup on the secret), and are never logged or put in an
@@ -44,13 +66,31 @@ ANONYMOUS = "anonymous"
 
 class Operation(Enum):
     READ = "read"  # fetch, list offsets, group offsets of a topic
-    WRITE = "write"  # produce to a topic, add it to a transaction
+    WRITE = "write"  # produce to a topic; use a transactional id
     CREATE = "create"  # create a topic
     DELETE = "delete"  # delete a topic
     ABORT = "abort"  # abort another producer's transaction (admin)
+    DESCRIBE = "describe"  # see a transactional id's transactions and producer
+
+
+class Resource(Enum):
+    TOPIC = "topic"
+    TRANSACTIONAL_ID = "transactional id"
 
 
 ALL_OPERATIONS = "all"
+TRANSACTIONAL_ID_PREFIX = "transactional-id:"
+OPERATIONS_ON = {
+    Resource.TOPIC: {Operation.READ, Operation.WRITE, Operation.CREATE, Operation.DELETE},
+    Resource.TRANSACTIONAL_ID: {Operation.WRITE, Operation.DESCRIBE, Operation.ABORT},
+}
+# Kafka's rule: a principal that may use (or abort) a transactional id may also see it.
+IMPLIES_DESCRIBE = (Operation.DESCRIBE, Operation.WRITE, Operation.ABORT)
+
+
+def resource_pattern(resource: Resource, name: str) -> str:
+    """How a grant for exactly this resource is written in the ACL file."""
+    return TRANSACTIONAL_ID_PREFIX + name if resource is Resource.TRANSACTIONAL_ID else name
 
 
 @dataclass(frozen=True)
@@ -65,14 +105,60 @@ class Principal:
 class Grant:
     principal: str
     operation: str
-    pattern: str
+    pattern: str  # without its ``transactional-id:`` prefix
+    resource: Resource = Resource.TOPIC
 
-    def allows(self, principal: Principal, operation: Operation, resource: str) -> bool:
+    def allows(
+        self,
+        principal: Principal,
+        operation: Operation,
+        name: str,
+        resource: Resource = Resource.TOPIC,
+    ) -> bool:
         return (
             self.principal in ("*", principal.name)
             and self.operation in (ALL_OPERATIONS, operation.value)
-            and fnmatch.fnmatchcase(resource, self.pattern)
+            and self._covers(operation, resource)
+            and fnmatch.fnmatchcase(name, self.pattern)
         )
+
+    def _covers(self, operation: Operation, resource: Resource) -> bool:
+        if self.resource is resource:
+            return True
+        # An abort grant has always named transactional ids without the prefix.
+        return operation is Operation.ABORT and resource is Resource.TRANSACTIONAL_ID
+
+
+def parse_grant(words: list[str], where: str) -> Grant:
+    """One ACL line (``PRINCIPAL OPERATION PATTERN``), checked; ``where`` names the line."""
+    if len(words) != 3:
+        raise InvalidConfigError(f"{where}: expected 'PRINCIPAL OPERATION PATTERN'")
+    principal, operation, pattern = words
+    operation = operation.lower()
+    resource = Resource.TOPIC
+    if pattern.startswith(TRANSACTIONAL_ID_PREFIX):
+        resource, pattern = Resource.TRANSACTIONAL_ID, pattern[len(TRANSACTIONAL_ID_PREFIX) :]
+    known = {item.value for item in Operation} | {ALL_OPERATIONS}
+    if operation not in known:
+        raise InvalidConfigError(
+            f"{where}: operation {operation!r} is not one of {', '.join(sorted(known))}"
+        )
+    if operation == Operation.ABORT.value:
+        resource = Resource.TRANSACTIONAL_ID  # with or without the prefix
+    elif operation != ALL_OPERATIONS and Operation(operation) not in OPERATIONS_ON[resource]:
+        fits = sorted(item.value for item in OPERATIONS_ON[resource])
+        hint = (
+            f"write '{principal} {operation} {TRANSACTIONAL_ID_PREFIX}{pattern or '*'}'"
+            if resource is Resource.TOPIC
+            else f"a pattern without '{TRANSACTIONAL_ID_PREFIX}' names topics"
+        )
+        raise InvalidConfigError(
+            f"{where}: operation {operation!r} does not apply to {resource.value}s (those take "
+            f"{', '.join(fits)}); {hint}"
+        )
+    if not pattern:
+        raise InvalidConfigError(f"{where}: the pattern is empty; '*' matches every name")
+    return Grant(principal, operation, pattern, resource)
 
 
 def _lines(path: str | Path, what: str) -> list[tuple[int, list[str]]]:
@@ -134,24 +220,21 @@ class Acl:
 
     @classmethod
     def load(cls, path: str | Path) -> Acl:
-        known = {operation.value for operation in Operation} | {ALL_OPERATIONS}
-        grants = []
-        for number, words in _lines(path, "ACL file"):
-            if len(words) != 3:
-                raise InvalidConfigError(
-                    f"ACL file {path} line {number}: expected 'PRINCIPAL OPERATION PATTERN'"
-                )
-            principal, operation, pattern = words
-            if operation.lower() not in known:
-                raise InvalidConfigError(
-                    f"ACL file {path} line {number}: operation {operation!r} is not one of "
-                    f"{', '.join(sorted(known))}"
-                )
-            grants.append(Grant(principal, operation.lower(), pattern))
-        return cls(grants)
+        return cls(
+            [
+                parse_grant(words, f"ACL file {path} line {number}")
+                for number, words in _lines(path, "ACL file")
+            ]
+        )
 
-    def allows(self, principal: Principal, operation: Operation, resource: str) -> bool:
-        return any(grant.allows(principal, operation, resource) for grant in self.grants)
+    def allows(
+        self,
+        principal: Principal,
+        operation: Operation,
+        name: str,
+        resource: Resource = Resource.TOPIC,
+    ) -> bool:
+        return any(grant.allows(principal, operation, name, resource) for grant in self.grants)
 
 
 class Guard:
@@ -193,14 +276,30 @@ class Guard:
             )
         return principal
 
-    def require(self, principal: Principal, operation: Operation, resources: Iterable[str]) -> None:
-        """Raise AuthorizationError unless ``principal`` may do ``operation`` on every resource."""
+    def require(
+        self,
+        principal: Principal,
+        operation: Operation,
+        names: Iterable[str],
+        resource: Resource = Resource.TOPIC,
+    ) -> None:
+        """Raise AuthorizationError unless ``principal`` may do ``operation`` on every name."""
         if self.acl is None:
             return
-        for resource in resources:
-            if not self.acl.allows(principal, operation, resource):
+        for name in names:
+            if not self.acl.allows(principal, operation, name, resource):
+                what = f"{name!r}" if resource is Resource.TOPIC else f"{resource.value} {name!r}"
                 raise AuthorizationError(
-                    f"principal {principal.name!r} may not {operation.value} {resource!r}; "
+                    f"principal {principal.name!r} may not {operation.value} {what}; "
                     f"nothing was changed. Ask an operator for a grant in the ACL file "
-                    f"('{principal.name} {operation.value} {resource}')"
+                    f"('{principal.name} {operation.value} {resource_pattern(resource, name)}')"
                 )
+
+    def may_describe_transactional_id(self, principal: Principal, transactional_id: str) -> bool:
+        """May ``principal`` see this transactional id's transactions and producer?"""
+        if self.acl is None:
+            return True
+        return any(
+            self.acl.allows(principal, operation, transactional_id, Resource.TRANSACTIONAL_ID)
+            for operation in IMPLIES_DESCRIBE
+        )

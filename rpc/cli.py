@@ -9,18 +9,23 @@
     twinlog bench                          end-to-end benchmark
 
 Every command has ``--help`` with an example. Engine errors are printed as
-``error: ClassName: message`` with exit status 1; usage errors exit with 2.
+``error: ClassName: message`` with exit status 1; usage errors exit with 2;
+Ctrl-C ends a command with status 130 (128 + SIGINT, as shells expect) and no
+traceback.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
 from engine.errors import TwinlogError
-from rpc import cli_consume, cli_produce, cli_serve, cli_topics, cli_txn
-from rpc.cli_common import add_command
+
+# Nothing above imports gRPC: it reads GRPC_VERBOSITY once, when first imported, and
+# main() must set it before that (the commands' modules import the client, hence gRPC).
+EXIT_INTERRUPTED = 130  # 128 + SIGINT
 
 
 def _register_demo(subparsers: object) -> None:
@@ -30,6 +35,8 @@ def _register_demo(subparsers: object) -> None:
 
 
 def _register_bench(subparsers: object) -> None:
+    from rpc.cli_common import add_command
+
     parser = add_command(
         subparsers,
         "bench",
@@ -41,6 +48,8 @@ def _register_bench(subparsers: object) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from rpc import cli_consume, cli_produce, cli_serve, cli_topics, cli_txn
+
     parser = argparse.ArgumentParser(
         prog="twinlog",
         description="twinlog: atomic writes to many partitions, plain committed-only logs for readers",
@@ -65,15 +74,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         from bench.e2e.runner import main as bench_main
 
         return bench_main(arguments[1:], prog="twinlog bench")
+    if arguments[:1] in (["serve"], ["demo"]):
+        # gRPC's own INFO lines (fork notices, ...) would clutter the server's log (and the
+        # demo's output); a user who sets GRPC_VERBOSITY gets what they asked for.
+        os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
     parser = build_parser()
     args = parser.parse_args(arguments)
+    validate = getattr(args, "validate", None)
+    problem = validate(args) if validate is not None else None
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return 2  # a usage error, as argparse's own
     try:
+        if getattr(args, "server", None):  # every command that talks to a server
+            from rpc.cli_common import check_server, configure_logging
+
+            configure_logging("WARNING")  # client warnings in the same readable lines
+            check_server(args)
         status: int = args.run(args)
     except TwinlogError as error:
         print(f"error: {type(error).__name__}: {error}", file=sys.stderr)
         return 1
     except BrokenPipeError:  # `twinlog consume ... | head`
         return 0
+    except KeyboardInterrupt:  # the command cleaned up on its way out (finally blocks)
+        return EXIT_INTERRUPTED
     return status
 
 

@@ -4,12 +4,20 @@ from __future__ import annotations
 
 import argparse
 import logging
+import queue
 import sys
 import textwrap
+import time
+from pathlib import Path
 from typing import Any
 
+from engine.errors import BrokerUnavailableError, InvalidConfigError
 from rpc.client.connection import DEFAULT_SERVER, TOKEN_ENVIRONMENT, ConnectionOptions
 from rpc.client.retry import RetryPolicy
+
+# How long a command waits for the server to accept a connection before it says so:
+# a wrong --server used to take the whole retry budget (10-19 s) and a stray log line.
+CONNECT_TIMEOUT_MS = 3_000
 
 LOG_FORMAT = "%(asctime)s.%(msecs)03d %(levelname)-7s %(name)s: %(message)s"
 LOG_DATE_FORMAT = "%Y-%m-%d %H:%M:%S"
@@ -50,9 +58,13 @@ def connection_parser() -> argparse.ArgumentParser:
         default=DEFAULT_SERVER,
         help=f"host:port of the server (default {DEFAULT_SERVER})",
     )
-    group.add_argument(
-        "--token", help=f"bearer token (default: ${TOKEN_ENVIRONMENT}); never logged"
+    token = group.add_mutually_exclusive_group()
+    token.add_argument(
+        "--token",
+        help=f"bearer token (default: ${TOKEN_ENVIRONMENT}); visible to other users in `ps`: "
+        "prefer --token-file or the environment",
     )
+    token.add_argument("--token-file", help="file whose first line is the bearer token")
     group.add_argument("--tls", action="store_true", help="use TLS with the system's CAs")
     group.add_argument("--tls-ca", help="PEM file of the CA that signed the server's certificate")
     group.add_argument("--tls-cert", help="PEM client certificate (mutual TLS)")
@@ -67,9 +79,20 @@ def connection_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def read_token_file(path: str) -> str:
+    try:
+        lines = Path(path).read_text().split()
+    except OSError as error:
+        raise InvalidConfigError(f"cannot read --token-file {path}: {error.strerror}") from None
+    if not lines:
+        raise InvalidConfigError(f"--token-file {path} is empty; put the bearer token in it")
+    return lines[0]
+
+
 def connection_options(args: argparse.Namespace) -> ConnectionOptions:
+    token = read_token_file(args.token_file) if args.token_file else args.token
     return ConnectionOptions(
-        token=args.token,
+        token=token,
         tls=args.tls,
         tls_ca_file=args.tls_ca,
         tls_cert_file=args.tls_cert,
@@ -77,6 +100,44 @@ def connection_options(args: argparse.Namespace) -> ConnectionOptions:
         tls_server_name=args.tls_server_name,
         request_timeout_ms=args.timeout_request_ms,
     )
+
+
+def check_server(args: argparse.Namespace) -> None:
+    """Fail within seconds, saying so, when no server accepts a connection at --server."""
+    import grpc
+
+    from rpc.client.remote import open_channel
+
+    timeout_s = min(args.timeout_request_ms, CONNECT_TIMEOUT_MS) / 1000
+    channel = open_channel(args.server, connection_options(args))
+    states: queue.SimpleQueue[grpc.ChannelConnectivity] = queue.SimpleQueue()
+    channel.subscribe(states.put, try_to_connect=True)
+    deadline_s = time.monotonic() + timeout_s
+    state = grpc.ChannelConnectivity.IDLE
+    try:
+        # A refused connection or a failed TLS handshake shows at once as TRANSIENT_FAILURE;
+        # an address that swallows packets shows nothing until the deadline.
+        while state not in (
+            grpc.ChannelConnectivity.READY,
+            grpc.ChannelConnectivity.TRANSIENT_FAILURE,
+        ):
+            try:
+                state = states.get(timeout=max(0.0, deadline_s - time.monotonic()))
+            except queue.Empty:
+                break
+    finally:
+        channel.unsubscribe(states.put)
+        channel.close()
+    if state is not grpc.ChannelConnectivity.READY:
+        why = (
+            "the connection failed (refused, unknown host, or a TLS mismatch)"
+            if state is grpc.ChannelConnectivity.TRANSIENT_FAILURE
+            else f"no answer within {timeout_s:g} s"
+        )
+        raise BrokerUnavailableError(
+            f"cannot reach {args.server}: {why}; is the server running at that address "
+            "(twinlog serve), with matching TLS settings (--tls, --tls-ca)?"
+        )
 
 
 def retry_policy(args: argparse.Namespace) -> RetryPolicy:

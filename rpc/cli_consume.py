@@ -35,7 +35,8 @@ def register(subparsers: Any) -> None:
     start.add_argument(
         "--from-beginning",
         action="store_true",
-        help="start at the log start (default: the group's offset, else the end)",
+        help="start at the log start; with --group, only where the group has no committed "
+        "offset, as in Kafka (default: the group's offset, else the end)",
     )
     start.add_argument("--offset", type=int, help="start at this offset (of every partition read)")
     parser.add_argument("--max-messages", type=int, help="exit after this many records")
@@ -100,7 +101,9 @@ def run(args: argparse.Namespace) -> int:
     printed = 0
     try:
         consumer.assign(partitions)
-        if args.from_beginning:
+        if args.from_beginning and not args.group:
+            # With a group, auto_offset_reset="earliest" above applies where it has no
+            # committed offset; its committed offsets win (Kafka's console consumer rule).
             consumer.seek_to_beginning()
         elif args.offset is not None:
             for topic_partition in partitions:

@@ -7,9 +7,12 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
+from engine.errors import TwinlogError
 from rpc.cli_common import add_command, connection_options, connection_parser, retry_policy
 from rpc.client import Producer
 from rpc.client.futures import RecordFuture
+
+RECORDS_PER_TXN_DEFAULT = 100
 
 EXAMPLE = """
 seq 1 10 | twinlog produce orders
@@ -33,11 +36,13 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("--transactional-id", help="send in transactions under this id")
     parser.add_argument(
-        "--records-per-txn", type=int, default=100, help="records per transaction (100)"
+        "--records-per-txn",
+        type=int,
+        help=f"records per transaction ({RECORDS_PER_TXN_DEFAULT}); needs --transactional-id",
     )
     parser.add_argument("--compression", choices=("zstd", "none"), default="zstd")
     parser.add_argument("--linger-ms", type=int, default=5)
-    parser.set_defaults(run=run)
+    parser.set_defaults(run=run, validate=validate)
 
 
 def records(args: argparse.Namespace) -> Iterator[tuple[bytes | None, bytes]]:
@@ -51,10 +56,39 @@ def records(args: argparse.Namespace) -> Iterator[tuple[bytes | None, bytes]]:
             yield None, line
 
 
+def abort_open_transaction(producer: Producer) -> None:
+    """On the way out after a failure or Ctrl-C: abort now rather than leave the
+    transaction ONGOING until the broker's timeout."""
+    transaction_id = producer.transaction_id
+    if transaction_id is None:
+        return
+    try:
+        producer.abort_transaction()
+    except TwinlogError as error:
+        print(
+            f"could not abort transaction {transaction_id} ({type(error).__name__}: {error}); "
+            "the broker aborts it when it times out",
+            file=sys.stderr,
+        )
+    else:
+        print(f"aborted transaction {transaction_id}: none of its records is read", file=sys.stderr)
+
+
+def validate(args: argparse.Namespace) -> str | None:
+    """A usage error in the flags (checked before connecting), or None."""
+    if args.records_per_txn is not None and not args.transactional_id:
+        return (
+            "--records-per-txn needs --transactional-id (without it records are not sent in "
+            "transactions)"
+        )
+    if args.records_per_txn is not None and args.records_per_txn <= 0:
+        return "--records-per-txn must be > 0"
+    return None
+
+
 def run(args: argparse.Namespace) -> int:
-    if args.records_per_txn <= 0:
-        print("error: --records-per-txn must be > 0", file=sys.stderr)
-        return 2
+    if args.records_per_txn is None:
+        args.records_per_txn = RECORDS_PER_TXN_DEFAULT
     producer = Producer(
         args.server,
         transactional_id=args.transactional_id,
@@ -91,6 +125,9 @@ def run(args: argparse.Namespace) -> int:
         producer.flush()
         for future in futures:
             future.result()  # raises the first failure
+    except BaseException:  # an error, or Ctrl-C (KeyboardInterrupt): main() reports it
+        abort_open_transaction(producer)
+        raise
     finally:
         producer.close()
     suffix = f" in {transactions} transactions" if args.transactional_id else ""

@@ -36,7 +36,9 @@ def register(subparsers: Any) -> None:
     security.add_argument("--tls-client-ca", help="PEM CA for client certificates (mutual TLS)")
     security.add_argument("--tokens-file", help="'TOKEN PRINCIPAL' lines: require bearer tokens")
     security.add_argument(
-        "--acl-file", help="'PRINCIPAL OPERATION PATTERN' lines (see rpc/auth.py)"
+        "--acl-file",
+        help="'PRINCIPAL OPERATION PATTERN' lines; PATTERN globs topic names, or transactional "
+        "ids written transactional-id:GLOB (see rpc/auth.py)",
     )
     security.add_argument(
         "--insecure",

@@ -10,8 +10,9 @@ free loopback port, because one act of the play needs a second process:
    with SIGKILL, and watch the broker's timeout abort its transaction;
 5. read the topic with a vanilla consumer: the committed records only, in order;
 6. list the transactions (none left in flight);
-7. with ``--spark``, read the topic with the Spark connector too (starting Spark
-   takes tens of seconds, so it is not part of the default run).
+7. read the topic with the Spark connector too, when pyspark and Java are there
+   (``--no-spark`` skips it). Spark starts on a background thread as the demo
+   begins (``rpc.demo_spark``), so its start-up overlaps acts 1-6.
 
 Exit status 0 when the consumer read exactly the committed records.
 """
@@ -20,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib.util
 import os
 import shutil
 import signal
@@ -35,6 +35,7 @@ from typing import Any
 from rpc.cli_common import add_command, print_table
 from rpc.cli_txn import TRANSACTION_HEADER, transaction_rows
 from rpc.client import Admin, Consumer, Producer
+from rpc.demo_spark import SparkStarter, act_spark, unavailable_reason
 
 TOPIC = "payments"
 PARTITIONS = 3
@@ -67,7 +68,11 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--data-dir", help="broker directory (default: a temporary one)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
     parser.add_argument(
-        "--spark", action="store_true", help="end by reading the topic with the Spark connector"
+        "--spark",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="end by reading the topic with the Spark connector, when pyspark and Java are "
+        "installed (default; --no-spark skips it)",
     )
     parser.set_defaults(run=run)
 
@@ -93,13 +98,16 @@ def data_directory(chosen: str | None, keep: bool) -> Iterator[Path]:
 
 def run(args: argparse.Namespace) -> int:
     started_s = time.monotonic()
+    skipped_because = "--no-spark" if not args.spark else unavailable_reason()
+    # First of all: the JVM takes longer to start than acts 1-6 take to run.
+    starter = SparkStarter().start() if skipped_because is None else None
     with data_directory(args.data_dir, args.keep) as directory:
-        status = play(directory, args.spark)
+        status = play(directory, starter, skipped_because)
     say(f"\ndone in {time.monotonic() - started_s:.1f} s")
     return status
 
 
-def play(directory: Path, spark: bool) -> int:
+def play(directory: Path, starter: SparkStarter | None, skipped_because: str | None) -> int:
     from engine.broker import Broker
     from rpc.server import RpcServer
     from rpc.server_config import ServerConfig
@@ -109,21 +117,26 @@ def play(directory: Path, spark: bool) -> int:
     server = RpcServer(broker, ServerConfig(port=0))
     server.start()
     try:
-        expected = act_transactions(broker)
+        expected = act_transactions(broker, starter, server.address)
         act_zombie(broker, server.address)
         status = act_read(broker, expected)
-        say("\n7. Spark:")
-        return act_spark(server.address, expected, spark) or status
+        say("\n7. the Spark connector reads the same topic:")
+        spark_status = act_spark(server.address, TOPIC, expected, starter, skipped_because, INDENT)
+        return status or spark_status
     finally:
         server.stop(grace_ms=1_000)
         broker.close()
 
 
-def act_transactions(broker: Any) -> list[tuple[int, str]]:
+def act_transactions(
+    broker: Any, starter: SparkStarter | None, address: str
+) -> list[tuple[int, str]]:
     """Acts 1-3; return the (partition, value) pairs that must be read."""
     admin = Admin(broker)
     if TOPIC not in admin.list_topics():
         admin.create_topic(TOPIC, PARTITIONS)
+    if starter is not None:
+        starter.warm_up(address, TOPIC)
     say(f"\n1. topic {TOPIC!r} with {PARTITIONS} partitions")
     expected: list[tuple[int, str]] = []
     with Producer(broker, transactional_id="payments-app", linger_ms=0) as producer:
@@ -212,54 +225,4 @@ def act_read(broker: Any, expected: list[tuple[int, str]]) -> int:
         print_table(transaction_rows(left), TRANSACTION_HEADER, INDENT)
     else:
         say("   none")
-    return 0 if ok else 1
-
-
-def act_spark(address: str, expected: list[tuple[int, str]], enabled: bool) -> int:
-    """Read the topic through the Spark connector; 0 when it read exactly ``expected``."""
-    if importlib.util.find_spec("pyspark") is None:
-        say("   skipped: pyspark is not installed (pip install -e '.[spark]')")
-        return 0
-    if not enabled:
-        say(
-            "   skipped: add --spark to read the topic with the Spark connector (Spark starts slowly)"
-        )
-        return 0
-    # Spark's Python workers must run this interpreter (it has twinlog installed), and
-    # a machine whose hostname does not resolve still works on loopback.
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    os.environ.setdefault("GRPC_VERBOSITY", "ERROR")  # Spark forks its JVM; gRPC warns of it
-    from pyspark.sql import SparkSession, functions
-
-    from connectors.spark import register
-
-    started_s = time.monotonic()
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("twinlog demo")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .getOrCreate()
-    )
-    try:
-        session.sparkContext.setLogLevel("ERROR")
-        register(session)
-        frame = (
-            session.read.format("twinlog")
-            .option("servers", address)
-            .option("subscribe", TOPIC)
-            .load()
-            .select("partition", "offset", functions.col("value").cast("string").alias("value"))
-            .orderBy("partition", "offset")
-        )
-        rows = [(row.partition, row.offset, row.value) for row in frame.collect()]
-    finally:
-        session.stop()
-    print_table([[str(p), str(o), v] for p, o, v in rows], ["partition", "offset", "value"], INDENT)
-    ok = [(p, v) for p, _, v in rows] == sorted(expected)
-    say(
-        f"   Spark read {len(rows)} rows in {time.monotonic() - started_s:.1f} s: "
-        + ("the same committed records" if ok else "MISMATCH")
-    )
     return 0 if ok else 1

@@ -35,6 +35,7 @@ STATUS_OF_ERROR: dict[type[TwinlogError], grpc.StatusCode] = {
     errors.CorruptLogError: Code.DATA_LOSS,
     errors.CorruptJournalError: Code.DATA_LOSS,
     errors.BatchTooLargeError: Code.INVALID_ARGUMENT,
+    errors.RecordTooLargeError: Code.INVALID_ARGUMENT,
     # offsets and topics
     errors.OffsetOutOfRangeError: Code.OUT_OF_RANGE,
     errors.UnknownTopicOrPartitionError: Code.NOT_FOUND,
@@ -45,6 +46,7 @@ STATUS_OF_ERROR: dict[type[TwinlogError], grpc.StatusCode] = {
     errors.ProducerFencedError: Code.FAILED_PRECONDITION,
     errors.InvalidTxnStateError: Code.FAILED_PRECONDITION,
     errors.TransactionCompletedError: Code.FAILED_PRECONDITION,
+    errors.TransactionDataMissingError: Code.FAILED_PRECONDITION,
     errors.UnknownTransactionError: Code.NOT_FOUND,
     errors.UnknownProducerIdError: Code.FAILED_PRECONDITION,
     errors.OutOfOrderSequenceError: Code.FAILED_PRECONDITION,
@@ -73,8 +75,15 @@ TRANSPORT_STATUS_ERRORS: dict[grpc.StatusCode, type[TwinlogError]] = {
 TRANSPORT_HINTS: dict[grpc.StatusCode, str] = {
     Code.UNAVAILABLE: "is the server running at that address, with matching TLS settings?",
     Code.DEADLINE_EXCEEDED: "the request may or may not have been applied; retry it",
-    Code.RESOURCE_EXHAUSTED: "the request exceeds the server's max_request_bytes; send less",
+    Code.RESOURCE_EXHAUSTED: "the request is larger than the server accepts (server config "
+    "key max_request_bytes); send less per request, or raise max_request_bytes on the server",
 }
+# gRPC prefixes its size-limit messages with the side that refused: a request over this
+# client's own limit never left the process, and the server's setting is not the cure.
+CLIENT_SIZE_LIMIT_HINT = (
+    "the request is larger than this client sends (rpc.client.request_size."
+    "MESSAGE_BYTES_MAX); send less per request"
+)
 
 NAME_KEY = "twinlog-error-name"
 RETRIABLE_KEY = "twinlog-error-retriable"
@@ -197,5 +206,7 @@ def error_from_status(
         )
     cls = TRANSPORT_STATUS_ERRORS.get(code, TwinlogError)
     hint = TRANSPORT_HINTS.get(code, "")
+    if code is Code.RESOURCE_EXHAUSTED and details.startswith("CLIENT:"):
+        hint = CLIENT_SIZE_LIMIT_HINT
     text = f"{code.name}: {details}" + (f" ({hint})" if hint else "")
     return cls(text)

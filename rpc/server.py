@@ -32,8 +32,10 @@ from rpc.service_produce import ProducingService
 
 log = logging.getLogger("twinlog.server")
 
-# A request a little larger than max_request_bytes is still let through gRPC so that the
-# service answers BatchTooLargeError with the limit's name rather than a bare gRPC error.
+# gRPC's own limit is this much above max_request_bytes: a request just over the limit
+# reaches DecodeGuard (rpc.server_decode), which answers BatchTooLargeError naming
+# max_request_bytes, with twinlog's metadata. Only a request over the margin too gets
+# gRPC's bare RESOURCE_EXHAUSTED, which rpc.errors maps with the same advice.
 REQUEST_BYTES_MARGIN = 64 * 1024
 
 
@@ -84,7 +86,8 @@ class RpcServer:
                 max_workers=config.worker_threads, thread_name_prefix="twinlog-rpc"
             ),
             options=options,
-            interceptors=[DecodeGuard(guard)],  # unparsable bytes: INVALID_ARGUMENT
+            # unparsable bytes: INVALID_ARGUMENT; over max_request_bytes: BatchTooLargeError
+            interceptors=[DecodeGuard(guard, config.max_request_bytes)],
         )
         produce_pb2_grpc.add_ProducingServicer_to_server(
             ProducingService(broker, guard, config), self._server
@@ -143,10 +146,22 @@ def serve(
 ) -> int:
     """Run a broker and its server until SIGTERM or SIGINT; return the exit status."""
     from engine.broker import Broker  # the engine is only needed by a real server
+    from engine.crc32c import USING_C_EXTENSION
 
     warning = config.check_exposure()
     if warning:
         log.warning("%s", warning)
+    # Read the tokens, ACL and TLS files now: a typo in one must not cost a broker
+    # recovery first (RpcServer reads them again; they are small).
+    guard_of(config)
+    server_credentials(config)
+    crc = "crc32c: crcmod C extension" if USING_C_EXTENSION else "crc32c: pure Python, SLOW"
+    if not USING_C_EXTENSION:
+        log.warning(
+            "crcmod runs without its C extension: every CRC check is ~45x slower. Reinstall "
+            "crcmod with a C compiler and the Python headers available "
+            "(pip install --force-reinstall --no-binary crcmod crcmod)"
+        )
     stop_requested = threading.Event()
     signals_seen = []
 
@@ -164,9 +179,10 @@ def serve(
             server = RpcServer(broker, config)
             server.start()
             log.info(
-                "serving on %s (%s); stop with SIGTERM or Ctrl-C",
+                "serving on %s (%s; %s); stop with SIGTERM or Ctrl-C",
                 server.address,
                 describe_security(config, server.guard),
+                crc,
             )
             while not stop_requested.wait(1.0):
                 pass

@@ -26,7 +26,7 @@ class ServerConfig:
     host: str = "127.0.0.1"
     port: int = 7070  # 0: any free port (the chosen one is logged)
     # Limits (TigerBeetle style: every queue and request has one, and they live here)
-    max_request_bytes: int = 16 * MEBIBYTE  # one gRPC message; a larger one is refused by gRPC
+    max_request_bytes: int = 16 * MEBIBYTE  # one gRPC message; larger: BatchTooLargeError
     max_batch_bytes: int = 8 * MEBIBYTE  # one record batch (the broker has its own per topic)
     fetch_max_bytes_max: int = 16 * MEBIBYTE  # a fetch asking for more gets this much
     fetch_max_wait_ms_max: int = 30_000  # a long poll never waits longer
@@ -40,7 +40,7 @@ class ServerConfig:
     # Security
     insecure: bool = False  # allow a non-loopback address without authentication
     tokens_file: str | None = None  # "TOKEN PRINCIPAL" lines; enables authentication
-    acl_file: str | None = None  # "PRINCIPAL OPERATION PATTERN" lines; enables authorisation
+    acl_file: str | None = None  # "PRINCIPAL OPERATION PATTERN" lines (rpc/auth.py): authorisation
     tls_cert_file: str | None = None
     tls_key_file: str | None = None
     tls_client_ca_file: str | None = None  # set: clients must present a certificate (mTLS)

@@ -8,6 +8,12 @@ gives every method a deserializer that never raises: bytes that do not parse
 (INVALID_ARGUMENT and the usual trailing metadata, after authentication), and
 which ``ProduceStream`` answers as one failed item of the stream (the stream goes on).
 
+The same deserializer enforces ``max_request_bytes``: gRPC's own limit is set a
+little higher (``rpc.server.REQUEST_BYTES_MARGIN``), so that a request just over
+the limit becomes an ``OversizedRequest``, answered with BatchTooLargeError naming
+the server config key, rather than gRPC's bare RESOURCE_EXHAUSTED (which only a
+request over the margin still gets; the client maps it with the same advice).
+
 Thread rule: stateless; every server worker thread uses it.
 """
 
@@ -18,7 +24,7 @@ from typing import Any
 
 import grpc
 
-from engine.errors import InvalidConfigError
+from engine.errors import BatchTooLargeError, InvalidConfigError, TwinlogError
 from rpc.auth import Guard
 from rpc.server_call import abort_with, principal_of
 
@@ -33,7 +39,7 @@ class UndecodableRequest:
         self.size_bytes = size_bytes
         self.reason = reason
 
-    def error(self) -> InvalidConfigError:
+    def error(self) -> TwinlogError:
         return InvalidConfigError(
             f"the {self.size_bytes}-byte request to {self.method} is not a valid protobuf "
             f"message of that method's request type ({self.reason}); use the twinlog.v1 "
@@ -41,14 +47,31 @@ class UndecodableRequest:
         )
 
 
+class OversizedRequest(UndecodableRequest):
+    """Stands in for a request larger than the server's ``max_request_bytes`` (not parsed)."""
+
+    def __init__(self, method: str, size_bytes: int, limit_bytes: int) -> None:
+        super().__init__(method, size_bytes, "too large")
+        self.limit_bytes = limit_bytes
+
+    def error(self) -> TwinlogError:
+        return BatchTooLargeError(
+            f"the {self.size_bytes}-byte request to {self.method} exceeds the server's "
+            f"max_request_bytes={self.limit_bytes} (server config key max_request_bytes); "
+            "send less per request (smaller batches), or raise max_request_bytes on the server"
+        )
+
+
 def tolerant_deserializer(
-    deserializer: Callable[[bytes], Any] | None, method: str
+    deserializer: Callable[[bytes], Any] | None, method: str, max_request_bytes: int
 ) -> Callable[[bytes], Any] | None:
     if deserializer is None:
         return None
     parse = deserializer
 
     def deserialize(data: bytes) -> Any:
+        if len(data) > max_request_bytes:
+            return OversizedRequest(method, len(data), max_request_bytes)
         try:
             return parse(data)
         except Exception as error:
@@ -60,8 +83,9 @@ def tolerant_deserializer(
 class DecodeGuard(grpc.ServerInterceptor):
     """Swaps each handler's request deserializer for one that never raises."""
 
-    def __init__(self, guard: Guard) -> None:
+    def __init__(self, guard: Guard, max_request_bytes: int) -> None:
         self.guard = guard
+        self.max_request_bytes = max_request_bytes
 
     def intercept_service(
         self,
@@ -72,7 +96,9 @@ class DecodeGuard(grpc.ServerInterceptor):
         if handler is None or not hasattr(handler, "_replace"):
             return handler
         method = str(handler_call_details.method)
-        deserializer = tolerant_deserializer(handler.request_deserializer, method)
+        deserializer = tolerant_deserializer(
+            handler.request_deserializer, method, self.max_request_bytes
+        )
         if handler.unary_unary is not None:
             behavior = self._checked_unary(handler.unary_unary, method)
             return handler._replace(request_deserializer=deserializer, unary_unary=behavior)

@@ -1,5 +1,8 @@
 """twinlog.v1.Administration on top of a broker.
 
+With an ACL file, ListTransactions and DescribeProducers show only what the
+principal may describe (``rpc.txn_access``): transaction and producer ids are
+what a request needs to act on a transaction, so they are not shown to everyone.
 Thread rule: one instance serves every worker thread; it holds no mutable state.
 """
 
@@ -7,17 +10,19 @@ from __future__ import annotations
 
 import grpc
 
-from rpc.auth import Guard, Operation
+from rpc.auth import Guard, Operation, Resource
 from rpc.broker_api import BrokerApi
 from rpc.convert import producer_to_proto, topic_to_proto, transaction_to_proto
 from rpc.generated.twinlog.v1 import admin_pb2, admin_pb2_grpc
 from rpc.server_call import principal_of, unary
+from rpc.txn_access import TransactionalAccess
 
 
 class AdministrationService(admin_pb2_grpc.AdministrationServicer):
     def __init__(self, broker: BrokerApi, guard: Guard) -> None:
         self.broker = broker
         self.guard = guard
+        self.access = TransactionalAccess(guard, broker)
 
     @unary
     def CreateTopic(
@@ -25,8 +30,11 @@ class AdministrationService(admin_pb2_grpc.AdministrationServicer):
     ) -> admin_pb2.TopicDescription:
         principal = principal_of(self.guard, context)
         self.guard.require(principal, Operation.CREATE, (request.name,))
+        # Unset means 1 (the API's default); an explicit 0 is refused by the broker, as
+        # embedded, rather than quietly made 1.
+        partitions = request.partitions if request.HasField("partitions") else 1
         description = self.broker.create_topic(
-            request.name, request.partitions or 1, dict(request.config) or None
+            request.name, partitions, dict(request.config) or None
         )
         return topic_to_proto(description)
 
@@ -57,8 +65,8 @@ class AdministrationService(admin_pb2_grpc.AdministrationServicer):
     def ListTransactions(
         self, request: admin_pb2.ListTransactionsRequest, context: grpc.ServicerContext
     ) -> admin_pb2.ListTransactionsResponse:
-        principal_of(self.guard, context)
-        transactions = self.broker.list_transactions()
+        principal = principal_of(self.guard, context)
+        transactions = self.access.visible(principal, self.broker.list_transactions())
         return admin_pb2.ListTransactionsResponse(
             transactions=[transaction_to_proto(item) for item in transactions]
         )
@@ -75,7 +83,9 @@ class AdministrationService(admin_pb2_grpc.AdministrationServicer):
                 for item in self.broker.list_transactions()
                 if item.transaction_id == request.transaction_id
             ]
-            self.guard.require(principal, Operation.ABORT, owners or ["*"])
+            self.guard.require(
+                principal, Operation.ABORT, owners or ["*"], Resource.TRANSACTIONAL_ID
+            )
         self.broker.admin_abort_transaction(request.transaction_id)
         return admin_pb2.AbortTransactionResponse()
 
@@ -83,8 +93,11 @@ class AdministrationService(admin_pb2_grpc.AdministrationServicer):
     def DescribeProducers(
         self, request: admin_pb2.DescribeProducersRequest, context: grpc.ServicerContext
     ) -> admin_pb2.DescribeProducersResponse:
-        principal_of(self.guard, context)
-        producers = self.broker.describe_producers(request.topic, request.partition)
+        principal = principal_of(self.guard, context)
+        self.guard.require(principal, Operation.READ, (request.topic,))  # as Kafka's
+        producers = self.access.visible(
+            principal, self.broker.describe_producers(request.topic, request.partition)
+        )
         return admin_pb2.DescribeProducersResponse(
             producers=[producer_to_proto(item) for item in producers]
         )

@@ -1,6 +1,9 @@
 """twinlog.v1.Producing on top of a broker.
 
 Batches go to the broker as the client encoded them; the broker checks the CRC.
+With an ACL file, every transaction request needs WRITE on its transactional id
+(``rpc.txn_access``), so one principal cannot begin, commit, abort or fence
+another's transactions.
 Thread rule: one instance serves every worker thread; it holds no mutable state.
 """
 
@@ -20,12 +23,14 @@ from rpc.generated.twinlog.v1 import common_pb2, produce_pb2, produce_pb2_grpc
 from rpc.server_call import log_failure, principal_of, unary
 from rpc.server_config import ServerConfig
 from rpc.server_decode import UndecodableRequest
+from rpc.txn_access import TransactionalAccess
 
 
 class ProducingService(produce_pb2_grpc.ProducingServicer):
     def __init__(self, broker: BrokerApi, guard: Guard, config: ServerConfig) -> None:
         self.broker = broker
         self.guard = guard
+        self.access = TransactionalAccess(guard, broker)
         self.max_batch_bytes = config.max_batch_bytes
         # A produce stream holds a worker thread while open: past this many, streams are
         # refused (the client falls back to unary Produce) so that the other calls get threads.
@@ -44,9 +49,11 @@ class ProducingService(produce_pb2_grpc.ProducingServicer):
         if size_bytes > self.max_batch_bytes:
             raise BatchTooLargeError(
                 f"batch of {size_bytes} bytes for {request.topic}-{request.partition} exceeds "
-                f"the server's max_batch_bytes={self.max_batch_bytes}; lower the producer's "
-                "batch_bytes, or raise max_batch_bytes on the server"
+                f"the server's max_batch_bytes={self.max_batch_bytes}; give the producer "
+                f"max_batch_bytes={self.max_batch_bytes} (it then refuses larger records "
+                "before sending), or raise max_batch_bytes on the server"
             )
+        self.access.require_batch(principal, request.batch)
         result = self.broker.produce(
             request.topic, request.partition, request.batch, attempt=request.attempt
         )
@@ -60,7 +67,9 @@ class ProducingService(produce_pb2_grpc.ProducingServicer):
     def InitProducer(
         self, request: produce_pb2.InitProducerRequest, context: grpc.ServicerContext
     ) -> produce_pb2.InitProducerResponse:
-        principal_of(self.guard, context)
+        principal = principal_of(self.guard, context)
+        if request.transactional_id:
+            self.access.require_use(principal, request.transactional_id)
         identity = self.broker.init_producer(
             request.transactional_id or None, request.transaction_timeout_ms or None
         )
@@ -121,7 +130,8 @@ class ProducingService(produce_pb2_grpc.ProducingServicer):
     def BeginTransaction(
         self, request: produce_pb2.BeginTransactionRequest, context: grpc.ServicerContext
     ) -> produce_pb2.BeginTransactionResponse:
-        principal_of(self.guard, context)
+        principal = principal_of(self.guard, context)
+        self.access.require_producer(principal, request.producer_id)
         transaction_id = self.broker.begin_transaction(
             request.producer_id, request.producer_generation, request.request_id
         )
@@ -135,6 +145,7 @@ class ProducingService(produce_pb2_grpc.ProducingServicer):
         partitions = topic_partitions_from_proto(request.partitions)
         self.guard.require(principal, Operation.WRITE, sorted({tp.topic for tp in partitions}))
         ref = request.transaction
+        self.access.require_producer(principal, ref.producer_id)
         self.broker.add_partitions_to_transaction(
             ref.transaction_id, ref.producer_id, ref.producer_generation, partitions
         )
@@ -148,6 +159,7 @@ class ProducingService(produce_pb2_grpc.ProducingServicer):
         offsets = offsets_from_proto(request.offsets)
         self.guard.require(principal, Operation.READ, sorted({tp.topic for tp in offsets}))
         ref = request.transaction
+        self.access.require_producer(principal, ref.producer_id)
         self.broker.send_offsets_to_transaction(
             ref.transaction_id, ref.producer_id, ref.producer_generation, request.group_id, offsets
         )
@@ -157,8 +169,9 @@ class ProducingService(produce_pb2_grpc.ProducingServicer):
     def CommitTransaction(
         self, request: produce_pb2.EndTransactionRequest, context: grpc.ServicerContext
     ) -> produce_pb2.Empty:
-        principal_of(self.guard, context)
+        principal = principal_of(self.guard, context)
         ref = request.transaction
+        self.access.require_producer(principal, ref.producer_id)
         self.broker.commit_transaction(
             ref.transaction_id,
             ref.producer_id,
@@ -172,7 +185,8 @@ class ProducingService(produce_pb2_grpc.ProducingServicer):
     def AbortTransaction(
         self, request: produce_pb2.EndTransactionRequest, context: grpc.ServicerContext
     ) -> produce_pb2.Empty:
-        principal_of(self.guard, context)
+        principal = principal_of(self.guard, context)
         ref = request.transaction
+        self.access.require_producer(principal, ref.producer_id)
         self.broker.abort_transaction(ref.transaction_id, ref.producer_id, ref.producer_generation)
         return produce_pb2.Empty()

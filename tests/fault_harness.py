@@ -86,9 +86,13 @@ log = logging.getLogger("twinlog.client.harness")  # beside the client's retries
 TOPIC = "fault"
 FAILPOINT_CALL = re.compile(r"""failpoints\.hit\(\s*["']([^"']+)["']\s*\)""")
 FAILPOINT_PACKAGES = ("engine", "journal", "copier")
+# Log compaction runs on compacted topics only (keyed records); this workload writes none,
+# so its points are never passed. tests/test_log_compaction*.py kill a process at each.
+UNREACHED_PREFIXES = ("compaction.",)
 SERVING = re.compile(r"serving on (\S+):(\d+) ")
 START_TIMEOUT_S = 30.0
 ZOMBIE_ACCEPTED = "ZOMBIE COMMIT ACCEPTED"
+LATE_COMMIT = "late commit"  # committed though its client slept past the transaction timeout
 
 # What a client was told about a transaction.
 OPEN = "open"  # begun, its commit never sent (yet)
@@ -106,6 +110,7 @@ ANOMALY_CLASSES = (
     "non-dense offsets",
     "foreign value",
     "zombie commit",
+    "late commit",
     "server failure",
 )
 
@@ -115,14 +120,15 @@ class ServerGone(Exception):
 
 
 def failpoint_names(root: Path = ROOT) -> list[str]:
-    """Every failpoint name in the broker's code (``failpoints.hit("...")``), sorted."""
+    """Every failpoint name in the broker's code (``failpoints.hit("...")``) that this
+    workload passes through, sorted."""
     names: set[str] = set()
     for package in FAILPOINT_PACKAGES:
         for path in sorted((root / package).rglob("*.py")):
             if path.name == "failpoints.py":
                 continue  # its docstring's example is not a point
             names.update(FAILPOINT_CALL.findall(path.read_text(encoding="utf-8")))
-    return sorted(names)
+    return sorted(name for name in names if not name.startswith(UNREACHED_PREFIXES))
 
 
 def free_port() -> int:
@@ -144,6 +150,8 @@ class Transaction:
     outcome: str = OPEN
     reason: str = ""  # why ABORTED / UNKNOWN: "abort", "timeout", "fenced", "send failed", ...
     transaction_id: int = -1  # the broker's id (to find it in the server log)
+    began_s: float = field(default_factory=time.monotonic)  # when begin returned
+    ended_s: float = 0.0  # when the commit call returned
 
     @property
     def name(self) -> str:
@@ -329,6 +337,7 @@ class ServerProcess:
         self.process: subprocess.Popen[bytes] | None = None
         self._log_offset = 0
         self.starts = 0
+        self.start_times_s: list[float] = []  # time.monotonic() of each spawn
 
     def spawn(self, failpoints: str | None = None) -> None:
         assert self.process is None or self.process.poll() is not None, "server still running"
@@ -353,6 +362,7 @@ class ServerProcess:
                 command, stdout=log_file, stderr=subprocess.STDOUT, cwd=ROOT, env=environment
             )
         self.starts += 1
+        self.start_times_s.append(time.monotonic())
 
     def wait_serving(self, timeout_s: float = START_TIMEOUT_S) -> bool:
         """True once the server logs that it serves; False if it exited first."""
@@ -411,6 +421,14 @@ class WorkloadSettings:
     abort_probability: float = 0.2
     timeout_probability: float = 0.02  # begin, send, then wait past the transaction timeout
     zombie_probability: float = 0.02  # fence the producer with a new one, then commit with the old
+    # Of commits: send CommitTransaction once, without the client's retries, so that a kill
+    # during the call leaves the outcome unknown (to be resolved by reading: all or nothing).
+    impatient_commit_probability: float = 0.3
+    # Of those: with a deadline about as long as a commit takes (drawn from this range), so
+    # the client gives up while the server may or may not commit: an unknown outcome
+    # without a kill, resolved by reading like any other.
+    hasty_commit_probability: float = 0.3
+    hasty_deadline_ms: tuple[float, float] = (0.05, 1.0)
     transaction_timeout_ms: int = 3_000
     retry_timeout_ms: int = 20_000  # the client's own retry budget per call
     request_timeout_ms: int = 10_000
@@ -546,7 +564,9 @@ class TransactionalWorker(Worker):
         draw -= self.settings.timeout_probability
         if draw < self.settings.zombie_probability:
             return self.zombie_commit(producer, txn)
-        return self.commit(producer, txn)
+        impatient = rng.random() < self.settings.impatient_commit_probability
+        hasty = impatient and rng.random() < self.settings.hasty_commit_probability
+        return self.commit(producer, txn, impatient=impatient, hasty=hasty)
 
     def abort(self, producer: Producer, txn: Transaction, reason: str) -> bool:
         # The commit was never sent: whatever happens now, nothing of it may appear.
@@ -558,10 +578,25 @@ class TransactionalWorker(Worker):
             txn.reason = f"{reason}, abort failed: {type(error).__name__}"
             return False
 
-    def commit(self, producer: Producer, txn: Transaction, expect_timeout: bool = False) -> bool:
+    def commit(
+        self,
+        producer: Producer,
+        txn: Transaction,
+        expect_timeout: bool = False,
+        impatient: bool = False,
+        hasty: bool = False,
+    ) -> bool:
         txn.outcome, txn.reason = UNKNOWN, "commit in progress"
-        log.debug("commit %s: sending", txn.name)
+        log.debug("commit %s: sending%s", txn.name, " once" if impatient else "")
+        patient = producer.retry
+        broker = producer._broker  # the remote broker behind the client: its call deadline
+        deadline_s = getattr(broker, "timeout_s", None)
         try:
+            if impatient:
+                producer.flush()  # the sends keep their retries; only the commit is one-shot
+                producer.retry = RetryPolicy(timeout_ms=0)
+            if hasty and deadline_s is not None:
+                broker.timeout_s = self.rng.uniform(*self.settings.hasty_deadline_ms) / 1000
             producer.commit_transaction()
         except ProducerFencedError:
             txn.outcome, txn.reason = ABORTED, "fenced"
@@ -574,7 +609,12 @@ class TransactionalWorker(Worker):
         except TwinlogError as error:
             txn.reason = f"{type(error).__name__}: {str(error)[:160]}"
         else:
-            txn.outcome, txn.reason = COMMITTED, "late commit" if expect_timeout else ""
+            txn.outcome, txn.reason = COMMITTED, LATE_COMMIT if expect_timeout else ""
+        finally:
+            producer.retry = patient
+            if deadline_s is not None:
+                broker.timeout_s = deadline_s
+            txn.ended_s = time.monotonic()
         log.debug("commit %s: %s %s", txn.name, txn.outcome, txn.reason)
         return txn.outcome == COMMITTED
 
@@ -748,6 +788,9 @@ class Harness:
         self.graceful_stops = 0
         self.started = time.monotonic()
         self._last_progress = self.started
+
+    def server_started_between(self, start_s: float, end_s: float) -> bool:
+        return any(start_s <= started_s <= end_s for started_s in self.server.start_times_s)
 
     # --- server lives -------------------------------------------------------------
 
@@ -946,6 +989,16 @@ class Harness:
                 report.add(
                     "zombie commit",
                     f"{txn.name}: commit returned OK after a newer generation was initialised",
+                )
+            if txn.reason == LATE_COMMIT and not self.server_started_between(
+                txn.began_s, txn.ended_s
+            ):
+                # The timeout check runs every transaction_check_interval_ms; only a restart
+                # in between (the check's first run comes that long after start) excuses it.
+                report.add(
+                    "late commit",
+                    f"{txn.name}: committed though its producer slept past the transaction "
+                    "timeout, with no server restart meanwhile",
                 )
         for failure in self.server_failures:
             report.add("server failure", failure)

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import struct
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -15,11 +19,13 @@ from engine.batch_format import (
     HEADER_BYTES,
     MAGIC_OFFSET,
     NO_TRANSACTION_ID,
+    check_producer_batch,
     read_header,
     validate_batch,
     with_base_offset,
 )
 from engine.batch_reader import RecordBatch, iter_batches
+from engine.broker import Broker
 from engine.compression import CODEC_NONE, CODEC_ZSTD
 from engine.crc32c import CHECK_VALUE, USING_C_EXTENSION, crc32c
 from engine.errors import CorruptBatchError
@@ -37,6 +43,62 @@ def test_crc32c_continues_over_pieces() -> None:
 def test_crcmod_uses_its_c_extension() -> None:
     # The pure-Python fallback is ~45x slower; an install without it is a broken install.
     assert USING_C_EXTENSION
+
+
+# Run before importing engine.crc32c in a fresh interpreter: crcmod then finds no
+# C extension, as on a machine where it did not compile.
+_BLOCK_C_EXTENSION = """
+import sys
+
+class RefuseCrcmodExtension:
+    def find_spec(self, name, path=None, target=None):
+        if name == "crcmod._crcfunext":
+            raise ImportError("blocked for this test")
+        return None
+
+sys.meta_path.insert(0, RefuseCrcmodExtension())
+"""
+
+
+def _run_python(code: str, *options: str) -> subprocess.CompletedProcess[str]:
+    root = Path(__file__).resolve().parent.parent
+    return subprocess.run(
+        [sys.executable, *options, "-c", code],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONWARNINGS": "default"},
+    )
+
+
+def test_without_the_c_extension_the_import_warns_loudly() -> None:
+    code = _BLOCK_C_EXTENSION + (
+        "import engine.crc32c as c\n"
+        "assert not c.USING_C_EXTENSION\n"
+        "assert c.crc32c(c.CHECK_INPUT) == c.CHECK_VALUE  # slow, but right\n"
+        "print('imported')\n"
+    )
+    result = _run_python(code)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "imported"
+    assert "RuntimeWarning" in result.stderr
+    assert "WITHOUT its C extension" in result.stderr
+    assert "pip install --force-reinstall --no-binary crcmod crcmod" in result.stderr
+
+
+@pytest.mark.parametrize("options", [(), ("-O",)], ids=["plain", "optimized"])
+def test_a_crc_failing_its_check_value_refuses_to_import(options: tuple[str, ...]) -> None:
+    # -O strips asserts: the check value must still be checked there.
+    code = (
+        "import crcmod.predefined\n"
+        "crcmod.predefined.mkCrcFun = lambda name: lambda data, crc=0: 0\n"
+        "import engine.crc32c\n"
+    )
+    result = _run_python(code, *options)
+    assert result.returncode != 0
+    assert "ImportError" in result.stderr
+    assert "expected 0xe3069283" in result.stderr
 
 
 @pytest.mark.parametrize(
@@ -69,6 +131,18 @@ def test_varint_errors_are_typed() -> None:
         decode_varint(b"\x80\x80", 0)
     with pytest.raises(CorruptBatchError, match="longer than 5 bytes"):
         decode_varint(b"\xff" * 6, 0, 5)
+
+
+@pytest.mark.parametrize(
+    "encoded",
+    [b"\x80" * 9 + b"\x02", b"\xff" * 9 + b"\x7f", b"\xff" * 9 + b"\x03"],
+    ids=["2**64", "2**70-1", "2**65-1"],
+)
+def test_varint_beyond_64_bits_is_refused(encoded: bytes) -> None:
+    # Ten 7-bit groups hold 70 bits; only 64 may be used. The largest legal one,
+    # ff*9 01 (-2**63), is pinned above.
+    with pytest.raises(CorruptBatchError, match="more than the 64"):
+        decode_varint(encoded, 0)
 
 
 # --- round trips -------------------------------------------------------------
@@ -214,6 +288,51 @@ def test_pinned_uncompressed_batch_bytes() -> None:
     assert crc32c(batch[ATTRIBUTES_OFFSET:]) == 0xA8B2597B
 
 
+def test_pinned_plain_batch_with_null_keys_and_no_headers() -> None:
+    # Assembled by hand from the grammar in engine/batch_format.py, not by the builder:
+    # a non-transactional batch, null keys, no headers, a 5-byte and an empty value.
+    records = bytes.fromhex(
+        # record 0: length 11 (zig-zag 16), attributes 0, ts delta 0, offset delta 0,
+        # null key (01), value length 5 (0a) "hello", 0 headers
+        "16 00 00 00 01 0a 68656c6c6f 00"
+        # record 1: length 6 (0c), attributes 0, ts delta 7 (0e), offset delta 1 (02),
+        # null key (01), value length 0 (00: empty, not null), 0 headers
+        " 0c 00 0e 02 01 00 00"
+    )
+    after_crc = (
+        struct.pack(
+            ">hiqqqiiqi",
+            0,  # attributes: codec none, create time, not transactional
+            1,  # last_offset_delta
+            1_700_000_000_000,  # first_timestamp_ms
+            1_700_000_000_007,  # max_timestamp_ms
+            -1,  # producer_id: none
+            -1,  # producer_generation: none
+            -1,  # base_sequence: none
+            -1,  # transaction_id: none
+            2,  # record_count
+        )
+        + records
+    )
+    crc = crc32c(after_crc)
+    assert crc == 0x95A94F53  # pinned: if this changes, the format (or CRC-32C) changed
+    expected = struct.pack(">qibI", 0, 4 + 1 + len(after_crc), 2, crc) + after_crc
+    assert len(expected) == 86
+
+    builder = RecordBatchBuilder("none")
+    builder.append(b"hello", key=None, timestamp_ms=1_700_000_000_000)
+    builder.append(b"", key=None, timestamp_ms=1_700_000_000_007)
+    batch = builder.build()
+    assert batch.hex() == expected.hex()
+    header = validate_batch(batch)
+    assert (header.crc, header.transaction_id, header.record_count) == (crc, NO_TRANSACTION_ID, 2)
+    records_read = list(RecordBatch(batch).records())
+    assert [(r.key, r.value, r.headers) for r in records_read] == [
+        (None, b"hello", ()),
+        (None, b"", ()),
+    ]
+
+
 # --- bad bytes -----------------------------------------------------------------
 
 
@@ -269,6 +388,42 @@ def test_unknown_codec_and_magic() -> None:
 def _rehash(batch: bytearray) -> bytes:
     struct.pack_into(">I", batch, CRC_OFFSET, crc32c(bytes(batch[ATTRIBUTES_OFFSET:])))
     return bytes(batch)
+
+
+def _with_counts(record_count: int, last_offset_delta: int) -> bytes:
+    """A one-record batch claiming other counts, CRC made valid again."""
+    batch = bytearray(build_batch([b"x"], "none"))
+    struct.pack_into(">i", batch, ATTRIBUTES_OFFSET + 2, last_offset_delta)
+    struct.pack_into(">i", batch, HEADER_BYTES - 4, record_count)
+    return _rehash(batch)
+
+
+@pytest.mark.parametrize(
+    ("record_count", "last_offset_delta"),
+    [(1, (1 << 31) - 1), (0, 0), (0, 5), (2, 4)],
+    ids=["one-record-moving-2**31", "zero-records", "zero-records-delta-5", "fewer-than-delta"],
+)
+def test_producer_batches_need_one_record_per_offset(
+    record_count: int, last_offset_delta: int
+) -> None:
+    batch = _with_counts(record_count, last_offset_delta)
+    header = validate_batch(
+        batch
+    )  # the format allows it: compaction keeps offsets of dropped records
+    with pytest.raises(CorruptBatchError) as caught:
+        check_producer_batch(header)
+    assert f"{record_count} records with last offset delta {last_offset_delta}" in str(caught.value)
+    check_producer_batch(validate_batch(build_batch([b"a", b"b", b"c"], "zstd")))
+
+
+def test_the_broker_refuses_a_batch_claiming_more_offsets_than_records(tmp_path: Path) -> None:
+    with Broker.open(tmp_path) as broker:
+        broker.create_topic("t")
+        broker.produce("t", 0, build_batch([b"good"], "none"))
+        for record_count, last_offset_delta in [(1, (1 << 31) - 1), (0, 0)]:
+            with pytest.raises(CorruptBatchError, match=f"{record_count} records with last offset"):
+                broker.produce("t", 0, _with_counts(record_count, last_offset_delta))
+        assert broker.list_offset("t", 0, "latest") == 1  # the log end did not move
 
 
 def test_bad_records_section_with_good_crc_is_typed() -> None:

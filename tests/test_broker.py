@@ -356,3 +356,61 @@ def test_a_hanging_transaction_is_described_after_a_restart(tmp_path: Path) -> N
         hanging.send("orders", 0, [b"c"])  # the send path's own tracker takes over
         (sent,) = second.describe_producers("orders", 0)
         assert sent.last_sequence == 2
+
+
+def test_two_newcomers_racing_for_a_groups_offsets_leave_one_holder(
+    broker: Broker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Fencing and taking the offsets are one step: of two transactions committing a group's
+    offsets at once, the one begun later keeps them and the earlier one is fenced (refused,
+    or aborted), never both committing them."""
+    import threading
+
+    tp = TopicPartition("orders", 0)
+    holder, older, newer = Txn(broker, "h"), Txn(broker, "n1"), Txn(broker, "n2")
+    for txn in (holder, older, newer):
+        txn.begin()
+
+    def send_offsets(txn: Txn, offset: int) -> None:
+        broker.send_offsets_to_transaction(
+            txn.transaction_id,
+            txn.identity.producer_id,
+            txn.identity.producer_generation,
+            "g",
+            {tp: offset},
+        )
+
+    send_offsets(holder, 1)
+    fence = broker._fence_offset_holders
+    both_fenced = threading.Barrier(2)
+
+    def fence_then_wait_for_the_other(*args: object) -> None:
+        fence(*args)  # type: ignore[arg-type]
+        try:  # unlocked, both would pass the fence here before either takes the offsets
+            both_fenced.wait(timeout=1.0)
+        except threading.BrokenBarrierError:
+            pass
+
+    monkeypatch.setattr(broker, "_fence_offset_holders", fence_then_wait_for_the_other)
+    errors: dict[str, BaseException] = {}
+
+    def run(name: str, txn: Txn, offset: int) -> None:
+        try:
+            send_offsets(txn, offset)
+        except ProducerFencedError as error:
+            errors[name] = error
+
+    threads = [
+        threading.Thread(target=run, args=("older", older, 2)),
+        threading.Thread(target=run, args=("newer", newer, 3)),
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert "newer" not in errors
+    newer.commit()
+    if "older" not in errors:  # it took the offsets first, then the newer one aborted it
+        with pytest.raises(InvalidTxnStateError):
+            older.commit()
+    assert broker.fetch_offsets("g", [tp]) == {tp: 3}

@@ -12,6 +12,7 @@ by this test). The broker is then reopened here and every partition is read:
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import signal
@@ -149,3 +150,47 @@ def test_kill_at_random_times(tmp_path: Path) -> None:
         acknowledged |= committed
         check_promises(tmp_path, acknowledged)
     assert acknowledged, "no transaction was ever committed: the kills came too early"
+
+
+def test_restart_completes_prepared_transactions_and_keeps_ongoing_ones(tmp_path: Path) -> None:
+    """A broker killed with ONGOING, PREPARE_COMMIT and PREPARE_ABORT transactions in its
+    journal: after the restart the prepared ones complete (the commit whole, the abort
+    absent), an ongoing one can still commit, and one whose timeout runs out is aborted."""
+    data_dir = tmp_path / "data"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tests.workers.three_states", str(data_dir)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        assert line, process.stderr.read() if process.stderr else "no output"
+        described = json.loads(line)
+    finally:
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+    killed_at = time.monotonic()
+    with Broker.open(data_dir, transaction_check_interval_ms=100) as broker:
+        states = {t.transactional_id: t.state.value for t in broker.list_transactions()}
+        assert states.get("ongoing") == "ONGOING" and states.get("expiring") == "ONGOING"
+        ongoing = described["ongoing"]
+        broker.commit_transaction(
+            ongoing["transaction_id"],
+            ongoing["producer_id"],
+            ongoing["producer_generation"],
+            wait_for_applied=True,
+        )
+        deadline = time.monotonic() + 20
+        while broker.list_transactions() and time.monotonic() < deadline:
+            time.sleep(0.05)  # the prepared two complete; "expiring" runs out its 3 s
+        assert broker.list_transactions() == []
+        assert time.monotonic() - killed_at < 20
+        for partition in (0, 1):
+            fetched = broker.fetch("states", partition, 0, max_bytes=1 << 20)
+            values = sorted(r.value for b in iter_batches(fetched.records) for r in b.records())
+            assert values == [f"committing-{partition}".encode(), f"ongoing-{partition}".encode()]
+        identity = broker.init_producer("expiring")  # its successor is not held up
+        assert identity.producer_generation == described["expiring"]["producer_generation"] + 1

@@ -38,13 +38,23 @@ class RecordingApplier:
         self.calls: list[tuple[str, TopicPartition, int]] = []
         self.gate = threading.Event()
         self.gate.set()
+        self.entries: dict[TopicPartition, int] = {}  # journaled entries per partition (else 1)
+        self.journaled: dict[TopicPartition, int] = {}  # what the last apply_commit was told
+
+    def journaled_entries(self, partition: TopicPartition, transaction_id: int) -> int:
+        return self.entries.get(partition, 1)
 
     def apply_commit(
-        self, partition: TopicPartition, transaction_id: int, attempts: tuple[str, ...] | None
+        self,
+        partition: TopicPartition,
+        transaction_id: int,
+        attempts: tuple[str, ...] | None,
+        journaled_entries: int,
     ) -> None:
         self.gate.wait()
         self.calls.append(("commit", partition, transaction_id))
         self.attempts = attempts
+        self.journaled[partition] = journaled_entries
 
     def apply_abort(self, partition: TopicPartition, transaction_id: int) -> None:
         self.gate.wait()
@@ -238,6 +248,53 @@ def test_checkpoint_bounds_replay_and_keeps_generations(tmp_path: Path) -> None:
     again = recovered.init_producer("app", 60_000)
     assert again.producer_generation == identity.producer_generation + 1  # not reset to 0
     recovered.close()
+
+
+def test_checkpoint_deletes_whole_segments_before_it_and_replay_starts_there(
+    tmp_path: Path,
+) -> None:
+    """Segments wholly before the earliest in-flight BEGIN go; the one holding it stays; a
+    restart replays only the records from the checkpoint on (recovery time grows with the
+    journal since the checkpoint, not with all history)."""
+    journal_dir = tmp_path / "txn" / "0"
+
+    def open_coordinator() -> tuple[Coordinator, int]:
+        coordinator = Coordinator(
+            0, TxnJournal(journal_dir, segment_bytes=400), IdAllocator(tmp_path / "ids"), applier
+        )
+        replayed = coordinator.recover()
+        coordinator.start()
+        return coordinator, replayed
+
+    applier = RecordingApplier()
+    coordinator, _ = open_coordinator()
+    identity = coordinator.init_producer("app", 60_000)
+    pid, generation = identity.producer_id, identity.producer_generation
+    for _ in range(20):
+        txn_id = coordinator.begin(pid, generation)
+        coordinator.add_partitions(txn_id, pid, generation, [A0])
+        coordinator.commit(txn_id, pid, generation, wait_for_applied=True)
+    open_txn = coordinator.begin(pid, generation)
+    segments_before = sorted(journal_dir.glob("*.log"))
+    assert len(segments_before) > 5  # 20 transactions of 4 records, 400-byte segments
+    begin_offset = coordinator.transaction(open_txn).begin_offset  # type: ignore[union-attr]
+    checkpoint = coordinator.checkpoint()
+    assert checkpoint.offset == begin_offset
+    end_offset = coordinator.journal.log.log_end_offset
+    segments_after = sorted(journal_dir.glob("*.log"))
+    kept_bases = [int(path.stem) for path in segments_after]
+    assert len(segments_after) < len(segments_before)
+    assert kept_bases[0] <= begin_offset  # the segment holding the BEGIN is kept
+    assert len(kept_bases) == 1 or kept_bases[1] > begin_offset  # and nothing before it
+    coordinator.close()
+
+    recovered, replayed = open_coordinator()
+    try:
+        assert replayed == end_offset - begin_offset  # only what follows
+        assert [t.transaction_id for t in recovered.list_transactions()] == [open_txn]
+        recovered.commit(open_txn, pid, generation, wait_for_applied=True)
+    finally:
+        recovered.close()
 
 
 # --- the table, exhaustively, on a real coordinator ------------------------------------------

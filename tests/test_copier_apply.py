@@ -16,7 +16,7 @@ from test_copier_support import (  # noqa: F401  (disarmed is a fixture)
 )
 
 from engine import failpoints
-from engine.errors import InvalidTxnStateError, TransactionCompletedError
+from engine.errors import CorruptJournalError, InvalidTxnStateError, TransactionCompletedError
 from engine.log import LogConfig
 from journal import TransactionState
 
@@ -100,6 +100,24 @@ def test_unknown_transaction_applies_as_empty_and_is_recorded(partition: Partiti
         partition.j.append(partition.name, 77, transactional_batch(77, 0))
     partition.writer.apply_abort(78)
     assert partition.j.transaction(partition.name, 78).state is TransactionState.ABORTED
+
+
+def test_a_commit_whose_journaled_entries_are_gone_is_refused_not_applied_empty(
+    partition: PartitionFixture,
+) -> None:
+    """The decision counted the entries; a journal holding fewer (or no record) lost them.
+    Applying "what is left" would acknowledge a commit and copy less than it held."""
+    for batch in _batches(5, 3):
+        partition.j.append(partition.name, 5, batch)
+    with pytest.raises(CorruptJournalError, match=r"held 4 entries .* now has 3"):
+        partition.writer.apply_commit(5, journaled_entries=4)
+    with pytest.raises(CorruptJournalError, match="no record of it"):
+        partition.writer.apply_commit(6, journaled_entries=2)
+    assert log_bodies(partition.log) == []  # nothing copied
+    assert partition.j.transaction(partition.name, 5).state is TransactionState.OPEN
+    assert partition.j.transaction(partition.name, 6) is None  # nothing recorded either
+    assert partition.writer.apply_commit(5, journaled_entries=3) == (0, 6)
+    assert partition.writer.apply_commit(5, journaled_entries=3) == (0, 6)  # applied: as before
 
 
 def test_plain_appends_never_land_inside_a_copy(partition: PartitionFixture) -> None:

@@ -39,13 +39,22 @@ from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
 
+import lmdb
 import pytest
 from broker_support import batch
 
+from engine.batch_format import BatchHeader, read_header
 from engine.batch_reader import iter_batches
 from engine.broker import Broker
-from engine.errors import CorruptLogError, TwinlogError
-from engine.types import TopicPartition
+from engine.errors import (
+    CorruptLogError,
+    InvalidTxnStateError,
+    TransactionDataMissingError,
+    TwinlogError,
+    UnknownTransactionError,
+)
+from engine.types import ProducerIdentity, TopicPartition, TxnState
+from journal.txn_checkpoint import read_checkpoint
 
 CONFIG = {
     "journal_partitions": 1,
@@ -60,6 +69,7 @@ TRIMMED_CONFIG = {"segment.bytes": "600", "retention.bytes": "1500", "retention.
 FLIPS_PER_FILE = 10
 CUTS_PER_FILE = 4
 CHILD_TIMEOUT_S = 60
+APPLY_WAIT_S = 5.0  # a copy that has not finished by then was refused (it retries)
 
 Record = tuple[int, bytes | None, bytes | None]  # offset, key, value
 Contents = dict[TopicPartition, tuple[int, list[Record]]]  # log start offset, records
@@ -113,8 +123,8 @@ class _Transactions:
 OPEN_VALUES = {TopicPartition("t", 0): [b"open-0"] * 2, TopicPartition("t", 1): [b"open-1"]}
 
 
-def _build(directory: Path) -> int:
-    """The pristine directory; returns the id of the transaction left open."""
+def _build(directory: Path) -> tuple[int, ProducerIdentity]:
+    """The pristine directory; returns the transaction left open and its producer."""
     with Broker.open(directory, **CONFIG) as broker:
         broker.create_topic("t", partitions=2, config=TOPIC_CONFIG)
         broker.create_topic("trimmed", partitions=1, config=TRIMMED_CONFIG)
@@ -156,7 +166,7 @@ def _build(directory: Path) -> int:
         transactions.begin()
         transactions.send("t", 0, [b"open-0"] * 2)
         transactions.send("t", 1, [b"open-1"])
-        return transactions.transaction_id
+        return transactions.transaction_id, transactions.identity
 
 
 def _read_everything(broker: Broker) -> Contents:
@@ -190,12 +200,13 @@ class Pristine:
     directory: Path
     contents: Contents
     open_transaction_id: int
+    open_producer: ProducerIdentity
 
 
 @pytest.fixture(scope="module")
 def pristine(tmp_path_factory: pytest.TempPathFactory) -> Pristine:
     directory = tmp_path_factory.mktemp("pristine") / "data"
-    open_transaction_id = _build(directory)
+    open_transaction_id, open_producer = _build(directory)
     # Read a copy: opening consumes the producer-state snapshots, and the pristine
     # directory keeps every file a cleanly closed broker leaves.
     reference = directory.parent / "reference"
@@ -208,7 +219,7 @@ def pristine(tmp_path_factory: pytest.TempPathFactory) -> Pristine:
     assert not any(value and b"txn-4" in value for value in values)  # aborted
     assert not any(value and b"open" in value for value in values)  # still open
     assert contents[TopicPartition("trimmed", 0)][0] > 0  # retention moved the start
-    return Pristine(directory, contents, open_transaction_id)
+    return Pristine(directory, contents, open_transaction_id, open_producer)
 
 
 # --- the files, and the damage ------------------------------------------------------------
@@ -238,11 +249,13 @@ def _files(directory: Path) -> dict[str, Path]:
         "producer-state": t0 / "producer-state.json",
         "offsets-segment": offsets[0],
         "txn-journal-segment": next(txn.glob("*.log")),
+        "txn-journal-replayed": next(txn.glob("*.log")),
         "txn-journal-recovery-point": txn / "recovery-point",
         "txn-checkpoint": txn / "checkpoint",
         "meta": directory / "meta",
         "ids": directory / "ids",
         "lmdb-data": directory / "journal" / "data.mdb",
+        "lmdb-page-header": directory / "journal" / "data.mdb",
         "lmdb-lock": directory / "journal" / "lock.mdb",
     }
 
@@ -265,28 +278,48 @@ KINDS = sorted(
         "active-segment",
         "offsets-segment",
         "txn-journal-segment",
+        "txn-journal-replayed",
         "txn-checkpoint",
         "meta",
         "ids",
         "lmdb-data",
+        "lmdb-page-header",
     }
     | DERIVED
 )
 
 
-def _damage_range(kind: str, path: Path) -> int:
-    """How many leading bytes of the file damage is aimed at (LMDB: the pages in use)."""
+def _damage_range(kind: str, path: Path) -> tuple[int, int]:
+    """[start, end) of the bytes damage is aimed at: the whole file, LMDB's pages in use, or
+    the part of the transaction journal that replay reads (after the checkpoint's offset)."""
     size = path.stat().st_size
-    if kind == "lmdb-data":
-        import lmdb
-
+    if kind.startswith("lmdb-data") or kind == "lmdb-page-header":
         environment = lmdb.open(str(path.parent), readonly=True, lock=False)
         try:
             used = (environment.info()["last_pgno"] + 1) * environment.stat()["psize"]
         finally:
             environment.close()
-        return min(size, used)
-    return size
+        return 0, min(size, used)
+    if kind == "txn-journal-replayed":
+        checkpoint = read_checkpoint(path.parent / "checkpoint")
+        assert checkpoint is not None
+        replayed = [p for p, h in _batch_starts(path) if h.next_offset > checkpoint.offset]
+        assert replayed, "the open transaction's records follow the checkpoint"
+        return replayed[0], size
+    return 0, size
+
+
+def _batch_starts(path: Path) -> list[tuple[int, BatchHeader]]:
+    data = path.read_bytes()
+    found, position = [], 0
+    while position < len(data):
+        header = read_header(data, position)
+        found.append((position, header))
+        position += header.size_bytes
+    return found
+
+
+LMDB_PAGE_HEADER_BYTES = 16  # pgno, pad, flags, lower/upper (or overflow pages)
 
 
 @dataclass(frozen=True)
@@ -297,12 +330,17 @@ class Damage:
 
     def apply(self, path: Path) -> str:
         rng = random.Random(f"{self.kind}/{self.cut}/{self.seed}")
-        size = _damage_range(self.kind, path)
+        start, end = _damage_range(self.kind, path)
         if self.cut:
-            length = rng.randrange(size)
+            length = rng.randrange(start, end)
             os.truncate(path, length)
             return f"cut {path.name} to {length} bytes"
-        position = rng.randrange(size)
+        if self.kind == "lmdb-page-header":  # the header of a page in use: LMDB reads those
+            page_bytes = 4096
+            page = rng.randrange(end // page_bytes)
+            position = page * page_bytes + rng.randrange(LMDB_PAGE_HEADER_BYTES)
+        else:
+            position = rng.randrange(start, end)
         bit = rng.randrange(8)
         with open(path, "r+b") as file:
             file.seek(position)
@@ -324,11 +362,12 @@ def _cases() -> Iterator[object]:
 
 
 def _outcome(directory: Path, damaged: Path, pristine: Pristine) -> str:
-    """Open, read everything, apply the open transaction; 'recovered' or 'refused ...'.
+    """Open, read everything, commit the open transaction; 'recovered' or 'refused ...'.
 
-    Fails the test otherwise. Applying the open transaction (APPLY_COMMIT on each
-    of its partitions, as the coordinator would after a commit) reads its
-    journaled batches back from LMDB: they were acknowledged too.
+    Fails the test otherwise. The open transaction's batches were acknowledged
+    and wait in LMDB: its producer commits it, as an application would, and its
+    records must then appear whole, or the commit (or its copy) must be refused.
+    Never may the commit succeed with fewer records.
     """
     try:
         broker = Broker.open(directory, **CONFIG)
@@ -345,23 +384,53 @@ def _outcome(directory: Path, damaged: Path, pristine: Pristine) -> str:
         for where, (start, records) in expected.items():
             assert contents.get(where) == (start, records), f"{where} reads back differently"
         assert contents.keys() == expected.keys()
-        for where, values in OPEN_VALUES.items():
-            partition = broker._partitions[where]
-            end = partition.log.log_end_offset
-            try:
-                assert partition.apply_commit(pristine.open_transaction_id) == (
-                    end,
-                    end + len(values),
-                )
-                fetched = broker.fetch(where.topic, where.partition, end, max_bytes=1 << 20)
-            except TwinlogError as error:
-                _check_named(error, damaged)
-                return f"refused at apply: {type(error).__name__}: {error}"
-            applied = [r.value for b in iter_batches(fetched.records) for r in b.records()]
-            assert applied == values, where
-        return "recovered"
+        return _commit_the_open_transaction(broker, damaged, pristine)
     finally:
         broker.close()
+
+
+def _commit_the_open_transaction(broker: Broker, damaged: Path, pristine: Pristine) -> str:
+    ends = {
+        where: broker.list_offset(where.topic, where.partition, "latest") for where in OPEN_VALUES
+    }
+    identity = pristine.open_producer
+    try:
+        broker.commit_transaction(
+            pristine.open_transaction_id, identity.producer_id, identity.producer_generation
+        )
+    except TransactionDataMissingError as error:  # the journal lost its batches
+        assert damaged.name == "data.mdb", error
+        return f"refused at commit: {type(error).__name__}: {error}"
+    except (UnknownTransactionError, InvalidTxnStateError) as error:
+        # The transaction journal lost the open transaction (its BEGIN was in a torn
+        # tail): the producer learns it must begin again; nothing of it is visible.
+        assert damaged.parent.name == "0" and damaged.parent.parent.name == "txn", error
+        _assert_unchanged(broker, ends)
+        return f"refused at commit: {type(error).__name__}: {error}"
+    coordinator = broker._coordinator_for_id(pristine.open_transaction_id)
+    txn = coordinator.transaction(pristine.open_transaction_id)
+    complete = txn is None or coordinator.wait_complete(txn, APPLY_WAIT_S)
+    # A partition's copy is whole or absent; if one was refused (a damaged batch or index
+    # row), the decision waits for the journal's repair, its other partitions applied.
+    refused = []
+    for where, values in OPEN_VALUES.items():
+        fetched = broker.fetch(where.topic, where.partition, ends[where], max_bytes=1 << 20)
+        applied = [r.value for b in iter_batches(fetched.records) for r in b.records()]
+        if applied != values:
+            assert not complete and applied == [], f"{where}: the commit applied {applied}"
+            refused.append(where)
+    if not complete:
+        # Refused at the copy, or after it (the journal could not record it as applied:
+        # the copies stay whole and are never repeated).
+        assert txn is not None and txn.state is TxnState.PREPARE_COMMIT, txn
+        return f"refused at apply (not copied: {refused}): decided, waits for the journal's repair"
+    return "recovered"
+
+
+def _assert_unchanged(broker: Broker, ends: dict[TopicPartition, int]) -> None:
+    for where, end in ends.items():
+        now = broker.list_offset(where.topic, where.partition, "latest")
+        assert now == end, f"{where}: the log end moved from {end} to {now}"
 
 
 def _check_named(error: TwinlogError, damaged: Path) -> None:

@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 from fault_harness import (
     ABORTED,
-    ANOMALY_CLASSES,
     COMMITTED,
     OPEN,
     UNKNOWN,
@@ -151,7 +150,13 @@ def test_fault_harness_ci_run(tmp_path: Path) -> None:
     assert result.outcome_count(COMMITTED) >= 50, summary
     assert result.outcome_count(ABORTED) >= 5, summary
     assert result.report.records_checked > 0, summary
-    assert set(result.report.anomalies) == set(ANOMALY_CLASSES)
+    # Every kind of outcome the checker judges was produced, so each check ran on real data:
+    # Commits whose answer was lost (a hasty deadline, or a kill during a one-shot call) were
+    # resolved by reading: whole or absent (a part is the "not atomic" anomaly, counted above).
+    assert result.outcome_count(UNKNOWN) >= 1, summary
+    reasons = {txn.reason for txn in result.transactions if txn.outcome == ABORTED}
+    assert {"abort", "fenced", "timed out"} <= reasons, summary
+    assert sum(write.acknowledged for write in result.plain) > 0, summary
 
 
 # --- found by the harness: a retried commit after restarts must learn the outcome --------

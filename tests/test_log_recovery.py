@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_log_support import batch_positions, batch_values, flip_bit, make_batch, read_all
 
-from engine.batch_builder import RecordBatchBuilder
+from engine.batch_builder import RecordBatchBuilder, build_batch
 from engine.batch_reader import RecordBatch
 from engine.errors import CorruptLogError
 from engine.log import DataLog, LogConfig
@@ -410,6 +410,28 @@ def test_a_missing_segment_in_the_middle_is_refused(tmp_path: Path) -> None:
     segments[1].unlink()
     with pytest.raises(CorruptLogError, match="a segment is missing or damaged"):
         DataLog.open(tmp_path, config)
+
+
+def test_iter_headers_names_a_damaged_first_batch_of_a_later_segment(tmp_path: Path) -> None:
+    # The walk into a later segment starts at position 0 from what the walk before
+    # it learned, not from an index entry: damage there is the segment's, reported
+    # as CorruptLogError like read() reports it, never as index damage.
+    config = LogConfig(segment_bytes=500)
+    with DataLog.open(tmp_path, config) as log:
+        for _ in range(20):
+            log.append(build_batch([b"v" * 50], "none"))
+    second = sorted(tmp_path.glob("*.log"))[1]
+    with open(second, "r+b") as file:
+        file.write(bytes(20))
+    with DataLog.open(tmp_path, config) as log:
+        assert log.recovery_report.segments_checked == 0  # before the recovery point
+        with pytest.raises(CorruptLogError) as caught:
+            list(log.iter_headers(0))
+        assert (caught.value.path, caught.value.position) == (str(second), 0)
+        assert second.name in str(caught.value) and "position 0" in str(caught.value)
+        with pytest.raises(CorruptLogError) as caught_by_read:
+            log.read(int(second.stem), 1000)
+        assert (caught_by_read.value.path, caught_by_read.value.position) == (str(second), 0)
 
 
 def test_leftover_files_are_tidied(tmp_path: Path) -> None:

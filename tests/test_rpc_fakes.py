@@ -313,6 +313,11 @@ class FakeBroker:
                 raise UnknownTransactionError(f"transaction {transaction_id} is not in flight")
             txn.state = TxnState.ABORTED
 
+    def transactional_id_of(self, producer_id: int) -> str | None:
+        with self._lock:
+            found = [tid for tid, (pid, _) in self.generations.items() if pid == producer_id]
+            return found[0] if found else None
+
     def describe_producers(self, topic: str, partition: int) -> list[ProducerDescription]:
         with self._lock:
             tp = self._tp(topic, partition)

@@ -11,6 +11,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import grpc
 import pytest
 from test_rpc_fakes import FakeBroker, fake_server
 
@@ -237,9 +238,42 @@ def test_batch_and_request_limits() -> None:
         with RemoteBroker(address) as remote:
             with pytest.raises(BatchTooLargeError, match="max_batch_bytes=4096"):
                 remote.produce("limits", 0, build_batch([b"x" * 8000], compression="none"))
-            with pytest.raises(BatchTooLargeError, match="max_request_bytes"):
+            # Just over max_request_bytes: the server names its config key, with metadata.
+            with pytest.raises(
+                BatchTooLargeError, match=r"max_request_bytes=65536 \(server config key"
+            ):
+                remote.produce("limits", 0, build_batch([b"x" * 100_000], compression="none"))
+            # Over gRPC's own limit too: no metadata, but the same advice.
+            with pytest.raises(BatchTooLargeError, match="server config key max_request_bytes"):
                 remote.produce("limits", 0, build_batch([b"x" * 200_000], compression="none"))
         assert broker.ends[TopicPartition("limits", 0)] == 0
+
+
+def test_a_request_over_the_clients_own_limit_is_refused_before_sending(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from rpc.client import request_size
+    from rpc.errors import error_from_status
+
+    monkeypatch.setattr(request_size, "MESSAGE_BYTES_MAX", 50_000)
+    batch = build_batch([b"x" * 60_000], compression="none")
+    with fake_server() as (broker, address):
+        broker.create_topic("limits", 1)
+        with RemoteBroker(address) as remote:
+            with pytest.raises(BatchTooLargeError, match="larger than this client sends"):
+                remote.produce("limits", 0, batch)
+            with pytest.raises(BatchTooLargeError, match="larger than this client sends"):
+                remote.open_produce_stream().submit("limits", 0, batch).result(timeout=5)
+        assert broker.produce_calls == 0
+    # gRPC's own refusals say which side refused; the advice follows.
+    client_side = error_from_status(
+        grpc.StatusCode.RESOURCE_EXHAUSTED, "CLIENT: Sent message larger than max (9 vs. 8)", {}
+    )
+    assert "this client" in str(client_side) and "server config" not in str(client_side)
+    server_side = error_from_status(
+        grpc.StatusCode.RESOURCE_EXHAUSTED, "SERVER: Received message larger than max", {}
+    )
+    assert "server config key max_request_bytes" in str(server_side)
 
 
 def _write(path: Path, text: str) -> str:
@@ -326,3 +360,37 @@ def test_token_table_and_acl_files(tmp_path: Path) -> None:
     assert not acl.allows(bob, Operation.READ, "orders.eu")
     with pytest.raises(InvalidConfigError, match="operation 'fly'"):
         Acl.load(_write(tmp_path / "acl2", "alice fly *\n"))
+
+
+def test_transactional_id_grants(tmp_path: Path) -> None:
+    from engine.errors import InvalidConfigError
+    from rpc.auth import Acl, Guard, Operation, Principal, Resource
+
+    text = (
+        "alice write transactional-id:loader-*\nalice write orders\n"
+        "audit describe transactional-id:*\nops abort *\nroot all *\n"
+    )
+    acl = Acl.load(_write(tmp_path / "acl", text))
+    alice, audit, ops, root = (Principal(n) for n in ("alice", "audit", "ops", "root"))
+    tid = Resource.TRANSACTIONAL_ID
+    assert acl.allows(alice, Operation.WRITE, "loader-1", tid)
+    assert not acl.allows(alice, Operation.WRITE, "loader-1")  # a topic of that name: no
+    assert not acl.allows(alice, Operation.WRITE, "orders", tid)  # topic grants name topics only
+    assert not acl.allows(audit, Operation.WRITE, "loader-1", tid)
+    assert acl.allows(ops, Operation.ABORT, "anything", tid)  # abort names transactional ids
+    assert not acl.allows(root, Operation.WRITE, "loader-1", tid)  # 'all *' is topics (+ abort)
+    guard = Guard(None, acl, mutual_tls=False)
+    assert [guard.may_describe_transactional_id(p, "loader-1") for p in (alice, audit, ops)] == [
+        True,
+        True,
+        True,
+    ]
+    assert not guard.may_describe_transactional_id(alice, "other")
+    assert Guard(None, None, mutual_tls=False).may_describe_transactional_id(alice, "other")
+    for line, message in (
+        ("alice read transactional-id:x\n", "'read' does not apply to transactional ids"),
+        ("alice describe orders\n", "write 'alice describe transactional-id:orders'"),
+        ("alice write transactional-id:\n", "pattern is empty"),
+    ):
+        with pytest.raises(InvalidConfigError, match=message):
+            Acl.load(_write(tmp_path / "bad", line))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 
@@ -11,8 +12,10 @@ from test_rpc_fakes import FakeBroker
 from engine.batch_reader import RecordBatch
 from engine.errors import (
     BatchTooLargeError,
+    InvalidConfigError,
     InvalidTxnStateError,
     NotEnoughResourcesError,
+    RecordTooLargeError,
 )
 from engine.types import ProduceResult
 from rpc.client import Producer
@@ -142,3 +145,49 @@ def test_sticky_partitioner() -> None:
     partitioner.batch_closed("t", first, 4)
     assert partitioner.partition("t", None, 4) == (first + 1) % 4
     assert partitioner.partition("t", b"key", 4) == partition_for_key(b"key", 4)
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"value": "text"}, r"value must be bytes or None, not str \(encode it first"),
+        ({"value": b"v", "key": "k"}, r"key must be bytes or None, not str"),
+        ({"value": b"v", "headers": [("h", "text")]}, r"headers\[0\] value must be bytes"),
+        ({"value": b"v", "headers": [(b"h", b"v")]}, r"headers\[0\] name must be str"),
+        ({"value": b"v", "headers": "h=v"}, r"headers must be a list of \(str, bytes\) pairs"),
+        ({"value": b"v", "timestamp_ms": 1.5}, r"timestamp_ms must be an int"),
+    ],
+)
+def test_wrong_types_are_refused_up_front_and_leave_nothing_behind(
+    fields: dict[str, object], message: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    broker = RecordingBroker()
+    broker.create_topic("t", 1)
+    with Producer(broker, linger_ms=0) as producer:
+        with pytest.raises(TypeError, match=message):
+            producer.send("t", partition=0, **fields)  # type: ignore[arg-type]
+        assert producer._accumulator.is_empty()  # no empty or torn batch left queued
+        fine = producer.send("t", bytearray(b"fine"), key=memoryview(b"k"), partition=0)
+        producer.flush()
+        assert fine.result(timeout=5).offset == 0
+    assert broker.batches == [(0, 1, 0)]
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+def test_a_record_larger_than_max_batch_bytes_is_refused_before_it_is_queued() -> None:
+    broker = RecordingBroker()
+    broker.create_topic("t", 1)
+    with Producer(
+        broker, batch_bytes=4 * KIB, max_batch_bytes=16 * KIB, compression="none"
+    ) as producer:
+        with pytest.raises(RecordTooLargeError, match="max_batch_bytes=16384") as refused:
+            producer.send("t", b"x" * (16 * KIB), partition=0)
+        assert isinstance(refused.value, BatchTooLargeError)  # caught as either
+        assert "batch_bytes" not in str(refused.value).replace("max_batch_bytes", "")
+        # Larger than batch_bytes but within the limit: a batch of its own, as in Kafka.
+        fits = producer.send("t", b"x" * (8 * KIB), partition=0)
+        producer.flush()
+        assert fits.result(timeout=5).offset == 0
+    assert broker.produce_calls == 1
+    with pytest.raises(InvalidConfigError, match="max_batch_bytes"):
+        Producer(broker, batch_bytes=64 * KIB, max_batch_bytes=16 * KIB)

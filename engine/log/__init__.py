@@ -2,12 +2,14 @@
 ``LogReader`` to read a log directory without one (e.g. from a Spark job).
 
 The on-disk format is described in ``docs/formats.md (Data log)`` and at the top of
-files.py, segment.py, segment_index.py, checkpoints.py and recovery.py.
+files.py, segment.py, segment_index.py, checkpoints.py and recovery.py; log
+compaction (cleanup.policy compact) at the top of compaction.py.
 """
 
+from engine.log.compaction import CompactionReport
 from engine.log.config import LogConfig
 from engine.log.data_log import DataLog
 from engine.log.read_only import LogReader
 from engine.log.recovery import RecoveryReport
 
-__all__ = ["DataLog", "LogConfig", "LogReader", "RecoveryReport"]
+__all__ = ["CompactionReport", "DataLog", "LogConfig", "LogReader", "RecoveryReport"]

@@ -27,6 +27,11 @@ lost data, not a torn tail (recovery.py).
 *before* deleting segment files, so a crash in between leaves segments that the
 next open deletes instead of serving again.
 
+``cleaner-offset`` (``first_dirty_offset``) is where log compaction stopped
+last time: offsets below it were compacted. It only decides *when* compaction
+runs (the dirty ratio, compaction.py), never what it keeps, so a missing or
+damaged one costs one compaction of the whole log, never a record.
+
 A file that is missing, that does not parse, or whose CRC does not match,
 reads as None: the caller falls back to the conservative choice (scan
 everything; start at the first segment) and says so in the log. A flipped bit
@@ -44,6 +49,7 @@ from engine.log.files import write_file_atomically
 
 RECOVERY_POINT_NAME = "recovery-point"
 LOG_START_OFFSET_NAME = "log-start-offset"
+CLEANER_OFFSET_NAME = "cleaner-offset"
 VERSION = "v2"  # with a CRC line
 UNCHECKED_VERSION = "v1"  # read, without a CRC line, as a hint only
 CRC_LABEL = "crc32c"
@@ -146,3 +152,15 @@ def read_log_start_offset(directory: Path) -> int | None:
         directory / LOG_START_OFFSET_NAME, LOG_START_OFFSET_NAME, ("log_start_offset",)
     )
     return None if decoded is None else decoded.values["log_start_offset"]
+
+
+def write_cleaner_offset(directory: Path, first_dirty_offset: int) -> None:
+    write_file_atomically(
+        directory / CLEANER_OFFSET_NAME,
+        _encode(CLEANER_OFFSET_NAME, {"first_dirty_offset": first_dirty_offset}),
+    )
+
+
+def read_cleaner_offset(directory: Path) -> int | None:
+    decoded = _decode(directory / CLEANER_OFFSET_NAME, CLEANER_OFFSET_NAME, ("first_dirty_offset",))
+    return None if decoded is None else decoded.values["first_dirty_offset"]

@@ -16,9 +16,22 @@ configuration arrives as a mapping of strings, as Kafka's does, so
     flush_interval_ms      flush.ms, log.flush.interval.ms       1000
     flush_interval_bytes   flush.bytes (twinlog's own)           1 MiB
     max_batch_bytes        max.message.bytes, message.max.bytes  8 MiB
+    cleanup_policy         cleanup.policy, log.cleanup.policy    "delete"
+    min_compaction_lag_ms  min.compaction.lag.ms,                0
+                           log.cleaner.min.compaction.lag.ms
+    min_cleanable_dirty_ratio  min.cleanable.dirty.ratio,        0.5
+                           log.cleaner.min.cleanable.ratio
+    delete_retention_ms    delete.retention.ms,                  1 day
+                           log.cleaner.delete.retention.ms
+
+``cleanup_policy`` is Kafka's: "delete" (retention deletes old segments),
+"compact" (log compaction keeps the latest record per key, see
+compaction.py; retention deletes nothing), or both ("compact,delete", in
+either order). The other three tune compaction and mean nothing without it.
 
 Kafka's ``flush.messages`` counts records, not bytes, and is refused with a
-hint to use ``flush.bytes``. Values may be ints or decimal strings. When two
+hint to use ``flush.bytes``. Values may be ints or decimal strings (the
+dirty ratio a decimal fraction, such as "0.5"). When two
 keys name the same field, the later one in the mapping wins, so
 ``from_mapping({**defaults, **topic_config})`` lets the topic override.
 """
@@ -39,6 +52,11 @@ UNLIMITED = -1
 FLUSH_EVERY_APPEND = "every_append"
 FLUSH_INTERVAL = "interval"
 FLUSH_POLICIES = (FLUSH_EVERY_APPEND, FLUSH_INTERVAL)
+
+CLEANUP_DELETE = "delete"
+CLEANUP_COMPACT = "compact"
+CLEANUP_COMPACT_DELETE = "compact,delete"  # the canonical spelling of both
+CLEANUP_POLICIES = (CLEANUP_DELETE, CLEANUP_COMPACT, CLEANUP_COMPACT_DELETE)
 
 # Index entries store positions as u32, and a segment never grows past
 # max(segment_bytes, one batch), so both limits keep every position < 2**32.
@@ -62,6 +80,14 @@ KAFKA_KEYS: dict[str, str] = {
     "flush.bytes": "flush_interval_bytes",
     "max.message.bytes": "max_batch_bytes",
     "message.max.bytes": "max_batch_bytes",
+    "cleanup.policy": "cleanup_policy",
+    "log.cleanup.policy": "cleanup_policy",
+    "min.compaction.lag.ms": "min_compaction_lag_ms",
+    "log.cleaner.min.compaction.lag.ms": "min_compaction_lag_ms",
+    "min.cleanable.dirty.ratio": "min_cleanable_dirty_ratio",
+    "log.cleaner.min.cleanable.ratio": "min_cleanable_dirty_ratio",
+    "delete.retention.ms": "delete_retention_ms",
+    "log.cleaner.delete.retention.ms": "delete_retention_ms",
 }
 REFUSED_KAFKA_KEYS: dict[str, str] = {
     "flush.messages": "twinlog flushes by bytes, not records: use flush.bytes",
@@ -78,7 +104,10 @@ _INTEGER_RANGES: dict[str, tuple[int, int, bool]] = {
     "flush_interval_ms": (0, INT64_MAX, False),
     "flush_interval_bytes": (0, INT64_MAX, False),
     "max_batch_bytes": (HEADER_BYTES, BATCH_BYTES_HARD_MAX, False),
+    "min_compaction_lag_ms": (0, INT64_MAX, False),
+    "delete_retention_ms": (0, INT64_MAX, False),
 }
+_STRING_FIELDS = ("flush_policy", "cleanup_policy")
 
 
 def _key_names(field: str) -> str:
@@ -100,6 +129,10 @@ class LogConfig:
     flush_interval_ms: int = 1000  # "interval": fsync when the last fsync is this old
     flush_interval_bytes: int = MEBIBYTE  # "interval": fsync when this much is unflushed
     max_batch_bytes: int = 8 * MEBIBYTE  # larger batches are refused (BatchTooLargeError)
+    cleanup_policy: str = CLEANUP_DELETE  # "delete", "compact" or "compact,delete"
+    min_compaction_lag_ms: int = 0  # a sealed segment newer than this is not compacted yet
+    min_cleanable_dirty_ratio: float = 0.5  # compact when dirty bytes / cleanable bytes >= this
+    delete_retention_ms: int = DAY_MS  # a tombstone (null value) is kept this long, then dropped
 
     def __post_init__(self) -> None:
         for field, (smallest, largest, allow_unlimited) in _INTEGER_RANGES.items():
@@ -121,6 +154,24 @@ class LogConfig:
                 f"log config {_key_names('flush_policy')} is {self.flush_policy!r}, "
                 f"expected one of {', '.join(FLUSH_POLICIES)}"
             )
+        # Frozen: normalise through object.__setattr__ ("delete, compact" -> "compact,delete").
+        object.__setattr__(self, "cleanup_policy", _normal_cleanup_policy(self.cleanup_policy))
+        ratio = self.min_cleanable_dirty_ratio
+        if isinstance(ratio, bool) or not isinstance(ratio, int | float) or not 0.0 <= ratio <= 1.0:
+            raise InvalidConfigError(
+                f"log config {_key_names('min_cleanable_dirty_ratio')} is {ratio!r}, "
+                "expected a number from 0 to 1"
+            )
+
+    @property
+    def compacts(self) -> bool:
+        """Does log compaction keep only the latest record per key (cleanup.policy compact)?"""
+        return self.cleanup_policy in (CLEANUP_COMPACT, CLEANUP_COMPACT_DELETE)
+
+    @property
+    def deletes(self) -> bool:
+        """Does retention delete old segments (cleanup.policy delete)?"""
+        return self.cleanup_policy in (CLEANUP_DELETE, CLEANUP_COMPACT_DELETE)
 
     @classmethod
     def from_mapping(cls, mapping: Mapping[str, object]) -> LogConfig:
@@ -142,9 +193,29 @@ class LogConfig:
         return cls(**values)  # type: ignore[arg-type]  # each value was parsed for its field
 
 
+def _normal_cleanup_policy(policy: object) -> str:
+    words = policy.split(",") if isinstance(policy, str) else []
+    chosen = {word.strip() for word in words}
+    if not words or not chosen <= {CLEANUP_DELETE, CLEANUP_COMPACT}:
+        raise InvalidConfigError(
+            f"log config {_key_names('cleanup_policy')} is {policy!r}, expected one of "
+            f"{', '.join(CLEANUP_POLICIES)}"
+        )
+    if chosen == {CLEANUP_DELETE, CLEANUP_COMPACT}:
+        return CLEANUP_COMPACT_DELETE
+    return chosen.pop()
+
+
 def _parse_value(field: str, raw_value: object) -> object:
-    if field == "flush_policy" or not isinstance(raw_value, str):
+    if field in _STRING_FIELDS or not isinstance(raw_value, str):
         return raw_value  # types are checked by __post_init__
+    if field == "min_cleanable_dirty_ratio":
+        try:
+            return float(raw_value.strip())
+        except ValueError:
+            raise InvalidConfigError(
+                f"log config {_key_names(field)} must be a number from 0 to 1, got {raw_value!r}"
+            ) from None
     try:
         return int(raw_value.strip())
     except ValueError:

@@ -33,9 +33,10 @@ from engine.errors import (
     OffsetOutOfRangeError,
 )
 from engine.log.checkpoints import RecoveryPoint, write_log_start_offset, write_recovery_point
+from engine.log.compaction import CompactionReport, compact_log
 from engine.log.config import LogConfig
 from engine.log.files import fsync_directory
-from engine.log.flush_policy import FlushPolicy
+from engine.log.flush_policy import FlushPolicy, monotonic_ms
 from engine.log.recovery import RecoveryReport, recover
 from engine.log.retention import count_segments_to_delete
 from engine.log.segment import Segment, wall_clock_ms
@@ -64,20 +65,26 @@ class DataLog:
     """An append-only, segmented log of record batches in one directory.
 
     Thread rule: ONE writer thread per log calls ``append``, ``append_many``,
-    ``flush``, ``truncate_to``, ``apply_retention``, ``delete_segments_before``
-    and ``close``. (An internal lock serializes these calls anyway, so a
-    background retention thread cannot tear an append; but appends from several
-    threads would interleave in no promised order.) Any number of
-    reader threads may call ``read``, ``iter_headers``, ``last_batch_header``,
-    ``offset_for_timestamp``, ``size_bytes`` and the offset properties while it
-    appends: readers take the published state (segments and end position,
-    replaced whole after each append) and read with ``os.pread`` up to that end,
-    so they see whole batches only, never a batch being written. Readers racing
-    ``truncate_to`` may fail on the bytes it cuts; callers truncate during
+    ``flush``, ``flush_if_due``, ``truncate_to``, ``apply_retention``,
+    ``delete_segments_before`` and ``close``. (An internal lock serializes these
+    calls anyway, so a background retention or flush thread cannot tear an append;
+    but appends from several threads would interleave in no promised order.) Any
+    number of reader threads may call ``read``, ``iter_headers``,
+    ``last_batch_header``, ``offset_for_timestamp``, ``size_bytes`` and the offset
+    properties while it appends: readers take the published state (segments and end
+    position, replaced whole after each append) and read with ``os.pread`` up to
+    that end, so they see whole batches only, never a batch being written. Readers
+    racing ``truncate_to`` may fail on the bytes it cuts; callers truncate during
     recovery, before serving reads.
+
+    ``compact`` (cleanup.policy compact) may run in any thread, next to the
+    writer: it reads sealed segments without the lock and takes it only to
+    choose them and to swap the cleaned ones in (compaction.py).
     """
 
-    def __init__(self, directory: Path, config: LogConfig) -> None:
+    def __init__(
+        self, directory: Path, config: LogConfig, *, clock_ms: Callable[[], int] = monotonic_ms
+    ) -> None:
         """Use ``DataLog.open``."""
         recovered = recover(directory, config)
         self.directory = directory
@@ -94,17 +101,33 @@ class DataLog:
         self._recovery_point = RecoveryPoint(
             active.base_offset, active.size_bytes, self._next_offset
         )
-        self._flush_policy = FlushPolicy(config)
+        self._flush_policy = FlushPolicy(config, clock_ms)
         self._closed = False
         self._segments_view: tuple[tuple[Segment, ...], tuple[int, ...]] | None = None
         # Serializes writer calls. Readers take it only to rebuild a damaged index.
         self._write_lock = threading.RLock()
+        # Compaction (compaction.py): one at a time; it swaps only if no truncation
+        # happened since it chose its segments; a swap that failed half-way stops it
+        # until the log is reopened (whose recovery finishes the swap).
+        self._compaction_lock = threading.Lock()
+        self._truncations = 0
+        self._compaction_disabled = ""
         self._publish()
 
     @classmethod
-    def open(cls, directory: str | os.PathLike[str], config: LogConfig | None = None) -> DataLog:
-        """Open (creating it if missing) and recover the log in ``directory``."""
-        return cls(Path(directory), config or LogConfig())
+    def open(
+        cls,
+        directory: str | os.PathLike[str],
+        config: LogConfig | None = None,
+        *,
+        clock_ms: Callable[[], int] = monotonic_ms,
+    ) -> DataLog:
+        """Open (creating it if missing) and recover the log in ``directory``.
+
+        ``clock_ms`` (monotonic milliseconds) times the interval flush policy;
+        tests pass a fake one.
+        """
+        return cls(Path(directory), config or LogConfig(), clock_ms=clock_ms)
 
     def __enter__(self) -> DataLog:
         return self
@@ -204,6 +227,21 @@ class DataLog:
         with self._write_lock:
             return self._flush_locked()
 
+    def flush_if_due(self) -> bool:
+        """fsync if the interval policy's time is up for unflushed bytes; True if it did.
+
+        The policy is otherwise checked only by ``append``, so without this call
+        the last appends of a burst stay unflushed until the next append. Call it
+        every ``flush_interval_ms / 2`` or so (the broker does). Cheap when nothing
+        is due; a no-op on a closed log (``close`` flushed it). Raises DiskFullError
+        if the fsync fails for lack of space (the bytes stay, unflushed: retry).
+        """
+        with self._write_lock:
+            if self._closed or not self._flush_policy.due():
+                return False
+            self._flush_locked()
+            return True
+
     def _flush_locked(self) -> None:
         self._check_open()
         active = self._segments[-1]
@@ -245,6 +283,8 @@ class DataLog:
 
     def _apply_retention_locked(self, now_ms: int | None = None) -> int:
         self._check_open()
+        if not self.config.deletes:
+            return 0  # cleanup.policy compact: compaction, not retention, bounds the log
         now_ms = wall_clock_ms() if now_ms is None else now_ms
         sealed = self._segments[:-1]
         log_bytes = sum(segment.size_bytes for segment in self._segments)
@@ -282,6 +322,25 @@ class DataLog:
             segment.delete()  # readers holding it keep reading through their open fd
         fsync_directory(self.directory)
         return count
+
+    def compact(
+        self,
+        now_ms: int | None = None,
+        *,
+        protected_from_offset: Callable[[], int | None] | None = None,
+        should_stop: Callable[[], bool] | None = None,
+    ) -> CompactionReport:
+        """Compact sealed segments if this log is compacted and dirty enough (compaction.py).
+
+        Keeps the latest record per key; offsets do not change. ``protected_from_offset``
+        bounds what may be rewritten: batches at or after the offset it returns stay as
+        they are (None: no bound). It is called without the log's lock, before the
+        segments are chosen and before each swap. ``should_stop`` is
+        polled between batches: True drops the work, changing nothing. Raises
+        CorruptLogError if a sealed segment is damaged, changing nothing.
+        """
+        now_ms = wall_clock_ms() if now_ms is None else now_ms
+        return compact_log(self, now_ms, protected_from_offset, should_stop)
 
     def close(self) -> None:
         """Flush, checkpoint the end (so the next open scans nothing), close. Idempotent."""
@@ -561,6 +620,7 @@ class DataLog:
 
     def _truncate(self, offset: int) -> int:
         """Cut the log (writer view) back to ``offset``, a batch boundary; return bytes removed."""
+        self._truncations += 1  # first: a compaction must not swap over a half-done cut
         number = bisect_right([segment.base_offset for segment in self._segments], offset) - 1
         segment = self._segments[number]
         if offset == segment.base_offset and number > 0:
@@ -669,7 +729,8 @@ class DataLog:
                 return  # another reader rebuilt it meanwhile
             if segment not in self._segments:
                 raise OffsetOutOfRangeError(
-                    f"{segment.path} was deleted (retention) while it was read; fetch again",
+                    f"{segment.path} was deleted or replaced (retention or compaction) while "
+                    "it was read; fetch again",
                     self._log_start_offset,
                     self._next_offset,
                 )

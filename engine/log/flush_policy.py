@@ -3,10 +3,15 @@
 "every_append" (the default) fsyncs before ``append`` returns, so an
 acknowledged batch survives a crash of the machine. "interval" fsyncs when
 ``flush_interval_bytes`` are unflushed or the last fsync is
-``flush_interval_ms`` old, checked on each append (no background thread): an
-acknowledged batch survives a crash of the process (it is in the page cache),
-but a power loss may take the batches since the last fsync, as Kafka's
-default settings allow. ``append_many`` always fsyncs once at its end.
+``flush_interval_ms`` old, checked on each append: an acknowledged batch
+survives a crash of the process (it is in the page cache), but a power loss
+may take the batches since the last fsync, as Kafka's default settings allow.
+``append_many`` always fsyncs once at its end.
+
+A check on append alone would leave the last appends of a burst unflushed
+until the next append, however late that comes; so the log's owner also calls
+``DataLog.flush_if_due`` periodically (the broker every ``flush_interval_ms / 2``),
+which fsyncs once ``due()`` says the unflushed bytes waited long enough.
 """
 
 from __future__ import annotations
@@ -38,6 +43,17 @@ class FlushPolicy:
         return (
             self.unflushed_bytes >= self.config.flush_interval_bytes
             or self.clock_ms() - self.last_flush_ms >= self.config.flush_interval_ms
+        )
+
+    def due(self) -> bool:
+        """True when bytes are unflushed and the last fsync is ``flush_interval_ms`` old.
+
+        The time rule of ``note_append``, for a caller with no append to make:
+        every unflushed byte arrived after the last fsync, so none is older.
+        """
+        return (
+            self.unflushed_bytes > 0
+            and self.clock_ms() - self.last_flush_ms >= self.config.flush_interval_ms
         )
 
     def note_flushed(self) -> None:

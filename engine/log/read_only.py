@@ -65,23 +65,37 @@ class LogReader:
                 -1,
             )
         first = max(bisect_right(base_offsets, from_offset) - 1, 0)
+        end_offset = [-1]  # of the segment read last
         for number in range(first, len(base_offsets)):
             is_last = number == len(base_offsets) - 1
-            for header, batch in self._segment_batches(base_offsets[number], from_offset, is_last):
+            if number > first and base_offsets[number] != end_offset[0]:
+                # Listed before a compaction or retention changed the directory: the
+                # segment between was replaced or deleted since. Never skip offsets.
+                raise OffsetOutOfRangeError(
+                    f"{self.directory}: the segment ending at offset {end_offset[0]} is "
+                    f"followed by one starting at {base_offsets[number]}: the log was "
+                    "compacted or retention deleted segments while it was read; read again",
+                    -1,
+                    -1,
+                )
+            for header, batch in self._segment_batches(
+                base_offsets[number], from_offset, is_last, end_offset
+            ):
                 if to_offset is not None and header.base_offset >= to_offset:
                     return
                 yield header, batch
 
     def _segment_batches(
-        self, base_offset: int, from_offset: int, is_last: bool
+        self, base_offset: int, from_offset: int, is_last: bool, end_offset: list[int]
     ) -> Iterator[tuple[BatchHeader, memoryview]]:
+        """The segment's batches from ``from_offset``; sets ``end_offset[0]`` to its end."""
         path = segment_path(self.directory, base_offset)
         try:
             fd = os.open(path, os.O_RDONLY)
         except FileNotFoundError:
             raise OffsetOutOfRangeError(
-                f"{path} was deleted (retention) while it was being read; start again from "
-                "the new log start offset",
+                f"{path} was deleted (retention or compaction) while it was being read; start "
+                "again from the new log start offset",
                 -1,
                 -1,
             ) from None
@@ -94,6 +108,7 @@ class LogReader:
             for _, header, batch in iter_valid_batches(fd, start_position, file_bytes, result):
                 if header.next_offset > from_offset:
                     yield header, batch
+            end_offset[0] = result.next_offset
             if result.bad_position is None:
                 return
             valid_after = (

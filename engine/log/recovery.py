@@ -34,6 +34,9 @@ Rules:
    missing or damaged index is rebuilt from the whole segment.
 5. Finally the scanned segments and their indexes are fsynced and a new
    recovery point (the log end) is written, so a second crash does not rescan.
+0. Before all of this, a compaction that a crash interrupted is finished or
+   forgotten (compaction_files.py: uncommitted ``.cleaned`` files are deleted,
+   a committed ``.swap`` is put in place), so the passes see whole segments.
 """
 
 from __future__ import annotations
@@ -53,6 +56,7 @@ from engine.log.checkpoints import (
     read_recovery_point_checked,
     write_recovery_point,
 )
+from engine.log.compaction_files import finish_interrupted_compactions
 from engine.log.config import LogConfig
 from engine.log.files import (
     CORRUPT_SUFFIX,
@@ -89,6 +93,7 @@ class RecoveryReport:
     corrupt_copy: str | None = None  # where the cut bytes were copied
     indexes_rebuilt: list[str] = field(default_factory=list)  # segments whose index was bad
     segments_deleted: list[str] = field(default_factory=list)  # below log start / empty after a cut
+    compaction_finished: list[str] = field(default_factory=list)  # interrupted compactions resolved
     recovery_point: RecoveryPoint | None = None  # where scanning started; None: scanned all
     duration_ms: float = 0.0
 
@@ -106,6 +111,7 @@ def recover(directory: Path, config: LogConfig) -> RecoveredLog:
 
     # Pass 1: the directory, leftovers of interrupted writes, and the segment list.
     directory.mkdir(parents=True, exist_ok=True)
+    report.compaction_finished = finish_interrupted_compactions(directory)
     base_offsets = _list_and_tidy(directory)
 
     # Pass 2: checkpoints.

@@ -414,14 +414,25 @@ class Segment:
     # and position.
 
     def _walk(
-        self, entry: tuple[int, int] | None, end_position: int
+        self,
+        entry: tuple[int, int] | None,
+        end_position: int,
+        *,
+        entry_from_index: bool = True,
     ) -> Iterator[tuple[int, BatchHeader]]:
         """(position, header) of each batch from ``entry`` ((relative offset, position),
-        or None for the segment start) to ``end_position``, offsets checked."""
+        or None for the segment start) to ``end_position``, offsets checked.
+
+        ``entry_from_index=False``: ``entry`` is the caller's own knowledge (a batch
+        it found before), not an index entry, so a bad first batch is damage to the
+        segment (CorruptLogError), not to the index: rebuilding the index would not
+        change the walk, and callers do not catch IndexDamagedError for it.
+        """
         if entry is None:
             start_position, expected_offset = 0, self.base_offset
         else:
             start_position, expected_offset = entry[1], self.base_offset + entry[0]
+        blame_index = entry is not None and entry_from_index
         if start_position >= end_position:
             return
         headers = iter_headers(self._read_fd, start_position, end_position)
@@ -429,7 +440,7 @@ class Segment:
         try:
             for position, header in headers:
                 if header.base_offset != expected_offset:
-                    if entry is not None and position == start_position:
+                    if blame_index and position == start_position:
                         raise IndexDamagedError(
                             f"the index entry for position {position} of {self.path} names "
                             f"offset {expected_offset}, the batch there has base offset "
@@ -449,7 +460,7 @@ class Segment:
                 previous_position = position
         except CorruptBatchError as error:
             bad_position = error.position if error.position is not None else position
-            if entry is not None and bad_position == start_position:
+            if blame_index and bad_position == start_position:
                 raise IndexDamagedError(
                     f"the index entry for position {start_position} of {self.path} does not "
                     f"point at a batch ({error})"
@@ -494,11 +505,14 @@ class Segment:
         """(position, header) of each batch in ``[start_position, end_position)``.
 
         With ``first_offset`` (the base offset of the batch at ``start_position``)
-        offsets are checked to be contiguous.
+        offsets are checked to be contiguous. A bad batch (the first one too)
+        raises CorruptLogError naming the file and position.
         """
         if first_offset is None:
             return self._headers(start_position, end_position)
-        return self._walk((first_offset - self.base_offset, start_position), end_position)
+        return self._walk(
+            (first_offset - self.base_offset, start_position), end_position, entry_from_index=False
+        )
 
     def find_batch(self, offset: int, end_position: int) -> tuple[int, BatchHeader] | None:
         """(position, header) of the batch holding ``offset``, or None if it is not before the end.

@@ -16,12 +16,11 @@ from collections.abc import Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 
-from engine.batch_builder import Header, RecordBatchBuilder
+from engine.batch_builder import RecordBatchBuilder
 from engine.batch_format import NO_TRANSACTION_ID
 from engine.types import TopicPartition
 from rpc.client.futures import RecordFuture
-
-RECORD_OVERHEAD_BYTES = 24  # varints and attributes of one record, a generous estimate
+from rpc.client.record_fields import PreparedRecord
 
 
 @dataclass(eq=False)
@@ -63,18 +62,18 @@ class Accumulator:
     def append(
         self,
         topic_partition: TopicPartition,
-        value: bytes | None,
-        key: bytes | None,
-        headers: list[Header] | None,
+        record: PreparedRecord,
         timestamp_ms: int,
         transaction_id: int,
         now_s: float,
         delivery_timeout_s: float,
     ) -> tuple[RecordFuture, ProducerBatch, bool]:
-        """Add a record; return its future, its batch, and whether that batch is now full."""
-        record_bytes = RECORD_OVERHEAD_BYTES + len(value or b"") + len(key or b"")
-        if headers:
-            record_bytes += sum(len(k) + len(v or b"") for k, v in headers)
+        """Add a record; return its future, its batch, and whether that batch is now full.
+
+        ``record`` was checked (``prepare_record``) before any batch is chosen or made, so
+        the builder's append cannot fail half-way and leave a torn or empty batch behind.
+        """
+        record_bytes = record.size_bytes
         queue = self.queues.get(topic_partition)
         if queue is None:
             queue = self.queues[topic_partition] = deque()
@@ -100,7 +99,7 @@ class Accumulator:
             queue.append(batch)
         builder = batch.builder
         before = builder.estimated_size_bytes
-        offset_delta = builder.append(value, key, headers, timestamp_ms)
+        offset_delta = builder.append(record.value, record.key, record.headers, timestamp_ms)
         size_bytes = builder.estimated_size_bytes
         batch.accounted_bytes += size_bytes - before
         self.buffered_bytes += size_bytes - before

@@ -14,12 +14,18 @@ soon as any of them brings records.
 Positions start at the group's committed offset when there is one, else at
 ``auto_offset_reset`` ("earliest" or "latest").
 
+A fetch that fails with a retriable error (server down, restarting) is tried
+again after an exponential backoff (``retry``), per partition; while every
+partition backs off, ``poll`` sleeps instead of spinning, and one warning is
+logged until a fetch succeeds again.
+
 Thread rule: one thread uses a consumer (as Kafka's); ``close`` from that thread.
 """
 
 from __future__ import annotations
 
 import functools
+import logging
 import time
 from collections import deque
 from collections.abc import Iterable, Mapping
@@ -33,6 +39,8 @@ from engine.types import FetchResult, TopicPartition
 from rpc.client.connection import ConnectionOptions, Target, connect
 from rpc.client.records import ConsumerRecord
 from rpc.client.retry import RetryPolicy, call_with_retry
+
+log = logging.getLogger("twinlog.client")
 
 OFFSET_RESETS = ("earliest", "latest", "none")
 FETCHER_THREADS_MAX = 16
@@ -81,6 +89,8 @@ class Consumer:
         self._buffers: dict[TopicPartition, deque[ConsumerRecord]] = {}
         self._max_bytes: dict[TopicPartition, int] = {}  # grows when a batch does not fit
         self._not_before: dict[TopicPartition, float] = {}  # monotonic; after a failed fetch
+        self._failures: dict[TopicPartition, int] = {}  # consecutive retriable fetch failures
+        self._unreachable = False  # a warning was logged; an info line when it ends
         self._fetchers: ThreadPoolExecutor | None = None
         self._closed = False
 
@@ -102,6 +112,10 @@ class Consumer:
             if topic_partition not in keep:
                 self._forget(topic_partition)
                 self._positions.pop(topic_partition, None)
+        for topic_partition in list(self._not_before):
+            if topic_partition not in keep:  # a stale backoff would cut every wait to zero
+                self._not_before.pop(topic_partition, None)
+                self._failures.pop(topic_partition, None)
         if self._fetchers is None and self._assigned:
             self._fetchers = ThreadPoolExecutor(
                 min(FETCHER_THREADS_MAX, max(1, len(self._assigned))),
@@ -208,7 +222,12 @@ class Consumer:
             if self._not_before:
                 wait_s = min(wait_s, max(0.0, min(self._not_before.values()) - now_s))
             futures = [fetch.future for fetch in self._fetches.values()]
-            wait(futures, timeout=wait_s, return_when=FIRST_COMPLETED)
+            if futures:
+                wait(futures, timeout=wait_s, return_when=FIRST_COMPLETED)
+            else:
+                # Every partition is backing off: wait() on no futures would return at once
+                # and this loop would spin until the backoff ends.
+                time.sleep(wait_s)
 
     def _start_fetches(self) -> None:
         assert self._fetchers is not None
@@ -247,18 +266,42 @@ class Consumer:
                 self._seek_to([topic_partition], self.auto_offset_reset)
                 continue
             except TwinlogError as error:
-                if error.retriable:  # fetched again after a pause
-                    self._not_before[topic_partition] = (
-                        time.monotonic() + self.retry.pause_ms(1) / 1000
-                    )
+                if error.retriable:  # fetched again after a growing pause
+                    self._back_off(topic_partition, error)
                     continue
                 raise
+            self._fetched(topic_partition)
             self._buffer(topic_partition, fetch.offset, result)
+
+    def _back_off(self, topic_partition: TopicPartition, error: TwinlogError) -> None:
+        failures = self._failures[topic_partition] = self._failures.get(topic_partition, 0) + 1
+        pause_s = self.retry.pause_ms(failures) / 1000
+        self._not_before[topic_partition] = time.monotonic() + pause_s
+        if not self._unreachable:
+            self._unreachable = True
+            log.warning(
+                "fetching %s failed: %s: %s; retrying with backoff (up to %d ms) until it "
+                "succeeds (logged once)",
+                topic_partition,
+                type(error).__name__,
+                error,
+                self.retry.backoff_max_ms,
+            )
+        else:
+            log.debug("fetching %s failed again: %s", topic_partition, error)
+
+    def _fetched(self, topic_partition: TopicPartition) -> None:
+        self._failures.pop(topic_partition, None)
+        if self._unreachable and not self._failures:
+            self._unreachable = False
+            log.info("fetching works again")
 
     def _buffer(self, topic_partition: TopicPartition, offset: int, result: FetchResult) -> None:
         records: deque[ConsumerRecord] = deque()
         topic, partition = topic_partition
+        next_offset = offset  # after the last whole batch fetched
         for batch in iter_batches(result.records, allow_partial_tail=True):
+            next_offset = batch.header.next_offset
             for record in batch.records():
                 if record.offset >= offset:
                     records.append(
@@ -272,7 +315,11 @@ class Consumer:
                             record.timestamp_ms,
                         )
                     )
-        if not records and result.records:
+        if not records and next_offset > offset:
+            # Whole batches without a record from ``offset`` on: compaction emptied them
+            # (record offsets have gaps in a compacted log). Step over them, as Kafka's does.
+            self._positions[topic_partition] = next_offset
+        elif not records and result.records:
             # Only a partial batch came back: the next batch is larger than max_bytes.
             current = self._max_bytes.get(topic_partition, self.fetch_max_bytes)
             self._max_bytes[topic_partition] = current * 2

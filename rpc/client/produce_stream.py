@@ -27,9 +27,10 @@ from typing import Any, Protocol
 
 import grpc
 
-from engine.errors import BrokerUnavailableError, NotEnoughResourcesError
+from engine.errors import BatchTooLargeError, BrokerUnavailableError, NotEnoughResourcesError
 from engine.types import ProduceResult
 from rpc.broker_api import BrokerApi
+from rpc.client.request_size import check_produce_size
 from rpc.errors import error_from_rpc_error, rebuild
 from rpc.generated.twinlog.v1 import produce_pb2
 
@@ -129,6 +130,11 @@ class ProduceStream:
 
     def submit(self, topic: str, partition: int, batch: bytes) -> Future[ProduceResult]:
         future: Future[ProduceResult] = Future()
+        try:
+            check_produce_size(topic, batch)
+        except BatchTooLargeError as error:  # as a refusal from the server: in the future
+            future.set_exception(error)
+            return future
         with self._lock:
             if self._closed:
                 raise BrokerUnavailableError("the produce stream is closed")

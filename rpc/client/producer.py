@@ -53,12 +53,16 @@ from rpc.client.connection import ConnectionOptions, Target, connect
 from rpc.client.futures import RecordFuture
 from rpc.client.partitioner import StickyPartitioner
 from rpc.client.produce_stream import ProducePipe, open_pipe
+from rpc.client.record_fields import prepare_record
 from rpc.client.retry import RetryPolicy, call_with_retry
 
 log = logging.getLogger("twinlog.client")
 
 COMPRESSIONS = ("zstd", "none")
 KIBIBYTE = 1024
+# The largest batch (so the largest record) a producer sends: the server's default
+# max_batch_bytes, so that a record the server would refuse is refused before queuing.
+MAX_BATCH_BYTES_DEFAULT = 8 * 1024 * KIBIBYTE
 # An error that leaves a batch's fate unknown: the idempotent producer starts afresh
 # (new producer id) rather than risk a later batch being taken for a duplicate.
 SEQUENCE_BREAKING_ERRORS = (OutOfOrderSequenceError, UnknownProducerIdError, RequestTimedOutError)
@@ -92,6 +96,7 @@ class Producer:
         compression: str = "zstd",
         linger_ms: int = 5,
         batch_bytes: int = 256 * KIBIBYTE,
+        max_batch_bytes: int = MAX_BATCH_BYTES_DEFAULT,
         buffer_bytes_max: int = 32 * 1024 * KIBIBYTE,
         max_block_ms: int = 60_000,
         delivery_timeout_ms: int = 120_000,
@@ -108,6 +113,11 @@ class Producer:
             raise InvalidConfigError(
                 "need batch_bytes > 0, linger_ms >= 0 and buffer_bytes_max >= batch_bytes"
             )
+        if max_batch_bytes < batch_bytes:
+            raise InvalidConfigError(
+                f"max_batch_bytes ({max_batch_bytes}) is below batch_bytes ({batch_bytes}); "
+                "batch_bytes is the size batches aim at, max_batch_bytes the hard limit"
+            )
         options = connection or ConnectionOptions(**connection_options)
         self._broker, self._owns_broker = connect(target, options)
         self.transactional_id = transactional_id
@@ -115,6 +125,7 @@ class Producer:
         self.max_block_s = max_block_ms / 1000
         self.delivery_timeout_s = delivery_timeout_ms / 1000
         self.retry = retry or RetryPolicy(timeout_ms=delivery_timeout_ms)
+        self.max_batch_bytes = max_batch_bytes
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
         self._accumulator = Accumulator(compression, batch_bytes, linger_ms)
@@ -162,7 +173,15 @@ class Producer:
         headers: Sequence[Header] | None = None,
         timestamp_ms: int | None = None,
     ) -> RecordFuture:
-        """Queue a record; the future gives its RecordMetadata once the broker has it."""
+        """Queue a record; the future gives its RecordMetadata once the broker has it.
+
+        Raises TypeError for a value, key or header that is not bytes (or None), and
+        RecordTooLargeError for a record larger than ``max_batch_bytes``; nothing is queued.
+        """
+        record = prepare_record(value, key, headers, self.max_batch_bytes)
+        for name, number in (("partition", partition), ("timestamp_ms", timestamp_ms)):
+            if number is not None and (not isinstance(number, int) or isinstance(number, bool)):
+                raise TypeError(f"{name} must be an int or None, not {type(number).__name__}")
         count = self.partitions_for(topic) if partition is None else 0
         if timestamp_ms is None:
             timestamp_ms = _now_ms()
@@ -180,19 +199,17 @@ class Producer:
                 self._changed.wait(remaining_s)
                 self._check_can_send()
             if partition is None:
-                partition = self._partitioner.partition(topic, key, count)
+                partition = self._partitioner.partition(topic, record.key, count)
             topic_partition = TopicPartition(topic, partition)
             future, batch, full = self._accumulator.append(
                 topic_partition,
-                value,
-                key,
-                list(headers) if headers else None,
+                record,
                 timestamp_ms,
                 self._transaction_id,
                 time.monotonic(),
                 self.delivery_timeout_s,
             )
-            if full and key is None and count:
+            if full and record.key is None and count:
                 self._partitioner.batch_closed(topic, partition, count)
             if full or batch.record_count == 1:
                 self._changed.notify_all()

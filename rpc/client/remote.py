@@ -29,6 +29,11 @@ from engine.types import (
 from rpc.auth import AUTHORIZATION_KEY
 from rpc.client.connection import ConnectionOptions
 from rpc.client.produce_stream import ProduceStream
+from rpc.client.request_size import (
+    MESSAGE_BYTES_MAX,
+    check_produce_size,
+    check_request_size,
+)
 from rpc.convert import (
     offsets_from_proto,
     offsets_to_proto,
@@ -48,8 +53,6 @@ from rpc.generated.twinlog.v1 import (
 )
 
 Result = TypeVar("Result")
-
-MESSAGE_BYTES_MAX = 64 * 1024 * 1024  # what this client accepts in one response
 
 
 def _read(path: str, what: str) -> bytes:
@@ -100,6 +103,8 @@ class RemoteBroker:
     def _call(
         self, method: Callable[..., Result], request: Any, timeout_s: float | None = None
     ) -> Result:
+        if not isinstance(request, produce_pb2.ProduceRequest):  # produce() checked its batch
+            check_request_size(request)
         try:
             return method(request, timeout=timeout_s or self.timeout_s, metadata=self.metadata)
         except grpc.RpcError as error:
@@ -150,6 +155,7 @@ class RemoteBroker:
         return ProducerIdentity(response.producer_id, response.producer_generation)
 
     def produce(self, topic: str, partition: int, batch: bytes, attempt: str = "") -> ProduceResult:
+        check_produce_size(topic, batch)
         request = produce_pb2.ProduceRequest(
             topic=topic, partition=partition, batch=batch, attempt=attempt
         )

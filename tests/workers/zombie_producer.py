@@ -99,6 +99,10 @@ def zombie(server: str, topic: str, transactional_id: str, timeout_ms: int) -> N
         )
         attempt("raw-commit", lambda: broker.commit_transaction(transaction_id, *old))
         attempt("raw-abort", lambda: broker.abort_transaction(transaction_id, *old))
+        began: list[int] = []
+        attempt("raw-begin", lambda: began.append(broker.begin_transaction(*old)))
+        for fresh in began:  # not fenced (its transaction only timed out): a legal new start
+            broker.abort_transaction(fresh, *old)
     producer.close(timeout_ms=5_000)
     say("DONE")
 

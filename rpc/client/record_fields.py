@@ -1,0 +1,91 @@
+"""A record's fields checked, and measured, before the producer queues anything.
+
+The batch builder writes a record's parts into the batch one after another: a
+``str`` value used to fail half-way through (a bare TypeError from deep inside),
+leaving a batch with a torn record or an empty batch that later failed with a
+traceback. Checking every field first means a refused record leaves nothing
+behind, and the error names the field and the fix.
+
+Thread rule: pure functions; any thread.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from engine.batch_builder import Header
+from engine.batch_format import RECORDS_OFFSET
+from engine.errors import RecordTooLargeError
+
+RECORD_OVERHEAD_BYTES = 24  # varints and attributes of one record, a generous estimate
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedRecord:
+    """Fields the batch builder can encode without failing, and their size in a batch."""
+
+    value: bytes | None
+    key: bytes | None
+    headers: list[Header] | None
+    size_bytes: int  # an upper bound of the encoded record
+
+
+def _as_bytes(data: Any, what: str) -> bytes | None:
+    if data is None or type(data) is bytes:
+        return data
+    if isinstance(data, bytes | bytearray):
+        return bytes(data)
+    if isinstance(data, memoryview):
+        return data.tobytes()  # len() of a memoryview counts items, not bytes
+    hint = f" (encode it first, e.g. {what}.encode())" if isinstance(data, str) else ""
+    raise TypeError(f"{what} must be bytes or None, not {type(data).__name__}{hint}")
+
+
+def _headers(headers: Sequence[Header] | None) -> tuple[list[Header] | None, int]:
+    if not headers:
+        return None, 0
+    if isinstance(headers, str | bytes) or not isinstance(headers, Sequence):
+        raise TypeError(
+            f"headers must be a list of (str, bytes) pairs, not {type(headers).__name__}"
+        )
+    checked: list[Header] = []
+    size_bytes = 0
+    for index, pair in enumerate(headers):
+        if not isinstance(pair, tuple | list) or len(pair) != 2:
+            raise TypeError(f"headers[{index}] must be a (str, bytes) pair, not {pair!r}")
+        name, value = pair
+        if not isinstance(name, str):
+            raise TypeError(
+                f"headers[{index}] name must be str, not {type(name).__name__}"
+                + (" (decode it, e.g. name.decode())" if isinstance(name, bytes) else "")
+            )
+        try:
+            encoded_name = name.encode("utf-8")
+        except UnicodeEncodeError as error:
+            raise TypeError(f"headers[{index}] name {name!r} is not valid UTF-8: {error}") from None
+        data = _as_bytes(value, f"headers[{index}] value")
+        checked.append((name, data))
+        size_bytes += len(encoded_name) + len(data or b"") + 10  # two length varints
+    return checked, size_bytes
+
+
+def prepare_record(
+    value: Any, key: Any, headers: Sequence[Header] | None, max_batch_bytes: int
+) -> PreparedRecord:
+    """Check types and size; raise TypeError or RecordTooLargeError before anything is queued."""
+    checked_value = _as_bytes(value, "value")
+    checked_key = _as_bytes(key, "key")
+    checked_headers, headers_bytes = _headers(headers)
+    size_bytes = (
+        RECORD_OVERHEAD_BYTES + len(checked_value or b"") + len(checked_key or b"") + headers_bytes
+    )
+    if RECORDS_OFFSET + size_bytes > max_batch_bytes:
+        raise RecordTooLargeError(
+            f"a record of {size_bytes} bytes (key, value and headers) does not fit in a batch "
+            f"of max_batch_bytes={max_batch_bytes}, the largest this producer sends (the "
+            "server's default limit too); send smaller records, or raise max_batch_bytes on "
+            "both the producer and the server"
+        )
+    return PreparedRecord(checked_value, checked_key, checked_headers, size_bytes)
