@@ -287,7 +287,7 @@ def test_consumer_group_offsets(server: ServerProcess, admin: Admin) -> None:
     with Producer(server.address) as producer:
         for i in range(10):
             producer.send("groups", f"{i}".encode(), partition=i % 2)
-    with Consumer(server.address, group_id="e2e-group") as consumer:
+    with Consumer(server.address, group_id="e2e-group", auto_offset_reset="earliest") as consumer:
         consumer.assign([("groups", 0), ("groups", 1)])
         seen: list = []
         deadline = time.monotonic() + 10

@@ -40,7 +40,7 @@ def served() -> Iterator[tuple[FakeBroker, str]]:
 
 
 def _read_all(target: object, topic: str, partitions: int, count: int) -> list:
-    with Consumer(target) as consumer:  # type: ignore[arg-type]
+    with Consumer(target, auto_offset_reset="earliest") as consumer:  # type: ignore[arg-type]
         consumer.assign([(topic, p) for p in range(partitions)])
         got: list = []
         deadline = time.monotonic() + 5
@@ -178,7 +178,10 @@ def test_consumer_positions_seek_and_group_offsets(served: tuple[FakeBroker, str
     for i in range(5):
         broker.produce("positions", 0, build_batch([f"r{i}".encode()]))
     tp = TopicPartition("positions", 0)
-    with Consumer(address, group_id="g1") as consumer:
+    with Consumer(address, group_id="g1", auto_offset_reset="latest") as latest:
+        latest.assign([tp])  # Kafka's default: no committed offset, so the log end
+        assert latest.position(tp) == 5
+    with Consumer(address, group_id="g1", auto_offset_reset="earliest") as consumer:
         consumer.assign([tp])
         assert consumer.position(tp) == 0
         assert [r.offset for r in consumer.poll(1000)] == [0, 1, 2, 3, 4]

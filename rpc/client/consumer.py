@@ -12,7 +12,9 @@ one fetch (a long poll of ``fetch_max_wait_ms``) in flight; ``poll`` returns as
 soon as any of them brings records.
 
 Positions start at the group's committed offset when there is one, else at
-``auto_offset_reset`` ("earliest" or "latest").
+``auto_offset_reset``: "latest" by default, as Kafka's consumer (only records
+produced from now on), "earliest" (from the log start), or "none" (position()
+and poll() raise until seek()).
 
 A fetch that fails with a retriable error (server down, restarting) is tried
 again after an exponential backoff (``retry``), per partition; while every
@@ -63,7 +65,7 @@ class Consumer:
         target: Target,
         group_id: str | None = None,
         *,
-        auto_offset_reset: str = "earliest",
+        auto_offset_reset: str = "latest",
         fetch_max_bytes: int = 1 << 20,
         fetch_max_wait_ms: int = 500,
         max_poll_records: int = 500,
