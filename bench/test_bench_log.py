@@ -206,18 +206,9 @@ def test_log_read_sequential(benchmark: Any, full_log: DataLog) -> None:
 @pytest.mark.benchmark(group="read-whole-log")
 def test_raw_read_sequential(benchmark: Any, full_log: DataLog) -> None:
     segment = next(full_log.directory.glob("*.log"))
-
-    def read_file() -> int:
-        fd = os.open(segment, os.O_RDONLY)
-        total_bytes = 0
-        try:
-            while chunk := os.read(fd, READ_MAX_BYTES):
-                total_bytes += len(chunk)
-        finally:
-            os.close(fd)
-        return total_bytes
-
-    total = benchmark.pedantic(read_file, rounds=10, iterations=1, warmup_rounds=1)
+    total = benchmark.pedantic(
+        _read_file, args=(segment,), rounds=10, iterations=1, warmup_rounds=1
+    )
     assert total == full_log.size_bytes()
 
 

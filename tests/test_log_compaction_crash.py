@@ -110,8 +110,8 @@ def test_uncommitted_files_are_deleted_on_open(tmp_path: Path) -> None:
         assert leftovers(directory) == []
 
 
-def test_a_committed_swap_without_its_indexes_gets_rebuilt_ones(tmp_path: Path) -> None:
-    directory, model, _, new = prepared(tmp_path)
+def _fail_just_after_the_commit_point(directory: Path) -> None:
+    """Compact, failing right after the ``.swap`` rename (the commit point), and close."""
     log = DataLog.open(directory, compacted())
     failpoints.arm("compaction.after_commit", "raise")
     try:
@@ -120,6 +120,11 @@ def test_a_committed_swap_without_its_indexes_gets_rebuilt_ones(tmp_path: Path) 
     finally:
         failpoints.disarm_all()
     log.close()
+
+
+def test_a_committed_swap_without_its_indexes_gets_rebuilt_ones(tmp_path: Path) -> None:
+    directory, model, _, new = prepared(tmp_path)
+    _fail_just_after_the_commit_point(directory)
     first = segment_files(directory)[0].stem
     for name in ("index", "timeindex"):  # a directory that lost these renames
         (directory / f"{first}.{name}.swap").unlink()
@@ -132,14 +137,7 @@ def test_a_committed_swap_without_its_indexes_gets_rebuilt_ones(tmp_path: Path) 
 
 def test_a_damaged_committed_swap_is_refused_and_nothing_changes(tmp_path: Path) -> None:
     directory, _, _, _ = prepared(tmp_path)
-    log = DataLog.open(directory, compacted())
-    failpoints.arm("compaction.after_commit", "raise")
-    try:
-        with pytest.raises(FailpointError):
-            log.compact(NOW_MS)
-    finally:
-        failpoints.disarm_all()
-    log.close()
+    _fail_just_after_the_commit_point(directory)
     swap = next(directory.glob("*.log.swap"))
     flip_bit(swap, 40)
     names = sorted(p.name for p in directory.iterdir())
