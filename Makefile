@@ -9,7 +9,7 @@ test:
 lint:
 	$(PYTHON) -m ruff check .
 	$(PYTHON) -m ruff format --check .
-	$(PYTHON) -m mypy
+	$(PYTHON) tests/support/typecheck.py
 
 format:
 	$(PYTHON) -m ruff format .
@@ -18,4 +18,4 @@ bench:
 	$(PYTHON) -m pytest bench --benchmark-enable --benchmark-columns=min,median,mean,ops -q
 
 proto:
-	$(PYTHON) -m rpc.codegen
+	$(PYTHON) -m twinlog.rpc.codegen

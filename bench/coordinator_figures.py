@@ -26,9 +26,9 @@ import time
 import tracemalloc
 from pathlib import Path
 
-from engine.batch_builder import RecordBatchBuilder
-from engine.broker import Broker
-from engine.types import TopicPartition
+from twinlog.engine.base.types import TopicPartition
+from twinlog.engine.broker.broker import Broker
+from twinlog.engine.records.batch_builder import RecordBatchBuilder
 
 RECORD_BYTES = 1024
 

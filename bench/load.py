@@ -76,8 +76,8 @@ def run_producer(
     record_bytes: int,
     partitions: int,
 ) -> ThreadReport:
-    from engine.errors import RequestTimedOutError, TwinlogError
-    from rpc.client import Producer
+    from twinlog.engine.base.errors import RequestTimedOutError, TwinlogError
+    from twinlog.rpc.client import Producer
 
     report = ThreadReport()
     chooser = random.Random(worker * 1000 + thread)
@@ -118,8 +118,8 @@ def hold_transactions(
     address: str, worker: int, count: int, partitions: int
 ) -> tuple[Any, list[tuple[int, int, int]]]:
     """Begin ``count`` transactions (one idle producer each, one batch each); keep them open."""
-    from engine.batch_builder import build_batch
-    from rpc.client.remote import RemoteBroker
+    from twinlog.engine.records.batch_builder import build_batch
+    from twinlog.rpc.client.remote import RemoteBroker
 
     broker = RemoteBroker(address)
 
@@ -223,7 +223,7 @@ class Fetcher:
     """Reads every partition forward with plain fetches and times each round trip."""
 
     def __init__(self, address: str, partitions: int) -> None:
-        from rpc.client.remote import RemoteBroker
+        from twinlog.rpc.client.remote import RemoteBroker
 
         self.broker = RemoteBroker(address)
         self.partitions = partitions
@@ -236,8 +236,8 @@ class Fetcher:
         self.thread.start()
 
     def _run(self) -> None:
-        from engine.batch_format import read_header
-        from engine.errors import TwinlogError
+        from twinlog.engine.base.errors import TwinlogError
+        from twinlog.engine.records.batch_format import read_header
 
         partition = 0
         while not self.stop.is_set():
@@ -270,8 +270,8 @@ class Fetcher:
 
 def read_topic(address: str, partitions: int) -> Counter[bytes]:
     """How often each record value is in the topic's data logs."""
-    from engine.batch_reader import iter_batches
-    from rpc.client.remote import RemoteBroker
+    from twinlog.engine.records.batch_reader import iter_batches
+    from twinlog.rpc.client.remote import RemoteBroker
 
     found: Counter[bytes] = Counter()
     with RemoteBroker(address) as broker:
@@ -392,8 +392,8 @@ def tell(processes: list[subprocess.Popen[str]], line: str) -> None:
 
 
 def run(settings: Settings, directory: Path, say: Any) -> dict[str, Any]:
-    from rpc.client import Admin
-    from rpc.client.remote import RemoteBroker
+    from twinlog.rpc.client import Admin
+    from twinlog.rpc.client.remote import RemoteBroker
 
     server, address, log_path = start_server(directory, settings.server_config)
     sampler = Sampler(server.pid)

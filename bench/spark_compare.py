@@ -63,7 +63,7 @@ def twinlog_server(data_dir: Path) -> Iterator[str]:
             [
                 sys.executable,
                 "-m",
-                "rpc.cli",
+                "twinlog.rpc.cli",
                 "serve",
                 "--data-dir",
                 str(data_dir),
@@ -93,7 +93,7 @@ def spark_session() -> Any:
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
 
-    from connectors.spark import register
+    from twinlog.connectors.spark import register
 
     spark = (
         SparkSession.builder.master("local[2]")
@@ -126,7 +126,7 @@ def timed(name: str, rows: int, action: Any) -> Measurement:
 
 
 def run(records: int, work_dir: Path) -> list[Measurement]:
-    from rpc.client.remote import RemoteBroker
+    from twinlog.rpc.client.remote import RemoteBroker
 
     results: list[Measurement] = []
     with twinlog_server(work_dir / "data") as address:

@@ -21,10 +21,10 @@ import time
 import crcmod.predefined
 import pytest
 
-from engine.batch_builder import RecordBatchBuilder
-from engine.batch_format import ATTRIBUTES_OFFSET
-from engine.batch_reader import RecordBatch
-from engine.crc32c import USING_C_EXTENSION, crc32c
+from twinlog.engine.base.crc32c import USING_C_EXTENSION, crc32c
+from twinlog.engine.records.batch_builder import RecordBatchBuilder
+from twinlog.engine.records.batch_format import ATTRIBUTES_OFFSET
+from twinlog.engine.records.batch_reader import RecordBatch
 
 RECORD_BYTES = 1024
 RECORDS_PER_BATCH = 1000  # ~1 MiB batches

@@ -15,10 +15,10 @@ import threading
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from test_copier_support import PartitionFixture, transactional_batch
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "support"))
+from copier_support import PartitionFixture, transactional_batch
 
-from engine.log import DataLog
+from twinlog.engine.log import DataLog
 
 TRANSACTION = 3
 BATCH_COUNT = 128

@@ -20,10 +20,10 @@ from pathlib import Path
 import lmdb
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from test_copier_support import transactional_batch
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "support"))
+from copier_support import transactional_batch
 
-from journal import JournalConfig, LocalJournal
+from twinlog.journal import JournalConfig, LocalJournal
 
 WRITERS = 16
 APPENDS_PER_WRITER = 64

@@ -36,10 +36,10 @@ from typing import Any
 
 import pytest
 
-from engine.batch_builder import RecordBatchBuilder
-from engine.batch_format import LENGTH_PREFIX
-from engine.crc32c import USING_C_EXTENSION, crc32c
-from engine.log import DataLog, LogConfig
+from twinlog.engine.base.crc32c import USING_C_EXTENSION, crc32c
+from twinlog.engine.log import DataLog, LogConfig
+from twinlog.engine.records.batch_builder import RecordBatchBuilder
+from twinlog.engine.records.batch_format import LENGTH_PREFIX
 
 RECORD_BYTES = 1024
 RECORDS_PER_BATCH = 1000  # ~1 MiB batches
@@ -221,8 +221,8 @@ REPOSITORY = Path(__file__).resolve().parent.parent
 # recovery point then covers every byte, so the reader's open checks none of them.
 WRITE_LOG_ELSEWHERE = """
 import os, sys
-from engine.batch_builder import RecordBatchBuilder
-from engine.log import DataLog, LogConfig
+from twinlog.engine.records.batch_builder import RecordBatchBuilder
+from twinlog.engine.log import DataLog, LogConfig
 builder = RecordBatchBuilder("none")
 for _ in range({records}):
     builder.append(os.urandom({record_bytes}), timestamp_ms=1_700_000_000_000)

@@ -2,8 +2,8 @@
 journaled batches into the data log exactly once, and finishes a half-done copy after a crash.
 """
 
-from copier.partition_writer import PartitionWriter, RecoveryOutcome, check_invariant
-from copier.recovery_table import RECOVERY_TABLE, Action, Case, lookup
+from twinlog.copier.partition_writer import PartitionWriter, RecoveryOutcome, check_invariant
+from twinlog.copier.recovery_table import RECOVERY_TABLE, Action, Case, lookup
 
 __all__ = [
     "RECOVERY_TABLE",

@@ -17,7 +17,7 @@ APPLY_COMMIT (``apply_commit``):
 
 (There is no ``copier.before_journal_delete``: the delete is in step 4's
 transaction, not a step of its own.) A crash anywhere is resolved at open by
-``recover`` with ``copier.recovery_table``. Delivering APPLY_COMMIT or
+``recover`` with ``twinlog.copier.recovery_table``. Delivering APPLY_COMMIT or
 APPLY_ABORT again, or after a restart, answers from the record.
 
 Invariant (per partition, whenever the writer lock is free; like etcd raft's
@@ -42,13 +42,21 @@ from collections.abc import Iterable, Iterator
 from contextlib import closing
 from dataclasses import dataclass
 
-from copier.recovery_table import Action, Case, ChainState, RecordState, Row, TailState, lookup
-from copier.tail import classify_tail
-from engine import failpoints
-from engine.batch_format import HEADER, BatchHeader
-from engine.errors import CorruptBatchError, CorruptJournalError, InvalidTxnStateError
-from engine.log import DataLog
-from journal import LocalJournal, TransactionRecord, TransactionState
+from twinlog.copier.recovery_table import (
+    Action,
+    Case,
+    ChainState,
+    RecordState,
+    Row,
+    TailState,
+    lookup,
+)
+from twinlog.copier.tail import classify_tail
+from twinlog.engine.base import failpoints
+from twinlog.engine.base.errors import CorruptBatchError, CorruptJournalError, InvalidTxnStateError
+from twinlog.engine.log import DataLog
+from twinlog.engine.records.batch_format import HEADER, BatchHeader
+from twinlog.journal import LocalJournal, TransactionRecord, TransactionState
 
 log = logging.getLogger(__name__)
 
@@ -244,7 +252,7 @@ class PartitionWriter:
     # --- recovery -----------------------------------------------------------------
 
     def recover(self) -> list[RecoveryOutcome]:
-        """Finish or redo any half-done copy of this partition (see ``copier.recovery_table``)."""
+        """Finish or redo any half-done copy of this partition (see ``twinlog.copier.recovery_table``)."""
         with self._lock:
             return self._recover_locked()
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
-from copier.recovery_table import TailState
-from engine.batch_format import BatchHeader
+from twinlog.copier.recovery_table import TailState
+from twinlog.engine.records.batch_format import BatchHeader
 
 
 def same_batch(in_log: BatchHeader, in_journal: BatchHeader) -> bool:

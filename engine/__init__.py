@@ -1,23 +1,7 @@
-"""twinlog's broker floor: batch format, data log, coordinator, the embedded ``Broker``.
+"""twinlog's engine: the floors a broker is made of, each a folder (lowest first).
 
-``engine.Broker`` is resolved lazily: the lower floors (``journal``, ``copier``)
-import ``engine.batch_format`` and friends, and an eager import of the broker
-here would import them back in a cycle.
+``base`` (errors, failpoints, CRC-32C, atomic files, value types) <- ``records`` (the
+batch format) <- ``log`` (the data log) <- [``twinlog.journal``, ``twinlog.copier``]
+<- ``broker`` (partitions, coordinator, the embedded ``Broker``). Nothing is
+imported here: import from the floor you need.
 """
-
-from __future__ import annotations
-
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from engine.broker import Broker
-
-__all__ = ["Broker"]
-
-
-def __getattr__(name: str) -> Any:
-    if name == "Broker":
-        from engine.broker import Broker
-
-        return Broker
-    raise AttributeError(f"module 'engine' has no attribute {name!r}")

@@ -25,7 +25,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from engine.errors import InvalidConfigError
+from twinlog.engine.base.errors import InvalidConfigError
 
 MEBIBYTE = 1 << 20
 SYNC_COMMIT = "commit"

@@ -74,7 +74,7 @@ import struct
 from enum import IntEnum
 from typing import NamedTuple
 
-from engine.errors import CorruptJournalError
+from twinlog.engine.base.errors import CorruptJournalError
 
 LAYOUT_VERSION = 1
 ENTRY_FORMAT = 1

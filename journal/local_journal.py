@@ -25,10 +25,10 @@ from typing import Any, NamedTuple
 
 import lmdb
 
-from engine.batch_format import BatchHeader, read_header
-from engine.errors import CorruptJournalError, InvalidTxnStateError, TwinlogError
-from journal.local_config import SYNC_COMMIT, JournalConfig
-from journal.local_format import (
+from twinlog.engine.base.errors import CorruptJournalError, InvalidTxnStateError, TwinlogError
+from twinlog.engine.records.batch_format import BatchHeader, read_header
+from twinlog.journal.local_config import SYNC_COMMIT, JournalConfig
+from twinlog.journal.local_format import (
     ATTEMPT_BYTES_MAX,
     DATABASE_NAMES,
     ENTRY_HEADER,
@@ -42,7 +42,7 @@ from journal.local_format import (
     TransactionState,
     decode_entry_header,
 )
-from journal.local_ops import (
+from twinlog.journal.local_ops import (
     AppendEntry,
     MarkAborted,
     MarkApplied,
@@ -50,10 +50,15 @@ from journal.local_ops import (
     Operation,
     PurgeBelow,
 )
-from journal.local_tables import Database, Tables
-from journal.local_writer import CORRUPTION_ERRORS, DATA_FILE, GroupWriter, translate_lmdb_error
-from journal.map_lock import MapLock
-from journal.mapped_pages import MapAddresses, PageReleaser
+from twinlog.journal.local_tables import Database, Tables
+from twinlog.journal.local_writer import (
+    CORRUPTION_ERRORS,
+    DATA_FILE,
+    GroupWriter,
+    translate_lmdb_error,
+)
+from twinlog.journal.map_lock import MapLock
+from twinlog.journal.mapped_pages import MapAddresses, PageReleaser
 
 LOCK_FILE = "twinlog.lock"
 PENDING_STATES = (TransactionState.OPEN, TransactionState.APPLYING)

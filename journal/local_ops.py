@@ -21,8 +21,8 @@ import struct
 from array import array
 from typing import Any
 
-from engine.errors import InvalidTxnStateError, TransactionCompletedError
-from journal.local_format import (
+from twinlog.engine.base.errors import InvalidTxnStateError, TransactionCompletedError
+from twinlog.journal.local_format import (
     ENTRY_HEADER,
     NO_PREVIOUS,
     VALID_PREVIOUS_STATES,
@@ -30,7 +30,7 @@ from journal.local_format import (
     TransactionState,
     new_transaction_record,
 )
-from journal.local_tables import Tables
+from twinlog.journal.local_tables import Tables
 
 log = logging.getLogger(__name__)
 

@@ -25,8 +25,8 @@ from typing import Any
 
 import lmdb
 
-from engine.errors import CorruptJournalError
-from journal.local_format import (
+from twinlog.engine.base.errors import CorruptJournalError
+from twinlog.journal.local_format import (
     DB_ENTRIES,
     DB_META,
     DB_PARTITIONS,
@@ -48,7 +48,7 @@ from journal.local_format import (
     encode_transaction_key,
     encode_transaction_value,
 )
-from journal.mapped_pages import PageReleaser
+from twinlog.journal.mapped_pages import PageReleaser
 
 META_NEXT_PARTITION_ID = b"next_partition_id"
 

@@ -34,13 +34,18 @@ from typing import Any
 
 import lmdb
 
-from engine import failpoints
-from engine.errors import CorruptJournalError, DiskFullError, LogClosedError, TwinlogError
-from journal.local_config import SYNC_ENV, JournalConfig
-from journal.local_ops import Operation
-from journal.local_tables import Database, Tables
-from journal.map_lock import MapLock
-from journal.mapped_pages import MapAddresses, PageReleaser
+from twinlog.engine.base import failpoints
+from twinlog.engine.base.errors import (
+    CorruptJournalError,
+    DiskFullError,
+    LogClosedError,
+    TwinlogError,
+)
+from twinlog.journal.local_config import SYNC_ENV, JournalConfig
+from twinlog.journal.local_ops import Operation
+from twinlog.journal.local_tables import Database, Tables
+from twinlog.journal.map_lock import MapLock
+from twinlog.journal.mapped_pages import MapAddresses, PageReleaser
 
 DATA_FILE = "data.mdb"  # LMDB's, inside the environment directory
 

@@ -29,9 +29,9 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from engine.atomic_file import replace_file
-from engine.crc32c import crc32c
-from engine.errors import CorruptJournalError
+from twinlog.engine.base.atomic_file import replace_file
+from twinlog.engine.base.crc32c import crc32c
+from twinlog.engine.base.errors import CorruptJournalError
 
 VERSION = 1
 LAST_OUTCOMES = ("", "COMMITTED", "ABORTED")

@@ -1,8 +1,8 @@
 """The transaction journal: the coordinator's log of decisions, one per journal partition.
 
-It is stored like a data log (``engine.log``: segments, indexes, CRCs,
+It is stored like a data log (``twinlog.engine.log``: segments, indexes, CRCs,
 recovery), in ``DATA_DIR/txn/<journal partition>/``, one batch per record
-(``journal.txn_records``). Every append is fsynced before it returns: the
+(``twinlog.journal.txn_records``). Every append is fsynced before it returns: the
 coordinator answers a producer only after its decision is durable.
 
 Thread rule: one coordinator thread appends at a time (the coordinator holds
@@ -15,12 +15,12 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from engine.batch_builder import RecordBatchBuilder
-from engine.batch_reader import iter_batches
-from engine.errors import CorruptJournalError
-from engine.log import DataLog, LogConfig
-from journal.txn_checkpoint import Checkpoint, read_checkpoint, write_checkpoint
-from journal.txn_records import TxnRecord, decode, encode
+from twinlog.engine.base.errors import CorruptJournalError
+from twinlog.engine.log import DataLog, LogConfig
+from twinlog.engine.records.batch_builder import RecordBatchBuilder
+from twinlog.engine.records.batch_reader import iter_batches
+from twinlog.journal.txn_checkpoint import Checkpoint, read_checkpoint, write_checkpoint
+from twinlog.journal.txn_records import TxnRecord, decode, encode
 
 CHECKPOINT_FILE = "checkpoint"
 REPLAY_READ_BYTES = 1 << 20

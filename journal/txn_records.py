@@ -1,7 +1,7 @@
 """Records of the transaction journal (the coordinator's log) and their encoding.
 
 The transaction journal is a log like any data log: record batches in
-segments (``engine.log``). Each coordinator decision is one batch holding one
+segments (``twinlog.engine.log``). Each coordinator decision is one batch holding one
 record whose key is empty and whose value is:
 
     TxnRecord := type int8, timestamp_ms int64, field*      (fields per type, below)
@@ -50,8 +50,8 @@ from dataclasses import dataclass, field, fields
 from enum import IntEnum
 from typing import Any, ClassVar
 
-from engine.errors import CorruptJournalError
-from engine.types import TopicPartition
+from twinlog.engine.base.errors import CorruptJournalError
+from twinlog.engine.base.types import TopicPartition
 
 
 class TxnRecordType(IntEnum):

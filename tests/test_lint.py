@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from checkout import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 
 
@@ -17,7 +17,7 @@ BIN = Path(sys.executable).parent
     [
         ["ruff", "check", "."],
         ["ruff", "format", "--check", "."],
-        ["mypy"],
+        ["python", "tests/support/typecheck.py"],
     ],
     ids=["ruff", "ruff-format", "mypy"],
 )

@@ -12,8 +12,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest_spark import server  # noqa: F401  (the session's server fixture)
-from test_rpc_process import ROOT, ServerProcess, environment
+from server_process import ROOT, ServerProcess, environment
+from spark_support import server  # noqa: F401  (the session's server fixture)
 
 README = ROOT / "README.md"
 SPARK_DOC = ROOT / "docs" / "spark.md"

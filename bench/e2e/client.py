@@ -23,7 +23,7 @@ import threading
 import time
 
 from bench.e2e.workload import Workload, percentile
-from rpc.client import Consumer, Producer
+from twinlog.rpc.client import Consumer, Producer
 
 BATCH_BYTES = 300 * 1024  # one batch per partition per transaction (250 KiB of values)
 LAG_PROBES_MAX = 20

@@ -74,7 +74,7 @@ def start_server(
     log_path = directory / "server.log"
     with log_path.open("wb") as log_file:
         process = subprocess.Popen(
-            [sys.executable, "-m", "rpc.cli", "serve", "--data-dir", str(directory / "data"),
+            [sys.executable, "-m", "twinlog.rpc.cli", "serve", "--data-dir", str(directory / "data"),
              "--port", "0", *(f"--config={pair}" for pair in server_config)],
             stdout=log_file, stderr=subprocess.STDOUT, cwd=ROOT, env=environment(),
         )  # fmt: skip
@@ -115,7 +115,7 @@ def run_client(
 def measure(
     workload: Workload, directory: Path, progress: Progress, server_config: Sequence[str] = ()
 ) -> dict[str, Any]:
-    from rpc.client import Admin
+    from twinlog.rpc.client import Admin
 
     server, address, log_path = start_server(directory, server_config)
     try:

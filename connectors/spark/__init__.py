@@ -2,7 +2,7 @@
 
 Register once per SparkSession, then use it like Spark's Kafka source and sink:
 
-    from connectors.spark import register
+    from twinlog.connectors.spark import register
     register(spark)  # = spark.dataSource.register(TwinlogDataSource)
 
     df = (spark.read.format("twinlog").option("servers", "127.0.0.1:7070")
@@ -26,8 +26,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from connectors.spark.errors import DataLossError, OptionError
-from connectors.spark.source import SHORT_NAME, TwinlogDataSource
+from twinlog.connectors.spark.errors import DataLossError, OptionError
+from twinlog.connectors.spark.source import SHORT_NAME, TwinlogDataSource
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

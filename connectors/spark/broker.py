@@ -1,6 +1,6 @@
 """How the connector dials the broker, and which of its calls it retries.
 
-The connector speaks ``rpc.broker_api.BrokerApi`` like every other client; the
+The connector speaks ``twinlog.rpc.wire.broker_api.BrokerApi`` like every other client; the
 two arguments exactly-once writes rely on (see ``connectors/spark/writer.py``):
 
     produce(..., attempt="p3-a1-t57")        tag a transactional batch with a task attempt
@@ -17,11 +17,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TypeVar
 
-from connectors.spark.errors import OptionError
-from connectors.spark.options import Connection
-from engine.errors import UnknownTopicOrPartitionError
-from rpc.broker_api import BrokerApi
-from rpc.client.retry import RetryPolicy, call_with_retry
+from twinlog.connectors.spark.errors import OptionError
+from twinlog.connectors.spark.options import Connection
+from twinlog.engine.base.errors import UnknownTopicOrPartitionError
+from twinlog.rpc.client.retry import RetryPolicy, call_with_retry
+from twinlog.rpc.wire.broker_api import BrokerApi
 
 Result = TypeVar("Result")
 
@@ -32,7 +32,7 @@ RETRY = RetryPolicy(timeout_ms=60_000, backoff_ms=50, backoff_max_ms=2_000)
 
 def connect(connection: Connection) -> BrokerApi:
     """A gRPC connection to ``connection.server``; the caller closes it."""
-    from rpc.client.remote import RemoteBroker
+    from twinlog.rpc.client.remote import RemoteBroker
 
     return RemoteBroker(connection.server, connection.connection_options)
 

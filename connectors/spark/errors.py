@@ -9,7 +9,7 @@ still catches them in user code.
 
 from __future__ import annotations
 
-from engine.errors import InvalidConfigError, TwinlogError
+from twinlog.engine.base.errors import InvalidConfigError, TwinlogError
 
 
 class OptionError(InvalidConfigError):

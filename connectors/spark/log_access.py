@@ -1,8 +1,8 @@
 """Two ways to reach the data logs, one interface: through a broker, or straight from disk.
 
-    BrokerLogAccess     option servers   metadata and fetch over gRPC (rpc.client.remote)
+    BrokerLogAccess     option servers   metadata and fetch over gRPC (twinlog.rpc.client.remote)
     DirectoryLogAccess  option path      DATA_DIR/meta and DATA_DIR/logs/TOPIC-PARTITION/,
-                                         read with engine.log.LogReader; no broker needed
+                                         read with twinlog.engine.log.LogReader; no broker needed
 
 Data logs hold committed data only (that is the point of twinlog's design), so
 a job on the same storage may scan them directly: no transaction markers to
@@ -25,17 +25,17 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Protocol
 
-from connectors.spark.broker import connect, retried
-from connectors.spark.errors import DataLossError, OptionError
-from connectors.spark.options import Connection
-from engine.batch_format import BatchHeader
-from engine.batch_reader import RecordBatch, iter_batches
-from engine.errors import OffsetOutOfRangeError, UnknownTopicOrPartitionError
-from engine.group_offsets import OFFSETS_TOPIC
-from engine.log import LogReader
-from engine.topic_registry import TopicRegistry
-from engine.types import FetchResult, TopicPartition
-from rpc.broker_api import BrokerApi
+from twinlog.connectors.spark.broker import connect, retried
+from twinlog.connectors.spark.errors import DataLossError, OptionError
+from twinlog.connectors.spark.options import Connection
+from twinlog.engine.base.errors import OffsetOutOfRangeError, UnknownTopicOrPartitionError
+from twinlog.engine.base.types import FetchResult, TopicPartition
+from twinlog.engine.broker.group_offsets import OFFSETS_TOPIC
+from twinlog.engine.broker.topic_registry import TopicRegistry
+from twinlog.engine.log import LogReader
+from twinlog.engine.records.batch_format import BatchHeader
+from twinlog.engine.records.batch_reader import RecordBatch, iter_batches
+from twinlog.rpc.wire.broker_api import BrokerApi
 
 log = logging.getLogger("twinlog.spark")
 

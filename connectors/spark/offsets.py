@@ -25,9 +25,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 
-from connectors.spark.errors import OptionError
-from connectors.spark.options import Options
-from engine.types import TopicPartition
+from twinlog.connectors.spark.errors import OptionError
+from twinlog.connectors.spark.options import Options
+from twinlog.engine.base.types import TopicPartition
 
 EARLIEST = -2
 LATEST = -1

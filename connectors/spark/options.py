@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from connectors.spark.errors import OptionError
-from rpc.client.connection import ConnectionOptions
+from twinlog.connectors.spark.errors import OptionError
+from twinlog.rpc.client.connection import ConnectionOptions
 
 MEBIBYTE = 1 << 20
 

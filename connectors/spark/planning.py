@@ -17,19 +17,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from connectors.spark.errors import OptionError
-from connectors.spark.log_access import Bounds, LogAccess, data_loss, describe_or_none
-from connectors.spark.offsets import (
+from twinlog.connectors.spark.errors import OptionError
+from twinlog.connectors.spark.log_access import Bounds, LogAccess, data_loss, describe_or_none
+from twinlog.connectors.spark.offsets import (
     EARLIEST,
     LATEST,
     OffsetSpec,
     SpecKind,
     check_names_partitions,
 )
-from connectors.spark.ranges import OffsetRange, ranges_between, split_for_min_partitions
-from connectors.spark.read_settings import ReadSettings
-from connectors.spark.subscription import Subscription
-from engine.types import TopicPartition
+from twinlog.connectors.spark.ranges import OffsetRange, ranges_between, split_for_min_partitions
+from twinlog.connectors.spark.read_settings import ReadSettings
+from twinlog.connectors.spark.subscription import Subscription
+from twinlog.engine.base.types import TopicPartition
 
 
 def current_bounds(access: LogAccess, subscription: Subscription) -> dict[TopicPartition, Bounds]:

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 
 from pyspark.sql.datasource import InputPartition
 
-from engine.types import TopicPartition
+from twinlog.engine.base.types import TopicPartition
 
 
 class OffsetRange(InputPartition):

@@ -5,16 +5,21 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from connectors.spark.errors import OptionError
-from connectors.spark.offsets import OffsetSpec, ending_spec, starting_spec, timestamp_strategy
-from connectors.spark.options import (
+from twinlog.connectors.spark.errors import OptionError
+from twinlog.connectors.spark.offsets import (
+    OffsetSpec,
+    ending_spec,
+    starting_spec,
+    timestamp_strategy,
+)
+from twinlog.connectors.spark.options import (
     FETCH_BYTES_DEFAULT,
     READ_OPTIONS,
     Connection,
     Options,
     parse_connection,
 )
-from connectors.spark.subscription import Subscription, parse_subscription
+from twinlog.connectors.spark.subscription import Subscription, parse_subscription
 
 
 @dataclass(frozen=True)

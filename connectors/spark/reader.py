@@ -21,12 +21,12 @@ from typing import TYPE_CHECKING
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
-from connectors.spark.log_access import open_access
-from connectors.spark.planning import plan_batch
-from connectors.spark.ranges import OffsetRange
-from connectors.spark.read_settings import ReadSettings
-from connectors.spark.record_columns import ColumnBuilder
-from connectors.spark.schema import arrow_schema
+from twinlog.connectors.spark.log_access import open_access
+from twinlog.connectors.spark.planning import plan_batch
+from twinlog.connectors.spark.ranges import OffsetRange
+from twinlog.connectors.spark.read_settings import ReadSettings
+from twinlog.connectors.spark.record_columns import ColumnBuilder
+from twinlog.connectors.spark.schema import arrow_schema
 
 if TYPE_CHECKING:
     import pyarrow

@@ -2,14 +2,14 @@
 
 This is the read path's hot loop: every record of a query passes through
 ``ColumnBuilder.add_batch`` once. It decodes the records section laid out in
-``engine/batch_format.py`` straight into column lists, without building a
+``engine/records/batch_format.py`` straight into column lists, without building a
 ``Record`` per row, and with the one-byte varint (most lengths, deltas and
-counts) decoded inline; ``engine.varint.decode_varint`` takes the rest. It is
-about 3x faster than ``engine.batch_reader.RecordBatch.records()`` on 1 KiB
+counts) decoded inline; ``twinlog.engine.records.varint.decode_varint`` takes the rest. It is
+about 3x faster than ``twinlog.engine.records.batch_reader.RecordBatch.records()`` on 1 KiB
 values, which matters because a Spark task spends most of its time here.
 
-Batches arrive validated (CRC checked by ``engine.batch_reader`` or
-``engine.log.LogReader``), so a malformed records section means a producer
+Batches arrive validated (CRC checked by ``twinlog.engine.records.batch_reader`` or
+``twinlog.engine.log.LogReader``), so a malformed records section means a producer
 bug; it still raises CorruptBatchError, never IndexError.
 
 Thread rule: a builder belongs to one task.
@@ -19,11 +19,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from connectors.spark.schema import TIMESTAMP_TYPE_CREATE_TIME
-from engine.batch_format import RECORDS_OFFSET, BatchHeader
-from engine.compression import decompress
-from engine.errors import CorruptBatchError
-from engine.varint import VARINT_BYTES_MAX, decode_varint
+from twinlog.connectors.spark.schema import TIMESTAMP_TYPE_CREATE_TIME
+from twinlog.engine.base.errors import CorruptBatchError
+from twinlog.engine.records.batch_format import RECORDS_OFFSET, BatchHeader
+from twinlog.engine.records.compression import decompress
+from twinlog.engine.records.varint import VARINT_BYTES_MAX, decode_varint
 
 if TYPE_CHECKING:
     import pyarrow

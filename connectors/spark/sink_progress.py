@@ -36,9 +36,9 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
-from connectors.spark.broker import retried
-from engine.types import TopicPartition
-from rpc.broker_api import BrokerApi
+from twinlog.connectors.spark.broker import retried
+from twinlog.engine.base.types import TopicPartition
+from twinlog.rpc.wire.broker_api import BrokerApi
 
 BATCH_ID_KEY = TopicPartition("__batch_id__", 0)
 QUERY_ID_WORDS = 4

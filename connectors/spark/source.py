@@ -16,15 +16,15 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from connectors.spark.errors import OptionError
-from connectors.spark.read_settings import parse_read_settings
-from connectors.spark.reader import TwinlogBatchReader
-from connectors.spark.schema import source_schema
-from connectors.spark.stream_reader import TwinlogStreamReader
-from connectors.spark.stream_writer import TwinlogStreamWriter
-from connectors.spark.write_settings import parse_write_settings
-from connectors.spark.writer import TwinlogBatchWriter
-from engine.errors import InvalidConfigError
+from twinlog.connectors.spark.errors import OptionError
+from twinlog.connectors.spark.read_settings import parse_read_settings
+from twinlog.connectors.spark.reader import TwinlogBatchReader
+from twinlog.connectors.spark.schema import source_schema
+from twinlog.connectors.spark.stream_reader import TwinlogStreamReader
+from twinlog.connectors.spark.stream_writer import TwinlogStreamWriter
+from twinlog.connectors.spark.write_settings import parse_write_settings
+from twinlog.connectors.spark.writer import TwinlogBatchWriter
+from twinlog.engine.base.errors import InvalidConfigError
 
 SHORT_NAME = "twinlog"
 

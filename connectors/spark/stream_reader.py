@@ -37,13 +37,13 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from connectors.spark.log_access import Bounds, LogAccess, data_loss, open_access
-from connectors.spark.offsets import offsets_from_json, offsets_to_json
-from connectors.spark.planning import checked_start, current_bounds, resolve
-from connectors.spark.ranges import ranges_between, rate_limit, split_for_min_partitions
-from connectors.spark.read_settings import ReadSettings
-from connectors.spark.reader import read_range
-from engine.types import TopicPartition
+from twinlog.connectors.spark.log_access import Bounds, LogAccess, data_loss, open_access
+from twinlog.connectors.spark.offsets import offsets_from_json, offsets_to_json
+from twinlog.connectors.spark.planning import checked_start, current_bounds, resolve
+from twinlog.connectors.spark.ranges import ranges_between, rate_limit, split_for_min_partitions
+from twinlog.connectors.spark.read_settings import ReadSettings
+from twinlog.connectors.spark.reader import read_range
+from twinlog.engine.base.types import TopicPartition
 
 if TYPE_CHECKING:
     import pyarrow

@@ -45,16 +45,16 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
 
-from connectors.spark.broker import check_write_topic, connect, retried
-from connectors.spark.errors import OptionError
-from connectors.spark.sink_progress import (
+from twinlog.connectors.spark.broker import check_write_topic, connect, retried
+from twinlog.connectors.spark.errors import OptionError
+from twinlog.connectors.spark.sink_progress import (
     NO_BATCH,
     progress_offsets,
     sink_group,
     stored_progress,
 )
-from connectors.spark.task_sender import TaskSender
-from connectors.spark.transaction import (
+from twinlog.connectors.spark.task_sender import TaskSender
+from twinlog.connectors.spark.transaction import (
     AttemptReport,
     TransactionTicket,
     abort_quietly,
@@ -62,7 +62,7 @@ from connectors.spark.transaction import (
     reports_of,
     task_attempt,
 )
-from connectors.spark.write_settings import WriteSettings
+from twinlog.connectors.spark.write_settings import WriteSettings
 
 if TYPE_CHECKING:
     import pyarrow

@@ -17,9 +17,9 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from connectors.spark.errors import OptionError
-from connectors.spark.options import Options
-from engine.types import TopicPartition
+from twinlog.connectors.spark.errors import OptionError
+from twinlog.connectors.spark.options import Options
+from twinlog.engine.base.types import TopicPartition
 
 KINDS = ("subscribe", "assign", "subscribePattern")
 

@@ -5,7 +5,7 @@ is then produced synchronously, tagged with the task attempt. Sequences are
 numbered per (transaction, partition, attempt) from 0, as the broker checks
 them, so a produce retried after a timeout is recognised and written once.
 
-Partitioning follows Kafka's producer (``rpc.client.partitioner``): the
+Partitioning follows Kafka's producer (``twinlog.rpc.client.partitioner``): the
 partition column if given, else murmur2 of the key, else sticky: keyless rows
 fill one partition's batch, then move to the next.
 
@@ -17,14 +17,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from connectors.spark.broker import retried
-from connectors.spark.transaction import AttemptReport, TransactionTicket
-from connectors.spark.write_settings import WriteSettings
-from engine.batch_builder import Header, RecordBatchBuilder
-from engine.errors import InvalidConfigError
-from engine.types import TopicPartition
-from rpc.broker_api import BrokerApi
-from rpc.client.partitioner import partition_for_key
+from twinlog.connectors.spark.broker import retried
+from twinlog.connectors.spark.transaction import AttemptReport, TransactionTicket
+from twinlog.connectors.spark.write_settings import WriteSettings
+from twinlog.engine.base.errors import InvalidConfigError
+from twinlog.engine.base.types import TopicPartition
+from twinlog.engine.records.batch_builder import Header, RecordBatchBuilder
+from twinlog.rpc.client.partitioner import partition_for_key
+from twinlog.rpc.wire.broker_api import BrokerApi
 
 if TYPE_CHECKING:
     import pyarrow

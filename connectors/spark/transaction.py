@@ -27,10 +27,10 @@ from dataclasses import dataclass
 
 from pyspark.sql.datasource import WriterCommitMessage
 
-from connectors.spark.broker import retried
-from engine.errors import InvalidTxnStateError, TwinlogError, UnknownTransactionError
-from engine.types import TxnState
-from rpc.broker_api import BrokerApi
+from twinlog.connectors.spark.broker import retried
+from twinlog.engine.base.errors import InvalidTxnStateError, TwinlogError, UnknownTransactionError
+from twinlog.engine.base.types import TxnState
+from twinlog.rpc.wire.broker_api import BrokerApi
 
 log = logging.getLogger("twinlog.spark")
 

@@ -28,8 +28,8 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from connectors.spark.errors import OptionError
-from connectors.spark.options import (
+from twinlog.connectors.spark.errors import OptionError
+from twinlog.connectors.spark.options import (
     BATCH_BYTES_DEFAULT,
     BATCH_BYTES_MAX,
     TRANSACTION_TIMEOUT_MS_DEFAULT,
@@ -38,8 +38,8 @@ from connectors.spark.options import (
     Options,
     parse_connection,
 )
-from engine.compression import CODEC_BY_NAME
-from engine.errors import InvalidConfigError
+from twinlog.engine.base.errors import InvalidConfigError
+from twinlog.engine.records.compression import CODEC_BY_NAME
 
 
 @dataclass(frozen=True)

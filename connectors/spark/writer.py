@@ -38,9 +38,9 @@ from typing import TYPE_CHECKING
 
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 
-from connectors.spark.broker import check_write_topic, connect
-from connectors.spark.task_sender import TaskSender
-from connectors.spark.transaction import (
+from twinlog.connectors.spark.broker import check_write_topic, connect
+from twinlog.connectors.spark.task_sender import TaskSender
+from twinlog.connectors.spark.transaction import (
     AttemptReport,
     TransactionTicket,
     abort_quietly,
@@ -49,7 +49,7 @@ from connectors.spark.transaction import (
     reports_of,
     task_attempt,
 )
-from connectors.spark.write_settings import WriteSettings
+from twinlog.connectors.spark.write_settings import WriteSettings
 
 if TYPE_CHECKING:
     import pyarrow

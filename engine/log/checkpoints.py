@@ -44,8 +44,8 @@ import logging
 from pathlib import Path
 from typing import NamedTuple
 
-from engine.crc32c import crc32c
-from engine.log.files import write_file_atomically
+from twinlog.engine.base.crc32c import crc32c
+from twinlog.engine.log.files import write_file_atomically
 
 RECOVERY_POINT_NAME = "recovery-point"
 LOG_START_OFFSET_NAME = "log-start-offset"

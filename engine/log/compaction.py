@@ -114,28 +114,28 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from engine.batch_format import NO_PRODUCER_ID, BatchHeader, read_header
-from engine.errors import CorruptBatchError, CorruptLogError
-from engine.log.checkpoints import read_cleaner_offset, write_cleaner_offset
-from engine.log.compaction_files import (
+from twinlog.engine.base.errors import CorruptBatchError, CorruptLogError
+from twinlog.engine.log.checkpoints import read_cleaner_offset, write_cleaner_offset
+from twinlog.engine.log.compaction_files import (
     CleanedSegmentWriter,
     commit_swap,
     complete_swap,
     is_committed,
 )
-from engine.log.compaction_records import (
+from twinlog.engine.log.scan import ScanResult, iter_valid_batches
+from twinlog.engine.log.segment import Segment
+from twinlog.engine.log.segment_index import RELATIVE_OFFSET_MAX
+from twinlog.engine.records.batch_format import NO_PRODUCER_ID, BatchHeader, read_header
+from twinlog.engine.records.rewrite import (
     RecordSpan,
     filler_batch,
     iter_record_spans,
     rebuild_batch,
     records_section,
 )
-from engine.log.scan import ScanResult, iter_valid_batches
-from engine.log.segment import Segment
-from engine.log.segment_index import RELATIVE_OFFSET_MAX
 
 if TYPE_CHECKING:
-    from engine.log.data_log import DataLog
+    from twinlog.engine.log.data_log import DataLog
 
 logger = logging.getLogger(__name__)
 

@@ -56,18 +56,18 @@ import os
 import re
 from pathlib import Path
 
-from engine import failpoints
-from engine.batch_format import NO_TIMESTAMP, BatchHeader
-from engine.errors import CorruptLogError
-from engine.log.files import (
+from twinlog.engine.base import failpoints
+from twinlog.engine.base.errors import CorruptLogError
+from twinlog.engine.log.files import (
     fsync_directory,
     index_path,
     list_segment_base_offsets,
     segment_path,
     time_index_path,
 )
-from engine.log.scan import scan_batches
-from engine.log.segment_index import SegmentIndex
+from twinlog.engine.log.scan import scan_batches
+from twinlog.engine.log.segment_index import SegmentIndex
+from twinlog.engine.records.batch_format import NO_TIMESTAMP, BatchHeader
 
 logger = logging.getLogger(__name__)
 

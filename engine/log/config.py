@@ -42,8 +42,8 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from engine.batch_format import BATCH_BYTES_HARD_MAX, HEADER_BYTES
-from engine.errors import InvalidConfigError
+from twinlog.engine.base.errors import InvalidConfigError
+from twinlog.engine.records.batch_format import BATCH_BYTES_HARD_MAX, HEADER_BYTES
 
 MEBIBYTE = 1 << 20
 DAY_MS = 24 * 60 * 60 * 1000

@@ -24,23 +24,32 @@ from itertools import pairwise
 from pathlib import Path
 from typing import NamedTuple, TypeVar
 
-from engine.batch_format import BatchHeader, read_header, validate_batch, with_base_offset
-from engine.errors import (
+from twinlog.engine.base.errors import (
     BatchTooLargeError,
     CorruptBatchError,
     CorruptLogError,
     LogClosedError,
     OffsetOutOfRangeError,
 )
-from engine.log.checkpoints import RecoveryPoint, write_log_start_offset, write_recovery_point
-from engine.log.compaction import CompactionReport, compact_log
-from engine.log.config import LogConfig
-from engine.log.files import fsync_directory
-from engine.log.flush_policy import FlushPolicy, monotonic_ms
-from engine.log.recovery import RecoveryReport, recover
-from engine.log.retention import count_segments_to_delete
-from engine.log.segment import Segment, wall_clock_ms
-from engine.log.segment_index import RELATIVE_OFFSET_MAX, IndexDamagedError
+from twinlog.engine.log.checkpoints import (
+    RecoveryPoint,
+    write_log_start_offset,
+    write_recovery_point,
+)
+from twinlog.engine.log.compaction import CompactionReport, compact_log
+from twinlog.engine.log.config import LogConfig
+from twinlog.engine.log.files import fsync_directory
+from twinlog.engine.log.flush_policy import FlushPolicy, monotonic_ms
+from twinlog.engine.log.recovery import RecoveryReport, recover
+from twinlog.engine.log.retention import count_segments_to_delete
+from twinlog.engine.log.segment import Segment, wall_clock_ms
+from twinlog.engine.log.segment_index import RELATIVE_OFFSET_MAX, IndexDamagedError
+from twinlog.engine.records.batch_format import (
+    BatchHeader,
+    read_header,
+    validate_batch,
+    with_base_offset,
+)
 
 logger = logging.getLogger(__name__)
 Result = TypeVar("Result")

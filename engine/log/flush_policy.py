@@ -19,7 +19,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from engine.log.config import FLUSH_EVERY_APPEND, LogConfig
+from twinlog.engine.log.config import FLUSH_EVERY_APPEND, LogConfig
 
 
 def monotonic_ms() -> int:

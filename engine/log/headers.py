@@ -13,7 +13,8 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 
-from engine.batch_format import (
+from twinlog.engine.base.errors import CorruptBatchError
+from twinlog.engine.records.batch_format import (
     BATCH_BYTES_HARD_MAX,
     BATCH_LENGTH_MIN,
     HEADER,
@@ -23,7 +24,6 @@ from engine.batch_format import (
     MAGIC_OFFSET,
     BatchHeader,
 )
-from engine.errors import CorruptBatchError
 
 # Big enough to hold the headers of a few dozen small batches, small enough
 # that a walk over 1 MiB batches does not read much more than their headers.

@@ -22,13 +22,13 @@ from bisect import bisect_right
 from collections.abc import Iterator
 from pathlib import Path
 
-from engine.batch_format import BatchHeader
-from engine.errors import CorruptBatchError, CorruptLogError, OffsetOutOfRangeError
-from engine.log.checkpoints import read_log_start_offset
-from engine.log.files import index_path, list_segment_base_offsets, segment_path
-from engine.log.headers import parse_header
-from engine.log.scan import ScanResult, find_valid_batch_after, iter_valid_batches
-from engine.log.segment_index import OFFSET_ENTRY, OFFSET_ENTRY_BYTES
+from twinlog.engine.base.errors import CorruptBatchError, CorruptLogError, OffsetOutOfRangeError
+from twinlog.engine.log.checkpoints import read_log_start_offset
+from twinlog.engine.log.files import index_path, list_segment_base_offsets, segment_path
+from twinlog.engine.log.headers import parse_header
+from twinlog.engine.log.scan import ScanResult, find_valid_batch_after, iter_valid_batches
+from twinlog.engine.log.segment_index import OFFSET_ENTRY, OFFSET_ENTRY_BYTES
+from twinlog.engine.records.batch_format import BatchHeader
 
 
 class LogReader:

@@ -47,8 +47,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from engine.errors import CorruptLogError
-from engine.log.checkpoints import (
+from twinlog.engine.base.errors import CorruptLogError
+from twinlog.engine.log.checkpoints import (
     LOG_START_OFFSET_NAME,
     RECOVERY_POINT_NAME,
     RecoveryPoint,
@@ -56,9 +56,9 @@ from engine.log.checkpoints import (
     read_recovery_point_checked,
     write_recovery_point,
 )
-from engine.log.compaction_files import finish_interrupted_compactions
-from engine.log.config import LogConfig
-from engine.log.files import (
+from twinlog.engine.log.compaction_files import finish_interrupted_compactions
+from twinlog.engine.log.config import LogConfig
+from twinlog.engine.log.files import (
     CORRUPT_SUFFIX,
     INDEX_SUFFIX,
     TEMPORARY_SUFFIX,
@@ -70,9 +70,9 @@ from engine.log.files import (
     segment_stem,
     time_index_path,
 )
-from engine.log.scan import SCAN_CHUNK_BYTES, find_valid_batch_after
-from engine.log.segment import Segment
-from engine.log.segment_index import (
+from twinlog.engine.log.scan import SCAN_CHUNK_BYTES, find_valid_batch_after
+from twinlog.engine.log.segment import Segment
+from twinlog.engine.log.segment_index import (
     OFFSET_ENTRY_BYTES,
     TIME_ENTRY_BYTES,
     IndexDamagedError,

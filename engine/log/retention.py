@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from engine.log.config import UNLIMITED, LogConfig
+from twinlog.engine.log.config import UNLIMITED, LogConfig
 
 
 class RetainedSegment(Protocol):

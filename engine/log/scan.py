@@ -13,7 +13,8 @@ import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from engine.batch_format import (
+from twinlog.engine.base.errors import CorruptBatchError
+from twinlog.engine.records.batch_format import (
     HEADER,
     HEADER_BYTES,
     LENGTH_PREFIX,
@@ -24,7 +25,6 @@ from engine.batch_format import (
     read_length_prefix,
     validate_batch,
 )
-from engine.errors import CorruptBatchError
 
 SCAN_CHUNK_BYTES = 1 << 20
 # Offsets of one segment fit a u32 relative offset; a "valid" batch further

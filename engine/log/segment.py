@@ -1,7 +1,7 @@
 """One segment of a data log: a .log file of whole batches and its sparse indexes.
 
 A segment file is nothing but record batches laid end to end, exactly as
-``engine.batch_format`` describes them, with their base offsets assigned by the
+``twinlog.engine.records.batch_format`` describes them, with their base offsets assigned by the
 log; no file header, no padding. Its name is its base offset (files.py).
 Vocabulary: an *offset* numbers a record; a *position* is a byte in this file;
 the *base offset* of the segment is the offset of its first batch.
@@ -25,14 +25,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
 
-from engine import failpoints
-from engine.batch_format import NO_TIMESTAMP, BatchHeader, validate_batch
-from engine.errors import CorruptBatchError, CorruptLogError, DiskFullError
-from engine.log.checked_ranges import CheckedRanges
-from engine.log.files import index_path, segment_path, time_index_path
-from engine.log.headers import iter_headers
-from engine.log.scan import ScanResult, scan_batches
-from engine.log.segment_index import IndexDamagedError, SegmentIndex
+from twinlog.engine.base import failpoints
+from twinlog.engine.base.errors import CorruptBatchError, CorruptLogError, DiskFullError
+from twinlog.engine.log.checked_ranges import CheckedRanges
+from twinlog.engine.log.files import index_path, segment_path, time_index_path
+from twinlog.engine.log.headers import iter_headers
+from twinlog.engine.log.scan import ScanResult, scan_batches
+from twinlog.engine.log.segment_index import IndexDamagedError, SegmentIndex
+from twinlog.engine.records.batch_format import NO_TIMESTAMP, BatchHeader, validate_batch
 
 logger = logging.getLogger(__name__)
 

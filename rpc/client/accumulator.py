@@ -16,11 +16,11 @@ from collections.abc import Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 
-from engine.batch_builder import RecordBatchBuilder
-from engine.batch_format import NO_TRANSACTION_ID
-from engine.types import TopicPartition
-from rpc.client.futures import RecordFuture
-from rpc.client.record_fields import PreparedRecord
+from twinlog.engine.base.types import TopicPartition
+from twinlog.engine.records.batch_builder import RecordBatchBuilder
+from twinlog.engine.records.batch_format import NO_TRANSACTION_ID
+from twinlog.rpc.client.futures import RecordFuture
+from twinlog.rpc.client.record_fields import PreparedRecord
 
 
 @dataclass(eq=False)

@@ -16,9 +16,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from engine.types import ProducerDescription, TopicDescription, TransactionDescription
-from rpc.client.connection import ConnectionOptions, Target, connect
-from rpc.client.retry import RetryPolicy, call_with_retry
+from twinlog.engine.base.types import ProducerDescription, TopicDescription, TransactionDescription
+from twinlog.rpc.client.connection import ConnectionOptions, Target, connect
+from twinlog.rpc.client.retry import RetryPolicy, call_with_retry
 
 
 class Admin:

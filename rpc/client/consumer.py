@@ -35,12 +35,12 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any
 
-from engine.batch_reader import iter_batches
-from engine.errors import InvalidConfigError, OffsetOutOfRangeError, TwinlogError
-from engine.types import FetchResult, TopicPartition
-from rpc.client.connection import ConnectionOptions, Target, connect
-from rpc.client.records import ConsumerRecord
-from rpc.client.retry import RetryPolicy, call_with_retry
+from twinlog.engine.base.errors import InvalidConfigError, OffsetOutOfRangeError, TwinlogError
+from twinlog.engine.base.types import FetchResult, TopicPartition
+from twinlog.engine.records.batch_reader import iter_batches
+from twinlog.rpc.client.connection import ConnectionOptions, Target, connect
+from twinlog.rpc.client.records import ConsumerRecord
+from twinlog.rpc.client.retry import RetryPolicy, call_with_retry
 
 log = logging.getLogger("twinlog.client")
 

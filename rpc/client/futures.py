@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from concurrent.futures import Future
 
-from rpc.client.records import RecordMetadata
+from twinlog.rpc.client.records import RecordMetadata
 
 BatchResult = Future  # resolved with the batch's base offset (-1 when unknown), or an error
 

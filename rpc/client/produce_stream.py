@@ -27,12 +27,16 @@ from typing import Any, Protocol
 
 import grpc
 
-from engine.errors import BatchTooLargeError, BrokerUnavailableError, NotEnoughResourcesError
-from engine.types import ProduceResult
-from rpc.broker_api import BrokerApi
-from rpc.client.request_size import check_produce_size
-from rpc.errors import error_from_rpc_error, rebuild
-from rpc.generated.twinlog.v1 import produce_pb2
+from twinlog.engine.base.errors import (
+    BatchTooLargeError,
+    BrokerUnavailableError,
+    NotEnoughResourcesError,
+)
+from twinlog.engine.base.types import ProduceResult
+from twinlog.rpc.client.request_size import check_produce_size
+from twinlog.rpc.generated.twinlog.v1 import produce_pb2
+from twinlog.rpc.wire.broker_api import BrokerApi
+from twinlog.rpc.wire.errors import error_from_rpc_error, rebuild
 
 EMBEDDED_SENDER_THREADS = 4
 UNARY_FALLBACK_S = 5.0  # after the server refused a stream, how long to send unary calls

@@ -34,9 +34,7 @@ from concurrent.futures import Future
 from enum import Enum
 from typing import Any
 
-from engine.batch_builder import Header
-from engine.batch_format import NO_TRANSACTION_ID
-from engine.errors import (
+from twinlog.engine.base.errors import (
     DuplicateSequenceError,
     InvalidConfigError,
     InvalidTxnStateError,
@@ -47,14 +45,16 @@ from engine.errors import (
     TwinlogError,
     UnknownProducerIdError,
 )
-from engine.types import ProduceResult, ProducerIdentity, TopicPartition
-from rpc.client.accumulator import Accumulator, ProducerBatch
-from rpc.client.connection import ConnectionOptions, Target, connect
-from rpc.client.futures import RecordFuture
-from rpc.client.partitioner import StickyPartitioner
-from rpc.client.produce_stream import ProducePipe, open_pipe
-from rpc.client.record_fields import prepare_record
-from rpc.client.retry import RetryPolicy, call_with_retry
+from twinlog.engine.base.types import ProduceResult, ProducerIdentity, TopicPartition
+from twinlog.engine.records.batch_builder import Header
+from twinlog.engine.records.batch_format import NO_TRANSACTION_ID
+from twinlog.rpc.client.accumulator import Accumulator, ProducerBatch
+from twinlog.rpc.client.connection import ConnectionOptions, Target, connect
+from twinlog.rpc.client.futures import RecordFuture
+from twinlog.rpc.client.partitioner import StickyPartitioner
+from twinlog.rpc.client.produce_stream import ProducePipe, open_pipe
+from twinlog.rpc.client.record_fields import prepare_record
+from twinlog.rpc.client.retry import RetryPolicy, call_with_retry
 
 log = logging.getLogger("twinlog.client")
 

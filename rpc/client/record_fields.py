@@ -15,9 +15,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from engine.batch_builder import Header
-from engine.batch_format import RECORDS_OFFSET
-from engine.errors import RecordTooLargeError
+from twinlog.engine.base.errors import RecordTooLargeError
+from twinlog.engine.records.batch_builder import Header
+from twinlog.engine.records.batch_format import RECORDS_OFFSET
 
 RECORD_OVERHEAD_BYTES = 24  # varints and attributes of one record, a generous estimate
 

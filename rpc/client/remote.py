@@ -1,7 +1,7 @@
 """``RemoteBroker``: the broker API over gRPC, raising the engine's own exceptions.
 
-Every method has the signature of the embedded ``engine.Broker``'s; a failed
-call raises the exception class the server's broker raised (``rpc.errors``).
+Every method has the signature of the embedded ``twinlog.Broker``'s; a failed
+call raises the exception class the server's broker raised (``twinlog.rpc.wire.errors``).
 ``open_produce_stream()`` gives a pipelined producer channel.
 
 Thread rule: every method may be called from any thread (one gRPC channel,
@@ -16,8 +16,8 @@ from typing import Any, TypeVar
 
 import grpc
 
-from engine.errors import InvalidConfigError
-from engine.types import (
+from twinlog.engine.base.errors import InvalidConfigError
+from twinlog.engine.base.types import (
     FetchResult,
     ProducerDescription,
     ProduceResult,
@@ -26,24 +26,14 @@ from engine.types import (
     TopicPartition,
     TransactionDescription,
 )
-from rpc.auth import AUTHORIZATION_KEY
-from rpc.client.connection import ConnectionOptions
-from rpc.client.produce_stream import ProduceStream
-from rpc.client.request_size import (
+from twinlog.rpc.client.connection_options import ConnectionOptions
+from twinlog.rpc.client.produce_stream import ProduceStream
+from twinlog.rpc.client.request_size import (
     MESSAGE_BYTES_MAX,
     check_produce_size,
     check_request_size,
 )
-from rpc.convert import (
-    offsets_from_proto,
-    offsets_to_proto,
-    producer_from_proto,
-    topic_from_proto,
-    topic_partitions_to_proto,
-    transaction_from_proto,
-)
-from rpc.errors import error_from_rpc_error
-from rpc.generated.twinlog.v1 import (
+from twinlog.rpc.generated.twinlog.v1 import (
     admin_pb2,
     admin_pb2_grpc,
     consume_pb2,
@@ -51,6 +41,16 @@ from rpc.generated.twinlog.v1 import (
     produce_pb2,
     produce_pb2_grpc,
 )
+from twinlog.rpc.wire.convert import (
+    offsets_from_proto,
+    offsets_to_proto,
+    producer_from_proto,
+    topic_from_proto,
+    topic_partitions_to_proto,
+    transaction_from_proto,
+)
+from twinlog.rpc.wire.errors import error_from_rpc_error
+from twinlog.rpc.wire.metadata import AUTHORIZATION_KEY
 
 Result = TypeVar("Result")
 

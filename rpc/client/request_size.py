@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from google.protobuf.message import Message
 
-from engine.errors import BatchTooLargeError
+from twinlog.engine.base.errors import BatchTooLargeError
 
 MESSAGE_BYTES_MAX = 64 * 1024 * 1024  # gRPC's send and receive limit of this client's channels
 PRODUCE_FIELDS_BYTES_MAX = 1024  # a produce request's fields other than batch and topic

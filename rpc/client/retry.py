@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from engine.errors import TwinlogError
+from twinlog.engine.base.errors import TwinlogError
 
 log = logging.getLogger("twinlog.client")
 

@@ -13,11 +13,11 @@ from __future__ import annotations
 import sys
 import time
 
-from engine.batch_builder import RecordBatchBuilder
-from engine.batch_reader import iter_batches
-from engine.broker import Broker
-from engine.errors import PendingTransactionError
-from engine.types import TopicPartition
+from twinlog.engine.base.errors import PendingTransactionError
+from twinlog.engine.base.types import TopicPartition
+from twinlog.engine.broker.broker import Broker
+from twinlog.engine.records.batch_builder import RecordBatchBuilder
+from twinlog.engine.records.batch_reader import iter_batches
 
 INPUT = TopicPartition("input", 0)
 GROUP = "rpw-group"

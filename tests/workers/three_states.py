@@ -15,9 +15,9 @@ import json
 import sys
 import time
 
-from engine import failpoints
-from engine.batch_builder import RecordBatchBuilder
-from engine.broker import Broker
+from twinlog.engine.base import failpoints
+from twinlog.engine.broker.broker import Broker
+from twinlog.engine.records.batch_builder import RecordBatchBuilder
 
 TOPIC = "states"
 LONG_TIMEOUT_MS = 600_000

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import sys
 
-from engine.batch_builder import RecordBatchBuilder
-from engine.broker import Broker
-from engine.errors import TopicExistsError
+from twinlog.engine.base.errors import TopicExistsError
+from twinlog.engine.broker.broker import Broker
+from twinlog.engine.records.batch_builder import RecordBatchBuilder
 
 TOPIC = "crash"
 PARTITIONS = 3

@@ -25,11 +25,11 @@ import sys
 import time
 from collections.abc import Callable
 
-from engine.batch_builder import build_batch
-from engine.errors import TwinlogError
-from engine.types import TopicPartition
-from rpc.client import Producer
-from rpc.client.remote import RemoteBroker
+from twinlog.engine.base.errors import TwinlogError
+from twinlog.engine.base.types import TopicPartition
+from twinlog.engine.records.batch_builder import build_batch
+from twinlog.rpc.client import Producer
+from twinlog.rpc.client.remote import RemoteBroker
 
 RECORDS_PER_PARTITION = 3
 PAUSE_POINT_S = 3.0  # asleep here when the test stops the process (long: a busy machine)

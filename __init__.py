@@ -1,0 +1,126 @@
+"""twinlog: a transactional log storage engine.
+
+The repository's folders are this package's floors, lowest first; a floor imports
+only the floors below it (``setup.cfg`` states the contract, a test enforces it):
+
+    twinlog.engine.base        errors, failpoints, CRC-32C, atomic files, plain value types
+    twinlog.engine.records     the record batch format: one encoder, one decoder
+    twinlog.engine.log         the segmented data log: append, read, recovery, retention, compaction
+    twinlog.journal            the local data journal (LMDB) and the transaction journal
+    twinlog.copier             APPLY_COMMIT / APPLY_ABORT: journal -> data log, exactly once
+    twinlog.engine.broker      the embedded broker: partitions, coordinator, group offsets
+    twinlog.rpc.generated      protobuf/gRPC code generated from rpc/proto
+    twinlog.rpc.wire           what client and server share: the broker API, conversions, status codes
+    twinlog.rpc.client         Producer, Consumer, Admin (over gRPC, or an embedded Broker)
+    twinlog.rpc.server         the gRPC server: services, authentication, ACLs, limits
+    twinlog.connectors.spark   the PySpark data source
+    twinlog.rpc.cli            the ``twinlog`` command (the top: it may import everything)
+
+This file pulls the everyday names together. They are resolved on first use, so
+that ``import twinlog.engine.broker`` (an embedded broker) does not load gRPC.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from twinlog.engine.base import errors
+from twinlog.engine.base.errors import (
+    AuthenticationError,
+    AuthorizationError,
+    BatchTooLargeError,
+    BrokerUnavailableError,
+    ConcurrentTransactionsError,
+    CorruptBatchError,
+    CorruptJournalError,
+    CorruptLogError,
+    DiskFullError,
+    DuplicateSequenceError,
+    InvalidConfigError,
+    InvalidTxnStateError,
+    LogClosedError,
+    NotEnoughResourcesError,
+    OffsetOutOfRangeError,
+    OutOfOrderSequenceError,
+    PendingTransactionError,
+    ProducerFencedError,
+    RecordTooLargeError,
+    RequestTimedOutError,
+    TopicExistsError,
+    TransactionCompletedError,
+    TransactionDataMissingError,
+    TwinlogError,
+    UnknownProducerIdError,
+    UnknownTopicOrPartitionError,
+    UnknownTransactionError,
+)
+
+if TYPE_CHECKING:
+    from twinlog.engine.base.types import TopicPartition
+    from twinlog.engine.broker import Broker
+    from twinlog.rpc.client import Admin, Consumer, ConsumerRecord, Producer, RecordMetadata
+
+__version__ = "0.2.0"
+
+# name -> the module it lives in; imported on first use (see the docstring).
+_LAZY = {
+    "Broker": "twinlog.engine.broker",
+    "Admin": "twinlog.rpc.client",
+    "Consumer": "twinlog.rpc.client",
+    "ConsumerRecord": "twinlog.rpc.client",
+    "Producer": "twinlog.rpc.client",
+    "RecordMetadata": "twinlog.rpc.client",
+    "TopicPartition": "twinlog.engine.base.types",
+}
+
+__all__ = [
+    "Admin",
+    "AuthenticationError",
+    "AuthorizationError",
+    "BatchTooLargeError",
+    "Broker",
+    "BrokerUnavailableError",
+    "ConcurrentTransactionsError",
+    "Consumer",
+    "ConsumerRecord",
+    "CorruptBatchError",
+    "CorruptJournalError",
+    "CorruptLogError",
+    "DiskFullError",
+    "DuplicateSequenceError",
+    "InvalidConfigError",
+    "InvalidTxnStateError",
+    "LogClosedError",
+    "NotEnoughResourcesError",
+    "OffsetOutOfRangeError",
+    "OutOfOrderSequenceError",
+    "PendingTransactionError",
+    "Producer",
+    "ProducerFencedError",
+    "RecordMetadata",
+    "RecordTooLargeError",
+    "RequestTimedOutError",
+    "TopicExistsError",
+    "TopicPartition",
+    "TransactionCompletedError",
+    "TransactionDataMissingError",
+    "TwinlogError",
+    "UnknownProducerIdError",
+    "UnknownTopicOrPartitionError",
+    "UnknownTransactionError",
+    "__version__",
+    "errors",
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value  # once resolved, an ordinary attribute
+        return value
+    raise AttributeError(f"module 'twinlog' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -1,0 +1,789 @@
+"""The embedded broker: one object owning partitions, journals, copier and coordinators.
+
+    broker = Broker.open("/var/lib/twinlog", journal_partitions=4)
+    ...
+    broker.close()
+
+It runs in-process with no network; ``rpc`` is a thin layer over it. Data
+directory layout (``docs/design.md``):
+
+    DATA_DIR/
+      meta                    topics and their configuration (engine.topic_registry)
+      ids                     producer and transaction id blocks (engine.id_allocator)
+      logs/TOPIC-PARTITION/   data log segments and indexes (engine.log)
+      journal/                LMDB: local data journals + transaction index (journal)
+      txn/N/                  transaction journal partition N + its checkpoint
+
+Start-up, in order (each step needs the one before):
+
+    1. topics and ids            read meta and the id blocks
+    2. local data journal        open LMDB
+    3. partitions                open each data log (log recovery), then the copier's
+                                 recovery of half-done copies against the journal
+    4. group offsets             read __consumer_offsets into memory
+    5. coordinators              replay each transaction journal from its checkpoint;
+                                 prepared transactions are queued for completion
+    6. purge                     drop journal leftovers below the coordinators' low watermark
+    7. background threads        completers, timeouts, checkpoints, retention, compaction
+
+Thread rule: every public method may be called from any thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import resource
+import shutil
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from twinlog.engine.base.crc32c import crc32c
+from twinlog.engine.base.errors import (
+    BatchTooLargeError,
+    CorruptBatchError,
+    InvalidConfigError,
+    InvalidTxnStateError,
+    LogClosedError,
+    NotEnoughResourcesError,
+    PendingTransactionError,
+    ProducerFencedError,
+    UnknownTopicOrPartitionError,
+    UnknownTransactionError,
+)
+from twinlog.engine.base.types import (
+    FetchResult,
+    PartitionDescription,
+    ProducerDescription,
+    ProduceResult,
+    ProducerIdentity,
+    TopicDescription,
+    TopicPartition,
+    TransactionDescription,
+    TxnState,
+)
+from twinlog.engine.broker.config import BrokerConfig
+from twinlog.engine.broker.coordinator import (
+    Coordinator,
+    TxnMetadata,
+    coordinator_partition_of,
+    now_ms,
+)
+from twinlog.engine.broker.group_offsets import (
+    OFFSETS_TOPIC,
+    GroupOffsets,
+    build_offsets_batch,
+    offsets_topic_config,
+)
+from twinlog.engine.broker.id_allocator import IdAllocator
+from twinlog.engine.broker.partition import Partition
+from twinlog.engine.broker.topic_registry import TopicRegistry
+from twinlog.engine.broker.txn_state import TxnEvent
+from twinlog.engine.log import LogConfig
+from twinlog.engine.log.config import FLUSH_INTERVAL
+from twinlog.engine.records.batch_format import (
+    NO_TRANSACTION_ID,
+    check_producer_batch,
+    validate_batch,
+)
+from twinlog.engine.records.batch_reader import iter_batches
+from twinlog.engine.records.rewrite import require_keys
+from twinlog.journal import LocalJournal
+from twinlog.journal.txn_journal import TxnJournal
+
+log = logging.getLogger(__name__)
+
+IDEMPOTENT_PRODUCER_PREFIX = "__idempotent__"  # non-transactional producers get ids too
+FILES_PER_PARTITION = 4  # a segment's log (opened twice), offset index and time index
+FILES_RESERVED = 256  # sockets, LMDB, transaction journals, ...
+GROUP_FENCE_LOCKS = 64  # groups share these by hash: enough that unrelated groups rarely wait
+
+
+class _LocalApplier:
+    """Coordinator -> partition calls, in-process (the network seam of a cluster)."""
+
+    def __init__(self, broker: Broker) -> None:
+        self._broker = broker
+
+    def journaled_entries(self, partition: TopicPartition, transaction_id: int) -> int:
+        target = self._broker._partitions.get(partition)
+        return -1 if target is None else target.journaled_entries(transaction_id)
+
+    def apply_commit(
+        self,
+        partition: TopicPartition,
+        transaction_id: int,
+        attempts: tuple[str, ...] | None,
+        journaled_entries: int,
+    ) -> None:
+        target = self._broker._partitions.get(partition)
+        if target is None:
+            log.warning(
+                "APPLY_COMMIT %d: partition %s no longer exists; skipped", transaction_id, partition
+            )
+            return
+        if journaled_entries and self._broker.config.accept_journal_loss:
+            log.error(
+                "APPLY_COMMIT %d on %s: not checking the %d journal entries its commit counted "
+                "(accept_journal_loss): whatever the journal lost of it stays lost",
+                transaction_id,
+                partition,
+                journaled_entries,
+            )
+            journaled_entries = 0
+        first_offset, next_offset = target.apply_commit(transaction_id, attempts, journaled_entries)
+        if partition.topic == OFFSETS_TOPIC and next_offset > first_offset:
+            self._broker._observe_offsets(target, first_offset, next_offset)
+
+    def apply_abort(self, partition: TopicPartition, transaction_id: int) -> None:
+        target = self._broker._partitions.get(partition)
+        if target is not None:
+            target.apply_abort(transaction_id)
+
+
+class Broker:
+    def __init__(self, data_dir: Path, config: BrokerConfig) -> None:
+        """Use ``Broker.open``."""
+        self.data_dir = data_dir
+        self.config = config
+        self._closed = False
+        self._admin_lock = threading.RLock()
+        self._partitions: dict[TopicPartition, Partition] = {}
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._group_fence_locks = [threading.Lock() for _ in range(GROUP_FENCE_LOCKS)]
+
+    # --- life cycle ---------------------------------------------------------------------
+
+    @classmethod
+    def open(cls, data_dir: str | os.PathLike[str], **config: Any) -> Broker:
+        """Open (creating if needed) the broker in ``data_dir`` and recover it."""
+        directory = Path(data_dir)
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+        except OSError as error:  # a file, or a parent we may not write: the user's path
+            reason = "it is not a directory" if directory.exists() else error.strerror or error
+            raise InvalidConfigError(
+                f"cannot use {str(directory)!r} as the data directory: {reason}; pass a "
+                "directory this user may write (it is created if missing)"
+            ) from None
+        if not os.access(directory, os.W_OK | os.X_OK):
+            raise InvalidConfigError(
+                f"cannot use {str(directory)!r} as the data directory: this user may not "
+                "write in it; pass a directory this user may write"
+            )
+        broker = cls(directory, BrokerConfig.from_mapping(config))
+        try:
+            broker._start()
+        except BaseException:
+            broker._close_opened()
+            raise
+        return broker
+
+    def _start(self) -> None:
+        started = time.monotonic()
+        config = self.config
+        # 1. topics and ids
+        self.topics = TopicRegistry(self.data_dir / "meta", config.journal_partitions)
+        if self.topics.journal_partitions != config.journal_partitions:
+            log.info(
+                "data directory has %d transaction journal partitions; using that (config says %d)",
+                self.topics.journal_partitions,
+                config.journal_partitions,
+            )
+        self.ids = IdAllocator(self.data_dir / "ids")
+        # 2. local data journal
+        self.journal = LocalJournal.open(
+            self.data_dir / "journal", map_size_bytes=config.journal_map_bytes_initial
+        )
+        # 3. partitions (data log recovery, then copier recovery)
+        if OFFSETS_TOPIC not in self.topics.topics:
+            self.topics.add(
+                OFFSETS_TOPIC,
+                config.offsets_partitions,
+                offsets_topic_config({}, config.offsets_segment_bytes),
+            )
+        offsets_topic = self.topics.get(OFFSETS_TOPIC)  # older directories: not compacted yet
+        offsets_topic.config = offsets_topic_config(
+            offsets_topic.config, config.offsets_segment_bytes
+        )
+        for name, topic in self.topics.topics.items():
+            for index in range(topic.partitions):
+                self._open_partition(TopicPartition(name, index), topic.config)
+        # 4. group offsets
+        self.group_offsets = GroupOffsets(self.topics.get(OFFSETS_TOPIC).partitions)
+        for index in range(self.group_offsets.partition_count):
+            partition = self._partitions[TopicPartition(OFFSETS_TOPIC, index)]
+            self._observe_offsets(
+                partition, partition.log.log_start_offset, partition.log.log_end_offset
+            )
+        # 5. coordinators
+        applier = _LocalApplier(self)
+        self.coordinators = [
+            Coordinator(
+                index,
+                TxnJournal(self.data_dir / "txn" / str(index)),
+                self.ids,
+                applier,
+                on_complete=self._on_transaction_complete,
+            )
+            for index in range(self.topics.journal_partitions)
+        ]
+        replayed = sum(coordinator.recover() for coordinator in self.coordinators)
+        for coordinator in self.coordinators:
+            for described in coordinator.list_transactions():
+                txn = coordinator.transaction(described.transaction_id)
+                if txn is not None:
+                    for group_id, partitions in txn.groups.items():
+                        self.group_offsets.mark_pending(group_id, partitions, txn.transaction_id)
+        # 6. purge leftovers of transactions no coordinator knows
+        purged = self.journal.purge_below(self.low_watermark())
+        # 7. background work
+        for coordinator in self.coordinators:
+            coordinator.start()
+        self._spawn("txn-timeouts", self._expire_forever, config.transaction_check_interval_ms)
+        self._spawn("txn-checkpoints", self._checkpoint_forever, config.checkpoint_interval_ms)
+        self._spawn("retention", self._retention_forever, config.retention_check_interval_ms)
+        self._spawn("compaction", self._compaction_forever, config.compaction_check_interval_ms)
+        self._spawn("log-flush", self._flush_due_forever, self._flush_check_interval_ms)
+        log.info(
+            "broker open in %s: %d topics, %d partitions, %d journal records replayed, %d leftover "
+            "journal entries purged, %.0f ms",
+            self.data_dir,
+            len(self.topics.topics),
+            len(self._partitions),
+            replayed,
+            purged,
+            (time.monotonic() - started) * 1000,
+        )
+
+    def _spawn(self, name: str, target: Any, interval_ms: int | Callable[[], int]) -> None:
+        def seconds() -> float:  # a callable interval is read again each round
+            return (interval_ms() if callable(interval_ms) else interval_ms) / 1000
+
+        def loop() -> None:
+            while not self._stop.wait(seconds()):
+                try:
+                    target()
+                except Exception:
+                    log.exception("background task %s failed; it will run again", name)
+
+        thread = threading.Thread(target=loop, name=name, daemon=True)
+        thread.start()
+        self._threads.append(thread)
+
+    def _open_partition(
+        self, topic_partition: TopicPartition, topic_config: Mapping[str, str]
+    ) -> Partition:
+        directory = self.data_dir / "logs" / str(topic_partition)
+        partition = Partition(
+            topic_partition, directory, self._log_config(topic_config), self.journal
+        )
+        self._partitions[topic_partition] = partition
+        return partition
+
+    def _log_config(self, topic_config: Mapping[str, str]) -> LogConfig:
+        defaults = {
+            "segment_bytes": self.config.log_segment_bytes,
+            "retention_ms": self.config.log_retention_ms,
+            "retention_bytes": self.config.log_retention_bytes,
+            "flush_policy": self.config.log_flush_policy,
+            "max_batch_bytes": self.config.max_batch_bytes,
+        }
+        return LogConfig.from_mapping({**defaults, **topic_config})
+
+    def close(self) -> None:
+        """Stop background work, finish completions in progress, flush and close everything."""
+        if self._closed:
+            return
+        self._closed = True
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(timeout=10)
+        self._close_opened()
+        log.info("broker closed")
+
+    def _close_opened(self) -> None:
+        for coordinator in getattr(self, "coordinators", []):
+            coordinator.close()
+        for partition in self._partitions.values():
+            partition.close()
+        journal = getattr(self, "journal", None)
+        if journal is not None:
+            journal.close()
+
+    def __enter__(self) -> Broker:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        value: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise LogClosedError("the broker is closed; open it again")
+
+    # --- background tasks --------------------------------------------------------------------
+
+    def _expire_forever(self) -> None:
+        for coordinator in self.coordinators:
+            coordinator.expire()
+
+    def _checkpoint_forever(self) -> None:
+        for coordinator in self.coordinators:
+            coordinator.checkpoint()
+        self.journal.purge_below(self.low_watermark())
+
+    def _retention_forever(self) -> None:
+        for partition in list(self._partitions.values()):
+            partition.log.apply_retention()
+
+    def _compaction_forever(self) -> None:
+        for partition in list(self._partitions.values()):
+            if partition.log.config.compacts and not self._stop.is_set():
+                try:  # one damaged partition must not stop the others' compaction
+                    partition.compact_log(should_stop=self._stop.is_set)
+                except Exception:
+                    log.exception("compacting %s failed; it will be tried again", partition.name)
+
+    def _flush_due_forever(self) -> None:
+        # The interval flush policy is checked on append only: without this, the last
+        # appends of a burst would stay unfsynced until the next append, however late.
+        for partition in list(self._partitions.values()):
+            if partition.log.config.flush_policy == FLUSH_INTERVAL:
+                partition.log.flush_if_due()
+
+    def _flush_check_interval_ms(self) -> int:
+        """Half the shortest flush.ms of the interval-flushed logs (read each round, as
+        topics come and go), so no unflushed byte waits past 1.5x its log's flush.ms."""
+        intervals = [
+            config.flush_interval_ms
+            for partition in list(self._partitions.values())
+            if (config := partition.log.config).flush_policy == FLUSH_INTERVAL
+            and config.flush_interval_ms > 0  # 0: every append fsyncs, nothing ever waits
+        ]
+        return max(1, min(intervals, default=LogConfig().flush_interval_ms) // 2)
+
+    def low_watermark(self) -> int:
+        """Smallest transaction id that may still be in flight: ids below it are all complete.
+
+        The next id is read *before* the coordinators: a transaction begun after that
+        read has an id at or above it, and one begun before it is in its coordinator's
+        table by then (begin allocates the id and registers the transaction under one
+        lock). Read the other way round, a begin in between would get an id below the
+        watermark, and the journal purge would drop its acknowledged batches.
+        """
+        next_transaction_id = self.ids.peek("transaction_id") << 8
+        marks = [mark for c in self.coordinators if (mark := c.low_watermark()) is not None]
+        return min([*marks, next_transaction_id])
+
+    # --- topics -----------------------------------------------------------------------------
+
+    def create_topic(
+        self, name: str, partitions: int = 1, config: Mapping[str, str] | None = None
+    ) -> TopicDescription:
+        self._check_open()
+        config = dict(config or {})
+        self._log_config(config)  # refuse a bad config before anything is written
+        with self._admin_lock:
+            self._check_open_files(partitions)
+            self.topics.add(name, partitions, config)
+            for index in range(partitions):
+                self._open_partition(TopicPartition(name, index), config)
+        log.info("created topic %s with %d partitions", name, partitions)
+        return self.describe_topic(name)
+
+    def _check_open_files(self, partitions: object) -> None:
+        """Refuse a topic whose partitions would exhaust the process's open-files limit."""
+        limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        wanted = partitions if isinstance(partitions, int) and partitions > 0 else 0
+        needed = (len(self._partitions) + wanted) * FILES_PER_PARTITION + FILES_RESERVED
+        if limit != resource.RLIM_INFINITY and needed > limit:
+            raise NotEnoughResourcesError(
+                f"{wanted} more partitions would need about {needed} open files, above this "
+                f"process's limit of {limit} (ulimit -n); raise the limit or use fewer partitions"
+            )
+
+    def delete_topic(self, name: str) -> None:
+        self._check_open()
+        if name == OFFSETS_TOPIC:
+            raise InvalidConfigError(f"{OFFSETS_TOPIC} is internal and cannot be deleted")
+        with self._admin_lock:
+            topic = self.topics.get(name)
+            self.topics.remove(name)
+            for index in range(topic.partitions):
+                partition = self._partitions.pop(TopicPartition(name, index))
+                partition.close()
+                shutil.rmtree(partition.directory, ignore_errors=True)
+        log.info("deleted topic %s", name)
+
+    def list_topics(self) -> list[str]:
+        return sorted(name for name in self.topics.topics if name != OFFSETS_TOPIC)
+
+    def describe_topic(self, name: str) -> TopicDescription:
+        topic = self.topics.get(name)
+        pending = self.journal.statistics().pending_by_partition
+        partitions = []
+        for index in range(topic.partitions):
+            partition = self._partition(name, index)
+            entries, size_bytes = pending.get(partition.name, (0, 0))
+            partitions.append(
+                PartitionDescription(
+                    partition=index,
+                    log_start_offset=partition.log.log_start_offset,
+                    log_end_offset=partition.log.log_end_offset,
+                    journal_entries_pending=entries,
+                    journal_bytes_pending=size_bytes,
+                )
+            )
+        return TopicDescription(name, tuple(partitions), dict(topic.config))
+
+    def _partition(self, topic: str, partition: int) -> Partition:
+        found = self._partitions.get(TopicPartition(topic, partition))
+        if found is None:
+            if topic in self.topics.topics:
+                raise UnknownTopicOrPartitionError(
+                    f"topic {topic!r} has partitions 0..{self.topics.topics[topic].partitions - 1}, "
+                    f"not {partition}"
+                )
+            self.topics.get(topic)  # raises the "create it first" error
+        assert found is not None
+        return found
+
+    # --- producing ------------------------------------------------------------------------------
+
+    def _coordinator_for_id(self, identifier: int) -> Coordinator:
+        index = coordinator_partition_of(identifier)
+        if index >= len(self.coordinators):
+            raise InvalidTxnStateError(f"id {identifier} was not issued by this broker")
+        return self.coordinators[index]
+
+    def _coordinator_for_transactional_id(self, transactional_id: str) -> Coordinator:
+        return self.coordinators[crc32c(transactional_id.encode("utf-8")) % len(self.coordinators)]
+
+    def init_producer(
+        self, transactional_id: str | None = None, transaction_timeout_ms: int | None = None
+    ) -> ProducerIdentity:
+        """Producer id and generation. No transactional id: a fresh idempotent producer."""
+        self._check_open()
+        if transactional_id is None:
+            transactional_id = f"{IDEMPOTENT_PRODUCER_PREFIX}{self.ids.next('producer_id')}"
+        elif not transactional_id or transactional_id.startswith(IDEMPOTENT_PRODUCER_PREFIX):
+            raise InvalidConfigError(f"transactional id {transactional_id!r} is not allowed")
+        if (
+            transaction_timeout_ms is not None
+            and transaction_timeout_ms > self.config.transaction_timeout_ms_max
+        ):
+            raise InvalidConfigError(
+                f"transaction timeout {transaction_timeout_ms} ms is above the broker's maximum "
+                f"{self.config.transaction_timeout_ms_max} ms (transaction_timeout_ms_max)"
+            )
+        coordinator = self._coordinator_for_transactional_id(transactional_id)
+        return coordinator.init_producer(
+            transactional_id, transaction_timeout_ms or self.config.transaction_timeout_ms_default
+        )
+
+    def produce(self, topic: str, partition: int, batch: bytes, attempt: str = "") -> ProduceResult:
+        """Append a plain batch to the data log, or journal a transactional one.
+
+        ``attempt`` tags a transactional batch with the writer's task attempt (the
+        Spark sink); a commit naming attempts applies only theirs.
+        """
+        self._check_open()
+        target = self._partition(topic, partition)
+        if len(batch) > self.config.max_batch_bytes:
+            raise BatchTooLargeError(
+                f"batch of {len(batch)} bytes is larger than max_batch_bytes "
+                f"({self.config.max_batch_bytes}); send smaller batches or raise the limit"
+            )
+        header = validate_batch(batch)
+        if header.size_bytes != len(batch):  # the copier could never apply the extra bytes
+            raise CorruptBatchError(
+                f"request holds {len(batch)} bytes, its batch's length field says "
+                f"{header.size_bytes}: send exactly one batch per request"
+            )
+        check_producer_batch(header)  # else one record could move the log end by 2**31
+        if topic == OFFSETS_TOPIC:  # its records are the broker's own (group offsets)
+            raise InvalidConfigError(f"{OFFSETS_TOPIC} is internal: commit offsets instead")
+        if target.log.config.compacts:  # a keyless record could never be compacted away
+            require_keys(batch, header, f"topic {topic}")
+        if header.transaction_id == NO_TRANSACTION_ID:
+            if attempt:
+                raise InvalidConfigError("an attempt tag needs a transactional batch")
+            return target.append_plain(batch, header)
+        coordinator = self._coordinator_for_id(header.transaction_id)
+        txn = coordinator.lock_for_send(
+            header.transaction_id,
+            header.producer_id,
+            header.producer_generation,
+            target.topic_partition,
+        )
+        try:
+            return target.append_transactional(header.transaction_id, batch, header, attempt)
+        finally:
+            txn.lock.release()
+
+    def _coordinator_of_transaction(self, transaction_id: int, producer_id: int) -> Coordinator:
+        coordinator = self._coordinator_for_id(transaction_id)
+        if coordinator is not self._coordinator_for_id(producer_id):
+            raise InvalidTxnStateError(
+                f"transaction {transaction_id} and producer {producer_id} belong to different "
+                "coordinators: the transaction is not this producer's"
+            )
+        return coordinator
+
+    def begin_transaction(
+        self, producer_id: int, producer_generation: int, request_id: int = 0
+    ) -> int:
+        self._check_open()
+        open_count = sum(c.in_flight_count() for c in self.coordinators)
+        if open_count >= self.config.max_open_transactions:
+            raise NotEnoughResourcesError(
+                f"{open_count} transactions are open, the broker's limit (max_open_transactions); "
+                "retry when some complete, or raise the limit"
+            )
+        return self._coordinator_for_id(producer_id).begin(
+            producer_id, producer_generation, request_id
+        )
+
+    def add_partitions_to_transaction(
+        self,
+        transaction_id: int,
+        producer_id: int,
+        producer_generation: int,
+        partitions: Iterable[TopicPartition],
+    ) -> None:
+        self._check_open()
+        wanted = [TopicPartition(*p) for p in partitions]
+        for p in wanted:
+            self._partition(p.topic, p.partition)
+        self._coordinator_of_transaction(transaction_id, producer_id).add_partitions(
+            transaction_id, producer_id, producer_generation, wanted
+        )
+
+    def send_offsets_to_transaction(
+        self,
+        transaction_id: int,
+        producer_id: int,
+        producer_generation: int,
+        group_id: str,
+        offsets: Mapping[TopicPartition, int],
+    ) -> None:
+        """Journal the group's offsets in the transaction; they apply with it (KIP-447 rules)."""
+        self._check_open()
+        wanted = {TopicPartition(*p): int(o) for p, o in offsets.items()}
+        if not group_id:
+            raise InvalidConfigError("group id must not be empty")
+        coordinator = self._coordinator_of_transaction(transaction_id, producer_id)
+        # The request's own transaction first (writes nothing): a stale or made-up one
+        # must not abort the transaction that holds the offsets.
+        coordinator.add_partitions(transaction_id, producer_id, producer_generation, ())
+        offsets_partition = self.group_offsets.partition_for(group_id)
+        # Fence and take the offsets as one step per group: two newcomers racing past the
+        # fence at once would both hold the same offsets, and the zombie's could win.
+        with self._group_fence_locks[crc32c(group_id.encode("utf-8")) % GROUP_FENCE_LOCKS]:
+            self._fence_offset_holders(transaction_id, group_id, wanted)
+            coordinator.add_offsets(
+                transaction_id,
+                producer_id,
+                producer_generation,
+                group_id,
+                offsets_partition,
+                wanted,
+            )
+            self.group_offsets.mark_pending(group_id, wanted, transaction_id)
+        batch = build_offsets_batch(group_id, wanted, transaction_id=transaction_id)
+        target = self._partitions[offsets_partition]
+        txn = coordinator.lock_for_send(
+            transaction_id, producer_id, producer_generation, offsets_partition
+        )
+        try:
+            target.append_transactional(transaction_id, batch, validate_batch(batch))
+        finally:
+            txn.lock.release()
+
+    def _fence_offset_holders(
+        self, transaction_id: int, group_id: str, offsets: Mapping[TopicPartition, int]
+    ) -> None:
+        """KIP-447: another transaction holding these offsets is aborted, or we are refused."""
+        for partition, holder_id in self.group_offsets.holders(group_id, offsets).items():
+            if holder_id == transaction_id:
+                continue
+            holder_coordinator = self._coordinator_for_id(holder_id)
+            holder = holder_coordinator.transaction(holder_id)
+            if holder is None:
+                continue
+            if holder_id > transaction_id and holder.state is TxnState.ONGOING:
+                raise ProducerFencedError(
+                    f"group {group_id!r} offsets for {partition} are held by transaction "
+                    f"{holder_id}, which began after this transaction {transaction_id}: this "
+                    "producer is a zombie; close it"
+                )
+            if holder.state is TxnState.ONGOING:
+                log.info(
+                    "transaction %d commits offsets of group %r held by older transaction %d: "
+                    "aborting it (KIP-447)",
+                    transaction_id,
+                    group_id,
+                    holder_id,
+                )
+                holder_coordinator.admin_abort(holder_id)
+            elif not holder.state.is_complete:
+                raise PendingTransactionError(
+                    f"group {group_id!r} offsets for {partition} are being committed by "
+                    f"transaction {holder_id}; retry shortly"
+                )
+
+    def commit_transaction(
+        self,
+        transaction_id: int,
+        producer_id: int,
+        producer_generation: int,
+        wait_for_applied: bool = False,
+        attempts: Iterable[str] | None = None,
+    ) -> None:
+        """Commit: returns once PREPARE_COMMIT is durable (or applied, with ``wait_for_applied``).
+
+        ``attempts`` (None: all) names the task attempts whose batches are applied;
+        batches of other attempts are dropped.
+        """
+        self._check_open()
+        self._coordinator_of_transaction(transaction_id, producer_id).commit(
+            transaction_id, producer_id, producer_generation, wait_for_applied, attempts
+        )
+
+    def abort_transaction(
+        self,
+        transaction_id: int,
+        producer_id: int,
+        producer_generation: int,
+        wait_for_applied: bool = False,
+    ) -> None:
+        """Abort: returns once PREPARE_ABORT is durable (or applied, with ``wait_for_applied``)."""
+        self._check_open()
+        self._coordinator_of_transaction(transaction_id, producer_id).abort(
+            transaction_id, producer_id, producer_generation, wait_for_applied
+        )
+
+    def _on_transaction_complete(self, txn: TxnMetadata) -> None:
+        if txn.groups:
+            self.group_offsets.clear_pending(txn.transaction_id, txn.groups)
+
+    # --- consuming -----------------------------------------------------------------------------
+
+    def fetch(
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        max_bytes: int = 1 << 20,
+        max_wait_ms: int = 0,
+        min_bytes: int = 1,
+    ) -> FetchResult:
+        self._check_open()
+        if max_bytes <= 0:
+            raise InvalidConfigError(f"max_bytes must be > 0, got {max_bytes}")
+        return self._partition(topic, partition).fetch(offset, max_bytes, max_wait_ms, min_bytes)
+
+    def list_offset(self, topic: str, partition: int, spec: str | int) -> int:
+        """``"earliest"``, ``"latest"`` or a timestamp in ms (first offset at or after it)."""
+        target = self._partition(topic, partition)
+        if spec == "earliest":
+            return target.log.log_start_offset
+        if spec == "latest":
+            return target.log.log_end_offset
+        if isinstance(spec, int) and not isinstance(spec, bool):
+            found = target.log.offset_for_timestamp(spec)
+            return target.log.log_end_offset if found is None else found
+        raise InvalidConfigError(
+            f"offset spec {spec!r}: use 'earliest', 'latest' or a timestamp in ms"
+        )
+
+    def commit_offsets(self, group_id: str, offsets: Mapping[TopicPartition, int]) -> None:
+        """A plain (non-transactional) offset commit."""
+        self._check_open()
+        if not group_id:
+            raise InvalidConfigError("group id must not be empty")
+        wanted = {TopicPartition(*p): int(o) for p, o in offsets.items()}
+        if not wanted:
+            return
+        holders = self.group_offsets.holders(group_id, wanted)
+        if holders:
+            raise PendingTransactionError(
+                f"group {group_id!r} has offsets pending in transaction(s) "
+                f"{sorted(set(holders.values()))}; retry shortly"
+            )
+        batch = build_offsets_batch(group_id, wanted)
+        target = self._partitions[self.group_offsets.partition_for(group_id)]
+        result = target.append_plain(batch, validate_batch(batch))
+        self._observe_offsets(target, result.base_offset, target.log.log_end_offset)
+
+    def fetch_offsets(
+        self, group_id: str, partitions: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, int]:
+        self._check_open()
+        return self.group_offsets.fetch(group_id, partitions)
+
+    def _observe_offsets(self, partition: Partition, first_offset: int, next_offset: int) -> None:
+        offset = first_offset
+        while offset < next_offset:
+            chunk = partition.log.read(offset, 1 << 20)
+            if not chunk:
+                break
+            for batch in iter_batches(chunk):
+                if batch.header.base_offset >= next_offset:
+                    return
+                self.group_offsets.observe(r for r in batch.records() if r.offset >= offset)
+                offset = batch.header.next_offset
+
+    # --- administration ---------------------------------------------------------------------------
+
+    def list_transactions(self) -> list[TransactionDescription]:
+        found = []
+        for coordinator in self.coordinators:
+            found.extend(coordinator.list_transactions())
+        return sorted(found, key=lambda t: t.transaction_id)
+
+    def admin_abort_transaction(self, transaction_id: int) -> None:
+        self._check_open()
+        index = coordinator_partition_of(transaction_id)
+        coordinator = self.coordinators[index] if index < len(self.coordinators) else None
+        # One answer for every id that is not in flight, whichever coordinator its low bits name.
+        if coordinator is None or coordinator.transaction(transaction_id) is None:
+            raise UnknownTransactionError(
+                f"transaction {transaction_id} is not in flight (never begun, already "
+                "completed, or not issued by this broker); list those in flight with "
+                "`twinlog txn list` (Admin.list_transactions())"
+            )
+        coordinator.admin_abort(transaction_id)
+
+    def describe_producers(self, topic: str, partition: int) -> list[ProducerDescription]:
+        return self._partition(topic, partition).describe_producers()
+
+    def transactional_id_of(self, producer_id: int) -> str | None:
+        """The transactional id a producer id belongs to (None: unknown); the server's ACLs
+        need it. Producer ids survive restarts and re-inits, so this answer does too."""
+        index = coordinator_partition_of(producer_id)
+        if producer_id < 0 or index >= len(self.coordinators):
+            return None
+        return self.coordinators[index].transactional_id_of(producer_id)
+
+    # --- used by tests and tools -------------------------------------------------------------------
+
+    def expire_transactions(self, now: int | None = None) -> list[int]:
+        """Run the timeout check now (the background task runs it every interval)."""
+        aborted = []
+        for coordinator in self.coordinators:
+            aborted.extend(coordinator.expire(now if now is not None else now_ms()))
+        return aborted
+
+
+__all__ = ["Broker", "TxnEvent"]

@@ -1,0 +1,110 @@
+"""Broker configuration: every key, its default and its unit, in one table.
+
+``Broker.open(data_dir, **config)`` and ``twinlog serve --config key=value``
+take these keys; Kafka-style dotted names (``transaction.timeout.ms``) are
+accepted too. Per-topic settings (segment size, retention, flush policy) live
+in ``twinlog.engine.log.LogConfig``; the ``log_*`` keys here are the defaults for new
+topics.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Any
+
+from twinlog.engine.base.errors import InvalidConfigError
+
+
+@dataclass(frozen=True)
+class BrokerConfig:
+    # Transaction coordinator
+    journal_partitions: int = 4  # transaction journal partitions; fixed once a data dir exists
+    transaction_timeout_ms_default: int = 60_000  # Kafka's transaction.timeout.ms
+    transaction_timeout_ms_max: int = 15 * 60_000  # Kafka's transaction.max.timeout.ms
+    transaction_check_interval_ms: int = 1_000  # how often timed-out transactions are aborted
+    checkpoint_interval_ms: int = 10_000  # how often coordinator checkpoints are written
+    max_open_transactions: int = 100_000  # in flight across the broker
+    # Consumer group offsets
+    offsets_partitions: int = 4  # partitions of __consumer_offsets
+    # its segment size when it is created (Kafka's offsets.topic.segment.bytes); it is
+    # compacted, which touches sealed segments only
+    offsets_segment_bytes: int = 100 * 1024 * 1024
+    # Local data journal (LMDB)
+    journal_map_bytes_initial: int = 256 * 1024 * 1024  # grows when full
+    # After the journal was lost (moved aside, no backup): complete committed transactions
+    # whose batches it held as empty, instead of refusing (docs/formats.md, "Damage").
+    # Their records on this broker are gone; only for starting again after such a loss.
+    accept_journal_loss: bool = False
+    # Limits on produce
+    max_batch_bytes: int = 8 * 1024 * 1024
+    # Defaults for new topics (see twinlog.engine.log.LogConfig)
+    log_segment_bytes: int = 1024 * 1024 * 1024
+    log_retention_ms: int = 7 * 24 * 3600 * 1000
+    log_retention_bytes: int = -1
+    log_flush_policy: str = "every_append"
+    retention_check_interval_ms: int = 60_000
+    compaction_check_interval_ms: int = 15_000  # compacted topics (Kafka's log.cleaner.backoff.ms)
+
+    def __post_init__(self) -> None:
+        for item in fields(self):
+            value = getattr(self, item.name)
+            if item.type in ("int", int) and (
+                not isinstance(value, int) or isinstance(value, bool)
+            ):
+                raise InvalidConfigError(f"config {item.name} must be an integer, got {value!r}")
+        if not 1 <= self.journal_partitions <= 256:
+            raise InvalidConfigError(
+                f"config journal_partitions is {self.journal_partitions}; use 1..256"
+            )
+        if not 1 <= self.offsets_partitions <= 1024:
+            raise InvalidConfigError(
+                f"config offsets_partitions is {self.offsets_partitions}; use 1..1024"
+            )
+        if not 0 < self.transaction_timeout_ms_default <= self.transaction_timeout_ms_max:
+            raise InvalidConfigError(
+                "config transaction_timeout_ms_default must be > 0 and <= "
+                f"transaction_timeout_ms_max ({self.transaction_timeout_ms_max})"
+            )
+        for name in (
+            "transaction_check_interval_ms",
+            "checkpoint_interval_ms",
+            "max_batch_bytes",
+            "retention_check_interval_ms",
+            "compaction_check_interval_ms",
+            "offsets_segment_bytes",
+            "max_open_transactions",
+        ):
+            if getattr(self, name) <= 0:
+                raise InvalidConfigError(f"config {name} must be > 0")
+        if self.log_flush_policy not in ("every_append", "interval"):
+            raise InvalidConfigError(
+                f"config log_flush_policy is {self.log_flush_policy!r}; use every_append or interval"
+            )
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, Any]) -> BrokerConfig:
+        """Build from keys as given by a user: underscores or dots, values as str or int."""
+        known = {item.name: item for item in fields(cls)}
+        parsed: dict[str, Any] = {}
+        for raw_key, raw_value in values.items():
+            key = raw_key.replace(".", "_").replace("-", "_")
+            if key not in known:
+                raise InvalidConfigError(
+                    f"unknown broker config key {raw_key!r}; known keys: {', '.join(sorted(known))}"
+                )
+            if known[key].type in ("bool", bool) and isinstance(raw_value, str):
+                if raw_value.lower() not in ("true", "false"):
+                    raise InvalidConfigError(
+                        f"config {raw_key} must be true or false, got {raw_value!r}"
+                    )
+                raw_value = raw_value.lower() == "true"
+            if known[key].type in ("int", int) and isinstance(raw_value, str):
+                try:
+                    raw_value = int(raw_value)
+                except ValueError:
+                    raise InvalidConfigError(
+                        f"config {raw_key} must be an integer, got {raw_value!r}"
+                    ) from None
+            parsed[key] = raw_value
+        return cls(**parsed)

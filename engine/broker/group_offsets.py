@@ -1,0 +1,191 @@
+"""Consumer group offsets: records of the internal topic ``__consumer_offsets``.
+
+Offsets are plain log records, keyed by (group, topic, partition), in the
+partition of ``__consumer_offsets`` that the group hashes to; the latest record
+of a key wins, so the topic is compacted by key (``OFFSETS_TOPIC_CONFIG``:
+cleanup.policy compact, engine/log/compaction.py) and folding it into memory at
+start-up costs its live keys, not every commit ever made. Folding a compacted
+log gives the same answers: compaction keeps the latest record of each key,
+in offset order, and drops a deletion (null value) only with every older
+record of its key. A plain commit appends directly; an offset commit inside a
+transaction is journaled like any other transactional write and reaches the
+topic only when the transaction is applied.
+
+    OffsetKey   := version int16 (1), group str, topic str, partition int32
+    OffsetValue := version int16 (1), offset int64, commit_timestamp_ms int64
+                   (a null value deletes the key)
+    str         := length int16, UTF-8 bytes
+
+``GroupOffsets`` is the in-memory view the broker answers OffsetFetch from. It
+also tracks, per (group, partition), the transaction that holds a pending
+offset commit, so a fetch answers PendingTransactionError instead of a stale
+offset (KIP-447), and applies KIP-447's group fencing rule:
+
+    a transactional offset commit for (group, partition) held by another
+    transaction T_old that is still ONGOING aborts T_old if T_old began earlier
+    (transaction ids increase with time), and is refused with
+    ProducerFencedError if T_old began later (the newcomer is the zombie).
+    If T_old is already PREPARE_COMMIT it cannot be aborted: the newcomer gets
+    PendingTransactionError and retries once T_old is applied.
+
+Thread rule: every method takes the object's lock; any thread may call.
+"""
+
+from __future__ import annotations
+
+import struct
+import threading
+import time
+from collections.abc import Iterable, Mapping
+
+from twinlog.engine.base.crc32c import crc32c
+from twinlog.engine.base.errors import CorruptJournalError, PendingTransactionError
+from twinlog.engine.base.types import TopicPartition
+from twinlog.engine.records.batch_builder import RecordBatchBuilder
+from twinlog.engine.records.batch_reader import Record
+
+OFFSETS_TOPIC = "__consumer_offsets"
+NO_OFFSET = -1
+_VERSION = 1
+_SHORT = struct.Struct(">h")
+_PARTITION = struct.Struct(">i")
+_VALUE = struct.Struct(">hqq")
+
+# Configuration of the topic, as Kafka's for its own: compacted (the latest
+# commit per key is all that matters) and never deleted by age or size. Its
+# segment size is the broker's offsets_segment_bytes (Kafka's
+# offsets.topic.segment.bytes, 100 MiB), so that compaction, which only touches
+# sealed segments, gets to work long before a 1 GiB segment fills.
+OFFSETS_TOPIC_CONFIG: dict[str, str] = {"cleanup.policy": "compact", "retention.ms": "-1"}
+
+
+def offsets_topic_config(stored: Mapping[str, str], segment_bytes: int) -> dict[str, str]:
+    """The topic's config: what the data directory stores, completed with
+    ``OFFSETS_TOPIC_CONFIG`` and ``segment_bytes`` (directories made before
+    compaction existed lack them)."""
+    return {**OFFSETS_TOPIC_CONFIG, "segment.bytes": str(segment_bytes), **stored}
+
+
+def offsets_partition_for(group_id: str, partition_count: int) -> TopicPartition:
+    """The ``__consumer_offsets`` partition a group's offsets live in (a stable hash)."""
+    return TopicPartition(OFFSETS_TOPIC, crc32c(group_id.encode("utf-8")) % partition_count)
+
+
+def _string(text: str) -> bytes:
+    encoded = text.encode("utf-8")
+    return _SHORT.pack(len(encoded)) + encoded
+
+
+def encode_key(group_id: str, partition: TopicPartition) -> bytes:
+    return (
+        _SHORT.pack(_VERSION)
+        + _string(group_id)
+        + _string(partition.topic)
+        + _PARTITION.pack(partition.partition)
+    )
+
+
+def decode_key(key: bytes) -> tuple[str, TopicPartition]:
+    try:
+        (version,) = _SHORT.unpack_from(key, 0)
+        position = _SHORT.size
+        texts = []
+        for _ in range(2):
+            (length,) = _SHORT.unpack_from(key, position)
+            position += _SHORT.size
+            texts.append(key[position : position + length].decode("utf-8"))
+            position += length
+        (partition,) = _PARTITION.unpack_from(key, position)
+    except (struct.error, UnicodeDecodeError) as error:
+        raise CorruptJournalError(f"{OFFSETS_TOPIC} holds a malformed key: {error}") from None
+    if version != _VERSION:
+        raise CorruptJournalError(f"{OFFSETS_TOPIC} key version {version}, expected {_VERSION}")
+    return texts[0], TopicPartition(texts[1], partition)
+
+
+def build_offsets_batch(
+    group_id: str, offsets: Mapping[TopicPartition, int], transaction_id: int = -1
+) -> bytes:
+    """One batch of offset records (built by the broker: these are its own records)."""
+    builder = RecordBatchBuilder("none", transaction_id=transaction_id)
+    now_ms = time.time_ns() // 1_000_000
+    for partition, offset in sorted(offsets.items()):
+        builder.append(
+            _VALUE.pack(_VERSION, offset, now_ms),
+            key=encode_key(group_id, TopicPartition(*partition)),
+            timestamp_ms=now_ms,
+        )
+    return builder.build()
+
+
+class GroupOffsets:
+    def __init__(self, partition_count: int) -> None:
+        self.partition_count = partition_count
+        self._lock = threading.Lock()
+        self._committed: dict[tuple[str, TopicPartition], int] = {}
+        self._pending: dict[tuple[str, TopicPartition], int] = {}  # -> transaction id
+
+    def partition_for(self, group_id: str) -> TopicPartition:
+        return offsets_partition_for(group_id, self.partition_count)
+
+    def observe(self, records: Iterable[Record]) -> None:
+        """Fold records read from (or appended to) ``__consumer_offsets`` into the view."""
+        with self._lock:
+            for record in records:
+                if record.key is None:
+                    continue
+                group_id, partition = decode_key(record.key)
+                if record.value is None:
+                    self._committed.pop((group_id, partition), None)
+                    continue
+                _, offset, _ = _VALUE.unpack(record.value)
+                self._committed[(group_id, partition)] = offset
+
+    def fetch(
+        self, group_id: str, partitions: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, int]:
+        """Committed offsets (NO_OFFSET where none); PendingTransactionError if any is pending."""
+        with self._lock:
+            wanted = [TopicPartition(*p) for p in partitions]
+            for partition in wanted:
+                holder = self._pending.get((group_id, partition))
+                if holder is not None:
+                    raise PendingTransactionError(
+                        f"group {group_id!r} has an offset for {partition} in transaction {holder}, "
+                        "which is not complete yet; retry shortly (the answer would be stale)"
+                    )
+            return {p: self._committed.get((group_id, p), NO_OFFSET) for p in wanted}
+
+    def holders(
+        self, group_id: str, partitions: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, int]:
+        """Transactions (other than none) holding pending commits of these partitions."""
+        with self._lock:
+            found = {}
+            for p in partitions:
+                holder = self._pending.get((group_id, TopicPartition(*p)))
+                if holder is not None:
+                    found[TopicPartition(*p)] = holder
+            return found
+
+    def mark_pending(
+        self, group_id: str, partitions: Iterable[TopicPartition], transaction_id: int
+    ) -> None:
+        with self._lock:
+            for partition in partitions:
+                self._pending[(group_id, TopicPartition(*partition))] = transaction_id
+
+    def clear_pending(
+        self, transaction_id: int, groups: Mapping[str, Iterable[TopicPartition]]
+    ) -> None:
+        """Drop the transaction's pending marks (after it is applied or aborted)."""
+        with self._lock:
+            for group_id, partitions in groups.items():
+                for partition in partitions:
+                    key = (group_id, TopicPartition(*partition))
+                    if self._pending.get(key) == transaction_id:
+                        del self._pending[key]
+
+    def pending_count(self) -> int:
+        with self._lock:
+            return len(self._pending)

@@ -1,0 +1,245 @@
+"""One topic-partition inside the broker: its data log, its single writer, its waiters.
+
+Writes reach a partition three ways, all through the copier's single writer
+(``copier.PartitionWriter``), so a transaction's copy is never interleaved
+with anything:
+
+    plain produce          sequence check -> data log append -> acknowledge
+    transactional produce  sequence check (per transaction) -> local data journal -> acknowledge
+    APPLY_COMMIT/ABORT     journal -> data log (copier) -> wake fetchers
+
+Fetch is a long poll: a reader waits on ``data_arrived`` until enough bytes
+lie past its offset or its wait runs out.
+
+Thread rule: any thread may call any method. ``_plain_lock`` makes the
+sequence check and the append of plain batches one step; transactional
+sequences are checked under the transaction's own lock (held by the caller).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from twinlog.copier import PartitionWriter
+from twinlog.engine.base.errors import OffsetOutOfRangeError
+from twinlog.engine.base.types import (
+    FetchResult,
+    ProducerDescription,
+    ProduceResult,
+    TopicPartition,
+)
+from twinlog.engine.broker.producer_state import SequenceTracker
+from twinlog.engine.log import CompactionReport, DataLog, LogConfig
+from twinlog.engine.records.batch_format import NO_PRODUCER_ID, BatchHeader
+from twinlog.journal import LocalJournal, TransactionState
+
+log = logging.getLogger(__name__)
+
+
+class Partition:
+    def __init__(
+        self,
+        topic_partition: TopicPartition,
+        directory: Path,
+        config: LogConfig,
+        journal: LocalJournal,
+    ) -> None:
+        self.topic_partition = topic_partition
+        self.name = str(topic_partition)
+        self.directory = directory
+        self.log = DataLog.open(directory, config)
+        self.journal = journal
+        self.writer = PartitionWriter(self.name, self.log, journal)
+        self.writer.recover()
+        self._plain_lock = threading.Lock()
+        self.data_arrived = threading.Condition()
+        self.sequences = self._load_sequences()
+        # (transaction id, attempt) -> sequences of its batches on this partition
+        self.transaction_sequences: dict[tuple[int, str], SequenceTracker] = {}
+
+    def _load_sequences(self) -> SequenceTracker:
+        """Rebuild idempotence state: snapshot (if any, and not past the log end) + log tail."""
+        tracker, scan_from = SequenceTracker.read_snapshot(self.directory)
+        if scan_from > self.log.log_end_offset or scan_from < self.log.log_start_offset:
+            tracker, scan_from = SequenceTracker(), self.log.log_start_offset
+        (self.directory / "producer-state.json").unlink(missing_ok=True)
+        if scan_from < self.log.log_end_offset:
+            for header in self.log.iter_headers(scan_from):
+                tracker.observe(header, header.base_offset)
+        return tracker
+
+    # --- writes ----------------------------------------------------------------------
+
+    def append_plain(self, batch: bytes, header: BatchHeader) -> ProduceResult:
+        with self._plain_lock:
+            check = self.sequences.check(header, self.name)
+            if check.duplicate:
+                return ProduceResult(check.base_offset, duplicate=True)
+            base_offset = self.writer.append_plain(batch, validate=False)  # checked at the door
+            self.sequences.observe(header, base_offset)
+        self._wake_fetchers()
+        return ProduceResult(base_offset)
+
+    def _transaction_tracker(self, transaction_id: int, attempt: str) -> SequenceTracker:
+        tracker = self.transaction_sequences.get((transaction_id, attempt))
+        if tracker is None:
+            tracker = self.transaction_sequences[(transaction_id, attempt)] = SequenceTracker()
+            # First batch of this transaction here since the broker started: rebuild
+            # from the journal (a few headers), so retries across a restart are known.
+            tag = attempt.encode("utf-8")
+            sequences = self.journal.sequences(self.name, transaction_id)
+            for entry_tag, entry_header in self.journal.iter_tagged_headers(self.name, sequences):
+                if entry_tag == tag:
+                    tracker.observe(entry_header, -1)
+        return tracker
+
+    def append_transactional(
+        self, transaction_id: int, batch: bytes, header: BatchHeader, attempt: str = ""
+    ) -> ProduceResult:
+        """Journal a batch of an open transaction. Caller holds the transaction's lock.
+
+        Sequences are checked per (transaction, attempt): every task attempt of a
+        Spark job numbers its own batches from 0.
+        """
+        tracker = self._transaction_tracker(transaction_id, attempt)
+        where = f"{self.name} in transaction {transaction_id}"
+        if tracker.check(header, f"{where} attempt {attempt!r}" if attempt else where).duplicate:
+            return ProduceResult(-1, duplicate=True)
+        self.journal.append(
+            self.name,
+            transaction_id,
+            batch,
+            producer_id=header.producer_id,
+            producer_generation=header.producer_generation,
+            base_sequence=header.base_sequence,
+            attempt=attempt.encode("utf-8"),
+        )
+        tracker.observe(header, -1)
+        return ProduceResult(-1)
+
+    def _forget_transaction(self, transaction_id: int) -> None:
+        # list(): sends of other transactions add trackers from other threads meanwhile
+        for key in [key for key in list(self.transaction_sequences) if key[0] == transaction_id]:
+            self.transaction_sequences.pop(key, None)
+
+    def journaled_entries(self, transaction_id: int) -> int:
+        """Journal entries of the transaction while it is open here (0: none)."""
+        record = self.journal.transaction(self.name, transaction_id)
+        return record.entry_count if record and record.state is TransactionState.OPEN else 0
+
+    def apply_commit(
+        self,
+        transaction_id: int,
+        attempts: tuple[str, ...] | None = None,
+        journaled_entries: int = 0,
+    ) -> tuple[int, int]:
+        tags = None if attempts is None else [a.encode("utf-8") for a in attempts]
+        first_offset, next_offset = self.writer.apply_commit(
+            transaction_id, attempts=tags, journaled_entries=journaled_entries
+        )
+        self._forget_transaction(transaction_id)
+        self._wake_fetchers()
+        return first_offset, next_offset
+
+    def apply_abort(self, transaction_id: int) -> None:
+        self.writer.apply_abort(transaction_id)
+        self._forget_transaction(transaction_id)
+
+    def compact_log(self, should_stop: Callable[[], bool] | None = None) -> CompactionReport:
+        """Compact the data log (cleanup.policy compact), leaving alone the batches of a copy
+        not yet recorded as APPLIED: the copier's crash recovery recognises them in the log
+        by every header field, which compaction would change."""
+        return self.log.compact(
+            protected_from_offset=self._applying_start_offset, should_stop=should_stop
+        )
+
+    def _applying_start_offset(self) -> int | None:
+        applying = self.journal.transactions(self.name, [TransactionState.APPLYING])
+        return min((record.first_offset for record in applying), default=None)
+
+    # --- reads -----------------------------------------------------------------------
+
+    def _wake_fetchers(self) -> None:
+        with self.data_arrived:
+            self.data_arrived.notify_all()
+
+    def fetch(
+        self, offset: int, max_bytes: int, max_wait_ms: int = 0, min_bytes: int = 1
+    ) -> FetchResult:
+        """Whole batches from ``offset``; waits up to ``max_wait_ms`` for ``min_bytes``."""
+        deadline = time.monotonic() + max(0, max_wait_ms) / 1000
+        while True:
+            start, end = self.log.log_start_offset, self.log.log_end_offset
+            if offset < start or offset > end:
+                raise OffsetOutOfRangeError(
+                    f"offset {offset} is outside {self.name}'s log [{start}, {end}); seek to "
+                    "the beginning or the end",
+                    start,
+                    end,
+                )
+            records = self.log.read(offset, max_bytes) if offset < end else b""
+            remaining_s = deadline - time.monotonic()
+            if len(records) >= min_bytes or remaining_s <= 0:
+                return FetchResult(records, start, end)
+            with self.data_arrived:
+                if self.log.log_end_offset == end:
+                    self.data_arrived.wait(remaining_s)
+
+    def _untouched_transaction_trackers(
+        self, touched: dict[tuple[int, str], SequenceTracker]
+    ) -> dict[tuple[int, str], SequenceTracker]:
+        """Trackers of this partition's journaled, unapplied transactions that no send has
+        touched since the broker started (their trackers are built lazily), read from the
+        journal's headers. Not kept: the send path owns ``transaction_sequences``."""
+        touched_ids = {transaction_id for transaction_id, _ in touched}
+        found: dict[tuple[int, str], SequenceTracker] = {}
+        unapplied = (TransactionState.OPEN, TransactionState.APPLYING)
+        for record in self.journal.transactions(self.name, unapplied):
+            if record.transaction_id in touched_ids:
+                continue
+            sequences = self.journal.sequences(self.name, record.transaction_id)
+            for tag, header in self.journal.iter_tagged_headers(self.name, sequences):
+                key = (record.transaction_id, tag.decode("utf-8", "replace"))
+                found.setdefault(key, SequenceTracker()).observe(header, -1)
+        return found
+
+    def describe_producers(self) -> list[ProducerDescription]:
+        """Producers that wrote here: idempotent ones (from the data log) and those with an
+        unapplied transaction (from the journal, after a restart too: KIP-664's hanging
+        transactions)."""
+        transaction_trackers = dict(self.transaction_sequences)
+        transaction_trackers.update(self._untouched_transaction_trackers(transaction_trackers))
+        open_transactions: dict[int, int] = {}
+        for (transaction_id, _), tracker in transaction_trackers.items():
+            for producer_id in tracker.producers:
+                open_transactions[producer_id] = transaction_id
+        described = []
+        with self._plain_lock:
+            trackers = [self.sequences, *transaction_trackers.values()]
+            seen: set[int] = set()
+            for tracker in trackers:
+                for producer_id, sequences in tracker.producers.items():
+                    if producer_id in seen or producer_id == NO_PRODUCER_ID:
+                        continue
+                    seen.add(producer_id)
+                    described.append(
+                        ProducerDescription(
+                            producer_id=producer_id,
+                            producer_generation=sequences.producer_generation,
+                            last_sequence=sequences.last_sequence,
+                            last_timestamp_ms=sequences.last_timestamp_ms,
+                            current_transaction_id=open_transactions.get(producer_id, -1),
+                        )
+                    )
+        return described
+
+    def close(self) -> None:
+        with self._plain_lock:
+            self.log.flush()
+            self.sequences.write_snapshot(self.directory, self.log.log_end_offset)
+            self.log.close()
+        self._wake_fetchers()

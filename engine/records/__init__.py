@@ -1,0 +1,5 @@
+"""The record batch format (Kafka's RecordBatch v2 shape): the one encoder
+(``batch_builder``), the one header packer and parser (``batch_format``), the one
+record decoder (``batch_reader``), codecs and varints, and batch rewriting for
+compaction (``rewrite``). Above ``engine.base`` only.
+"""

@@ -1,0 +1,249 @@
+"""The record batch: twinlog's unit of storage and transfer.
+
+The shape is Kafka's RecordBatch v2, with the producer generation widened to
+32 bits and a transaction id added (seed 000: "each record will contain the
+TxId"). All integers are big-endian. ``docs/formats.md`` has a worked example.
+
+    RecordBatch =>
+      base_offset          int64   offset of the first record; written by the log on append
+      batch_length         int32   bytes that follow this field
+      magic                int8    format version, 2
+      crc                  uint32  CRC-32C of every byte from attributes to the end
+      attributes           int16   bits 0-2 codec (0 none, 4 zstd), bit 3 timestamp type,
+                                   bit 4 transactional, bit 5 control (never written), rest 0
+      last_offset_delta    int32   offset of the last record minus base_offset
+      first_timestamp_ms   int64   timestamp of the first record
+      max_timestamp_ms     int64   largest timestamp in the batch
+      producer_id          int64   -1 when the producer is not idempotent
+      producer_generation  int32   the producer id's generation (Kafka's epoch), -1 if none
+      base_sequence        int32   sequence of the first record, -1 if none
+      transaction_id       int64   the transaction this batch belongs to, -1 if none
+      record_count         int32   number of records
+      records              bytes   record_count Records, compressed as a whole by the codec
+
+    Record =>
+      length               varint  bytes that follow
+      attributes           int8    unused, 0
+      timestamp_delta      varlong timestamp minus first_timestamp_ms
+      offset_delta         varint  offset minus base_offset
+      key_length           varint  -1 for a null key
+      key                  bytes
+      value_length         varint  -1 for a null value
+      value                bytes
+      header_count         varint
+      headers              Header*
+
+    Header =>
+      key_length varint, key bytes (UTF-8), value_length varint (-1 null), value bytes
+
+base_offset and batch_length lie outside the CRC, so the log assigns offsets by
+patching eight bytes, without re-hashing; the magic byte is outside it too, as
+in Kafka, so a reader can tell the version before it knows how to check.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import NamedTuple
+
+from twinlog.engine.base.crc32c import crc32c
+from twinlog.engine.base.errors import CorruptBatchError
+from twinlog.engine.records.compression import CODEC_MASK, CODEC_NAMES
+
+MAGIC = 2
+
+HEADER = struct.Struct(
+    ">"
+    "q"  # base_offset
+    "i"  # batch_length
+    "b"  # magic
+    "I"  # crc
+    "h"  # attributes
+    "i"  # last_offset_delta
+    "q"  # first_timestamp_ms
+    "q"  # max_timestamp_ms
+    "q"  # producer_id
+    "i"  # producer_generation
+    "i"  # base_sequence
+    "q"  # transaction_id
+    "i"  # record_count
+)
+HEADER_BYTES = HEADER.size
+BASE_OFFSET_FORMAT = struct.Struct(">q")
+CRC_FORMAT = struct.Struct(">I")
+LENGTH_PREFIX = struct.Struct(">qi")  # base_offset, batch_length: enough to find the next batch
+LENGTH_PREFIX_BYTES = LENGTH_PREFIX.size  # batch_length counts the bytes after these
+MAGIC_OFFSET = LENGTH_PREFIX_BYTES
+CRC_OFFSET = struct.calcsize(">qib")
+ATTRIBUTES_OFFSET = struct.calcsize(">qibI")  # the CRC covers [ATTRIBUTES_OFFSET, end)
+RECORDS_OFFSET = HEADER_BYTES
+BATCH_LENGTH_MIN = HEADER_BYTES - LENGTH_PREFIX_BYTES
+assert HEADER_BYTES == 67 and CRC_OFFSET == 13 and ATTRIBUTES_OFFSET == 17
+
+TIMESTAMP_TYPE_MASK = 0x08  # 0 = create time (the producer's), 1 = log append time
+TRANSACTIONAL_MASK = 0x10
+CONTROL_MASK = 0x20
+KNOWN_ATTRIBUTE_BITS = CODEC_MASK | TIMESTAMP_TYPE_MASK | TRANSACTIONAL_MASK | CONTROL_MASK
+
+NO_PRODUCER_ID = -1
+NO_PRODUCER_GENERATION = -1
+NO_SEQUENCE = -1
+NO_TRANSACTION_ID = -1
+NO_TIMESTAMP = -1
+
+# A batch larger than this is refused before anything is allocated for it,
+# whatever its length field claims. Per-topic limits are smaller (config).
+BATCH_BYTES_HARD_MAX = 1 << 30
+
+
+class BatchHeader(NamedTuple):
+    base_offset: int
+    batch_length: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    first_timestamp_ms: int
+    max_timestamp_ms: int
+    producer_id: int
+    producer_generation: int
+    base_sequence: int
+    transaction_id: int
+    record_count: int
+
+    @property
+    def size_bytes(self) -> int:
+        """Bytes of the whole batch, header included."""
+        return LENGTH_PREFIX_BYTES + self.batch_length
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def next_offset(self) -> int:
+        """Offset the next batch in a log will get."""
+        return self.base_offset + self.last_offset_delta + 1
+
+    @property
+    def codec(self) -> int:
+        return self.attributes & CODEC_MASK
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & TRANSACTIONAL_MASK)
+
+    @property
+    def last_sequence(self) -> int:
+        """Sequence of the last record, or NO_SEQUENCE."""
+        if self.base_sequence == NO_SEQUENCE:
+            return NO_SEQUENCE
+        return self.base_sequence + self.last_offset_delta
+
+
+def read_length_prefix(buffer: bytes | memoryview, position: int = 0) -> tuple[int, int]:
+    """(base_offset, batch_length) of the batch at ``position``; raises if fewer than 12 bytes."""
+    if len(buffer) - position < LENGTH_PREFIX_BYTES:
+        raise CorruptBatchError(
+            f"batch header needs {LENGTH_PREFIX_BYTES} bytes for offset and length, "
+            f"found {len(buffer) - position}",
+            position,
+        )
+    base_offset, batch_length = LENGTH_PREFIX.unpack_from(buffer, position)
+    if not BATCH_LENGTH_MIN <= batch_length <= BATCH_BYTES_HARD_MAX:
+        raise CorruptBatchError(
+            f"batch length field is {batch_length}, expected {BATCH_LENGTH_MIN}.."
+            f"{BATCH_BYTES_HARD_MAX}",
+            position,
+        )
+    return base_offset, batch_length
+
+
+def read_header(buffer: bytes | memoryview, position: int = 0) -> BatchHeader:
+    """Parse (without checking the CRC) the header of the batch at ``position``.
+
+    Checks what can be checked without reading the records: the length field is
+    sane and the buffer holds the whole batch, the magic byte, the codec and the
+    count/delta relation. Raises CorruptBatchError naming the field.
+    """
+    _, batch_length = read_length_prefix(buffer, position)
+    available = len(buffer) - position
+    if available < LENGTH_PREFIX_BYTES + batch_length:
+        raise CorruptBatchError(
+            f"batch length field says {LENGTH_PREFIX_BYTES + batch_length} bytes, "
+            f"only {available} present (torn or truncated batch)",
+            position,
+        )
+    header = BatchHeader._make(HEADER.unpack_from(buffer, position))
+    if header.magic != MAGIC:
+        raise CorruptBatchError(f"batch magic byte is {header.magic}, expected {MAGIC}", position)
+    if header.codec not in CODEC_NAMES:
+        raise CorruptBatchError(
+            f"batch attributes name codec {header.codec}, expected one of "
+            f"{sorted(CODEC_NAMES)} (none, zstd)",
+            position,
+        )
+    if header.attributes & ~KNOWN_ATTRIBUTE_BITS & 0xFFFF:
+        raise CorruptBatchError(
+            f"batch attributes 0x{header.attributes & 0xFFFF:04x} set unknown bits", position
+        )
+    if (
+        header.record_count < 0
+        or header.last_offset_delta < 0
+        or (header.record_count > header.last_offset_delta + 1)
+    ):
+        raise CorruptBatchError(
+            f"batch says {header.record_count} records with last offset delta "
+            f"{header.last_offset_delta}; expected count >= 0 and count <= delta + 1",
+            position,
+        )
+    return header
+
+
+def compute_crc(buffer: bytes | memoryview, position: int, batch_length: int) -> int:
+    end = position + LENGTH_PREFIX_BYTES + batch_length
+    view = buffer if isinstance(buffer, memoryview) else memoryview(buffer)
+    return crc32c(view[position + ATTRIBUTES_OFFSET : end])
+
+
+def validate_batch(buffer: bytes | memoryview, position: int = 0) -> BatchHeader:
+    """Parse the header and check the CRC of the batch at ``position``.
+
+    Returns its header; raises CorruptBatchError (naming expected and found
+    values) for any malformed byte. The records section is not decompressed.
+    """
+    header = read_header(buffer, position)
+    actual = compute_crc(buffer, position, header.batch_length)
+    if actual != header.crc:
+        raise CorruptBatchError(
+            f"batch CRC-32C mismatch: header says 0x{header.crc:08x}, bytes give 0x{actual:08x}",
+            position,
+        )
+    return header
+
+
+def check_producer_batch(header: BatchHeader) -> None:
+    """Refuse a producer's batch whose record count is not ``last_offset_delta + 1`` (>= 1).
+
+    ``read_header`` allows fewer records than offsets, because log compaction
+    keeps a batch's offsets when it drops records from it. A producer has no
+    such reason: every record it sends gets the next offset. Without this check
+    one record with a last offset delta of 2**31 - 1 would move the log end by
+    two billion offsets. Call it on batches arriving from producers only.
+    """
+    if header.record_count < 1 or header.record_count != header.last_offset_delta + 1:
+        raise CorruptBatchError(
+            f"batch says {header.record_count} records with last offset delta "
+            f"{header.last_offset_delta}; a producer's batch must hold at least one record and "
+            f"exactly last offset delta + 1 (= {header.last_offset_delta + 1}) records: "
+            "rebuild it with a record batch builder"
+        )
+
+
+def with_base_offset(batch: bytes | memoryview, base_offset: int) -> list[bytes | memoryview]:
+    """The batch with its base offset replaced, as pieces for ``os.writev``.
+
+    Nothing is copied and the CRC stays valid: the base offset is outside it.
+    """
+    view = batch if isinstance(batch, memoryview) else memoryview(batch)
+    return [BASE_OFFSET_FORMAT.pack(base_offset), view[BASE_OFFSET_FORMAT.size :]]

@@ -1,0 +1,202 @@
+"""Records as log compaction sees them: where each lies in its batch, and batches rebuilt
+without some of them.
+
+Compaction reads a batch's records section once (decompressed), notes for each
+record its byte span, offset delta, timestamp and key, and decides which to
+keep. A batch that keeps every record is copied byte for byte. Otherwise it is
+rebuilt here, and only here (the produce and apply paths never re-encode):
+
+* ``rebuild_batch`` keeps every header field (base offset, last offset delta,
+  timestamps, producer id / generation / base sequence, transaction id,
+  attributes, so also the codec) and changes only what the dropped records
+  change: ``record_count``, the records section (the kept records' bytes,
+  unchanged, so each keeps its offset delta and timestamp delta; compressed
+  again with the batch's codec), ``batch_length`` and the CRC. Offsets inside a
+  batch then have gaps, as in Kafka: ``record_count <= last_offset_delta + 1``
+  is what ``twinlog.engine.records.batch_format.read_header`` accepts, and ``next_offset`` is
+  unchanged, so the batch after it still follows it. With no record kept it is
+  an *empty batch* (``record_count`` 0), which compaction keeps only to hold a
+  producer's last sequence (see compaction.py).
+* ``filler_batch`` is a new batch with no records that spans a run of batches
+  whose records were all dropped: base offset of the first, last offset delta
+  up to the end of the last, no producer, no transaction, codec none, 67 bytes.
+  It keeps batch offsets contiguous without keeping anything of the run.
+
+``require_keys`` is the check at the door of a compacted topic: a record with
+a null key could never be superseded, so it is refused there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import NamedTuple
+
+from twinlog.engine.base.crc32c import crc32c
+from twinlog.engine.base.errors import CorruptBatchError
+from twinlog.engine.records.batch_format import (
+    ATTRIBUTES_OFFSET,
+    CRC_FORMAT,
+    CRC_OFFSET,
+    HEADER,
+    LENGTH_PREFIX_BYTES,
+    MAGIC,
+    NO_PRODUCER_GENERATION,
+    NO_PRODUCER_ID,
+    NO_SEQUENCE,
+    NO_TRANSACTION_ID,
+    RECORDS_OFFSET,
+    BatchHeader,
+)
+from twinlog.engine.records.compression import CODEC_NONE, compress, decompress
+from twinlog.engine.records.varint import VARINT_BYTES_MAX, decode_varint
+
+
+class RecordSpan(NamedTuple):
+    """One record of a decompressed records section."""
+
+    start: int  # position of its length varint in the section
+    end: int  # position after its last byte
+    offset: int  # base offset + offset delta
+    timestamp_ms: int  # first timestamp + timestamp delta
+    key: bytes | None
+    is_tombstone: bool  # null value: deletes the key
+
+
+def records_section(batch: bytes | memoryview, header: BatchHeader) -> bytes | memoryview:
+    """The decompressed records section of a whole, CRC-checked batch."""
+    return decompress(header.codec, memoryview(batch)[RECORDS_OFFSET : header.size_bytes])
+
+
+def _skip_bytes(section: bytes | memoryview, position: int, end: int, what: str) -> tuple[int, int]:
+    """(length, position after the field) of a nullable byte field (-1: null)."""
+    length, position = decode_varint(section, position, VARINT_BYTES_MAX)
+    if length < -1 or position + max(length, 0) > end:
+        raise CorruptBatchError(
+            f"{what} length is {length} at byte {position} of the records section, but the "
+            f"record ends at byte {end}"
+        )
+    return length, position + max(length, 0)
+
+
+def iter_record_spans(section: bytes | memoryview, header: BatchHeader) -> Iterator[RecordSpan]:
+    """Each record of ``section`` (the batch's records, decompressed), bounds checked.
+
+    Raises CorruptBatchError for a malformed record, a record count that does not
+    match, an offset delta outside the batch, or trailing bytes.
+    """
+    position = 0
+    end = len(section)
+    for index in range(header.record_count):
+        start = position
+        length, position = decode_varint(section, position, VARINT_BYTES_MAX)
+        record_end = position + length
+        if length < 1 or record_end > end:
+            raise CorruptBatchError(
+                f"record {index} says {length} bytes at byte {position} of the records "
+                f"section, but {end - position} bytes remain"
+            )
+        position += 1  # record attributes, unused
+        timestamp_delta_ms, position = decode_varint(section, position)
+        offset_delta, position = decode_varint(section, position, VARINT_BYTES_MAX)
+        if not 0 <= offset_delta <= header.last_offset_delta:
+            raise CorruptBatchError(
+                f"record {index} has offset delta {offset_delta}, expected 0.."
+                f"{header.last_offset_delta}"
+            )
+        key_length, position = _skip_bytes(section, position, record_end, "key")
+        key = None if key_length < 0 else bytes(section[position - key_length : position])
+        value_length, position = _skip_bytes(section, position, record_end, "value")
+        if position > record_end:
+            raise CorruptBatchError(f"record {index} runs past its length of {length} bytes")
+        yield RecordSpan(
+            start,
+            record_end,
+            header.base_offset + offset_delta,
+            header.first_timestamp_ms + timestamp_delta_ms,
+            key,
+            value_length < 0,
+        )
+        position = record_end  # headers are copied, never parsed: the CRC vouched for them
+    if position != end:
+        raise CorruptBatchError(
+            f"records section has {end - position} bytes after its {header.record_count} records"
+        )
+
+
+def require_keys(batch: bytes | memoryview, header: BatchHeader, where: str) -> None:
+    """Refuse a batch for a compacted log if any record has a null key (CorruptBatchError).
+
+    Compaction keeps the latest record *per key*; a keyless record has no later
+    record that could replace it, so it would stay forever. Kafka refuses such
+    records the same way (its InvalidRecordException).
+    """
+    section = records_section(batch, header)
+    for number, span in enumerate(iter_record_spans(section, header)):
+        if span.key is None:
+            raise CorruptBatchError(
+                f"record {number} of the batch (offset delta {span.offset - header.base_offset}) "
+                f"has a null key, but {where} is compacted (cleanup.policy compact): it keeps "
+                "the latest record per key, so every record needs a key. Give the record a "
+                "key, or write to a topic with cleanup.policy delete"
+            )
+
+
+def _encode(header: BatchHeader, records: bytes, record_count: int) -> bytes:
+    """A batch with ``header``'s fields, ``records`` (already compressed) and a fresh CRC."""
+    buffer = bytearray(RECORDS_OFFSET + len(records))
+    HEADER.pack_into(
+        buffer,
+        0,
+        header.base_offset,
+        RECORDS_OFFSET - LENGTH_PREFIX_BYTES + len(records),
+        MAGIC,
+        0,  # crc, below
+        header.attributes,
+        header.last_offset_delta,
+        header.first_timestamp_ms,
+        header.max_timestamp_ms,
+        header.producer_id,
+        header.producer_generation,
+        header.base_sequence,
+        header.transaction_id,
+        record_count,
+    )
+    buffer[RECORDS_OFFSET:] = records
+    CRC_FORMAT.pack_into(buffer, CRC_OFFSET, crc32c(memoryview(buffer)[ATTRIBUTES_OFFSET:]))
+    return bytes(buffer)
+
+
+def rebuild_batch(
+    header: BatchHeader, section: bytes | memoryview, kept: Iterable[RecordSpan]
+) -> bytes:
+    """The batch holding only the ``kept`` records of ``section`` (in order), header kept."""
+    view = memoryview(section)
+    spans = list(kept)
+    raw = b"".join(view[span.start : span.end] for span in spans)
+    return _encode(header, compress(header.codec, raw), len(spans))
+
+
+def filler_batch(
+    base_offset: int, next_offset: int, first_timestamp_ms: int, max_timestamp_ms: int
+) -> bytes:
+    """A batch of no records spanning offsets ``[base_offset, next_offset)``.
+
+    Its timestamps are those of the run it replaces, so the segment's largest
+    timestamp (retention by age, the time index) does not change.
+    """
+    header = BatchHeader(
+        base_offset=base_offset,
+        batch_length=0,  # set by _encode
+        magic=MAGIC,
+        crc=0,
+        attributes=CODEC_NONE,
+        last_offset_delta=next_offset - base_offset - 1,
+        first_timestamp_ms=first_timestamp_ms,
+        max_timestamp_ms=max_timestamp_ms,
+        producer_id=NO_PRODUCER_ID,
+        producer_generation=NO_PRODUCER_GENERATION,
+        base_sequence=NO_SEQUENCE,
+        transaction_id=NO_TRANSACTION_ID,
+        record_count=0,
+    )
+    return _encode(header, b"", 0)

@@ -1,0 +1,156 @@
+"""What every ``twinlog`` command shares: connection flags, logging, help layout."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import queue
+import sys
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+from twinlog.engine.base.errors import BrokerUnavailableError, InvalidConfigError
+from twinlog.rpc.client.connection import DEFAULT_SERVER, TOKEN_ENVIRONMENT, ConnectionOptions
+from twinlog.rpc.client.retry import RetryPolicy
+
+# How long a command waits for the server to accept a connection before it says so:
+# a wrong --server used to take the whole retry budget (10-19 s) and a stray log line.
+CONNECT_TIMEOUT_MS = 3_000
+
+LOG_FORMAT = "%(asctime)s.%(msecs)03d %(levelname)-7s %(name)s: %(message)s"
+LOG_DATE_FORMAT = "%Y-%m-%d %H:%M:%S"
+
+
+def configure_logging(level: str = "INFO") -> None:
+    """Readable lines on stderr: time, level, logger, message."""
+    logging.basicConfig(
+        level=getattr(logging, level.upper(), logging.INFO),
+        format=LOG_FORMAT,
+        datefmt=LOG_DATE_FORMAT,
+        stream=sys.stderr,
+        force=True,
+    )
+
+
+def add_command(
+    subparsers: Any, name: str, summary: str, example: str, parents: list[argparse.ArgumentParser]
+) -> argparse.ArgumentParser:
+    """A subcommand whose --help ends with an example."""
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        name,
+        help=summary,
+        description=summary,
+        epilog="example:\n" + textwrap.indent(textwrap.dedent(example).strip(), "  "),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        parents=parents,
+    )
+    return parser
+
+
+def connection_parser() -> argparse.ArgumentParser:
+    """Flags of every command that talks to a server."""
+    parser = argparse.ArgumentParser(add_help=False)
+    group = parser.add_argument_group("connection")
+    group.add_argument(
+        "--server",
+        default=DEFAULT_SERVER,
+        help=f"host:port of the server (default {DEFAULT_SERVER})",
+    )
+    token = group.add_mutually_exclusive_group()
+    token.add_argument(
+        "--token",
+        help=f"bearer token (default: ${TOKEN_ENVIRONMENT}); visible to other users in `ps`: "
+        "prefer --token-file or the environment",
+    )
+    token.add_argument("--token-file", help="file whose first line is the bearer token")
+    group.add_argument("--tls", action="store_true", help="use TLS with the system's CAs")
+    group.add_argument("--tls-ca", help="PEM file of the CA that signed the server's certificate")
+    group.add_argument("--tls-cert", help="PEM client certificate (mutual TLS)")
+    group.add_argument("--tls-key", help="PEM key of the client certificate")
+    group.add_argument("--tls-server-name", help="name to expect in the server's certificate")
+    group.add_argument(
+        "--timeout-request-ms",
+        type=int,
+        default=10_000,
+        help="deadline of one request, and how long retriable errors are retried (10000)",
+    )
+    return parser
+
+
+def read_token_file(path: str) -> str:
+    try:
+        lines = Path(path).read_text().split()
+    except OSError as error:
+        raise InvalidConfigError(f"cannot read --token-file {path}: {error.strerror}") from None
+    if not lines:
+        raise InvalidConfigError(f"--token-file {path} is empty; put the bearer token in it")
+    return lines[0]
+
+
+def connection_options(args: argparse.Namespace) -> ConnectionOptions:
+    token = read_token_file(args.token_file) if args.token_file else args.token
+    return ConnectionOptions(
+        token=token,
+        tls=args.tls,
+        tls_ca_file=args.tls_ca,
+        tls_cert_file=args.tls_cert,
+        tls_key_file=args.tls_key,
+        tls_server_name=args.tls_server_name,
+        request_timeout_ms=args.timeout_request_ms,
+    )
+
+
+def check_server(args: argparse.Namespace) -> None:
+    """Fail within seconds, saying so, when no server accepts a connection at --server."""
+    import grpc
+
+    from twinlog.rpc.client.remote import open_channel
+
+    timeout_s = min(args.timeout_request_ms, CONNECT_TIMEOUT_MS) / 1000
+    channel = open_channel(args.server, connection_options(args))
+    states: queue.SimpleQueue[grpc.ChannelConnectivity] = queue.SimpleQueue()
+    channel.subscribe(states.put, try_to_connect=True)
+    deadline_s = time.monotonic() + timeout_s
+    state = grpc.ChannelConnectivity.IDLE
+    try:
+        # A refused connection or a failed TLS handshake shows at once as TRANSIENT_FAILURE;
+        # an address that swallows packets shows nothing until the deadline.
+        while state not in (
+            grpc.ChannelConnectivity.READY,
+            grpc.ChannelConnectivity.TRANSIENT_FAILURE,
+        ):
+            try:
+                state = states.get(timeout=max(0.0, deadline_s - time.monotonic()))
+            except queue.Empty:
+                break
+    finally:
+        channel.unsubscribe(states.put)
+        channel.close()
+    if state is not grpc.ChannelConnectivity.READY:
+        why = (
+            "the connection failed (refused, unknown host, or a TLS mismatch)"
+            if state is grpc.ChannelConnectivity.TRANSIENT_FAILURE
+            else f"no answer within {timeout_s:g} s"
+        )
+        raise BrokerUnavailableError(
+            f"cannot reach {args.server}: {why}; is the server running at that address "
+            "(twinlog serve), with matching TLS settings (--tls, --tls-ca)?"
+        )
+
+
+def retry_policy(args: argparse.Namespace) -> RetryPolicy:
+    """A command gives up on retriable errors (server down, ...) after --timeout-request-ms."""
+    return RetryPolicy(timeout_ms=args.timeout_request_ms)
+
+
+def print_table(rows: list[list[str]], header: list[str], indent: str = "") -> None:
+    widths = [max(len(str(row[i])) for row in [header, *rows]) for i in range(len(header))]
+    for row in [header, *rows]:
+        print(
+            indent
+            + "  ".join(
+                str(cell).ljust(width) for cell, width in zip(row, widths, strict=True)
+            ).rstrip()
+        )

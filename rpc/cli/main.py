@@ -1,0 +1,110 @@
+"""``twinlog``: the command line.
+
+    twinlog serve --data-dir DIR           run a broker behind the gRPC server
+    twinlog topics create|list|describe|delete
+    twinlog produce TOPIC                  stdin lines as records
+    twinlog consume TOPIC                  print records
+    twinlog txn list|abort                 transactions in flight
+    twinlog demo                           transactions end to end, in 15 seconds
+    twinlog bench                          end-to-end benchmark
+
+Every command has ``--help`` with an example. Engine errors are printed as
+``error: ClassName: message`` with exit status 1; usage errors exit with 2;
+Ctrl-C ends a command with status 130 (128 + SIGINT, as shells expect) and no
+traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+
+from twinlog.engine.base.errors import TwinlogError
+
+# Nothing above imports gRPC: it reads GRPC_VERBOSITY once, when first imported, and
+# main() must set it before that (the commands' modules import the client, hence gRPC).
+EXIT_INTERRUPTED = 130  # 128 + SIGINT
+
+
+def _register_demo(subparsers: object) -> None:
+    from twinlog.rpc.cli import demo
+
+    demo.register(subparsers)
+
+
+def _register_bench(subparsers: object) -> None:
+    from twinlog.rpc.cli.common import add_command
+
+    parser = add_command(
+        subparsers,
+        "bench",
+        "end-to-end benchmark: server and client processes, SQLite for comparison",
+        "twinlog bench --transactions 20 --json results.json",
+        [],
+    )
+    parser.add_argument("bench_arguments", nargs=argparse.REMAINDER, help="see --help")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from twinlog.rpc.cli import consume as cli_consume
+    from twinlog.rpc.cli import produce as cli_produce
+    from twinlog.rpc.cli import serve as cli_serve
+    from twinlog.rpc.cli import topics as cli_topics
+    from twinlog.rpc.cli import txn as cli_txn
+
+    parser = argparse.ArgumentParser(
+        prog="twinlog",
+        description="twinlog: atomic writes to many partitions, plain committed-only logs for readers",
+        epilog="example:\n  twinlog demo\n  twinlog serve --data-dir ./data &\n"
+        "  seq 1 5 | twinlog produce orders",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    cli_serve.register(subparsers)
+    cli_topics.register(subparsers)
+    cli_produce.register(subparsers)
+    cli_consume.register(subparsers)
+    cli_txn.register(subparsers)
+    _register_demo(subparsers)
+    _register_bench(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if arguments[:1] == ["bench"]:  # the runner parses its own flags (and --help)
+        from bench.e2e.runner import main as bench_main
+
+        return bench_main(arguments[1:], prog="twinlog bench")
+    if arguments[:1] in (["serve"], ["demo"]):
+        # gRPC's own INFO lines (fork notices, ...) would clutter the server's log (and the
+        # demo's output); a user who sets GRPC_VERBOSITY gets what they asked for.
+        os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
+    parser = build_parser()
+    args = parser.parse_args(arguments)
+    validate = getattr(args, "validate", None)
+    problem = validate(args) if validate is not None else None
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return 2  # a usage error, as argparse's own
+    try:
+        if getattr(args, "server", None):  # every command that talks to a server
+            from twinlog.rpc.cli.common import check_server, configure_logging
+
+            configure_logging("WARNING")  # client warnings in the same readable lines
+            check_server(args)
+        status: int = args.run(args)
+    except TwinlogError as error:
+        print(f"error: {type(error).__name__}: {error}", file=sys.stderr)
+        return 1
+    except BrokenPipeError:  # `twinlog consume ... | head`
+        return 0
+    except KeyboardInterrupt:  # the command cleaned up on its way out (finally blocks)
+        return EXIT_INTERRUPTED
+    return status
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,77 @@
+"""``twinlog serve``: run a broker behind the gRPC server."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from twinlog.rpc.cli.common import add_command, configure_logging
+from twinlog.rpc.server.config import (
+    parse_pairs,
+    read_config_file,
+    server_config_from,
+    split_config,
+)
+
+EXAMPLE = """
+twinlog serve --data-dir /var/lib/twinlog
+twinlog serve --data-dir ./data --port 7071 --config transaction_timeout_ms_default=30000
+twinlog serve --data-dir ./data --host 0.0.0.0 --tokens-file tokens.txt \\
+    --acl-file acl.txt --tls-cert server.pem --tls-key server.key
+"""
+
+
+def register(subparsers: Any) -> None:
+    parser = add_command(subparsers, "serve", "run a broker and serve it over gRPC", EXAMPLE, [])
+    parser.add_argument("--data-dir", required=True, help="broker data directory (created)")
+    parser.add_argument("--host", help="address to listen on (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, help="port (default 7070; 0 picks a free one)")
+    parser.add_argument(
+        "--config",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a server or broker setting (repeatable); see rpc/server/config.py and "
+        "engine/broker/config.py for the keys",
+    )
+    parser.add_argument("--config-file", help="file of KEY=VALUE lines (# comments)")
+    security = parser.add_argument_group("security")
+    security.add_argument("--tls-cert", help="PEM certificate of the server")
+    security.add_argument("--tls-key", help="PEM private key of the server")
+    security.add_argument("--tls-client-ca", help="PEM CA for client certificates (mutual TLS)")
+    security.add_argument("--tokens-file", help="'TOKEN PRINCIPAL' lines: require bearer tokens")
+    security.add_argument(
+        "--acl-file",
+        help="'PRINCIPAL OPERATION PATTERN' lines; PATTERN globs topic names, or transactional "
+        "ids written transactional-id:GLOB (see rpc/server/auth.py)",
+    )
+    security.add_argument(
+        "--insecure",
+        action="store_true",
+        help="allow a non-loopback --host without authentication (logs a warning)",
+    )
+    parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING (default INFO)")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from twinlog.rpc.server.server import serve
+
+    configure_logging(args.log_level)
+    values: dict[str, Any] = {}
+    if args.config_file:
+        values.update(read_config_file(args.config_file))
+    values.update(parse_pairs(args.config, "--config"))
+    server_values, broker_values = split_config(values)
+    flags = {
+        "host": args.host,
+        "port": args.port,
+        "tls_cert_file": args.tls_cert,
+        "tls_key_file": args.tls_key,
+        "tls_client_ca_file": args.tls_client_ca,
+        "tokens_file": args.tokens_file,
+        "acl_file": args.acl_file,
+        "insecure": args.insecure or None,
+    }
+    server_values.update({key: value for key, value in flags.items() if value is not None})
+    return serve(args.data_dir, server_config_from(server_values), broker_values)

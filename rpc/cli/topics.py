@@ -1,0 +1,106 @@
+"""``twinlog topics create|list|describe|delete``."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from twinlog.rpc.cli.common import (
+    add_command,
+    connection_options,
+    connection_parser,
+    print_table,
+    retry_policy,
+)
+from twinlog.rpc.client import Admin
+from twinlog.rpc.server.config import parse_pairs
+
+
+def register(subparsers: Any) -> None:
+    connection = connection_parser()
+    topics = add_command(
+        subparsers,
+        "topics",
+        "create, list, describe or delete topics",
+        "twinlog topics create orders --partitions 4\ntwinlog topics list",
+        [],
+    )
+    commands = topics.add_subparsers(dest="topics_command", required=True, metavar="COMMAND")
+    create = add_command(
+        commands,
+        "create",
+        "create a topic",
+        "twinlog topics create orders --partitions 4 --config retention.ms=86400000",
+        [connection],
+    )
+    create.add_argument("name")
+    create.add_argument("--partitions", type=int, default=1, help="number of partitions (1)")
+    create.add_argument(
+        "--config", action="append", default=[], metavar="KEY=VALUE", help="topic setting"
+    )
+    create.set_defaults(run=run_create)
+    listing = add_command(commands, "list", "list topics", "twinlog topics list", [connection])
+    listing.set_defaults(run=run_list)
+    describe = add_command(
+        commands,
+        "describe",
+        "show a topic's partitions: log start/end offsets, pending journal entries",
+        "twinlog topics describe orders",
+        [connection],
+    )
+    describe.add_argument("name")
+    describe.set_defaults(run=run_describe)
+    delete = add_command(
+        commands,
+        "delete",
+        "delete a topic and its data",
+        "twinlog topics delete orders",
+        [connection],
+    )
+    delete.add_argument("name")
+    delete.set_defaults(run=run_delete)
+
+
+def run_create(args: argparse.Namespace) -> int:
+    with Admin(args.server, connection=connection_options(args), retry=retry_policy(args)) as admin:
+        description = admin.create_topic(
+            args.name, args.partitions, parse_pairs(args.config, "--config") or None
+        )
+    print(f"created topic {description.name} with {len(description.partitions)} partitions")
+    return 0
+
+
+def run_list(args: argparse.Namespace) -> int:
+    with Admin(args.server, connection=connection_options(args), retry=retry_policy(args)) as admin:
+        for name in admin.list_topics():
+            print(name)
+    return 0
+
+
+def run_describe(args: argparse.Namespace) -> int:
+    with Admin(args.server, connection=connection_options(args), retry=retry_policy(args)) as admin:
+        description = admin.describe_topic(args.name)
+    print(f"topic {description.name}: {len(description.partitions)} partitions")
+    for key, value in sorted(description.config.items()):
+        print(f"  {key}={value}")
+    print_table(
+        [
+            [
+                str(item.partition),
+                str(item.log_start_offset),
+                str(item.log_end_offset),
+                str(item.journal_entries_pending),
+                str(item.journal_bytes_pending),
+            ]
+            for item in description.partitions
+        ],
+        ["partition", "log_start", "log_end", "journal_entries", "journal_bytes"],
+    )
+    return 0
+
+
+def run_delete(args: argparse.Namespace) -> int:
+    with Admin(args.server, connection=connection_options(args), retry=retry_policy(args)) as admin:
+        admin.delete_topic(args.name)
+    print(f"deleted topic {args.name}")
+    return 0

@@ -1,0 +1,1 @@
+"""The gRPC server over an engine ``Broker``: services, authentication, ACLs, limits."""

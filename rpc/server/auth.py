@@ -1,0 +1,305 @@
+"""Authentication (bearer tokens, or mutual-TLS certificates) and per-principal ACLs.
+
+Tokens file (``--tokens-file``), one token per line, ``#`` comments::
+
+    # token                              principal
+    9c1d0a4e5f0b4e7c8a2d3f6e1b7c9d05     alice
+    3e8f2a9b7c6d5e4f3a2b1c0d9e8f7a6b     ops
+
+ACL file (``--acl-file``), one grant per line: ``PRINCIPAL OPERATION PATTERN``. The
+pattern is a shell-style glob (``orders.*``, ``*``) over topic names, or, written
+``transactional-id:GLOB``, over transactional ids (Kafka's TransactionalId
+resource). Principal ``*`` means every authenticated principal; ``all`` grants
+every operation that applies to the pattern's kind (and, without the prefix,
+``abort`` too: its pattern has always named transactional ids)::
+
+    # principal  operation  pattern
+    alice        write      orders*                   # produce to these topics
+    alice        read       *                         # fetch, offsets, describe producers
+    alice        write      transactional-id:loader*  # init, begin, send, commit, abort
+    audit        describe   transactional-id:*        # see them in txn list / producers
+    ops          create     *
+    ops          delete     *
+    ops          abort      *                         # abort anyone's transaction (admin)
+
+| operation | on | allows |
+| --- | --- | --- |
+| read | topics | Fetch, ListOffset, group offsets, DescribeProducers (filtered, below) |
+| write | topics | Produce, adding the topic to a transaction |
+| create, delete | topics | CreateTopic, DeleteTopic |
+| write | transactional ids | InitProducer with that id, then Begin, AddPartitions, SendOffsets, Commit, Abort and transactional Produce of its producer id |
+| describe | transactional ids | seeing its transactions (ListTransactions) and its producer (DescribeProducers) |
+| abort | transactional ids | ``twinlog txn abort`` of its transactions; the pattern may omit ``transactional-id:`` |
+
+Write and abort imply describe. Which transactional id a request acts for is
+derived from its producer id on every call (the broker keeps that mapping on disk,
+so it holds across server restarts and re-inits): a principal without write on
+alice's transactional id cannot begin, commit, abort or fence her transactions,
+nor send into them, even knowing her producer id. Idempotent (non-transactional)
+producers need only write on their topics, as in Kafka.
+
+Without an ACL file every authenticated principal may do everything, and
+ListTransactions and DescribeProducers show everything. Listing and describing
+topics needs authentication only.
+
+Tokens are compared with ``hmac.compare_digest`` against every known token (no
+early exit, no dict lookup on the secret), and are never logged or put in an
+error message.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hmac
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+
+from twinlog.engine.base.errors import AuthenticationError, AuthorizationError, InvalidConfigError
+from twinlog.rpc.wire.metadata import AUTHORIZATION_KEY
+
+BEARER_PREFIX = "bearer "
+TOKEN_BYTES_MIN = 16
+ANONYMOUS = "anonymous"
+
+
+class Operation(Enum):
+    READ = "read"  # fetch, list offsets, group offsets of a topic
+    WRITE = "write"  # produce to a topic; use a transactional id
+    CREATE = "create"  # create a topic
+    DELETE = "delete"  # delete a topic
+    ABORT = "abort"  # abort another producer's transaction (admin)
+    DESCRIBE = "describe"  # see a transactional id's transactions and producer
+
+
+class Resource(Enum):
+    TOPIC = "topic"
+    TRANSACTIONAL_ID = "transactional id"
+
+
+ALL_OPERATIONS = "all"
+TRANSACTIONAL_ID_PREFIX = "transactional-id:"
+OPERATIONS_ON = {
+    Resource.TOPIC: {Operation.READ, Operation.WRITE, Operation.CREATE, Operation.DELETE},
+    Resource.TRANSACTIONAL_ID: {Operation.WRITE, Operation.DESCRIBE, Operation.ABORT},
+}
+# Kafka's rule: a principal that may use (or abort) a transactional id may also see it.
+IMPLIES_DESCRIBE = (Operation.DESCRIBE, Operation.WRITE, Operation.ABORT)
+
+
+def resource_pattern(resource: Resource, name: str) -> str:
+    """How a grant for exactly this resource is written in the ACL file."""
+    return TRANSACTIONAL_ID_PREFIX + name if resource is Resource.TRANSACTIONAL_ID else name
+
+
+@dataclass(frozen=True)
+class Principal:
+    name: str
+
+    def __str__(self) -> str:
+        return self.name
+
+
+@dataclass(frozen=True)
+class Grant:
+    principal: str
+    operation: str
+    pattern: str  # without its ``transactional-id:`` prefix
+    resource: Resource = Resource.TOPIC
+
+    def allows(
+        self,
+        principal: Principal,
+        operation: Operation,
+        name: str,
+        resource: Resource = Resource.TOPIC,
+    ) -> bool:
+        return (
+            self.principal in ("*", principal.name)
+            and self.operation in (ALL_OPERATIONS, operation.value)
+            and self._covers(operation, resource)
+            and fnmatch.fnmatchcase(name, self.pattern)
+        )
+
+    def _covers(self, operation: Operation, resource: Resource) -> bool:
+        if self.resource is resource:
+            return True
+        # An abort grant has always named transactional ids without the prefix.
+        return operation is Operation.ABORT and resource is Resource.TRANSACTIONAL_ID
+
+
+def parse_grant(words: list[str], where: str) -> Grant:
+    """One ACL line (``PRINCIPAL OPERATION PATTERN``), checked; ``where`` names the line."""
+    if len(words) != 3:
+        raise InvalidConfigError(f"{where}: expected 'PRINCIPAL OPERATION PATTERN'")
+    principal, operation, pattern = words
+    operation = operation.lower()
+    resource = Resource.TOPIC
+    if pattern.startswith(TRANSACTIONAL_ID_PREFIX):
+        resource, pattern = Resource.TRANSACTIONAL_ID, pattern[len(TRANSACTIONAL_ID_PREFIX) :]
+    known = {item.value for item in Operation} | {ALL_OPERATIONS}
+    if operation not in known:
+        raise InvalidConfigError(
+            f"{where}: operation {operation!r} is not one of {', '.join(sorted(known))}"
+        )
+    if operation == Operation.ABORT.value:
+        resource = Resource.TRANSACTIONAL_ID  # with or without the prefix
+    elif operation != ALL_OPERATIONS and Operation(operation) not in OPERATIONS_ON[resource]:
+        fits = sorted(item.value for item in OPERATIONS_ON[resource])
+        hint = (
+            f"write '{principal} {operation} {TRANSACTIONAL_ID_PREFIX}{pattern or '*'}'"
+            if resource is Resource.TOPIC
+            else f"a pattern without '{TRANSACTIONAL_ID_PREFIX}' names topics"
+        )
+        raise InvalidConfigError(
+            f"{where}: operation {operation!r} does not apply to {resource.value}s (those take "
+            f"{', '.join(fits)}); {hint}"
+        )
+    if not pattern:
+        raise InvalidConfigError(f"{where}: the pattern is empty; '*' matches every name")
+    return Grant(principal, operation, pattern, resource)
+
+
+def _lines(path: str | Path, what: str) -> list[tuple[int, list[str]]]:
+    try:
+        text = Path(path).read_text()
+    except OSError as error:
+        raise InvalidConfigError(f"cannot read {what} {path}: {error.strerror}") from None
+    found = []
+    for number, line in enumerate(text.splitlines(), 1):
+        words = line.split("#", 1)[0].split()
+        if words:
+            found.append((number, words))
+    return found
+
+
+class TokenTable:
+    """Bearer tokens to principals. Thread rule: immutable; any thread."""
+
+    def __init__(self, tokens: Iterable[tuple[str, str]]) -> None:
+        self._tokens = [(token.encode(), Principal(name)) for token, name in tokens]
+
+    @classmethod
+    def load(cls, path: str | Path) -> TokenTable:
+        pairs = []
+        for number, words in _lines(path, "tokens file"):
+            if len(words) != 2:
+                raise InvalidConfigError(
+                    f"tokens file {path} line {number}: expected 'TOKEN PRINCIPAL', "
+                    f"found {len(words)} words"
+                )
+            if len(words[0]) < TOKEN_BYTES_MIN:
+                raise InvalidConfigError(
+                    f"tokens file {path} line {number}: the token of {words[1]!r} is shorter "
+                    f"than {TOKEN_BYTES_MIN} characters; generate one with "
+                    "'python -c \"import secrets; print(secrets.token_hex(16))\"'"
+                )
+            pairs.append((words[0], words[1]))
+        if not pairs:
+            raise InvalidConfigError(f"tokens file {path} holds no token")
+        return cls(pairs)
+
+    def __len__(self) -> int:
+        return len(self._tokens)
+
+    def principal_of(self, token: str) -> Principal | None:
+        presented = token.encode()
+        found: Principal | None = None
+        for known, principal in self._tokens:  # every token, whatever matched: constant time
+            if hmac.compare_digest(known, presented):
+                found = principal
+        return found
+
+
+class Acl:
+    """Grants per principal. Thread rule: immutable; any thread."""
+
+    def __init__(self, grants: Sequence[Grant]) -> None:
+        self.grants = tuple(grants)
+
+    @classmethod
+    def load(cls, path: str | Path) -> Acl:
+        return cls(
+            [
+                parse_grant(words, f"ACL file {path} line {number}")
+                for number, words in _lines(path, "ACL file")
+            ]
+        )
+
+    def allows(
+        self,
+        principal: Principal,
+        operation: Operation,
+        name: str,
+        resource: Resource = Resource.TOPIC,
+    ) -> bool:
+        return any(grant.allows(principal, operation, name, resource) for grant in self.grants)
+
+
+class Guard:
+    """Who is calling, and may they? ``None`` parts switch that check off.
+
+    Thread rule: immutable; called from every server worker thread.
+    """
+
+    def __init__(self, tokens: TokenTable | None, acl: Acl | None, mutual_tls: bool) -> None:
+        self.tokens = tokens
+        self.acl = acl
+        self.mutual_tls = mutual_tls
+
+    def authenticate(
+        self, metadata: Iterable[tuple[str, str | bytes]], peer_common_name: str | None
+    ) -> Principal:
+        if self.tokens is None:
+            if self.mutual_tls and peer_common_name:
+                return Principal(peer_common_name)
+            return Principal(ANONYMOUS)
+        header = None
+        for key, value in metadata:
+            if key == AUTHORIZATION_KEY:
+                header = value.decode() if isinstance(value, bytes) else value
+        if header is None:
+            raise AuthenticationError(
+                "this server requires a bearer token and the request carried none; "
+                "pass token=... to the client (--token or TWINLOG_TOKEN on the command line)"
+            )
+        if not header.lower().startswith(BEARER_PREFIX):
+            raise AuthenticationError(
+                "the authorization metadata must read 'Bearer TOKEN'; pass token=... to the client"
+            )
+        principal = self.tokens.principal_of(header[len(BEARER_PREFIX) :].strip())
+        if principal is None:
+            raise AuthenticationError(
+                "the bearer token is not known to this server (the token itself is not "
+                "logged); check the token, or ask an operator to add it to the tokens file"
+            )
+        return principal
+
+    def require(
+        self,
+        principal: Principal,
+        operation: Operation,
+        names: Iterable[str],
+        resource: Resource = Resource.TOPIC,
+    ) -> None:
+        """Raise AuthorizationError unless ``principal`` may do ``operation`` on every name."""
+        if self.acl is None:
+            return
+        for name in names:
+            if not self.acl.allows(principal, operation, name, resource):
+                what = f"{name!r}" if resource is Resource.TOPIC else f"{resource.value} {name!r}"
+                raise AuthorizationError(
+                    f"principal {principal.name!r} may not {operation.value} {what}; "
+                    f"nothing was changed. Ask an operator for a grant in the ACL file "
+                    f"('{principal.name} {operation.value} {resource_pattern(resource, name)}')"
+                )
+
+    def may_describe_transactional_id(self, principal: Principal, transactional_id: str) -> bool:
+        """May ``principal`` see this transactional id's transactions and producer?"""
+        if self.acl is None:
+            return True
+        return any(
+            self.acl.allows(principal, operation, transactional_id, Resource.TRANSACTIONAL_ID)
+            for operation in IMPLIES_DESCRIBE
+        )

@@ -1,0 +1,202 @@
+"""Settings of the gRPC server, with units in every name, and where they come from.
+
+``twinlog serve`` takes ``--config key=value`` (repeatable) and ``--config-file
+FILE`` (``key=value`` lines, ``#`` comments). Keys named here configure the server;
+every other key goes to the broker (``twinlog.engine.broker.config``), which refuses
+unknown ones. Command-line flags (``--host``, ``--tls-cert``, ...) win over both.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import ipaddress
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from twinlog.engine.base.errors import InvalidConfigError
+
+MEBIBYTE = 1 << 20
+LOOPBACK_NAMES = ("localhost",)
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    host: str = "127.0.0.1"
+    port: int = 7070  # 0: any free port (the chosen one is logged)
+    # Limits (TigerBeetle style: every queue and request has one, and they live here)
+    max_request_bytes: int = 16 * MEBIBYTE  # one gRPC message; larger: BatchTooLargeError
+    max_batch_bytes: int = 8 * MEBIBYTE  # one record batch (the broker has its own per topic)
+    fetch_max_bytes_max: int = 16 * MEBIBYTE  # a fetch asking for more gets this much
+    fetch_max_wait_ms_max: int = 30_000  # a long poll never waits longer
+    long_poll_slice_ms: int = 200  # a long poll rechecks shutdown and cancellation this often
+    worker_threads: int = 128  # concurrent requests (each long poll and produce stream holds one)
+    # Open ProduceStream calls, each holding a worker thread for as long as it is open (one per
+    # producer); -1: three quarters of worker_threads, so unary calls always find a thread. A
+    # stream over the limit is refused and the client sends unary Produce calls instead.
+    produce_streams_max: int = -1
+    shutdown_grace_ms: int = 10_000  # in-flight requests get this long on SIGTERM
+    # Security
+    insecure: bool = False  # allow a non-loopback address without authentication
+    tokens_file: str | None = None  # "TOKEN PRINCIPAL" lines; enables authentication
+    acl_file: str | None = None  # "PRINCIPAL OPERATION PATTERN" lines (auth.py): authorisation
+    tls_cert_file: str | None = None
+    tls_key_file: str | None = None
+    tls_client_ca_file: str | None = None  # set: clients must present a certificate (mTLS)
+
+    def __post_init__(self) -> None:
+        for name in (
+            "max_request_bytes",
+            "max_batch_bytes",
+            "fetch_max_bytes_max",
+            "fetch_max_wait_ms_max",
+            "long_poll_slice_ms",
+            "worker_threads",
+        ):
+            if getattr(self, name) <= 0:
+                raise InvalidConfigError(f"server config {name} must be > 0")
+        if self.produce_streams_max != -1 and not (
+            0 <= self.produce_streams_max < self.worker_threads
+        ):
+            raise InvalidConfigError(
+                f"server config produce_streams_max is {self.produce_streams_max}; use -1 (auto) "
+                f"or 0..{self.worker_threads - 1} (below worker_threads, so unary calls get a "
+                "thread)"
+            )
+        if not 0 <= self.port <= 65535:
+            raise InvalidConfigError(f"server config port is {self.port}; use 0..65535")
+        if (self.tls_cert_file is None) != (self.tls_key_file is None):
+            raise InvalidConfigError("TLS needs both --tls-cert and --tls-key")
+        if self.tls_client_ca_file and not self.tls_cert_file:
+            raise InvalidConfigError("--tls-client-ca (mutual TLS) needs --tls-cert and --tls-key")
+        if self.max_batch_bytes > self.max_request_bytes:
+            raise InvalidConfigError(
+                f"server config max_batch_bytes ({self.max_batch_bytes}) exceeds "
+                f"max_request_bytes ({self.max_request_bytes}); a batch must fit in a request"
+            )
+
+    @property
+    def produce_streams_limit(self) -> int:
+        if self.produce_streams_max == -1:
+            return self.worker_threads * 3 // 4
+        return self.produce_streams_max
+
+    @property
+    def address(self) -> str:
+        host = self.host
+        if ":" in host and not host.startswith("["):
+            host = f"[{host}]"  # an IPv6 literal
+        return f"{host}:{self.port}"
+
+    @property
+    def is_loopback(self) -> bool:
+        if self.host in LOOPBACK_NAMES:
+            return True
+        try:
+            return ipaddress.ip_address(self.host.strip("[]")).is_loopback
+        except ValueError:
+            return False
+
+    @property
+    def authentication_configured(self) -> bool:
+        return bool(self.tokens_file or self.tls_client_ca_file)
+
+    def check_exposure(self) -> str | None:
+        """Refuse a non-loopback bind without authentication; the warning to log, if any."""
+        if self.is_loopback:
+            return None
+        if self.authentication_configured:
+            if not self.tls_cert_file:
+                return (
+                    f"serving on {self.address} without TLS: bearer tokens travel in clear; "
+                    "add --tls-cert and --tls-key"
+                )
+            return None
+        if self.insecure:
+            return (
+                f"serving on {self.address} with --insecure: anyone who can reach this "
+                "address can read, write and delete every topic"
+            )
+        raise InvalidConfigError(
+            f"refusing to listen on {self.host}, which is not a loopback address, without "
+            "authentication: add --tokens-file (and --tls-cert/--tls-key), or --insecure "
+            "if this network is trusted"
+        )
+
+
+SERVER_KEYS = frozenset(item.name for item in fields(ServerConfig))
+
+
+def parse_pairs(pairs: Iterable[str], origin: str) -> dict[str, str]:
+    """``key=value`` strings to a dict; keys may use dots or dashes for underscores."""
+    parsed: dict[str, str] = {}
+    for pair in pairs:
+        pair = pair.strip()
+        if not pair or pair.startswith("#"):
+            continue
+        key, separator, value = pair.partition("=")
+        if not separator or not key.strip():
+            raise InvalidConfigError(f"{origin}: {pair!r} is not key=value")
+        parsed[key.strip()] = value.strip()
+    return parsed
+
+
+def read_config_file(path: str | Path) -> dict[str, str]:
+    try:
+        text = Path(path).read_text()
+    except OSError as error:
+        raise InvalidConfigError(f"cannot read config file {path}: {error.strerror}") from None
+    return parse_pairs(text.splitlines(), f"config file {path}")
+
+
+def _normalise(key: str) -> str:
+    return key.replace(".", "_").replace("-", "_")
+
+
+def split_config(values: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(server keys, broker keys) of one mapping; a key known to neither is refused.
+
+    A key both know (``max_batch_bytes``) goes to both.
+    """
+    from twinlog.engine.broker.config import BrokerConfig
+
+    broker_keys = {item.name for item in fields(BrokerConfig)}
+    server: dict[str, Any] = {}
+    broker: dict[str, Any] = {}
+    for key, value in values.items():
+        name = _normalise(key)
+        if name in SERVER_KEYS:
+            server[name] = value
+        if name in broker_keys:  # max_batch_bytes is both: one limit, checked twice
+            broker[key] = value
+        if name not in SERVER_KEYS and name not in broker_keys:
+            raise InvalidConfigError(
+                f"unknown config key {key!r}. Server keys: {', '.join(sorted(SERVER_KEYS))}. "
+                f"Broker keys: {', '.join(sorted(broker_keys))}"
+            )
+    return server, broker
+
+
+def server_config_from(values: Mapping[str, Any]) -> ServerConfig:
+    """Build from strings (files, --config) or typed values (flags)."""
+    types = {item.name: item.type for item in fields(ServerConfig)}
+    typed: dict[str, Any] = {}
+    for key, value in values.items():
+        name = _normalise(key)
+        if name not in types:
+            raise InvalidConfigError(f"unknown server config key {key!r}")
+        kind = str(types[name])
+        if isinstance(value, str) and kind == "int":
+            try:
+                value = int(value)
+            except ValueError:
+                raise InvalidConfigError(
+                    f"server config {key} must be an integer, got {value!r}"
+                ) from None
+        elif isinstance(value, str) and kind == "bool":
+            if value.lower() not in ("true", "false", "1", "0", "yes", "no"):
+                raise InvalidConfigError(f"server config {key} must be true or false")
+            value = value.lower() in ("true", "1", "yes")
+        typed[name] = value
+    return dataclasses.replace(ServerConfig(), **typed)

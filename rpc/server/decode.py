@@ -1,0 +1,125 @@
+"""Request bytes that are not the method's protobuf message get INVALID_ARGUMENT, not INTERNAL.
+
+gRPC's own server answers a request it cannot deserialize with INTERNAL
+("Exception deserializing request!") and no twinlog metadata. This interceptor
+gives every method a deserializer that never raises: bytes that do not parse
+(truncated, invalid UTF-8 in a string field, a bad wire type) become an
+``UndecodableRequest``, which a unary method answers with InvalidConfigError
+(INVALID_ARGUMENT and the usual trailing metadata, after authentication), and
+which ``ProduceStream`` answers as one failed item of the stream (the stream goes on).
+
+The same deserializer enforces ``max_request_bytes``: gRPC's own limit is set a
+little higher (``twinlog.rpc.server.server.REQUEST_BYTES_MARGIN``), so that a request just over
+the limit becomes an ``OversizedRequest``, answered with BatchTooLargeError naming
+the server config key, rather than gRPC's bare RESOURCE_EXHAUSTED (which only a
+request over the margin still gets; the client maps it with the same advice).
+
+Thread rule: stateless; every server worker thread uses it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import grpc
+
+from twinlog.engine.base.errors import BatchTooLargeError, InvalidConfigError, TwinlogError
+from twinlog.rpc.server.auth import Guard
+from twinlog.rpc.server.call import abort_with, principal_of
+
+
+class UndecodableRequest:
+    """Stands in for a request whose bytes did not parse as the method's message."""
+
+    correlation_id = 0  # a stream answers it like any request; it carried no readable id
+
+    def __init__(self, method: str, size_bytes: int, reason: str) -> None:
+        self.method = method
+        self.size_bytes = size_bytes
+        self.reason = reason
+
+    def error(self) -> TwinlogError:
+        return InvalidConfigError(
+            f"the {self.size_bytes}-byte request to {self.method} is not a valid protobuf "
+            f"message of that method's request type ({self.reason}); use the twinlog.v1 "
+            "contract (rpc/proto) and a protobuf library to build requests"
+        )
+
+
+class OversizedRequest(UndecodableRequest):
+    """Stands in for a request larger than the server's ``max_request_bytes`` (not parsed)."""
+
+    def __init__(self, method: str, size_bytes: int, limit_bytes: int) -> None:
+        super().__init__(method, size_bytes, "too large")
+        self.limit_bytes = limit_bytes
+
+    def error(self) -> TwinlogError:
+        return BatchTooLargeError(
+            f"the {self.size_bytes}-byte request to {self.method} exceeds the server's "
+            f"max_request_bytes={self.limit_bytes} (server config key max_request_bytes); "
+            "send less per request (smaller batches), or raise max_request_bytes on the server"
+        )
+
+
+def tolerant_deserializer(
+    deserializer: Callable[[bytes], Any] | None, method: str, max_request_bytes: int
+) -> Callable[[bytes], Any] | None:
+    if deserializer is None:
+        return None
+    parse = deserializer
+
+    def deserialize(data: bytes) -> Any:
+        if len(data) > max_request_bytes:
+            return OversizedRequest(method, len(data), max_request_bytes)
+        try:
+            return parse(data)
+        except Exception as error:
+            return UndecodableRequest(method, len(data), f"{type(error).__name__}: {error}")
+
+    return deserialize
+
+
+class DecodeGuard(grpc.ServerInterceptor):
+    """Swaps each handler's request deserializer for one that never raises."""
+
+    def __init__(self, guard: Guard, max_request_bytes: int) -> None:
+        self.guard = guard
+        self.max_request_bytes = max_request_bytes
+
+    def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], grpc.RpcMethodHandler | None],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler | None:
+        handler = continuation(handler_call_details)
+        if handler is None or not hasattr(handler, "_replace"):
+            return handler
+        method = str(handler_call_details.method)
+        deserializer = tolerant_deserializer(
+            handler.request_deserializer, method, self.max_request_bytes
+        )
+        if handler.unary_unary is not None:
+            behavior = self._checked_unary(handler.unary_unary, method)
+            return handler._replace(request_deserializer=deserializer, unary_unary=behavior)
+        if handler.unary_stream is not None:
+            return handler  # no such method in twinlog.v1: keep gRPC's own behaviour
+        # stream_unary / stream_stream: the servicer sees UndecodableRequest items itself.
+        return handler._replace(request_deserializer=deserializer)
+
+    def _checked_unary(
+        self, behavior: Callable[[Any, grpc.ServicerContext], Any], method: str
+    ) -> Callable[[Any, grpc.ServicerContext], Any]:
+        guard = self.guard
+
+        def checked(request: Any, context: grpc.ServicerContext) -> Any:
+            if isinstance(request, UndecodableRequest):
+                try:
+                    principal_of(guard, context)
+                    error: Exception = request.error()
+                except Exception as refused:  # authentication first, as for any request
+                    error = refused
+                abort_with(context, method.rsplit("/", 1)[-1], error)
+            return behavior(request, context)
+
+        return checked

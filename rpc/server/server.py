@@ -1,0 +1,205 @@
+"""The gRPC server: three services over one broker, TLS, auth, limits, graceful stop.
+
+``RpcServer(broker, config)`` binds and serves any object with the broker API
+(``twinlog.Broker`` in production; tests may pass a fake). ``serve()`` is what
+``twinlog serve`` runs: open the broker, serve until SIGTERM/SIGINT, then stop
+accepting, let in-flight requests finish (``shutdown_grace_ms``), close the
+broker (which flushes the logs and closes LMDB).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+from concurrent import futures
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import grpc
+
+from twinlog.engine.base.errors import InvalidConfigError
+from twinlog.rpc.generated.twinlog.v1 import admin_pb2_grpc, consume_pb2_grpc, produce_pb2_grpc
+from twinlog.rpc.server.auth import Acl, Guard, TokenTable
+from twinlog.rpc.server.config import ServerConfig
+from twinlog.rpc.server.decode import DecodeGuard
+from twinlog.rpc.server.service_admin import AdministrationService
+from twinlog.rpc.server.service_consume import ConsumingService
+from twinlog.rpc.server.service_produce import ProducingService
+from twinlog.rpc.wire.broker_api import BrokerApi
+
+log = logging.getLogger("twinlog.server")
+
+# gRPC's own limit is this much above max_request_bytes: a request just over the limit
+# reaches DecodeGuard (rpc.server_decode), which answers BatchTooLargeError naming
+# max_request_bytes, with twinlog's metadata. Only a request over the margin too gets
+# gRPC's bare RESOURCE_EXHAUSTED, which rpc.errors maps with the same advice.
+REQUEST_BYTES_MARGIN = 64 * 1024
+
+
+def _read(path: str, what: str) -> bytes:
+    try:
+        return Path(path).read_bytes()
+    except OSError as error:
+        raise InvalidConfigError(f"cannot read {what} {path}: {error.strerror}") from None
+
+
+def server_credentials(config: ServerConfig) -> grpc.ServerCredentials | None:
+    if not config.tls_cert_file or not config.tls_key_file:
+        return None
+    key = _read(config.tls_key_file, "TLS key file")
+    certificate = _read(config.tls_cert_file, "TLS certificate file")
+    client_ca = (
+        _read(config.tls_client_ca_file, "TLS client CA file")
+        if config.tls_client_ca_file
+        else None
+    )
+    return grpc.ssl_server_credentials(
+        [(key, certificate)], root_certificates=client_ca, require_client_auth=client_ca is not None
+    )
+
+
+def guard_of(config: ServerConfig) -> Guard:
+    tokens = TokenTable.load(config.tokens_file) if config.tokens_file else None
+    acl = Acl.load(config.acl_file) if config.acl_file else None
+    return Guard(tokens, acl, mutual_tls=bool(config.tls_client_ca_file))
+
+
+class RpcServer:
+    """Serves one broker. Thread rule: ``start``/``stop`` from the owning thread."""
+
+    def __init__(self, broker: BrokerApi, config: ServerConfig) -> None:
+        self.broker = broker
+        self.config = config
+        self.stopping = threading.Event()
+        guard = guard_of(config)
+        self.guard = guard
+        options: list[tuple[str, Any]] = [
+            ("grpc.max_receive_message_length", config.max_request_bytes + REQUEST_BYTES_MARGIN),
+            ("grpc.max_send_message_length", config.fetch_max_bytes_max + REQUEST_BYTES_MARGIN),
+            ("grpc.so_reuseport", 0),  # a second server on the same port must fail, not share
+        ]
+        self._server = grpc.server(
+            futures.ThreadPoolExecutor(
+                max_workers=config.worker_threads, thread_name_prefix="twinlog-rpc"
+            ),
+            options=options,
+            # unparsable bytes: INVALID_ARGUMENT; over max_request_bytes: BatchTooLargeError
+            interceptors=[DecodeGuard(guard, config.max_request_bytes)],
+        )
+        produce_pb2_grpc.add_ProducingServicer_to_server(
+            ProducingService(broker, guard, config), self._server
+        )
+        consume_pb2_grpc.add_ConsumingServicer_to_server(
+            ConsumingService(broker, guard, config, self.stopping), self._server
+        )
+        admin_pb2_grpc.add_AdministrationServicer_to_server(
+            AdministrationService(broker, guard), self._server
+        )
+        credentials = server_credentials(config)
+        try:
+            if credentials is None:
+                port = self._server.add_insecure_port(config.address)
+            else:
+                port = self._server.add_secure_port(config.address, credentials)
+        except RuntimeError:
+            port = 0
+        if port == 0:
+            raise InvalidConfigError(
+                f"cannot listen on {config.address}: the port is in use or the address is "
+                "not local; pick another --port (0 picks a free one) or --host"
+            )
+        self.port = port
+        self.tls = credentials is not None
+
+    @property
+    def address(self) -> str:
+        host = self.config.host
+        return f"[{host}]:{self.port}" if ":" in host else f"{host}:{self.port}"
+
+    def start(self) -> None:
+        self._server.start()
+
+    def stop(self, grace_ms: int | None = None) -> None:
+        """Refuse new calls, give in-flight ones ``grace_ms``, then cancel what is left."""
+        self.stopping.set()  # long polls end at their next slice
+        grace = self.config.shutdown_grace_ms if grace_ms is None else grace_ms
+        self._server.stop(grace / 1000).wait()
+
+
+def describe_security(config: ServerConfig, guard: Guard) -> str:
+    parts = ["TLS" + (" with client certificates" if guard.mutual_tls else "")]
+    if not config.tls_cert_file:
+        parts = ["no TLS"]
+    if guard.tokens is not None:
+        parts.append(f"{len(guard.tokens)} bearer tokens")
+    elif not guard.mutual_tls:
+        parts.append("no authentication")
+    parts.append(f"{len(guard.acl.grants)} ACL grants" if guard.acl else "no ACLs")
+    return ", ".join(parts)
+
+
+def serve(
+    data_dir: str | os.PathLike[str], config: ServerConfig, broker_config: dict[str, Any]
+) -> int:
+    """Run a broker and its server until SIGTERM or SIGINT; return the exit status."""
+    from twinlog.engine.base.crc32c import USING_C_EXTENSION
+    from twinlog.engine.broker.broker import Broker  # the engine is only needed by a real server
+
+    warning = config.check_exposure()
+    if warning:
+        log.warning("%s", warning)
+    # Read the tokens, ACL and TLS files now: a typo in one must not cost a broker
+    # recovery first (RpcServer reads them again; they are small).
+    guard_of(config)
+    server_credentials(config)
+    crc = "crc32c: crcmod C extension" if USING_C_EXTENSION else "crc32c: pure Python, SLOW"
+    if not USING_C_EXTENSION:
+        log.warning(
+            "crcmod runs without its C extension: every CRC check is ~45x slower. Reinstall "
+            "crcmod with a C compiler and the Python headers available "
+            "(pip install --force-reinstall --no-binary crcmod crcmod)"
+        )
+    stop_requested = threading.Event()
+    signals_seen = []
+
+    def on_signal(number: int, frame: FrameType | None) -> None:
+        signals_seen.append(number)
+        stop_requested.set()
+
+    previous = {
+        number: signal.signal(number, on_signal) for number in (signal.SIGTERM, signal.SIGINT)
+    }
+    try:
+        log.info("opening broker in %s", data_dir)
+        broker = Broker.open(data_dir, **broker_config)
+        try:
+            server = RpcServer(broker, config)
+            server.start()
+            log.info(
+                "serving on %s (%s; %s); stop with SIGTERM or Ctrl-C",
+                server.address,
+                describe_security(config, server.guard),
+                crc,
+            )
+            while not stop_requested.wait(1.0):
+                pass
+            log.info(
+                "%s received: refusing new requests, finishing in-flight ones (up to %d ms)",
+                signal.Signals(signals_seen[0]).name,
+                config.shutdown_grace_ms,
+            )
+            # A second signal during the grace period cuts it short.
+            for number in (signal.SIGTERM, signal.SIGINT):
+                signal.signal(number, lambda *_: server.stop(0))
+            server.stop()
+        finally:
+            log.info("closing broker (flushing logs, closing the journal)")
+            broker.close()
+        log.info("stopped cleanly")
+        return 0
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)

@@ -1,0 +1,121 @@
+"""twinlog.v1.Consuming on top of a broker: long-poll fetch, offsets, group offsets.
+
+Fetch answers with the data log's bytes as the broker returns them (whole
+batches), never decoded here. A long poll is served in slices of
+``long_poll_slice_ms`` so that a shutdown or a cancelled call ends it promptly.
+
+Thread rule: one instance serves every worker thread; ``stopping`` is set by the
+server when it begins to shut down.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import grpc
+
+from twinlog.engine.base.errors import InvalidConfigError
+from twinlog.engine.base.types import FetchResult
+from twinlog.rpc.generated.twinlog.v1 import consume_pb2, consume_pb2_grpc
+from twinlog.rpc.server.auth import Guard, Operation
+from twinlog.rpc.server.call import principal_of, unary
+from twinlog.rpc.server.config import ServerConfig
+from twinlog.rpc.wire.broker_api import BrokerApi
+from twinlog.rpc.wire.convert import (
+    offsets_from_proto,
+    offsets_to_proto,
+    topic_partitions_from_proto,
+)
+
+FETCH_MAX_BYTES_DEFAULT = 1 << 20
+
+
+class ConsumingService(consume_pb2_grpc.ConsumingServicer):
+    def __init__(
+        self, broker: BrokerApi, guard: Guard, config: ServerConfig, stopping: threading.Event
+    ) -> None:
+        self.broker = broker
+        self.guard = guard
+        self.config = config
+        self.stopping = stopping
+
+    def _long_poll(
+        self, request: consume_pb2.FetchRequest, context: grpc.ServicerContext
+    ) -> FetchResult:
+        config = self.config
+        max_bytes = min(request.max_bytes or FETCH_MAX_BYTES_DEFAULT, config.fetch_max_bytes_max)
+        min_bytes = max(1, request.min_bytes)
+        max_wait_ms = min(max(0, request.max_wait_ms), config.fetch_max_wait_ms_max)
+        deadline = time.monotonic() + max_wait_ms / 1000
+        while True:
+            remaining_ms = max(0, int((deadline - time.monotonic()) * 1000))
+            result = self.broker.fetch(
+                request.topic,
+                request.partition,
+                request.offset,
+                max_bytes=max_bytes,
+                max_wait_ms=min(remaining_ms, config.long_poll_slice_ms),
+                min_bytes=min_bytes,
+            )
+            if (
+                len(result.records) >= min_bytes
+                or remaining_ms <= config.long_poll_slice_ms
+                or self.stopping.is_set()
+                or not context.is_active()
+            ):
+                return result
+
+    @unary
+    def Fetch(
+        self, request: consume_pb2.FetchRequest, context: grpc.ServicerContext
+    ) -> consume_pb2.FetchResponse:
+        principal = principal_of(self.guard, context)
+        self.guard.require(principal, Operation.READ, (request.topic,))
+        result = self._long_poll(request, context)
+        return consume_pb2.FetchResponse(
+            records=result.records,
+            log_start_offset=result.log_start_offset,
+            log_end_offset=result.log_end_offset,
+        )
+
+    @unary
+    def ListOffset(
+        self, request: consume_pb2.ListOffsetRequest, context: grpc.ServicerContext
+    ) -> consume_pb2.ListOffsetResponse:
+        principal = principal_of(self.guard, context)
+        self.guard.require(principal, Operation.READ, (request.topic,))
+        spec: str | int
+        if request.position == consume_pb2.ListOffsetRequest.POSITION_EARLIEST:
+            spec = "earliest"
+        elif request.position == consume_pb2.ListOffsetRequest.POSITION_LATEST:
+            spec = "latest"
+        elif request.position == consume_pb2.ListOffsetRequest.POSITION_UNSPECIFIED:
+            spec = request.timestamp_ms
+        else:
+            raise InvalidConfigError(
+                f"list offset position {request.position} is unknown; use earliest, latest "
+                "or a timestamp"
+            )
+        offset = self.broker.list_offset(request.topic, request.partition, spec)
+        return consume_pb2.ListOffsetResponse(offset=offset)
+
+    @unary
+    def CommitOffsets(
+        self, request: consume_pb2.CommitOffsetsRequest, context: grpc.ServicerContext
+    ) -> consume_pb2.CommitOffsetsResponse:
+        principal = principal_of(self.guard, context)
+        offsets = offsets_from_proto(request.offsets)
+        self.guard.require(principal, Operation.READ, sorted({tp.topic for tp in offsets}))
+        self.broker.commit_offsets(request.group_id, offsets)
+        return consume_pb2.CommitOffsetsResponse()
+
+    @unary
+    def FetchOffsets(
+        self, request: consume_pb2.FetchOffsetsRequest, context: grpc.ServicerContext
+    ) -> consume_pb2.FetchOffsetsResponse:
+        principal = principal_of(self.guard, context)
+        partitions = topic_partitions_from_proto(request.partitions)
+        self.guard.require(principal, Operation.READ, sorted({tp.topic for tp in partitions}))
+        offsets = self.broker.fetch_offsets(request.group_id, partitions)
+        return consume_pb2.FetchOffsetsResponse(offsets=offsets_to_proto(offsets))

@@ -1,0 +1,192 @@
+"""twinlog.v1.Producing on top of a broker.
+
+Batches go to the broker as the client encoded them; the broker checks the CRC.
+With an ACL file, every transaction request needs WRITE on its transactional id
+(``twinlog.rpc.server.txn_access``), so one principal cannot begin, commit, abort or fence
+another's transactions.
+Thread rule: one instance serves every worker thread; it holds no mutable state.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+
+import grpc
+
+from twinlog.engine.base.errors import BatchTooLargeError, NotEnoughResourcesError
+from twinlog.rpc.generated.twinlog.v1 import common_pb2, produce_pb2, produce_pb2_grpc
+from twinlog.rpc.server.auth import Guard, Operation, Principal
+from twinlog.rpc.server.call import log_failure, principal_of, unary
+from twinlog.rpc.server.config import ServerConfig
+from twinlog.rpc.server.decode import UndecodableRequest
+from twinlog.rpc.server.txn_access import TransactionalAccess
+from twinlog.rpc.wire.broker_api import BrokerApi
+from twinlog.rpc.wire.convert import offsets_from_proto, topic_partitions_from_proto
+from twinlog.rpc.wire.errors import describe
+
+
+class ProducingService(produce_pb2_grpc.ProducingServicer):
+    def __init__(self, broker: BrokerApi, guard: Guard, config: ServerConfig) -> None:
+        self.broker = broker
+        self.guard = guard
+        self.access = TransactionalAccess(guard, broker)
+        self.max_batch_bytes = config.max_batch_bytes
+        # A produce stream holds a worker thread while open: past this many, streams are
+        # refused (the client falls back to unary Produce) so that the other calls get threads.
+        self.streams_max = config.produce_streams_limit
+        self._stream_slots = (
+            threading.BoundedSemaphore(self.streams_max) if self.streams_max else None
+        )
+
+    def _produce(
+        self, principal: Principal, request: produce_pb2.ProduceRequest
+    ) -> produce_pb2.ProduceResponse:
+        if isinstance(request, UndecodableRequest):
+            raise request.error()
+        self.guard.require(principal, Operation.WRITE, (request.topic,))
+        size_bytes = len(request.batch)
+        if size_bytes > self.max_batch_bytes:
+            raise BatchTooLargeError(
+                f"batch of {size_bytes} bytes for {request.topic}-{request.partition} exceeds "
+                f"the server's max_batch_bytes={self.max_batch_bytes}; give the producer "
+                f"max_batch_bytes={self.max_batch_bytes} (it then refuses larger records "
+                "before sending), or raise max_batch_bytes on the server"
+            )
+        self.access.require_batch(principal, request.batch)
+        result = self.broker.produce(
+            request.topic, request.partition, request.batch, attempt=request.attempt
+        )
+        return produce_pb2.ProduceResponse(
+            base_offset=result.base_offset,
+            duplicate=result.duplicate,
+            correlation_id=request.correlation_id,
+        )
+
+    @unary
+    def InitProducer(
+        self, request: produce_pb2.InitProducerRequest, context: grpc.ServicerContext
+    ) -> produce_pb2.InitProducerResponse:
+        principal = principal_of(self.guard, context)
+        if request.transactional_id:
+            self.access.require_use(principal, request.transactional_id)
+        identity = self.broker.init_producer(
+            request.transactional_id or None, request.transaction_timeout_ms or None
+        )
+        return produce_pb2.InitProducerResponse(
+            producer_id=identity.producer_id, producer_generation=identity.producer_generation
+        )
+
+    @unary
+    def Produce(
+        self, request: produce_pb2.ProduceRequest, context: grpc.ServicerContext
+    ) -> produce_pb2.ProduceResponse:
+        return self._produce(principal_of(self.guard, context), request)
+
+    def ProduceStream(
+        self, request_iterator: Iterator[produce_pb2.ProduceRequest], context: grpc.ServicerContext
+    ) -> Iterator[produce_pb2.ProduceResponse]:
+        slots = self._stream_slots
+        try:
+            principal = principal_of(self.guard, context)
+            if slots is None or not slots.acquire(blocking=False):
+                raise NotEnoughResourcesError(
+                    f"{self.streams_max} produce streams are open, the server's limit "
+                    "(produce_streams_max): send unary Produce requests, or retry later"
+                )
+        except Exception as error:
+            log_failure("ProduceStream", error)
+            description = describe(error)
+            context.set_trailing_metadata(description.trailing_metadata())
+            context.abort(description.code, description.message)
+        assert slots is not None  # abort raised otherwise
+        try:
+            yield from self._answer_stream(principal, request_iterator)
+        finally:
+            slots.release()
+
+    def _answer_stream(
+        self, principal: Principal, request_iterator: Iterator[produce_pb2.ProduceRequest]
+    ) -> Iterator[produce_pb2.ProduceResponse]:
+        for request in request_iterator:
+            try:
+                yield self._produce(principal, request)
+            except Exception as error:
+                log_failure("ProduceStream", error)
+                description = describe(error)
+                yield produce_pb2.ProduceResponse(
+                    base_offset=-1,
+                    correlation_id=request.correlation_id,
+                    error=common_pb2.Error(
+                        name=description.name,
+                        message=description.message,
+                        retriable=description.retriable,
+                        status_code=description.code.value[0],
+                        attributes_json=description.attributes_json,
+                    ),
+                )
+
+    @unary
+    def BeginTransaction(
+        self, request: produce_pb2.BeginTransactionRequest, context: grpc.ServicerContext
+    ) -> produce_pb2.BeginTransactionResponse:
+        principal = principal_of(self.guard, context)
+        self.access.require_producer(principal, request.producer_id)
+        transaction_id = self.broker.begin_transaction(
+            request.producer_id, request.producer_generation, request.request_id
+        )
+        return produce_pb2.BeginTransactionResponse(transaction_id=transaction_id)
+
+    @unary
+    def AddPartitionsToTransaction(
+        self, request: produce_pb2.AddPartitionsToTransactionRequest, context: grpc.ServicerContext
+    ) -> produce_pb2.Empty:
+        principal = principal_of(self.guard, context)
+        partitions = topic_partitions_from_proto(request.partitions)
+        self.guard.require(principal, Operation.WRITE, sorted({tp.topic for tp in partitions}))
+        ref = request.transaction
+        self.access.require_producer(principal, ref.producer_id)
+        self.broker.add_partitions_to_transaction(
+            ref.transaction_id, ref.producer_id, ref.producer_generation, partitions
+        )
+        return produce_pb2.Empty()
+
+    @unary
+    def SendOffsetsToTransaction(
+        self, request: produce_pb2.SendOffsetsToTransactionRequest, context: grpc.ServicerContext
+    ) -> produce_pb2.Empty:
+        principal = principal_of(self.guard, context)
+        offsets = offsets_from_proto(request.offsets)
+        self.guard.require(principal, Operation.READ, sorted({tp.topic for tp in offsets}))
+        ref = request.transaction
+        self.access.require_producer(principal, ref.producer_id)
+        self.broker.send_offsets_to_transaction(
+            ref.transaction_id, ref.producer_id, ref.producer_generation, request.group_id, offsets
+        )
+        return produce_pb2.Empty()
+
+    @unary
+    def CommitTransaction(
+        self, request: produce_pb2.EndTransactionRequest, context: grpc.ServicerContext
+    ) -> produce_pb2.Empty:
+        principal = principal_of(self.guard, context)
+        ref = request.transaction
+        self.access.require_producer(principal, ref.producer_id)
+        self.broker.commit_transaction(
+            ref.transaction_id,
+            ref.producer_id,
+            ref.producer_generation,
+            wait_for_applied=request.wait_for_applied,
+            attempts=list(request.attempts) if request.select_attempts else None,
+        )
+        return produce_pb2.Empty()
+
+    @unary
+    def AbortTransaction(
+        self, request: produce_pb2.EndTransactionRequest, context: grpc.ServicerContext
+    ) -> produce_pb2.Empty:
+        principal = principal_of(self.guard, context)
+        ref = request.transaction
+        self.access.require_producer(principal, ref.producer_id)
+        self.broker.abort_transaction(ref.transaction_id, ref.producer_id, ref.producer_generation)
+        return produce_pb2.Empty()

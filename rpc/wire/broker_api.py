@@ -1,0 +1,109 @@
+"""The broker's public API as a Protocol: what the server serves and the client calls.
+
+``twinlog.Broker`` (embedded) and ``twinlog.rpc.client.remote.RemoteBroker`` (over gRPC)
+both satisfy it, so ``Producer``, ``Consumer`` and ``Admin`` run unchanged on
+either, and the server runs on anything that has these methods (tests use a
+small fake).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Protocol, runtime_checkable
+
+from twinlog.engine.base.types import (
+    FetchResult,
+    ProducerDescription,
+    ProduceResult,
+    ProducerIdentity,
+    TopicDescription,
+    TopicPartition,
+    TransactionDescription,
+)
+
+
+@runtime_checkable
+class BrokerApi(Protocol):
+    def close(self) -> None: ...
+
+    # topics
+    def create_topic(
+        self, name: str, partitions: int = 1, config: Mapping[str, str] | None = None
+    ) -> TopicDescription: ...
+
+    def delete_topic(self, name: str) -> None: ...
+
+    def list_topics(self) -> list[str]: ...
+
+    def describe_topic(self, name: str) -> TopicDescription: ...
+
+    # producing
+    def init_producer(
+        self, transactional_id: str | None = None, transaction_timeout_ms: int | None = None
+    ) -> ProducerIdentity: ...
+
+    def produce(self, topic: str, partition: int, batch: bytes, attempt: str = "") -> ProduceResult:
+        """``attempt`` tags a transactional batch with a writer's task attempt (Spark)."""
+        ...
+
+    def begin_transaction(
+        self, producer_id: int, producer_generation: int, request_id: int = 0
+    ) -> int: ...
+
+    def add_partitions_to_transaction(
+        self,
+        transaction_id: int,
+        producer_id: int,
+        producer_generation: int,
+        partitions: Iterable[TopicPartition],
+    ) -> None: ...
+
+    def send_offsets_to_transaction(
+        self,
+        transaction_id: int,
+        producer_id: int,
+        producer_generation: int,
+        group_id: str,
+        offsets: Mapping[TopicPartition, int],
+    ) -> None: ...
+
+    def commit_transaction(
+        self,
+        transaction_id: int,
+        producer_id: int,
+        producer_generation: int,
+        wait_for_applied: bool = False,
+        attempts: Iterable[str] | None = None,
+    ) -> None:
+        """``attempts`` (None: all) names the task attempts whose batches are applied."""
+        ...
+
+    def abort_transaction(
+        self, transaction_id: int, producer_id: int, producer_generation: int
+    ) -> None: ...
+
+    # consuming
+    def fetch(
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        max_bytes: int = 1 << 20,
+        max_wait_ms: int = 0,
+        min_bytes: int = 1,
+    ) -> FetchResult: ...
+
+    def list_offset(self, topic: str, partition: int, spec: str | int) -> int: ...
+
+    def commit_offsets(self, group_id: str, offsets: Mapping[TopicPartition, int]) -> None: ...
+
+    def fetch_offsets(
+        self, group_id: str, partitions: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, int]: ...
+
+    # admin
+    def list_transactions(self) -> list[TransactionDescription]: ...
+
+    def admin_abort_transaction(self, transaction_id: int) -> None: ...
+
+    def describe_producers(self, topic: str, partition: int) -> list[ProducerDescription]: ...

@@ -1,0 +1,129 @@
+"""Engine value types to protobuf messages and back (no behaviour, no I/O)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from twinlog.engine.base.types import (
+    PartitionDescription,
+    ProducerDescription,
+    TopicDescription,
+    TopicPartition,
+    TransactionDescription,
+    TxnState,
+)
+from twinlog.rpc.generated.twinlog.v1 import admin_pb2, common_pb2
+
+STATE_TO_PROTO: dict[TxnState, int] = {
+    TxnState.ONGOING: admin_pb2.TRANSACTION_STATE_ONGOING,
+    TxnState.PREPARE_COMMIT: admin_pb2.TRANSACTION_STATE_PREPARE_COMMIT,
+    TxnState.PREPARE_ABORT: admin_pb2.TRANSACTION_STATE_PREPARE_ABORT,
+    TxnState.COMMITTED: admin_pb2.TRANSACTION_STATE_COMMITTED,
+    TxnState.ABORTED: admin_pb2.TRANSACTION_STATE_ABORTED,
+}
+STATE_FROM_PROTO: dict[int, TxnState] = {value: key for key, value in STATE_TO_PROTO.items()}
+
+
+def topic_partitions_to_proto(
+    partitions: Iterable[tuple[str, int]],
+) -> list[common_pb2.TopicPartition]:
+    return [common_pb2.TopicPartition(topic=topic, partition=p) for topic, p in partitions]
+
+
+def topic_partitions_from_proto(
+    partitions: Iterable[common_pb2.TopicPartition],
+) -> list[TopicPartition]:
+    return [TopicPartition(item.topic, item.partition) for item in partitions]
+
+
+def offsets_to_proto(offsets: Mapping[TopicPartition, int]) -> list[common_pb2.PartitionOffset]:
+    return [
+        common_pb2.PartitionOffset(topic=topic, partition=partition, offset=offset)
+        for (topic, partition), offset in offsets.items()
+    ]
+
+
+def offsets_from_proto(offsets: Iterable[common_pb2.PartitionOffset]) -> dict[TopicPartition, int]:
+    return {TopicPartition(item.topic, item.partition): item.offset for item in offsets}
+
+
+def topic_to_proto(description: TopicDescription) -> admin_pb2.TopicDescription:
+    return admin_pb2.TopicDescription(
+        name=description.name,
+        partitions=[
+            admin_pb2.PartitionDescription(
+                partition=item.partition,
+                log_start_offset=item.log_start_offset,
+                log_end_offset=item.log_end_offset,
+                journal_entries_pending=item.journal_entries_pending,
+                journal_bytes_pending=item.journal_bytes_pending,
+            )
+            for item in description.partitions
+        ],
+        config={str(key): str(value) for key, value in description.config.items()},
+    )
+
+
+def topic_from_proto(message: admin_pb2.TopicDescription) -> TopicDescription:
+    return TopicDescription(
+        name=message.name,
+        partitions=tuple(
+            PartitionDescription(
+                partition=item.partition,
+                log_start_offset=item.log_start_offset,
+                log_end_offset=item.log_end_offset,
+                journal_entries_pending=item.journal_entries_pending,
+                journal_bytes_pending=item.journal_bytes_pending,
+            )
+            for item in message.partitions
+        ),
+        config=dict(message.config),
+    )
+
+
+def transaction_to_proto(description: TransactionDescription) -> admin_pb2.TransactionDescription:
+    return admin_pb2.TransactionDescription(
+        transaction_id=description.transaction_id,
+        transactional_id=description.transactional_id,
+        producer_id=description.producer_id,
+        producer_generation=description.producer_generation,
+        state=STATE_TO_PROTO[description.state],  # type: ignore[arg-type]
+        partitions=topic_partitions_to_proto(description.partitions),
+        groups=list(description.groups),
+        started_ms=description.started_ms,
+        timeout_ms=description.timeout_ms,
+    )
+
+
+def transaction_from_proto(message: admin_pb2.TransactionDescription) -> TransactionDescription:
+    return TransactionDescription(
+        transaction_id=message.transaction_id,
+        transactional_id=message.transactional_id,
+        producer_id=message.producer_id,
+        producer_generation=message.producer_generation,
+        state=STATE_FROM_PROTO[message.state],
+        partitions=tuple(topic_partitions_from_proto(message.partitions)),
+        groups=tuple(message.groups),
+        started_ms=message.started_ms,
+        timeout_ms=message.timeout_ms,
+    )
+
+
+def producer_to_proto(description: ProducerDescription) -> admin_pb2.ProducerDescription:
+    return admin_pb2.ProducerDescription(
+        producer_id=description.producer_id,
+        producer_generation=description.producer_generation,
+        last_sequence=description.last_sequence,
+        last_timestamp_ms=description.last_timestamp_ms,
+        current_transaction_id=description.current_transaction_id,
+    )
+
+
+def producer_from_proto(message: admin_pb2.ProducerDescription) -> ProducerDescription:
+    return ProducerDescription(
+        producer_id=message.producer_id,
+        producer_generation=message.producer_generation,
+        last_sequence=message.last_sequence,
+        last_timestamp_ms=message.last_timestamp_ms,
+        current_transaction_id=message.current_transaction_id,
+    )

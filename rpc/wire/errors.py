@@ -1,0 +1,212 @@
+"""The one table between engine errors and gRPC status codes, both directions.
+
+Server side, ``describe(error)`` gives the status code, and the trailing metadata
+that names the error class, its ``retriable`` flag and its extra attributes (for
+example ``log_start_offset`` of OffsetOutOfRangeError). Client side,
+``error_from_status`` rebuilds the same exception class from them, so code
+written against the embedded ``twinlog.Broker`` catches the same exceptions
+through the network.
+
+A status that did not come from a twinlog server (connection refused, deadline,
+message too large for gRPC itself) has no metadata; ``TRANSPORT_STATUS_ERRORS``
+maps those.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+
+from twinlog.engine.base import errors
+from twinlog.engine.base.errors import TwinlogError
+
+Code = grpc.StatusCode
+
+# Every engine error class, with the gRPC status code it travels as.
+# tests/test_rpc_errors.py fails when a class of engine.errors is missing here.
+STATUS_OF_ERROR: dict[type[TwinlogError], grpc.StatusCode] = {
+    errors.TwinlogError: Code.INTERNAL,
+    # bytes
+    errors.CorruptBatchError: Code.INVALID_ARGUMENT,
+    errors.CorruptLogError: Code.DATA_LOSS,
+    errors.CorruptJournalError: Code.DATA_LOSS,
+    errors.BatchTooLargeError: Code.INVALID_ARGUMENT,
+    errors.RecordTooLargeError: Code.INVALID_ARGUMENT,
+    # offsets and topics
+    errors.OffsetOutOfRangeError: Code.OUT_OF_RANGE,
+    errors.UnknownTopicOrPartitionError: Code.NOT_FOUND,
+    errors.TopicExistsError: Code.ALREADY_EXISTS,
+    errors.InvalidConfigError: Code.INVALID_ARGUMENT,
+    errors.LogClosedError: Code.UNAVAILABLE,
+    # producers and transactions
+    errors.ProducerFencedError: Code.FAILED_PRECONDITION,
+    errors.InvalidTxnStateError: Code.FAILED_PRECONDITION,
+    errors.TransactionCompletedError: Code.FAILED_PRECONDITION,
+    errors.TransactionDataMissingError: Code.FAILED_PRECONDITION,
+    errors.UnknownTransactionError: Code.NOT_FOUND,
+    errors.UnknownProducerIdError: Code.FAILED_PRECONDITION,
+    errors.OutOfOrderSequenceError: Code.FAILED_PRECONDITION,
+    errors.DuplicateSequenceError: Code.ALREADY_EXISTS,
+    errors.PendingTransactionError: Code.UNAVAILABLE,
+    errors.ConcurrentTransactionsError: Code.ABORTED,
+    # resources
+    errors.DiskFullError: Code.RESOURCE_EXHAUSTED,
+    errors.NotEnoughResourcesError: Code.RESOURCE_EXHAUSTED,
+    # access and transport
+    errors.AuthenticationError: Code.UNAUTHENTICATED,
+    errors.AuthorizationError: Code.PERMISSION_DENIED,
+    errors.BrokerUnavailableError: Code.UNAVAILABLE,
+    errors.RequestTimedOutError: Code.DEADLINE_EXCEEDED,
+}
+
+# Statuses that reach a client without twinlog metadata: produced by gRPC itself.
+TRANSPORT_STATUS_ERRORS: dict[grpc.StatusCode, type[TwinlogError]] = {
+    Code.UNAVAILABLE: errors.BrokerUnavailableError,
+    Code.DEADLINE_EXCEEDED: errors.RequestTimedOutError,
+    Code.RESOURCE_EXHAUSTED: errors.BatchTooLargeError,  # gRPC's own message size limit
+    Code.UNAUTHENTICATED: errors.AuthenticationError,
+    Code.PERMISSION_DENIED: errors.AuthorizationError,
+}
+
+TRANSPORT_HINTS: dict[grpc.StatusCode, str] = {
+    Code.UNAVAILABLE: "is the server running at that address, with matching TLS settings?",
+    Code.DEADLINE_EXCEEDED: "the request may or may not have been applied; retry it",
+    Code.RESOURCE_EXHAUSTED: "the request is larger than the server accepts (server config "
+    "key max_request_bytes); send less per request, or raise max_request_bytes on the server",
+}
+# gRPC prefixes its size-limit messages with the side that refused: a request over this
+# client's own limit never left the process, and the server's setting is not the cure.
+CLIENT_SIZE_LIMIT_HINT = (
+    "the request is larger than this client sends (twinlog.rpc.client.request_size."
+    "MESSAGE_BYTES_MAX); send less per request"
+)
+
+NAME_KEY = "twinlog-error-name"
+RETRIABLE_KEY = "twinlog-error-retriable"
+ATTRIBUTES_KEY = "twinlog-error-attributes"
+
+ERROR_CLASSES_BY_NAME: dict[str, type[TwinlogError]] = {
+    cls.__name__: cls for cls in STATUS_OF_ERROR
+}
+
+
+def status_of(error_class: type[TwinlogError]) -> grpc.StatusCode:
+    """Status code of an error class; a class not in the table travels as its nearest base."""
+    for cls in error_class.__mro__:
+        if cls in STATUS_OF_ERROR:
+            return STATUS_OF_ERROR[cls]
+    return Code.INTERNAL
+
+
+def _attributes(error: TwinlogError) -> dict[str, Any]:
+    """The error's extra fields that JSON can carry (message and flags excluded)."""
+    found: dict[str, Any] = {}
+    for key, value in vars(error).items():
+        if key.startswith("_") or key == "retriable":
+            continue
+        if value is None or isinstance(value, str | int | float | bool):
+            found[key] = value
+    return found
+
+
+@dataclass(frozen=True)
+class ErrorDescription:
+    """Everything a client needs to rebuild an error."""
+
+    code: grpc.StatusCode
+    name: str
+    message: str
+    retriable: bool
+    attributes_json: str
+
+    def trailing_metadata(self) -> tuple[tuple[str, str], ...]:
+        pairs = [(NAME_KEY, self.name), (RETRIABLE_KEY, "true" if self.retriable else "false")]
+        if self.attributes_json:
+            pairs.append((ATTRIBUTES_KEY, self.attributes_json))
+        return tuple(pairs)
+
+
+def describe(error: BaseException) -> ErrorDescription:
+    """How ``error`` travels. Anything not a TwinlogError is an INTERNAL TwinlogError."""
+    if not isinstance(error, TwinlogError):
+        return ErrorDescription(
+            Code.INTERNAL,
+            TwinlogError.__name__,
+            f"internal server error ({type(error).__name__}: {error}); see the server log",
+            False,
+            "",
+        )
+    cls = type(error)
+    name = cls.__name__ if cls in STATUS_OF_ERROR else _nearest_known(cls).__name__
+    attributes = _attributes(error)
+    return ErrorDescription(
+        status_of(cls),
+        name,
+        str(error),
+        bool(error.retriable),
+        json.dumps(attributes, sort_keys=True) if attributes else "",
+    )
+
+
+def _nearest_known(cls: type[TwinlogError]) -> type[TwinlogError]:
+    for base in cls.__mro__:
+        if base in STATUS_OF_ERROR:
+            return base
+    return TwinlogError
+
+
+def rebuild(name: str, message: str, retriable: bool | None, attributes_json: str) -> TwinlogError:
+    """The exception a server described: same class, message and attributes."""
+    cls = ERROR_CLASSES_BY_NAME.get(name, TwinlogError)
+    error = cls.__new__(cls)
+    Exception.__init__(error, message)
+    if attributes_json:
+        try:
+            attributes = json.loads(attributes_json)
+        except ValueError:
+            attributes = {}
+        if isinstance(attributes, dict):
+            for key, value in attributes.items():
+                setattr(error, str(key), value)
+    if retriable is not None and retriable != cls.retriable:
+        error.retriable = retriable  # an unknown error class keeps the server's verdict
+    return error
+
+
+def _metadata_dict(metadata: Iterable[tuple[str, str | bytes]] | None) -> dict[str, str]:
+    found: dict[str, str] = {}
+    for key, value in metadata or ():
+        found[key] = value.decode() if isinstance(value, bytes) else value
+    return found
+
+
+def error_from_rpc_error(error: grpc.RpcError) -> TwinlogError:
+    """The engine exception a failed call stands for (gRPC errors are also grpc.Call)."""
+    code: grpc.StatusCode = error.code()
+    details: str = error.details() or ""
+    metadata = _metadata_dict(error.trailing_metadata())
+    return error_from_status(code, details, metadata)
+
+
+def error_from_status(
+    code: grpc.StatusCode, details: str, metadata: dict[str, str]
+) -> TwinlogError:
+    name = metadata.get(NAME_KEY)
+    if name is not None:
+        retriable = metadata.get(RETRIABLE_KEY)
+        return rebuild(
+            name,
+            details,
+            None if retriable is None else retriable == "true",
+            metadata.get(ATTRIBUTES_KEY, ""),
+        )
+    cls = TRANSPORT_STATUS_ERRORS.get(code, TwinlogError)
+    hint = TRANSPORT_HINTS.get(code, "")
+    if code is Code.RESOURCE_EXHAUSTED and details.startswith("CLIENT:"):
+        hint = CLIENT_SIZE_LIMIT_HINT
+    text = f"{code.name}: {details}" + (f" ({hint})" if hint else "")
+    return cls(text)

@@ -1,0 +1,116 @@
+"""A full disk: DiskFullError (retriable), nothing half-written kept, later appends work."""
+
+from __future__ import annotations
+
+import errno
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+from log_support import armed_failpoints, batch_values, make_batch, read_all, segment_files
+
+from twinlog.engine.base import failpoints
+from twinlog.engine.base.errors import DiskFullError
+from twinlog.engine.log import DataLog, LogConfig, segment
+
+__all__ = ["armed_failpoints"]  # the fixture, used by name below
+
+CONFIG = LogConfig(segment_bytes=600, index_interval_bytes=100)
+
+
+def _state(log: DataLog) -> tuple[int, int, bytes, list[int]]:
+    sizes = [path.stat().st_size for path in segment_files(log.directory)]
+    return log.log_end_offset, log.size_bytes(), read_all(log), sizes
+
+
+@pytest.mark.usefixtures("armed_failpoints")
+@pytest.mark.parametrize("point", ["log.before_write", "log.before_fsync"])
+def test_enospc_leaves_the_log_unchanged(tmp_path: Path, point: str) -> None:
+    with DataLog.open(tmp_path, CONFIG) as log:
+        log.append(make_batch(2, tag=1))
+        before = _state(log)
+        failpoints.arm(point, "enospc")
+        with pytest.raises(DiskFullError, match=r"disk full while .*Free space") as caught:
+            log.append(make_batch(3, tag=2))
+        assert caught.value.retriable
+        assert _state(log) == before
+        log.check()
+        assert log.append(make_batch(3, tag=3)) == 2  # the failpoint fired once; space is back
+        assert batch_values(read_all(log))[-1] == b"3:2:".ljust(10, b"v")
+
+
+def test_a_partial_write_is_cut_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    real_pwritev = os.pwritev
+    calls = []
+
+    def half_then_full(fd: int, buffers: Sequence[bytes | memoryview], position: int) -> int:
+        calls.append(position)
+        if len(calls) == 1:
+            joined = b"".join(bytes(b) for b in buffers)
+            return os.pwrite(fd, joined[: len(joined) // 2], position)
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    with DataLog.open(tmp_path, CONFIG) as log:
+        log.append(make_batch(2))
+        before = _state(log)
+        monkeypatch.setattr(os, "pwritev", half_then_full)
+        with pytest.raises(DiskFullError, match="nothing was kept"):
+            log.append(make_batch(4, value_bytes=40))
+        monkeypatch.setattr(os, "pwritev", real_pwritev)
+        assert len(calls) == 2  # a short write, then the full disk
+        assert _state(log) == before
+        assert log.append(make_batch(1)) == 2
+        log.check()
+
+
+@pytest.mark.usefixtures("armed_failpoints")
+def test_append_many_rolls_back_every_batch_and_segment(tmp_path: Path) -> None:
+    with DataLog.open(tmp_path, CONFIG) as log:
+        log.append(make_batch(2))
+        before = _state(log)
+        failpoints.arm("log.before_write", "enospc", on_hit=12)
+        batches = [make_batch(2, value_bytes=40, tag=n) for n in range(20)]
+        with pytest.raises(DiskFullError):
+            log.append_many(batches)
+        assert _state(log) == before
+        log.check()
+        assert log.append_many(batches) == (2, 42)
+        log.check()
+
+
+@pytest.mark.usefixtures("armed_failpoints")
+def test_enospc_on_the_final_fsync_of_append_many(tmp_path: Path) -> None:
+    with DataLog.open(tmp_path, CONFIG) as log:
+        before = _state(log)
+        failpoints.arm("log.before_fsync", "enospc", on_hit=1)
+        with pytest.raises(DiskFullError):
+            log.append_many([make_batch(2, value_bytes=40, tag=n) for n in range(3)])
+        assert _state(log) == before
+        log.check()
+
+
+def test_enospc_while_rolling_leaves_no_new_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_create = segment.SegmentIndex.create
+
+    def full_disk(*arguments: object) -> object:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    with DataLog.open(tmp_path, CONFIG) as log:
+        batch_bytes = len(make_batch(2, value_bytes=40))
+        while log.size_bytes() + batch_bytes <= CONFIG.segment_bytes:
+            log.append(make_batch(2, value_bytes=40))
+        assert len(segment_files(tmp_path)) == 1  # the next append must roll
+        files_before = sorted(p.name for p in tmp_path.iterdir())
+        before = _state(log)
+        monkeypatch.setattr(segment.SegmentIndex, "create", full_disk)
+        with pytest.raises(DiskFullError, match="rolling to a new segment"):
+            log.append(make_batch(2, value_bytes=40))
+        monkeypatch.setattr(segment.SegmentIndex, "create", real_create)
+        assert sorted(p.name for p in tmp_path.iterdir()) == files_before
+        assert _state(log) == before
+        log.append(make_batch(2, value_bytes=40))
+        assert len(segment_files(tmp_path)) == 2
+        log.check()

@@ -1,0 +1,477 @@
+"""The record batch format: round trips, pinned bytes, and typed errors for bad bytes."""
+
+from __future__ import annotations
+
+import os
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from checkout import ROOT
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from twinlog.engine.base.crc32c import CHECK_VALUE, USING_C_EXTENSION, crc32c
+from twinlog.engine.base.errors import CorruptBatchError
+from twinlog.engine.broker.broker import Broker
+from twinlog.engine.records.batch_builder import RecordBatchBuilder, build_batch
+from twinlog.engine.records.batch_format import (
+    ATTRIBUTES_OFFSET,
+    CRC_OFFSET,
+    HEADER_BYTES,
+    MAGIC_OFFSET,
+    NO_TRANSACTION_ID,
+    check_producer_batch,
+    read_header,
+    validate_batch,
+    with_base_offset,
+)
+from twinlog.engine.records.batch_reader import RecordBatch, iter_batches
+from twinlog.engine.records.compression import CODEC_NONE, CODEC_ZSTD
+from twinlog.engine.records.varint import decode_varint, encode_varint, encode_varlong
+
+
+def test_crc32c_check_value() -> None:
+    assert crc32c(b"123456789") == CHECK_VALUE == 0xE3069283
+
+
+def test_crc32c_continues_over_pieces() -> None:
+    assert crc32c(b"6789", crc32c(b"12345")) == 0xE3069283
+
+
+def test_crcmod_uses_its_c_extension() -> None:
+    # The pure-Python fallback is ~45x slower; an install without it is a broken install.
+    assert USING_C_EXTENSION
+
+
+# Run before importing engine.crc32c in a fresh interpreter: crcmod then finds no
+# C extension, as on a machine where it did not compile.
+_BLOCK_C_EXTENSION = """
+import sys
+
+class RefuseCrcmodExtension:
+    def find_spec(self, name, path=None, target=None):
+        if name == "crcmod._crcfunext":
+            raise ImportError("blocked for this test")
+        return None
+
+sys.meta_path.insert(0, RefuseCrcmodExtension())
+"""
+
+
+def _run_python(code: str, *options: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, *options, "-c", code],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONWARNINGS": "default"},
+    )
+
+
+def test_without_the_c_extension_the_import_warns_loudly() -> None:
+    code = _BLOCK_C_EXTENSION + (
+        "import twinlog.engine.base.crc32c as c\n"
+        "assert not c.USING_C_EXTENSION\n"
+        "assert c.crc32c(c.CHECK_INPUT) == c.CHECK_VALUE  # slow, but right\n"
+        "print('imported')\n"
+    )
+    result = _run_python(code)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "imported"
+    assert "RuntimeWarning" in result.stderr
+    assert "WITHOUT its C extension" in result.stderr
+    assert "pip install --force-reinstall --no-binary crcmod crcmod" in result.stderr
+
+
+@pytest.mark.parametrize("options", [(), ("-O",)], ids=["plain", "optimized"])
+def test_a_crc_failing_its_check_value_refuses_to_import(options: tuple[str, ...]) -> None:
+    # -O strips asserts: the check value must still be checked there.
+    code = (
+        "import crcmod.predefined\n"
+        "crcmod.predefined.mkCrcFun = lambda name: lambda data, crc=0: 0\n"
+        "import twinlog.engine.base.crc32c\n"
+    )
+    result = _run_python(code, *options)
+    assert result.returncode != 0
+    assert "ImportError" in result.stderr
+    assert "expected 0xe3069283" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("value", "encoded"),
+    [
+        (0, b"\x00"),
+        (-1, b"\x01"),
+        (1, b"\x02"),
+        (-2, b"\x03"),
+        (63, b"\x7e"),
+        (64, b"\x80\x01"),
+        (300, b"\xd8\x04"),
+        (-(1 << 63), b"\xff" * 9 + b"\x01"),
+    ],
+)
+def test_varint_pinned(value: int, encoded: bytes) -> None:
+    assert encode_varint(value) == encoded
+    assert decode_varint(encoded, 0) == (value, len(encoded))
+
+
+@given(st.integers(min_value=-(1 << 63), max_value=(1 << 63) - 1))
+def test_varlong_round_trip(value: int) -> None:
+    encoded = encode_varlong(value)
+    assert encode_varint(value) == encoded
+    assert decode_varint(encoded, 0) == (value, len(encoded))
+
+
+def test_varint_errors_are_typed() -> None:
+    with pytest.raises(CorruptBatchError, match="runs past the end"):
+        decode_varint(b"\x80\x80", 0)
+    with pytest.raises(CorruptBatchError, match="longer than 5 bytes"):
+        decode_varint(b"\xff" * 6, 0, 5)
+
+
+@pytest.mark.parametrize(
+    "encoded",
+    [b"\x80" * 9 + b"\x02", b"\xff" * 9 + b"\x7f", b"\xff" * 9 + b"\x03"],
+    ids=["2**64", "2**70-1", "2**65-1"],
+)
+def test_varint_beyond_64_bits_is_refused(encoded: bytes) -> None:
+    # Ten 7-bit groups hold 70 bits; only 64 may be used. The largest legal one,
+    # ff*9 01 (-2**63), is pinned above.
+    with pytest.raises(CorruptBatchError, match="more than the 64"):
+        decode_varint(encoded, 0)
+
+
+# --- round trips -------------------------------------------------------------
+
+optional_bytes = st.none() | st.binary(max_size=300)
+headers = st.lists(st.tuples(st.text(max_size=20), optional_bytes), max_size=4)
+records = st.lists(
+    st.tuples(optional_bytes, optional_bytes, headers, st.integers(0, (1 << 41))),
+    min_size=1,
+    max_size=30,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    records=records,
+    compression=st.sampled_from(["none", "zstd"]),
+    producer_id=st.integers(-1, (1 << 63) - 1),
+    producer_generation=st.integers(-1, (1 << 31) - 1),
+    base_sequence=st.integers(-1, (1 << 31) - 1),
+    transaction_id=st.integers(-1, (1 << 63) - 1),
+    base_offset=st.integers(0, 1 << 62),
+)
+def test_batch_round_trip(
+    records: list[tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]], int]],
+    compression: str,
+    producer_id: int,
+    producer_generation: int,
+    base_sequence: int,
+    transaction_id: int,
+    base_offset: int,
+) -> None:
+    builder = RecordBatchBuilder(
+        compression,
+        producer_id=producer_id,
+        producer_generation=producer_generation,
+        base_sequence=base_sequence,
+        transaction_id=transaction_id,
+    )
+    for key, value, record_headers, timestamp_ms in records:
+        builder.append(value, key=key, headers=record_headers, timestamp_ms=timestamp_ms)
+    built = builder.build()
+    patched = b"".join(bytes(piece) for piece in with_base_offset(built, base_offset))
+
+    batch = RecordBatch(patched)
+    header = batch.header
+    assert header.base_offset == base_offset
+    assert header.record_count == len(records) == header.last_offset_delta + 1
+    assert header.codec == (CODEC_ZSTD if compression == "zstd" else CODEC_NONE)
+    assert (header.producer_id, header.producer_generation, header.base_sequence) == (
+        producer_id,
+        producer_generation,
+        base_sequence,
+    )
+    assert header.transaction_id == transaction_id
+    assert header.is_transactional == (transaction_id != NO_TRANSACTION_ID)
+    assert header.first_timestamp_ms == records[0][3]
+    assert header.max_timestamp_ms == max(r[3] for r in records)
+    decoded = list(batch.records())
+    assert [(r.key, r.value, [tuple(h) for h in r.headers], r.timestamp_ms) for r in decoded] == [
+        (key, value, record_headers, timestamp_ms)
+        for key, value, record_headers, timestamp_ms in records
+    ]
+    assert [r.offset for r in decoded] == list(range(base_offset, base_offset + len(records)))
+
+
+def test_empty_batch_is_refused() -> None:
+    with pytest.raises(ValueError, match="empty"):
+        RecordBatchBuilder("none").build()
+
+
+@pytest.mark.parametrize("compression", ["none", "zstd"])
+def test_a_built_builder_refuses_more_work(compression: str) -> None:
+    # Appending after build() once produced a batch whose CRC was right and whose
+    # records were garbage; a second build() raised struct.error.
+    builder = RecordBatchBuilder(compression)
+    builder.append(b"first")
+    built = builder.build()
+    with pytest.raises(RuntimeError, match="built already"):
+        builder.append(b"second")
+    with pytest.raises(RuntimeError, match="built already"):
+        builder.build()
+    assert [r.value for r in RecordBatch(built).records()] == [b"first"]
+
+
+def test_unknown_compression_name() -> None:
+    with pytest.raises(ValueError, match="unknown compression 'lz4'"):
+        RecordBatchBuilder("lz4")
+
+
+# --- pinned bytes --------------------------------------------------------------
+
+
+def _pinned_batch() -> bytes:
+    builder = RecordBatchBuilder(
+        "none", producer_id=7, producer_generation=1, base_sequence=0, transaction_id=42
+    )
+    builder.append(b"hello", key=b"k1", timestamp_ms=1_700_000_000_000)
+    builder.append(None, key=None, headers=[("h", b"v")], timestamp_ms=1_700_000_000_005)
+    return builder.build()
+
+
+def test_pinned_uncompressed_batch_bytes() -> None:
+    # The worked example of docs/formats.md; if this changes, the format changed.
+    batch = _pinned_batch()
+    assert batch.hex() == (
+        "0000000000000000"  # base_offset 0
+        "00000050"  # batch_length 80
+        "02"  # magic
+        "a8b2597b"  # crc
+        "0010"  # attributes: transactional, codec none
+        "00000001"  # last_offset_delta
+        "0000018bcfe56800"  # first_timestamp_ms
+        "0000018bcfe56805"  # max_timestamp_ms
+        "0000000000000007"  # producer_id
+        "00000001"  # producer_generation
+        "00000000"  # base_sequence
+        "000000000000002a"  # transaction_id 42
+        "00000002"  # record_count
+        # record 0: length 13 (zig-zag 1a), attributes, ts delta 0, offset delta 0,
+        # key length 2 (04) "k1", value length 5 (0a) "hello", 0 headers
+        "1a"
+        "00"
+        "00"
+        "00"
+        "04"
+        "6b31"
+        "0a"
+        "68656c6c6f"
+        "00"
+        # record 1: length 10 (14), attributes, ts delta 5 (0a), offset delta 1 (02),
+        # null key (01), null value (01), 1 header (02): key "h" (02 68), value "v" (02 76)
+        "14"
+        "00"
+        "0a"
+        "02"
+        "01"
+        "01"
+        "02"
+        "0268"
+        "0276"
+    )
+    assert crc32c(batch[ATTRIBUTES_OFFSET:]) == 0xA8B2597B
+
+
+def test_pinned_plain_batch_with_null_keys_and_no_headers() -> None:
+    # Assembled by hand from the grammar in engine/records/batch_format.py, not by the builder:
+    # a non-transactional batch, null keys, no headers, a 5-byte and an empty value.
+    records = bytes.fromhex(
+        # record 0: length 11 (zig-zag 16), attributes 0, ts delta 0, offset delta 0,
+        # null key (01), value length 5 (0a) "hello", 0 headers
+        "16 00 00 00 01 0a 68656c6c6f 00"
+        # record 1: length 6 (0c), attributes 0, ts delta 7 (0e), offset delta 1 (02),
+        # null key (01), value length 0 (00: empty, not null), 0 headers
+        " 0c 00 0e 02 01 00 00"
+    )
+    after_crc = (
+        struct.pack(
+            ">hiqqqiiqi",
+            0,  # attributes: codec none, create time, not transactional
+            1,  # last_offset_delta
+            1_700_000_000_000,  # first_timestamp_ms
+            1_700_000_000_007,  # max_timestamp_ms
+            -1,  # producer_id: none
+            -1,  # producer_generation: none
+            -1,  # base_sequence: none
+            -1,  # transaction_id: none
+            2,  # record_count
+        )
+        + records
+    )
+    crc = crc32c(after_crc)
+    assert crc == 0x95A94F53  # pinned: if this changes, the format (or CRC-32C) changed
+    expected = struct.pack(">qibI", 0, 4 + 1 + len(after_crc), 2, crc) + after_crc
+    assert len(expected) == 86
+
+    builder = RecordBatchBuilder("none")
+    builder.append(b"hello", key=None, timestamp_ms=1_700_000_000_000)
+    builder.append(b"", key=None, timestamp_ms=1_700_000_000_007)
+    batch = builder.build()
+    assert batch.hex() == expected.hex()
+    header = validate_batch(batch)
+    assert (header.crc, header.transaction_id, header.record_count) == (crc, NO_TRANSACTION_ID, 2)
+    records_read = list(RecordBatch(batch).records())
+    assert [(r.key, r.value, r.headers) for r in records_read] == [
+        (None, b"hello", ()),
+        (None, b"", ()),
+    ]
+
+
+# --- bad bytes -----------------------------------------------------------------
+
+
+def _flip(data: bytes, position: int, bit: int = 0) -> bytes:
+    mutable = bytearray(data)
+    mutable[position] ^= 1 << bit
+    return bytes(mutable)
+
+
+@pytest.mark.parametrize("compression", ["none", "zstd"])
+def test_every_single_bit_flip_after_length_is_caught(compression: str) -> None:
+    batch = build_batch([b"a" * 50, b"b" * 20], compression)
+    for position in range(MAGIC_OFFSET, len(batch)):
+        with pytest.raises(CorruptBatchError):
+            RecordBatch(_flip(batch, position, position % 8))
+
+
+def test_crc_mismatch_names_both_values() -> None:
+    batch = build_batch([b"x"], "none")
+    with pytest.raises(
+        CorruptBatchError, match=r"header says 0x[0-9a-f]{8}, bytes give 0x[0-9a-f]{8}"
+    ):
+        validate_batch(_flip(batch, len(batch) - 1))
+
+
+def test_torn_batch_names_lengths() -> None:
+    batch = build_batch([b"x" * 100], "none")
+    for cut in range(len(batch)):
+        with pytest.raises(CorruptBatchError):
+            RecordBatch(batch[:cut])
+    with pytest.raises(CorruptBatchError, match=rf"says {len(batch)} bytes, only 100 present"):
+        read_header(batch[:100])
+
+
+def test_bad_length_field() -> None:
+    batch = bytearray(build_batch([b"x"], "none"))
+    struct.pack_into(">i", batch, 8, -5)
+    with pytest.raises(CorruptBatchError, match="batch length field is -5"):
+        read_header(bytes(batch))
+
+
+def test_unknown_codec_and_magic() -> None:
+    batch = bytearray(build_batch([b"x"], "none"))
+    batch[MAGIC_OFFSET] = 1
+    with pytest.raises(CorruptBatchError, match="magic byte is 1, expected 2"):
+        read_header(bytes(batch))
+    batch = bytearray(build_batch([b"x"], "none"))
+    struct.pack_into(">h", batch, ATTRIBUTES_OFFSET, 2)  # snappy: not ours
+    with pytest.raises(CorruptBatchError, match="codec 2"):
+        read_header(bytes(batch))
+
+
+def _rehash(batch: bytearray) -> bytes:
+    struct.pack_into(">I", batch, CRC_OFFSET, crc32c(bytes(batch[ATTRIBUTES_OFFSET:])))
+    return bytes(batch)
+
+
+def _with_counts(record_count: int, last_offset_delta: int) -> bytes:
+    """A one-record batch claiming other counts, CRC made valid again."""
+    batch = bytearray(build_batch([b"x"], "none"))
+    struct.pack_into(">i", batch, ATTRIBUTES_OFFSET + 2, last_offset_delta)
+    struct.pack_into(">i", batch, HEADER_BYTES - 4, record_count)
+    return _rehash(batch)
+
+
+@pytest.mark.parametrize(
+    ("record_count", "last_offset_delta"),
+    [(1, (1 << 31) - 1), (0, 0), (0, 5), (2, 4)],
+    ids=["one-record-moving-2**31", "zero-records", "zero-records-delta-5", "fewer-than-delta"],
+)
+def test_producer_batches_need_one_record_per_offset(
+    record_count: int, last_offset_delta: int
+) -> None:
+    batch = _with_counts(record_count, last_offset_delta)
+    header = validate_batch(
+        batch
+    )  # the format allows it: compaction keeps offsets of dropped records
+    with pytest.raises(CorruptBatchError) as caught:
+        check_producer_batch(header)
+    assert f"{record_count} records with last offset delta {last_offset_delta}" in str(caught.value)
+    check_producer_batch(validate_batch(build_batch([b"a", b"b", b"c"], "zstd")))
+
+
+def test_the_broker_refuses_a_batch_claiming_more_offsets_than_records(tmp_path: Path) -> None:
+    with Broker.open(tmp_path) as broker:
+        broker.create_topic("t")
+        broker.produce("t", 0, build_batch([b"good"], "none"))
+        for record_count, last_offset_delta in [(1, (1 << 31) - 1), (0, 0)]:
+            with pytest.raises(CorruptBatchError, match=f"{record_count} records with last offset"):
+                broker.produce("t", 0, _with_counts(record_count, last_offset_delta))
+        assert broker.list_offset("t", 0, "latest") == 1  # the log end did not move
+
+
+def test_bad_records_section_with_good_crc_is_typed() -> None:
+    # A producer bug (not line noise): the CRC matches but the records do not parse.
+    batch = bytearray(build_batch([b"hello"], "none"))
+    batch[HEADER_BYTES] = 0x7F  # record length varint far too large
+    with pytest.raises(CorruptBatchError, match="record 0 says"):
+        list(RecordBatch(_rehash(batch)).records())
+
+
+def test_garbage_zstd_section_is_typed() -> None:
+    batch = bytearray(build_batch([b"hello" * 20], "zstd"))
+    batch[HEADER_BYTES:] = b"\x00" * (len(batch) - HEADER_BYTES)
+    with pytest.raises(CorruptBatchError, match="zstd"):
+        list(RecordBatch(_rehash(batch)).records())
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=200))
+def test_random_bytes_never_raise_untyped_errors(data: bytes) -> None:
+    try:
+        batch = RecordBatch(data)
+        list(batch.records())
+    except CorruptBatchError:
+        pass
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_records_section_garbage_with_valid_crc_is_typed(data: st.DataObject) -> None:
+    compression = data.draw(st.sampled_from(["none", "zstd"]))
+    batch = bytearray(build_batch([b"abc", None, b"defgh"], compression))
+    garbage = data.draw(st.binary(min_size=0, max_size=60))
+    batch[HEADER_BYTES:] = garbage
+    struct.pack_into(">i", batch, 8, len(batch) - 12)
+    try:
+        list(RecordBatch(_rehash(batch)).records())
+    except CorruptBatchError:
+        pass
+
+
+def test_iter_batches_walks_consecutive_batches() -> None:
+    first = build_batch([b"1", b"2"], "zstd")
+    second = b"".join(bytes(p) for p in with_base_offset(build_batch([b"3"], "none"), 2))
+    values = [r.value for b in iter_batches(first + second) for r in b.records()]
+    assert values == [b"1", b"2", b"3"]
+    assert [
+        b.header.base_offset for b in iter_batches(first + second[:-3], allow_partial_tail=True)
+    ] == [0]
+    with pytest.raises(CorruptBatchError):
+        list(iter_batches(first + second[:-3]))

@@ -1,0 +1,178 @@
+"""The local data journal's key and value encodings: round trips, the pinned worked example
+of docs/formats.md (Local data journal), and damaged values raising CorruptJournalError."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from twinlog.engine.base.errors import CorruptJournalError
+from twinlog.journal.local_format import (
+    ENTRY_HEADER,
+    NO_OFFSET,
+    NO_PREVIOUS,
+    EntryHeader,
+    TransactionRecord,
+    TransactionState,
+    decode_entry_header,
+    decode_entry_key,
+    decode_partition_value,
+    decode_transaction_key,
+    decode_transaction_value,
+    encode_entry_key,
+    encode_entry_value,
+    encode_partition_value,
+    encode_transaction_key,
+    encode_transaction_value,
+)
+
+u32 = st.integers(0, (1 << 32) - 1)
+u64 = st.integers(0, (1 << 64) - 1)
+i64 = st.integers(-(1 << 63), (1 << 63) - 1)
+i32 = st.integers(-(1 << 31), (1 << 31) - 1)
+
+
+@given(u32, u64)
+def test_entry_key_round_trip(partition_id: int, sequence: int) -> None:
+    assert decode_entry_key(encode_entry_key(partition_id, sequence)) == (partition_id, sequence)
+
+
+@given(u32, st.integers(0, (1 << 63) - 1))
+def test_transaction_key_round_trip(partition_id: int, transaction_id: int) -> None:
+    key = encode_transaction_key(partition_id, transaction_id)
+    assert decode_transaction_key(key) == (partition_id, transaction_id)
+
+
+@given(st.lists(st.tuples(u32, u64), min_size=2, max_size=20))
+def test_entry_keys_sort_like_partition_then_sequence(pairs: list[tuple[int, int]]) -> None:
+    # LMDB compares keys bytewise: big-endian makes that numeric order.
+    assert sorted(pairs) == sorted(pairs, key=lambda p: encode_entry_key(*p))
+
+
+@given(u32, u64)
+def test_partition_value_round_trip(partition_id: int, next_sequence: int) -> None:
+    value = encode_partition_value(partition_id, next_sequence)
+    assert decode_partition_value(value, b"p") == (partition_id, next_sequence)
+
+
+@given(i64, u64, i64, i32, i32, st.binary(max_size=40), st.binary(max_size=200))
+def test_entry_value_round_trip(
+    transaction_id: int,
+    previous: int,
+    producer_id: int,
+    generation: int,
+    sequence: int,
+    attempt: bytes,
+    batch: bytes,
+) -> None:
+    header = EntryHeader(transaction_id, previous, producer_id, generation, sequence, len(attempt))
+    value = encode_entry_value(header, attempt, batch)
+    decoded = decode_entry_header(value, "test")
+    assert decoded == header
+    assert value[ENTRY_HEADER.size : decoded.batch_position] == attempt
+    assert value[decoded.batch_position :] == batch
+
+
+@given(
+    st.sampled_from(TransactionState),
+    u64,
+    u64,
+    u32,
+    u64,
+    u64,
+    i64,
+    i64,
+    st.none() | st.lists(st.binary(max_size=30), max_size=5).map(tuple),
+)
+def test_transaction_value_round_trip(
+    state: TransactionState,
+    first: int,
+    last: int,
+    count: int,
+    size: int,
+    records: int,
+    first_offset: int,
+    next_offset: int,
+    attempts: tuple[bytes, ...] | None,
+) -> None:
+    record = TransactionRecord(
+        "p-0", 7, state, first, last, count, size, records, first_offset, next_offset, attempts
+    )
+    assert decode_transaction_value(encode_transaction_value(record), "p-0", 7) == record
+
+
+def test_worked_example_of_the_format_document() -> None:
+    # docs/formats.md (Local data journal), "Worked example": keep both in step.
+    key = encode_entry_key(3, 41)
+    assert key.hex(" ") == "00 00 00 03 00 00 00 00 00 00 00 29"
+    header = EntryHeader(
+        transaction_id=0x1234,
+        previous=17,
+        producer_id=9,
+        producer_generation=2,
+        base_sequence=5,
+        attempt_length=2,
+    )
+    value = encode_entry_value(header, b"a1", b"<batch>")
+    assert value[: ENTRY_HEADER.size + 2].hex(" ") == (
+        "01"  # format
+        " 00 00 00 00 00 00 12 34"  # transaction_id
+        " 00 00 00 00 00 00 00 11"  # previous
+        " 00 00 00 00 00 00 00 09"  # producer_id
+        " 00 00 00 02"  # producer_generation
+        " 00 00 00 05"  # base_sequence
+        " 00 02"  # attempt_length
+        " 61 31"  # attempt "a1"
+    )
+    assert value[ENTRY_HEADER.size + 2 :] == b"<batch>"
+    record = TransactionRecord(
+        "orders-0", 0x1234, TransactionState.APPLIED, 17, 41, 2, 2048, 20, 100, 120
+    )
+    assert encode_transaction_key(3, 0x1234).hex(" ") == "00 00 00 03 00 00 00 00 00 00 12 34"
+    assert encode_transaction_value(record).hex(" ") == (
+        "03"  # state APPLIED
+        " 00 00 00 00 00 00 00 11"  # first_sequence 17
+        " 00 00 00 00 00 00 00 29"  # last_sequence 41
+        " 00 00 00 02"  # entry_count
+        " 00 00 00 00 00 00 08 00"  # size_bytes 2048
+        " 00 00 00 00 00 00 00 14"  # record_count 20
+        " 00 00 00 00 00 00 00 64"  # first_offset 100
+        " 00 00 00 00 00 00 00 78"  # next_offset 120
+    )
+    chosen = record._replace(attempts=(b"a1",))
+    assert encode_transaction_value(chosen)[53:].hex(" ") == (
+        "00 01"  # attempt_count
+        " 00 02 61 31"  # attempt_length, "a1"
+    )
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda v: v[:10],  # shorter than the fixed header
+        lambda v: b"\x07" + v[1:],  # unknown format byte
+        lambda v: (
+            v[: ENTRY_HEADER.size - 2] + b"\xff\xff" + v[ENTRY_HEADER.size :]
+        ),  # attempt longer than value
+    ],
+    ids=["short", "format", "attempt-length"],
+)
+def test_damaged_entry_value_raises_corrupt_journal(damage) -> None:
+    header = EntryHeader(1, NO_PREVIOUS, 2, 3, 4, 0)
+    value = damage(encode_entry_value(header, b"", b"batch"))
+    with pytest.raises(CorruptJournalError, match="journal entry"):
+        decode_entry_header(value, "3 of p-0")
+
+
+def test_damaged_transaction_value_raises_corrupt_journal() -> None:
+    record = TransactionRecord("p", 1, TransactionState.OPEN, 0, 0, 1, 1, 1, NO_OFFSET, NO_OFFSET)
+    value = encode_transaction_value(record)
+    with pytest.raises(CorruptJournalError, match="state 9"):
+        decode_transaction_value(b"\x09" + value[1:], "p", 1)
+    with pytest.raises(CorruptJournalError, match="bytes, expected at least 53"):
+        decode_transaction_value(value[:-1], "p", 1)
+    with pytest.raises(CorruptJournalError, match="attempt list cut short"):
+        decode_transaction_value(value + b"\x00\x02\x00\x01a", "p", 1)
+    with pytest.raises(CorruptJournalError, match="after the attempt list"):
+        decode_transaction_value(value + b"\x00\x00\xff", "p", 1)

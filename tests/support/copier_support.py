@@ -1,0 +1,154 @@
+"""Helpers shared by the journal and copier tests (imported as ``copier_support``; no tests).
+
+Run as a script it is the crash worker of ``test_copier_crash``:
+
+    python tests/copier_support.py DATA_DIR TRANSACTION_ID [ATTEMPT ...]
+
+opens the partition (journal, data log, copier recovery) and applies the
+commit of TRANSACTION_ID, so that a failpoint armed through TWINLOG_FAILPOINTS
+can SIGKILL it at any step. Exit status 0 means no failpoint fired.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from twinlog.copier import PartitionWriter
+from twinlog.engine.base import failpoints
+from twinlog.engine.log import DataLog, LogConfig
+from twinlog.engine.records.batch_builder import RecordBatchBuilder
+from twinlog.engine.records.batch_format import LENGTH_PREFIX_BYTES, BatchHeader, read_header
+from twinlog.journal import JournalConfig, LocalJournal
+
+TIMESTAMP_MS = 1_700_000_000_000
+PRODUCER_ID = 4242
+PARTITION = "orders-0"
+
+
+def transactional_batch(
+    transaction_id: int,
+    base_sequence: int = 0,
+    record_count: int = 2,
+    value_bytes: int = 20,
+    producer_id: int = PRODUCER_ID,
+    producer_generation: int = 1,
+) -> bytes:
+    """A batch whose values name the transaction and sequence, so a misplaced one is visible."""
+    builder = RecordBatchBuilder(
+        "none",
+        producer_id=producer_id,
+        producer_generation=producer_generation,
+        base_sequence=base_sequence,
+        transaction_id=transaction_id,
+    )
+    for record in range(record_count):
+        value = f"t{transaction_id}:s{base_sequence}:r{record}:".encode().ljust(value_bytes, b"v")
+        builder.append(value, timestamp_ms=TIMESTAMP_MS)
+    return builder.build()
+
+
+def plain_batch(tag: int, record_count: int = 1) -> bytes:
+    builder = RecordBatchBuilder("none")
+    for record in range(record_count):
+        builder.append(f"plain{tag}:{record}".encode(), timestamp_ms=TIMESTAMP_MS)
+    return builder.build()
+
+
+def body(batch: bytes | memoryview) -> bytes:
+    """A batch without its base offset: what the log keeps of what the producer sent."""
+    return bytes(batch[8:])
+
+
+def log_bodies(log: DataLog) -> list[bytes]:
+    """Every batch of the log, without base offsets, checking the offsets are contiguous."""
+    bodies = []
+    offset = log.log_start_offset
+    while offset < log.log_end_offset:
+        chunk = log.read(offset, 1 << 24)
+        position = 0
+        while position < len(chunk):
+            header = read_header(chunk, position)
+            assert header.base_offset == offset, f"batch at {header.base_offset}, expected {offset}"
+            size = LENGTH_PREFIX_BYTES + header.batch_length
+            bodies.append(bytes(chunk[position + 8 : position + size]))
+            position += size
+            offset = header.next_offset
+    return bodies
+
+
+def log_headers(log: DataLog) -> list[BatchHeader]:
+    return (
+        list(log.iter_headers(log.log_start_offset))
+        if log.log_end_offset > log.log_start_offset
+        else []
+    )
+
+
+@dataclass
+class PartitionFixture:
+    """One partition's journal, data log and copier in ``data_dir`` (journal/, logs/NAME/)."""
+
+    data_dir: Path
+    name: str = PARTITION
+    log_config: LogConfig | None = None
+    journal_config: JournalConfig | None = None
+
+    def __post_init__(self) -> None:
+        self.journal: LocalJournal | None = None
+        self.open()
+
+    @property
+    def log_directory(self) -> Path:
+        return self.data_dir / "logs" / self.name
+
+    def open(self, recover: bool = True) -> None:
+        self.journal = LocalJournal.open(self.data_dir / "journal", self.journal_config)
+        self.log = DataLog.open(self.log_directory, self.log_config)
+        self.writer = PartitionWriter(self.name, self.log, self.journal)
+        if recover:
+            self.writer.recover()
+
+    def close(self) -> None:
+        self.log.close()
+        assert self.journal is not None
+        self.journal.close()
+
+    def restart(self) -> None:
+        self.close()
+        self.open()
+
+    @property
+    def j(self) -> LocalJournal:
+        assert self.journal is not None
+        return self.journal
+
+    def journal_transaction(self, transaction_id: int, batches: list[bytes]) -> None:
+        for batch in batches:
+            self.j.append(self.name, transaction_id, batch)
+
+
+@pytest.fixture
+def disarmed() -> Iterator[None]:
+    """Disarms every failpoint after the test, whatever happened."""
+    failpoints.disarm_all()
+    try:
+        yield
+    finally:
+        failpoints.disarm_all()
+
+
+def _worker(data_dir: str, transaction_id: int, attempts: list[str]) -> int:
+    partition = PartitionFixture(Path(data_dir))  # opens and recovers
+    chosen = [a.encode() for a in attempts] if attempts else None
+    partition.writer.apply_commit(transaction_id, attempts=chosen)
+    partition.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_worker(sys.argv[1], int(sys.argv[2]), sys.argv[3:]))

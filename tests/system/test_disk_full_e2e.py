@@ -1,0 +1,168 @@
+"""A full disk, end to end: clear retriable errors, nothing acknowledged lost, service resumes.
+
+A real ``twinlog serve`` process runs with every data log and journal write
+failing with ENOSPC while a marker file exists (the failpoints
+``log.before_write`` and ``journal.before_sync`` armed ``enospc?MARKER``):
+the test "fills the disk" by creating the marker and "frees space" by
+deleting it. A real small file system is not needed, and would need a mount.
+
+Plain produce, transactional produce and commit must fail with DiskFullError,
+retriable, saying the disk is full and what to do; everything acknowledged
+before stays readable; after the space returns the same calls succeed and a
+consumer reads exactly the acknowledged records, each once.
+
+The last test covers what the client never sees: the disk filling up after a
+commit was acknowledged, while the copier applies it (embedded broker,
+failpoint window ``enospc@K*N``): the copy is retried until it fits.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from broker_support import batch
+from server_process import ServerProcess
+
+from twinlog.engine.base import failpoints
+from twinlog.engine.base.errors import DiskFullError
+from twinlog.engine.base.types import TopicPartition
+from twinlog.engine.broker.broker import Broker
+from twinlog.engine.records.batch_reader import iter_batches
+from twinlog.rpc.client import Consumer, Producer
+from twinlog.rpc.client.remote import RemoteBroker
+from twinlog.rpc.client.retry import RetryPolicy
+
+
+def _check_disk_full(error: DiskFullError) -> None:
+    assert error.retriable
+    message = str(error)
+    assert "no space left" in message.lower() or "disk full" in message.lower(), message
+    assert "free space" in message.lower(), message  # what to do
+    assert "nothing" in message.lower(), message  # and that nothing was kept
+
+
+def _consume(address: str, topic: str, count: int, timeout_s: float = 10) -> list[bytes | None]:
+    with Consumer(address) as consumer:
+        consumer.assign([(topic, 0)])
+        consumer.seek_to_beginning()
+        values: list[bytes | None] = []
+        deadline = time.monotonic() + timeout_s
+        while len(values) < count and time.monotonic() < deadline:
+            values.extend(record.value for record in consumer.poll(timeout_ms=200))
+        values.extend(record.value for record in consumer.poll(timeout_ms=200))  # no more
+        return values
+
+
+@pytest.fixture
+def server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[ServerProcess, Path]]:
+    marker = tmp_path / "disk-full"
+    monkeypatch.setenv(
+        failpoints.ENVIRONMENT_VARIABLE,
+        f"log.before_write=enospc?{marker};journal.before_sync=enospc?{marker}",
+    )
+    with ServerProcess(
+        tmp_path / "data", "--config", "journal_partitions=1", "--config", "offsets_partitions=1"
+    ) as process:
+        yield process, marker
+        marker.unlink(missing_ok=True)
+        assert process.stop() == 0, process.log()
+
+
+def test_produce_and_commit_on_a_full_disk(server: tuple[ServerProcess, Path]) -> None:
+    process, marker = server
+    with RemoteBroker(process.address) as remote:
+        remote.create_topic("t", 1)
+        # Acknowledged before the disk fills: plain records and a committed transaction.
+        remote.produce("t", 0, batch([b"plain-1", b"plain-2"]))
+        identity = remote.init_producer("app")
+        transaction_id = remote.begin_transaction(
+            identity.producer_id, identity.producer_generation
+        )
+        remote.produce("t", 0, batch([b"txn-1"], identity, 0, transaction_id))
+        remote.commit_transaction(
+            transaction_id, identity.producer_id, identity.producer_generation, True
+        )
+        transaction_id = remote.begin_transaction(
+            identity.producer_id, identity.producer_generation
+        )
+        remote.produce("t", 0, batch([b"txn-2"], identity, 0, transaction_id))
+
+        marker.touch()  # the disk is full
+        with pytest.raises(DiskFullError) as plain_error:
+            remote.produce("t", 0, batch([b"plain-3"]))
+        _check_disk_full(plain_error.value)
+        with pytest.raises(DiskFullError) as journal_error:
+            remote.produce("t", 0, batch([b"txn-3"], identity, 1, transaction_id))
+        _check_disk_full(journal_error.value)
+        with pytest.raises(DiskFullError) as commit_error:
+            remote.commit_transaction(
+                transaction_id, identity.producer_id, identity.producer_generation, True
+            )
+        _check_disk_full(commit_error.value)
+        # The client library surfaces the same error once its delivery timeout passes.
+        with Producer(
+            process.address, linger_ms=0, delivery_timeout_ms=600, retry=RetryPolicy(600, 50, 100)
+        ) as producer:
+            future = producer.send("t", b"never")
+            with pytest.raises(DiskFullError) as client_error:
+                future.result(timeout=10)
+            _check_disk_full(client_error.value)
+        assert remote.list_offset("t", 0, "latest") == 3  # nothing half-written kept
+
+        marker.unlink()  # space is back: the same calls, retried, succeed
+        assert remote.produce("t", 0, batch([b"plain-3"])).base_offset == 3
+        remote.produce("t", 0, batch([b"txn-3"], identity, 1, transaction_id))
+        remote.commit_transaction(
+            transaction_id, identity.producer_id, identity.producer_generation, True
+        )
+        with Producer(process.address, linger_ms=0) as producer:
+            producer.send("t", b"plain-4").result(timeout=10)
+    assert _consume(process.address, "t", 7) == [
+        b"plain-1",
+        b"plain-2",
+        b"txn-1",
+        b"plain-3",
+        b"txn-2",
+        b"txn-3",
+        b"plain-4",
+    ]
+
+
+def test_a_full_disk_while_applying_a_commit_is_retried(tmp_path: Path) -> None:
+    # The commit is acknowledged once PREPARE_COMMIT is durable; the disk then fills
+    # before the copier writes the data log. The completer retries with backoff and
+    # the transaction appears, exactly once, when space returns.
+    try:
+        with Broker.open(tmp_path / "data", journal_partitions=1) as broker:
+            broker.create_topic("t", 1)
+            identity = broker.init_producer("app")
+            transaction_id = broker.begin_transaction(
+                identity.producer_id, identity.producer_generation
+            )
+            broker.produce("t", 0, batch([b"a", b"b"], identity, 0, transaction_id))
+            broker.produce("t", 0, batch([b"c"], identity, 2, transaction_id))
+            # Hit 1 is PREPARE_COMMIT (it goes through); hits 2..4 are copy attempts.
+            failpoints.arm("log.before_write", "enospc", on_hit=2, times=3)
+            broker.commit_transaction(transaction_id, identity.producer_id, 0)
+            deadline = time.monotonic() + 20
+            while broker.list_transactions() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert not broker.list_transactions(), "the apply was not retried to the end"
+            assert failpoints.hits("log.before_write") >= 5  # three failed copies, then one
+            fetched = broker.fetch("t", 0, 0)
+            values = [r.value for b in iter_batches(fetched.records) for r in b.records()]
+            assert values == [b"a", b"b", b"c"]
+            broker.produce("t", 0, batch([b"after"]))
+        with Broker.open(tmp_path / "data", journal_partitions=1) as broker:
+            fetched = broker.fetch("t", 0, 0)
+            values = [r.value for b in iter_batches(fetched.records) for r in b.records()]
+            assert values == [b"a", b"b", b"c", b"after"]
+            assert broker.describe_topic("t").partitions[0].journal_entries_pending == 0
+            assert TopicPartition("t", 0) in {
+                TopicPartition("t", p.partition) for p in broker.describe_topic("t").partitions
+            }
+    finally:
+        failpoints.disarm_all()
