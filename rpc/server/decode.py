@@ -48,11 +48,19 @@ class UndecodableRequest:
 
 
 class OversizedRequest(UndecodableRequest):
-    """Stands in for a request larger than the server's ``max_request_bytes`` (not parsed)."""
+    """Stands in for a request larger than the server's ``max_request_bytes``.
 
-    def __init__(self, method: str, size_bytes: int, limit_bytes: int) -> None:
+    Its correlation id is still read when the bytes parse, so that a stream's answer
+    names the request it refuses (gRPC's own limit, a little above ours, bounds what
+    that parse costs).
+    """
+
+    def __init__(
+        self, method: str, size_bytes: int, limit_bytes: int, correlation_id: int = 0
+    ) -> None:
         super().__init__(method, size_bytes, "too large")
         self.limit_bytes = limit_bytes
+        self.correlation_id = correlation_id
 
     def error(self) -> TwinlogError:
         return BatchTooLargeError(
@@ -71,13 +79,22 @@ def tolerant_deserializer(
 
     def deserialize(data: bytes) -> Any:
         if len(data) > max_request_bytes:
-            return OversizedRequest(method, len(data), max_request_bytes)
+            return OversizedRequest(
+                method, len(data), max_request_bytes, _correlation_id_of(parse, data)
+            )
         try:
             return parse(data)
         except Exception as error:
             return UndecodableRequest(method, len(data), f"{type(error).__name__}: {error}")
 
     return deserialize
+
+
+def _correlation_id_of(parse: Callable[[bytes], Any], data: bytes) -> int:
+    try:
+        return int(getattr(parse(data), "correlation_id", 0))
+    except Exception:  # bytes that do not parse carry no readable id
+        return 0
 
 
 class DecodeGuard(grpc.ServerInterceptor):
