@@ -1,15 +1,19 @@
 # Everyday targets. The README's two commands do the set-up; these assume it was done.
 PYTHON ?= .venv/bin/python
 
-.PHONY: test lint bench bench-e2e proto format
+.PHONY: test fast lint bench bench-e2e proto format
 
 test:
 	$(PYTHON) -m pytest -q
+
+fast:
+	$(PYTHON) -m pytest -q -m "not slow"
 
 lint:
 	$(PYTHON) -m ruff check .
 	$(PYTHON) -m ruff format --check .
 	$(PYTHON) tests/support/typecheck.py
+	.venv/bin/lint-imports
 
 format:
 	$(PYTHON) -m ruff format .

@@ -1,0 +1,70 @@
+"""The floors are one-way, and every module stands on one (the contract in setup.cfg)."""
+
+from __future__ import annotations
+
+import configparser
+import subprocess
+import sys
+from pathlib import Path
+
+import grimp
+from checkout import ROOT
+
+# Not floors: the package's own front door, folders that only group floors, and tooling.
+OUTSIDE_FLOORS = {
+    "twinlog",
+    "twinlog.engine",
+    "twinlog.rpc",
+    "twinlog.connectors",
+    "twinlog.rpc.codegen",  # `make proto`: regenerates rpc/generated, never imported at run time
+}
+
+
+def _floors() -> list[str]:
+    config = configparser.ConfigParser()
+    config.read(ROOT / "setup.cfg")
+    lines = config["importlinter:contract:floors"]["layers"].split("\n")
+    return [name.strip() for line in lines for name in line.split("|") if name.strip()]
+
+
+def test_the_import_contract_holds() -> None:
+    lint = Path(sys.executable).parent / "lint-imports"
+    result = subprocess.run(
+        [str(lint), "--no-cache"], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "BROKEN" not in result.stdout and result.stdout.count("KEPT") >= 4
+
+
+def test_every_module_stands_on_a_floor() -> None:
+    floors = _floors()
+    assert len(floors) >= 12
+    graph = grimp.build_graph("twinlog", cache_dir=None)
+    installed = [
+        module
+        for module in graph.modules
+        if module.startswith("twinlog") and not module.startswith("twinlog.bench")
+    ]
+    homeless = sorted(
+        module
+        for module in installed
+        if module not in OUTSIDE_FLOORS
+        and not any(module == floor or module.startswith(floor + ".") for floor in floors)
+    )
+    assert not homeless, (
+        f"put these in a floor folder, or name the new floor in setup.cfg: {homeless}"
+    )
+    assert len(installed) > 100
+
+
+def test_an_embedded_broker_loads_no_network_code() -> None:
+    code = (
+        "import sys, twinlog, twinlog.engine.broker\n"
+        "loaded = sorted(name for name in ('grpc', 'google.protobuf', 'pyspark', 'kazoo')"
+        " if name in sys.modules)\n"
+        "print(loaded)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert result.stdout.strip() == "[]", result.stdout
