@@ -20,7 +20,9 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
+from twinlog import __version__
 from twinlog.engine.base.errors import TwinlogError
 
 # Nothing above imports gRPC: it reads GRPC_VERBOSITY once, when first imported, and
@@ -47,6 +49,24 @@ def _register_bench(subparsers: object) -> None:
     parser.add_argument("bench_arguments", nargs=argparse.REMAINDER, help="see --help")
 
 
+def _run_bench(arguments: list[str]) -> int:
+    # The benchmarks are not installed with the package; an editable install (the
+    # README's) runs them from its checkout, whose root is the twinlog package's folder.
+    checkout = Path(__file__).resolve().parents[2]
+    if not (checkout / "bench" / "e2e" / "runner.py").is_file():
+        print(
+            "error: twinlog bench needs a source checkout of twinlog (the benchmarks are not "
+            "installed with the package): install it with `pip install -e CHECKOUT`, or run "
+            "`python -m bench` inside the checkout",
+            file=sys.stderr,
+        )
+        return 2
+    sys.path.insert(0, str(checkout))
+    from bench.e2e.runner import main as bench_main
+
+    return bench_main(arguments, prog="twinlog bench")
+
+
 def build_parser() -> argparse.ArgumentParser:
     from twinlog.rpc.cli import consume as cli_consume
     from twinlog.rpc.cli import produce as cli_produce
@@ -61,6 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
         "  seq 1 5 | twinlog produce orders",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--version", action="version", version=f"twinlog {__version__}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     cli_serve.register(subparsers)
     cli_topics.register(subparsers)
@@ -75,9 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     arguments = list(sys.argv[1:] if argv is None else argv)
     if arguments[:1] == ["bench"]:  # the runner parses its own flags (and --help)
-        from bench.e2e.runner import main as bench_main
-
-        return bench_main(arguments[1:], prog="twinlog bench")
+        return _run_bench(arguments[1:])
     if arguments[:1] in (["serve"], ["demo"]):
         # gRPC's own INFO lines (fork notices, ...) would clutter the server's log (and the
         # demo's output); a user who sets GRPC_VERBOSITY gets what they asked for.
