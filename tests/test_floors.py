@@ -68,3 +68,21 @@ def test_an_embedded_broker_loads_no_network_code() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
     )
     assert result.stdout.strip() == "[]", result.stdout
+
+
+def test_the_tests_mirror_the_floors() -> None:
+    """Each test folder (but system/ and support/) is named after the floor it tests."""
+    tests = ROOT / "tests"
+    floors = set(_floors())
+    folders = {
+        path.parent.relative_to(tests)
+        for path in tests.rglob("test_*.py")
+        if path.parent != tests and path.relative_to(tests).parts[0] not in {"system", "support"}
+    }
+    assert len(folders) >= 10
+    unknown = sorted(
+        str(folder) for folder in folders if "twinlog." + ".".join(folder.parts) not in floors
+    )
+    assert not unknown, f"test folders that name no floor: {unknown}"
+    without_conftest = sorted(str(f) for f in folders if not (tests / f / "conftest.py").is_file())
+    assert not without_conftest, f"give these test folders a conftest.py: {without_conftest}"
