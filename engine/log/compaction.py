@@ -86,23 +86,27 @@ Segments
 
 Crash safety
     compaction_files.py: the cleaned segment and its indexes are written under
-    temporary names and fsynced, renamed to ``.swap`` (the commit), then the
-    replaced segments are deleted and the swap renamed into place. Recovery on
-    open finishes a committed swap and deletes an uncommitted one, so after a
-    crash at any point the log holds either the old segments or the new one.
+    temporary names and fsynced (here), renamed to ``.swap`` (the commit), then
+    the replaced segments are deleted and the swap renamed into place (by the
+    log: ``DataLog.replace_segments``). Recovery on open finishes a committed
+    swap and deletes an uncommitted one, so after a crash at any point the log
+    holds either the old segments or the new one.
 
 Concurrency
-    The reading and writing happen without the log's write lock (appends go
-    on); it is taken twice, briefly: to choose the segments (the compaction
-    reads them through its own duplicated file descriptors), and to swap, after
-    checking that the log still holds exactly those segments, that nothing was
-    truncated meanwhile, and that the protected offset still allows it; if not,
-    the cleaned files are deleted and the next run starts over. A reader holding
-    the old segments keeps reading them through their open descriptors (their
-    indexes are loaded before the swap, so they never read the new files by
-    name), exactly as with a segment retention deleted; it sees the old bytes,
-    which hold every record the new ones hold. One compaction runs per log at a
-    time.
+    Compaction reaches the log only through its compaction API (data_log.py:
+    ``compaction_turn``, ``segments_view``, ``replace_segments``), as Kafka's
+    cleaner reaches its log through ``replaceSegments``. The reading and writing
+    happen without the log's write lock (appends go on); it is taken twice,
+    briefly: to choose the segments (``segments_view``; the compaction reads them
+    through its own duplicated file descriptors), and to swap
+    (``replace_segments``), after checking that the log still holds exactly those
+    segments and that nothing was truncated meanwhile; the protected offset is
+    checked just before. If either refuses, the cleaned files are deleted and the
+    next run starts over. A reader holding the old segments keeps reading them
+    through their open descriptors (their indexes are loaded before the swap, so
+    they never read the new files by name), exactly as with a segment retention
+    deleted; it sees the old bytes, which hold every record the new ones hold.
+    One compaction runs per log at a time (``compaction_turn``).
 """
 
 from __future__ import annotations
@@ -116,12 +120,7 @@ from typing import TYPE_CHECKING
 
 from twinlog.engine.base.errors import CorruptBatchError, CorruptLogError
 from twinlog.engine.log.checkpoints import read_cleaner_offset, write_cleaner_offset
-from twinlog.engine.log.compaction_files import (
-    CleanedSegmentWriter,
-    commit_swap,
-    complete_swap,
-    is_committed,
-)
+from twinlog.engine.log.compaction_files import CleanedSegmentWriter
 from twinlog.engine.log.scan import ScanResult, iter_valid_batches
 from twinlog.engine.log.segment import Segment
 from twinlog.engine.log.segment_index import RELATIVE_OFFSET_MAX
@@ -136,6 +135,7 @@ from twinlog.engine.records.rewrite import (
 
 if TYPE_CHECKING:
     from twinlog.engine.log.data_log import DataLog
+    from twinlog.engine.log.segments_view import SegmentsView
 
 logger = logging.getLogger(__name__)
 
@@ -190,7 +190,7 @@ class _Plan:
     groups: list[list[_Source]]
     first_dirty_offset: int
     dirty_ratio: float
-    truncations: int  # the log's truncation count when planned
+    view: SegmentsView  # what it was planned from; the swaps hand it back
 
 
 @dataclass
@@ -211,11 +211,9 @@ def compact_log(
     is damaged (nothing is changed), OSError (e.g. DiskFullError's cause) likewise."""
     if not log.config.compacts:
         return CompactionReport(skipped=f"cleanup.policy is {log.config.cleanup_policy}")
-    if not log._compaction_lock.acquire(blocking=False):
-        return CompactionReport(skipped="a compaction of this log is running")
-    try:
-        if log._compaction_disabled:
-            return CompactionReport(skipped=log._compaction_disabled)
+    with log.compaction_turn() as refused:
+        if refused:
+            return CompactionReport(skipped=refused)
         report = CompactionReport()
         _plan_and_run(log, now_ms, protected_from_offset, should_stop, report)
         # The groups were formed from the sizes before cleaning: the cleaned segments
@@ -234,8 +232,6 @@ def compact_log(
                 setattr(merge, name, getattr(report, name) + getattr(merge, name))
             report = merge
         return report
-    finally:
-        log._compaction_lock.release()
 
 
 def _plan_and_run(
@@ -249,9 +245,8 @@ def _plan_and_run(
     """One compaction of the run, into ``report``. With ``merge_end_offset``: of the run up
     to that offset, only if it merges segments, dirty or not."""
     protected = protected_from_offset() if protected_from_offset is not None else None
-    with log._write_lock:
-        log._check_open()
-        planned = _plan(log, now_ms, protected, merge_end_offset)
+    with log.segments_view() as view:
+        planned = _plan(log, view, now_ms, protected, merge_end_offset)
     if isinstance(planned, str):
         report.skipped = planned
         return
@@ -265,9 +260,13 @@ def _plan_and_run(
 
 
 def _plan(
-    log: DataLog, now_ms: int, protected: int | None, merge_end_offset: int | None
+    log: DataLog,
+    view: SegmentsView,
+    now_ms: int,
+    protected: int | None,
+    merge_end_offset: int | None,
 ) -> _Plan | str:
-    """Choose the run of sealed segments (under the write lock); a reason if there is none.
+    """Choose the run of sealed segments (while ``view`` holds); a reason if there is none.
 
     ``merge_end_offset``: a merge pass. The run ends there, the dirty ratio is not
     asked, but two of its segments must fit together.
@@ -276,9 +275,9 @@ def _plan(
     may lie in the run, which the check before each swap catches.
     """
     config = log.config
-    point_segment = log._recovery_point.segment_base_offset
+    point_segment = view.recovery_point_base_offset
     chosen: list[Segment] = []
-    for segment in log._segments[:-1]:
+    for segment in view.sealed:
         tail = segment.tail()  # loads the index too: old segments never read files by name
         if segment.base_offset >= point_segment:
             break
@@ -297,7 +296,7 @@ def _plan(
     run_end = chosen[-1].tail().next_offset
     stored = read_cleaner_offset(log.directory)
     first_dirty = chosen[0].base_offset if stored is None else stored
-    first_dirty = max(chosen[0].base_offset, min(first_dirty, log._next_offset))
+    first_dirty = max(chosen[0].base_offset, min(first_dirty, view.log_end_offset))
     total_bytes = sum(segment.size_bytes for segment in chosen)
     dirty_bytes = sum(s.size_bytes for s in chosen if s.tail().next_offset > first_dirty)
     ratio = dirty_bytes / total_bytes if total_bytes else 0.0
@@ -330,9 +329,7 @@ def _plan(
         for source in sources:
             os.close(source.fd)
         raise
-    return _Plan(
-        sources, _groups(sources, config.segment_bytes), first_dirty, ratio, log._truncations
-    )
+    return _Plan(sources, _groups(sources, config.segment_bytes), first_dirty, ratio, view)
 
 
 def _groups(sources: list[_Source], segment_bytes: int) -> list[list[_Source]]:
@@ -363,7 +360,7 @@ def _run(
         report.dirty_ratio = plan.dirty_ratio
 
     def check_stop() -> None:
-        if log._closed or (should_stop is not None and should_stop()):
+        if log.closed or (should_stop is not None and should_stop()):
             raise _Stopped
 
     latest = _Latest()
@@ -542,52 +539,12 @@ def _swap(
     writer: CleanedSegmentWriter,
     protected_from_offset: Callable[[], int | None] | None,
 ) -> bool:
-    """Put the cleaned segment in place of the group, if the log still allows it."""
-    directory = log.directory
-    base_offset = group[0].segment.base_offset
-    end_offset = group[-1].end_offset
-    # Asked before taking the lock (it may read the owner's journal): a copy that
-    # begins after this call starts at a log end at or past ``end_offset``, since
-    # the group was sealed before; one under way now is in the answer.
+    """Put the cleaned segment in place of the group, if the owner and the log still allow it."""
+    # Asked before the log takes its lock (it may read the owner's journal): a copy
+    # that begins after this call starts at a log end at or past the group's end,
+    # since the group was sealed before; one under way now is in the answer.
     protected = protected_from_offset() if protected_from_offset is not None else None
-    with log._write_lock:
-        segments = log._segments
-        olds = [source.segment for source in group]
-        first = next((n for n, segment in enumerate(segments) if segment is olds[0]), None)
-        if (
-            log._closed
-            or log._truncations != plan.truncations
-            or first is None
-            or segments[first : first + len(olds)] != olds
-            or first + len(olds) >= len(segments)  # the last of them became the active one
-            or any(source.segment.size_bytes != source.size_bytes for source in group)
-            or (protected is not None and end_offset > protected)
-            or log._recovery_point.segment_base_offset < end_offset
-        ):
-            writer.discard()
-            return False
-        completing = False
-        try:
-            commit_swap(directory, base_offset)
-            completing = True
-            complete_swap(directory, base_offset, end_offset)
-            cleaned = Segment.open_existing(directory, base_offset, log.config.index_interval_bytes)
-        except BaseException as error:
-            if not completing and not is_committed(directory, base_offset):
-                writer.discard()  # the old segments are untouched
-                raise
-            # Committed: the files are between old and new, which the recovery on the
-            # next open sorts out. Until then this log serves the old segments (their
-            # descriptors are open) and compacts nothing more.
-            log._compaction_disabled = (
-                f"a compaction of offsets {base_offset}..{end_offset} was committed but not "
-                f"put in place ({error!r}); reopen the log to finish it"
-            )
-            raise
-        cleaned.checked.add(0, cleaned.size_bytes)  # written from CRC-checked batches
-        segments[first : first + len(olds)] = [cleaned]
-        log._segments_view = None
-        if segments[-1].size_bytes == 0:  # the last header is that of the segment before
-            log._last_header = log._last_header_before(segments[-1])
-        log._publish()
-    return True
+    if protected is not None and group[-1].end_offset > protected:
+        writer.discard()
+        return False
+    return log.replace_segments([source.segment for source in group], writer, plan.view)

@@ -107,6 +107,7 @@ class CleanedSegmentWriter:
         self.next_offset = base_offset
         self.size_bytes = 0
         self.batch_count = 0
+        self.finished = False  # fsynced, ready to commit (``finish``)
         self._max_timestamp_ms = NO_TIMESTAMP
         # O_TRUNC: a leftover of an attempt that failed in this process is stale.
         self._fd = os.open(self.paths[0], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
@@ -141,6 +142,7 @@ class CleanedSegmentWriter:
         self._index.flush()
         self.close()
         fsync_directory(self.directory)
+        self.finished = True
         failpoints.hit("compaction.after_write_cleaned")
 
     def close(self) -> None:
@@ -151,6 +153,7 @@ class CleanedSegmentWriter:
 
     def discard(self) -> None:
         """Delete the ``.cleaned`` files (nothing was committed)."""
+        self.finished = False
         self.close()
         for path in self.paths:
             path.unlink(missing_ok=True)

@@ -18,7 +18,8 @@ import logging
 import os
 import threading
 from bisect import bisect_right
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from functools import partial
 from itertools import pairwise
 from pathlib import Path
@@ -37,6 +38,13 @@ from twinlog.engine.log.checkpoints import (
     write_recovery_point,
 )
 from twinlog.engine.log.compaction import CompactionReport, compact_log
+from twinlog.engine.log.compaction_files import (
+    CleanedSegmentWriter,
+    commit_swap,
+    complete_swap,
+    is_committed,
+)
+from twinlog.engine.log.compaction_turns import CompactionTurns
 from twinlog.engine.log.config import LogConfig
 from twinlog.engine.log.files import fsync_directory
 from twinlog.engine.log.flush_policy import FlushPolicy, monotonic_ms
@@ -44,6 +52,7 @@ from twinlog.engine.log.recovery import RecoveryReport, recover
 from twinlog.engine.log.retention import count_segments_to_delete
 from twinlog.engine.log.segment import Segment, wall_clock_ms
 from twinlog.engine.log.segment_index import RELATIVE_OFFSET_MAX, IndexDamagedError
+from twinlog.engine.log.segments_view import SegmentsView
 from twinlog.engine.records.batch_format import (
     BatchHeader,
     read_header,
@@ -87,8 +96,9 @@ class DataLog:
     recovery, before serving reads.
 
     ``compact`` (cleanup.policy compact) may run in any thread, next to the
-    writer: it reads sealed segments without the lock and takes it only to
-    choose them and to swap the cleaned ones in (compaction.py).
+    writer: it reads sealed segments without the lock, through the compaction
+    API below (``compaction_turn``, ``segments_view``, ``replace_segments``),
+    which takes the lock only to show it the segments and to swap cleaned ones in.
     """
 
     def __init__(
@@ -112,15 +122,15 @@ class DataLog:
         )
         self._flush_policy = FlushPolicy(config, clock_ms)
         self._closed = False
-        self._segments_view: tuple[tuple[Segment, ...], tuple[int, ...]] | None = None
+        # (segments, their base offsets) as tuples for _publish; None after the list changed.
+        self._segments_to_publish: tuple[tuple[Segment, ...], tuple[int, ...]] | None = None
         # Serializes writer calls. Readers take it only to rebuild a damaged index.
         self._write_lock = threading.RLock()
-        # Compaction (compaction.py): one at a time; it swaps only if no truncation
-        # happened since it chose its segments; a swap that failed half-way stops it
-        # until the log is reopened (whose recovery finishes the swap).
-        self._compaction_lock = threading.Lock()
+        # Compaction: one at a time; it swaps only if no truncation happened since it
+        # chose its segments; a swap that failed half-way stops it until the log is
+        # reopened (whose recovery finishes the swap).
+        self._compaction_turns = CompactionTurns()
         self._truncations = 0
-        self._compaction_disabled = ""
         self._publish()
 
     @classmethod
@@ -162,6 +172,11 @@ class DataLog:
     def log_end_offset(self) -> int:
         """Offset the next appended record gets."""
         return self._snapshot().log_end_offset
+
+    @property
+    def closed(self) -> bool:
+        """Was ``close`` called? (Any thread; work in progress polls it to give up.)"""
+        return self._closed
 
     # --- writing (the writer thread) ----------------------------------------------
 
@@ -325,7 +340,7 @@ class DataLog:
         write_log_start_offset(self.directory, new_start_offset)
         self._log_start_offset = new_start_offset
         del self._segments[:count]
-        self._segments_view = None
+        self._segments_to_publish = None
         self._publish()
         for segment in doomed:
             segment.delete()  # readers holding it keep reading through their open fd
@@ -350,6 +365,152 @@ class DataLog:
         """
         now_ms = wall_clock_ms() if now_ms is None else now_ms
         return compact_log(self, now_ms, protected_from_offset, should_stop)
+
+    # --- compaction API (any thread; what compaction.py uses, as Kafka's cleaner
+    # --- uses its log's replaceSegments) --------------------------------------------
+    #
+    # Invariants (asserted, or kept by refusing the swap):
+    # * one compaction turn at a time; ``replace_segments`` runs only in a turn, with a
+    #   view taken in that same turn, so no other compaction swapped in between;
+    # * a swap happens under the write lock, only while the log still holds exactly
+    #   the replaced segments, consecutive and sealed, at the sizes and truncation
+    #   count of the view, and only before the recovery point's segment (else it is
+    #   refused);
+    # * the new segment holds exactly the offsets of the ones it replaces, so the
+    #   segments stay contiguous and the watermarks do not move;
+    # * after a swap failed past its commit, no turn is granted until the log is
+    #   reopened (recovery then finishes the swap, compaction_files.py).
+
+    @contextmanager
+    def compaction_turn(self) -> Iterator[str]:
+        """Hold this log's compaction turn for the ``with`` block; yields "" if granted.
+
+        Else yields why not, without waiting: another compaction holds the turn, or
+        an earlier swap failed after its commit and the log must be reopened first.
+        Only the thread holding a granted turn may call ``replace_segments``.
+        """
+        with self._compaction_turns.take() as refused:
+            yield refused
+
+    @contextmanager
+    def segments_view(self) -> Iterator[SegmentsView]:
+        """The segments as they are now, for the ``with`` block (segments_view.py).
+
+        The block holds the write lock (appends wait), so the view stays true and
+        its segments open while it runs: keep it short (choose segments, duplicate
+        their descriptors, leave). Raises LogClosedError if the log is closed.
+        """
+        with self._write_lock:
+            self._check_open()
+            sealed = tuple(self._segments[:-1])
+            view = SegmentsView(
+                sealed=sealed,
+                sealed_size_bytes=tuple(segment.size_bytes for segment in sealed),
+                active=self._segments[-1],
+                recovery_point_base_offset=self._recovery_point.segment_base_offset,
+                log_end_offset=self._next_offset,
+                truncations=self._truncations,
+                compaction_turn=self._compaction_turns.held(),
+            )
+            view.check()
+            yield view
+
+    def replace_segments(
+        self, old: Sequence[Segment], new: CleanedSegmentWriter, view: SegmentsView
+    ) -> bool:
+        """Put the cleaned segment ``new`` in place of ``old``; True if done, False if refused.
+
+        ``old``: consecutive segments of ``view.sealed``, ``view`` taken in the
+        compaction turn the caller holds. ``new``: finished (written and fsynced, not
+        committed), holding exactly the offsets of ``old``, and only batches whose CRC
+        and offsets the caller checked (readers will not check them again). The call
+        owns ``new``'s files from here on: swapped in, or deleted.
+
+        Refused (``new`` deleted, nothing changed) if the log changed since ``view``:
+        closed, truncated, ``old`` no longer consecutive sealed segments of the log or
+        of another size, the recovery point moved before their end, or compaction
+        stopped. Else, under the write lock, the swap is committed and completed
+        (compaction_files.py: after a crash at any step the next open holds the old
+        segments or the new one) and the new segment published; readers holding the
+        old ones keep reading them through their open descriptors.
+
+        Raises if the swap fails: before its commit with ``new`` deleted and the log
+        unchanged; after it, the log goes on serving the old segments, and
+        ``compaction_turn`` grants no turn until the log is reopened.
+        """
+        assert old, "nothing to replace"
+        assert view.compaction_turn and view.compaction_turn == self._compaction_turns.held(), (
+            "replace_segments needs the compaction turn its view was taken in"
+        )
+        first_in_view = next((n for n, s in enumerate(view.sealed) if s is old[0]), None)
+        assert first_in_view is not None, "the replaced segments come from the view"
+        assert list(view.sealed[first_in_view : first_in_view + len(old)]) == list(old)
+        assert new.finished and new.base_offset == old[0].base_offset, (new.base_offset, old)
+        base_offset, end_offset = new.base_offset, new.next_offset
+        with self._write_lock:
+            first = self._replaceable_at(old, view, first_in_view, end_offset)
+            if first is None:
+                new.discard()
+                return False
+            # A planner read this tail already (it is cached: no file is read here).
+            assert old[-1].tail().next_offset == end_offset, (old, end_offset)
+            watermarks = self._log_start_offset, self._next_offset
+            cleaned = self._swap_in(base_offset, end_offset, new)
+            cleaned.checked.add(0, cleaned.size_bytes)  # the caller checked every batch
+            self._segments[first : first + len(old)] = [cleaned]
+            self._segments_to_publish = None
+            if self._segments[-1].size_bytes == 0:  # the last header is that of the one before
+                self._last_header = self._last_header_before(self._segments[-1])
+            self._publish()
+            # Still contiguous where it joins the next segment; the offsets did not move.
+            assert (self._log_start_offset, self._next_offset) == watermarks
+            assert cleaned.size_bytes == new.size_bytes, (cleaned, new.size_bytes)
+            assert self._segments[first + 1].base_offset == end_offset
+            assert first == 0 or self._segments[first - 1].base_offset < base_offset
+            assert self._published.segments[first] is cleaned
+        return True
+
+    def _replaceable_at(
+        self, old: Sequence[Segment], view: SegmentsView, first_in_view: int, end_offset: int
+    ) -> int | None:
+        """Where ``old`` starts in the log (write lock held), if it may still be replaced."""
+        segments = self._segments
+        first = next((n for n, segment in enumerate(segments) if segment is old[0]), None)
+        sizes_then = view.sealed_size_bytes[first_in_view : first_in_view + len(old)]
+        refused = (
+            self._closed
+            or self._compaction_turns.stopped
+            or self._truncations != view.truncations
+            or first is None
+            or segments[first : first + len(old)] != list(old)
+            or first + len(old) >= len(segments)  # the last of them became the active one
+            or any(s.size_bytes != size for s, size in zip(old, sizes_then, strict=True))
+            or self._recovery_point.segment_base_offset < end_offset
+        )
+        return None if refused else first
+
+    def _swap_in(self, base_offset: int, end_offset: int, new: CleanedSegmentWriter) -> Segment:
+        """Commit and complete the swap on disk (compaction_files.py); the opened new segment."""
+        completing = False
+        try:
+            commit_swap(self.directory, base_offset)
+            completing = True
+            complete_swap(self.directory, base_offset, end_offset)
+            return Segment.open_existing(
+                self.directory, base_offset, self.config.index_interval_bytes
+            )
+        except BaseException as error:
+            if not completing and not is_committed(self.directory, base_offset):
+                new.discard()  # the old segments are untouched
+                raise
+            # Committed: the files are between old and new, which the recovery on the
+            # next open sorts out. Until then this log serves the old segments (their
+            # descriptors are open) and compacts nothing more.
+            self._compaction_turns.stop(
+                f"a compaction of offsets {base_offset}..{end_offset} was committed but not "
+                f"put in place ({error!r}); reopen the log to finish it"
+            )
+            raise
 
     def close(self) -> None:
         """Flush, checkpoint the end (so the next open scans nothing), close. Idempotent."""
@@ -509,10 +670,10 @@ class DataLog:
         return self._published
 
     def _publish(self) -> None:
-        if self._segments_view is None:
+        if self._segments_to_publish is None:
             segments = tuple(self._segments)
-            self._segments_view = segments, tuple(segment.base_offset for segment in segments)
-        segments, base_offsets = self._segments_view
+            self._segments_to_publish = segments, tuple(segment.base_offset for segment in segments)
+        segments, base_offsets = self._segments_to_publish
         self._published = _Published(
             segments,
             base_offsets,
@@ -574,7 +735,7 @@ class DataLog:
             old.open_for_append()
             old.raise_disk_full_or(error, "rolling to a new segment", old.size_bytes)
         self._segments.append(new)
-        self._segments_view = None
+        self._segments_to_publish = None
         fsync_directory(self.directory)
         self._write_recovery_point(RecoveryPoint(new.base_offset, 0, new.base_offset))
         return new
@@ -670,7 +831,7 @@ class DataLog:
         for later in reversed(self._segments[keep:]):  # last first: a crash leaves a prefix
             later.delete()
         del self._segments[keep:]
-        self._segments_view = None
+        self._segments_to_publish = None
         fsync_directory(self.directory)
         cut_segment.truncate(cut_position)
         self._next_offset = offset

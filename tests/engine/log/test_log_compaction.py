@@ -60,6 +60,11 @@ def roll(log: DataLog) -> None:
         log._publish()
 
 
+def active_size_bytes(log: DataLog) -> int:
+    with log.segments_view() as view:
+        return view.active.size_bytes
+
+
 def latest_by_key(log: DataLog) -> dict[bytes | None, bytes | None]:
     latest: dict[bytes | None, bytes | None] = {}
     for _, records in all_batches(log):
@@ -328,9 +333,10 @@ def test_small_cleaned_segments_are_merged_and_indexes_match_a_rebuild(tmp_path:
             path: (path.read_bytes(), time_index_path(tmp_path, int(path.stem)).read_bytes())
             for path in (index_path(tmp_path, int(p.stem)) for p in segment_files(tmp_path)[:-1])
         }
-        for segment in log._segments[:-1]:  # the index point rule gives the same bytes
-            index, _ = segment.rebuild_index()
-            index.close()
+        with log.segments_view() as view:
+            for segment in view.sealed:  # the index point rule gives the same bytes
+                index, _ = segment.rebuild_index()
+                index.close()
         for path, (offset_bytes, time_bytes) in written.items():
             assert path.read_bytes() == offset_bytes
             assert time_index_path(tmp_path, int(path.stem)).read_bytes() == time_bytes
@@ -360,11 +366,13 @@ def iter_batches_of(data: bytes) -> list[tuple[BatchHeader, None]]:
 def test_a_reader_holding_old_segments_keeps_reading_them(tmp_path: Path) -> None:
     with DataLog.open(tmp_path, compacted()) as log:
         model = fill(log, 60)
-        state = log._snapshot()  # what a reader took just before the swap
-        old_bytes = [segment.read(0, segment.size_bytes) for segment in state.segments[:-1]]
+        with log.segments_view() as before:  # the segments a reader holds before the swap
+            old = before.sealed
+        old_bytes = [segment.read(0, segment.size_bytes) for segment in old]
         log.compact(NOW_MS)
-        assert not any(s in log._segments for s in state.segments[:-1])
-        for segment, expected in zip(state.segments[:-1], old_bytes, strict=True):
+        with log.segments_view() as after:
+            assert not any(s in (*after.sealed, after.active) for s in old)
+        for segment, expected in zip(old, old_bytes, strict=True):
             assert segment.read(0, segment.size_bytes) == expected  # open descriptors
             position, header = segment.find_batch(segment.base_offset, segment.size_bytes)  # type: ignore[misc]
             assert (position, header.base_offset) == (0, segment.base_offset)

@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, event, settings
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 from test_log_compaction import (
     DAY_MS,
+    active_size_bytes,
     all_batches,
     check_contiguous,
     compacted,
@@ -69,7 +70,7 @@ class CompactedLogMachine(RuleBasedStateMachine):
             self.latest[key] = (self.next_offset, value)
             self.next_offset += 1
 
-    @precondition(lambda self: self.log._segments[-1].size_bytes > 0)
+    @precondition(lambda self: active_size_bytes(self.log) > 0)
     @rule()
     def roll(self) -> None:
         roll(self.log)
