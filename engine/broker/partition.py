@@ -33,7 +33,7 @@ from twinlog.engine.base.types import (
     TopicPartition,
 )
 from twinlog.engine.broker.producer_state import SequenceTracker
-from twinlog.engine.log import CompactionReport, DataLog, LogConfig
+from twinlog.engine.log import CompactionReport, DataLog, LogConfig, compact
 from twinlog.engine.records.batch_format import NO_PRODUCER_ID, BatchHeader
 from twinlog.journal import LocalJournal, TransactionState
 
@@ -153,8 +153,8 @@ class Partition:
         """Compact the data log (cleanup.policy compact), leaving alone the batches of a copy
         not yet recorded as APPLIED: the copier's crash recovery recognises them in the log
         by every header field, which compaction would change."""
-        return self.log.compact(
-            protected_from_offset=self._applying_start_offset, should_stop=should_stop
+        return compact(
+            self.log, protected_from_offset=self._applying_start_offset, should_stop=should_stop
         )
 
     def _applying_start_offset(self) -> int | None:

@@ -6,10 +6,17 @@ files.py, segment.py, segment_index.py, checkpoints.py and recovery.py; log
 compaction (cleanup.policy compact) at the top of compaction.py.
 """
 
-from twinlog.engine.log.compaction import CompactionReport
+from twinlog.engine.log.compaction import CompactionReport, compact
 from twinlog.engine.log.config import LogConfig
 from twinlog.engine.log.data_log import DataLog
 from twinlog.engine.log.read_only import LogReader
 from twinlog.engine.log.recovery import RecoveryReport
 
-__all__ = ["CompactionReport", "DataLog", "LogConfig", "LogReader", "RecoveryReport"]
+__all__ = [
+    "CompactionReport",
+    "DataLog",
+    "LogConfig",
+    "LogReader",
+    "RecoveryReport",
+    "compact",
+]

@@ -122,7 +122,7 @@ from twinlog.engine.base.errors import CorruptBatchError, CorruptLogError
 from twinlog.engine.log.checkpoints import read_cleaner_offset, write_cleaner_offset
 from twinlog.engine.log.compaction_files import CleanedSegmentWriter
 from twinlog.engine.log.scan import ScanResult, iter_valid_batches
-from twinlog.engine.log.segment import Segment
+from twinlog.engine.log.segment import Segment, wall_clock_ms
 from twinlog.engine.log.segment_index import RELATIVE_OFFSET_MAX
 from twinlog.engine.records.batch_format import NO_PRODUCER_ID, BatchHeader, read_header
 from twinlog.engine.records.rewrite import (
@@ -142,7 +142,7 @@ logger = logging.getLogger(__name__)
 
 @dataclass
 class CompactionReport:
-    """What one ``DataLog.compact`` call did. Counts add up its two passes: the
+    """What one ``compact`` call did. Counts add up its two passes: the
     compaction, and the merge of the segments it wrote that now fit together."""
 
     skipped: str = ""  # why nothing (more) was compacted ("" if it ran to the end)
@@ -201,14 +201,25 @@ class _Latest:
     last_batch_by_producer: dict[int, int] = field(default_factory=dict)  # -> base offset
 
 
-def compact_log(
+def compact(
     log: DataLog,
-    now_ms: int,
-    protected_from_offset: Callable[[], int | None] | None,
-    should_stop: Callable[[], bool] | None,
+    now_ms: int | None = None,
+    *,
+    protected_from_offset: Callable[[], int | None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
 ) -> CompactionReport:
-    """``DataLog.compact`` (see the module doc). Raises CorruptLogError if a sealed segment
-    is damaged (nothing is changed), OSError (e.g. DiskFullError's cause) likewise."""
+    """Compact ``log``'s sealed segments if it is compacted and dirty enough (module doc).
+
+    Keeps the latest record per key; offsets do not change. ``protected_from_offset``
+    bounds what may be rewritten: batches at or after the offset it returns stay as
+    they are (None: no bound). It is called without the log's lock, before the
+    segments are chosen and before each swap. ``should_stop`` is polled between
+    batches: True drops the work, changing nothing. Raises CorruptLogError if a sealed
+    segment is damaged, OSError (e.g. DiskFullError's cause) likewise, changing nothing.
+    Compaction reaches the log only through its compaction API (``compaction_turn``,
+    ``segments_view``, ``replace_segments``); the log knows nothing of compaction.
+    """
+    now_ms = wall_clock_ms() if now_ms is None else now_ms
     if not log.config.compacts:
         return CompactionReport(skipped=f"cleanup.policy is {log.config.cleanup_policy}")
     with log.compaction_turn() as refused:

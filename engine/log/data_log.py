@@ -37,7 +37,6 @@ from twinlog.engine.log.checkpoints import (
     write_log_start_offset,
     write_recovery_point,
 )
-from twinlog.engine.log.compaction import CompactionReport, compact_log
 from twinlog.engine.log.compaction_files import (
     CleanedSegmentWriter,
     commit_swap,
@@ -346,25 +345,6 @@ class DataLog:
             segment.delete()  # readers holding it keep reading through their open fd
         fsync_directory(self.directory)
         return count
-
-    def compact(
-        self,
-        now_ms: int | None = None,
-        *,
-        protected_from_offset: Callable[[], int | None] | None = None,
-        should_stop: Callable[[], bool] | None = None,
-    ) -> CompactionReport:
-        """Compact sealed segments if this log is compacted and dirty enough (compaction.py).
-
-        Keeps the latest record per key; offsets do not change. ``protected_from_offset``
-        bounds what may be rewritten: batches at or after the offset it returns stay as
-        they are (None: no bound). It is called without the log's lock, before the
-        segments are chosen and before each swap. ``should_stop`` is
-        polled between batches: True drops the work, changing nothing. Raises
-        CorruptLogError if a sealed segment is damaged, changing nothing.
-        """
-        now_ms = wall_clock_ms() if now_ms is None else now_ms
-        return compact_log(self, now_ms, protected_from_offset, should_stop)
 
     # --- compaction API (any thread; what compaction.py uses, as Kafka's cleaner
     # --- uses its log's replaceSegments) --------------------------------------------

@@ -20,7 +20,7 @@ from twinlog.engine.base.types import TopicPartition
 from twinlog.engine.broker.broker import Broker
 from twinlog.engine.broker.group_offsets import OFFSETS_TOPIC, encode_key
 from twinlog.engine.broker.partition import Partition
-from twinlog.engine.log import LogConfig
+from twinlog.engine.log import LogConfig, compact
 from twinlog.engine.records.batch_builder import RecordBatchBuilder
 from twinlog.engine.records.batch_format import validate_batch
 from twinlog.journal import LocalJournal, TransactionState
@@ -129,7 +129,7 @@ def test_a_deleted_offset_stays_deleted_after_its_tombstone_expires(tmp_path: Pa
         target.append_plain(deletion, validate_batch(deletion))
         commit_many(broker, 80)  # seal segments after it
         later_ms = time.time_ns() // 1_000_000 + 2 * DAY_MS
-        assert target.log.compact(later_ms).tombstones_dropped == 1
+        assert compact(target.log, later_ms).tombstones_dropped == 1
     with Broker.open(tmp_path, **SMALL) as broker:
         assert broker.fetch_offsets("gone", [tp]) == {tp: -1}
 
@@ -234,7 +234,7 @@ def test_a_copy_not_yet_applied_is_not_rewritten(tmp_path: Path) -> None:
 
 def test_without_that_bound_the_copiers_recovery_would_refuse_the_log(tmp_path: Path) -> None:
     journal, partition, _ = _partition_with_an_unrecorded_copy(tmp_path)
-    assert partition.log.compact().records_dropped > 0  # no protected offset: it rewrites
+    assert compact(partition.log).records_dropped > 0  # no protected offset: it rewrites
     partition.close()
     with pytest.raises(CorruptJournalError):
         Partition(TopicPartition("state", 0), tmp_path / "log", partition.log.config, journal)

@@ -12,7 +12,7 @@ from log_support import TIMESTAMP_MS, all_batches, read_all, segment_files
 
 from twinlog.engine.base.errors import CorruptBatchError, InvalidConfigError, OffsetOutOfRangeError
 from twinlog.engine.broker.producer_state import SequenceTracker
-from twinlog.engine.log import DataLog, LogConfig, LogReader
+from twinlog.engine.log import DataLog, LogConfig, LogReader, compact
 from twinlog.engine.log.checkpoints import CLEANER_OFFSET_NAME
 from twinlog.engine.log.files import index_path, time_index_path
 from twinlog.engine.records.batch_builder import RecordBatchBuilder
@@ -144,7 +144,7 @@ def test_keeps_the_latest_record_per_key_and_every_offset(tmp_path: Path) -> Non
     with DataLog.open(tmp_path, compacted()) as log:
         model = fill(log, 60)
         size_before, end_before = log.size_bytes(), log.log_end_offset
-        report = log.compact(NOW_MS)
+        report = compact(log, NOW_MS)
         assert report.skipped == "" and report.records_dropped > 0
         assert report.segments_replaced > 0 and report.bytes_after < report.bytes_before
         assert latest_by_key(log) == model
@@ -162,7 +162,7 @@ def test_the_active_segment_is_never_compacted(tmp_path: Path) -> None:
         fill(log, 40)
         assert len(segment_files(tmp_path)) == 1
         before = read_all(log)
-        assert log.compact(NOW_MS).skipped == "no sealed segment may be compacted yet"
+        assert compact(log, NOW_MS).skipped == "no sealed segment may be compacted yet"
         assert read_all(log) == before
 
 
@@ -174,7 +174,7 @@ def test_a_rewritten_batch_keeps_its_header_and_codec(tmp_path: Path) -> None:
         log.append(keyed_batch([(b"b", b"2")], producer=(7, 2, 3)))
         fill(log, 30, keys=3)  # keys k0..k2: a and c stay the latest of theirs
         original = validate_batch(log.read(first, 1))
-        log.compact(NOW_MS)
+        compact(log, NOW_MS)
         data = log.read(first, 1)
         header = validate_batch(data)  # the CRC was recomputed
         batch = next(iter_batches(data))
@@ -193,7 +193,7 @@ def test_batches_that_keep_nothing_become_one_filler(tmp_path: Path) -> None:
         log.append(keyed_batch([(b"k", b"last"), (b"j", b"last")]))
         roll(log)
         log.append(keyed_batch([(b"x", b"y")]))
-        log.compact(NOW_MS)
+        compact(log, NOW_MS)
         batches = all_batches(log)
         filler, kept = batches[0][0], batches[1]
         assert (filler.base_offset, filler.next_offset) == (0, 20)
@@ -212,7 +212,7 @@ def test_a_producers_last_batch_keeps_its_header_so_sequences_survive(tmp_path: 
         log.append(keyed_batch([(b"k", b"4"), (b"j", b"2")]))  # supersedes all of producer 9
         roll(log)
         log.append(keyed_batch([(b"z", b"1")]))
-        log.compact(NOW_MS)
+        compact(log, NOW_MS)
         headers = [header for header, _ in all_batches(log)]
         empty = headers[1]  # producer 9's last batch: no records, header kept
         assert (empty.producer_id, empty.base_sequence, empty.record_count) == (9, 2, 0)
@@ -230,11 +230,11 @@ def test_tombstones_are_kept_for_delete_retention_then_dropped(tmp_path: Path) -
         log.append(keyed_batch([(b"gone", b"1"), (b"stays", b"1")]))
         log.append(keyed_batch([(b"gone", None)]))
         fill(log, 30)
-        log.compact(NOW_MS)
+        compact(log, NOW_MS)
         assert latest_by_key(log)[b"gone"] is None  # the tombstone is still there
         assert b"gone" in latest_by_key(log)
         fill(log, 30)  # new dirty data, so a later compaction runs at all
-        report = log.compact(TIMESTAMP_MS + DAY_MS + 1)
+        report = compact(log, TIMESTAMP_MS + DAY_MS + 1)
         assert report.tombstones_dropped == 1
         latest = latest_by_key(log)
         assert b"gone" not in latest and latest[b"stays"] == b"1"
@@ -249,7 +249,7 @@ def test_null_keys_are_refused_at_the_door_and_kept_if_present(tmp_path: Path) -
     with DataLog.open(tmp_path, compacted()) as log:  # the log itself does not refuse it
         log.append(batch)
         fill(log, 40, keys=1)
-        log.compact(NOW_MS)
+        compact(log, NOW_MS)
         first = all_batches(log)[0][1]  # k0 was replaced; nothing replaces a keyless record
         assert [(r.key, r.value) for r in first] == [(None, b"keyless")]
         check_contiguous(log)
@@ -261,35 +261,35 @@ def test_null_keys_are_refused_at_the_door_and_kept_if_present(tmp_path: Path) -
 def test_dirty_ratio_and_checkpoint_decide_when(tmp_path: Path) -> None:
     with DataLog.open(tmp_path, compacted(min_cleanable_dirty_ratio=0.5)) as log:
         fill(log, 60, keys=40)  # many live keys: the compacted part stays large
-        first = log.compact(NOW_MS)
+        first = compact(log, NOW_MS)
         assert first.skipped == "" and first.dirty_ratio == 1.0  # no checkpoint: all dirty
         assert (tmp_path / CLEANER_OFFSET_NAME).exists()
-        assert log.compact(NOW_MS).skipped.startswith("nothing dirty")
+        assert compact(log, NOW_MS).skipped.startswith("nothing dirty")
         fill(log, 2)  # a little: the sealed part is mostly clean
         roll(log)
         log.append(keyed_batch([(b"x", b"y")]))
-        assert log.compact(NOW_MS).skipped.startswith("dirty ratio")
+        assert compact(log, NOW_MS).skipped.startswith("dirty ratio")
     (tmp_path / CLEANER_OFFSET_NAME).unlink()  # lost: everything is dirty again
     with DataLog.open(tmp_path, compacted(min_cleanable_dirty_ratio=0.5)) as log:
-        assert log.compact(NOW_MS).dirty_ratio == 1.0
+        assert compact(log, NOW_MS).dirty_ratio == 1.0
 
 
 def test_min_compaction_lag_and_protected_offset_bound_the_run(tmp_path: Path) -> None:
     with DataLog.open(tmp_path, compacted(min_compaction_lag_ms=DAY_MS)) as log:
         fill(log, 60)
-        assert log.compact(NOW_MS).skipped == "no sealed segment may be compacted yet"
-        assert log.compact(TIMESTAMP_MS + DAY_MS).skipped == ""
+        assert compact(log, NOW_MS).skipped == "no sealed segment may be compacted yet"
+        assert compact(log, TIMESTAMP_MS + DAY_MS).skipped == ""
     with DataLog.open(tmp_path / "p", compacted()) as log:
         fill(log, 60)
         second_segment = int(segment_files(tmp_path / "p")[1].stem)
         before = read_all(log, 0)
-        report = log.compact(NOW_MS, protected_from_offset=lambda: second_segment)
+        report = compact(log, NOW_MS, protected_from_offset=lambda: second_segment)
         assert report.segments_replaced == 1  # only the segment wholly below the bound
         assert (
             read_all(log, second_segment)
             == before[len(before) - len(read_all(log, second_segment)) :]
         )
-        assert log.compact(NOW_MS, protected_from_offset=lambda: 0).skipped.startswith("no sealed")
+        assert compact(log, NOW_MS, protected_from_offset=lambda: 0).skipped.startswith("no sealed")
 
 
 def test_retention_deletes_nothing_when_the_policy_is_compact_only(tmp_path: Path) -> None:
@@ -304,7 +304,7 @@ def test_retention_deletes_nothing_when_the_policy_is_compact_only(tmp_path: Pat
 def test_a_delete_policy_log_is_not_compacted(tmp_path: Path) -> None:
     with DataLog.open(tmp_path, compacted(cleanup_policy="delete")) as log:
         fill(log, 60)
-        assert log.compact(NOW_MS).skipped == "cleanup.policy is delete"
+        assert compact(log, NOW_MS).skipped == "cleanup.policy is delete"
 
 
 # --- segments and indexes -------------------------------------------------------------
@@ -314,7 +314,7 @@ def test_small_cleaned_segments_are_merged_and_indexes_match_a_rebuild(tmp_path:
     with DataLog.open(tmp_path, compacted()) as log:
         model = fill(log, 80)
         sealed = len(segment_files(tmp_path)) - 1
-        report = log.compact(NOW_MS)
+        report = compact(log, NOW_MS)
         # Cleaned one by one (each source filled a segment), then merged in the same call.
         assert report.segments_written > sealed
         assert len(segment_files(tmp_path)) == 2  # one compacted segment and the active one
@@ -325,7 +325,7 @@ def test_small_cleaned_segments_are_merged_and_indexes_match_a_rebuild(tmp_path:
         roll(log)
         log.append(keyed_batch([(b"x", b"y")]))
         model[b"x"] = b"y"
-        log.compact(NOW_MS)
+        compact(log, NOW_MS)
         assert len(segment_files(tmp_path)) == 2
         assert latest_by_key(log) == model
         check_contiguous(log)
@@ -345,7 +345,7 @@ def test_small_cleaned_segments_are_merged_and_indexes_match_a_rebuild(tmp_path:
 def test_a_reopened_compacted_log_is_the_same(tmp_path: Path) -> None:
     with DataLog.open(tmp_path, compacted()) as log:
         model = fill(log, 60)
-        log.compact(NOW_MS)
+        compact(log, NOW_MS)
         data = read_all(log)
     with DataLog.open(tmp_path, compacted()) as log:
         assert log.recovery_report.batches_checked == 0  # closed cleanly: nothing scanned
@@ -369,7 +369,7 @@ def test_a_reader_holding_old_segments_keeps_reading_them(tmp_path: Path) -> Non
         with log.segments_view() as before:  # the segments a reader holds before the swap
             old = before.sealed
         old_bytes = [segment.read(0, segment.size_bytes) for segment in old]
-        log.compact(NOW_MS)
+        compact(log, NOW_MS)
         with log.segments_view() as after:
             assert not any(s in (*after.sealed, after.active) for s in old)
         for segment, expected in zip(old, old_bytes, strict=True):
@@ -402,7 +402,7 @@ def test_appends_and_reads_go_on_while_compacting(tmp_path: Path) -> None:
         worker.start()
         try:
             for _ in range(5):
-                log.compact(NOW_MS)
+                compact(log, NOW_MS)
         finally:
             stop.set()
             worker.join()

@@ -24,7 +24,7 @@ from test_log_compaction import NOW_MS, check_contiguous, compacted, fill, lates
 from twinlog.engine.base import failpoints
 from twinlog.engine.base.errors import CorruptLogError
 from twinlog.engine.base.failpoints import ENVIRONMENT_VARIABLE, FailpointError
-from twinlog.engine.log import DataLog
+from twinlog.engine.log import DataLog, compact
 from twinlog.engine.log.files import index_path
 from twinlog.engine.records.batch_reader import iter_batches
 
@@ -56,7 +56,7 @@ def prepared(tmp_path: Path) -> tuple[Path, dict[bytes, bytes], bytes, bytes]:
         failpoints.arm("compaction.after_swap", "raise")  # stop once the first group is in
         try:
             with pytest.raises(FailpointError):
-                log.compact(NOW_MS)
+                compact(log, NOW_MS)
         finally:
             failpoints.disarm_all()
     first_group = segment_files(reference)[0].read_bytes()
@@ -75,12 +75,12 @@ def test_failure_at_each_step_leaves_old_or_new_after_reopen(tmp_path: Path, poi
     log = DataLog.open(directory, compacted())
     failpoints.arm(point, "raise")
     with pytest.raises(FailpointError):
-        log.compact(NOW_MS)
+        compact(log, NOW_MS)
     failpoints.disarm_all()
     # Until reopened, the log serves what it served: the old segments, by descriptor.
     assert read_all(log) == old and latest_by_key(log) == model
     if point in AFTER_COMMIT:
-        assert "reopen the log" in log.compact(NOW_MS).skipped
+        assert "reopen the log" in compact(log, NOW_MS).skipped
     else:
         assert leftovers(directory) == []  # an uncommitted attempt cleans up after itself
     log.close()
@@ -93,7 +93,7 @@ def test_failure_at_each_step_leaves_old_or_new_after_reopen(tmp_path: Path, poi
         check_contiguous(reopened)
         assert leftovers(directory) == []
         if point in BEFORE_COMMIT:  # and compaction simply works the next time
-            assert reopened.compact(NOW_MS).segments_replaced > 0
+            assert compact(reopened, NOW_MS).segments_replaced > 0
             assert latest_by_key(reopened) == model
             check_contiguous(reopened)
 
@@ -116,7 +116,7 @@ def _fail_just_after_the_commit_point(directory: Path) -> None:
     failpoints.arm("compaction.after_commit", "raise")
     try:
         with pytest.raises(FailpointError):
-            log.compact(NOW_MS)
+            compact(log, NOW_MS)
     finally:
         failpoints.disarm_all()
     log.close()
@@ -152,7 +152,7 @@ COMPACTOR = textwrap.dedent(
     """
     import sys
     from twinlog.engine.records.batch_builder import RecordBatchBuilder
-    from twinlog.engine.log import DataLog, LogConfig
+    from twinlog.engine.log import DataLog, LogConfig, compact
 
     directory, mode = sys.argv[1:3]
     config = LogConfig(segment_bytes=3000, index_interval_bytes=256, cleanup_policy="compact",
@@ -169,14 +169,14 @@ COMPACTOR = textwrap.dedent(
     if mode == "compact":  # the failpoint in the environment kills it in the compaction
         for number in range(log.log_end_offset, log.log_end_offset + 100):  # surely dirty
             write(number)
-        log.compact(1_700_000_001_000)
+        compact(log, 1_700_000_001_000)
         print("compacted", flush=True)
     else:  # "loop": write and compact until killed; print each acknowledged write
         for number in range(log.log_end_offset, 10**9):
             assert write(number) == number
             print(number, flush=True)
             if number % 40 == 39:
-                log.compact(1_700_000_001_000)
+                compact(log, 1_700_000_001_000)
     """
 )
 

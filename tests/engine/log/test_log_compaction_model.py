@@ -27,7 +27,7 @@ from test_log_compaction import (
 
 from twinlog.engine.base import failpoints
 from twinlog.engine.base.failpoints import FailpointError
-from twinlog.engine.log import DataLog
+from twinlog.engine.log import DataLog, compact
 
 KEYS = [b"a", b"b", b"c", b"d", b"e", b"f"]
 FAILPOINTS = [
@@ -78,7 +78,7 @@ class CompactedLogMachine(RuleBasedStateMachine):
     @rule(days=st.sampled_from([0, 0, 2]))
     def compact(self, days: int) -> None:
         self.now_ms += days * DAY_MS  # two days: every tombstone so far may go
-        report = self.log.compact(self.now_ms)
+        report = compact(self.log, self.now_ms)
         event("compaction replaced segments" if report.segments_replaced else "compaction idle")
         if report.tombstones_dropped:
             event("compaction dropped tombstones")
@@ -94,7 +94,7 @@ class CompactedLogMachine(RuleBasedStateMachine):
     def interrupted_compaction_then_reopen(self, point: str) -> None:
         failpoints.arm(point, "raise")
         try:
-            self.log.compact(self.now_ms)
+            compact(self.log, self.now_ms)
         except FailpointError:
             event(f"interrupted at {point}")  # else: nothing to compact, the point not reached
         finally:
