@@ -17,7 +17,7 @@ BIN = Path(sys.executable).parent
     [
         ["ruff", "check", "."],
         ["ruff", "format", "--check", "."],
-        ["python", "tests/support/typecheck.py"],
+        pytest.param(["python", "tests/support/typecheck.py"], marks=pytest.mark.slow),
     ],
     ids=["ruff", "ruff-format", "mypy"],
 )

@@ -232,4 +232,4 @@ CopierMachine.TestCase.settings = settings(
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
-test_copier_state_machine = CopierMachine.TestCase
+test_copier_state_machine = pytest.mark.slow(CopierMachine.TestCase)

@@ -13,6 +13,7 @@ import tempfile
 from pathlib import Path
 
 import hypothesis.strategies as st
+import pytest
 from hypothesis import HealthCheck, event, settings
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 from test_log_compaction import (
@@ -124,7 +125,7 @@ class CompactedLogMachine(RuleBasedStateMachine):
             check_contiguous(self.log)
 
 
-TestCompactedLog = CompactedLogMachine.TestCase
+TestCompactedLog = pytest.mark.slow(CompactedLogMachine.TestCase)
 TestCompactedLog.settings = settings(
     max_examples=40,
     stateful_step_count=40,

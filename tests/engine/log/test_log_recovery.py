@@ -164,6 +164,7 @@ def test_a_crashed_log_recovers_whole(pristine: Pristine) -> None:
     check_recovery(pristine, nothing, Expected(LAST + 1))
 
 
+@pytest.mark.slow
 def test_torn_tail_at_every_byte_of_the_last_batch(pristine: Pristine) -> None:
     last_start = pristine.start_of(LAST)
     check_recovery(pristine, truncate_at(last_start), Expected(LAST))  # a clean cut: nothing torn

@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 from server_process import ROOT, ServerProcess, environment, run_cli
 
+pytestmark = pytest.mark.slow  # every test starts processes (server and CLI)
+
 COMMANDS = [
     ["serve"],
     ["topics"],
