@@ -147,6 +147,15 @@ class Accumulator:
         self.buffered_bytes -= batch.accounted_bytes
         batch.accounted_bytes = 0
 
+    def take_built(self) -> list[ProducerBatch]:
+        """Remove and return every queued batch already built (its sequences are taken)."""
+        built = [batch for batch in self if batch.payload is not None]
+        for queue in self.queues.values():
+            for batch in built:
+                if batch in queue:
+                    queue.remove(batch)
+        return built
+
     def take_unsent(self) -> list[ProducerBatch]:
         """Remove and return every queued batch (for an abort or a fatal error)."""
         taken = [batch for queue in self.queues.values() for batch in queue]
