@@ -3,12 +3,8 @@
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
-from twinlog.engine.base import failpoints
 from twinlog.engine.log import DataLog
 from twinlog.engine.records.batch_builder import RecordBatchBuilder
 from twinlog.engine.records.batch_format import BatchHeader
@@ -70,16 +66,6 @@ def batch_positions(path: Path) -> list[tuple[int, int]]:
         positions.append((position, 12 + length))
         position += 12 + length
     return positions
-
-
-@pytest.fixture
-def armed_failpoints() -> Iterator[None]:
-    """Disarms every failpoint after the test, whatever happened."""
-    failpoints.disarm_all()
-    try:
-        yield
-    finally:
-        failpoints.disarm_all()
 
 
 def all_batches(log: DataLog) -> list[tuple[BatchHeader, list[Record]]]:

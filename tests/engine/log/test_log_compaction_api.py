@@ -9,7 +9,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from log_support import armed_failpoints, read_all, segment_files
+from log_support import read_all, segment_files
 from test_log_compaction import (
     NOW_MS,
     check_contiguous,
@@ -28,8 +28,6 @@ from twinlog.engine.log.compaction_files import CleanedSegmentWriter
 from twinlog.engine.log.compaction_turns import RUNNING
 from twinlog.engine.log.segment import Segment
 from twinlog.engine.records.batch_reader import iter_batches
-
-__all__ = ["armed_failpoints"]  # a fixture, used by name
 
 
 def private_data_log_members(directory: Path) -> set[str]:
@@ -211,7 +209,7 @@ def test_replace_segments_needs_the_turn_its_view_was_taken_in(tmp_path: Path) -
         check_contiguous(log)
 
 
-@pytest.mark.usefixtures("armed_failpoints")
+@pytest.mark.usefixtures("disarmed")
 def test_a_swap_failing_after_its_commit_stops_compaction_until_reopened(
     tmp_path: Path,
 ) -> None:

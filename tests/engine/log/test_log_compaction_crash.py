@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
-from log_support import armed_failpoints, flip_bit, headers_of, read_all, segment_files
+from log_support import flip_bit, headers_of, read_all, segment_files
 from test_log_compaction import NOW_MS, check_contiguous, compacted, fill, latest_by_key
 
 from twinlog.engine.base import failpoints
@@ -27,8 +27,6 @@ from twinlog.engine.base.failpoints import ENVIRONMENT_VARIABLE, FailpointError
 from twinlog.engine.log import DataLog, compact
 from twinlog.engine.log.files import index_path
 from twinlog.engine.records.batch_reader import iter_batches
-
-__all__ = ["armed_failpoints"]  # a fixture, used by name
 
 BEFORE_COMMIT = ["compaction.after_cleaned_batch", "compaction.after_write_cleaned"]
 AFTER_COMMIT = [
@@ -69,7 +67,7 @@ def prepared(tmp_path: Path) -> tuple[Path, dict[bytes, bytes], bytes, bytes]:
 
 
 @pytest.mark.parametrize("point", BEFORE_COMMIT + AFTER_COMMIT)
-@pytest.mark.usefixtures("armed_failpoints")
+@pytest.mark.usefixtures("disarmed")
 def test_failure_at_each_step_leaves_old_or_new_after_reopen(tmp_path: Path, point: str) -> None:
     directory, model, old, new = prepared(tmp_path)
     log = DataLog.open(directory, compacted())

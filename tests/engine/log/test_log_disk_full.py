@@ -8,13 +8,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
-from log_support import armed_failpoints, batch_values, make_batch, read_all, segment_files
+from log_support import batch_values, make_batch, read_all, segment_files
 
 from twinlog.engine.base import failpoints
 from twinlog.engine.base.errors import DiskFullError
 from twinlog.engine.log import DataLog, LogConfig, segment
-
-__all__ = ["armed_failpoints"]  # the fixture, used by name below
 
 CONFIG = LogConfig(segment_bytes=600, index_interval_bytes=100)
 
@@ -24,7 +22,7 @@ def _state(log: DataLog) -> tuple[int, int, bytes, list[int]]:
     return log.log_end_offset, log.size_bytes(), read_all(log), sizes
 
 
-@pytest.mark.usefixtures("armed_failpoints")
+@pytest.mark.usefixtures("disarmed")
 @pytest.mark.parametrize("point", ["log.before_write", "log.before_fsync"])
 def test_enospc_leaves_the_log_unchanged(tmp_path: Path, point: str) -> None:
     with DataLog.open(tmp_path, CONFIG) as log:
@@ -64,7 +62,7 @@ def test_a_partial_write_is_cut_back(tmp_path: Path, monkeypatch: pytest.MonkeyP
         log.check()
 
 
-@pytest.mark.usefixtures("armed_failpoints")
+@pytest.mark.usefixtures("disarmed")
 def test_append_many_rolls_back_every_batch_and_segment(tmp_path: Path) -> None:
     with DataLog.open(tmp_path, CONFIG) as log:
         log.append(make_batch(2))
@@ -79,7 +77,7 @@ def test_append_many_rolls_back_every_batch_and_segment(tmp_path: Path) -> None:
         log.check()
 
 
-@pytest.mark.usefixtures("armed_failpoints")
+@pytest.mark.usefixtures("disarmed")
 def test_enospc_on_the_final_fsync_of_append_many(tmp_path: Path) -> None:
     with DataLog.open(tmp_path, CONFIG) as log:
         before = _state(log)

@@ -6,15 +6,13 @@ import time
 from pathlib import Path
 
 import pytest
-from log_support import armed_failpoints, make_batch
+from log_support import make_batch
 
 from twinlog.engine.base import failpoints
 from twinlog.engine.base.errors import DiskFullError
 from twinlog.engine.broker.broker import Broker
 from twinlog.engine.log import DataLog, LogConfig
 from twinlog.engine.log.flush_policy import FlushPolicy
-
-__all__ = ["armed_failpoints"]
 
 NEVER = 10**12
 
@@ -61,7 +59,7 @@ def _count_fsyncs(directory: Path, config: LogConfig, appends: int, many: bool =
         return count
 
 
-@pytest.mark.usefixtures("armed_failpoints")
+@pytest.mark.usefixtures("disarmed")
 def test_fsync_counts_per_policy(tmp_path: Path) -> None:
     every = LogConfig()
     interval = LogConfig(flush_policy="interval", flush_interval_bytes=700, flush_interval_ms=NEVER)
@@ -72,7 +70,7 @@ def test_fsync_counts_per_policy(tmp_path: Path) -> None:
     assert _count_fsyncs(tmp_path / "d", interval, 20, many=True) == 1
 
 
-@pytest.mark.usefixtures("armed_failpoints")
+@pytest.mark.usefixtures("disarmed")
 def test_interval_policy_data_is_readable_before_the_fsync(tmp_path: Path) -> None:
     config = LogConfig(flush_policy="interval", flush_interval_bytes=NEVER, flush_interval_ms=NEVER)
     with DataLog.open(tmp_path, config) as log:
@@ -100,7 +98,7 @@ def test_due_needs_unflushed_bytes_and_an_old_last_fsync() -> None:
     assert policy.due()
 
 
-@pytest.mark.usefixtures("armed_failpoints")
+@pytest.mark.usefixtures("disarmed")
 def test_flush_if_due_fsyncs_the_end_of_a_burst(tmp_path: Path) -> None:
     # The interval policy is checked on append; the last appends of a burst would
     # wait for the next append (maybe forever) without flush_if_due.
@@ -125,7 +123,7 @@ def test_flush_if_due_fsyncs_the_end_of_a_burst(tmp_path: Path) -> None:
     assert not log.flush_if_due()  # closed (close flushed it): a no-op, not an error
 
 
-@pytest.mark.usefixtures("armed_failpoints")
+@pytest.mark.usefixtures("disarmed")
 def test_flush_if_due_failure_keeps_the_bytes_due(tmp_path: Path) -> None:
     clock = FakeClock()
     config = LogConfig(flush_policy="interval", flush_interval_bytes=NEVER, flush_interval_ms=50)
@@ -139,7 +137,7 @@ def test_flush_if_due_failure_keeps_the_bytes_due(tmp_path: Path) -> None:
         assert log.flush_if_due()  # still due: the next round fsyncs it
 
 
-@pytest.mark.usefixtures("armed_failpoints")
+@pytest.mark.usefixtures("disarmed")
 def test_the_broker_fsyncs_an_interval_log_after_its_last_append(tmp_path: Path) -> None:
     with Broker.open(tmp_path, journal_partitions=1) as broker:
         # flush.ms leaves the produce below ample time to return before anything is due.
