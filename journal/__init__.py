@@ -5,7 +5,8 @@ journal lives in ``twinlog.journal.txn_journal``, ``twinlog.journal.txn_records`
 ``twinlog.journal.txn_checkpoint``.
 
 Names: one transaction on one partition of the local journal is a *copy* (``CopyState``,
-``CopyRecord``), never a bare "transaction": that word is the coordinator's.
+``CopyRecord``); ``Transaction*`` is the coordinator's whole transaction, and a record of
+the transaction journal is a ``CoordinatorRecord``.
 """
 
 from twinlog.journal.local_config import JournalConfig

@@ -64,12 +64,12 @@ from twinlog.engine.base.types import (
     TopicDescription,
     TopicPartition,
     TransactionDescription,
-    TxnState,
+    TransactionState,
 )
 from twinlog.engine.broker.config import BrokerConfig
 from twinlog.engine.broker.coordinator import (
     Coordinator,
-    TxnMetadata,
+    TransactionMetadata,
     coordinator_partition_of,
     now_ms,
 )
@@ -82,7 +82,7 @@ from twinlog.engine.broker.group_offsets import (
 from twinlog.engine.broker.id_allocator import IdAllocator
 from twinlog.engine.broker.partition import Partition
 from twinlog.engine.broker.topic_registry import TopicRegistry
-from twinlog.engine.broker.txn_state import TxnEvent
+from twinlog.engine.broker.txn_state import TransactionEvent
 from twinlog.engine.log import LogConfig
 from twinlog.engine.log.config import FLUSH_INTERVAL
 from twinlog.engine.records.batch_format import (
@@ -621,13 +621,13 @@ class Broker:
             holder = holder_coordinator.transaction(holder_id)
             if holder is None:
                 continue
-            if holder_id > transaction_id and holder.state is TxnState.ONGOING:
+            if holder_id > transaction_id and holder.state is TransactionState.ONGOING:
                 raise ProducerFencedError(
                     f"group {group_id!r} offsets for {partition} are held by transaction "
                     f"{holder_id}, which began after this transaction {transaction_id}: this "
                     "producer is a zombie; close it"
                 )
-            if holder.state is TxnState.ONGOING:
+            if holder.state is TransactionState.ONGOING:
                 log.info(
                     "transaction %d commits offsets of group %r held by older transaction %d: "
                     "aborting it (KIP-447)",
@@ -673,7 +673,7 @@ class Broker:
             transaction_id, producer_id, producer_generation, wait_for_applied
         )
 
-    def _on_transaction_complete(self, txn: TxnMetadata) -> None:
+    def _on_transaction_complete(self, txn: TransactionMetadata) -> None:
         if txn.groups:
             self.group_offsets.clear_pending(txn.transaction_id, txn.groups)
 
@@ -786,4 +786,4 @@ class Broker:
         return aborted
 
 
-__all__ = ["Broker", "TxnEvent"]
+__all__ = ["Broker", "TransactionEvent"]

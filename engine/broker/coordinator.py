@@ -60,9 +60,9 @@ from twinlog.engine.base.types import (
     ProducerIdentity,
     TopicPartition,
     TransactionDescription,
-    TxnState,
+    TransactionState,
 )
-from twinlog.engine.broker.txn_state import Outcome, TxnEvent, next_state
+from twinlog.engine.broker.txn_state import Outcome, TransactionEvent, next_state
 from twinlog.journal.txn_checkpoint import Checkpoint, ProducerSnapshot
 from twinlog.journal.txn_journal import TxnJournal
 from twinlog.journal.txn_records import (
@@ -71,10 +71,10 @@ from twinlog.journal.txn_records import (
     AddPartitions,
     Begin,
     Committed,
+    CoordinatorRecord,
     InitProducer,
     PrepareAbort,
     PrepareCommit,
-    TxnRecord,
 )
 
 log = logging.getLogger(__name__)
@@ -136,14 +136,14 @@ class IdSource(Protocol):
 
 
 @dataclass(slots=True)
-class TxnMetadata:
+class TransactionMetadata:
     """One in-flight transaction. Small: it must cost well under 1 KiB plus its partitions."""
 
     transaction_id: int
     transactional_id: str
     producer_id: int
     producer_generation: int
-    state: TxnState
+    state: TransactionState
     started_ms: int
     timeout_ms: int
     begin_offset: int  # journal offset of BEGIN: the checkpoint must not pass it
@@ -190,11 +190,11 @@ class ProducerEntry:
     last_begin: tuple[int, int] = (-1, -1)  # (request id, transaction id) to answer a retried begin
     # (transaction id, COMMITTED/ABORTED) of its last completed transaction: kept in the
     # checkpoint, so a retried commit or abort is answered across restarts
-    last_outcome: tuple[int, TxnState] | None = None
+    last_outcome: tuple[int, TransactionState] | None = None
     reinitialising: int = 0  # init_producer calls under way: this generation may not begin
 
 
-CompletionHook = Callable[[TxnMetadata], None]
+CompletionHook = Callable[[TransactionMetadata], None]
 
 
 class Coordinator:
@@ -215,8 +215,8 @@ class Coordinator:
         self._lock = threading.RLock()
         self._producers: dict[str, ProducerEntry] = {}
         self._producers_by_id: dict[int, ProducerEntry] = {}
-        self._transactions: dict[int, TxnMetadata] = {}
-        self._recent_outcomes: OrderedDict[int, TxnState] = OrderedDict()
+        self._transactions: dict[int, TransactionMetadata] = {}
+        self._recent_outcomes: OrderedDict[int, TransactionState] = OrderedDict()
         self._completion_queue: list[int] = []
         self._completion_ready = threading.Condition(self._lock)
         self._completion_changed = threading.Condition(self._lock)
@@ -235,13 +235,13 @@ class Coordinator:
 
     # --- journal then memory ------------------------------------------------------
 
-    def _write(self, record: TxnRecord) -> int:
+    def _write(self, record: CoordinatorRecord) -> int:
         """Append a decision to the journal (fsynced) and apply it to memory."""
         offset = self.journal.append(record)
         self._apply(offset, record)
         return offset
 
-    def _apply(self, offset: int, record: TxnRecord) -> None:
+    def _apply(self, offset: int, record: CoordinatorRecord) -> None:
         """Apply a journaled record to memory. Used by live decisions and by replay alike."""
         if isinstance(record, InitProducer):
             entry = self._producers.get(record.transactional_id)
@@ -260,12 +260,12 @@ class Coordinator:
                 entry.timeout_ms = record.timeout_ms
             self._producers_by_id[entry.producer_id] = entry
         elif isinstance(record, Begin):
-            self._transactions[record.transaction_id] = TxnMetadata(
+            self._transactions[record.transaction_id] = TransactionMetadata(
                 transaction_id=record.transaction_id,
                 transactional_id=record.transactional_id,
                 producer_id=record.producer_id,
                 producer_generation=record.producer_generation,
-                state=TxnState.ONGOING,
+                state=TransactionState.ONGOING,
                 started_ms=record.timestamp_ms,
                 timeout_ms=record.timeout_ms,
                 begin_offset=offset,
@@ -289,18 +289,20 @@ class Coordinator:
             elif isinstance(record, AddOffsets):
                 txn.groups.setdefault(record.group_id, set()).update(record.partitions)
             elif isinstance(record, PrepareCommit):
-                txn.state = TxnState.PREPARE_COMMIT
+                txn.state = TransactionState.PREPARE_COMMIT
                 txn.attempts = record.attempts
                 txn.journaled = record.journaled
             elif isinstance(record, PrepareAbort):
-                txn.state = TxnState.PREPARE_ABORT
+                txn.state = TransactionState.PREPARE_ABORT
             elif isinstance(record, Committed | Aborted):
                 txn.state = (
-                    TxnState.COMMITTED if isinstance(record, Committed) else TxnState.ABORTED
+                    TransactionState.COMMITTED
+                    if isinstance(record, Committed)
+                    else TransactionState.ABORTED
                 )
                 self._forget(txn)
 
-    def _forget(self, txn: TxnMetadata) -> None:
+    def _forget(self, txn: TransactionMetadata) -> None:
         self._transactions.pop(txn.transaction_id, None)
         self._recent_outcomes[txn.transaction_id] = txn.state
         if len(self._recent_outcomes) > RECENT_OUTCOMES_MAX:
@@ -336,8 +338,12 @@ class Coordinator:
         return entry
 
     def _transaction(
-        self, transaction_id: int, producer_id: int, producer_generation: int, event: TxnEvent
-    ) -> TxnMetadata | None:
+        self,
+        transaction_id: int,
+        producer_id: int,
+        producer_generation: int,
+        event: TransactionEvent,
+    ) -> TransactionMetadata | None:
         """The open transaction a request names, checked for fencing and against the table.
 
         None when the transaction completed and the table answers the event with a
@@ -402,13 +408,13 @@ class Coordinator:
                         )
                         return ProducerIdentity(producer_id, generation)
                 with pending.lock, self._lock:  # the order sends take the two locks in
-                    if pending.state is TxnState.ONGOING:
+                    if pending.state is TransactionState.ONGOING:
                         log.info(
                             "transactional id %r re-initialised: aborting its open transaction %d",
                             transactional_id,
                             pending.transaction_id,
                         )
-                        self._prepare(pending, TxnEvent.ABORT)
+                        self._prepare(pending, TransactionEvent.ABORT)
                 self._wait_complete(pending)
         finally:
             if fenced is not None:
@@ -424,7 +430,7 @@ class Coordinator:
                 return producer.last_begin[1]  # a retried begin: same answer
             previous = self._transactions.get(producer.transaction_id or -1)
         if previous is not None:
-            if previous.state is TxnState.ONGOING:
+            if previous.state is TransactionState.ONGOING:
                 raise InvalidTxnStateError(
                     f"producer {producer_id} already has transaction {previous.transaction_id} "
                     "open; commit or abort it before beginning another"
@@ -465,7 +471,7 @@ class Coordinator:
     ) -> None:
         with self._lock:
             txn = self._transaction(
-                transaction_id, producer_id, producer_generation, TxnEvent.ADD_PARTITIONS
+                transaction_id, producer_id, producer_generation, TransactionEvent.ADD_PARTITIONS
             )
             assert txn is not None  # the table has no no-op for additions
             new = tuple(sorted({TopicPartition(*p) for p in partitions} - txn.partitions))
@@ -487,7 +493,7 @@ class Coordinator:
         """
         with self._lock:
             txn = self._transaction(
-                transaction_id, producer_id, producer_generation, TxnEvent.ADD_OFFSETS
+                transaction_id, producer_id, producer_generation, TransactionEvent.ADD_OFFSETS
             )
             assert txn is not None
             if offsets_partition not in txn.partitions:
@@ -504,20 +510,22 @@ class Coordinator:
         producer_id: int,
         producer_generation: int,
         partition: TopicPartition,
-    ) -> TxnMetadata:
+    ) -> TransactionMetadata:
         """Check a transactional produce and hold the transaction's lock; the caller releases it.
 
         Adds the partition to the transaction first if it is new (durably: a partition
         must be in the journal before any of its data is, or a commit would miss it).
         """
         with self._lock:
-            txn = self._transaction(transaction_id, producer_id, producer_generation, TxnEvent.SEND)
+            txn = self._transaction(
+                transaction_id, producer_id, producer_generation, TransactionEvent.SEND
+            )
             assert txn is not None
         txn.lock.acquire()
         try:
             with self._lock:
                 # Re-check under the transaction lock: an abort may have come in between.
-                next_state(transaction_id, txn.state, TxnEvent.SEND)
+                next_state(transaction_id, txn.state, TransactionEvent.SEND)
                 if partition not in txn.partitions:
                     self._write(AddPartitions(now_ms(), transaction_id, (partition,), by_send=1))
         except BaseException:
@@ -539,7 +547,7 @@ class Coordinator:
             transaction_id,
             producer_id,
             producer_generation,
-            TxnEvent.COMMIT,
+            TransactionEvent.COMMIT,
             wait_for_applied,
             chosen,
         )
@@ -552,7 +560,11 @@ class Coordinator:
         wait_for_applied: bool = False,
     ) -> None:
         self._end(
-            transaction_id, producer_id, producer_generation, TxnEvent.ABORT, wait_for_applied
+            transaction_id,
+            producer_id,
+            producer_generation,
+            TransactionEvent.ABORT,
+            wait_for_applied,
         )
 
     def _end(
@@ -560,7 +572,7 @@ class Coordinator:
         transaction_id: int,
         producer_id: int,
         producer_generation: int,
-        event: TxnEvent,
+        event: TransactionEvent,
         wait_for_applied: bool,
         attempts: tuple[str, ...] | None = None,
     ) -> None:
@@ -570,7 +582,7 @@ class Coordinator:
                 return  # a retry of an end that already completed
         with txn.lock:  # wait for in-flight sends of this transaction to land first
             journaled: tuple[tuple[TopicPartition, int], ...] = ()
-            if event is TxnEvent.COMMIT and txn.state is TxnState.ONGOING:
+            if event is TransactionEvent.COMMIT and txn.state is TransactionState.ONGOING:
                 journaled = self._journaled_of_sends(txn)  # no send can land meanwhile
             with self._lock:
                 self._prepare(txn, event, attempts, journaled)
@@ -585,10 +597,12 @@ class Coordinator:
                 raise UnknownTransactionError(f"transaction {transaction_id} is not in flight")
         with txn.lock:
             with self._lock:
-                self._prepare(txn, TxnEvent.ABORT)
+                self._prepare(txn, TransactionEvent.ABORT)
         self._wait_complete(txn)
 
-    def _journaled_of_sends(self, txn: TxnMetadata) -> tuple[tuple[TopicPartition, int], ...]:
+    def _journaled_of_sends(
+        self, txn: TransactionMetadata
+    ) -> tuple[tuple[TopicPartition, int], ...]:
         """(partition, journal entries) of every partition a send added to ``txn``.
 
         Raises TransactionDataMissingError if one holds none: the broker stopped between
@@ -612,25 +626,29 @@ class Coordinator:
 
     def _prepare(
         self,
-        txn: TxnMetadata,
-        event: TxnEvent,
+        txn: TransactionMetadata,
+        event: TransactionEvent,
         attempts: tuple[str, ...] | None = None,
         journaled: tuple[tuple[TopicPartition, int], ...] = (),
     ) -> None:
         """Write PREPARE_COMMIT / PREPARE_ABORT (if the table says so) and queue completion."""
         result = next_state(txn.transaction_id, txn.state, event)
         if result is Outcome.NO_OP:
-            if event is TxnEvent.COMMIT and attempts != txn.attempts and not txn.state.is_complete:
+            if (
+                event is TransactionEvent.COMMIT
+                and attempts != txn.attempts
+                and not txn.state.is_complete
+            ):
                 raise InvalidTxnStateError(
                     f"transaction {txn.transaction_id} is already committing with attempts "
                     f"{txn.attempts}; a retried commit must name the same attempts, not {attempts}"
                 )
             return
-        record: TxnRecord
-        if result is TxnState.PREPARE_COMMIT:
+        record: CoordinatorRecord
+        if result is TransactionState.PREPARE_COMMIT:
             record = PrepareCommit(now_ms(), txn.transaction_id, attempts, journaled)
         else:
-            assert result is TxnState.PREPARE_ABORT, (event, txn.state, result)
+            assert result is TransactionState.PREPARE_ABORT, (event, txn.state, result)
             record = PrepareAbort(now_ms(), txn.transaction_id)
         self._write(record)
         failpoints.hit("coordinator.after_prepare")
@@ -701,24 +719,26 @@ class Coordinator:
             self._completion_ready.wait(min(waits_s) if waits_s else None)
         return None
 
-    def complete(self, txn: TxnMetadata) -> None:
+    def complete(self, txn: TransactionMetadata) -> None:
         """APPLY the prepared decision to every partition, then journal its completion."""
         if txn.state.is_complete:
             return  # completed by another caller (the completer, or recovery) meanwhile
-        committing = txn.state is TxnState.PREPARE_COMMIT
-        assert committing or txn.state is TxnState.PREPARE_ABORT, txn.state
+        committing = txn.state is TransactionState.PREPARE_COMMIT
+        assert committing or txn.state is TransactionState.PREPARE_ABORT, txn.state
         self._apply_everywhere(txn, committing)
         failpoints.hit("coordinator.after_apply")
         if self._on_complete is not None:
             self._on_complete(txn)
         with self._lock:
-            event = TxnEvent.COMPLETE_COMMIT if committing else TxnEvent.COMPLETE_ABORT
+            event = (
+                TransactionEvent.COMPLETE_COMMIT if committing else TransactionEvent.COMPLETE_ABORT
+            )
             if next_state(txn.transaction_id, txn.state, event) is Outcome.NO_OP:
                 return
             done = Committed if committing else Aborted
             self._write(done(now_ms(), txn.transaction_id))
 
-    def _apply_everywhere(self, txn: TxnMetadata, committing: bool) -> None:
+    def _apply_everywhere(self, txn: TransactionMetadata, committing: bool) -> None:
         """APPLY on every partition of ``txn``, in parallel; raise the first failure.
 
         Every call has finished when this returns or raises, so a retry never runs
@@ -745,12 +765,12 @@ class Coordinator:
         for future in futures:
             future.result()  # raises the partition's error, if it had one
 
-    def wait_complete(self, txn: TxnMetadata, timeout_s: float) -> bool:
+    def wait_complete(self, txn: TransactionMetadata, timeout_s: float) -> bool:
         """Wait until ``txn`` is COMMITTED or ABORTED; False if ``timeout_s`` passed first."""
         with self._lock:
             return self._completion_changed.wait_for(lambda: txn.state.is_complete, timeout_s)
 
-    def _wait_complete(self, txn: TxnMetadata) -> None:
+    def _wait_complete(self, txn: TransactionMetadata) -> None:
         if not self.wait_complete(txn, COMPLETION_WAIT_MS / 1000):
             raise ConcurrentTransactionsError(
                 f"transaction {txn.transaction_id} is still being completed after "
@@ -766,19 +786,19 @@ class Coordinator:
             expired = [
                 txn
                 for txn in self._transactions.values()
-                if txn.state is TxnState.ONGOING and now - txn.started_ms > txn.timeout_ms
+                if txn.state is TransactionState.ONGOING and now - txn.started_ms > txn.timeout_ms
             ]
         aborted = []
         for txn in expired:
             with txn.lock, self._lock:
-                if txn.state is TxnState.ONGOING:
+                if txn.state is TransactionState.ONGOING:
                     log.info(
                         "transaction %d of %r timed out after %d ms; aborting",
                         txn.transaction_id,
                         txn.transactional_id,
                         txn.timeout_ms,
                     )
-                    self._prepare(txn, TxnEvent.TIMEOUT)
+                    self._prepare(txn, TransactionEvent.TIMEOUT)
                     aborted.append(txn.transaction_id)
         return aborted
 
@@ -805,7 +825,7 @@ class Coordinator:
                 self._producers[entry.transactional_id] = entry
                 self._producers_by_id[entry.producer_id] = entry
                 if snapshot.last_transaction_id >= 0:
-                    outcome = TxnState(snapshot.last_outcome)
+                    outcome = TransactionState(snapshot.last_outcome)
                     entry.last_outcome = (snapshot.last_transaction_id, outcome)
                     self._recent_outcomes[snapshot.last_transaction_id] = outcome
         replayed = 0
@@ -816,10 +836,10 @@ class Coordinator:
             for txn in sorted(self._transactions.values(), key=lambda t: t.transaction_id):
                 producer = self._producers.get(txn.transactional_id)
                 stale = producer is None or producer.producer_generation > txn.producer_generation
-                if txn.state is TxnState.ONGOING and stale:
+                if txn.state is TransactionState.ONGOING and stale:
                     # Fenced while open (crash between INIT_PRODUCER and its abort).
-                    self._prepare(txn, TxnEvent.ABORT)
-                elif txn.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+                    self._prepare(txn, TransactionEvent.ABORT)
+                elif txn.state in (TransactionState.PREPARE_COMMIT, TransactionState.PREPARE_ABORT):
                     self._queue_completion(txn.transaction_id)
         return replayed
 
@@ -853,7 +873,7 @@ class Coordinator:
         with self._lock:
             return min(self._transactions, default=None)
 
-    def transaction(self, transaction_id: int) -> TxnMetadata | None:
+    def transaction(self, transaction_id: int) -> TransactionMetadata | None:
         with self._lock:
             return self._transactions.get(transaction_id)
 

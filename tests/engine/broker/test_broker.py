@@ -19,7 +19,7 @@ from twinlog.engine.base.errors import (
     TopicExistsError,
     UnknownTopicOrPartitionError,
 )
-from twinlog.engine.base.types import TopicPartition, TxnState
+from twinlog.engine.base.types import TopicPartition, TransactionState
 from twinlog.engine.broker.broker import Broker
 from twinlog.engine.records.batch_builder import build_batch
 from twinlog.engine.records.batch_reader import iter_batches
@@ -253,7 +253,7 @@ def test_ongoing_transaction_survives_restart_and_commits(tmp_path: Path) -> Non
         producer.send("orders", 0, [b"before restart"])
     with Broker.open(tmp_path) as second:
         (described,) = second.list_transactions()
-        assert described.state is TxnState.ONGOING
+        assert described.state is TransactionState.ONGOING
         producer.broker = second
         producer.send("orders", 0, [b"after restart"])
         producer.commit()
