@@ -67,12 +67,7 @@ from twinlog.engine.base.types import (
     TransactionState,
 )
 from twinlog.engine.broker.config import BrokerConfig
-from twinlog.engine.broker.coordinator import (
-    Coordinator,
-    TransactionMetadata,
-    coordinator_partition_of,
-    now_ms,
-)
+from twinlog.engine.broker.coordinator import Coordinator, coordinator_partition_of
 from twinlog.engine.broker.group_offsets import (
     OFFSETS_TOPIC,
     GroupOffsets,
@@ -82,6 +77,7 @@ from twinlog.engine.broker.group_offsets import (
 from twinlog.engine.broker.id_allocator import IdAllocator
 from twinlog.engine.broker.partition import Partition
 from twinlog.engine.broker.topic_registry import TopicRegistry
+from twinlog.engine.broker.transaction_metadata import TransactionMetadata, now_ms
 from twinlog.engine.broker.txn_state import TransactionEvent
 from twinlog.engine.log import LogConfig
 from twinlog.engine.log.config import FLUSH_INTERVAL

@@ -20,8 +20,9 @@ from twinlog.engine.base.errors import (
     UnknownTransactionError,
 )
 from twinlog.engine.base.types import TopicPartition, TransactionState
-from twinlog.engine.broker.coordinator import Coordinator, TransactionMetadata
+from twinlog.engine.broker.coordinator import Coordinator
 from twinlog.engine.broker.id_allocator import IdAllocator
+from twinlog.engine.broker.transaction_metadata import TransactionMetadata
 from twinlog.engine.broker.txn_state import TRANSITIONS, Outcome, TransactionEvent, next_state
 from twinlog.journal.txn_journal import TxnJournal
 from twinlog.journal.txn_records import Aborted, Committed, PrepareAbort, PrepareCommit
