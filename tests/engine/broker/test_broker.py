@@ -381,7 +381,7 @@ def test_two_newcomers_racing_for_a_groups_offsets_leave_one_holder(
         )
 
     send_offsets(holder, 1)
-    fence = broker._fence_offset_holders
+    fence = broker.offset_fence.fence_holders
     both_fenced = threading.Barrier(2)
 
     def fence_then_wait_for_the_other(*args: object) -> None:
@@ -391,7 +391,7 @@ def test_two_newcomers_racing_for_a_groups_offsets_leave_one_holder(
         except threading.BrokenBarrierError:
             pass
 
-    monkeypatch.setattr(broker, "_fence_offset_holders", fence_then_wait_for_the_other)
+    monkeypatch.setattr(broker.offset_fence, "fence_holders", fence_then_wait_for_the_other)
     errors: dict[str, BaseException] = {}
 
     def run(name: str, txn: Txn, offset: int) -> None:

@@ -77,7 +77,7 @@ def test_consumer_offsets_is_compacted_and_folds_to_the_same_answers(tmp_path: P
             for p in range(2)
             for _, records in all_batches(broker._partitions[TopicPartition(OFFSETS_TOPIC, p)].log)
         )
-        broker._compaction_forever()  # what the background task runs
+        broker.scheduler.run_round("compaction")  # what the background task runs
         assert offsets_bytes(tmp_path) < bytes_before / 4
         assert fetch_all(broker, partitions) == before
         commit_many(broker, 1)  # and commits go on after it
