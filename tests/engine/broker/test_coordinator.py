@@ -42,24 +42,24 @@ class RecordingApplier:
         self.entries: dict[TopicPartition, int] = {}  # journaled entries per partition (else 1)
         self.journaled: dict[TopicPartition, int] = {}  # what the last apply_commit was told
 
-    def journaled_entries(self, partition: TopicPartition, transaction_id: int) -> int:
-        return self.entries.get(partition, 1)
+    def journaled_entries(self, topic_partition: TopicPartition, transaction_id: int) -> int:
+        return self.entries.get(topic_partition, 1)
 
     def apply_commit(
         self,
-        partition: TopicPartition,
+        topic_partition: TopicPartition,
         transaction_id: int,
         attempts: tuple[str, ...] | None,
         journaled_entries: int,
     ) -> None:
         self.gate.wait()
-        self.calls.append(("commit", partition, transaction_id))
+        self.calls.append(("commit", topic_partition, transaction_id))
         self.attempts = attempts
-        self.journaled[partition] = journaled_entries
+        self.journaled[topic_partition] = journaled_entries
 
-    def apply_abort(self, partition: TopicPartition, transaction_id: int) -> None:
+    def apply_abort(self, topic_partition: TopicPartition, transaction_id: int) -> None:
         self.gate.wait()
-        self.calls.append(("abort", partition, transaction_id))
+        self.calls.append(("abort", topic_partition, transaction_id))
 
 
 def make(
