@@ -46,7 +46,7 @@ from twinlog.copier.recovery_table import (
     Action,
     Case,
     ChainState,
-    RecordState,
+    CopyRecordState,
     Row,
     TailState,
     lookup,
@@ -56,7 +56,7 @@ from twinlog.engine.base import failpoints
 from twinlog.engine.base.errors import CorruptBatchError, CorruptJournalError, InvalidTxnStateError
 from twinlog.engine.log import DataLog
 from twinlog.engine.records.batch_format import HEADER, BatchHeader
-from twinlog.journal import LocalJournal, TransactionRecord, TransactionState
+from twinlog.journal import CopyRecord, CopyState, LocalJournal
 
 log = logging.getLogger(__name__)
 
@@ -139,14 +139,14 @@ class PartitionWriter:
                     self.partition, transaction_id, end, end, array("Q")
                 )
                 return applied.applied_range
-            if record.state is TransactionState.APPLIED:
+            if record.state is CopyState.APPLIED:
                 return record.applied_range
-            if record.state is TransactionState.ABORTED:
+            if record.state is CopyState.ABORTED:
                 raise InvalidTxnStateError(
                     f"transaction {transaction_id} is ABORTED on {self.partition}; APPLY_COMMIT "
                     "would make it APPLIED (only from OPEN or APPLYING)"
                 )
-            if record.state is TransactionState.APPLYING:  # a failed copy of this session
+            if record.state is CopyState.APPLYING:  # a failed copy of this session
                 outcome = self._recover_one(record)
                 assert outcome.applied_range is not None
                 return outcome.applied_range
@@ -165,14 +165,14 @@ class PartitionWriter:
             self._recover_if_needed()
             record = self.journal.transaction(self.partition, transaction_id)
             if record is not None and record.state in (
-                TransactionState.APPLYING,
-                TransactionState.APPLIED,
+                CopyState.APPLYING,
+                CopyState.APPLIED,
             ):
                 raise InvalidTxnStateError(
                     f"transaction {transaction_id} is {record.state.name} on {self.partition}; "
                     "APPLY_ABORT would make it ABORTED (only from OPEN or unknown)"
                 )
-            if record is None or record.state is not TransactionState.ABORTED:
+            if record is None or record.state is not CopyState.ABORTED:
                 self.journal.mark_aborted(self.partition, transaction_id)
 
     # --- reads --------------------------------------------------------------------
@@ -185,7 +185,7 @@ class PartitionWriter:
 
     # --- the copy -----------------------------------------------------------------
 
-    def _copy(self, record: TransactionRecord) -> tuple[int, int]:
+    def _copy(self, record: CopyRecord) -> tuple[int, int]:
         """Steps 2-4 for an APPLYING record whose start is the log end."""
         start = record.first_offset
         assert self.log.log_end_offset == start, (
@@ -222,11 +222,11 @@ class PartitionWriter:
         return first, next_offset
 
     def _check_journaled(
-        self, transaction_id: int, record: TransactionRecord | None, journaled_entries: int
+        self, transaction_id: int, record: CopyRecord | None, journaled_entries: int
     ) -> None:
         unapplied = record is None or record.state in (
-            TransactionState.OPEN,
-            TransactionState.APPLYING,
+            CopyState.OPEN,
+            CopyState.APPLYING,
         )
         held = 0 if record is None else record.entry_count
         if unapplied and held < journaled_entries:
@@ -261,7 +261,7 @@ class PartitionWriter:
             self._recover_locked()
 
     def _recover_locked(self) -> list[RecoveryOutcome]:
-        applying = self.journal.transactions(self.partition, [TransactionState.APPLYING])
+        applying = self.journal.transactions(self.partition, [CopyState.APPLYING])
         if len(applying) > 1:
             raise CorruptJournalError(
                 f"{self.partition}: {len(applying)} transactions are APPLYING "
@@ -272,18 +272,18 @@ class PartitionWriter:
         self._needs_recovery = False
         return outcomes
 
-    def inspect(self, record: TransactionRecord | None) -> Case:
+    def inspect(self, record: CopyRecord | None) -> Case:
         """The recovery case of a transaction (``record`` None: absent)."""
         if record is None:
-            return Case(RecordState.ABSENT, ChainState.INTACT, TailState.EMPTY)
-        state = RecordState[record.state.name]
+            return Case(CopyRecordState.ABSENT, ChainState.INTACT, TailState.EMPTY)
+        state = CopyRecordState[record.state.name]
         try:
             sequences = self.journal.sequences(
                 self.partition, record.transaction_id, chosen_only=True
             )
         except CorruptJournalError:
             return Case(state, ChainState.BROKEN, TailState.FOREIGN)
-        if record.state is not TransactionState.APPLYING:
+        if record.state is not CopyState.APPLYING:
             return Case(state, ChainState.INTACT, TailState.EMPTY)
         start, end = record.first_offset, self.log.log_end_offset
         log_headers = (
@@ -295,7 +295,7 @@ class PartitionWriter:
             )
         return Case(state, ChainState.INTACT, tail)
 
-    def _recover_one(self, record: TransactionRecord) -> RecoveryOutcome:
+    def _recover_one(self, record: CopyRecord) -> RecoveryOutcome:
         case = self.inspect(record)
         row = lookup(case)
         log.info(

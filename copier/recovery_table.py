@@ -17,6 +17,9 @@ enumerates them). Only APPLYING can mean a half-done copy: the copier records
 APPLYING, synced, before it copies a byte, and APPLIED (deleting the entries)
 in one LMDB transaction after the data log's fsync. Rows are tried in order
 only for readability; conditions do not overlap.
+
+``CopyRecordState`` is the index row's ``CopyState`` (the local journal's copy of one
+transaction on one partition), plus ABSENT for no row.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 
-class RecordState(Enum):
+class CopyRecordState(Enum):
     ABSENT = "absent"
     OPEN = "OPEN"
     APPLYING = "APPLYING"
@@ -58,7 +61,7 @@ class Action(Enum):
 
 @dataclass(frozen=True)
 class Case:
-    record: RecordState
+    record: CopyRecordState
     chain: ChainState
     tail: TailState
 
@@ -74,7 +77,7 @@ class Row:
 def _applying(chain: ChainState, tail: TailState | None = None) -> Callable[[Case], bool]:
     def condition(case: Case) -> bool:
         return (
-            case.record is RecordState.APPLYING
+            case.record is CopyRecordState.APPLYING
             and case.chain is chain
             and (tail is None or case.tail is tail)
         )
@@ -85,7 +88,7 @@ def _applying(chain: ChainState, tail: TailState | None = None) -> Callable[[Cas
 RECOVERY_TABLE: tuple[Row, ...] = (
     Row(
         "not applying",
-        lambda case: case.record is not RecordState.APPLYING,
+        lambda case: case.record is not CopyRecordState.APPLYING,
         Action.NOTHING,
         "OPEN waits for the coordinator's decision; APPLIED and ABORTED are final (their "
         "entries went in the same LMDB transaction); ABSENT has nothing here. A redelivered "
@@ -136,7 +139,7 @@ RECOVERY_TABLE: tuple[Row, ...] = (
 
 
 def all_cases() -> list[Case]:
-    return [Case(r, c, t) for r in RecordState for c in ChainState for t in TailState]
+    return [Case(r, c, t) for r in CopyRecordState for c in ChainState for t in TailState]
 
 
 def lookup(case: Case) -> Row:

@@ -3,17 +3,21 @@
 The local data journal's public surface is re-exported here; the transaction
 journal lives in ``twinlog.journal.txn_journal``, ``twinlog.journal.txn_records`` and
 ``twinlog.journal.txn_checkpoint``.
+
+Names: one transaction on one partition of the local journal is a *copy* (``CopyState``,
+``CopyRecord``); ``Transaction*`` is the coordinator's whole transaction, and a record of
+the transaction journal is a ``CoordinatorRecord``.
 """
 
 from twinlog.journal.local_config import JournalConfig
-from twinlog.journal.local_format import TransactionRecord, TransactionState
+from twinlog.journal.local_format import CopyRecord, CopyState
 from twinlog.journal.local_journal import JournalEntry, JournalStatistics, LocalJournal
 
 __all__ = [
+    "CopyRecord",
+    "CopyState",
     "JournalConfig",
     "JournalEntry",
     "JournalStatistics",
     "LocalJournal",
-    "TransactionRecord",
-    "TransactionState",
 ]

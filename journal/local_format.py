@@ -139,7 +139,7 @@ assert PARTITION_VALUE.size == 12 and ENTRY_KEY.size == 12 and TRANSACTION_KEY.s
 assert ENTRY_HEADER.size == 35 and TRANSACTION_VALUE.size == 53
 
 
-class TransactionState(IntEnum):
+class CopyState(IntEnum):
     OPEN = 1
     APPLYING = 2
     APPLIED = 3
@@ -148,11 +148,11 @@ class TransactionState(IntEnum):
 
 # state -> states it may be entered from (None: no record yet). The journal's
 # write operations check this table, never ad-hoc conditions.
-VALID_PREVIOUS_STATES: dict[TransactionState, tuple[TransactionState | None, ...]] = {
-    TransactionState.OPEN: (None,),
-    TransactionState.APPLYING: (TransactionState.OPEN, TransactionState.APPLYING),
-    TransactionState.APPLIED: (TransactionState.APPLYING, None),
-    TransactionState.ABORTED: (TransactionState.OPEN, None),
+VALID_PREVIOUS_STATES: dict[CopyState, tuple[CopyState | None, ...]] = {
+    CopyState.OPEN: (None,),
+    CopyState.APPLYING: (CopyState.OPEN, CopyState.APPLYING),
+    CopyState.APPLIED: (CopyState.APPLYING, None),
+    CopyState.ABORTED: (CopyState.OPEN, None),
 }
 
 
@@ -172,12 +172,12 @@ class EntryHeader(NamedTuple):
         return ENTRY_HEADER.size + self.attempt_length
 
 
-class TransactionRecord(NamedTuple):
+class CopyRecord(NamedTuple):
     """One row of the transaction index: a transaction on one partition."""
 
     partition: str
     transaction_id: int
-    state: TransactionState
+    state: CopyState
     first_sequence: int
     last_sequence: int
     entry_count: int
@@ -271,7 +271,7 @@ def decode_transaction_key(key: bytes | memoryview) -> tuple[int, int]:
     return int(partition_id), int(transaction_id)
 
 
-def encode_transaction_value(record: TransactionRecord) -> bytes:
+def encode_transaction_value(record: CopyRecord) -> bytes:
     fixed = TRANSACTION_VALUE.pack(
         record.state,
         record.first_sequence,
@@ -317,7 +317,7 @@ def _decode_attempts(tail: bytes | memoryview, where: str) -> tuple[bytes, ...] 
 
 def decode_transaction_value(
     value: bytes | memoryview, partition: str, transaction_id: int
-) -> TransactionRecord:
+) -> CopyRecord:
     if len(value) < TRANSACTION_VALUE.size:
         raise CorruptJournalError(
             f"journal transaction row ({partition}, {transaction_id}) is {len(value)} bytes, "
@@ -326,21 +326,21 @@ def decode_transaction_value(
     state, *fields = TRANSACTION_VALUE.unpack_from(value)
     attempts = _decode_attempts(value[TRANSACTION_VALUE.size :], f"({partition}, {transaction_id})")
     try:
-        known_state = TransactionState(state)
+        known_state = CopyState(state)
     except ValueError:
         raise CorruptJournalError(
             f"journal transaction row ({partition}, {transaction_id}) has state {state}, "
-            f"expected one of {[int(s) for s in TransactionState]}"
+            f"expected one of {[int(s) for s in CopyState]}"
         ) from None
-    return TransactionRecord._make([partition, transaction_id, known_state, *fields, attempts])
+    return CopyRecord._make([partition, transaction_id, known_state, *fields, attempts])
 
 
-def new_transaction_record(partition: str, transaction_id: int) -> TransactionRecord:
+def new_copy_record(partition: str, transaction_id: int) -> CopyRecord:
     """The record of a transaction with no entries yet."""
-    return TransactionRecord(
+    return CopyRecord(
         partition=partition,
         transaction_id=transaction_id,
-        state=TransactionState.OPEN,
+        state=CopyState.OPEN,
         first_sequence=NO_PREVIOUS,
         last_sequence=NO_PREVIOUS,
         entry_count=0,

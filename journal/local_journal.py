@@ -10,7 +10,7 @@ deleted and ABORTED recorded. The layout is in ``journal/local_format.py`` and
 
     journal = LocalJournal.open(DATA_DIR / "journal")
     sequence = journal.append("orders-0", transaction_id, batch)
-    journal.transaction("orders-0", transaction_id).state  -> TransactionState.OPEN
+    journal.transaction("orders-0", transaction_id).state  -> CopyState.OPEN
 """
 
 from __future__ import annotations
@@ -37,9 +37,9 @@ from twinlog.journal.local_format import (
     META_FORMAT,
     NO_PREVIOUS,
     PARTITION_NAME_BYTES_MAX,
+    CopyRecord,
+    CopyState,
     EntryHeader,
-    TransactionRecord,
-    TransactionState,
     decode_entry_header,
 )
 from twinlog.journal.local_ops import (
@@ -61,7 +61,7 @@ from twinlog.journal.map_lock import MapLock
 from twinlog.journal.mapped_pages import MapAddresses, PageReleaser
 
 LOCK_FILE = "twinlog.lock"
-PENDING_STATES = (TransactionState.OPEN, TransactionState.APPLYING)
+PENDING_STATES = (CopyState.OPEN, CopyState.APPLYING)
 
 
 class JournalEntry(NamedTuple):
@@ -294,7 +294,7 @@ class LocalJournal:
         transaction_id: int,
         start_offset: int,
         attempts: Iterable[bytes] | None = None,
-    ) -> TransactionRecord:
+    ) -> CopyRecord:
         """Record (synced) that the copy of ``transaction_id`` starts at ``start_offset``.
 
         ``attempts`` (None: all) are the attempt tags the commit copies; untagged
@@ -313,12 +313,12 @@ class LocalJournal:
         first_offset: int,
         next_offset: int,
         sequences: array[int],
-    ) -> TransactionRecord:
+    ) -> CopyRecord:
         """Record APPLIED(first, next) and delete the copied entries, in one synced transaction."""
         operation = MarkApplied(partition, transaction_id, first_offset, next_offset, sequences)
         return self._record(self._submit(operation))
 
-    def mark_aborted(self, partition: str, transaction_id: int) -> TransactionRecord:
+    def mark_aborted(self, partition: str, transaction_id: int) -> CopyRecord:
         """Delete the transaction's entries and record ABORTED (synced)."""
         return self._record(self._submit(MarkAborted(partition, transaction_id)))
 
@@ -331,7 +331,7 @@ class LocalJournal:
         return int(self._submit(PurgeBelow(low_watermark_transaction_id)))
 
     @staticmethod
-    def _record(record: TransactionRecord) -> TransactionRecord:
+    def _record(record: CopyRecord) -> CopyRecord:
         return record
 
     # --- reads (in the caller's thread) --------------------------------------------
@@ -349,7 +349,7 @@ class LocalJournal:
             partition_id = self._partition_ids[partition] = row[0]
         return partition_id
 
-    def transaction(self, partition: str, transaction_id: int) -> TransactionRecord | None:
+    def transaction(self, partition: str, transaction_id: int) -> CopyRecord | None:
         """The index row of ``transaction_id`` on ``partition``, or None."""
         with self._reading() as tables:
             partition_id = self._partition_id(tables, partition)
@@ -360,10 +360,10 @@ class LocalJournal:
             )
 
     def transactions(
-        self, partition: str, states: Iterable[TransactionState] | None = None
-    ) -> list[TransactionRecord]:
+        self, partition: str, states: Iterable[CopyState] | None = None
+    ) -> list[CopyRecord]:
         """Index rows of ``partition`` (in ``states`` only, if given), by transaction id."""
-        wanted = set(states) if states is not None else set(TransactionState)
+        wanted = set(states) if states is not None else set(CopyState)
         with self._reading() as tables:
             partition_id = self._partition_id(tables, partition)
             if partition_id is None:
@@ -600,9 +600,9 @@ def _check_partition_name(partition: str) -> None:
 
 
 __all__ = [
+    "CopyRecord",
+    "CopyState",
     "JournalEntry",
     "JournalStatistics",
     "LocalJournal",
-    "TransactionRecord",
-    "TransactionState",
 ]

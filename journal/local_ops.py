@@ -26,9 +26,9 @@ from twinlog.journal.local_format import (
     ENTRY_HEADER,
     NO_PREVIOUS,
     VALID_PREVIOUS_STATES,
-    TransactionRecord,
-    TransactionState,
-    new_transaction_record,
+    CopyRecord,
+    CopyState,
+    new_copy_record,
 )
 from twinlog.journal.local_tables import Tables
 
@@ -43,12 +43,12 @@ assert (
 )
 
 
-def _state_name(record: TransactionRecord | None) -> str:
+def _state_name(record: CopyRecord | None) -> str:
     return "unknown (no record)" if record is None else record.state.name
 
 
 def _check_transition(
-    partition: str, transaction_id: int, record: TransactionRecord | None, wanted: TransactionState
+    partition: str, transaction_id: int, record: CopyRecord | None, wanted: CopyState
 ) -> None:
     current = None if record is None else record.state
     if current not in VALID_PREVIOUS_STATES[wanted]:
@@ -77,7 +77,7 @@ class _PartitionOperation(Operation):
         self.partition = partition
         self.transaction_id = transaction_id
         self.partition_row: tuple[int, int] | None = None
-        self.record: TransactionRecord | None = None
+        self.record: CopyRecord | None = None
 
     def _read(self, tables: Tables) -> None:
         self.partition_row = tables.partition(self.partition)
@@ -127,7 +127,7 @@ class AppendEntry(_PartitionOperation):
                 f"{purged_below} (it is complete); the batch for {self.partition} was not journaled"
             )
         self._read(tables)
-        if self.record is not None and self.record.state is not TransactionState.OPEN:
+        if self.record is not None and self.record.state is not CopyState.OPEN:
             raise TransactionCompletedError(
                 f"transaction {self.transaction_id} is {self.record.state.name} on {self.partition}; "
                 "a batch arriving after its end is refused and was not journaled"
@@ -137,7 +137,7 @@ class AppendEntry(_PartitionOperation):
         partition_id = self._partition_id(tables)
         assert self.partition_row is not None
         sequence = self.partition_row[1]
-        record = self.record or new_transaction_record(self.partition, self.transaction_id)
+        record = self.record or new_copy_record(self.partition, self.transaction_id)
         _PREVIOUS.pack_into(self.value, _PREVIOUS_POSITION, record.last_sequence)
         tables.put_entry(partition_id, sequence, self.value)
         tables.put_partition(self.partition, partition_id, sequence + 1)
@@ -179,11 +179,9 @@ class MarkApplying(_PartitionOperation):
                 f"transaction {self.transaction_id} has no entries on {self.partition}; "
                 "it applies as empty, without an APPLYING record"
             )
-        _check_transition(
-            self.partition, self.transaction_id, self.record, TransactionState.APPLYING
-        )
+        _check_transition(self.partition, self.transaction_id, self.record, CopyState.APPLYING)
         if (
-            self.record.state is TransactionState.APPLYING
+            self.record.state is CopyState.APPLYING
             and self.start_offset >= self.record.first_offset
         ):
             raise InvalidTxnStateError(
@@ -192,13 +190,11 @@ class MarkApplying(_PartitionOperation):
                 f"not at {self.start_offset}"
             )
 
-    def apply(self, tables: Tables) -> TransactionRecord:
+    def apply(self, tables: Tables) -> CopyRecord:
         assert self.partition_row is not None and self.record is not None
-        attempts = (
-            self.attempts if self.record.state is TransactionState.OPEN else self.record.attempts
-        )
+        attempts = self.attempts if self.record.state is CopyState.OPEN else self.record.attempts
         record = self.record._replace(
-            state=TransactionState.APPLYING, first_offset=self.start_offset, attempts=attempts
+            state=CopyState.APPLYING, first_offset=self.start_offset, attempts=attempts
         )
         tables.put_transaction(self.partition_row[0], record)
         return record
@@ -227,11 +223,9 @@ class MarkApplied(_PartitionOperation):
 
     def check(self, tables: Tables) -> None:
         self._read(tables)
-        if self.record is not None and self.record.state is TransactionState.APPLIED:
+        if self.record is not None and self.record.state is CopyState.APPLIED:
             return
-        _check_transition(
-            self.partition, self.transaction_id, self.record, TransactionState.APPLIED
-        )
+        _check_transition(self.partition, self.transaction_id, self.record, CopyState.APPLIED)
         expected = 0 if self.record is None else self.record.entry_count
         last = NO_PREVIOUS if self.record is None else self.record.last_sequence
         copied_last = self.sequences[-1] if self.sequences else NO_PREVIOUS
@@ -242,15 +236,15 @@ class MarkApplied(_PartitionOperation):
                 f"ending at {last}; not recorded as applied"
             )
 
-    def apply(self, tables: Tables) -> TransactionRecord:
-        if self.record is not None and self.record.state is TransactionState.APPLIED:
+    def apply(self, tables: Tables) -> CopyRecord:
+        if self.record is not None and self.record.state is CopyState.APPLIED:
             return self.record
         partition_id = self._partition_id(tables)
         for sequence in self.sequences:
             tables.delete_entry(partition_id, sequence)
-        record = self.record or new_transaction_record(self.partition, self.transaction_id)
+        record = self.record or new_copy_record(self.partition, self.transaction_id)
         record = record._replace(
-            state=TransactionState.APPLIED,
+            state=CopyState.APPLIED,
             first_offset=self.first_offset,
             next_offset=self.next_offset,
         )
@@ -272,22 +266,20 @@ class MarkAborted(_PartitionOperation):
     def check(self, tables: Tables) -> None:
         self._read(tables)
         self.sequences = array("Q")
-        if self.record is not None and self.record.state is TransactionState.ABORTED:
+        if self.record is not None and self.record.state is CopyState.ABORTED:
             return
-        _check_transition(
-            self.partition, self.transaction_id, self.record, TransactionState.ABORTED
-        )
+        _check_transition(self.partition, self.transaction_id, self.record, CopyState.ABORTED)
         if self.record is not None and self.partition_row is not None:
             self.sequences = tables.walk(self.partition_row[0], self.record)
 
-    def apply(self, tables: Tables) -> TransactionRecord:
-        if self.record is not None and self.record.state is TransactionState.ABORTED:
+    def apply(self, tables: Tables) -> CopyRecord:
+        if self.record is not None and self.record.state is CopyState.ABORTED:
             return self.record
         partition_id = self._partition_id(tables)
         for sequence in self.sequences:
             tables.delete_entry(partition_id, sequence)
-        record = self.record or new_transaction_record(self.partition, self.transaction_id)
-        record = record._replace(state=TransactionState.ABORTED)
+        record = self.record or new_copy_record(self.partition, self.transaction_id)
+        record = record._replace(state=CopyState.ABORTED)
         tables.put_transaction(partition_id, record)
         return record
 
@@ -309,7 +301,7 @@ class PurgeBelow(Operation):
         self.doomed = []
         for name, partition_id, _ in tables.partitions():
             for record in tables.transactions(partition_id, name, below=self.low_watermark):
-                if record.state is TransactionState.APPLYING:
+                if record.state is CopyState.APPLYING:
                     log.warning(
                         "journal purge: transaction %d on %s is APPLYING below the low watermark "
                         "%d; kept for the copier",
@@ -320,7 +312,7 @@ class PurgeBelow(Operation):
                     continue
                 sequences = (
                     tables.walk(partition_id, record)
-                    if record.state is TransactionState.OPEN
+                    if record.state is CopyState.OPEN
                     else array("Q")
                 )
                 self.doomed.append((partition_id, record.transaction_id, sequences))

@@ -36,9 +36,9 @@ from twinlog.journal.local_format import (
     META_PURGED_BELOW,
     META_U32,
     NO_PREVIOUS,
+    CopyRecord,
+    CopyState,
     EntryHeader,
-    TransactionRecord,
-    TransactionState,
     decode_entry_header,
     decode_partition_value,
     decode_transaction_key,
@@ -69,7 +69,7 @@ class Tables:
         self._transactions = databases[DB_TRANSACTIONS]
         self._meta = databases[DB_META]
         self._partition_rows: dict[str, tuple[int, int] | None] = {}
-        self._transaction_rows: dict[tuple[int, int], TransactionRecord | None] = {}
+        self._transaction_rows: dict[tuple[int, int], CopyRecord | None] = {}
         self._dirty_partitions: set[str] = set()
         self._dirty_transactions: set[tuple[int, int]] = set()
         self._purged_below: int | None = None
@@ -124,9 +124,7 @@ class Tables:
 
     # --- transactions ---------------------------------------------------------------
 
-    def transaction(
-        self, partition_id: int, name: str, transaction_id: int
-    ) -> TransactionRecord | None:
+    def transaction(self, partition_id: int, name: str, transaction_id: int) -> CopyRecord | None:
         key = (partition_id, transaction_id)
         if key not in self._transaction_rows:
             value = self.txn.get(encode_transaction_key(*key), db=self._transactions)
@@ -135,7 +133,7 @@ class Tables:
             )
         return self._transaction_rows[key]
 
-    def put_transaction(self, partition_id: int, record: TransactionRecord) -> None:
+    def put_transaction(self, partition_id: int, record: CopyRecord) -> None:
         key = (partition_id, record.transaction_id)
         self._transaction_rows[key] = record
         self._dirty_transactions.add(key)
@@ -148,10 +146,10 @@ class Tables:
 
     def transactions(
         self, partition_id: int, name: str, below: int | None = None
-    ) -> list[TransactionRecord]:
+    ) -> list[CopyRecord]:
         """Every record of one partition (ids below ``below`` only, if given), by id."""
         self.flush()
-        found: list[TransactionRecord] = []
+        found: list[CopyRecord] = []
         with self.txn.cursor(db=self._transactions) as cursor:
             if not cursor.set_range(encode_transaction_key(partition_id, 0)):
                 return found
@@ -193,9 +191,7 @@ class Tables:
             self._releaser.touched()  # LMDB reads an overflow value's first page to free it
         return self.txn.delete(encode_entry_key(partition_id, sequence), db=self._entries)
 
-    def walk(
-        self, partition_id: int, record: TransactionRecord, chosen_only: bool = False
-    ) -> array[int]:
+    def walk(self, partition_id: int, record: CopyRecord, chosen_only: bool = False) -> array[int]:
         """Sequences of the transaction's entries in append order, from the reverse links.
 
         Reads only each entry's fixed header: 8 bytes per entry are kept, never a
@@ -204,7 +200,7 @@ class Tables:
         ``chosen_only``: only the entries the record's commit copies (its attempts).
         """
         sequences: array[int] = array("Q")
-        if record.state not in (TransactionState.OPEN, TransactionState.APPLYING):
+        if record.state not in (CopyState.OPEN, CopyState.APPLYING):
             return sequences
         filtering = chosen_only and record.attempts is not None
         walked = 0

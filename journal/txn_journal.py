@@ -20,7 +20,7 @@ from twinlog.engine.log import DataLog, LogConfig
 from twinlog.engine.records.batch_builder import RecordBatchBuilder
 from twinlog.engine.records.batch_reader import iter_batches
 from twinlog.journal.txn_checkpoint import Checkpoint, read_checkpoint, write_checkpoint
-from twinlog.journal.txn_records import TxnRecord, decode, encode
+from twinlog.journal.txn_records import CoordinatorRecord, decode, encode
 
 CHECKPOINT_FILE = "checkpoint"
 REPLAY_READ_BYTES = 1 << 20
@@ -42,13 +42,13 @@ class TxnJournal:
         self.log = DataLog.open(self.directory, config)
         self._checkpoint_path = self.directory / CHECKPOINT_FILE
 
-    def append(self, record: TxnRecord) -> int:
+    def append(self, record: CoordinatorRecord) -> int:
         """Append and fsync one record; return its offset."""
         builder = RecordBatchBuilder("none")
         builder.append(encode(record), timestamp_ms=record.timestamp_ms)
         return self.log.append(builder.build())
 
-    def replay(self, from_offset: int) -> Iterator[tuple[int, TxnRecord]]:
+    def replay(self, from_offset: int) -> Iterator[tuple[int, CoordinatorRecord]]:
         """(offset, record) of every record from ``from_offset`` to the end."""
         offset = max(from_offset, self.log.log_start_offset)
         if from_offset < self.log.log_start_offset:

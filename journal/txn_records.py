@@ -1,10 +1,13 @@
 """Records of the transaction journal (the coordinator's log) and their encoding.
 
+Names: a ``CoordinatorRecord`` is one decision in this log; not a ``CopyRecord`` (the local
+data journal's row for a transaction on one partition) nor a data ``Record`` of a batch.
+
 The transaction journal is a log like any data log: record batches in
 segments (``twinlog.engine.log``). Each coordinator decision is one batch holding one
 record whose key is empty and whose value is:
 
-    TxnRecord := type int8, timestamp_ms int64, field*      (fields per type, below)
+    CoordinatorRecord := type int8, timestamp_ms int64, field*      (fields per type, below)
 
     type  name            fields
     1     INIT_PRODUCER   transactional_id str, producer_id i64, producer_generation i32,
@@ -54,7 +57,7 @@ from twinlog.engine.base.errors import CorruptJournalError
 from twinlog.engine.base.types import TopicPartition
 
 
-class TxnRecordType(IntEnum):
+class CoordinatorRecordType(IntEnum):
     INIT_PRODUCER = 1
     BEGIN = 2
     ADD_PARTITIONS = 3
@@ -73,17 +76,17 @@ _PARTITION = struct.Struct(">i")
 
 
 @dataclass(frozen=True)
-class TxnRecord:
+class CoordinatorRecord:
     """Base of the record types. ``FIELDS`` lists (name, kind) in wire order."""
 
-    TYPE: ClassVar[TxnRecordType]
+    TYPE: ClassVar[CoordinatorRecordType]
     FIELDS: ClassVar[tuple[tuple[str, str], ...]]
     timestamp_ms: int
 
 
 @dataclass(frozen=True)
-class InitProducer(TxnRecord):
-    TYPE = TxnRecordType.INIT_PRODUCER
+class InitProducer(CoordinatorRecord):
+    TYPE = CoordinatorRecordType.INIT_PRODUCER
     FIELDS = (
         ("transactional_id", "str"),
         ("producer_id", "i64"),
@@ -97,8 +100,8 @@ class InitProducer(TxnRecord):
 
 
 @dataclass(frozen=True)
-class Begin(TxnRecord):
-    TYPE = TxnRecordType.BEGIN
+class Begin(CoordinatorRecord):
+    TYPE = CoordinatorRecordType.BEGIN
     FIELDS = (
         ("transaction_id", "i64"),
         ("transactional_id", "str"),
@@ -116,8 +119,8 @@ class Begin(TxnRecord):
 
 
 @dataclass(frozen=True)
-class AddPartitions(TxnRecord):
-    TYPE = TxnRecordType.ADD_PARTITIONS
+class AddPartitions(CoordinatorRecord):
+    TYPE = CoordinatorRecordType.ADD_PARTITIONS
     FIELDS = (("transaction_id", "i64"), ("partitions", "partitions"), ("by_send", "i8"))
     transaction_id: int
     partitions: tuple[TopicPartition, ...] = field(default=())
@@ -125,8 +128,8 @@ class AddPartitions(TxnRecord):
 
 
 @dataclass(frozen=True)
-class AddOffsets(TxnRecord):
-    TYPE = TxnRecordType.ADD_OFFSETS
+class AddOffsets(CoordinatorRecord):
+    TYPE = CoordinatorRecordType.ADD_OFFSETS
     FIELDS = (("transaction_id", "i64"), ("group_id", "str"), ("partitions", "partitions"))
     transaction_id: int
     group_id: str
@@ -134,8 +137,8 @@ class AddOffsets(TxnRecord):
 
 
 @dataclass(frozen=True)
-class PrepareCommit(TxnRecord):
-    TYPE = TxnRecordType.PREPARE_COMMIT
+class PrepareCommit(CoordinatorRecord):
+    TYPE = CoordinatorRecordType.PREPARE_COMMIT
     FIELDS = (
         ("transaction_id", "i64"),
         ("attempts", "attempts"),
@@ -148,27 +151,27 @@ class PrepareCommit(TxnRecord):
 
 
 @dataclass(frozen=True)
-class PrepareAbort(TxnRecord):
-    TYPE = TxnRecordType.PREPARE_ABORT
+class PrepareAbort(CoordinatorRecord):
+    TYPE = CoordinatorRecordType.PREPARE_ABORT
     FIELDS = (("transaction_id", "i64"),)
     transaction_id: int
 
 
 @dataclass(frozen=True)
-class Committed(TxnRecord):
-    TYPE = TxnRecordType.COMMITTED
+class Committed(CoordinatorRecord):
+    TYPE = CoordinatorRecordType.COMMITTED
     FIELDS = (("transaction_id", "i64"),)
     transaction_id: int
 
 
 @dataclass(frozen=True)
-class Aborted(TxnRecord):
-    TYPE = TxnRecordType.ABORTED
+class Aborted(CoordinatorRecord):
+    TYPE = CoordinatorRecordType.ABORTED
     FIELDS = (("transaction_id", "i64"),)
     transaction_id: int
 
 
-RECORD_CLASSES: dict[TxnRecordType, type[TxnRecord]] = {
+RECORD_CLASSES: dict[CoordinatorRecordType, type[CoordinatorRecord]] = {
     cls.TYPE: cls
     for cls in (
         InitProducer,
@@ -192,7 +195,7 @@ def _encode_string(text: str) -> bytes:
     return _STRING_LENGTH.pack(len(encoded)) + encoded
 
 
-def encode(record: TxnRecord) -> bytes:
+def encode(record: CoordinatorRecord) -> bytes:
     parts = [_PREFIX.pack(record.TYPE, record.timestamp_ms)]
     for name, kind in record.FIELDS:
         value = getattr(record, name)
@@ -246,12 +249,12 @@ class _Cursor:
             ) from None
 
 
-def decode(data: bytes) -> TxnRecord:
+def decode(data: bytes) -> CoordinatorRecord:
     """Decode one record value; CorruptJournalError for anything malformed."""
     cursor = _Cursor(data)
     type_code, timestamp_ms = _PREFIX.unpack(cursor.take(_PREFIX.size))
     try:
-        cls = RECORD_CLASSES[TxnRecordType(type_code)]
+        cls = RECORD_CLASSES[CoordinatorRecordType(type_code)]
     except ValueError:
         raise CorruptJournalError(
             f"transaction journal record type {type_code} is unknown (expected 1..8)"

@@ -29,7 +29,7 @@ from pyspark.sql.datasource import WriterCommitMessage
 
 from twinlog.connectors.spark.broker import retried
 from twinlog.engine.base.errors import InvalidTxnStateError, TwinlogError, UnknownTransactionError
-from twinlog.engine.base.types import TxnState
+from twinlog.engine.base.types import TransactionState
 from twinlog.rpc.wire.broker_api import BrokerApi
 
 log = logging.getLogger("twinlog.spark")
@@ -130,7 +130,7 @@ def commit_attempts(
     log.info("%s: committed %s with %d task attempts", what, ticket, len(attempts))
 
 
-COMMITTED_STATES = (TxnState.COMMITTED, TxnState.PREPARE_COMMIT)
+COMMITTED_STATES = (TransactionState.COMMITTED, TransactionState.PREPARE_COMMIT)
 
 
 def _says_committed(error: InvalidTxnStateError) -> bool:

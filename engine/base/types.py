@@ -21,8 +21,8 @@ class TopicPartition(NamedTuple):
         return f"{self.topic}-{self.partition}"
 
 
-class TxnState(Enum):
-    """States of a transaction at its coordinator (see ``twinlog.engine.broker.txn_state`` for the table)."""
+class TransactionState(Enum):
+    """A transaction's state at its coordinator (table: ``twinlog.engine.broker.txn_state``); not the local journal's per-partition ``CopyState``."""
 
     ONGOING = "ONGOING"
     PREPARE_COMMIT = "PREPARE_COMMIT"
@@ -32,7 +32,7 @@ class TxnState(Enum):
 
     @property
     def is_complete(self) -> bool:
-        return self in (TxnState.COMMITTED, TxnState.ABORTED)
+        return self in (TransactionState.COMMITTED, TransactionState.ABORTED)
 
 
 @dataclass(frozen=True)
@@ -88,7 +88,7 @@ class TransactionDescription:
     transactional_id: str
     producer_id: int
     producer_generation: int
-    state: TxnState
+    state: TransactionState
     partitions: tuple[TopicPartition, ...]
     groups: tuple[str, ...]
     started_ms: int

@@ -4,7 +4,10 @@
     ...
     broker.close()
 
-It runs in-process with no network; ``rpc`` is a thin layer over it. Data
+It runs in-process with no network; ``rpc`` is a thin layer over it. ``Broker`` is
+the facade: it opens the parts, checks each request and hands it to the part that
+owns it. Background rounds are in ``scheduler``; who may take a group's offsets
+into a transaction (KIP-447) is in ``group_offset_fencing``. Data
 directory layout (``docs/design.md``):
 
     DATA_DIR/
@@ -24,7 +27,8 @@ Start-up, in order (each step needs the one before):
     5. coordinators              replay each transaction journal from its checkpoint;
                                  prepared transactions are queued for completion
     6. purge                     drop journal leftovers below the coordinators' low watermark
-    7. background threads        completers, timeouts, checkpoints, retention, compaction
+    7. background threads        completers; the scheduler's timeouts, checkpoints,
+                                 retention, compaction and log flush
 
 Thread rule: every public method may be called from any thread.
 """
@@ -37,7 +41,7 @@ import resource
 import shutil
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -50,8 +54,6 @@ from twinlog.engine.base.errors import (
     InvalidTxnStateError,
     LogClosedError,
     NotEnoughResourcesError,
-    PendingTransactionError,
-    ProducerFencedError,
     UnknownTopicOrPartitionError,
     UnknownTransactionError,
 )
@@ -64,15 +66,10 @@ from twinlog.engine.base.types import (
     TopicDescription,
     TopicPartition,
     TransactionDescription,
-    TxnState,
 )
 from twinlog.engine.broker.config import BrokerConfig
-from twinlog.engine.broker.coordinator import (
-    Coordinator,
-    TxnMetadata,
-    coordinator_partition_of,
-    now_ms,
-)
+from twinlog.engine.broker.coordinator import Coordinator, coordinator_partition_of
+from twinlog.engine.broker.group_offset_fencing import GroupOffsetFence
 from twinlog.engine.broker.group_offsets import (
     OFFSETS_TOPIC,
     GroupOffsets,
@@ -81,10 +78,11 @@ from twinlog.engine.broker.group_offsets import (
 )
 from twinlog.engine.broker.id_allocator import IdAllocator
 from twinlog.engine.broker.partition import Partition
+from twinlog.engine.broker.scheduler import Scheduler, broker_tasks
 from twinlog.engine.broker.topic_registry import TopicRegistry
-from twinlog.engine.broker.txn_state import TxnEvent
+from twinlog.engine.broker.transaction_metadata import now_ms
+from twinlog.engine.broker.txn_state import TransactionEvent
 from twinlog.engine.log import LogConfig
-from twinlog.engine.log.config import FLUSH_INTERVAL
 from twinlog.engine.records.batch_format import (
     NO_TRANSACTION_ID,
     check_producer_batch,
@@ -100,7 +98,6 @@ log = logging.getLogger(__name__)
 IDEMPOTENT_PRODUCER_PREFIX = "__idempotent__"  # non-transactional producers get ids too
 FILES_PER_PARTITION = 4  # a segment's log (opened twice), offset index and time index
 FILES_RESERVED = 256  # sockets, LMDB, transaction journals, ...
-GROUP_FENCE_LOCKS = 64  # groups share these by hash: enough that unrelated groups rarely wait
 
 
 class _LocalApplier:
@@ -109,21 +106,23 @@ class _LocalApplier:
     def __init__(self, broker: Broker) -> None:
         self._broker = broker
 
-    def journaled_entries(self, partition: TopicPartition, transaction_id: int) -> int:
-        target = self._broker._partitions.get(partition)
-        return -1 if target is None else target.journaled_entries(transaction_id)
+    def journaled_entries(self, topic_partition: TopicPartition, transaction_id: int) -> int:
+        partition = self._broker._partitions.get(topic_partition)
+        return -1 if partition is None else partition.journaled_entries(transaction_id)
 
     def apply_commit(
         self,
-        partition: TopicPartition,
+        topic_partition: TopicPartition,
         transaction_id: int,
         attempts: tuple[str, ...] | None,
         journaled_entries: int,
     ) -> None:
-        target = self._broker._partitions.get(partition)
-        if target is None:
+        partition = self._broker._partitions.get(topic_partition)
+        if partition is None:
             log.warning(
-                "APPLY_COMMIT %d: partition %s no longer exists; skipped", transaction_id, partition
+                "APPLY_COMMIT %d: partition %s no longer exists; skipped",
+                transaction_id,
+                topic_partition,
             )
             return
         if journaled_entries and self._broker.config.accept_journal_loss:
@@ -131,18 +130,20 @@ class _LocalApplier:
                 "APPLY_COMMIT %d on %s: not checking the %d journal entries its commit counted "
                 "(accept_journal_loss): whatever the journal lost of it stays lost",
                 transaction_id,
-                partition,
+                topic_partition,
                 journaled_entries,
             )
             journaled_entries = 0
-        first_offset, next_offset = target.apply_commit(transaction_id, attempts, journaled_entries)
-        if partition.topic == OFFSETS_TOPIC and next_offset > first_offset:
-            self._broker._observe_offsets(target, first_offset, next_offset)
+        first_offset, next_offset = partition.apply_commit(
+            transaction_id, attempts, journaled_entries
+        )
+        if topic_partition.topic == OFFSETS_TOPIC and next_offset > first_offset:
+            self._broker._observe_offsets(partition, first_offset, next_offset)
 
-    def apply_abort(self, partition: TopicPartition, transaction_id: int) -> None:
-        target = self._broker._partitions.get(partition)
-        if target is not None:
-            target.apply_abort(transaction_id)
+    def apply_abort(self, topic_partition: TopicPartition, transaction_id: int) -> None:
+        partition = self._broker._partitions.get(topic_partition)
+        if partition is not None:
+            partition.apply_abort(transaction_id)
 
 
 class Broker:
@@ -153,9 +154,7 @@ class Broker:
         self._closed = False
         self._admin_lock = threading.RLock()
         self._partitions: dict[TopicPartition, Partition] = {}
-        self._stop = threading.Event()
-        self._threads: list[threading.Thread] = []
-        self._group_fence_locks = [threading.Lock() for _ in range(GROUP_FENCE_LOCKS)]
+        self.scheduler = Scheduler()
 
     # --- life cycle ---------------------------------------------------------------------
 
@@ -212,44 +211,49 @@ class Broker:
             offsets_topic.config, config.offsets_segment_bytes
         )
         for name, topic in self.topics.topics.items():
-            for index in range(topic.partitions):
-                self._open_partition(TopicPartition(name, index), topic.config)
+            for partition_index in range(topic.partitions):
+                self._open_partition(TopicPartition(name, partition_index), topic.config)
         # 4. group offsets
         self.group_offsets = GroupOffsets(self.topics.get(OFFSETS_TOPIC).partitions)
-        for index in range(self.group_offsets.partition_count):
-            partition = self._partitions[TopicPartition(OFFSETS_TOPIC, index)]
+        for partition_index in range(self.group_offsets.partition_count):
+            partition = self._partitions[TopicPartition(OFFSETS_TOPIC, partition_index)]
             self._observe_offsets(
                 partition, partition.log.log_start_offset, partition.log.log_end_offset
             )
+        self.offset_fence = GroupOffsetFence(self.group_offsets, self._coordinator_for_id)
         # 5. coordinators
         applier = _LocalApplier(self)
         self.coordinators = [
             Coordinator(
-                index,
-                TxnJournal(self.data_dir / "txn" / str(index)),
+                journal_partition_index,
+                TxnJournal(self.data_dir / "txn" / str(journal_partition_index)),
                 self.ids,
                 applier,
-                on_complete=self._on_transaction_complete,
+                on_complete=self.offset_fence.release,
             )
-            for index in range(self.topics.journal_partitions)
+            for journal_partition_index in range(self.topics.journal_partitions)
         ]
         replayed = sum(coordinator.recover() for coordinator in self.coordinators)
         for coordinator in self.coordinators:
             for described in coordinator.list_transactions():
                 txn = coordinator.transaction(described.transaction_id)
                 if txn is not None:
-                    for group_id, partitions in txn.groups.items():
-                        self.group_offsets.mark_pending(group_id, partitions, txn.transaction_id)
+                    self.offset_fence.restore(txn)
         # 6. purge leftovers of transactions no coordinator knows
         purged = self.journal.purge_below(self.low_watermark())
         # 7. background work
         for coordinator in self.coordinators:
             coordinator.start()
-        self._spawn("txn-timeouts", self._expire_forever, config.transaction_check_interval_ms)
-        self._spawn("txn-checkpoints", self._checkpoint_forever, config.checkpoint_interval_ms)
-        self._spawn("retention", self._retention_forever, config.retention_check_interval_ms)
-        self._spawn("compaction", self._compaction_forever, config.compaction_check_interval_ms)
-        self._spawn("log-flush", self._flush_due_forever, self._flush_check_interval_ms)
+        self.scheduler.start(
+            broker_tasks(
+                config,
+                self.coordinators,
+                self.journal,
+                self.low_watermark,
+                partitions=lambda: list(self._partitions.values()),
+                should_stop=self.scheduler.is_stopping,
+            )
+        )
         log.info(
             "broker open in %s: %d topics, %d partitions, %d journal records replayed, %d leftover "
             "journal entries purged, %.0f ms",
@@ -260,21 +264,6 @@ class Broker:
             purged,
             (time.monotonic() - started) * 1000,
         )
-
-    def _spawn(self, name: str, target: Any, interval_ms: int | Callable[[], int]) -> None:
-        def seconds() -> float:  # a callable interval is read again each round
-            return (interval_ms() if callable(interval_ms) else interval_ms) / 1000
-
-        def loop() -> None:
-            while not self._stop.wait(seconds()):
-                try:
-                    target()
-                except Exception:
-                    log.exception("background task %s failed; it will run again", name)
-
-        thread = threading.Thread(target=loop, name=name, daemon=True)
-        thread.start()
-        self._threads.append(thread)
 
     def _open_partition(
         self, topic_partition: TopicPartition, topic_config: Mapping[str, str]
@@ -301,9 +290,7 @@ class Broker:
         if self._closed:
             return
         self._closed = True
-        self._stop.set()
-        for thread in self._threads:
-            thread.join(timeout=10)
+        self.scheduler.stop()
         self._close_opened()
         log.info("broker closed")
 
@@ -331,46 +318,7 @@ class Broker:
         if self._closed:
             raise LogClosedError("the broker is closed; open it again")
 
-    # --- background tasks --------------------------------------------------------------------
-
-    def _expire_forever(self) -> None:
-        for coordinator in self.coordinators:
-            coordinator.expire()
-
-    def _checkpoint_forever(self) -> None:
-        for coordinator in self.coordinators:
-            coordinator.checkpoint()
-        self.journal.purge_below(self.low_watermark())
-
-    def _retention_forever(self) -> None:
-        for partition in list(self._partitions.values()):
-            partition.log.apply_retention()
-
-    def _compaction_forever(self) -> None:
-        for partition in list(self._partitions.values()):
-            if partition.log.config.compacts and not self._stop.is_set():
-                try:  # one damaged partition must not stop the others' compaction
-                    partition.compact_log(should_stop=self._stop.is_set)
-                except Exception:
-                    log.exception("compacting %s failed; it will be tried again", partition.name)
-
-    def _flush_due_forever(self) -> None:
-        # The interval flush policy is checked on append only: without this, the last
-        # appends of a burst would stay unfsynced until the next append, however late.
-        for partition in list(self._partitions.values()):
-            if partition.log.config.flush_policy == FLUSH_INTERVAL:
-                partition.log.flush_if_due()
-
-    def _flush_check_interval_ms(self) -> int:
-        """Half the shortest flush.ms of the interval-flushed logs (read each round, as
-        topics come and go), so no unflushed byte waits past 1.5x its log's flush.ms."""
-        intervals = [
-            config.flush_interval_ms
-            for partition in list(self._partitions.values())
-            if (config := partition.log.config).flush_policy == FLUSH_INTERVAL
-            and config.flush_interval_ms > 0  # 0: every append fsyncs, nothing ever waits
-        ]
-        return max(1, min(intervals, default=LogConfig().flush_interval_ms) // 2)
+    # --- transaction ids ----------------------------------------------------------------------
 
     def low_watermark(self) -> int:
         """Smallest transaction id that may still be in flight: ids below it are all complete.
@@ -396,15 +344,15 @@ class Broker:
         with self._admin_lock:
             self._check_open_files(partitions)
             self.topics.add(name, partitions, config)
-            for index in range(partitions):
-                self._open_partition(TopicPartition(name, index), config)
+            for partition_index in range(partitions):
+                self._open_partition(TopicPartition(name, partition_index), config)
         log.info("created topic %s with %d partitions", name, partitions)
         return self.describe_topic(name)
 
-    def _check_open_files(self, partitions: object) -> None:
+    def _check_open_files(self, partition_count: object) -> None:
         """Refuse a topic whose partitions would exhaust the process's open-files limit."""
         limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
-        wanted = partitions if isinstance(partitions, int) and partitions > 0 else 0
+        wanted = partition_count if isinstance(partition_count, int) and partition_count > 0 else 0
         needed = (len(self._partitions) + wanted) * FILES_PER_PARTITION + FILES_RESERVED
         if limit != resource.RLIM_INFINITY and needed > limit:
             raise NotEnoughResourcesError(
@@ -419,8 +367,8 @@ class Broker:
         with self._admin_lock:
             topic = self.topics.get(name)
             self.topics.remove(name)
-            for index in range(topic.partitions):
-                partition = self._partitions.pop(TopicPartition(name, index))
+            for partition_index in range(topic.partitions):
+                partition = self._partitions.pop(TopicPartition(name, partition_index))
                 partition.close()
                 shutil.rmtree(partition.directory, ignore_errors=True)
         log.info("deleted topic %s", name)
@@ -432,12 +380,12 @@ class Broker:
         topic = self.topics.get(name)
         pending = self.journal.statistics().pending_by_partition
         partitions = []
-        for index in range(topic.partitions):
-            partition = self._partition(name, index)
+        for partition_index in range(topic.partitions):
+            partition = self._partition(name, partition_index)
             entries, size_bytes = pending.get(partition.name, (0, 0))
             partitions.append(
                 PartitionDescription(
-                    partition=index,
+                    partition=partition_index,
                     log_start_offset=partition.log.log_start_offset,
                     log_end_offset=partition.log.log_end_offset,
                     journal_entries_pending=entries,
@@ -446,13 +394,13 @@ class Broker:
             )
         return TopicDescription(name, tuple(partitions), dict(topic.config))
 
-    def _partition(self, topic: str, partition: int) -> Partition:
-        found = self._partitions.get(TopicPartition(topic, partition))
+    def _partition(self, topic: str, partition_index: int) -> Partition:
+        found = self._partitions.get(TopicPartition(topic, partition_index))
         if found is None:
             if topic in self.topics.topics:
                 raise UnknownTopicOrPartitionError(
                     f"topic {topic!r} has partitions 0..{self.topics.topics[topic].partitions - 1}, "
-                    f"not {partition}"
+                    f"not {partition_index}"
                 )
             self.topics.get(topic)  # raises the "create it first" error
         assert found is not None
@@ -461,10 +409,10 @@ class Broker:
     # --- producing ------------------------------------------------------------------------------
 
     def _coordinator_for_id(self, identifier: int) -> Coordinator:
-        index = coordinator_partition_of(identifier)
-        if index >= len(self.coordinators):
+        coordinator_index = coordinator_partition_of(identifier)
+        if coordinator_index >= len(self.coordinators):
             raise InvalidTxnStateError(f"id {identifier} was not issued by this broker")
-        return self.coordinators[index]
+        return self.coordinators[coordinator_index]
 
     def _coordinator_for_transactional_id(self, transactional_id: str) -> Coordinator:
         return self.coordinators[crc32c(transactional_id.encode("utf-8")) % len(self.coordinators)]
@@ -563,8 +511,8 @@ class Broker:
     ) -> None:
         self._check_open()
         wanted = [TopicPartition(*p) for p in partitions]
-        for p in wanted:
-            self._partition(p.topic, p.partition)
+        for topic_partition in wanted:
+            self._partition(topic_partition.topic, topic_partition.partition)
         self._coordinator_of_transaction(transaction_id, producer_id).add_partitions(
             transaction_id, producer_id, producer_generation, wanted
         )
@@ -587,19 +535,19 @@ class Broker:
         # must not abort the transaction that holds the offsets.
         coordinator.add_partitions(transaction_id, producer_id, producer_generation, ())
         offsets_partition = self.group_offsets.partition_for(group_id)
-        # Fence and take the offsets as one step per group: two newcomers racing past the
-        # fence at once would both hold the same offsets, and the zombie's could win.
-        with self._group_fence_locks[crc32c(group_id.encode("utf-8")) % GROUP_FENCE_LOCKS]:
-            self._fence_offset_holders(transaction_id, group_id, wanted)
-            coordinator.add_offsets(
+        self.offset_fence.take(
+            transaction_id,
+            group_id,
+            wanted,
+            lambda: coordinator.add_offsets(
                 transaction_id,
                 producer_id,
                 producer_generation,
                 group_id,
                 offsets_partition,
                 wanted,
-            )
-            self.group_offsets.mark_pending(group_id, wanted, transaction_id)
+            ),
+        )
         batch = build_offsets_batch(group_id, wanted, transaction_id=transaction_id)
         target = self._partitions[offsets_partition]
         txn = coordinator.lock_for_send(
@@ -609,38 +557,6 @@ class Broker:
             target.append_transactional(transaction_id, batch, validate_batch(batch))
         finally:
             txn.lock.release()
-
-    def _fence_offset_holders(
-        self, transaction_id: int, group_id: str, offsets: Mapping[TopicPartition, int]
-    ) -> None:
-        """KIP-447: another transaction holding these offsets is aborted, or we are refused."""
-        for partition, holder_id in self.group_offsets.holders(group_id, offsets).items():
-            if holder_id == transaction_id:
-                continue
-            holder_coordinator = self._coordinator_for_id(holder_id)
-            holder = holder_coordinator.transaction(holder_id)
-            if holder is None:
-                continue
-            if holder_id > transaction_id and holder.state is TxnState.ONGOING:
-                raise ProducerFencedError(
-                    f"group {group_id!r} offsets for {partition} are held by transaction "
-                    f"{holder_id}, which began after this transaction {transaction_id}: this "
-                    "producer is a zombie; close it"
-                )
-            if holder.state is TxnState.ONGOING:
-                log.info(
-                    "transaction %d commits offsets of group %r held by older transaction %d: "
-                    "aborting it (KIP-447)",
-                    transaction_id,
-                    group_id,
-                    holder_id,
-                )
-                holder_coordinator.admin_abort(holder_id)
-            elif not holder.state.is_complete:
-                raise PendingTransactionError(
-                    f"group {group_id!r} offsets for {partition} are being committed by "
-                    f"transaction {holder_id}; retry shortly"
-                )
 
     def commit_transaction(
         self,
@@ -672,10 +588,6 @@ class Broker:
         self._coordinator_of_transaction(transaction_id, producer_id).abort(
             transaction_id, producer_id, producer_generation, wait_for_applied
         )
-
-    def _on_transaction_complete(self, txn: TxnMetadata) -> None:
-        if txn.groups:
-            self.group_offsets.clear_pending(txn.transaction_id, txn.groups)
 
     # --- consuming -----------------------------------------------------------------------------
 
@@ -715,12 +627,7 @@ class Broker:
         wanted = {TopicPartition(*p): int(o) for p, o in offsets.items()}
         if not wanted:
             return
-        holders = self.group_offsets.holders(group_id, wanted)
-        if holders:
-            raise PendingTransactionError(
-                f"group {group_id!r} has offsets pending in transaction(s) "
-                f"{sorted(set(holders.values()))}; retry shortly"
-            )
+        self.offset_fence.check_plain_commit(group_id, wanted)
         batch = build_offsets_batch(group_id, wanted)
         target = self._partitions[self.group_offsets.partition_for(group_id)]
         result = target.append_plain(batch, validate_batch(batch))
@@ -754,8 +661,12 @@ class Broker:
 
     def admin_abort_transaction(self, transaction_id: int) -> None:
         self._check_open()
-        index = coordinator_partition_of(transaction_id)
-        coordinator = self.coordinators[index] if index < len(self.coordinators) else None
+        coordinator_index = coordinator_partition_of(transaction_id)
+        coordinator = (
+            self.coordinators[coordinator_index]
+            if coordinator_index < len(self.coordinators)
+            else None
+        )
         # One answer for every id that is not in flight, whichever coordinator its low bits name.
         if coordinator is None or coordinator.transaction(transaction_id) is None:
             raise UnknownTransactionError(
@@ -771,10 +682,10 @@ class Broker:
     def transactional_id_of(self, producer_id: int) -> str | None:
         """The transactional id a producer id belongs to (None: unknown); the server's ACLs
         need it. Producer ids survive restarts and re-inits, so this answer does too."""
-        index = coordinator_partition_of(producer_id)
-        if producer_id < 0 or index >= len(self.coordinators):
+        coordinator_index = coordinator_partition_of(producer_id)
+        if producer_id < 0 or coordinator_index >= len(self.coordinators):
             return None
-        return self.coordinators[index].transactional_id_of(producer_id)
+        return self.coordinators[coordinator_index].transactional_id_of(producer_id)
 
     # --- used by tests and tools -------------------------------------------------------------------
 
@@ -786,4 +697,4 @@ class Broker:
         return aborted
 
 
-__all__ = ["Broker", "TxnEvent"]
+__all__ = ["Broker", "TransactionEvent"]

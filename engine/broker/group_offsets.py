@@ -17,16 +17,10 @@ topic only when the transaction is applied.
     str         := length int16, UTF-8 bytes
 
 ``GroupOffsets`` is the in-memory view the broker answers OffsetFetch from. It
-also tracks, per (group, partition), the transaction that holds a pending
+also tracks, per (group, topic-partition), the transaction that holds a pending
 offset commit, so a fetch answers PendingTransactionError instead of a stale
-offset (KIP-447), and applies KIP-447's group fencing rule:
-
-    a transactional offset commit for (group, partition) held by another
-    transaction T_old that is still ONGOING aborts T_old if T_old began earlier
-    (transaction ids increase with time), and is refused with
-    ProducerFencedError if T_old began later (the newcomer is the zombie).
-    If T_old is already PREPARE_COMMIT it cannot be aborted: the newcomer gets
-    PendingTransactionError and retries once T_old is applied.
+offset (KIP-447). What a newcomer may do about such a holder (KIP-447's group
+fencing rule) is ``group_offset_fencing``'s policy.
 
 Thread rule: every method takes the object's lock; any thread may call.
 """
@@ -76,12 +70,12 @@ def _string(text: str) -> bytes:
     return _SHORT.pack(len(encoded)) + encoded
 
 
-def encode_key(group_id: str, partition: TopicPartition) -> bytes:
+def encode_key(group_id: str, topic_partition: TopicPartition) -> bytes:
     return (
         _SHORT.pack(_VERSION)
         + _string(group_id)
-        + _string(partition.topic)
-        + _PARTITION.pack(partition.partition)
+        + _string(topic_partition.topic)
+        + _PARTITION.pack(topic_partition.partition)
     )
 
 
@@ -95,12 +89,12 @@ def decode_key(key: bytes) -> tuple[str, TopicPartition]:
             position += _SHORT.size
             texts.append(key[position : position + length].decode("utf-8"))
             position += length
-        (partition,) = _PARTITION.unpack_from(key, position)
+        (partition_index,) = _PARTITION.unpack_from(key, position)
     except (struct.error, UnicodeDecodeError) as error:
         raise CorruptJournalError(f"{OFFSETS_TOPIC} holds a malformed key: {error}") from None
     if version != _VERSION:
         raise CorruptJournalError(f"{OFFSETS_TOPIC} key version {version}, expected {_VERSION}")
-    return texts[0], TopicPartition(texts[1], partition)
+    return texts[0], TopicPartition(texts[1], partition_index)
 
 
 def build_offsets_batch(
@@ -109,10 +103,10 @@ def build_offsets_batch(
     """One batch of offset records (built by the broker: these are its own records)."""
     builder = RecordBatchBuilder("none", transaction_id=transaction_id)
     now_ms = time.time_ns() // 1_000_000
-    for partition, offset in sorted(offsets.items()):
+    for topic_partition, offset in sorted(offsets.items()):
         builder.append(
             _VALUE.pack(_VERSION, offset, now_ms),
-            key=encode_key(group_id, TopicPartition(*partition)),
+            key=encode_key(group_id, TopicPartition(*topic_partition)),
             timestamp_ms=now_ms,
         )
     return builder.build()
@@ -134,12 +128,12 @@ class GroupOffsets:
             for record in records:
                 if record.key is None:
                     continue
-                group_id, partition = decode_key(record.key)
+                group_id, topic_partition = decode_key(record.key)
                 if record.value is None:
-                    self._committed.pop((group_id, partition), None)
+                    self._committed.pop((group_id, topic_partition), None)
                     continue
                 _, offset, _ = _VALUE.unpack(record.value)
-                self._committed[(group_id, partition)] = offset
+                self._committed[(group_id, topic_partition)] = offset
 
     def fetch(
         self, group_id: str, partitions: Iterable[TopicPartition]
@@ -147,11 +141,11 @@ class GroupOffsets:
         """Committed offsets (NO_OFFSET where none); PendingTransactionError if any is pending."""
         with self._lock:
             wanted = [TopicPartition(*p) for p in partitions]
-            for partition in wanted:
-                holder = self._pending.get((group_id, partition))
+            for topic_partition in wanted:
+                holder = self._pending.get((group_id, topic_partition))
                 if holder is not None:
                     raise PendingTransactionError(
-                        f"group {group_id!r} has an offset for {partition} in transaction {holder}, "
+                        f"group {group_id!r} has an offset for {topic_partition} in transaction {holder}, "
                         "which is not complete yet; retry shortly (the answer would be stale)"
                     )
             return {p: self._committed.get((group_id, p), NO_OFFSET) for p in wanted}
@@ -172,8 +166,8 @@ class GroupOffsets:
         self, group_id: str, partitions: Iterable[TopicPartition], transaction_id: int
     ) -> None:
         with self._lock:
-            for partition in partitions:
-                self._pending[(group_id, TopicPartition(*partition))] = transaction_id
+            for topic_partition in partitions:
+                self._pending[(group_id, TopicPartition(*topic_partition))] = transaction_id
 
     def clear_pending(
         self, transaction_id: int, groups: Mapping[str, Iterable[TopicPartition]]
@@ -181,8 +175,8 @@ class GroupOffsets:
         """Drop the transaction's pending marks (after it is applied or aborted)."""
         with self._lock:
             for group_id, partitions in groups.items():
-                for partition in partitions:
-                    key = (group_id, TopicPartition(*partition))
+                for topic_partition in partitions:
+                    key = (group_id, TopicPartition(*topic_partition))
                     if self._pending.get(key) == transaction_id:
                         del self._pending[key]
 

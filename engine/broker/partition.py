@@ -35,7 +35,7 @@ from twinlog.engine.base.types import (
 from twinlog.engine.broker.producer_state import SequenceTracker
 from twinlog.engine.log import CompactionReport, DataLog, LogConfig, compact
 from twinlog.engine.records.batch_format import NO_PRODUCER_ID, BatchHeader
-from twinlog.journal import LocalJournal, TransactionState
+from twinlog.journal import CopyState, LocalJournal
 
 log = logging.getLogger(__name__)
 
@@ -129,7 +129,7 @@ class Partition:
     def journaled_entries(self, transaction_id: int) -> int:
         """Journal entries of the transaction while it is open here (0: none)."""
         record = self.journal.transaction(self.name, transaction_id)
-        return record.entry_count if record and record.state is TransactionState.OPEN else 0
+        return record.entry_count if record and record.state is CopyState.OPEN else 0
 
     def apply_commit(
         self,
@@ -158,7 +158,7 @@ class Partition:
         )
 
     def _applying_start_offset(self) -> int | None:
-        applying = self.journal.transactions(self.name, [TransactionState.APPLYING])
+        applying = self.journal.transactions(self.name, [CopyState.APPLYING])
         return min((record.first_offset for record in applying), default=None)
 
     # --- reads -----------------------------------------------------------------------
@@ -197,7 +197,7 @@ class Partition:
         journal's headers. Not kept: the send path owns ``transaction_sequences``."""
         touched_ids = {transaction_id for transaction_id, _ in touched}
         found: dict[tuple[int, str], SequenceTracker] = {}
-        unapplied = (TransactionState.OPEN, TransactionState.APPLYING)
+        unapplied = (CopyState.OPEN, CopyState.APPLYING)
         for record in self.journal.transactions(self.name, unapplied):
             if record.transaction_id in touched_ids:
                 continue

@@ -27,6 +27,9 @@ with success, ``error`` an InvalidTxnStateError naming both states):
 
 A retried commit of a transaction already committing answers success: the
 first answer may have been lost, and the commit is guaranteed either way.
+
+Names: ``TransactionState`` and ``TransactionEvent`` are the coordinator's, for the whole
+transaction; the local journal's state of one transaction on one partition is ``CopyState``.
 """
 
 from __future__ import annotations
@@ -34,15 +37,15 @@ from __future__ import annotations
 from enum import Enum
 
 from twinlog.engine.base.errors import InvalidTxnStateError
-from twinlog.engine.base.types import TxnState
+from twinlog.engine.base.types import TransactionState
 
-ONGOING = TxnState.ONGOING
-PREPARE_COMMIT = TxnState.PREPARE_COMMIT
-PREPARE_ABORT = TxnState.PREPARE_ABORT
-COMMITTED = TxnState.COMMITTED
-ABORTED = TxnState.ABORTED
+ONGOING = TransactionState.ONGOING
+PREPARE_COMMIT = TransactionState.PREPARE_COMMIT
+PREPARE_ABORT = TransactionState.PREPARE_ABORT
+COMMITTED = TransactionState.COMMITTED
+ABORTED = TransactionState.ABORTED
 
-VALID_PREVIOUS_STATES: dict[TxnState, frozenset[TxnState | None]] = {
+VALID_PREVIOUS_STATES: dict[TransactionState, frozenset[TransactionState | None]] = {
     ONGOING: frozenset({None, ONGOING}),
     PREPARE_COMMIT: frozenset({ONGOING}),
     PREPARE_ABORT: frozenset({ONGOING}),
@@ -51,7 +54,7 @@ VALID_PREVIOUS_STATES: dict[TxnState, frozenset[TxnState | None]] = {
 }
 
 
-class TxnEvent(Enum):
+class TransactionEvent(Enum):
     ADD_PARTITIONS = "add_partitions"
     ADD_OFFSETS = "add_offsets"
     SEND = "send"
@@ -69,23 +72,23 @@ class Outcome(Enum):
     ERROR = "error"
 
 
-Result = TxnState | Outcome
+Result = TransactionState | Outcome
 E = Outcome.ERROR
 OK = Outcome.NO_OP
 
-# The table above, as data. Columns in the order of TxnState.
+# The table above, as data. Columns in the order of TransactionState.
 _COLUMNS = (ONGOING, PREPARE_COMMIT, PREPARE_ABORT, COMMITTED, ABORTED)
-_ROWS: dict[TxnEvent, tuple[Result, Result, Result, Result, Result]] = {
-    TxnEvent.ADD_PARTITIONS: (ONGOING, E, E, E, E),
-    TxnEvent.ADD_OFFSETS: (ONGOING, E, E, E, E),
-    TxnEvent.SEND: (ONGOING, E, E, E, E),
-    TxnEvent.COMMIT: (PREPARE_COMMIT, OK, E, OK, E),
-    TxnEvent.ABORT: (PREPARE_ABORT, E, OK, E, OK),
-    TxnEvent.TIMEOUT: (PREPARE_ABORT, OK, OK, OK, OK),
-    TxnEvent.COMPLETE_COMMIT: (E, COMMITTED, E, OK, E),
-    TxnEvent.COMPLETE_ABORT: (E, E, ABORTED, E, OK),
+_ROWS: dict[TransactionEvent, tuple[Result, Result, Result, Result, Result]] = {
+    TransactionEvent.ADD_PARTITIONS: (ONGOING, E, E, E, E),
+    TransactionEvent.ADD_OFFSETS: (ONGOING, E, E, E, E),
+    TransactionEvent.SEND: (ONGOING, E, E, E, E),
+    TransactionEvent.COMMIT: (PREPARE_COMMIT, OK, E, OK, E),
+    TransactionEvent.ABORT: (PREPARE_ABORT, E, OK, E, OK),
+    TransactionEvent.TIMEOUT: (PREPARE_ABORT, OK, OK, OK, OK),
+    TransactionEvent.COMPLETE_COMMIT: (E, COMMITTED, E, OK, E),
+    TransactionEvent.COMPLETE_ABORT: (E, E, ABORTED, E, OK),
 }
-TRANSITIONS: dict[tuple[TxnEvent, TxnState], Result] = {
+TRANSITIONS: dict[tuple[TransactionEvent, TransactionState], Result] = {
     (event, state): result
     for event, row in _ROWS.items()
     for state, result in zip(_COLUMNS, row, strict=True)
@@ -93,7 +96,7 @@ TRANSITIONS: dict[tuple[TxnEvent, TxnState], Result] = {
 
 # Every transition the table makes must be one the state allows (checked at import).
 for (_event, _state), _result in TRANSITIONS.items():
-    if isinstance(_result, TxnState):
+    if isinstance(_result, TransactionState):
         assert _state in VALID_PREVIOUS_STATES[_result], (_event, _state, _result)
 
 _HINTS = {
@@ -106,7 +109,7 @@ _HINTS = {
 }
 
 
-def next_state(transaction_id: int, state: TxnState, event: TxnEvent) -> Result:
+def next_state(transaction_id: int, state: TransactionState, event: TransactionEvent) -> Result:
     """The table's answer for ``event`` in ``state``; raises InvalidTxnStateError for ``error``."""
     result = TRANSITIONS[(event, state)]
     if result is Outcome.ERROR:

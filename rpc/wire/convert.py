@@ -10,18 +10,20 @@ from twinlog.engine.base.types import (
     TopicDescription,
     TopicPartition,
     TransactionDescription,
-    TxnState,
+    TransactionState,
 )
 from twinlog.rpc.generated.twinlog.v1 import admin_pb2, common_pb2
 
-STATE_TO_PROTO: dict[TxnState, int] = {
-    TxnState.ONGOING: admin_pb2.TRANSACTION_STATE_ONGOING,
-    TxnState.PREPARE_COMMIT: admin_pb2.TRANSACTION_STATE_PREPARE_COMMIT,
-    TxnState.PREPARE_ABORT: admin_pb2.TRANSACTION_STATE_PREPARE_ABORT,
-    TxnState.COMMITTED: admin_pb2.TRANSACTION_STATE_COMMITTED,
-    TxnState.ABORTED: admin_pb2.TRANSACTION_STATE_ABORTED,
+STATE_TO_PROTO: dict[TransactionState, int] = {
+    TransactionState.ONGOING: admin_pb2.TRANSACTION_STATE_ONGOING,
+    TransactionState.PREPARE_COMMIT: admin_pb2.TRANSACTION_STATE_PREPARE_COMMIT,
+    TransactionState.PREPARE_ABORT: admin_pb2.TRANSACTION_STATE_PREPARE_ABORT,
+    TransactionState.COMMITTED: admin_pb2.TRANSACTION_STATE_COMMITTED,
+    TransactionState.ABORTED: admin_pb2.TRANSACTION_STATE_ABORTED,
 }
-STATE_FROM_PROTO: dict[int, TxnState] = {value: key for key, value in STATE_TO_PROTO.items()}
+STATE_FROM_PROTO: dict[int, TransactionState] = {
+    value: key for key, value in STATE_TO_PROTO.items()
+}
 
 
 def topic_partitions_to_proto(

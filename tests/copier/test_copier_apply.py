@@ -22,7 +22,7 @@ from twinlog.engine.base.errors import (
     TransactionCompletedError,
 )
 from twinlog.engine.log import LogConfig
-from twinlog.journal import TransactionState
+from twinlog.journal import CopyState
 
 
 @pytest.fixture
@@ -47,7 +47,7 @@ def test_commit_copies_the_batches_contiguously_in_order(partition: PartitionFix
     assert partition.writer.apply_commit(1) == (7, 15)
     assert log_bodies(partition.log) == [body(plain_batch(0))] + [body(x) for x in b + a]
     record = partition.j.transaction(partition.name, 1)
-    assert record.state is TransactionState.APPLIED and record.applied_range == (7, 15)
+    assert record.state is CopyState.APPLIED and record.applied_range == (7, 15)
     assert partition.j.statistics().entry_count == 0
     partition.j.check()
 
@@ -72,7 +72,7 @@ def test_abort_copies_nothing_deletes_entries_and_is_idempotent(
     partition.restart()
     partition.writer.apply_abort(6)
     assert partition.log.log_end_offset == 0
-    assert partition.j.transaction(partition.name, 6).state is TransactionState.ABORTED
+    assert partition.j.transaction(partition.name, 6).state is CopyState.ABORTED
     assert partition.j.statistics().entry_count == 0
     with pytest.raises(TransactionCompletedError):  # seed 003: a late message never lingers
         partition.j.append(partition.name, 6, transactional_batch(6, 6))
@@ -99,11 +99,11 @@ def test_unknown_transaction_applies_as_empty_and_is_recorded(partition: Partiti
     partition.writer.append_plain(plain_batch(0))
     assert partition.writer.apply_commit(77) == (1, 1)
     record = partition.j.transaction(partition.name, 77)
-    assert record.state is TransactionState.APPLIED and record.entry_count == 0
+    assert record.state is CopyState.APPLIED and record.entry_count == 0
     with pytest.raises(TransactionCompletedError):
         partition.j.append(partition.name, 77, transactional_batch(77, 0))
     partition.writer.apply_abort(78)
-    assert partition.j.transaction(partition.name, 78).state is TransactionState.ABORTED
+    assert partition.j.transaction(partition.name, 78).state is CopyState.ABORTED
 
 
 def test_a_commit_whose_journaled_entries_are_gone_is_refused_not_applied_empty(
@@ -118,7 +118,7 @@ def test_a_commit_whose_journaled_entries_are_gone_is_refused_not_applied_empty(
     with pytest.raises(CorruptJournalError, match="no record of it"):
         partition.writer.apply_commit(6, journaled_entries=2)
     assert log_bodies(partition.log) == []  # nothing copied
-    assert partition.j.transaction(partition.name, 5).state is TransactionState.OPEN
+    assert partition.j.transaction(partition.name, 5).state is CopyState.OPEN
     assert partition.j.transaction(partition.name, 6) is None  # nothing recorded either
     assert partition.writer.apply_commit(5, journaled_entries=3) == (0, 6)
     assert partition.writer.apply_commit(5, journaled_entries=3) == (0, 6)  # applied: as before
@@ -173,7 +173,7 @@ def test_a_copy_that_fails_half_way_is_finished_before_the_next_write(
     failpoints.disarm_all()
     # append_many rolled its batches back; the record still says APPLYING.
     assert partition.log.log_end_offset == 0
-    assert partition.j.transaction(partition.name, 9).state is TransactionState.APPLYING
+    assert partition.j.transaction(partition.name, 9).state is CopyState.APPLYING
     # A plain append must not slip in before the decided commit: the copy goes first.
     assert partition.writer.append_plain(plain_batch(1)) == 10
     assert log_bodies(partition.log) == [body(b) for b in batches] + [body(plain_batch(1))]

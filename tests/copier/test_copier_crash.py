@@ -23,7 +23,7 @@ from copier_support import (
 )
 
 from twinlog.engine.base.failpoints import ENVIRONMENT_VARIABLE
-from twinlog.journal import TransactionState
+from twinlog.journal import CopyState
 
 pytestmark = pytest.mark.crash
 
@@ -73,7 +73,7 @@ def _check_exactly_once(data_dir: Path) -> None:
         assert log_bodies(partition.log) == expected  # once, contiguous, in order
         assert (first, next_offset) == (1, 1 + 3 * BATCHES)
         # The other transaction was not touched and still applies after it.
-        assert partition.j.transaction(partition.name, OTHER).state is TransactionState.OPEN
+        assert partition.j.transaction(partition.name, OTHER).state is CopyState.OPEN
         assert partition.writer.apply_commit(OTHER) == (next_offset, next_offset + 3 * BATCHES)
         assert partition.j.statistics().entry_count == 0
         partition.j.check()

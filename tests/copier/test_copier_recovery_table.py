@@ -20,7 +20,7 @@ from twinlog.copier.recovery_table import (
     Action,
     Case,
     ChainState,
-    RecordState,
+    CopyRecordState,
     TailState,
     all_cases,
     describe_table,
@@ -29,14 +29,14 @@ from twinlog.copier.recovery_table import (
 from twinlog.copier.tail import classify_tail
 from twinlog.engine.base.errors import CorruptJournalError
 from twinlog.engine.records.batch_format import read_header
-from twinlog.journal import TransactionState
+from twinlog.journal import CopyState
 
 TXN = 21
 
 
 def test_every_combination_matches_exactly_one_row() -> None:
     cases = all_cases()
-    assert len(cases) == len(RecordState) * len(ChainState) * len(TailState)
+    assert len(cases) == len(CopyRecordState) * len(ChainState) * len(TailState)
     used = set()
     for case in cases:
         matching = [row.name for row in RECOVERY_TABLE if row.condition(case)]
@@ -49,7 +49,7 @@ def test_every_combination_matches_exactly_one_row() -> None:
 
 def test_only_applying_records_lead_to_an_action() -> None:
     for case in all_cases():
-        if case.record is not RecordState.APPLYING:
+        if case.record is not CopyRecordState.APPLYING:
             assert lookup(case).action is Action.NOTHING
 
 
@@ -118,7 +118,7 @@ def _recover_and_check(
     assert [o.row.name for o in outcomes] == [row]
     assert log_bodies(partition.log) == before + [body(b) for b in batches]
     record = partition.j.transaction(partition.name, TXN)
-    assert record.state is TransactionState.APPLIED
+    assert record.state is CopyState.APPLIED
     assert record.applied_range == (len(before), len(before) + 2 * len(batches))
     assert partition.writer.apply_commit(TXN) == record.applied_range  # a redelivery
     assert partition.j.statistics().entry_count == 0
@@ -204,9 +204,9 @@ def test_row_not_applying_records_are_left_alone(partition: PartitionFixture) ->
     partition.close()
     partition.open(recover=False)
     assert partition.writer.recover() == []
-    assert partition.j.transaction(partition.name, TXN).state is TransactionState.OPEN
+    assert partition.j.transaction(partition.name, TXN).state is CopyState.OPEN
     assert partition.writer.inspect(partition.j.transaction(partition.name, TXN)) == Case(
-        RecordState.OPEN, ChainState.INTACT, TailState.EMPTY
+        CopyRecordState.OPEN, ChainState.INTACT, TailState.EMPTY
     )
     assert partition.log.log_end_offset == 1
 
@@ -218,7 +218,7 @@ def test_every_row_has_a_test_on_real_files() -> None:
     for row in RECOVERY_TABLE:
         prefix = "test_row_" + row.name.replace(" ", "_")
         assert any(name.startswith(prefix) for name in tests), f"no {prefix}* test"
-    assert len(list(itertools.product(RecordState, ChainState, TailState))) == 50
+    assert len(list(itertools.product(CopyRecordState, ChainState, TailState))) == 50
 
 
 def test_recovery_keeps_the_commits_choice_of_attempts(partition: PartitionFixture) -> None:

@@ -12,9 +12,9 @@ from twinlog.journal.local_format import (
     ENTRY_HEADER,
     NO_OFFSET,
     NO_PREVIOUS,
+    CopyRecord,
+    CopyState,
     EntryHeader,
-    TransactionRecord,
-    TransactionState,
     decode_entry_header,
     decode_entry_key,
     decode_partition_value,
@@ -75,7 +75,7 @@ def test_entry_value_round_trip(
 
 
 @given(
-    st.sampled_from(TransactionState),
+    st.sampled_from(CopyState),
     u64,
     u64,
     u32,
@@ -86,7 +86,7 @@ def test_entry_value_round_trip(
     st.none() | st.lists(st.binary(max_size=30), max_size=5).map(tuple),
 )
 def test_transaction_value_round_trip(
-    state: TransactionState,
+    state: CopyState,
     first: int,
     last: int,
     count: int,
@@ -96,7 +96,7 @@ def test_transaction_value_round_trip(
     next_offset: int,
     attempts: tuple[bytes, ...] | None,
 ) -> None:
-    record = TransactionRecord(
+    record = CopyRecord(
         "p-0", 7, state, first, last, count, size, records, first_offset, next_offset, attempts
     )
     assert decode_transaction_value(encode_transaction_value(record), "p-0", 7) == record
@@ -126,9 +126,7 @@ def test_worked_example_of_the_format_document() -> None:
         " 61 31"  # attempt "a1"
     )
     assert value[ENTRY_HEADER.size + 2 :] == b"<batch>"
-    record = TransactionRecord(
-        "orders-0", 0x1234, TransactionState.APPLIED, 17, 41, 2, 2048, 20, 100, 120
-    )
+    record = CopyRecord("orders-0", 0x1234, CopyState.APPLIED, 17, 41, 2, 2048, 20, 100, 120)
     assert encode_transaction_key(3, 0x1234).hex(" ") == "00 00 00 03 00 00 00 00 00 00 12 34"
     assert encode_transaction_value(record).hex(" ") == (
         "03"  # state APPLIED
@@ -166,7 +164,7 @@ def test_damaged_entry_value_raises_corrupt_journal(damage) -> None:
 
 
 def test_damaged_transaction_value_raises_corrupt_journal() -> None:
-    record = TransactionRecord("p", 1, TransactionState.OPEN, 0, 0, 1, 1, 1, NO_OFFSET, NO_OFFSET)
+    record = CopyRecord("p", 1, CopyState.OPEN, 0, 0, 1, 1, 1, NO_OFFSET, NO_OFFSET)
     value = encode_transaction_value(record)
     with pytest.raises(CorruptJournalError, match="state 9"):
         decode_transaction_value(b"\x09" + value[1:], "p", 1)

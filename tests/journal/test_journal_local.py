@@ -14,7 +14,7 @@ from twinlog.engine.base.errors import (
     TransactionCompletedError,
     TwinlogError,
 )
-from twinlog.journal import LocalJournal, TransactionState
+from twinlog.journal import CopyState, LocalJournal
 from twinlog.journal.local_format import NO_OFFSET, NO_PREVIOUS
 
 P0, P1 = "orders-0", "orders-1"
@@ -69,7 +69,7 @@ def test_index_row_counts_entries_bytes_and_records(journal: LocalJournal) -> No
         journal.append(P0, 5, batch)
     record = journal.transaction(P0, 5)
     assert record is not None
-    assert record.state is TransactionState.OPEN
+    assert record.state is CopyState.OPEN
     assert (record.first_sequence, record.last_sequence, record.entry_count) == (0, 2, 3)
     assert record.size_bytes == sum(map(len, batches))
     assert record.record_count == 6
@@ -113,7 +113,7 @@ def test_abort_of_a_transaction_unknown_here_records_it_and_refuses_later_append
     journal: LocalJournal,
 ) -> None:
     record = journal.mark_aborted(P0, 8)
-    assert record.state is TransactionState.ABORTED and record.entry_count == 0
+    assert record.state is CopyState.ABORTED and record.entry_count == 0
     with pytest.raises(TransactionCompletedError):
         journal.append(P0, 8, transactional_batch(8, 0))
     assert journal.statistics().entry_count == 0
@@ -130,7 +130,7 @@ def test_abort_deletes_every_entry_and_keeps_other_transactions(journal: LocalJo
     assert journal.sequences(P0, 1).tolist() == []
     assert len(journal.sequences(P0, 2)) == 4
     again = journal.mark_aborted(P0, 1)  # idempotent
-    assert again.state is TransactionState.ABORTED
+    assert again.state is CopyState.ABORTED
     journal.check()
 
 
@@ -172,8 +172,8 @@ def test_purge_drops_leftovers_and_completed_rows_below_the_watermark(
     assert journal.purge_below(5) == 2
     assert journal.transaction(P0, 1) is None and journal.transaction(P1, 1) is None
     assert journal.transaction(P0, 2) is None and journal.transaction(P0, 3) is None
-    assert journal.transaction(P0, 4).state is TransactionState.APPLYING
-    assert journal.transaction(P0, 9).state is TransactionState.OPEN
+    assert journal.transaction(P0, 4).state is CopyState.APPLYING
+    assert journal.transaction(P0, 9).state is CopyState.OPEN
     assert journal.statistics().entry_count == 2
     journal.check()
     # A batch that arrives for a forgotten transaction must not linger either.

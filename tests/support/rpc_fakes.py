@@ -30,7 +30,7 @@ from twinlog.engine.base.types import (
     TopicDescription,
     TopicPartition,
     TransactionDescription,
-    TxnState,
+    TransactionState,
 )
 from twinlog.engine.records.batch_format import BASE_OFFSET_FORMAT
 from twinlog.engine.records.batch_reader import RecordBatch
@@ -44,7 +44,7 @@ class _Txn:
     transactional_id: str
     producer_id: int
     producer_generation: int
-    state: TxnState = TxnState.ONGOING
+    state: TransactionState = TransactionState.ONGOING
     batches: list[tuple[TopicPartition, bytes]] = field(default_factory=list)
     offsets: dict[str, dict[TopicPartition, int]] = field(default_factory=dict)
 
@@ -125,8 +125,11 @@ class FakeBroker:
             generation += 1
             self.generations[transactional_id] = (producer_id, generation)
             for txn in self.transactions.values():
-                if txn.transactional_id == transactional_id and txn.state is TxnState.ONGOING:
-                    txn.state = TxnState.ABORTED
+                if (
+                    txn.transactional_id == transactional_id
+                    and txn.state is TransactionState.ONGOING
+                ):
+                    txn.state = TransactionState.ABORTED
             return ProducerIdentity(producer_id, generation)
 
     def _check_generation(self, producer_id: int, generation: int) -> None:
@@ -162,7 +165,7 @@ class FakeBroker:
                 self.sequences[key] = expected + header.record_count
             if header.transaction_id >= 0:
                 txn = self.transactions.get(header.transaction_id)
-                if txn is None or txn.state is not TxnState.ONGOING:
+                if txn is None or txn.state is not TransactionState.ONGOING:
                     raise InvalidTxnStateError(f"transaction {header.transaction_id} not ongoing")
                 txn.batches.append((tp, batch))
                 return ProduceResult(-1)
@@ -223,23 +226,23 @@ class FakeBroker:
     ) -> None:
         with self._lock:
             txn = self._txn(transaction_id, producer_id, producer_generation)
-            if txn.state is TxnState.COMMITTED:
+            if txn.state is TransactionState.COMMITTED:
                 return
-            if txn.state is not TxnState.ONGOING:
+            if txn.state is not TransactionState.ONGOING:
                 raise InvalidTxnStateError(f"transaction {transaction_id} is {txn.state.value}")
             for tp, batch in txn.batches:
                 self._append(tp, batch)
             for group_id, offsets in txn.offsets.items():
                 for tp, offset in offsets.items():
                     self.group_offsets[(group_id, tp)] = offset
-            txn.state = TxnState.COMMITTED
+            txn.state = TransactionState.COMMITTED
 
     def abort_transaction(
         self, transaction_id: int, producer_id: int, producer_generation: int
     ) -> None:
         with self._lock:
             txn = self._txn(transaction_id, producer_id, producer_generation)
-            txn.state = TxnState.ABORTED
+            txn.state = TransactionState.ABORTED
 
     def fetch(
         self,
@@ -303,15 +306,15 @@ class FakeBroker:
                     60_000,
                 )
                 for txn in self.transactions.values()
-                if txn.state is TxnState.ONGOING
+                if txn.state is TransactionState.ONGOING
             ]
 
     def admin_abort_transaction(self, transaction_id: int) -> None:
         with self._lock:
             txn = self.transactions.get(transaction_id)
-            if txn is None or txn.state is not TxnState.ONGOING:
+            if txn is None or txn.state is not TransactionState.ONGOING:
                 raise UnknownTransactionError(f"transaction {transaction_id} is not in flight")
-            txn.state = TxnState.ABORTED
+            txn.state = TransactionState.ABORTED
 
     def transactional_id_of(self, producer_id: int) -> str | None:
         with self._lock:

@@ -50,7 +50,7 @@ from twinlog.engine.base.errors import (
     TwinlogError,
     UnknownTransactionError,
 )
-from twinlog.engine.base.types import ProducerIdentity, TopicPartition, TxnState
+from twinlog.engine.base.types import ProducerIdentity, TopicPartition, TransactionState
 from twinlog.engine.broker.broker import Broker
 from twinlog.engine.records.batch_format import BatchHeader, read_header
 from twinlog.engine.records.batch_reader import iter_batches
@@ -422,7 +422,7 @@ def _commit_the_open_transaction(broker: Broker, damaged: Path, pristine: Pristi
     if not complete:
         # Refused at the copy, or after it (the journal could not record it as applied:
         # the copies stay whole and are never repeated).
-        assert txn is not None and txn.state is TxnState.PREPARE_COMMIT, txn
+        assert txn is not None and txn.state is TransactionState.PREPARE_COMMIT, txn
         return f"refused at apply (not copied: {refused}): decided, waits for the journal's repair"
     return "recovered"
 

@@ -30,9 +30,9 @@ from fault_harness import (
 )
 
 from twinlog.engine.base.errors import InvalidTxnStateError
-from twinlog.engine.base.types import TxnState
+from twinlog.engine.base.types import TransactionState
 from twinlog.engine.broker.broker import Broker
-from twinlog.engine.broker.txn_state import TxnEvent, next_state
+from twinlog.engine.broker.txn_state import TransactionEvent, next_state
 from twinlog.engine.records.batch_builder import build_batch
 
 
@@ -117,12 +117,12 @@ def test_checker_reports_a_log_that_does_not_start_at_zero_and_a_misplaced_value
 
 def test_an_aborted_answer_is_recognised_from_the_state_table() -> None:
     """The harness reads 'aborted' from the server's InvalidTxnStateError text: keep in step."""
-    for state in (TxnState.ABORTED, TxnState.PREPARE_ABORT):
+    for state in (TransactionState.ABORTED, TransactionState.PREPARE_ABORT):
         with pytest.raises(InvalidTxnStateError) as caught:
-            next_state(7, state, TxnEvent.COMMIT)
+            next_state(7, state, TransactionEvent.COMMIT)
         assert said_aborted(caught.value)
     with pytest.raises(InvalidTxnStateError) as caught:
-        next_state(7, TxnState.COMMITTED, TxnEvent.ABORT)
+        next_state(7, TransactionState.COMMITTED, TransactionEvent.ABORT)
     assert not said_aborted(caught.value)
 
 

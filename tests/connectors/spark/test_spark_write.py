@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from server_process import ServerProcess
 
-from twinlog.engine.base.types import TxnState
+from twinlog.engine.base.types import TransactionState
 from twinlog.rpc.client.remote import RemoteBroker
 
 pytest.register_assert_rewrite("spark_support")  # before the import below, or pytest warns
@@ -164,7 +164,7 @@ def test_a_failed_job_leaves_nothing_visible(
     open_writes = [
         t
         for t in remote.list_transactions()
-        if t.transactional_id.startswith("spark-write-") and t.state is TxnState.ONGOING
+        if t.transactional_id.startswith("spark-write-") and t.state is TransactionState.ONGOING
     ]
     assert open_writes == []
     assert read_back(spark, server, topic) == []

@@ -19,7 +19,7 @@ from twinlog.engine.base.errors import (
     TopicExistsError,
     UnknownTopicOrPartitionError,
 )
-from twinlog.engine.base.types import TopicPartition, TxnState
+from twinlog.engine.base.types import TopicPartition, TransactionState
 from twinlog.engine.broker.broker import Broker
 from twinlog.engine.records.batch_builder import build_batch
 from twinlog.engine.records.batch_reader import iter_batches
@@ -253,7 +253,7 @@ def test_ongoing_transaction_survives_restart_and_commits(tmp_path: Path) -> Non
         producer.send("orders", 0, [b"before restart"])
     with Broker.open(tmp_path) as second:
         (described,) = second.list_transactions()
-        assert described.state is TxnState.ONGOING
+        assert described.state is TransactionState.ONGOING
         producer.broker = second
         producer.send("orders", 0, [b"after restart"])
         producer.commit()
@@ -381,7 +381,7 @@ def test_two_newcomers_racing_for_a_groups_offsets_leave_one_holder(
         )
 
     send_offsets(holder, 1)
-    fence = broker._fence_offset_holders
+    fence = broker.offset_fence.fence_holders
     both_fenced = threading.Barrier(2)
 
     def fence_then_wait_for_the_other(*args: object) -> None:
@@ -391,7 +391,7 @@ def test_two_newcomers_racing_for_a_groups_offsets_leave_one_holder(
         except threading.BrokenBarrierError:
             pass
 
-    monkeypatch.setattr(broker, "_fence_offset_holders", fence_then_wait_for_the_other)
+    monkeypatch.setattr(broker.offset_fence, "fence_holders", fence_then_wait_for_the_other)
     errors: dict[str, BaseException] = {}
 
     def run(name: str, txn: Txn, offset: int) -> None:

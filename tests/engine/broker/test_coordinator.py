@@ -19,10 +19,11 @@ from twinlog.engine.base.errors import (
     UnknownProducerIdError,
     UnknownTransactionError,
 )
-from twinlog.engine.base.types import TopicPartition, TxnState
-from twinlog.engine.broker.coordinator import Coordinator, TxnMetadata
+from twinlog.engine.base.types import TopicPartition, TransactionState
+from twinlog.engine.broker.coordinator import Coordinator
 from twinlog.engine.broker.id_allocator import IdAllocator
-from twinlog.engine.broker.txn_state import TRANSITIONS, Outcome, TxnEvent, next_state
+from twinlog.engine.broker.transaction_metadata import TransactionMetadata
+from twinlog.engine.broker.txn_state import TRANSITIONS, Outcome, TransactionEvent, next_state
 from twinlog.journal.txn_journal import TxnJournal
 from twinlog.journal.txn_records import Aborted, Committed, PrepareAbort, PrepareCommit
 
@@ -41,24 +42,24 @@ class RecordingApplier:
         self.entries: dict[TopicPartition, int] = {}  # journaled entries per partition (else 1)
         self.journaled: dict[TopicPartition, int] = {}  # what the last apply_commit was told
 
-    def journaled_entries(self, partition: TopicPartition, transaction_id: int) -> int:
-        return self.entries.get(partition, 1)
+    def journaled_entries(self, topic_partition: TopicPartition, transaction_id: int) -> int:
+        return self.entries.get(topic_partition, 1)
 
     def apply_commit(
         self,
-        partition: TopicPartition,
+        topic_partition: TopicPartition,
         transaction_id: int,
         attempts: tuple[str, ...] | None,
         journaled_entries: int,
     ) -> None:
         self.gate.wait()
-        self.calls.append(("commit", partition, transaction_id))
+        self.calls.append(("commit", topic_partition, transaction_id))
         self.attempts = attempts
-        self.journaled[partition] = journaled_entries
+        self.journaled[topic_partition] = journaled_entries
 
-    def apply_abort(self, partition: TopicPartition, transaction_id: int) -> None:
+    def apply_abort(self, topic_partition: TopicPartition, transaction_id: int) -> None:
         self.gate.wait()
-        self.calls.append(("abort", partition, transaction_id))
+        self.calls.append(("abort", topic_partition, transaction_id))
 
 
 def make(
@@ -202,7 +203,7 @@ def test_recovery_keeps_ongoing_open_and_completes_prepared(tmp_path: Path) -> N
         assert txn is None or recovered.wait_complete(txn, 5)
     assert sorted(second.calls) == sorted([("commit", A0, committing), ("abort", A0, aborting)])
     described = recovered.list_transactions()
-    assert [(t.transaction_id, t.state) for t in described] == [(ongoing, TxnState.ONGOING)]
+    assert [(t.transaction_id, t.state) for t in described] == [(ongoing, TransactionState.ONGOING)]
     ongoing_producer = ids[0][0]
     recovered.commit(
         ongoing,
@@ -301,8 +302,8 @@ def test_checkpoint_deletes_whole_segments_before_it_and_replay_starts_there(
 
 
 def _drive_to(
-    coordinator: Coordinator, applier: RecordingApplier, state: TxnState
-) -> tuple[TxnMetadata, int, int]:
+    coordinator: Coordinator, applier: RecordingApplier, state: TransactionState
+) -> tuple[TransactionMetadata, int, int]:
     """A transaction in ``state`` (kept even once complete); returns (txn, producer id, generation)."""
     name = f"p-{state.value}-{id(applier)}"
     identity = coordinator.init_producer(name, 60_000)
@@ -311,43 +312,45 @@ def _drive_to(
     coordinator.add_partitions(txn_id, pid, gen, [A0])
     txn = coordinator.transaction(txn_id)
     assert txn is not None
-    if state is TxnState.ONGOING:
+    if state is TransactionState.ONGOING:
         return txn, pid, gen
-    if state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+    if state in (TransactionState.PREPARE_COMMIT, TransactionState.PREPARE_ABORT):
         applier.gate.clear()
-    if state in (TxnState.PREPARE_COMMIT, TxnState.COMMITTED):
-        coordinator.commit(txn_id, pid, gen, wait_for_applied=state is TxnState.COMMITTED)
+    if state in (TransactionState.PREPARE_COMMIT, TransactionState.COMMITTED):
+        coordinator.commit(txn_id, pid, gen, wait_for_applied=state is TransactionState.COMMITTED)
     else:
-        coordinator.abort(txn_id, pid, gen, wait_for_applied=state is TxnState.ABORTED)
+        coordinator.abort(txn_id, pid, gen, wait_for_applied=state is TransactionState.ABORTED)
     assert txn.state is state
     return txn, pid, gen
 
 
-def _fire(coordinator: Coordinator, event: TxnEvent, txn: TxnMetadata, pid: int, gen: int) -> None:
+def _fire(
+    coordinator: Coordinator, event: TransactionEvent, txn: TransactionMetadata, pid: int, gen: int
+) -> None:
     txn_id = txn.transaction_id
-    if event is TxnEvent.ADD_PARTITIONS:
+    if event is TransactionEvent.ADD_PARTITIONS:
         coordinator.add_partitions(txn_id, pid, gen, [B1])
-    elif event is TxnEvent.ADD_OFFSETS:
+    elif event is TransactionEvent.ADD_OFFSETS:
         coordinator.add_offsets(txn_id, pid, gen, "group", OFFSETS, [A0])
-    elif event is TxnEvent.SEND:
+    elif event is TransactionEvent.SEND:
         coordinator.lock_for_send(txn_id, pid, gen, A0).lock.release()
-    elif event is TxnEvent.COMMIT:
+    elif event is TransactionEvent.COMMIT:
         coordinator.commit(txn_id, pid, gen)
-    elif event is TxnEvent.ABORT:
+    elif event is TransactionEvent.ABORT:
         coordinator.abort(txn_id, pid, gen)
-    elif event is TxnEvent.TIMEOUT:
+    elif event is TransactionEvent.TIMEOUT:
         txn.started_ms -= 10 * txn.timeout_ms
         coordinator.expire()
-    elif event in (TxnEvent.COMPLETE_COMMIT, TxnEvent.COMPLETE_ABORT):
+    elif event in (TransactionEvent.COMPLETE_COMMIT, TransactionEvent.COMPLETE_ABORT):
         next_state(txn_id, txn.state, event)  # the completer's own check
         coordinator.complete(txn)
 
 
 EXPECTED_RECORD = {
-    TxnState.PREPARE_COMMIT: PrepareCommit,
-    TxnState.PREPARE_ABORT: PrepareAbort,
-    TxnState.COMMITTED: Committed,
-    TxnState.ABORTED: Aborted,
+    TransactionState.PREPARE_COMMIT: PrepareCommit,
+    TransactionState.PREPARE_ABORT: PrepareAbort,
+    TransactionState.COMMITTED: Committed,
+    TransactionState.ABORTED: Aborted,
 }
 
 
@@ -357,7 +360,7 @@ EXPECTED_RECORD = {
     ids=lambda v: v.value,
 )
 def test_every_state_and_event_follows_the_table(
-    tmp_path: Path, event: TxnEvent, state: TxnState
+    tmp_path: Path, event: TransactionEvent, state: TransactionState
 ) -> None:
     coordinator, applier = make(tmp_path)
     txn, pid, gen = _drive_to(coordinator, applier, state)
@@ -370,13 +373,13 @@ def test_every_state_and_event_follows_the_table(
         assert str(txn_id) in str(raised.value) and state.value in str(raised.value)
         assert list(coordinator.journal.replay(0)) == before, "a refused event wrote to the journal"
     else:
-        if event in (TxnEvent.COMPLETE_COMMIT, TxnEvent.COMPLETE_ABORT):
+        if event in (TransactionEvent.COMPLETE_COMMIT, TransactionEvent.COMPLETE_ABORT):
             applier.gate.set()  # let the partitions answer the completion
         _fire(coordinator, event, txn, pid, gen)
         after = [record for _, record in coordinator.journal.replay(0)][len(before) :]
         if expected is Outcome.NO_OP:
             assert after == [], f"{event.value} in {state.value} should write nothing"
-        elif expected is TxnState.ONGOING:
+        elif expected is TransactionState.ONGOING:
             assert all(type(r).__name__ in ("AddPartitions", "AddOffsets") for r in after)
         else:
             assert isinstance(after[0], EXPECTED_RECORD[expected])

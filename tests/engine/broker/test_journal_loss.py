@@ -25,7 +25,7 @@ from test_broker import Txn, read_all
 
 from twinlog.engine.base import failpoints
 from twinlog.engine.base.errors import TransactionDataMissingError
-from twinlog.engine.base.types import TxnState
+from twinlog.engine.base.types import TransactionState
 from twinlog.engine.broker.broker import Broker
 from twinlog.journal import LocalJournal
 
@@ -55,7 +55,7 @@ def test_a_commit_of_a_transaction_whose_batches_were_lost_is_refused(tmp_path: 
         with pytest.raises(TransactionDataMissingError, match="abort the transaction"):
             producer.commit()
         (still_open,) = broker.list_transactions()
-        assert still_open.state is TxnState.ONGOING  # nothing was decided
+        assert still_open.state is TransactionState.ONGOING  # nothing was decided
         producer.abort()
         producer.begin()
         producer.send("orders", 0, [b"again"])
@@ -82,7 +82,7 @@ def test_a_decided_commit_whose_batches_were_lost_is_not_applied_empty(tmp_path:
     with Broker.open(tmp_path) as broker:
         coordinator = broker._coordinator_for_id(decided)
         (prepared,) = broker.list_transactions()
-        assert prepared.state is TxnState.PREPARE_COMMIT
+        assert prepared.state is TransactionState.PREPARE_COMMIT
         txn = coordinator.transaction(decided)
         assert txn is not None and not coordinator.wait_complete(txn, 1.0)
         assert read_all(broker, "orders", 0) == []  # not "committed as nothing"
@@ -93,7 +93,9 @@ def test_a_decided_commit_whose_batches_were_lost_is_not_applied_empty(tmp_path:
         assert read_all(broker, "orders", 0) == [b"other"]
         (still,) = broker.list_transactions()
         assert still.transaction_id == decided
-        assert still.state is TxnState.PREPARE_COMMIT  # waits for the journal to be restored
+        assert (
+            still.state is TransactionState.PREPARE_COMMIT
+        )  # waits for the journal to be restored
     # No backup: the operator accepts the loss, and the decided commit completes as empty.
     with Broker.open(tmp_path, accept_journal_loss="true") as broker:
         txn = broker._coordinator_for_id(decided).transaction(decided)

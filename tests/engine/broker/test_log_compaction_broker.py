@@ -23,7 +23,7 @@ from twinlog.engine.broker.partition import Partition
 from twinlog.engine.log import LogConfig, compact
 from twinlog.engine.records.batch_builder import RecordBatchBuilder
 from twinlog.engine.records.batch_format import validate_batch
-from twinlog.journal import LocalJournal, TransactionState
+from twinlog.journal import CopyState, LocalJournal
 
 DAY_MS = 24 * 3600 * 1000
 GROUPS = ["billing", "search", "audit-readers"]
@@ -77,7 +77,7 @@ def test_consumer_offsets_is_compacted_and_folds_to_the_same_answers(tmp_path: P
             for p in range(2)
             for _, records in all_batches(broker._partitions[TopicPartition(OFFSETS_TOPIC, p)].log)
         )
-        broker._compaction_forever()  # what the background task runs
+        broker.scheduler.run_round("compaction")  # what the background task runs
         assert offsets_bytes(tmp_path) < bytes_before / 4
         assert fetch_all(broker, partitions) == before
         commit_many(broker, 1)  # and commits go on after it
@@ -196,7 +196,7 @@ def _partition_with_an_unrecorded_copy(tmp_path: Path) -> tuple[LocalJournal, Pa
             partition.apply_commit(transaction_id)
     finally:
         failpoints.disarm_all()
-    assert journal.transaction(partition.name, transaction_id).state is TransactionState.APPLYING
+    assert journal.transaction(partition.name, transaction_id).state is CopyState.APPLYING
     return journal, partition, partition.log.read(0, 1 << 20)
 
 
@@ -226,7 +226,7 @@ def test_a_copy_not_yet_applied_is_not_rewritten(tmp_path: Path) -> None:
         TopicPartition("state", 0), tmp_path / "log", partition.log.config, journal
     )
     assert reopened.log.read(0, 1 << 20) == copied  # recovery recognised its whole copy
-    assert journal.transaction(reopened.name, 7 << 8).state is TransactionState.APPLIED
+    assert journal.transaction(reopened.name, 7 << 8).state is CopyState.APPLIED
     assert reopened.compact_log().records_dropped > 0  # and now it may be compacted
     reopened.close()
     journal.close()

@@ -31,7 +31,7 @@ from twinlog.engine.base.errors import (
     UnknownTopicOrPartitionError,
     UnknownTransactionError,
 )
-from twinlog.engine.base.types import TopicPartition, TxnState
+from twinlog.engine.base.types import TopicPartition, TransactionState
 from twinlog.engine.records.batch_builder import RecordBatchBuilder, build_batch
 from twinlog.rpc.client import Admin, Consumer, Producer
 from twinlog.rpc.client.remote import RemoteBroker
@@ -121,7 +121,7 @@ def test_transactions_over_partitions(server: ServerProcess, admin: Admin) -> No
         pending = admin.describe_topic("txn-multi")
         assert sum(p.journal_entries_pending for p in pending.partitions) >= 4
         open_ones = [t for t in admin.list_transactions() if t.transactional_id == "e2e-multi"]
-        assert [t.state for t in open_ones] == [TxnState.ONGOING]
+        assert [t.state for t in open_ones] == [TransactionState.ONGOING]
         assert len(open_ones[0].partitions) == 4
         producer.abort_transaction()
     records = read(server.address, "txn-multi", 4, 12)

@@ -19,7 +19,7 @@ from twinlog.engine.base.errors import (
     AuthorizationError,
     BrokerUnavailableError,
 )
-from twinlog.engine.base.types import TopicPartition, TxnState
+from twinlog.engine.base.types import TopicPartition, TransactionState
 from twinlog.engine.records.batch_builder import build_batch
 from twinlog.rpc.client import Admin, Consumer, Producer
 from twinlog.rpc.client.connection import ConnectionOptions
@@ -234,7 +234,7 @@ def test_bob_cannot_abort_fence_or_join_alices_transaction(token_server: ServerP
     # Nothing changed: the transaction is still alice's, open, same generation...
     (listed,) = [t for t in ops.list_transactions() if t.transaction_id == txn]
     assert (listed.state, listed.producer_generation) == (
-        TxnState.ONGOING,
+        TransactionState.ONGOING,
         identity.producer_generation,
     )
     assert [t.transaction_id for t in Admin(address, token=ALICE).list_transactions()] == [txn]

@@ -1,0 +1,173 @@
+"""How a coordinator's memory is rebuilt from its transaction journal, and checkpointed.
+
+``CoordinatorMemory`` holds the producers, the in-flight transactions and the recent
+outcomes, and changes only by ``apply``-ing a journaled record: live decisions apply
+the record they just appended, recovery applies every record from the checkpoint on.
+So memory is always what the journal says, after a restart as before it.
+
+    recover:     checkpoint (producer table as of its offset) -> replay records from there
+    checkpoint:  offset = the earliest in-flight BEGIN (the log end when none), plus the
+                 producer table; journal segments wholly before the offset become deletable
+
+Thread rule: the caller holds the coordinator's lock around every method.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+from twinlog.engine.base.types import TransactionState
+from twinlog.engine.broker.transaction_metadata import ProducerEntry, TransactionMetadata
+from twinlog.journal.txn_checkpoint import Checkpoint, ProducerSnapshot
+from twinlog.journal.txn_journal import TxnJournal
+from twinlog.journal.txn_records import (
+    Aborted,
+    AddOffsets,
+    AddPartitions,
+    Begin,
+    Committed,
+    CoordinatorRecord,
+    InitProducer,
+    PrepareAbort,
+    PrepareCommit,
+)
+
+# Completed transactions remembered (id -> final state) so that a late request gets
+# "it is ABORTED" rather than "unknown"; ~100 bytes each.
+RECENT_OUTCOMES_MAX = 10_000
+
+
+class CoordinatorMemory:
+    """The coordinator's in-memory state: exactly what its journal's records say."""
+
+    def __init__(self) -> None:
+        self.producers: dict[str, ProducerEntry] = {}
+        self.producers_by_id: dict[int, ProducerEntry] = {}
+        self.transactions: dict[int, TransactionMetadata] = {}
+        self.recent_outcomes: OrderedDict[int, TransactionState] = OrderedDict()
+
+    def apply(self, offset: int, record: CoordinatorRecord) -> None:
+        """Apply a journaled record. Used by live decisions and by replay alike."""
+        if isinstance(record, InitProducer):
+            entry = self.producers.get(record.transactional_id)
+            if entry is None:
+                entry = ProducerEntry(
+                    record.transactional_id,
+                    record.producer_id,
+                    record.producer_generation,
+                    record.timeout_ms,
+                )
+                self.producers[record.transactional_id] = entry
+            else:
+                self.producers_by_id.pop(entry.producer_id, None)
+                entry.producer_id = record.producer_id
+                entry.producer_generation = record.producer_generation
+                entry.timeout_ms = record.timeout_ms
+            self.producers_by_id[entry.producer_id] = entry
+        elif isinstance(record, Begin):
+            self.transactions[record.transaction_id] = TransactionMetadata(
+                transaction_id=record.transaction_id,
+                transactional_id=record.transactional_id,
+                producer_id=record.producer_id,
+                producer_generation=record.producer_generation,
+                state=TransactionState.ONGOING,
+                started_ms=record.timestamp_ms,
+                timeout_ms=record.timeout_ms,
+                begin_offset=offset,
+                request_id=record.request_id,
+            )
+            producer = self.producers.get(record.transactional_id)
+            if producer is not None:
+                producer.transaction_id = record.transaction_id
+                producer.last_begin = (record.request_id, record.transaction_id)
+        else:
+            txn = self.transactions.get(record.transaction_id)  # type: ignore[attr-defined]
+            if txn is None:
+                # Replay from a checkpoint meets the ends of transactions begun before it.
+                return
+            if isinstance(record, AddPartitions):
+                txn.partitions.update(record.partitions)
+                if not record.by_send:
+                    if txn.explicit_partitions is None:
+                        txn.explicit_partitions = set()
+                    txn.explicit_partitions.update(record.partitions)
+            elif isinstance(record, AddOffsets):
+                txn.groups.setdefault(record.group_id, set()).update(record.partitions)
+            elif isinstance(record, PrepareCommit):
+                txn.state = TransactionState.PREPARE_COMMIT
+                txn.attempts = record.attempts
+                txn.journaled = record.journaled
+            elif isinstance(record, PrepareAbort):
+                txn.state = TransactionState.PREPARE_ABORT
+            elif isinstance(record, Committed | Aborted):
+                txn.state = (
+                    TransactionState.COMMITTED
+                    if isinstance(record, Committed)
+                    else TransactionState.ABORTED
+                )
+                self._forget(txn)
+
+    def _forget(self, txn: TransactionMetadata) -> None:
+        self.transactions.pop(txn.transaction_id, None)
+        self.recent_outcomes[txn.transaction_id] = txn.state
+        if len(self.recent_outcomes) > RECENT_OUTCOMES_MAX:
+            self.recent_outcomes.popitem(last=False)
+        producer = self.producers.get(txn.transactional_id)
+        if producer is not None and producer.transaction_id == txn.transaction_id:
+            producer.transaction_id = None
+        if producer is not None:
+            producer.last_outcome = (txn.transaction_id, txn.state)
+
+    def replay(self, journal: TxnJournal) -> int:
+        """Load the journal's checkpoint, then apply every record after it; return how many."""
+        checkpoint = journal.read_checkpoint()
+        start = 0
+        if checkpoint is not None:
+            start = checkpoint.offset
+            self._load_producers(checkpoint)
+        replayed = 0
+        for offset, record in journal.replay(start):
+            self.apply(offset, record)
+            replayed += 1
+        return replayed
+
+    def _load_producers(self, checkpoint: Checkpoint) -> None:
+        for snapshot in checkpoint.producers:
+            entry = ProducerEntry(
+                snapshot.transactional_id,
+                snapshot.producer_id,
+                snapshot.producer_generation,
+                snapshot.timeout_ms,
+            )
+            self.producers[entry.transactional_id] = entry
+            self.producers_by_id[entry.producer_id] = entry
+            if snapshot.last_transaction_id >= 0:
+                outcome = TransactionState(snapshot.last_outcome)
+                entry.last_outcome = (snapshot.last_transaction_id, outcome)
+                self.recent_outcomes[snapshot.last_transaction_id] = outcome
+
+    def write_checkpoint(self, journal: TxnJournal) -> Checkpoint:
+        """Write a checkpoint at the earliest in-flight BEGIN; old segments become deletable."""
+        offset = min(
+            (txn.begin_offset for txn in self.transactions.values()),
+            default=journal.end_offset,
+        )
+        checkpoint = Checkpoint(
+            offset=offset,
+            producers=tuple(
+                ProducerSnapshot(
+                    p.transactional_id,
+                    p.producer_id,
+                    p.producer_generation,
+                    p.timeout_ms,
+                    *((p.last_outcome[0], p.last_outcome[1].value) if p.last_outcome else ()),
+                )
+                for p in self.producers.values()
+            ),
+        )
+        journal.write_checkpoint(checkpoint)
+        return checkpoint
+
+    def low_watermark(self) -> int | None:
+        """Smallest transaction id still in flight here, or None."""
+        return min(self.transactions, default=None)
