@@ -6,10 +6,9 @@ import threading
 from pathlib import Path
 
 import pytest
-from copier_support import (  # noqa: F401  (disarmed is a fixture)
+from copier_support import (
     PartitionFixture,
     body,
-    disarmed,
     log_bodies,
     plain_batch,
     transactional_batch,

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from copier_support import disarmed, transactional_batch  # noqa: F401  (fixture)
+from copier_support import transactional_batch
 
 from twinlog.engine.base import failpoints
 from twinlog.engine.base.errors import DiskFullError, TransactionCompletedError

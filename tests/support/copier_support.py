@@ -12,14 +12,10 @@ can SIGKILL it at any step. Exit status 0 means no failpoint fired.
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
-
 from twinlog.copier import PartitionWriter
-from twinlog.engine.base import failpoints
 from twinlog.engine.log import DataLog, LogConfig
 from twinlog.engine.records.batch_builder import RecordBatchBuilder
 from twinlog.engine.records.batch_format import LENGTH_PREFIX_BYTES, BatchHeader, read_header
@@ -130,16 +126,6 @@ class PartitionFixture:
     def journal_transaction(self, transaction_id: int, batches: list[bytes]) -> None:
         for batch in batches:
             self.j.append(self.name, transaction_id, batch)
-
-
-@pytest.fixture
-def disarmed() -> Iterator[None]:
-    """Disarms every failpoint after the test, whatever happened."""
-    failpoints.disarm_all()
-    try:
-        yield
-    finally:
-        failpoints.disarm_all()
 
 
 def _worker(data_dir: str, transaction_id: int, attempts: list[str]) -> int:
