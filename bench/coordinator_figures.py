@@ -102,7 +102,7 @@ def transactions_per_second(broker: Broker, records: int, seconds: float) -> tup
 
 
 def open_transactions_figures(directory: Path, count: int) -> dict[str, float]:
-    with Broker.open(directory, max_open_transactions=count + 10) as broker:
+    with Broker.open(directory, open_transactions_max=count + 10) as broker:
         broker.create_topic("many", partitions=1)
         identities = [broker.init_producer(f"open-{i}") for i in range(count)]
         gc.collect()
@@ -122,7 +122,7 @@ def open_transactions_figures(directory: Path, count: int) -> dict[str, float]:
         grown = sum(stat.size_diff for stat in after.compare_to(before, "filename"))
         assert len(broker.list_transactions()) == count
     started = time.perf_counter()
-    with Broker.open(directory, max_open_transactions=count + 10) as reopened:
+    with Broker.open(directory, open_transactions_max=count + 10) as reopened:
         recovery_s = time.perf_counter() - started
         assert len(reopened.list_transactions()) == count
     return {"bytes_per_open_transaction": grown / count, "recovery_s": recovery_s}

@@ -46,7 +46,7 @@ RECORDS_PER_BATCH = 1000  # ~1 MiB batches
 APPEND_BATCHES = 16  # per round: 16 MiB, 16 fsyncs
 READ_BATCHES = 64  # a 64 MiB log
 READ_MAX_BYTES = 1 << 20
-CONFIG = LogConfig(max_batch_bytes=2 << 20)
+CONFIG = LogConfig(batch_bytes_max=2 << 20)
 
 
 @pytest.fixture(scope="module")
@@ -227,7 +227,7 @@ builder = RecordBatchBuilder("none")
 for _ in range({records}):
     builder.append(os.urandom({record_bytes}), timestamp_ms=1_700_000_000_000)
 batch = builder.build()
-with DataLog.open(sys.argv[1], LogConfig(max_batch_bytes={max_batch_bytes})) as log:
+with DataLog.open(sys.argv[1], LogConfig(batch_bytes_max={batch_bytes_max})) as log:
     log.append_many(batch for _ in range({batches}))
 """
 
@@ -313,7 +313,7 @@ def test_print_log_ratios(batch: bytes) -> None:
         script = WRITE_LOG_ELSEWHERE.format(
             records=RECORDS_PER_BATCH,
             record_bytes=RECORD_BYTES,
-            max_batch_bytes=CONFIG.max_batch_bytes,
+            batch_bytes_max=CONFIG.batch_bytes_max,
             batches=READ_BATCHES,
         )
         subprocess.run([sys.executable, "-c", script, str(directory)], cwd=REPOSITORY, check=True)

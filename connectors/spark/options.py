@@ -21,9 +21,9 @@ from twinlog.rpc.client.connection import ConnectionOptions
 
 MEBIBYTE = 1 << 20
 
-FETCH_BYTES_DEFAULT = 8 * MEBIBYTE  # one fetch; the server caps it (fetch_max_bytes_max, 16 MiB)
+FETCH_BYTES_DEFAULT = 8 * MEBIBYTE  # one fetch; the server caps it (fetch_bytes_max, 16 MiB)
 BATCH_BYTES_DEFAULT = 1 * MEBIBYTE  # one produced record batch, before compression
-BATCH_BYTES_MAX = 8 * MEBIBYTE  # the broker's default max_batch_bytes
+BATCH_BYTES_MAX = 8 * MEBIBYTE  # the broker's default batch_bytes_max
 TRANSACTION_TIMEOUT_MS_DEFAULT = 15 * 60_000  # the broker's transaction_timeout_ms_max
 REQUEST_TIMEOUT_MS_DEFAULT = 120_000  # one request; a commit that applies a big job takes long
 

@@ -281,7 +281,7 @@ class Broker:
             "retention_ms": self.config.log_retention_ms,
             "retention_bytes": self.config.log_retention_bytes,
             "flush_policy": self.config.log_flush_policy,
-            "max_batch_bytes": self.config.max_batch_bytes,
+            "batch_bytes_max": self.config.batch_bytes_max,
         }
         return LogConfig.from_mapping({**defaults, **topic_config})
 
@@ -447,10 +447,10 @@ class Broker:
         """
         self._check_open()
         target = self._partition(topic, partition)
-        if len(batch) > self.config.max_batch_bytes:
+        if len(batch) > self.config.batch_bytes_max:
             raise BatchTooLargeError(
-                f"batch of {len(batch)} bytes is larger than max_batch_bytes "
-                f"({self.config.max_batch_bytes}); send smaller batches or raise the limit"
+                f"batch of {len(batch)} bytes is larger than batch_bytes_max "
+                f"({self.config.batch_bytes_max}); send smaller batches or raise the limit"
             )
         header = validate_batch(batch)
         if header.size_bytes != len(batch):  # the copier could never apply the extra bytes
@@ -493,9 +493,9 @@ class Broker:
     ) -> int:
         self._check_open()
         open_count = sum(c.in_flight_count() for c in self.coordinators)
-        if open_count >= self.config.max_open_transactions:
+        if open_count >= self.config.open_transactions_max:
             raise NotEnoughResourcesError(
-                f"{open_count} transactions are open, the broker's limit (max_open_transactions); "
+                f"{open_count} transactions are open, the broker's limit (open_transactions_max); "
                 "retry when some complete, or raise the limit"
             )
         return self._coordinator_for_id(producer_id).begin(

@@ -14,6 +14,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from twinlog.engine.base.errors import InvalidConfigError
+from twinlog.engine.base.renamed_keys import canonical_key
 
 
 @dataclass(frozen=True)
@@ -24,7 +25,7 @@ class BrokerConfig:
     transaction_timeout_ms_max: int = 15 * 60_000  # Kafka's transaction.max.timeout.ms
     transaction_check_interval_ms: int = 1_000  # how often timed-out transactions are aborted
     checkpoint_interval_ms: int = 10_000  # how often coordinator checkpoints are written
-    max_open_transactions: int = 100_000  # in flight across the broker
+    open_transactions_max: int = 100_000  # in flight across the broker
     # Consumer group offsets
     offsets_partitions: int = 4  # partitions of __consumer_offsets
     # its segment size when it is created (Kafka's offsets.topic.segment.bytes); it is
@@ -37,7 +38,7 @@ class BrokerConfig:
     # Their records on this broker are gone; only for starting again after such a loss.
     accept_journal_loss: bool = False
     # Limits on produce
-    max_batch_bytes: int = 8 * 1024 * 1024
+    batch_bytes_max: int = 8 * 1024 * 1024
     # Defaults for new topics (see twinlog.engine.log.LogConfig)
     log_segment_bytes: int = 1024 * 1024 * 1024
     log_retention_ms: int = 7 * 24 * 3600 * 1000
@@ -69,11 +70,11 @@ class BrokerConfig:
         for name in (
             "transaction_check_interval_ms",
             "checkpoint_interval_ms",
-            "max_batch_bytes",
+            "batch_bytes_max",
             "retention_check_interval_ms",
             "compaction_check_interval_ms",
             "offsets_segment_bytes",
-            "max_open_transactions",
+            "open_transactions_max",
         ):
             if getattr(self, name) <= 0:
                 raise InvalidConfigError(f"config {name} must be > 0")
@@ -88,7 +89,7 @@ class BrokerConfig:
         known = {item.name: item for item in fields(cls)}
         parsed: dict[str, Any] = {}
         for raw_key, raw_value in values.items():
-            key = raw_key.replace(".", "_").replace("-", "_")
+            key = canonical_key(raw_key.replace(".", "_").replace("-", "_"))
             if key not in known:
                 raise InvalidConfigError(
                     f"unknown broker config key {raw_key!r}; known keys: {', '.join(sorted(known))}"

@@ -15,7 +15,7 @@ configuration arrives as a mapping of strings, as Kafka's does, so
     flush_policy           flush.policy (twinlog's own)          "every_append"
     flush_interval_ms      flush.ms, log.flush.interval.ms       1000
     flush_interval_bytes   flush.bytes (twinlog's own)           1 MiB
-    max_batch_bytes        max.message.bytes, message.max.bytes  8 MiB
+    batch_bytes_max        max.message.bytes, message.max.bytes  8 MiB
     cleanup_policy         cleanup.policy, log.cleanup.policy    "delete"
     min_compaction_lag_ms  min.compaction.lag.ms,                0
                            log.cleaner.min.compaction.lag.ms
@@ -43,6 +43,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from twinlog.engine.base.errors import InvalidConfigError
+from twinlog.engine.base.renamed_keys import canonical_key
 from twinlog.engine.records.batch_format import BATCH_BYTES_HARD_MAX, HEADER_BYTES
 
 MEBIBYTE = 1 << 20
@@ -78,8 +79,8 @@ KAFKA_KEYS: dict[str, str] = {
     "flush.ms": "flush_interval_ms",
     "log.flush.interval.ms": "flush_interval_ms",
     "flush.bytes": "flush_interval_bytes",
-    "max.message.bytes": "max_batch_bytes",
-    "message.max.bytes": "max_batch_bytes",
+    "max.message.bytes": "batch_bytes_max",
+    "message.max.bytes": "batch_bytes_max",
     "cleanup.policy": "cleanup_policy",
     "log.cleanup.policy": "cleanup_policy",
     "min.compaction.lag.ms": "min_compaction_lag_ms",
@@ -103,7 +104,7 @@ _INTEGER_RANGES: dict[str, tuple[int, int, bool]] = {
     "retention_ms": (0, INT64_MAX, True),
     "flush_interval_ms": (0, INT64_MAX, False),
     "flush_interval_bytes": (0, INT64_MAX, False),
-    "max_batch_bytes": (HEADER_BYTES, BATCH_BYTES_HARD_MAX, False),
+    "batch_bytes_max": (HEADER_BYTES, BATCH_BYTES_HARD_MAX, False),
     "min_compaction_lag_ms": (0, INT64_MAX, False),
     "delete_retention_ms": (0, INT64_MAX, False),
 }
@@ -128,7 +129,7 @@ class LogConfig:
     flush_policy: str = FLUSH_EVERY_APPEND  # "every_append" or "interval"
     flush_interval_ms: int = 1000  # "interval": fsync when the last fsync is this old
     flush_interval_bytes: int = MEBIBYTE  # "interval": fsync when this much is unflushed
-    max_batch_bytes: int = 8 * MEBIBYTE  # larger batches are refused (BatchTooLargeError)
+    batch_bytes_max: int = 8 * MEBIBYTE  # larger batches are refused (BatchTooLargeError)
     cleanup_policy: str = CLEANUP_DELETE  # "delete", "compact" or "compact,delete"
     min_compaction_lag_ms: int = 0  # a sealed segment newer than this is not compacted yet
     min_cleanable_dirty_ratio: float = 0.5  # compact when dirty bytes / cleanable bytes >= this
@@ -183,7 +184,7 @@ class LogConfig:
                 raise InvalidConfigError(
                     f"log config key {key!r} is not supported: {REFUSED_KAFKA_KEYS[key]}"
                 )
-            field = KAFKA_KEYS.get(key, key)
+            field = canonical_key(KAFKA_KEYS.get(key, key))
             if field not in fields:
                 known = sorted([*fields, *KAFKA_KEYS])
                 raise InvalidConfigError(

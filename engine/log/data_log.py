@@ -664,10 +664,10 @@ class DataLog:
         )
 
     def _check_batch(self, view: memoryview, validate: bool) -> BatchHeader:
-        if len(view) > self.config.max_batch_bytes:
+        if len(view) > self.config.batch_bytes_max:
             raise BatchTooLargeError(
-                f"batch is {len(view)} bytes, larger than this log's max_batch_bytes of "
-                f"{self.config.max_batch_bytes}: split it, or raise max_batch_bytes "
+                f"batch is {len(view)} bytes, larger than this log's batch_bytes_max of "
+                f"{self.config.batch_bytes_max}: split it, or raise batch_bytes_max "
                 "(topic config max.message.bytes)"
             )
         header = validate_batch(view) if validate else read_header(view)

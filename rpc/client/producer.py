@@ -60,7 +60,7 @@ log = logging.getLogger("twinlog.client")
 COMPRESSIONS = ("zstd", "none")
 KIBIBYTE = 1024
 # The largest batch (so the largest record) a producer sends: the server's default
-# max_batch_bytes, so that a record the server would refuse is refused before queuing.
+# batch_bytes_max, so that a record the server would refuse is refused before queuing.
 MAX_BATCH_BYTES_DEFAULT = 8 * 1024 * KIBIBYTE
 
 
@@ -84,7 +84,7 @@ class Producer:
         compression: str = "zstd",
         linger_ms: int = 5,
         batch_bytes: int = 256 * KIBIBYTE,
-        max_batch_bytes: int = MAX_BATCH_BYTES_DEFAULT,
+        batch_bytes_max: int = MAX_BATCH_BYTES_DEFAULT,
         buffer_bytes_max: int = 32 * 1024 * KIBIBYTE,
         max_block_ms: int = 60_000,
         delivery_timeout_ms: int = 120_000,
@@ -93,6 +93,8 @@ class Producer:
         connection: ConnectionOptions | None = None,
         **connection_options: Any,
     ) -> None:
+        if "max_batch_bytes" in connection_options:  # its older name (see RENAMED_KEYS)
+            batch_bytes_max = connection_options.pop("max_batch_bytes")
         if compression not in COMPRESSIONS:
             raise InvalidConfigError(
                 f"compression {compression!r} is not one of {', '.join(COMPRESSIONS)}"
@@ -101,10 +103,10 @@ class Producer:
             raise InvalidConfigError(
                 "need batch_bytes > 0, linger_ms >= 0 and buffer_bytes_max >= batch_bytes"
             )
-        if max_batch_bytes < batch_bytes:
+        if batch_bytes_max < batch_bytes:
             raise InvalidConfigError(
-                f"max_batch_bytes ({max_batch_bytes}) is below batch_bytes ({batch_bytes}); "
-                "batch_bytes is the size batches aim at, max_batch_bytes the hard limit"
+                f"batch_bytes_max ({batch_bytes_max}) is below batch_bytes ({batch_bytes}); "
+                "batch_bytes is the size batches aim at, batch_bytes_max the hard limit"
             )
         options = connection or ConnectionOptions(**connection_options)
         self._broker, self._owns_broker = connect(target, options)
@@ -112,7 +114,7 @@ class Producer:
         self.transaction_timeout_ms = transaction_timeout_ms
         self.max_block_s = max_block_ms / 1000
         self.delivery_timeout_s = delivery_timeout_ms / 1000
-        self.max_batch_bytes = max_batch_bytes
+        self.batch_bytes_max = batch_bytes_max
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
         self._accumulator = Accumulator(compression, batch_bytes, linger_ms)
@@ -171,9 +173,9 @@ class Producer:
         """Queue a record; the future gives its RecordMetadata once the broker has it.
 
         Raises TypeError for a value, key or header that is not bytes (or None), and
-        RecordTooLargeError for a record larger than ``max_batch_bytes``; nothing is queued.
+        RecordTooLargeError for a record larger than ``batch_bytes_max``; nothing is queued.
         """
-        record = prepare_record(value, key, headers, self.max_batch_bytes)
+        record = prepare_record(value, key, headers, self.batch_bytes_max)
         for name, number in (("partition", partition), ("timestamp_ms", timestamp_ms)):
             if number is not None and (not isinstance(number, int) or isinstance(number, bool)):
                 raise TypeError(f"{name} must be an int or None, not {type(number).__name__}")

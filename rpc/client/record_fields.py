@@ -72,7 +72,7 @@ def _headers(headers: Sequence[Header] | None) -> tuple[list[Header] | None, int
 
 
 def prepare_record(
-    value: Any, key: Any, headers: Sequence[Header] | None, max_batch_bytes: int
+    value: Any, key: Any, headers: Sequence[Header] | None, batch_bytes_max: int
 ) -> PreparedRecord:
     """Check types and size; raise TypeError or RecordTooLargeError before anything is queued."""
     checked_value = _as_bytes(value, "value")
@@ -81,11 +81,11 @@ def prepare_record(
     size_bytes = (
         RECORD_OVERHEAD_BYTES + len(checked_value or b"") + len(checked_key or b"") + headers_bytes
     )
-    if RECORDS_OFFSET + size_bytes > max_batch_bytes:
+    if RECORDS_OFFSET + size_bytes > batch_bytes_max:
         raise RecordTooLargeError(
             f"a record of {size_bytes} bytes (key, value and headers) does not fit in a batch "
-            f"of max_batch_bytes={max_batch_bytes}, the largest this producer sends (the "
-            "server's default limit too); send smaller records, or raise max_batch_bytes on "
+            f"of batch_bytes_max={batch_bytes_max}, the largest this producer sends (the "
+            "server's default limit too); send smaller records, or raise batch_bytes_max on "
             "both the producer and the server"
         )
     return PreparedRecord(checked_value, checked_key, checked_headers, size_bytes)

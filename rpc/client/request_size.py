@@ -27,7 +27,7 @@ def check_size(size_bytes: int, what: str) -> None:
         raise BatchTooLargeError(
             f"the {size_bytes}-byte {what} request is larger than this client sends "
             f"(MESSAGE_BYTES_MAX={MESSAGE_BYTES_MAX} in rpc/client/request_size.py; the "
-            "server's max_request_bytes is lower by default): send less per request"
+            "server's request_bytes_max is lower by default): send less per request"
         )
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from twinlog.engine.base.errors import InvalidConfigError
+from twinlog.engine.base.renamed_keys import canonical_key
 
 MEBIBYTE = 1 << 20
 LOOPBACK_NAMES = ("localhost",)
@@ -26,10 +27,10 @@ class ServerConfig:
     host: str = "127.0.0.1"
     port: int = 7070  # 0: any free port (the chosen one is logged)
     # Limits (TigerBeetle style: every queue and request has one, and they live here)
-    max_request_bytes: int = 16 * MEBIBYTE  # one gRPC message; larger: BatchTooLargeError
-    max_batch_bytes: int = 8 * MEBIBYTE  # one record batch (the broker has its own per topic)
-    fetch_max_bytes_max: int = 16 * MEBIBYTE  # a fetch asking for more gets this much
-    fetch_max_wait_ms_max: int = 30_000  # a long poll never waits longer
+    request_bytes_max: int = 16 * MEBIBYTE  # one gRPC message; larger: BatchTooLargeError
+    batch_bytes_max: int = 8 * MEBIBYTE  # one record batch (the broker has its own per topic)
+    fetch_bytes_max: int = 16 * MEBIBYTE  # a fetch asking for more gets this much
+    fetch_wait_ms_max: int = 30_000  # a long poll never waits longer
     long_poll_slice_ms: int = 200  # a long poll rechecks shutdown and cancellation this often
     worker_threads: int = 128  # concurrent requests (each long poll and produce stream holds one)
     # Open ProduceStream calls, each holding a worker thread for as long as it is open (one per
@@ -47,10 +48,10 @@ class ServerConfig:
 
     def __post_init__(self) -> None:
         for name in (
-            "max_request_bytes",
-            "max_batch_bytes",
-            "fetch_max_bytes_max",
-            "fetch_max_wait_ms_max",
+            "request_bytes_max",
+            "batch_bytes_max",
+            "fetch_bytes_max",
+            "fetch_wait_ms_max",
             "long_poll_slice_ms",
             "worker_threads",
         ):
@@ -70,10 +71,10 @@ class ServerConfig:
             raise InvalidConfigError("TLS needs both --tls-cert and --tls-key")
         if self.tls_client_ca_file and not self.tls_cert_file:
             raise InvalidConfigError("--tls-client-ca (mutual TLS) needs --tls-cert and --tls-key")
-        if self.max_batch_bytes > self.max_request_bytes:
+        if self.batch_bytes_max > self.request_bytes_max:
             raise InvalidConfigError(
-                f"server config max_batch_bytes ({self.max_batch_bytes}) exceeds "
-                f"max_request_bytes ({self.max_request_bytes}); a batch must fit in a request"
+                f"server config batch_bytes_max ({self.batch_bytes_max}) exceeds "
+                f"request_bytes_max ({self.request_bytes_max}); a batch must fit in a request"
             )
 
     @property
@@ -151,13 +152,13 @@ def read_config_file(path: str | Path) -> dict[str, str]:
 
 
 def _normalise(key: str) -> str:
-    return key.replace(".", "_").replace("-", "_")
+    return canonical_key(key.replace(".", "_").replace("-", "_"))
 
 
 def split_config(values: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     """(server keys, broker keys) of one mapping; a key known to neither is refused.
 
-    A key both know (``max_batch_bytes``) goes to both.
+    A key both know (``batch_bytes_max``) goes to both.
     """
     from twinlog.engine.broker.config import BrokerConfig
 
@@ -168,7 +169,7 @@ def split_config(values: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, A
         name = _normalise(key)
         if name in SERVER_KEYS:
             server[name] = value
-        if name in broker_keys:  # max_batch_bytes is both: one limit, checked twice
+        if name in broker_keys:  # batch_bytes_max is both: one limit, checked twice
             broker[key] = value
         if name not in SERVER_KEYS and name not in broker_keys:
             raise InvalidConfigError(

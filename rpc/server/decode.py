@@ -8,7 +8,7 @@ gives every method a deserializer that never raises: bytes that do not parse
 (INVALID_ARGUMENT and the usual trailing metadata, after authentication), and
 which ``ProduceStream`` answers as one failed item of the stream (the stream goes on).
 
-The same deserializer enforces ``max_request_bytes``: gRPC's own limit is set a
+The same deserializer enforces ``request_bytes_max``: gRPC's own limit is set a
 little higher (``twinlog.rpc.server.server.REQUEST_BYTES_MARGIN``), so that a request just over
 the limit becomes an ``OversizedRequest``, answered with BatchTooLargeError naming
 the server config key, rather than gRPC's bare RESOURCE_EXHAUSTED (which only a
@@ -48,7 +48,7 @@ class UndecodableRequest:
 
 
 class OversizedRequest(UndecodableRequest):
-    """Stands in for a request larger than the server's ``max_request_bytes``.
+    """Stands in for a request larger than the server's ``request_bytes_max``.
 
     Its correlation id is still read when the bytes parse, so that a stream's answer
     names the request it refuses (gRPC's own limit, a little above ours, bounds what
@@ -65,22 +65,22 @@ class OversizedRequest(UndecodableRequest):
     def error(self) -> TwinlogError:
         return BatchTooLargeError(
             f"the {self.size_bytes}-byte request to {self.method} exceeds the server's "
-            f"max_request_bytes={self.limit_bytes} (server config key max_request_bytes); "
-            "send less per request (smaller batches), or raise max_request_bytes on the server"
+            f"request_bytes_max={self.limit_bytes} (server config key request_bytes_max); "
+            "send less per request (smaller batches), or raise request_bytes_max on the server"
         )
 
 
 def tolerant_deserializer(
-    deserializer: Callable[[bytes], Any] | None, method: str, max_request_bytes: int
+    deserializer: Callable[[bytes], Any] | None, method: str, request_bytes_max: int
 ) -> Callable[[bytes], Any] | None:
     if deserializer is None:
         return None
     parse = deserializer
 
     def deserialize(data: bytes) -> Any:
-        if len(data) > max_request_bytes:
+        if len(data) > request_bytes_max:
             return OversizedRequest(
-                method, len(data), max_request_bytes, _correlation_id_of(parse, data)
+                method, len(data), request_bytes_max, _correlation_id_of(parse, data)
             )
         try:
             return parse(data)
@@ -100,9 +100,9 @@ def _correlation_id_of(parse: Callable[[bytes], Any], data: bytes) -> int:
 class DecodeGuard(grpc.ServerInterceptor):
     """Swaps each handler's request deserializer for one that never raises."""
 
-    def __init__(self, guard: Guard, max_request_bytes: int) -> None:
+    def __init__(self, guard: Guard, request_bytes_max: int) -> None:
         self.guard = guard
-        self.max_request_bytes = max_request_bytes
+        self.request_bytes_max = request_bytes_max
 
     def intercept_service(
         self,
@@ -114,7 +114,7 @@ class DecodeGuard(grpc.ServerInterceptor):
             return handler
         method = str(handler_call_details.method)
         deserializer = tolerant_deserializer(
-            handler.request_deserializer, method, self.max_request_bytes
+            handler.request_deserializer, method, self.request_bytes_max
         )
         if handler.unary_unary is not None:
             behavior = self._checked_unary(handler.unary_unary, method)

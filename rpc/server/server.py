@@ -32,9 +32,9 @@ from twinlog.rpc.wire.broker_api import BrokerApi
 
 log = logging.getLogger("twinlog.server")
 
-# gRPC's own limit is this much above max_request_bytes: a request just over the limit
+# gRPC's own limit is this much above request_bytes_max: a request just over the limit
 # reaches DecodeGuard (rpc.server_decode), which answers BatchTooLargeError naming
-# max_request_bytes, with twinlog's metadata. Only a request over the margin too gets
+# request_bytes_max, with twinlog's metadata. Only a request over the margin too gets
 # gRPC's bare RESOURCE_EXHAUSTED, which rpc.errors maps with the same advice.
 REQUEST_BYTES_MARGIN = 64 * 1024
 
@@ -77,8 +77,8 @@ class RpcServer:
         guard = guard_of(config)
         self.guard = guard
         options: list[tuple[str, Any]] = [
-            ("grpc.max_receive_message_length", config.max_request_bytes + REQUEST_BYTES_MARGIN),
-            ("grpc.max_send_message_length", config.fetch_max_bytes_max + REQUEST_BYTES_MARGIN),
+            ("grpc.max_receive_message_length", config.request_bytes_max + REQUEST_BYTES_MARGIN),
+            ("grpc.max_send_message_length", config.fetch_bytes_max + REQUEST_BYTES_MARGIN),
             ("grpc.so_reuseport", 0),  # a second server on the same port must fail, not share
         ]
         self._server = grpc.server(
@@ -86,8 +86,8 @@ class RpcServer:
                 max_workers=config.worker_threads, thread_name_prefix="twinlog-rpc"
             ),
             options=options,
-            # unparsable bytes: INVALID_ARGUMENT; over max_request_bytes: BatchTooLargeError
-            interceptors=[DecodeGuard(guard, config.max_request_bytes)],
+            # unparsable bytes: INVALID_ARGUMENT; over request_bytes_max: BatchTooLargeError
+            interceptors=[DecodeGuard(guard, config.request_bytes_max)],
         )
         produce_pb2_grpc.add_ProducingServicer_to_server(
             ProducingService(broker, guard, config), self._server

@@ -44,9 +44,9 @@ class ConsumingService(consume_pb2_grpc.ConsumingServicer):
         self, request: consume_pb2.FetchRequest, context: grpc.ServicerContext
     ) -> FetchResult:
         config = self.config
-        max_bytes = min(request.max_bytes or FETCH_MAX_BYTES_DEFAULT, config.fetch_max_bytes_max)
+        max_bytes = min(request.max_bytes or FETCH_MAX_BYTES_DEFAULT, config.fetch_bytes_max)
         min_bytes = max(1, request.min_bytes)
-        max_wait_ms = min(max(0, request.max_wait_ms), config.fetch_max_wait_ms_max)
+        max_wait_ms = min(max(0, request.max_wait_ms), config.fetch_wait_ms_max)
         deadline = time.monotonic() + max_wait_ms / 1000
         while True:
             remaining_ms = max(0, int((deadline - time.monotonic()) * 1000))

@@ -31,7 +31,7 @@ class ProducingService(produce_pb2_grpc.ProducingServicer):
         self.broker = broker
         self.guard = guard
         self.access = TransactionalAccess(guard, broker)
-        self.max_batch_bytes = config.max_batch_bytes
+        self.batch_bytes_max = config.batch_bytes_max
         # A produce stream holds a worker thread while open: past this many, streams are
         # refused (the client falls back to unary Produce) so that the other calls get threads.
         self.streams_max = config.produce_streams_limit
@@ -46,12 +46,12 @@ class ProducingService(produce_pb2_grpc.ProducingServicer):
             raise request.error()
         self.guard.require(principal, Operation.WRITE, (request.topic,))
         size_bytes = len(request.batch)
-        if size_bytes > self.max_batch_bytes:
+        if size_bytes > self.batch_bytes_max:
             raise BatchTooLargeError(
                 f"batch of {size_bytes} bytes for {request.topic}-{request.partition} exceeds "
-                f"the server's max_batch_bytes={self.max_batch_bytes}; give the producer "
-                f"max_batch_bytes={self.max_batch_bytes} (it then refuses larger records "
-                "before sending), or raise max_batch_bytes on the server"
+                f"the server's batch_bytes_max={self.batch_bytes_max}; give the producer "
+                f"batch_bytes_max={self.batch_bytes_max} (it then refuses larger records "
+                "before sending), or raise batch_bytes_max on the server"
             )
         self.access.require_batch(principal, request.batch)
         result = self.broker.produce(

@@ -76,7 +76,7 @@ TRANSPORT_HINTS: dict[grpc.StatusCode, str] = {
     Code.UNAVAILABLE: "is the server running at that address, with matching TLS settings?",
     Code.DEADLINE_EXCEEDED: "the request may or may not have been applied; retry it",
     Code.RESOURCE_EXHAUSTED: "the request is larger than the server accepts (server config "
-    "key max_request_bytes); send less per request, or raise max_request_bytes on the server",
+    "key request_bytes_max); send less per request, or raise request_bytes_max on the server",
 }
 # gRPC prefixes its size-limit messages with the side that refused: a request over this
 # client's own limit never left the process, and the server's setting is not the cure.

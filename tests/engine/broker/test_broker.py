@@ -269,7 +269,7 @@ def test_bad_input_is_refused_with_typed_errors(broker: Broker) -> None:
     corrupt[-1] ^= 1
     with pytest.raises(CorruptBatchError, match="CRC"):
         broker.produce("orders", 0, bytes(corrupt))
-    with pytest.raises(BatchTooLargeError, match="max_batch_bytes"):
+    with pytest.raises(BatchTooLargeError, match="batch_bytes_max"):
         broker.produce("orders", 0, build_batch([b"x" * (9 << 20)], "none"))
     with pytest.raises(TopicExistsError):
         broker.create_topic("orders")

@@ -169,8 +169,8 @@ def test_trailing_bytes_after_a_batch_are_refused(log: DataLog) -> None:
 
 
 def test_too_large_batch_names_the_limit_and_how_to_raise_it(tmp_path: Path) -> None:
-    with DataLog.open(tmp_path, LogConfig(max_batch_bytes=200)) as log:
-        with pytest.raises(BatchTooLargeError, match=r"max_batch_bytes of 200.*max.message.bytes"):
+    with DataLog.open(tmp_path, LogConfig(batch_bytes_max=200)) as log:
+        with pytest.raises(BatchTooLargeError, match=r"batch_bytes_max of 200.*max.message.bytes"):
             log.append(make_batch(10, value_bytes=50))
         assert log.log_end_offset == 0 and log.size_bytes() == 0
 

@@ -17,7 +17,7 @@ def test_defaults_are_the_documented_ones() -> None:
     assert config.retention_bytes == -1
     assert config.retention_ms == 7 * 24 * 3600 * 1000
     assert config.flush_policy == "every_append"
-    assert config.max_batch_bytes == 8 << 20
+    assert config.batch_bytes_max == 8 << 20
 
 
 @pytest.mark.parametrize(
@@ -30,7 +30,7 @@ def test_defaults_are_the_documented_ones() -> None:
         ("retention_bytes", -2, r"retention_bytes .* or -1 \(unlimited\)"),
         ("retention_ms", -5, "retention_ms"),
         ("flush_interval_ms", -1, "flush_interval_ms"),
-        ("max_batch_bytes", 1 << 31, r"max_batch_bytes \(max.message.bytes\)"),
+        ("batch_bytes_max", 1 << 31, r"batch_bytes_max \(max.message.bytes\)"),
         ("segment_bytes", True, "must be an integer, got True"),
         ("segment_bytes", "1024", "must be an integer"),
         ("flush_policy", "sometimes", "flush_policy .* every_append, interval"),
@@ -69,7 +69,7 @@ def test_from_mapping_accepts_kafka_keys_and_strings() -> None:
         flush_policy="interval",
         flush_interval_ms=50,
         flush_interval_bytes=4096,
-        max_batch_bytes=65536,
+        batch_bytes_max=65536,
     )
 
 

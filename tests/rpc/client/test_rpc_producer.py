@@ -178,16 +178,16 @@ def test_a_record_larger_than_max_batch_bytes_is_refused_before_it_is_queued() -
     broker = RecordingBroker()
     broker.create_topic("t", 1)
     with Producer(
-        broker, batch_bytes=4 * KIB, max_batch_bytes=16 * KIB, compression="none"
+        broker, batch_bytes=4 * KIB, batch_bytes_max=16 * KIB, compression="none"
     ) as producer:
-        with pytest.raises(RecordTooLargeError, match="max_batch_bytes=16384") as refused:
+        with pytest.raises(RecordTooLargeError, match="batch_bytes_max=16384") as refused:
             producer.send("t", b"x" * (16 * KIB), partition=0)
         assert isinstance(refused.value, BatchTooLargeError)  # caught as either
-        assert "batch_bytes" not in str(refused.value).replace("max_batch_bytes", "")
+        assert "batch_bytes" not in str(refused.value).replace("batch_bytes_max", "")
         # Larger than batch_bytes but within the limit: a batch of its own, as in Kafka.
         fits = producer.send("t", b"x" * (8 * KIB), partition=0)
         producer.flush()
         assert fits.result(timeout=5).offset == 0
     assert broker.produce_calls == 1
-    with pytest.raises(InvalidConfigError, match="max_batch_bytes"):
-        Producer(broker, batch_bytes=64 * KIB, max_batch_bytes=16 * KIB)
+    with pytest.raises(InvalidConfigError, match="batch_bytes_max"):
+        Producer(broker, batch_bytes=64 * KIB, batch_bytes_max=16 * KIB)

@@ -65,9 +65,9 @@ GRPC_LIMIT_BYTES = MAX_REQUEST_BYTES + 64 * 1024  # twinlog.rpc.server.server.RE
 # thousands of partitions would exhaust it, so such a CreateTopic must be refused.
 SERVER_OPEN_FILES = 2048
 SERVER_ARGUMENTS = (
-    *("--config", f"max_request_bytes={MAX_REQUEST_BYTES}"),
-    *("--config", f"max_batch_bytes={MAX_BATCH_BYTES}"),
-    *("--config", "fetch_max_wait_ms_max=200"),  # a hostile long poll ends quickly
+    *("--config", f"request_bytes_max={MAX_REQUEST_BYTES}"),
+    *("--config", f"batch_bytes_max={MAX_BATCH_BYTES}"),
+    *("--config", "fetch_wait_ms_max=200"),  # a hostile long poll ends quickly
     *("--config", "long_poll_slice_ms=50"),
     # No background writes while the data directory is watched (nothing times out:
     # the one open transaction has a 15-minute timeout).
@@ -473,7 +473,7 @@ def corrupted(batches: st.SearchStrategy[bytes]) -> st.SearchStrategy[bytes]:
 
 
 def huge_batches() -> st.SearchStrategy[bytes]:
-    """Over the server's max_batch_bytes, or over gRPC's message limit."""
+    """Over the server's batch_bytes_max, or over gRPC's message limit."""
     return st.builds(
         lambda size, byte: bytes([byte]) * size,
         st.sampled_from(

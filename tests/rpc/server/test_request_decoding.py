@@ -21,7 +21,7 @@ def test_an_oversized_stream_request_keeps_its_correlation_id() -> None:
     assert isinstance(decoded, OversizedRequest)
     assert decoded.correlation_id == 3201
     error = decoded.error()
-    assert isinstance(error, BatchTooLargeError) and "max_request_bytes=1024" in str(error)
+    assert isinstance(error, BatchTooLargeError) and "request_bytes_max=1024" in str(error)
 
 
 def test_bytes_that_do_not_parse_answer_with_correlation_id_zero() -> None:

@@ -47,9 +47,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     with ServerProcess(
         directory / "data",
         "--config",
-        f"max_batch_bytes={MAX_BATCH_BYTES}",
+        f"batch_bytes_max={MAX_BATCH_BYTES}",
         "--config",
-        "max_open_transactions=8",
+        "open_transactions_max=8",
         "--config",
         "transaction_check_interval_ms=100",
     ) as process:
@@ -224,9 +224,9 @@ def test_error_mapping(server: ServerProcess, admin: Admin, remote: RemoteBroker
     corrupt[-2] ^= 0x01
     with pytest.raises(CorruptBatchError):
         remote.produce("errors", 0, bytes(corrupt))
-    with pytest.raises(BatchTooLargeError, match="max_batch_bytes"):
+    with pytest.raises(BatchTooLargeError, match="batch_bytes_max"):
         remote.produce("errors", 0, build_batch([b"x" * (MAX_BATCH_BYTES + 1)], compression="none"))
-    with pytest.raises(BatchTooLargeError, match="max_request_bytes"):
+    with pytest.raises(BatchTooLargeError, match="request_bytes_max"):
         remote.produce("errors", 0, bytes(17 << 20))  # the server's default limit is 16 MiB
     # sequences
     identity = remote.init_producer()
@@ -267,9 +267,9 @@ def test_error_mapping(server: ServerProcess, admin: Admin, remote: RemoteBroker
 
 
 def test_open_transaction_limit(server: ServerProcess, remote: RemoteBroker) -> None:
-    """max_open_transactions=8 on this server: the ninth gets a clear, retriable error."""
+    """open_transactions_max=8 on this server: the ninth gets a clear, retriable error."""
     opened = []
-    with pytest.raises(NotEnoughResourcesError, match="max_open_transactions") as caught:
+    with pytest.raises(NotEnoughResourcesError, match="open_transactions_max") as caught:
         for index in range(20):
             identity = remote.init_producer(f"e2e-limit-{index}")
             transaction_id = remote.begin_transaction(

@@ -236,18 +236,18 @@ def test_retriable_errors_are_retried_without_duplicates() -> None:
 
 
 def test_batch_and_request_limits() -> None:
-    with fake_server(max_batch_bytes=4096, max_request_bytes=64 * 1024) as (broker, address):
+    with fake_server(batch_bytes_max=4096, request_bytes_max=64 * 1024) as (broker, address):
         broker.create_topic("limits", 1)
         with RemoteBroker(address) as remote:
-            with pytest.raises(BatchTooLargeError, match="max_batch_bytes=4096"):
+            with pytest.raises(BatchTooLargeError, match="batch_bytes_max=4096"):
                 remote.produce("limits", 0, build_batch([b"x" * 8000], compression="none"))
-            # Just over max_request_bytes: the server names its config key, with metadata.
+            # Just over request_bytes_max: the server names its config key, with metadata.
             with pytest.raises(
-                BatchTooLargeError, match=r"max_request_bytes=65536 \(server config key"
+                BatchTooLargeError, match=r"request_bytes_max=65536 \(server config key"
             ):
                 remote.produce("limits", 0, build_batch([b"x" * 100_000], compression="none"))
             # Over gRPC's own limit too: no metadata, but the same advice.
-            with pytest.raises(BatchTooLargeError, match="server config key max_request_bytes"):
+            with pytest.raises(BatchTooLargeError, match="server config key request_bytes_max"):
                 remote.produce("limits", 0, build_batch([b"x" * 200_000], compression="none"))
         assert broker.ends[TopicPartition("limits", 0)] == 0
 
@@ -276,7 +276,7 @@ def test_a_request_over_the_clients_own_limit_is_refused_before_sending(
     server_side = error_from_status(
         grpc.StatusCode.RESOURCE_EXHAUSTED, "SERVER: Received message larger than max", {}
     )
-    assert "server config key max_request_bytes" in str(server_side)
+    assert "server config key request_bytes_max" in str(server_side)
 
 
 def _write(path: Path, text: str) -> str:

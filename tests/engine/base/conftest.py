@@ -1,0 +1,1 @@
+"""Tests of ``twinlog.engine.base``: errors, failpoints, CRC-32C, atomic files, config key names."""
