@@ -31,14 +31,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import NamedTuple
 
-from twinlog.engine.base.crc32c import crc32c
 from twinlog.engine.base.errors import CorruptBatchError
 from twinlog.engine.records.batch_format import (
-    ATTRIBUTES_OFFSET,
-    CRC_FORMAT,
-    CRC_OFFSET,
-    HEADER,
-    LENGTH_PREFIX_BYTES,
     MAGIC,
     NO_PRODUCER_GENERATION,
     NO_PRODUCER_ID,
@@ -46,6 +40,7 @@ from twinlog.engine.records.batch_format import (
     NO_TRANSACTION_ID,
     RECORDS_OFFSET,
     BatchHeader,
+    pack_header,
 )
 from twinlog.engine.records.compression import CODEC_NONE, compress, decompress
 from twinlog.engine.records.varint import VARINT_BYTES_MAX, decode_varint
@@ -144,25 +139,20 @@ def require_keys(batch: bytes | memoryview, header: BatchHeader, where: str) -> 
 def _encode(header: BatchHeader, records: bytes, record_count: int) -> bytes:
     """A batch with ``header``'s fields, ``records`` (already compressed) and a fresh CRC."""
     buffer = bytearray(RECORDS_OFFSET + len(records))
-    HEADER.pack_into(
-        buffer,
-        0,
-        header.base_offset,
-        RECORDS_OFFSET - LENGTH_PREFIX_BYTES + len(records),
-        MAGIC,
-        0,  # crc, below
-        header.attributes,
-        header.last_offset_delta,
-        header.first_timestamp_ms,
-        header.max_timestamp_ms,
-        header.producer_id,
-        header.producer_generation,
-        header.base_sequence,
-        header.transaction_id,
-        record_count,
-    )
     buffer[RECORDS_OFFSET:] = records
-    CRC_FORMAT.pack_into(buffer, CRC_OFFSET, crc32c(memoryview(buffer)[ATTRIBUTES_OFFSET:]))
+    pack_header(
+        buffer,
+        base_offset=header.base_offset,
+        attributes=header.attributes,
+        last_offset_delta=header.last_offset_delta,
+        first_timestamp_ms=header.first_timestamp_ms,
+        max_timestamp_ms=header.max_timestamp_ms,
+        producer_id=header.producer_id,
+        producer_generation=header.producer_generation,
+        base_sequence=header.base_sequence,
+        transaction_id=header.transaction_id,
+        record_count=record_count,
+    )
     return bytes(buffer)
 
 
