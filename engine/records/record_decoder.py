@@ -276,7 +276,8 @@ def _decode_headers(
     section: bytes, position: int, record_end: int, header: BatchHeader, index: int
 ) -> tuple[Headers, int]:
     """(headers, position after them) of the record ``index`` whose header count is at
-    ``position``. Records with headers are few, so this is out of the hot loop."""
+    ``position``. Out of the hot loop, which inlines only the common count of 0;
+    header key and value lengths below 64 are decoded inline here."""
     count, position = _read_varint(section, position, VARINT_BYTES_MAX)
     if not 0 <= count <= (record_end - position) // 2:
         raise _corrupt(
@@ -288,7 +289,12 @@ def _decode_headers(
         )
     headers: list[Header] = []
     for _ in range(count):
-        size, position = _read_varint(section, position, VARINT_BYTES_MAX)
+        byte = section[position]
+        if byte < 0x80:
+            size = (byte >> 1) ^ -(byte & 1)
+            position += 1
+        else:
+            size, position = _read_varint(section, position, VARINT_BYTES_MAX)
         if not 0 <= size <= record_end - position:
             what = "a null key" if size == -1 else f"key length {size}"
             raise _corrupt(header, index, position, f"has a header with {what}")
@@ -297,7 +303,12 @@ def _decode_headers(
         except UnicodeDecodeError:
             raise _corrupt(header, index, position, "has a header key that is not UTF-8") from None
         position += size
-        size, position = _read_varint(section, position, VARINT_BYTES_MAX)
+        byte = section[position]
+        if byte < 0x80:
+            size = (byte >> 1) ^ -(byte & 1)
+            position += 1
+        else:
+            size, position = _read_varint(section, position, VARINT_BYTES_MAX)
         if size == -1:
             headers.append((name, None))
         elif 0 <= size <= record_end - position:
