@@ -55,12 +55,10 @@ from twinlog.copier.tail import classify_tail
 from twinlog.engine.base import failpoints
 from twinlog.engine.base.errors import CorruptBatchError, CorruptJournalError, InvalidTxnStateError
 from twinlog.engine.log import DataLog
-from twinlog.engine.records.batch_format import HEADER, BatchHeader
+from twinlog.engine.records.batch_format import HEADER_BYTES, BatchHeader, unpack_header
 from twinlog.journal import CopyRecord, CopyState, LocalJournal
 
 log = logging.getLogger(__name__)
-
-_LAST_OFFSET_DELTA = BatchHeader._fields.index("last_offset_delta")
 
 
 def check_invariant(applying_start: int, copied_end: int, journaled_end: int) -> None:
@@ -241,9 +239,9 @@ class PartitionWriter:
     @staticmethod
     def _counted(batches: Iterable[memoryview], spanned: list[int]) -> Iterator[memoryview]:
         for batch in batches:
-            if len(batch) < HEADER.size:
+            if len(batch) < HEADER_BYTES:
                 raise CorruptBatchError(f"batch of {len(batch)} bytes is shorter than its header")
-            spanned[0] += HEADER.unpack_from(batch)[_LAST_OFFSET_DELTA] + 1  # last_offset_delta + 1
+            spanned[0] += unpack_header(batch).last_offset_delta + 1
             yield batch
             # Resumed: append_many has written this batch (it writes each before
             # asking for the next).

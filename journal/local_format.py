@@ -223,10 +223,18 @@ def decode_entry_key(key: bytes | memoryview) -> tuple[int, int]:
     return int(partition_id), int(sequence)
 
 
-def encode_entry_value(header: EntryHeader, attempt: bytes, batch: bytes | memoryview) -> bytes:
-    """The entry value. One join: the batch is copied once, into the bytes LMDB copies again."""
+def encode_entry_value(header: EntryHeader, attempt: bytes, batch: bytes | memoryview) -> bytearray:
+    """The entry value: ``header`` (with ENTRY_FORMAT), ``attempt``, then ``batch``.
+
+    Mutable, because the journal's writer thread patches ``previous`` in place
+    (only it knows the previous entry); the batch is copied once, into the
+    buffer LMDB copies again.
+    """
     assert header.attempt_length == len(attempt)
-    prefix = ENTRY_HEADER.pack(
+    value = bytearray(header.batch_position + len(batch))
+    ENTRY_HEADER.pack_into(
+        value,
+        0,
         ENTRY_FORMAT,
         header.transaction_id,
         header.previous,
@@ -235,10 +243,12 @@ def encode_entry_value(header: EntryHeader, attempt: bytes, batch: bytes | memor
         header.base_sequence,
         header.attempt_length,
     )
-    return b"".join((prefix, attempt, batch))
+    value[ENTRY_HEADER.size : header.batch_position] = attempt
+    value[header.batch_position :] = batch
+    return value
 
 
-def decode_entry_header(value: bytes | memoryview, where: str) -> EntryHeader:
+def decode_entry_header(value: bytes | bytearray | memoryview, where: str) -> EntryHeader:
     """Parse the fixed part of an entry value; ``where`` names the entry in errors."""
     if len(value) < ENTRY_HEADER.size:
         raise CorruptJournalError(
@@ -256,6 +266,11 @@ def decode_entry_header(value: bytes | memoryview, where: str) -> EntryHeader:
             f"only {len(value) - ENTRY_HEADER.size} follow the header"
         )
     return header
+
+
+def decode_entry_attempt(value: bytes | bytearray | memoryview, header: EntryHeader) -> bytes:
+    """The attempt tag of the entry ``value`` whose fixed part ``header`` was decoded from."""
+    return bytes(value[ENTRY_HEADER.size : header.batch_position])
 
 
 def encode_transaction_key(partition_id: int, transaction_id: int) -> bytes:

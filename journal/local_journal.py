@@ -31,7 +31,6 @@ from twinlog.journal.local_config import SYNC_COMMIT, JournalConfig
 from twinlog.journal.local_format import (
     ATTEMPT_BYTES_MAX,
     DATABASE_NAMES,
-    ENTRY_HEADER,
     LAYOUT_VERSION,
     MAX_DBS,
     META_FORMAT,
@@ -40,7 +39,9 @@ from twinlog.journal.local_format import (
     CopyRecord,
     CopyState,
     EntryHeader,
+    decode_entry_attempt,
     decode_entry_header,
+    encode_entry_value,
 )
 from twinlog.journal.local_ops import (
     AppendEntry,
@@ -278,10 +279,7 @@ class LocalJournal:
             attempt_length=len(attempt),
         )
         # Built here, in the caller's thread: the writer thread only patches 8 bytes.
-        value = bytearray(ENTRY_HEADER.size + len(attempt) + len(batch))
-        ENTRY_HEADER.pack_into(value, 0, 1, *entry)
-        value[ENTRY_HEADER.size : entry.batch_position] = attempt
-        value[entry.batch_position :] = batch
+        value = encode_entry_value(entry, attempt, batch)
         return int(
             self._submit(
                 AppendEntry(partition, transaction_id, value, len(batch), header.record_count)
@@ -403,7 +401,7 @@ class LocalJournal:
                 header.producer_id,
                 header.producer_generation,
                 header.base_sequence,
-                bytes(value[ENTRY_HEADER.size : header.batch_position]),
+                decode_entry_attempt(value, header),
                 bytes(value[header.batch_position :]),
             )
 
@@ -434,7 +432,7 @@ class LocalJournal:
     ) -> Generator[tuple[bytes, BatchHeader], None, None]:
         """(attempt tag, batch header) of ``sequences`` in order; no payload is copied."""
         for header, value in self._iter_values(partition, sequences):
-            attempt = bytes(value[ENTRY_HEADER.size : header.batch_position])
+            attempt = decode_entry_attempt(value, header)
             yield attempt, read_header(value, header.batch_position)
 
     def _iter_values(

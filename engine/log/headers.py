@@ -17,12 +17,12 @@ from twinlog.engine.base.errors import CorruptBatchError
 from twinlog.engine.records.batch_format import (
     BATCH_BYTES_HARD_MAX,
     BATCH_LENGTH_MIN,
-    HEADER,
     HEADER_BYTES,
     LENGTH_PREFIX,
     MAGIC,
     MAGIC_OFFSET,
     BatchHeader,
+    unpack_header,
 )
 
 # Big enough to hold the headers of a few dozen small batches, small enough
@@ -55,7 +55,7 @@ def parse_header(buffer: bytes, index: int, file_position: int) -> BatchHeader:
             f"batch magic byte at position {file_position} is {magic}, expected {MAGIC}",
             file_position,
         )
-    return BatchHeader._make(HEADER.unpack_from(buffer, index))
+    return unpack_header(buffer, index)
 
 
 def iter_headers(

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 
 from twinlog.engine.base.errors import CorruptBatchError
 from twinlog.engine.records.batch_format import (
-    HEADER,
     HEADER_BYTES,
     LENGTH_PREFIX,
     LENGTH_PREFIX_BYTES,
@@ -23,6 +22,7 @@ from twinlog.engine.records.batch_format import (
     MAGIC_OFFSET,
     BatchHeader,
     read_length_prefix,
+    unpack_header,
     validate_batch,
 )
 
@@ -184,7 +184,7 @@ def _claimed_extent(fd: int, bad_position: int, expected_base_offset: int) -> tu
     header = os.pread(fd, HEADER_BYTES, bad_position)
     if len(header) < HEADER_BYTES:
         return no_claim
-    claimed = BatchHeader._make(HEADER.unpack(header))  # unchecked: the CRC failed or is cut
+    claimed = unpack_header(header)  # unchecked: the CRC failed or is cut
     if (
         claimed.magic != MAGIC
         or claimed.base_offset != expected_base_offset

@@ -1,5 +1,6 @@
 """The record batch format (Kafka's RecordBatch v2 shape): the one encoder
 (``batch_builder``), the one header packer and parser (``batch_format``), the one
-record decoder (``batch_reader``), codecs and varints, and batch rewriting for
-compaction (``rewrite``). Above ``engine.base`` only.
+record decoder (``record_decoder``, which ``batch_reader``, ``rewrite`` and the
+Spark connector all call), codecs and varints, and batch rewriting for compaction
+(``rewrite``). Above ``engine.base`` only.
 """

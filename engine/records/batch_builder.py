@@ -12,20 +12,14 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Sequence
 
-from twinlog.engine.base.crc32c import crc32c
 from twinlog.engine.records.batch_format import (
-    ATTRIBUTES_OFFSET,
-    CRC_FORMAT,
-    CRC_OFFSET,
-    HEADER,
-    LENGTH_PREFIX_BYTES,
-    MAGIC,
     NO_PRODUCER_GENERATION,
     NO_PRODUCER_ID,
     NO_SEQUENCE,
     NO_TRANSACTION_ID,
     RECORDS_OFFSET,
     TRANSACTIONAL_MASK,
+    pack_header,
 )
 from twinlog.engine.records.compression import CODEC_NONE, ZSTD_LEVEL_DEFAULT, codec_id, compress
 from twinlog.engine.records.varint import MINUS_ONE, encode_varint
@@ -173,26 +167,19 @@ class RecordBatchBuilder:
         attributes = self.codec
         if self.transaction_id != NO_TRANSACTION_ID:
             attributes |= TRANSACTIONAL_MASK
-        HEADER.pack_into(
+        pack_header(
             buffer,
-            0,
-            0,
-            len(buffer) - LENGTH_PREFIX_BYTES,
-            MAGIC,
-            0,  # crc, filled in below
-            attributes,
-            self._record_count - 1,
-            self._first_timestamp_ms,
-            self._max_timestamp_ms,
-            self.producer_id,
-            self.producer_generation,
-            self.base_sequence,
-            self.transaction_id,
-            self._record_count,
+            base_offset=0,
+            attributes=attributes,
+            last_offset_delta=self._record_count - 1,
+            first_timestamp_ms=self._first_timestamp_ms,
+            max_timestamp_ms=self._max_timestamp_ms,
+            producer_id=self.producer_id,
+            producer_generation=self.producer_generation,
+            base_sequence=self.base_sequence,
+            transaction_id=self.transaction_id,
+            record_count=self._record_count,
         )
-        with memoryview(buffer) as view:
-            crc = crc32c(view[ATTRIBUTES_OFFSET:])
-        CRC_FORMAT.pack_into(buffer, CRC_OFFSET, crc)
         self._built = True
         self._buffer = bytearray()
         return bytes(buffer)

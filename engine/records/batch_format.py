@@ -52,7 +52,9 @@ from twinlog.engine.records.compression import CODEC_MASK, CODEC_NAMES
 
 MAGIC = 2
 
-HEADER = struct.Struct(
+# Packed by ``pack_header`` and parsed by ``unpack_header`` only: every other module goes
+# through those two, so the byte layout is written down once.
+_HEADER = struct.Struct(
     ">"
     "q"  # base_offset
     "i"  # batch_length
@@ -68,7 +70,7 @@ HEADER = struct.Struct(
     "q"  # transaction_id
     "i"  # record_count
 )
-HEADER_BYTES = HEADER.size
+HEADER_BYTES = _HEADER.size
 BASE_OFFSET_FORMAT = struct.Struct(">q")
 CRC_FORMAT = struct.Struct(">I")
 LENGTH_PREFIX = struct.Struct(">qi")  # base_offset, batch_length: enough to find the next batch
@@ -141,6 +143,64 @@ class BatchHeader(NamedTuple):
         return self.base_sequence + self.last_offset_delta
 
 
+def pack_header(
+    buffer: bytearray,
+    *,
+    base_offset: int,
+    attributes: int,
+    last_offset_delta: int,
+    first_timestamp_ms: int,
+    max_timestamp_ms: int,
+    producer_id: int,
+    producer_generation: int,
+    base_sequence: int,
+    transaction_id: int,
+    record_count: int,
+) -> None:
+    """Write the header of the batch that ``buffer`` holds, its records already in place.
+
+    ``buffer[RECORDS_OFFSET:]`` is the (compressed) records section; the first
+    ``HEADER_BYTES`` are overwritten with the given fields, the magic byte, the
+    batch length (from ``len(buffer)``) and the CRC of everything from the
+    attributes on. The one writer of the header's bytes.
+    """
+    _HEADER.pack_into(
+        buffer,
+        0,
+        base_offset,
+        len(buffer) - LENGTH_PREFIX_BYTES,
+        MAGIC,
+        0,  # crc: it covers the attributes packed here, so it is computed after them
+        attributes,
+        last_offset_delta,
+        first_timestamp_ms,
+        max_timestamp_ms,
+        producer_id,
+        producer_generation,
+        base_sequence,
+        transaction_id,
+        record_count,
+    )
+    with memoryview(buffer) as view:
+        crc = crc32c(view[ATTRIBUTES_OFFSET:])
+    CRC_FORMAT.pack_into(buffer, CRC_OFFSET, crc)
+
+
+def unpack_header(buffer: bytes | bytearray | memoryview, position: int = 0) -> BatchHeader:
+    """The header fields at ``position``, as they are: nothing is checked but their presence.
+
+    The one parser of the header's bytes. ``read_header`` checks what it returns;
+    call this directly only where the fields are checked otherwise (a header walk
+    that checks length and magic, or a guess at what a damaged batch claimed).
+    Raises CorruptBatchError if fewer than ``HEADER_BYTES`` bytes are there.
+    """
+    if len(buffer) - position < HEADER_BYTES:
+        raise CorruptBatchError(
+            f"batch header needs {HEADER_BYTES} bytes, found {len(buffer) - position}", position
+        )
+    return BatchHeader._make(_HEADER.unpack_from(buffer, position))
+
+
 def read_length_prefix(buffer: bytes | memoryview, position: int = 0) -> tuple[int, int]:
     """(base_offset, batch_length) of the batch at ``position``; raises if fewer than 12 bytes."""
     if len(buffer) - position < LENGTH_PREFIX_BYTES:
@@ -174,7 +234,7 @@ def read_header(buffer: bytes | memoryview, position: int = 0) -> BatchHeader:
             f"only {available} present (torn or truncated batch)",
             position,
         )
-    header = BatchHeader._make(HEADER.unpack_from(buffer, position))
+    header = unpack_header(buffer, position)
     if header.magic != MAGIC:
         raise CorruptBatchError(f"batch magic byte is {header.magic}, expected {MAGIC}", position)
     if header.codec not in CODEC_NAMES:

@@ -2,9 +2,11 @@
 without some of them.
 
 Compaction reads a batch's records section once (decompressed), notes for each
-record its byte span, offset delta, timestamp and key, and decides which to
-keep. A batch that keeps every record is copied byte for byte. Otherwise it is
-rebuilt here, and only here (the produce and apply paths never re-encode):
+record its byte span, offset, timestamp and key (decoded by
+``record_decoder.decode_records``, as every reader of records does), and
+decides which to keep. A batch that keeps every record is copied byte for
+byte. Otherwise it is rebuilt here, and only here (the produce and apply paths
+never re-encode):
 
 * ``rebuild_batch`` keeps every header field (base offset, last offset delta,
   timestamps, producer id / generation / base sequence, transaction id,
@@ -31,14 +33,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import NamedTuple
 
-from twinlog.engine.base.crc32c import crc32c
 from twinlog.engine.base.errors import CorruptBatchError
 from twinlog.engine.records.batch_format import (
-    ATTRIBUTES_OFFSET,
-    CRC_FORMAT,
-    CRC_OFFSET,
-    HEADER,
-    LENGTH_PREFIX_BYTES,
     MAGIC,
     NO_PRODUCER_GENERATION,
     NO_PRODUCER_ID,
@@ -46,9 +42,10 @@ from twinlog.engine.records.batch_format import (
     NO_TRANSACTION_ID,
     RECORDS_OFFSET,
     BatchHeader,
+    pack_header,
 )
 from twinlog.engine.records.compression import CODEC_NONE, compress, decompress
-from twinlog.engine.records.varint import VARINT_BYTES_MAX, decode_varint
+from twinlog.engine.records.record_decoder import decode_records
 
 
 class RecordSpan(NamedTuple):
@@ -67,60 +64,24 @@ def records_section(batch: bytes | memoryview, header: BatchHeader) -> bytes | m
     return decompress(header.codec, memoryview(batch)[RECORDS_OFFSET : header.size_bytes])
 
 
-def _skip_bytes(section: bytes | memoryview, position: int, end: int, what: str) -> tuple[int, int]:
-    """(length, position after the field) of a nullable byte field (-1: null)."""
-    length, position = decode_varint(section, position, VARINT_BYTES_MAX)
-    if length < -1 or position + max(length, 0) > end:
-        raise CorruptBatchError(
-            f"{what} length is {length} at byte {position} of the records section, but the "
-            f"record ends at byte {end}"
-        )
-    return length, position + max(length, 0)
-
-
 def iter_record_spans(section: bytes | memoryview, header: BatchHeader) -> Iterator[RecordSpan]:
     """Each record of ``section`` (the batch's records, decompressed), bounds checked.
 
-    Raises CorruptBatchError for a malformed record, a record count that does not
-    match, an offset delta outside the batch, or trailing bytes.
+    Decodes the whole section first (``record_decoder.decode_records``), so it
+    raises CorruptBatchError, before yielding any span, for a malformed record, a
+    record count that does not match, an offset delta outside the batch, or
+    trailing bytes.
     """
-    position = 0
-    end = len(section)
-    for index in range(header.record_count):
-        start = position
-        length, position = decode_varint(section, position, VARINT_BYTES_MAX)
-        record_end = position + length
-        if length < 1 or record_end > end:
-            raise CorruptBatchError(
-                f"record {index} says {length} bytes at byte {position} of the records "
-                f"section, but {end - position} bytes remain"
-            )
-        position += 1  # record attributes, unused
-        timestamp_delta_ms, position = decode_varint(section, position)
-        offset_delta, position = decode_varint(section, position, VARINT_BYTES_MAX)
-        if not 0 <= offset_delta <= header.last_offset_delta:
-            raise CorruptBatchError(
-                f"record {index} has offset delta {offset_delta}, expected 0.."
-                f"{header.last_offset_delta}"
-            )
-        key_length, position = _skip_bytes(section, position, record_end, "key")
-        key = None if key_length < 0 else bytes(section[position - key_length : position])
-        value_length, position = _skip_bytes(section, position, record_end, "value")
-        if position > record_end:
-            raise CorruptBatchError(f"record {index} runs past its length of {length} bytes")
-        yield RecordSpan(
-            start,
-            record_end,
-            header.base_offset + offset_delta,
-            header.first_timestamp_ms + timestamp_delta_ms,
-            key,
-            value_length < 0,
-        )
-        position = record_end  # headers are copied, never parsed: the CRC vouched for them
-    if position != end:
-        raise CorruptBatchError(
-            f"records section has {end - position} bytes after its {header.record_count} records"
-        )
+    columns = decode_records(section, header)
+    yield from map(
+        RecordSpan,
+        columns.starts(),
+        columns.ends,
+        columns.offsets,
+        columns.timestamps_ms,
+        columns.keys,
+        [value is None for value in columns.values],
+    )
 
 
 def require_keys(batch: bytes | memoryview, header: BatchHeader, where: str) -> None:
@@ -130,39 +91,35 @@ def require_keys(batch: bytes | memoryview, header: BatchHeader, where: str) -> 
     record that could replace it, so it would stay forever. Kafka refuses such
     records the same way (its InvalidRecordException).
     """
-    section = records_section(batch, header)
-    for number, span in enumerate(iter_record_spans(section, header)):
-        if span.key is None:
-            raise CorruptBatchError(
-                f"record {number} of the batch (offset delta {span.offset - header.base_offset}) "
-                f"has a null key, but {where} is compacted (cleanup.policy compact): it keeps "
-                "the latest record per key, so every record needs a key. Give the record a "
-                "key, or write to a topic with cleanup.policy delete"
-            )
+    columns = decode_records(records_section(batch, header), header)
+    if None in columns.keys:
+        number = columns.keys.index(None)
+        raise CorruptBatchError(
+            f"record {number} of the batch (offset delta "
+            f"{columns.offsets[number] - header.base_offset}) has a null key, but {where} is "
+            "compacted (cleanup.policy compact): it keeps the latest record per key, so every "
+            "record needs a key. Give the record a key, or write to a topic with cleanup.policy "
+            "delete"
+        )
 
 
 def _encode(header: BatchHeader, records: bytes, record_count: int) -> bytes:
     """A batch with ``header``'s fields, ``records`` (already compressed) and a fresh CRC."""
     buffer = bytearray(RECORDS_OFFSET + len(records))
-    HEADER.pack_into(
-        buffer,
-        0,
-        header.base_offset,
-        RECORDS_OFFSET - LENGTH_PREFIX_BYTES + len(records),
-        MAGIC,
-        0,  # crc, below
-        header.attributes,
-        header.last_offset_delta,
-        header.first_timestamp_ms,
-        header.max_timestamp_ms,
-        header.producer_id,
-        header.producer_generation,
-        header.base_sequence,
-        header.transaction_id,
-        record_count,
-    )
     buffer[RECORDS_OFFSET:] = records
-    CRC_FORMAT.pack_into(buffer, CRC_OFFSET, crc32c(memoryview(buffer)[ATTRIBUTES_OFFSET:]))
+    pack_header(
+        buffer,
+        base_offset=header.base_offset,
+        attributes=header.attributes,
+        last_offset_delta=header.last_offset_delta,
+        first_timestamp_ms=header.first_timestamp_ms,
+        max_timestamp_ms=header.max_timestamp_ms,
+        producer_id=header.producer_id,
+        producer_generation=header.producer_generation,
+        base_sequence=header.base_sequence,
+        transaction_id=header.transaction_id,
+        record_count=record_count,
+    )
     return bytes(buffer)
 
 

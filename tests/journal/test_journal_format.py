@@ -3,18 +3,26 @@ of docs/formats.md (Local data journal), and damaged values raising CorruptJourn
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import lmdb
 import pytest
+from copier_support import transactional_batch
 from hypothesis import given
 from hypothesis import strategies as st
 
 from twinlog.engine.base.errors import CorruptJournalError
+from twinlog.journal import LocalJournal
 from twinlog.journal.local_format import (
+    DB_ENTRIES,
     ENTRY_HEADER,
+    MAX_DBS,
     NO_OFFSET,
     NO_PREVIOUS,
     CopyRecord,
     CopyState,
     EntryHeader,
+    decode_entry_attempt,
     decode_entry_header,
     decode_entry_key,
     decode_partition_value,
@@ -71,7 +79,29 @@ def test_entry_value_round_trip(
     decoded = decode_entry_header(value, "test")
     assert decoded == header
     assert value[ENTRY_HEADER.size : decoded.batch_position] == attempt
+    assert decode_entry_attempt(value, decoded) == attempt
     assert value[decoded.batch_position :] == batch
+
+
+def test_the_journal_stores_what_encode_entry_value_encodes(tmp_path: Path) -> None:
+    # The pinned encoder is the one appends run: the stored values are its bytes, with
+    # ``previous`` patched by the writer thread.
+    first, second = transactional_batch(7, 0), transactional_batch(7, 2, producer_generation=3)
+    with LocalJournal.open(tmp_path) as journal:
+        sequences = [
+            journal.append("p-0", 7, first, attempt=b"a1"),
+            journal.append("p-0", 7, second, producer_id=11, base_sequence=5),
+        ]
+    with lmdb.open(str(tmp_path), max_dbs=MAX_DBS, readonly=True, lock=False) as env:
+        entries = env.open_db(DB_ENTRIES, create=False)
+        with env.begin(db=entries) as txn:
+            stored = [bytes(value) for _, value in txn.cursor()]
+    producer_id = decode_entry_header(stored[0], "first").producer_id
+    assert sequences == [0, 1]
+    assert stored == [
+        encode_entry_value(EntryHeader(7, NO_PREVIOUS, producer_id, 1, 0, 2), b"a1", first),
+        encode_entry_value(EntryHeader(7, 0, 11, 3, 5, 0), b"", second),
+    ]
 
 
 @given(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import json
 import pickle
+import re
 from pathlib import Path
 from typing import Any
 
@@ -35,10 +36,13 @@ from twinlog.connectors.spark.record_columns import ColumnBuilder
 from twinlog.connectors.spark.schema import arrow_schema, source_schema
 from twinlog.connectors.spark.subscription import parse_subscription
 from twinlog.connectors.spark.write_settings import check_columns, parse_write_settings
-from twinlog.engine.base.errors import OffsetOutOfRangeError
+from twinlog.engine.base.errors import CorruptBatchError, OffsetOutOfRangeError
 from twinlog.engine.base.types import TopicPartition
-from twinlog.engine.records.batch_builder import RecordBatchBuilder
+from twinlog.engine.records.batch_builder import RecordBatchBuilder, encode_record
+from twinlog.engine.records.batch_format import RECORDS_OFFSET, pack_header
 from twinlog.engine.records.batch_reader import RecordBatch
+from twinlog.engine.records.compression import CODEC_BY_NAME, compress
+from twinlog.engine.records.rewrite import iter_record_spans, records_section
 
 T0, T1 = TopicPartition("orders", 0), TopicPartition("orders", 1)
 
@@ -268,6 +272,91 @@ def test_columns_decode_what_the_engine_decodes(
         assert [(h["key"], h["value"]) for h in row["headers"]] == list(record.headers)
         assert round(row["timestamp"].timestamp() * 1000) == record.timestamp_ms
         assert (row["topic"], row["partition"], row["timestampType"]) == ("t", 2, 0)
+
+
+@st.composite
+def damaged_batches(draw: st.DrawFn) -> bytes:
+    """A batch (valid CRC) whose records section was built right, then maybe damaged."""
+    records = draw(
+        st.lists(
+            st.tuples(
+                st.none() | st.binary(max_size=8),
+                st.none() | st.binary(max_size=300),
+                st.lists(
+                    st.tuples(st.text(max_size=4), st.none() | st.binary(max_size=4)), max_size=2
+                ),
+            ),
+            min_size=1,
+            max_size=6,
+        )
+    )
+    section = bytearray(
+        b"".join(
+            encode_record(delta, delta, key, value, headers)
+            for delta, (key, value, headers) in enumerate(records)
+        )
+    )
+    record_count, last_offset_delta = len(records), len(records) - 1
+    for _ in range(draw(st.integers(0, 2))):
+        spot = draw(st.integers(0, len(section)))
+        damage = draw(st.sampled_from(["byte", "cut", "insert", "count"]))
+        if damage == "byte" and spot < len(section):
+            section[spot] = draw(st.integers(0, 255))
+        elif damage == "cut":
+            del section[spot:]
+        elif damage == "insert":
+            section[spot:spot] = draw(st.binary(min_size=1, max_size=3))
+        elif damage == "count":
+            record_count = draw(st.integers(0, last_offset_delta + 1))
+    codec = draw(st.sampled_from(["none", "zstd"]))
+    buffer = bytearray(RECORDS_OFFSET) + compress(CODEC_BY_NAME[codec], bytes(section))
+    pack_header(
+        buffer,
+        base_offset=10,
+        attributes=CODEC_BY_NAME[codec],
+        last_offset_delta=last_offset_delta,
+        first_timestamp_ms=1_700_000_000_000,
+        max_timestamp_ms=1_700_000_000_000,
+        producer_id=-1,
+        producer_generation=-1,
+        base_sequence=-1,
+        transaction_id=-1,
+        record_count=record_count,
+    )
+    return bytes(buffer)
+
+
+@settings(max_examples=300, deadline=None)
+@given(batch_bytes=damaged_batches(), cut=st.data())
+def test_columns_refuse_exactly_what_the_engine_refuses(
+    batch_bytes: bytes, cut: st.DataObject
+) -> None:
+    # Spark, consumers and compaction share one record decoder; a record section one of
+    # them refuses, all refuse (whatever part of the batch the Spark range covers).
+    batch = RecordBatch(batch_bytes)
+    header = batch.header
+    low = cut.draw(st.integers(10, header.next_offset - 1))
+    high = cut.draw(st.integers(low + 1, header.next_offset))
+    columns = ColumnBuilder("t", 2, low, high, arrow_schema(source_schema(True)), True)
+    refused = []
+    for decode in (
+        lambda: list(batch.records()),
+        lambda: list(iter_record_spans(records_section(batch.buffer, header), header)),
+        lambda: columns.add_batch(header, batch.buffer),
+    ):
+        try:
+            decode()
+            refused.append(False)
+        except CorruptBatchError as error:
+            assert re.search(r"\brecord \d+\b", str(error)), error
+            assert re.search(r"\bbyte \d+\b", str(error)), error
+            refused.append(True)
+    assert refused in ([True] * 3, [False] * 3)
+    if refused[0]:
+        assert len(columns) == 0  # a refused batch adds no row
+    else:
+        expected = [r.offset for r in batch.records() if low <= r.offset < high]
+        assert columns.flush().column("offset").to_pylist() == expected
 
 
 # --- reading a data directory ----------------------------------------------------------

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import struct
 import subprocess
 import sys
@@ -23,8 +24,11 @@ from twinlog.engine.records.batch_format import (
     HEADER_BYTES,
     MAGIC_OFFSET,
     NO_TRANSACTION_ID,
+    BatchHeader,
     check_producer_batch,
+    pack_header,
     read_header,
+    unpack_header,
     validate_batch,
     with_base_offset,
 )
@@ -331,6 +335,59 @@ def test_pinned_plain_batch_with_null_keys_and_no_headers() -> None:
         (None, b"hello", ()),
         (None, b"", ()),
     ]
+
+
+# --- the header's one packer and one parser ------------------------------------
+
+i64 = st.integers(-(1 << 63), (1 << 63) - 1)
+i32 = st.integers(-(1 << 31), (1 << 31) - 1)
+
+
+@given(
+    fields=st.tuples(
+        i64, st.integers(-(1 << 15), (1 << 15) - 1), i32, i64, i64, i64, i32, i32, i64
+    ),
+    record_count=i32,
+    records=st.binary(max_size=40),
+)
+def test_pack_header_and_unpack_header_round_trip(
+    fields: tuple[int, ...], record_count: int, records: bytes
+) -> None:
+    names = BatchHeader._fields
+    keywords = dict(zip(names[:1] + names[4:12], fields, strict=True))
+    buffer = bytearray(HEADER_BYTES) + records
+    pack_header(buffer, **keywords, record_count=record_count)
+    header = unpack_header(bytes(buffer))
+    assert header._asdict() == {
+        **keywords,
+        "batch_length": len(buffer) - 12,
+        "magic": 2,
+        "crc": crc32c(bytes(buffer[ATTRIBUTES_OFFSET:])),
+        "record_count": record_count,
+    }
+    assert unpack_header(b"xyz" + buffer, 3) == header
+
+
+def test_unpack_header_needs_the_whole_header() -> None:
+    batch = build_batch([b"x"], "none")
+    with pytest.raises(CorruptBatchError, match="needs 67 bytes, found 66"):
+        unpack_header(batch[: HEADER_BYTES - 1])
+    with pytest.raises(CorruptBatchError, match="needs 67 bytes, found 66"):
+        unpack_header(batch[:HEADER_BYTES], 1)
+
+
+def test_only_batch_format_packs_or_parses_the_header() -> None:
+    # One packer, one parser: any other module reads the header through them, so the
+    # layout is written down once (a module may read just the 12-byte length prefix).
+    package = Path(ROOT)
+    others = [
+        path.relative_to(package).as_posix()
+        for path in package.rglob("*.py")
+        if path.relative_to(package).parts[0] not in ("tests", "bench", ".venv")
+        and path.name != "batch_format.py"
+        and re.search(r"\b_?HEADER\b|>qibIhiqqqiiqi", path.read_text())
+    ]
+    assert others == []
 
 
 # --- bad bytes -----------------------------------------------------------------

@@ -1,0 +1,270 @@
+"""The one record decoder: what it decodes, what it refuses (and how it says so), and that
+``RecordBatch.records()`` and compaction's spans are both exactly its answer."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from twinlog.engine.base.errors import CorruptBatchError
+from twinlog.engine.records.batch_builder import RecordBatchBuilder, encode_record
+from twinlog.engine.records.batch_format import (
+    RECORDS_OFFSET,
+    BatchHeader,
+    pack_header,
+    read_header,
+    validate_batch,
+)
+from twinlog.engine.records.batch_reader import RecordBatch
+from twinlog.engine.records.compression import CODEC_BY_NAME, compress
+from twinlog.engine.records.record_decoder import RECORD_BYTES_MIN, decode_records
+from twinlog.engine.records.rewrite import iter_record_spans, records_section, require_keys
+from twinlog.engine.records.varint import encode_varint
+
+FIRST_TIMESTAMP_MS = 1_700_000_000_000
+
+
+def batch_of(
+    section: bytes, record_count: int, last_offset_delta: int, codec: str = "none"
+) -> bytes:
+    """A batch (valid CRC) around any records section, as a buggy producer could send."""
+    records = compress(CODEC_BY_NAME[codec], section)
+    buffer = bytearray(RECORDS_OFFSET) + records
+    pack_header(
+        buffer,
+        base_offset=100,
+        attributes=CODEC_BY_NAME[codec],
+        last_offset_delta=last_offset_delta,
+        first_timestamp_ms=FIRST_TIMESTAMP_MS,
+        max_timestamp_ms=FIRST_TIMESTAMP_MS,
+        producer_id=-1,
+        producer_generation=-1,
+        base_sequence=-1,
+        transaction_id=-1,
+        record_count=record_count,
+    )
+    return bytes(buffer)
+
+
+def header_of(record_count: int, last_offset_delta: int) -> BatchHeader:
+    return read_header(batch_of(b"", record_count, last_offset_delta))
+
+
+# --- what it decodes ------------------------------------------------------------------
+
+
+def test_pinned_records_decode_into_columns() -> None:
+    # The two records of docs/formats.md's worked example (record bytes 67..91).
+    section = bytes.fromhex("1a 00 00 00 04 6b31 0a 68656c6c6f 00 14 00 0a 02 01 01 02 0268 0276")
+    columns = decode_records(section, header_of(2, 1))
+    assert columns.starts() == [0, 14]
+    assert columns.ends == [14, len(section)]
+    assert columns.offsets == [100, 101]
+    assert columns.timestamps_ms == [FIRST_TIMESTAMP_MS, FIRST_TIMESTAMP_MS + 5]
+    assert columns.keys == [b"k1", None]
+    assert columns.values == [b"hello", None]
+    assert columns.headers == [(), (("h", b"v"),)]
+    assert len(columns) == 2
+
+
+@pytest.mark.parametrize(
+    "value_bytes", [0, 63, 64, 8191, 8192, 1 << 20], ids=["0", "63", "64", "8191", "8192", "1MiB"]
+)
+def test_every_varint_width_decodes(value_bytes: int) -> None:
+    # One-, two- and three-byte lengths, and (with 9000 records) offset deltas of 1..3 bytes
+    # and timestamp deltas beyond the two-byte inline path.
+    builder = RecordBatchBuilder("none")
+    count = 3 if value_bytes > 8192 else 9000
+    for index in range(count):
+        builder.append(b"v" * value_bytes, key=b"k", timestamp_ms=FIRST_TIMESTAMP_MS + index * 7)
+    batch = RecordBatch(builder.build())
+    columns = decode_records(records_section(batch.buffer, batch.header), batch.header)
+    assert columns.offsets == list(range(count))
+    assert columns.timestamps_ms == [FIRST_TIMESTAMP_MS + index * 7 for index in range(count)]
+    assert set(columns.values) == {b"v" * value_bytes}
+
+
+def test_columns_append_to_what_they_hold() -> None:
+    record = encode_record(0, 0, b"k", b"v", None)
+    header = header_of(1, 0)
+    columns = decode_records(record, header)
+    assert decode_records(memoryview(record), header, columns) is columns
+    assert columns.values == [b"v", b"v"]
+    assert all(type(value) is bytes for value in columns.values)  # never a memoryview
+    columns.truncate(1)
+    assert (columns.ends, columns.offsets, columns.keys) == ([len(record)], [100], [b"k"])
+
+
+# --- what it refuses --------------------------------------------------------------------
+
+# Each names the record and a byte of the records section.
+DAMAGED = [
+    pytest.param(b"\x7f", 1, 0, "record 0 says -64 bytes", id="negative-length"),
+    pytest.param(
+        encode_varint(4) + b"\x00" * 4, 1, 0, "record 0 says 4 bytes", id="shorter-than-a-record"
+    ),
+    pytest.param(
+        encode_record(0, 0, b"k", b"v", None)[:-1],
+        1,
+        0,
+        "record 0 says 8 bytes, but 7 remain",
+        id="cut-short",
+    ),
+    pytest.param(b"", 1, 0, "record 0 runs past the end", id="missing-record"),
+    pytest.param(
+        encode_record(0, 0, b"k", b"v", None) + b"\x02",
+        1,
+        0,
+        "1 bytes left after its 1 records: record 1 would start at byte 9",
+        id="trailing-bytes",
+    ),
+    pytest.param(
+        encode_record(3, 0, b"k", b"v", None), 1, 2, "offset delta 3, expected 0..2", id="offset"
+    ),
+    pytest.param(
+        encode_varint(8) + b"\x00\x00\x00\x05k\x02v\x00", 1, 0, "key length -3", id="key-length"
+    ),
+    pytest.param(
+        encode_varint(8) + b"\x00\x00\x00\x02k\x0ev\x00",
+        1,
+        0,
+        "value length 7, but 2 bytes of it remain",
+        id="value-length",
+    ),
+    pytest.param(
+        encode_varint(7) + b"\x00\x00\x00\x01\x01\x00\x00",
+        1,
+        0,
+        "says it ends at byte 8, but its fields end at byte 7",
+        id="record-longer-than-fields",
+    ),
+    pytest.param(
+        encode_varint(8) + b"\x00\x00\x00\x01\x01\x02\x01\x00",
+        1,
+        0,
+        "has a header with a null key",
+        id="null-header-key",
+    ),
+    pytest.param(
+        encode_varint(9) + b"\x00\x00\x00\x01\x01\x02\x02\xff\x01",
+        1,
+        0,
+        "header key that is not UTF-8",
+        id="header-key-not-utf8",
+    ),
+    pytest.param(
+        encode_varint(8) + b"\x00\x00\x00\x01\x01\x0a\x01\x01",
+        1,
+        0,
+        "says 5 headers",
+        id="too-many-headers",
+    ),
+    pytest.param(
+        encode_varint(15) + b"\x00" + b"\xff" * 10 + b"\x01\x01\x01\x00",
+        1,
+        0,
+        "holds a bad varint",
+        id="varint-too-long",
+    ),
+]
+
+
+@pytest.mark.parametrize(("section", "record_count", "last_offset_delta", "message"), DAMAGED)
+def test_damaged_records_name_the_record_and_the_byte(
+    section: bytes, record_count: int, last_offset_delta: int, message: str
+) -> None:
+    batch = batch_of(section, record_count, last_offset_delta)
+    header = validate_batch(batch)
+    for decode in (
+        lambda: decode_records(section, header),
+        lambda: list(RecordBatch(batch).records()),
+        lambda: list(iter_record_spans(records_section(batch, header), header)),
+        lambda: require_keys(batch, header, "topic t"),
+    ):
+        with pytest.raises(CorruptBatchError) as caught:
+            decode()
+        text = str(caught.value)
+        assert message in text
+        assert re.search(r"\brecord \d+\b", text), text
+        assert re.search(r"\bbyte \d+\b", text), text
+        assert "batch at offset 100" in text
+
+
+def test_the_smallest_record_is_six_bytes() -> None:
+    smallest = encode_record(0, 0, None, None, None)
+    assert len(smallest) == 1 + RECORD_BYTES_MIN
+    assert decode_records(smallest, header_of(1, 0)).values == [None]
+
+
+# --- one decoder for every reader --------------------------------------------------------
+
+headers_strategy = st.lists(
+    st.tuples(st.text(max_size=5), st.none() | st.binary(max_size=5)), max_size=2
+)
+records_strategy = st.lists(
+    st.tuples(
+        st.none() | st.binary(max_size=8), st.none() | st.binary(max_size=200), headers_strategy
+    ),
+    min_size=1,
+    max_size=8,
+)
+
+
+@st.composite
+def damaged_sections(draw: st.DrawFn) -> tuple[bytes, int, int]:
+    """(records section, record count, last offset delta): a good one, then maybe damaged."""
+    records = draw(records_strategy)
+    section = bytearray(
+        b"".join(
+            encode_record(delta, delta * 3, key, value, headers)
+            for delta, (key, value, headers) in enumerate(records)
+        )
+    )
+    record_count = last_offset_delta = len(records)
+    last_offset_delta -= 1
+    for _ in range(draw(st.integers(0, 3))):
+        damage = draw(st.sampled_from(["byte", "cut", "insert", "count", "delta"]))
+        spot = draw(st.integers(0, max(len(section) - 1, 0)))
+        if damage == "byte" and section:
+            section[spot] = draw(st.integers(0, 255))
+        elif damage == "cut":
+            del section[spot:]
+        elif damage == "insert":
+            section[spot:spot] = draw(st.binary(min_size=1, max_size=4))
+        elif damage == "count":
+            record_count = draw(st.integers(0, last_offset_delta + 1))
+        elif damage == "delta":
+            last_offset_delta = draw(st.integers(max(record_count - 1, 0), record_count + 2))
+    return bytes(section), record_count, last_offset_delta
+
+
+@settings(max_examples=400, deadline=None)
+@given(damaged=damaged_sections(), codec=st.sampled_from(["none", "zstd"]))
+def test_records_and_spans_accept_and_refuse_the_same_bytes(
+    damaged: tuple[bytes, int, int], codec: str
+) -> None:
+    section, record_count, last_offset_delta = damaged
+    batch = batch_of(section, record_count, last_offset_delta, codec)
+    header = validate_batch(batch)
+    outcomes = []
+    for decode in (
+        lambda: [tuple(r) for r in RecordBatch(batch).records()],
+        lambda: list(iter_record_spans(records_section(batch, header), header)),
+    ):
+        try:
+            outcomes.append(decode())
+        except CorruptBatchError as error:
+            outcomes.append(type(error))
+    records, spans = outcomes
+    assert (records is CorruptBatchError) == (spans is CorruptBatchError)
+    if spans is CorruptBatchError:
+        return
+    assert isinstance(records, list) and isinstance(spans, list)
+    assert b"".join(section[span.start : span.end] for span in spans) == section
+    assert [(s.offset, s.timestamp_ms, s.key, s.is_tombstone) for s in spans] == [
+        (offset, timestamp_ms, key, value is None)
+        for offset, timestamp_ms, key, value, _ in records
+    ]
