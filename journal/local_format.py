@@ -248,6 +248,20 @@ def encode_entry_value(header: EntryHeader, attempt: bytes, batch: bytes | memor
     return value
 
 
+# Where ``previous`` lies in an entry value: after format u8 and transaction_id i64.
+_PREVIOUS_POSITION = struct.calcsize(">Bq")
+_PREVIOUS = struct.Struct(">Q")
+assert (
+    ENTRY_HEADER.unpack_from(bytes(range(ENTRY_HEADER.size)))[2]
+    == _PREVIOUS.unpack_from(bytes(range(ENTRY_HEADER.size)), _PREVIOUS_POSITION)[0]
+)
+
+
+def set_entry_previous(value: bytearray, previous: int) -> None:
+    """Patch ``previous`` in an entry value from ``encode_entry_value`` (the writer's link)."""
+    _PREVIOUS.pack_into(value, _PREVIOUS_POSITION, previous)
+
+
 def decode_entry_header(value: bytes | bytearray | memoryview, where: str) -> EntryHeader:
     """Parse the fixed part of an entry value; ``where`` names the entry in errors."""
     if len(value) < ENTRY_HEADER.size:

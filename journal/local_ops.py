@@ -17,30 +17,21 @@ against ``VALID_PREVIOUS_STATES``.
 from __future__ import annotations
 
 import logging
-import struct
 from array import array
 from typing import Any
 
 from twinlog.engine.base.errors import InvalidTxnStateError, TransactionCompletedError
 from twinlog.journal.local_format import (
-    ENTRY_HEADER,
     NO_PREVIOUS,
     VALID_PREVIOUS_STATES,
     CopyRecord,
     CopyState,
     new_copy_record,
+    set_entry_previous,
 )
 from twinlog.journal.local_tables import Tables
 
 log = logging.getLogger(__name__)
-
-# Where ``previous`` lies in an entry value: after format u8 and transaction_id i64.
-_PREVIOUS_POSITION = struct.calcsize(">Bq")
-_PREVIOUS = struct.Struct(">Q")
-assert (
-    ENTRY_HEADER.unpack_from(bytes(range(ENTRY_HEADER.size)))[2]
-    == _PREVIOUS.unpack_from(bytes(range(ENTRY_HEADER.size)), _PREVIOUS_POSITION)[0]
-)
 
 
 def _state_name(record: CopyRecord | None) -> str:
@@ -138,7 +129,7 @@ class AppendEntry(_PartitionOperation):
         assert self.partition_row is not None
         sequence = self.partition_row[1]
         record = self.record or new_copy_record(self.partition, self.transaction_id)
-        _PREVIOUS.pack_into(self.value, _PREVIOUS_POSITION, record.last_sequence)
+        set_entry_previous(self.value, record.last_sequence)
         tables.put_entry(partition_id, sequence, self.value)
         tables.put_partition(self.partition, partition_id, sequence + 1)
         tables.put_transaction(

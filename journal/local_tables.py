@@ -31,7 +31,6 @@ from twinlog.journal.local_format import (
     DB_META,
     DB_PARTITIONS,
     DB_TRANSACTIONS,
-    ENTRY_HEADER,
     META_I64,
     META_PURGED_BELOW,
     META_U32,
@@ -39,6 +38,7 @@ from twinlog.journal.local_format import (
     CopyRecord,
     CopyState,
     EntryHeader,
+    decode_entry_attempt,
     decode_entry_header,
     decode_partition_value,
     decode_transaction_key,
@@ -224,9 +224,7 @@ class Tables:
                     f"journal entry {sequence} of {record.partition} belongs to transaction "
                     f"{header.transaction_id}, but transaction {record.transaction_id}'s chain links to it"
                 )
-            if not filtering or record.copies(
-                bytes(value[ENTRY_HEADER.size : header.batch_position])
-            ):
+            if not filtering or record.copies(decode_entry_attempt(value, header)):
                 sequences.append(sequence)
             walked += 1
             last_walked = sequence
