@@ -86,3 +86,17 @@ def test_the_tests_mirror_the_floors() -> None:
     assert not unknown, f"test folders that name no floor: {unknown}"
     without_conftest = sorted(str(f) for f in folders if not (tests / f / "conftest.py").is_file())
     assert not without_conftest, f"give these test folders a conftest.py: {without_conftest}"
+
+
+def test_setup_cfg_installs_every_package_folder() -> None:
+    """A new package folder that setup.cfg does not list would be missing from the wheel."""
+    config = configparser.ConfigParser()
+    config.read(ROOT / "setup.cfg")
+    listed = {name.strip() for name in config["options"]["packages"].split() if name.strip()}
+    installed_roots = ("engine", "journal", "copier", "rpc", "connectors")
+    folders = {
+        "twinlog." + ".".join(init.parent.relative_to(ROOT).parts)
+        for root in installed_roots
+        for init in (ROOT / root).rglob("__init__.py")
+    }
+    assert folders | {"twinlog"} == listed
