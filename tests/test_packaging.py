@@ -7,6 +7,7 @@ runs in the full suite, not the fast lane.
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import time
@@ -71,7 +72,15 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A fresh virtualenv with PyPI's copier and rpc, then twinlog's wheel (its bin folder)."""
     folder = tmp_path_factory.mktemp("wheel")
     wheels = folder / "wheels"
-    _run(sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", wheels, ROOT, cwd=folder)
+    build_folder = ROOT / "build"
+    built_before = build_folder.exists()
+    try:
+        _run(
+            sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", wheels, ROOT, cwd=folder
+        )
+    finally:
+        if not built_before:  # setuptools builds in the checkout; leave it as it was
+            shutil.rmtree(build_folder, ignore_errors=True)
     (wheel,) = wheels.glob("twinlog-*.whl")
     venv = folder / "venv"
     _run(sys.executable, "-m", "venv", venv, cwd=folder)
