@@ -27,10 +27,6 @@ ZSTD_LEVEL_DEFAULT = 3
 # allocated: it protects readers from a "zip bomb" in a hostile batch. The produce
 # path passes a far smaller cap (the broker's batch_decompressed_bytes_max).
 DECOMPRESSED_BYTES_MAX = 256 * 1024 * 1024
-# Output is produced in pieces of at most this many bytes, so a frame that lies about its
-# size is refused after one piece past the cap, not after all of it was allocated.
-DECOMPRESS_CHUNK_BYTES = 1024 * 1024
-
 # zstandard's (de)compressor objects are not thread-safe; keep one per thread.
 _local = threading.local()
 
@@ -89,9 +85,9 @@ def decompress(
     """Decompress a records section; CorruptBatchError on anything malformed.
 
     A section that declares more than ``bytes_max`` is refused before any output is
-    allocated; output is then streamed
-    in pieces and refused as soon as it passes what the frame declared, so a frame that
-    lies costs at most one piece more than its claim.
+    allocated; output is then streamed into what the frame declared and refused as soon
+    as it would pass it, so a frame that lies costs one byte more than its claim, never
+    what it holds.
     """
     content_bytes = decompressed_size_declared(codec, data)
     if codec == CODEC_NONE:
@@ -104,24 +100,24 @@ def decompress(
     decompressor = getattr(_local, "decompressor", None)
     if decompressor is None:
         decompressor = _local.decompressor = zstandard.ZstdDecompressor()
-    pieces: list[bytes] = []
-    produced = 0
     try:
         with decompressor.stream_reader(data, read_across_frames=False) as reader:
-            while True:
-                piece = reader.read(min(DECOMPRESS_CHUNK_BYTES, content_bytes - produced + 1))
+            # One allocation of what the frame declares (at most ``bytes_max``), then one
+            # byte more to see whether the frame holds more than it declared.
+            section = reader.read(content_bytes) if content_bytes else b""
+            while len(section) < content_bytes:  # a frame's output may come in pieces
+                piece = reader.read(content_bytes - len(section))
                 if not piece:
                     break
-                produced += len(piece)
-                if produced > content_bytes:
-                    raise CorruptBatchError(
-                        f"zstd records section declares {content_bytes} bytes but holds more"
-                    )
-                pieces.append(piece)
+                section += piece
+            if len(section) == content_bytes and reader.read(1):
+                raise CorruptBatchError(
+                    f"zstd records section declares {content_bytes} bytes but holds more"
+                )
     except zstandard.ZstdError as error:
         raise CorruptBatchError(f"zstd records section does not decompress: {error}") from None
-    if produced != content_bytes:
+    if len(section) != content_bytes:
         raise CorruptBatchError(
-            f"zstd records section declares {content_bytes} bytes but holds {produced}"
+            f"zstd records section declares {content_bytes} bytes but holds {len(section)}"
         )
-    return pieces[0] if len(pieces) == 1 else b"".join(pieces)
+    return section
