@@ -8,9 +8,10 @@ the builder's offset range is decoded straight into the builder's lists.
 
 Batches arrive validated (CRC checked by ``twinlog.engine.records.batch_reader`` or
 ``twinlog.engine.log.LogReader``), so a malformed records section means a producer
-bug; it raises CorruptBatchError (naming the topic-partition, the record and
-the byte), never IndexError, and refuses exactly what ``RecordBatch.records()``
-refuses.
+bug (or data written before the broker checked records at the door); it raises
+InvalidRecordError (naming the topic-partition, the batch's offset, the offset to
+read from to skip it, the record and the byte), never IndexError, and refuses
+exactly what ``RecordBatch.records()`` refuses.
 
 Thread rule: a builder belongs to one task.
 """
@@ -20,7 +21,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from twinlog.connectors.spark.schema import TIMESTAMP_TYPE_CREATE_TIME
-from twinlog.engine.base.errors import CorruptBatchError
+from twinlog.engine.base.errors import CorruptBatchError, InvalidRecordError
 from twinlog.engine.records.batch_format import RECORDS_OFFSET, BatchHeader
 from twinlog.engine.records.compression import decompress
 from twinlog.engine.records.record_decoder import RecordColumns, decode_records
@@ -59,9 +60,11 @@ class ColumnBuilder:
         low, high = self.from_offset, self.until_offset
         if header.next_offset <= low or header.base_offset >= high:
             return
-        section = decompress(header.codec, memoryview(batch)[RECORDS_OFFSET : header.size_bytes])
         rows_before = len(self.columns)
         try:
+            section = decompress(
+                header.codec, memoryview(batch)[RECORDS_OFFSET : header.size_bytes]
+            )
             if low <= header.base_offset and header.next_offset <= high:
                 decode_records(section, header, self.columns)
             else:
@@ -74,7 +77,16 @@ class ColumnBuilder:
                 self.columns.extend_from(decoded, kept)
         except CorruptBatchError as error:
             self.columns.truncate(rows_before)  # a batch that does not decode adds no row
-            raise CorruptBatchError(f"{self.topic}-{self.partition}: {error}") from None
+            raise InvalidRecordError(
+                f"{self.topic}-{self.partition}: the batch at offset {header.base_offset} "
+                f"holds a record that does not decode ({error}); read from offset "
+                f"{header.next_offset} on to skip it",
+                topic=self.topic,
+                partition=self.partition,
+                offset=header.base_offset,
+                record_index=getattr(error, "record_index", None),
+                next_offset=header.next_offset,
+            ) from None
 
     def flush(self) -> pyarrow.RecordBatch:
         """The records so far as one Arrow batch (in the source schema), and start afresh."""

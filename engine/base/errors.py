@@ -34,6 +34,34 @@ class CorruptBatchError(TwinlogError):
         self.position = position
 
 
+class InvalidRecordError(CorruptBatchError):
+    """A batch whose CRC holds carries a record that is not well formed (Kafka's
+    InvalidRecordException): a count that disagrees with the records, offset deltas that do
+    not climb, lengths that do not add up, a header key that is not UTF-8, trailing bytes.
+
+    Not retriable: the same bytes fail again. The producer refused at the door must build
+    its batches with a record batch builder; a reader that meets such a batch in old data
+    may seek to ``next_offset`` to skip it. ``topic``, ``partition``, ``offset`` (the
+    batch's base offset, or None at the door) and ``record_index`` name where it is.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        topic: str | None = None,
+        partition: int | None = None,
+        offset: int | None = None,
+        record_index: int | None = None,
+        next_offset: int | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
+        self.record_index = record_index
+        self.next_offset = next_offset
+
+
 class CorruptLogError(TwinlogError):
     """A data log holds a bad batch followed by good ones (not a torn tail).
 

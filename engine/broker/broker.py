@@ -89,6 +89,8 @@ from twinlog.engine.records.batch_format import (
     validate_batch,
 )
 from twinlog.engine.records.batch_reader import iter_batches
+from twinlog.engine.records.decompression_budget import DecompressionBudget
+from twinlog.engine.records.produced_records import check_produced_records
 from twinlog.engine.records.rewrite import require_keys
 from twinlog.journal import LocalJournal
 from twinlog.journal.txn_journal import TxnJournal
@@ -155,6 +157,7 @@ class Broker:
         self._admin_lock = threading.RLock()
         self._partitions: dict[TopicPartition, Partition] = {}
         self.scheduler = Scheduler()
+        self._decompression_budget = DecompressionBudget(config.decompressed_bytes_in_flight_max)
 
     # --- life cycle ---------------------------------------------------------------------
 
@@ -461,8 +464,18 @@ class Broker:
         check_producer_batch(header)  # else one record could move the log end by 2**31
         if topic == OFFSETS_TOPIC:  # its records are the broker's own (group offsets)
             raise InvalidConfigError(f"{OFFSETS_TOPIC} is internal: commit offsets instead")
+        # Every record, before anything is written: what the log stores, every reader accepts.
+        records = check_produced_records(
+            batch,
+            header,
+            topic=topic,
+            partition=partition,
+            records_max=self.config.batch_records_max,
+            decompressed_bytes_max=self.config.batch_decompressed_bytes_max,
+            budget=self._decompression_budget,
+        )
         if target.log.config.compacts:  # a keyless record could never be compacted away
-            require_keys(batch, header, f"topic {topic}")
+            require_keys(batch, header, f"topic {topic}", records)
         if header.transaction_id == NO_TRANSACTION_ID:
             if attempt:
                 raise InvalidConfigError("an attempt tag needs a transactional batch")

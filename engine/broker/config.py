@@ -39,6 +39,16 @@ class BrokerConfig:
     accept_journal_loss: bool = False
     # Limits on produce
     batch_bytes_max: int = 8 * 1024 * 1024
+    # Records in one produced batch: each costs every reader ~6 us and ~85 bytes, so a
+    # 1 KiB batch of two million empty records would cost each consumer 12 s. A 1 MiB
+    # batch (the Spark sink's) of the smallest records holds ~150,000.
+    batch_records_max: int = 262_144
+    # A produced batch's records section, decompressed (a zstd "bomb" of 8 KiB may declare
+    # 256 MiB): refused from its frame header before anything is decompressed.
+    batch_decompressed_bytes_max: int = 32 * 1024 * 1024
+    # Decompressed sections held at once by all produce requests together (memory per
+    # broker); a request past it waits a little, then is refused as retriable.
+    decompressed_bytes_in_flight_max: int = 128 * 1024 * 1024
     # Defaults for new topics (see twinlog.engine.log.LogConfig)
     log_segment_bytes: int = 1024 * 1024 * 1024
     log_retention_ms: int = 7 * 24 * 3600 * 1000
@@ -75,9 +85,18 @@ class BrokerConfig:
             "compaction_check_interval_ms",
             "offsets_segment_bytes",
             "open_transactions_max",
+            "batch_records_max",
+            "batch_decompressed_bytes_max",
         ):
             if getattr(self, name) <= 0:
                 raise InvalidConfigError(f"config {name} must be > 0")
+        if self.decompressed_bytes_in_flight_max < self.batch_decompressed_bytes_max:
+            raise InvalidConfigError(
+                f"config decompressed_bytes_in_flight_max "
+                f"({self.decompressed_bytes_in_flight_max}) is below "
+                f"batch_decompressed_bytes_max ({self.batch_decompressed_bytes_max}): one "
+                "batch must fit"
+            )
         if self.log_flush_policy not in ("every_append", "interval"):
             raise InvalidConfigError(
                 f"config log_flush_policy is {self.log_flush_policy!r}; use every_append or interval"

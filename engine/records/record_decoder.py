@@ -11,16 +11,18 @@ one- and two-byte varints inline (most lengths, deltas and counts: a value of
 1 KiB has a two-byte length, offset deltas below 8192 take two bytes);
 ``decode_varint`` takes the rest.
 
-Every malformed byte raises CorruptBatchError naming the record's index and a
-byte position in the (decompressed) records section, never IndexError,
-struct.error or UnicodeDecodeError.
+Every malformed byte raises InvalidRecordError (a CorruptBatchError) naming the
+record's index and a byte position in the (decompressed) records section, never
+IndexError, struct.error or UnicodeDecodeError. Offset deltas must climb strictly
+(compaction leaves gaps, never repeats): otherwise a consumer would see offsets
+3, 2, 4, 4, 4.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from twinlog.engine.base.errors import CorruptBatchError
+from twinlog.engine.base.errors import CorruptBatchError, InvalidRecordError
 from twinlog.engine.records.batch_format import BatchHeader
 from twinlog.engine.records.varint import VARINT_BYTES_MAX, VARLONG_BYTES_MAX, decode_varint
 
@@ -83,10 +85,13 @@ def _read_varint(section: bytes, position: int, bytes_max: int) -> tuple[int, in
         raise _VarintError(str(error)) from None
 
 
-def _corrupt(header: BatchHeader, index: int, position: int, problem: str) -> CorruptBatchError:
-    return CorruptBatchError(
+def _corrupt(header: BatchHeader, index: int, position: int, problem: str) -> InvalidRecordError:
+    return InvalidRecordError(
         f"record {index} {problem}, at byte {position} of the records section of the batch "
-        f"at offset {header.base_offset}"
+        f"at offset {header.base_offset}",
+        offset=header.base_offset,
+        record_index=index,
+        next_offset=header.next_offset,
     )
 
 
@@ -97,7 +102,8 @@ def _corrupt(header: BatchHeader, index: int, position: int, problem: str) -> Co
 #     length               varint  bytes that follow, at least RECORD_BYTES_MIN
 #     attributes           int8    unused, 0
 #     timestamp_delta      varlong timestamp minus first_timestamp_ms
-#     offset_delta         varint  offset minus base_offset, 0..last_offset_delta
+#     offset_delta         varint  offset minus base_offset, 0..last_offset_delta, above
+#                                  the record before's
 #     key_length           varint  -1 for a null key
 #     key                  bytes
 #     value_length         varint  -1 for a null value
@@ -119,7 +125,7 @@ def decode_records(
     """Decode the ``header.record_count`` records of ``section`` (decompressed) into ``columns``.
 
     Appends to ``columns`` (a new RecordColumns if None) and returns it. Raises
-    CorruptBatchError for any malformed record; ``columns`` may then hold the
+    InvalidRecordError for any malformed record; ``columns`` may then hold the
     records before it.
     """
     if columns is None:
@@ -138,6 +144,7 @@ def decode_records(
     last_offset_delta = header.last_offset_delta
     end = len(section)
     position = start = index = 0
+    previous_delta = -1
     try:
         for index in range(header.record_count):
             start = position
@@ -184,13 +191,15 @@ def decode_records(
                 position += 2
             else:
                 offset_delta, position = _read_varint(section, position, VARINT_BYTES_MAX)
-            if not 0 <= offset_delta <= last_offset_delta:
+            if not previous_delta < offset_delta <= last_offset_delta:
                 raise _corrupt(
                     header,
                     index,
                     start,
-                    f"has offset delta {offset_delta}, expected 0..{last_offset_delta}",
+                    f"has offset delta {offset_delta}, expected {previous_delta + 1}.."
+                    f"{last_offset_delta} (above the record before's, at most the batch's last)",
                 )
+            previous_delta = offset_delta
             # key_length, key
             byte = section[position]
             if byte < 0x80:
@@ -264,10 +273,13 @@ def decode_records(
     except _VarintError as error:
         raise _corrupt(header, index, start, f"holds a bad varint ({error})") from None
     if position != end:
-        raise CorruptBatchError(
+        raise InvalidRecordError(
             f"the records section of the batch at offset {base_offset} has {end - position} "
             f"bytes left after its {header.record_count} records: record "
-            f"{header.record_count} would start at byte {position}"
+            f"{header.record_count} would start at byte {position}",
+            offset=base_offset,
+            record_index=header.record_count,
+            next_offset=header.next_offset,
         )
     return columns
 

@@ -45,7 +45,7 @@ from twinlog.engine.records.batch_format import (
     pack_header,
 )
 from twinlog.engine.records.compression import CODEC_NONE, compress, decompress
-from twinlog.engine.records.record_decoder import decode_records
+from twinlog.engine.records.record_decoder import RecordColumns, decode_records
 
 
 class RecordSpan(NamedTuple):
@@ -84,14 +84,21 @@ def iter_record_spans(section: bytes | memoryview, header: BatchHeader) -> Itera
     )
 
 
-def require_keys(batch: bytes | memoryview, header: BatchHeader, where: str) -> None:
+def require_keys(
+    batch: bytes | memoryview,
+    header: BatchHeader,
+    where: str,
+    columns: RecordColumns | None = None,
+) -> None:
     """Refuse a batch for a compacted log if any record has a null key (CorruptBatchError).
 
     Compaction keeps the latest record *per key*; a keyless record has no later
     record that could replace it, so it would stay forever. Kafka refuses such
-    records the same way (its InvalidRecordException).
+    records the same way (its InvalidRecordException). ``columns``: the batch's records
+    if they were decoded already (at the door of produce), else they are decoded here.
     """
-    columns = decode_records(records_section(batch, header), header)
+    if columns is None:
+        columns = decode_records(records_section(batch, header), header)
     if None in columns.keys:
         number = columns.keys.index(None)
         raise CorruptBatchError(

@@ -35,9 +35,15 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any
 
-from twinlog.engine.base.errors import InvalidConfigError, OffsetOutOfRangeError, TwinlogError
+from twinlog.engine.base.errors import (
+    CorruptBatchError,
+    InvalidConfigError,
+    InvalidRecordError,
+    OffsetOutOfRangeError,
+    TwinlogError,
+)
 from twinlog.engine.base.types import FetchResult, TopicPartition
-from twinlog.engine.records.batch_reader import iter_batches
+from twinlog.engine.records.batch_reader import Record, RecordBatch, iter_batches
 from twinlog.rpc.client.connection import ConnectionOptions, Target, connect
 from twinlog.rpc.client.records import ConsumerRecord
 from twinlog.rpc.client.retry import RetryPolicy, call_with_retry
@@ -303,8 +309,14 @@ class Consumer:
         topic, partition = topic_partition
         next_offset = offset  # after the last whole batch fetched
         for batch in iter_batches(result.records, allow_partial_tail=True):
+            try:
+                decoded = _records_of(batch, topic, partition)
+            except InvalidRecordError:
+                if records:
+                    break  # hand out the records before it; the next fetch starts at it
+                raise
             next_offset = batch.header.next_offset
-            for record in batch.records():
+            for record in decoded:
                 if record.offset >= offset:
                     records.append(
                         ConsumerRecord(
@@ -384,3 +396,23 @@ class Consumer:
             self._fetchers.shutdown(wait=False, cancel_futures=True)
         if self._owns_broker:
             self._broker.close()
+
+
+def _records_of(batch: RecordBatch, topic: str, partition: int) -> list[Record]:
+    """The batch's records; a batch whose records do not decode (written before the broker
+    checked records at the door) raises InvalidRecordError naming where it is and where
+    to seek to skip it."""
+    try:
+        return list(batch.records())
+    except CorruptBatchError as error:
+        header = batch.header
+        raise InvalidRecordError(
+            f"{topic}-{partition}: the batch at offset {header.base_offset} holds a record "
+            f"that does not decode ({error}); seek to {header.next_offset} to skip its "
+            f"{header.last_offset_delta + 1} offsets",
+            topic=topic,
+            partition=partition,
+            offset=header.base_offset,
+            record_index=getattr(error, "record_index", None),
+            next_offset=header.next_offset,
+        ) from None

@@ -34,9 +34,19 @@ class ServerConfig:
     long_poll_slice_ms: int = 200  # a long poll rechecks shutdown and cancellation this often
     worker_threads: int = 128  # concurrent requests (each long poll and produce stream holds one)
     # Open ProduceStream calls, each holding a worker thread for as long as it is open (one per
-    # producer); -1: three quarters of worker_threads, so unary calls always find a thread. A
-    # stream over the limit is refused and the client sends unary Produce calls instead.
+    # producer); -1: half of worker_threads, so unary calls always find a thread. A stream
+    # over the limit is refused and the client sends unary Produce calls instead.
     produce_streams_max: int = -1
+    # Long polls waiting at once, each holding a worker thread while it waits (grpcio's sync
+    # server has no purgatory). -1: a quarter of worker_threads (fewer if the produce
+    # streams leave less). A long poll without a slot gets what is there at once, or, if
+    # nothing is, a retriable NotEnoughResourcesError (the consumer backs off). Together
+    # with produce_streams_max it stays below worker_threads: the rest serve other calls.
+    long_polls_max: int = -1
+    # Of those, one principal's (-1: half of long_polls_max; the anonymous principal of a
+    # server without authentication is not one) and one connection's (-1: half too).
+    long_polls_per_principal_max: int = -1
+    long_polls_per_connection_max: int = -1
     shutdown_grace_ms: int = 10_000  # in-flight requests get this long on SIGTERM
     # Security
     insecure: bool = False  # allow a non-loopback address without authentication
@@ -65,6 +75,19 @@ class ServerConfig:
                 f"or 0..{self.worker_threads - 1} (below worker_threads, so unary calls get a "
                 "thread)"
             )
+        for name in (
+            "long_polls_max",
+            "long_polls_per_principal_max",
+            "long_polls_per_connection_max",
+        ):
+            if getattr(self, name) < -1:
+                raise InvalidConfigError(f"server config {name} must be -1 (auto) or >= 0")
+        if self.produce_streams_limit + self.long_polls_limit >= self.worker_threads:
+            raise InvalidConfigError(
+                f"server config long_polls_max ({self.long_polls_limit}) plus produce_streams_max "
+                f"({self.produce_streams_limit}) must stay below worker_threads "
+                f"({self.worker_threads}), so that other calls always find a thread"
+            )
         if not 0 <= self.port <= 65535:
             raise InvalidConfigError(f"server config port is {self.port}; use 0..65535")
         if (self.tls_cert_file is None) != (self.tls_key_file is None):
@@ -80,8 +103,27 @@ class ServerConfig:
     @property
     def produce_streams_limit(self) -> int:
         if self.produce_streams_max == -1:
-            return self.worker_threads * 3 // 4
+            return self.worker_threads // 2
         return self.produce_streams_max
+
+    @property
+    def long_polls_limit(self) -> int:
+        if self.long_polls_max == -1:
+            room = self.worker_threads - self.produce_streams_limit - 1
+            return max(0, min(self.worker_threads // 4, room))
+        return self.long_polls_max
+
+    @property
+    def long_polls_per_principal_limit(self) -> int:
+        if self.long_polls_per_principal_max == -1:
+            return max(1, self.long_polls_limit // 2)
+        return self.long_polls_per_principal_max
+
+    @property
+    def long_polls_per_connection_limit(self) -> int:
+        if self.long_polls_per_connection_max == -1:
+            return max(1, self.long_polls_limit // 2)
+        return self.long_polls_per_connection_max
 
     @property
     def address(self) -> str:

@@ -92,9 +92,8 @@ class RpcServer:
         produce_pb2_grpc.add_ProducingServicer_to_server(
             ProducingService(broker, guard, config), self._server
         )
-        consume_pb2_grpc.add_ConsumingServicer_to_server(
-            ConsumingService(broker, guard, config, self.stopping), self._server
-        )
+        self.consuming = ConsumingService(broker, guard, config, self.stopping)
+        consume_pb2_grpc.add_ConsumingServicer_to_server(self.consuming, self._server)
         admin_pb2_grpc.add_AdministrationServicer_to_server(
             AdministrationService(broker, guard), self._server
         )

@@ -2,7 +2,10 @@
 
 Fetch answers with the data log's bytes as the broker returns them (whole
 batches), never decoded here. A long poll is served in slices of
-``long_poll_slice_ms`` so that a shutdown or a cancelled call ends it promptly.
+``long_poll_slice_ms`` so that a shutdown or a cancelled call ends it promptly,
+and only while it holds one of the ``LongPollSlots`` (a waiting call holds a
+worker thread): without one it is answered with what is there now, or refused
+as retriable when that is nothing.
 
 Thread rule: one instance serves every worker thread; ``stopping`` is set by the
 server when it begins to shut down.
@@ -15,12 +18,13 @@ import time
 
 import grpc
 
-from twinlog.engine.base.errors import InvalidConfigError
+from twinlog.engine.base.errors import InvalidConfigError, NotEnoughResourcesError
 from twinlog.engine.base.types import FetchResult
 from twinlog.rpc.generated.twinlog.v1 import consume_pb2, consume_pb2_grpc
-from twinlog.rpc.server.auth import Guard, Operation
+from twinlog.rpc.server.auth import ANONYMOUS, Guard, Operation, Principal
 from twinlog.rpc.server.call import principal_of, unary
 from twinlog.rpc.server.config import ServerConfig
+from twinlog.rpc.server.long_poll_slots import LongPollSlots
 from twinlog.rpc.wire.broker_api import BrokerApi
 from twinlog.rpc.wire.convert import (
     offsets_from_proto,
@@ -39,14 +43,52 @@ class ConsumingService(consume_pb2_grpc.ConsumingServicer):
         self.guard = guard
         self.config = config
         self.stopping = stopping
+        self.slots = LongPollSlots(
+            config.long_polls_limit,
+            config.long_polls_per_principal_limit,
+            config.long_polls_per_connection_limit,
+        )
 
-    def _long_poll(
-        self, request: consume_pb2.FetchRequest, context: grpc.ServicerContext
+    def _fetch(
+        self, principal: Principal, request: consume_pb2.FetchRequest, context: grpc.ServicerContext
     ) -> FetchResult:
         config = self.config
         max_bytes = min(request.max_bytes or FETCH_MAX_BYTES_DEFAULT, config.fetch_bytes_max)
         min_bytes = max(1, request.min_bytes)
         max_wait_ms = min(max(0, request.max_wait_ms), config.fetch_wait_ms_max)
+        if max_wait_ms == 0:
+            return self.broker.fetch(
+                request.topic, request.partition, request.offset, max_bytes=max_bytes
+            )
+        owner = None if principal.name == ANONYMOUS else principal.name
+        connection = context.peer() or "unknown"
+        refusal = self.slots.try_take(owner, connection)
+        if refusal is not None:
+            now = self.broker.fetch(
+                request.topic, request.partition, request.offset, max_bytes=max_bytes
+            )
+            if now.records:
+                return now
+            raise NotEnoughResourcesError(
+                f"no records in {request.topic}-{request.partition} from offset "
+                f"{request.offset} yet, and this fetch may not wait for them: {refusal}. "
+                "Retry after a pause (the consumer does), use fewer idle consumers per "
+                "connection, or raise the limit"
+            )
+        try:
+            return self._long_poll(request, context, max_bytes, min_bytes, max_wait_ms)
+        finally:
+            self.slots.give_back(owner, connection)
+
+    def _long_poll(
+        self,
+        request: consume_pb2.FetchRequest,
+        context: grpc.ServicerContext,
+        max_bytes: int,
+        min_bytes: int,
+        max_wait_ms: int,
+    ) -> FetchResult:
+        config = self.config
         deadline = time.monotonic() + max_wait_ms / 1000
         while True:
             remaining_ms = max(0, int((deadline - time.monotonic()) * 1000))
@@ -72,7 +114,7 @@ class ConsumingService(consume_pb2_grpc.ConsumingServicer):
     ) -> consume_pb2.FetchResponse:
         principal = principal_of(self.guard, context)
         self.guard.require(principal, Operation.READ, (request.topic,))
-        result = self._long_poll(request, context)
+        result = self._fetch(principal, request, context)
         return consume_pb2.FetchResponse(
             records=result.records,
             log_start_offset=result.log_start_offset,

@@ -32,6 +32,7 @@ STATUS_OF_ERROR: dict[type[TwinlogError], grpc.StatusCode] = {
     errors.TwinlogError: Code.INTERNAL,
     # bytes
     errors.CorruptBatchError: Code.INVALID_ARGUMENT,
+    errors.InvalidRecordError: Code.INVALID_ARGUMENT,
     errors.CorruptLogError: Code.DATA_LOSS,
     errors.CorruptJournalError: Code.DATA_LOSS,
     errors.BatchTooLargeError: Code.INVALID_ARGUMENT,

@@ -1,0 +1,55 @@
+"""A broker-wide bound on decompressed records sections held at once by produce requests.
+
+Each request's section is bounded by ``batch_decompressed_bytes_max``; this bounds their
+sum, so that many requests at once (128 worker threads) cannot add up to gigabytes.
+A request reserves what its section declares before decompressing it; when the budget
+is spent it waits a little for others to finish, then is refused as retriable.
+
+Thread rule: any thread; the condition guards ``_reserved_bytes``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from twinlog.engine.base.errors import NotEnoughResourcesError
+
+WAIT_MS_DEFAULT = 5_000
+
+
+class DecompressionBudget:
+    def __init__(self, bytes_max: int, wait_ms: int = WAIT_MS_DEFAULT) -> None:
+        self.bytes_max = bytes_max
+        self.wait_ms = wait_ms
+        self._reserved_bytes = 0
+        self._changed = threading.Condition()
+
+    @property
+    def reserved_bytes(self) -> int:
+        return self._reserved_bytes
+
+    @contextmanager
+    def reserve(self, size_bytes: int) -> Iterator[None]:
+        """Hold ``size_bytes`` (at most ``bytes_max``) of the budget for the ``with`` block."""
+        size_bytes = min(size_bytes, self.bytes_max)
+        deadline = time.monotonic() + self.wait_ms / 1000
+        with self._changed:
+            while self._reserved_bytes + size_bytes > self.bytes_max:
+                remaining_s = deadline - time.monotonic()
+                if remaining_s <= 0:
+                    raise NotEnoughResourcesError(
+                        f"{self._reserved_bytes} bytes of batches are being decompressed, the "
+                        f"broker's decompressed_bytes_in_flight_max ({self.bytes_max}) leaves "
+                        f"no room for {size_bytes} more; retry shortly"
+                    )
+                self._changed.wait(remaining_s)
+            self._reserved_bytes += size_bytes
+        try:
+            yield
+        finally:
+            with self._changed:
+                self._reserved_bytes -= size_bytes
+                self._changed.notify_all()
