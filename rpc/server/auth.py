@@ -187,6 +187,7 @@ def parse_grant(words: list[str], where: str) -> Grant:
     for kind, prefix in PREFIXES.items():
         if prefix and pattern.startswith(prefix):
             resource, pattern = kind, pattern[len(prefix) :]
+            break  # 'transactional-id:group:x' names the transactional id 'group:x'
     known = {item.value for item in Operation} | {ALL_OPERATIONS}
     if operation not in known:
         raise InvalidConfigError(

@@ -35,6 +35,12 @@ def test_group_grants_name_groups_only(tmp_path: Path) -> None:
         guard.require(BOB, Operation.READ, ["billing-eu"], Resource.GROUP)
 
 
+def test_only_the_first_prefix_names_the_resource(tmp_path: Path) -> None:
+    acl = _acl(tmp_path, "alice write transactional-id:group:x\n")
+    assert acl.allows(ALICE, Operation.WRITE, "group:x", Resource.TRANSACTIONAL_ID)
+    assert not acl.allows(ALICE, Operation.READ, "x", Resource.GROUP)
+
+
 def test_all_on_topics_grants_no_group(tmp_path: Path) -> None:
     acl = _acl(tmp_path, "root all *\n")
     assert not acl.allows(Principal("root"), Operation.READ, "g", Resource.GROUP)
