@@ -78,6 +78,7 @@ from twinlog.engine.broker.group_offsets import (
 )
 from twinlog.engine.broker.id_allocator import IdAllocator
 from twinlog.engine.broker.partition import Partition
+from twinlog.engine.broker.producer_owner import idempotent_transactional_id, is_idempotent
 from twinlog.engine.broker.scheduler import Scheduler, broker_tasks
 from twinlog.engine.broker.topic_registry import TopicRegistry
 from twinlog.engine.broker.transaction_metadata import now_ms
@@ -97,7 +98,6 @@ from twinlog.journal.txn_journal import TxnJournal
 
 log = logging.getLogger(__name__)
 
-IDEMPOTENT_PRODUCER_PREFIX = "__idempotent__"  # non-transactional producers get ids too
 FILES_PER_PARTITION = 4  # a segment's log (opened twice), offset index and time index
 FILES_RESERVED = 256  # sockets, LMDB, transaction journals, ...
 
@@ -421,13 +421,17 @@ class Broker:
         return self.coordinators[crc32c(transactional_id.encode("utf-8")) % len(self.coordinators)]
 
     def init_producer(
-        self, transactional_id: str | None = None, transaction_timeout_ms: int | None = None
+        self,
+        transactional_id: str | None = None,
+        transaction_timeout_ms: int | None = None,
+        owner: str | None = None,
     ) -> ProducerIdentity:
-        """Producer id and generation. No transactional id: a fresh idempotent producer."""
+        """Producer id and generation. No transactional id: a fresh idempotent producer,
+        given to principal ``owner`` if named (``producer_owner``)."""
         self._check_open()
         if transactional_id is None:
-            transactional_id = f"{IDEMPOTENT_PRODUCER_PREFIX}{self.ids.next('producer_id')}"
-        elif not transactional_id or transactional_id.startswith(IDEMPOTENT_PRODUCER_PREFIX):
+            transactional_id = idempotent_transactional_id(self.ids.next("producer_id"), owner)
+        elif not transactional_id or is_idempotent(transactional_id):
             raise InvalidConfigError(f"transactional id {transactional_id!r} is not allowed")
         if (
             transaction_timeout_ms is not None

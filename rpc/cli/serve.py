@@ -42,8 +42,9 @@ def register(subparsers: Any) -> None:
     security.add_argument("--tokens-file", help="'TOKEN PRINCIPAL' lines: require bearer tokens")
     security.add_argument(
         "--acl-file",
-        help="'PRINCIPAL OPERATION PATTERN' lines; PATTERN globs topic names, or transactional "
-        "ids written transactional-id:GLOB (see rpc/server/auth.py)",
+        help="'PRINCIPAL OPERATION PATTERN' lines; PATTERN globs topic names (internal ones, "
+        "__*, only when it starts __), transactional ids written transactional-id:GLOB, or "
+        "consumer groups written group:GLOB (see rpc/server/auth.py)",
     )
     security.add_argument(
         "--insecure",

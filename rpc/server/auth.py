@@ -9,34 +9,54 @@ Tokens file (``--tokens-file``), one token per line, ``#`` comments::
 ACL file (``--acl-file``), one grant per line: ``PRINCIPAL OPERATION PATTERN``. The
 pattern is a shell-style glob (``orders.*``, ``*``) over topic names, or, written
 ``transactional-id:GLOB``, over transactional ids (Kafka's TransactionalId
+resource), or, written ``group:GLOB``, over consumer group ids (Kafka's Group
 resource). Principal ``*`` means every authenticated principal; ``all`` grants
-every operation that applies to the pattern's kind (and, without the prefix,
+every operation that applies to the pattern's kind (and, without a prefix,
 ``abort`` too: its pattern has always named transactional ids)::
 
     # principal  operation  pattern
     alice        write      orders*                   # produce to these topics
-    alice        read       *                         # fetch, offsets, describe producers
+    alice        read       *                         # fetch, list offsets, describe producers
+    alice        read       group:billing*            # commit, fetch and send offsets of these groups
     alice        write      transactional-id:loader*  # init, begin, send, commit, abort
     audit        describe   transactional-id:*        # see them in txn list / producers
+    audit        describe   group:*                   # see groups named in txn list
     ops          create     *
     ops          delete     *
     ops          abort      *                         # abort anyone's transaction (admin)
+    ops          read       __consumer_offsets        # internal topics: only by their name
 
 | operation | on | allows |
 | --- | --- | --- |
-| read | topics | Fetch, ListOffset, group offsets, DescribeProducers (filtered, below) |
+| read | topics | Fetch, ListOffset, DescribeProducers (filtered, below); the topics of group offsets |
 | write | topics | Produce, adding the topic to a transaction |
 | create, delete | topics | CreateTopic, DeleteTopic |
-| write | transactional ids | InitProducer with that id, then Begin, AddPartitions, SendOffsets, Commit, Abort and transactional Produce of its producer id |
+| write | transactional ids | InitProducer with that id, then Begin, AddPartitions, SendOffsets, Commit, Abort and Produce (transactional or not) with its producer id |
 | describe | transactional ids | seeing its transactions (ListTransactions) and its producer (DescribeProducers) |
 | abort | transactional ids | ``twinlog txn abort`` of its transactions; the pattern may omit ``transactional-id:`` |
+| read | groups | CommitOffsets, FetchOffsets, SendOffsetsToTransaction for that group |
+| describe | groups | seeing the group named in ListTransactions |
 
-Write and abort imply describe. Which transactional id a request acts for is
-derived from its producer id on every call (the broker keeps that mapping on disk,
-so it holds across server restarts and re-inits): a principal without write on
-alice's transactional id cannot begin, commit, abort or fence her transactions,
-nor send into them, even knowing her producer id. Idempotent (non-transactional)
-producers need only write on their topics, as in Kafka.
+Write and abort imply describe on transactional ids; read implies describe on groups.
+Which transactional id a request acts for is derived from its producer id on every
+call (the broker keeps that mapping on disk, so it holds across server restarts and
+re-inits): a principal without write on alice's transactional id cannot begin,
+commit, abort or fence her transactions, nor send into them, even knowing her
+producer id. A group's offsets are checked before KIP-447 fencing runs: a principal
+without read on alice's group can neither abort her transaction holding its offsets
+nor fence her producer by taking them first.
+
+An idempotent (non-transactional) producer's id belongs to the principal that
+called InitProducer for it (the broker records the principal with the id, on
+disk): a batch carrying a producer id that was not given to the caller (read off
+another producer's batch header, or never issued) is refused, so nobody can write
+another's next sequence (her next record would be acknowledged as a duplicate and
+dropped) nor fence her with a newer generation. Otherwise idempotent producers need
+only write on their topics, as in Kafka.
+
+Internal topics (names starting ``__``, such as ``__consumer_offsets``, which holds
+every group's offsets) are matched only by a pattern that itself starts ``__``:
+``read *`` does not read them, ``ops read __consumer_offsets`` (an admin) does.
 
 Without an ACL file every authenticated principal may do everything, and
 ListTransactions and DescribeProducers show everything. Listing and describing
@@ -65,32 +85,51 @@ ANONYMOUS = "anonymous"
 
 
 class Operation(Enum):
-    READ = "read"  # fetch, list offsets, group offsets of a topic
+    READ = "read"  # fetch, list offsets of a topic; commit or fetch a group's offsets
     WRITE = "write"  # produce to a topic; use a transactional id
     CREATE = "create"  # create a topic
     DELETE = "delete"  # delete a topic
     ABORT = "abort"  # abort another producer's transaction (admin)
-    DESCRIBE = "describe"  # see a transactional id's transactions and producer
+    DESCRIBE = "describe"  # see a transactional id's transactions and producer; see a group
 
 
 class Resource(Enum):
     TOPIC = "topic"
     TRANSACTIONAL_ID = "transactional id"
+    GROUP = "group"
 
 
 ALL_OPERATIONS = "all"
 TRANSACTIONAL_ID_PREFIX = "transactional-id:"
+GROUP_PREFIX = "group:"
+# How a pattern names each kind of resource in the ACL file (topics: no prefix).
+PREFIXES = {
+    Resource.TOPIC: "",
+    Resource.TRANSACTIONAL_ID: TRANSACTIONAL_ID_PREFIX,
+    Resource.GROUP: GROUP_PREFIX,
+}
 OPERATIONS_ON = {
     Resource.TOPIC: {Operation.READ, Operation.WRITE, Operation.CREATE, Operation.DELETE},
     Resource.TRANSACTIONAL_ID: {Operation.WRITE, Operation.DESCRIBE, Operation.ABORT},
+    Resource.GROUP: {Operation.READ, Operation.DESCRIBE},
 }
-# Kafka's rule: a principal that may use (or abort) a transactional id may also see it.
-IMPLIES_DESCRIBE = (Operation.DESCRIBE, Operation.WRITE, Operation.ABORT)
+# Kafka's rule: a principal that may use (or abort) a resource may also see it.
+IMPLIES_DESCRIBE = {
+    Resource.TRANSACTIONAL_ID: (Operation.DESCRIBE, Operation.WRITE, Operation.ABORT),
+    Resource.GROUP: (Operation.DESCRIBE, Operation.READ),
+}
+# Internal topics hold what belongs to everyone (``__consumer_offsets``: every group's
+# offsets), so a glob reaches them only when it names them: ``read *`` does not.
+INTERNAL_TOPIC_PREFIX = "__"
 
 
 def resource_pattern(resource: Resource, name: str) -> str:
     """How a grant for exactly this resource is written in the ACL file."""
-    return TRANSACTIONAL_ID_PREFIX + name if resource is Resource.TRANSACTIONAL_ID else name
+    return PREFIXES[resource] + name
+
+
+def is_internal_topic(name: str) -> bool:
+    return name.startswith(INTERNAL_TOPIC_PREFIX)
 
 
 @dataclass(frozen=True)
@@ -105,7 +144,7 @@ class Principal:
 class Grant:
     principal: str
     operation: str
-    pattern: str  # without its ``transactional-id:`` prefix
+    pattern: str  # without its ``transactional-id:`` or ``group:`` prefix
     resource: Resource = Resource.TOPIC
 
     def allows(
@@ -119,8 +158,17 @@ class Grant:
             self.principal in ("*", principal.name)
             and self.operation in (ALL_OPERATIONS, operation.value)
             and self._covers(operation, resource)
-            and fnmatch.fnmatchcase(name, self.pattern)
+            and self._matches(name, resource)
         )
+
+    def _matches(self, name: str, resource: Resource) -> bool:
+        if (
+            resource is Resource.TOPIC
+            and is_internal_topic(name)
+            and not self.pattern.startswith(INTERNAL_TOPIC_PREFIX)
+        ):
+            return False
+        return fnmatch.fnmatchcase(name, self.pattern)
 
     def _covers(self, operation: Operation, resource: Resource) -> bool:
         if self.resource is resource:
@@ -136,8 +184,10 @@ def parse_grant(words: list[str], where: str) -> Grant:
     principal, operation, pattern = words
     operation = operation.lower()
     resource = Resource.TOPIC
-    if pattern.startswith(TRANSACTIONAL_ID_PREFIX):
-        resource, pattern = Resource.TRANSACTIONAL_ID, pattern[len(TRANSACTIONAL_ID_PREFIX) :]
+    for kind, prefix in PREFIXES.items():
+        if prefix and pattern.startswith(prefix):
+            resource, pattern = kind, pattern[len(prefix) :]
+            break  # 'transactional-id:group:x' names the transactional id 'group:x'
     known = {item.value for item in Operation} | {ALL_OPERATIONS}
     if operation not in known:
         raise InvalidConfigError(
@@ -147,11 +197,12 @@ def parse_grant(words: list[str], where: str) -> Grant:
         resource = Resource.TRANSACTIONAL_ID  # with or without the prefix
     elif operation != ALL_OPERATIONS and Operation(operation) not in OPERATIONS_ON[resource]:
         fits = sorted(item.value for item in OPERATIONS_ON[resource])
-        hint = (
-            f"write '{principal} {operation} {TRANSACTIONAL_ID_PREFIX}{pattern or '*'}'"
-            if resource is Resource.TOPIC
-            else f"a pattern without '{TRANSACTIONAL_ID_PREFIX}' names topics"
-        )
+        takers = [
+            f"'{principal} {operation} {prefix}{pattern or '*'}'"
+            for kind, prefix in PREFIXES.items()
+            if kind is not resource and Operation(operation) in OPERATIONS_ON[kind]
+        ]
+        hint = f"write {' or '.join(takers)}"
         raise InvalidConfigError(
             f"{where}: operation {operation!r} does not apply to {resource.value}s (those take "
             f"{', '.join(fits)}); {hint}"
@@ -289,17 +340,29 @@ class Guard:
         for name in names:
             if not self.acl.allows(principal, operation, name, resource):
                 what = f"{name!r}" if resource is Resource.TOPIC else f"{resource.value} {name!r}"
+                internal = resource is Resource.TOPIC and is_internal_topic(name)
                 raise AuthorizationError(
                     f"principal {principal.name!r} may not {operation.value} {what}; "
                     f"nothing was changed. Ask an operator for a grant in the ACL file "
                     f"('{principal.name} {operation.value} {resource_pattern(resource, name)}')"
+                    + (
+                        f"; {name} is internal: only a pattern starting "
+                        f"'{INTERNAL_TOPIC_PREFIX}' matches it"
+                        if internal
+                        else ""
+                    )
                 )
 
-    def may_describe_transactional_id(self, principal: Principal, transactional_id: str) -> bool:
-        """May ``principal`` see this transactional id's transactions and producer?"""
+    def may_describe(self, principal: Principal, name: str, resource: Resource) -> bool:
+        """May ``principal`` see this transactional id (its transactions and producer) or
+        this group (named in a listed transaction)?"""
         if self.acl is None:
             return True
         return any(
-            self.acl.allows(principal, operation, transactional_id, Resource.TRANSACTIONAL_ID)
-            for operation in IMPLIES_DESCRIBE
+            self.acl.allows(principal, operation, name, resource)
+            for operation in IMPLIES_DESCRIBE[resource]
         )
+
+    def may_describe_transactional_id(self, principal: Principal, transactional_id: str) -> bool:
+        """May ``principal`` see this transactional id's transactions and producer?"""
+        return self.may_describe(principal, transactional_id, Resource.TRANSACTIONAL_ID)

@@ -2,7 +2,8 @@
 
 With an ACL file, ListTransactions and DescribeProducers show only what the
 principal may describe (``twinlog.rpc.server.txn_access``): transaction and producer ids are
-what a request needs to act on a transaction, so they are not shown to everyone.
+what a request needs to act on a transaction, so they are not shown to everyone;
+the groups a listed transaction holds offsets of need DESCRIBE on each group.
 Thread rule: one instance serves every worker thread; it holds no mutable state.
 """
 
@@ -68,7 +69,10 @@ class AdministrationService(admin_pb2_grpc.AdministrationServicer):
         principal = principal_of(self.guard, context)
         transactions = self.access.visible(principal, self.broker.list_transactions())
         return admin_pb2.ListTransactionsResponse(
-            transactions=[transaction_to_proto(item) for item in transactions]
+            transactions=[
+                transaction_to_proto(self.access.groups_shown(principal, item))
+                for item in transactions
+            ]
         )
 
     @unary

@@ -1,5 +1,10 @@
 """twinlog.v1.Consuming on top of a broker: long-poll fetch, offsets, group offsets.
 
+With an ACL file, a group's offsets need READ on the group (``group:`` grants,
+``twinlog.rpc.server.auth``) as well as READ on their topics, as Kafka's OffsetCommit
+and OffsetFetch do: reading an input topic does not let one move or see another
+principal's position in it.
+
 Fetch answers with the data log's bytes as the broker returns them (whole
 batches), never decoded here. A long poll is served in slices of
 ``long_poll_slice_ms`` so that a shutdown or a cancelled call ends it promptly,
@@ -21,7 +26,7 @@ import grpc
 from twinlog.engine.base.errors import InvalidConfigError, NotEnoughResourcesError
 from twinlog.engine.base.types import FetchResult
 from twinlog.rpc.generated.twinlog.v1 import consume_pb2, consume_pb2_grpc
-from twinlog.rpc.server.auth import ANONYMOUS, Guard, Operation, Principal
+from twinlog.rpc.server.auth import ANONYMOUS, Guard, Operation, Principal, Resource
 from twinlog.rpc.server.call import principal_of, unary
 from twinlog.rpc.server.config import ServerConfig
 from twinlog.rpc.server.long_poll_slots import LongPollSlots
@@ -148,6 +153,7 @@ class ConsumingService(consume_pb2_grpc.ConsumingServicer):
     ) -> consume_pb2.CommitOffsetsResponse:
         principal = principal_of(self.guard, context)
         offsets = offsets_from_proto(request.offsets)
+        self.guard.require(principal, Operation.READ, (request.group_id,), Resource.GROUP)
         self.guard.require(principal, Operation.READ, sorted({tp.topic for tp in offsets}))
         self.broker.commit_offsets(request.group_id, offsets)
         return consume_pb2.CommitOffsetsResponse()
@@ -158,6 +164,7 @@ class ConsumingService(consume_pb2_grpc.ConsumingServicer):
     ) -> consume_pb2.FetchOffsetsResponse:
         principal = principal_of(self.guard, context)
         partitions = topic_partitions_from_proto(request.partitions)
+        self.guard.require(principal, Operation.READ, (request.group_id,), Resource.GROUP)
         self.guard.require(principal, Operation.READ, sorted({tp.topic for tp in partitions}))
         offsets = self.broker.fetch_offsets(request.group_id, partitions)
         return consume_pb2.FetchOffsetsResponse(offsets=offsets_to_proto(offsets))

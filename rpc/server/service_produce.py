@@ -16,7 +16,7 @@ import grpc
 
 from twinlog.engine.base.errors import BatchTooLargeError, NotEnoughResourcesError
 from twinlog.rpc.generated.twinlog.v1 import common_pb2, produce_pb2, produce_pb2_grpc
-from twinlog.rpc.server.auth import Guard, Operation, Principal
+from twinlog.rpc.server.auth import Guard, Operation, Principal, Resource
 from twinlog.rpc.server.call import log_failure, principal_of, unary
 from twinlog.rpc.server.config import ServerConfig
 from twinlog.rpc.server.decode import UndecodableRequest
@@ -68,10 +68,8 @@ class ProducingService(produce_pb2_grpc.ProducingServicer):
         self, request: produce_pb2.InitProducerRequest, context: grpc.ServicerContext
     ) -> produce_pb2.InitProducerResponse:
         principal = principal_of(self.guard, context)
-        if request.transactional_id:
-            self.access.require_use(principal, request.transactional_id)
-        identity = self.broker.init_producer(
-            request.transactional_id or None, request.transaction_timeout_ms or None
+        identity = self.access.init_producer(
+            principal, request.transactional_id or None, request.transaction_timeout_ms or None
         )
         return produce_pb2.InitProducerResponse(
             producer_id=identity.producer_id, producer_generation=identity.producer_generation
@@ -160,6 +158,9 @@ class ProducingService(produce_pb2_grpc.ProducingServicer):
         self.guard.require(principal, Operation.READ, sorted({tp.topic for tp in offsets}))
         ref = request.transaction
         self.access.require_producer(principal, ref.producer_id)
+        # Before the broker's KIP-447 fence, which aborts (or fences) whichever transaction
+        # holds these offsets: only a principal that may read the group may get that far.
+        self.guard.require(principal, Operation.READ, (request.group_id,), Resource.GROUP)
         self.broker.send_offsets_to_transaction(
             ref.transaction_id, ref.producer_id, ref.producer_generation, request.group_id, offsets
         )

@@ -32,6 +32,7 @@ from twinlog.engine.base.types import (
     TransactionDescription,
     TransactionState,
 )
+from twinlog.engine.broker.producer_owner import idempotent_transactional_id
 from twinlog.engine.records.batch_format import BASE_OFFSET_FORMAT
 from twinlog.engine.records.batch_reader import RecordBatch
 from twinlog.rpc.server.config import ServerConfig
@@ -116,11 +117,18 @@ class FakeBroker:
             )
 
     def init_producer(
-        self, transactional_id: str | None = None, transaction_timeout_ms: int | None = None
+        self,
+        transactional_id: str | None = None,
+        transaction_timeout_ms: int | None = None,
+        owner: str | None = None,
     ) -> ProducerIdentity:
         with self._lock:
             if transactional_id is None:
-                return ProducerIdentity(self._id(), 0)
+                producer_id = self._id()
+                if owner:  # as the broker: the owner is recorded with the id (ACLs on)
+                    named = idempotent_transactional_id(producer_id, owner)
+                    self.generations[named] = (producer_id, 0)
+                return ProducerIdentity(producer_id, 0)
             producer_id, generation = self.generations.get(transactional_id, (self._id(), -1))
             generation += 1
             self.generations[transactional_id] = (producer_id, generation)

@@ -44,6 +44,7 @@ from server_process import ServerProcess
 from twinlog.engine.base.types import TopicPartition
 from twinlog.engine.records.batch_builder import RecordBatchBuilder
 from twinlog.engine.records.batch_format import read_header
+from twinlog.rpc.client.connection import ConnectionOptions
 from twinlog.rpc.client.remote import RemoteBroker
 from twinlog.rpc.generated.twinlog.v1 import (
     admin_pb2,
@@ -55,6 +56,7 @@ from twinlog.rpc.generated.twinlog.v1 import (
     produce_pb2_grpc,
 )
 from twinlog.rpc.wire.errors import ERROR_CLASSES_BY_NAME, NAME_KEY, RETRIABLE_KEY, status_of
+from twinlog.rpc.wire.metadata import AUTHORIZATION_KEY
 
 pytestmark = [pytest.mark.slow]
 
@@ -299,7 +301,9 @@ def _serialize(request: Message | bytes) -> bytes:
 class Client:
     """Sends a Call and checks its answer. Raw bytes go through a generic call."""
 
-    def __init__(self, address: str) -> None:
+    def __init__(self, address: str, token: str | None = None) -> None:
+        # With a token, every call carries it (a server with --tokens-file and --acl-file).
+        self.metadata = ((AUTHORIZATION_KEY, f"Bearer {token}"),) if token else None
         self.channel = grpc.insecure_channel(
             address,
             options=[
@@ -308,6 +312,7 @@ class Client:
             ],
         )
         self.stubs = {name: stub(self.channel) for name, (stub, _) in SERVICES.items()}
+        self.refusals: list[str | None] = []  # the error name of each refused call, in order
 
     def close(self) -> None:
         self.channel.close()
@@ -322,9 +327,10 @@ class Client:
         else:
             method = getattr(self.stubs[call.service], call.method)
         try:
-            method(request, timeout=CALL_TIMEOUT_S)
+            method(request, timeout=CALL_TIMEOUT_S, metadata=self.metadata)
         except grpc.RpcError as error:
             check_refusal(call, error)
+            self.refusals.append(dict(error.trailing_metadata() or ()).get(NAME_KEY))  # type: ignore[attr-defined]
         else:
             assert call.ok_allowed, f"{call!r} was accepted"
 
@@ -335,9 +341,12 @@ class Client:
             response_deserializer=produce_pb2.ProduceResponse.FromString,
         )
         try:
-            responses = list(stream(iter(call.requests), timeout=CALL_TIMEOUT_S))
+            responses = list(
+                stream(iter(call.requests), timeout=CALL_TIMEOUT_S, metadata=self.metadata)
+            )
         except grpc.RpcError as error:
             check_refusal(call, error)
+            self.refusals.append(dict(error.trailing_metadata() or ()).get(NAME_KEY))  # type: ignore[attr-defined]
             return
         assert len(responses) == len(call.requests), f"{call!r}: {len(responses)} answers"
         for request, response in zip(call.requests, responses, strict=True):
@@ -345,6 +354,7 @@ class Client:
                 assert call.ok_allowed, f"{call!r}: {request!r} was accepted"
                 continue
             error = response.error
+            self.refusals.append(error.name)
             code = _code_of(error.status_code)
             assert code not in FORBIDDEN_CODES, f"{call!r}: {error}"
             assert error.message and error.name in ERROR_CLASSES_BY_NAME, f"{call!r}: {error}"
@@ -1067,12 +1077,12 @@ def raw_calls() -> st.SearchStrategy[Call]:
 # --- servers ---------------------------------------------------------------------------------------
 
 
-def start_server(directory: Path) -> ServerProcess:
+def start_server(directory: Path, *extra_arguments: str) -> ServerProcess:
     """A server whose soft open-files limit is SERVER_OPEN_FILES (set around the fork)."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (min(SERVER_OPEN_FILES, hard), hard))
     try:
-        return ServerProcess(directory / "data", *SERVER_ARGUMENTS).start()
+        return ServerProcess(directory / "data", *SERVER_ARGUMENTS, *extra_arguments).start()
     finally:
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
@@ -1281,3 +1291,149 @@ def test_each_bug_found_stays_fixed(hostile_server: tuple[ServerProcess, Seed]) 
     with RemoteBroker(server.address) as remote:  # the holder is still open, still holding
         (held,) = remote.list_transactions()
         assert held.transaction_id == seeded.open_txn and held.groups == (HELD_GROUP,)
+
+
+# --- a second principal with ACLs on ------------------------------------------------------------
+
+VICTIM_TOKEN = "victim-token-2b8d4f6a0c1e"
+MALLORY_TOKEN = "mallory-token-9e7c5a3b1d2f"
+ACL_TOKENS = f"{VICTIM_TOKEN} victim\n{MALLORY_TOKEN} mallory\n"
+# Mallory may read and write every topic users made and use her own transactional ids and
+# groups: nothing that lets her touch the victim's groups, producers or transactions.
+ACL_GRANTS = """
+victim all *
+victim all group:*
+victim write transactional-id:*
+mallory write *
+mallory read *
+mallory write transactional-id:mallory-*
+mallory read group:mallory-*
+"""
+
+
+def cross_principal_calls(
+    seeded: Seed, mallory_txn: int, mallory: tuple[int, int]
+) -> dict[str, Call]:
+    """Each attack of one principal on another's group, producer id or the internal topic."""
+    mallory_ref = produce_pb2.TransactionRef(
+        transaction_id=mallory_txn, producer_id=mallory[0], producer_generation=mallory[1]
+    )
+
+    def offsets_into_mallorys_txn(group: str) -> produce_pb2.SendOffsetsToTransactionRequest:
+        return produce_pb2.SendOffsetsToTransactionRequest(
+            transaction=mallory_ref,
+            group_id=group,
+            offsets=[common_pb2.PartitionOffset(topic="known", partition=0, offset=0)],
+        )
+
+    def as_victim(generation: int, base_sequence: int) -> produce_pb2.ProduceRequest:
+        builder = RecordBatchBuilder(
+            "none",
+            producer_id=seeded.plain_producer[0],
+            producer_generation=generation,
+            base_sequence=base_sequence,
+        )
+        builder.append(b"mallory as the victim", key=b"p")
+        return produce_pb2.ProduceRequest(topic="known", partition=0, batch=builder.build())
+
+    calls = {
+        # (a) KIP-447 would abort the victim's older open transaction holding g-held.
+        "abort through the group": Call(
+            "Producing",
+            "SendOffsetsToTransaction",
+            (offsets_into_mallorys_txn(HELD_GROUP),),
+            False,
+            "another's group, held",
+        ),
+        # (a') Mallory's younger transaction taking g-plain first fences the victim's next.
+        "fence through the group": Call(
+            "Producing",
+            "SendOffsetsToTransaction",
+            (offsets_into_mallorys_txn(PLAIN_GROUP),),
+            False,
+            "another's group, free",
+        ),
+        # (b) a plain commit overwrites the victim's position; a fetch reveals it.
+        "commit another's group": Call(
+            "Consuming",
+            "CommitOffsets",
+            (
+                consume_pb2.CommitOffsetsRequest(
+                    group_id=PLAIN_GROUP,
+                    offsets=[common_pb2.PartitionOffset(topic="known", partition=0, offset=0)],
+                ),
+            ),
+            False,
+            "another's group",
+        ),
+        "fetch another's group": Call(
+            "Consuming",
+            "FetchOffsets",
+            (
+                consume_pb2.FetchOffsetsRequest(
+                    group_id=PLAIN_GROUP,
+                    partitions=[common_pb2.TopicPartition(topic="known", partition=0)],
+                ),
+            ),
+            False,
+            "another's group",
+        ),
+        # (c) the victim's idempotent producer id, read off her batch header.
+        "next sequence as the victim": Call(
+            "Producing", "Produce", (as_victim(0, 3),), False, "another's producer id"
+        ),
+        "newer generation as the victim": Call(
+            "Producing", "Produce", (as_victim(1, 0),), False, "another's producer id"
+        ),
+        "streamed as the victim": Call(
+            "Producing", "ProduceStream", (as_victim(0, 3),), False, "another's producer id"
+        ),
+    }
+    for partition in range(4):  # every group's offsets, through 'read *'
+        calls[f"list offsets-{partition}"] = Call(
+            "Consuming",
+            "Fetch",
+            (consume_pb2.FetchRequest(topic="__consumer_offsets", partition=partition),),
+            False,
+            "internal topic",
+        )
+    return calls
+
+
+def test_a_principal_cannot_reach_anothers_groups_or_producer_ids(tmp_path: Path) -> None:
+    (tmp_path / "tokens").write_text(ACL_TOKENS)
+    (tmp_path / "acl").write_text(ACL_GRANTS)
+    server = start_server(
+        tmp_path, "--tokens-file", str(tmp_path / "tokens"), "--acl-file", str(tmp_path / "acl")
+    )
+    try:
+        victim_options = ConnectionOptions(token=VICTIM_TOKEN, request_timeout_ms=10_000)
+        with RemoteBroker(server.address, victim_options) as remote:
+            seeded = seed(remote)
+        mallory_options = ConnectionOptions(token=MALLORY_TOKEN, request_timeout_ms=10_000)
+        with RemoteBroker(server.address, mallory_options) as remote:
+            identity = remote.init_producer("mallory-app", OPEN_TXN_TIMEOUT_MS)
+            mallory = (identity.producer_id, identity.producer_generation)
+            mallory_txn = remote.begin_transaction(*mallory)  # younger than the victim's
+        with RemoteBroker(server.address, victim_options) as remote:
+            seen_before = visible_state(remote, seeded)
+        stats_before = settled_file_stats(server.data_dir)
+        checksum_before = checksum(server.data_dir)
+        client = Client(server.address, token=MALLORY_TOKEN)
+        try:
+            for what, call in cross_principal_calls(seeded, mallory_txn, mallory).items():
+                client.send(call)
+                assert client.refusals[-1] == "AuthorizationError", f"{what}: {call!r}"
+                changed = differences(stats_before, file_stats(server.data_dir))
+                assert not changed, f"{what}: {call!r} changed {changed[:8]}"
+        finally:
+            client.close()
+        assert checksum(server.data_dir) == checksum_before
+        with RemoteBroker(server.address, victim_options) as remote:
+            assert visible_state(remote, seeded) == seen_before
+            held = [t for t in remote.list_transactions() if t.transaction_id == seeded.open_txn]
+            assert [t.groups for t in held] == [(HELD_GROUP,)]
+        assert "Traceback" not in server.log(), _server_trouble(server)
+        assert server.stop() == 0, server.log()[-5000:]
+    finally:
+        server.kill()
