@@ -1,17 +1,27 @@
 """Replace a small file atomically and durably: write aside, fsync, rename, fsync the directory.
 
 After a crash the file holds either the old or the new contents, never a mix.
-Used for the broker's metadata, checkpoints and id blocks.
+Used for the broker's metadata, checkpoints, id blocks and producer-state snapshots.
+
+On a full disk (ENOSPC, EDQUOT) ``replace_file`` raises DiskFullError, retriable,
+with the OSError as its cause; the old file stays whole and the temporary one is
+removed. The clean-up is best effort: an error in it is never what the caller sees.
+Failpoints ``file.before_write`` and ``file.before_fsync`` fake either failure.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 from pathlib import Path
 
+from twinlog.engine.base import failpoints
 from twinlog.engine.base.crc32c import crc32c
+from twinlog.engine.base.errors import DiskFullError
 
 CHECKSUM_LABEL = b"crc32c "
+DISK_FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
 
 
 def fsync_directory(directory: str | os.PathLike[str]) -> None:
@@ -27,12 +37,37 @@ def replace_file(path: str | os.PathLike[str], contents: bytes) -> None:
     """Write ``contents`` to ``path`` so that a crash leaves the old or the new file whole."""
     target = Path(path)
     temporary = target.with_name(f".{target.name}.tmp")
-    with open(temporary, "wb") as handle:
-        handle.write(contents)
-        handle.flush()
-        os.fsync(handle.fileno())
+    try:
+        _write_synced(temporary, contents)
+    except OSError as error:
+        # Unbuffered writes and a close of our own: a buffered file's close would write
+        # again and raise a second ENOSPC over the first.
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        if error.errno in DISK_FULL_ERRNOS:
+            raise DiskFullError(
+                f"disk full while replacing {target} ({len(contents)} bytes): nothing was "
+                "changed, the old file stays. Free space on that volume, then retry"
+            ) from error
+        raise
     os.replace(temporary, target)
     fsync_directory(target.parent)
+
+
+def _write_synced(path: Path, contents: bytes) -> None:
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        failpoints.hit("file.before_write")
+        view = memoryview(contents)
+        while view:
+            view = view[os.write(descriptor, view) :]
+        failpoints.hit("file.before_fsync")
+        os.fsync(descriptor)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.close(descriptor)
+        raise
+    os.close(descriptor)
 
 
 def with_checksum(contents: bytes) -> bytes:

@@ -32,6 +32,11 @@ last time: offsets below it were compacted. It only decides *when* compaction
 runs (the dirty ratio, compaction.py), never what it keeps, so a missing or
 damaged one costs one compaction of the whole log, never a record.
 
+Every write replaces the file atomically (``twinlog.engine.base.atomic_file``);
+on a full disk it raises DiskFullError and the old file stays. Only the
+log-start-offset must be written (retention waits for it); a recovery point that
+cannot move forward is kept as it is, still true, and costs the next open a scan.
+
 A file that is missing, that does not parse, or whose CRC does not match,
 reads as None: the caller falls back to the conservative choice (scan
 everything; start at the first segment) and says so in the log. A flipped bit
@@ -44,8 +49,9 @@ import logging
 from pathlib import Path
 from typing import NamedTuple
 
+from twinlog.engine.base.atomic_file import replace_file
 from twinlog.engine.base.crc32c import crc32c
-from twinlog.engine.log.files import write_file_atomically
+from twinlog.engine.base.errors import DiskFullError
 
 RECOVERY_POINT_NAME = "recovery-point"
 LOG_START_OFFSET_NAME = "log-start-offset"
@@ -123,9 +129,28 @@ def _decode(path: Path, kind: str, names: tuple[str, ...]) -> _Decoded | None:
 
 
 def write_recovery_point(directory: Path, point: RecoveryPoint) -> None:
-    write_file_atomically(
+    replace_file(
         directory / RECOVERY_POINT_NAME, _encode(RECOVERY_POINT_NAME, point._asdict())
     )
+
+
+def try_write_recovery_point(directory: Path, point: RecoveryPoint) -> bool:
+    """Write ``point`` if the disk lets us; False (and a warning) if it does not.
+
+    Moving a recovery point forward is an optimisation: when the write fails
+    (a full disk) the older point stays, still true, and the next open scans more.
+    """
+    try:
+        write_recovery_point(directory, point)
+    except (OSError, DiskFullError) as error:
+        logger.warning(
+            "%s: could not write the recovery point (%s); keeping the older one, so the "
+            "next open rescans from it",
+            directory,
+            error,
+        )
+        return False
+    return True
 
 
 def read_recovery_point(directory: Path) -> RecoveryPoint | None:
@@ -141,7 +166,7 @@ def read_recovery_point_checked(directory: Path) -> tuple[RecoveryPoint | None, 
 
 
 def write_log_start_offset(directory: Path, log_start_offset: int) -> None:
-    write_file_atomically(
+    replace_file(
         directory / LOG_START_OFFSET_NAME,
         _encode(LOG_START_OFFSET_NAME, {"log_start_offset": log_start_offset}),
     )
@@ -155,7 +180,7 @@ def read_log_start_offset(directory: Path) -> int | None:
 
 
 def write_cleaner_offset(directory: Path, first_dirty_offset: int) -> None:
-    write_file_atomically(
+    replace_file(
         directory / CLEANER_OFFSET_NAME,
         _encode(CLEANER_OFFSET_NAME, {"first_dirty_offset": first_dirty_offset}),
     )

@@ -34,6 +34,7 @@ from twinlog.engine.base.errors import (
 )
 from twinlog.engine.log.checkpoints import (
     RecoveryPoint,
+    try_write_recovery_point,
     write_log_start_offset,
     write_recovery_point,
 )
@@ -740,17 +741,9 @@ class DataLog:
         Moving it back (``best_effort=False``, before a truncation) must succeed."""
         if point == self._recovery_point:
             return
-        try:
+        if not best_effort:
             write_recovery_point(self.directory, point)
-        except OSError as error:
-            if not best_effort:
-                raise
-            logger.warning(
-                "%s: could not write the recovery point (%s); keeping the older one, so the "
-                "next open rescans from it",
-                self.directory,
-                error,
-            )
+        elif not try_write_recovery_point(self.directory, point):
             return
         self._recovery_point = point
 
