@@ -129,9 +129,7 @@ def _decode(path: Path, kind: str, names: tuple[str, ...]) -> _Decoded | None:
 
 
 def write_recovery_point(directory: Path, point: RecoveryPoint) -> None:
-    replace_file(
-        directory / RECOVERY_POINT_NAME, _encode(RECOVERY_POINT_NAME, point._asdict())
-    )
+    replace_file(directory / RECOVERY_POINT_NAME, _encode(RECOVERY_POINT_NAME, point._asdict()))
 
 
 def try_write_recovery_point(directory: Path, point: RecoveryPoint) -> bool:

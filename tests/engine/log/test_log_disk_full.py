@@ -141,7 +141,7 @@ def test_a_checkpoint_on_a_full_disk_raises_disk_full(tmp_path: Path) -> None:
         files_before = segment_files(tmp_path)
         assert len(files_before) > 2
         failpoints.arm("file.before_write", "enospc")
-        with pytest.raises(DiskFullError, match="disk full while replacing .*log-start-offset"):
+        with pytest.raises(DiskFullError, match=r"disk full while replacing .*log-start-offset"):
             log.delete_segments_before(files_before_offset(log))
         assert segment_files(tmp_path) == files_before
         log.check()
