@@ -93,3 +93,17 @@ def read_checked(path: str | os.PathLike[str]) -> bytes:
             f"its contents give {actual.decode()}"
         )
     return body
+
+
+SPACE_PROBE_NAME = "space-probe"
+SPACE_PROBE_BYTES = 4096  # one block: a write that fits in a file's last block proves nothing
+
+
+def probe_space(directory: str | os.PathLike[str]) -> None:
+    """Write and delete one block in ``directory``; DiskFullError if the volume is full."""
+    probe = Path(directory) / SPACE_PROBE_NAME
+    try:
+        replace_file(probe, bytes(SPACE_PROBE_BYTES))
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(probe)

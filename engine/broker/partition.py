@@ -25,7 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from twinlog.copier import PartitionWriter
-from twinlog.engine.base.errors import OffsetOutOfRangeError
+from twinlog.engine.base.errors import DiskFullError, OffsetOutOfRangeError
 from twinlog.engine.base.types import (
     FetchResult,
     ProducerDescription,
@@ -239,7 +239,17 @@ class Partition:
 
     def close(self) -> None:
         with self._plain_lock:
-            self.log.flush()
-            self.sequences.write_snapshot(self.directory, self.log.log_end_offset)
-            self.log.close()
+            try:
+                self.log.flush()
+                try:
+                    self.sequences.write_snapshot(self.directory, self.log.log_end_offset)
+                except DiskFullError as error:  # an optimisation: the log is the truth
+                    log.warning(
+                        "%s: producer state snapshot not written (%s); the next open rebuilds "
+                        "it from the log",
+                        self.name,
+                        error,
+                    )
+            finally:
+                self.log.close()
         self._wake_fetchers()
