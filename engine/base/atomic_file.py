@@ -33,12 +33,17 @@ def fsync_directory(directory: str | os.PathLike[str]) -> None:
         os.close(descriptor)
 
 
-def replace_file(path: str | os.PathLike[str], contents: bytes) -> None:
-    """Write ``contents`` to ``path`` so that a crash leaves the old or the new file whole."""
+def replace_file(path: str | os.PathLike[str], contents: bytes, durable: bool = True) -> None:
+    """Write ``contents`` to ``path`` so that a crash leaves the old or the new file whole.
+
+    ``durable=False`` skips both fsyncs: readers still see the old file or the new
+    one, never a mix, and a killed process leaves the new one; only a power loss
+    may bring back the old one (for marks that live as long as the page cache).
+    """
     target = Path(path)
     temporary = target.with_name(f".{target.name}.tmp")
     try:
-        _write_synced(temporary, contents)
+        _write_synced(temporary, contents, durable)
     except OSError as error:
         # Unbuffered writes and a close of our own: a buffered file's close would write
         # again and raise a second ENOSPC over the first.
@@ -51,18 +56,20 @@ def replace_file(path: str | os.PathLike[str], contents: bytes) -> None:
             ) from error
         raise
     os.replace(temporary, target)
-    fsync_directory(target.parent)
+    if durable:
+        fsync_directory(target.parent)
 
 
-def _write_synced(path: Path, contents: bytes) -> None:
+def _write_synced(path: Path, contents: bytes, durable: bool) -> None:
     descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         failpoints.hit("file.before_write")
         view = memoryview(contents)
         while view:
             view = view[os.write(descriptor, view) :]
-        failpoints.hit("file.before_fsync")
-        os.fsync(descriptor)
+        if durable:
+            failpoints.hit("file.before_fsync")
+            os.fsync(descriptor)
     except BaseException:
         with contextlib.suppress(OSError):
             os.close(descriptor)

@@ -27,6 +27,17 @@ lost data, not a torn tail (recovery.py).
 *before* deleting segment files, so a crash in between leaves segments that the
 next open deletes instead of serving again.
 
+``append-state`` (``sequence``, ``in_progress``, ``first_offset``) says whether an
+``append_many`` (the copier applying a committed transaction) is writing its
+batches now, and from which offset. The data log publishes such batches to its
+readers all at once; a reader of the files (``read_only.LogReader``) ends at
+``first_offset`` while ``in_progress`` is 1, so it never ends inside a
+transaction either. ``sequence`` grows with every change, so a reader can tell
+that an append started or finished while it scanned (and scan again). It is
+written without fsync: it must outlive the process (a kill leaves a torn copy
+that the broker's next open cuts or finishes), not the machine. Missing (a log
+no append_many has written since this file existed) reads as nothing in progress.
+
 ``cleaner-offset`` (``first_dirty_offset``) is where log compaction stopped
 last time: offsets below it were compacted. It only decides *when* compaction
 runs (the dirty ratio, compaction.py), never what it keeps, so a missing or
@@ -54,6 +65,7 @@ from twinlog.engine.base.crc32c import crc32c
 from twinlog.engine.base.errors import DiskFullError
 
 RECOVERY_POINT_NAME = "recovery-point"
+APPEND_STATE_NAME = "append-state"
 LOG_START_OFFSET_NAME = "log-start-offset"
 CLEANER_OFFSET_NAME = "cleaner-offset"
 VERSION = "v2"  # with a CRC line
@@ -187,3 +199,24 @@ def write_cleaner_offset(directory: Path, first_dirty_offset: int) -> None:
 def read_cleaner_offset(directory: Path) -> int | None:
     decoded = _decode(directory / CLEANER_OFFSET_NAME, CLEANER_OFFSET_NAME, ("first_dirty_offset",))
     return None if decoded is None else decoded.values["first_dirty_offset"]
+
+
+class AppendState(NamedTuple):
+    sequence: int  # changes with every start and finish of an append_many
+    in_progress: int  # 1 while an append_many writes its batches, else 0
+    first_offset: int  # where the append_many in progress (or the last one) started
+
+
+NO_APPEND = AppendState(0, 0, 0)
+
+
+def write_append_state(directory: Path, state: AppendState) -> None:
+    """Replace the mark (no fsync: see the module text). DiskFullError on a full disk."""
+    replace_file(
+        directory / APPEND_STATE_NAME, _encode(APPEND_STATE_NAME, state._asdict()), durable=False
+    )
+
+
+def read_append_state(directory: Path) -> AppendState | None:
+    decoded = _decode(directory / APPEND_STATE_NAME, APPEND_STATE_NAME, AppendState._fields)
+    return None if decoded is None else AppendState(**decoded.values)

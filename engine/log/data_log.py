@@ -32,6 +32,7 @@ from twinlog.engine.base.errors import (
     LogClosedError,
     OffsetOutOfRangeError,
 )
+from twinlog.engine.log.append_marks import AppendMarks
 from twinlog.engine.log.checkpoints import (
     RecoveryPoint,
     try_write_recovery_point,
@@ -121,6 +122,7 @@ class DataLog:
             active.base_offset, active.size_bytes, self._next_offset
         )
         self._flush_policy = FlushPolicy(config, clock_ms)
+        self._append_marks = AppendMarks(directory)
         self._closed = False
         # (segments, their base offsets) as tuples for _publish; None after the list changed.
         self._segments_to_publish: tuple[tuple[Segment, ...], tuple[int, ...]] | None = None
@@ -208,6 +210,7 @@ class DataLog:
                 raise
             self._after_flush()
         self._publish()
+        self._append_marks.settle()
         return base_offset
 
     def append_many(
@@ -230,6 +233,7 @@ class DataLog:
     ) -> tuple[int, int]:
         self._check_open()
         first_offset = self._next_offset
+        self._append_marks.started(first_offset)  # readers of the files end here meanwhile
         try:
             for batch in batches:
                 view = memoryview(batch)
@@ -237,6 +241,7 @@ class DataLog:
             self._segments[-1].flush()
         except BaseException as error:
             self._roll_back_to(first_offset)
+            self._append_marks.finished()
             if isinstance(error, OSError):
                 self._segments[-1].raise_disk_full_or(
                     error, "appending many batches", self._segments[-1].size_bytes
@@ -244,6 +249,7 @@ class DataLog:
             raise
         self._after_flush()
         self._publish()
+        self._append_marks.finished()
         return first_offset, self._next_offset
 
     def flush(self) -> None:
@@ -298,6 +304,7 @@ class DataLog:
             )
         removed_bytes = self._truncate(offset)
         self._publish()
+        self._append_marks.settle()
         return removed_bytes
 
     def apply_retention(self, now_ms: int | None = None) -> int:
