@@ -54,7 +54,12 @@ class Partition:
         self.log = DataLog.open(directory, config)
         self.journal = journal
         self.writer = PartitionWriter(self.name, self.log, journal)
-        self.writer.recover()
+        try:
+            self.writer.recover()
+        except DiskFullError as error:
+            # A torn copy is cut by now (that needs no space); the writer finishes the
+            # copy before its next write, once space returns. Reads are served meanwhile.
+            log.warning("%s: finishing a copy deferred: %s", self.name, error)
         self._plain_lock = threading.Lock()
         self.data_arrived = threading.Condition()
         self.sequences = self._load_sequences()

@@ -60,7 +60,7 @@ import logging
 from pathlib import Path
 from typing import NamedTuple
 
-from twinlog.engine.base.atomic_file import replace_file
+from twinlog.engine.base.atomic_file import fsync_directory, replace_file
 from twinlog.engine.base.crc32c import crc32c
 from twinlog.engine.base.errors import DiskFullError
 
@@ -161,6 +161,25 @@ def try_write_recovery_point(directory: Path, point: RecoveryPoint) -> bool:
         )
         return False
     return True
+
+
+def retract_recovery_point(directory: Path, point: RecoveryPoint) -> None:
+    """Move the recovery point back to ``point`` (before a truncation): it must not stay ahead.
+
+    On a full disk the file is deleted instead (that needs no space): a missing
+    recovery point costs the next open a scan of every segment, never a byte.
+    """
+    try:
+        write_recovery_point(directory, point)
+    except DiskFullError as error:
+        logger.warning(
+            "%s: could not move the recovery point back (%s); deleted it instead, so the "
+            "next open scans the whole log",
+            directory,
+            error,
+        )
+        (directory / RECOVERY_POINT_NAME).unlink(missing_ok=True)
+        fsync_directory(directory)
 
 
 def read_recovery_point(directory: Path) -> RecoveryPoint | None:

@@ -35,9 +35,9 @@ from twinlog.engine.base.errors import (
 from twinlog.engine.log.append_marks import AppendMarks
 from twinlog.engine.log.checkpoints import (
     RecoveryPoint,
+    retract_recovery_point,
     try_write_recovery_point,
     write_log_start_offset,
-    write_recovery_point,
 )
 from twinlog.engine.log.compaction_files import (
     CleanedSegmentWriter,
@@ -749,7 +749,7 @@ class DataLog:
         if point == self._recovery_point:
             return
         if not best_effort:
-            write_recovery_point(self.directory, point)
+            retract_recovery_point(self.directory, point)
         elif not try_write_recovery_point(self.directory, point):
             return
         self._recovery_point = point

@@ -150,3 +150,24 @@ def test_a_checkpoint_on_a_full_disk_raises_disk_full(tmp_path: Path) -> None:
 def files_before_offset(log: DataLog) -> int:
     """The base offset of the last segment: deleting before it removes every sealed one."""
     return max(int(path.name.split(".")[0]) for path in segment_files(log.directory))
+
+
+@pytest.mark.usefixtures("disarmed")
+def test_truncate_to_on_a_full_disk_deletes_the_recovery_point(tmp_path: Path) -> None:
+    # The recovery point must never stay past a truncation; when it cannot be moved
+    # back (no space) it goes (no space needed), and the next open scans everything.
+    with DataLog.open(tmp_path, CONFIG) as log:
+        for tag in range(3):
+            log.append(make_batch(2, value_bytes=40, tag=tag))
+        log.flush()
+        expected = read_all(log)
+        log.append_many([make_batch(2, value_bytes=40, tag=9)])  # a copy to cut
+        failpoints.arm("file.before_write", "enospc", times=1000)
+        assert log.truncate_to(6) > 0
+        assert not (tmp_path / "recovery-point").exists()
+        assert read_all(log) == expected
+        log.check()
+    failpoints.disarm_all()
+    with DataLog.open(tmp_path, CONFIG) as log:
+        assert log.recovery_report.recovery_point is None  # scanned all
+        assert read_all(log) == expected
