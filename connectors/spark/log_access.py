@@ -6,8 +6,9 @@
 
 Data logs hold committed data only (that is the point of twinlog's design), so
 a job on the same storage may scan them directly: no transaction markers to
-skip, no stable offset to respect. A directory read stops at the last whole
-batch, as ``LogReader`` does; a batch being written is simply not seen yet.
+skip, no stable offset to respect. A directory read ends at the last whole
+batch that is not part of a transaction the copier is applying, as
+``LogReader.end_offset`` does; what is being written is simply not seen yet.
 
 ``batches(partition, from, until)`` yields every whole batch that overlaps
 [from, until); the caller cuts records outside the range. A range whose start
@@ -217,13 +218,10 @@ class DirectoryLogAccess:
         reader = self._reader(partition)
         if not reader.directory.is_dir():
             return (0, 0)
+        # The end of the last whole transaction: never inside one the copier is applying.
+        end = reader.end_offset()
         start = reader.log_start_offset()
-        base_offsets = reader.segment_base_offsets()
-        end = max(start, base_offsets[-1]) if base_offsets else start
-        # The end is past the last whole batch of the last segment: scan that segment.
-        for header, _ in reader.iter_batches(from_offset=end):
-            end = header.next_offset
-        return (start, end)
+        return (start, max(start, end))
 
     def batches(
         self,

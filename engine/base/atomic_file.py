@@ -1,17 +1,27 @@
 """Replace a small file atomically and durably: write aside, fsync, rename, fsync the directory.
 
 After a crash the file holds either the old or the new contents, never a mix.
-Used for the broker's metadata, checkpoints and id blocks.
+Used for the broker's metadata, checkpoints, id blocks and producer-state snapshots.
+
+On a full disk (ENOSPC, EDQUOT) ``replace_file`` raises DiskFullError, retriable,
+with the OSError as its cause; the old file stays whole and the temporary one is
+removed. The clean-up is best effort: an error in it is never what the caller sees.
+Failpoints ``file.before_write`` and ``file.before_fsync`` fake either failure.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 from pathlib import Path
 
+from twinlog.engine.base import failpoints
 from twinlog.engine.base.crc32c import crc32c
+from twinlog.engine.base.errors import DiskFullError
 
 CHECKSUM_LABEL = b"crc32c "
+DISK_FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
 
 
 def fsync_directory(directory: str | os.PathLike[str]) -> None:
@@ -23,16 +33,48 @@ def fsync_directory(directory: str | os.PathLike[str]) -> None:
         os.close(descriptor)
 
 
-def replace_file(path: str | os.PathLike[str], contents: bytes) -> None:
-    """Write ``contents`` to ``path`` so that a crash leaves the old or the new file whole."""
+def replace_file(path: str | os.PathLike[str], contents: bytes, durable: bool = True) -> None:
+    """Write ``contents`` to ``path`` so that a crash leaves the old or the new file whole.
+
+    ``durable=False`` skips both fsyncs: readers still see the old file or the new
+    one, never a mix, and a killed process leaves the new one; only a power loss
+    may bring back the old one (for marks that live as long as the page cache).
+    """
     target = Path(path)
     temporary = target.with_name(f".{target.name}.tmp")
-    with open(temporary, "wb") as handle:
-        handle.write(contents)
-        handle.flush()
-        os.fsync(handle.fileno())
+    try:
+        _write_synced(temporary, contents, durable)
+    except OSError as error:
+        # Unbuffered writes and a close of our own: a buffered file's close would write
+        # again and raise a second ENOSPC over the first.
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        if error.errno in DISK_FULL_ERRNOS:
+            raise DiskFullError(
+                f"disk full while replacing {target} ({len(contents)} bytes): nothing was "
+                "changed, the old file stays. Free space on that volume, then retry"
+            ) from error
+        raise
     os.replace(temporary, target)
-    fsync_directory(target.parent)
+    if durable:
+        fsync_directory(target.parent)
+
+
+def _write_synced(path: Path, contents: bytes, durable: bool) -> None:
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        failpoints.hit("file.before_write")
+        view = memoryview(contents)
+        while view:
+            view = view[os.write(descriptor, view) :]
+        if durable:
+            failpoints.hit("file.before_fsync")
+            os.fsync(descriptor)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.close(descriptor)
+        raise
+    os.close(descriptor)
 
 
 def with_checksum(contents: bytes) -> bytes:
@@ -58,3 +100,17 @@ def read_checked(path: str | os.PathLike[str]) -> bytes:
             f"its contents give {actual.decode()}"
         )
     return body
+
+
+SPACE_PROBE_NAME = "space-probe"
+SPACE_PROBE_BYTES = 4096  # one block: a write that fits in a file's last block proves nothing
+
+
+def probe_space(directory: str | os.PathLike[str]) -> None:
+    """Write and delete one block in ``directory``; DiskFullError if the volume is full."""
+    probe = Path(directory) / SPACE_PROBE_NAME
+    try:
+        replace_file(probe, bytes(SPACE_PROBE_BYTES))
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(probe)

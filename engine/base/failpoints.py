@@ -24,7 +24,9 @@ Any action takes a window or a condition:
 Example: ``TWINLOG_FAILPOINTS="copier.after_batch=crash@3"`` kills the process
 right after the copier appended its third batch;
 ``"log.before_write=enospc?/tmp/full;journal.before_sync=enospc?/tmp/full"``
-makes every data log and journal write fail while /tmp/full exists.
+makes every data log and journal write fail while /tmp/full exists; add
+``file.before_write=enospc?/tmp/full`` for the small files (ids, topic metadata,
+checkpoints, producer-state snapshots: ``atomic_file.replace_file``).
 """
 
 from __future__ import annotations

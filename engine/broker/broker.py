@@ -46,10 +46,12 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from twinlog.engine.base.atomic_file import probe_space
 from twinlog.engine.base.crc32c import crc32c
 from twinlog.engine.base.errors import (
     BatchTooLargeError,
     CorruptBatchError,
+    DiskFullError,
     InvalidConfigError,
     InvalidTxnStateError,
     LogClosedError,
@@ -182,9 +184,30 @@ class Broker:
         try:
             broker._start()
         except BaseException:
-            broker._close_opened()
+            try:
+                broker._close_opened()
+            except BaseException as close_error:  # never over the reason the start failed
+                log.warning("closing after a failed start: %s", close_error)
             raise
+        broker._say_if_disk_full()
         return broker
+
+    def _say_if_disk_full(self) -> None:
+        """One line if the data directory's volume is full: the broker serves reads only.
+
+        Nothing is switched off: every write fails on its own with DiskFullError
+        (retriable) and works again as soon as space returns.
+        """
+        try:
+            probe_space(self.data_dir)
+        except DiskFullError as error:
+            log.warning(
+                "the disk is full (%s): the broker started read-only; fetches work, produce, "
+                "commits and topic changes fail with DiskFullError (retriable) until you free "
+                "space on the volume of %s",
+                error.__cause__ or error,
+                self.data_dir,
+            )
 
     def _start(self) -> None:
         started = time.monotonic()
@@ -243,7 +266,13 @@ class Broker:
                 if txn is not None:
                     self.offset_fence.restore(txn)
         # 6. purge leftovers of transactions no coordinator knows
-        purged = self.journal.purge_below(self.low_watermark())
+        try:
+            purged = self.journal.purge_below(self.low_watermark())
+        except DiskFullError as error:
+            # A tidy-up, not a step the next ones need: the scheduler's checkpoint round
+            # purges again once space returns.
+            log.warning("journal purge deferred: %s", error)
+            purged = 0
         # 7. background work
         for coordinator in self.coordinators:
             coordinator.start()
@@ -298,13 +327,27 @@ class Broker:
         log.info("broker closed")
 
     def _close_opened(self) -> None:
-        for coordinator in getattr(self, "coordinators", []):
-            coordinator.close()
-        for partition in self._partitions.values():
-            partition.close()
-        journal = getattr(self, "journal", None)
-        if journal is not None:
-            journal.close()
+        """Close every part that was opened, even when one fails; raise the first error.
+
+        On a full disk a part may fail to save a checkpoint: the others must still be
+        closed (the journal's lock released), so the next start is not refused.
+        """
+        parts: list[Any] = [
+            *getattr(self, "coordinators", []),
+            *self._partitions.values(),
+            getattr(self, "journal", None),
+        ]
+        first_error: BaseException | None = None
+        for part in parts:
+            if part is None:
+                continue
+            try:
+                part.close()
+            except BaseException as error:
+                log.warning("closing %r failed: %s", part, error)
+                first_error = first_error or error
+        if first_error is not None:
+            raise first_error
 
     def __enter__(self) -> Broker:
         return self

@@ -51,8 +51,11 @@ class IdAllocator:
         with self._lock:
             value = self._next[kind]
             if value >= self._persisted_end[kind]:
-                self._persisted_end[kind] = value + self._block_size
-                replace_file(self._path, with_checksum(json.dumps(self._persisted_end).encode()))
+                ends = {**self._persisted_end, kind: value + self._block_size}
+                # Durable first: if the write fails (DiskFullError on a full disk) the block
+                # is not taken, and the next call tries again.
+                replace_file(self._path, with_checksum(json.dumps(ends).encode()))
+                self._persisted_end = ends
             self._next[kind] = value + 1
             return value
 

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from twinlog.copier import PartitionWriter
-from twinlog.engine.base.errors import OffsetOutOfRangeError
+from twinlog.engine.base.errors import DiskFullError, OffsetOutOfRangeError
 from twinlog.engine.base.types import (
     FetchResult,
     ProducerDescription,
@@ -54,7 +54,12 @@ class Partition:
         self.log = DataLog.open(directory, config)
         self.journal = journal
         self.writer = PartitionWriter(self.name, self.log, journal)
-        self.writer.recover()
+        try:
+            self.writer.recover()
+        except DiskFullError as error:
+            # A torn copy is cut by now (that needs no space); the writer finishes the
+            # copy before its next write, once space returns. Reads are served meanwhile.
+            log.warning("%s: finishing a copy deferred: %s", self.name, error)
         self._plain_lock = threading.Lock()
         self.data_arrived = threading.Condition()
         self.sequences = self._load_sequences()
@@ -239,7 +244,17 @@ class Partition:
 
     def close(self) -> None:
         with self._plain_lock:
-            self.log.flush()
-            self.sequences.write_snapshot(self.directory, self.log.log_end_offset)
-            self.log.close()
+            try:
+                self.log.flush()
+                try:
+                    self.sequences.write_snapshot(self.directory, self.log.log_end_offset)
+                except DiskFullError as error:  # an optimisation: the log is the truth
+                    log.warning(
+                        "%s: producer state snapshot not written (%s); the next open rebuilds "
+                        "it from the log",
+                        self.name,
+                        error,
+                    )
+            finally:
+                self.log.close()
         self._wake_fetchers()

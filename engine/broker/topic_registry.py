@@ -3,7 +3,8 @@
     meta := JSON {"version": 1, "journal_partitions": int,
                   "topics": {name: {"partitions": int, "config": {key: str}}}}
 
-Replaced atomically on every change (``twinlog.engine.base.atomic_file``). ``journal_partitions``
+Replaced atomically on every change (``twinlog.engine.base.atomic_file``); a change
+that cannot be saved (DiskFullError on a full disk) is not made in memory either. ``journal_partitions``
 is fixed when the data directory is created: transaction and producer ids carry
 their coordinator partition, so the count can never change afterwards.
 """
@@ -95,10 +96,18 @@ class TopicRegistry:
             )
         topic = TopicMeta(partitions, {str(k): str(v) for k, v in config.items()})
         self.topics[name] = topic
-        self._save()
+        try:
+            self._save()
+        except BaseException:  # DiskFullError on a full disk: the file, and we, stay as before
+            del self.topics[name]
+            raise
         return topic
 
     def remove(self, name: str) -> None:
-        self.get(name)
+        topic = self.get(name)
         del self.topics[name]
-        self._save()
+        try:
+            self._save()
+        except BaseException:
+            self.topics[name] = topic
+            raise

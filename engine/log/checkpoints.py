@@ -27,10 +27,26 @@ lost data, not a torn tail (recovery.py).
 *before* deleting segment files, so a crash in between leaves segments that the
 next open deletes instead of serving again.
 
+``append-state`` (``sequence``, ``in_progress``, ``first_offset``) says whether an
+``append_many`` (the copier applying a committed transaction) is writing its
+batches now, and from which offset. The data log publishes such batches to its
+readers all at once; a reader of the files (``read_only.LogReader``) ends at
+``first_offset`` while ``in_progress`` is 1, so it never ends inside a
+transaction either. ``sequence`` grows with every change, so a reader can tell
+that an append started or finished while it scanned (and scan again). It is
+written without fsync: it must outlive the process (a kill leaves a torn copy
+that the broker's next open cuts or finishes), not the machine. Missing (a log
+no append_many has written since this file existed) reads as nothing in progress.
+
 ``cleaner-offset`` (``first_dirty_offset``) is where log compaction stopped
 last time: offsets below it were compacted. It only decides *when* compaction
 runs (the dirty ratio, compaction.py), never what it keeps, so a missing or
 damaged one costs one compaction of the whole log, never a record.
+
+Every write replaces the file atomically (``twinlog.engine.base.atomic_file``);
+on a full disk it raises DiskFullError and the old file stays. Only the
+log-start-offset must be written (retention waits for it); a recovery point that
+cannot move forward is kept as it is, still true, and costs the next open a scan.
 
 A file that is missing, that does not parse, or whose CRC does not match,
 reads as None: the caller falls back to the conservative choice (scan
@@ -44,10 +60,12 @@ import logging
 from pathlib import Path
 from typing import NamedTuple
 
+from twinlog.engine.base.atomic_file import fsync_directory, replace_file
 from twinlog.engine.base.crc32c import crc32c
-from twinlog.engine.log.files import write_file_atomically
+from twinlog.engine.base.errors import DiskFullError
 
 RECOVERY_POINT_NAME = "recovery-point"
+APPEND_STATE_NAME = "append-state"
 LOG_START_OFFSET_NAME = "log-start-offset"
 CLEANER_OFFSET_NAME = "cleaner-offset"
 VERSION = "v2"  # with a CRC line
@@ -123,9 +141,45 @@ def _decode(path: Path, kind: str, names: tuple[str, ...]) -> _Decoded | None:
 
 
 def write_recovery_point(directory: Path, point: RecoveryPoint) -> None:
-    write_file_atomically(
-        directory / RECOVERY_POINT_NAME, _encode(RECOVERY_POINT_NAME, point._asdict())
-    )
+    replace_file(directory / RECOVERY_POINT_NAME, _encode(RECOVERY_POINT_NAME, point._asdict()))
+
+
+def try_write_recovery_point(directory: Path, point: RecoveryPoint) -> bool:
+    """Write ``point`` if the disk lets us; False (and a warning) if it does not.
+
+    Moving a recovery point forward is an optimisation: when the write fails
+    (a full disk) the older point stays, still true, and the next open scans more.
+    """
+    try:
+        write_recovery_point(directory, point)
+    except (OSError, DiskFullError) as error:
+        logger.warning(
+            "%s: could not write the recovery point (%s); keeping the older one, so the "
+            "next open rescans from it",
+            directory,
+            error,
+        )
+        return False
+    return True
+
+
+def retract_recovery_point(directory: Path, point: RecoveryPoint) -> None:
+    """Move the recovery point back to ``point`` (before a truncation): it must not stay ahead.
+
+    On a full disk the file is deleted instead (that needs no space): a missing
+    recovery point costs the next open a scan of every segment, never a byte.
+    """
+    try:
+        write_recovery_point(directory, point)
+    except DiskFullError as error:
+        logger.warning(
+            "%s: could not move the recovery point back (%s); deleted it instead, so the "
+            "next open scans the whole log",
+            directory,
+            error,
+        )
+        (directory / RECOVERY_POINT_NAME).unlink(missing_ok=True)
+        fsync_directory(directory)
 
 
 def read_recovery_point(directory: Path) -> RecoveryPoint | None:
@@ -141,7 +195,7 @@ def read_recovery_point_checked(directory: Path) -> tuple[RecoveryPoint | None, 
 
 
 def write_log_start_offset(directory: Path, log_start_offset: int) -> None:
-    write_file_atomically(
+    replace_file(
         directory / LOG_START_OFFSET_NAME,
         _encode(LOG_START_OFFSET_NAME, {"log_start_offset": log_start_offset}),
     )
@@ -155,7 +209,7 @@ def read_log_start_offset(directory: Path) -> int | None:
 
 
 def write_cleaner_offset(directory: Path, first_dirty_offset: int) -> None:
-    write_file_atomically(
+    replace_file(
         directory / CLEANER_OFFSET_NAME,
         _encode(CLEANER_OFFSET_NAME, {"first_dirty_offset": first_dirty_offset}),
     )
@@ -164,3 +218,24 @@ def write_cleaner_offset(directory: Path, first_dirty_offset: int) -> None:
 def read_cleaner_offset(directory: Path) -> int | None:
     decoded = _decode(directory / CLEANER_OFFSET_NAME, CLEANER_OFFSET_NAME, ("first_dirty_offset",))
     return None if decoded is None else decoded.values["first_dirty_offset"]
+
+
+class AppendState(NamedTuple):
+    sequence: int  # changes with every start and finish of an append_many
+    in_progress: int  # 1 while an append_many writes its batches, else 0
+    first_offset: int  # where the append_many in progress (or the last one) started
+
+
+NO_APPEND = AppendState(0, 0, 0)
+
+
+def write_append_state(directory: Path, state: AppendState) -> None:
+    """Replace the mark (no fsync: see the module text). DiskFullError on a full disk."""
+    replace_file(
+        directory / APPEND_STATE_NAME, _encode(APPEND_STATE_NAME, state._asdict()), durable=False
+    )
+
+
+def read_append_state(directory: Path) -> AppendState | None:
+    decoded = _decode(directory / APPEND_STATE_NAME, APPEND_STATE_NAME, AppendState._fields)
+    return None if decoded is None else AppendState(**decoded.values)

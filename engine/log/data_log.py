@@ -32,10 +32,12 @@ from twinlog.engine.base.errors import (
     LogClosedError,
     OffsetOutOfRangeError,
 )
+from twinlog.engine.log.append_marks import AppendMarks
 from twinlog.engine.log.checkpoints import (
     RecoveryPoint,
+    retract_recovery_point,
+    try_write_recovery_point,
     write_log_start_offset,
-    write_recovery_point,
 )
 from twinlog.engine.log.compaction_files import (
     CleanedSegmentWriter,
@@ -120,6 +122,7 @@ class DataLog:
             active.base_offset, active.size_bytes, self._next_offset
         )
         self._flush_policy = FlushPolicy(config, clock_ms)
+        self._append_marks = AppendMarks(directory)
         self._closed = False
         # (segments, their base offsets) as tuples for _publish; None after the list changed.
         self._segments_to_publish: tuple[tuple[Segment, ...], tuple[int, ...]] | None = None
@@ -207,6 +210,7 @@ class DataLog:
                 raise
             self._after_flush()
         self._publish()
+        self._append_marks.settle()
         return base_offset
 
     def append_many(
@@ -229,6 +233,7 @@ class DataLog:
     ) -> tuple[int, int]:
         self._check_open()
         first_offset = self._next_offset
+        self._append_marks.started(first_offset)  # readers of the files end here meanwhile
         try:
             for batch in batches:
                 view = memoryview(batch)
@@ -236,6 +241,7 @@ class DataLog:
             self._segments[-1].flush()
         except BaseException as error:
             self._roll_back_to(first_offset)
+            self._append_marks.finished()
             if isinstance(error, OSError):
                 self._segments[-1].raise_disk_full_or(
                     error, "appending many batches", self._segments[-1].size_bytes
@@ -243,6 +249,7 @@ class DataLog:
             raise
         self._after_flush()
         self._publish()
+        self._append_marks.finished()
         return first_offset, self._next_offset
 
     def flush(self) -> None:
@@ -297,6 +304,7 @@ class DataLog:
             )
         removed_bytes = self._truncate(offset)
         self._publish()
+        self._append_marks.settle()
         return removed_bytes
 
     def apply_retention(self, now_ms: int | None = None) -> int:
@@ -740,17 +748,9 @@ class DataLog:
         Moving it back (``best_effort=False``, before a truncation) must succeed."""
         if point == self._recovery_point:
             return
-        try:
-            write_recovery_point(self.directory, point)
-        except OSError as error:
-            if not best_effort:
-                raise
-            logger.warning(
-                "%s: could not write the recovery point (%s); keeping the older one, so the "
-                "next open rescans from it",
-                self.directory,
-                error,
-            )
+        if not best_effort:
+            retract_recovery_point(self.directory, point)
+        elif not try_write_recovery_point(self.directory, point):
             return
         self._recovery_point = point
 

@@ -7,10 +7,17 @@ valid batch follows: that is a batch the writer is still writing (or a torn
 tail the next open will cut). A bad batch anywhere else (an earlier segment,
 or one followed by a valid batch) raises CorruptLogError: it is never skipped.
 
+It never ends inside an ``append_many`` (the copier applying a committed
+transaction, batch by batch): the writer marks one in progress (the
+``append-state`` checkpoint) and the reader stops at its first offset, as the
+broker's own readers only see it once it is published whole. ``end_offset``
+reads the mark before and after scanning, and scans again if an append started
+or finished meanwhile. A copy torn by a kill stays hidden until the broker's next
+open has cut or finished it and written again.
+
 It reads what is in the files, which can include batches the writer has not
-fsynced yet or is about to remove (an append_many that fails and rolls back, a
-copier cutting a torn copy). Pass ``to_offset`` (e.g. a log end offset the
-broker reported) to read only what is known to be committed and durable.
+fsynced yet (a power loss may still take them). Pass ``to_offset`` (e.g. a log
+end offset the broker reported) to read only what is known to be durable.
 
 Thread rule: no shared state; use one reader from any thread, or several.
 """
@@ -18,17 +25,21 @@ Thread rule: no shared state; use one reader from any thread, or several.
 from __future__ import annotations
 
 import os
+import time
 from bisect import bisect_right
 from collections.abc import Iterator
 from pathlib import Path
 
 from twinlog.engine.base.errors import CorruptBatchError, CorruptLogError, OffsetOutOfRangeError
-from twinlog.engine.log.checkpoints import read_log_start_offset
+from twinlog.engine.log.checkpoints import AppendState, read_append_state, read_log_start_offset
 from twinlog.engine.log.files import index_path, list_segment_base_offsets, segment_path
 from twinlog.engine.log.headers import parse_header
 from twinlog.engine.log.scan import ScanResult, find_valid_batch_after, iter_valid_batches
 from twinlog.engine.log.segment_index import OFFSET_ENTRY, OFFSET_ENTRY_BYTES
 from twinlog.engine.records.batch_format import BatchHeader
+
+END_SCAN_ATTEMPTS_MAX = 1000  # appends starting or finishing during each scan of the end
+END_SCAN_RETRY_S = 0.001
 
 
 class LogReader:
@@ -36,6 +47,41 @@ class LogReader:
 
     def __init__(self, directory: str | os.PathLike[str]) -> None:
         self.directory = Path(directory)
+
+    def end_offset(self) -> int:
+        """The offset after the last whole batch that is not part of an append in progress.
+
+        Raises OffsetOutOfRangeError (retriable by reading again) if appends keep
+        starting and finishing through every one of many scans.
+        """
+        for _ in range(END_SCAN_ATTEMPTS_MAX):
+            before = read_append_state(self.directory)
+            end = self._scanned_end()
+            after = read_append_state(self.directory)
+            if _in_progress(after):
+                assert after is not None
+                # Everything before it was whole when it started, whatever the scan saw.
+                return after.first_offset
+            if before == after:
+                return end
+            time.sleep(END_SCAN_RETRY_S)
+        raise OffsetOutOfRangeError(
+            f"{self.directory}: the writer appended through {END_SCAN_ATTEMPTS_MAX} scans of "
+            "the log end; read again",
+            -1,
+            -1,
+        )
+
+    def _scanned_end(self) -> int:
+        if not self.directory.is_dir():
+            return 0
+        start = self.log_start_offset()
+        base_offsets = self.segment_base_offsets()
+        end = max(start, base_offsets[-1]) if base_offsets else start
+        # The end is past the last whole batch of the last segment: scan that segment.
+        for header, _ in self._iter_batches(end, None):
+            end = header.next_offset
+        return end
 
     def segment_base_offsets(self) -> list[int]:
         return list_segment_base_offsets(self.directory)
@@ -51,9 +97,21 @@ class LogReader:
     ) -> Iterator[tuple[BatchHeader, memoryview]]:
         """(header, batch bytes) of each whole valid batch, from the one holding ``from_offset``.
 
-        Stops before the first batch whose base offset is >= ``to_offset``.
-        Raises OffsetOutOfRangeError if ``from_offset`` is below the log start.
+        Stops before the first batch whose base offset is >= ``to_offset``, and
+        before an append in progress. Raises OffsetOutOfRangeError if
+        ``from_offset`` is below the log start.
         """
+        mark = read_append_state(self.directory)
+        if _in_progress(mark):
+            assert mark is not None
+            to_offset = (
+                mark.first_offset if to_offset is None else min(to_offset, mark.first_offset)
+            )
+        return self._iter_batches(from_offset, to_offset)
+
+    def _iter_batches(
+        self, from_offset: int | None, to_offset: int | None
+    ) -> Iterator[tuple[BatchHeader, memoryview]]:
         base_offsets = self.segment_base_offsets()
         start_offset = self.log_start_offset()
         if from_offset is None:
@@ -160,3 +218,7 @@ class LogReader:
             except CorruptBatchError:
                 return 0, base_offset
         return hint
+
+
+def _in_progress(mark: AppendState | None) -> bool:
+    return mark is not None and mark.in_progress == 1

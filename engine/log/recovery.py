@@ -54,7 +54,7 @@ from twinlog.engine.log.checkpoints import (
     RecoveryPoint,
     read_log_start_offset,
     read_recovery_point_checked,
-    write_recovery_point,
+    try_write_recovery_point,
 )
 from twinlog.engine.log.compaction_files import finish_interrupted_compactions
 from twinlog.engine.log.config import LogConfig
@@ -180,7 +180,7 @@ def recover(directory: Path, config: LogConfig) -> RecoveredLog:
     active.open_for_append()
     end_point = RecoveryPoint(active.base_offset, active.size_bytes, active.tail().next_offset)
     if end_point != recovery_point:
-        write_recovery_point(directory, end_point)
+        try_write_recovery_point(directory, end_point)  # a full disk must not stop the open
 
     log_start_offset = segments[0].base_offset
     if log_start_checkpoint is not None and log_start_checkpoint > log_start_offset:

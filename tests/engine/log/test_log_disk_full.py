@@ -112,3 +112,62 @@ def test_enospc_while_rolling_leaves_no_new_files(
         log.append(make_batch(2, value_bytes=40))
         assert len(segment_files(tmp_path)) == 2
         log.check()
+
+
+@pytest.mark.usefixtures("disarmed")
+def test_a_log_opens_on_a_full_disk_without_its_recovery_point(tmp_path: Path) -> None:
+    # Recovery checkpoints the end it found; on a full disk that write fails. The
+    # checkpoint is an optimisation: the log opens, the next open scans again.
+    with DataLog.open(tmp_path, CONFIG) as log:
+        for tag in range(5):
+            log.append(make_batch(2, value_bytes=40, tag=tag))
+        expected = read_all(log)
+    (tmp_path / "recovery-point").unlink()  # as after a kill: recovery must scan
+    failpoints.arm("file.before_write", "enospc", times=1000)
+    with DataLog.open(tmp_path, CONFIG) as log:
+        assert read_all(log) == expected
+        assert log.log_end_offset == 10
+    assert not (tmp_path / "recovery-point").exists()
+    assert not [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
+@pytest.mark.usefixtures("disarmed")
+def test_a_checkpoint_on_a_full_disk_raises_disk_full(tmp_path: Path) -> None:
+    # Retention must write the new log start before deleting: on a full disk that
+    # write fails typed and retriable, and nothing is deleted.
+    with DataLog.open(tmp_path, CONFIG) as log:
+        for tag in range(12):
+            log.append(make_batch(2, value_bytes=40, tag=tag))
+        files_before = segment_files(tmp_path)
+        assert len(files_before) > 2
+        failpoints.arm("file.before_write", "enospc")
+        with pytest.raises(DiskFullError, match=r"disk full while replacing .*log-start-offset"):
+            log.delete_segments_before(files_before_offset(log))
+        assert segment_files(tmp_path) == files_before
+        log.check()
+
+
+def files_before_offset(log: DataLog) -> int:
+    """The base offset of the last segment: deleting before it removes every sealed one."""
+    return max(int(path.name.split(".")[0]) for path in segment_files(log.directory))
+
+
+@pytest.mark.usefixtures("disarmed")
+def test_truncate_to_on_a_full_disk_deletes_the_recovery_point(tmp_path: Path) -> None:
+    # The recovery point must never stay past a truncation; when it cannot be moved
+    # back (no space) it goes (no space needed), and the next open scans everything.
+    with DataLog.open(tmp_path, CONFIG) as log:
+        for tag in range(3):
+            log.append(make_batch(2, value_bytes=40, tag=tag))
+        log.flush()
+        expected = read_all(log)
+        log.append_many([make_batch(2, value_bytes=40, tag=9)])  # a copy to cut
+        failpoints.arm("file.before_write", "enospc", times=1000)
+        assert log.truncate_to(6) > 0
+        assert not (tmp_path / "recovery-point").exists()
+        assert read_all(log) == expected
+        log.check()
+    failpoints.disarm_all()
+    with DataLog.open(tmp_path, CONFIG) as log:
+        assert log.recovery_report.recovery_point is None  # scanned all
+        assert read_all(log) == expected

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import signal
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -82,3 +84,74 @@ def test_below_the_log_start(tmp_path: Path) -> None:
     assert next(iter(reader.iter_batches()))[0].base_offset == start
     with pytest.raises(OffsetOutOfRangeError):
         list(reader.iter_batches(from_offset=start - 1))
+
+
+def test_the_end_stops_before_an_append_many_in_progress(tmp_path: Path) -> None:
+    # append_many (a transaction's copy) writes its batches one by one and publishes
+    # them at once; a reader of the files must not end inside it either.
+    seen: list[tuple[int, int]] = []
+
+    def copy(log: DataLog, first_offset: int) -> Iterator[bytes]:
+        for n in range(6):
+            yield make_batch(2, value_bytes=25, tag=100 + n)
+            # append_many wrote every batch before this one: read the files now.
+            reader = LogReader(tmp_path)
+            ends = [header.next_offset for header, _ in reader.iter_batches()]
+            seen.append((reader.end_offset(), ends[-1] if ends else 0))
+
+    with DataLog.open(tmp_path, CONFIG) as log:
+        log.append_many([make_batch(2, value_bytes=25, tag=n) for n in range(3)])
+        assert LogReader(tmp_path).end_offset() == 6
+        log.append_many(copy(log, 6))
+        assert LogReader(tmp_path).end_offset() == 18
+        log.append(make_batch(1, value_bytes=25))
+        assert LogReader(tmp_path).end_offset() == 19
+    assert seen == [(6, 6)] * 6  # never inside the copy, by end or by iteration
+    assert LogReader(tmp_path).end_offset() == 19
+
+
+def test_an_append_many_that_fails_is_never_seen(tmp_path: Path) -> None:
+    def failing() -> Iterator[bytes]:
+        yield make_batch(2, value_bytes=25, tag=1)
+        yield make_batch(2, value_bytes=25, tag=2)
+        raise RuntimeError("the journal went away")
+
+    with DataLog.open(tmp_path, CONFIG) as log:
+        log.append(make_batch(1, value_bytes=25))
+        with pytest.raises(RuntimeError):
+            log.append_many(failing())
+        assert LogReader(tmp_path).end_offset() == 1
+        log.append(make_batch(1, value_bytes=25))
+    assert LogReader(tmp_path).end_offset() == 2
+
+
+def test_a_copy_cut_short_by_a_kill_stays_hidden_until_the_next_write(tmp_path: Path) -> None:
+    # A kill in the middle of append_many leaves its batches on disk; the broker's
+    # next open cuts or finishes the copy (the copier's recovery), and only its next
+    # write says the tail is whole again.
+    with DataLog.open(tmp_path, CONFIG) as log:
+        log.append(make_batch(1, value_bytes=25))
+
+    def killed() -> Iterator[bytes]:
+        yield make_batch(2, value_bytes=25, tag=1)
+        yield make_batch(2, value_bytes=25, tag=2)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    child = os.fork()
+    if child == 0:  # pragma: no cover (the child dies inside append_many)
+        try:
+            DataLog.open(tmp_path, CONFIG).append_many(killed())
+        finally:
+            os._exit(1)
+    _, status = os.waitpid(child, 0)
+    assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
+    reader = LogReader(tmp_path)
+    assert segment_files(tmp_path)[0].stat().st_size > len(make_batch(1, value_bytes=25))
+    assert [h.next_offset for h, _ in reader.iter_batches()] == [1]  # the torn copy is not
+    assert reader.end_offset() == 1
+    with DataLog.open(tmp_path, CONFIG) as log:
+        assert reader.end_offset() == 1  # opening alone does not make the tail whole
+        log.truncate_to(1)  # what the copier's recovery does with a torn copy
+        assert reader.end_offset() == 1
+        log.append(make_batch(1, value_bytes=25))
+    assert reader.end_offset() == 2
