@@ -570,7 +570,14 @@ class DataLog:
             expected_offset = header.next_offset
 
     def iter_headers(self, from_offset: int) -> Iterator[BatchHeader]:
-        """Headers of the batches from the one holding ``from_offset`` to the end (at the call)."""
+        """Headers of the batches from the one holding ``from_offset`` to the end (at the call).
+
+        Each batch is CRC-checked before its header is yielded (once per process, as
+        ``read`` checks: bytes recovery or an earlier read checked are not read again),
+        because callers act on the headers (producer sequences, a copy's recognition):
+        a damaged batch raises CorruptLogError naming the segment and position, as
+        ``read`` does, and its header is never yielded.
+        """
         state = self._snapshot()
         if from_offset == state.log_end_offset:
             return iter(())
@@ -595,10 +602,18 @@ class DataLog:
                     earlier.size_bytes,
                 )
             end_position = self._end_of(state, number)
-            for _, header in segment.headers(position, end_position, expected_offset):
+            for batch_position, header in segment.headers(position, end_position, expected_offset):
+                self._check_unchecked_batch(segment, batch_position, header)
                 yield header
                 expected_offset = header.next_offset
             position = 0
+
+    def _check_unchecked_batch(self, segment: Segment, position: int, header: BatchHeader) -> None:
+        end_position = position + header.size_bytes
+        if not segment.checked.covers(position, end_position):
+            data = segment.read(position, header.size_bytes)
+            self._check_read(segment, data, position, header.base_offset)
+            segment.checked.add(position, end_position)
 
     def last_batch_header(self) -> BatchHeader | None:
         return self._snapshot().last_header
