@@ -157,6 +157,12 @@ class Partition:
             self.log, protected_from_offset=self._applying_start_offset, should_stop=should_stop
         )
 
+    def apply_retention(self, now_ms: int | None = None) -> int:
+        """Size and age retention, never deleting a segment that holds a batch of a copy not
+        yet recorded as APPLIED (the bound compaction gets): the copier's retry of that
+        record recognises the copy in the log, from its first batch."""
+        return self.log.apply_retention(now_ms, protected_from_offset=self._applying_start_offset)
+
     def _applying_start_offset(self) -> int | None:
         applying = self.journal.transactions(self.name, [CopyState.APPLYING])
         return min((record.first_offset for record in applying), default=None)

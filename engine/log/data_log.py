@@ -48,7 +48,7 @@ from twinlog.engine.log.config import LogConfig
 from twinlog.engine.log.files import fsync_directory
 from twinlog.engine.log.flush_policy import FlushPolicy, monotonic_ms
 from twinlog.engine.log.recovery import RecoveryReport, recover
-from twinlog.engine.log.retention import count_segments_to_delete
+from twinlog.engine.log.retention import count_segments_below, count_segments_to_delete
 from twinlog.engine.log.segment import Segment, wall_clock_ms
 from twinlog.engine.log.segment_index import RELATIVE_OFFSET_MAX, IndexDamagedError
 from twinlog.engine.log.segments_view import SegmentsView
@@ -299,12 +299,26 @@ class DataLog:
         self._publish()
         return removed_bytes
 
-    def apply_retention(self, now_ms: int | None = None) -> int:
-        """Delete whole old segments past retention_bytes / retention_ms; return how many."""
-        with self._write_lock:
-            return self._apply_retention_locked(now_ms)
+    def apply_retention(
+        self,
+        now_ms: int | None = None,
+        *,
+        protected_from_offset: Callable[[], int | None] | None = None,
+    ) -> int:
+        """Delete whole old segments past retention_bytes / retention_ms; return how many.
 
-    def _apply_retention_locked(self, now_ms: int | None = None) -> int:
+        ``protected_from_offset()`` (asked under the write lock, so no append moves it
+        meanwhile) is the owner's bound, as compaction gets it: no segment holding an
+        offset at or above it is deleted (None: no bound).
+        """
+        with self._write_lock:
+            return self._apply_retention_locked(now_ms, protected_from_offset)
+
+    def _apply_retention_locked(
+        self,
+        now_ms: int | None = None,
+        protected_from_offset: Callable[[], int | None] | None = None,
+    ) -> int:
         self._check_open()
         if not self.config.deletes:
             return 0  # cleanup.policy compact: compaction, not retention, bounds the log
@@ -312,6 +326,10 @@ class DataLog:
         sealed = self._segments[:-1]
         log_bytes = sum(segment.size_bytes for segment in self._segments)
         count = count_segments_to_delete(sealed, log_bytes, now_ms, self.config)
+        protected = protected_from_offset() if protected_from_offset else None
+        if protected is not None:
+            next_base_offsets = [segment.base_offset for segment in self._segments[1:]]
+            count = min(count, count_segments_below(next_base_offsets, protected))
         return self._delete_oldest_segments(count)
 
     def delete_segments_before(self, offset: int) -> int:
