@@ -79,6 +79,7 @@ from twinlog.engine.broker.group_offsets import (
 from twinlog.engine.broker.id_allocator import IdAllocator
 from twinlog.engine.broker.partition import Partition
 from twinlog.engine.broker.scheduler import Scheduler, broker_tasks
+from twinlog.engine.broker.topic_deletion import end_transactions_touching
 from twinlog.engine.broker.topic_registry import TopicRegistry
 from twinlog.engine.broker.transaction_metadata import now_ms
 from twinlog.engine.broker.txn_state import TransactionEvent
@@ -366,6 +367,18 @@ class Broker:
             raise InvalidConfigError(f"{OFFSETS_TOPIC} is internal and cannot be deleted")
         with self._admin_lock:
             topic = self.topics.get(name)
+            gates = [
+                self._partitions[TopicPartition(name, index)].send_gate
+                for index in range(topic.partitions)
+            ]
+            for gate in gates:
+                gate.close()
+            try:  # topic_deletion.py: its open transactions must not outlive it
+                end_transactions_touching(name, self.coordinators)
+            except BaseException:
+                for gate in gates:
+                    gate.reopen()
+                raise
             self.topics.remove(name)
             for partition_index in range(topic.partitions):
                 partition = self._partitions.pop(TopicPartition(name, partition_index))
@@ -392,7 +405,7 @@ class Broker:
                     journal_bytes_pending=size_bytes,
                 )
             )
-        return TopicDescription(name, tuple(partitions), dict(topic.config))
+        return TopicDescription(name, tuple(partitions), dict(topic.config), topic.topic_id)
 
     def _partition(self, topic: str, partition_index: int) -> Partition:
         found = self._partitions.get(TopicPartition(topic, partition_index))

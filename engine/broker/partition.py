@@ -33,6 +33,7 @@ from twinlog.engine.base.types import (
     TopicPartition,
 )
 from twinlog.engine.broker.producer_state import SequenceTracker
+from twinlog.engine.broker.send_gate import SendGate
 from twinlog.engine.log import CompactionReport, DataLog, LogConfig, compact
 from twinlog.engine.records.batch_format import NO_PRODUCER_ID, BatchHeader
 from twinlog.journal import CopyState, LocalJournal
@@ -56,6 +57,7 @@ class Partition:
         self.writer = PartitionWriter(self.name, self.log, journal)
         self.writer.recover()
         self._plain_lock = threading.Lock()
+        self.send_gate = SendGate(self.name)
         self.data_arrived = threading.Condition()
         self.sequences = self._load_sequences()
         # (transaction id, attempt) -> sequences of its batches on this partition
@@ -105,20 +107,23 @@ class Partition:
         Sequences are checked per (transaction, attempt): every task attempt of a
         Spark job numbers its own batches from 0.
         """
-        tracker = self._transaction_tracker(transaction_id, attempt)
-        where = f"{self.name} in transaction {transaction_id}"
-        if tracker.check(header, f"{where} attempt {attempt!r}" if attempt else where).duplicate:
-            return ProduceResult(-1, duplicate=True)
-        self.journal.append(
-            self.name,
-            transaction_id,
-            batch,
-            producer_id=header.producer_id,
-            producer_generation=header.producer_generation,
-            base_sequence=header.base_sequence,
-            attempt=attempt.encode("utf-8"),
-        )
-        tracker.observe(header, -1)
+        with self.send_gate.send():  # never into the journal of a topic being deleted
+            tracker = self._transaction_tracker(transaction_id, attempt)
+            where = f"{self.name} in transaction {transaction_id}"
+            if tracker.check(
+                header, f"{where} attempt {attempt!r}" if attempt else where
+            ).duplicate:
+                return ProduceResult(-1, duplicate=True)
+            self.journal.append(
+                self.name,
+                transaction_id,
+                batch,
+                producer_id=header.producer_id,
+                producer_generation=header.producer_generation,
+                base_sequence=header.base_sequence,
+                attempt=attempt.encode("utf-8"),
+            )
+            tracker.observe(header, -1)
         return ProduceResult(-1)
 
     def _forget_transaction(self, transaction_id: int) -> None:
