@@ -120,3 +120,21 @@ def test_a_send_racing_a_delete_is_refused_not_journaled(tmp_path: Path) -> None
         with pytest.raises(UnknownTopicOrPartitionError):
             old_partition.append_transactional(transaction_id, sent, read_header(sent))
         assert broker.journal.transaction("t-0", transaction_id) is None
+
+
+def test_a_new_topic_never_opens_files_a_deleted_namesake_left(tmp_path: Path) -> None:
+    # A crash between writing meta without the topic and removing its directories
+    # leaves them behind; a topic created later under that name is another topic.
+    directory = tmp_path / "data"
+    with Broker.open(directory, **CONFIG) as broker:
+        broker.create_topic("t")
+        broker.produce("t", 0, batch([b"deleted-topic"]))
+    meta = directory / "meta"
+    document = json.loads(read_checked(meta))
+    del document["topics"]["t"]
+    replace_file(meta, with_checksum(json.dumps(document).encode()))
+    assert (directory / "logs" / "t-0").exists()
+    with Broker.open(directory, **CONFIG) as broker:
+        broker.create_topic("t")
+        assert _values(broker, "t") == []
+        assert broker.list_offset("t", 0, "latest") == 0
