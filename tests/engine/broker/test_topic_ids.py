@@ -138,3 +138,40 @@ def test_a_new_topic_never_opens_files_a_deleted_namesake_left(tmp_path: Path) -
         broker.create_topic("t")
         assert _values(broker, "t") == []
         assert broker.list_offset("t", 0, "latest") == 0
+
+
+def test_a_decided_copy_that_does_not_finish_refuses_the_deletion(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from twinlog.engine.base import failpoints
+    from twinlog.engine.base.errors import ConcurrentTransactionsError
+    from twinlog.engine.broker import topic_deletion
+
+    monkeypatch.setattr(topic_deletion, "DECIDED_WAIT_S", 0.2)
+    with Broker.open(tmp_path / "data", **CONFIG) as broker:
+        broker.create_topic("t")
+        producer = broker.init_producer("app")
+        transaction_id = broker.begin_transaction(
+            producer.producer_id, producer.producer_generation
+        )
+        broker.produce("t", 0, batch([b"decided"], producer, 0, transaction_id))
+        failpoints.arm("journal.before_sync", "enospc", times=1_000_000)  # a full disk
+        try:
+            broker.commit_transaction(
+                transaction_id, producer.producer_id, producer.producer_generation
+            )
+            with pytest.raises(ConcurrentTransactionsError, match="retry the deletion"):
+                broker.delete_topic("t")
+            assert "t" in broker.list_topics()
+            # The refusal reopened the gate: the topic takes transactional sends again.
+            other = broker.init_producer("other")
+            second = broker.begin_transaction(other.producer_id, other.producer_generation)
+            failpoints.disarm_all()
+            broker.produce("t", 0, batch([b"later"], other, 0, second))
+        finally:
+            failpoints.disarm_all()
+        txn = broker._coordinator_for_id(transaction_id).transaction(transaction_id)
+        if txn is not None:
+            assert broker._coordinator_for_id(transaction_id).wait_complete(txn, 10.0)
+        broker.delete_topic("t")  # aborts the open one, the decided one is done
+        assert "t" not in broker.list_topics()
