@@ -284,9 +284,9 @@ class PartitionWriter:
         if record.state is not CopyState.APPLYING:
             return Case(state, ChainState.INTACT, TailState.EMPTY)
         start, end = record.first_offset, self.log.log_end_offset
-        log_headers = (
-            self.log.iter_headers(start) if self.log.log_start_offset <= start < end else iter(())
-        )
+        # From the log start if retention deleted the copy's start (classify_tail).
+        kept_from = max(start, self.log.log_start_offset)
+        log_headers = self.log.iter_headers(kept_from) if kept_from < end else iter(())
         with closing(self.journal.iter_batch_headers(self.partition, sequences)) as journal_headers:
             tail, _ = classify_tail(
                 start, self.log.log_start_offset, end, log_headers, journal_headers
@@ -308,11 +308,18 @@ class PartitionWriter:
         )
         applied: tuple[int, int] | None = None
         if row.action is Action.REFUSE:
+            log_start_offset = self.log.log_start_offset
+            lost_start = (
+                f" Retention deleted offsets {record.first_offset}..{log_start_offset} of the "
+                "copy, so only a whole copy could be recognised, and this one is not."
+                if record.first_offset < log_start_offset
+                else ""
+            )
             raise CorruptJournalError(
                 f"{self.partition}: transaction {record.transaction_id} is APPLYING from offset "
                 f"{record.first_offset} (log end {self.log.log_end_offset}), chain {case.chain.value}, "
-                f"log tail {case.tail.value}: {row.why}. Copy the partition directory and "
-                "the journal aside before changing anything"
+                f"log tail {case.tail.value}: {row.why}.{lost_start} Copy the partition directory "
+                "and the journal aside before changing anything"
             )
         if row.action is Action.TRUNCATE_AND_COPY:
             removed_bytes = self.log.truncate_to(record.first_offset)

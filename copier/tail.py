@@ -27,16 +27,48 @@ def classify_tail(
 ) -> tuple[TailState, int]:
     """(tail state, batches of ours found) of the log from ``start_offset``.
 
-    ``log_headers`` are the log's headers from ``start_offset`` to its end;
+    ``log_headers`` are the log's headers from ``start_offset`` (or from
+    ``log_start_offset`` if retention deleted the copy's start) to its end;
     ``journal_headers`` the transaction's batches in append order. Reads each
     side at most once, one header at a time.
     """
     if start_offset > log_end_offset:
         return TailState.BEYOND, 0
-    if start_offset < log_start_offset:
+    if start_offset >= log_start_offset:
+        return _match(start_offset, log_headers, journal_headers)
+    # Retention deleted the copy's first segments (older versions did not bound it by
+    # the APPLYING copy). The journal's batches below the log start are passed over by
+    # the offsets they span; the rest must match the log from its start. Only a whole
+    # copy is recognised so (a prefix could not be cut back to a start that is gone).
+    expected_offset, skipped = _skip_deleted(journal_headers, start_offset, log_start_offset)
+    if expected_offset != log_start_offset:
         return TailState.FOREIGN, 0
+    state, matched = _match(expected_offset, log_headers, journal_headers)
+    if state is not TailState.WHOLE:
+        return TailState.FOREIGN, 0
+    return TailState.WHOLE, skipped + matched
+
+
+def _skip_deleted(
+    journal_headers: Iterator[BatchHeader], start_offset: int, log_start_offset: int
+) -> tuple[int, int]:
+    """(offset after the journal batches that lie wholly below the log start, how many)."""
+    expected_offset, skipped = start_offset, 0
+    while expected_offset < log_start_offset:
+        in_journal = next(journal_headers, None)
+        if in_journal is None:
+            break
+        expected_offset += in_journal.last_offset_delta + 1
+        skipped += 1
+    return expected_offset, skipped
+
+
+def _match(
+    expected_offset: int,
+    log_headers: Iterable[BatchHeader],
+    journal_headers: Iterator[BatchHeader],
+) -> tuple[TailState, int]:
     matched = 0
-    expected_offset = start_offset
     for in_log in log_headers:
         in_journal = next(journal_headers, None)
         if (

@@ -25,8 +25,13 @@ from typing import Any, NamedTuple
 
 import lmdb
 
-from twinlog.engine.base.errors import CorruptJournalError, InvalidTxnStateError, TwinlogError
-from twinlog.engine.records.batch_format import BatchHeader, read_header
+from twinlog.engine.base.errors import (
+    CorruptBatchError,
+    CorruptJournalError,
+    InvalidTxnStateError,
+    TwinlogError,
+)
+from twinlog.engine.records.batch_format import BatchHeader, read_header, validate_batch
 from twinlog.journal.local_config import SYNC_COMMIT, JournalConfig
 from twinlog.journal.local_format import (
     ATTEMPT_BYTES_MAX,
@@ -423,17 +428,45 @@ class LocalJournal:
     def iter_batch_headers(
         self, partition: str, sequences: array[int]
     ) -> Generator[BatchHeader, None, None]:
-        """Batch headers of ``sequences`` in order (each copied: 67 bytes per entry)."""
+        """Batch headers of ``sequences`` in order (each copied: 67 bytes per entry), each
+        batch CRC-checked first (``_checked_header``)."""
         for header, value in self._iter_values(partition, sequences):
-            yield read_header(value, header.batch_position)
+            yield self._checked_header(
+                partition, header.transaction_id, value, header.batch_position
+            )
 
     def iter_tagged_headers(
         self, partition: str, sequences: array[int]
     ) -> Generator[tuple[bytes, BatchHeader], None, None]:
-        """(attempt tag, batch header) of ``sequences`` in order; no payload is copied."""
+        """(attempt tag, batch header) of ``sequences`` in order; no payload is copied, each
+        batch is CRC-checked in place (``_checked_header``)."""
         for header, value in self._iter_values(partition, sequences):
             attempt = decode_entry_attempt(value, header)
-            yield attempt, read_header(value, header.batch_position)
+            yield (
+                attempt,
+                self._checked_header(
+                    partition, header.transaction_id, value, header.batch_position
+                ),
+            )
+
+    def _checked_header(
+        self, partition: str, transaction_id: int, value: memoryview, position: int
+    ) -> BatchHeader:
+        """The header of the batch at ``value[position:]`` after checking its CRC.
+
+        Callers act on these headers (a producer's sequences, a copy's recognition in
+        the data log), and LMDB keeps no checksums: the batch CRC is the only guard
+        against a flipped bit in a sequence number.
+        """
+        try:
+            return validate_batch(value, position)
+        except CorruptBatchError as error:
+            raise CorruptJournalError(
+                f"local data journal {self.directory}: a batch of transaction {transaction_id} on "
+                f"{partition} is damaged ({error}); it was not used. LMDB keeps no checksums, the batch "
+                "CRC caught it. Stop the broker, copy the journal aside and restore it from a "
+                "backup (docs/formats.md, 'Local data journal: Damage')"
+            ) from None
 
     def _iter_values(
         self, partition: str, sequences: array[int]

@@ -80,6 +80,7 @@ class TopicDescription:
     name: str
     partitions: tuple[PartitionDescription, ...]
     config: dict[str, str] = field(default_factory=dict)
+    topic_id: str = ""  # 32 hex digits: a random UUID given at creation (KIP-516)
 
 
 @dataclass(frozen=True)

@@ -82,7 +82,12 @@ from twinlog.engine.broker.id_allocator import IdAllocator
 from twinlog.engine.broker.partition import Partition
 from twinlog.engine.broker.producer_owner import idempotent_transactional_id, is_idempotent
 from twinlog.engine.broker.scheduler import Scheduler, broker_tasks
-from twinlog.engine.broker.topic_registry import TopicRegistry
+from twinlog.engine.broker.topic_deletion import end_transactions_touching
+from twinlog.engine.broker.topic_registry import (
+    PARTITIONS_MAX,
+    TopicRegistry,
+    validate_topic_name,
+)
 from twinlog.engine.broker.transaction_metadata import now_ms
 from twinlog.engine.broker.txn_state import TransactionEvent
 from twinlog.engine.log import LogConfig
@@ -389,11 +394,24 @@ class Broker:
         self._log_config(config)  # refuse a bad config before anything is written
         with self._admin_lock:
             self._check_open_files(partitions)
+            self._remove_leftovers(name, partitions)
             self.topics.add(name, partitions, config)
             for partition_index in range(partitions):
                 self._open_partition(TopicPartition(name, partition_index), config)
         log.info("created topic %s with %d partitions", name, partitions)
         return self.describe_topic(name)
+
+    def _remove_leftovers(self, name: str, partition_count: object) -> None:
+        """Remove the partition directories a deleted topic of this name left (the broker
+        stopped between writing meta and removing them): a new topic is another topic."""
+        validate_topic_name(name)  # first: the name becomes a path
+        if name in self.topics.topics or not isinstance(partition_count, int):
+            return  # refused by the registry below
+        for partition_index in range(min(max(partition_count, 0), PARTITIONS_MAX)):
+            leftover = self.data_dir / "logs" / str(TopicPartition(name, partition_index))
+            if leftover.exists():
+                log.warning("removing %s, left by a deleted topic of the same name", leftover)
+                shutil.rmtree(leftover)
 
     def _check_open_files(self, partition_count: object) -> None:
         """Refuse a topic whose partitions would exhaust the process's open-files limit."""
@@ -412,6 +430,18 @@ class Broker:
             raise InvalidConfigError(f"{OFFSETS_TOPIC} is internal and cannot be deleted")
         with self._admin_lock:
             topic = self.topics.get(name)
+            gates = [
+                self._partitions[TopicPartition(name, index)].send_gate
+                for index in range(topic.partitions)
+            ]
+            for gate in gates:
+                gate.close()
+            try:  # topic_deletion.py: its open transactions must not outlive it
+                end_transactions_touching(name, self.coordinators)
+            except BaseException:
+                for gate in gates:
+                    gate.reopen()
+                raise
             self.topics.remove(name)
             for partition_index in range(topic.partitions):
                 partition = self._partitions.pop(TopicPartition(name, partition_index))
@@ -438,7 +468,7 @@ class Broker:
                     journal_bytes_pending=size_bytes,
                 )
             )
-        return TopicDescription(name, tuple(partitions), dict(topic.config))
+        return TopicDescription(name, tuple(partitions), dict(topic.config), topic.topic_id)
 
     def _partition(self, topic: str, partition_index: int) -> Partition:
         found = self._partitions.get(TopicPartition(topic, partition_index))

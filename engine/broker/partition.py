@@ -33,6 +33,7 @@ from twinlog.engine.base.types import (
     TopicPartition,
 )
 from twinlog.engine.broker.producer_state import SequenceTracker
+from twinlog.engine.broker.send_gate import SendGate
 from twinlog.engine.log import CompactionReport, DataLog, LogConfig, compact
 from twinlog.engine.records.batch_format import NO_PRODUCER_ID, BatchHeader
 from twinlog.journal import CopyState, LocalJournal
@@ -61,6 +62,7 @@ class Partition:
             # copy before its next write, once space returns. Reads are served meanwhile.
             log.warning("%s: finishing a copy deferred: %s", self.name, error)
         self._plain_lock = threading.Lock()
+        self.send_gate = SendGate(self.name)
         self.data_arrived = threading.Condition()
         self.sequences = self._load_sequences()
         # (transaction id, attempt) -> sequences of its batches on this partition
@@ -110,20 +112,23 @@ class Partition:
         Sequences are checked per (transaction, attempt): every task attempt of a
         Spark job numbers its own batches from 0.
         """
-        tracker = self._transaction_tracker(transaction_id, attempt)
-        where = f"{self.name} in transaction {transaction_id}"
-        if tracker.check(header, f"{where} attempt {attempt!r}" if attempt else where).duplicate:
-            return ProduceResult(-1, duplicate=True)
-        self.journal.append(
-            self.name,
-            transaction_id,
-            batch,
-            producer_id=header.producer_id,
-            producer_generation=header.producer_generation,
-            base_sequence=header.base_sequence,
-            attempt=attempt.encode("utf-8"),
-        )
-        tracker.observe(header, -1)
+        with self.send_gate.send():  # never into the journal of a topic being deleted
+            tracker = self._transaction_tracker(transaction_id, attempt)
+            where = f"{self.name} in transaction {transaction_id}"
+            if tracker.check(
+                header, f"{where} attempt {attempt!r}" if attempt else where
+            ).duplicate:
+                return ProduceResult(-1, duplicate=True)
+            self.journal.append(
+                self.name,
+                transaction_id,
+                batch,
+                producer_id=header.producer_id,
+                producer_generation=header.producer_generation,
+                base_sequence=header.base_sequence,
+                attempt=attempt.encode("utf-8"),
+            )
+            tracker.observe(header, -1)
         return ProduceResult(-1)
 
     def _forget_transaction(self, transaction_id: int) -> None:
@@ -161,6 +166,12 @@ class Partition:
         return compact(
             self.log, protected_from_offset=self._applying_start_offset, should_stop=should_stop
         )
+
+    def apply_retention(self, now_ms: int | None = None) -> int:
+        """Size and age retention, never deleting a segment that holds a batch of a copy not
+        yet recorded as APPLIED (the bound compaction gets): the copier's retry of that
+        record recognises the copy in the log, from its first batch."""
+        return self.log.apply_retention(now_ms, protected_from_offset=self._applying_start_offset)
 
     def _applying_start_offset(self) -> int | None:
         applying = self.journal.transactions(self.name, [CopyState.APPLYING])

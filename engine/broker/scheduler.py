@@ -140,7 +140,7 @@ def checkpoint_and_purge(
 
 def apply_retention(partitions: Iterable[Partition]) -> None:
     for partition in partitions:
-        partition.log.apply_retention()
+        partition.apply_retention()
 
 
 def compact_logs(partitions: Iterable[Partition], should_stop: Callable[[], bool]) -> None:

@@ -1,7 +1,12 @@
-"""Topics and their configuration, stored in ``DATA_DIR/meta``.
+"""Topics, their ids and their configuration, stored in ``DATA_DIR/meta``.
 
-    meta := JSON {"version": 1, "journal_partitions": int,
-                  "topics": {name: {"partitions": int, "config": {key: str}}}}
+    meta := JSON {"version": 2, "journal_partitions": int,
+                  "topics": {name: {"id": hex32, "partitions": int, "config": {key: str}}}}
+
+A topic's id (Kafka's KIP-516 topic id) is a random 16-byte UUID given when it is
+created and kept for its life: a topic deleted and created again under the same
+name is another topic. Version 1 files (no ids) are read, and every topic gets
+an id on that first open, written back at once as version 2.
 
 Replaced atomically on every change (``twinlog.engine.base.atomic_file``); a change
 that cannot be saved (DiskFullError on a full disk) is not made in memory either. ``journal_partitions``
@@ -14,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,15 +32,22 @@ from twinlog.engine.base.errors import (
     UnknownTopicOrPartitionError,
 )
 
-VERSION = 1
+VERSION = 2
+VERSIONS_READ = (1, 2)  # 1: before topic ids
 TOPIC_NAME = re.compile(r"^[A-Za-z0-9._-]{1,249}$")  # Kafka's rule
 PARTITIONS_MAX = 10_000
+
+
+def new_topic_id() -> str:
+    """A random 16-byte UUID (version 4), as 32 hex digits."""
+    return uuid.uuid4().hex
 
 
 @dataclass
 class TopicMeta:
     partitions: int
     config: dict[str, str] = field(default_factory=dict)
+    topic_id: str = field(default_factory=new_topic_id)
 
 
 def validate_topic_name(name: str) -> None:
@@ -54,15 +67,21 @@ class TopicRegistry:
         if self.path.exists():
             try:
                 stored = json.loads(read_checked(self.path))
-                if stored["version"] != VERSION:
+                if stored["version"] not in VERSIONS_READ:
                     raise ValueError(f"version {stored['version']}")
                 self.journal_partitions = int(stored["journal_partitions"])
                 for name, topic in stored["topics"].items():
-                    self.topics[name] = TopicMeta(int(topic["partitions"]), dict(topic["config"]))
+                    self.topics[name] = TopicMeta(
+                        int(topic["partitions"]),
+                        dict(topic["config"]),
+                        _stored_topic_id(topic) if stored["version"] >= 2 else new_topic_id(),
+                    )
             except (ValueError, KeyError, TypeError) as error:
                 raise CorruptJournalError(
                     f"{self.path}: topic metadata is damaged ({error}); restore it from a backup"
                 ) from None
+            if stored["version"] != VERSION:
+                self._save()  # the ids just given must be the same at every later open
         else:
             self.journal_partitions = journal_partitions
             self._save()
@@ -72,7 +91,7 @@ class TopicRegistry:
             "version": VERSION,
             "journal_partitions": self.journal_partitions,
             "topics": {
-                name: {"partitions": topic.partitions, "config": topic.config}
+                name: {"id": topic.topic_id, "partitions": topic.partitions, "config": topic.config}
                 for name, topic in sorted(self.topics.items())
             },
         }
@@ -111,3 +130,10 @@ class TopicRegistry:
         except BaseException:
             self.topics[name] = topic
             raise
+
+
+def _stored_topic_id(topic: Mapping[str, object]) -> str:
+    topic_id = topic["id"]
+    if not isinstance(topic_id, str) or len(bytes.fromhex(topic_id)) != 16:
+        raise ValueError(f"topic id {topic_id!r} is not 32 hex digits")
+    return topic_id

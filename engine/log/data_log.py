@@ -50,7 +50,7 @@ from twinlog.engine.log.config import LogConfig
 from twinlog.engine.log.files import fsync_directory
 from twinlog.engine.log.flush_policy import FlushPolicy, monotonic_ms
 from twinlog.engine.log.recovery import RecoveryReport, recover
-from twinlog.engine.log.retention import count_segments_to_delete
+from twinlog.engine.log.retention import count_segments_below, count_segments_to_delete
 from twinlog.engine.log.segment import Segment, wall_clock_ms
 from twinlog.engine.log.segment_index import RELATIVE_OFFSET_MAX, IndexDamagedError
 from twinlog.engine.log.segments_view import SegmentsView
@@ -307,12 +307,26 @@ class DataLog:
         self._append_marks.settle()
         return removed_bytes
 
-    def apply_retention(self, now_ms: int | None = None) -> int:
-        """Delete whole old segments past retention_bytes / retention_ms; return how many."""
-        with self._write_lock:
-            return self._apply_retention_locked(now_ms)
+    def apply_retention(
+        self,
+        now_ms: int | None = None,
+        *,
+        protected_from_offset: Callable[[], int | None] | None = None,
+    ) -> int:
+        """Delete whole old segments past retention_bytes / retention_ms; return how many.
 
-    def _apply_retention_locked(self, now_ms: int | None = None) -> int:
+        ``protected_from_offset()`` (asked under the write lock, so no append moves it
+        meanwhile) is the owner's bound, as compaction gets it: no segment holding an
+        offset at or above it is deleted (None: no bound).
+        """
+        with self._write_lock:
+            return self._apply_retention_locked(now_ms, protected_from_offset)
+
+    def _apply_retention_locked(
+        self,
+        now_ms: int | None = None,
+        protected_from_offset: Callable[[], int | None] | None = None,
+    ) -> int:
         self._check_open()
         if not self.config.deletes:
             return 0  # cleanup.policy compact: compaction, not retention, bounds the log
@@ -320,6 +334,10 @@ class DataLog:
         sealed = self._segments[:-1]
         log_bytes = sum(segment.size_bytes for segment in self._segments)
         count = count_segments_to_delete(sealed, log_bytes, now_ms, self.config)
+        protected = protected_from_offset() if protected_from_offset else None
+        if protected is not None:
+            next_base_offsets = [segment.base_offset for segment in self._segments[1:]]
+            count = min(count, count_segments_below(next_base_offsets, protected))
         return self._delete_oldest_segments(count)
 
     def delete_segments_before(self, offset: int) -> int:
@@ -578,7 +596,14 @@ class DataLog:
             expected_offset = header.next_offset
 
     def iter_headers(self, from_offset: int) -> Iterator[BatchHeader]:
-        """Headers of the batches from the one holding ``from_offset`` to the end (at the call)."""
+        """Headers of the batches from the one holding ``from_offset`` to the end (at the call).
+
+        Each batch is CRC-checked before its header is yielded (once per process, as
+        ``read`` checks: bytes recovery or an earlier read checked are not read again),
+        because callers act on the headers (producer sequences, a copy's recognition):
+        a damaged batch raises CorruptLogError naming the segment and position, as
+        ``read`` does, and its header is never yielded.
+        """
         state = self._snapshot()
         if from_offset == state.log_end_offset:
             return iter(())
@@ -603,10 +628,18 @@ class DataLog:
                     earlier.size_bytes,
                 )
             end_position = self._end_of(state, number)
-            for _, header in segment.headers(position, end_position, expected_offset):
+            for batch_position, header in segment.headers(position, end_position, expected_offset):
+                self._check_unchecked_batch(segment, batch_position, header)
                 yield header
                 expected_offset = header.next_offset
             position = 0
+
+    def _check_unchecked_batch(self, segment: Segment, position: int, header: BatchHeader) -> None:
+        end_position = position + header.size_bytes
+        if not segment.checked.covers(position, end_position):
+            data = segment.read(position, header.size_bytes)
+            self._check_read(segment, data, position, header.base_offset)
+            segment.checked.add(position, end_position)
 
     def last_batch_header(self) -> BatchHeader | None:
         return self._snapshot().last_header

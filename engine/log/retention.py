@@ -9,6 +9,10 @@ longer run is deleted:
   an out-of-order timestamp never makes a hole in the log.
 * by size: the oldest segments go while the log, without them, still holds at
   least ``retention_bytes``.
+
+The log's owner may bound both (``count_segments_below``): the broker keeps
+every segment holding a batch of a copy not yet recorded as APPLIED, which
+the copier's recovery must find in the log to finish the commit.
 """
 
 from __future__ import annotations
@@ -44,3 +48,17 @@ def count_segments_to_delete(
             excess_bytes -= segment.size_bytes
             by_size += 1
     return max(by_age, by_size)
+
+
+def count_segments_below(next_base_offsets: Sequence[int], protected_from_offset: int) -> int:
+    """How many of the oldest segments hold only offsets below ``protected_from_offset``.
+
+    ``next_base_offsets[n]`` is where segment ``n`` ends: the base offset of the one
+    after it.
+    """
+    count = 0
+    for end_offset in next_base_offsets:
+        if end_offset > protected_from_offset:
+            break
+        count += 1
+    return count

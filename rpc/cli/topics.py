@@ -80,7 +80,10 @@ def run_list(args: argparse.Namespace) -> int:
 def run_describe(args: argparse.Namespace) -> int:
     with Admin(args.server, connection=connection_options(args), retry=retry_policy(args)) as admin:
         description = admin.describe_topic(args.name)
-    print(f"topic {description.name}: {len(description.partitions)} partitions")
+    print(
+        f"topic {description.name} (id {description.topic_id}): "
+        f"{len(description.partitions)} partitions"
+    )
     for key, value in sorted(description.config.items()):
         print(f"  {key}={value}")
     print_table(

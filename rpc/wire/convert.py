@@ -63,6 +63,7 @@ def topic_to_proto(description: TopicDescription) -> admin_pb2.TopicDescription:
             for item in description.partitions
         ],
         config={str(key): str(value) for key, value in description.config.items()},
+        topic_id=description.topic_id,
     )
 
 
@@ -80,6 +81,7 @@ def topic_from_proto(message: admin_pb2.TopicDescription) -> TopicDescription:
             for item in message.partitions
         ),
         config=dict(message.config),
+        topic_id=message.topic_id,
     )
 
 

@@ -582,3 +582,37 @@ def test_verified_recovery_point_past_the_end_refuses(tmp_path: Path) -> None:
     (tmp_path / "recovery-point").unlink()  # the operator accepts the loss
     with DataLog.open(tmp_path, LogConfig()) as log:
         assert log.log_end_offset == 2
+
+
+def test_a_flipped_sequence_bit_after_a_sigkill_is_caught_not_used(tmp_path: Path) -> None:
+    # After a SIGKILL there is no producer-state snapshot (open deletes it, only close
+    # writes it): the broker rebuilds its idempotence table from the log. A flipped bit
+    # in a sequence number there used to make the producer's next batch a "duplicate",
+    # acknowledged and never stored.
+    directory = tmp_path / "data"
+    with Broker.open(directory, **CONFIG) as broker:
+        broker.create_topic("seq", partitions=1)
+        producer = broker.init_producer()
+        for number in range(3):
+            broker.produce("seq", 0, batch([f"v{number}".encode()], producer, number))
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the child
+        try:
+            Broker.open(directory, **CONFIG)  # deletes the snapshot; dies holding it open
+        finally:
+            os.kill(os.getpid(), signal.SIGKILL)
+    _, wait_status = os.waitpid(child, 0)
+    assert os.WIFSIGNALED(wait_status) and os.WTERMSIG(wait_status) == signal.SIGKILL
+    segment = directory / "logs" / "seq-0" / "00000000000000000000.log"
+    assert not (segment.parent / "producer-state.json").exists()
+    starts = _batch_starts(segment)
+    last_position, last_header = starts[-1]
+    data = bytearray(segment.read_bytes())
+    marker = 0x5A5A5A5A  # where base_sequence lies, found from a batch carrying it
+    sequence_field = batch([b"x"], producer, marker).index(marker.to_bytes(4, "big"))
+    data[last_position + sequence_field + 3] ^= 0x04
+    segment.write_bytes(bytes(data))
+    assert read_header(data, last_position).base_sequence == last_header.base_sequence ^ 0x04
+    with pytest.raises(CorruptLogError) as caught:  # never "sequence 3 is a duplicate"
+        Broker.open(directory, **CONFIG)
+    _check_named(caught.value, segment)

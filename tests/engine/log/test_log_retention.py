@@ -11,7 +11,7 @@ from log_support import TIMESTAMP_MS, batch_values, make_batch, read_all, segmen
 from twinlog.engine.base.errors import OffsetOutOfRangeError
 from twinlog.engine.log import DataLog, LogConfig, LogReader
 from twinlog.engine.log.checkpoints import read_log_start_offset, write_log_start_offset
-from twinlog.engine.log.retention import count_segments_to_delete
+from twinlog.engine.log.retention import count_segments_below, count_segments_to_delete
 
 DAY_MS = 24 * 3600 * 1000
 
@@ -143,3 +143,24 @@ def test_delete_segments_before(tmp_path: Path) -> None:
         assert log.delete_segments_before(10**9) == len(segments) - 3  # never the active one
         assert len(segment_files(tmp_path)) == 1
         log.check()
+
+
+def test_count_segments_below_a_protected_offset() -> None:
+    ends = [10, 20, 30]  # segments [0, 10), [10, 20), [20, 30)
+    assert count_segments_below(ends, 0) == 0
+    assert count_segments_below(ends, 19) == 1  # [10, 20) holds 19
+    assert count_segments_below(ends, 20) == 2
+    assert count_segments_below(ends, 100) == 3
+
+
+def test_retention_keeps_the_segments_from_a_protected_offset(tmp_path: Path) -> None:
+    config = LogConfig(segment_bytes=400, retention_bytes=400, retention_ms=-1)
+    with DataLog.open(tmp_path, config) as log:
+        for tag in range(20):
+            log.append(make_batch(3, tag=tag))
+        bases = [int(path.stem) for path in segment_files(tmp_path)]
+        protected = bases[2] + 1  # inside the third segment
+        assert log.apply_retention(protected_from_offset=lambda: protected) == 2
+        assert log.log_start_offset == bases[2]
+        assert log.apply_retention(protected_from_offset=lambda: None) > 0
+        assert log.log_start_offset > bases[2]

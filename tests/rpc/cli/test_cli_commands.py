@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -121,6 +122,7 @@ def test_topics_produce_consume(server: ServerProcess) -> None:
     assert {r["key"] for r in records} == {f"k{i}" for i in range(10)}
     described = run_cli("topics", "describe", "cli-orders", *s)
     assert described.returncode == 0
+    assert re.match(r"topic cli-orders \(id [0-9a-f]{32}\): 2 partitions", described.stdout)
     ends = [int(line.split()[2]) for line in described.stdout.splitlines()[2:]]
     assert sum(ends) == 10
     one = run_cli(

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from twinlog.rpc.generated.twinlog.v1 import common_pb2 as twinlog_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16twinlog/v1/admin.proto\x12\ntwinlog.v1\x1a\x17twinlog/v1/common.proto\"\xb5\x01\n\x12\x43reateTopicRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x17\n\npartitions\x18\x02 \x01(\x05H\x00\x88\x01\x01\x12:\n\x06\x63onfig\x18\x03 \x03(\x0b\x32*.twinlog.v1.CreateTopicRequest.ConfigEntry\x1a-\n\x0b\x43onfigEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x42\r\n\x0b_partitions\"\"\n\x12\x44\x65leteTopicRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"\x15\n\x13\x44\x65leteTopicResponse\"\x13\n\x11ListTopicsRequest\"#\n\x12ListTopicsResponse\x12\r\n\x05names\x18\x01 \x03(\t\"$\n\x14\x44\x65scribeTopicRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"\x9b\x01\n\x14PartitionDescription\x12\x11\n\tpartition\x18\x01 \x01(\x05\x12\x18\n\x10log_start_offset\x18\x02 \x01(\x03\x12\x16\n\x0elog_end_offset\x18\x03 \x01(\x03\x12\x1f\n\x17journal_entries_pending\x18\x04 \x01(\x03\x12\x1d\n\x15journal_bytes_pending\x18\x05 \x01(\x03\"\xbf\x01\n\x10TopicDescription\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x34\n\npartitions\x18\x02 \x03(\x0b\x32 .twinlog.v1.PartitionDescription\x12\x38\n\x06\x63onfig\x18\x03 \x03(\x0b\x32(.twinlog.v1.TopicDescription.ConfigEntry\x1a-\n\x0b\x43onfigEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\x19\n\x17ListTransactionsRequest\"\x91\x02\n\x16TransactionDescription\x12\x16\n\x0etransaction_id\x18\x01 \x01(\x03\x12\x18\n\x10transactional_id\x18\x02 \x01(\t\x12\x13\n\x0bproducer_id\x18\x03 \x01(\x03\x12\x1b\n\x13producer_generation\x18\x04 \x01(\x05\x12+\n\x05state\x18\x05 \x01(\x0e\x32\x1c.twinlog.v1.TransactionState\x12.\n\npartitions\x18\x06 \x03(\x0b\x32\x1a.twinlog.v1.TopicPartition\x12\x0e\n\x06groups\x18\x07 \x03(\t\x12\x12\n\nstarted_ms\x18\x08 \x01(\x03\x12\x12\n\ntimeout_ms\x18\t \x01(\x03\"T\n\x18ListTransactionsResponse\x12\x38\n\x0ctransactions\x18\x01 \x03(\x0b\x32\".twinlog.v1.TransactionDescription\"1\n\x17\x41\x62ortTransactionRequest\x12\x16\n\x0etransaction_id\x18\x01 \x01(\x03\"\x1a\n\x18\x41\x62ortTransactionResponse\"<\n\x18\x44\x65scribeProducersRequest\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\"\x99\x01\n\x13ProducerDescription\x12\x13\n\x0bproducer_id\x18\x01 \x01(\x03\x12\x1b\n\x13producer_generation\x18\x02 \x01(\x05\x12\x15\n\rlast_sequence\x18\x03 \x01(\x05\x12\x19\n\x11last_timestamp_ms\x18\x04 \x01(\x03\x12\x1e\n\x16\x63urrent_transaction_id\x18\x05 \x01(\x03\"O\n\x19\x44\x65scribeProducersResponse\x12\x32\n\tproducers\x18\x01 \x03(\x0b\x32\x1f.twinlog.v1.ProducerDescription*\xdf\x01\n\x10TransactionState\x12!\n\x1dTRANSACTION_STATE_UNSPECIFIED\x10\x00\x12\x1d\n\x19TRANSACTION_STATE_ONGOING\x10\x01\x12$\n TRANSACTION_STATE_PREPARE_COMMIT\x10\x02\x12#\n\x1fTRANSACTION_STATE_PREPARE_ABORT\x10\x03\x12\x1f\n\x1bTRANSACTION_STATE_COMMITTED\x10\x04\x12\x1d\n\x19TRANSACTION_STATE_ABORTED\x10\x05\x32\xeb\x04\n\x0e\x41\x64ministration\x12K\n\x0b\x43reateTopic\x12\x1e.twinlog.v1.CreateTopicRequest\x1a\x1c.twinlog.v1.TopicDescription\x12N\n\x0b\x44\x65leteTopic\x12\x1e.twinlog.v1.DeleteTopicRequest\x1a\x1f.twinlog.v1.DeleteTopicResponse\x12K\n\nListTopics\x12\x1d.twinlog.v1.ListTopicsRequest\x1a\x1e.twinlog.v1.ListTopicsResponse\x12O\n\rDescribeTopic\x12 .twinlog.v1.DescribeTopicRequest\x1a\x1c.twinlog.v1.TopicDescription\x12]\n\x10ListTransactions\x12#.twinlog.v1.ListTransactionsRequest\x1a$.twinlog.v1.ListTransactionsResponse\x12]\n\x10\x41\x62ortTransaction\x12#.twinlog.v1.AbortTransactionRequest\x1a$.twinlog.v1.AbortTransactionResponse\x12`\n\x11\x44\x65scribeProducers\x12$.twinlog.v1.DescribeProducersRequest\x1a%.twinlog.v1.DescribeProducersResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16twinlog/v1/admin.proto\x12\ntwinlog.v1\x1a\x17twinlog/v1/common.proto\"\xb5\x01\n\x12\x43reateTopicRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x17\n\npartitions\x18\x02 \x01(\x05H\x00\x88\x01\x01\x12:\n\x06\x63onfig\x18\x03 \x03(\x0b\x32*.twinlog.v1.CreateTopicRequest.ConfigEntry\x1a-\n\x0b\x43onfigEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x42\r\n\x0b_partitions\"\"\n\x12\x44\x65leteTopicRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"\x15\n\x13\x44\x65leteTopicResponse\"\x13\n\x11ListTopicsRequest\"#\n\x12ListTopicsResponse\x12\r\n\x05names\x18\x01 \x03(\t\"$\n\x14\x44\x65scribeTopicRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"\x9b\x01\n\x14PartitionDescription\x12\x11\n\tpartition\x18\x01 \x01(\x05\x12\x18\n\x10log_start_offset\x18\x02 \x01(\x03\x12\x16\n\x0elog_end_offset\x18\x03 \x01(\x03\x12\x1f\n\x17journal_entries_pending\x18\x04 \x01(\x03\x12\x1d\n\x15journal_bytes_pending\x18\x05 \x01(\x03\"\xd1\x01\n\x10TopicDescription\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x34\n\npartitions\x18\x02 \x03(\x0b\x32 .twinlog.v1.PartitionDescription\x12\x38\n\x06\x63onfig\x18\x03 \x03(\x0b\x32(.twinlog.v1.TopicDescription.ConfigEntry\x12\x10\n\x08topic_id\x18\x04 \x01(\t\x1a-\n\x0b\x43onfigEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\x19\n\x17ListTransactionsRequest\"\x91\x02\n\x16TransactionDescription\x12\x16\n\x0etransaction_id\x18\x01 \x01(\x03\x12\x18\n\x10transactional_id\x18\x02 \x01(\t\x12\x13\n\x0bproducer_id\x18\x03 \x01(\x03\x12\x1b\n\x13producer_generation\x18\x04 \x01(\x05\x12+\n\x05state\x18\x05 \x01(\x0e\x32\x1c.twinlog.v1.TransactionState\x12.\n\npartitions\x18\x06 \x03(\x0b\x32\x1a.twinlog.v1.TopicPartition\x12\x0e\n\x06groups\x18\x07 \x03(\t\x12\x12\n\nstarted_ms\x18\x08 \x01(\x03\x12\x12\n\ntimeout_ms\x18\t \x01(\x03\"T\n\x18ListTransactionsResponse\x12\x38\n\x0ctransactions\x18\x01 \x03(\x0b\x32\".twinlog.v1.TransactionDescription\"1\n\x17\x41\x62ortTransactionRequest\x12\x16\n\x0etransaction_id\x18\x01 \x01(\x03\"\x1a\n\x18\x41\x62ortTransactionResponse\"<\n\x18\x44\x65scribeProducersRequest\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\"\x99\x01\n\x13ProducerDescription\x12\x13\n\x0bproducer_id\x18\x01 \x01(\x03\x12\x1b\n\x13producer_generation\x18\x02 \x01(\x05\x12\x15\n\rlast_sequence\x18\x03 \x01(\x05\x12\x19\n\x11last_timestamp_ms\x18\x04 \x01(\x03\x12\x1e\n\x16\x63urrent_transaction_id\x18\x05 \x01(\x03\"O\n\x19\x44\x65scribeProducersResponse\x12\x32\n\tproducers\x18\x01 \x03(\x0b\x32\x1f.twinlog.v1.ProducerDescription*\xdf\x01\n\x10TransactionState\x12!\n\x1dTRANSACTION_STATE_UNSPECIFIED\x10\x00\x12\x1d\n\x19TRANSACTION_STATE_ONGOING\x10\x01\x12$\n TRANSACTION_STATE_PREPARE_COMMIT\x10\x02\x12#\n\x1fTRANSACTION_STATE_PREPARE_ABORT\x10\x03\x12\x1f\n\x1bTRANSACTION_STATE_COMMITTED\x10\x04\x12\x1d\n\x19TRANSACTION_STATE_ABORTED\x10\x05\x32\xeb\x04\n\x0e\x41\x64ministration\x12K\n\x0b\x43reateTopic\x12\x1e.twinlog.v1.CreateTopicRequest\x1a\x1c.twinlog.v1.TopicDescription\x12N\n\x0b\x44\x65leteTopic\x12\x1e.twinlog.v1.DeleteTopicRequest\x1a\x1f.twinlog.v1.DeleteTopicResponse\x12K\n\nListTopics\x12\x1d.twinlog.v1.ListTopicsRequest\x1a\x1e.twinlog.v1.ListTopicsResponse\x12O\n\rDescribeTopic\x12 .twinlog.v1.DescribeTopicRequest\x1a\x1c.twinlog.v1.TopicDescription\x12]\n\x10ListTransactions\x12#.twinlog.v1.ListTransactionsRequest\x1a$.twinlog.v1.ListTransactionsResponse\x12]\n\x10\x41\x62ortTransaction\x12#.twinlog.v1.AbortTransactionRequest\x1a$.twinlog.v1.AbortTransactionResponse\x12`\n\x11\x44\x65scribeProducers\x12$.twinlog.v1.DescribeProducersRequest\x1a%.twinlog.v1.DescribeProducersResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -36,8 +36,8 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_CREATETOPICREQUEST_CONFIGENTRY']._serialized_options = b'8\001'
   _globals['_TOPICDESCRIPTION_CONFIGENTRY']._loaded_options = None
   _globals['_TOPICDESCRIPTION_CONFIGENTRY']._serialized_options = b'8\001'
-  _globals['_TRANSACTIONSTATE']._serialized_start=1522
-  _globals['_TRANSACTIONSTATE']._serialized_end=1745
+  _globals['_TRANSACTIONSTATE']._serialized_start=1540
+  _globals['_TRANSACTIONSTATE']._serialized_end=1763
   _globals['_CREATETOPICREQUEST']._serialized_start=64
   _globals['_CREATETOPICREQUEST']._serialized_end=245
   _globals['_CREATETOPICREQUEST_CONFIGENTRY']._serialized_start=185
@@ -55,25 +55,25 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_PARTITIONDESCRIPTION']._serialized_start=403
   _globals['_PARTITIONDESCRIPTION']._serialized_end=558
   _globals['_TOPICDESCRIPTION']._serialized_start=561
-  _globals['_TOPICDESCRIPTION']._serialized_end=752
+  _globals['_TOPICDESCRIPTION']._serialized_end=770
   _globals['_TOPICDESCRIPTION_CONFIGENTRY']._serialized_start=185
   _globals['_TOPICDESCRIPTION_CONFIGENTRY']._serialized_end=230
-  _globals['_LISTTRANSACTIONSREQUEST']._serialized_start=754
-  _globals['_LISTTRANSACTIONSREQUEST']._serialized_end=779
-  _globals['_TRANSACTIONDESCRIPTION']._serialized_start=782
-  _globals['_TRANSACTIONDESCRIPTION']._serialized_end=1055
-  _globals['_LISTTRANSACTIONSRESPONSE']._serialized_start=1057
-  _globals['_LISTTRANSACTIONSRESPONSE']._serialized_end=1141
-  _globals['_ABORTTRANSACTIONREQUEST']._serialized_start=1143
-  _globals['_ABORTTRANSACTIONREQUEST']._serialized_end=1192
-  _globals['_ABORTTRANSACTIONRESPONSE']._serialized_start=1194
-  _globals['_ABORTTRANSACTIONRESPONSE']._serialized_end=1220
-  _globals['_DESCRIBEPRODUCERSREQUEST']._serialized_start=1222
-  _globals['_DESCRIBEPRODUCERSREQUEST']._serialized_end=1282
-  _globals['_PRODUCERDESCRIPTION']._serialized_start=1285
-  _globals['_PRODUCERDESCRIPTION']._serialized_end=1438
-  _globals['_DESCRIBEPRODUCERSRESPONSE']._serialized_start=1440
-  _globals['_DESCRIBEPRODUCERSRESPONSE']._serialized_end=1519
-  _globals['_ADMINISTRATION']._serialized_start=1748
-  _globals['_ADMINISTRATION']._serialized_end=2367
+  _globals['_LISTTRANSACTIONSREQUEST']._serialized_start=772
+  _globals['_LISTTRANSACTIONSREQUEST']._serialized_end=797
+  _globals['_TRANSACTIONDESCRIPTION']._serialized_start=800
+  _globals['_TRANSACTIONDESCRIPTION']._serialized_end=1073
+  _globals['_LISTTRANSACTIONSRESPONSE']._serialized_start=1075
+  _globals['_LISTTRANSACTIONSRESPONSE']._serialized_end=1159
+  _globals['_ABORTTRANSACTIONREQUEST']._serialized_start=1161
+  _globals['_ABORTTRANSACTIONREQUEST']._serialized_end=1210
+  _globals['_ABORTTRANSACTIONRESPONSE']._serialized_start=1212
+  _globals['_ABORTTRANSACTIONRESPONSE']._serialized_end=1238
+  _globals['_DESCRIBEPRODUCERSREQUEST']._serialized_start=1240
+  _globals['_DESCRIBEPRODUCERSREQUEST']._serialized_end=1300
+  _globals['_PRODUCERDESCRIPTION']._serialized_start=1303
+  _globals['_PRODUCERDESCRIPTION']._serialized_end=1456
+  _globals['_DESCRIBEPRODUCERSRESPONSE']._serialized_start=1458
+  _globals['_DESCRIBEPRODUCERSRESPONSE']._serialized_end=1537
+  _globals['_ADMINISTRATION']._serialized_start=1766
+  _globals['_ADMINISTRATION']._serialized_end=2385
 # @@protoc_insertion_point(module_scope)

@@ -81,7 +81,7 @@ class PartitionDescription(_message.Message):
     def __init__(self, partition: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., log_end_offset: _Optional[int] = ..., journal_entries_pending: _Optional[int] = ..., journal_bytes_pending: _Optional[int] = ...) -> None: ...
 
 class TopicDescription(_message.Message):
-    __slots__ = ("name", "partitions", "config")
+    __slots__ = ("name", "partitions", "config", "topic_id")
     class ConfigEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -92,10 +92,12 @@ class TopicDescription(_message.Message):
     NAME_FIELD_NUMBER: _ClassVar[int]
     PARTITIONS_FIELD_NUMBER: _ClassVar[int]
     CONFIG_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
     name: str
     partitions: _containers.RepeatedCompositeFieldContainer[PartitionDescription]
     config: _containers.ScalarMap[str, str]
-    def __init__(self, name: _Optional[str] = ..., partitions: _Optional[_Iterable[_Union[PartitionDescription, _Mapping]]] = ..., config: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    topic_id: str
+    def __init__(self, name: _Optional[str] = ..., partitions: _Optional[_Iterable[_Union[PartitionDescription, _Mapping]]] = ..., config: _Optional[_Mapping[str, str]] = ..., topic_id: _Optional[str] = ...) -> None: ...
 
 class ListTransactionsRequest(_message.Message):
     __slots__ = ()
