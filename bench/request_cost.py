@@ -24,11 +24,11 @@ import zstandard
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "support"))
 
+from batch_support import batch_around
 from server_process import ServerProcess
 
 from twinlog.engine.base.errors import TwinlogError
 from twinlog.engine.records.batch_builder import RecordBatchBuilder, encode_record
-from twinlog.engine.records.batch_format import RECORDS_OFFSET, pack_header
 from twinlog.rpc.client.remote import RemoteBroker
 
 MEBIBYTE = 1 << 20
@@ -42,27 +42,11 @@ def peak_rss_mib(server: ServerProcess) -> float:
     raise AssertionError("no VmHWM")
 
 
-def batch_around(section: bytes, record_count: int, codec: int) -> bytes:
-    buffer = bytearray(RECORDS_OFFSET) + section
-    pack_header(
-        buffer,
-        base_offset=0,
-        attributes=codec,
-        last_offset_delta=record_count - 1,
-        first_timestamp_ms=0,
-        max_timestamp_ms=0,
-        producer_id=-1,
-        producer_generation=-1,
-        base_sequence=-1,
-        transaction_id=-1,
-        record_count=record_count,
-    )
-    return bytes(buffer)
-
-
 def zeros_bomb(size_bytes: int) -> bytes:
     compressor = zstandard.ZstdCompressor(level=19, write_content_size=True)
-    return batch_around(compressor.compress(bytes(size_bytes)), 1, 4)
+    return batch_around(
+        compressor.compress(bytes(size_bytes)), 1, codec=4, section_is_compressed=True
+    )
 
 
 def at_once(count: int, address: str, send: object) -> list[str]:
@@ -102,7 +86,7 @@ def many_records(server: ServerProcess) -> str:
             encode_record(delta, 0, None, b"", None) for delta in range(2_000_000)
         )
         section = zstandard.ZstdCompressor(level=19).compress(builder_section)
-        batch = batch_around(section, 2_000_000, 4)
+        batch = batch_around(section, 2_000_000, codec=4, section_is_compressed=True)
         began = time.monotonic()
         try:
             remote.produce("tiny", 0, batch)

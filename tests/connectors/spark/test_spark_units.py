@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from batch_support import batch_around
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -39,9 +40,8 @@ from twinlog.connectors.spark.write_settings import check_columns, parse_write_s
 from twinlog.engine.base.errors import CorruptBatchError, OffsetOutOfRangeError
 from twinlog.engine.base.types import TopicPartition
 from twinlog.engine.records.batch_builder import RecordBatchBuilder, encode_record
-from twinlog.engine.records.batch_format import RECORDS_OFFSET, pack_header
 from twinlog.engine.records.batch_reader import RecordBatch
-from twinlog.engine.records.compression import CODEC_BY_NAME, compress
+from twinlog.engine.records.compression import CODEC_BY_NAME
 from twinlog.engine.records.rewrite import iter_record_spans, records_section
 
 T0, T1 = TopicPartition("orders", 0), TopicPartition("orders", 1)
@@ -309,21 +309,14 @@ def damaged_batches(draw: st.DrawFn) -> bytes:
         elif damage == "count":
             record_count = draw(st.integers(0, last_offset_delta + 1))
     codec = draw(st.sampled_from(["none", "zstd"]))
-    buffer = bytearray(RECORDS_OFFSET) + compress(CODEC_BY_NAME[codec], bytes(section))
-    pack_header(
-        buffer,
-        base_offset=10,
-        attributes=CODEC_BY_NAME[codec],
+    return batch_around(
+        bytes(section),
+        record_count,
         last_offset_delta=last_offset_delta,
-        first_timestamp_ms=1_700_000_000_000,
-        max_timestamp_ms=1_700_000_000_000,
-        producer_id=-1,
-        producer_generation=-1,
-        base_sequence=-1,
-        transaction_id=-1,
-        record_count=record_count,
+        codec=CODEC_BY_NAME[codec],
+        base_offset=10,
+        timestamp_ms=1_700_000_000_000,
     )
-    return bytes(buffer)
 
 
 @settings(max_examples=300, deadline=None)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import zstandard
+from batch_support import batch_around as support_batch_around
 
 from twinlog.engine.base.errors import (
     BatchTooLargeError,
@@ -20,9 +21,8 @@ from twinlog.engine.base.errors import (
 )
 from twinlog.engine.broker.broker import Broker
 from twinlog.engine.records.batch_builder import build_batch, encode_record
-from twinlog.engine.records.batch_format import RECORDS_OFFSET, pack_header
 from twinlog.engine.records.batch_reader import iter_batches
-from twinlog.engine.records.compression import CODEC_NONE, CODEC_ZSTD, compress
+from twinlog.engine.records.compression import CODEC_NONE, CODEC_ZSTD
 
 MEBIBYTE = 1 << 20
 
@@ -46,21 +46,16 @@ def batch_around(
     transaction_id: int = -1,
 ) -> bytes:
     """A batch with a valid CRC around any records section, as a hostile client sends."""
-    buffer = bytearray(RECORDS_OFFSET) + compress(codec, section)
-    pack_header(
-        buffer,
-        base_offset=0,
-        attributes=codec | (0x10 if transaction_id != -1 else 0),
+    return support_batch_around(
+        section,
+        record_count,
         last_offset_delta=last_offset_delta,
-        first_timestamp_ms=1_700_000_000_000,
-        max_timestamp_ms=1_700_000_000_000,
+        codec=codec,
+        timestamp_ms=1_700_000_000_000,
         producer_id=producer_id,
         producer_generation=producer_generation,
-        base_sequence=0 if producer_id != -1 else -1,
         transaction_id=transaction_id,
-        record_count=record_count,
     )
-    return bytes(buffer)
 
 
 def records(*deltas: int) -> bytes:
@@ -138,21 +133,7 @@ def zstd_bomb(size_bytes: int) -> bytes:
     section = zstandard.ZstdCompressor(level=19, write_content_size=True).compress(
         bytes(size_bytes)
     )
-    buffer = bytearray(RECORDS_OFFSET) + section
-    pack_header(
-        buffer,
-        base_offset=0,
-        attributes=CODEC_ZSTD,
-        last_offset_delta=0,
-        first_timestamp_ms=0,
-        max_timestamp_ms=0,
-        producer_id=-1,
-        producer_generation=-1,
-        base_sequence=-1,
-        transaction_id=-1,
-        record_count=1,
-    )
-    return bytes(buffer)
+    return support_batch_around(section, 1, codec=CODEC_ZSTD, section_is_compressed=True)
 
 
 @pytest.mark.parametrize("topic", ["latest", "orders"])
@@ -182,20 +163,7 @@ def test_a_frame_that_holds_more_than_it_declares_is_refused_after_one_piece(
     assert lying[4] & 0xE0 == 0  # no content size, not single segment: a window byte follows
     lying[4] |= 0x20  # single segment: the next byte is now a one-byte content size
     lying[5] = 100
-    batch = bytearray(RECORDS_OFFSET) + lying
-    pack_header(
-        batch,
-        base_offset=0,
-        attributes=CODEC_ZSTD,
-        last_offset_delta=0,
-        first_timestamp_ms=0,
-        max_timestamp_ms=0,
-        producer_id=-1,
-        producer_generation=-1,
-        base_sequence=-1,
-        transaction_id=-1,
-        record_count=1,
-    )
+    batch = support_batch_around(bytes(lying), 1, codec=CODEC_ZSTD, section_is_compressed=True)
     tracemalloc.start()
     try:
         with pytest.raises(CorruptBatchError):

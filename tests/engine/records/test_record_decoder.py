@@ -6,20 +6,19 @@ from __future__ import annotations
 import re
 
 import pytest
+from batch_support import batch_around
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from twinlog.engine.base.errors import CorruptBatchError
 from twinlog.engine.records.batch_builder import RecordBatchBuilder, encode_record
 from twinlog.engine.records.batch_format import (
-    RECORDS_OFFSET,
     BatchHeader,
-    pack_header,
     read_header,
     validate_batch,
 )
 from twinlog.engine.records.batch_reader import RecordBatch
-from twinlog.engine.records.compression import CODEC_BY_NAME, compress
+from twinlog.engine.records.compression import CODEC_BY_NAME
 from twinlog.engine.records.record_decoder import RECORD_BYTES_MIN, decode_records
 from twinlog.engine.records.rewrite import iter_record_spans, records_section, require_keys
 from twinlog.engine.records.varint import encode_varint
@@ -31,22 +30,14 @@ def batch_of(
     section: bytes, record_count: int, last_offset_delta: int, codec: str = "none"
 ) -> bytes:
     """A batch (valid CRC) around any records section, as a buggy producer could send."""
-    records = compress(CODEC_BY_NAME[codec], section)
-    buffer = bytearray(RECORDS_OFFSET) + records
-    pack_header(
-        buffer,
-        base_offset=100,
-        attributes=CODEC_BY_NAME[codec],
+    return batch_around(
+        section,
+        record_count,
         last_offset_delta=last_offset_delta,
-        first_timestamp_ms=FIRST_TIMESTAMP_MS,
-        max_timestamp_ms=FIRST_TIMESTAMP_MS,
-        producer_id=-1,
-        producer_generation=-1,
-        base_sequence=-1,
-        transaction_id=-1,
-        record_count=record_count,
+        codec=CODEC_BY_NAME[codec],
+        base_offset=100,
+        timestamp_ms=FIRST_TIMESTAMP_MS,
     )
-    return bytes(buffer)
 
 
 def header_of(record_count: int, last_offset_delta: int) -> BatchHeader:

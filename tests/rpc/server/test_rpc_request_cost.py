@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from batch_support import batch_around
 
 from twinlog.engine.base.errors import (
     InvalidConfigError,
@@ -19,7 +20,6 @@ from twinlog.engine.base.errors import (
 )
 from twinlog.engine.broker.broker import Broker
 from twinlog.engine.records.batch_builder import RecordBatchBuilder, build_batch, encode_record
-from twinlog.engine.records.batch_format import RECORDS_OFFSET, pack_header
 from twinlog.rpc.client import Consumer
 from twinlog.rpc.client.remote import RemoteBroker
 from twinlog.rpc.server.config import ServerConfig
@@ -51,21 +51,14 @@ def served(server: RpcServer) -> tuple[Broker, str]:
 def bad_deltas_batch(transaction_id: int = -1, producer: tuple[int, int] = (-1, -1)) -> bytes:
     """Three records whose offset deltas repeat (0, 0, 0): consumers would see 3, 3, 3."""
     section = b"".join(encode_record(0, 0, b"k", b"v", None) for _ in range(3))
-    buffer = bytearray(RECORDS_OFFSET) + section
-    pack_header(
-        buffer,
-        base_offset=0,
-        attributes=0x10 if transaction_id != -1 else 0,
-        last_offset_delta=2,
-        first_timestamp_ms=1_700_000_000_000,
-        max_timestamp_ms=1_700_000_000_000,
+    return batch_around(
+        section,
+        3,
+        timestamp_ms=1_700_000_000_000,
         producer_id=producer[0],
         producer_generation=producer[1],
-        base_sequence=0 if producer[0] != -1 else -1,
         transaction_id=transaction_id,
-        record_count=3,
     )
-    return bytes(buffer)
 
 
 def test_idle_long_polls_do_not_make_another_clients_commit_wait(
