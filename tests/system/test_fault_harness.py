@@ -2,8 +2,10 @@
 
 The CI run SIGKILLs a real ``twinlog serve`` at least 30 times (every named
 failpoint at least once, plus random kills) under transactional and plain
-producers, then reads every partition back and checks what the clients were
-told. The long mode is run by hand:
+producers, with tokens and ACLs on and an attacker principal trying, across the
+kills, to reach the victims' group and producer ids (each attempt must be refused),
+then reads every partition back and checks what the clients were told. The long mode
+is run by hand:
 
     .venv/bin/python tests/system/fault_harness.py --minutes 30
 """
