@@ -824,6 +824,11 @@ class PlainWorker(Worker):
             close_quietly(producer)
 
 
+# Between the attacker's rounds: often enough that every attack meets every kind of server
+# life, rare enough that the victims' workload (and the run's length) barely changes.
+ATTACK_PAUSE_S = (0.3, 0.8)
+
+
 class AttackerWorker(Worker):
     """Another principal trying every attack of ``harness_security.ATTACKS``, round after
     round, across the kills; what each got is in ``attacker.tally``."""
@@ -837,7 +842,7 @@ class AttackerWorker(Worker):
         with RemoteBroker(self.address, options) as remote:
             while not self.stopping.is_set():
                 self.attacker.round(remote, self.rng)
-                self.stopping.wait(self.rng.uniform(0.1, 0.4))
+                self.stopping.wait(self.rng.uniform(*ATTACK_PAUSE_S))
 
 
 # --- the run ------------------------------------------------------------------------------
