@@ -11,7 +11,12 @@ across restarts. In this process a workload runs in threads:
   random bytes up to a random size), a random subset of partitions per
   transaction, ~20% aborted on purpose, a few left to time out, a few
   committed by a zombie after a newer producer fenced it;
-- one plain (idempotent, non-transactional) producer of unique values.
+- one plain (idempotent, non-transactional) producer of unique values;
+- with ``--acl`` (the default; ``harness_security``), the server requires tokens and
+  ACLs: the producers above act as principal ``victim`` (one transactional producer
+  commits offsets of group ``victims`` in each transaction), and an attacker (another
+  principal, READ on the topics, WRITE on the victims' topic, its own transactional
+  id) keeps trying to reach the victims' group and producer ids across the kills.
 
 Each producer writes down what the client was told: a transaction is
 COMMITTED (commit returned OK), ABORTED (abort returned OK, or the commit was
@@ -31,7 +36,9 @@ on the same data directory.
 
 At the end the server restarts clean, every producer finishes, the harness
 waits until no transaction is in flight, SIGKILLs once more, restarts, and
-reads every partition from offset 0. The checker (``check``) compares the logs
+reads every partition from offset 0, and group ``victims``' offset (the number of the
+transaction that sent it: one the client was not told aborted, and none older than the
+last acknowledged commit). The checker (``check``) compares the logs
 with what clients were told:
 
     lost write          an acknowledged commit (or acknowledged plain record) is missing
@@ -42,6 +49,7 @@ with what clients were told:
     non-dense offsets   a partition's offsets are not 0, 1, 2, ... in order
     foreign value       a value no client sent to that partition
     zombie commit       a producer's commit returned OK after a newer generation fenced it
+    isolation breach    an attack of the attacker was accepted (each must be refused)
     server failure      the server exited on its own without a failpoint, or could not start
 
 and prints a summary table. Exit status 0 when no anomaly was found.
@@ -70,13 +78,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from twinlog.engine.base.errors import (
+    AuthorizationError,
     InvalidTxnStateError,
     ProducerFencedError,
     TopicExistsError,
     TwinlogError,
 )
+from twinlog.engine.base.types import TopicPartition
+from twinlog.engine.broker.group_offsets import NO_OFFSET
 from twinlog.engine.records.batch_reader import iter_batches
 from twinlog.rpc.client import Admin, Producer, RetryPolicy
+from twinlog.rpc.client.connection_options import ConnectionOptions
 from twinlog.rpc.client.futures import RecordFuture
 from twinlog.rpc.client.remote import RemoteBroker
 from twinlog.rpc.client.retry import call_with_retry
@@ -84,6 +96,16 @@ from twinlog.rpc.client.retry import call_with_retry
 if __name__ == "__main__":  # run as a script: find the test helpers
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))
 from checkout import ROOT
+from harness_security import (
+    ATTACKER,
+    ATTACKS,
+    OPERATOR,
+    VICTIM,
+    VICTIM_GROUP,
+    Attacker,
+    AttackTally,
+    Security,
+)
 
 log = logging.getLogger("twinlog.client.harness")  # beside the client's retries in client.log
 TOPIC = "fault"
@@ -114,6 +136,7 @@ ANOMALY_CLASSES = (
     "foreign value",
     "zombie commit",
     "late commit",
+    "isolation breach",
     "server failure",
 )
 
@@ -155,6 +178,7 @@ class Transaction:
     transaction_id: int = -1  # the broker's id (to find it in the server log)
     began_s: float = field(default_factory=time.monotonic)  # when begin returned
     ended_s: float = 0.0  # when the commit call returned
+    group_offset: int | None = None  # the offset it sent for group ``victims``, if any
 
     @property
     def name(self) -> str:
@@ -206,10 +230,16 @@ def check(
     plain: Iterable[PlainWrite],
     logs: Mapping[int, Sequence[tuple[int, bytes | None]]],
     log_starts: Mapping[int, int] | None = None,
+    group_offset: int | None = None,
+    breaches: Sequence[str] = (),
 ) -> CheckReport:
     """Compare the partitions' logs (``partition -> [(offset, value)]`` from offset 0) with
-    what the clients were told; every anomaly found, by class."""
+    what the clients were told; every anomaly found, by class. ``group_offset`` is group
+    ``victims``' committed offset read back (None: not read), ``breaches`` the attacks that
+    were accepted."""
     report = CheckReport()
+    for breach in breaches:
+        report.add("isolation breach", breach)
     transactions = list(transactions)
     plain = list(plain)
     owner: dict[bytes, int] = {}  # value -> the partition it was sent to
@@ -258,6 +288,7 @@ def check(
                 return index
         return None
 
+    present_whole: set[str] = set()  # transactions of unknown outcome found whole
     for txn in transactions:
         sent = txn.value_count()
         present = 0
@@ -295,6 +326,7 @@ def check(
         elif txn.outcome == UNKNOWN:
             if present == sent:
                 report.unknown_present += 1
+                present_whole.add(txn.name)
             elif present == 0:
                 report.unknown_absent += 1
             else:
@@ -311,7 +343,38 @@ def check(
                 f"plain record {_short(write.value)} to partition {write.partition} was "
                 "acknowledged and is missing",
             )
+    if group_offset is not None:
+        _check_group_offset(report, transactions, group_offset, present_whole)
     return report
+
+
+def _check_group_offset(
+    report: CheckReport,
+    transactions: Sequence[Transaction],
+    offset: int,
+    present_whole: set[str],
+) -> None:
+    """Group ``victims``' offset is the number of the transaction that sent it: that one
+    committed (acknowledged, or unknown and found whole), and no later one was acknowledged."""
+    senders = {txn.group_offset: txn for txn in transactions if txn.group_offset is not None}
+    acknowledged = [n for n, txn in senders.items() if txn.outcome == COMMITTED]
+    latest = max(acknowledged, default=NO_OFFSET)
+    what = f"group {VICTIM_GROUP!r} has offset {offset}"
+    txn = senders.get(offset)
+    if offset == NO_OFFSET:
+        if latest != NO_OFFSET:
+            report.add("lost write", f"{what}; {senders[latest].name} committed {latest}")
+    elif txn is None:
+        report.add("foreign value", f"{what}, which no transaction sent")
+    elif txn.outcome in (ABORTED, OPEN) or (
+        txn.outcome == UNKNOWN and txn.name not in present_whole
+    ):
+        report.add("aborted read", f"{what}, sent by {txn.name} ({txn.outcome}, {txn.reason})")
+    elif offset < latest:
+        report.add(
+            "lost write",
+            f"{what}; {senders[latest].name} committed offset {latest} (acknowledged)",
+        )
 
 
 def _missing(txn: Transaction, index_in: Callable[[int, bytes], int | None]) -> str:
@@ -331,8 +394,16 @@ class ServerProcess:
     Thread rule: the killer's thread.
     """
 
-    def __init__(self, data_dir: Path, log_path: Path, port: int, config: Sequence[str]) -> None:
+    def __init__(
+        self,
+        data_dir: Path,
+        log_path: Path,
+        port: int,
+        config: Sequence[str],
+        arguments: Sequence[str] = (),
+    ) -> None:
         self.data_dir = data_dir
+        self.arguments = list(arguments)  # --tokens-file, --acl-file
         self.log_path = log_path
         self.port = port
         self.address = f"127.0.0.1:{port}"
@@ -368,6 +439,7 @@ class ServerProcess:
             command += ["--port", str(self.port)]
             for item in self.config:
                 command += ["--config", item]
+            command += self.arguments
             self.process = subprocess.Popen(
                 command, stdout=log_file, stderr=subprocess.STDOUT, cwd=ROOT, env=environment
             )
@@ -463,9 +535,17 @@ def make_value(prefix: str, rng: random.Random) -> bytes:
 class Worker(threading.Thread):
     """Base of the producer threads: a stop event, a seeded random, errors kept for the report."""
 
-    def __init__(self, name: str, address: str, settings: WorkloadSettings, seed: int) -> None:
+    def __init__(
+        self,
+        name: str,
+        address: str,
+        settings: WorkloadSettings,
+        seed: int,
+        token: str | None = None,
+    ) -> None:
         super().__init__(name=name, daemon=True)
         self.address = address
+        self.token = token  # the principal it acts as (None: the server asks for none)
         self.settings = settings
         self.rng = random.Random(seed)
         self.stopping = threading.Event()
@@ -485,10 +565,20 @@ class Worker(threading.Thread):
 
 
 class TransactionalWorker(Worker):
-    def __init__(self, index: int, address: str, settings: WorkloadSettings, seed: int) -> None:
-        super().__init__(f"txn-producer-{index}", address, settings, seed)
+    def __init__(
+        self,
+        index: int,
+        address: str,
+        settings: WorkloadSettings,
+        seed: int,
+        token: str | None = None,
+    ) -> None:
+        super().__init__(f"txn-producer-{index}", address, settings, seed, token)
         self.label = f"p{index}"
         self.transactional_id = f"fault-harness-{index}"
+        # The first one consumes as group ``victims``: each transaction sends the group's
+        # offset (its own number), so the attacker has a group to aim at.
+        self.sends_group_offsets = index == 0
         self.transactions: list[Transaction] = []
         self.resets = 0  # Producers re-created (fatal error, unknown outcome, fencing test)
 
@@ -503,10 +593,14 @@ class TransactionalWorker(Worker):
                 transaction_timeout_ms=self.settings.transaction_timeout_ms,
                 retry=self.retry_policy(),
                 request_timeout_ms=self.settings.request_timeout_ms,
+                token=self.token,
             )
             try:
                 producer.init_transactions()
                 return producer
+            except AuthorizationError:
+                close_quietly(producer)
+                raise  # the harness's grants are wrong: retrying will not help
             except TwinlogError:
                 close_quietly(producer)
                 time.sleep(0.2)
@@ -558,6 +652,14 @@ class TransactionalWorker(Worker):
                 break
             values.append(value)
         txn.values = {p: v for p, v in txn.values.items() if v}
+        if self.sends_group_offsets and not send_failed:
+            txn.group_offset = number  # before the call: its outcome may be unknown
+            try:
+                producer.send_offsets_to_transaction(
+                    {TopicPartition(TOPIC, 0): number}, VICTIM_GROUP
+                )
+            except TwinlogError:
+                send_failed = True
         try:
             producer.flush()
         except TwinlogError:
@@ -641,6 +743,7 @@ class TransactionalWorker(Worker):
             retry=self.retry_policy(),
             transaction_timeout_ms=self.settings.transaction_timeout_ms,
             request_timeout_ms=self.settings.request_timeout_ms,
+            token=self.token,
         )
         try:
             successor.init_transactions()
@@ -680,8 +783,10 @@ def close_quietly(producer: Producer) -> None:
 class PlainWorker(Worker):
     """Idempotent non-transactional produce of unique values; acknowledged or unknown."""
 
-    def __init__(self, address: str, settings: WorkloadSettings, seed: int) -> None:
-        super().__init__("plain-producer", address, settings, seed)
+    def __init__(
+        self, address: str, settings: WorkloadSettings, seed: int, token: str | None = None
+    ) -> None:
+        super().__init__("plain-producer", address, settings, seed, token)
         self.writes: list[PlainWrite] = []
 
     def work(self) -> None:
@@ -692,6 +797,7 @@ class PlainWorker(Worker):
             delivery_timeout_ms=self.settings.retry_timeout_ms,
             retry=self.retry_policy(),
             request_timeout_ms=self.settings.request_timeout_ms,
+            token=self.token,
         )
         number = 0
         try:
@@ -718,6 +824,27 @@ class PlainWorker(Worker):
             close_quietly(producer)
 
 
+# Between the attacker's rounds: often enough that every attack meets every kind of server
+# life, rare enough that the victims' workload (and the run's length) barely changes.
+ATTACK_PAUSE_S = (0.3, 0.8)
+
+
+class AttackerWorker(Worker):
+    """Another principal trying every attack of ``harness_security.ATTACKS``, round after
+    round, across the kills; what each got is in ``attacker.tally``."""
+
+    def __init__(self, address: str, settings: WorkloadSettings, seed: int, token: str) -> None:
+        super().__init__("attacker", address, settings, seed, token)
+        self.attacker = Attacker(TOPIC, settings.partitions, settings.transaction_timeout_ms)
+
+    def work(self) -> None:
+        options = ConnectionOptions(token=self.token, request_timeout_ms=5_000)
+        with RemoteBroker(self.address, options) as remote:
+            while not self.stopping.is_set():
+                self.attacker.round(remote, self.rng)
+                self.stopping.wait(self.rng.uniform(*ATTACK_PAUSE_S))
+
+
 # --- the run ------------------------------------------------------------------------------
 
 
@@ -742,6 +869,12 @@ class HarnessConfig:
         "shutdown_grace_ms=2000",  # a graceful stop waits this long for open produce streams
     )
     progress: bool = False  # print a line every ~30 s
+    # "acl": tokens, ACLs and the attacker (CI); "tokens": the same without the ACL file, so
+    # every attack succeeds (to see the checker catch them); "off": no security, no attacker.
+    security: str = "acl"
+
+
+SECURITY_MODES = ("acl", "tokens", "off")
 
 
 @dataclass
@@ -759,6 +892,7 @@ class RunResult:
     worker_errors: list[str]
     work_dir: Path
     server_log: Path
+    attacks: AttackTally | None = None  # None: no attacker ran
 
     @property
     def kill_count(self) -> int:
@@ -785,11 +919,19 @@ class Harness:
         self.rng = random.Random(config.seed)
         self.work_dir = config.work_dir
         self.data_dir = config.work_dir / "data"
+        if config.security not in SECURITY_MODES:
+            raise ValueError(f"security {config.security!r} is not one of {SECURITY_MODES}")
+        self.security: Security | None = None
+        if config.security != "off":
+            self.security = Security.write(
+                config.work_dir / "security", TOPIC, acl=config.security == "acl"
+            )
         self.server = ServerProcess(
             self.data_dir,
             config.work_dir / "server.log",
             free_port(),
             config.server_config,
+            self.security.server_arguments if self.security else (),
         )
         self.failpoints = failpoint_names()
         self.reached: set[str] = set()
@@ -798,6 +940,9 @@ class Harness:
         self.graceful_stops = 0
         self.started = time.monotonic()
         self._last_progress = self.started
+
+    def token(self, principal: str) -> str | None:
+        return self.security.tokens[principal] if self.security else None
 
     def server_started_between(self, start_s: float, end_s: float) -> bool:
         return any(start_s <= started_s <= end_s for started_s in self.server.start_times_s)
@@ -940,15 +1085,21 @@ class Harness:
 
     def _run(self, address: str) -> RunResult:
         self._start_clean()
-        with Admin(address, retry=RetryPolicy(timeout_ms=30_000)) as admin:
+        operator = self.token(OPERATOR)
+        victim = self.token(VICTIM)
+        settings = self.config.workload
+        with Admin(address, retry=RetryPolicy(timeout_ms=30_000), token=operator) as admin:
             with contextlib.suppress(TopicExistsError):
-                admin.create_topic(TOPIC, partitions=self.config.workload.partitions)
+                admin.create_topic(TOPIC, partitions=settings.partitions)
         workers: list[Worker] = [
-            TransactionalWorker(index, address, self.config.workload, self.rng.randrange(1 << 30))
+            TransactionalWorker(index, address, settings, self.rng.randrange(1 << 30), victim)
             for index in range(self.config.producers)
         ]
         if self.config.plain_producer:
-            workers.append(PlainWorker(address, self.config.workload, self.rng.randrange(1 << 30)))
+            workers.append(PlainWorker(address, settings, self.rng.randrange(1 << 30), victim))
+        attacker = self.token(ATTACKER)
+        if attacker is not None:
+            workers.append(AttackerWorker(address, settings, self.rng.randrange(1 << 30), attacker))
         for worker in workers:
             worker.start()
         gone: ServerGone | None = None
@@ -969,6 +1120,7 @@ class Harness:
         worker_errors = self._stop_workers(workers)
         logs: dict[int, list[tuple[int, bytes | None]]] = {}
         starts: dict[int, int] = {}
+        group_offset: int | None = None
         if gone is None:
             try:
                 self._wait_no_transactions(address)
@@ -977,7 +1129,8 @@ class Harness:
                 self.kills["final"] += 1
                 self._start_clean()
                 self._wait_no_transactions(address)
-                logs, starts = read_logs(address, self.config.workload.partitions)
+                logs, starts = read_logs(address, settings.partitions, operator)
+                group_offset = read_group_offset(address, operator)
                 status = self.server.stop()
                 if status != 0:
                     self._server_failure(f"graceful stop (SIGTERM) ended with {status}")
@@ -988,11 +1141,15 @@ class Harness:
             txn for w in workers if isinstance(w, TransactionalWorker) for txn in w.transactions
         ]
         plain = [write for w in workers if isinstance(w, PlainWorker) for write in w.writes]
+        attacks = next((w.attacker.tally for w in workers if isinstance(w, AttackerWorker)), None)
+        breaches = attacks.accepted if attacks else []
         if gone is None:
-            report = check(transactions, plain, logs, starts)
+            report = check(transactions, plain, logs, starts, group_offset, breaches)
         else:
             report = CheckReport()  # nothing can be read back: the failure is the finding
             report.add("server failure", f"the run stopped early: {gone}")
+            for breach in breaches:
+                report.add("isolation breach", breach)
         write_history(self.work_dir / "history.txt", transactions, plain)
         for txn in transactions:
             if txn.reason == ZOMBIE_ACCEPTED:
@@ -1026,6 +1183,7 @@ class Harness:
             worker_errors=worker_errors,
             work_dir=self.work_dir,
             server_log=self.server.log_path,
+            attacks=attacks,
         )
 
     @staticmethod
@@ -1045,7 +1203,8 @@ class Harness:
         """Until the broker has no transaction in flight (open ones time out, prepared ones
         complete)."""
         deadline = time.monotonic() + self.config.workload.transaction_timeout_ms / 1000 + 60
-        with Admin(address, retry=RetryPolicy(timeout_ms=30_000)) as admin:
+        retry = RetryPolicy(timeout_ms=30_000)
+        with Admin(address, retry=retry, token=self.token(OPERATOR)) as admin:
             while True:
                 in_flight = admin.list_transactions()
                 if not in_flight:
@@ -1072,14 +1231,25 @@ def write_history(
             out.write(f"plain {_short(write.value)} p{write.partition} {state}\n")
 
 
+def read_group_offset(address: str, token: str | None = None) -> int:
+    """Group ``victims``' committed offset of partition 0 (NO_OFFSET: none)."""
+    policy = RetryPolicy(timeout_ms=30_000)
+    partition = TopicPartition(TOPIC, 0)
+    with RemoteBroker(address, ConnectionOptions(token=token)) as broker:
+        found = call_with_retry(
+            policy, lambda: broker.fetch_offsets(VICTIM_GROUP, [partition]), "fetch offsets"
+        )
+    return found.get(partition, NO_OFFSET)
+
+
 def read_logs(
-    address: str, partitions: int
+    address: str, partitions: int, token: str | None = None
 ) -> tuple[dict[int, list[tuple[int, bytes | None]]], dict[int, int]]:
     """Every record of every partition, raw from the data logs: (offset, value) in log order."""
     logs: dict[int, list[tuple[int, bytes | None]]] = {}
     starts: dict[int, int] = {}
     policy = RetryPolicy(timeout_ms=30_000)
-    with RemoteBroker(address) as broker:
+    with RemoteBroker(address, ConnectionOptions(token=token)) as broker:
         for partition in range(partitions):
             start = call_with_retry(
                 policy, lambda p=partition: broker.list_offset(TOPIC, p, "earliest"), "list"
@@ -1165,6 +1335,10 @@ def format_summary(result: RunResult) -> str:
             + (f" (never: {', '.join(unreached)})" if unreached else ""),
         )
     )
+    if result.attacks is not None:
+        tally = result.attacks
+        rows.append(("attacks (another principal)", f"{len(tally.accepted)} accepted"))
+        rows += [(f"  {attack}", tally.summary(attack)) for attack in ATTACKS]
     rows.append(("anomalies", str(report.total)))
     for kind in ANOMALY_CLASSES:
         rows.append((f"  {kind}", str(len(report.anomalies[kind]))))
@@ -1216,6 +1390,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--producers", type=int, default=3, help="transactional producers")
     parser.add_argument("--partitions", type=int, default=4, help="partitions of the topic")
     parser.add_argument("--keep", action="store_true", help="keep the work dir after a clean run")
+    parser.add_argument(
+        "--security",
+        choices=SECURITY_MODES,
+        default="acl",
+        help="acl (default, as CI): tokens, ACLs and an attacker principal; tokens: the same "
+        "without ACLs, so the attacks succeed (isolation breaches); off: no tokens, no attacker",
+    )
     args = parser.parse_args(argv)
     seed = args.seed if args.seed is not None else random.randrange(1 << 31)
     temporary = args.work_dir is None
@@ -1230,6 +1411,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         producers=args.producers,
         workload=WorkloadSettings(partitions=args.partitions),
         progress=True,
+        security=args.security,
     )
     print(
         f"fault harness: seed {seed}, work dir {work_dir}, "

@@ -2,8 +2,10 @@
 
 The CI run SIGKILLs a real ``twinlog serve`` at least 30 times (every named
 failpoint at least once, plus random kills) under transactional and plain
-producers, then reads every partition back and checks what the clients were
-told. The long mode is run by hand:
+producers, with tokens and ACLs on and an attacker principal trying, across the
+kills, to reach the victims' group and producer ids (each attempt must be refused),
+then reads every partition back and checks what the clients were told. The long mode
+is run by hand:
 
     .venv/bin/python tests/system/fault_harness.py --minutes 30
 """
@@ -28,6 +30,7 @@ from fault_harness import (
     run,
     said_aborted,
 )
+from harness_security import ATTACKS, AttackTally
 
 from twinlog.engine.base.errors import InvalidTxnStateError
 from twinlog.engine.base.types import TransactionState
@@ -109,6 +112,28 @@ def test_checker_reports_every_anomaly_class() -> None:
         assert name in messages
 
 
+def test_checker_reports_accepted_attacks_and_a_wrong_group_offset() -> None:
+    history = [
+        txn("p0/1", COMMITTED, {0: [b"a1"]}),
+        txn("p0/2", COMMITTED, {0: [b"b1"]}),
+        txn("p0/3", ABORTED, {0: [b"c1"]}, "abort"),
+        txn("p0/4", UNKNOWN, {0: [b"d1"]}, "BrokerUnavailableError"),  # absent: aborted
+    ]
+    for number, item in enumerate(history, 1):
+        item.group_offset = number
+    logs = {0: as_log(b"a1", b"b1")}
+    breach = "commit the victims' group offsets: overwrote group 'victims''s offset with 0"
+    assert check(history, [], logs, group_offset=2).total == 0
+    assert counts(check(history, [], logs, group_offset=2, breaches=[breach])) == {
+        "isolation breach": 1
+    }
+    assert counts(check(history, [], logs, group_offset=1)) == {"lost write": 1}
+    assert counts(check(history, [], logs, group_offset=-1)) == {"lost write": 1}
+    assert counts(check(history, [], logs, group_offset=0)) == {"foreign value": 1}
+    assert counts(check(history, [], logs, group_offset=3)) == {"aborted read": 1}
+    assert counts(check(history, [], logs, group_offset=4)) == {"aborted read": 1}
+
+
 def test_checker_reports_a_log_that_does_not_start_at_zero_and_a_misplaced_value() -> None:
     history = [txn("p0/1", COMMITTED, {0: [b"v1"]})]
     report = check(history, [], {0: as_log(), 1: as_log(b"v1")}, {0: 5, 1: 0})
@@ -157,6 +182,14 @@ def test_fault_harness_ci_run(tmp_path: Path) -> None:
     reasons = {txn.reason for txn in result.transactions if txn.outcome == ABORTED}
     assert {"abort", "fenced", "timed out"} <= reasons, summary
     assert sum(write.acknowledged for write in result.plain) > 0, summary
+    # The attacker (another principal) tried every attack across the kills; none got
+    # through (an accepted one is an "isolation breach", counted in the total above).
+    attacks = result.attacks
+    assert isinstance(attacks, AttackTally), summary
+    assert not attacks.accepted, summary
+    for attack in ATTACKS:
+        assert attacks.refused[attack] >= 1, f"{attack}: never answered\n{summary}"
+    assert any(txn.group_offset is not None for txn in result.transactions), summary
 
 
 # --- found by the harness: a retried commit after restarts must learn the outcome --------

@@ -18,13 +18,21 @@ request that writes is named. Reads write nothing either: every file is
 compared, except LMDB's reader table (``lock.mdb``) and the journal's lock file;
 the server log lives outside the data directory.
 
+``test_records_are_checked_at_the_door``: one of each batch whose CRC holds and whose
+records do not (garbage, offset deltas backwards or repeated, a record count that
+disagrees, a zstd bomb, millions of tiny records), each answered with its typed error
+(InvalidRecordError, BatchTooLargeError); hypothesis draws more of them among the
+hostile calls above, where the error's name is checked too.
+
 ``test_random_requests_get_clear_statuses``: a second server, any field values
 (including valid ones, which may write), and random bytes for every method.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import itertools
 import os
 import resource
 import time
@@ -40,10 +48,15 @@ from google.protobuf.message import Message
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from server_process import ServerProcess
+from zstandard import ZstdCompressor
 
+from twinlog.engine.base.errors import InvalidRecordError
 from twinlog.engine.base.types import TopicPartition
-from twinlog.engine.records.batch_builder import RecordBatchBuilder
-from twinlog.engine.records.batch_format import read_header
+from twinlog.engine.broker.config import BrokerConfig
+from twinlog.engine.records.batch_builder import RecordBatchBuilder, encode_record
+from twinlog.engine.records.batch_format import RECORDS_OFFSET, pack_header, read_header
+from twinlog.engine.records.compression import CODEC_NONE, CODEC_ZSTD, compress
+from twinlog.engine.records.record_decoder import decode_records
 from twinlog.rpc.client.connection import ConnectionOptions
 from twinlog.rpc.client.remote import RemoteBroker
 from twinlog.rpc.generated.twinlog.v1 import (
@@ -275,6 +288,8 @@ class Call:
     requests: tuple[Message | bytes, ...]  # bytes: sent raw, not as protobuf
     ok_allowed: bool
     why: str
+    # The error each request must be refused with (one name per request); () for any.
+    expected: tuple[str, ...] = ()
 
     @property
     def path(self) -> str:
@@ -331,6 +346,7 @@ class Client:
         except grpc.RpcError as error:
             check_refusal(call, error)
             self.refusals.append(dict(error.trailing_metadata() or ()).get(NAME_KEY))  # type: ignore[attr-defined]
+            assert call.expected in ((), (self.refusals[-1],)), f"{call!r}: {error.details()}"  # type: ignore[attr-defined]
         else:
             assert call.ok_allowed, f"{call!r} was accepted"
 
@@ -349,12 +365,14 @@ class Client:
             self.refusals.append(dict(error.trailing_metadata() or ()).get(NAME_KEY))  # type: ignore[attr-defined]
             return
         assert len(responses) == len(call.requests), f"{call!r}: {len(responses)} answers"
-        for request, response in zip(call.requests, responses, strict=True):
+        expected = call.expected or (None,) * len(call.requests)
+        for request, response, name in zip(call.requests, responses, expected, strict=True):
             if not response.HasField("error"):
                 assert call.ok_allowed, f"{call!r}: {request!r} was accepted"
                 continue
             error = response.error
             self.refusals.append(error.name)
+            assert name in (None, error.name), f"{call!r}: {request!r} refused with {error}"
             code = _code_of(error.status_code)
             assert code not in FORBIDDEN_CODES, f"{call!r}: {error}"
             assert error.message and error.name in ERROR_CLASSES_BY_NAME, f"{call!r}: {error}"
@@ -596,6 +614,158 @@ def _owner_of(batch: bytes) -> tuple[int, int, int]:
     return header.transaction_id, header.producer_id, header.producer_generation
 
 
+# --- strategies: batches whose CRC holds and whose records do not -------------------------
+
+INVALID_RECORD = InvalidRecordError.__name__
+TOO_LARGE = "BatchTooLargeError"
+BROKER_DEFAULTS = BrokerConfig()  # the hostile servers keep the door's default limits
+MEBIBYTE = 1 << 20
+
+
+def forged_batch(
+    section: bytes,
+    record_count: int,
+    codec: int = CODEC_NONE,
+    owner: tuple[int, tuple[int, int], int] | None = None,
+    compressed: bool = False,
+) -> bytes:
+    """A batch with a valid CRC around any records section (compressed here with ``codec``
+    unless it already is), plain or, with ``owner`` (transaction id, producer, base sequence),
+    transactional: what a hostile client builds by hand."""
+    transaction_id, (producer_id, generation), sequence = owner or (-1, (-1, -1), -1)
+    buffer = bytearray(RECORDS_OFFSET) + (section if compressed else compress(codec, section))
+    pack_header(
+        buffer,
+        base_offset=0,
+        attributes=codec | (0x10 if transaction_id != -1 else 0),
+        last_offset_delta=max(0, record_count - 1),
+        first_timestamp_ms=1_700_000_000_000,
+        max_timestamp_ms=1_700_000_000_000,
+        producer_id=producer_id,
+        producer_generation=generation,
+        base_sequence=sequence,
+        transaction_id=transaction_id,
+        record_count=record_count,
+    )
+    return bytes(buffer)
+
+
+def records_with_deltas(deltas: Sequence[int]) -> bytes:
+    return b"".join(encode_record(delta, 0, b"k", b"v", None) for delta in deltas)
+
+
+def _records_decode(section: bytes, record_count: int) -> bool:
+    try:
+        decode_records(section, read_header(forged_batch(section, record_count)))
+    except InvalidRecordError:
+        return False
+    return True
+
+
+@functools.cache
+def zstd_bomb_section(size_bytes: int) -> bytes:
+    """A few KiB of zstd that declare (and hold) ``size_bytes`` of zeros, built in pieces."""
+    compressor = ZstdCompressor(write_content_size=True).compressobj(size=size_bytes)
+    piece = bytes(MEBIBYTE)
+    parts = [compressor.compress(piece) for _ in range(size_bytes // MEBIBYTE)]
+    return b"".join(parts) + compressor.flush()
+
+
+def bad_record_sections() -> st.SearchStrategy[tuple[bytes, int, int, bool, str]]:
+    """(section, record count, codec, already compressed, the error that must answer)."""
+    codecs = st.sampled_from([CODEC_NONE, CODEC_ZSTD])
+    garbage = st.builds(
+        lambda section, count, codec: (section, count, codec, False, INVALID_RECORD),
+        st.binary(min_size=1, max_size=120),
+        st.integers(1, 4),
+        codecs,
+    ).filter(lambda case: not _records_decode(case[0], case[1]))
+    not_climbing = st.lists(st.integers(0, 6), min_size=2, max_size=6).filter(
+        lambda deltas: any(b <= a for a, b in itertools.pairwise(deltas))
+    )
+    backwards_or_repeated = st.builds(
+        lambda deltas, codec: (
+            records_with_deltas(deltas),
+            len(deltas),
+            codec,
+            False,
+            INVALID_RECORD,
+        ),
+        not_climbing,
+        codecs,
+    )
+    count_disagrees = st.builds(
+        lambda held, said, codec: (
+            records_with_deltas(range(held)),
+            said,
+            codec,
+            False,
+            INVALID_RECORD,
+        ),
+        st.integers(1, 5),
+        st.integers(1, 8),
+        codecs,
+    ).filter(lambda case: case[0] != records_with_deltas(range(case[1])))
+    limit = BROKER_DEFAULTS.batch_decompressed_bytes_max
+    bombs = st.sampled_from([limit + MEBIBYTE, 256 * MEBIBYTE]).map(
+        lambda size: (zstd_bomb_section(size), 1, CODEC_ZSTD, True, TOO_LARGE)
+    )
+    # Millions of empty records said in a batch of a few hundred bytes (each reader would
+    # pay for every one of them): refused by count before anything is decoded.
+    tiny_records = st.sampled_from([BROKER_DEFAULTS.batch_records_max + 1, 2_000_000]).map(
+        lambda count: (
+            records_with_deltas(range(0, count, count // 16)),
+            count,
+            CODEC_ZSTD,
+            False,
+            TOO_LARGE,
+        )
+    )
+    return st.one_of(garbage, backwards_or_repeated, count_disagrees, bombs, tiny_records)
+
+
+def door_requests(seeded: Seed) -> st.SearchStrategy[tuple[produce_pb2.ProduceRequest, str]]:
+    """A produce request of a batch refused at the door, plain anywhere or in the victim's
+    open transaction at its next sequence (where a well-formed batch would be written),
+    with the name of the error that must answer it."""
+    plain = st.tuples(st.sampled_from([("known", 0), ("known", 1), ("empty", 0)]), st.just(None))
+    in_open_txn = st.just(
+        (("known", 1), (seeded.open_txn, seeded.victim, seeded.open_txn_sequence_next))
+    )
+    return st.builds(
+        lambda target, case: (
+            produce_pb2.ProduceRequest(
+                topic=target[0][0],
+                partition=target[0][1],
+                batch=forged_batch(case[0], case[1], case[2], target[1], case[3]),
+            ),
+            case[4],
+        ),
+        st.one_of(plain, in_open_txn),
+        bad_record_sections(),
+    )
+
+
+def door_calls(seeded: Seed) -> st.SearchStrategy[Call]:
+    return st.one_of(
+        door_requests(seeded).map(
+            lambda case: Call(
+                "Producing", "Produce", (case[0],), False, "records refused at the door", (case[1],)
+            )
+        ),
+        st.lists(door_requests(seeded), min_size=1, max_size=4).map(
+            lambda cases: Call(
+                "Producing",
+                "ProduceStream",
+                tuple(request for request, _ in cases),
+                False,
+                "records refused at the door, streamed",
+                tuple(name for _, name in cases),
+            )
+        ),
+    )
+
+
 def hostile_calls(seeded: Seed) -> st.SearchStrategy[Call]:
     P, C, A = "Producing", "Consuming", "Administration"
     topic_names = st.one_of(unknown_topics(seeded), st.sampled_from(sorted(seeded.topics)))
@@ -638,6 +808,7 @@ def hostile_calls(seeded: Seed) -> st.SearchStrategy[Call]:
             "init with a refused timeout or a reserved id",
         ),
         call_of(P, "Produce", hostile_produce_requests(seeded), False, "hostile produce"),
+        door_calls(seeded),
         call_of(
             P,
             "ProduceStream",
@@ -1291,6 +1462,104 @@ def test_each_bug_found_stays_fixed(hostile_server: tuple[ServerProcess, Seed]) 
     with RemoteBroker(server.address) as remote:  # the holder is still open, still holding
         (held,) = remote.list_transactions()
         assert held.transaction_id == seeded.open_txn and held.groups == (HELD_GROUP,)
+
+
+# --- records checked at the door --------------------------------------------------------------
+
+DOOR_CASES: dict[str, tuple[Callable[[], bytes], int, int, bool, str]] = {
+    # name: (section, record count, codec, section already compressed, the answer)
+    "garbage records": (lambda: b"\x00" * 30, 3, CODEC_NONE, False, INVALID_RECORD),
+    "garbage records, zstd": (lambda: b"\xff\x01" * 40, 2, CODEC_ZSTD, False, INVALID_RECORD),
+    "offset deltas backwards": (
+        lambda: records_with_deltas([2, 1, 0]),
+        3,
+        CODEC_NONE,
+        False,
+        INVALID_RECORD,
+    ),
+    "offset deltas repeated": (
+        lambda: records_with_deltas([0, 1, 1, 1]),
+        4,
+        CODEC_ZSTD,
+        False,
+        INVALID_RECORD,
+    ),
+    "record count too high": (
+        lambda: records_with_deltas(range(2)),
+        5,
+        CODEC_NONE,
+        False,
+        INVALID_RECORD,
+    ),
+    "record count too low": (
+        lambda: records_with_deltas(range(4)),
+        2,
+        CODEC_ZSTD,
+        False,
+        INVALID_RECORD,
+    ),
+    "zstd bomb": (lambda: zstd_bomb_section(256 * MEBIBYTE), 1, CODEC_ZSTD, True, TOO_LARGE),
+    "two million tiny records": (
+        lambda: records_with_deltas(range(0, 2_000_000, 125_000)),
+        2_000_000,
+        CODEC_ZSTD,
+        False,
+        TOO_LARGE,
+    ),
+}
+SERVER_PEAK_RSS_BYTES_MAX = 256 * MEBIBYTE  # the bomb declares this much: none of it is made
+
+
+def peak_rss_bytes(pid: int) -> int:
+    """The process's peak resident set (VmHWM, Linux)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError(f"no VmHWM for process {pid}")
+
+
+def test_records_are_checked_at_the_door(hostile_server: tuple[ServerProcess, Seed]) -> None:
+    """Each batch whose CRC holds and whose records do not, plain and in the open transaction
+    at its next sequence, by Produce and ProduceStream: refused with its typed error, the
+    server alive and within its memory, and not one file changed."""
+    server, seeded = hostile_server
+    assert server.process is not None
+    data_dir = server.data_dir
+    with RemoteBroker(server.address) as remote:
+        seen_before = visible_state(remote, seeded)
+    stats_before = settled_file_stats(data_dir)
+    checksum_before = checksum(data_dir)
+    owners = {
+        "plain": (("known", 0), None),
+        "in the open transaction": (
+            ("known", 1),
+            (seeded.open_txn, seeded.victim, seeded.open_txn_sequence_next),
+        ),
+    }
+    client = Client(server.address)
+    try:
+        for what, (section, count, codec, compressed, expected) in DOOR_CASES.items():
+            for whose, ((topic, partition), owner) in owners.items():
+                batch = forged_batch(section(), count, codec, owner, compressed)
+                assert len(batch) < MAX_BATCH_BYTES, what  # small: only its records are wrong
+                request = produce_pb2.ProduceRequest(topic=topic, partition=partition, batch=batch)
+                for method in ("Produce", "ProduceStream"):
+                    call = Call("Producing", method, (request,), False, f"{what}, {whose}")
+                    refusals = len(client.refusals)
+                    client.send(call)
+                    assert client.refusals[refusals:] == [expected], f"{call!r}"
+                    assert server.process.poll() is None, server.log()[-5000:]
+                    changed = differences(stats_before, file_stats(data_dir))
+                    assert not changed, f"{call!r} changed {changed[:8]}"
+    finally:
+        client.close()
+    assert checksum(data_dir) == checksum_before
+    with RemoteBroker(server.address) as remote:
+        assert visible_state(remote, seeded) == seen_before
+    peak = peak_rss_bytes(server.process.pid)
+    print(f"server peak RSS after the door cases: {peak / MEBIBYTE:.0f} MiB")
+    assert peak < SERVER_PEAK_RSS_BYTES_MAX, f"peak RSS {peak / MEBIBYTE:.0f} MiB"
+    assert "Traceback" not in server.log(), _server_trouble(server)
 
 
 # --- a second principal with ACLs on ------------------------------------------------------------
