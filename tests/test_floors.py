@@ -100,3 +100,18 @@ def test_setup_cfg_installs_every_package_folder() -> None:
         for init in (ROOT / root).rglob("__init__.py")
     }
     assert folders | {"twinlog"} == listed
+
+
+def test_import_twinlog_gives_every_error_class_and_the_everyday_names() -> None:
+    import twinlog
+    from twinlog.engine.base import errors
+
+    broker_errors = [
+        cls.__name__
+        for cls in errors.all_error_classes()
+        if cls.__module__ == errors.__name__ and cls.__name__ != "TwinlogError"
+    ]
+    missing = [name for name in [*broker_errors, "TwinlogError"] if name not in twinlog.__all__]
+    assert not missing, f"add to twinlog/__init__.py: {missing}"
+    for name in ("Broker", "Producer", "Consumer", "Admin", "TopicPartition", "__version__"):
+        assert name in twinlog.__all__ and getattr(twinlog, name) is not None
