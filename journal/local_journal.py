@@ -63,6 +63,7 @@ from twinlog.journal.local_writer import (
     GroupWriter,
     translate_lmdb_error,
 )
+from twinlog.journal.map_backing import back_map_with_file
 from twinlog.journal.map_lock import MapLock
 from twinlog.journal.mapped_pages import MapAddresses, PageReleaser
 
@@ -195,7 +196,8 @@ class LocalJournal:
         except lmdb.Error as error:
             raise self._damaged(error) from error
         try:
-            self._check_file_size(environment)
+            self._check_file_size(environment)  # a file cut short: refused, not extended
+            back_map_with_file(self._data_file, environment.info()["map_size"])
         except BaseException:
             environment.close()
             raise

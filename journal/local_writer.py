@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import errno
 import logging
+import os
 import queue
 import threading
 from typing import Any
@@ -44,6 +45,7 @@ from twinlog.engine.base.errors import (
 from twinlog.journal.local_config import SYNC_ENV, JournalConfig
 from twinlog.journal.local_ops import Operation
 from twinlog.journal.local_tables import Database, Tables
+from twinlog.journal.map_backing import back_map_with_file
 from twinlog.journal.map_lock import MapLock
 from twinlog.journal.mapped_pages import MapAddresses, PageReleaser
 
@@ -266,6 +268,7 @@ class GroupWriter:
         # by the exclusive side of the map lock, since set_mapsize unmaps their views.
         with self._map_lock.exclusive():
             self._env.set_mapsize(new_bytes)
+            back_map_with_file(os.path.join(self._path, DATA_FILE), new_bytes)
             self._map_addresses.map_replaced()
         self.map_resizes += 1
         log.info(

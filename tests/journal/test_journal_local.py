@@ -14,7 +14,7 @@ from twinlog.engine.base.errors import (
     TransactionCompletedError,
     TwinlogError,
 )
-from twinlog.journal import CopyState, LocalJournal
+from twinlog.journal import CopyState, JournalConfig, LocalJournal
 from twinlog.journal.local_format import NO_OFFSET, NO_PREVIOUS
 
 P0, P1 = "orders-0", "orders-1"
@@ -289,3 +289,21 @@ def test_tagged_headers_name_each_entrys_attempt(journal: LocalJournal) -> None:
         (b"task-2.0", 0),
         (b"", 2),
     ]
+
+
+def test_the_data_file_backs_the_whole_map_so_a_stray_read_is_no_sigbus(tmp_path: Path) -> None:
+    # A damaged page can send LMDB past the data file's end inside its map; reading there
+    # was SIGBUS. The file is kept (sparse) as long as the map, at open and when it grows.
+    config = JournalConfig(map_size_bytes=1 << 20, map_size_bytes_max=1 << 24)
+    journal = LocalJournal.open(tmp_path / "journal", config)
+    data_file = tmp_path / "journal" / "data.mdb"
+    try:
+        assert data_file.stat().st_size >= journal.statistics().map_size_bytes == 1 << 20
+        for number in range(40):  # 40 x 64 KiB: the map must grow past 1 MiB
+            journal.append("t-0", 7, transactional_batch(7, 2 * number, value_bytes=32 * 1024))
+        grown = journal.statistics().map_size_bytes
+        assert grown > 1 << 20
+        assert data_file.stat().st_size >= grown
+        assert data_file.stat().st_blocks * 512 < grown + (4 << 20)  # sparse: blocks in use only
+    finally:
+        journal.close()
