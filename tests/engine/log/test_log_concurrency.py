@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
+import pytest
 from log_support import batch_values, headers_of, make_batch
 
 from twinlog.engine.log import DataLog, LogConfig
@@ -13,6 +14,7 @@ from twinlog.engine.records.batch_reader import iter_batches
 BATCHES = 300
 
 
+@pytest.mark.slow
 def test_readers_see_whole_batches_while_the_writer_appends(tmp_path: Path) -> None:
     config = LogConfig(
         segment_bytes=4000,

@@ -61,6 +61,7 @@ def bad_deltas_batch(transaction_id: int = -1, producer: tuple[int, int] = (-1, 
     )
 
 
+@pytest.mark.slow
 def test_idle_long_polls_do_not_make_another_clients_commit_wait(
     served: tuple[Broker, str],
 ) -> None:
