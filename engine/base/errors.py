@@ -1,8 +1,20 @@
 """Typed errors of twinlog.
 
 Every error the engine raises on purpose is a subclass of ``TwinlogError``.
-Each class says whether it is ``retriable``: a caller (and the gRPC layer,
-which maps them to status codes in one table) needs no list of its own.
+Each class says what a caller should do about it, with three flags as Kafka's
+clients have them (at most one is true; none means: fix the call, the message
+says how):
+
+    retriable   the same call may succeed later: retry it
+    abortable   the open transaction cannot commit: abort it, the producer lives
+                on (confluent-kafka's ``txn_requires_abort()``)
+    fatal       the producer (or client) can do nothing more: close it, or call
+                init_transactions() again for a new generation
+
+A caller (and the gRPC layer, which maps classes to status codes in one table
+and carries the flags) needs no list of its own. ``docs/errors.md`` has the table
+of every class. An instance may say more than its class (``classify``): an error
+that ended a transaction's send is abortable whatever its class.
 Messages say what was wrong and, where there is one, what to do about it.
 
 ``assert`` is kept for our own invariants; bytes read from disk or the
@@ -11,11 +23,39 @@ network are validated and raise one of these instead.
 
 from __future__ import annotations
 
+from typing import Self
+
 
 class TwinlogError(Exception):
-    """Base of every twinlog error. ``retriable``: may the same call succeed later?"""
+    """Base of every twinlog error.
+
+    ``retriable``: may the same call succeed later? ``abortable``: must the open
+    transaction be aborted (the producer lives on)? ``fatal``: must the producer or
+    client be closed? At most one is true.
+    """
 
     retriable: bool = False
+    abortable: bool = False
+    fatal: bool = False
+
+    def classify(
+        self, *, retriable: bool = False, abortable: bool = False, fatal: bool = False
+    ) -> Self:
+        """Set this instance's flags (the class's stay as they are); returns the error.
+
+        For where the context knows more than the class: ``raise
+        InvalidTxnStateError(...).classify()`` for a call made out of order that
+        changed nothing, ``error.classify(abortable=True)`` for any error that failed a
+        send of the open transaction.
+        """
+        if retriable + abortable + fatal > 1:
+            raise ValueError("an error is at most one of retriable, abortable and fatal")
+        self.retriable, self.abortable, self.fatal = retriable, abortable, fatal
+        return self
+
+    def txn_requires_abort(self) -> bool:
+        """``abortable`` under confluent-kafka's name."""
+        return self.abortable
 
 
 # --- bytes -----------------------------------------------------------------
@@ -28,6 +68,10 @@ class CorruptBatchError(TwinlogError):
     byte position of the batch in its file when known (None for bytes from the
     network).
     """
+
+    # A produced batch refused: the transaction it belonged to cannot commit whole
+    # (Kafka's CorruptRecordException, abortable since KIP-691).
+    abortable = True
 
     def __init__(self, message: str, position: int | None = None) -> None:
         super().__init__(message)
@@ -82,12 +126,18 @@ class CorruptJournalError(TwinlogError):
 class BatchTooLargeError(TwinlogError):
     """A batch (or request) is larger than the configured maximum."""
 
+    # As Kafka's RecordBatchTooLargeException: the batch is refused, the producer lives.
+    abortable = True
+
 
 class RecordTooLargeError(BatchTooLargeError):
     """One record is larger than any batch may be (Kafka's RecordTooLargeException).
 
     Raised by the producer before the record is queued; splitting batches cannot help.
     """
+
+    # Raised by send() before the record is queued: the transaction is untouched.
+    abortable = False
 
 
 # --- offsets and topics ----------------------------------------------------
@@ -104,6 +154,9 @@ class OffsetOutOfRangeError(TwinlogError):
 
 class UnknownTopicOrPartitionError(TwinlogError):
     """No such topic or partition. Create the topic first (``twinlog topics create``)."""
+
+    # A send to it failed: its transaction cannot commit whole; the producer lives.
+    abortable = True
 
 
 class TopicExistsError(TwinlogError):
@@ -127,9 +180,17 @@ class ProducerFencedError(TwinlogError):
     Not retriable: close the producer; its open transaction was aborted.
     """
 
+    fatal = True
+
 
 class InvalidTxnStateError(TwinlogError):
     """The transaction is not in a state that allows this request."""
+
+    # Raised by the server about a transaction that cannot go on (aborted by its timeout,
+    # already completing): abort_transaction() is the way out, and the server answers an
+    # abort of an aborted transaction with success. The client's own refusals of a call
+    # made out of order changed nothing and are classified as neither (``classify()``).
+    abortable = True
 
 
 class UnknownTransactionError(TwinlogError):
@@ -139,9 +200,17 @@ class UnknownTransactionError(TwinlogError):
 class UnknownProducerIdError(TwinlogError):
     """The producer id is not known to the coordinator; call init_producer (init_transactions) first."""
 
+    # The coordinator no longer knows this producer: nothing but init_transactions() helps.
+    # An idempotent producer recovers by itself (it takes a new producer id).
+    fatal = True
+
 
 class OutOfOrderSequenceError(TwinlogError):
     """A batch's sequence number leaves a gap after the last one this partition accepted."""
+
+    # As Kafka's transactional producer (KIP-360): the batch failed, abort the transaction.
+    # An idempotent producer recovers by itself (it takes a new producer id).
+    abortable = True
 
 
 class DuplicateSequenceError(TwinlogError):
@@ -189,9 +258,16 @@ def all_error_classes() -> list[type[TwinlogError]]:
 class AuthenticationError(TwinlogError):
     """The request carried no valid bearer token; pass ``token=`` (``--token``) with a known token."""
 
+    fatal = True
+
 
 class AuthorizationError(TwinlogError):
     """The principal may not do this (topic read/write, or administration); nothing was changed."""
+
+    # As Kafka's TopicAuthorizationException after KIP-691: the request is refused, the
+    # producer lives. (Kafka's TransactionalIdAuthorizationException is fatal; here a
+    # refused transactional id comes from init_transactions(), before any transaction.)
+    abortable = True
 
 
 class BrokerUnavailableError(TwinlogError):
