@@ -36,7 +36,7 @@ from twinlog.engine.base.types import ProduceResult
 from twinlog.rpc.client.request_size import check_produce_size
 from twinlog.rpc.generated.twinlog.v1 import produce_pb2
 from twinlog.rpc.wire.broker_api import BrokerApi
-from twinlog.rpc.wire.errors import error_from_rpc_error, rebuild
+from twinlog.rpc.wire.errors import error_from_proto, error_from_rpc_error
 
 EMBEDDED_SENDER_THREADS = 4
 UNARY_FALLBACK_S = 5.0  # after the server refused a stream, how long to send unary calls
@@ -87,10 +87,7 @@ class _Call:
                     continue
                 future = waiting[1]
                 if response.HasField("error"):
-                    error = response.error
-                    future.set_exception(
-                        rebuild(error.name, error.message, error.retriable, error.attributes_json)
-                    )
+                    future.set_exception(error_from_proto(response.error))
                 else:
                     future.set_result(ProduceResult(response.base_offset, response.duplicate))
             failure = BrokerUnavailableError("the produce stream was closed by the server; retry")

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 import grpc
 
 from twinlog.engine.base.errors import BatchTooLargeError, NotEnoughResourcesError
-from twinlog.rpc.generated.twinlog.v1 import common_pb2, produce_pb2, produce_pb2_grpc
+from twinlog.rpc.generated.twinlog.v1 import produce_pb2, produce_pb2_grpc
 from twinlog.rpc.server.auth import Guard, Operation, Principal, Resource
 from twinlog.rpc.server.call import log_failure, principal_of, unary
 from twinlog.rpc.server.config import ServerConfig
@@ -115,13 +115,7 @@ class ProducingService(produce_pb2_grpc.ProducingServicer):
                 yield produce_pb2.ProduceResponse(
                     base_offset=-1,
                     correlation_id=request.correlation_id,
-                    error=common_pb2.Error(
-                        name=description.name,
-                        message=description.message,
-                        retriable=description.retriable,
-                        status_code=description.code.value[0],
-                        attributes_json=description.attributes_json,
-                    ),
+                    error=description.to_proto(),
                 )
 
     @unary

@@ -1,11 +1,13 @@
 """The one table between engine errors and gRPC status codes, both directions.
 
 Server side, ``describe(error)`` gives the status code, and the trailing metadata
-that names the error class, its ``retriable`` flag and its extra attributes (for
-example ``log_start_offset`` of OffsetOutOfRangeError). Client side,
-``error_from_status`` rebuilds the same exception class from them, so code
-written against the embedded ``twinlog.Broker`` catches the same exceptions
-through the network.
+that names the error class, its ``retriable``, ``abortable`` and ``fatal`` flags
+and its extra attributes (for example ``log_start_offset`` of
+OffsetOutOfRangeError). Client side, ``error_from_status`` rebuilds the same
+exception class from them, so code written against the embedded
+``twinlog.Broker`` catches the same exceptions through the network. The flags
+the server sent win over the class's own: a class this client does not know
+arrives as a TwinlogError that still says what to do.
 
 A status that did not come from a twinlog server (connection refused, deadline,
 message too large for gRPC itself) has no metadata; ``TRANSPORT_STATUS_ERRORS``
@@ -23,6 +25,7 @@ import grpc
 
 from twinlog.engine.base import errors
 from twinlog.engine.base.errors import TwinlogError
+from twinlog.rpc.generated.twinlog.v1 import common_pb2
 
 Code = grpc.StatusCode
 
@@ -88,6 +91,9 @@ CLIENT_SIZE_LIMIT_HINT = (
 
 NAME_KEY = "twinlog-error-name"
 RETRIABLE_KEY = "twinlog-error-retriable"
+ABORTABLE_KEY = "twinlog-error-abortable"
+FATAL_KEY = "twinlog-error-fatal"
+FLAG_NAMES = ("retriable", "abortable", "fatal")
 ATTRIBUTES_KEY = "twinlog-error-attributes"
 
 ERROR_CLASSES_BY_NAME: dict[str, type[TwinlogError]] = {
@@ -107,7 +113,7 @@ def _attributes(error: TwinlogError) -> dict[str, Any]:
     """The error's extra fields that JSON can carry (message and flags excluded)."""
     found: dict[str, Any] = {}
     for key, value in vars(error).items():
-        if key.startswith("_") or key == "retriable":
+        if key.startswith("_") or key in FLAG_NAMES:
             continue
         if value is None or isinstance(value, str | int | float | bool):
             found[key] = value
@@ -123,12 +129,31 @@ class ErrorDescription:
     message: str
     retriable: bool
     attributes_json: str
+    abortable: bool = False
+    fatal: bool = False
 
     def trailing_metadata(self) -> tuple[tuple[str, str], ...]:
-        pairs = [(NAME_KEY, self.name), (RETRIABLE_KEY, "true" if self.retriable else "false")]
+        pairs = [
+            (NAME_KEY, self.name),
+            (RETRIABLE_KEY, _flag_text(self.retriable)),
+            (ABORTABLE_KEY, _flag_text(self.abortable)),
+            (FATAL_KEY, _flag_text(self.fatal)),
+        ]
         if self.attributes_json:
             pairs.append((ATTRIBUTES_KEY, self.attributes_json))
         return tuple(pairs)
+
+    def to_proto(self) -> common_pb2.Error:
+        """The error of one item of a stream (the same fields as the trailing metadata)."""
+        return common_pb2.Error(
+            name=self.name,
+            message=self.message,
+            retriable=self.retriable,
+            status_code=self.code.value[0],
+            attributes_json=self.attributes_json,
+            abortable=self.abortable,
+            fatal=self.fatal,
+        )
 
 
 def describe(error: BaseException) -> ErrorDescription:
@@ -150,7 +175,18 @@ def describe(error: BaseException) -> ErrorDescription:
         str(error),
         bool(error.retriable),
         json.dumps(attributes, sort_keys=True) if attributes else "",
+        bool(error.abortable),
+        bool(error.fatal),
     )
+
+
+def _flag_text(flag: bool) -> str:
+    return "true" if flag else "false"
+
+
+def _flag_of(metadata: dict[str, str], key: str) -> bool | None:
+    text = metadata.get(key)
+    return None if text is None else text == "true"
 
 
 def _nearest_known(cls: type[TwinlogError]) -> type[TwinlogError]:
@@ -160,8 +196,18 @@ def _nearest_known(cls: type[TwinlogError]) -> type[TwinlogError]:
     return TwinlogError
 
 
-def rebuild(name: str, message: str, retriable: bool | None, attributes_json: str) -> TwinlogError:
-    """The exception a server described: same class, message and attributes."""
+def rebuild(
+    name: str,
+    message: str,
+    retriable: bool | None,
+    attributes_json: str,
+    abortable: bool | None = None,
+    fatal: bool | None = None,
+) -> TwinlogError:
+    """The exception a server described: same class, message, attributes and flags.
+
+    A flag given as None (an older server did not send it) keeps the class's value.
+    """
     cls = ERROR_CLASSES_BY_NAME.get(name, TwinlogError)
     error = cls.__new__(cls)
     Exception.__init__(error, message)
@@ -173,9 +219,24 @@ def rebuild(name: str, message: str, retriable: bool | None, attributes_json: st
         if isinstance(attributes, dict):
             for key, value in attributes.items():
                 setattr(error, str(key), value)
-    if retriable is not None and retriable != cls.retriable:
-        error.retriable = retriable  # an unknown error class keeps the server's verdict
+    # The server's verdict wins over the class: an unknown class (from a newer server)
+    # or an instance the server classified itself still says what to do.
+    for flag, verdict in (("retriable", retriable), ("abortable", abortable), ("fatal", fatal)):
+        if verdict is not None and verdict != getattr(cls, flag):
+            setattr(error, flag, verdict)
     return error
+
+
+def error_from_proto(error: common_pb2.Error) -> TwinlogError:
+    """The engine exception of one item of a stream (``ErrorDescription.to_proto``)."""
+    return rebuild(
+        error.name,
+        error.message,
+        error.retriable,
+        error.attributes_json,
+        error.abortable if error.HasField("abortable") else None,
+        error.fatal if error.HasField("fatal") else None,
+    )
 
 
 def _metadata_dict(metadata: Iterable[tuple[str, str | bytes]] | None) -> dict[str, str]:
@@ -198,12 +259,13 @@ def error_from_status(
 ) -> TwinlogError:
     name = metadata.get(NAME_KEY)
     if name is not None:
-        retriable = metadata.get(RETRIABLE_KEY)
         return rebuild(
             name,
             details,
-            None if retriable is None else retriable == "true",
+            _flag_of(metadata, RETRIABLE_KEY),
             metadata.get(ATTRIBUTES_KEY, ""),
+            _flag_of(metadata, ABORTABLE_KEY),
+            _flag_of(metadata, FATAL_KEY),
         )
     cls = TRANSPORT_STATUS_ERRORS.get(code, TwinlogError)
     hint = TRANSPORT_HINTS.get(code, "")

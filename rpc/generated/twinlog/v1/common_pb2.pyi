@@ -23,15 +23,19 @@ class PartitionOffset(_message.Message):
     def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., offset: _Optional[int] = ...) -> None: ...
 
 class Error(_message.Message):
-    __slots__ = ("name", "message", "retriable", "status_code", "attributes_json")
+    __slots__ = ("name", "message", "retriable", "status_code", "attributes_json", "abortable", "fatal")
     NAME_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     RETRIABLE_FIELD_NUMBER: _ClassVar[int]
     STATUS_CODE_FIELD_NUMBER: _ClassVar[int]
     ATTRIBUTES_JSON_FIELD_NUMBER: _ClassVar[int]
+    ABORTABLE_FIELD_NUMBER: _ClassVar[int]
+    FATAL_FIELD_NUMBER: _ClassVar[int]
     name: str
     message: str
     retriable: bool
     status_code: int
     attributes_json: str
-    def __init__(self, name: _Optional[str] = ..., message: _Optional[str] = ..., retriable: _Optional[bool] = ..., status_code: _Optional[int] = ..., attributes_json: _Optional[str] = ...) -> None: ...
+    abortable: bool
+    fatal: bool
+    def __init__(self, name: _Optional[str] = ..., message: _Optional[str] = ..., retriable: _Optional[bool] = ..., status_code: _Optional[int] = ..., attributes_json: _Optional[str] = ..., abortable: _Optional[bool] = ..., fatal: _Optional[bool] = ...) -> None: ...
