@@ -9,7 +9,8 @@
 partition (``batch_bytes``, ``linger_ms``), sends it (pipelined over one gRPC
 stream, at most one batch in flight per partition) and resolves the futures.
 Retriable errors are retried with backoff until ``delivery_timeout_ms``;
-ProducerFencedError is fatal: every later call raises it.
+a fatal error (ProducerFencedError, ...) ends the producer: every later call raises it
+until init_transactions() starts a new generation.
 
 Sequences (the broker's duplicate check): records are numbered per partition
 from 0 for an idempotent producer, per (transaction, partition) from 0 for a
@@ -40,7 +41,6 @@ from twinlog.engine.base.errors import (
     InvalidConfigError,
     InvalidTxnStateError,
     NotEnoughResourcesError,
-    ProducerFencedError,
     TwinlogError,
 )
 from twinlog.engine.base.types import ProducerIdentity, TopicPartition
@@ -218,7 +218,9 @@ class Producer:
     def _check_can_send(self) -> int:
         """Lock held. The transaction id of a record sent now, or the reason it cannot be."""
         if self._sender.closing:
-            raise InvalidTxnStateError("the producer is closed; create a new one")
+            raise InvalidTxnStateError("the producer is closed; create a new one").classify(
+                fatal=True
+            )
         return self._transactions.require_can_send()
 
     def _batch_closed(self, topic_partition: TopicPartition) -> None:
@@ -249,9 +251,9 @@ class Producer:
             return self._transactions.require_transactional(what)
 
     def _fenced_guard(self, error: TwinlogError) -> TwinlogError:
-        if isinstance(error, ProducerFencedError):
-            with self._lock:
-                self._transactions.fenced(error)
+        """A fatal error (fenced, ...) ends the generation, an abortable one the transaction."""
+        with self._lock:
+            self._transactions.call_failed(error)
         return error
 
     def init_transactions(self) -> ProducerIdentity:

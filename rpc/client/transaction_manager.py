@@ -4,7 +4,12 @@ The phase follows ``VALID_TRANSITIONS``; every change goes through
 ``TransactionManager.transition_to``, which refuses a pair the table does not list.
 The producer asks the manager before acting (``require_...``: raise what the user
 should see; ``can_...``/``is_...``: decide) and tells it what happened (``initialised``,
-``began``, ``ended``, ``fenced``, ``send_failed``).
+``began``, ``ended``, ``fenced``, ``send_failed``, ``call_failed``).
+
+Errors decide by their flags (``twinlog.engine.base.errors``): a fatal error moves the
+producer to FATAL, any other error that failed a send of the open transaction, and an
+abortable error of a transaction call, to ABORTABLE. The manager's own refusals of a
+call made out of order change nothing, and say so: they are neither abortable nor fatal.
 
 An idempotent (non-transactional) producer has a manager too: it starts READY, and
 only a fencing error moves it (to FATAL).
@@ -72,6 +77,12 @@ def is_transition_valid(source: TxnPhase, target: TxnPhase) -> bool:
     return target in VALID_TRANSITIONS[source]
 
 
+def out_of_order(message: str) -> InvalidTxnStateError:
+    """A call the phase does not allow; refused before any request, so nothing changed
+    (not abortable, as the server's InvalidTxnStateError about a transaction is)."""
+    return InvalidTxnStateError(message).classify()
+
+
 class TransactionManager:
     def __init__(self, transactional_id: str | None) -> None:
         self.transactional_id = transactional_id
@@ -104,13 +115,13 @@ class TransactionManager:
         if self.phase is TxnPhase.FATAL:
             raise self._failure()  # fenced: every later call raises it
         if self.phase is TxnPhase.UNINITIALISED:
-            raise InvalidTxnStateError(f"call init_transactions() before {what}")
+            raise out_of_order(f"call init_transactions() before {what}")
         if target is TxnPhase.IN_TRANSACTION:
-            raise InvalidTxnStateError(
+            raise out_of_order(
                 f"{what} while {self.phase.value}: commit or abort "
                 f"transaction {self.transaction_id} first"
             )
-        raise InvalidTxnStateError(
+        raise out_of_order(
             f"{what} while {self.phase.value}: a producer that is {self.phase.value} "
             f"cannot become {target.value}"
         )
@@ -134,13 +145,29 @@ class TransactionManager:
         self.transition_to(TxnPhase.FATAL, error, what="a fenced request")
 
     def send_failed(self, error: TwinlogError) -> None:
-        """A send of the open transaction failed for good: only an abort can follow.
+        """A send of the open transaction failed for good: only an abort can follow
+        (the error says so: abortable), unless the error is fatal (FATAL).
 
         A failure outside a transaction (an answer arriving after an abort, or after
         init_transactions() again) changes nothing.
         """
-        if self.phase is TxnPhase.IN_TRANSACTION:
-            self.transition_to(TxnPhase.ABORTABLE, error, what="a failed send")
+        if self.phase is not TxnPhase.IN_TRANSACTION:
+            return
+        if error.fatal:
+            self.fenced(error)
+            return
+        # Whatever its class (a timeout, a refused batch): the transaction lost a record.
+        error.classify(abortable=True)
+        self.transition_to(TxnPhase.ABORTABLE, error, what="a failed send")
+
+    def call_failed(self, error: TwinlogError) -> None:
+        """A transaction call (begin, send offsets, commit, abort) failed: a fatal error
+        ends this generation, an abortable one the open transaction; others change nothing
+        (a retriable error's call may be made again)."""
+        if error.fatal:
+            self.fenced(error)
+        elif error.abortable and self.phase is TxnPhase.IN_TRANSACTION:
+            self.transition_to(TxnPhase.ABORTABLE, error, what="a failed transaction call")
 
     def forget_identity(self) -> None:
         """The idempotent producer's sequences broke: the next send takes a new id."""
@@ -154,7 +181,7 @@ class TransactionManager:
 
     def require_transactional_id(self, what: str) -> None:
         if not self.transactional_id:
-            raise InvalidTxnStateError(
+            raise out_of_order(
                 f"{what} needs a transactional producer: pass transactional_id= to Producer()"
             )
 
@@ -164,19 +191,19 @@ class TransactionManager:
         if self.phase is TxnPhase.FATAL:
             raise self._failure()
         if self.identity is None or self.phase is TxnPhase.UNINITIALISED:
-            raise InvalidTxnStateError(f"call init_transactions() before {what}")
+            raise out_of_order(f"call init_transactions() before {what}")
         return self.identity
 
     def require_phase(self, what: str, phases: Collection[TxnPhase], hint: str) -> None:
         if self.phase not in phases:
-            raise InvalidTxnStateError(f"{what} while {self.phase.value}; {hint}")
+            raise out_of_order(f"{what} while {self.phase.value}; {hint}")
 
     def require_can_send(self) -> int:
         """The transaction id a record sent now belongs to (NO_TRANSACTION_ID if none)."""
         if self.phase in FAILED_PHASES:
             raise self._failure()
         if self.transactional_id and self.phase is not TxnPhase.IN_TRANSACTION:
-            raise InvalidTxnStateError(
+            raise out_of_order(
                 f"transactional producer {self.transactional_id!r} is {self.phase.value}: "
                 "call begin_transaction() before send()"
                 + (

@@ -14,7 +14,9 @@ from twinlog.engine.base.errors import (
     InvalidConfigError,
     InvalidTxnStateError,
     NotEnoughResourcesError,
+    ProducerFencedError,
     RecordTooLargeError,
+    TransactionDataMissingError,
 )
 from twinlog.engine.base.types import ProduceResult
 from twinlog.engine.records.batch_reader import RecordBatch
@@ -191,3 +193,41 @@ def test_a_record_larger_than_max_batch_bytes_is_refused_before_it_is_queued() -
     assert broker.produce_calls == 1
     with pytest.raises(InvalidConfigError, match="batch_bytes_max"):
         Producer(broker, batch_bytes=64 * KIB, batch_bytes_max=16 * KIB)
+
+
+class MissingDataBroker(FakeBroker):
+    """Refuses every commit as a broker that lost the transaction's journaled batches."""
+
+    def commit_transaction(self, transaction_id: int, *args: object, **kwargs: object) -> None:
+        raise TransactionDataMissingError(f"transaction {transaction_id}: no journaled batches")
+
+
+def test_a_commit_refused_with_an_abortable_error_is_aborted_and_the_producer_lives() -> None:
+    broker = MissingDataBroker()
+    broker.create_topic("t", 1)
+    with Producer(broker, transactional_id="abortable", linger_ms=0) as producer:
+        producer.init_transactions()
+        with pytest.raises(TransactionDataMissingError) as raised, producer.transaction():
+            producer.send("t", b"lost")
+        assert raised.value.abortable and raised.value.txn_requires_abort()
+        assert producer.transaction_id is None  # transaction() aborted it
+        assert [txn.state.value for txn in broker.transactions.values()] == ["ABORTED"]
+        producer.begin_transaction()  # the producer lives on
+        producer.abort_transaction()
+
+
+def test_a_fatal_error_of_a_transaction_call_ends_the_generation() -> None:
+    broker = FakeBroker()
+    broker.create_topic("t", 1)
+    with Producer(broker, transactional_id="fatal", linger_ms=0) as producer:
+        producer.init_transactions()
+        producer.begin_transaction()
+        Producer(broker, transactional_id="fatal").init_transactions()  # a newer generation
+        with pytest.raises(ProducerFencedError) as fenced:
+            producer.commit_transaction()
+        assert fenced.value.fatal
+        with pytest.raises(ProducerFencedError):
+            producer.send("t", b"zombie")
+    with pytest.raises(InvalidTxnStateError) as closed:
+        producer.send("t", b"after close")
+    assert closed.value.fatal

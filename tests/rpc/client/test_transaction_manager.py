@@ -7,7 +7,16 @@ from collections import deque
 
 import pytest
 
-from twinlog.engine.base.errors import InvalidTxnStateError, ProducerFencedError, TwinlogError
+from twinlog.engine.base.errors import (
+    AuthenticationError,
+    InvalidTxnStateError,
+    ProducerFencedError,
+    RequestTimedOutError,
+    TransactionDataMissingError,
+    TwinlogError,
+    UnknownProducerIdError,
+    UnknownTransactionError,
+)
 from twinlog.engine.base.types import ProducerIdentity
 from twinlog.engine.records.batch_format import NO_TRANSACTION_ID
 from twinlog.rpc.client.transaction_manager import (
@@ -163,3 +172,56 @@ def test_an_idempotent_producer_is_ready_until_fenced() -> None:
     with pytest.raises(ProducerFencedError) as raised:
         manager.require_can_send()
     assert raised.value is fenced
+
+
+def test_a_refusal_of_a_call_out_of_order_is_neither_abortable_nor_fatal() -> None:
+    manager = _manager_in(TxnPhase.IN_TRANSACTION)
+    with pytest.raises(InvalidTxnStateError) as raised:
+        manager.require_transition(TxnPhase.IN_TRANSACTION, "begin_transaction()")
+    assert not (raised.value.retriable or raised.value.abortable or raised.value.fatal)
+    assert InvalidTxnStateError.abortable  # the server's, about a transaction, is
+    with pytest.raises(InvalidTxnStateError) as before_init:
+        TransactionManager("fresh").require_can_send()
+    assert not before_init.value.abortable
+    assert manager.phase is TxnPhase.IN_TRANSACTION
+
+
+def test_a_failed_send_of_a_transaction_is_abortable_whatever_its_class() -> None:
+    manager = _manager_in(TxnPhase.IN_TRANSACTION)
+    timed_out = RequestTimedOutError("delivery_timeout_ms passed")
+    manager.send_failed(timed_out)
+    assert manager.phase is TxnPhase.ABORTABLE
+    assert timed_out.abortable and not timed_out.retriable and not timed_out.fatal
+    assert RequestTimedOutError.retriable  # the class is unchanged
+
+
+def test_a_fatal_send_failure_ends_the_generation() -> None:
+    manager = _manager_in(TxnPhase.IN_TRANSACTION)
+    unknown = UnknownProducerIdError("the coordinator forgot this producer")
+    manager.send_failed(unknown)
+    assert (manager.phase, manager.failure) == (TxnPhase.FATAL, unknown)
+    assert unknown.fatal and not unknown.abortable
+
+
+@pytest.mark.parametrize(
+    ("error", "phase"),
+    [
+        (ProducerFencedError("newer generation"), TxnPhase.FATAL),
+        (AuthenticationError("token revoked"), TxnPhase.FATAL),
+        (TransactionDataMissingError("nothing journaled"), TxnPhase.ABORTABLE),
+        (InvalidTxnStateError("aborted by its timeout"), TxnPhase.ABORTABLE),
+        (RequestTimedOutError("commit outcome unknown"), TxnPhase.IN_TRANSACTION),
+        (UnknownTransactionError("never begun"), TxnPhase.IN_TRANSACTION),
+    ],
+    ids=lambda each: type(each).__name__ if isinstance(each, Exception) else each.name,
+)
+def test_a_failed_transaction_call_moves_the_phase_by_its_flags(
+    error: TwinlogError, phase: TxnPhase
+) -> None:
+    manager = _manager_in(TxnPhase.IN_TRANSACTION)
+    manager.call_failed(error)
+    assert manager.phase is phase
+    assert manager.needs_abort() is (phase is TxnPhase.ABORTABLE)
+    ready = _manager_in(TxnPhase.READY)
+    ready.call_failed(error)  # no open transaction: only a fatal error changes anything
+    assert ready.phase is (TxnPhase.FATAL if error.fatal else TxnPhase.READY)
