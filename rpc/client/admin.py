@@ -18,10 +18,12 @@ from typing import Any
 
 from twinlog.engine.base.types import ProducerDescription, TopicDescription, TransactionDescription
 from twinlog.rpc.client.connection import ConnectionOptions, Target, connect
+from twinlog.rpc.client.kafka_config import accepts_kafka_names
 from twinlog.rpc.client.retry import RetryPolicy, call_with_retry
 
 
 class Admin:
+    @accepts_kafka_names("Admin")  # and config=; docs/client-config.md
     def __init__(
         self,
         target: Target,

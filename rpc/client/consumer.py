@@ -45,6 +45,7 @@ from twinlog.engine.base.errors import (
 from twinlog.engine.base.types import FetchResult, TopicPartition
 from twinlog.engine.records.batch_reader import Record, RecordBatch, iter_batches
 from twinlog.rpc.client.connection import ConnectionOptions, Target, connect
+from twinlog.rpc.client.kafka_config import accepts_kafka_names
 from twinlog.rpc.client.records import ConsumerRecord
 from twinlog.rpc.client.retry import RetryPolicy, call_with_retry
 
@@ -66,6 +67,7 @@ def as_topic_partitions(partitions: Iterable[Any]) -> list[TopicPartition]:
 
 
 class Consumer:
+    @accepts_kafka_names("Consumer")  # and config=; docs/client-config.md
     def __init__(
         self,
         target: Target,

@@ -49,6 +49,7 @@ from twinlog.engine.records.batch_format import NO_TRANSACTION_ID
 from twinlog.rpc.client.accumulator import Accumulator
 from twinlog.rpc.client.connection import ConnectionOptions, Target, connect
 from twinlog.rpc.client.futures import RecordFuture
+from twinlog.rpc.client.kafka_config import accepts_kafka_names
 from twinlog.rpc.client.partitioner import StickyPartitioner
 from twinlog.rpc.client.record_fields import prepare_record
 from twinlog.rpc.client.retry import RetryPolicy, call_with_retry
@@ -76,6 +77,7 @@ def _as_offsets(
 
 
 class Producer:
+    @accepts_kafka_names("Producer")  # and config=; docs/client-config.md
     def __init__(
         self,
         target: Target,
