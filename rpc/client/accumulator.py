@@ -110,6 +110,7 @@ class Accumulator:
             topic_partition.partition,
             offset_delta,
             timestamp_ms,
+            transactional=transaction_id != NO_TRANSACTION_ID,
         )
         full = size_bytes >= self.batch_bytes
         if full:

@@ -20,7 +20,7 @@ BatchResult = Future  # resolved with the batch's base offset (-1 when unknown),
 
 
 class RecordFuture:
-    __slots__ = ("_batch", "offset_delta", "partition", "timestamp_ms", "topic")
+    __slots__ = ("_batch", "offset_delta", "partition", "timestamp_ms", "topic", "transactional")
 
     def __init__(
         self,
@@ -29,12 +29,14 @@ class RecordFuture:
         partition: int,
         offset_delta: int,
         timestamp_ms: int,
+        transactional: bool = False,
     ) -> None:
         self._batch = batch
         self.topic = topic
         self.partition = partition
         self.offset_delta = offset_delta
         self.timestamp_ms = timestamp_ms
+        self.transactional = transactional  # its offset is known only after apply
 
     def __repr__(self) -> str:
         state = "done" if self._batch.done() else "pending"
@@ -42,7 +44,8 @@ class RecordFuture:
 
     def _metadata(self, base_offset: int) -> RecordMetadata:
         offset = base_offset + self.offset_delta if base_offset >= 0 else -1
-        return RecordMetadata(self.topic, self.partition, offset, self.timestamp_ms)
+        pending = self.transactional and offset < 0
+        return RecordMetadata(self.topic, self.partition, offset, self.timestamp_ms, pending)
 
     def result(self, timeout: float | None = None) -> RecordMetadata:
         """Where the record went; raises the send's error, or TimeoutError."""

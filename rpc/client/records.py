@@ -18,13 +18,22 @@ class ConsumerRecord(NamedTuple):
 
 
 class RecordMetadata(NamedTuple):
-    """Where a produced record went. ``offset`` is -1 for a transactional record.
+    """Where a produced record went.
 
-    A transactional record's offset is assigned when its transaction is applied to the
-    data log, after commit; read it back with a consumer if you need it.
+    ``offset_pending`` is True for a transactional record: it is journaled, and gets its
+    data-log offset only when its transaction is applied, after commit; ``offset`` is
+    then -1 (the offset resolves on commit and is not reported back: read the records
+    with a consumer to learn it). ``offset`` is also -1, with ``offset_pending`` False,
+    for a retried batch the broker had already written (written, offset not reported).
     """
 
     topic: str
     partition: int
     offset: int
     timestamp_ms: int
+    offset_pending: bool = False
+
+    @property
+    def has_offset(self) -> bool:
+        """Whether ``offset`` is the record's offset (Kafka's ``RecordMetadata.hasOffset``)."""
+        return self.offset >= 0
