@@ -263,7 +263,8 @@ class Consumer:
         """True once every assigned partition has a position; waits until ``deadline_s`` at
         most for the lookup (which stays outstanding for the next poll when unanswered)."""
         assert self._fetchers is not None
-        for _ in range(2):  # a second round for partitions assigned while one was running
+        # A second round for partitions assigned while one ran, or after one that failed.
+        for _ in range(2):
             missing = [tp for tp in self._assigned if tp not in self._positions]
             if not missing:
                 return True
@@ -273,8 +274,16 @@ class Consumer:
             if not self._lookup.done():
                 return False
             lookup, self._lookup = self._lookup, None
+            try:
+                found = lookup.result()
+            except TwinlogError as error:
+                if not error.retriable:
+                    raise
+                # Unanswered (the server stalled or down): the next round asks again.
+                log.warning("looking up the starting positions failed: %s; retrying", error)
+                continue
             assigned = set(self._assigned)
-            for topic_partition, offset in lookup.result().items():  # raises the lookup's error
+            for topic_partition, offset in found.items():
                 # setdefault: a seek() made meanwhile wins
                 if topic_partition in assigned:
                     self._positions.setdefault(topic_partition, offset)

@@ -141,6 +141,11 @@ class Sender:
         remaining_s = None
         if timeout_ms is not None:
             remaining_s = max(0.0, started_s + timeout_ms / 1000 - time.monotonic())
+        with self._changed:
+            if all(batch.result.done() for batch in self._in_flight.values()):
+                # Every record has its outcome (expired ones included): no answer is worth
+                # waiting for from a server that may be stalled.
+                remaining_s = 0.0
         self._pipe.close(remaining_s)
         with self._changed:
             unanswered = [batch for batch in self._in_flight.values() if not batch.result.done()]
