@@ -96,7 +96,8 @@ def run(args: argparse.Namespace) -> int:
         linger_ms=args.linger_ms,
         connection=connection_options(args),
         retry=retry_policy(args),
-        delivery_timeout_ms=max(args.timeout_request_ms, 1_000),
+        # at least linger + one request, as the Producer requires
+        delivery_timeout_ms=max(args.timeout_request_ms, 1_000) + args.linger_ms,
     )
     sent = 0
     transactions = 0

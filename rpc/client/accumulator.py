@@ -4,7 +4,9 @@ Records go into the open batch of their partition until it holds ``batch_bytes``
 or ``linger_ms`` passed since its first record; then it is ready. A partition has
 at most one batch in flight (so a retry can never be overtaken by a later batch
 of the same partition, and sequences stay gap-free); a failed batch that may be
-retried goes back to the front of its partition's queue, bytes unchanged.
+retried goes back to the front of its partition's queue, bytes unchanged. A batch
+still queued when its delivery deadline passes is taken out (``take_expired``) and
+failed by the sender.
 
 Thread rule: every method is called with the producer's lock held.
 """
@@ -12,10 +14,11 @@ Thread rule: every method is called with the producer's lock held.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Container, Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 
+from twinlog.engine.base.errors import TwinlogError
 from twinlog.engine.base.types import TopicPartition
 from twinlog.engine.records.batch_builder import RecordBatchBuilder
 from twinlog.engine.records.batch_format import NO_TRANSACTION_ID
@@ -38,6 +41,8 @@ class ProducerBatch:
     attempts: int = 0
     retry_at_s: float = 0.0
     accounted_bytes: int = 0  # this batch's share of Accumulator.buffered_bytes
+    expired: bool = False  # failed at its delivery deadline while its request was unanswered
+    last_error: TwinlogError | None = None  # of its latest failed attempt
 
     @property
     def size_bytes(self) -> int:
@@ -118,7 +123,7 @@ class Accumulator:
         return future, batch, full
 
     def drain(
-        self, now_s: float, in_flight: set[TopicPartition], flushing: bool
+        self, now_s: float, in_flight: Container[TopicPartition], flushing: bool
     ) -> tuple[list[ProducerBatch], float | None]:
         """Ready head batches of partitions with nothing in flight, and when to look again."""
         ready: list[ProducerBatch] = []
@@ -147,6 +152,21 @@ class Accumulator:
         """The batch is done (acknowledged or failed): its bytes leave the buffer."""
         self.buffered_bytes -= batch.accounted_bytes
         batch.accounted_bytes = 0
+
+    def take_expired(self, now_s: float) -> list[ProducerBatch]:
+        """Remove and return every queued batch whose delivery deadline has passed."""
+        expired: list[ProducerBatch] = []
+        for queue in self.queues.values():
+            if any(batch.deadline_s <= now_s for batch in queue):
+                expired.extend(batch for batch in queue if batch.deadline_s <= now_s)
+                kept = [batch for batch in queue if batch.deadline_s > now_s]
+                queue.clear()
+                queue.extend(kept)
+        return expired
+
+    def earliest_deadline_s(self) -> float | None:
+        """The first delivery deadline among queued batches (None when none is queued)."""
+        return min((batch.deadline_s for batch in self), default=None)
 
     def take_built(self) -> list[ProducerBatch]:
         """Remove and return every queued batch already built (its sequences are taken)."""

@@ -21,6 +21,13 @@ again after an exponential backoff (``retry``), per partition; while every
 partition backs off, ``poll`` sleeps instead of spinning, and one warning is
 logged until a fetch succeeds again.
 
+No call waits forever (docs/timeouts.md). ``poll(timeout_ms)`` returns within about
+its timeout whatever the server does: looking up the starting positions and fetching
+run on the fetcher threads, and a lookup or fetch still unanswered at poll's deadline
+stays outstanding (its own request deadline ends it) for the next poll to pick up.
+``committed``, ``position``, ``seek_to_*`` and ``commit`` wait at most
+``default_api_timeout_ms``, then raise RequestTimedOutError.
+
 Thread rule: one thread uses a consumer (as Kafka's); ``close`` from that thread.
 """
 
@@ -48,6 +55,7 @@ from twinlog.rpc.client.connection import ConnectionOptions, Target, connect
 from twinlog.rpc.client.kafka_config import accepts_kafka_names
 from twinlog.rpc.client.records import ConsumerRecord
 from twinlog.rpc.client.retry import RetryPolicy, call_with_retry
+from twinlog.rpc.client.timeouts import DEFAULT_API_TIMEOUT_MS, require_positive_ms
 
 log = logging.getLogger("twinlog.client")
 
@@ -77,6 +85,7 @@ class Consumer:
         fetch_max_bytes: int = 1 << 20,
         fetch_max_wait_ms: int = 500,
         max_poll_records: int = 500,
+        default_api_timeout_ms: int = DEFAULT_API_TIMEOUT_MS,
         retry: RetryPolicy | None = None,
         connection: ConnectionOptions | None = None,
         **connection_options: Any,
@@ -86,6 +95,9 @@ class Consumer:
                 f"auto_offset_reset {auto_offset_reset!r} is not one of {', '.join(OFFSET_RESETS)}"
             )
         options = connection or ConnectionOptions(**connection_options)
+        self.default_api_timeout_ms = require_positive_ms(
+            "default_api_timeout_ms", default_api_timeout_ms
+        )
         self._broker, self._owns_broker = connect(target, options)
         self.group_id = group_id
         self.auto_offset_reset = auto_offset_reset
@@ -102,6 +114,8 @@ class Consumer:
         self._failures: dict[TopicPartition, int] = {}  # consecutive retriable fetch failures
         self._unreachable = False  # a warning was logged; an info line when it ends
         self._fetchers: ThreadPoolExecutor | None = None
+        # Starting positions being looked up for poll (committed offset, or the reset).
+        self._lookup: Future[dict[TopicPartition, int]] | None = None
         self._closed = False
 
     def __enter__(self) -> Consumer:
@@ -165,7 +179,8 @@ class Consumer:
             offset = call_with_retry(
                 self.retry,
                 functools.partial(self._broker.list_offset, found.topic, found.partition, spec),
-                "list_offset",
+                f"seek to {spec} of {found}",
+                timeout_ms=self.default_api_timeout_ms,
             )
             self.seek(found, offset)
 
@@ -179,10 +194,16 @@ class Consumer:
         """Offset of the next record ``poll`` will return for this partition."""
         found = self._require_assigned(topic_partition)
         if found not in self._positions:
-            self._initialise_positions([found])
+            self._positions.update(self._look_up_positions([found]))
         return self._positions[found]
 
-    def _initialise_positions(self, partitions: list[TopicPartition]) -> None:
+    def _look_up_positions(self, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
+        """Where each partition starts: the group's committed offset, else the reset.
+
+        Runs on the caller's thread (position()) or a fetcher thread (poll()); every
+        request in it is bounded by default_api_timeout_ms.
+        """
+        positions: dict[TopicPartition, int] = {}
         committed = self.committed(partitions) if self.group_id else {}
         for topic_partition in partitions:
             offset = committed.get(topic_partition)
@@ -202,9 +223,11 @@ class Consumer:
                         topic_partition.partition,
                         self.auto_offset_reset,
                     ),
-                    "list_offset",
+                    f"looking up the {self.auto_offset_reset} offset of {topic_partition}",
+                    timeout_ms=self.default_api_timeout_ms,
                 )
-            self._positions[topic_partition] = offset
+            positions[topic_partition] = offset
+        return positions
 
     # --- polling ------------------------------------------------------------------------
 
@@ -215,10 +238,9 @@ class Consumer:
         self._check_open()
         if not self._assigned:
             raise InvalidConfigError("poll() before assign(): assign partitions first")
-        missing = [tp for tp in self._assigned if tp not in self._positions]
-        if missing:
-            self._initialise_positions(missing)
         deadline_s = time.monotonic() + max(0, timeout_ms) / 1000
+        if not self._await_positions(deadline_s):
+            return []
         while True:
             self._collect()
             records = self._drain()
@@ -238,6 +260,36 @@ class Consumer:
                 # Every partition is backing off: wait() on no futures would return at once
                 # and this loop would spin until the backoff ends.
                 time.sleep(wait_s)
+
+    def _await_positions(self, deadline_s: float) -> bool:
+        """True once every assigned partition has a position; waits until ``deadline_s`` at
+        most for the lookup (which stays outstanding for the next poll when unanswered)."""
+        assert self._fetchers is not None
+        # A second round for partitions assigned while one ran, or after one that failed.
+        for _ in range(2):
+            missing = [tp for tp in self._assigned if tp not in self._positions]
+            if not missing:
+                return True
+            if self._lookup is None:
+                self._lookup = self._fetchers.submit(self._look_up_positions, missing)
+            wait([self._lookup], timeout=max(0.0, deadline_s - time.monotonic()))
+            if not self._lookup.done():
+                return False
+            lookup, self._lookup = self._lookup, None
+            try:
+                found = lookup.result()
+            except TwinlogError as error:
+                if not error.retriable:
+                    raise
+                # Unanswered (the server stalled or down): the next round asks again.
+                log.warning("looking up the starting positions failed: %s; retrying", error)
+                continue
+            assigned = set(self._assigned)
+            for topic_partition, offset in found.items():
+                # setdefault: a seek() made meanwhile wins
+                if topic_partition in assigned:
+                    self._positions.setdefault(topic_partition, offset)
+        return all(tp in self._positions for tp in self._assigned)
 
     def _start_fetches(self) -> None:
         assert self._fetchers is not None
@@ -368,7 +420,10 @@ class Consumer:
             chosen = {TopicPartition(*tp): int(offset) for tp, offset in offsets.items()}
         if chosen:
             call_with_retry(
-                self.retry, lambda: self._broker.commit_offsets(group_id, chosen), "commit_offsets"
+                self.retry,
+                lambda: self._broker.commit_offsets(group_id, chosen),
+                "commit()",
+                timeout_ms=self.default_api_timeout_ms,
             )
 
     def committed(self, partitions: Iterable[Any]) -> dict[TopicPartition, int | None]:
@@ -376,7 +431,10 @@ class Consumer:
         group_id = self._require_group("committed()")
         chosen = as_topic_partitions(partitions)
         found = call_with_retry(
-            self.retry, lambda: self._broker.fetch_offsets(group_id, chosen), "fetch_offsets"
+            self.retry,
+            lambda: self._broker.fetch_offsets(group_id, chosen),
+            "committed()",
+            timeout_ms=self.default_api_timeout_ms,
         )
         return {tp: (None if found.get(tp, NO_OFFSET) == NO_OFFSET else found[tp]) for tp in chosen}
 
@@ -394,6 +452,9 @@ class Consumer:
         for fetch in self._fetches.values():
             fetch.future.cancel()
         self._fetches.clear()
+        if self._lookup is not None:
+            self._lookup.cancel()
+            self._lookup = None
         if self._fetchers is not None:
             self._fetchers.shutdown(wait=False, cancel_futures=True)
         if self._owns_broker:

@@ -5,6 +5,11 @@ as they are submitted, and a reader thread resolves the futures from the
 responses (the server answers in order, each with its correlation id). When the
 call breaks (server restart), every pending future fails with the mapped error
 (BrokerUnavailableError, retriable) and the next submit opens a new call.
+Each request must be answered within ``request_timeout_s``: a watchdog thread (asleep
+until the oldest unanswered request's deadline) fails every pending future with
+RequestTimedOutError (retriable) and cancels the call when one is not, so a stalled
+server or a connection that swallows bytes never holds a batch forever; the next
+submit opens a new call.
 A server that has as many streams open as it allows refuses a new one
 (NotEnoughResourcesError, nothing read from it): its requests, and those of the
 next ``UNARY_FALLBACK_S``, go as unary Produce calls instead (pipelined as well:
@@ -22,7 +27,8 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, InvalidStateError, ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import grpc
@@ -31,6 +37,7 @@ from twinlog.engine.base.errors import (
     BatchTooLargeError,
     BrokerUnavailableError,
     NotEnoughResourcesError,
+    RequestTimedOutError,
 )
 from twinlog.engine.base.types import ProduceResult
 from twinlog.rpc.client.request_size import check_produce_size
@@ -40,6 +47,8 @@ from twinlog.rpc.wire.errors import error_from_proto, error_from_rpc_error
 
 EMBEDDED_SENDER_THREADS = 4
 UNARY_FALLBACK_S = 5.0  # after the server refused a stream, how long to send unary calls
+CLOSE_WAIT_S = 5.0  # how long close() lets the server answer what is pending
+REQUEST_TIMEOUT_S_DEFAULT = 30.0
 
 Waiting = tuple[produce_pb2.ProduceRequest, "Future[ProduceResult]"]
 
@@ -47,7 +56,14 @@ Waiting = tuple[produce_pb2.ProduceRequest, "Future[ProduceResult]"]
 class ProducePipe(Protocol):
     def submit(self, topic: str, partition: int, batch: bytes) -> Future[ProduceResult]: ...
 
-    def close(self) -> None: ...
+    def close(self, timeout_s: float | None = None) -> None: ...
+
+
+@dataclass
+class _Pending:
+    request: produce_pb2.ProduceRequest
+    future: Future[ProduceResult]
+    deadline_s: float  # monotonic: the answer must come before this
 
 
 class _Call:
@@ -57,18 +73,39 @@ class _Call:
         self,
         method: Callable[..., Any],
         metadata: tuple[tuple[str, str], ...],
+        request_timeout_s: float = REQUEST_TIMEOUT_S_DEFAULT,
         on_refused: Callable[[list[Waiting]], None] | None = None,
     ) -> None:
         self.requests: queue.SimpleQueue[produce_pb2.ProduceRequest | None] = queue.SimpleQueue()
-        self.pending: dict[int, Waiting] = {}
+        self.pending: dict[int, _Pending] = {}  # in the order sent, so answered
         self.lock = threading.Lock()
+        self.changed = threading.Condition(self.lock)  # pending grew, or the call broke
         self.broken = False
+        self.request_timeout_s = request_timeout_s
         self.on_refused = on_refused
         self.responses = method(self._request_iterator(), metadata=metadata)
         self.reader = threading.Thread(
             target=self._read, name="twinlog-produce-stream", daemon=True
         )
         self.reader.start()
+        self.watchdog = threading.Thread(
+            target=self._watch, name="twinlog-produce-watchdog", daemon=True
+        )
+        self.watchdog.start()
+
+    def add(
+        self,
+        correlation_id: int,
+        request: produce_pb2.ProduceRequest,
+        future: Future[ProduceResult],
+    ) -> bool:
+        """Lock held. Register a request about to be sent; False if the call is broken."""
+        if self.broken:
+            return False
+        deadline_s = time.monotonic() + self.request_timeout_s
+        self.pending[correlation_id] = _Pending(request, future, deadline_s)
+        self.changed.notify_all()
+        return True
 
     def _request_iterator(self) -> Iterator[produce_pb2.ProduceRequest]:
         while True:
@@ -85,7 +122,7 @@ class _Call:
                     waiting = self.pending.pop(response.correlation_id, None)
                 if waiting is None:
                     continue
-                future = waiting[1]
+                future = waiting.future
                 if response.HasField("error"):
                     future.set_exception(error_from_proto(response.error))
                 else:
@@ -96,18 +133,63 @@ class _Call:
         with self.lock:
             self.broken = True
             pending, self.pending = self.pending, {}
+            self.changed.notify_all()  # the watchdog ends
         self.requests.put(None)  # ends the request iterator, and with it gRPC's sending thread
         if isinstance(failure, NotEnoughResourcesError) and self.on_refused is not None:
-            self.on_refused(list(pending.values()))  # the server read none of them
+            # the server read none of them
+            self.on_refused([(item.request, item.future) for item in pending.values()])
             return
-        for _, future in pending.values():
-            future.set_exception(failure)
+        for item in pending.values():
+            _fail(item.future, failure)
 
-    def close(self) -> None:
+    def _watch(self) -> None:
+        """Fail everything pending, and cancel the call, once a request goes unanswered
+        past its deadline. Sleeps until the oldest pending request's deadline (or until
+        a request is added); no polling."""
+        with self.changed:
+            while not self.broken:
+                oldest = next(iter(self.pending.values()), None)
+                if oldest is None:
+                    self.changed.wait()
+                    continue
+                remaining_s = oldest.deadline_s - time.monotonic()
+                if remaining_s > 0:
+                    self.changed.wait(remaining_s)
+                    continue
+                self.broken = True
+                pending, self.pending = self.pending, {}
+                break
+            else:
+                return
         self.requests.put(None)
-        self.reader.join(timeout=5)
+        self.responses.cancel()  # the reader ends with CANCELLED; nothing is left for it
+        timeout_ms = round(self.request_timeout_s * 1000)
+        for item in pending.values():
+            _fail(
+                item.future,
+                RequestTimedOutError(
+                    f"no answer on the produce stream within request_timeout_ms={timeout_ms}: "
+                    "the server is stalled or unreachable; the batch may or may not have been "
+                    "written (the stream was cancelled; the next send opens a new one)"
+                ),
+            )
+
+    def close(self, timeout_s: float | None = None) -> None:
+        """Half-close, give the server ``timeout_s`` (at most CLOSE_WAIT_S) to answer what is
+        pending, then cancel."""
+        self.requests.put(None)
+        wait_s = CLOSE_WAIT_S if timeout_s is None else max(0.0, min(CLOSE_WAIT_S, timeout_s))
+        self.reader.join(timeout=wait_s)
         if self.reader.is_alive():
             self.responses.cancel()
+
+
+def _fail(future: Future[ProduceResult], error: BaseException) -> None:
+    """Fail ``future`` unless it is already resolved (the reader and the watchdog may race)."""
+    try:
+        future.set_exception(error)
+    except InvalidStateError:
+        pass
 
 
 class ProduceStream:
@@ -116,13 +198,14 @@ class ProduceStream:
         method: Callable[..., Any],
         metadata: tuple[tuple[str, str], ...],
         unary: Any = None,
-        unary_timeout_s: float | None = None,
+        request_timeout_s: float = REQUEST_TIMEOUT_S_DEFAULT,
     ) -> None:
-        """``unary``: the Produce method, for when the server refuses another stream."""
+        """``unary``: the Produce method, for when the server refuses another stream;
+        ``request_timeout_s``: the deadline of each request, on the stream or unary."""
         self._method = method
         self._metadata = metadata
         self._unary = unary
-        self._unary_timeout_s = unary_timeout_s
+        self._request_timeout_s = request_timeout_s
         self._unary_until_s = 0.0
         self._lock = threading.Lock()
         self._call: _Call | None = None
@@ -149,14 +232,16 @@ class ProduceStream:
                 call = self._call
                 if call is None or call.broken:
                     on_refused = self._refused if self._unary is not None else None
-                    call = self._call = _Call(self._method, self._metadata, on_refused)
+                    call = self._call = _Call(
+                        self._method, self._metadata, self._request_timeout_s, on_refused
+                    )
                 with call.lock:
-                    if call.broken:  # broke between the check and now: fail fast, caller retries
+                    if not call.add(correlation_id, request, future):
+                        # broke between the check and now: fail fast, the caller retries
                         future.set_exception(
                             BrokerUnavailableError("the produce stream broke; retry")
                         )
                         return future
-                    call.pending[correlation_id] = (request, future)
                 call.requests.put(request)
         if call is None:
             self._send_unary(request, future)
@@ -186,19 +271,19 @@ class ProduceStream:
 
         try:
             call = self._unary.future(
-                request, timeout=self._unary_timeout_s, metadata=self._metadata
+                request, timeout=self._request_timeout_s, metadata=self._metadata
             )
         except Exception as error:  # a closed channel, say
             future.set_exception(BrokerUnavailableError(f"cannot send a produce call: {error!r}"))
             return
         call.add_done_callback(done)
 
-    def close(self) -> None:
+    def close(self, timeout_s: float | None = None) -> None:
         with self._lock:
             self._closed = True
             call, self._call = self._call, None
         if call is not None:
-            call.close()
+            call.close(timeout_s)
 
 
 class ExecutorPipe:
@@ -211,8 +296,10 @@ class ExecutorPipe:
     def submit(self, topic: str, partition: int, batch: bytes) -> Future[ProduceResult]:
         return self._executor.submit(self._broker.produce, topic, partition, batch)
 
-    def close(self) -> None:
-        self._executor.shutdown(wait=True)
+    def close(self, timeout_s: float | None = None) -> None:
+        """With a timeout, produce calls still running are not waited for: they end on
+        their own (in-process, bounded by the broker), their answers unused."""
+        self._executor.shutdown(wait=timeout_s is None)
 
 
 def open_pipe(broker: BrokerApi) -> ProducePipe:

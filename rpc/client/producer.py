@@ -8,9 +8,14 @@
 ``send`` returns a future at once; a sender thread builds one batch per
 partition (``batch_bytes``, ``linger_ms``), sends it (pipelined over one gRPC
 stream, at most one batch in flight per partition) and resolves the futures.
-Retriable errors are retried with backoff until ``delivery_timeout_ms``;
-a fatal error (ProducerFencedError, ...) ends the producer: every later call raises it
+Retriable errors are retried with backoff until ``delivery_timeout_ms``; a record
+not acknowledged by then fails with RequestTimedOutError, never silently.
+A fatal error (ProducerFencedError, ...) ends the producer: every later call raises it
 until init_transactions() starts a new generation.
+
+No call waits forever (docs/timeouts.md): ``flush()`` and ``close()`` without a
+timeout wait at most for the records' delivery deadlines; the transactional calls
+and ``partitions_for`` take ``default_api_timeout_ms`` unless given ``timeout_ms``.
 
 Sequences (the broker's duplicate check): records are numbered per partition
 from 0 for an idempotent producer, per (transaction, partition) from 0 for a
@@ -54,6 +59,11 @@ from twinlog.rpc.client.partitioner import StickyPartitioner
 from twinlog.rpc.client.record_fields import prepare_record
 from twinlog.rpc.client.retry import RetryPolicy, call_with_retry
 from twinlog.rpc.client.sender import Sender
+from twinlog.rpc.client.timeouts import (
+    DEFAULT_API_TIMEOUT_MS,
+    require_positive_ms,
+    resolve_delivery_timeout_ms,
+)
 from twinlog.rpc.client.transaction_manager import OPEN_PHASES, TransactionManager, TxnPhase
 
 log = logging.getLogger("twinlog.client")
@@ -67,6 +77,12 @@ MAX_BATCH_BYTES_DEFAULT = 8 * 1024 * KIBIBYTE
 
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+def _remaining_ms(started_s: float, timeout_ms: int) -> int:
+    """What is left of a call's ``timeout_ms``; at least 1, so the call is tried (and then
+    times out with the message naming it) rather than skipped."""
+    return max(1, timeout_ms - round((time.monotonic() - started_s) * 1000))
 
 
 def _as_offsets(
@@ -89,8 +105,9 @@ class Producer:
         batch_bytes_max: int = MAX_BATCH_BYTES_DEFAULT,
         buffer_bytes_max: int = 32 * 1024 * KIBIBYTE,
         max_block_ms: int = 60_000,
-        delivery_timeout_ms: int = 120_000,
+        delivery_timeout_ms: int | None = None,  # None: 120000, or linger + request if more
         transaction_timeout_ms: int | None = None,
+        default_api_timeout_ms: int = DEFAULT_API_TIMEOUT_MS,
         retry: RetryPolicy | None = None,
         connection: ConnectionOptions | None = None,
         **connection_options: Any,
@@ -111,10 +128,17 @@ class Producer:
                 "batch_bytes is the size batches aim at, batch_bytes_max the hard limit"
             )
         options = connection or ConnectionOptions(**connection_options)
+        delivery_timeout_ms = resolve_delivery_timeout_ms(
+            delivery_timeout_ms, linger_ms, options.request_timeout_ms
+        )
+        self.default_api_timeout_ms = require_positive_ms(
+            "default_api_timeout_ms", default_api_timeout_ms
+        )
         self._broker, self._owns_broker = connect(target, options)
         self.transactional_id = transactional_id
         self.transaction_timeout_ms = transaction_timeout_ms
         self.max_block_s = max_block_ms / 1000
+        self.delivery_timeout_ms = delivery_timeout_ms
         self.delivery_timeout_s = delivery_timeout_ms / 1000
         self.batch_bytes_max = batch_bytes_max
         self._lock = threading.Lock()
@@ -154,14 +178,22 @@ class Producer:
 
     # --- sending --------------------------------------------------------------------------------
 
-    def partitions_for(self, topic: str) -> int:
+    def partitions_for(self, topic: str, timeout_ms: int | None = None) -> int:
+        """The topic's partition count (asked once, then remembered); waits at most
+        ``timeout_ms`` (None: default_api_timeout_ms)."""
         count = self._partition_counts.get(topic)
         if count is None:
             description = call_with_retry(
-                self.retry, lambda: self._broker.describe_topic(topic), "describe_topic"
+                self.retry,
+                lambda: self._broker.describe_topic(topic),
+                f"partitions_for({topic!r})",
+                timeout_ms=self._timeout_ms(timeout_ms),
             )
             count = self._partition_counts[topic] = len(description.partitions)
         return count
+
+    def _timeout_ms(self, timeout_ms: int | None) -> int:
+        return self.default_api_timeout_ms if timeout_ms is None else timeout_ms
 
     def send(
         self,
@@ -181,7 +213,10 @@ class Producer:
         for name, number in (("partition", partition), ("timestamp_ms", timestamp_ms)):
             if number is not None and (not isinstance(number, int) or isinstance(number, bool)):
                 raise TypeError(f"{name} must be an int or None, not {type(number).__name__}")
-        count = self.partitions_for(topic) if partition is None else 0
+        # send() blocks at most max_block_ms, as Kafka's (here: to learn the partition count).
+        count = (
+            self.partitions_for(topic, round(self.max_block_s * 1000)) if partition is None else 0
+        )
         if timestamp_ms is None:
             timestamp_ms = _now_ms()
         deadline_s = time.monotonic() + self.max_block_s
@@ -233,16 +268,29 @@ class Producer:
             self._partitioner.batch_closed(topic, partition, count)
 
     def flush(self, timeout_ms: int | None = None) -> None:
-        """Send everything queued and wait for the answers (their errors are in the futures)."""
+        """Send everything queued and wait for the answers (their errors are in the futures).
+
+        Waits at most ``timeout_ms``, or (None) until every queued record has succeeded or
+        failed, which its delivery deadline bounds; raises RequestTimedOutError when time
+        runs out first.
+        """
         self._sender.flush(timeout_ms)
 
     def close(self, timeout_ms: int | None = None) -> None:
-        """Flush, stop the sender thread and release the connection. Idempotent."""
+        """Flush, stop the sender thread and release the connection. Idempotent.
+
+        Waits at most ``timeout_ms`` (None: until the records' delivery deadlines, which
+        are bounded); records still without an answer then fail.
+        """
         if self._sender.closing:
             return
+        deadline_s = None if timeout_ms is None else time.monotonic() + timeout_ms / 1000
         with contextlib.suppress(TwinlogError):
             self.flush(timeout_ms)
-        self._sender.close(timeout_ms)
+        remaining_ms = None
+        if deadline_s is not None:
+            remaining_ms = max(0, round((deadline_s - time.monotonic()) * 1000))
+        self._sender.close(remaining_ms)
         if self._owns_broker:
             self._broker.close()
 
@@ -258,14 +306,19 @@ class Producer:
             self._transactions.call_failed(error)
         return error
 
-    def init_transactions(self) -> ProducerIdentity:
-        """Register the transactional id (fencing older producers with the same id)."""
+    def init_transactions(self, timeout_ms: int | None = None) -> ProducerIdentity:
+        """Register the transactional id (fencing older producers with the same id).
+
+        Waits at most ``timeout_ms`` (None: default_api_timeout_ms); then raises
+        RequestTimedOutError, and may be called again.
+        """
         self._transactions.require_transactional_id("init_transactions()")
         transactional_id = self.transactional_id
         identity = call_with_retry(
             self.retry,
             lambda: self._broker.init_producer(transactional_id, self.transaction_timeout_ms),
-            "init_producer",
+            "init_transactions()",
+            timeout_ms=self._timeout_ms(timeout_ms),
         )
         with self._lock:
             self._transactions.initialised(identity)
@@ -283,7 +336,8 @@ class Producer:
                 lambda: self._broker.begin_transaction(
                     identity.producer_id, identity.producer_generation, request_id
                 ),
-                "begin_transaction",
+                "begin_transaction()",
+                timeout_ms=self.default_api_timeout_ms,
             )
         except TwinlogError as error:
             raise self._fenced_guard(error) from None
@@ -320,22 +374,30 @@ class Producer:
                     group_id,
                     as_offsets,
                 ),
-                "send_offsets_to_transaction",
+                "send_offsets_to_transaction()",
+                timeout_ms=self.default_api_timeout_ms,
             )
         except TwinlogError as error:
             raise self._fenced_guard(error) from None
 
-    def commit_transaction(self, wait_for_applied: bool = False) -> None:
+    def commit_transaction(
+        self, wait_for_applied: bool = False, timeout_ms: int | None = None
+    ) -> None:
         """Flush, then commit. Returns once the commit is durable (guaranteed to be applied);
         with ``wait_for_applied``, once its records are readable.
 
         If a send of this transaction failed, raises that error: call abort_transaction().
+        Waits at most ``timeout_ms`` (None: default_api_timeout_ms) for both; then raises
+        RequestTimedOutError: the transaction is still open (or its commit's outcome is
+        unknown), and commit_transaction() or abort_transaction() may be called again.
         """
         what = "commit_transaction()"
+        started_s = time.monotonic()
+        timeout_ms = self._timeout_ms(timeout_ms)
         identity = self._require_transactional(what)
         with self._lock:
             self._transactions.require_phase(what, OPEN_PHASES, "begin a transaction first")
-        self.flush()
+        self._sender.flush(timeout_ms, what)
         with self._lock:
             self._transactions.require_no_failure()
             transaction_id = self._transactions.transaction_id
@@ -348,16 +410,23 @@ class Producer:
                     identity.producer_generation,
                     wait_for_applied,
                 ),
-                "commit_transaction",
+                what,
+                timeout_ms=_remaining_ms(started_s, timeout_ms),
             )
         except TwinlogError as error:
             raise self._fenced_guard(error) from None
         with self._lock:
             self._transactions.ended()
 
-    def abort_transaction(self) -> None:
-        """Drop queued records, let in-flight sends finish, abort. Nothing of it is ever read."""
+    def abort_transaction(self, timeout_ms: int | None = None) -> None:
+        """Drop queued records, let in-flight sends finish, abort. Nothing of it is ever read.
+
+        Waits at most ``timeout_ms`` (None: default_api_timeout_ms); then raises
+        RequestTimedOutError, and may be called again.
+        """
         what = "abort_transaction()"
+        started_s = time.monotonic()
+        timeout_ms = self._timeout_ms(timeout_ms)
         identity = self._require_transactional(what)
         with self._lock:
             self._transactions.require_phase(what, OPEN_PHASES, "there is no transaction to abort")
@@ -367,14 +436,15 @@ class Producer:
                 f"transaction {transaction_id} was aborted before this record was sent"
             )
         )
-        self.flush()  # wait for the batches in flight
+        self._sender.flush(timeout_ms, what)  # wait for the batches in flight
         try:
             call_with_retry(
                 self.retry,
                 lambda: self._broker.abort_transaction(
                     transaction_id, identity.producer_id, identity.producer_generation
                 ),
-                "abort_transaction",
+                what,
+                timeout_ms=_remaining_ms(started_s, timeout_ms),
             )
         except TwinlogError as error:
             raise self._fenced_guard(error) from None

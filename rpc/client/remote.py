@@ -4,6 +4,12 @@ Every method has the signature of the embedded ``twinlog.Broker``'s; a failed
 call raises the exception class the server's broker raised (``twinlog.rpc.wire.errors``).
 ``open_produce_stream()`` gives a pipelined producer channel.
 
+Every call has a gRPC deadline: ``request_timeout_ms`` (a long poll adds its wait),
+cut to the deadline of the client call it is part of (``call_deadline``). The channel
+sends keepalive pings, so that a server that stops answering (paused, partitioned)
+breaks the connection within about ``KEEPALIVE_TIME_MS + KEEPALIVE_TIMEOUT_MS`` even
+when no call is waiting, instead of leaving it open forever.
+
 Thread rule: every method may be called from any thread (one gRPC channel,
 shared).
 """
@@ -26,6 +32,7 @@ from twinlog.engine.base.types import (
     TopicPartition,
     TransactionDescription,
 )
+from twinlog.rpc.client.call_deadline import request_timeout_s
 from twinlog.rpc.client.connection_options import ConnectionOptions
 from twinlog.rpc.client.produce_stream import ProduceStream
 from twinlog.rpc.client.request_size import (
@@ -54,6 +61,20 @@ from twinlog.rpc.wire.metadata import AUTHORIZATION_KEY
 
 Result = TypeVar("Result")
 
+# Keepalive (grpc core's doc/keepalive.md): a ping after this long without traffic...
+KEEPALIVE_TIME_MS = 10_000
+# ...must be acknowledged within this long, or the connection is closed (its calls fail
+# with BrokerUnavailableError, retriable) and opened again.
+KEEPALIVE_TIMEOUT_MS = 5_000
+KEEPALIVE_OPTIONS: tuple[tuple[str, int], ...] = (
+    ("grpc.keepalive_time_ms", KEEPALIVE_TIME_MS),
+    ("grpc.keepalive_timeout_ms", KEEPALIVE_TIMEOUT_MS),
+    # An idle producer or consumer must learn of a dead server too, not only a busy one.
+    ("grpc.keepalive_permit_without_calls", 1),
+    # 0: no limit on pings between data frames (the default stops after two).
+    ("grpc.http2.max_pings_without_data", 0),
+)
+
 
 def _read(path: str, what: str) -> bytes:
     try:
@@ -66,6 +87,7 @@ def open_channel(target: str, options: ConnectionOptions) -> grpc.Channel:
     channel_options: list[tuple[str, Any]] = [
         ("grpc.max_receive_message_length", MESSAGE_BYTES_MAX),
         ("grpc.max_send_message_length", MESSAGE_BYTES_MAX),
+        *KEEPALIVE_OPTIONS,
     ]
     if not options.uses_tls:
         return grpc.insecure_channel(target, options=channel_options)
@@ -105,8 +127,9 @@ class RemoteBroker:
     ) -> Result:
         if not isinstance(request, produce_pb2.ProduceRequest):  # produce() checked its batch
             check_request_size(request)
+        timeout = request_timeout_s(timeout_s or self.timeout_s)
         try:
-            return method(request, timeout=timeout_s or self.timeout_s, metadata=self.metadata)
+            return method(request, timeout=timeout, metadata=self.metadata)
         except grpc.RpcError as error:
             raise error_from_rpc_error(error) from None
 
@@ -167,7 +190,7 @@ class RemoteBroker:
             self.producing.ProduceStream,
             self.metadata,
             unary=self.producing.Produce,
-            unary_timeout_s=self.timeout_s,
+            request_timeout_s=self.timeout_s,
         )
 
     def begin_transaction(

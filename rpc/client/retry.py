@@ -3,6 +3,12 @@
 Only calls that are safe to repeat go through here: reads, idempotent produces
 (the broker drops a repeated sequence), and transaction calls that the broker
 answers idempotently (a retried begin with its request id, a retried commit).
+
+Two bounds: the policy's ``timeout_ms`` stops retrying (the last error is raised), and
+a call's own ``timeout_ms`` (``default_api_timeout_ms`` or the caller's) is a hard
+deadline on the whole call: each request's gRPC timeout is cut to what is left of it
+(``call_deadline``), and when it passes without an answer from the server the call
+raises RequestTimedOutError naming it (after an answer, that answer's error).
 """
 
 from __future__ import annotations
@@ -14,7 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from twinlog.engine.base.errors import TwinlogError
+from twinlog.engine.base.errors import RequestTimedOutError, TwinlogError
+from twinlog.rpc.client.call_deadline import NO_ANSWER_ERRORS, deadline_at
 
 log = logging.getLogger("twinlog.client")
 
@@ -38,18 +45,34 @@ def call_with_retry(
     call: Callable[[], Result],
     what: str,
     sleep: Callable[[float], None] = time.sleep,
+    timeout_ms: int | None = None,
 ) -> Result:
-    deadline = time.monotonic() + policy.timeout_ms / 1000
+    """``call()`` until it succeeds, raises a non-retriable error, or runs out of time.
+
+    ``timeout_ms``: the deadline of the whole call (None: only the policy's budget).
+    """
+    started_s = time.monotonic()
+    retry_deadline_s = started_s + policy.timeout_ms / 1000
+    call_deadline_s = None if timeout_ms is None else started_s + timeout_ms / 1000
     attempt = 0
     while True:
         try:
-            return call()
+            if call_deadline_s is None:
+                return call()
+            with deadline_at(call_deadline_s):
+                return call()
         except TwinlogError as error:
             if not error.retriable:
                 raise
             attempt += 1
             pause_s = policy.pause_ms(attempt) / 1000
-            if time.monotonic() + pause_s > deadline:
+            now_s = time.monotonic()
+            if call_deadline_s is not None and now_s + pause_s >= call_deadline_s:
+                assert timeout_ms is not None
+                if not isinstance(error, NO_ANSWER_ERRORS):
+                    raise  # the server's own answer says more than "timed out"
+                raise call_timed_out(what, timeout_ms, now_s - started_s, attempt, error) from error
+            if now_s + pause_s > retry_deadline_s:
                 raise
             log.debug(
                 "%s: %s (%s); retry %d in %.0f ms",
@@ -60,3 +83,16 @@ def call_with_retry(
                 pause_s * 1000,
             )
             sleep(pause_s)
+
+
+def call_timed_out(
+    what: str, timeout_ms: int, elapsed_s: float, attempts: int, last: TwinlogError
+) -> RequestTimedOutError:
+    """The error of a call that ran out of time: which call, after how long, what to do."""
+    return RequestTimedOutError(
+        f"{what} did not complete within its timeout of {timeout_ms} ms "
+        f"({elapsed_s * 1000:.0f} ms, {attempts} attempt(s); last error: "
+        f"{type(last).__name__}: {last}); the server is stalled or unreachable and the call "
+        "may or may not have taken effect: check the server, then call it again "
+        "(with a larger timeout_ms or default_api_timeout_ms to wait longer)"
+    )

@@ -6,6 +6,12 @@ sequence), sends it over the produce pipe and, on the answer, resolves the
 batch's future, puts it back for a retry (retriable error, time left), or fails
 it and tells the transaction manager what that means for the producer.
 
+No record waits past its delivery deadline (``delivery_timeout_ms`` after its batch
+was created): the thread also wakes at the earliest deadline and fails, with
+RequestTimedOutError (``expiry``), batches still queued and batches whose request is
+unanswered. An expired batch in flight keeps its partition busy until its request
+ends (the pipe's own request deadline bounds that), so no later batch overtakes it.
+
 Thread rule: ``flush``, ``close``, ``drop_unsent`` and ``restart_sequences`` are
 called from the producer's methods; the rest runs on the sender thread or, for
 answers, on the client's I/O thread. Shared state (the accumulator, the
@@ -18,7 +24,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable
-from concurrent.futures import Future
+from concurrent.futures import Future, InvalidStateError
 
 from twinlog.engine.base.errors import (
     DuplicateSequenceError,
@@ -31,6 +37,8 @@ from twinlog.engine.base.errors import (
 )
 from twinlog.engine.base.types import ProduceResult, ProducerIdentity, TopicPartition
 from twinlog.rpc.client.accumulator import Accumulator, ProducerBatch
+from twinlog.rpc.client.call_deadline import NO_ANSWER_ERRORS
+from twinlog.rpc.client.expiry import deadline_error
 from twinlog.rpc.client.produce_stream import ProducePipe, open_pipe
 from twinlog.rpc.client.retry import RetryPolicy, call_with_retry
 from twinlog.rpc.client.sequences import SequenceNumbers
@@ -42,6 +50,11 @@ log = logging.getLogger("twinlog.client")
 # An error that leaves a batch's fate unknown: the idempotent producer starts afresh
 # (new producer id) rather than risk a later batch being taken for a duplicate.
 SEQUENCE_BREAKING_ERRORS = (OutOfOrderSequenceError, UnknownProducerIdError, RequestTimedOutError)
+# flush() with no timeout waits for every record's delivery deadline; past the latest one
+# by this much, something is wrong (a pipe that never answers): it raises instead.
+FLUSH_SLACK_S = 5.0
+
+Failures = list[tuple[list[ProducerBatch], TwinlogError]]
 
 
 class Sender:
@@ -63,7 +76,7 @@ class Sender:
         self._transactions = transactions
         self._changed = changed
         self._on_batch_closed = on_batch_closed
-        self._in_flight: set[TopicPartition] = set()
+        self._in_flight: dict[TopicPartition, ProducerBatch] = {}
         self._sequences = SequenceNumbers()
         self._flushing = 0  # flush() calls waiting: lingering batches go at once
         self._pipe: ProducePipe = open_pipe(broker)
@@ -74,31 +87,79 @@ class Sender:
 
     # --- called by the producer --------------------------------------------------------
 
-    def flush(self, timeout_ms: int | None = None) -> None:
-        """Send everything queued and wait for the answers (their errors are in the futures)."""
-        deadline_s = None if timeout_ms is None else time.monotonic() + timeout_ms / 1000
+    def flush(self, timeout_ms: int | None = None, what: str = "flush()") -> None:
+        """Send everything queued and wait for the answers (their errors are in the futures).
+
+        ``timeout_ms`` None: until every record is done, which its delivery deadline bounds.
+        Raises RequestTimedOutError, naming ``what``, when time runs out first.
+        """
+        started_s = time.monotonic()
+        deadline_s = None if timeout_ms is None else started_s + timeout_ms / 1000
         with self._changed:
             self._flushing += 1
             self._changed.notify_all()
             try:
-                while not (self._accumulator.is_empty() and not self._in_flight):
-                    remaining_s = None if deadline_s is None else deadline_s - time.monotonic()
-                    if remaining_s is not None and remaining_s <= 0:
+                while not self._all_done():
+                    now_s = time.monotonic()
+                    limit_s = deadline_s
+                    if limit_s is None:
+                        limit_s = self._latest_deadline_s(now_s) + FLUSH_SLACK_S
+                    if now_s >= limit_s:
                         raise RequestTimedOutError(
-                            f"flush did not complete within {timeout_ms} ms; records are still "
-                            "queued or in flight"
+                            f"{what} did not complete within "
+                            f"{(now_s - started_s) * 1000:.0f} ms"
+                            + (f" (timeout_ms={timeout_ms})" if timeout_ms is not None else "")
+                            + ": records are still queued or unanswered; the server is stalled "
+                            "or unreachable. Their futures fail by their delivery deadline; "
+                            "call it again to wait longer"
                         )
-                    self._changed.wait(remaining_s)
+                    self._changed.wait(limit_s - now_s)
             finally:
                 self._flushing -= 1
 
+    def _all_done(self) -> bool:
+        """Lock held. Nothing queued, and every batch sent has its outcome (an expired
+        batch has one, though its request may still be under way)."""
+        return self._accumulator.is_empty() and all(
+            batch.result.done() for batch in self._in_flight.values()
+        )
+
+    def _latest_deadline_s(self, now_s: float) -> float:
+        """Lock held. The last delivery deadline of a batch not done yet."""
+        pending = [batch for batch in self._in_flight.values() if not batch.result.done()]
+        pending.extend(self._accumulator)
+        return max((batch.deadline_s for batch in pending), default=now_s)
+
     def close(self, timeout_ms: int | None = None) -> None:
-        """Stop the thread (failing what is still queued) and close the produce pipe."""
+        """Stop the thread (failing what is still queued), close the produce pipe, and fail
+        whatever is still without an answer then."""
+        started_s = time.monotonic()
         with self._changed:
             self.closing = True
             self._changed.notify_all()
         self._thread.join(timeout=None if timeout_ms is None else timeout_ms / 1000)
-        self._pipe.close()
+        remaining_s = None
+        if timeout_ms is not None:
+            remaining_s = max(0.0, started_s + timeout_ms / 1000 - time.monotonic())
+        with self._changed:
+            if all(batch.result.done() for batch in self._in_flight.values()):
+                # Every record has its outcome (expired ones included): no answer is worth
+                # waiting for from a server that may be stalled.
+                remaining_s = 0.0
+        self._pipe.close(remaining_s)
+        with self._changed:
+            unanswered = [batch for batch in self._in_flight.values() if not batch.result.done()]
+            unanswered.extend(self._take_unsent())
+            for batch in unanswered:
+                self._accumulator.release(batch)
+            self._changed.notify_all()
+        fail_batches(
+            unanswered,
+            InvalidTxnStateError(
+                "the producer was closed before this record was acknowledged; it may or may "
+                "not have been written"
+            ),
+        )
 
     def drop_unsent(self, error: TwinlogError) -> None:
         """Fail every queued batch with ``error``; batches in flight go on."""
@@ -115,25 +176,34 @@ class Sender:
 
     def _run(self) -> None:
         while True:
-            batches = self._next_batches()
-            if batches is None:
+            work = self._next_work()
+            if work is None:
                 return
+            batches, expired = work
+            for failed, error in expired:
+                fail_batches(failed, error)
             for batch in batches:
                 self._send(batch)
 
-    def _next_batches(self) -> list[ProducerBatch] | None:
-        """Wait for ready batches and mark their partitions in flight; None once closing."""
+    def _next_work(self) -> tuple[list[ProducerBatch], Failures] | None:
+        """Wait for ready batches (marking their partitions in flight) or expired ones;
+        None once closing."""
         with self._changed:
             while not self.closing:
                 now_s = time.monotonic()
+                expired = self._expire(now_s)
                 batches, wake_s = self._accumulator.drain(
                     now_s, self._in_flight, self._flushing > 0
                 )
-                if batches:
-                    for batch in batches:
-                        self._on_batch_closed(batch.topic_partition)
-                    self._in_flight.update(batch.topic_partition for batch in batches)
-                    return batches
+                for batch in batches:
+                    self._on_batch_closed(batch.topic_partition)
+                    self._in_flight[batch.topic_partition] = batch
+                if batches or expired:
+                    self._changed.notify_all()
+                    return batches, expired
+                deadline_s = self._earliest_deadline_s()
+                if deadline_s is not None and (wake_s is None or deadline_s < wake_s):
+                    wake_s = deadline_s
                 self._changed.wait(None if wake_s is None else max(0.0, wake_s - now_s))
             unsent = self._take_unsent()
         fail_batches(
@@ -141,12 +211,57 @@ class Sender:
         )
         return None
 
-    def _ensure_identity(self) -> ProducerIdentity:
+    def _earliest_deadline_s(self) -> float | None:
+        """Lock held. When the next batch expires: queued, or in flight and unanswered."""
+        deadlines = [
+            batch.deadline_s
+            for batch in self._in_flight.values()
+            if not (batch.expired or batch.result.done())
+        ]
+        queued_s = self._accumulator.earliest_deadline_s()
+        if queued_s is not None:
+            deadlines.append(queued_s)
+        return min(deadlines, default=None)
+
+    def _expire(self, now_s: float) -> Failures:
+        """Lock held. Take the batches past their delivery deadline; the caller fails them
+        (with what fails along: see ``_record_failure``)."""
+        failures: Failures = []
+        for batch in self._in_flight.values():
+            if batch.expired or batch.deadline_s > now_s or batch.result.done():
+                continue
+            batch.expired = True  # its partition stays busy until the request ends
+            self._accumulator.release(batch)
+            error = deadline_error(batch, now_s, sent=True)
+            failures.append(([batch, *self._record_failure(batch, error)], error))
+        for batch in self._accumulator.take_expired(now_s):
+            self._accumulator.release(batch)
+            sent = batch.payload is not None  # built on its first attempt: sent before
+            error = deadline_error(batch, now_s, sent=sent)
+            if sent:
+                failures.append(([batch, *self._record_failure(batch, error)], error))
+            else:
+                if self._transactions.is_transactional:  # the transaction lacks its records
+                    self._transactions.send_failed(error)
+                failures.append(([batch], error))  # no sequence taken: nothing else breaks
+        if failures:
+            log.warning(
+                "%d batch(es) expired at their delivery deadline: %s",
+                len(failures),
+                failures[0][1],
+            )
+        return failures
+
+    def _ensure_identity(self, batch: ProducerBatch) -> ProducerIdentity:
         with self._changed:
             identity = self._transactions.identity
         if identity is None:  # an idempotent producer gets its id on first use
+            remaining_ms = max(1, round((batch.deadline_s - time.monotonic()) * 1000))
             identity = call_with_retry(
-                self.retry, lambda: self._broker.init_producer(None), "init_producer"
+                self.retry,
+                lambda: self._broker.init_producer(None),
+                "init_producer",
+                timeout_ms=remaining_ms,  # within the batch's delivery deadline
             )
             with self._changed:
                 self._transactions.identity = identity
@@ -155,7 +270,7 @@ class Sender:
     def _send(self, batch: ProducerBatch) -> None:
         try:
             if batch.payload is None:
-                identity = self._ensure_identity()
+                identity = self._ensure_identity(batch)
                 with self._changed:
                     batch.base_sequence = self._sequences.take(
                         batch.topic_partition, batch.record_count
@@ -188,17 +303,43 @@ class Sender:
             log.exception("produce of %s failed unexpectedly", batch.topic_partition)
             error = TwinlogError(f"produce failed unexpectedly: {caught!r}")
         with self._changed:
-            self._in_flight.discard(batch.topic_partition)
+            if self._in_flight.get(batch.topic_partition) is batch:
+                del self._in_flight[batch.topic_partition]
+            if batch.result.done():  # expired, or failed by close(), while unanswered
+                self._accumulator.release(batch)
+                self._changed.notify_all()
+                log.debug(
+                    "the request of %s ended after its batch had failed: %s",
+                    batch.topic_partition,
+                    "written" if error is None else error,
+                )
+                return
             now_s = time.monotonic()
-            if error is not None and error.retriable and self._transactions.can_retry_sends():
+            if (
+                error is not None
+                and error.retriable
+                and self._transactions.can_retry_sends()
+                and not self.closing
+            ):
                 pause_s = self.retry.pause_ms(batch.attempts + 1) / 1000
                 if now_s + pause_s < batch.deadline_s:
                     batch.attempts += 1
                     batch.retry_at_s = now_s + pause_s
+                    batch.last_error = error
                     log.debug("retrying %s: %s", batch.topic_partition, error)
                     self._accumulator.requeue(batch)
                     self._changed.notify_all()
                     return
+                if isinstance(error, NO_ANSWER_ERRORS) and now_s < batch.deadline_s:
+                    # No time for another attempt, but no answer either: it expires at its
+                    # deadline (``_expire``), not earlier, as delivery_timeout_ms promises.
+                    batch.attempts += 1
+                    batch.retry_at_s = batch.deadline_s
+                    batch.last_error = error
+                    self._accumulator.requeue(batch)
+                    self._changed.notify_all()
+                    return
+                error = deadline_error(batch, now_s, sent=True, last_error=error)
             self._accumulator.release(batch)
             also_failed: list[ProducerBatch] = []
             if error is not None:
@@ -244,10 +385,16 @@ class Sender:
 
 def fail_batches(batches: Iterable[ProducerBatch], error: BaseException) -> None:
     for batch in batches:
-        if not batch.result.done():
+        # Threads race here (the sender's expiry, the I/O thread's answer, close()): the
+        # first outcome stays.
+        try:
             batch.result.set_exception(error)
+        except InvalidStateError:
+            pass
 
 
 def complete(batch: ProducerBatch, result: ProduceResult) -> None:
-    if not batch.result.done():
+    try:
         batch.result.set_result(result.base_offset)
+    except InvalidStateError:
+        pass

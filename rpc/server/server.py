@@ -38,6 +38,19 @@ log = logging.getLogger("twinlog.server")
 # gRPC's bare RESOURCE_EXHAUSTED, which rpc.errors maps with the same advice.
 REQUEST_BYTES_MARGIN = 64 * 1024
 
+# Keepalive (grpc core's doc/keepalive.md). The server pings an idle client now and then,
+# so that a client that vanished (host down, partition) frees its stream and long poll...
+SERVER_KEEPALIVE_OPTIONS: tuple[tuple[str, int], ...] = (
+    ("grpc.keepalive_time_ms", 30_000),
+    ("grpc.keepalive_timeout_ms", 10_000),
+    # ...and accepts the clients' own pings (every 10 s, even without calls: see
+    # rpc.client.remote.KEEPALIVE_OPTIONS). By default it would count a ping more often
+    # than every 5 minutes as a strike and close the connection with GOAWAY
+    # "too_many_pings"; allow one every 5 s, half the clients' interval.
+    ("grpc.keepalive_permit_without_calls", 1),
+    ("grpc.http2.min_ping_interval_without_data_ms", 5_000),
+)
+
 
 def _read(path: str, what: str) -> bytes:
     try:
@@ -80,6 +93,7 @@ class RpcServer:
             ("grpc.max_receive_message_length", config.request_bytes_max + REQUEST_BYTES_MARGIN),
             ("grpc.max_send_message_length", config.fetch_bytes_max + REQUEST_BYTES_MARGIN),
             ("grpc.so_reuseport", 0),  # a second server on the same port must fail, not share
+            *SERVER_KEEPALIVE_OPTIONS,
         ]
         self._server = grpc.server(
             futures.ThreadPoolExecutor(

@@ -114,7 +114,11 @@ def test_produce_and_commit_on_a_full_disk(server: tuple[ServerProcess, Path]) -
         _check_disk_full(commit_error.value)
         # The client library surfaces the same error once its delivery timeout passes.
         with Producer(
-            process.address, linger_ms=0, delivery_timeout_ms=600, retry=RetryPolicy(600, 50, 100)
+            process.address,
+            linger_ms=0,
+            delivery_timeout_ms=600,
+            request_timeout_ms=600,  # delivery_timeout_ms must cover linger + one request
+            retry=RetryPolicy(600, 50, 100),
         ) as producer:
             future = producer.send("t", b"never")
             with pytest.raises(DiskFullError) as client_error:

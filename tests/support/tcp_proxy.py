@@ -1,0 +1,115 @@
+"""A TCP proxy on 127.0.0.1 that can hold every byte: a network partition, in a test.
+
+``HoldingProxy(target_port)`` accepts connections and forwards bytes both ways to
+the target. ``hold()`` stops forwarding in both directions while every socket stays
+open (as a partition that drops packets, or a peer that stopped reading: the sender
+sees no error, just no answer); ``release()`` forwards again, bytes held included.
+No tests here.
+
+Thread rule: ``hold``, ``release`` and ``close`` from the test's thread; one accept
+thread and two pump threads per connection, all ended by ``close``.
+"""
+
+from __future__ import annotations
+
+import select
+import socket
+import threading
+from collections.abc import Callable
+
+POLL_S = 0.05  # how often an idle pump looks at the hold switch and the close flag
+CHUNK_BYTES = 64 * 1024
+
+
+class HoldingProxy:
+    def __init__(self, target_port: int, target_host: str = "127.0.0.1") -> None:
+        self.target = (target_host, target_port)
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self._listener.settimeout(POLL_S)
+        self.port: int = self._listener.getsockname()[1]
+        self.address = f"127.0.0.1:{self.port}"
+        self._flowing = threading.Event()
+        self._flowing.set()
+        self._closed = threading.Event()
+        self._sockets: list[socket.socket] = []
+        self._threads: list[threading.Thread] = []
+        self._lock = threading.Lock()
+        self._start(self._accept, "proxy-accept")
+
+    def hold(self) -> None:
+        """Stop forwarding bytes, both ways; connections stay open and new ones are accepted."""
+        self._flowing.clear()
+
+    def release(self) -> None:
+        self._flowing.set()
+
+    def close(self) -> None:
+        self._closed.set()
+        self._flowing.set()
+        self._listener.close()
+        with self._lock:
+            sockets, threads = list(self._sockets), list(self._threads)
+        for sock in sockets:
+            sock.close()
+        for thread in threads:
+            thread.join(timeout=2)
+
+    def __enter__(self) -> HoldingProxy:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def _start(self, target: Callable[..., None], name: str, *args: object) -> None:
+        thread = threading.Thread(target=target, args=args, name=name, daemon=True)
+        with self._lock:
+            self._threads.append(thread)
+        thread.start()
+
+    def _accept(self) -> None:
+        while not self._closed.is_set():
+            try:
+                client, _ = self._listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:  # closed
+                return
+            try:
+                server = socket.create_connection(self.target, timeout=5)
+            except OSError:
+                client.close()
+                continue
+            with self._lock:
+                self._sockets.extend((client, server))
+            self._start(self._pump, "proxy-up", client, server)
+            self._start(self._pump, "proxy-down", server, client)
+
+    def _wait_flowing(self) -> bool:
+        """Wait while held; False once closed."""
+        while not self._flowing.wait(POLL_S):
+            if self._closed.is_set():
+                return False
+        return not self._closed.is_set()
+
+    def _pump(self, source: socket.socket, sink: socket.socket) -> None:
+        try:
+            while self._wait_flowing():
+                ready, _, _ = select.select([source], [], [], POLL_S)
+                if not ready:
+                    continue
+                if not self._flowing.is_set():  # held between the check and now: keep it
+                    continue
+                data = source.recv(CHUNK_BYTES)
+                if not data:
+                    break
+                if not self._wait_flowing():  # held while it was read: it waits too
+                    break
+                sink.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for sock in (source, sink):
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
