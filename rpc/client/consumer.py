@@ -44,6 +44,7 @@ from twinlog.engine.base.errors import (
 )
 from twinlog.engine.base.types import FetchResult, TopicPartition
 from twinlog.engine.records.batch_reader import Record, RecordBatch, iter_batches
+from twinlog.rpc.client.client_metrics import ConsumerMetrics
 from twinlog.rpc.client.connection import ConnectionOptions, Target, connect
 from twinlog.rpc.client.records import ConsumerRecord
 from twinlog.rpc.client.retry import RetryPolicy, call_with_retry
@@ -101,6 +102,7 @@ class Consumer:
         self._unreachable = False  # a warning was logged; an info line when it ends
         self._fetchers: ThreadPoolExecutor | None = None
         self._closed = False
+        self._metrics = ConsumerMetrics()
 
     def __enter__(self) -> Consumer:
         return self
@@ -144,6 +146,7 @@ class Consumer:
     def _forget(self, topic_partition: TopicPartition) -> None:
         """Drop buffered records and an in-flight fetch (its answer will be ignored)."""
         self._buffers.pop(topic_partition, None)
+        self._metrics.forget(topic_partition)
         fetch = self._fetches.pop(topic_partition, None)
         if fetch is not None:
             fetch.future.cancel()
@@ -249,7 +252,7 @@ class Consumer:
             offset = self._positions[topic_partition]
             max_bytes = self._max_bytes.get(topic_partition, self.fetch_max_bytes)
             future = self._fetchers.submit(
-                self._broker.fetch,
+                self._metrics.timed(self._broker.fetch),
                 topic_partition.topic,
                 topic_partition.partition,
                 offset,
@@ -339,6 +342,7 @@ class Consumer:
             self._max_bytes[topic_partition] = current * 2
         if records:
             self._buffers[topic_partition] = records
+        self._metrics.fetched(topic_partition, offset, result, records)
 
     def _drain(self) -> list[ConsumerRecord]:
         taken: list[ConsumerRecord] = []
@@ -377,6 +381,13 @@ class Consumer:
             self.retry, lambda: self._broker.fetch_offsets(group_id, chosen), "fetch_offsets"
         )
         return {tp: (None if found.get(tp, NO_OFFSET) == NO_OFFSET else found[tp]) for tp in chosen}
+
+    # --- metrics ------------------------------------------------------------------------------
+
+    def metrics(self) -> dict[str, dict[str, float]]:
+        """kafka-python's consumer metrics (``client_metrics``): records and bytes consumed,
+        fetch latency, the largest lag of an assigned partition."""
+        return self._metrics.snapshot()
 
     # --- closing ------------------------------------------------------------------------------
 
