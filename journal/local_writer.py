@@ -31,11 +31,12 @@ import logging
 import os
 import queue
 import threading
+import time
 from typing import Any
 
 import lmdb
 
-from twinlog.engine.base import failpoints
+from twinlog.engine.base import failpoints, fsync_latency
 from twinlog.engine.base.errors import (
     CorruptJournalError,
     DiskFullError,
@@ -211,10 +212,12 @@ class GroupWriter:
                     request.result = request.operation.apply(tables)
                 tables.flush()
                 failpoints.hit("journal.before_sync")
-                txn.commit()
+                started_s = time.monotonic()
+                txn.commit()  # syncs, unless sync_mode is env_sync
                 committed = True
                 if self._config.sync_mode == SYNC_ENV:
                     self._env.sync(True)
+                fsync_latency.LOCAL_JOURNAL.observe(time.monotonic() - started_s)
                 failpoints.hit("journal.after_sync")
             except lmdb.MapFullError:
                 if not committed:

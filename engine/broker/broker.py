@@ -69,6 +69,7 @@ from twinlog.engine.base.types import (
     TopicPartition,
     TransactionDescription,
 )
+from twinlog.engine.broker.broker_stats import BrokerStats, collect_stats
 from twinlog.engine.broker.config import BrokerConfig
 from twinlog.engine.broker.coordinator import Coordinator, coordinator_partition_of
 from twinlog.engine.broker.group_offset_fencing import GroupOffsetFence
@@ -89,6 +90,7 @@ from twinlog.engine.broker.topic_registry import (
     validate_topic_name,
 )
 from twinlog.engine.broker.transaction_metadata import now_ms
+from twinlog.engine.broker.transaction_timings import TransactionTimings
 from twinlog.engine.broker.txn_state import TransactionEvent
 from twinlog.engine.log import LogConfig
 from twinlog.engine.records.batch_format import (
@@ -165,6 +167,7 @@ class Broker:
         self._partitions: dict[TopicPartition, Partition] = {}
         self.scheduler = Scheduler()
         self._decompression_budget = DecompressionBudget(config.decompressed_bytes_in_flight_max)
+        self.transaction_timings = TransactionTimings()  # shared by the coordinators
 
     # --- life cycle ---------------------------------------------------------------------
 
@@ -261,6 +264,7 @@ class Broker:
                 self.ids,
                 applier,
                 on_complete=self.offset_fence.release,
+                timings=self.transaction_timings,
             )
             for journal_partition_index in range(self.topics.journal_partitions)
         ]
@@ -776,6 +780,20 @@ class Broker:
         if producer_id < 0 or coordinator_index >= len(self.coordinators):
             return None
         return self.coordinators[coordinator_index].transactional_id_of(producer_id)
+
+    # --- observability ---------------------------------------------------------------------------
+
+    def stats(self) -> BrokerStats:
+        """Figures for an operator (``broker_stats``): read-only, costs a walk of the state."""
+        self._check_open()
+        with self._admin_lock:  # topics come and go under it
+            partitions = list(self._partitions.values())
+        return collect_stats(
+            self.coordinators,
+            partitions,
+            self.journal,
+            self.group_offsets.committed(),
+        )
 
     # --- used by tests and tools -------------------------------------------------------------------
 

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Iterable
 from typing import Protocol
 
@@ -67,6 +68,7 @@ from twinlog.engine.broker.coordinator_completion import (
 )
 from twinlog.engine.broker.coordinator_replay import CoordinatorMemory
 from twinlog.engine.broker.transaction_metadata import ProducerEntry, TransactionMetadata, now_ms
+from twinlog.engine.broker.transaction_timings import TransactionTimings
 from twinlog.engine.broker.txn_state import Outcome, TransactionEvent, next_state
 from twinlog.journal.txn_checkpoint import Checkpoint
 from twinlog.journal.txn_journal import TxnJournal
@@ -110,8 +112,10 @@ class Coordinator:
         applier: PartitionApplier,
         *,
         on_complete: CompletionHook | None = None,
+        timings: TransactionTimings | None = None,
     ) -> None:
         self.partition_index = partition_index
+        self.timings = timings or TransactionTimings()  # read by a server's metrics
         self.journal = journal
         self._ids = ids
         self._applier = applier
@@ -137,6 +141,7 @@ class Coordinator:
         """Append a decision to the journal (fsynced) and apply it to memory."""
         offset = self.journal.append(record)
         self._memory.apply(offset, record)
+        self.timings.journaled(record)
         return offset
 
     # --- producers ------------------------------------------------------------------
@@ -405,6 +410,7 @@ class Coordinator:
         wait_for_applied: bool,
         attempts: tuple[str, ...] | None = None,
     ) -> None:
+        started_s = time.monotonic()
         with self._lock:
             txn = self._transaction(transaction_id, producer_id, producer_generation, event)
             if txn is None:
@@ -415,6 +421,8 @@ class Coordinator:
                 journaled = self._journaled_of_sends(txn)  # no send can land meanwhile
             with self._lock:
                 self._prepare(txn, event, attempts, journaled)
+        if event is TransactionEvent.COMMIT:
+            self.timings.commit.observe(time.monotonic() - started_s)
         if wait_for_applied:
             self._wait_complete(txn)
 

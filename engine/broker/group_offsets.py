@@ -180,6 +180,11 @@ class GroupOffsets:
                     if self._pending.get(key) == transaction_id:
                         del self._pending[key]
 
+    def committed(self) -> dict[tuple[str, TopicPartition], int]:
+        """A copy of every committed offset, by (group, topic-partition): for lag figures."""
+        with self._lock:
+            return dict(self._committed)
+
     def pending_count(self) -> int:
         with self._lock:
             return len(self._pending)

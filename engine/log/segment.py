@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
 
-from twinlog.engine.base import failpoints
+from twinlog.engine.base import failpoints, fsync_latency
 from twinlog.engine.base.errors import CorruptBatchError, CorruptLogError, DiskFullError
 from twinlog.engine.log.checked_ranges import CheckedRanges
 from twinlog.engine.log.files import index_path, segment_path, time_index_path
@@ -344,7 +344,9 @@ class Segment:
         if self._write_fd < 0:
             return
         failpoints.hit("log.before_fsync")
+        started_s = time.monotonic()
         os.fsync(self._write_fd)
+        fsync_latency.LOG_SEGMENT.observe(time.monotonic() - started_s)
         failpoints.hit("log.after_fsync")
 
     def flush_index(self) -> None:

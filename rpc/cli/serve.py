@@ -5,20 +5,27 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from twinlog.rpc.cli.common import add_command, configure_logging
+from twinlog.rpc.cli.common import add_command
 from twinlog.rpc.server.config import (
     parse_pairs,
     read_config_file,
     server_config_from,
     split_config,
 )
+from twinlog.rpc.server.log_format import LOG_FORMATS, LOG_LEVELS, configure_server_logging
 
 EXAMPLE = """
 twinlog serve --data-dir /var/lib/twinlog
 twinlog serve --data-dir ./data --port 7071 --config transaction_timeout_ms_default=30000
+twinlog serve --data-dir ./data --metrics-port 9464 --log-format json
 twinlog serve --data-dir ./data --host 0.0.0.0 --tokens-file tokens.txt \\
     --acl-file acl.txt --tls-cert server.pem --tls-key server.key
 """
+
+
+def log_level(text: str) -> str:
+    """Any case of a known level; anything else unchanged, so argparse's refusal quotes it."""
+    return text.upper() if text.upper() in LOG_LEVELS else text
 
 
 def register(subparsers: Any) -> None:
@@ -51,14 +58,33 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="allow a non-loopback --host without authentication (logs a warning)",
     )
-    parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING (default INFO)")
+    observability = parser.add_argument_group("observability (docs/operations.md)")
+    observability.add_argument(
+        "--metrics-port",
+        type=int,
+        help="serve Prometheus metrics on http://HOST:PORT/metrics (0 picks a free port and "
+        "logs it; default: no endpoint)",
+    )
+    observability.add_argument(
+        "--log-level",
+        default="INFO",
+        type=log_level,
+        choices=LOG_LEVELS,
+        help="DEBUG (with one line per request), INFO, WARNING or ERROR, any case (default INFO)",
+    )
+    observability.add_argument(
+        "--log-format",
+        default="text",
+        choices=LOG_FORMATS,
+        help="text lines, or one JSON object per line (default text)",
+    )
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from twinlog.rpc.server.server import serve
 
-    configure_logging(args.log_level)
+    configure_server_logging(args.log_level, args.log_format)
     values: dict[str, Any] = {}
     if args.config_file:
         values.update(read_config_file(args.config_file))
@@ -73,6 +99,7 @@ def run(args: argparse.Namespace) -> int:
         "tokens_file": args.tokens_file,
         "acl_file": args.acl_file,
         "insecure": args.insecure or None,
+        "metrics_port": args.metrics_port,
     }
     server_values.update({key: value for key, value in flags.items() if value is not None})
     return serve(args.data_dir, server_config_from(server_values), broker_values)

@@ -51,6 +51,7 @@ from twinlog.engine.base.errors import (
 )
 from twinlog.engine.base.types import FetchResult, TopicPartition
 from twinlog.engine.records.batch_reader import Record, RecordBatch, iter_batches
+from twinlog.rpc.client.client_metrics import ConsumerMetrics
 from twinlog.rpc.client.connection import ConnectionOptions, Target, connect
 from twinlog.rpc.client.kafka_config import accepts_kafka_names
 from twinlog.rpc.client.records import ConsumerRecord
@@ -117,6 +118,7 @@ class Consumer:
         # Starting positions being looked up for poll (committed offset, or the reset).
         self._lookup: Future[dict[TopicPartition, int]] | None = None
         self._closed = False
+        self._metrics = ConsumerMetrics()
 
     def __enter__(self) -> Consumer:
         return self
@@ -160,6 +162,7 @@ class Consumer:
     def _forget(self, topic_partition: TopicPartition) -> None:
         """Drop buffered records and an in-flight fetch (its answer will be ignored)."""
         self._buffers.pop(topic_partition, None)
+        self._metrics.forget(topic_partition)
         fetch = self._fetches.pop(topic_partition, None)
         if fetch is not None:
             fetch.future.cancel()
@@ -303,7 +306,7 @@ class Consumer:
             offset = self._positions[topic_partition]
             max_bytes = self._max_bytes.get(topic_partition, self.fetch_max_bytes)
             future = self._fetchers.submit(
-                self._broker.fetch,
+                self._metrics.timed(self._broker.fetch),
                 topic_partition.topic,
                 topic_partition.partition,
                 offset,
@@ -393,6 +396,7 @@ class Consumer:
             self._max_bytes[topic_partition] = current * 2
         if records:
             self._buffers[topic_partition] = records
+        self._metrics.fetched(topic_partition, offset, result, records)
 
     def _drain(self) -> list[ConsumerRecord]:
         taken: list[ConsumerRecord] = []
@@ -437,6 +441,13 @@ class Consumer:
             timeout_ms=self.default_api_timeout_ms,
         )
         return {tp: (None if found.get(tp, NO_OFFSET) == NO_OFFSET else found[tp]) for tp in chosen}
+
+    # --- metrics ------------------------------------------------------------------------------
+
+    def metrics(self) -> dict[str, dict[str, float]]:
+        """kafka-python's consumer metrics (``client_metrics``): records and bytes consumed,
+        fetch latency, the largest lag of an assigned partition."""
+        return self._metrics.snapshot()
 
     # --- closing ------------------------------------------------------------------------------
 

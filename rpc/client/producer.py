@@ -52,6 +52,7 @@ from twinlog.engine.base.types import ProducerIdentity, TopicPartition
 from twinlog.engine.records.batch_builder import Header
 from twinlog.engine.records.batch_format import NO_TRANSACTION_ID
 from twinlog.rpc.client.accumulator import Accumulator
+from twinlog.rpc.client.client_metrics import ProducerMetrics
 from twinlog.rpc.client.connection import ConnectionOptions, Target, connect
 from twinlog.rpc.client.futures import RecordFuture
 from twinlog.rpc.client.kafka_config import accepts_kafka_names
@@ -149,6 +150,7 @@ class Producer:
         self._partition_counts: dict[str, int] = {}
         self._transactions = TransactionManager(transactional_id)
         self._request_ids = itertools.count(secrets.randbits(40) << 20)
+        self._metrics = ProducerMetrics(buffer_bytes_max, lambda: self._accumulator.buffered_bytes)
         self._sender = Sender(
             self._broker,
             self._accumulator,
@@ -156,6 +158,7 @@ class Producer:
             self._changed,
             retry or RetryPolicy(timeout_ms=delivery_timeout_ms),
             self._batch_closed,
+            metrics=self._metrics,
         )
         self._sender.start()
 
@@ -246,6 +249,8 @@ class Producer:
                 time.monotonic(),
                 self.delivery_timeout_s,
             )
+            if batch.record_count == 1:  # a new batch: count its records when it is done
+                self._metrics.watch(batch)
             if full and record.key is None and count:
                 self._partitioner.batch_closed(topic, partition, count)
             if full or batch.record_count == 1:
@@ -266,6 +271,11 @@ class Producer:
         count = self._partition_counts.get(topic)
         if count:
             self._partitioner.batch_closed(topic, partition, count)
+
+    def metrics(self) -> dict[str, dict[str, float]]:
+        """kafka-python's producer metrics (``client_metrics``): records sent and failed,
+        request latency, batch sizes, free buffer."""
+        return self._metrics.snapshot()
 
     def flush(self, timeout_ms: int | None = None) -> None:
         """Send everything queued and wait for the answers (their errors are in the futures).

@@ -38,6 +38,7 @@ from twinlog.engine.base.errors import (
 from twinlog.engine.base.types import ProduceResult, ProducerIdentity, TopicPartition
 from twinlog.rpc.client.accumulator import Accumulator, ProducerBatch
 from twinlog.rpc.client.call_deadline import NO_ANSWER_ERRORS
+from twinlog.rpc.client.client_metrics import ProducerMetrics
 from twinlog.rpc.client.expiry import deadline_error
 from twinlog.rpc.client.produce_stream import ProducePipe, open_pipe
 from twinlog.rpc.client.retry import RetryPolicy, call_with_retry
@@ -66,6 +67,7 @@ class Sender:
         changed: threading.Condition,
         retry: RetryPolicy,
         on_batch_closed: Callable[[TopicPartition], None],
+        metrics: ProducerMetrics | None = None,
     ) -> None:
         """``changed`` is the producer's lock, notified whenever the buffer or the batches
         in flight change; ``on_batch_closed`` is told (lock held) of each batch sent."""
@@ -80,6 +82,8 @@ class Sender:
         self._sequences = SequenceNumbers()
         self._flushing = 0  # flush() calls waiting: lingering batches go at once
         self._pipe: ProducePipe = open_pipe(broker)
+        if metrics is not None:  # times each request, counts its bytes
+            self._pipe = metrics.measure(self._pipe)
         self._thread = threading.Thread(target=self._run, name="twinlog-producer", daemon=True)
 
     def start(self) -> None:

@@ -77,6 +77,7 @@ from enum import Enum
 from pathlib import Path
 
 from twinlog.engine.base.errors import AuthenticationError, AuthorizationError, InvalidConfigError
+from twinlog.rpc.server.audit import audit
 from twinlog.rpc.wire.metadata import AUTHORIZATION_KEY
 
 BEARER_PREFIX = "bearer "
@@ -339,6 +340,13 @@ class Guard:
             return
         for name in names:
             if not self.acl.allows(principal, operation, name, resource):
+                audit(
+                    "acl.denied",
+                    principal=principal.name,
+                    action=operation.value,
+                    resource=resource.value,
+                    name=name,
+                )
                 what = f"{name!r}" if resource is Resource.TOPIC else f"{resource.value} {name!r}"
                 internal = resource is Resource.TOPIC and is_internal_topic(name)
                 raise AuthorizationError(

@@ -14,7 +14,8 @@ from typing import Any, TypeVar
 
 import grpc
 
-from twinlog.engine.base.errors import TwinlogError
+from twinlog.engine.base.errors import AuthenticationError, TwinlogError
+from twinlog.rpc.server.audit import audit
 from twinlog.rpc.server.auth import Guard, Principal
 from twinlog.rpc.wire.errors import describe
 
@@ -25,7 +26,8 @@ Response = TypeVar("Response")
 Method = Callable[[Any, Request, grpc.ServicerContext], Response]
 
 
-def principal_of(guard: Guard, context: grpc.ServicerContext) -> Principal:
+def identify(guard: Guard, context: grpc.ServicerContext) -> Principal:
+    """Who calls; raises AuthenticationError (without auditing it: ``principal_of`` does)."""
     common_name = None
     if guard.mutual_tls:
         names = context.auth_context().get("x509_common_name") or []
@@ -33,6 +35,15 @@ def principal_of(guard: Guard, context: grpc.ServicerContext) -> Principal:
             first = names[0]
             common_name = first.decode() if isinstance(first, bytes) else str(first)
     return guard.authenticate(context.invocation_metadata() or (), common_name)
+
+
+def principal_of(guard: Guard, context: grpc.ServicerContext) -> Principal:
+    """Who calls; a failed authentication is audited (the token itself never is)."""
+    try:
+        return identify(guard, context)
+    except AuthenticationError as error:
+        audit("authentication.failed", peer=context.peer(), reason=str(error))
+        raise
 
 
 def log_failure(method_name: str, error: BaseException) -> None:

@@ -48,6 +48,9 @@ class ServerConfig:
     long_polls_per_principal_max: int = -1
     long_polls_per_connection_max: int = -1
     shutdown_grace_ms: int = 10_000  # in-flight requests get this long on SIGTERM
+    # Observability (docs/operations.md)
+    metrics_port: int = -1  # Prometheus /metrics on host:port; -1: none, 0: any free port
+    request_log_slow_ms: int = 1_000  # a unary call this slow is logged at INFO, not DEBUG
     # Security
     insecure: bool = False  # allow a non-loopback address without authentication
     tokens_file: str | None = None  # "TOKEN PRINCIPAL" lines; enables authentication
@@ -90,6 +93,13 @@ class ServerConfig:
             )
         if not 0 <= self.port <= 65535:
             raise InvalidConfigError(f"server config port is {self.port}; use 0..65535")
+        if not -1 <= self.metrics_port <= 65535:
+            raise InvalidConfigError(
+                f"server config metrics_port is {self.metrics_port}; use 0..65535, or -1 for "
+                "no metrics endpoint"
+            )
+        if self.request_log_slow_ms < 0:
+            raise InvalidConfigError("server config request_log_slow_ms must be >= 0")
         if (self.tls_cert_file is None) != (self.tls_key_file is None):
             raise InvalidConfigError("TLS needs both --tls-cert and --tls-key")
         if self.tls_client_ca_file and not self.tls_cert_file:

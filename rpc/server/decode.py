@@ -27,6 +27,7 @@ import grpc
 from twinlog.engine.base.errors import BatchTooLargeError, InvalidConfigError, TwinlogError
 from twinlog.rpc.server.auth import Guard
 from twinlog.rpc.server.call import abort_with, principal_of
+from twinlog.rpc.server.health import HEALTH_SERVICE_PREFIX
 
 
 class UndecodableRequest:
@@ -113,6 +114,8 @@ class DecodeGuard(grpc.ServerInterceptor):
         if handler is None or not hasattr(handler, "_replace"):
             return handler
         method = str(handler_call_details.method)
+        if method.startswith(HEALTH_SERVICE_PREFIX):
+            return handler  # probes carry no token: health checks are never authenticated
         deserializer = tolerant_deserializer(
             handler.request_deserializer, method, self.request_bytes_max
         )

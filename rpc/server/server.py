@@ -9,10 +9,12 @@ broker (which flushes the logs and closes LMDB).
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import signal
 import threading
+from collections.abc import Callable
 from concurrent import futures
 from pathlib import Path
 from types import FrameType
@@ -25,6 +27,10 @@ from twinlog.rpc.generated.twinlog.v1 import admin_pb2_grpc, consume_pb2_grpc, p
 from twinlog.rpc.server.auth import Acl, Guard, TokenTable
 from twinlog.rpc.server.config import ServerConfig
 from twinlog.rpc.server.decode import DecodeGuard
+from twinlog.rpc.server.health import HealthReporter
+from twinlog.rpc.server.metrics import ServerMetrics
+from twinlog.rpc.server.metrics_endpoint import MetricsEndpoint
+from twinlog.rpc.server.request_observer import RequestObserver
 from twinlog.rpc.server.service_admin import AdministrationService
 from twinlog.rpc.server.service_consume import ConsumingService
 from twinlog.rpc.server.service_produce import ProducingService
@@ -95,14 +101,21 @@ class RpcServer:
             ("grpc.so_reuseport", 0),  # a second server on the same port must fail, not share
             *SERVER_KEEPALIVE_OPTIONS,
         ]
+        stats = getattr(broker, "stats", None)  # the engine's figures (a test fake has none)
+        self.metrics = ServerMetrics(stats if callable(stats) else None)
         self._server = grpc.server(
             futures.ThreadPoolExecutor(
                 max_workers=config.worker_threads, thread_name_prefix="twinlog-rpc"
             ),
             options=options,
-            # unparsable bytes: INVALID_ARGUMENT; over request_bytes_max: BatchTooLargeError
-            interceptors=[DecodeGuard(guard, config.request_bytes_max)],
+            interceptors=[
+                # outermost: it sees the status the client gets, whoever set it
+                RequestObserver(self.metrics, guard, config.request_log_slow_ms),
+                # unparsable bytes: INVALID_ARGUMENT; over request_bytes_max: BatchTooLargeError
+                DecodeGuard(guard, config.request_bytes_max),
+            ],
         )
+        self.health = HealthReporter(self._server)
         produce_pb2_grpc.add_ProducingServicer_to_server(
             ProducingService(broker, guard, config), self._server
         )
@@ -126,6 +139,11 @@ class RpcServer:
             )
         self.port = port
         self.tls = credentials is not None
+        self.metrics_endpoint = (
+            MetricsEndpoint(self.metrics.registry, config.host, config.metrics_port)
+            if config.metrics_port >= 0
+            else None
+        )
 
     @property
     def address(self) -> str:
@@ -133,13 +151,20 @@ class RpcServer:
         return f"[{host}]:{self.port}" if ":" in host else f"{host}:{self.port}"
 
     def start(self) -> None:
+        """Serve; the metrics endpoint (if configured) first, so a port clash starts nothing."""
+        if self.metrics_endpoint is not None:
+            self.metrics_endpoint.start()
         self._server.start()
+        self.health.serving()
 
     def stop(self, grace_ms: int | None = None) -> None:
         """Refuse new calls, give in-flight ones ``grace_ms``, then cancel what is left."""
+        self.health.stopping()  # probes see NOT_SERVING during the grace period
         self.stopping.set()  # long polls end at their next slice
         grace = self.config.shutdown_grace_ms if grace_ms is None else grace_ms
         self._server.stop(grace / 1000).wait()
+        if self.metrics_endpoint is not None:
+            self.metrics_endpoint.stop()
 
 
 def describe_security(config: ServerConfig, guard: Guard) -> str:
@@ -152,6 +177,32 @@ def describe_security(config: ServerConfig, guard: Guard) -> str:
         parts.append("no authentication")
     parts.append(f"{len(guard.acl.grants)} ACL grants" if guard.acl else "no ACLs")
     return ", ".join(parts)
+
+
+def open_broker(
+    opener: Callable[..., BrokerApi],
+    data_dir: str | os.PathLike[str],
+    broker_config: dict[str, Any],
+) -> BrokerApi:
+    """Open the broker; a file or directory it may not use is one line naming it, no traceback.
+
+    The top of the data directory is checked by the broker itself; a part of it that
+    is read-only, or a file where a directory belongs, shows only when recovery
+    touches it, as an OSError that names the path.
+    """
+    try:
+        return opener(data_dir, **broker_config)
+    except OSError as error:
+        where = str(error.filename or data_dir)
+        code = errno.errorcode.get(error.errno or 0, str(error.errno))
+        reason = error.strerror or str(error)
+        if error.errno in (errno.EEXIST, errno.ENOTDIR) and os.path.isfile(where):
+            reason = "a file stands where a directory belongs"
+        raise InvalidConfigError(
+            f"cannot open the broker in {str(data_dir)!r}: {where}: {reason} ({code}); give "
+            "this user write access to every file and directory under the data directory, "
+            "or move what is in the way"
+        ) from None
 
 
 def serve(
@@ -187,7 +238,7 @@ def serve(
     }
     try:
         log.info("opening broker in %s", data_dir)
-        broker = Broker.open(data_dir, **broker_config)
+        broker = open_broker(Broker.open, data_dir, broker_config)
         try:
             server = RpcServer(broker, config)
             server.start()
@@ -197,6 +248,8 @@ def serve(
                 describe_security(config, server.guard),
                 crc,
             )
+            if server.metrics_endpoint is not None:
+                log.info("metrics on %s", server.metrics_endpoint.url)
             while not stop_requested.wait(1.0):
                 pass
             log.info(

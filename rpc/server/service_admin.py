@@ -12,6 +12,7 @@ from __future__ import annotations
 import grpc
 
 from twinlog.rpc.generated.twinlog.v1 import admin_pb2, admin_pb2_grpc
+from twinlog.rpc.server.audit import audited
 from twinlog.rpc.server.auth import Guard, Operation, Resource
 from twinlog.rpc.server.call import principal_of, unary
 from twinlog.rpc.server.txn_access import TransactionalAccess
@@ -34,9 +35,16 @@ class AdministrationService(admin_pb2_grpc.AdministrationServicer):
         # Unset means 1 (the API's default); an explicit 0 is refused by the broker, as
         # embedded, rather than quietly made 1.
         partitions = request.partitions if request.HasField("partitions") else 1
-        description = self.broker.create_topic(
-            request.name, partitions, dict(request.config) or None
-        )
+        with audited(
+            "topic.create",
+            principal=principal.name,
+            peer=context.peer(),
+            topic=request.name,
+            partitions=partitions,
+        ):
+            description = self.broker.create_topic(
+                request.name, partitions, dict(request.config) or None
+            )
         return topic_to_proto(description)
 
     @unary
@@ -45,7 +53,10 @@ class AdministrationService(admin_pb2_grpc.AdministrationServicer):
     ) -> admin_pb2.DeleteTopicResponse:
         principal = principal_of(self.guard, context)
         self.guard.require(principal, Operation.DELETE, (request.name,))
-        self.broker.delete_topic(request.name)
+        with audited(
+            "topic.delete", principal=principal.name, peer=context.peer(), topic=request.name
+        ):
+            self.broker.delete_topic(request.name)
         return admin_pb2.DeleteTopicResponse()
 
     @unary
@@ -80,17 +91,24 @@ class AdministrationService(admin_pb2_grpc.AdministrationServicer):
         self, request: admin_pb2.AbortTransactionRequest, context: grpc.ServicerContext
     ) -> admin_pb2.AbortTransactionResponse:
         principal = principal_of(self.guard, context)
+        # The grant names transactional ids; find the one this transaction belongs to.
+        owners = [
+            item.transactional_id
+            for item in self.broker.list_transactions()
+            if item.transaction_id == request.transaction_id
+        ]
         if self.guard.acl is not None:
-            # The grant names transactional ids; find the one this transaction belongs to.
-            owners = [
-                item.transactional_id
-                for item in self.broker.list_transactions()
-                if item.transaction_id == request.transaction_id
-            ]
             self.guard.require(
                 principal, Operation.ABORT, owners or ["*"], Resource.TRANSACTIONAL_ID
             )
-        self.broker.admin_abort_transaction(request.transaction_id)
+        with audited(
+            "transaction.abort",
+            principal=principal.name,
+            peer=context.peer(),
+            transaction_id=request.transaction_id,
+            transactional_id=owners[0] if owners else None,
+        ):
+            self.broker.admin_abort_transaction(request.transaction_id)
         return admin_pb2.AbortTransactionResponse()
 
     @unary

@@ -35,6 +35,7 @@ from twinlog.engine.base.types import (
 )
 from twinlog.engine.broker.producer_owner import is_idempotent, owner_of
 from twinlog.engine.records.batch_format import NO_PRODUCER_ID, NO_TRANSACTION_ID, read_header
+from twinlog.rpc.server.audit import audit
 from twinlog.rpc.server.auth import Guard, Operation, Principal, Resource
 from twinlog.rpc.wire.broker_api import BrokerApi
 
@@ -120,6 +121,13 @@ class TransactionalAccess:
             return
         if not self.guard.may_describe_transactional_id(principal, transactional_id):
             # Not named: a principal that may not see the id must not learn it either.
+            audit(
+                "acl.denied",
+                principal=principal.name,
+                action="write",
+                resource="producer id",
+                name=producer_id,
+            )
             raise AuthorizationError(
                 f"principal {principal.name!r} may not write the transactional id of producer "
                 f"{producer_id}; nothing was changed. Use a producer initialised with a "
@@ -151,6 +159,14 @@ class TransactionalAccess:
     def _not_given(
         principal: Principal, producer_id: int, generation: int | None = None
     ) -> AuthorizationError:
+        audit(
+            "acl.denied",
+            principal=principal.name,
+            action="use",
+            resource="producer id",
+            name=producer_id,
+            reason="not given to this principal",
+        )
         what = f"producer id {producer_id}" + (
             "" if generation is None else f" with generation {generation}"
         )

@@ -1,0 +1,101 @@
+"""The server's Prometheus metrics: one registry per server (tests run several at once).
+
+Request figures are counted as requests pass (``request_observer``); the broker's
+are read at scrape time (``engine_collector``). ``twinlog serve --metrics-port N``
+serves the registry on ``http://HOST:N/metrics`` (``metrics_endpoint``). Names,
+types and labels: docs/operations.md.
+
+Thread rule: prometheus_client's metrics take any thread.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+
+from twinlog.engine.broker.broker_stats import BrokerStats
+from twinlog.rpc.server.engine_collector import EngineCollector
+
+# Request latency buckets in seconds: a fetch long poll may wait fetch_wait_ms_max (30 s).
+REQUEST_BUCKETS_S = (
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1,
+    2.5,
+    5,
+    10,
+    30,
+)
+RPC_LABELS = ("service", "method", "code")
+
+
+def split_method(full_method: str) -> tuple[str, str]:
+    """``/twinlog.v1.Producing/Produce`` -> (``twinlog.v1.Producing``, ``Produce``)."""
+    service, _, method = full_method.lstrip("/").rpartition("/")
+    return service or "unknown", method
+
+
+class ServerMetrics:
+    def __init__(self, stats: Callable[[], BrokerStats] | None = None) -> None:
+        self.registry = CollectorRegistry()
+        self.requests = Counter(
+            "twinlog_rpc_requests",
+            "RPCs served, by service, method and gRPC status code (a stream counts once)",
+            RPC_LABELS,
+            registry=self.registry,
+        )
+        self.request_duration = Histogram(
+            "twinlog_rpc_duration_seconds",
+            "RPC duration, by service, method and gRPC status code (a stream: its lifetime)",
+            RPC_LABELS,
+            buckets=REQUEST_BUCKETS_S,
+            registry=self.registry,
+        )
+        self.bytes_in = Counter(
+            "twinlog_rpc_received_bytes",
+            "Record batch bytes received (Produce, ProduceStream)",
+            ("service", "method"),
+            registry=self.registry,
+        )
+        self.bytes_out = Counter(
+            "twinlog_rpc_sent_bytes",
+            "Record bytes sent (Fetch)",
+            ("service", "method"),
+            registry=self.registry,
+        )
+        self.registry.register(EngineCollector(stats))
+        # (method, code) -> its two labelled children: labels() costs a lock and a lookup
+        # per call, this a dict read (a lost race only makes the same children twice).
+        self._children: dict[tuple[str, str], tuple[Any, Any]] = {}
+
+    def observe(self, full_method: str, code: str, duration_s: float) -> None:
+        children = self._children.get((full_method, code))
+        if children is None:  # first call of this method with this code
+            labels = (*split_method(full_method), code)
+            children = self.requests.labels(*labels), self.request_duration.labels(*labels)
+            self._children[(full_method, code)] = children
+        count, duration = children
+        count.inc()
+        duration.observe(duration_s)
+
+    def received(self, full_method: str, size_bytes: int) -> None:
+        if size_bytes:
+            self.bytes_in.labels(*split_method(full_method)).inc(size_bytes)
+
+    def sent(self, full_method: str, size_bytes: int) -> None:
+        if size_bytes:
+            self.bytes_out.labels(*split_method(full_method)).inc(size_bytes)
+
+    def exposition(self) -> bytes:
+        """The text format a scrape gets."""
+        return generate_latest(self.registry)
