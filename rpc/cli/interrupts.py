@@ -64,14 +64,18 @@ class InterruptGuard:
         self._previous_wakeup_fd = -1
         self._previous_handler: object = None
         self._watcher: threading.Thread | None = None
-        self._first_s = 0.0
+        self._first_s: float | None = None  # when the watcher saw the first Ctrl-C
 
     def __enter__(self) -> InterruptGuard:
         self._read_fd, self._write_fd = os.pipe()
         os.set_blocking(self._write_fd, False)  # set_wakeup_fd requires it
-        # The Python-level handler does nothing: the watcher acts. KeyboardInterrupt in the
-        # main thread would run its finally blocks concurrently with the cleanup.
-        self._previous_handler = signal.signal(signal.SIGINT, lambda number, frame: None)
+        # The Python-level handler only raises the flag (the watcher acts): KeyboardInterrupt
+        # in the main thread would run its finally blocks concurrently with the cleanup. It
+        # runs on the main thread before its next line, so a command that checks the flag
+        # never starts what Ctrl-C asked to stop (a commit after the input's end, say).
+        self._previous_handler = signal.signal(
+            signal.SIGINT, lambda number, frame: self.interrupted.set()
+        )
         self._previous_wakeup_fd = signal.set_wakeup_fd(self._write_fd, warn_on_full_buffer=False)
         self._watcher = threading.Thread(target=self._watch, name="twinlog-interrupt", daemon=True)
         self._watcher.start()
@@ -83,7 +87,7 @@ class InterruptGuard:
         exc: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        if self.interrupted.is_set():
+        if self._first_s is not None or self.interrupted.is_set():
             # The command ended while its cleanup runs: let the watcher end the process
             # with 130 rather than exit 0 as if nothing had happened.
             while True:
@@ -106,7 +110,7 @@ class InterruptGuard:
                 return
             if signal.SIGINT.value not in data:
                 continue
-            if self.interrupted.is_set():
+            if self._first_s is not None:
                 if time.monotonic() - self._first_s < SAME_INTERRUPT_S:
                     continue  # the same Ctrl-C, delivered twice (see SAME_INTERRUPT_S)
                 _flush_stdout()

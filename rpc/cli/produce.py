@@ -14,12 +14,14 @@ from __future__ import annotations
 import argparse
 import sys
 import threading
+import time
 from typing import Any
 
 from twinlog.engine.base.errors import RecordTooLargeError, RequestTimedOutError, TwinlogError
 from twinlog.rpc.cli.arguments import key_value_pair, non_negative_int, positive_int
 from twinlog.rpc.cli.common import add_command, connection_options, connection_parser, retry_policy
 from twinlog.rpc.cli.delivery_report import DeliveryTracker
+from twinlog.rpc.cli.interrupts import EXIT_INTERRUPTED
 from twinlog.rpc.cli.produce_input import BadLineError, InputReader
 from twinlog.rpc.cli.record_encoding import ENCODINGS
 from twinlog.rpc.client import Producer
@@ -136,11 +138,21 @@ def _bounded(call: Any, timeout_s: float) -> tuple[bool, BaseException | None]:
 class ProduceRun:
     """One ``twinlog produce``: its producer, its tracker, and what to do on Ctrl-C."""
 
-    def __init__(self, args: argparse.Namespace, producer: Producer) -> None:
+    def __init__(
+        self,
+        args: argparse.Namespace,
+        producer: Producer,
+        interrupted: threading.Event | None = None,
+    ) -> None:
         self.args = args
         self.producer = producer
         self.tracker = DeliveryTracker(transactional=bool(args.transactional_id))
         self.stopping = threading.Event()
+        # Set by the interrupt guard's signal handler, on the main thread, at once.
+        self.interrupted = interrupted or threading.Event()
+        # Held while a transaction begins, commits or aborts: Ctrl-C's abort (on another
+        # thread) must not race a commit, nor a commit follow it.
+        self.ending = threading.Lock()
         self.transactions = 0
         self.line = 0  # the input line being sent
         delivery_timeout_ms = args.delivery_timeout_ms or max(args.timeout_request_ms, 1_000)
@@ -152,11 +164,14 @@ class ProduceRun:
         args, producer = self.args, self.producer
         in_transaction = False
         for line, record in reader:
-            if self.stopping.is_set():
+            if self.stopping.is_set() or self.interrupted.is_set():
                 return
             self.line = line
             if args.transactional_id and not in_transaction:
-                producer.begin_transaction()
+                with self.ending:
+                    if self.stopping.is_set() or self.interrupted.is_set():
+                        return
+                    producer.begin_transaction()
                 in_transaction = True
             partition = record.partition if record.partition is not None else args.partition
             try:
@@ -207,23 +222,33 @@ class ProduceRun:
         if not self.wait_for_answers() or self.tracker.first_error is not None:
             self.abort("a send failed")
             return False
-        try:
-            self.producer.commit_transaction()
-        except TwinlogError as error:
-            self.abort(f"the commit failed ({type(error).__name__})", error)
+        with self.ending:
+            if self.stopping.is_set() or self.interrupted.is_set():  # Ctrl-C's to abort
+                return False
+            try:
+                self.producer.commit_transaction()
+            except TwinlogError as error:
+                failure: TwinlogError | None = error
+            else:
+                failure = None
+                self.tracker.transaction_committed()
+        if failure is not None:
+            self.abort(f"the commit failed ({type(failure).__name__})", failure)
             return False
-        self.tracker.transaction_committed()
         self.transactions += 1
         return True
 
     def abort(self, why: str, error: BaseException | None = None) -> None:
         """Abort the open transaction after a failure, say so, and stop sending."""
-        self.stopping.set()
-        transaction_id = self.producer.transaction_id
-        count = self.tracker.transaction_aborted(error)
-        if transaction_id is None:
-            return
-        finished, abort_error = _bounded(self.producer.abort_transaction, ABORT_AFTER_FAILURE_S)
+        with self.ending:
+            if self.interrupted.is_set():
+                return  # Ctrl-C's cleanup aborts it and reports
+            self.stopping.set()
+            transaction_id = self.producer.transaction_id
+            count = self.tracker.transaction_aborted(error)
+            if transaction_id is None:
+                return
+            finished, abort_error = _bounded(self.producer.abort_transaction, ABORT_AFTER_FAILURE_S)
         if finished and abort_error is None:
             outcome = f"aborted transaction {transaction_id}"
         elif finished:
@@ -241,11 +266,20 @@ class ProduceRun:
     # --- the interrupt thread ----------------------------------------------------------------
 
     def on_interrupt(self) -> str:
+        self.interrupted.set()
         self.stopping.set()
+        started_s = time.monotonic()
+        if not self.ending.acquire(timeout=ABORT_BUDGET_S):
+            return (
+                "interrupted while a transaction was beginning, committing or aborting (its "
+                "outcome is unknown: `twinlog txn list` shows it if it is still open); "
+                + self.tracker.counts_text()
+            )
         parts = []
         transaction_id = self.producer.transaction_id
         if transaction_id is not None:
-            finished, error = _bounded(self.producer.abort_transaction, ABORT_BUDGET_S)
+            budget_s = max(0.1, ABORT_BUDGET_S - (time.monotonic() - started_s))
+            finished, error = _bounded(self.producer.abort_transaction, budget_s)
             if finished and error is None:
                 parts.append(f"aborted transaction {transaction_id}")
             elif finished:
@@ -283,15 +317,19 @@ def run(args: argparse.Namespace) -> int:
         tuple((key, value.encode()) for key, value in args.header),
         args.skip_bad_lines,
     )
-    state = ProduceRun(args, producer)
     interrupts = getattr(args, "interrupts", None)
+    state = ProduceRun(args, producer, interrupts.interrupted if interrupts else None)
     try:
         if args.transactional_id:
             producer.init_transactions()
         if interrupts is not None:
             interrupts.on_interrupt = state.on_interrupt
         state.send_all(reader)
+        if state.interrupted.is_set():
+            return EXIT_INTERRUPTED  # Ctrl-C's cleanup reports, and ends the process
     except BaseException as error:  # a bad line, an error, or Ctrl-C (outside the guard)
+        if state.interrupted.is_set():
+            return EXIT_INTERRUPTED  # Ctrl-C's cleanup reports, and ends the process
         if producer.transaction_id is not None:
             state.abort(type(error).__name__, error if isinstance(error, TwinlogError) else None)
         elif not isinstance(error, KeyboardInterrupt):
@@ -306,7 +344,9 @@ def run(args: argparse.Namespace) -> int:
         raise
     finally:
         # Bounded: closing waits for the server's answers, and a stalled server gives none.
-        _bounded(lambda: producer.close(timeout_ms=CLOSE_BUDGET_MS), CLOSE_BUDGET_MS / 1000)
+        # After Ctrl-C the producer is the cleanup's (it may be aborting).
+        if not state.interrupted.is_set():
+            _bounded(lambda: producer.close(timeout_ms=CLOSE_BUDGET_MS), CLOSE_BUDGET_MS / 1000)
     return _report(args, state, reader)
 
 
