@@ -48,7 +48,7 @@ def test_each_batch_and_record_of_a_brokers_segment(
     assert "isTransactional: false isControl: false position: 0 " in batches[0]
     assert "compresscodec: zstd" in batches[0] and batches[0].endswith("isvalid: true")
     second_position = batch_positions(segment)[1][0]
-    assert f"baseOffset: 2 lastOffset: 2 count: 1 " in batches[1]
+    assert "baseOffset: 2 lastOffset: 2 count: 1 " in batches[1]
     assert f"position: {second_position} " in batches[1]
     assert records[0].endswith(
         "keySize: 2 valueSize: 2 headerKeys: [h,h] key: k\\xff payload: v1 headers: [h:1,h:null]"

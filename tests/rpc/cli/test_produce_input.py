@@ -32,7 +32,7 @@ def test_a_bad_json_line_stops_with_its_number() -> None:
     reader = InputReader([b'{"value": null}', b"{oops"], "json", "base64")
     records = iter(reader)
     assert next(records)[0] == 1
-    with pytest.raises(BadLineError, match="^input line 2: not JSON") as error:
+    with pytest.raises(BadLineError, match=r"^input line 2: not JSON") as error:
         next(records)
     assert error.value.line == 2
 

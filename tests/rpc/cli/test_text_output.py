@@ -51,7 +51,7 @@ def test_kafka_property_names() -> None:
     ]:
         apply_property(layout, assignment)
     assert layout.render(record(None, b"v")) == "CreateTime:1700000000000,-"
-    with pytest.raises(ValueError, match="unknown --property 'print.keys'"):
+    with pytest.raises(ValueError, match=r"unknown --property 'print\.keys'"):
         apply_property(layout, ("print.keys", "true"))
     with pytest.raises(ValueError, match="takes true or false"):
         apply_property(layout, ("print.key", "yes"))
