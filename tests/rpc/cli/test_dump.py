@@ -66,6 +66,8 @@ def test_without_print_records_only_batches(
 ) -> None:
     status, out, err = dump(capsys, str(segment))
     assert status == 0 and "| offset" not in out and err == "2 batches\n"
+    status, deep, err = dump(capsys, str(segment), "--deep")  # decoded, not printed
+    assert status == 0 and deep == out and err == "2 batches, 3 records\n"
 
 
 def test_a_flipped_byte_names_the_batch_and_the_walk_goes_on(
