@@ -65,8 +65,12 @@ class InterruptGuard:
         self._previous_handler: object = None
         self._watcher: threading.Thread | None = None
         self._first_s: float | None = None  # when the watcher saw the first Ctrl-C
+        self._active = False
 
     def __enter__(self) -> InterruptGuard:
+        self._active = threading.current_thread() is threading.main_thread()
+        if not self._active:  # signals reach the main thread only: nothing to guard here
+            return self
         self._read_fd, self._write_fd = os.pipe()
         os.set_blocking(self._write_fd, False)  # set_wakeup_fd requires it
         # The Python-level handler only raises the flag (the watcher acts): KeyboardInterrupt
@@ -87,6 +91,8 @@ class InterruptGuard:
         exc: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
+        if not self._active:
+            return
         if self._first_s is not None or self.interrupted.is_set():
             # The command ended while its cleanup runs: let the watcher end the process
             # with 130 rather than exit 0 as if nothing had happened.

@@ -103,3 +103,24 @@ def test_leaving_the_guard_restores_the_default_handler() -> None:
         assert signal.getsignal(signal.SIGINT) is not before
     assert signal.getsignal(signal.SIGINT) is before
     assert signal.set_wakeup_fd(-1) == -1  # and the wakeup fd
+
+
+def test_off_the_main_thread_the_guard_does_nothing() -> None:
+    import threading
+
+    from twinlog.rpc.cli.interrupts import InterruptGuard
+
+    errors: list[BaseException] = []
+
+    def enter_and_leave() -> None:
+        try:
+            with InterruptGuard():
+                pass
+        except BaseException as error:  # checked below
+            errors.append(error)
+
+    before = signal.getsignal(signal.SIGINT)
+    thread = threading.Thread(target=enter_and_leave)
+    thread.start()
+    thread.join()
+    assert errors == [] and signal.getsignal(signal.SIGINT) is before
