@@ -8,10 +8,11 @@ import queue
 import sys
 import textwrap
 import time
-from pathlib import Path
 from typing import Any
 
-from twinlog.engine.base.errors import BrokerUnavailableError, InvalidConfigError
+from twinlog.engine.base.errors import BrokerUnavailableError
+from twinlog.rpc.cli.arguments import positive_int
+from twinlog.rpc.cli.token import resolve_token
 from twinlog.rpc.client.connection import DEFAULT_SERVER, TOKEN_ENVIRONMENT, ConnectionOptions
 from twinlog.rpc.client.retry import RetryPolicy
 
@@ -46,6 +47,9 @@ def add_command(
         formatter_class=argparse.RawDescriptionHelpFormatter,
         parents=parents,
     )
+    # main() reports an unknown option with the usage of the innermost subcommand (the
+    # top-level parser would show its own usage, which names no option of the command).
+    parser.set_defaults(command_parser=parser)
     return parser
 
 
@@ -64,7 +68,9 @@ def connection_parser() -> argparse.ArgumentParser:
         help=f"bearer token (default: ${TOKEN_ENVIRONMENT}); visible to other users in `ps`: "
         "prefer --token-file or the environment",
     )
-    token.add_argument("--token-file", help="file whose first line is the bearer token")
+    token.add_argument(
+        "--token-file", help="file holding the bearer token (one trailing newline is ignored)"
+    )
     group.add_argument("--tls", action="store_true", help="use TLS with the system's CAs")
     group.add_argument("--tls-ca", help="PEM file of the CA that signed the server's certificate")
     group.add_argument("--tls-cert", help="PEM client certificate (mutual TLS)")
@@ -72,25 +78,15 @@ def connection_parser() -> argparse.ArgumentParser:
     group.add_argument("--tls-server-name", help="name to expect in the server's certificate")
     group.add_argument(
         "--timeout-request-ms",
-        type=int,
+        type=positive_int,
         default=10_000,
         help="deadline of one request, and how long retriable errors are retried (10000)",
     )
     return parser
 
 
-def read_token_file(path: str) -> str:
-    try:
-        lines = Path(path).read_text().split()
-    except OSError as error:
-        raise InvalidConfigError(f"cannot read --token-file {path}: {error.strerror}") from None
-    if not lines:
-        raise InvalidConfigError(f"--token-file {path} is empty; put the bearer token in it")
-    return lines[0]
-
-
 def connection_options(args: argparse.Namespace) -> ConnectionOptions:
-    token = read_token_file(args.token_file) if args.token_file else args.token
+    token = resolve_token(args.token_file, args.token)
     return ConnectionOptions(
         token=token,
         tls=args.tls,

@@ -1,24 +1,36 @@
-"""``twinlog consume TOPIC``: print records."""
+"""``twinlog consume TOPIC``: print records, as text lines or as exact JSON."""
 
 from __future__ import annotations
 
 import argparse
-import base64
-import json
 import sys
+import threading
 import time
 from typing import Any
 
+from twinlog.rpc.cli.arguments import (
+    UsageError,
+    key_value_pair,
+    non_negative_int,
+    positive_int,
+)
 from twinlog.rpc.cli.common import add_command, connection_options, connection_parser, retry_policy
+from twinlog.rpc.cli.record_encoding import ENCODINGS
+from twinlog.rpc.cli.record_json import record_to_json
+from twinlog.rpc.cli.text_output import KAFKA_PROPERTIES, TextLayout, apply_property
 from twinlog.rpc.client import Admin, Consumer, ConsumerRecord
 
 EXAMPLE = """
 twinlog consume orders --from-beginning --max-messages 10
+twinlog consume orders --print-timestamp --print-key --print-headers --null-literal '<null>'
 twinlog consume orders --partition 2 --offset 1000 --format json
+twinlog consume orders --from-beginning --format json --idle-timeout-ms 2000 \\
+    | twinlog produce orders-copy --format json
 twinlog consume orders --group billing --idle-timeout-ms 5000
 """
 
-FORMATS = ("value", "key-value", "json")
+# "value" and "key-value" are the names of text output before it had --print-key.
+FORMATS = ("text", "json", "value", "key-value")
 
 
 def register(subparsers: Any) -> None:
@@ -30,7 +42,7 @@ def register(subparsers: Any) -> None:
         [connection_parser()],
     )
     parser.add_argument("topic")
-    parser.add_argument("--partition", type=int, help="read only this partition")
+    parser.add_argument("--partition", type=non_negative_int, help="read only this partition")
     start = parser.add_mutually_exclusive_group()
     start.add_argument(
         "--from-beginning",
@@ -38,67 +50,137 @@ def register(subparsers: Any) -> None:
         help="start at the log start; with --group, only where the group has no committed "
         "offset, as in Kafka (default: the group's offset, else the end)",
     )
-    start.add_argument("--offset", type=int, help="start at this offset (of every partition read)")
-    parser.add_argument("--max-messages", type=int, help="exit after this many records")
+    start.add_argument(
+        "--offset", type=non_negative_int, help="start at this offset (of every partition read)"
+    )
+    parser.add_argument("--max-messages", type=positive_int, help="exit after this many records")
     parser.add_argument("--group", help="consumer group: start at and commit its offsets")
     parser.add_argument(
         "--idle-timeout-ms",
-        type=int,
+        type=positive_int,
         help="exit when no record came for this long (default: wait forever)",
     )
-    output = parser.add_argument_group("output")
-    output.add_argument("--format", choices=FORMATS, default="value", help="value (default)")
-    output.add_argument("--separator", default="\t", help="between key and value (tab)")
+    output = parser.add_argument_group("output (docs/cli.md)")
     output.add_argument(
-        "--print-offset", action="store_true", help="prefix partition:offset to each line"
+        "--format",
+        choices=FORMATS,
+        default="text",
+        help="text: one line per record, columns as kafka-console-consumer.sh prints them "
+        "(default); json: one exact JSON object per line (value: text, key-value: text "
+        "with --print-key)",
     )
-    parser.set_defaults(run=run)
+    output.add_argument(
+        "--encoding",
+        choices=ENCODINGS,
+        help="how keys, values and header values are written: base64 (default of json) or "
+        "text (default of text): UTF-8 with \\\\ for a backslash and \\xHH for other bytes",
+    )
+    for flag, what in (
+        ("--print-timestamp", "CreateTime:MS"),
+        ("--print-partition", "Partition:N"),
+        ("--print-offset", "Offset:N"),
+        ("--print-headers", "the headers, KEY:VALUE,... (NO_HEADERS if none)"),
+        ("--print-key", "the key"),
+    ):
+        output.add_argument(flag, action="store_true", default=None, help=f"text: print {what}")
+    output.add_argument(
+        "--key-separator",
+        "--separator",
+        dest="key_separator",
+        help="text: between the columns (a tab)",
+    )
+    output.add_argument("--headers-separator", help="text: between headers (,)")
+    output.add_argument(
+        "--null-literal", help="text: what a null key, value or header value prints as (null)"
+    )
+    output.add_argument(
+        "--property",
+        type=key_value_pair,
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="kafka-console-consumer.sh's names: " + ", ".join(KAFKA_PROPERTIES),
+    )
+    parser.set_defaults(run=run, validate=validate)
 
 
-def _text(data: bytes | None) -> str | None:
-    return None if data is None else data.decode("utf-8", errors="backslashreplace")
+TEXT_FLAGS = (
+    "print_timestamp",
+    "print_partition",
+    "print_offset",
+    "print_headers",
+    "print_key",
+    "key_separator",
+    "headers_separator",
+    "null_literal",
+)
 
 
-def render(record: ConsumerRecord, args: argparse.Namespace) -> str:
+def validate(args: argparse.Namespace) -> str | None:
     if args.format == "json":
-        return json.dumps(
-            {
-                "topic": record.topic,
-                "partition": record.partition,
-                "offset": record.offset,
-                "timestamp_ms": record.timestamp_ms,
-                "key": _text(record.key),
-                "value": _text(record.value),
-                "headers": {
-                    key: None if value is None else base64.b64encode(value).decode()
-                    for key, value in record.headers
-                },
-            }
-        )
-    text = _text(record.value) or ""
-    if args.format == "key-value":
-        text = f"{_text(record.key) or ''}{args.separator}{text}"
-    if args.print_offset:
-        text = f"{record.partition}:{record.offset}{args.separator}{text}"
-    return text
+        given = [name for name in TEXT_FLAGS if getattr(args, name) is not None]
+        if given or args.property:
+            flag = "--" + given[0].replace("_", "-") if given else "--property"
+            return f"{flag} applies to --format text; --format json prints every field"
+    return None
+
+
+def text_layout(args: argparse.Namespace) -> TextLayout:
+    layout = TextLayout(encoding=args.encoding or "text", print_key=args.format == "key-value")
+    for assignment in args.property:
+        try:
+            apply_property(layout, assignment)
+        except ValueError as error:
+            raise UsageError(str(error)) from None
+    for name in TEXT_FLAGS:  # the flags win over --property
+        value = getattr(args, name)
+        if value is not None:
+            setattr(layout, name, value)
+    return layout
+
+
+def renderer(args: argparse.Namespace) -> Any:
+    if args.format == "json":
+        encoding = args.encoding or "base64"
+        return lambda record: record_to_json(record, encoding)
+    return text_layout(args).render
+
+
+def _partitions(args: argparse.Namespace) -> list[tuple[str, int]]:
+    if args.partition is not None:
+        return [(args.topic, args.partition)]
+    options = connection_options(args)
+    with Admin(args.server, connection=options, retry=retry_policy(args)) as admin:
+        count = len(admin.describe_topic(args.topic).partitions)
+    return [(args.topic, index) for index in range(count)]
+
+
+class _Printed:
+    """The count the interrupt summary reads from another thread."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.lock = threading.Lock()
+
+    def summary(self) -> str:
+        with self.lock:
+            return f"interrupted: consumed {self.count} records"
 
 
 def run(args: argparse.Namespace) -> int:
-    options = connection_options(args)
-    if args.partition is None:
-        with Admin(args.server, connection=options, retry=retry_policy(args)) as admin:
-            count = len(admin.describe_topic(args.topic).partitions)
-        partitions = [(args.topic, index) for index in range(count)]
-    else:
-        partitions = [(args.topic, args.partition)]
+    render = renderer(args)
+    partitions = _partitions(args)
     consumer = Consumer(
         args.server,
         group_id=args.group,
         auto_offset_reset="earliest" if args.from_beginning else "latest",
-        connection=options,
+        connection=connection_options(args),
         retry=retry_policy(args),
     )
-    printed = 0
+    printed = _Printed()
+    interrupts = getattr(args, "interrupts", None)
+    if interrupts is not None:
+        interrupts.on_interrupt = printed.summary
     try:
         consumer.assign(partitions)
         if args.from_beginning and not args.group:
@@ -108,32 +190,37 @@ def run(args: argparse.Namespace) -> int:
         elif args.offset is not None:
             for topic_partition in partitions:
                 consumer.seek(topic_partition, args.offset)
-        last_record_s = time.monotonic()
-        while args.max_messages is None or printed < args.max_messages:
-            records = consumer.poll(timeout_ms=500)
-            if records:
-                last_record_s = time.monotonic()
-            rewound: set[tuple[str, int]] = set()
-            for record in records:
-                if args.max_messages is not None and printed >= args.max_messages:
-                    # Not printed: rewind so that a group commit does not skip it.
-                    if (record.topic, record.partition) not in rewound:
-                        rewound.add((record.topic, record.partition))
-                        consumer.seek((record.topic, record.partition), record.offset)
-                    continue
-                print(render(record, args), flush=False)
-                printed += 1
-            sys.stdout.flush()
-            if args.group and records:
-                consumer.commit()
-            idle_ms = (time.monotonic() - last_record_s) * 1000
-            if args.idle_timeout_ms is not None and idle_ms >= args.idle_timeout_ms:
-                break
-        if args.group:
-            consumer.commit()
-    except KeyboardInterrupt:
-        pass
+        _print_records(args, consumer, render, printed)
     finally:
         consumer.close()
-    print(f"consumed {printed} records", file=sys.stderr)
+    print(f"consumed {printed.count} records", file=sys.stderr)
     return 0
+
+
+def _print_records(
+    args: argparse.Namespace, consumer: Consumer, render: Any, printed: _Printed
+) -> None:
+    last_record_s = time.monotonic()
+    while args.max_messages is None or printed.count < args.max_messages:
+        records: list[ConsumerRecord] = consumer.poll(timeout_ms=500)
+        if records:
+            last_record_s = time.monotonic()
+        rewound: set[tuple[str, int]] = set()
+        for record in records:
+            if args.max_messages is not None and printed.count >= args.max_messages:
+                # Not printed: rewind so that a group commit does not skip it.
+                if (record.topic, record.partition) not in rewound:
+                    rewound.add((record.topic, record.partition))
+                    consumer.seek((record.topic, record.partition), record.offset)
+                continue
+            print(render(record), flush=False)
+            with printed.lock:
+                printed.count += 1
+        sys.stdout.flush()
+        if args.group and records:
+            consumer.commit()
+        idle_ms = (time.monotonic() - last_record_s) * 1000
+        if args.idle_timeout_ms is not None and idle_ms >= args.idle_timeout_ms:
+            break
+    if args.group:
+        consumer.commit()

@@ -5,13 +5,16 @@
     twinlog produce TOPIC                  stdin lines as records
     twinlog consume TOPIC                  print records
     twinlog txn list|abort                 transactions in flight
+    twinlog dump FILE                      a segment file's batches and records
     twinlog demo                           transactions end to end, in 15 seconds
     twinlog bench                          end-to-end benchmark
 
 Every command has ``--help`` with an example. Engine errors are printed as
-``error: ClassName: message`` with exit status 1; usage errors exit with 2;
-Ctrl-C ends a command with status 130 (128 + SIGINT, as shells expect) and no
-traceback.
+``error: ClassName: message`` with exit status 1; usage errors (an unknown option,
+a negative count, a token with a space) exit with 2 and the subcommand's usage or one
+line; Ctrl-C ends a command with status 130 (128 + SIGINT, as shells expect) within
+a second and no traceback, even when the server does not answer (``interrupts.py``).
+docs/cli.md describes every command's flags and formats.
 """
 
 from __future__ import annotations
@@ -27,7 +30,8 @@ from twinlog.engine.base.errors import TwinlogError
 
 # Nothing above imports gRPC: it reads GRPC_VERBOSITY once, when first imported, and
 # main() must set it before that (the commands' modules import the client, hence gRPC).
-EXIT_INTERRUPTED = 130  # 128 + SIGINT
+EXIT_INTERRUPTED = 130  # 128 + SIGINT (interrupts.py has the same)
+EXIT_USAGE = 2  # as argparse's own
 
 
 def _register_demo(subparsers: object) -> None:
@@ -69,6 +73,7 @@ def _run_bench(arguments: list[str]) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     from twinlog.rpc.cli import consume as cli_consume
+    from twinlog.rpc.cli import dump as cli_dump
     from twinlog.rpc.cli import produce as cli_produce
     from twinlog.rpc.cli import serve as cli_serve
     from twinlog.rpc.cli import topics as cli_topics
@@ -88,6 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_produce.register(subparsers)
     cli_consume.register(subparsers)
     cli_txn.register(subparsers)
+    cli_dump.register(subparsers)
     _register_demo(subparsers)
     _register_bench(subparsers)
     return parser
@@ -102,19 +108,32 @@ def main(argv: Sequence[str] | None = None) -> int:
         # demo's output); a user who sets GRPC_VERBOSITY gets what they asked for.
         os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
     parser = build_parser()
-    args = parser.parse_args(arguments)
+    args, unknown = parser.parse_known_args(arguments)
+    if unknown:  # with the usage of the subcommand they were given to; exits with 2
+        command_parser = getattr(args, "command_parser", parser)
+        command_parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     validate = getattr(args, "validate", None)
     problem = validate(args) if validate is not None else None
     if problem:
         print(f"error: {problem}", file=sys.stderr)
-        return 2  # a usage error, as argparse's own
-    try:
-        if getattr(args, "server", None):  # every command that talks to a server
-            from twinlog.rpc.cli.common import check_server, configure_logging
+        return EXIT_USAGE
+    if getattr(args, "server", None):  # every command that talks to a server
+        return _run_against_server(args)
+    return _run(args)
 
-            configure_logging("WARNING")  # client warnings in the same readable lines
+
+def _run(args: argparse.Namespace, connect: bool = False) -> int:
+    """Run the command; every error it raises becomes one line and an exit status."""
+    from twinlog.rpc.cli.arguments import UsageError
+    from twinlog.rpc.cli.common import check_server
+
+    try:
+        if connect:
             check_server(args)
         status: int = args.run(args)
+    except UsageError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return EXIT_USAGE
     except TwinlogError as error:
         print(f"error: {type(error).__name__}: {error}", file=sys.stderr)
         return 1
@@ -123,6 +142,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:  # the command cleaned up on its way out (finally blocks)
         return EXIT_INTERRUPTED
     return status
+
+
+def _run_against_server(args: argparse.Namespace) -> int:
+    from twinlog.rpc.cli.common import configure_logging
+    from twinlog.rpc.cli.interrupts import InterruptGuard
+
+    configure_logging("WARNING")  # client warnings in the same readable lines
+    # A command sets args.interrupts.on_interrupt once it has something to clean up.
+    with InterruptGuard() as args.interrupts:
+        return _run(args, connect=True)
 
 
 if __name__ == "__main__":

@@ -28,6 +28,7 @@ COMMANDS = [
     ["txn"],
     ["txn", "list"],
     ["txn", "abort"],
+    ["dump"],
     ["demo"],
     ["bench"],
 ]
@@ -114,8 +115,9 @@ def test_topics_produce_consume(server: ServerProcess) -> None:
     assert produced.returncode == 0, produced.stderr
     assert "produced 10 records" in produced.stderr
     consumed = run_cli(
-        "consume", "cli-orders", "--from-beginning", "--max-messages", "10", "--format", "json", *s
-    )
+        "consume", "cli-orders", "--from-beginning", "--max-messages", "10", "--format", "json",
+        "--encoding", "text", *s,
+    )  # fmt: skip
     assert consumed.returncode == 0, consumed.stderr
     records = [json.loads(line) for line in consumed.stdout.splitlines()]
     assert sorted(r["value"] for r in records) == sorted(f"v{i}" for i in range(10))
@@ -134,10 +136,14 @@ def test_topics_produce_consume(server: ServerProcess) -> None:
         "0",
         "--idle-timeout-ms",
         "500",
+        "--print-partition",
         "--print-offset",
         *s,
     )
-    assert one.returncode == 0 and all(line.startswith("0:") for line in one.stdout.splitlines())
+    assert one.returncode == 0 and one.stdout, one.stderr
+    assert all(
+        re.fullmatch(r"Partition:0\tOffset:\d+\tv\d", line) for line in one.stdout.splitlines()
+    ), one.stdout
 
 
 def test_transactional_produce_and_group_consume(server: ServerProcess) -> None:
