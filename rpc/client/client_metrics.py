@@ -127,8 +127,8 @@ class MeasuredPipe:
         )
         return future
 
-    def close(self) -> None:
-        self._pipe.close()
+    def close(self, timeout_s: float | None = None) -> None:
+        self._pipe.close(timeout_s)
 
 
 class ConsumerMetrics:
