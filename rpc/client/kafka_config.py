@@ -33,6 +33,7 @@ from twinlog.engine.base.errors import InvalidConfigError
 from twinlog.engine.base.renamed_keys import canonical_key
 from twinlog.rpc.client.connection_options import ConnectionOptions
 from twinlog.rpc.client.retry import RetryPolicy
+from twinlog.rpc.client.timeouts import DELIVERY_TIMEOUT_MS_DEFAULT
 
 log = logging.getLogger("twinlog.client")
 
@@ -435,10 +436,16 @@ def _build_retry_policy(parameters: ClientParameters, settings: Settings) -> Non
             "the backoff in the RetryPolicy, or pass no retry="
         )
     # A producer's policy lasts as long as its deliveries, as it does without a backoff.
-    timeout_ms = settings.get(
-        "delivery_timeout_ms",
-        parameters.defaults.get("delivery_timeout_ms", RetryPolicy.timeout_ms),
+    # (None: the producer's default delivery timeout, resolved from linger and request)
+    timeout_ms = settings.get("delivery_timeout_ms") or parameters.defaults.get(
+        "delivery_timeout_ms"
     )
+    if timeout_ms is None:
+        timeout_ms = (
+            DELIVERY_TIMEOUT_MS_DEFAULT
+            if "delivery_timeout_ms" in parameters.names
+            else RetryPolicy.timeout_ms
+        )
     settings["retry"] = RetryPolicy(timeout_ms=timeout_ms, **backoff)
 
 
