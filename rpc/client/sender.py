@@ -248,8 +248,8 @@ class Sender:
                 if self._transactions.is_transactional:  # the transaction lacks its records
                     self._transactions.send_failed(error)
                 failures.append(([batch], error))  # no sequence taken: nothing else breaks
-        if failures:
-            log.warning(
+        if failures:  # INFO: each error reaches its records' futures, where callers see it
+            log.info(
                 "%d batch(es) expired at their delivery deadline: %s",
                 len(failures),
                 failures[0][1],
@@ -368,7 +368,8 @@ class Sender:
             return []
         if isinstance(error, SEQUENCE_BREAKING_ERRORS) or error.retriable:
             # Unknown whether the broker has it: start a new idempotent producer id.
-            log.warning("producer sequence broken by %s; taking a new producer id", error)
+            # INFO: the error itself reaches the batch's futures
+            log.info("producer sequence broken by %s; taking a new producer id", error)
             self._transactions.forget_identity()
             self._sequences.restart()
             built = self._accumulator.take_built()
