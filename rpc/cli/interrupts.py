@@ -37,6 +37,28 @@ SAME_INTERRUPT_S = 0.2
 _STOP = b"\x00"  # written by __exit__ to end the watcher; signal numbers are never 0
 
 
+class InterruptFlag:
+    """Raised by Ctrl-C; safe to raise from a signal handler, unlike ``threading.Event``.
+
+    A Python signal handler runs on the main thread between two bytecodes, possibly in
+    the middle of code that holds a lock. ``Event.set()`` takes the Event's lock, so a
+    second Ctrl-C arriving while the first handler is inside ``set()`` (``timeout -s INT``
+    sends two, microseconds apart) blocked the main thread on a lock it held itself, and
+    the watcher behind it: the process ignored every later Ctrl-C. Setting a bool takes no lock.
+    """
+
+    __slots__ = ("_raised",)
+
+    def __init__(self) -> None:
+        self._raised = False
+
+    def set(self) -> None:
+        self._raised = True
+
+    def is_set(self) -> bool:
+        return self._raised
+
+
 def _write_stderr(line: str) -> None:
     # os.write, not print: sys.stderr's lock may be held by the thread being abandoned.
     with contextlib.suppress(OSError):
@@ -58,7 +80,7 @@ class InterruptGuard:
 
     def __init__(self, on_interrupt: Callable[[], str | None] | None = None) -> None:
         self.on_interrupt = on_interrupt
-        self.interrupted = threading.Event()
+        self.interrupted = InterruptFlag()
         self._read_fd = -1
         self._write_fd = -1
         self._previous_wakeup_fd = -1

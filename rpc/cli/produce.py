@@ -22,7 +22,7 @@ from twinlog.engine.base.errors import RecordTooLargeError, RequestTimedOutError
 from twinlog.rpc.cli.arguments import key_value_pair, non_negative_int, positive_int
 from twinlog.rpc.cli.common import add_command, connection_options, connection_parser, retry_policy
 from twinlog.rpc.cli.delivery_report import DeliveryTracker
-from twinlog.rpc.cli.interrupts import EXIT_INTERRUPTED
+from twinlog.rpc.cli.interrupts import EXIT_INTERRUPTED, InterruptFlag
 from twinlog.rpc.cli.produce_input import BadLineError, InputReader
 from twinlog.rpc.cli.record_encoding import ENCODINGS
 from twinlog.rpc.client import Producer
@@ -143,14 +143,14 @@ class ProduceRun:
         self,
         args: argparse.Namespace,
         producer: Producer,
-        interrupted: threading.Event | None = None,
+        interrupted: InterruptFlag | None = None,
     ) -> None:
         self.args = args
         self.producer = producer
         self.tracker = DeliveryTracker(transactional=bool(args.transactional_id))
         self.stopping = threading.Event()
         # Set by the interrupt guard's signal handler, on the main thread, at once.
-        self.interrupted = interrupted or threading.Event()
+        self.interrupted = interrupted or InterruptFlag()
         # Held while a transaction begins, commits or aborts: Ctrl-C's abort (on another
         # thread) must not race a commit, nor a commit follow it.
         self.ending = threading.Lock()

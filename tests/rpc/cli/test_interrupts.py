@@ -124,3 +124,39 @@ def test_off_the_main_thread_the_guard_does_nothing() -> None:
     thread.start()
     thread.join()
     assert errors == [] and signal.getsignal(signal.SIGINT) is before
+
+
+def test_a_ctrl_c_arriving_inside_the_first_handler_does_not_deadlock() -> None:
+    # `timeout -s INT` sends two SIGINTs microseconds apart. Python runs the second handler
+    # between two bytecodes of the first; a handler that takes a lock (threading.Event.set)
+    # then waits for itself, and the process ignored every later Ctrl-C. Here the second
+    # call is made at the worst moment: right after the first call has taken any lock.
+    import threading
+
+    from twinlog.rpc.cli.interrupts import InterruptGuard
+
+    guard = InterruptGuard()
+    with guard:
+        handler = signal.getsignal(signal.SIGINT)
+        assert callable(handler)
+        nested = [False]
+
+        def profile(frame: object, event: str, argument: object) -> None:
+            taken = "acquire" in repr(argument) or "__enter__" in repr(argument)
+            if event == "c_return" and taken and not nested[0]:
+                nested[0] = True
+                handler(signal.SIGINT, None)
+
+        def first_handler() -> None:
+            sys.setprofile(profile)
+            try:
+                handler(signal.SIGINT, None)
+            finally:
+                sys.setprofile(None)
+
+        thread = threading.Thread(target=first_handler, daemon=True)
+        thread.start()
+        thread.join(2)
+        assert not thread.is_alive(), "the SIGINT handler deadlocked on its own lock"
+        assert guard.interrupted.is_set()
+        guard.interrupted = type(guard.interrupted)()  # leave the guard as if never interrupted
