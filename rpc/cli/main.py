@@ -27,10 +27,10 @@ from pathlib import Path
 
 from twinlog import __version__
 from twinlog.engine.base.errors import TwinlogError
+from twinlog.rpc.cli.interrupts import EXIT_INTERRUPTED
 
 # Nothing above imports gRPC: it reads GRPC_VERBOSITY once, when first imported, and
 # main() must set it before that (the commands' modules import the client, hence gRPC).
-EXIT_INTERRUPTED = 130  # 128 + SIGINT (interrupts.py has the same)
 EXIT_USAGE = 2  # as argparse's own
 
 

@@ -36,6 +36,7 @@ from twinlog.rpc.server.service_consume import ConsumingService
 from twinlog.rpc.server.service_produce import ProducingService
 from twinlog.rpc.wire.broker_api import BrokerApi
 
+EXIT_INTERRUPTED = 130  # 128 + SIGINT: a server stopped by Ctrl-C, as the CLI's commands
 log = logging.getLogger("twinlog.server")
 
 # gRPC's own limit is this much above request_bytes_max: a request just over the limit
@@ -265,7 +266,9 @@ def serve(
             log.info("closing broker (flushing logs, closing the journal)")
             broker.close()
         log.info("stopped cleanly")
-        return 0
+        # Ctrl-C ends with 130 as every other command does (and as a JVM's Kafka or ZooKeeper
+        # does); SIGTERM is how a service manager asks for a stop, and a clean one is success.
+        return EXIT_INTERRUPTED if signals_seen[0] == signal.SIGINT else 0
     finally:
         for number, handler in previous.items():
             signal.signal(number, handler)
