@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from server_process import ROOT, ServerProcess, environment, run_cli
+from tcp_proxy import HoldingProxy
 
 from twinlog.rpc.client import Admin, Consumer, Producer
 
@@ -159,31 +160,51 @@ def test_ctrl_c_on_consume_exits_130_within_a_second(server: ServerProcess) -> N
     assert elapsed_s < 1.5, elapsed_s
 
 
-@pytest.fixture()
-def stalled_server(tmp_path: Path) -> Iterator[ServerProcess]:
-    """A server of its own (it is paused with SIGSTOP), resumed and stopped at the end."""
+class Stall:
+    """A server the CLI reaches at ``address`` and that can stall: SIGSTOPped (a GC pause, a
+    hung disk), or behind a proxy that holds every byte (a partition). ``server`` is
+    reached directly, to set up and to read back."""
+
+    def __init__(self, server: ServerProcess, how: str) -> None:
+        self.server = server
+        self.how = how
+        self.proxy = HoldingProxy(server.port) if how == "proxy" else None
+        self.address = self.proxy.address if self.proxy else server.address
+
+    def stall(self) -> None:
+        if self.proxy is not None:
+            self.proxy.hold()
+        else:
+            assert self.server.process is not None
+            self.server.process.send_signal(signal.SIGSTOP)
+
+    def end(self) -> None:
+        if self.proxy is not None:
+            self.proxy.close()
+        assert self.server.process is not None
+        self.server.process.send_signal(signal.SIGCONT)
+
+
+@pytest.fixture(params=["sigstop", "proxy"])
+def stalled(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Stall]:
+    """A server of its own that stalls, resumed and stopped at the end."""
     with ServerProcess(tmp_path / "data") as process:
+        stall = Stall(process, request.param)
         try:
-            yield process
+            yield stall
         finally:
-            assert process.process is not None
-            process.process.send_signal(signal.SIGCONT)
-
-
-def pause(server: ServerProcess) -> None:
-    assert server.process is not None
-    server.process.send_signal(signal.SIGSTOP)
+            stall.end()
 
 
 def test_a_stalled_server_fails_the_records_it_never_answered(
-    stalled_server: ServerProcess,
+    stalled: Stall,
 ) -> None:
     # The issue's session: records 1-100 delivered, the server paused (a GC pause, a hung
     # disk), records 101-200 sent to it. They were lost without a word; now they are named.
-    create(stalled_server, "stalled")
+    create(stalled.server, "stalled")
     process = subprocess.Popen(
         [sys.executable, "-m", "twinlog.rpc.cli", "produce", "stalled", "--server",
-         stalled_server.address, "--delivery-timeout-ms", "2000"],
+         stalled.address, "--delivery-timeout-ms", "2000"],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         text=True, cwd=ROOT, env=environment(),
     )  # fmt: skip
@@ -191,9 +212,9 @@ def test_a_stalled_server_fails_the_records_it_never_answered(
     process.stdin.write("".join(f"{i}\n" for i in range(1, 101)))
     process.stdin.flush()
     deadline_s = time.monotonic() + 20
-    while len(read_back(stalled_server, "stalled", 100)) < 100:
+    while len(read_back(stalled.server, "stalled", 100)) < 100:
         assert time.monotonic() < deadline_s, "the first 100 records were not delivered"
-    pause(stalled_server)
+    stalled.stall()
     started_s = time.monotonic()
     _, stderr = process.communicate("".join(f"{i}\n" for i in range(101, 201)), timeout=30)
     elapsed_s = time.monotonic() - started_s
@@ -208,25 +229,25 @@ def test_a_stalled_server_fails_the_records_it_never_answered(
 
 
 def test_ctrl_c_against_a_stalled_server_still_exits_within_a_second(
-    stalled_server: ServerProcess,
+    stalled: Stall,
 ) -> None:
-    create(stalled_server, "stalled-txn")
+    create(stalled.server, "stalled-txn")
     process = subprocess.Popen(
         [sys.executable, "-m", "twinlog.rpc.cli", "produce", "stalled-txn", "--server",
-         stalled_server.address, "--transactional-id", "stalled", "--records-per-txn", "1000"],
+         stalled.address, "--transactional-id", "stalled", "--records-per-txn", "1000"],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         text=True, cwd=ROOT, env=environment(),
     )  # fmt: skip
     assert process.stdin is not None
     process.stdin.write("one\ntwo\n")
     process.stdin.flush()  # stdin stays open: the transaction stays open
-    with Admin(stalled_server.address) as admin:
+    with Admin(stalled.server.address) as admin:
         deadline_s = time.monotonic() + 20
         while not any(t.transactional_id == "stalled" for t in admin.list_transactions()):
             assert time.monotonic() < deadline_s and process.poll() is None
             time.sleep(0.1)
     time.sleep(0.5)  # the two records sent
-    pause(stalled_server)
+    stalled.stall()
     started_s = time.monotonic()
     process.send_signal(signal.SIGINT)
     process.wait(timeout=10)
