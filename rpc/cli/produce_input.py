@@ -26,6 +26,14 @@ class BadLineError(UsageError):
         self.line = line
 
 
+def without_line_end(raw_line: bytes) -> bytes:
+    """The line without its one line end (``\\n`` or ``\\r\\n``): any other byte is data."""
+    for line_end in (b"\r\n", b"\n"):
+        if raw_line.endswith(line_end):
+            return raw_line[: -len(line_end)]
+    return raw_line
+
+
 class InputReader:
     def __init__(
         self,
@@ -48,7 +56,7 @@ class InputReader:
 
     def __iter__(self) -> Iterator[tuple[int, RecordInput]]:
         for number, raw_line in enumerate(self.lines, start=1):
-            line = raw_line.rstrip(b"\r\n")
+            line = without_line_end(raw_line)
             if self.input_format == "text":
                 yield number, self._text_record(line)
                 continue

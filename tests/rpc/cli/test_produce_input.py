@@ -19,6 +19,11 @@ def test_text_lines_with_a_key_separator_and_headers() -> None:
     ]
 
 
+def test_only_the_line_end_is_removed_every_other_carriage_return_is_data() -> None:
+    reader = InputReader([b"a\r\r\n", b"\rb\n", b"\rc\r"], "text", "base64", None, ())
+    assert [record.value for _, record in reader] == [b"a\r", b"\rb", b"\rc\r"]
+
+
 def test_json_lines_skip_blank_lines_and_add_headers_after_their_own() -> None:
     lines = [b'{"value": "a", "headers": [["x", null]]}\n', b"\n", b'{"value": null}\n']
     reader = InputReader(lines, "json", "text", headers=(("h", b"1"),))
