@@ -156,8 +156,8 @@ class ProduceRun:
         self.ending = threading.Lock()
         self.transactions = 0
         self.line = 0  # the input line being sent
-        delivery_timeout_ms = args.delivery_timeout_ms or max(args.timeout_request_ms, 1_000)
-        self.answer_wait_s = (delivery_timeout_ms + ANSWER_GRACE_MS) / 1000
+        # The producer's own delivery deadline (run() resolved it), plus the answer's travel.
+        self.answer_wait_s = (producer.delivery_timeout_ms + ANSWER_GRACE_MS) / 1000
 
     # --- the main thread -------------------------------------------------------------------
 
