@@ -117,9 +117,10 @@ class InterruptGuard:
             return
         if self._first_s is not None or self.interrupted.is_set():
             # The command ended while its cleanup runs: let the watcher end the process
-            # with 130 rather than exit 0 as if nothing had happened.
-            while True:
-                time.sleep(1)
+            # with 130 rather than exit 0 as if nothing had happened; if it cannot (its
+            # stderr write blocked on a paused pipe), end it here, bounded.
+            time.sleep(CLEANUP_BUDGET_S + 1)
+            os._exit(EXIT_INTERRUPTED)
         signal.set_wakeup_fd(self._previous_wakeup_fd)
         signal.signal(signal.SIGINT, self._previous_handler)  # type: ignore[arg-type]
         os.write(self._write_fd, _STOP)
