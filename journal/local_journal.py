@@ -86,6 +86,15 @@ class JournalEntry(NamedTuple):
 
 
 @dataclass(frozen=True)
+class JournalUsage:
+    """What the journal occupies: read without walking any table (cheap for every scrape)."""
+
+    size_bytes: int  # bytes of the map in use (pages up to the last one written)
+    map_size_bytes: int  # current map size (grows when full)
+    entry_count: int  # entries of every partition
+
+
+@dataclass(frozen=True)
 class JournalStatistics:
     size_bytes: int  # bytes of the map in use (pages up to the last one written)
     map_size_bytes: int  # current map size (grows when full)
@@ -496,10 +505,21 @@ class LocalJournal:
                     index += 1
                 del value, view  # views into the map must not outlive the read transaction
 
+    def usage(self) -> JournalUsage:
+        with self._reading() as tables:
+            return self._usage(tables)
+
+    def _usage(self, tables: Tables) -> JournalUsage:
+        info = self._env.info()
+        return JournalUsage(
+            size_bytes=(info["last_pgno"] + 1) * self._env.stat()["psize"],
+            map_size_bytes=info["map_size"],
+            entry_count=tables.entry_count(),
+        )
+
     def statistics(self) -> JournalStatistics:
         with self._reading() as tables:
-            info = self._env.info()
-            page_bytes = self._env.stat()["psize"]
+            usage = self._usage(tables)
             pending: dict[str, tuple[int, int]] = {}
             open_transactions = 0
             for name, partition_id, _ in tables.partitions():
@@ -511,11 +531,10 @@ class LocalJournal:
                         size_bytes += record.size_bytes
                 if entries:
                     pending[name] = (entries, size_bytes)
-            entry_count = tables.entry_count()
         return JournalStatistics(
-            size_bytes=(info["last_pgno"] + 1) * page_bytes,
-            map_size_bytes=info["map_size"],
-            entry_count=entry_count,
+            size_bytes=usage.size_bytes,
+            map_size_bytes=usage.map_size_bytes,
+            entry_count=usage.entry_count,
             open_transactions=open_transactions,
             pending_by_partition=pending,
             groups_committed=self._writer.groups_committed,

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from twinlog.engine.base import fsync_latency
 from twinlog.engine.base.errors import LogClosedError
 from twinlog.engine.base.latency_histogram import LatencySnapshot
-from twinlog.engine.base.types import TopicPartition, TransactionDescription
+from twinlog.engine.base.types import TopicPartition
 from twinlog.engine.broker.coordinator import Coordinator
 from twinlog.engine.broker.partition import Partition
 from twinlog.engine.broker.transaction_metadata import now_ms
@@ -56,11 +56,9 @@ class BrokerStats:
     fsync_latency: Mapping[str, LatencySnapshot]  # by kind (``fsync_latency.BY_KIND``)
 
 
-def open_transaction_figures(
-    transactions: Iterable[TransactionDescription], now: int
-) -> tuple[int, float]:
-    """(how many, age in seconds of the oldest) of in-flight transactions."""
-    started = [txn.started_ms for txn in transactions]
+def open_transaction_figures(started_ms: Iterable[int], now: int) -> tuple[int, float]:
+    """(how many, age in seconds of the oldest) of in-flight transactions, by their starts."""
+    started = list(started_ms)
     if not started:
         return 0, 0.0
     return len(started), max(0, now - min(started)) / 1000
@@ -97,8 +95,8 @@ def collect_stats(
     committed_offsets: Mapping[tuple[str, TopicPartition], int],
 ) -> BrokerStats:
     coordinators = list(coordinators)
-    transactions = [txn for c in coordinators for txn in c.list_transactions()]
-    open_count, oldest_age_s = open_transaction_figures(transactions, now_ms())
+    started_ms = [started for c in coordinators for started in c.in_flight_started_ms()]
+    open_count, oldest_age_s = open_transaction_figures(started_ms, now_ms())
     # One TransactionTimings is shared by a broker's coordinators: count each once.
     timings = list({id(c.timings): c.timings for c in coordinators}.values())
     commit = sum((t.commit.snapshot() for t in timings), LatencySnapshot.empty())
@@ -106,7 +104,7 @@ def collect_stats(
     partition_stats = tuple(
         found for p in sorted(partitions, key=lambda p: p.topic_partition) if (found := _of(p))
     )
-    journal_figures = journal.statistics()
+    journal_figures = journal.usage()
     return BrokerStats(
         open_transactions=open_count,
         oldest_open_transaction_age_s=oldest_age_s,

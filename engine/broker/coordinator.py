@@ -584,6 +584,11 @@ class Coordinator:
             entry = self._memory.producers_by_id.get(producer_id)
             return None if entry is None else entry.transactional_id
 
+    def in_flight_started_ms(self) -> list[int]:
+        """When each in-flight transaction began (no descriptions built: read at every scrape)."""
+        with self._lock:
+            return [txn.started_ms for txn in self._memory.transactions.values()]
+
     def in_flight_count(self) -> int:
         with self._lock:
             return len(self._memory.transactions)
