@@ -50,11 +50,6 @@ class LatencySnapshot:
     bounds_s: tuple[float, ...]  # the finite upper bounds
     bucket_counts: tuple[int, ...]  # per bound (not cumulative), then the +Inf overflow
 
-    @classmethod
-    def empty(cls, bounds_s: Sequence[float] = BUCKETS_S_DEFAULT) -> LatencySnapshot:
-        bounds = tuple(float(bound) for bound in bounds_s)
-        return cls(0, 0.0, bounds, (0,) * (len(bounds) + 1))
-
     def cumulative(self) -> list[tuple[float, int]]:
         """(upper bound, observations at or below it), ending with (inf, count)."""
         found = []
@@ -63,16 +58,6 @@ class LatencySnapshot:
             total += count
             found.append((bound, total))
         return found
-
-    def __add__(self, other: LatencySnapshot) -> LatencySnapshot:
-        if self.bounds_s != other.bounds_s:
-            raise ValueError("cannot add latency snapshots of different buckets")
-        return LatencySnapshot(
-            self.count + other.count,
-            self.sum_s + other.sum_s,
-            self.bounds_s,
-            tuple(a + b for a, b in zip(self.bucket_counts, other.bucket_counts, strict=True)),
-        )
 
 
 class LatencyHistogram:

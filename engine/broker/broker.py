@@ -793,6 +793,7 @@ class Broker:
             partitions,
             self.journal,
             self.group_offsets.committed(),
+            self.transaction_timings,
         )
 
     # --- used by tests and tools -------------------------------------------------------------------

@@ -22,6 +22,7 @@ from twinlog.engine.base.types import TopicPartition
 from twinlog.engine.broker.coordinator import Coordinator
 from twinlog.engine.broker.partition import Partition
 from twinlog.engine.broker.transaction_metadata import now_ms
+from twinlog.engine.broker.transaction_timings import TransactionTimings
 from twinlog.journal import LocalJournal
 
 
@@ -93,14 +94,11 @@ def collect_stats(
     partitions: Iterable[Partition],
     journal: LocalJournal,
     committed_offsets: Mapping[tuple[str, TopicPartition], int],
+    timings: TransactionTimings,
 ) -> BrokerStats:
     coordinators = list(coordinators)
     started_ms = [started for c in coordinators for started in c.in_flight_started_ms()]
     open_count, oldest_age_s = open_transaction_figures(started_ms, now_ms())
-    # One TransactionTimings is shared by a broker's coordinators: count each once.
-    timings = list({id(c.timings): c.timings for c in coordinators}.values())
-    commit = sum((t.commit.snapshot() for t in timings), LatencySnapshot.empty())
-    apply = sum((t.apply.snapshot() for t in timings), LatencySnapshot.empty())
     partition_stats = tuple(
         found for p in sorted(partitions, key=lambda p: p.topic_partition) if (found := _of(p))
     )
@@ -108,8 +106,8 @@ def collect_stats(
     return BrokerStats(
         open_transactions=open_count,
         oldest_open_transaction_age_s=oldest_age_s,
-        commit_latency=commit,
-        apply_latency=apply,
+        commit_latency=timings.commit.snapshot(),  # one, shared by the broker's coordinators
+        apply_latency=timings.apply.snapshot(),
         journal_used_bytes=journal_figures.size_bytes,
         journal_map_bytes=journal_figures.map_size_bytes,
         journal_entries=journal_figures.entry_count,
