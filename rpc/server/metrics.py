@@ -77,6 +77,7 @@ class ServerMetrics:
         # (method, code) -> its two labelled children: labels() costs a lock and a lookup
         # per call, this a dict read (a lost race only makes the same children twice).
         self._children: dict[tuple[str, str], tuple[Any, Any]] = {}
+        self._bytes_by_method: dict[str, tuple[Any, Any]] = {}
 
     def observe(self, full_method: str, code: str, duration_s: float) -> None:
         children = self._children.get((full_method, code))
@@ -90,11 +91,20 @@ class ServerMetrics:
 
     def received(self, full_method: str, size_bytes: int) -> None:
         if size_bytes:
-            self.bytes_in.labels(*split_method(full_method)).inc(size_bytes)
+            self._bytes_children(full_method)[0].inc(size_bytes)
 
     def sent(self, full_method: str, size_bytes: int) -> None:
         if size_bytes:
-            self.bytes_out.labels(*split_method(full_method)).inc(size_bytes)
+            self._bytes_children(full_method)[1].inc(size_bytes)
+
+    def _bytes_children(self, full_method: str) -> tuple[Any, Any]:
+        """(bytes in, bytes out) of a method: counted per message of a stream, so cached too."""
+        children = self._bytes_by_method.get(full_method)
+        if children is None:
+            labels = split_method(full_method)
+            children = self.bytes_in.labels(*labels), self.bytes_out.labels(*labels)
+            self._bytes_by_method[full_method] = children
+        return children
 
     def exposition(self) -> bytes:
         """The text format a scrape gets."""
