@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from twinlog.engine.base.errors import LogClosedError
 from twinlog.engine.base.latency_histogram import LatencySnapshot
 from twinlog.engine.broker.broker_stats import BrokerStats
 
@@ -58,8 +59,10 @@ class EngineCollector(Collector):
             return
         try:
             stats = self._stats()
-        except Exception as error:  # closing, or a damaged journal: the scrape still answers
-            log.debug("no broker figures for this scrape: %s", error)
+        except LogClosedError:  # the broker is closing: the scrape still answers
+            return
+        except Exception:  # a damaged journal, or a bug: the scrape answers, the log says why
+            log.warning("no broker figures for this scrape", exc_info=True)
             return
         yield from broker_families(stats)
 

@@ -20,8 +20,9 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from prometheus_client.parser import text_string_to_metric_families
 from rpc_fakes import FakeBroker
 
-from twinlog.engine.base.errors import UnknownTopicOrPartitionError
+from twinlog.engine.base.errors import CorruptJournalError, UnknownTopicOrPartitionError
 from twinlog.engine.broker.broker import Broker
+from twinlog.engine.broker.broker_stats import BrokerStats
 from twinlog.rpc.client.connection import ConnectionOptions
 from twinlog.rpc.client.remote import RemoteBroker
 from twinlog.rpc.server.config import ServerConfig
@@ -111,6 +112,18 @@ def test_the_engine_collector_reads_a_real_broker_at_scrape_time(tmp_path: Path)
     assert "twinlog_under_replicated_partitions" in after
     assert not {"twinlog_open_transactions", "twinlog_log_size_bytes"} & after
     assert next(iter(EngineCollector(None).collect())).samples[0].value == 0
+
+
+def test_figures_that_fail_for_another_reason_than_closing_are_logged(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    def broken() -> BrokerStats:
+        raise CorruptJournalError("page 7 is damaged")
+
+    with caplog.at_level(logging.WARNING, logger="twinlog"):
+        families = list(EngineCollector(broken).collect())
+    assert [family.name for family in families] == ["twinlog_under_replicated_partitions"]
+    assert "no broker figures" in caplog.text and "page 7 is damaged" in caplog.text
 
 
 def test_method_names_split_into_service_and_method() -> None:
