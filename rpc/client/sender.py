@@ -309,7 +309,9 @@ class Sender:
         with self._changed:
             if self._in_flight.get(batch.topic_partition) is batch:
                 del self._in_flight[batch.topic_partition]
-            if batch.result.done():  # expired, or failed by close(), while unanswered
+            # Expired (its futures fail once _run has the lock released: ``expired`` marks it
+            # at once), or failed by close(), while unanswered: its outcome is already told.
+            if batch.expired or batch.result.done():
                 self._accumulator.release(batch)
                 self._changed.notify_all()
                 log.debug(
