@@ -104,7 +104,8 @@ class _Call:
             return False
         deadline_s = time.monotonic() + self.request_timeout_s
         self.pending[correlation_id] = _Pending(request, future, deadline_s)
-        self.changed.notify_all()
+        if len(self.pending) == 1:  # the watchdog sleeps without a deadline only when empty
+            self.changed.notify_all()
         return True
 
     def _request_iterator(self) -> Iterator[produce_pb2.ProduceRequest]:
