@@ -313,6 +313,12 @@ class ClientParameters:
     def is_own(self, name: str) -> bool:
         return name in self.names or canonical_key(name) in self.names
 
+    def own_name(self, name: str) -> str:
+        """The client's current name for ``name`` when it is an older one of its own; else
+        ``name`` (so its value converts and is passed on under the name __init__ takes)."""
+        current = canonical_key(name)
+        return current if current != name and current in self.names else name
+
 
 def translate_settings(
     parameters: ClientParameters,
@@ -324,10 +330,10 @@ def translate_settings(
     translated. Raises InvalidConfigError for an unknown name, a refused value, or one
     setting given twice."""
     given: list[tuple[str, Any, str]] = [  # (name, value, where it was given)
-        (name, value, "a keyword") for name, value in keywords.items()
+        (parameters.own_name(name), value, "a keyword") for name, value in keywords.items()
     ]
     for key, value in (config or {}).items():
-        name = str(key).replace(".", "_")
+        name = parameters.own_name(str(key).replace(".", "_"))
         given.append((name, _from_text(parameters, name, value), f"config[{key!r}]"))
     settings: Settings = {}
     sources: dict[str, str] = {

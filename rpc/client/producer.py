@@ -113,8 +113,6 @@ class Producer:
         connection: ConnectionOptions | None = None,
         **connection_options: Any,
     ) -> None:
-        if "max_batch_bytes" in connection_options:  # its older name (see RENAMED_KEYS)
-            batch_bytes_max = connection_options.pop("max_batch_bytes")
         if compression not in COMPRESSIONS:
             raise InvalidConfigError(
                 f"compression {compression!r} is not one of {', '.join(COMPRESSIONS)}"

@@ -237,3 +237,16 @@ def test_a_kafka_python_style_client_reaches_a_server_by_address() -> None:
         with Producer(bootstrap_servers=[address], acks=-1, max_block_ms=5000) as producer:
             metadata = producer.send("by-address", b"v").result(timeout=10)
         assert (metadata.topic, metadata.offset) == ("by-address", 0)
+
+
+def test_an_older_twinlog_name_in_config_is_converted_and_passed_on_as_the_current_one(
+    tmp_path: Path,
+) -> None:
+    from twinlog.engine.broker.broker import Broker
+
+    with Broker.open(tmp_path / "data") as broker:
+        producer = Producer(config={"bootstrap.servers": broker, "max.batch.bytes": "1000000"})
+        try:
+            assert producer.batch_bytes_max == 1_000_000
+        finally:
+            producer.close()
