@@ -43,7 +43,9 @@ class Admin:
             "default_api_timeout_ms", default_api_timeout_ms
         )
         self._broker, self._owns_broker = connect(target, options)
-        self.retry = retry or RetryPolicy()
+        # Without a policy of its own, a call retries for as long as its deadline allows,
+        # and then says it timed out (RequestTimedOutError), as default_api_timeout_ms promises.
+        self.retry = retry or RetryPolicy(timeout_ms=self.default_api_timeout_ms)
 
     def __enter__(self) -> Admin:
         return self

@@ -105,7 +105,9 @@ class Consumer:
         self.fetch_max_bytes = fetch_max_bytes
         self.fetch_max_wait_ms = fetch_max_wait_ms
         self.max_poll_records = max_poll_records
-        self.retry = retry or RetryPolicy()
+        # Without a policy of its own, a call retries for as long as its deadline allows,
+        # and then says it timed out (RequestTimedOutError), as default_api_timeout_ms promises.
+        self.retry = retry or RetryPolicy(timeout_ms=self.default_api_timeout_ms)
         self._assigned: list[TopicPartition] = []
         self._positions: dict[TopicPartition, int] = {}
         self._fetches: dict[TopicPartition, _Fetch] = {}

@@ -88,3 +88,16 @@ def test_each_attempt_runs_under_the_call_s_deadline() -> None:
     assert 0.5 < seen[0] <= 1.0
     assert call_with_retry(RetryPolicy(), observe, "observe") == "ok"
     assert seen[1] == 30.0
+
+
+def test_admin_and_consumer_retry_for_as_long_as_their_api_timeout_unless_given_a_policy() -> None:
+    # A shorter retry budget than default_api_timeout_ms gave up with the last raw error
+    # (30 s by default) before the call's own deadline could say it timed out.
+    from twinlog.rpc.client import Admin, Consumer, RetryPolicy
+
+    with Admin("127.0.0.1:1", default_api_timeout_ms=90_000) as admin:
+        assert admin.retry.timeout_ms == 90_000
+    with Consumer("127.0.0.1:1", default_api_timeout_ms=90_000) as consumer:
+        assert consumer.retry.timeout_ms == 90_000
+    with Admin("127.0.0.1:1", retry=RetryPolicy(timeout_ms=5_000)) as admin:
+        assert admin.retry.timeout_ms == 5_000
