@@ -6,6 +6,7 @@ import os
 from dataclasses import dataclass
 
 from twinlog.engine.base.errors import InvalidConfigError
+from twinlog.rpc.client.timeouts import require_positive_ms
 
 DEFAULT_SERVER = "127.0.0.1:7070"
 TOKEN_ENVIRONMENT = "TWINLOG_TOKEN"
@@ -36,10 +37,7 @@ class ConnectionOptions:
                 f"a client certificate for mutual TLS needs both files: {given} is set, "
                 f"{missing} is not; pass both, or neither"
             )
-        if self.request_timeout_ms <= 0:
-            raise InvalidConfigError(
-                f"request_timeout_ms is {self.request_timeout_ms}; it must be > 0"
-            )
+        require_positive_ms("request_timeout_ms", self.request_timeout_ms)
 
     @property
     def uses_tls(self) -> bool:

@@ -62,6 +62,7 @@ from twinlog.rpc.client.retry import RetryPolicy, call_with_retry
 from twinlog.rpc.client.sender import Sender
 from twinlog.rpc.client.timeouts import (
     DEFAULT_API_TIMEOUT_MS,
+    require_int,
     require_positive_ms,
     resolve_delivery_timeout_ms,
 )
@@ -117,9 +118,18 @@ class Producer:
             raise InvalidConfigError(
                 f"compression {compression!r} is not one of {', '.join(COMPRESSIONS)}"
             )
-        if batch_bytes <= 0 or linger_ms < 0 or buffer_bytes_max < batch_bytes:
+        for name, value, minimum, unit in (
+            ("linger_ms", linger_ms, 0, "milliseconds"),
+            ("max_block_ms", max_block_ms, 0, "milliseconds"),
+            ("batch_bytes", batch_bytes, 1, "bytes"),
+            ("batch_bytes_max", batch_bytes_max, 1, "bytes"),
+            ("buffer_bytes_max", buffer_bytes_max, 1, "bytes"),
+        ):
+            require_int(name, value, minimum, unit)
+        if buffer_bytes_max < batch_bytes:
             raise InvalidConfigError(
-                "need batch_bytes > 0, linger_ms >= 0 and buffer_bytes_max >= batch_bytes"
+                f"buffer_bytes_max ({buffer_bytes_max}) is below batch_bytes ({batch_bytes}); "
+                "the buffer must hold at least one batch"
             )
         if batch_bytes_max < batch_bytes:
             raise InvalidConfigError(
@@ -194,7 +204,9 @@ class Producer:
         return count
 
     def _timeout_ms(self, timeout_ms: int | None) -> int:
-        return self.default_api_timeout_ms if timeout_ms is None else timeout_ms
+        if timeout_ms is None:
+            return self.default_api_timeout_ms
+        return require_positive_ms("timeout_ms", timeout_ms)
 
     def send(
         self,

@@ -13,10 +13,16 @@ DELIVERY_TIMEOUT_MS_DEFAULT = 120_000
 DEFAULT_API_TIMEOUT_MS = 60_000
 
 
+def require_int(name: str, value: int, minimum: int, unit: str) -> int:
+    """``value`` if it is an int of at least ``minimum``; else one clear InvalidConfigError
+    (never the TypeError a comparison with text or None would raise later)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise InvalidConfigError(f"{name} is {value!r}; it must be an int of {unit} >= {minimum}")
+    return value
+
+
 def require_positive_ms(name: str, value_ms: int) -> int:
-    if isinstance(value_ms, bool) or not isinstance(value_ms, int) or value_ms <= 0:
-        raise InvalidConfigError(f"{name} is {value_ms!r}; it must be an int of milliseconds > 0")
-    return value_ms
+    return require_int(name, value_ms, 1, "milliseconds")
 
 
 def resolve_delivery_timeout_ms(

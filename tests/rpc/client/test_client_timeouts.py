@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import pytest
 
@@ -101,3 +102,29 @@ def test_admin_and_consumer_retry_for_as_long_as_their_api_timeout_unless_given_
         assert consumer.retry.timeout_ms == 90_000
     with Admin("127.0.0.1:1", retry=RetryPolicy(timeout_ms=5_000)) as admin:
         assert admin.retry.timeout_ms == 5_000
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {"linger_ms": "5"},
+        {"linger_ms": None},
+        {"linger_ms": -1},
+        {"max_block_ms": "x"},
+        {"batch_bytes": 0},
+        {"buffer_bytes_max": 1.5},
+        {"request_timeout_ms": "5"},
+    ],
+    ids=lambda settings: "-".join(f"{k}={v!r}" for k, v in settings.items()),
+)
+def test_a_bad_setting_is_one_clear_config_error_naming_it(settings: dict) -> None:
+    with pytest.raises(InvalidConfigError, match=next(iter(settings))):
+        Producer("127.0.0.1:1", **settings)
+
+
+def test_a_bad_call_timeout_is_a_config_error(tmp_path: Path) -> None:
+    from twinlog.engine.broker.broker import Broker
+
+    with Broker.open(tmp_path / "data") as broker, Producer(broker, "bad-timeout") as producer:
+        with pytest.raises(InvalidConfigError, match="timeout_ms"):
+            producer.init_transactions(timeout_ms="x")  # type: ignore[arg-type]
