@@ -51,6 +51,7 @@ from twinlog.engine.base.errors import (
 )
 from twinlog.engine.base.types import FetchResult, TopicPartition
 from twinlog.engine.records.batch_reader import Record, RecordBatch, iter_batches
+from twinlog.rpc.client.call_deadline import deadline_at
 from twinlog.rpc.client.client_metrics import ConsumerMetrics
 from twinlog.rpc.client.connection import ConnectionOptions, Target, connect
 from twinlog.rpc.client.kafka_config import accepts_kafka_names
@@ -205,9 +206,14 @@ class Consumer:
     def _look_up_positions(self, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
         """Where each partition starts: the group's committed offset, else the reset.
 
-        Runs on the caller's thread (position()) or a fetcher thread (poll()); every
-        request in it is bounded by default_api_timeout_ms.
+        Runs on the caller's thread (position()) or a fetcher thread (poll()); the whole
+        lookup (a committed() call, then one list_offset per partition) is bounded by
+        default_api_timeout_ms, not each of its requests.
         """
+        with deadline_at(time.monotonic() + self.default_api_timeout_ms / 1000):
+            return self._look_up_positions_now(partitions)
+
+    def _look_up_positions_now(self, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
         positions: dict[TopicPartition, int] = {}
         committed = self.committed(partitions) if self.group_id else {}
         for topic_partition in partitions:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from twinlog.engine.base.errors import RequestTimedOutError, TwinlogError
-from twinlog.rpc.client.call_deadline import NO_ANSWER_ERRORS, deadline_at
+from twinlog.rpc.client.call_deadline import NO_ANSWER_ERRORS, current_deadline_s, deadline_at
 
 log = logging.getLogger("twinlog.client")
 
@@ -54,6 +54,12 @@ def call_with_retry(
     started_s = time.monotonic()
     retry_deadline_s = started_s + policy.timeout_ms / 1000
     call_deadline_s = None if timeout_ms is None else started_s + timeout_ms / 1000
+    enclosing_s = current_deadline_s()  # an enclosing call's deadline bounds this one too
+    if enclosing_s is not None:
+        call_deadline_s = (
+            enclosing_s if call_deadline_s is None else min(call_deadline_s, enclosing_s)
+        )
+        timeout_ms = max(1, round((call_deadline_s - started_s) * 1000))
     attempt = 0
     while True:
         try:

@@ -128,3 +128,15 @@ def test_a_bad_call_timeout_is_a_config_error(tmp_path: Path) -> None:
     with Broker.open(tmp_path / "data") as broker, Producer(broker, "bad-timeout") as producer:
         with pytest.raises(InvalidConfigError, match="timeout_ms"):
             producer.init_transactions(timeout_ms="x")  # type: ignore[arg-type]
+
+
+def test_a_call_inside_another_ends_at_the_enclosing_deadline() -> None:
+    # A consumer's position lookup makes one call per partition, each with its own
+    # 60 s; the lookup as a whole must end at its own deadline, not (N+1) x 60 s.
+    def unreachable() -> None:
+        raise BrokerUnavailableError("no server")
+
+    started_s = time.monotonic()
+    with deadline_at(started_s + 0.3), pytest.raises(RequestTimedOutError):
+        call_with_retry(RetryPolicy(), unreachable, "list_offset", timeout_ms=60_000)
+    assert time.monotonic() - started_s < 2
