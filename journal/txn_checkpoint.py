@@ -1,123 +1,121 @@
 """The transaction journal's checkpoint: where replay starts, and what came before it.
 
-    checkpoint := JSON document, newline, CRC-32C of the document as 8 hex digits, newline
-    document   := {"version": 1,
-                   "offset": first offset replay must read (the BEGIN of the earliest
-                             transaction in flight when it was taken: seed 000's
-                             transactional high-watermark; the log end when none was),
-                   "producers": [[transactional_id, producer_id, producer_generation,
-                                  timeout_ms, last_transaction_id, last_outcome], ...]}
+A checkpoint is a set of CHECKPOINT records in the journal itself
+(``twinlog.journal.txn_records.CheckpointPart``), so that it is replicated with
+the journal, plus a small pointer to them kept outside the journal
+(``twinlog.journal.txn_checkpoint_pointer``):
 
-``last_transaction_id`` / ``last_outcome`` ("COMMITTED" or "ABORTED"; -1 / "" for
-none) are the producer's last completed transaction, so that a retried commit or
-abort whose records lie before ``offset`` still gets its answer after a restart.
-Entries of four items (written before these were added) are read as having none.
+    records:  CHECKPOINT part 0 of n, ..., part n-1 of n     consecutive, one append
+              each with replay_from_offset and a slice of the producer table
+    pointer:  {checkpoint_offset: offset of part 0, replay_from_offset}
 
-Records before ``offset`` may be deleted, but INIT_PRODUCER records among them
-still matter (fencing needs the latest generation of every transactional id),
-so the checkpoint carries the producer table as of ``offset``. Replay applies
-the records from ``offset`` on top of it.
+``replay_from_offset`` is the BEGIN of the earliest transaction in flight when the
+checkpoint was taken (seed 000's transactional high-watermark), or the log end
+when none was. Records before it may be deleted, but INIT_PRODUCER records among
+them still matter (fencing needs the latest generation of every transactional id),
+so the checkpoint carries the producer table as of ``checkpoint_offset``. Replay
+loads that table, then applies the records from ``replay_from_offset`` on,
+skipping the INIT_PRODUCER records before ``checkpoint_offset`` (the table holds
+them) and every CHECKPOINT record.
 
-The file is replaced atomically; a damaged one stops the broker with the file
-named (it is never guessed around: a lost generation would un-fence zombies).
+The pointer is written only after its records are durable: a crash in between
+leaves the previous pointer, whose records retention has not touched yet.
 """
 
 from __future__ import annotations
 
-import json
-import os
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from twinlog.engine.base.atomic_file import replace_file
-from twinlog.engine.base.crc32c import crc32c
 from twinlog.engine.base.errors import CorruptJournalError
+from twinlog.journal.txn_records import (
+    CHECKPOINT_PART_OVERHEAD_BYTES,
+    CheckpointPart,
+    ProducerSnapshot,
+    encoded_producer_bytes,
+)
 
-VERSION = 1
-LAST_OUTCOMES = ("", "COMMITTED", "ABORTED")
+# A part's encoded size stays below this (a producer larger than it gets a part of its
+# own; a transactional id is at most 32 KiB). Far under any batch limit (8 MiB by
+# default), so a part never meets BatchTooLargeError and a follower fetches it whole.
+CHECKPOINT_PART_BYTES_MAX = 256 * 1024
 
-
-@dataclass(frozen=True)
-class ProducerSnapshot:
-    transactional_id: str
-    producer_id: int
-    producer_generation: int
-    timeout_ms: int
-    last_transaction_id: int = -1
-    last_outcome: str = ""
+__all__ = ["Checkpoint", "ProducerSnapshot", "join_parts", "split_into_parts"]
 
 
 @dataclass(frozen=True)
 class Checkpoint:
-    offset: int
+    """A checkpoint as replay uses it. ``checkpoint_offset`` is where its records start."""
+
+    replay_from_offset: int
     producers: tuple[ProducerSnapshot, ...] = field(default=())
+    checkpoint_offset: int = -1
 
 
-def write_checkpoint(path: str | os.PathLike[str], checkpoint: Checkpoint) -> None:
-    document = json.dumps(
-        {
-            "version": VERSION,
-            "offset": checkpoint.offset,
-            "producers": [
-                [
-                    p.transactional_id,
-                    p.producer_id,
-                    p.producer_generation,
-                    p.timeout_ms,
-                    p.last_transaction_id,
-                    p.last_outcome,
-                ]
-                for p in checkpoint.producers
-            ],
-        },
-        separators=(",", ":"),
-    ).encode()
-    replace_file(path, document + b"\n" + f"{crc32c(document):08x}".encode() + b"\n")
+def split_into_parts(
+    timestamp_ms: int,
+    replay_from_offset: int,
+    producers: Sequence[ProducerSnapshot],
+    part_bytes_max: int = CHECKPOINT_PART_BYTES_MAX,
+) -> list[CheckpointPart]:
+    """The CHECKPOINT records holding ``producers``, each below ``part_bytes_max`` encoded."""
+    slices: list[list[ProducerSnapshot]] = [[]]
+    size = CHECKPOINT_PART_OVERHEAD_BYTES
+    for producer in producers:
+        producer_bytes = encoded_producer_bytes(producer)
+        if slices[-1] and size + producer_bytes > part_bytes_max:
+            slices.append([])
+            size = CHECKPOINT_PART_OVERHEAD_BYTES
+        slices[-1].append(producer)
+        size += producer_bytes
+    return [
+        CheckpointPart(timestamp_ms, replay_from_offset, index, len(slices), tuple(chunk))
+        for index, chunk in enumerate(slices)
+    ]
 
 
-def read_checkpoint(path: str | os.PathLike[str]) -> Checkpoint | None:
-    """The checkpoint at ``path``, None if there is none; CorruptJournalError if damaged."""
-    target = Path(path)
-    if not target.exists():
-        return None
-    raw = target.read_bytes()
+def join_parts(
+    where: str, checkpoint_offset: int, replay_from_offset: int, parts: Iterable[object]
+) -> Checkpoint:
+    """The checkpoint that the records from ``checkpoint_offset`` on hold.
+
+    ``parts`` are the records from that offset, in order; only as many are read as
+    the first one announces. Anything else than parts 0..n-1 of one checkpoint
+    agreeing with the pointer's ``replay_from_offset`` is CorruptJournalError.
+    """
 
     def damaged(why: str) -> CorruptJournalError:
         return CorruptJournalError(
-            f"{target}: transaction journal checkpoint is damaged ({why}). Restore it from a "
-            "backup; deleting it is safe only if no journal segment was ever deleted "
-            "(the journal then replays from its start)."
+            f"{where}: the checkpoint pointer names offset {checkpoint_offset} "
+            f"(replay from {replay_from_offset}), but {why}. The journal lost records the "
+            "pointer was written after; restore the journal from a backup. Deleting the "
+            "pointer is safe only if the journal still starts at offset 0 (it then replays "
+            "from its start)."
         )
 
-    document, _, rest = raw.partition(b"\n")
-    try:
-        stored_crc = int(rest.strip(), 16)
-    except ValueError:
-        raise damaged("no CRC line") from None
-    if crc32c(document) != stored_crc:
-        raise damaged(
-            f"CRC mismatch: file says {stored_crc:08x}, contents give {crc32c(document):08x}"
-        )
-    try:
-        parsed = json.loads(document)
-        if parsed["version"] != VERSION:
-            raise damaged(f"version {parsed['version']}, expected {VERSION}")
-        return Checkpoint(
-            offset=int(parsed["offset"]),
-            producers=tuple(
-                ProducerSnapshot(str(t), int(p), int(g), int(ms), *_last(last))
-                for t, p, g, ms, *last in parsed["producers"]
-            ),
-        )
-    except (ValueError, KeyError, TypeError) as error:
-        raise damaged(str(error)) from None
-
-
-def _last(items: list[object]) -> tuple[int, str]:
-    """(last_transaction_id, last_outcome) of a producer entry; none in a four-item one."""
-    if not items:
-        return -1, ""
-    transaction_id, outcome = items
-    if outcome not in LAST_OUTCOMES:
-        raise ValueError(f"last outcome {outcome!r} is not one of {LAST_OUTCOMES}")
-    return int(str(transaction_id)), str(outcome)
+    producers: list[ProducerSnapshot] = []
+    expected_parts = None
+    part_index = 0
+    for record in parts:
+        if not isinstance(record, CheckpointPart):
+            raise damaged(
+                f"record {part_index} from there is {type(record).__name__}, not a CHECKPOINT"
+            )
+        if expected_parts is None:
+            expected_parts = record.parts
+            if expected_parts < 1:
+                raise damaged(f"its first CHECKPOINT record announces {expected_parts} parts")
+        if (record.part, record.parts) != (part_index, expected_parts):
+            raise damaged(
+                f"it holds part {record.part} of {record.parts} where part {part_index} of "
+                f"{expected_parts} belongs"
+            )
+        if record.replay_from_offset != replay_from_offset:
+            raise damaged(f"its part {part_index} says replay from {record.replay_from_offset}")
+        producers.extend(record.producers)
+        part_index += 1
+        if part_index == expected_parts:
+            return Checkpoint(replay_from_offset, tuple(producers), checkpoint_offset)
+    if expected_parts is None:
+        raise damaged("the journal holds no record there")
+    raise damaged(f"the journal ends after part {part_index - 1} of {expected_parts}")

@@ -5,6 +5,12 @@ recovery), in ``DATA_DIR/txn/<journal partition>/``, one batch per record
 (``twinlog.journal.txn_records``). Every append is fsynced before it returns: the
 coordinator answers a producer only after its decision is durable.
 
+Its checkpoint (``twinlog.journal.txn_checkpoint``) is CHECKPOINT records in
+the log plus a pointer to them in a ``CheckpointPointerStore`` (by default the
+file ``checkpoint`` in the journal's directory). Retention follows the pointer:
+segments wholly below min(replay_from_offset, checkpoint_offset) are deleted
+once the pointer is durable, never the one holding either offset.
+
 Thread rule: one coordinator thread appends at a time (the coordinator holds
 its lock); ``replay`` runs at start-up before any append.
 """
@@ -15,11 +21,23 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
+from twinlog.engine.base import failpoints
 from twinlog.engine.base.errors import CorruptJournalError
 from twinlog.engine.log import DataLog, LogConfig
 from twinlog.engine.records.batch_builder import RecordBatchBuilder
 from twinlog.engine.records.batch_reader import iter_batches
-from twinlog.journal.txn_checkpoint import Checkpoint, read_checkpoint, write_checkpoint
+from twinlog.journal.txn_checkpoint import (
+    CHECKPOINT_PART_BYTES_MAX,
+    Checkpoint,
+    ProducerSnapshot,
+    join_parts,
+    split_into_parts,
+)
+from twinlog.journal.txn_checkpoint_pointer import (
+    CheckpointPointer,
+    CheckpointPointerStore,
+    LocalCheckpointPointerFile,
+)
 from twinlog.journal.txn_records import CoordinatorRecord, decode, encode
 
 CHECKPOINT_FILE = "checkpoint"
@@ -30,7 +48,11 @@ TXN_JOURNAL_SEGMENT_BYTES = 64 * 1024 * 1024
 
 class TxnJournal:
     def __init__(
-        self, directory: str | os.PathLike[str], segment_bytes: int = TXN_JOURNAL_SEGMENT_BYTES
+        self,
+        directory: str | os.PathLike[str],
+        segment_bytes: int = TXN_JOURNAL_SEGMENT_BYTES,
+        pointers: CheckpointPointerStore | None = None,
+        checkpoint_part_bytes_max: int = CHECKPOINT_PART_BYTES_MAX,
     ) -> None:
         self.directory = Path(directory)
         config = LogConfig(
@@ -40,13 +62,15 @@ class TxnJournal:
             flush_policy="every_append",
         )
         self.log = DataLog.open(self.directory, config)
-        self._checkpoint_path = self.directory / CHECKPOINT_FILE
+        self.pointers = pointers or LocalCheckpointPointerFile(self.directory / CHECKPOINT_FILE)
+        self._checkpoint_part_bytes_max = checkpoint_part_bytes_max
+        # The checkpoint this process wrote last, and the log end just after its records:
+        # while the log has not moved since, a new checkpoint would say the same.
+        self._last_checkpoint: tuple[Checkpoint, int] | None = None
 
     def append(self, record: CoordinatorRecord) -> int:
         """Append and fsync one record; return its offset."""
-        builder = RecordBatchBuilder("none")
-        builder.append(encode(record), timestamp_ms=record.timestamp_ms)
-        return self.log.append(builder.build())
+        return self.log.append(_batch(record))
 
     def replay(self, from_offset: int) -> Iterator[tuple[int, CoordinatorRecord]]:
         """(offset, record) of every record from ``from_offset`` to the end."""
@@ -76,15 +100,63 @@ class TxnJournal:
         return self.log.log_end_offset
 
     def read_checkpoint(self) -> Checkpoint | None:
-        return read_checkpoint(self._checkpoint_path)
+        """The checkpoint the pointer names, None without a pointer; CorruptJournalError if
+        its records are not all there."""
+        pointer = self.pointers.read()
+        if pointer is None:
+            return None
+        where = f"{self.directory}"
+        start, end = self.log.log_start_offset, self.log.log_end_offset
+        if not start <= pointer.replay_from_offset <= pointer.checkpoint_offset < end:
+            return join_parts(  # raises, naming what is missing
+                f"{where} (offsets {start}..{end - 1})",
+                pointer.checkpoint_offset,
+                pointer.replay_from_offset,
+                (),
+            )
+        return join_parts(
+            where,
+            pointer.checkpoint_offset,
+            pointer.replay_from_offset,
+            (record for _, record in self.replay(pointer.checkpoint_offset)),
+        )
 
-    def write_checkpoint(self, checkpoint: Checkpoint) -> None:
-        """Persist the checkpoint, then delete segments wholly before its offset."""
-        write_checkpoint(self._checkpoint_path, checkpoint)
-        self.log.delete_segments_before(checkpoint.offset)
+    def write_checkpoint(
+        self, timestamp_ms: int, replay_from_offset: int, producers: tuple[ProducerSnapshot, ...]
+    ) -> Checkpoint:
+        """Append the CHECKPOINT records (fsynced), point at them, then apply retention.
+
+        Nothing is written when nothing was appended since the last checkpoint this
+        journal wrote and it starts replay at the same place (an idle coordinator's
+        journal does not grow by a checkpoint per interval).
+        """
+        if self._last_checkpoint is not None:
+            last, end_after = self._last_checkpoint
+            if (
+                end_after == self.log.log_end_offset
+                and last.replay_from_offset == replay_from_offset
+            ):
+                return last
+        parts = split_into_parts(
+            timestamp_ms, replay_from_offset, producers, self._checkpoint_part_bytes_max
+        )
+        first_offset, next_offset = self.log.append_many(_batch(part) for part in parts)
+        failpoints.hit("txn_journal.before_checkpoint_pointer")
+        self.pointers.write(CheckpointPointer(first_offset, replay_from_offset))
+        checkpoint = Checkpoint(replay_from_offset, producers, first_offset)
+        self._last_checkpoint = (checkpoint, next_offset)
+        self.log.delete_segments_before(min(replay_from_offset, first_offset))
+        return checkpoint
 
     def size_bytes(self) -> int:
         return self.log.size_bytes()
 
     def close(self) -> None:
         self.log.close()
+
+
+def _batch(record: CoordinatorRecord) -> bytes:
+    """One record, one batch: a decision is durable alone, and replay reads it alone."""
+    builder = RecordBatchBuilder("none")
+    builder.append(encode(record), timestamp_ms=record.timestamp_ms)
+    return builder.build()

@@ -20,11 +20,15 @@ record whose key is empty and whose value is:
     6     PREPARE_ABORT   transaction_id i64
     7     COMMITTED       transaction_id i64
     8     ABORTED         transaction_id i64
+    9     CHECKPOINT      replay_from_offset i64, part i32, parts i32, producers producers
 
     str        := length int16, UTF-8 bytes
     partitions := count int32, (topic str, partition int32){count}
     attempts   := count int32 (-1: all entries), str{count}
     counts     := count int32, (topic str, partition int32, entries int32){count}
+    producers  := count int32, (transactional_id str, producer_id i64, producer_generation i32,
+                  timeout_ms i32, last_transaction_id i64, last_outcome i8){count}
+                  (last_outcome: 0 none, 1 COMMITTED, 2 ABORTED; last_transaction_id -1: none)
 
 ``by_send`` is 1 when a produce added the partition (its batch is journaled
 right after), 0 when AddPartitionsToTransaction did (it may receive nothing).
@@ -37,6 +41,12 @@ a damaged journal must stop the copy, not turn it into an empty one).
 only the attempts whose results it kept: APPLY_COMMIT copies the entries
 tagged with one of them (and untagged ones) and drops the rest. It is part of
 the decision, so a redo after a crash applies exactly the same set.
+
+CHECKPOINT is part ``part`` (0-based) of ``parts`` consecutive records that
+together hold the coordinator's producer table as of their own offset, and the
+offset replay must start from (``twinlog.journal.txn_checkpoint``). A table is
+split so that no part outgrows a small batch; the parts are appended in one go,
+contiguously, and are used only once a pointer names the first of them.
 
 ADD_OFFSETS names the group and the partitions whose offsets the transaction
 commits (the offsets themselves travel as a transactional write to the
@@ -66,6 +76,7 @@ class CoordinatorRecordType(IntEnum):
     PREPARE_ABORT = 6
     COMMITTED = 7
     ABORTED = 8
+    CHECKPOINT = 9
 
 
 _PREFIX = struct.Struct(">bq")  # type, timestamp_ms
@@ -73,6 +84,8 @@ _SCALARS = {"i8": struct.Struct(">b"), "i32": struct.Struct(">i"), "i64": struct
 _STRING_LENGTH = struct.Struct(">h")
 _COUNT = struct.Struct(">i")
 _PARTITION = struct.Struct(">i")
+_PRODUCER = struct.Struct(">qiiqb")  # after the transactional id: the fixed-size fields
+LAST_OUTCOMES = ("", "COMMITTED", "ABORTED")  # by their code in a producers field
 
 
 @dataclass(frozen=True)
@@ -171,6 +184,46 @@ class Aborted(CoordinatorRecord):
     transaction_id: int
 
 
+@dataclass(frozen=True)
+class ProducerSnapshot:
+    """One producer of a checkpoint's table.
+
+    ``last_transaction_id`` / ``last_outcome`` ("COMMITTED" or "ABORTED"; -1 / "" for none)
+    are its last completed transaction: a retried commit or abort whose records lie
+    before the checkpoint still gets its answer after a restart.
+    """
+
+    transactional_id: str
+    producer_id: int
+    producer_generation: int
+    timeout_ms: int
+    last_transaction_id: int = -1
+    last_outcome: str = ""
+
+
+@dataclass(frozen=True)
+class CheckpointPart(CoordinatorRecord):
+    TYPE = CoordinatorRecordType.CHECKPOINT
+    FIELDS = (
+        ("replay_from_offset", "i64"),
+        ("part", "i32"),
+        ("parts", "i32"),
+        ("producers", "producers"),
+    )
+    replay_from_offset: int  # the earliest in-flight BEGIN when it was taken (or the log end)
+    part: int  # 0 .. parts - 1
+    parts: int
+    producers: tuple[ProducerSnapshot, ...] = field(default=())
+
+
+def encoded_producer_bytes(producer: ProducerSnapshot) -> int:
+    """Bytes ``producer`` takes in a producers field (to split a table into parts)."""
+    return _STRING_LENGTH.size + len(producer.transactional_id.encode("utf-8")) + _PRODUCER.size
+
+
+CHECKPOINT_PART_OVERHEAD_BYTES = _PREFIX.size + 8 + 4 + 4 + _COUNT.size
+
+
 RECORD_CLASSES: dict[CoordinatorRecordType, type[CoordinatorRecord]] = {
     cls.TYPE: cls
     for cls in (
@@ -182,6 +235,7 @@ RECORD_CLASSES: dict[CoordinatorRecordType, type[CoordinatorRecord]] = {
         PrepareAbort,
         Committed,
         Aborted,
+        CheckpointPart,
     )
 }
 for _cls in RECORD_CLASSES.values():  # the wire order must name every dataclass field
@@ -215,6 +269,19 @@ def encode(record: CoordinatorRecord) -> bytes:
                 parts.append(_encode_string(topic))
                 parts.append(_PARTITION.pack(partition))
                 parts.append(_COUNT.pack(count))
+        elif kind == "producers":
+            parts.append(_COUNT.pack(len(value)))
+            for producer in value:
+                parts.append(_encode_string(producer.transactional_id))
+                parts.append(
+                    _PRODUCER.pack(
+                        producer.producer_id,
+                        producer.producer_generation,
+                        producer.timeout_ms,
+                        producer.last_transaction_id,
+                        LAST_OUTCOMES.index(producer.last_outcome),
+                    )
+                )
         else:
             parts.append(_SCALARS[kind].pack(value))
     return b"".join(parts)
@@ -257,7 +324,7 @@ def decode(data: bytes) -> CoordinatorRecord:
         cls = RECORD_CLASSES[CoordinatorRecordType(type_code)]
     except ValueError:
         raise CorruptJournalError(
-            f"transaction journal record type {type_code} is unknown (expected 1..8)"
+            f"transaction journal record type {type_code} is unknown (expected 1..{len(RECORD_CLASSES)})"
         ) from None
     values: dict[str, Any] = {"timestamp_ms": timestamp_ms}
     for name, kind in cls.FIELDS:
@@ -283,6 +350,11 @@ def decode(data: bytes) -> CoordinatorRecord:
                 (TopicPartition(cursor.string(), cursor.unpack(_PARTITION)), cursor.unpack(_COUNT))
                 for _ in range(count)
             )
+        elif kind == "producers":
+            count = cursor.unpack(_COUNT)
+            if count < 0:
+                raise CorruptJournalError(f"transaction journal record lists {count} producers")
+            values[name] = tuple(_decode_producer(cursor) for _ in range(count))
         else:
             values[name] = cursor.unpack(_SCALARS[kind])
     if cursor.position != len(data):
@@ -291,3 +363,23 @@ def decode(data: bytes) -> CoordinatorRecord:
             "bytes after its last field"
         )
     return cls(**values)
+
+
+def _decode_producer(cursor: _Cursor) -> ProducerSnapshot:
+    transactional_id = cursor.string()
+    producer_id, generation, timeout_ms, last_transaction_id, outcome_code = _PRODUCER.unpack(
+        cursor.take(_PRODUCER.size)
+    )
+    if not 0 <= outcome_code < len(LAST_OUTCOMES):
+        raise CorruptJournalError(
+            f"transaction journal CHECKPOINT record: producer {transactional_id!r} has last "
+            f"outcome code {outcome_code} (expected 0..{len(LAST_OUTCOMES) - 1})"
+        )
+    return ProducerSnapshot(
+        transactional_id,
+        producer_id,
+        generation,
+        timeout_ms,
+        last_transaction_id,
+        LAST_OUTCOMES[outcome_code],
+    )

@@ -11,15 +11,20 @@ into a transaction (KIP-447) is in ``group_offset_fencing``. Data
 directory layout (``docs/design.md``):
 
     DATA_DIR/
-      meta                    topics and their configuration (engine.topic_registry)
-      ids                     producer and transaction id blocks (engine.id_allocator)
+      meta                    topics and their configuration, cluster and directory ids
+                              (the local MetadataStore: engine.broker.local_metadata_store)
+      ids                     producer and transaction id blocks (the local IdSource:
+                              engine.broker.id_allocator)
       logs/TOPIC-PARTITION/   data log segments and indexes (engine.log)
       journal/                LMDB: local data journals + transaction index (journal)
-      txn/N/                  transaction journal partition N + its checkpoint
+      txn/N/                  transaction journal partition N + its checkpoint pointer
+
+Topics, ids and checkpoint pointers come through two Protocols, ``MetadataStore``
+and ``IdSource``: the local files by default, a shared store when given to ``open``.
 
 Start-up, in order (each step needs the one before):
 
-    1. topics and ids            read meta and the id blocks
+    1. topics and ids            the metadata store and the id source
     2. local data journal        open LMDB
     3. partitions                open each data log (log recovery), then the copier's
                                  recovery of half-done copies against the journal
@@ -79,16 +84,15 @@ from twinlog.engine.broker.group_offsets import (
     build_offsets_batch,
     offsets_topic_config,
 )
-from twinlog.engine.broker.id_allocator import IdAllocator
+from twinlog.engine.broker.id_allocator import LocalIdSource
+from twinlog.engine.broker.id_source import IdSource
+from twinlog.engine.broker.local_metadata_store import LocalMetadataStore
+from twinlog.engine.broker.metadata_store import MetadataStore
 from twinlog.engine.broker.partition import Partition
 from twinlog.engine.broker.producer_owner import idempotent_transactional_id, is_idempotent
 from twinlog.engine.broker.scheduler import Scheduler, broker_tasks
 from twinlog.engine.broker.topic_deletion import end_transactions_touching
-from twinlog.engine.broker.topic_registry import (
-    PARTITIONS_MAX,
-    TopicRegistry,
-    validate_topic_name,
-)
+from twinlog.engine.broker.topic_registry import PARTITIONS_MAX, validate_topic_name
 from twinlog.engine.broker.transaction_metadata import now_ms
 from twinlog.engine.broker.transaction_timings import TransactionTimings
 from twinlog.engine.broker.txn_state import TransactionEvent
@@ -158,10 +162,18 @@ class _LocalApplier:
 
 
 class Broker:
-    def __init__(self, data_dir: Path, config: BrokerConfig) -> None:
+    def __init__(
+        self,
+        data_dir: Path,
+        config: BrokerConfig,
+        metadata: MetadataStore | None = None,
+        ids: IdSource | None = None,
+    ) -> None:
         """Use ``Broker.open``."""
         self.data_dir = data_dir
         self.config = config
+        self._given_metadata = metadata  # None: the local files, opened by _start
+        self._given_ids = ids
         self._closed = False
         self._admin_lock = threading.RLock()
         self._partitions: dict[TopicPartition, Partition] = {}
@@ -172,8 +184,19 @@ class Broker:
     # --- life cycle ---------------------------------------------------------------------
 
     @classmethod
-    def open(cls, data_dir: str | os.PathLike[str], **config: Any) -> Broker:
-        """Open (creating if needed) the broker in ``data_dir`` and recover it."""
+    def open(
+        cls,
+        data_dir: str | os.PathLike[str],
+        *,
+        metadata: MetadataStore | None = None,
+        ids: IdSource | None = None,
+        **config: Any,
+    ) -> Broker:
+        """Open (creating if needed) the broker in ``data_dir`` and recover it.
+
+        ``metadata`` and ``ids`` default to the data directory's own files
+        (``LocalMetadataStore``, ``LocalIdSource``).
+        """
         directory = Path(data_dir)
         try:
             directory.mkdir(parents=True, exist_ok=True)
@@ -188,7 +211,7 @@ class Broker:
                 f"cannot use {str(directory)!r} as the data directory: this user may not "
                 "write in it; pass a directory this user may write"
             )
-        broker = cls(directory, BrokerConfig.from_mapping(config))
+        broker = cls(directory, BrokerConfig.from_mapping(config), metadata, ids)
         try:
             broker._start()
         except BaseException:
@@ -221,34 +244,36 @@ class Broker:
         started = time.monotonic()
         config = self.config
         # 1. topics and ids
-        self.topics = TopicRegistry(self.data_dir / "meta", config.journal_partitions)
-        if self.topics.journal_partitions != config.journal_partitions:
+        self.metadata = self._given_metadata or LocalMetadataStore(
+            self.data_dir, config.journal_partitions
+        )
+        if self.metadata.journal_partitions != config.journal_partitions:
             log.info(
                 "data directory has %d transaction journal partitions; using that (config says %d)",
-                self.topics.journal_partitions,
+                self.metadata.journal_partitions,
                 config.journal_partitions,
             )
-        self.ids = IdAllocator(self.data_dir / "ids")
+        self.ids = self._given_ids or LocalIdSource(self.data_dir / "ids")
         # 2. local data journal
         self.journal = LocalJournal.open(
             self.data_dir / "journal", map_size_bytes=config.journal_map_bytes_initial
         )
         # 3. partitions (data log recovery, then copier recovery)
-        if OFFSETS_TOPIC not in self.topics.topics:
-            self.topics.add(
+        if OFFSETS_TOPIC not in self.metadata.topics():
+            self.metadata.add_topic(
                 OFFSETS_TOPIC,
                 config.offsets_partitions,
                 offsets_topic_config({}, config.offsets_segment_bytes),
             )
-        offsets_topic = self.topics.get(OFFSETS_TOPIC)  # older directories: not compacted yet
+        offsets_topic = self.metadata.get_topic(OFFSETS_TOPIC)  # older directories: not compacted
         offsets_topic.config = offsets_topic_config(
             offsets_topic.config, config.offsets_segment_bytes
         )
-        for name, topic in self.topics.topics.items():
+        for name, topic in self.metadata.topics().items():
             for partition_index in range(topic.partitions):
                 self._open_partition(TopicPartition(name, partition_index), topic.config)
         # 4. group offsets
-        self.group_offsets = GroupOffsets(self.topics.get(OFFSETS_TOPIC).partitions)
+        self.group_offsets = GroupOffsets(self.metadata.get_topic(OFFSETS_TOPIC).partitions)
         for partition_index in range(self.group_offsets.partition_count):
             partition = self._partitions[TopicPartition(OFFSETS_TOPIC, partition_index)]
             self._observe_offsets(
@@ -260,13 +285,16 @@ class Broker:
         self.coordinators = [
             Coordinator(
                 journal_partition_index,
-                TxnJournal(self.data_dir / "txn" / str(journal_partition_index)),
+                TxnJournal(
+                    self.data_dir / "txn" / str(journal_partition_index),
+                    pointers=self.metadata.checkpoint_pointers(journal_partition_index),
+                ),
                 self.ids,
                 applier,
                 on_complete=self.offset_fence.release,
                 timings=self.transaction_timings,
             )
-            for journal_partition_index in range(self.topics.journal_partitions)
+            for journal_partition_index in range(self.metadata.journal_partitions)
         ]
         replayed = sum(coordinator.recover() for coordinator in self.coordinators)
         for coordinator in self.coordinators:
@@ -299,7 +327,7 @@ class Broker:
             "broker open in %s: %d topics, %d partitions, %d journal records replayed, %d leftover "
             "journal entries purged, %.0f ms",
             self.data_dir,
-            len(self.topics.topics),
+            len(self.metadata.topics()),
             len(self._partitions),
             replayed,
             purged,
@@ -399,7 +427,7 @@ class Broker:
         with self._admin_lock:
             self._check_open_files(partitions)
             self._remove_leftovers(name, partitions)
-            self.topics.add(name, partitions, config)
+            self.metadata.add_topic(name, partitions, config)
             for partition_index in range(partitions):
                 self._open_partition(TopicPartition(name, partition_index), config)
         log.info("created topic %s with %d partitions", name, partitions)
@@ -409,7 +437,7 @@ class Broker:
         """Remove the partition directories a deleted topic of this name left (the broker
         stopped between writing meta and removing them): a new topic is another topic."""
         validate_topic_name(name)  # first: the name becomes a path
-        if name in self.topics.topics or not isinstance(partition_count, int):
+        if name in self.metadata.topics() or not isinstance(partition_count, int):
             return  # refused by the registry below
         for partition_index in range(min(max(partition_count, 0), PARTITIONS_MAX)):
             leftover = self.data_dir / "logs" / str(TopicPartition(name, partition_index))
@@ -433,7 +461,7 @@ class Broker:
         if name == OFFSETS_TOPIC:
             raise InvalidConfigError(f"{OFFSETS_TOPIC} is internal and cannot be deleted")
         with self._admin_lock:
-            topic = self.topics.get(name)
+            topic = self.metadata.get_topic(name)
             gates = [
                 self._partitions[TopicPartition(name, index)].send_gate
                 for index in range(topic.partitions)
@@ -446,7 +474,7 @@ class Broker:
                 for gate in gates:
                     gate.reopen()
                 raise
-            self.topics.remove(name)
+            self.metadata.remove_topic(name)
             for partition_index in range(topic.partitions):
                 partition = self._partitions.pop(TopicPartition(name, partition_index))
                 partition.close()
@@ -454,10 +482,10 @@ class Broker:
         log.info("deleted topic %s", name)
 
     def list_topics(self) -> list[str]:
-        return sorted(name for name in self.topics.topics if name != OFFSETS_TOPIC)
+        return sorted(name for name in self.metadata.topics() if name != OFFSETS_TOPIC)
 
     def describe_topic(self, name: str) -> TopicDescription:
-        topic = self.topics.get(name)
+        topic = self.metadata.get_topic(name)
         pending = self.journal.statistics().pending_by_partition
         partitions = []
         for partition_index in range(topic.partitions):
@@ -477,12 +505,13 @@ class Broker:
     def _partition(self, topic: str, partition_index: int) -> Partition:
         found = self._partitions.get(TopicPartition(topic, partition_index))
         if found is None:
-            if topic in self.topics.topics:
+            known = self.metadata.topics().get(topic)
+            if known is not None:
                 raise UnknownTopicOrPartitionError(
-                    f"topic {topic!r} has partitions 0..{self.topics.topics[topic].partitions - 1}, "
+                    f"topic {topic!r} has partitions 0..{known.partitions - 1}, "
                     f"not {partition_index}"
                 )
-            self.topics.get(topic)  # raises the "create it first" error
+            self.metadata.get_topic(topic)  # raises the "create it first" error
         assert found is not None
         return found
 

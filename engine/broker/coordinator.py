@@ -43,7 +43,6 @@ import logging
 import threading
 import time
 from collections.abc import Iterable
-from typing import Protocol
 
 from twinlog.engine.base import failpoints
 from twinlog.engine.base.errors import (
@@ -67,6 +66,7 @@ from twinlog.engine.broker.coordinator_completion import (
     PartitionApplier,
 )
 from twinlog.engine.broker.coordinator_replay import CoordinatorMemory
+from twinlog.engine.broker.id_source import IdSource
 from twinlog.engine.broker.transaction_metadata import ProducerEntry, TransactionMetadata, now_ms
 from twinlog.engine.broker.transaction_timings import TransactionTimings
 from twinlog.engine.broker.txn_state import Outcome, TransactionEvent, next_state
@@ -97,10 +97,6 @@ COMPLETION_WAIT_MS = 5_000  # how long begin/init wait for the previous transact
 def coordinator_partition_of(identifier: int) -> int:
     """Journal partition that owns a producer id or transaction id."""
     return identifier & (JOURNAL_PARTITIONS_MAX - 1)
-
-
-class IdSource(Protocol):
-    def next(self, kind: str) -> int: ...
 
 
 class Coordinator:

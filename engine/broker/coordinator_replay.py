@@ -5,9 +5,12 @@ outcomes, and changes only by ``apply``-ing a journaled record: live decisions a
 the record they just appended, recovery applies every record from the checkpoint on.
 So memory is always what the journal says, after a restart as before it.
 
-    recover:     checkpoint (producer table as of its offset) -> replay records from there
-    checkpoint:  offset = the earliest in-flight BEGIN (the log end when none), plus the
-                 producer table; journal segments wholly before the offset become deletable
+    recover:     checkpoint (producer table as of its records) -> replay records from its
+                 replay_from_offset, skipping CHECKPOINT records and the INIT_PRODUCER
+                 records the table already holds (those before the checkpoint's records)
+    checkpoint:  replay_from_offset = the earliest in-flight BEGIN (the log end when none),
+                 plus the producer table, appended as CHECKPOINT records; journal segments
+                 wholly before replay_from_offset become deletable
 
 Thread rule: the caller holds the coordinator's lock around every method.
 """
@@ -17,7 +20,7 @@ from __future__ import annotations
 from collections import OrderedDict
 
 from twinlog.engine.base.types import TransactionState
-from twinlog.engine.broker.transaction_metadata import ProducerEntry, TransactionMetadata
+from twinlog.engine.broker.transaction_metadata import ProducerEntry, TransactionMetadata, now_ms
 from twinlog.journal.txn_checkpoint import Checkpoint, ProducerSnapshot
 from twinlog.journal.txn_journal import TxnJournal
 from twinlog.journal.txn_records import (
@@ -25,6 +28,7 @@ from twinlog.journal.txn_records import (
     AddOffsets,
     AddPartitions,
     Begin,
+    CheckpointPart,
     Committed,
     CoordinatorRecord,
     InitProducer,
@@ -48,6 +52,8 @@ class CoordinatorMemory:
 
     def apply(self, offset: int, record: CoordinatorRecord) -> None:
         """Apply a journaled record. Used by live decisions and by replay alike."""
+        if isinstance(record, CheckpointPart):
+            return  # a copy of what memory holds already; loaded only through the pointer
         if isinstance(record, InitProducer):
             entry = self.producers.get(record.transactional_id)
             if entry is None:
@@ -119,16 +125,21 @@ class CoordinatorMemory:
             producer.last_outcome = (txn.transaction_id, txn.state)
 
     def replay(self, journal: TxnJournal) -> int:
-        """Load the journal's checkpoint, then apply every record after it; return how many."""
+        """Load the journal's checkpoint, then apply the records from its replay offset on;
+        return how many records were read."""
         checkpoint = journal.read_checkpoint()
-        start = 0
+        start = table_end = 0
         if checkpoint is not None:
-            start = checkpoint.offset
+            start, table_end = checkpoint.replay_from_offset, checkpoint.checkpoint_offset
             self._load_producers(checkpoint)
         replayed = 0
         for offset, record in journal.replay(start):
-            self.apply(offset, record)
             replayed += 1
+            if isinstance(record, InitProducer) and offset < table_end:
+                # The table holds it, and maybe a later generation than this record's: one
+                # written between replay_from_offset and the checkpoint.
+                continue
+            self.apply(offset, record)
         return replayed
 
     def _load_producers(self, checkpoint: Checkpoint) -> None:
@@ -147,14 +158,16 @@ class CoordinatorMemory:
                 self.recent_outcomes[snapshot.last_transaction_id] = outcome
 
     def write_checkpoint(self, journal: TxnJournal) -> Checkpoint:
-        """Write a checkpoint at the earliest in-flight BEGIN; old segments become deletable."""
-        offset = min(
+        """Write a checkpoint replaying from the earliest in-flight BEGIN; old segments
+        become deletable."""
+        replay_from_offset = min(
             (txn.begin_offset for txn in self.transactions.values()),
             default=journal.end_offset,
         )
-        checkpoint = Checkpoint(
-            offset=offset,
-            producers=tuple(
+        return journal.write_checkpoint(
+            now_ms(),
+            replay_from_offset,
+            tuple(
                 ProducerSnapshot(
                     p.transactional_id,
                     p.producer_id,
@@ -165,8 +178,6 @@ class CoordinatorMemory:
                 for p in self.producers.values()
             ),
         )
-        journal.write_checkpoint(checkpoint)
-        return checkpoint
 
     def low_watermark(self) -> int | None:
         """Smallest transaction id still in flight here, or None."""

@@ -1,10 +1,12 @@
-"""Producer ids and transaction ids: 64-bit, increasing, never reused across restarts.
+"""``LocalIdSource``: producer ids and transaction ids from blocks kept in a local file.
+
+64-bit, increasing, never reused across restarts (``twinlog.engine.broker.id_source``).
 
 Ids are handed out from blocks: before the first id of a block is given, the
 block's end is written durably to ``DATA_DIR/ids``. After a crash the broker
 starts at the persisted end, skipping what was unused of the last block, so no
-id is ever handed out twice (as Kafka's producer id blocks). A cluster would
-take its blocks from a shared allocator instead; the interface stays the same.
+id is ever handed out twice (as Kafka's producer id blocks). A cluster takes
+its blocks from ZooKeeper instead, behind the same ``IdSource`` Protocol.
 
     ids := JSON {"producer_id": next block start, "transaction_id": next block start}
 """
@@ -18,13 +20,14 @@ from pathlib import Path
 
 from twinlog.engine.base.atomic_file import read_checked, replace_file, with_checksum
 from twinlog.engine.base.errors import CorruptJournalError
+from twinlog.engine.broker.id_source import ID_KINDS
 
 BLOCK_SIZE = 1000
-KINDS = ("producer_id", "transaction_id")
+KINDS = ID_KINDS
 
 
-class IdAllocator:
-    """Thread-safe: any thread may call ``next()``."""
+class LocalIdSource:
+    """``IdSource`` over ``DATA_DIR/ids``. Thread-safe: any thread may call ``next()``."""
 
     def __init__(self, path: str | os.PathLike[str], block_size: int = BLOCK_SIZE) -> None:
         self._path = Path(path)
@@ -63,3 +66,6 @@ class IdAllocator:
         """The id ``next(kind)`` would return (a low watermark when nothing is open)."""
         with self._lock:
             return self._next[kind]
+
+
+IdAllocator = LocalIdSource  # its name before the IdSource Protocol existed

@@ -1,6 +1,7 @@
 """Topics, their ids and their configuration, stored in ``DATA_DIR/meta``.
 
     meta := JSON {"version": 2, "journal_partitions": int,
+                  "cluster_id": hex32, "data_dir_id": hex32,          (optional)
                   "topics": {name: {"id": hex32, "partitions": int, "config": {key: str}}}}
 
 A topic's id (Kafka's KIP-516 topic id) is a random 16-byte UUID given when it is
@@ -12,6 +13,11 @@ Replaced atomically on every change (``twinlog.engine.base.atomic_file``); a cha
 that cannot be saved (DiskFullError on a full disk) is not made in memory either. ``journal_partitions``
 is fixed when the data directory is created: transaction and producer ids carry
 their coordinator partition, so the count can never change afterwards.
+
+``cluster_id`` and ``data_dir_id`` (random, as topic ids) are given by the broker's
+``LocalMetadataStore`` at its first open (``ensure_identity``); a reader that only
+reads (the Spark connector) never writes the file. Files without them are read as
+having none, and older brokers ignore them.
 """
 
 from __future__ import annotations
@@ -48,6 +54,9 @@ class TopicMeta:
     partitions: int
     config: dict[str, str] = field(default_factory=dict)
     topic_id: str = field(default_factory=new_topic_id)
+    # The store's version of this topic (ZooKeeper's zkVersion); a local topic is never
+    # changed after its creation, so it stays 0. Not in the file.
+    version: int = 0
 
 
 def validate_topic_name(name: str) -> None:
@@ -64,12 +73,16 @@ class TopicRegistry:
     def __init__(self, path: str | os.PathLike[str], journal_partitions: int) -> None:
         self.path = Path(path)
         self.topics: dict[str, TopicMeta] = {}
+        self.cluster_id = ""  # "": not given yet
+        self.data_dir_id = ""
         if self.path.exists():
             try:
                 stored = json.loads(read_checked(self.path))
                 if stored["version"] not in VERSIONS_READ:
                     raise ValueError(f"version {stored['version']}")
                 self.journal_partitions = int(stored["journal_partitions"])
+                self.cluster_id = _stored_id(stored, "cluster_id")
+                self.data_dir_id = _stored_id(stored, "data_dir_id")
                 for name, topic in stored["topics"].items():
                     self.topics[name] = TopicMeta(
                         int(topic["partitions"]),
@@ -86,10 +99,25 @@ class TopicRegistry:
             self.journal_partitions = journal_partitions
             self._save()
 
+    def ensure_identity(self) -> None:
+        """Give the directory its ``cluster_id`` and ``data_dir_id`` if it has none yet."""
+        if self.cluster_id and self.data_dir_id:
+            return
+        before = self.cluster_id, self.data_dir_id
+        self.cluster_id = self.cluster_id or new_topic_id()
+        self.data_dir_id = self.data_dir_id or new_topic_id()
+        try:
+            self._save()
+        except BaseException:  # DiskFullError: none given, the next open tries again
+            self.cluster_id, self.data_dir_id = before
+            raise
+
     def _save(self) -> None:
+        identity = {"cluster_id": self.cluster_id, "data_dir_id": self.data_dir_id}
         document = {
             "version": VERSION,
             "journal_partitions": self.journal_partitions,
+            **{key: value for key, value in identity.items() if value},
             "topics": {
                 name: {"id": topic.topic_id, "partitions": topic.partitions, "config": topic.config}
                 for name, topic in sorted(self.topics.items())
@@ -137,3 +165,11 @@ def _stored_topic_id(topic: Mapping[str, object]) -> str:
     if not isinstance(topic_id, str) or len(bytes.fromhex(topic_id)) != 16:
         raise ValueError(f"topic id {topic_id!r} is not 32 hex digits")
     return topic_id
+
+
+def _stored_id(stored: Mapping[str, object], key: str) -> str:
+    """An optional 32-hex-digit id of the file; "" when absent."""
+    value = stored.get(key, "")
+    if value and (not isinstance(value, str) or len(bytes.fromhex(value)) != 16):
+        raise ValueError(f"{key} {value!r} is not 32 hex digits")
+    return str(value)

@@ -54,7 +54,7 @@ from twinlog.engine.base.types import ProducerIdentity, TopicPartition, Transact
 from twinlog.engine.broker.broker import Broker
 from twinlog.engine.records.batch_format import BatchHeader, read_header
 from twinlog.engine.records.batch_reader import iter_batches
-from twinlog.journal.txn_checkpoint import read_checkpoint
+from twinlog.journal.txn_checkpoint_pointer import LocalCheckpointPointerFile
 
 CONFIG = {
     "journal_partitions": 1,
@@ -301,9 +301,9 @@ def _damage_range(kind: str, path: Path) -> tuple[int, int]:
             environment.close()
         return 0, min(size, used)
     if kind == "txn-journal-replayed":
-        checkpoint = read_checkpoint(path.parent / "checkpoint")
-        assert checkpoint is not None
-        replayed = [p for p, h in _batch_starts(path) if h.next_offset > checkpoint.offset]
+        pointer = LocalCheckpointPointerFile(path.parent / "checkpoint").read()
+        assert pointer is not None
+        replayed = [p for p, h in _batch_starts(path) if h.next_offset > pointer.replay_from_offset]
         assert replayed, "the open transaction's records follow the checkpoint"
         return replayed[0], size
     return 0, size

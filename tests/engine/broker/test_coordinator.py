@@ -241,7 +241,7 @@ def test_checkpoint_bounds_replay_and_keeps_generations(tmp_path: Path) -> None:
         )
     open_txn = coordinator.begin(identity.producer_id, identity.producer_generation)
     checkpoint = coordinator.checkpoint()
-    assert checkpoint.offset == coordinator.transaction(open_txn).begin_offset  # type: ignore[union-attr]
+    assert checkpoint.replay_from_offset == coordinator.transaction(open_txn).begin_offset  # type: ignore[union-attr]
     coordinator.close()
 
     recovered, _ = make(tmp_path)
@@ -280,7 +280,7 @@ def test_checkpoint_deletes_whole_segments_before_it_and_replay_starts_there(
     assert len(segments_before) > 5  # 20 transactions of 4 records, 400-byte segments
     begin_offset = coordinator.transaction(open_txn).begin_offset  # type: ignore[union-attr]
     checkpoint = coordinator.checkpoint()
-    assert checkpoint.offset == begin_offset
+    assert checkpoint.replay_from_offset == begin_offset
     end_offset = coordinator.journal.log.log_end_offset
     segments_after = sorted(journal_dir.glob("*.log"))
     kept_bases = [int(path.stem) for path in segments_after]
