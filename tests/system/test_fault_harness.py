@@ -222,7 +222,7 @@ def test_a_retried_end_learns_the_outcome_after_a_checkpoint_and_a_restart(
                 producer_id=identity.producer_id,
                 producer_generation=identity.producer_generation,
                 base_sequence=0,
-                transaction_id=txn_id,
+                transactional=True,
             )
             broker.produce("t", 0, batch)
             if end is None:

@@ -250,7 +250,7 @@ class Txn:
             producer_id=self.identity.producer_id,
             producer_generation=self.identity.producer_generation,
             base_sequence=sequence,
-            transaction_id=transaction_id,
+            transactional=True,
         )
 
     def commit(self) -> None:

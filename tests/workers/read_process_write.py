@@ -50,7 +50,7 @@ def main() -> None:
             producer_id=identity.producer_id,
             producer_generation=identity.producer_generation,
             base_sequence=0,
-            transaction_id=txn_id,
+            transactional=True,
         )
         for record in chunk:
             builder.append(b"out-" + (record.value or b""))

@@ -38,7 +38,7 @@ def main() -> None:
                     producer_id=identity.producer_id,
                     producer_generation=identity.producer_generation,
                     base_sequence=batch_number * 3,
-                    transaction_id=txn_id,
+                    transactional=True,
                 )
                 for i in range(3):
                     builder.append(f"t{number}-p{partition}-{batch_number * 3 + i}".encode())

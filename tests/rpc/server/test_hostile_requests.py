@@ -168,7 +168,7 @@ def txn_batch(
         producer_id=producer[0],
         producer_generation=producer[1],
         base_sequence=base_sequence,
-        transaction_id=transaction_id,
+        transactional=True,
     )
     for value in values:
         builder.append(value, key=b"k")
@@ -192,15 +192,19 @@ def seed(remote: RemoteBroker) -> Seed:
     first = remote.init_producer(VICTIM, OPEN_TXN_TIMEOUT_MS)
     gen0 = (first.producer_id, first.producer_generation)
     committed = remote.begin_transaction(*gen0)
-    remote.produce("known", 0, txn_batch(committed, gen0, 0, [b"t0-a", b"t0-b"]))
+    remote.produce(
+        "known", 0, txn_batch(committed, gen0, 0, [b"t0-a", b"t0-b"]), transaction_id=committed
+    )
     remote.commit_transaction(committed, *gen0, wait_for_applied=True)
     aborted = remote.begin_transaction(*gen0)
-    remote.produce("known", 1, txn_batch(aborted, gen0, 0, [b"t0b-never"]))
+    remote.produce("known", 1, txn_batch(aborted, gen0, 0, [b"t0b-never"]), transaction_id=aborted)
     second = remote.init_producer(VICTIM, OPEN_TXN_TIMEOUT_MS)  # fences gen0, aborts `aborted`
     victim = (second.producer_id, second.producer_generation)
     assert victim == (gen0[0], 1)
     open_txn = remote.begin_transaction(*victim, request_id=77)
-    remote.produce("known", 1, txn_batch(open_txn, victim, 0, [b"t1-a", b"t1-b"]))
+    remote.produce(
+        "known", 1, txn_batch(open_txn, victim, 0, [b"t1-a", b"t1-b"]), transaction_id=open_txn
+    )
     remote.send_offsets_to_transaction(
         open_txn, *victim, HELD_GROUP, {TopicPartition("known", 0): 1}
     )
@@ -1358,7 +1362,9 @@ def test_random_requests_get_clear_statuses(tmp_path: Path) -> None:
             identity = remote.init_producer("after-the-storm")
             producer = (identity.producer_id, identity.producer_generation)
             txn = remote.begin_transaction(*producer)
-            remote.produce(name, 0, txn_batch(txn, producer, 0, [b"still", b"here"]))
+            remote.produce(
+                name, 0, txn_batch(txn, producer, 0, [b"still", b"here"]), transaction_id=txn
+            )
             remote.commit_transaction(txn, *producer, wait_for_applied=True)
             assert remote.fetch(name, 0, 0).log_end_offset == 2
         assert server.stop() == 0, server.log()[-5000:]
