@@ -72,6 +72,7 @@ from twinlog.engine.base.types import (
 from twinlog.engine.broker.broker_stats import BrokerStats, collect_stats
 from twinlog.engine.broker.config import BrokerConfig
 from twinlog.engine.broker.coordinator import Coordinator, coordinator_partition_of
+from twinlog.engine.broker.data_dir_format import check_data_dir_format
 from twinlog.engine.broker.group_offset_fencing import GroupOffsetFence
 from twinlog.engine.broker.group_offsets import (
     OFFSETS_TOPIC,
@@ -222,6 +223,8 @@ class Broker:
     def _start(self) -> None:
         started = time.monotonic()
         config = self.config
+        # 0. the batch format, before anything is opened (an old one is refused, not "repaired")
+        check_data_dir_format(self.data_dir)
         # 1. topics and ids
         self.topics = TopicRegistry(self.data_dir / "meta", config.journal_partitions)
         if self.topics.journal_partitions != config.journal_partitions:
