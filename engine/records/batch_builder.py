@@ -212,10 +212,22 @@ def encode_record(
 def build_batch(
     values: Iterable[bytes | None],
     compression: str = "zstd",
-    **builder_arguments: int,
+    *,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_generation: int = NO_PRODUCER_GENERATION,
+    base_sequence: int = NO_SEQUENCE,
+    transactional: bool = False,
+    compression_level: int = ZSTD_LEVEL_DEFAULT,
 ) -> bytes:
     """One batch of the given values (no keys, no headers): a convenience for tests and tools."""
-    builder = RecordBatchBuilder(compression, **builder_arguments)
+    builder = RecordBatchBuilder(
+        compression,
+        producer_id=producer_id,
+        producer_generation=producer_generation,
+        base_sequence=base_sequence,
+        transactional=transactional,
+        compression_level=compression_level,
+    )
     for value in values:
         builder.append(value)
     return builder.build()
