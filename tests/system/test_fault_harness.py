@@ -224,7 +224,7 @@ def test_a_retried_end_learns_the_outcome_after_a_checkpoint_and_a_restart(
                 base_sequence=0,
                 transactional=True,
             )
-            broker.produce("t", 0, batch)
+            broker.produce("t", 0, batch, transaction_id=txn_id)
             if end is None:
                 broker.abort_transaction(txn_id, identity.producer_id, identity.producer_generation)
             else:

@@ -45,7 +45,7 @@ def main() -> None:
                 transactional=True,
             )
             builder.append(f"{name}-{partition}".encode())
-            broker.produce(TOPIC, partition, builder.build())
+            broker.produce(TOPIC, partition, builder.build(), transaction_id=txn_id)
         described[name] = {
             "transaction_id": txn_id,
             "producer_id": identity.producer_id,

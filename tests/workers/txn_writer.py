@@ -42,7 +42,7 @@ def main() -> None:
                 )
                 for i in range(3):
                     builder.append(f"t{number}-p{partition}-{batch_number * 3 + i}".encode())
-                broker.produce(TOPIC, partition, builder.build())
+                broker.produce(TOPIC, partition, builder.build(), transaction_id=txn_id)
         broker.commit_transaction(txn_id, identity.producer_id, identity.producer_generation)
         print(f"COMMITTED {number}", flush=True)
     broker.close()

@@ -90,7 +90,10 @@ def zombie(server: str, topic: str, transactional_id: str, timeout_ms: int) -> N
             transactional=True,
         )
         for partition in range(partitions):
-            attempt("raw-produce", lambda p=partition: broker.produce(topic, p, late))
+            attempt(
+                "raw-produce",
+                lambda p=partition: broker.produce(topic, p, late, transaction_id=transaction_id),
+            )
         attempt(
             "raw-add-partitions",
             lambda: broker.add_partitions_to_transaction(
