@@ -55,7 +55,7 @@ def percentile(samples: list[float], fraction: float) -> float:
 
 def batch(values: list[bytes], pid: int = -1, gen: int = -1, seq: int = -1, txn: int = -1) -> bytes:
     builder = RecordBatchBuilder(
-        "none", producer_id=pid, producer_generation=gen, base_sequence=seq, transaction_id=txn
+        "none", producer_id=pid, producer_generation=gen, base_sequence=seq, transactional=txn != -1
     )
     for value in values:
         builder.append(value, timestamp_ms=1)
@@ -69,7 +69,7 @@ def commit_latency(broker: Broker, rounds: int) -> list[float]:
     samples = []
     for _ in range(rounds):
         txn = broker.begin_transaction(pid, gen)
-        broker.produce("bench", 0, batch(payload, pid, gen, 0, txn))
+        broker.produce("bench", 0, batch(payload, pid, gen, 0, txn), transaction_id=txn)
         started = time.perf_counter()
         broker.commit_transaction(txn, pid, gen)
         samples.append((time.perf_counter() - started) * 1000)
@@ -87,7 +87,7 @@ def transactions_per_second(broker: Broker, records: int, seconds: float) -> tup
     started = time.perf_counter()
     while time.perf_counter() < deadline:
         txn = broker.begin_transaction(pid, gen)
-        broker.produce("bench", 1, batch(values, pid, gen, 0, txn))
+        broker.produce("bench", 1, batch(values, pid, gen, 0, txn), transaction_id=txn)
         broker.commit_transaction(txn, pid, gen, wait_for_applied=True)
         done += records
     transactional = done / (time.perf_counter() - started)

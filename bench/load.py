@@ -133,9 +133,9 @@ def hold_transactions(
             producer_id=owner[0],
             producer_generation=owner[1],
             base_sequence=0,
-            transaction_id=transaction_id,
+            transactional=True,
         )
-        broker.produce(TOPIC, index % partitions, batch)
+        broker.produce(TOPIC, index % partitions, batch, transaction_id=transaction_id)
         return transaction_id, *owner
 
     with ThreadPoolExecutor(HOLDER_THREADS) as pool:

@@ -125,10 +125,10 @@ def long_polls(server: ServerProcess) -> str:
             producer_id=producer[0],
             producer_generation=producer[1],
             base_sequence=0,
-            transaction_id=transaction_id,
+            transactional=True,
         )
         builder.append(b"paid")
-        remote.produce("orders", 0, builder.build())
+        remote.produce("orders", 0, builder.build(), transaction_id=transaction_id)
         remote.commit_transaction(transaction_id, *producer, wait_for_applied=True)
         waited_s = time.monotonic() - began
     stop.set()

@@ -10,7 +10,8 @@ partition, three facts are gathered and looked up here:
             journal's batches (header fields  PREFIX   a proper, non-empty prefix of ours is there
             inside the CRC: length, CRC,      WHOLE    exactly all of ours, up to the log end
             producer id/generation/sequence,  FOREIGN  something else is there (or start is below
-            transaction id, record count)              the log start: it cannot be compared)
+            record count; the CRC covers all           the log start: it cannot be compared)
+            but offset, length, epoch, magic)
 
 Every combination matches exactly one row (``test_copier_recovery_table``
 enumerates them). Only APPLYING can mean a half-done copy: the copier records

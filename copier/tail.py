@@ -1,8 +1,11 @@
 """Compare the data log from a copy's start offset with the journal's batches.
 
 A batch copied from the journal is recognisable in the log without reading
-its records: the log only patched its base offset, so every other header
-field is the same, and the CRC stands for the rest of the bytes.
+its records: the log only patched its base offset and partition leader epoch
+(both outside the CRC), so every other header field is the same (length, CRC,
+producer id / generation / base sequence, record count, ...), and the CRC stands
+for the rest of the bytes. The transaction is not a batch field: two batches
+are told apart by their bytes, which the CRC covers.
 """
 
 from __future__ import annotations
@@ -14,8 +17,10 @@ from twinlog.engine.records.batch_format import BatchHeader
 
 
 def same_batch(in_log: BatchHeader, in_journal: BatchHeader) -> bool:
-    """True if the log's batch is the journal's (all but the base offset match)."""
-    return in_log._replace(base_offset=0) == in_journal._replace(base_offset=0)
+    """True if the log's batch is the journal's (all but base offset and epoch match)."""
+    return in_log._replace(base_offset=0, partition_leader_epoch=0) == in_journal._replace(
+        base_offset=0, partition_leader_epoch=0
+    )
 
 
 def classify_tail(

@@ -76,7 +76,9 @@ from typing import NamedTuple
 
 from twinlog.engine.base.errors import CorruptJournalError
 
-LAYOUT_VERSION = 1
+# 2: entries hold batches in Kafka's 61-byte RecordBatch v2 layout (1: the 67-byte one with
+# a transaction id in the batch header, which this version refuses to read).
+LAYOUT_VERSION = 2
 ENTRY_FORMAT = 1
 
 DB_PARTITIONS = b"partitions"

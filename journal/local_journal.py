@@ -28,6 +28,7 @@ import lmdb
 from twinlog.engine.base.errors import (
     CorruptBatchError,
     CorruptJournalError,
+    DataDirFormatError,
     InvalidTxnStateError,
     TwinlogError,
 )
@@ -239,9 +240,11 @@ class LocalJournal:
                 if version is None:
                     tables.put_meta_u32(META_FORMAT, LAYOUT_VERSION)
                 elif version != LAYOUT_VERSION:
-                    raise CorruptJournalError(
+                    raise DataDirFormatError(
                         f"local data journal {self._path} has layout version {version}, this "
-                        f"broker reads {LAYOUT_VERSION}; use a matching broker version"
+                        f"broker reads {LAYOUT_VERSION} (version 1 held batches with a "
+                        "transaction id in their header); start with an empty data directory, "
+                        "or use the broker version that wrote it"
                     )
             return databases
         except lmdb.Error as error:
@@ -279,10 +282,10 @@ class LocalJournal:
                 f"attempt tag is {len(attempt)} bytes, at most {ATTEMPT_BYTES_MAX}"
             )
         header = read_header(batch)
-        if header.transaction_id != transaction_id:
+        if not header.is_transactional:  # the transaction id is the caller's, not the batch's
             raise InvalidTxnStateError(
-                f"batch header names transaction {header.transaction_id}, the request "
-                f"{transaction_id}; not journaled"
+                f"the batch for transaction {transaction_id} is not transactional (attributes "
+                "bit 4); not journaled"
             )
         entry = EntryHeader(
             transaction_id=transaction_id,

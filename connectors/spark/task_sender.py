@@ -141,7 +141,7 @@ class TaskSender:
             producer_id=self.ticket.producer_id,
             producer_generation=self.ticket.producer_generation,
             base_sequence=self.next_sequence.get(target, 0),
-            transaction_id=self.ticket.transaction_id,
+            transactional=True,
         )
 
     def _produce(self, target: TopicPartition) -> None:
@@ -154,7 +154,11 @@ class TaskSender:
         # without writing it twice.
         retried(
             lambda: self.broker.produce(
-                target.topic, target.partition, batch, attempt=self.attempt
+                target.topic,
+                target.partition,
+                batch,
+                attempt=self.attempt,
+                transaction_id=self.ticket.transaction_id,
             ),
             f"produce to {target}",
         )

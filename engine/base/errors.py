@@ -123,6 +123,14 @@ class CorruptJournalError(TwinlogError):
     """The local data journal (LMDB) or the transaction journal is damaged."""
 
 
+class DataDirFormatError(TwinlogError):
+    """A data directory (or a segment in it) was written in a format this twinlog does not
+    read, by an older or newer version. Nothing was opened, changed or truncated.
+
+    Not retriable: start with an empty directory, or with the twinlog version that wrote it.
+    """
+
+
 class BatchTooLargeError(TwinlogError):
     """A batch (or request) is larger than the configured maximum."""
 
@@ -202,6 +210,13 @@ class UnknownProducerIdError(TwinlogError):
 
     # The coordinator no longer knows this producer: nothing but init_transactions() helps.
     # An idempotent producer recovers by itself (it takes a new producer id).
+    fatal = True
+
+
+class InvalidProducerGenerationError(TwinlogError):
+    """A producer generation outside 0..32767 (Kafka's int16 producerEpoch): no producer
+    was ever given it. Not retriable: use the id and generation init_producer() returned."""
+
     fatal = True
 
 

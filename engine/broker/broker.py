@@ -77,6 +77,7 @@ from twinlog.engine.base.types import (
 from twinlog.engine.broker.broker_stats import BrokerStats, collect_stats
 from twinlog.engine.broker.config import BrokerConfig
 from twinlog.engine.broker.coordinator import Coordinator, coordinator_partition_of
+from twinlog.engine.broker.data_dir_format import check_data_dir_format
 from twinlog.engine.broker.group_offset_fencing import GroupOffsetFence
 from twinlog.engine.broker.group_offsets import (
     OFFSETS_TOPIC,
@@ -98,8 +99,10 @@ from twinlog.engine.broker.transaction_timings import TransactionTimings
 from twinlog.engine.broker.txn_state import TransactionEvent
 from twinlog.engine.log import LogConfig
 from twinlog.engine.records.batch_format import (
+    NO_PRODUCER_ID,
     NO_TRANSACTION_ID,
     check_producer_batch,
+    check_producer_generation,
     validate_batch,
 )
 from twinlog.engine.records.batch_reader import iter_batches
@@ -243,6 +246,8 @@ class Broker:
     def _start(self) -> None:
         started = time.monotonic()
         config = self.config
+        # 0. the batch format, before anything is opened (an old one is refused, not "repaired")
+        check_data_dir_format(self.data_dir)
         # 1. topics and ids
         self.metadata = self._given_metadata or LocalMetadataStore(
             self.data_dir, config.journal_partitions
@@ -552,11 +557,20 @@ class Broker:
             transactional_id, transaction_timeout_ms or self.config.transaction_timeout_ms_default
         )
 
-    def produce(self, topic: str, partition: int, batch: bytes, attempt: str = "") -> ProduceResult:
+    def produce(
+        self,
+        topic: str,
+        partition: int,
+        batch: bytes,
+        attempt: str = "",
+        transaction_id: int = NO_TRANSACTION_ID,
+    ) -> ProduceResult:
         """Append a plain batch to the data log, or journal a transactional one.
 
         ``attempt`` tags a transactional batch with the writer's task attempt (the
-        Spark sink); a commit naming attempts applies only theirs.
+        Spark sink); a commit naming attempts applies only theirs. ``transaction_id``
+        names the transaction of a transactional batch (the batch carries only the
+        transactional bit, as in Kafka); when not given, the producer's open one.
         """
         self._check_open()
         target = self._partition(topic, partition)
@@ -572,6 +586,7 @@ class Broker:
                 f"{header.size_bytes}: send exactly one batch per request"
             )
         check_producer_batch(header)  # else one record could move the log end by 2**31
+        check_producer_generation(header.producer_generation)
         if topic == OFFSETS_TOPIC:  # its records are the broker's own (group offsets)
             raise InvalidConfigError(f"{OFFSETS_TOPIC} is internal: commit offsets instead")
         # Every record, before anything is written: what the log stores, every reader accepts.
@@ -586,19 +601,40 @@ class Broker:
         )
         if target.log.config.compacts:  # a keyless record could never be compacted away
             require_keys(batch, header, f"topic {topic}", records)
-        if header.transaction_id == NO_TRANSACTION_ID:
+        if not header.is_transactional:
+            if transaction_id != NO_TRANSACTION_ID:
+                raise InvalidConfigError(
+                    f"the request names transaction {transaction_id}, but its batch is not "
+                    "transactional (attributes bit 4): build it with transactional=True"
+                )
             if attempt:
                 raise InvalidConfigError("an attempt tag needs a transactional batch")
             return target.append_plain(batch, header)
-        coordinator = self._coordinator_for_id(header.transaction_id)
-        txn = coordinator.lock_for_send(
-            header.transaction_id,
+        if header.producer_id == NO_PRODUCER_ID:
+            raise InvalidConfigError(
+                "a transactional batch needs the producer id and generation init_producer() "
+                "returned; this one carries none"
+            )
+        coordinator = self._coordinator_for_id(header.producer_id)
+        if transaction_id == NO_TRANSACTION_ID:
+            # A client that does not name the transaction (Kafka's protocol has no field for
+            # it): the producer's open transaction, refused when it has none, so a late batch
+            # never joins a transaction begun after its own ended. The window that remains: a
+            # batch delayed past its transaction's end *and* the next one's begin joins that
+            # next one (KAFKA-17754); KIP-890 closes it by bumping the producer epoch at every
+            # transaction end, for the Kafka-protocol issue. Clients of this broker name the
+            # transaction, and for them the checks below already refuse such a batch.
+            transaction_id = coordinator.open_transaction_of(
+                header.producer_id, header.producer_generation
+            )
+        txn = self._coordinator_of_transaction(transaction_id, header.producer_id).lock_for_send(
+            transaction_id,
             header.producer_id,
             header.producer_generation,
             target.topic_partition,
         )
         try:
-            return target.append_transactional(header.transaction_id, batch, header, attempt)
+            return target.append_transactional(transaction_id, batch, header, attempt)
         finally:
             txn.lock.release()
 
@@ -671,7 +707,7 @@ class Broker:
                 wanted,
             ),
         )
-        batch = build_offsets_batch(group_id, wanted, transaction_id=transaction_id)
+        batch = build_offsets_batch(group_id, wanted, transactional=True)
         target = self._partitions[offsets_partition]
         txn = coordinator.lock_for_send(
             transaction_id, producer_id, producer_generation, offsets_partition

@@ -70,6 +70,7 @@ from twinlog.engine.broker.id_source import IdSource
 from twinlog.engine.broker.transaction_metadata import ProducerEntry, TransactionMetadata, now_ms
 from twinlog.engine.broker.transaction_timings import TransactionTimings
 from twinlog.engine.broker.txn_state import Outcome, TransactionEvent, next_state
+from twinlog.engine.records.batch_format import PRODUCER_GENERATION_MAX, check_producer_generation
 from twinlog.journal.txn_checkpoint import Checkpoint
 from twinlog.journal.txn_journal import TxnJournal
 from twinlog.journal.txn_records import (
@@ -92,6 +93,11 @@ JOURNAL_PARTITIONS_MAX = 1 << PARTITION_BITS
 TRANSACTION_TIMEOUT_MS_DEFAULT = 60_000
 TRANSACTION_TIMEOUT_MS_MAX = 15 * 60_000
 COMPLETION_WAIT_MS = 5_000  # how long begin/init wait for the previous transaction to complete
+# Kafka's rule (TransactionMetadata.isProducerEpochExhausted, KIP-360): a producer id whose
+# generation reached Short.MAX_VALUE - 1 gets no further bump; its transactional id takes a
+# new producer id at generation 0 instead. 32767 itself is never handed out, so the
+# coordinator could always fence a producer at 32766 with one more bump.
+GENERATION_EXHAUSTED_FROM = PRODUCER_GENERATION_MAX - 1
 
 
 def coordinator_partition_of(identifier: int) -> int:
@@ -143,6 +149,7 @@ class Coordinator:
     # --- producers ------------------------------------------------------------------
 
     def _producer(self, producer_id: int, producer_generation: int) -> ProducerEntry:
+        check_producer_generation(producer_generation)  # every request names one
         entry = self._memory.producers_by_id.get(producer_id)
         if entry is None:
             raise UnknownProducerIdError(
@@ -204,7 +211,9 @@ class Coordinator:
         """Register or re-register a transactional id: same producer id, generation + 1.
 
         An open transaction of the older generation is aborted first, and this call
-        returns after that abort is complete.
+        returns after that abort is complete. Once the generation reached
+        GENERATION_EXHAUSTED_FROM (the header holds 16 bits), the transactional id gets a
+        new producer id at generation 0 instead, which fences the old id as a bump would.
         """
         if timeout_ms is None:
             timeout_ms = TRANSACTION_TIMEOUT_MS_DEFAULT
@@ -227,8 +236,11 @@ class Coordinator:
                         self._memory.transactions.get(entry.transaction_id or -1) if entry else None
                     )
                     if pending is None:
-                        producer_id = entry.producer_id if entry else self._new_id("producer_id")
-                        generation = entry.producer_generation + 1 if entry else 0
+                        if entry and entry.producer_generation < GENERATION_EXHAUSTED_FROM:
+                            producer_id = entry.producer_id
+                            generation = entry.producer_generation + 1
+                        else:  # a new transactional id, or its generations are used up
+                            producer_id, generation = self._new_id("producer_id"), 0
                         self._write(
                             InitProducer(
                                 now_ms(), transactional_id, producer_id, generation, timeout_ms
@@ -565,6 +577,23 @@ class Coordinator:
         """Smallest transaction id still in flight here, or None."""
         with self._lock:
             return self._memory.low_watermark()
+
+    def open_transaction_of(self, producer_id: int, producer_generation: int) -> int:
+        """The transaction ``producer_id`` has open, for a batch that does not name one.
+
+        Raises (as any request of the producer would) when the generation is fenced or
+        unknown, and InvalidTxnStateError when no transaction is open: a late batch of an
+        ended transaction must not join a later one.
+        """
+        with self._lock:
+            producer = self._producer(producer_id, producer_generation)
+            txn = self._memory.transactions.get(producer.transaction_id or -1)
+            if txn is None or txn.state is not TransactionState.ONGOING:
+                raise InvalidTxnStateError(
+                    f"producer {producer_id} has no open transaction for this transactional "
+                    "batch (begin one first; a batch of an ended transaction is refused)"
+                )
+            return txn.transaction_id
 
     def transaction(self, transaction_id: int) -> TransactionMetadata | None:
         with self._lock:

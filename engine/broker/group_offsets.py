@@ -98,10 +98,14 @@ def decode_key(key: bytes) -> tuple[str, TopicPartition]:
 
 
 def build_offsets_batch(
-    group_id: str, offsets: Mapping[TopicPartition, int], transaction_id: int = -1
+    group_id: str, offsets: Mapping[TopicPartition, int], transactional: bool = False
 ) -> bytes:
-    """One batch of offset records (built by the broker: these are its own records)."""
-    builder = RecordBatchBuilder("none", transaction_id=transaction_id)
+    """One batch of offset records (built by the broker: these are its own records).
+
+    ``transactional`` sets the batch's transactional bit; the transaction it belongs to
+    is passed beside it to the local data journal, as for any transactional batch.
+    """
+    builder = RecordBatchBuilder("none", transactional=transactional)
     now_ms = time.time_ns() // 1_000_000
     for topic_partition, offset in sorted(offsets.items()):
         builder.append(

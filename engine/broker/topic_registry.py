@@ -1,8 +1,11 @@
 """Topics, their ids and their configuration, stored in ``DATA_DIR/meta``.
 
-    meta := JSON {"version": 2, "journal_partitions": int,
+    meta := JSON {"version": 2, "journal_partitions": int, "batch_format": 2,
                   "cluster_id": hex32, "data_dir_id": hex32,          (optional)
                   "topics": {name: {"id": hex32, "partitions": int, "config": {key: str}}}}
+
+``batch_format`` names the record batch layout the directory's logs hold; it is
+checked before the broker opens anything (data_dir_format.py), and written here.
 
 A topic's id (Kafka's KIP-516 topic id) is a random 16-byte UUID given when it is
 created and kept for its life: a topic deleted and created again under the same
@@ -37,6 +40,7 @@ from twinlog.engine.base.errors import (
     TopicExistsError,
     UnknownTopicOrPartitionError,
 )
+from twinlog.engine.broker.data_dir_format import BATCH_FORMAT, BATCH_FORMAT_KEY
 
 VERSION = 2
 VERSIONS_READ = (1, 2)  # 1: before topic ids
@@ -93,7 +97,7 @@ class TopicRegistry:
                 raise CorruptJournalError(
                     f"{self.path}: topic metadata is damaged ({error}); restore it from a backup"
                 ) from None
-            if stored["version"] != VERSION:
+            if stored["version"] != VERSION or stored.get(BATCH_FORMAT_KEY) != BATCH_FORMAT:
                 self._save()  # the ids just given must be the same at every later open
         else:
             self.journal_partitions = journal_partitions
@@ -118,6 +122,7 @@ class TopicRegistry:
             "version": VERSION,
             "journal_partitions": self.journal_partitions,
             **{key: value for key, value in identity.items() if value},
+            BATCH_FORMAT_KEY: BATCH_FORMAT,
             "topics": {
                 name: {"id": topic.topic_id, "partitions": topic.partitions, "config": topic.config}
                 for name, topic in sorted(self.topics.items())

@@ -52,7 +52,7 @@ Batches
     still starts at the next offset of the one before (the data log, its
     recovery scan and every reader check that), and offsets inside a batch
     get gaps (as in Kafka). Its producer id / generation / base sequence,
-    transaction id and attributes (so the codec) stay; only records go, and the
+    partition leader epoch and attributes (so the codec) stay; only records go, and the
     batch is re-encoded (compaction_records.py: fresh CRC, same codec) on this
     path only. A batch that keeps every record is copied byte for byte.
 
@@ -63,8 +63,10 @@ Batches
     keeping its last record would keep a stale value, which could even revive a
     key whose tombstone later expired. So instead:
 
-    * a run of such batches becomes ONE *filler batch* (67 bytes, no records,
-      no producer, no transaction) spanning the run's offsets;
+    * a run of such batches becomes ONE *filler batch* (61 bytes, no records,
+      no producer) spanning the run's offsets; a run ends where the partition
+      leader epoch changes, so the filler keeps its batches' epoch and the
+      epoch cache can be rebuilt from a compacted log;
     * except the last batch of an idempotent producer in the run (producer id
       and base sequence set), which is kept as an *empty batch* (its header,
       ``record_count`` 0): a partition rebuilds its producers' sequence state
@@ -452,6 +454,7 @@ class _FillerRun:
         self.next_offset = header.next_offset
         self.first_timestamp_ms = header.first_timestamp_ms
         self.max_timestamp_ms = header.max_timestamp_ms
+        self.epoch = header.partition_leader_epoch  # the same for every batch of the run
         self.only_batch: bytes | None = bytes(batch)  # the run's batch while it is alone
 
     def extend(self, header: BatchHeader) -> None:
@@ -461,7 +464,11 @@ class _FillerRun:
 
     def batch(self) -> bytes:
         return filler_batch(
-            self.base_offset, self.next_offset, self.first_timestamp_ms, self.max_timestamp_ms
+            self.base_offset,
+            self.next_offset,
+            self.first_timestamp_ms,
+            self.max_timestamp_ms,
+            self.epoch,
         )
 
 
@@ -510,6 +517,8 @@ def _write_group(
                     and latest.last_batch_by_producer[header.producer_id] == header.base_offset
                 )
                 if not kept and not holds_producer_state:
+                    if filler is not None and filler.epoch != header.partition_leader_epoch:
+                        write_filler()
                     if filler is None:
                         filler = _FillerRun(header, batch)
                     else:

@@ -7,6 +7,12 @@ Watermarks (offsets, never positions):
 * ``log_end_offset``: the offset the next appended record gets; one past the
   last offset of the last batch. Readers see batches below it only.
 
+Leader epoch: every batch appended is stamped with the log's ``leader_epoch``
+(its ``partition_leader_epoch`` field, outside the CRC, written as the base
+offset is: by patching bytes), and ``epochs`` (leader_epochs.py, the file
+``leader-epoch-checkpoint``) remembers where each epoch started. On one node
+the epoch is 0 from creation; ``become_leader`` starts a higher one.
+
 Invariant (asserted by ``check``): segments are in ascending base offset,
 contiguous (each one's next offset is the base offset of the one after it),
 and ``log_start_offset <= log_end_offset``.
@@ -49,6 +55,7 @@ from twinlog.engine.log.compaction_turns import CompactionTurns
 from twinlog.engine.log.config import LogConfig
 from twinlog.engine.log.files import fsync_directory
 from twinlog.engine.log.flush_policy import FlushPolicy, monotonic_ms
+from twinlog.engine.log.leader_epochs import LeaderEpochCache
 from twinlog.engine.log.recovery import RecoveryReport, recover
 from twinlog.engine.log.retention import count_segments_below, count_segments_to_delete
 from twinlog.engine.log.segment import Segment, wall_clock_ms
@@ -58,7 +65,7 @@ from twinlog.engine.records.batch_format import (
     BatchHeader,
     read_header,
     validate_batch,
-    with_base_offset,
+    with_log_position,
 )
 
 logger = logging.getLogger(__name__)
@@ -103,7 +110,12 @@ class DataLog:
     """
 
     def __init__(
-        self, directory: Path, config: LogConfig, *, clock_ms: Callable[[], int] = monotonic_ms
+        self,
+        directory: Path,
+        config: LogConfig,
+        *,
+        clock_ms: Callable[[], int] = monotonic_ms,
+        leader_epoch: int | None = None,
     ) -> None:
         """Use ``DataLog.open``."""
         recovered = recover(directory, config)
@@ -134,6 +146,15 @@ class DataLog:
         self._compaction_turns = CompactionTurns()
         self._truncations = 0
         self._publish()
+        self.epochs = LeaderEpochCache.load(
+            directory,
+            self._log_start_offset,
+            self._next_offset,
+            lambda: self.iter_headers(self._log_start_offset),
+        )
+        self._leader_epoch = max(self.epochs.latest_epoch, 0)
+        if leader_epoch is not None:
+            self.become_leader(leader_epoch)
 
     @classmethod
     def open(
@@ -142,13 +163,17 @@ class DataLog:
         config: LogConfig | None = None,
         *,
         clock_ms: Callable[[], int] = monotonic_ms,
+        leader_epoch: int | None = None,
     ) -> DataLog:
         """Open (creating it if missing) and recover the log in ``directory``.
 
         ``clock_ms`` (monotonic milliseconds) times the interval flush policy;
-        tests pass a fake one.
+        tests pass a fake one. ``leader_epoch``: as ``become_leader`` after the open;
+        None keeps the latest epoch the log knows (0 for a new log).
         """
-        return cls(Path(directory), config or LogConfig(), clock_ms=clock_ms)
+        return cls(
+            Path(directory), config or LogConfig(), clock_ms=clock_ms, leader_epoch=leader_epoch
+        )
 
     def __enter__(self) -> DataLog:
         return self
@@ -174,6 +199,22 @@ class DataLog:
     def log_end_offset(self) -> int:
         """Offset the next appended record gets."""
         return self._snapshot().log_end_offset
+
+    @property
+    def leader_epoch(self) -> int:
+        """The epoch this log stamps on the batches it appends."""
+        return self._leader_epoch
+
+    def become_leader(self, epoch: int) -> None:
+        """Stamp ``epoch`` from now on; it starts at the log end (recorded durably).
+
+        The same epoch again is a no-op; a lower one raises ValueError: epochs only
+        grow, and a log must never stamp an epoch older than one it already holds.
+        """
+        with self._write_lock:
+            self._check_open()
+            self.epochs.assign(epoch, self._next_offset)
+            self._leader_epoch = epoch
 
     @property
     def closed(self) -> bool:
@@ -367,6 +408,7 @@ class DataLog:
         del self._segments[:count]
         self._segments_to_publish = None
         self._publish()
+        self.epochs.truncate_from_start(new_start_offset)
         for segment in doomed:
             segment.delete()  # readers holding it keep reading through their open fd
         fsync_directory(self.directory)
@@ -720,12 +762,22 @@ class DataLog:
         return header
 
     def _write(self, view: memoryview, header: BatchHeader) -> tuple[Segment, int]:
-        """Write one checked batch at the log end (rolling first if due); (segment, position)."""
-        header = header._replace(base_offset=self._next_offset)
+        """Write one checked batch at the log end (rolling first if due); (segment, position).
+
+        The batch gets its offsets and this log's leader epoch by a patch of its first
+        16 bytes (outside the CRC); the epoch's start is recorded first if it is new.
+        """
+        header = header._replace(
+            base_offset=self._next_offset, partition_leader_epoch=self._leader_epoch
+        )
+        if self._leader_epoch > self.epochs.latest_epoch:  # a log truncated below its start
+            self.epochs.assign(self._leader_epoch, header.base_offset)
         active = self._segments[-1]
         if self._roll_due(active, header):
             active = self._roll()
-        position = active.append(with_base_offset(view, header.base_offset), header)
+        position = active.append(
+            with_log_position(view, header.base_offset, header.partition_leader_epoch), header
+        )
         self._next_offset = header.next_offset
         self._last_header = header
         return active, position
@@ -847,6 +899,7 @@ class DataLog:
         self._segments_to_publish = None
         fsync_directory(self.directory)
         cut_segment.truncate(cut_position)
+        self.epochs.truncate_from_end(offset)  # after the cut: a crash between, open trims it
         self._next_offset = offset
         self._last_header = cut_segment.tail().last_header or self._last_header_before(cut_segment)
         return removed_bytes

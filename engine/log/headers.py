@@ -1,7 +1,7 @@
 """Walking the batch headers of a segment file without reading the batches' records.
 
 Lookups (which batch holds offset N, where is the last whole batch before a
-byte limit, which batch first reaches timestamp T) need only the 67-byte
+byte limit, which batch first reaches timestamp T) need only the 61-byte
 headers. They are read with ``os.pread`` in small chunks, so a walk over big
 batches costs one short read per batch, and a walk over small ones one read
 per chunk. Nothing here checks CRCs (``DataLog.read`` checks the batches it

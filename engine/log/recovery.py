@@ -70,6 +70,7 @@ from twinlog.engine.log.files import (
     segment_stem,
     time_index_path,
 )
+from twinlog.engine.log.old_layout import refuse_old_layout
 from twinlog.engine.log.scan import SCAN_CHUNK_BYTES, find_valid_batch_after
 from twinlog.engine.log.segment import Segment
 from twinlog.engine.log.segment_index import (
@@ -111,6 +112,7 @@ def recover(directory: Path, config: LogConfig) -> RecoveredLog:
 
     # Pass 1: the directory, leftovers of interrupted writes, and the segment list.
     directory.mkdir(parents=True, exist_ok=True)
+    refuse_old_layout(directory)  # before anything here is changed: old data is not damage
     report.compaction_finished = finish_interrupted_compactions(directory)
     base_offsets = _list_and_tidy(directory)
 

@@ -16,7 +16,6 @@ from twinlog.engine.records.batch_format import (
     NO_PRODUCER_GENERATION,
     NO_PRODUCER_ID,
     NO_SEQUENCE,
-    NO_TRANSACTION_ID,
     RECORDS_OFFSET,
     TRANSACTIONAL_MASK,
     pack_header,
@@ -56,8 +55,9 @@ class RecordBatchBuilder:
     """Accumulates records and builds one batch.
 
     ``compression`` is "zstd" (default) or "none". Producer id, generation and
-    base sequence identify the batch for idempotence; ``transaction_id`` marks it
-    as part of a transaction (and sets the transactional attribute bit).
+    base sequence identify the batch for idempotence; ``transactional`` sets the
+    transactional attribute bit. Which transaction the batch belongs to is not in
+    the batch (as in Kafka): the produce request carries it beside the batch.
 
     Records are encoded straight into one growing buffer that starts with room
     for the header, so an uncompressed batch is never joined or copied again
@@ -71,7 +71,7 @@ class RecordBatchBuilder:
         producer_id: int = NO_PRODUCER_ID,
         producer_generation: int = NO_PRODUCER_GENERATION,
         base_sequence: int = NO_SEQUENCE,
-        transaction_id: int = NO_TRANSACTION_ID,
+        transactional: bool = False,
         compression_level: int = ZSTD_LEVEL_DEFAULT,
     ) -> None:
         self.codec = codec_id(compression)
@@ -79,7 +79,7 @@ class RecordBatchBuilder:
         self.producer_id = producer_id
         self.producer_generation = producer_generation
         self.base_sequence = base_sequence
-        self.transaction_id = transaction_id
+        self.transactional = transactional
         self._buffer = bytearray(RECORDS_OFFSET)
         self._record_count = 0
         self._first_timestamp_ms: int | None = None
@@ -165,7 +165,7 @@ class RecordBatchBuilder:
             del buffer[RECORDS_OFFSET:]
             buffer += records_section
         attributes = self.codec
-        if self.transaction_id != NO_TRANSACTION_ID:
+        if self.transactional:
             attributes |= TRANSACTIONAL_MASK
         pack_header(
             buffer,
@@ -177,7 +177,6 @@ class RecordBatchBuilder:
             producer_id=self.producer_id,
             producer_generation=self.producer_generation,
             base_sequence=self.base_sequence,
-            transaction_id=self.transaction_id,
             record_count=self._record_count,
         )
         self._built = True
@@ -213,10 +212,22 @@ def encode_record(
 def build_batch(
     values: Iterable[bytes | None],
     compression: str = "zstd",
-    **builder_arguments: int,
+    *,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_generation: int = NO_PRODUCER_GENERATION,
+    base_sequence: int = NO_SEQUENCE,
+    transactional: bool = False,
+    compression_level: int = ZSTD_LEVEL_DEFAULT,
 ) -> bytes:
     """One batch of the given values (no keys, no headers): a convenience for tests and tools."""
-    builder = RecordBatchBuilder(compression, **builder_arguments)
+    builder = RecordBatchBuilder(
+        compression,
+        producer_id=producer_id,
+        producer_generation=producer_generation,
+        base_sequence=base_sequence,
+        transactional=transactional,
+        compression_level=compression_level,
+    )
     for value in values:
         builder.append(value)
     return builder.build()

@@ -1,12 +1,14 @@
 """The record batch: twinlog's unit of storage and transfer.
 
-The shape is Kafka's RecordBatch v2, with the producer generation widened to
-32 bits and a transaction id added (seed 000: "each record will contain the
-TxId"). All integers are big-endian. ``docs/formats.md`` has a worked example.
+The shape is Kafka's RecordBatch v2, byte for byte (61 header bytes), so Kafka's
+own readers decode twinlog's segment files. All integers are big-endian.
+``docs/formats.md`` has a worked example.
 
     RecordBatch =>
       base_offset          int64   offset of the first record; written by the log on append
       batch_length         int32   bytes that follow this field
+      partition_leader_epoch int32 leader epoch of the log that appended it; written by the
+                                   log on append; -1 (NO_PARTITION_LEADER_EPOCH) until then
       magic                int8    format version, 2
       crc                  uint32  CRC-32C of every byte from attributes to the end
       attributes           int16   bits 0-2 codec (0 none, 4 zstd), bit 3 timestamp type,
@@ -15,9 +17,9 @@ TxId"). All integers are big-endian. ``docs/formats.md`` has a worked example.
       first_timestamp_ms   int64   timestamp of the first record
       max_timestamp_ms     int64   largest timestamp in the batch
       producer_id          int64   -1 when the producer is not idempotent
-      producer_generation  int32   the producer id's generation (Kafka's epoch), -1 if none
+      producer_generation  int16   the producer id's generation: Kafka's producerEpoch,
+                                   0..32767, -1 if none
       base_sequence        int32   sequence of the first record, -1 if none
-      transaction_id       int64   the transaction this batch belongs to, -1 if none
       record_count         int32   number of records
       records              bytes   record_count Records, compressed as a whole by the codec
 
@@ -36,9 +38,19 @@ TxId"). All integers are big-endian. ``docs/formats.md`` has a worked example.
     Header =>
       key_length varint, key bytes (UTF-8), value_length varint (-1 null), value bytes
 
-base_offset and batch_length lie outside the CRC, so the log assigns offsets by
-patching eight bytes, without re-hashing; the magic byte is outside it too, as
-in Kafka, so a reader can tell the version before it knows how to check.
+base_offset, batch_length and partition_leader_epoch lie outside the CRC, so the
+log assigns offsets and stamps its leader epoch by patching bytes, without
+re-hashing (``with_log_position``); the magic byte is outside it too, as in Kafka,
+so a reader can tell the version before it knows how to check.
+
+The transaction a transactional batch belongs to is not in the batch (Kafka has
+no such field): it travels beside the batch, in the produce request, and the
+local data journal keeps it in its entry header.
+
+The layout before this one (67 bytes: no partition leader epoch, a 32-bit
+generation and an int64 transaction id after base_sequence) put its magic byte at
+position 12; ``looks_like_old_layout`` recognises it so that old data is refused,
+never taken for a torn tail and truncated.
 """
 
 from __future__ import annotations
@@ -47,7 +59,7 @@ import struct
 from typing import NamedTuple
 
 from twinlog.engine.base.crc32c import crc32c
-from twinlog.engine.base.errors import CorruptBatchError
+from twinlog.engine.base.errors import CorruptBatchError, InvalidProducerGenerationError
 from twinlog.engine.records.compression import CODEC_MASK, CODEC_NAMES
 
 MAGIC = 2
@@ -58,6 +70,7 @@ _HEADER = struct.Struct(
     ">"
     "q"  # base_offset
     "i"  # batch_length
+    "i"  # partition_leader_epoch
     "b"  # magic
     "I"  # crc
     "h"  # attributes
@@ -65,9 +78,8 @@ _HEADER = struct.Struct(
     "q"  # first_timestamp_ms
     "q"  # max_timestamp_ms
     "q"  # producer_id
-    "i"  # producer_generation
+    "h"  # producer_generation
     "i"  # base_sequence
-    "q"  # transaction_id
     "i"  # record_count
 )
 HEADER_BYTES = _HEADER.size
@@ -75,12 +87,22 @@ BASE_OFFSET_FORMAT = struct.Struct(">q")
 CRC_FORMAT = struct.Struct(">I")
 LENGTH_PREFIX = struct.Struct(">qi")  # base_offset, batch_length: enough to find the next batch
 LENGTH_PREFIX_BYTES = LENGTH_PREFIX.size  # batch_length counts the bytes after these
-MAGIC_OFFSET = LENGTH_PREFIX_BYTES
-CRC_OFFSET = struct.calcsize(">qib")
-ATTRIBUTES_OFFSET = struct.calcsize(">qibI")  # the CRC covers [ATTRIBUTES_OFFSET, end)
+LOG_POSITION = struct.Struct(">qii")  # base_offset, batch_length, partition_leader_epoch
+PARTITION_LEADER_EPOCH_FORMAT = struct.Struct(">i")
+PARTITION_LEADER_EPOCH_OFFSET = LENGTH_PREFIX_BYTES
+MAGIC_OFFSET = struct.calcsize(">qii")
+CRC_OFFSET = struct.calcsize(">qiib")
+ATTRIBUTES_OFFSET = struct.calcsize(">qiibI")  # the CRC covers [ATTRIBUTES_OFFSET, end)
 RECORDS_OFFSET = HEADER_BYTES
 BATCH_LENGTH_MIN = HEADER_BYTES - LENGTH_PREFIX_BYTES
-assert HEADER_BYTES == 67 and CRC_OFFSET == 13 and ATTRIBUTES_OFFSET == 17
+assert HEADER_BYTES == 61 and MAGIC_OFFSET == 16 and CRC_OFFSET == 17 and ATTRIBUTES_OFFSET == 21
+
+# Where the 67-byte layout of older twinlog versions had its magic byte (right after the
+# length), and the CRC that followed it: enough to recognise such a batch for certain.
+OLD_LAYOUT_MAGIC_OFFSET = LENGTH_PREFIX_BYTES
+OLD_LAYOUT_CRC_OFFSET = OLD_LAYOUT_MAGIC_OFFSET + 1
+OLD_LAYOUT_ATTRIBUTES_OFFSET = OLD_LAYOUT_CRC_OFFSET + 4
+OLD_LAYOUT_HEADER_BYTES = 67
 
 TIMESTAMP_TYPE_MASK = 0x08  # 0 = create time (the producer's), 1 = log append time
 TRANSACTIONAL_MASK = 0x10
@@ -89,9 +111,16 @@ KNOWN_ATTRIBUTE_BITS = CODEC_MASK | TIMESTAMP_TYPE_MASK | TRANSACTIONAL_MASK | C
 
 NO_PRODUCER_ID = -1
 NO_PRODUCER_GENERATION = -1
+# Kafka's producerEpoch is an int16; Kafka gives a producer id a new id once its epoch
+# would pass Short.MAX_VALUE - 1 (KIP-360/KIP-890), so the largest one in use is 32766 and
+# 32767 stays free for the bump that ends it.
+PRODUCER_GENERATION_MAX = 0x7FFF
 NO_SEQUENCE = -1
+# Not a header field any more: the value the produce path uses for "no transaction given".
 NO_TRANSACTION_ID = -1
 NO_TIMESTAMP = -1
+# What a producer writes (as Kafka's clients do) and what a log has not stamped yet.
+NO_PARTITION_LEADER_EPOCH = -1
 
 # A batch larger than this is refused before anything is allocated for it,
 # whatever its length field claims. Per-topic limits are smaller (config).
@@ -101,6 +130,7 @@ BATCH_BYTES_HARD_MAX = 1 << 30
 class BatchHeader(NamedTuple):
     base_offset: int
     batch_length: int
+    partition_leader_epoch: int
     magic: int
     crc: int
     attributes: int
@@ -110,7 +140,6 @@ class BatchHeader(NamedTuple):
     producer_id: int
     producer_generation: int
     base_sequence: int
-    transaction_id: int
     record_count: int
 
     @property
@@ -154,21 +183,24 @@ def pack_header(
     producer_id: int,
     producer_generation: int,
     base_sequence: int,
-    transaction_id: int,
     record_count: int,
+    partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
 ) -> None:
     """Write the header of the batch that ``buffer`` holds, its records already in place.
 
     ``buffer[RECORDS_OFFSET:]`` is the (compressed) records section; the first
     ``HEADER_BYTES`` are overwritten with the given fields, the magic byte, the
     batch length (from ``len(buffer)``) and the CRC of everything from the
-    attributes on. The one writer of the header's bytes.
+    attributes on. The one writer of the header's bytes. Raises
+    InvalidProducerGenerationError for a generation int16 cannot hold.
     """
+    check_producer_generation(producer_generation)
     _HEADER.pack_into(
         buffer,
         0,
         base_offset,
         len(buffer) - LENGTH_PREFIX_BYTES,
+        partition_leader_epoch,
         MAGIC,
         0,  # crc: it covers the attributes packed here, so it is computed after them
         attributes,
@@ -178,7 +210,6 @@ def pack_header(
         producer_id,
         producer_generation,
         base_sequence,
-        transaction_id,
         record_count,
     )
     with memoryview(buffer) as view:
@@ -300,10 +331,51 @@ def check_producer_batch(header: BatchHeader) -> None:
         )
 
 
-def with_base_offset(batch: bytes | memoryview, base_offset: int) -> list[bytes | memoryview]:
-    """The batch with its base offset replaced, as pieces for ``os.writev``.
+def check_producer_generation(producer_generation: int) -> None:
+    """Refuse a generation the header's int16 cannot hold (NO_PRODUCER_GENERATION is fine).
 
-    Nothing is copied and the CRC stays valid: the base offset is outside it.
+    Requests carry the generation in wider integers; one outside 0..32767 was never given
+    by init_producer, and would not survive the trip through a batch header unchanged.
+    """
+    if producer_generation != NO_PRODUCER_GENERATION and not (
+        0 <= producer_generation <= PRODUCER_GENERATION_MAX
+    ):
+        raise InvalidProducerGenerationError(
+            f"producer generation {producer_generation} is outside 0..{PRODUCER_GENERATION_MAX} "
+            "(Kafka's 16-bit producer epoch); send the generation init_producer() returned"
+        )
+
+
+def with_log_position(
+    batch: bytes | memoryview, base_offset: int, partition_leader_epoch: int
+) -> list[bytes | memoryview]:
+    """The batch with its base offset and partition leader epoch replaced, as pieces for
+    ``os.writev``.
+
+    Only the 16-byte prefix is new; the rest is the caller's bytes, not copied. The CRC
+    stays valid: both fields (and the length between them, kept) are outside it.
     """
     view = batch if isinstance(batch, memoryview) else memoryview(batch)
-    return [BASE_OFFSET_FORMAT.pack(base_offset), view[BASE_OFFSET_FORMAT.size :]]
+    _, batch_length = LENGTH_PREFIX.unpack_from(view)
+    prefix = LOG_POSITION.pack(base_offset, batch_length, partition_leader_epoch)
+    return [prefix, view[LOG_POSITION.size :]]
+
+
+def looks_like_old_layout(buffer: bytes | memoryview, position: int = 0) -> bool:
+    """Is the batch at ``position`` one of the 67-byte layout older twinlog versions wrote?
+
+    Its magic byte (2) sits at position 12, where this layout has the high byte of the
+    partition leader epoch; so the old CRC (at 13, over [17, end)) must also hold, which
+    no batch of this layout matches by chance. Used to refuse old data, not to read it.
+    """
+    view = buffer if isinstance(buffer, memoryview) else memoryview(buffer)
+    if len(view) - position < OLD_LAYOUT_HEADER_BYTES:
+        return False
+    _, batch_length = LENGTH_PREFIX.unpack_from(view, position)
+    end = position + LENGTH_PREFIX_BYTES + batch_length
+    if view[position + OLD_LAYOUT_MAGIC_OFFSET] != MAGIC or not (
+        OLD_LAYOUT_HEADER_BYTES <= LENGTH_PREFIX_BYTES + batch_length and end <= len(view)
+    ):
+        return False
+    (old_crc,) = CRC_FORMAT.unpack_from(view, position + OLD_LAYOUT_CRC_OFFSET)
+    return bool(crc32c(view[position + OLD_LAYOUT_ATTRIBUTES_OFFSET : end]) == old_crc)

@@ -9,7 +9,7 @@ byte. Otherwise it is rebuilt here, and only here (the produce and apply paths
 never re-encode):
 
 * ``rebuild_batch`` keeps every header field (base offset, last offset delta,
-  timestamps, producer id / generation / base sequence, transaction id,
+  timestamps, producer id / generation / base sequence, partition leader epoch,
   attributes, so also the codec) and changes only what the dropped records
   change: ``record_count``, the records section (the kept records' bytes,
   unchanged, so each keeps its offset delta and timestamp delta; compressed
@@ -21,7 +21,8 @@ never re-encode):
   producer's last sequence (see compaction.py).
 * ``filler_batch`` is a new batch with no records that spans a run of batches
   whose records were all dropped: base offset of the first, last offset delta
-  up to the end of the last, no producer, no transaction, codec none, 67 bytes.
+  up to the end of the last, no producer, codec none, 61 bytes, the run's
+  partition leader epoch.
   It keeps batch offsets contiguous without keeping anything of the run.
 
 ``require_keys`` is the check at the door of a compacted topic: a record with
@@ -36,10 +37,10 @@ from typing import NamedTuple
 from twinlog.engine.base.errors import CorruptBatchError
 from twinlog.engine.records.batch_format import (
     MAGIC,
+    NO_PARTITION_LEADER_EPOCH,
     NO_PRODUCER_GENERATION,
     NO_PRODUCER_ID,
     NO_SEQUENCE,
-    NO_TRANSACTION_ID,
     RECORDS_OFFSET,
     BatchHeader,
     pack_header,
@@ -124,8 +125,8 @@ def _encode(header: BatchHeader, records: bytes, record_count: int) -> bytes:
         producer_id=header.producer_id,
         producer_generation=header.producer_generation,
         base_sequence=header.base_sequence,
-        transaction_id=header.transaction_id,
         record_count=record_count,
+        partition_leader_epoch=header.partition_leader_epoch,
     )
     return bytes(buffer)
 
@@ -141,7 +142,11 @@ def rebuild_batch(
 
 
 def filler_batch(
-    base_offset: int, next_offset: int, first_timestamp_ms: int, max_timestamp_ms: int
+    base_offset: int,
+    next_offset: int,
+    first_timestamp_ms: int,
+    max_timestamp_ms: int,
+    partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
 ) -> bytes:
     """A batch of no records spanning offsets ``[base_offset, next_offset)``.
 
@@ -151,6 +156,7 @@ def filler_batch(
     header = BatchHeader(
         base_offset=base_offset,
         batch_length=0,  # set by _encode
+        partition_leader_epoch=partition_leader_epoch,
         magic=MAGIC,
         crc=0,
         attributes=CODEC_NONE,
@@ -160,7 +166,6 @@ def filler_batch(
         producer_id=NO_PRODUCER_ID,
         producer_generation=NO_PRODUCER_GENERATION,
         base_sequence=NO_SEQUENCE,
-        transaction_id=NO_TRANSACTION_ID,
         record_count=0,
     )
     return _encode(header, b"", 0)

@@ -101,7 +101,7 @@ def batch_line(header: BatchHeader, position: int, crc_valid: bool, actual_crc: 
         f"count: {header.record_count} baseSequence: {header.base_sequence} "
         f"lastSequence: {last_sequence if last_sequence != NO_SEQUENCE else -1} "
         f"producerId: {header.producer_id} producerGeneration: {header.producer_generation} "
-        f"transactionId: {header.transaction_id} "
+        f"partitionLeaderEpoch: {header.partition_leader_epoch} "
         f"isTransactional: {_lower(header.is_transactional)} "
         f"isControl: {_lower(bool(header.attributes & CONTROL_MASK))} "
         f"position: {position} CreateTime: {header.max_timestamp_ms} "

@@ -96,7 +96,9 @@ class Accumulator:
                 batch.closed = True
             batch = ProducerBatch(
                 topic_partition,
-                RecordBatchBuilder(self.compression, transaction_id=transaction_id),
+                RecordBatchBuilder(
+                    self.compression, transactional=transaction_id != NO_TRANSACTION_ID
+                ),
                 created_s=now_s,
                 deadline_s=now_s + delivery_timeout_s,
                 transaction_id=transaction_id,

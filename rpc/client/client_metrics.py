@@ -35,6 +35,7 @@ from concurrent.futures import Future
 from typing import Any, TypeVar
 
 from twinlog.engine.base.types import FetchResult, ProduceResult, TopicPartition
+from twinlog.engine.records.batch_format import NO_TRANSACTION_ID
 from twinlog.rpc.client.accumulator import ProducerBatch
 from twinlog.rpc.client.produce_stream import ProducePipe
 
@@ -118,10 +119,12 @@ class MeasuredPipe:
         self._pipe = pipe
         self._metrics = metrics
 
-    def submit(self, topic: str, partition: int, batch: bytes) -> Future[ProduceResult]:
+    def submit(
+        self, topic: str, partition: int, batch: bytes, transaction_id: int = NO_TRANSACTION_ID
+    ) -> Future[ProduceResult]:
         self._metrics.requested(len(batch))
         started_s = time.monotonic()
-        future = self._pipe.submit(topic, partition, batch)
+        future = self._pipe.submit(topic, partition, batch, transaction_id)
         future.add_done_callback(
             lambda _: self._metrics.answered((time.monotonic() - started_s) * 1000)
         )

@@ -40,9 +40,11 @@ from twinlog.engine.base.errors import (
     RequestTimedOutError,
 )
 from twinlog.engine.base.types import ProduceResult
+from twinlog.engine.records.batch_format import NO_TRANSACTION_ID
 from twinlog.rpc.client.request_size import check_produce_size
 from twinlog.rpc.generated.twinlog.v1 import produce_pb2
 from twinlog.rpc.wire.broker_api import BrokerApi
+from twinlog.rpc.wire.convert import wire_transaction_id
 from twinlog.rpc.wire.errors import error_from_proto, error_from_rpc_error
 
 EMBEDDED_SENDER_THREADS = 4
@@ -54,7 +56,9 @@ Waiting = tuple[produce_pb2.ProduceRequest, "Future[ProduceResult]"]
 
 
 class ProducePipe(Protocol):
-    def submit(self, topic: str, partition: int, batch: bytes) -> Future[ProduceResult]: ...
+    def submit(
+        self, topic: str, partition: int, batch: bytes, transaction_id: int = NO_TRANSACTION_ID
+    ) -> Future[ProduceResult]: ...
 
     def close(self, timeout_s: float | None = None) -> None: ...
 
@@ -213,7 +217,9 @@ class ProduceStream:
         self._correlation_ids = itertools.count(1)
         self._closed = False
 
-    def submit(self, topic: str, partition: int, batch: bytes) -> Future[ProduceResult]:
+    def submit(
+        self, topic: str, partition: int, batch: bytes, transaction_id: int = NO_TRANSACTION_ID
+    ) -> Future[ProduceResult]:
         future: Future[ProduceResult] = Future()
         try:
             check_produce_size(topic, batch)
@@ -225,7 +231,11 @@ class ProduceStream:
                 raise BrokerUnavailableError("the produce stream is closed")
             correlation_id = next(self._correlation_ids)
             request = produce_pb2.ProduceRequest(
-                topic=topic, partition=partition, batch=batch, correlation_id=correlation_id
+                topic=topic,
+                partition=partition,
+                batch=batch,
+                correlation_id=correlation_id,
+                transaction_id=wire_transaction_id(transaction_id),
             )
             if time.monotonic() < self._unary_until_s:
                 call = None
@@ -294,8 +304,12 @@ class ExecutorPipe:
         self._broker = broker
         self._executor = ThreadPoolExecutor(threads, thread_name_prefix="twinlog-produce")
 
-    def submit(self, topic: str, partition: int, batch: bytes) -> Future[ProduceResult]:
-        return self._executor.submit(self._broker.produce, topic, partition, batch)
+    def submit(
+        self, topic: str, partition: int, batch: bytes, transaction_id: int = NO_TRANSACTION_ID
+    ) -> Future[ProduceResult]:
+        return self._executor.submit(
+            self._broker.produce, topic, partition, batch, transaction_id=transaction_id
+        )
 
     def close(self, timeout_s: float | None = None) -> None:
         """With a timeout, produce calls still running are not waited for: they end on

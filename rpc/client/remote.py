@@ -32,6 +32,7 @@ from twinlog.engine.base.types import (
     TopicPartition,
     TransactionDescription,
 )
+from twinlog.engine.records.batch_format import NO_TRANSACTION_ID
 from twinlog.rpc.client.call_deadline import request_timeout_s
 from twinlog.rpc.client.connection_options import ConnectionOptions
 from twinlog.rpc.client.produce_stream import ProduceStream
@@ -55,6 +56,7 @@ from twinlog.rpc.wire.convert import (
     topic_from_proto,
     topic_partitions_to_proto,
     transaction_from_proto,
+    wire_transaction_id,
 )
 from twinlog.rpc.wire.errors import error_from_rpc_error
 from twinlog.rpc.wire.metadata import AUTHORIZATION_KEY
@@ -177,10 +179,21 @@ class RemoteBroker:
         response = self._call(self.producing.InitProducer, request)
         return ProducerIdentity(response.producer_id, response.producer_generation)
 
-    def produce(self, topic: str, partition: int, batch: bytes, attempt: str = "") -> ProduceResult:
+    def produce(
+        self,
+        topic: str,
+        partition: int,
+        batch: bytes,
+        attempt: str = "",
+        transaction_id: int = NO_TRANSACTION_ID,
+    ) -> ProduceResult:
         check_produce_size(topic, batch)
         request = produce_pb2.ProduceRequest(
-            topic=topic, partition=partition, batch=batch, attempt=attempt
+            topic=topic,
+            partition=partition,
+            batch=batch,
+            attempt=attempt,
+            transaction_id=wire_transaction_id(transaction_id),
         )
         response = self._call(self.producing.Produce, request)
         return ProduceResult(response.base_offset, response.duplicate)

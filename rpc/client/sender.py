@@ -285,7 +285,7 @@ class Sender:
                 builder.base_sequence = batch.base_sequence
                 batch.payload = builder.build()
             topic, partition = batch.topic_partition
-            future = self._pipe.submit(topic, partition, batch.payload)
+            future = self._pipe.submit(topic, partition, batch.payload, batch.transaction_id)
         except Exception as error:
             failed: Future[ProduceResult] = Future()
             failed.set_exception(error)

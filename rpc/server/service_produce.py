@@ -22,7 +22,11 @@ from twinlog.rpc.server.config import ServerConfig
 from twinlog.rpc.server.decode import UndecodableRequest
 from twinlog.rpc.server.txn_access import TransactionalAccess
 from twinlog.rpc.wire.broker_api import BrokerApi
-from twinlog.rpc.wire.convert import offsets_from_proto, topic_partitions_from_proto
+from twinlog.rpc.wire.convert import (
+    offsets_from_proto,
+    topic_partitions_from_proto,
+    transaction_id_of_wire,
+)
 from twinlog.rpc.wire.errors import describe
 
 
@@ -55,7 +59,11 @@ class ProducingService(produce_pb2_grpc.ProducingServicer):
             )
         self.access.require_batch(principal, request.batch)
         result = self.broker.produce(
-            request.topic, request.partition, request.batch, attempt=request.attempt
+            request.topic,
+            request.partition,
+            request.batch,
+            attempt=request.attempt,
+            transaction_id=transaction_id_of_wire(request.transaction_id),
         )
         return produce_pb2.ProduceResponse(
             base_offset=result.base_offset,

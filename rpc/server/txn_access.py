@@ -34,7 +34,7 @@ from twinlog.engine.base.types import (
     TransactionDescription,
 )
 from twinlog.engine.broker.producer_owner import is_idempotent, owner_of
-from twinlog.engine.records.batch_format import NO_PRODUCER_ID, NO_TRANSACTION_ID, read_header
+from twinlog.engine.records.batch_format import NO_PRODUCER_ID, read_header
 from twinlog.rpc.server.audit import audit
 from twinlog.rpc.server.auth import Guard, Operation, Principal, Resource
 from twinlog.rpc.wire.broker_api import BrokerApi
@@ -142,7 +142,7 @@ class TransactionalAccess:
         if not self.enforced:
             return
         header = read_header(batch)  # CorruptBatchError, as the broker would answer
-        if header.transaction_id != NO_TRANSACTION_ID:
+        if header.is_transactional:
             self.require_producer(principal, header.producer_id)
             return
         if header.producer_id == NO_PRODUCER_ID:

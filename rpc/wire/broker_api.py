@@ -20,6 +20,7 @@ from twinlog.engine.base.types import (
     TopicPartition,
     TransactionDescription,
 )
+from twinlog.engine.records.batch_format import NO_TRANSACTION_ID
 
 
 @runtime_checkable
@@ -42,8 +43,17 @@ class BrokerApi(Protocol):
         self, transactional_id: str | None = None, transaction_timeout_ms: int | None = None
     ) -> ProducerIdentity: ...
 
-    def produce(self, topic: str, partition: int, batch: bytes, attempt: str = "") -> ProduceResult:
-        """``attempt`` tags a transactional batch with a writer's task attempt (Spark)."""
+    def produce(
+        self,
+        topic: str,
+        partition: int,
+        batch: bytes,
+        attempt: str = "",
+        transaction_id: int = NO_TRANSACTION_ID,
+    ) -> ProduceResult:
+        """``attempt`` tags a transactional batch with a writer's task attempt (Spark);
+        ``transaction_id`` names the transaction a transactional batch belongs to (the
+        batch does not: Kafka's format has no such field)."""
         ...
 
     def begin_transaction(

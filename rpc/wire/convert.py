@@ -12,7 +12,21 @@ from twinlog.engine.base.types import (
     TransactionDescription,
     TransactionState,
 )
+from twinlog.engine.records.batch_format import NO_TRANSACTION_ID
 from twinlog.rpc.generated.twinlog.v1 import admin_pb2, common_pb2
+
+# ProduceRequest.transaction_id: proto3's default 0 means "not given" (no id is 0: ids
+# start at 1 << 8), so a client that does not know the field sends none.
+WIRE_NO_TRANSACTION_ID = 0
+
+
+def wire_transaction_id(transaction_id: int) -> int:
+    return WIRE_NO_TRANSACTION_ID if transaction_id == NO_TRANSACTION_ID else transaction_id
+
+
+def transaction_id_of_wire(value: int) -> int:
+    return NO_TRANSACTION_ID if value == WIRE_NO_TRANSACTION_ID else value
+
 
 STATE_TO_PROTO: dict[TransactionState, int] = {
     TransactionState.ONGOING: admin_pb2.TRANSACTION_STATE_ONGOING,

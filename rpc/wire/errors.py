@@ -38,6 +38,7 @@ STATUS_OF_ERROR: dict[type[TwinlogError], grpc.StatusCode] = {
     errors.InvalidRecordError: Code.INVALID_ARGUMENT,
     errors.CorruptLogError: Code.DATA_LOSS,
     errors.CorruptJournalError: Code.DATA_LOSS,
+    errors.DataDirFormatError: Code.FAILED_PRECONDITION,
     errors.BatchTooLargeError: Code.INVALID_ARGUMENT,
     errors.RecordTooLargeError: Code.INVALID_ARGUMENT,
     # offsets and topics
@@ -53,6 +54,7 @@ STATUS_OF_ERROR: dict[type[TwinlogError], grpc.StatusCode] = {
     errors.TransactionDataMissingError: Code.FAILED_PRECONDITION,
     errors.UnknownTransactionError: Code.NOT_FOUND,
     errors.UnknownProducerIdError: Code.FAILED_PRECONDITION,
+    errors.InvalidProducerGenerationError: Code.INVALID_ARGUMENT,
     errors.OutOfOrderSequenceError: Code.FAILED_PRECONDITION,
     errors.DuplicateSequenceError: Code.ALREADY_EXISTS,
     errors.PendingTransactionError: Code.UNAVAILABLE,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from copier_support import PRODUCER_ID, transactional_batch
+from copier_support import PRODUCER_ID, plain_batch, transactional_batch
 
 from twinlog.engine.base.errors import (
     CorruptJournalError,
@@ -152,10 +152,14 @@ def test_state_changes_outside_the_table_are_refused(journal: LocalJournal) -> N
     journal.check()
 
 
-def test_batch_of_another_transaction_is_refused(journal: LocalJournal) -> None:
-    with pytest.raises(InvalidTxnStateError, match="names transaction 4, the request 5"):
-        journal.append(P0, 5, transactional_batch(4, 0))
+def test_a_batch_that_is_not_transactional_is_refused(journal: LocalJournal) -> None:
+    # The batch names no transaction (Kafka's format has no such field): the entry takes the
+    # caller's, so the one thing to check in the batch is that it is transactional at all.
+    with pytest.raises(InvalidTxnStateError, match="transaction 5 is not transactional"):
+        journal.append(P0, 5, plain_batch(4))
     assert journal.statistics().entry_count == 0
+    journal.append(P0, 5, transactional_batch(4, 0))
+    assert journal.entry(P0, journal.sequences(P0, 5)[0]).transaction_id == 5  # the caller's
 
 
 def test_purge_drops_leftovers_and_completed_rows_below_the_watermark(

@@ -22,26 +22,25 @@ def batch_around(
     timestamp_ms: int = 0,
     producer_id: int = -1,
     producer_generation: int = -1,
-    transaction_id: int = -1,
+    transactional: bool = False,
 ) -> bytes:
     """``section`` (compressed with ``codec`` here unless it already is) behind a header.
 
     ``last_offset_delta`` defaults to ``record_count - 1``; a producer id gives base
-    sequence 0, a transaction id sets the transactional bit.
+    sequence 0; ``transactional`` sets the transactional bit.
     """
     records = section if section_is_compressed else compress(codec, section)
     buffer = bytearray(RECORDS_OFFSET) + records
     pack_header(
         buffer,
         base_offset=base_offset,
-        attributes=codec | (TRANSACTIONAL_MASK if transaction_id != -1 else 0),
+        attributes=codec | (TRANSACTIONAL_MASK if transactional else 0),
         last_offset_delta=record_count - 1 if last_offset_delta is None else last_offset_delta,
         first_timestamp_ms=timestamp_ms,
         max_timestamp_ms=timestamp_ms,
         producer_id=producer_id,
         producer_generation=producer_generation,
         base_sequence=0 if producer_id != -1 else -1,
-        transaction_id=transaction_id,
         record_count=record_count,
     )
     return bytes(buffer)

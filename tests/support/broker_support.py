@@ -21,7 +21,7 @@ def batch(
         producer_id=identity.producer_id if identity else -1,
         producer_generation=identity.producer_generation if identity else -1,
         base_sequence=sequence,
-        transaction_id=transaction_id,
+        transactional=transaction_id != -1,
     )
     for value in values:
         builder.append(value, key=value[:3] if keyed else None)

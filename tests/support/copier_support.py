@@ -40,7 +40,7 @@ def transactional_batch(
         producer_id=producer_id,
         producer_generation=producer_generation,
         base_sequence=base_sequence,
-        transaction_id=transaction_id,
+        transactional=True,
     )
     for record in range(record_count):
         value = f"t{transaction_id}:s{base_sequence}:r{record}:".encode().ljust(value_bytes, b"v")
@@ -56,12 +56,13 @@ def plain_batch(tag: int, record_count: int = 1) -> bytes:
 
 
 def body(batch: bytes | memoryview) -> bytes:
-    """A batch without its base offset: what the log keeps of what the producer sent."""
-    return bytes(batch[8:])
+    """A batch without its base offset and partition leader epoch (both stamped by the log):
+    what the log keeps of what the producer sent (length, magic, CRC and all it covers)."""
+    return bytes(batch[8:12]) + bytes(batch[16:])
 
 
 def log_bodies(log: DataLog) -> list[bytes]:
-    """Every batch of the log, without base offsets, checking the offsets are contiguous."""
+    """Every batch of the log as ``body`` gives it, checking the offsets are contiguous."""
     bodies = []
     offset = log.log_start_offset
     while offset < log.log_end_offset:
@@ -71,7 +72,8 @@ def log_bodies(log: DataLog) -> list[bytes]:
             header = read_header(chunk, position)
             assert header.base_offset == offset, f"batch at {header.base_offset}, expected {offset}"
             size = LENGTH_PREFIX_BYTES + header.batch_length
-            bodies.append(bytes(chunk[position + 8 : position + size]))
+            assert header.partition_leader_epoch == log.leader_epoch  # stamped on append
+            bodies.append(body(chunk[position : position + size]))
             position += size
             offset = header.next_offset
     return bodies

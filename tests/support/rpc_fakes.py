@@ -155,14 +155,21 @@ class FakeBroker:
         self._lock.notify_all()
         return base
 
-    def produce(self, topic: str, partition: int, batch: bytes, attempt: str = "") -> ProduceResult:
+    def produce(
+        self,
+        topic: str,
+        partition: int,
+        batch: bytes,
+        attempt: str = "",
+        transaction_id: int = -1,
+    ) -> ProduceResult:
         with self._lock:
             self.produce_calls += 1
             tp = self._tp(topic, partition)
             header = RecordBatch(batch).header  # checks the CRC
             if header.producer_id >= 0:
                 self._check_generation(header.producer_id, header.producer_generation)
-                key = (header.producer_id, header.transaction_id, tp)
+                key = (header.producer_id, transaction_id, tp)
                 expected = self.sequences.get(key, 0)
                 if header.base_sequence < expected:
                     return ProduceResult(-1, duplicate=True)
@@ -171,10 +178,10 @@ class FakeBroker:
                         f"sequence {header.base_sequence} after {expected - 1} on {tp}"
                     )
                 self.sequences[key] = expected + header.record_count
-            if header.transaction_id >= 0:
-                txn = self.transactions.get(header.transaction_id)
+            if header.is_transactional:
+                txn = self.transactions.get(transaction_id)
                 if txn is None or txn.state is not TransactionState.ONGOING:
-                    raise InvalidTxnStateError(f"transaction {header.transaction_id} not ongoing")
+                    raise InvalidTxnStateError(f"transaction {transaction_id} not ongoing")
                 txn.batches.append((tp, batch))
                 return ProduceResult(-1)
             return ProduceResult(self._append(tp, batch))

@@ -123,7 +123,7 @@ def produce_transaction(
             producer_id=identity.producer_id,
             producer_generation=identity.producer_generation,
             base_sequence=0,
-            transaction_id=transaction_id,
+            transactional=True,
         )
         for value in values:
             builder.append(value)

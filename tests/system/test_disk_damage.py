@@ -106,6 +106,7 @@ class _Transactions:
                 codec,
                 keyed=True,
             ),
+            transaction_id=self.transaction_id,
         )
         self.sequences[where] = sequence + len(values)
 

@@ -91,21 +91,30 @@ def test_produce_and_commit_on_a_full_disk(server: tuple[ServerProcess, Path]) -
         transaction_id = remote.begin_transaction(
             identity.producer_id, identity.producer_generation
         )
-        remote.produce("t", 0, batch([b"txn-1"], identity, 0, transaction_id))
+        remote.produce(
+            "t", 0, batch([b"txn-1"], identity, 0, transaction_id), transaction_id=transaction_id
+        )
         remote.commit_transaction(
             transaction_id, identity.producer_id, identity.producer_generation, True
         )
         transaction_id = remote.begin_transaction(
             identity.producer_id, identity.producer_generation
         )
-        remote.produce("t", 0, batch([b"txn-2"], identity, 0, transaction_id))
+        remote.produce(
+            "t", 0, batch([b"txn-2"], identity, 0, transaction_id), transaction_id=transaction_id
+        )
 
         marker.touch()  # the disk is full
         with pytest.raises(DiskFullError) as plain_error:
             remote.produce("t", 0, batch([b"plain-3"]))
         _check_disk_full(plain_error.value)
         with pytest.raises(DiskFullError) as journal_error:
-            remote.produce("t", 0, batch([b"txn-3"], identity, 1, transaction_id))
+            remote.produce(
+                "t",
+                0,
+                batch([b"txn-3"], identity, 1, transaction_id),
+                transaction_id=transaction_id,
+            )
         _check_disk_full(journal_error.value)
         with pytest.raises(DiskFullError) as commit_error:
             remote.commit_transaction(
@@ -128,7 +137,9 @@ def test_produce_and_commit_on_a_full_disk(server: tuple[ServerProcess, Path]) -
 
         marker.unlink()  # space is back: the same calls, retried, succeed
         assert remote.produce("t", 0, batch([b"plain-3"])).base_offset == 3
-        remote.produce("t", 0, batch([b"txn-3"], identity, 1, transaction_id))
+        remote.produce(
+            "t", 0, batch([b"txn-3"], identity, 1, transaction_id), transaction_id=transaction_id
+        )
         remote.commit_transaction(
             transaction_id, identity.producer_id, identity.producer_generation, True
         )
@@ -156,8 +167,15 @@ def test_a_full_disk_while_applying_a_commit_is_retried(tmp_path: Path) -> None:
             transaction_id = broker.begin_transaction(
                 identity.producer_id, identity.producer_generation
             )
-            broker.produce("t", 0, batch([b"a", b"b"], identity, 0, transaction_id))
-            broker.produce("t", 0, batch([b"c"], identity, 2, transaction_id))
+            broker.produce(
+                "t",
+                0,
+                batch([b"a", b"b"], identity, 0, transaction_id),
+                transaction_id=transaction_id,
+            )
+            broker.produce(
+                "t", 0, batch([b"c"], identity, 2, transaction_id), transaction_id=transaction_id
+            )
             # Hit 1 is PREPARE_COMMIT (it goes through); hits 2..4 are copy attempts.
             failpoints.arm("log.before_write", "enospc", on_hit=2, times=3)
             broker.commit_transaction(transaction_id, identity.producer_id, 0)
@@ -298,7 +316,12 @@ def test_the_broker_starts_read_only_on_a_full_disk(
                 transaction_id = remote.begin_transaction(
                     identity.producer_id, identity.producer_generation
                 )
-                remote.produce("t", 0, batch([b"txn"], identity, 0, transaction_id))
+                remote.produce(
+                    "t",
+                    0,
+                    batch([b"txn"], identity, 0, transaction_id),
+                    transaction_id=transaction_id,
+                )
                 remote.commit_transaction(
                     transaction_id, identity.producer_id, identity.producer_generation, True
                 )
@@ -346,7 +369,12 @@ def test_a_copy_torn_by_a_kill_does_not_stop_a_start_on_a_full_disk(tmp_path: Pa
                 identity.producer_id, identity.producer_generation
             )
             for n in range(4):
-                broker.produce("t", 0, batch([b"txn-%d" % n], identity, n, transaction_id))
+                broker.produce(
+                    "t",
+                    0,
+                    batch([b"txn-%d" % n], identity, n, transaction_id),
+                    transaction_id=transaction_id,
+                )
             failpoints.arm("copier.after_batch", "crash", on_hit=2)
             broker.commit_transaction(transaction_id, identity.producer_id, 0)
             time.sleep(10)

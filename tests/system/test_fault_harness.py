@@ -222,9 +222,9 @@ def test_a_retried_end_learns_the_outcome_after_a_checkpoint_and_a_restart(
                 producer_id=identity.producer_id,
                 producer_generation=identity.producer_generation,
                 base_sequence=0,
-                transaction_id=txn_id,
+                transactional=True,
             )
-            broker.produce("t", 0, batch)
+            broker.produce("t", 0, batch, transaction_id=txn_id)
             if end is None:
                 broker.abort_transaction(txn_id, identity.producer_id, identity.producer_generation)
             else:

@@ -240,7 +240,12 @@ class Txn:
 
     def send(self, partition: int, values: list[bytes]) -> None:
         sequence = self.sequences.get(partition, 0)
-        self.broker.produce(TOPIC, partition, self.batch(self.transaction_id, sequence, values))
+        self.broker.produce(
+            TOPIC,
+            partition,
+            self.batch(self.transaction_id, sequence, values),
+            transaction_id=self.transaction_id,
+        )
         self.sequences[partition] = sequence + len(values)
 
     def batch(self, transaction_id: int, sequence: int, values: list[bytes]) -> bytes:
@@ -250,7 +255,7 @@ class Txn:
             producer_id=self.identity.producer_id,
             producer_generation=self.identity.producer_generation,
             base_sequence=sequence,
-            transaction_id=transaction_id,
+            transactional=True,
         )
 
     def commit(self) -> None:
@@ -341,7 +346,7 @@ def test_stale_apply_deliveries_change_nothing(tmp_path: Path) -> None:
         # Late sends of the earlier transactions are refused too, and journal nothing.
         for stale in (committed, aborted):
             with pytest.raises(InvalidTxnStateError):
-                broker.produce(TOPIC, 0, producer.batch(stale, 10, [b"late"]))
+                broker.produce(TOPIC, 0, producer.batch(stale, 10, [b"late"]), transaction_id=stale)
         assert journal_view(broker, later) == open_before
 
         producer.commit()  # T3 commits: all of it, once, after T1's records

@@ -50,11 +50,11 @@ def main() -> None:
             producer_id=identity.producer_id,
             producer_generation=identity.producer_generation,
             base_sequence=0,
-            transaction_id=txn_id,
+            transactional=True,
         )
         for record in chunk:
             builder.append(b"out-" + (record.value or b""))
-        broker.produce("output", 0, builder.build())
+        broker.produce("output", 0, builder.build(), transaction_id=txn_id)
         position = chunk[-1].offset + 1
         broker.send_offsets_to_transaction(
             txn_id, identity.producer_id, identity.producer_generation, GROUP, {INPUT: position}

@@ -42,10 +42,10 @@ def main() -> None:
                 producer_id=identity.producer_id,
                 producer_generation=identity.producer_generation,
                 base_sequence=0,
-                transaction_id=txn_id,
+                transactional=True,
             )
             builder.append(f"{name}-{partition}".encode())
-            broker.produce(TOPIC, partition, builder.build())
+            broker.produce(TOPIC, partition, builder.build(), transaction_id=txn_id)
         described[name] = {
             "transaction_id": txn_id,
             "producer_id": identity.producer_id,

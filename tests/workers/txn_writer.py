@@ -38,11 +38,11 @@ def main() -> None:
                     producer_id=identity.producer_id,
                     producer_generation=identity.producer_generation,
                     base_sequence=batch_number * 3,
-                    transaction_id=txn_id,
+                    transactional=True,
                 )
                 for i in range(3):
                     builder.append(f"t{number}-p{partition}-{batch_number * 3 + i}".encode())
-                broker.produce(TOPIC, partition, builder.build())
+                broker.produce(TOPIC, partition, builder.build(), transaction_id=txn_id)
         broker.commit_transaction(txn_id, identity.producer_id, identity.producer_generation)
         print(f"COMMITTED {number}", flush=True)
     broker.close()

@@ -87,10 +87,13 @@ def zombie(server: str, topic: str, transactional_id: str, timeout_ms: int) -> N
             producer_id=old[0],
             producer_generation=old[1],
             base_sequence=RECORDS_PER_PARTITION,
-            transaction_id=transaction_id,
+            transactional=True,
         )
         for partition in range(partitions):
-            attempt("raw-produce", lambda p=partition: broker.produce(topic, p, late))
+            attempt(
+                "raw-produce",
+                lambda p=partition: broker.produce(topic, p, late, transaction_id=transaction_id),
+            )
         attempt(
             "raw-add-partitions",
             lambda: broker.add_partitions_to_transaction(

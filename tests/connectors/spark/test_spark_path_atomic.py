@@ -64,7 +64,9 @@ def _committed_transaction(broker: Broker, batches: int) -> None:
     transaction_id = broker.begin_transaction(identity.producer_id, identity.producer_generation)
     for n in range(batches):
         values = [b"txn-%d-%d" % (n, i) for i in range(3)]
-        broker.produce("t", 0, batch(values, identity, 3 * n, transaction_id))
+        broker.produce(
+            "t", 0, batch(values, identity, 3 * n, transaction_id), transaction_id=transaction_id
+        )
     broker.commit_transaction(transaction_id, identity.producer_id, identity.producer_generation)
 
 

@@ -60,7 +60,10 @@ class Txn:
         tp = TopicPartition(topic, partition)
         sequence = self.sequences.get(tp, 0)
         self.broker.produce(
-            topic, partition, batch(values, self.identity, sequence, self.transaction_id)
+            topic,
+            partition,
+            batch(values, self.identity, sequence, self.transaction_id),
+            transaction_id=self.transaction_id,
         )
         self.sequences[tp] = sequence + len(values)
 
@@ -108,7 +111,12 @@ def test_a_first_batch_that_skips_sequences_is_refused(broker: Broker) -> None:
     txn = Txn(broker, "gappy")
     txn.begin()
     with pytest.raises(OutOfOrderSequenceError, match=r"0\.\.4 never arrived"):
-        broker.produce("orders", 0, batch([b"x"], txn.identity, 5, txn.transaction_id))
+        broker.produce(
+            "orders",
+            0,
+            batch([b"x"], txn.identity, 5, txn.transaction_id),
+            transaction_id=txn.transaction_id,
+        )
     txn.send("orders", 0, [b"a", b"b"])  # from 0: accepted
     txn.commit()
     assert read_all(broker, "orders", 0) == [b"a", b"b"]

@@ -51,7 +51,9 @@ def test_a_transaction_is_open_then_timed_through_commit_and_apply(broker: Broke
     identity = broker.init_producer("loader")
     journal_fsyncs_before = fsync_latency.LOCAL_JOURNAL.snapshot().count
     transaction_id = broker.begin_transaction(identity.producer_id, identity.producer_generation)
-    broker.produce("orders", 1, batch([b"x", b"y"], identity, 0, transaction_id))
+    broker.produce(
+        "orders", 1, batch([b"x", b"y"], identity, 0, transaction_id), transaction_id=transaction_id
+    )
     during = broker.stats()
     assert during.open_transactions == 1
     assert 0 <= during.oldest_open_transaction_age_s < 60
@@ -71,7 +73,9 @@ def test_a_transaction_is_open_then_timed_through_commit_and_apply(broker: Broke
 def test_an_aborted_transaction_is_no_commit_and_no_apply(broker: Broker) -> None:
     identity = broker.init_producer("loader")
     transaction_id = broker.begin_transaction(identity.producer_id, identity.producer_generation)
-    broker.produce("orders", 1, batch([b"x"], identity, 0, transaction_id))
+    broker.produce(
+        "orders", 1, batch([b"x"], identity, 0, transaction_id), transaction_id=transaction_id
+    )
     broker.abort_transaction(
         transaction_id, identity.producer_id, identity.producer_generation, wait_for_applied=True
     )

@@ -208,7 +208,7 @@ def _transactional(
         producer_id=99,
         producer_generation=0,
         base_sequence=sequence,
-        transaction_id=transaction_id,
+        transactional=True,
     )
     for key, value in writes:
         builder.append(value, key=key, timestamp_ms=1_700_000_000_000)

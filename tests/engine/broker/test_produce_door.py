@@ -43,7 +43,7 @@ def batch_around(
     *,
     producer_id: int = -1,
     producer_generation: int = -1,
-    transaction_id: int = -1,
+    transactional: bool = False,
 ) -> bytes:
     """A batch with a valid CRC around any records section, as a hostile client sends."""
     return support_batch_around(
@@ -54,7 +54,7 @@ def batch_around(
         timestamp_ms=1_700_000_000_000,
         producer_id=producer_id,
         producer_generation=producer_generation,
-        transaction_id=transaction_id,
+        transactional=transactional,
     )
 
 
@@ -110,10 +110,10 @@ def test_a_transactional_batch_with_bad_records_is_refused_before_the_journal(
         1,
         producer_id=identity.producer_id,
         producer_generation=identity.producer_generation,
-        transaction_id=transaction_id,
+        transactional=True,
     )
     with pytest.raises(InvalidRecordError, match=r"orders-0.*record 1 has offset delta 0"):
-        broker.produce("orders", 0, batch)
+        broker.produce("orders", 0, batch, transaction_id=transaction_id)
     assert broker._partition("orders", 0).journaled_entries(transaction_id) == 0
 
 

@@ -48,7 +48,12 @@ def test_retention_keeps_a_copy_not_yet_recorded_applied(tmp_path: Path, action:
         )
         for number in range(BATCHES):
             values = [f"txn-{number}-{n}".encode() * 3 for n in range(2)]
-            broker.produce("t", 0, batch(values, producer, 2 * number, transaction_id, "none"))
+            broker.produce(
+                "t",
+                0,
+                batch(values, producer, 2 * number, transaction_id, "none"),
+                transaction_id=transaction_id,
+            )
         partition = broker._partition("t", 0)
         # Recording APPLYING succeeds (hit 1), recording APPLIED fails until disarmed.
         failpoints.arm("journal.before_sync", action, on_hit=2, times=1_000_000)
@@ -99,7 +104,12 @@ def test_a_directory_whose_applying_copy_lost_its_start_opens_and_completes(
         )
         for number in range(BATCHES):
             values = [f"txn-{number}-{n}".encode() * 3 for n in range(2)]
-            broker.produce("t", 0, batch(values, producer, 2 * number, transaction_id, "none"))
+            broker.produce(
+                "t",
+                0,
+                batch(values, producer, 2 * number, transaction_id, "none"),
+                transaction_id=transaction_id,
+            )
         partition = broker._partition("t", 0)
         failpoints.arm("journal.before_sync", "enospc", on_hit=2, times=1_000_000)
         broker.commit_transaction(

@@ -42,8 +42,18 @@ def test_a_deleted_topics_open_transaction_never_lands_in_its_namesake(tmp_path:
         transaction_id = broker.begin_transaction(
             producer.producer_id, producer.producer_generation
         )
-        broker.produce("t", 0, batch([b"old-topic"], producer, 0, transaction_id))
-        broker.produce("other", 0, batch([b"other-topic"], producer, 0, transaction_id))
+        broker.produce(
+            "t",
+            0,
+            batch([b"old-topic"], producer, 0, transaction_id),
+            transaction_id=transaction_id,
+        )
+        broker.produce(
+            "other",
+            0,
+            batch([b"other-topic"], producer, 0, transaction_id),
+            transaction_id=transaction_id,
+        )
         broker.delete_topic("t")
         broker.create_topic("t")
         with pytest.raises(InvalidTxnStateError):  # deleting "t" aborted it
@@ -60,7 +70,12 @@ def test_a_deleted_topics_open_transaction_never_lands_in_its_namesake(tmp_path:
         transaction_id = broker.begin_transaction(
             producer.producer_id, producer.producer_generation
         )
-        broker.produce("t", 0, batch([b"new-topic"], producer, 0, transaction_id))
+        broker.produce(
+            "t",
+            0,
+            batch([b"new-topic"], producer, 0, transaction_id),
+            transaction_id=transaction_id,
+        )
         broker.commit_transaction(
             transaction_id, producer.producer_id, producer.producer_generation, True
         )
@@ -154,7 +169,9 @@ def test_a_decided_copy_that_does_not_finish_refuses_the_deletion(
         transaction_id = broker.begin_transaction(
             producer.producer_id, producer.producer_generation
         )
-        broker.produce("t", 0, batch([b"decided"], producer, 0, transaction_id))
+        broker.produce(
+            "t", 0, batch([b"decided"], producer, 0, transaction_id), transaction_id=transaction_id
+        )
         failpoints.arm("journal.before_sync", "enospc", times=1_000_000)  # a full disk
         try:
             broker.commit_transaction(
@@ -167,7 +184,7 @@ def test_a_decided_copy_that_does_not_finish_refuses_the_deletion(
             other = broker.init_producer("other")
             second = broker.begin_transaction(other.producer_id, other.producer_generation)
             failpoints.disarm_all()
-            broker.produce("t", 0, batch([b"later"], other, 0, second))
+            broker.produce("t", 0, batch([b"later"], other, 0, second), transaction_id=second)
         finally:
             failpoints.disarm_all()
         txn = broker._coordinator_for_id(transaction_id).transaction(transaction_id)

@@ -49,13 +49,16 @@ def test_offsets_are_dense_and_increasing(log: DataLog) -> None:
     log.check()
 
 
-def test_append_patches_only_the_base_offset(log: DataLog) -> None:
+def test_append_patches_only_the_base_offset_and_leader_epoch(log: DataLog) -> None:
     batch = make_batch(3)
+    assert batch[12:16] == b"\xff\xff\xff\xff"  # a producer writes no epoch (-1)
     log.append(make_batch(2))
     log.append(batch)
     stored = log.read(2, 1 << 20)
-    assert stored[8:] == batch[8:]  # the rest, CRC included, is the producer's bytes
+    assert stored[8:12] == batch[8:12]  # the length
+    assert stored[16:] == batch[16:]  # the rest, CRC included, is the producer's bytes
     assert int.from_bytes(stored[:8], "big") == 2
+    assert int.from_bytes(stored[12:16], "big", signed=True) == log.leader_epoch == 0
 
 
 def test_read_starts_at_the_batch_holding_the_offset(log: DataLog) -> None:
@@ -223,7 +226,7 @@ def test_append_many_without_validation_still_checks_structure(log: DataLog) -> 
     with pytest.raises(CorruptBatchError, match="batch length field is 0"):
         log.append_many([b"\x00" * 70], validate=False)
     no_magic = bytearray(make_batch(1))
-    no_magic[8 + 4] = 7
+    no_magic[8 + 4 + 4] = 7  # after offset, length and partition leader epoch
     with pytest.raises(CorruptBatchError, match="magic byte is 7"):
         log.append_many([bytes(no_magic)], validate=False)
     assert log.log_end_offset == 1

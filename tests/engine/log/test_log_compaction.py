@@ -197,8 +197,9 @@ def test_batches_that_keep_nothing_become_one_filler(tmp_path: Path) -> None:
         batches = all_batches(log)
         filler, kept = batches[0][0], batches[1]
         assert (filler.base_offset, filler.next_offset) == (0, 20)
-        assert filler.record_count == 0 and filler.size_bytes == 67
-        assert (filler.producer_id, filler.base_sequence, filler.transaction_id) == (-1, -1, -1)
+        assert filler.record_count == 0 and filler.size_bytes == 61
+        assert (filler.producer_id, filler.base_sequence) == (-1, -1)
+        assert filler.partition_leader_epoch == 0  # the epoch its batches were appended under
         assert filler.codec == CODEC_NONE and filler.max_timestamp_ms == TIMESTAMP_MS
         assert [r.value for r in kept[1]] == [b"last", b"last"]
         check_contiguous(log)

@@ -23,7 +23,7 @@ def test_defaults_are_the_documented_ones() -> None:
 @pytest.mark.parametrize(
     ("field", "value", "message"),
     [
-        ("segment_bytes", 10, r"segment_bytes \(segment.bytes\) is 10, expected 67\.\."),
+        ("segment_bytes", 10, r"segment_bytes \(segment.bytes\) is 10, expected 61\.\."),
         ("segment_bytes", 1 << 31, "segment_bytes"),
         ("segment_ms", 0, "segment_ms"),
         ("index_interval_bytes", -1, "index_interval_bytes"),

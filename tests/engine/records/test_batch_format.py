@@ -23,14 +23,14 @@ from twinlog.engine.records.batch_format import (
     CRC_OFFSET,
     HEADER_BYTES,
     MAGIC_OFFSET,
-    NO_TRANSACTION_ID,
+    NO_PARTITION_LEADER_EPOCH,
     BatchHeader,
     check_producer_batch,
     pack_header,
     read_header,
     unpack_header,
     validate_batch,
-    with_base_offset,
+    with_log_position,
 )
 from twinlog.engine.records.batch_reader import RecordBatch, iter_batches
 from twinlog.engine.records.compression import CODEC_NONE, CODEC_ZSTD
@@ -165,10 +165,11 @@ records = st.lists(
     records=records,
     compression=st.sampled_from(["none", "zstd"]),
     producer_id=st.integers(-1, (1 << 63) - 1),
-    producer_generation=st.integers(-1, (1 << 31) - 1),
+    producer_generation=st.integers(-1, (1 << 15) - 1),
     base_sequence=st.integers(-1, (1 << 31) - 1),
-    transaction_id=st.integers(-1, (1 << 63) - 1),
+    transactional=st.booleans(),
     base_offset=st.integers(0, 1 << 62),
+    partition_leader_epoch=st.integers(0, (1 << 31) - 1),
 )
 def test_batch_round_trip(
     records: list[tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]], int]],
@@ -176,24 +177,29 @@ def test_batch_round_trip(
     producer_id: int,
     producer_generation: int,
     base_sequence: int,
-    transaction_id: int,
+    transactional: bool,
     base_offset: int,
+    partition_leader_epoch: int,
 ) -> None:
     builder = RecordBatchBuilder(
         compression,
         producer_id=producer_id,
         producer_generation=producer_generation,
         base_sequence=base_sequence,
-        transaction_id=transaction_id,
+        transactional=transactional,
     )
     for key, value, record_headers, timestamp_ms in records:
         builder.append(value, key=key, headers=record_headers, timestamp_ms=timestamp_ms)
     built = builder.build()
-    patched = b"".join(bytes(piece) for piece in with_base_offset(built, base_offset))
+    assert unpack_header(built).partition_leader_epoch == NO_PARTITION_LEADER_EPOCH
+    pieces = with_log_position(built, base_offset, partition_leader_epoch)
+    assert len(bytes(pieces[0])) == 16  # only offset, length and epoch are new bytes
+    patched = b"".join(bytes(piece) for piece in pieces)
 
-    batch = RecordBatch(patched)
+    batch = RecordBatch(patched)  # checks the CRC: stamping did not break it
     header = batch.header
     assert header.base_offset == base_offset
+    assert header.partition_leader_epoch == partition_leader_epoch
     assert header.record_count == len(records) == header.last_offset_delta + 1
     assert header.codec == (CODEC_ZSTD if compression == "zstd" else CODEC_NONE)
     assert (header.producer_id, header.producer_generation, header.base_sequence) == (
@@ -201,8 +207,7 @@ def test_batch_round_trip(
         producer_generation,
         base_sequence,
     )
-    assert header.transaction_id == transaction_id
-    assert header.is_transactional == (transaction_id != NO_TRANSACTION_ID)
+    assert header.is_transactional == transactional
     assert header.first_timestamp_ms == records[0][3]
     assert header.max_timestamp_ms == max(r[3] for r in records)
     decoded = list(batch.records())
@@ -242,7 +247,7 @@ def test_unknown_compression_name() -> None:
 
 def _pinned_batch() -> bytes:
     builder = RecordBatchBuilder(
-        "none", producer_id=7, producer_generation=1, base_sequence=0, transaction_id=42
+        "none", producer_id=7, producer_generation=1, base_sequence=0, transactional=True
     )
     builder.append(b"hello", key=b"k1", timestamp_ms=1_700_000_000_000)
     builder.append(None, key=None, headers=[("h", b"v")], timestamp_ms=1_700_000_000_005)
@@ -254,17 +259,17 @@ def test_pinned_uncompressed_batch_bytes() -> None:
     batch = _pinned_batch()
     assert batch.hex() == (
         "0000000000000000"  # base_offset 0
-        "00000050"  # batch_length 80
+        "0000004a"  # batch_length 74
+        "ffffffff"  # partition_leader_epoch -1: not stamped by a log yet
         "02"  # magic
-        "a8b2597b"  # crc
+        "c619fc70"  # crc
         "0010"  # attributes: transactional, codec none
         "00000001"  # last_offset_delta
         "0000018bcfe56800"  # first_timestamp_ms
         "0000018bcfe56805"  # max_timestamp_ms
         "0000000000000007"  # producer_id
-        "00000001"  # producer_generation
+        "0001"  # producer_generation (Kafka's producerEpoch, int16)
         "00000000"  # base_sequence
-        "000000000000002a"  # transaction_id 42
         "00000002"  # record_count
         # record 0: length 13 (zig-zag 1a), attributes, ts delta 0, offset delta 0,
         # key length 2 (04) "k1", value length 5 (0a) "hello", 0 headers
@@ -289,7 +294,7 @@ def test_pinned_uncompressed_batch_bytes() -> None:
         "0268"
         "0276"
     )
-    assert crc32c(batch[ATTRIBUTES_OFFSET:]) == 0xA8B2597B
+    assert crc32c(batch[ATTRIBUTES_OFFSET:]) == 0xC619FC70
 
 
 def test_pinned_plain_batch_with_null_keys_and_no_headers() -> None:
@@ -305,7 +310,7 @@ def test_pinned_plain_batch_with_null_keys_and_no_headers() -> None:
     )
     after_crc = (
         struct.pack(
-            ">hiqqqiiqi",
+            ">hiqqqhii",
             0,  # attributes: codec none, create time, not transactional
             1,  # last_offset_delta
             1_700_000_000_000,  # first_timestamp_ms
@@ -313,15 +318,15 @@ def test_pinned_plain_batch_with_null_keys_and_no_headers() -> None:
             -1,  # producer_id: none
             -1,  # producer_generation: none
             -1,  # base_sequence: none
-            -1,  # transaction_id: none
             2,  # record_count
         )
         + records
     )
     crc = crc32c(after_crc)
-    assert crc == 0x95A94F53  # pinned: if this changes, the format (or CRC-32C) changed
-    expected = struct.pack(">qibI", 0, 4 + 1 + len(after_crc), 2, crc) + after_crc
-    assert len(expected) == 86
+    assert crc == 0xC10EBD68  # pinned: if this changes, the format (or CRC-32C) changed
+    # partition_leader_epoch -1: a producer writes none; the log stamps its own on append
+    expected = struct.pack(">qiibI", 0, 4 + 1 + 4 + len(after_crc), -1, 2, crc) + after_crc
+    assert len(expected) == 80
 
     builder = RecordBatchBuilder("none")
     builder.append(b"hello", key=None, timestamp_ms=1_700_000_000_000)
@@ -329,7 +334,8 @@ def test_pinned_plain_batch_with_null_keys_and_no_headers() -> None:
     batch = builder.build()
     assert batch.hex() == expected.hex()
     header = validate_batch(batch)
-    assert (header.crc, header.transaction_id, header.record_count) == (crc, NO_TRANSACTION_ID, 2)
+    assert (header.crc, header.is_transactional, header.record_count) == (crc, False, 2)
+    assert header.partition_leader_epoch == NO_PARTITION_LEADER_EPOCH
     records_read = list(RecordBatch(batch).records())
     assert [(r.key, r.value, r.headers) for r in records_read] == [
         (None, b"hello", ()),
@@ -345,21 +351,35 @@ i32 = st.integers(-(1 << 31), (1 << 31) - 1)
 
 @given(
     fields=st.tuples(
-        i64, st.integers(-(1 << 15), (1 << 15) - 1), i32, i64, i64, i64, i32, i32, i64
+        i64,
+        st.integers(-(1 << 15), (1 << 15) - 1),
+        i32,
+        i64,
+        i64,
+        i64,
+        st.integers(-1, (1 << 15) - 1),
+        i32,
     ),
+    partition_leader_epoch=i32,
     record_count=i32,
     records=st.binary(max_size=40),
 )
 def test_pack_header_and_unpack_header_round_trip(
-    fields: tuple[int, ...], record_count: int, records: bytes
+    fields: tuple[int, ...], partition_leader_epoch: int, record_count: int, records: bytes
 ) -> None:
     names = BatchHeader._fields
-    keywords = dict(zip(names[:1] + names[4:12], fields, strict=True))
+    keywords = dict(zip(names[:1] + names[5:12], fields, strict=True))
     buffer = bytearray(HEADER_BYTES) + records
-    pack_header(buffer, **keywords, record_count=record_count)
+    pack_header(
+        buffer,
+        **keywords,
+        record_count=record_count,
+        partition_leader_epoch=partition_leader_epoch,
+    )
     header = unpack_header(bytes(buffer))
     assert header._asdict() == {
         **keywords,
+        "partition_leader_epoch": partition_leader_epoch,
         "batch_length": len(buffer) - 12,
         "magic": 2,
         "crc": crc32c(bytes(buffer[ATTRIBUTES_OFFSET:])),
@@ -370,9 +390,9 @@ def test_pack_header_and_unpack_header_round_trip(
 
 def test_unpack_header_needs_the_whole_header() -> None:
     batch = build_batch([b"x"], "none")
-    with pytest.raises(CorruptBatchError, match="needs 67 bytes, found 66"):
+    with pytest.raises(CorruptBatchError, match="needs 61 bytes, found 60"):
         unpack_header(batch[: HEADER_BYTES - 1])
-    with pytest.raises(CorruptBatchError, match="needs 67 bytes, found 66"):
+    with pytest.raises(CorruptBatchError, match="needs 61 bytes, found 60"):
         unpack_header(batch[:HEADER_BYTES], 1)
 
 
@@ -524,7 +544,7 @@ def test_records_section_garbage_with_valid_crc_is_typed(data: st.DataObject) ->
 
 def test_iter_batches_walks_consecutive_batches() -> None:
     first = build_batch([b"1", b"2"], "zstd")
-    second = b"".join(bytes(p) for p in with_base_offset(build_batch([b"3"], "none"), 2))
+    second = b"".join(bytes(p) for p in with_log_position(build_batch([b"3"], "none"), 2, 0))
     values = [r.value for b in iter_batches(first + second) for r in b.records()]
     assert values == [b"1", b"2", b"3"]
     assert [

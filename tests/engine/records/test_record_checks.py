@@ -22,6 +22,7 @@ def header_of(record_count: int, last_offset_delta: int) -> BatchHeader:
     return BatchHeader(
         base_offset=100,
         batch_length=0,
+        partition_leader_epoch=-1,
         magic=2,
         crc=0,
         attributes=0,
@@ -31,7 +32,6 @@ def header_of(record_count: int, last_offset_delta: int) -> BatchHeader:
         producer_id=-1,
         producer_generation=-1,
         base_sequence=-1,
-        transaction_id=-1,
         record_count=record_count,
     )
 

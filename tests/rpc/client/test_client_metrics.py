@@ -88,7 +88,9 @@ def test_a_measured_pipe_times_answers_and_counts_bytes() -> None:
     answers: list[Future[ProduceResult]] = []
 
     class HeldPipe:
-        def submit(self, topic: str, partition: int, batch: bytes) -> Future[ProduceResult]:
+        def submit(
+            self, topic: str, partition: int, batch: bytes, transaction_id: int = -1
+        ) -> Future[ProduceResult]:
             answers.append(Future())
             return answers[-1]
 

@@ -24,10 +24,17 @@ class HangingBroker(FakeBroker):
         self.hanging = threading.Event()
         self.answer = threading.Event()
 
-    def produce(self, topic: str, partition: int, batch: bytes, attempt: str = "") -> ProduceResult:
+    def produce(
+        self,
+        topic: str,
+        partition: int,
+        batch: bytes,
+        attempt: str = "",
+        transaction_id: int = -1,
+    ) -> ProduceResult:
         self.hanging.set()
         self.answer.wait(HANG_S)
-        return super().produce(topic, partition, batch, attempt)
+        return super().produce(topic, partition, batch, attempt, transaction_id)
 
 
 def test_in_flight_and_queued_records_expire_at_their_deadline() -> None:

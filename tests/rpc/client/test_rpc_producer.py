@@ -34,12 +34,19 @@ class RecordingBroker(FakeBroker):
         self.batches: list[tuple[int, int, int]] = []
         self.refuse_bytes_over = refuse_bytes_over
 
-    def produce(self, topic: str, partition: int, batch: bytes, attempt: str = "") -> ProduceResult:
+    def produce(
+        self,
+        topic: str,
+        partition: int,
+        batch: bytes,
+        attempt: str = "",
+        transaction_id: int = -1,
+    ) -> ProduceResult:
         if self.refuse_bytes_over is not None and len(batch) > self.refuse_bytes_over:
             raise BatchTooLargeError(f"batch of {len(batch)} bytes; limit {self.refuse_bytes_over}")
         header = RecordBatch(batch).header
         self.batches.append((partition, header.record_count, header.base_sequence))
-        return super().produce(topic, partition, batch, attempt)
+        return super().produce(topic, partition, batch, attempt, transaction_id)
 
 
 def test_batches_fill_to_batch_bytes() -> None:
@@ -85,10 +92,15 @@ def test_send_blocks_when_the_buffer_is_full_then_fails_clearly() -> None:
 
     class StuckBroker(FakeBroker):
         def produce(
-            self, topic: str, partition: int, batch: bytes, attempt: str = ""
+            self,
+            topic: str,
+            partition: int,
+            batch: bytes,
+            attempt: str = "",
+            transaction_id: int = -1,
         ) -> ProduceResult:
             gate.wait(10)
-            return super().produce(topic, partition, batch, attempt)
+            return super().produce(topic, partition, batch, attempt, transaction_id)
 
     broker = StuckBroker()
     broker.create_topic("t", 1)

@@ -35,6 +35,7 @@ import hashlib
 import itertools
 import os
 import resource
+import struct
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -50,11 +51,18 @@ from hypothesis import strategies as st
 from server_process import ServerProcess
 from zstandard import ZstdCompressor
 
+from twinlog.engine.base.crc32c import crc32c
 from twinlog.engine.base.errors import InvalidRecordError
 from twinlog.engine.base.types import TopicPartition
 from twinlog.engine.broker.config import BrokerConfig
 from twinlog.engine.records.batch_builder import RecordBatchBuilder, encode_record
-from twinlog.engine.records.batch_format import RECORDS_OFFSET, pack_header, read_header
+from twinlog.engine.records.batch_format import (
+    ATTRIBUTES_OFFSET,
+    CRC_OFFSET,
+    RECORDS_OFFSET,
+    pack_header,
+    read_header,
+)
 from twinlog.engine.records.compression import CODEC_NONE, CODEC_ZSTD, compress
 from twinlog.engine.records.record_decoder import decode_records
 from twinlog.rpc.client.connection import ConnectionOptions
@@ -163,16 +171,25 @@ OPEN_TXN_TIMEOUT_MS = 15 * 60_000
 def txn_batch(
     transaction_id: int, producer: tuple[int, int], base_sequence: int, values: Sequence[bytes]
 ) -> bytes:
+    """A transactional batch of ``producer``; ``transaction_id`` is for the request, not the
+    batch (which names none). A generation an int16 cannot hold is written as a hostile
+    client would: its low 16 bits, CRC recomputed."""
     builder = RecordBatchBuilder(
         "none",
         producer_id=producer[0],
-        producer_generation=producer[1],
+        producer_generation=0,
         base_sequence=base_sequence,
-        transaction_id=transaction_id,
+        transactional=True,
     )
     for value in values:
         builder.append(value, key=b"k")
-    return builder.build()
+    batch = bytearray(builder.build())
+    struct.pack_into(">H", batch, GENERATION_OFFSET, producer[1] & 0xFFFF)
+    struct.pack_into(">I", batch, CRC_OFFSET, crc32c(bytes(batch[ATTRIBUTES_OFFSET:])))
+    return bytes(batch)
+
+
+GENERATION_OFFSET = struct.calcsize(">qiibIhiqqq")  # after the producer id
 
 
 def seed(remote: RemoteBroker) -> Seed:
@@ -192,15 +209,19 @@ def seed(remote: RemoteBroker) -> Seed:
     first = remote.init_producer(VICTIM, OPEN_TXN_TIMEOUT_MS)
     gen0 = (first.producer_id, first.producer_generation)
     committed = remote.begin_transaction(*gen0)
-    remote.produce("known", 0, txn_batch(committed, gen0, 0, [b"t0-a", b"t0-b"]))
+    remote.produce(
+        "known", 0, txn_batch(committed, gen0, 0, [b"t0-a", b"t0-b"]), transaction_id=committed
+    )
     remote.commit_transaction(committed, *gen0, wait_for_applied=True)
     aborted = remote.begin_transaction(*gen0)
-    remote.produce("known", 1, txn_batch(aborted, gen0, 0, [b"t0b-never"]))
+    remote.produce("known", 1, txn_batch(aborted, gen0, 0, [b"t0b-never"]), transaction_id=aborted)
     second = remote.init_producer(VICTIM, OPEN_TXN_TIMEOUT_MS)  # fences gen0, aborts `aborted`
     victim = (second.producer_id, second.producer_generation)
     assert victim == (gen0[0], 1)
     open_txn = remote.begin_transaction(*victim, request_id=77)
-    remote.produce("known", 1, txn_batch(open_txn, victim, 0, [b"t1-a", b"t1-b"]))
+    remote.produce(
+        "known", 1, txn_batch(open_txn, victim, 0, [b"t1-a", b"t1-b"]), transaction_id=open_txn
+    )
     remote.send_offsets_to_transaction(
         open_txn, *victim, HELD_GROUP, {TopicPartition("known", 0): 1}
     )
@@ -485,10 +506,12 @@ def any_batch(seeded: Seed) -> st.SearchStrategy[bytes]:
 
 
 def corrupted(batches: st.SearchStrategy[bytes]) -> st.SearchStrategy[bytes]:
-    """A batch broken past its base offset (the only bytes a CRC does not cover)."""
+    """A batch broken past its base offset and outside its partition leader epoch (the only
+    bytes a CRC does not cover, both overwritten by the log)."""
 
     def flip(batch: bytes, position: int, mask: int) -> bytes:
-        where = 8 + position % (len(batch) - 8)
+        where = 8 + position % (len(batch) - 12)
+        where = where if where < 12 else where + 4  # skip bytes 12..15, the epoch
         return batch[:where] + bytes([batch[where] ^ mask]) + batch[where + 1 :]
 
     return st.one_of(
@@ -571,9 +594,10 @@ def hostile_produce_requests(seeded: Seed) -> st.SearchStrategy[produce_pb2.Prod
         st.integers(1, 2**30),
         record_values(),
     )
-    # A plain batch is valid anywhere it lands; a transactional one needs its owner.
+    # A plain batch is valid anywhere it lands; a transactional one needs its owner. The
+    # request names no transaction, so the victim's batch would join its open transaction.
     transactional = any_batch(seeded).filter(
-        lambda b: _owner_of(b)[0] != -1 and _owner_of(b) != (seeded.open_txn, *seeded.victim)
+        lambda b: _owner_of(b)[0] and _owner_of(b)[1:] != tuple(seeded.victim)
     )
     attempts = st.one_of(st.just(""), st.text(max_size=20))
     cases = st.one_of(
@@ -609,9 +633,9 @@ def hostile_produce_requests(seeded: Seed) -> st.SearchStrategy[produce_pb2.Prod
     )
 
 
-def _owner_of(batch: bytes) -> tuple[int, int, int]:
+def _owner_of(batch: bytes) -> tuple[bool, int, int]:
     header = read_header(batch)
-    return header.transaction_id, header.producer_id, header.producer_generation
+    return header.is_transactional, header.producer_id, header.producer_generation
 
 
 # --- strategies: batches whose CRC holds and whose records do not -------------------------
@@ -644,7 +668,6 @@ def forged_batch(
         producer_id=producer_id,
         producer_generation=generation,
         base_sequence=sequence,
-        transaction_id=transaction_id,
         record_count=record_count,
     )
     return bytes(buffer)
@@ -1358,7 +1381,9 @@ def test_random_requests_get_clear_statuses(tmp_path: Path) -> None:
             identity = remote.init_producer("after-the-storm")
             producer = (identity.producer_id, identity.producer_generation)
             txn = remote.begin_transaction(*producer)
-            remote.produce(name, 0, txn_batch(txn, producer, 0, [b"still", b"here"]))
+            remote.produce(
+                name, 0, txn_batch(txn, producer, 0, [b"still", b"here"]), transaction_id=txn
+            )
             remote.commit_transaction(txn, *producer, wait_for_applied=True)
             assert remote.fetch(name, 0, 0).log_end_offset == 2
         assert server.stop() == 0, server.log()[-5000:]

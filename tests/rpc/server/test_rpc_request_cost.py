@@ -48,7 +48,7 @@ def served(server: RpcServer) -> tuple[Broker, str]:
     return server.broker, server.address  # type: ignore[return-value]
 
 
-def bad_deltas_batch(transaction_id: int = -1, producer: tuple[int, int] = (-1, -1)) -> bytes:
+def bad_deltas_batch(transactional: bool = False, producer: tuple[int, int] = (-1, -1)) -> bytes:
     """Three records whose offset deltas repeat (0, 0, 0): consumers would see 3, 3, 3."""
     section = b"".join(encode_record(0, 0, b"k", b"v", None) for _ in range(3))
     return batch_around(
@@ -57,7 +57,7 @@ def bad_deltas_batch(transaction_id: int = -1, producer: tuple[int, int] = (-1, 
         timestamp_ms=1_700_000_000_000,
         producer_id=producer[0],
         producer_generation=producer[1],
-        transaction_id=transaction_id,
+        transactional=transactional,
     )
 
 
@@ -94,10 +94,10 @@ def test_idle_long_polls_do_not_make_another_clients_commit_wait(
             producer_id=producer[0],
             producer_generation=producer[1],
             base_sequence=0,
-            transaction_id=transaction_id,
+            transactional=True,
         )
         builder.append(b"paid")
-        remote.produce("orders", 0, builder.build())
+        remote.produce("orders", 0, builder.build(), transaction_id=transaction_id)
         remote.commit_transaction(transaction_id, *producer, wait_for_applied=True)
         waited_s = time.monotonic() - began
     for poller in pollers:
@@ -156,7 +156,9 @@ def test_bad_records_are_refused_over_grpc_naming_topic_and_partition(
         transaction_id = remote.begin_transaction(*producer)
         remote.add_partitions_to_transaction(transaction_id, *producer, [("orders", 0)])  # type: ignore[list-item]
         with pytest.raises(InvalidRecordError, match="orders-0"):
-            remote.produce("orders", 0, bad_deltas_batch(transaction_id, producer))
+            remote.produce(
+                "orders", 0, bad_deltas_batch(True, producer), transaction_id=transaction_id
+            )
         assert remote.fetch("orders", 1, 0).log_end_offset == 0
 
 

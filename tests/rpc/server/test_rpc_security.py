@@ -208,7 +208,7 @@ def _bob_tries_everything(address: str, producer_id: int, generation: int, txn: 
             producer_id=producer_id,
             producer_generation=generation,
             base_sequence=5,
-            transaction_id=txn,
+            transactional=True,
         )
         with pytest.raises(AuthorizationError, match=refused):
             bob.produce("shared-txn", 0, injected)

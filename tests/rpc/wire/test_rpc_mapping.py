@@ -216,11 +216,18 @@ class FlakyBroker(FakeBroker):
         super().__init__()
         self.failures = failures
 
-    def produce(self, topic: str, partition: int, batch: bytes, attempt: str = "") -> ProduceResult:
+    def produce(
+        self,
+        topic: str,
+        partition: int,
+        batch: bytes,
+        attempt: str = "",
+        transaction_id: int = -1,
+    ) -> ProduceResult:
         if self.failures > 0:
             self.failures -= 1
             raise NotEnoughResourcesError("busy; retry later")
-        return super().produce(topic, partition, batch, attempt)
+        return super().produce(topic, partition, batch, attempt, transaction_id)
 
 
 def test_retriable_errors_are_retried_without_duplicates() -> None:

@@ -28,18 +28,20 @@ class InitProducerResponse(_message.Message):
     def __init__(self, producer_id: _Optional[int] = ..., producer_generation: _Optional[int] = ...) -> None: ...
 
 class ProduceRequest(_message.Message):
-    __slots__ = ("topic", "partition", "batch", "correlation_id", "attempt")
+    __slots__ = ("topic", "partition", "batch", "correlation_id", "attempt", "transaction_id")
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     PARTITION_FIELD_NUMBER: _ClassVar[int]
     BATCH_FIELD_NUMBER: _ClassVar[int]
     CORRELATION_ID_FIELD_NUMBER: _ClassVar[int]
     ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    TRANSACTION_ID_FIELD_NUMBER: _ClassVar[int]
     topic: str
     partition: int
     batch: bytes
     correlation_id: int
     attempt: str
-    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., batch: _Optional[bytes] = ..., correlation_id: _Optional[int] = ..., attempt: _Optional[str] = ...) -> None: ...
+    transaction_id: int
+    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., batch: _Optional[bytes] = ..., correlation_id: _Optional[int] = ..., attempt: _Optional[str] = ..., transaction_id: _Optional[int] = ...) -> None: ...
 
 class ProduceResponse(_message.Message):
     __slots__ = ("base_offset", "duplicate", "correlation_id", "error")
