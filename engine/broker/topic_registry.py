@@ -79,6 +79,7 @@ class TopicRegistry:
         self.topics: dict[str, TopicMeta] = {}
         self.cluster_id = ""  # "": not given yet
         self.data_dir_id = ""
+        self._batch_format_stored = False
         if self.path.exists():
             try:
                 stored = json.loads(read_checked(self.path))
@@ -97,15 +98,19 @@ class TopicRegistry:
                 raise CorruptJournalError(
                     f"{self.path}: topic metadata is damaged ({error}); restore it from a backup"
                 ) from None
-            if stored["version"] != VERSION or stored.get(BATCH_FORMAT_KEY) != BATCH_FORMAT:
+            # A file from before ``batch_format`` gets it from the broker's store
+            # (``ensure_identity``), never from a read-only reader such as the Spark connector.
+            self._batch_format_stored = stored.get(BATCH_FORMAT_KEY) == BATCH_FORMAT
+            if stored["version"] != VERSION:
                 self._save()  # the ids just given must be the same at every later open
         else:
             self.journal_partitions = journal_partitions
             self._save()
 
     def ensure_identity(self) -> None:
-        """Give the directory its ``cluster_id`` and ``data_dir_id`` if it has none yet."""
-        if self.cluster_id and self.data_dir_id:
+        """Give the directory its ``cluster_id`` and ``data_dir_id`` if it has none yet (and
+        write ``batch_format`` into a file from before it: the broker checked the logs)."""
+        if self.cluster_id and self.data_dir_id and self._batch_format_stored:
             return
         before = self.cluster_id, self.data_dir_id
         self.cluster_id = self.cluster_id or new_topic_id()
@@ -129,6 +134,7 @@ class TopicRegistry:
             },
         }
         replace_file(self.path, with_checksum(json.dumps(document, indent=1).encode()))
+        self._batch_format_stored = True
 
     def get(self, name: str) -> TopicMeta:
         topic = self.topics.get(name)
