@@ -467,7 +467,7 @@ class Broker:
                 PartitionDescription(
                     partition=partition_index,
                     log_start_offset=partition.log.log_start_offset,
-                    log_end_offset=partition.log.log_end_offset,
+                    log_end_offset=partition.high_watermark.value,  # what consumers may read
                     journal_entries_pending=entries,
                     journal_bytes_pending=size_bytes,
                 )
@@ -700,15 +700,20 @@ class Broker:
         return self._partition(topic, partition).fetch(offset, max_bytes, max_wait_ms, min_bytes)
 
     def list_offset(self, topic: str, partition: int, spec: str | int) -> int:
-        """``"earliest"``, ``"latest"`` or a timestamp in ms (first offset at or after it)."""
+        """``"earliest"``, ``"latest"`` or a timestamp in ms (first offset at or after it).
+
+        "latest", and a timestamp after every committed record, answer the high
+        watermark: a consumer never learns an offset it may not read.
+        """
         target = self._partition(topic, partition)
         if spec == "earliest":
             return target.log.log_start_offset
+        high_watermark = target.high_watermark.value
         if spec == "latest":
-            return target.log.log_end_offset
+            return high_watermark
         if isinstance(spec, int) and not isinstance(spec, bool):
             found = target.log.offset_for_timestamp(spec)
-            return target.log.log_end_offset if found is None else found
+            return high_watermark if found is None else min(found, high_watermark)
         raise InvalidConfigError(
             f"offset spec {spec!r}: use 'earliest', 'latest' or a timestamp in ms"
         )

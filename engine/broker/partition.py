@@ -9,7 +9,9 @@ with anything:
     APPLY_COMMIT/ABORT     journal -> data log (copier) -> wake fetchers
 
 Fetch is a long poll: a reader waits on ``data_arrived`` until enough bytes
-lie past its offset or its wait runs out.
+lie past its offset or its wait runs out. Consumers read below the high
+watermark only (``high_watermark``); on one node it follows the log end, moved
+after each append by the thread that made it.
 
 Thread rule: any thread may call any method. ``_plain_lock`` makes the
 sequence check and the append of plain batches one step; transactional
@@ -35,6 +37,7 @@ from twinlog.engine.base.types import (
 from twinlog.engine.broker.producer_state import SequenceTracker
 from twinlog.engine.broker.send_gate import SendGate
 from twinlog.engine.log import CompactionReport, DataLog, LogConfig, compact
+from twinlog.engine.log.high_watermark import HighWatermark, batches_below
 from twinlog.engine.records.batch_format import NO_PRODUCER_ID, BatchHeader
 from twinlog.journal import CopyState, LocalJournal
 
@@ -61,6 +64,7 @@ class Partition:
             # A torn copy is cut by now (that needs no space); the writer finishes the
             # copy before its next write, once space returns. Reads are served meanwhile.
             log.warning("%s: finishing a copy deferred: %s", self.name, error)
+        self.high_watermark = HighWatermark(self.log, directory)
         self._plain_lock = threading.Lock()
         self.send_gate = SendGate(self.name)
         self.data_arrived = threading.Condition()
@@ -88,6 +92,7 @@ class Partition:
                 return ProduceResult(check.base_offset, duplicate=True)
             base_offset = self.writer.append_plain(batch, validate=False)  # checked at the door
             self.sequences.observe(header, base_offset)
+            self._advance_high_watermark()
         self._wake_fetchers()
         return ProduceResult(base_offset)
 
@@ -151,6 +156,7 @@ class Partition:
         first_offset, next_offset = self.writer.apply_commit(
             transaction_id, attempts=tags, journaled_entries=journaled_entries
         )
+        self._advance_high_watermark()
         self._forget_transaction(transaction_id)
         self._wake_fetchers()
         return first_offset, next_offset
@@ -177,6 +183,16 @@ class Partition:
         applying = self.journal.transactions(self.name, [CopyState.APPLYING])
         return min((record.first_offset for record in applying), default=None)
 
+    # --- high watermark ----------------------------------------------------------------
+
+    def replicated_end(self) -> int:
+        """The offset below which every in-sync replica holds the log: on one node, the
+        log end. The replication layer replaces this; tests hold it back."""
+        return self.log.log_end_offset
+
+    def _advance_high_watermark(self) -> None:
+        self.high_watermark.advance_to(self.replicated_end())
+
     # --- reads -----------------------------------------------------------------------
 
     def _wake_fetchers(self) -> None:
@@ -186,10 +202,11 @@ class Partition:
     def fetch(
         self, offset: int, max_bytes: int, max_wait_ms: int = 0, min_bytes: int = 1
     ) -> FetchResult:
-        """Whole batches from ``offset``; waits up to ``max_wait_ms`` for ``min_bytes``."""
+        """Whole batches from ``offset`` below the high watermark; waits up to ``max_wait_ms``
+        for ``min_bytes``. The result's end is the high watermark, not the log end."""
         deadline = time.monotonic() + max(0, max_wait_ms) / 1000
         while True:
-            start, end = self.log.log_start_offset, self.log.log_end_offset
+            start, end = self.log.log_start_offset, self.high_watermark.value
             if offset < start or offset > end:
                 raise OffsetOutOfRangeError(
                     f"offset {offset} is outside {self.name}'s log [{start}, {end}); seek to "
@@ -197,12 +214,12 @@ class Partition:
                     start,
                     end,
                 )
-            records = self.log.read(offset, max_bytes) if offset < end else b""
+            records = batches_below(self.log.read(offset, max_bytes), end) if offset < end else b""
             remaining_s = deadline - time.monotonic()
             if len(records) >= min_bytes or remaining_s <= 0:
                 return FetchResult(records, start, end)
             with self.data_arrived:
-                if self.log.log_end_offset == end:
+                if self.high_watermark.value == end:
                     self.data_arrived.wait(remaining_s)
 
     def _untouched_transaction_trackers(
