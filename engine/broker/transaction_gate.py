@@ -1,0 +1,81 @@
+"""A partition's gate for the appends of each open transaction, frozen at its count.
+
+Rule J3 (CLUSTER.md section 3.4): a transactional batch that passed its checks is
+either in the entry count its commit records, or refused; never acknowledged and
+then left out of the copy. Each append of T holds T's gate open while it journals;
+``freeze`` (count_entries, APPLY) shuts it and waits for the appends already
+inside, so the count read after it is final. The gate also caches T's
+registration with its coordinator (producer id, generation), so only the first
+batch of T here asks the coordinator.
+
+An entry lives from T's first append (or its freeze) until APPLY forgets it; a
+refused first append leaves nothing behind.
+
+Thread rule: any thread; one condition variable per partition.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from twinlog.engine.base.errors import InvalidTxnStateError
+
+
+@dataclass(slots=True)
+class GateEntry:
+    in_flight: int = 0
+    frozen: bool = False
+    registered: tuple[int, int] | None = None  # (producer id, generation) the coordinator took
+
+
+class TransactionGate:
+    def __init__(self, where: str) -> None:
+        self._where = where
+        self._condition = threading.Condition()
+        self._entries: dict[int, GateEntry] = {}
+
+    @contextmanager
+    def appending(self, transaction_id: int) -> Iterator[GateEntry]:
+        """Hold T's gate open for one append; InvalidTxnStateError once T is frozen."""
+        with self._condition:
+            entry = self._entries.setdefault(transaction_id, GateEntry())
+            if entry.frozen:
+                raise InvalidTxnStateError(
+                    f"transaction {transaction_id} is ending on {self._where} (its coordinator "
+                    "counted its batches here for PREPARE_COMMIT, or decided PREPARE_ABORT): it "
+                    "takes no more batches, this one was not written. Abort the transaction and "
+                    "send its records again in a new one"
+                )
+            entry.in_flight += 1
+        try:
+            yield entry
+        finally:
+            with self._condition:
+                entry.in_flight -= 1
+                if entry.in_flight == 0:
+                    self._condition.notify_all()
+                    if entry.registered is None and not entry.frozen:
+                        self._entries.pop(transaction_id, None)  # refused before registering
+
+    def freeze(self, transaction_id: int) -> None:
+        """Refuse T's later appends; return once those in progress have finished."""
+        with self._condition:
+            entry = self._entries.setdefault(transaction_id, GateEntry())
+            entry.frozen = True
+            self._condition.wait_for(lambda: entry.in_flight == 0)
+
+    def forget(self, transaction_id: int) -> None:
+        """Drop T's entry after APPLY: a later batch of T asks the coordinator again,
+        which refuses it (and the journal refuses an applied or aborted T too)."""
+        with self._condition:
+            entry = self._entries.get(transaction_id)
+            if entry is not None and entry.in_flight == 0:
+                del self._entries[transaction_id]
+
+    def open_count(self) -> int:
+        """Transactions with an entry here (for tests and figures)."""
+        with self._condition:
+            return len(self._entries)
