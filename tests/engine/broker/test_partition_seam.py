@@ -174,6 +174,26 @@ PARTITIONS = 4
 SENDS_MAX = 200
 
 
+def send_until_refused(
+    broker: Broker,
+    identity: ProducerIdentity,
+    transaction_id: int,
+    partition: int,
+    round_index: int,
+    acknowledged: dict[int, list[bytes]],
+    refused: dict[int, BaseException],
+) -> None:
+    """Send batches of one record to ``partition`` until the transaction refuses one."""
+    for sequence in range(SENDS_MAX):
+        value = f"r{round_index}-p{partition}-{sequence}".encode()
+        try:
+            broker.produce(TOPIC, partition, batch([value], identity, sequence, transaction_id))
+        except InvalidTxnStateError as error:
+            refused[partition] = error
+            return
+        acknowledged[partition].append(value)
+
+
 def test_every_acknowledged_send_racing_a_commit_is_counted_and_copied(
     broker: Broker, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -194,20 +214,12 @@ def test_every_acknowledged_send_racing_a_commit_is_counted_and_copied(
         acknowledged: dict[int, list[bytes]] = {p: [] for p in range(PARTITIONS)}
         refused: dict[int, BaseException] = {}
 
-        def send_until_refused(partition: int) -> None:
-            for sequence in range(SENDS_MAX):
-                value = f"r{round_index}-p{partition}-{sequence}".encode()
-                try:
-                    broker.produce(
-                        TOPIC, partition, batch([value], identity, sequence, transaction_id)
-                    )
-                except InvalidTxnStateError as error:
-                    refused[partition] = error
-                    return
-                acknowledged[partition].append(value)
-
         senders = [
-            threading.Thread(target=send_until_refused, args=(p,), daemon=True)
+            threading.Thread(
+                target=send_until_refused,
+                args=(broker, identity, transaction_id, p, round_index, acknowledged, refused),
+                daemon=True,
+            )
             for p in range(PARTITIONS)
         ]
         for sender in senders:
