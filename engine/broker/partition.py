@@ -35,6 +35,7 @@ from pathlib import Path
 from twinlog.copier import PartitionWriter
 from twinlog.engine.base.errors import (
     DiskFullError,
+    InvalidTxnStateError,
     OffsetOutOfRangeError,
     ProducerFencedError,
     UnknownTransactionError,
@@ -171,11 +172,13 @@ class Partition:
         return ProduceResult(-1)
 
     def _register(self, transaction_id: int, sender: tuple[int, int], gate: GateEntry) -> None:
-        """Ask the coordinator on the transaction's first batch here; check later ones
-        against what it accepted (Kafka's KIP-890: verified once, cached)."""
-        if gate.registered == sender:
+        """Ask the coordinator on the transaction's first batch here, and on any batch
+        while it is frozen; check the others against what it accepted (Kafka's KIP-890:
+        verified once, cached)."""
+        frozen_at = self.transaction_gate.frozen_at(gate)
+        if gate.registered == sender and frozen_at is None:
             return
-        if gate.registered is not None:
+        if gate.registered is not None and gate.registered != sender:
             producer_id, generation = gate.registered
             if sender[0] != producer_id:
                 raise UnknownTransactionError(
@@ -185,7 +188,13 @@ class Partition:
                 f"transaction {transaction_id} belongs to generation {generation} of producer "
                 f"{producer_id}, the batch carries {sender[1]}"
             )
-        if self.coordinators is not None:
+        if self.coordinators is None:
+            if frozen_at is not None:  # nobody to ask whether the decision stands
+                raise InvalidTxnStateError(
+                    f"transaction {transaction_id} is being decided on {self.name}: it takes "
+                    "no more batches; abort it"
+                )
+        else:
             coordinator_partition = coordinator_partition_of(transaction_id)
             epochs = CallEpochs(
                 coordinator_partition,
@@ -196,6 +205,8 @@ class Partition:
                 RegisterPartition(transaction_id, self.topic_partition, *sender, epochs)
             )
         gate.registered = sender
+        if frozen_at is not None:  # the decision that froze it failed: T is open again
+            self.transaction_gate.thaw(gate, frozen_at)
 
     def _forget_transaction(self, transaction_id: int) -> None:
         # list(): sends of other transactions add trackers from other threads meanwhile

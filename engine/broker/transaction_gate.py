@@ -8,6 +8,11 @@ inside, so the count read after it is final. The gate also caches T's
 registration with its coordinator (producer id, generation), so only the first
 batch of T here asks the coordinator.
 
+A batch of a frozen T asks the coordinator again (``register_partition``): it
+refuses while it counts and once it decided; if the decision failed (its
+journal write did, say on a full disk), T is open again and the batch ``thaw``s
+the gate. A thaw loses to any freeze that came after the batch looked.
+
 An entry lives from T's first append (or its freeze) until APPLY forgets it; a
 refused first append leaves nothing behind.
 
@@ -21,13 +26,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from twinlog.engine.base.errors import InvalidTxnStateError
-
 
 @dataclass(slots=True)
 class GateEntry:
     in_flight: int = 0
     frozen: bool = False
+    freezes: int = 0  # how many freezes this entry has seen (a thaw names the one it undoes)
     registered: tuple[int, int] | None = None  # (producer id, generation) the coordinator took
 
 
@@ -39,16 +43,10 @@ class TransactionGate:
 
     @contextmanager
     def appending(self, transaction_id: int) -> Iterator[GateEntry]:
-        """Hold T's gate open for one append; InvalidTxnStateError once T is frozen."""
+        """Hold T's gate for one append: a freeze waits until it is released. The caller
+        asks the coordinator before appending if ``frozen_at`` says T is frozen."""
         with self._condition:
             entry = self._entries.setdefault(transaction_id, GateEntry())
-            if entry.frozen:
-                raise InvalidTxnStateError(
-                    f"transaction {transaction_id} is ending on {self._where} (its coordinator "
-                    "counted its batches here for PREPARE_COMMIT, or decided PREPARE_ABORT): it "
-                    "takes no more batches, this one was not written. Abort the transaction and "
-                    "send its records again in a new one"
-                )
             entry.in_flight += 1
         try:
             yield entry
@@ -61,11 +59,24 @@ class TransactionGate:
                         self._entries.pop(transaction_id, None)  # refused before registering
 
     def freeze(self, transaction_id: int) -> None:
-        """Refuse T's later appends; return once those in progress have finished."""
+        """Mark T frozen; return once the appends in progress have finished."""
         with self._condition:
             entry = self._entries.setdefault(transaction_id, GateEntry())
             entry.frozen = True
+            entry.freezes += 1
             self._condition.wait_for(lambda: entry.in_flight == 0)
+
+    def frozen_at(self, entry: GateEntry) -> int | None:
+        """The freeze ``entry`` is under (its count), or None if it is not frozen."""
+        with self._condition:
+            return entry.freezes if entry.frozen else None
+
+    def thaw(self, entry: GateEntry, freezes: int) -> None:
+        """Undo freeze number ``freezes`` (the coordinator took the batch: T is open and
+        not being decided); a later freeze stays."""
+        with self._condition:
+            if entry.freezes == freezes:
+                entry.frozen = False
 
     def forget(self, transaction_id: int) -> None:
         """Drop T's entry after APPLY: a later batch of T asks the coordinator again,

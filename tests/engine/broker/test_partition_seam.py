@@ -15,6 +15,7 @@ import pytest
 from broker_support import batch
 
 from twinlog.engine.base.errors import (
+    DiskFullError,
     FencedLeaderEpochError,
     InvalidTxnStateError,
     TransactionCoordinatorFencedError,
@@ -31,6 +32,7 @@ from twinlog.engine.broker.partition_calls import (
     coordinator_partition_of,
 )
 from twinlog.engine.records.batch_reader import iter_batches
+from twinlog.journal.txn_records import PrepareCommit
 
 TOPIC = "seam"
 P0 = TopicPartition(TOPIC, 0)
@@ -141,18 +143,48 @@ def test_register_partition_refuses_stale_epochs(broker: Broker) -> None:
     assert broker.list_transactions()[0].partitions == (P0,)
 
 
-def test_a_send_after_the_count_is_refused_abortable(broker: Broker) -> None:
-    identity, transaction_id = open_transaction(broker, "frozen")
+def test_a_send_after_a_commit_is_decided_is_refused_abortable(broker: Broker) -> None:
+    identity, transaction_id = open_transaction(broker, "decided")
     broker.produce(TOPIC, 0, batch([b"in"], identity, 0, transaction_id))
-    owner = coordinator_partition_of(transaction_id)
-    counted = _LocalApplier(broker).count_entries(
-        CountEntries(transaction_id, P0, CallEpochs(owner, 0, 0))
-    )
-    assert counted.entry_count == 1
-    with pytest.raises(InvalidTxnStateError, match="ending on seam-0") as raised:
+    broker.commit_transaction(transaction_id, identity.producer_id, identity.producer_generation)
+    # Refused whether the copy is still to come (frozen, PREPARE_COMMIT) or done.
+    with pytest.raises(InvalidTxnStateError) as raised:
         broker.produce(TOPIC, 0, batch([b"late"], identity, 1, transaction_id))
     assert raised.value.abortable
-    assert broker._partition(TOPIC, 0).journaled_entries(transaction_id) == 1
+    txn = broker._coordinator_for_id(transaction_id).transaction(transaction_id)
+    assert txn is None or broker._coordinator_for_id(transaction_id).wait_complete(txn, 10)
+    assert values_in_log(broker, 0) == [b"in"]
+
+
+def test_a_count_without_a_decision_does_not_shut_the_transaction(
+    broker: Broker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The freeze lasts while the coordinator decides; a decision that failed (its journal
+    write did) leaves the transaction open, and its next batch is taken and counted."""
+    identity, transaction_id = open_transaction(broker, "undecided")
+    broker.produce(TOPIC, 0, batch([b"first"], identity, 0, transaction_id))
+    coordinator = broker._coordinator_for_id(transaction_id)
+    journal_append = coordinator.journal.append
+
+    def full_disk(record: object) -> int:
+        if isinstance(record, PrepareCommit):
+            raise DiskFullError("no space for PREPARE_COMMIT")
+        return journal_append(record)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(coordinator.journal, "append", full_disk)
+    with pytest.raises(DiskFullError):
+        broker.commit_transaction(
+            transaction_id, identity.producer_id, identity.producer_generation
+        )
+    monkeypatch.setattr(coordinator.journal, "append", journal_append)
+    assert broker._partition(TOPIC, 0).transaction_gate.open_count() == 1  # frozen, kept
+    broker.produce(TOPIC, 0, batch([b"second"], identity, 1, transaction_id))  # taken
+    broker.commit_transaction(
+        transaction_id, identity.producer_id, identity.producer_generation, wait_for_applied=True
+    )
+    assert values_in_log(broker, 0) == [b"first", b"second"]
+    txn_journal = [r for _, r in coordinator.journal.replay(0) if isinstance(r, PrepareCommit)]
+    assert txn_journal[-1].journaled == ((P0, 2),)
 
 
 def test_an_aborted_transaction_leaves_no_gate_and_refuses_later_sends(broker: Broker) -> None:
