@@ -244,6 +244,36 @@ class ConcurrentTransactionsError(TwinlogError):
     retriable = True
 
 
+# --- epochs between coordinators and partition leaders (Kafka's names) ------
+
+
+class TransactionCoordinatorFencedError(TwinlogError):
+    """A coordinator call carried an older coordinator epoch than this partition has seen:
+    another broker leads the transaction journal partition now (Kafka's
+    TRANSACTION_COORDINATOR_FENCED). Nothing was changed.
+
+    Fatal for the caller: a deposed coordinator must stop acting; the new one redoes
+    every decision it finds in the journal.
+    """
+
+    fatal = True
+
+
+class FencedLeaderEpochError(TwinlogError):
+    """The call expected an older leader epoch than the partition's: the caller's metadata
+    is stale (Kafka's FENCED_LEADER_EPOCH). Nothing was changed; refresh and retry."""
+
+    retriable = True
+
+
+class UnknownLeaderEpochError(TwinlogError):
+    """The call expected a newer leader epoch than the partition's: this replica has not
+    learnt of its own promotion yet (Kafka's UNKNOWN_LEADER_EPOCH). Nothing was changed;
+    retry shortly."""
+
+    retriable = True
+
+
 # --- resources ---------------------------------------------------------------
 
 

@@ -59,7 +59,11 @@ class ProduceResult:
 
 @dataclass(frozen=True)
 class FetchResult:
-    """Whole batches from ``offset`` on, as stored (``records`` may be empty)."""
+    """Whole batches from ``offset`` on, as stored (``records`` may be empty).
+
+    ``log_end_offset`` is the end a consumer may read to: the partition's high
+    watermark (on one node, its log end).
+    """
 
     records: bytes
     log_start_offset: int

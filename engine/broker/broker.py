@@ -76,7 +76,7 @@ from twinlog.engine.base.types import (
 )
 from twinlog.engine.broker.broker_stats import BrokerStats, collect_stats
 from twinlog.engine.broker.config import BrokerConfig
-from twinlog.engine.broker.coordinator import Coordinator, coordinator_partition_of
+from twinlog.engine.broker.coordinator import Coordinator
 from twinlog.engine.broker.data_dir_format import check_data_dir_format
 from twinlog.engine.broker.group_offset_fencing import GroupOffsetFence
 from twinlog.engine.broker.group_offsets import (
@@ -90,6 +90,15 @@ from twinlog.engine.broker.id_source import IdSource
 from twinlog.engine.broker.local_metadata_store import LocalMetadataStore
 from twinlog.engine.broker.metadata_store import MetadataStore
 from twinlog.engine.broker.partition import Partition
+from twinlog.engine.broker.partition_calls import (
+    PARTITION_GONE,
+    ApplyAbort,
+    ApplyCommit,
+    CountEntries,
+    EntryCount,
+    RegisterPartition,
+    coordinator_partition_of,
+)
 from twinlog.engine.broker.producer_owner import idempotent_transactional_id, is_idempotent
 from twinlog.engine.broker.scheduler import Scheduler, broker_tasks
 from twinlog.engine.broker.topic_deletion import end_transactions_touching
@@ -119,22 +128,28 @@ FILES_RESERVED = 256  # sockets, LMDB, transaction journals, ...
 
 
 class _LocalApplier:
-    """Coordinator -> partition calls, in-process (the network seam of a cluster)."""
+    """Coordinator -> partition leader calls, in-process (``partition_calls.PartitionLeaders``).
+
+    Each call passes the partition's epoch check first; a gRPC transport replaces this
+    in a cluster.
+    """
 
     def __init__(self, broker: Broker) -> None:
         self._broker = broker
 
-    def journaled_entries(self, topic_partition: TopicPartition, transaction_id: int) -> int:
+    def leader_epoch(self, topic_partition: TopicPartition) -> int:
         partition = self._broker._partitions.get(topic_partition)
-        return -1 if partition is None else partition.journaled_entries(transaction_id)
+        return 0 if partition is None else partition.epochs.leader_epoch
 
-    def apply_commit(
-        self,
-        topic_partition: TopicPartition,
-        transaction_id: int,
-        attempts: tuple[str, ...] | None,
-        journaled_entries: int,
-    ) -> None:
+    def count_entries(self, request: CountEntries) -> EntryCount:
+        partition = self._broker._partitions.get(request.topic_partition)
+        if partition is None:
+            return EntryCount(PARTITION_GONE)
+        partition.epochs.check(request.epochs)
+        return EntryCount(partition.count_entries(request.transaction_id))
+
+    def apply_commit(self, request: ApplyCommit) -> None:
+        transaction_id, topic_partition = request.transaction_id, request.topic_partition
         partition = self._broker._partitions.get(topic_partition)
         if partition is None:
             log.warning(
@@ -143,6 +158,8 @@ class _LocalApplier:
                 topic_partition,
             )
             return
+        partition.epochs.check(request.epochs)
+        journaled_entries = request.entry_count
         if journaled_entries and self._broker.config.accept_journal_loss:
             log.error(
                 "APPLY_COMMIT %d on %s: not checking the %d journal entries its commit counted "
@@ -153,15 +170,26 @@ class _LocalApplier:
             )
             journaled_entries = 0
         first_offset, next_offset = partition.apply_commit(
-            transaction_id, attempts, journaled_entries
+            transaction_id, request.attempts, journaled_entries
         )
         if topic_partition.topic == OFFSETS_TOPIC and next_offset > first_offset:
             self._broker._observe_offsets(partition, first_offset, next_offset)
 
-    def apply_abort(self, topic_partition: TopicPartition, transaction_id: int) -> None:
-        partition = self._broker._partitions.get(topic_partition)
+    def apply_abort(self, request: ApplyAbort) -> None:
+        partition = self._broker._partitions.get(request.topic_partition)
         if partition is not None:
-            partition.apply_abort(transaction_id)
+            partition.epochs.check(request.epochs)
+            partition.apply_abort(request.transaction_id)
+
+
+class _LocalCoordinators:
+    """Partition -> coordinator calls, in-process (``partition_calls.TransactionCoordinators``)."""
+
+    def __init__(self, broker: Broker) -> None:
+        self._broker = broker
+
+    def register_partition(self, request: RegisterPartition) -> None:
+        self._broker._coordinator_for_id(request.transaction_id).register_partition(request)
 
 
 class Broker:
@@ -344,7 +372,11 @@ class Broker:
     ) -> Partition:
         directory = self.data_dir / "logs" / str(topic_partition)
         partition = Partition(
-            topic_partition, directory, self._log_config(topic_config), self.journal
+            topic_partition,
+            directory,
+            self._log_config(topic_config),
+            self.journal,
+            coordinators=_LocalCoordinators(self),
         )
         self._partitions[topic_partition] = partition
         return partition
@@ -500,7 +532,7 @@ class Broker:
                 PartitionDescription(
                     partition=partition_index,
                     log_start_offset=partition.log.log_start_offset,
-                    log_end_offset=partition.log.log_end_offset,
+                    log_end_offset=partition.high_watermark.value,  # what consumers may read
                     journal_entries_pending=entries,
                     journal_bytes_pending=size_bytes,
                 )
@@ -627,16 +659,9 @@ class Broker:
             transaction_id = coordinator.open_transaction_of(
                 header.producer_id, header.producer_generation
             )
-        txn = self._coordinator_of_transaction(transaction_id, header.producer_id).lock_for_send(
-            transaction_id,
-            header.producer_id,
-            header.producer_generation,
-            target.topic_partition,
-        )
-        try:
-            return target.append_transactional(transaction_id, batch, header, attempt)
-        finally:
-            txn.lock.release()
+        # The partition registers itself with the transaction's coordinator on the first
+        # batch, and checks the later ones itself (partition_calls).
+        return target.append_transactional(transaction_id, batch, header, attempt)
 
     def _coordinator_of_transaction(self, transaction_id: int, producer_id: int) -> Coordinator:
         coordinator = self._coordinator_for_id(transaction_id)
@@ -709,13 +734,9 @@ class Broker:
         )
         batch = build_offsets_batch(group_id, wanted, transactional=True)
         target = self._partitions[offsets_partition]
-        txn = coordinator.lock_for_send(
-            transaction_id, producer_id, producer_generation, offsets_partition
+        target.append_transactional(
+            transaction_id, batch, validate_batch(batch), sender=(producer_id, producer_generation)
         )
-        try:
-            target.append_transactional(transaction_id, batch, validate_batch(batch))
-        finally:
-            txn.lock.release()
 
     def commit_transaction(
         self,
@@ -765,15 +786,20 @@ class Broker:
         return self._partition(topic, partition).fetch(offset, max_bytes, max_wait_ms, min_bytes)
 
     def list_offset(self, topic: str, partition: int, spec: str | int) -> int:
-        """``"earliest"``, ``"latest"`` or a timestamp in ms (first offset at or after it)."""
+        """``"earliest"``, ``"latest"`` or a timestamp in ms (first offset at or after it).
+
+        "latest", and a timestamp after every committed record, answer the high
+        watermark: a consumer never learns an offset it may not read.
+        """
         target = self._partition(topic, partition)
         if spec == "earliest":
             return target.log.log_start_offset
+        high_watermark = target.high_watermark.value
         if spec == "latest":
-            return target.log.log_end_offset
+            return high_watermark
         if isinstance(spec, int) and not isinstance(spec, bool):
             found = target.log.offset_for_timestamp(spec)
-            return target.log.log_end_offset if found is None else found
+            return high_watermark if found is None else min(found, high_watermark)
         raise InvalidConfigError(
             f"offset spec {spec!r}: use 'earliest', 'latest' or a timestamp in ms"
         )

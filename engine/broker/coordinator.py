@@ -10,16 +10,17 @@ rebuilds exactly the acknowledged state by replay.
 Its parts, one job each:
 
     coordinator.py             the requests (init_producer, begin, add_partitions,
-                               add_offsets, lock_for_send, commit, abort, admin_abort,
-                               expire) and the decisions they journal
+                               add_offsets, register_partition, commit, abort,
+                               admin_abort, expire) and the decisions they journal
     coordinator_replay.py      memory, rebuilt from the journal; checkpoints
     coordinator_completion.py  the worker that APPLYs decisions and journals their end
     transaction_metadata.py    what memory holds per transaction and per producer
 
 Commit path (double journaling, seed 001):
 
-    commit():   PREPARE_COMMIT -> journal (fsync) -> answer the producer
-    completer:  APPLY_COMMIT on every partition (``PartitionApplier``) -> COMMITTED -> journal
+    commit():   count_entries on every partition -> PREPARE_COMMIT (with the counts)
+                -> journal (fsync) -> answer the producer
+    completer:  APPLY_COMMIT on every partition -> COMMITTED -> journal
 
 From PREPARE_COMMIT on, the commit is guaranteed: a crash before COMMITTED is
 redone by ``recover()``, and APPLY_COMMIT is idempotent. Abort is the same with
@@ -29,12 +30,27 @@ Fencing: ``init_producer`` bumps the generation of a transactional id; every
 later request carrying an older generation gets ProducerFencedError, and the
 old generation's open transaction is aborted.
 
+The seam to partitions (``partition_calls``, docs/seam.md): the coordinator
+knows partitions only as ``PartitionLeaders`` (count_entries, apply_commit,
+apply_abort) and is known to them only through ``register_partition``, the
+call a partition makes on a transaction's first batch there. Every call
+carries the coordinator epoch (``coordinator_epoch``: the epoch of this
+coordinator's journal partition; 0 until the cluster) and the partition leader
+epoch the caller expects; stale ones are refused.
+
+A transactional produce no longer holds anything of the coordinator's: its
+partition freezes the transaction at the count (J3), so a batch is either in
+the count PREPARE_COMMIT records or refused; and APPLY_ABORT freezes it too, so
+no entry can arrive after it ran (seed 003's problem). While a commit counts,
+``register_partition`` refuses the transaction, so the set of partitions counted
+is the set committed.
+
 Thread rule: every public method may be called from any thread. One lock
 guards the coordinator's memory and the journal appends (a decision is
 appended and applied atomically with respect to other decisions); each
-transaction also has its own lock, which a produce holds from its state
-check to the end of its journal append, so an abort can never slip between
-the two (no entry can arrive after APPLY_ABORT ran: seed 003's problem).
+transaction also has its own lock, which orders the decisions about it
+(commit, abort, timeout, fencing); partition calls are made without the
+coordinator's lock.
 """
 
 from __future__ import annotations
@@ -47,10 +63,13 @@ from collections.abc import Iterable
 from twinlog.engine.base import failpoints
 from twinlog.engine.base.errors import (
     ConcurrentTransactionsError,
+    FencedLeaderEpochError,
     InvalidConfigError,
     InvalidTxnStateError,
     ProducerFencedError,
+    TransactionCoordinatorFencedError,
     TransactionDataMissingError,
+    UnknownLeaderEpochError,
     UnknownProducerIdError,
     UnknownTransactionError,
 )
@@ -60,13 +79,17 @@ from twinlog.engine.base.types import (
     TransactionDescription,
     TransactionState,
 )
-from twinlog.engine.broker.coordinator_completion import (
-    CompletionHook,
-    CompletionWorker,
-    PartitionApplier,
-)
+from twinlog.engine.broker.coordinator_completion import CompletionHook, CompletionWorker
 from twinlog.engine.broker.coordinator_replay import CoordinatorMemory
 from twinlog.engine.broker.id_source import IdSource
+from twinlog.engine.broker.partition_calls import (
+    PARTITION_BITS,
+    PARTITION_GONE,
+    CallEpochs,
+    CountEntries,
+    PartitionLeaders,
+    RegisterPartition,
+)
 from twinlog.engine.broker.transaction_metadata import ProducerEntry, TransactionMetadata, now_ms
 from twinlog.engine.broker.transaction_timings import TransactionTimings
 from twinlog.engine.broker.txn_state import Outcome, TransactionEvent, next_state
@@ -85,11 +108,6 @@ from twinlog.journal.txn_records import (
 
 log = logging.getLogger(__name__)
 
-# Ids carry their coordinator partition in their low bits, so any broker part can
-# find the coordinator of a transaction or producer id without a lookup table.
-PARTITION_BITS = 8
-JOURNAL_PARTITIONS_MAX = 1 << PARTITION_BITS
-
 TRANSACTION_TIMEOUT_MS_DEFAULT = 60_000
 TRANSACTION_TIMEOUT_MS_MAX = 15 * 60_000
 COMPLETION_WAIT_MS = 5_000  # how long begin/init wait for the previous transaction to complete
@@ -100,9 +118,6 @@ COMPLETION_WAIT_MS = 5_000  # how long begin/init wait for the previous transact
 GENERATION_EXHAUSTED_FROM = PRODUCER_GENERATION_MAX - 1
 
 
-def coordinator_partition_of(identifier: int) -> int:
-    """Journal partition that owns a producer id or transaction id."""
-    return identifier & (JOURNAL_PARTITIONS_MAX - 1)
 
 
 class Coordinator:
@@ -111,25 +126,39 @@ class Coordinator:
         partition_index: int,
         journal: TxnJournal,
         ids: IdSource,
-        applier: PartitionApplier,
+        applier: PartitionLeaders,
         *,
         on_complete: CompletionHook | None = None,
         timings: TransactionTimings | None = None,
+        coordinator_epoch: int = 0,
     ) -> None:
         self.partition_index = partition_index
+        # The leader epoch of this coordinator's journal partition, carried by every call to
+        # a partition (fixed on one node; a newer leader of the journal partition has more).
+        self.coordinator_epoch = coordinator_epoch
         self.timings = timings or TransactionTimings()  # read by a server's metrics
         self.journal = journal
         self._ids = ids
         self._applier = applier
         self._lock = threading.RLock()
         self._memory = CoordinatorMemory()
+        self._counting: set[int] = set()  # commits counting entries: no partition may join
         self._completion = CompletionWorker(
             partition_index,
             self._lock,
             self._memory.transactions.get,
             self._write,
             applier,
+            self._epochs_for,
             on_complete,
+        )
+
+    def _epochs_for(self, topic_partition: TopicPartition) -> CallEpochs:
+        """What a call to ``topic_partition`` carries."""
+        return CallEpochs(
+            self.partition_index,
+            self.coordinator_epoch,
+            self._applier.leader_epoch(topic_partition),
         )
 
     # --- ids ---------------------------------------------------------------------
@@ -247,14 +276,14 @@ class Coordinator:
                             )
                         )
                         return ProducerIdentity(producer_id, generation)
-                with pending.lock, self._lock:  # the order sends take the two locks in
+                with pending.lock:
                     if pending.state is TransactionState.ONGOING:
                         log.info(
                             "transactional id %r re-initialised: aborting its open transaction %d",
                             transactional_id,
                             pending.transaction_id,
                         )
-                        self._prepare(pending, TransactionEvent.ABORT)
+                        self._freeze_and_prepare(pending, TransactionEvent.ABORT)
                 self._wait_complete(pending)
         finally:
             if fenced is not None:
@@ -344,36 +373,50 @@ class Coordinator:
             if new or group_id not in txn.groups:
                 self._write(AddOffsets(now_ms(), transaction_id, group_id, new))
 
-    def lock_for_send(
-        self,
-        transaction_id: int,
-        producer_id: int,
-        producer_generation: int,
-        topic_partition: TopicPartition,
-    ) -> TransactionMetadata:
-        """Check a transactional produce and hold the transaction's lock; the caller releases it.
-
-        Adds the partition to the transaction first if it is new (durably: a partition
-        must be in the journal before any of its data is, or a commit would miss it).
-        """
+    def register_partition(self, request: RegisterPartition) -> None:
+        """A partition's first batch of a transaction: check the producer and the state,
+        journal the partition into the transaction (durably: a partition must be in the
+        journal before any of its data is, or a commit would miss it)."""
+        epochs = request.epochs
+        if (
+            epochs.coordinator_partition != self.partition_index
+            or epochs.coordinator_epoch != self.coordinator_epoch
+        ):
+            raise TransactionCoordinatorFencedError(
+                f"{request.topic_partition} registered transaction {request.transaction_id} "
+                f"with coordinator {epochs.coordinator_partition} at epoch "
+                f"{epochs.coordinator_epoch}; this is coordinator {self.partition_index} at "
+                f"epoch {self.coordinator_epoch}"
+            )
+        known = self._applier.leader_epoch(request.topic_partition)
+        if epochs.leader_epoch < known:
+            raise FencedLeaderEpochError(
+                f"{request.topic_partition} registered at leader epoch {epochs.leader_epoch}, "
+                f"but epoch {known} leads it: that leader was replaced"
+            )
+        if epochs.leader_epoch > known:
+            raise UnknownLeaderEpochError(
+                f"{request.topic_partition} registered at leader epoch {epochs.leader_epoch}, "
+                f"newer than the {known} this coordinator knows; retry shortly"
+            )
+        transaction_id = request.transaction_id
         with self._lock:
             txn = self._transaction(
-                transaction_id, producer_id, producer_generation, TransactionEvent.SEND
+                transaction_id,
+                request.producer_id,
+                request.producer_generation,
+                TransactionEvent.SEND,
             )
             assert txn is not None
-        txn.lock.acquire()
-        try:
-            with self._lock:
-                # Re-check under the transaction lock: an abort may have come in between.
-                next_state(transaction_id, txn.state, TransactionEvent.SEND)
-                if topic_partition not in txn.partitions:
-                    self._write(
-                        AddPartitions(now_ms(), transaction_id, (topic_partition,), by_send=1)
-                    )
-        except BaseException:
-            txn.lock.release()
-            raise
-        return txn
+            if transaction_id in self._counting:
+                raise InvalidTxnStateError(
+                    f"transaction {transaction_id} is being committed: it takes no batches for "
+                    f"{request.topic_partition} any more; this one was not written"
+                )
+            if request.topic_partition not in txn.partitions:
+                self._write(
+                    AddPartitions(now_ms(), transaction_id, (request.topic_partition,), by_send=1)
+                )
 
     def commit(
         self,
@@ -423,12 +466,8 @@ class Coordinator:
             txn = self._transaction(transaction_id, producer_id, producer_generation, event)
             if txn is None:
                 return  # a retry of an end that already completed
-        with txn.lock:  # wait for in-flight sends of this transaction to land first
-            journaled: tuple[tuple[TopicPartition, int], ...] = ()
-            if event is TransactionEvent.COMMIT and txn.state is TransactionState.ONGOING:
-                journaled = self._journaled_of_sends(txn)  # no send can land meanwhile
-            with self._lock:
-                self._prepare(txn, event, attempts, journaled)
+        with txn.lock:  # one decision about a transaction at a time
+            self._freeze_and_prepare(txn, event, attempts)
         if event is TransactionEvent.COMMIT:
             self.timings.commit.observe(time.monotonic() - started_s)
         if wait_for_applied:
@@ -441,31 +480,87 @@ class Coordinator:
             if txn is None:
                 raise UnknownTransactionError(f"transaction {transaction_id} is not in flight")
         with txn.lock:
-            with self._lock:
-                self._prepare(txn, TransactionEvent.ABORT)
+            self._freeze_and_prepare(txn, TransactionEvent.ABORT)
         self._wait_complete(txn)
 
-    def _journaled_of_sends(
-        self, txn: TransactionMetadata
-    ) -> tuple[tuple[TopicPartition, int], ...]:
-        """(partition, journal entries) of every partition a send added to ``txn``.
+    def _freeze_and_prepare(
+        self,
+        txn: TransactionMetadata,
+        event: TransactionEvent,
+        attempts: tuple[str, ...] | None = None,
+    ) -> None:
+        """Decide an ONGOING transaction's end: count_entries on every partition of it
+        (each freezes it there), then PREPARE_COMMIT with the counts, or PREPARE_ABORT.
 
-        Raises TransactionDataMissingError if one holds none: the broker stopped between
-        adding the partition and journaling the batch (the producer was never told the
-        batch was written), or the local journal was damaged. Either way the commit
-        cannot be what the producer sent; nothing is written and the producer aborts.
+        No partition can join meanwhile (``register_partition`` refuses a counting
+        transaction), and each partition counted refuses the transaction's later
+        batches: a commit's counts are final, and nothing is journaled once an abort
+        is decided (it is refused at once, not only after APPLY_ABORT). Caller holds
+        the transaction's lock, not the coordinator's: partitions are called without it.
+        """
+        committing = event is TransactionEvent.COMMIT
+        with self._lock:
+            if txn.state is not TransactionState.ONGOING:
+                self._prepare(txn, event, attempts)  # a no-op or a refusal, by the table
+                return
+            next_state(txn.transaction_id, txn.state, event)  # refused before any call
+            self._counting.add(txn.transaction_id)
+            partitions = sorted(txn.partitions)
+            sent = set(txn.sent_partitions())
+        try:
+            journaled: tuple[tuple[TopicPartition, int], ...] = ()
+            if committing:
+                journaled = self._count_entries(txn.transaction_id, partitions, sent)
+            else:
+                self._freeze_for_abort(txn.transaction_id, partitions)
+            with self._lock:
+                self._prepare(txn, event, attempts, journaled)
+        finally:
+            with self._lock:
+                self._counting.discard(txn.transaction_id)
+
+    def _freeze_for_abort(self, transaction_id: int, partitions: list[TopicPartition]) -> None:
+        """count_entries for its freeze only: an abort is decided whatever a partition
+        answers (APPLY_ABORT freezes it again before it drops the entries)."""
+        for topic_partition in partitions:
+            request = CountEntries(
+                transaction_id, topic_partition, self._epochs_for(topic_partition)
+            )
+            try:
+                self._applier.count_entries(request)
+            except Exception as error:
+                log.warning(
+                    "aborting transaction %d: %s did not freeze it (%s); APPLY_ABORT will",
+                    transaction_id,
+                    topic_partition,
+                    error,
+                )
+
+    def _count_entries(
+        self, transaction_id: int, partitions: list[TopicPartition], sent: set[TopicPartition]
+    ) -> tuple[tuple[TopicPartition, int], ...]:
+        """(partition, entries) of every partition holding entries of the transaction.
+
+        Raises TransactionDataMissingError if a partition a send added holds none: the
+        broker stopped between adding the partition and journaling the batch (the
+        producer was never told the batch was written), or the local journal was
+        damaged. Either way the commit cannot be what the producer sent; nothing is
+        written and the producer aborts.
         """
         journaled = []
-        for topic_partition in txn.sent_partitions():
-            entries = self._applier.journaled_entries(topic_partition, txn.transaction_id)
-            if entries == 0:
+        for topic_partition in partitions:
+            request = CountEntries(
+                transaction_id, topic_partition, self._epochs_for(topic_partition)
+            )
+            entries = self._applier.count_entries(request).entry_count
+            if entries == 0 and topic_partition in sent:
                 raise TransactionDataMissingError(
-                    f"transaction {txn.transaction_id}: {topic_partition} "
+                    f"transaction {transaction_id}: {topic_partition} "
                     "was written to, but the local data journal holds none of its batches (the "
                     "broker stopped before they were journaled, or the journal was damaged). "
                     "Nothing was committed: abort the transaction and send its records again"
                 )
-            if entries > 0:  # -1: the topic was deleted, nothing to copy there
+            if entries != PARTITION_GONE and entries > 0:  # gone: the topic was deleted
                 journaled.append((topic_partition, entries))
         return tuple(journaled)
 
@@ -533,7 +628,7 @@ class Coordinator:
             ]
         aborted = []
         for txn in expired:
-            with txn.lock, self._lock:
+            with txn.lock:
                 if txn.state is TransactionState.ONGOING:
                     log.info(
                         "transaction %d of %r timed out after %d ms; aborting",
@@ -541,7 +636,7 @@ class Coordinator:
                         txn.transactional_id,
                         txn.timeout_ms,
                     )
-                    self._prepare(txn, TransactionEvent.TIMEOUT)
+                    self._freeze_and_prepare(txn, TransactionEvent.TIMEOUT)
                     aborted.append(txn.transaction_id)
         return aborted
 

@@ -1,7 +1,10 @@
 """The completion worker: it carries out a coordinator's decisions on the partitions.
 
-    PREPARE_COMMIT -> APPLY_COMMIT on every partition (``PartitionApplier``) -> COMMITTED
+    PREPARE_COMMIT -> APPLY_COMMIT on every partition (``PartitionLeaders``) -> COMMITTED
     PREPARE_ABORT  -> APPLY_ABORT on every partition                         -> ABORTED
+
+Partitions are reached only through ``partition_calls.PartitionLeaders``; each
+call carries the coordinator's epochs (``EpochsFor``).
 
 The APPLY calls of one transaction run in parallel, one per partition (each
 partition's copier fsyncs its own data log, so the fsyncs overlap); COMMITTED or
@@ -21,10 +24,15 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from typing import Protocol
 
 from twinlog.engine.base import failpoints
 from twinlog.engine.base.types import TopicPartition, TransactionState
+from twinlog.engine.broker.partition_calls import (
+    ApplyAbort,
+    ApplyCommit,
+    CallEpochs,
+    PartitionLeaders,
+)
 from twinlog.engine.broker.transaction_metadata import TransactionMetadata, now_ms
 from twinlog.engine.broker.txn_state import Outcome, TransactionEvent, next_state
 from twinlog.journal.txn_records import Aborted, Committed, CoordinatorRecord
@@ -35,37 +43,10 @@ COMPLETION_RETRY_S_MAX = 30.0  # a failing completion is retried at least this o
 APPLY_THREADS = 8  # partitions of one transaction applied at once (each mostly waits on fsync)
 
 
-class PartitionApplier(Protocol):
-    """How a coordinator reaches partitions: the seam between coordinator and partition leaders.
-
-    Embedded, it calls the partition's copier; in a cluster it would be a network
-    call to the partition's leader. Both calls must be idempotent.
-    """
-
-    def journaled_entries(self, topic_partition: TopicPartition, transaction_id: int) -> int:
-        """Entries the partition's local journal holds for the open transaction: 0 if none,
-        -1 if the partition no longer exists (its topic was deleted)."""
-
-    def apply_commit(
-        self,
-        topic_partition: TopicPartition,
-        transaction_id: int,
-        attempts: tuple[str, ...] | None,
-        journaled_entries: int,
-    ) -> None:
-        """Copy the transaction's entries (only those of ``attempts`` and untagged, if given).
-
-        ``journaled_entries``: how many the journal held at the decision (0: not known);
-        fewer now means the journal lost some, and the copy must refuse, not shrink.
-        """
-
-    def apply_abort(self, topic_partition: TopicPartition, transaction_id: int) -> None:
-        """Drop the transaction's entries."""
-
-
 CompletionHook = Callable[[TransactionMetadata], None]
 TransactionLookup = Callable[[int], TransactionMetadata | None]
 JournalWrite = Callable[[CoordinatorRecord], int]  # append (fsynced), then apply to memory
+EpochsFor = Callable[[TopicPartition], CallEpochs]  # the epochs a call to a partition carries
 
 
 class CompletionWorker:
@@ -75,7 +56,8 @@ class CompletionWorker:
         lock: threading.RLock,
         transaction_of: TransactionLookup,
         write: JournalWrite,
-        applier: PartitionApplier,
+        applier: PartitionLeaders,
+        epochs_for: EpochsFor,
         on_complete: CompletionHook | None = None,
     ) -> None:
         self.partition_index = partition_index
@@ -83,6 +65,7 @@ class CompletionWorker:
         self._transaction_of = transaction_of
         self._write = write
         self._applier = applier
+        self._epochs_for = epochs_for
         self._on_complete = on_complete
         self._queue: list[int] = []
         self._ready = threading.Condition(lock)  # the queue grew, or the worker must stop
@@ -189,15 +172,19 @@ class CompletionWorker:
         journaled = dict(txn.journaled)
 
         def apply(topic_partition: TopicPartition) -> None:
+            epochs = self._epochs_for(topic_partition)
             if committing:
                 self._applier.apply_commit(
-                    topic_partition,
-                    txn.transaction_id,
-                    txn.attempts,
-                    journaled.get(topic_partition, 0),
+                    ApplyCommit(
+                        txn.transaction_id,
+                        topic_partition,
+                        txn.attempts,
+                        journaled.get(topic_partition, 0),
+                        epochs,
+                    )
                 )
             else:
-                self._applier.apply_abort(topic_partition, txn.transaction_id)
+                self._applier.apply_abort(ApplyAbort(txn.transaction_id, topic_partition, epochs))
 
         topic_partitions = sorted(txn.partitions)
         if len(topic_partitions) <= 1:

@@ -9,11 +9,19 @@ with anything:
     APPLY_COMMIT/ABORT     journal -> data log (copier) -> wake fetchers
 
 Fetch is a long poll: a reader waits on ``data_arrived`` until enough bytes
-lie past its offset or its wait runs out.
+lie past its offset or its wait runs out. Consumers read below the high
+watermark only (``high_watermark``); on one node it follows the log end, moved
+after each append by the thread that made it.
+
+The coordinator is reached through ``TransactionCoordinators`` only
+(``partition_calls``): the first batch of a transaction here registers the
+partition with it; later ones are checked here (``transaction_gate``). Calls
+from coordinators pass ``epochs`` (``partition_epochs``) first.
 
 Thread rule: any thread may call any method. ``_plain_lock`` makes the
-sequence check and the append of plain batches one step; transactional
-sequences are checked under the transaction's own lock (held by the caller).
+sequence check and the append of plain batches one step; a transaction's
+appends here hold its gate (``transaction_gate``), which its count and its
+APPLY freeze.
 """
 
 from __future__ import annotations
@@ -25,16 +33,31 @@ from collections.abc import Callable
 from pathlib import Path
 
 from twinlog.copier import PartitionWriter
-from twinlog.engine.base.errors import DiskFullError, OffsetOutOfRangeError
+from twinlog.engine.base.errors import (
+    DiskFullError,
+    InvalidTxnStateError,
+    OffsetOutOfRangeError,
+    ProducerFencedError,
+    UnknownTransactionError,
+)
 from twinlog.engine.base.types import (
     FetchResult,
     ProducerDescription,
     ProduceResult,
     TopicPartition,
 )
+from twinlog.engine.broker.partition_calls import (
+    CallEpochs,
+    RegisterPartition,
+    TransactionCoordinators,
+    coordinator_partition_of,
+)
+from twinlog.engine.broker.partition_epochs import PartitionEpochs
 from twinlog.engine.broker.producer_state import SequenceTracker
 from twinlog.engine.broker.send_gate import SendGate
+from twinlog.engine.broker.transaction_gate import GateEntry, TransactionGate
 from twinlog.engine.log import CompactionReport, DataLog, LogConfig, compact
+from twinlog.engine.log.high_watermark import HighWatermark, batches_below
 from twinlog.engine.records.batch_format import NO_PRODUCER_ID, BatchHeader
 from twinlog.journal import CopyState, LocalJournal
 
@@ -48,6 +71,7 @@ class Partition:
         directory: Path,
         config: LogConfig,
         journal: LocalJournal,
+        coordinators: TransactionCoordinators | None = None,
     ) -> None:
         self.topic_partition = topic_partition
         self.name = str(topic_partition)
@@ -61,8 +85,12 @@ class Partition:
             # A torn copy is cut by now (that needs no space); the writer finishes the
             # copy before its next write, once space returns. Reads are served meanwhile.
             log.warning("%s: finishing a copy deferred: %s", self.name, error)
+        self.high_watermark = HighWatermark(self.log, directory)
         self._plain_lock = threading.Lock()
         self.send_gate = SendGate(self.name)
+        self.transaction_gate = TransactionGate(self.name)
+        self.epochs = PartitionEpochs(self.name)
+        self.coordinators = coordinators  # None: no coordinator to register with (tools)
         self.data_arrived = threading.Condition()
         self.sequences = self._load_sequences()
         # (transaction id, attempt) -> sequences of its batches on this partition
@@ -88,6 +116,7 @@ class Partition:
                 return ProduceResult(check.base_offset, duplicate=True)
             base_offset = self.writer.append_plain(batch, validate=False)  # checked at the door
             self.sequences.observe(header, base_offset)
+            self._advance_high_watermark()
         self._wake_fetchers()
         return ProduceResult(base_offset)
 
@@ -105,14 +134,25 @@ class Partition:
         return tracker
 
     def append_transactional(
-        self, transaction_id: int, batch: bytes, header: BatchHeader, attempt: str = ""
+        self,
+        transaction_id: int,
+        batch: bytes,
+        header: BatchHeader,
+        attempt: str = "",
+        sender: tuple[int, int] | None = None,
     ) -> ProduceResult:
-        """Journal a batch of an open transaction. Caller holds the transaction's lock.
+        """Journal a batch of an open transaction, registering this partition with the
+        transaction's coordinator first if it is the transaction's first batch here.
 
         Sequences are checked per (transaction, attempt): every task attempt of a
-        Spark job numbers its own batches from 0.
+        Spark job numbers its own batches from 0. ``sender``: (producer id, generation)
+        when the batch does not carry them (the broker's own group offsets batch).
         """
-        with self.send_gate.send():  # never into the journal of a topic being deleted
+        # never into the journal of a topic being deleted, nor of a counted transaction
+        with self.send_gate.send(), self.transaction_gate.appending(transaction_id) as gate:
+            self._register(
+                transaction_id, sender or (header.producer_id, header.producer_generation), gate
+            )
             tracker = self._transaction_tracker(transaction_id, attempt)
             where = f"{self.name} in transaction {transaction_id}"
             if tracker.check(
@@ -131,6 +171,43 @@ class Partition:
             tracker.observe(header, -1)
         return ProduceResult(-1)
 
+    def _register(self, transaction_id: int, sender: tuple[int, int], gate: GateEntry) -> None:
+        """Ask the coordinator on the transaction's first batch here, and on any batch
+        while it is frozen; check the others against what it accepted (Kafka's KIP-890:
+        verified once, cached)."""
+        frozen_at = self.transaction_gate.frozen_at(gate)
+        if gate.registered == sender and frozen_at is None:
+            return
+        if gate.registered is not None and gate.registered != sender:
+            producer_id, generation = gate.registered
+            if sender[0] != producer_id:
+                raise UnknownTransactionError(
+                    f"transaction {transaction_id} does not belong to producer {sender[0]}"
+                )
+            raise ProducerFencedError(
+                f"transaction {transaction_id} belongs to generation {generation} of producer "
+                f"{producer_id}, the batch carries {sender[1]}"
+            )
+        if self.coordinators is None:
+            if frozen_at is not None:  # nobody to ask whether the decision stands
+                raise InvalidTxnStateError(
+                    f"transaction {transaction_id} is being decided on {self.name}: it takes "
+                    "no more batches; abort it"
+                )
+        else:
+            coordinator_partition = coordinator_partition_of(transaction_id)
+            epochs = CallEpochs(
+                coordinator_partition,
+                self.epochs.coordinator_epoch(coordinator_partition),
+                self.epochs.leader_epoch,
+            )
+            self.coordinators.register_partition(
+                RegisterPartition(transaction_id, self.topic_partition, *sender, epochs)
+            )
+        gate.registered = sender
+        if frozen_at is not None:  # the decision that froze it failed: T is open again
+            self.transaction_gate.thaw(gate, frozen_at)
+
     def _forget_transaction(self, transaction_id: int) -> None:
         # list(): sends of other transactions add trackers from other threads meanwhile
         for key in [key for key in list(self.transaction_sequences) if key[0] == transaction_id]:
@@ -141,6 +218,12 @@ class Partition:
         record = self.journal.transaction(self.name, transaction_id)
         return record.entry_count if record and record.state is CopyState.OPEN else 0
 
+    def count_entries(self, transaction_id: int) -> int:
+        """Freeze the transaction here, wait for its appends in progress, count its entries
+        (J3: every acknowledged batch is in the count, every later one is refused)."""
+        self.transaction_gate.freeze(transaction_id)
+        return self.journaled_entries(transaction_id)
+
     def apply_commit(
         self,
         transaction_id: int,
@@ -148,15 +231,25 @@ class Partition:
         journaled_entries: int = 0,
     ) -> tuple[int, int]:
         tags = None if attempts is None else [a.encode("utf-8") for a in attempts]
-        first_offset, next_offset = self.writer.apply_commit(
-            transaction_id, attempts=tags, journaled_entries=journaled_entries
-        )
+        self.transaction_gate.freeze(transaction_id)  # no append may race the copy
+        try:
+            first_offset, next_offset = self.writer.apply_commit(
+                transaction_id, attempts=tags, journaled_entries=journaled_entries
+            )
+        finally:
+            # Prepared, the coordinator refuses the transaction's later batches itself.
+            self.transaction_gate.forget(transaction_id)
+        self._advance_high_watermark()
         self._forget_transaction(transaction_id)
         self._wake_fetchers()
         return first_offset, next_offset
 
     def apply_abort(self, transaction_id: int) -> None:
-        self.writer.apply_abort(transaction_id)
+        self.transaction_gate.freeze(transaction_id)  # appends in progress land, then go
+        try:
+            self.writer.apply_abort(transaction_id)
+        finally:
+            self.transaction_gate.forget(transaction_id)
         self._forget_transaction(transaction_id)
 
     def compact_log(self, should_stop: Callable[[], bool] | None = None) -> CompactionReport:
@@ -177,6 +270,16 @@ class Partition:
         applying = self.journal.transactions(self.name, [CopyState.APPLYING])
         return min((record.first_offset for record in applying), default=None)
 
+    # --- high watermark ----------------------------------------------------------------
+
+    def replicated_end(self) -> int:
+        """The offset below which every in-sync replica holds the log: on one node, the
+        log end. The replication layer replaces this; tests hold it back."""
+        return self.log.log_end_offset
+
+    def _advance_high_watermark(self) -> None:
+        self.high_watermark.advance_to(self.replicated_end())
+
     # --- reads -----------------------------------------------------------------------
 
     def _wake_fetchers(self) -> None:
@@ -186,10 +289,11 @@ class Partition:
     def fetch(
         self, offset: int, max_bytes: int, max_wait_ms: int = 0, min_bytes: int = 1
     ) -> FetchResult:
-        """Whole batches from ``offset``; waits up to ``max_wait_ms`` for ``min_bytes``."""
+        """Whole batches from ``offset`` below the high watermark; waits up to ``max_wait_ms``
+        for ``min_bytes``. The result's end is the high watermark, not the log end."""
         deadline = time.monotonic() + max(0, max_wait_ms) / 1000
         while True:
-            start, end = self.log.log_start_offset, self.log.log_end_offset
+            start, end = self.log.log_start_offset, self.high_watermark.value
             if offset < start or offset > end:
                 raise OffsetOutOfRangeError(
                     f"offset {offset} is outside {self.name}'s log [{start}, {end}); seek to "
@@ -197,12 +301,12 @@ class Partition:
                     start,
                     end,
                 )
-            records = self.log.read(offset, max_bytes) if offset < end else b""
+            records = batches_below(self.log.read(offset, max_bytes), end) if offset < end else b""
             remaining_s = deadline - time.monotonic()
             if len(records) >= min_bytes or remaining_s <= 0:
                 return FetchResult(records, start, end)
             with self.data_arrived:
-                if self.log.log_end_offset == end:
+                if self.high_watermark.value == end:
                     self.data_arrived.wait(remaining_s)
 
     def _untouched_transaction_trackers(

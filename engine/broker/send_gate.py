@@ -4,8 +4,7 @@ An open transaction's batches wait in the local data journal under the
 partition's name until the transaction ends. Deleting the topic aborts the
 open transactions that touch it; the gate makes that set final: once closed,
 no send can journal another batch here, and closing waits for the sends
-already past it (each holds its transaction's lock, which the abort also
-takes, so the abort then finds and removes what they journaled).
+already past it, so the aborts that follow find and remove what they journaled.
 
 Thread rule: any thread; one condition variable.
 """

@@ -15,6 +15,9 @@ reads the mark before and after scanning, and scans again if an append started
 or finished meanwhile. A copy torn by a kill stays hidden until the broker's next
 open has cut or finished it and written again.
 
+Nor past the high watermark a live broker published (``high_watermark``): batches
+not yet committed are not read.
+
 It reads what is in the files, which can include batches the writer has not
 fsynced yet (a power loss may still take them). Pass ``to_offset`` (e.g. a log
 end offset the broker reported) to read only what is known to be durable.
@@ -34,6 +37,7 @@ from twinlog.engine.base.errors import CorruptBatchError, CorruptLogError, Offse
 from twinlog.engine.log.checkpoints import AppendState, read_append_state, read_log_start_offset
 from twinlog.engine.log.files import index_path, list_segment_base_offsets, segment_path
 from twinlog.engine.log.headers import parse_header
+from twinlog.engine.log.high_watermark import read_high_watermark
 from twinlog.engine.log.scan import ScanResult, find_valid_batch_after, iter_valid_batches
 from twinlog.engine.log.segment_index import OFFSET_ENTRY, OFFSET_ENTRY_BYTES
 from twinlog.engine.records.batch_format import BatchHeader
@@ -61,9 +65,9 @@ class LogReader:
             if _in_progress(after):
                 assert after is not None
                 # Everything before it was whole when it started, whatever the scan saw.
-                return after.first_offset
+                return self._below_high_watermark(after.first_offset)
             if before == after:
-                return end
+                return self._below_high_watermark(end)
             time.sleep(END_SCAN_RETRY_S)
         raise OffsetOutOfRangeError(
             f"{self.directory}: the writer appended through {END_SCAN_ATTEMPTS_MAX} scans of "
@@ -71,6 +75,11 @@ class LogReader:
             -1,
             -1,
         )
+
+    def _below_high_watermark(self, offset: int) -> int:
+        """``offset``, or the HW a live broker published if lower (uncommitted: not read)."""
+        high_watermark = read_high_watermark(self.directory)
+        return offset if high_watermark is None else min(offset, high_watermark)
 
     def _scanned_end(self) -> int:
         if not self.directory.is_dir():
@@ -107,6 +116,9 @@ class LogReader:
             to_offset = (
                 mark.first_offset if to_offset is None else min(to_offset, mark.first_offset)
             )
+        high_watermark = read_high_watermark(self.directory)
+        if high_watermark is not None:
+            to_offset = high_watermark if to_offset is None else min(to_offset, high_watermark)
         return self._iter_batches(from_offset, to_offset)
 
     def _iter_batches(

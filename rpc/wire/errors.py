@@ -59,6 +59,10 @@ STATUS_OF_ERROR: dict[type[TwinlogError], grpc.StatusCode] = {
     errors.DuplicateSequenceError: Code.ALREADY_EXISTS,
     errors.PendingTransactionError: Code.UNAVAILABLE,
     errors.ConcurrentTransactionsError: Code.ABORTED,
+    # epochs between coordinators and partition leaders
+    errors.TransactionCoordinatorFencedError: Code.FAILED_PRECONDITION,
+    errors.FencedLeaderEpochError: Code.FAILED_PRECONDITION,
+    errors.UnknownLeaderEpochError: Code.UNAVAILABLE,
     # resources
     errors.DiskFullError: Code.RESOURCE_EXHAUSTED,
     errors.NotEnoughResourcesError: Code.RESOURCE_EXHAUSTED,

@@ -33,6 +33,7 @@ from server_process import ROOT, ServerProcess, environment
 from twinlog.engine.base.errors import InvalidTxnStateError, TransactionCompletedError
 from twinlog.engine.base.types import ProducerIdentity, TopicPartition
 from twinlog.engine.broker.broker import Broker, _LocalApplier
+from twinlog.engine.broker.partition_calls import ApplyAbort, ApplyCommit, CallEpochs
 from twinlog.engine.records.batch_builder import build_batch
 from twinlog.engine.records.batch_reader import iter_batches
 from twinlog.rpc.client import Admin
@@ -267,6 +268,7 @@ class Txn:
 
 TOPIC = "stale"
 P0, P1 = TopicPartition(TOPIC, 0), TopicPartition(TOPIC, 1)
+EPOCHS = CallEpochs(0, 0, 0)  # a coordinator's epochs on one node
 
 
 def data_logs(broker: Broker) -> dict[int, bytes]:
@@ -327,13 +329,23 @@ def test_stale_apply_deliveries_change_nothing(tmp_path: Path) -> None:
 
         # Late deliveries while T3 is open: for T1 (applied), T2 (aborted), on every partition.
         answers = {
-            "abort T1 on p0": deliver(lambda: applier.apply_abort(P0, committed)),
-            "abort T1 on p1": deliver(lambda: applier.apply_abort(P1, committed)),
-            "abort T2 on p0": deliver(lambda: applier.apply_abort(P0, aborted)),
-            "abort T2 on p1": deliver(lambda: applier.apply_abort(P1, aborted)),
-            "commit T1 on p0": deliver(lambda: applier.apply_commit(P0, committed, None, 0)),
-            "commit T1 on p1": deliver(lambda: applier.apply_commit(P1, committed, None, 0)),
-            "commit T2 on p0": deliver(lambda: applier.apply_commit(P0, aborted, None, 0)),
+            "abort T1 on p0": deliver(
+                lambda: applier.apply_abort(ApplyAbort(committed, P0, EPOCHS))
+            ),
+            "abort T1 on p1": deliver(
+                lambda: applier.apply_abort(ApplyAbort(committed, P1, EPOCHS))
+            ),
+            "abort T2 on p0": deliver(lambda: applier.apply_abort(ApplyAbort(aborted, P0, EPOCHS))),
+            "abort T2 on p1": deliver(lambda: applier.apply_abort(ApplyAbort(aborted, P1, EPOCHS))),
+            "commit T1 on p0": deliver(
+                lambda: applier.apply_commit(ApplyCommit(committed, P0, None, 0, EPOCHS))
+            ),
+            "commit T1 on p1": deliver(
+                lambda: applier.apply_commit(ApplyCommit(committed, P1, None, 0, EPOCHS))
+            ),
+            "commit T2 on p0": deliver(
+                lambda: applier.apply_commit(ApplyCommit(aborted, P0, None, 0, EPOCHS))
+            ),
         }
         # An applied transaction cannot be aborted, an aborted one cannot be applied;
         # repeating the same end answers as before (idempotent).
@@ -358,12 +370,18 @@ def test_stale_apply_deliveries_change_nothing(tmp_path: Path) -> None:
         for tp in (P0, P1):
             for transaction_id in (later, committed):
                 assert (
-                    deliver(lambda tp=tp, t=transaction_id: applier.apply_commit(tp, t, None, 2))
+                    deliver(
+                        lambda tp=tp, t=transaction_id: applier.apply_commit(
+                            ApplyCommit(t, tp, None, 2, EPOCHS)
+                        )
+                    )
                     == "ok"
                 )
-            assert deliver(lambda tp=tp: applier.apply_abort(tp, later)).startswith("refused")
-            deliver(lambda tp=tp: applier.apply_abort(tp, committed))
-            deliver(lambda tp=tp: applier.apply_abort(tp, aborted))
+            assert deliver(
+                lambda tp=tp: applier.apply_abort(ApplyAbort(later, tp, EPOCHS))
+            ).startswith("refused")
+            deliver(lambda tp=tp: applier.apply_abort(ApplyAbort(committed, tp, EPOCHS)))
+            deliver(lambda tp=tp: applier.apply_abort(ApplyAbort(aborted, tp, EPOCHS)))
         assert data_logs(broker) == logs_after_t3
         with pytest.raises(TransactionCompletedError):  # the journal refuses T3's leftovers
             broker.journal.append(str(P0), later, producer.batch(later, 3, [b"late"]))
@@ -378,8 +396,14 @@ def test_stale_apply_deliveries_change_nothing(tmp_path: Path) -> None:
         assert data_logs(broker) == logs_after_t3
         for tp in (P0, P1):
             for transaction_id in (committed, aborted, later):
-                deliver(lambda tp=tp, t=transaction_id: applier.apply_abort(tp, t))
-                deliver(lambda tp=tp, t=transaction_id: applier.apply_commit(tp, t, None, 2))
+                deliver(
+                    lambda tp=tp, t=transaction_id: applier.apply_abort(ApplyAbort(t, tp, EPOCHS))
+                )
+                deliver(
+                    lambda tp=tp, t=transaction_id: applier.apply_commit(
+                        ApplyCommit(t, tp, None, 2, EPOCHS)
+                    )
+                )
         assert data_logs(broker) == logs_after_t3
         producer = Txn(broker, "stale-producer")  # the next generation, one more transaction
         producer.begin()

@@ -22,6 +22,14 @@ from twinlog.engine.base.errors import (
 from twinlog.engine.base.types import TopicPartition, TransactionState
 from twinlog.engine.broker.coordinator import Coordinator
 from twinlog.engine.broker.id_allocator import IdAllocator
+from twinlog.engine.broker.partition_calls import (
+    ApplyAbort,
+    ApplyCommit,
+    CallEpochs,
+    CountEntries,
+    EntryCount,
+    RegisterPartition,
+)
 from twinlog.engine.broker.transaction_metadata import TransactionMetadata
 from twinlog.engine.broker.txn_state import TRANSITIONS, Outcome, TransactionEvent, next_state
 from twinlog.journal.txn_journal import TxnJournal
@@ -42,24 +50,21 @@ class RecordingApplier:
         self.entries: dict[TopicPartition, int] = {}  # journaled entries per partition (else 1)
         self.journaled: dict[TopicPartition, int] = {}  # what the last apply_commit was told
 
-    def journaled_entries(self, topic_partition: TopicPartition, transaction_id: int) -> int:
-        return self.entries.get(topic_partition, 1)
+    def leader_epoch(self, topic_partition: TopicPartition) -> int:
+        return 0
 
-    def apply_commit(
-        self,
-        topic_partition: TopicPartition,
-        transaction_id: int,
-        attempts: tuple[str, ...] | None,
-        journaled_entries: int,
-    ) -> None:
-        self.gate.wait()
-        self.calls.append(("commit", topic_partition, transaction_id))
-        self.attempts = attempts
-        self.journaled[topic_partition] = journaled_entries
+    def count_entries(self, request: CountEntries) -> EntryCount:
+        return EntryCount(self.entries.get(request.topic_partition, 1))
 
-    def apply_abort(self, topic_partition: TopicPartition, transaction_id: int) -> None:
+    def apply_commit(self, request: ApplyCommit) -> None:
         self.gate.wait()
-        self.calls.append(("abort", topic_partition, transaction_id))
+        self.calls.append(("commit", request.topic_partition, request.transaction_id))
+        self.attempts = request.attempts
+        self.journaled[request.topic_partition] = request.entry_count
+
+    def apply_abort(self, request: ApplyAbort) -> None:
+        self.gate.wait()
+        self.calls.append(("abort", request.topic_partition, request.transaction_id))
 
 
 def make(
@@ -168,7 +173,11 @@ def test_timeout_aborts_and_later_requests_name_the_state(tmp_path: Path) -> Non
     with pytest.raises(InvalidTxnStateError, match=f"transaction {txn_id}: it is ABORTED"):
         coordinator.commit(txn_id, identity.producer_id, identity.producer_generation)
     with pytest.raises(InvalidTxnStateError, match="ABORTED"):
-        coordinator.lock_for_send(txn_id, identity.producer_id, identity.producer_generation, A0)
+        coordinator.register_partition(
+            RegisterPartition(
+                txn_id, A0, identity.producer_id, identity.producer_generation, CallEpochs(0, 0, 0)
+            )
+        )
     coordinator.close()
 
 
@@ -333,7 +342,7 @@ def _fire(
     elif event is TransactionEvent.ADD_OFFSETS:
         coordinator.add_offsets(txn_id, pid, gen, "group", OFFSETS, [A0])
     elif event is TransactionEvent.SEND:
-        coordinator.lock_for_send(txn_id, pid, gen, A0).lock.release()
+        coordinator.register_partition(RegisterPartition(txn_id, A0, pid, gen, CallEpochs(0, 0, 0)))
     elif event is TransactionEvent.COMMIT:
         coordinator.commit(txn_id, pid, gen)
     elif event is TransactionEvent.ABORT:

@@ -1,0 +1,121 @@
+"""The seam between transaction coordinators and partition leaders: its calls and their epochs.
+
+Two directions, one Protocol each (docs/seam.md; CLUSTER.md section 3.6):
+
+    PartitionLeaders         coordinator -> partition leader
+        count_entries        before PREPARE_COMMIT: freeze T on P, wait for T's appends
+                             in progress, answer T's entry count (J3)
+        apply_commit         copy T's first ``entry_count`` entries into the data log
+        apply_abort          drop T's entries; later appends of T on P fail
+    TransactionCoordinators  partition leader -> coordinator
+        register_partition   on the first batch of T on P: the coordinator checks the
+                             producer's generation and T's state, journals ADD_PARTITIONS
+
+Every request carries ``CallEpochs``: the coordinator epoch (of the transaction
+journal partition that owns T) and the partition leader epoch the caller
+expects. A partition refuses a coordinator epoch lower than the highest it has
+seen from that coordinator partition (TransactionCoordinatorFencedError), and an
+expected leader epoch older than its own (FencedLeaderEpochError) or newer
+(UnknownLeaderEpochError). Requests and answers are frozen dataclasses of plain
+values, so a network transport can carry them as they are.
+
+Ids carry their coordinator partition in their low bits, so any broker part can
+find the coordinator of a transaction or producer id without a lookup table.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from twinlog.engine.base.types import TopicPartition
+
+PARTITION_BITS = 8
+JOURNAL_PARTITIONS_MAX = 1 << PARTITION_BITS
+
+PARTITION_GONE = -1  # count_entries' answer for a partition whose topic was deleted
+
+
+def coordinator_partition_of(identifier: int) -> int:
+    """Journal partition that owns a producer id or transaction id."""
+    return identifier & (JOURNAL_PARTITIONS_MAX - 1)
+
+
+@dataclass(frozen=True)
+class CallEpochs:
+    """Who sends a call and which leader it expects to reach."""
+
+    coordinator_partition: int  # the transaction journal partition of the coordinator
+    coordinator_epoch: int  # that partition's leader epoch, as the coordinator loaded it
+    leader_epoch: int  # the data partition's leader epoch the caller expects
+
+
+@dataclass(frozen=True)
+class RegisterPartition:
+    transaction_id: int
+    topic_partition: TopicPartition
+    producer_id: int
+    producer_generation: int
+    epochs: CallEpochs
+
+
+@dataclass(frozen=True)
+class CountEntries:
+    transaction_id: int
+    topic_partition: TopicPartition
+    epochs: CallEpochs
+
+
+@dataclass(frozen=True)
+class EntryCount:
+    entry_count: int  # T's journal entries on the partition; PARTITION_GONE if deleted
+
+
+@dataclass(frozen=True)
+class ApplyCommit:
+    transaction_id: int
+    topic_partition: TopicPartition
+    attempts: tuple[str, ...] | None  # None: every attempt's batches
+    entry_count: int  # what count_entries answered (0: not counted, e.g. old records)
+    epochs: CallEpochs
+
+
+@dataclass(frozen=True)
+class ApplyAbort:
+    transaction_id: int
+    topic_partition: TopicPartition
+    epochs: CallEpochs
+
+
+class PartitionLeaders(Protocol):
+    """The calls a coordinator makes on partition leaders. Each is idempotent."""
+
+    def leader_epoch(self, topic_partition: TopicPartition) -> int:
+        """The partition's leader epoch as the caller's metadata has it (0 if unknown)."""
+        ...
+
+    def count_entries(self, request: CountEntries) -> EntryCount:
+        """Freeze T on P (later appends of T are refused, abortable), wait for T's appends
+        in progress, and answer T's entry count: 0 if none, PARTITION_GONE if deleted."""
+        ...
+
+    def apply_commit(self, request: ApplyCommit) -> None:
+        """Copy T's entries (only those of ``attempts`` and untagged, if given).
+
+        ``entry_count`` fewer than the journal holds now means the journal lost some:
+        the copy must refuse, not shrink.
+        """
+        ...
+
+    def apply_abort(self, request: ApplyAbort) -> None:
+        """Drop T's entries; every later append of T on P fails."""
+        ...
+
+
+class TransactionCoordinators(Protocol):
+    """The call a partition leader makes on the coordinator of a transaction."""
+
+    def register_partition(self, request: RegisterPartition) -> None:
+        """Add P to T (durably) before P journals T's first batch; raises as the
+        coordinator refuses (fenced producer, T not open, a stale epoch)."""
+        ...

@@ -1,0 +1,134 @@
+"""A log's high watermark: the end of what a consumer may read (CLUSTER.md section 3.3, I1).
+
+Offsets below the high watermark (HW) are committed: every replica holds them.
+Consumers (fetch, its long poll, ``list_offset("latest")``, a Spark scan) read up
+to the HW, never past it; the writer, the copier and recovery read the whole log.
+
+    log_start_offset <= value <= log_end_offset     asserted on every change
+
+``advance_to`` never lowers the value (a lower offset is a late report, ignored);
+only ``truncate_to``, beside a truncation of the log, does. On one node the
+partition advances the HW to the log end after every append; replication will
+advance it to what every in-sync replica holds instead.
+
+Readers of the files (``read_only.LogReader``: no broker, no memory to share) see
+the HW through the ``high-watermark`` file, written only while the HW lies below
+the log end and removed once it catches up. So on one node, where the HW trails
+the log end only for the instant between an append and its advance, the file
+costs nothing; a missing file means "the log end". It is not fsynced: it bounds
+readers of a live broker, and a restart rebuilds the HW from the log.
+
+Thread rule: any thread; one lock orders the changes and the file.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from pathlib import Path
+from typing import Protocol
+
+from twinlog.engine.base.atomic_file import replace_file
+from twinlog.engine.base.crc32c import crc32c
+from twinlog.engine.records.batch_format import read_header
+
+log = logging.getLogger(__name__)
+
+HIGH_WATERMARK_FILE = "high-watermark"
+_LABEL = "high_watermark"
+
+
+class LogBounds(Protocol):
+    """What the HW is checked against (a ``DataLog``)."""
+
+    @property
+    def log_start_offset(self) -> int: ...
+
+    @property
+    def log_end_offset(self) -> int: ...
+
+
+class HighWatermark:
+    def __init__(self, bounds: LogBounds, directory: Path) -> None:
+        """Start at the log end: after recovery everything the log holds is committed
+        (one node). The file of an earlier run says nothing about this one: removed."""
+        self._bounds = bounds
+        self._path = directory / HIGH_WATERMARK_FILE
+        self._lock = threading.Lock()
+        self._value = bounds.log_end_offset
+        self._file_written = True  # unknown: remove whatever an earlier run left
+        self._publish_locked()
+
+    @property
+    def value(self) -> int:
+        """The first offset a consumer may not read."""
+        return self._value
+
+    def advance_to(self, offset: int) -> int:
+        """Raise the HW to ``offset`` (ignored if not higher); the value after."""
+        with self._lock:
+            start, end = self._bounds.log_start_offset, self._bounds.log_end_offset
+            assert offset <= end, f"high watermark {offset} past the log end {end}"
+            if offset > self._value:
+                self._value = offset
+            assert start <= self._value <= end, (start, self._value, end)
+            self._publish_locked()
+            return self._value
+
+    def truncate_to(self, offset: int) -> None:
+        """Lower the HW with a truncation of the log to ``offset`` (the only way down)."""
+        with self._lock:
+            if offset < self._value:
+                self._value = offset
+            self._publish_locked()
+
+    def _publish_locked(self) -> None:
+        """Write the file while the HW trails the log end; remove it once it does not."""
+        behind = self._value < self._bounds.log_end_offset
+        if behind:
+            replace_file(self._path, encode_high_watermark(self._value), durable=False)
+            self._file_written = True
+        elif self._file_written:
+            self._path.unlink(missing_ok=True)
+            self._file_written = False
+
+
+def encode_high_watermark(offset: int) -> bytes:
+    body = f"{_LABEL} {offset}\n".encode("ascii")
+    return body + f"crc32c {crc32c(body):08x}\n".encode("ascii")
+
+
+def read_high_watermark(directory: Path) -> int | None:
+    """The HW a live broker published for the log in ``directory``; None: the log end.
+
+    A damaged file (never expected: it is replaced atomically) reads as 0, so a
+    reader sees too little rather than uncommitted data.
+    """
+    try:
+        raw = (directory / HIGH_WATERMARK_FILE).read_bytes()
+    except FileNotFoundError:
+        return None
+    body_bytes = raw.find(b"\n") + 1
+    body = raw[:body_bytes]
+    label, _, number = body.decode("ascii", "replace").strip().partition(" ")
+    if (
+        body_bytes == 0
+        or label != _LABEL
+        or not (number.isascii() and number.isdigit())
+        or raw[body_bytes:] != f"crc32c {crc32c(body):08x}\n".encode("ascii")
+    ):
+        log.warning("%s is damaged; reading the log as empty", directory / HIGH_WATERMARK_FILE)
+        return 0
+    return int(number)
+
+
+def batches_below(records: bytes, limit_offset: int) -> bytes:
+    """The whole batches of ``records`` (as ``DataLog.read`` returns them) that end at or
+    before ``limit_offset``: a read cut at the high watermark."""
+    position = 0
+    while position < len(records):
+        header = read_header(records, position)
+        if header.next_offset > limit_offset:
+            break
+        position += header.size_bytes
+    return records if position == len(records) else records[:position]

@@ -1,0 +1,175 @@
+"""The high watermark bounds every read a consumer can make (CLUSTER.md I1).
+
+The partition's HW is held below its log end (as a follower that has not fetched
+would hold it in a cluster); no read path may return a record at or past it.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from twinlog.connectors.spark.log_access import BrokerLogAccess, DirectoryLogAccess
+from twinlog.engine.base.errors import OffsetOutOfRangeError
+from twinlog.engine.base.types import TopicPartition
+from twinlog.engine.broker.broker import Broker
+from twinlog.engine.log.high_watermark import (
+    HIGH_WATERMARK_FILE,
+    HighWatermark,
+    read_high_watermark,
+)
+from twinlog.engine.records.batch_builder import RecordBatchBuilder
+from twinlog.engine.records.batch_reader import iter_batches
+from twinlog.rpc.client import Consumer, Producer
+
+TOPIC = "hw"
+TP = TopicPartition(TOPIC, 0)
+HELD = 4  # two committed batches of two records
+
+
+def batch(*values: bytes, timestamp_ms: int = 1_000) -> bytes:
+    builder = RecordBatchBuilder("none")
+    for index, value in enumerate(values):
+        builder.append(value, timestamp_ms=timestamp_ms + index)
+    return builder.build()
+
+
+def offsets_in(records: bytes) -> list[int]:
+    return [r.offset for b in iter_batches(records) for r in b.records()]
+
+
+def fetch_all(broker: Broker, offset: int = 0) -> list[int]:
+    """Every offset fetchable from ``offset`` (a fetch may end early, at a copy's edge)."""
+    found: list[int] = []
+    while True:
+        records = broker.fetch(TOPIC, 0, offset, max_bytes=1 << 20).records
+        if not records:
+            return found
+        found.extend(offsets_in(records))
+        offset = found[-1] + 1
+
+
+@pytest.fixture
+def held(tmp_path: Path):  # type: ignore[no-untyped-def]
+    """A broker whose partition holds offsets 0..7 (plain and copied) and a HW of 4."""
+    broker = Broker.open(tmp_path / "data", transaction_check_interval_ms=60_000)
+    broker.create_topic(TOPIC, 1)
+    broker.produce(TOPIC, 0, batch(b"a0", b"a1"))
+    broker.produce(TOPIC, 0, batch(b"b0", b"b1"))
+    partition = broker._partition(TOPIC, 0)
+    assert partition.high_watermark.value == HELD
+    partition.replicated_end = lambda: HELD  # type: ignore[method-assign]
+    broker.produce(TOPIC, 0, batch(b"c0", b"c1", timestamp_ms=5_000))  # plain, past the HW
+    with Producer(broker, transactional_id="past-hw") as producer:  # a copy, past the HW
+        producer.init_transactions()
+        with producer.transaction():
+            producer.send(TOPIC, b"d0", partition=0)
+            producer.send(TOPIC, b"d1", partition=0)
+        producer.flush()
+    deadline = time.monotonic() + 10
+    while partition.log.log_end_offset < 8 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert partition.log.log_end_offset >= 8
+    assert partition.high_watermark.value == HELD
+    yield broker
+    broker.close()
+
+
+def test_fetch_stops_at_the_high_watermark(held: Broker) -> None:
+    result = held.fetch(TOPIC, 0, 0, max_bytes=1 << 20)
+    assert offsets_in(result.records) == [0, 1, 2, 3]
+    assert result.log_end_offset == HELD
+    assert fetch_all(held) == [0, 1, 2, 3]
+    assert held.fetch(TOPIC, 0, HELD, max_bytes=1 << 20).records == b""
+    with pytest.raises(OffsetOutOfRangeError) as raised:
+        held.fetch(TOPIC, 0, HELD + 2, max_bytes=1 << 20)
+    assert raised.value.log_end_offset == HELD
+
+
+def test_a_long_poll_is_not_woken_by_appends_past_the_high_watermark(held: Broker) -> None:
+    appender = threading.Timer(0.05, lambda: held.produce(TOPIC, 0, batch(b"e0")))
+    appender.start()
+    started = time.monotonic()
+    result = held.fetch(TOPIC, 0, HELD, max_bytes=1 << 20, max_wait_ms=300)
+    appender.join()
+    assert result.records == b""
+    assert time.monotonic() - started >= 0.25  # it waited out its time, not woken to read
+    assert held._partition(TOPIC, 0).log.log_end_offset == 9
+
+
+def test_list_offset_and_describe_answer_the_high_watermark(held: Broker) -> None:
+    assert held.list_offset(TOPIC, 0, "latest") == HELD
+    assert held.list_offset(TOPIC, 0, 5_000) == HELD  # c0's timestamp: past the HW
+    assert held.list_offset(TOPIC, 0, 1_000) == 0
+    assert held.describe_topic(TOPIC).partitions[0].log_end_offset == HELD
+
+
+def test_a_consumer_reads_and_positions_below_the_high_watermark(held: Broker) -> None:
+    with Consumer(held, fetch_max_wait_ms=50) as consumer:
+        consumer.assign([TP])
+        consumer.seek_to_beginning()
+        values = []
+        for _ in range(5):
+            values.extend(record.value for record in consumer.poll(100))
+        assert values == [b"a0", b"a1", b"b0", b"b1"]
+        assert consumer.position(TP) == HELD
+        consumer.seek_to_end()
+        assert consumer.position(TP) == HELD
+
+
+def test_a_spark_scan_reads_below_the_high_watermark(held: Broker) -> None:
+    assert read_high_watermark(held.data_dir / "logs" / str(TP)) == HELD
+    through_broker = BrokerLogAccess(held, 1 << 20)  # type: ignore[arg-type]
+    from_files = DirectoryLogAccess(str(held.data_dir))
+    for access in (through_broker, from_files):
+        assert access.describe(TOPIC) == [(0, HELD)]
+        read = [header.base_offset for header, _ in access.batches(TP, 0, HELD, True)]
+        assert read == [0, 2]
+        assert access.offset_for_timestamp(TP, 5_000, True) is None  # c0 is past the HW
+    # A file reader asked for more than it was planned never passes the HW either.
+    reader = from_files._reader(TP)
+    assert reader.end_offset() == HELD
+    assert [h.base_offset for h, _ in reader.iter_batches(0)] == [0, 2]
+
+
+def test_released_the_high_watermark_reaches_the_log_end_and_its_file_goes(held: Broker) -> None:
+    partition = held._partition(TOPIC, 0)
+    del partition.replicated_end  # back to the one-node rule: the log end
+    held.produce(TOPIC, 0, batch(b"f0"))
+    end = partition.log.log_end_offset
+    assert partition.high_watermark.value == end
+    assert held.list_offset(TOPIC, 0, "latest") == end
+    assert not (partition.directory / HIGH_WATERMARK_FILE).exists()
+    assert fetch_all(held) == list(range(end))
+
+
+class Bounds:
+    def __init__(self, start: int, end: int) -> None:
+        self.log_start_offset, self.log_end_offset = start, end
+
+
+def test_the_high_watermark_never_decreases_but_by_truncation(tmp_path: Path) -> None:
+    bounds = Bounds(0, 10)
+    (tmp_path / HIGH_WATERMARK_FILE).write_bytes(b"left by an earlier run\n")
+    high_watermark = HighWatermark(bounds, tmp_path)
+    assert high_watermark.value == 10
+    assert read_high_watermark(tmp_path) is None  # the earlier run's file is gone
+    assert high_watermark.advance_to(5) == 10  # a late report: ignored
+    bounds.log_end_offset = 20
+    assert high_watermark.advance_to(15) == 15
+    assert read_high_watermark(tmp_path) == 15  # behind the log end: published
+    with pytest.raises(AssertionError, match="past the log end"):
+        high_watermark.advance_to(21)
+    high_watermark.truncate_to(12)
+    assert high_watermark.value == 12
+    assert read_high_watermark(tmp_path) == 12
+    assert high_watermark.advance_to(20) == 20
+    assert read_high_watermark(tmp_path) is None
+
+
+def test_a_damaged_high_watermark_file_reads_as_nothing_committed(tmp_path: Path) -> None:
+    (tmp_path / HIGH_WATERMARK_FILE).write_bytes(b"high_watermark 9\ncrc32c 00000000\n")
+    assert read_high_watermark(tmp_path) == 0
