@@ -118,8 +118,6 @@ COMPLETION_WAIT_MS = 5_000  # how long begin/init wait for the previous transact
 GENERATION_EXHAUSTED_FROM = PRODUCER_GENERATION_MAX - 1
 
 
-
-
 class Coordinator:
     def __init__(
         self,
