@@ -89,7 +89,7 @@ class Partition:
         self._plain_lock = threading.Lock()
         self.send_gate = SendGate(self.name)
         self.transaction_gate = TransactionGate(self.name)
-        self.epochs = PartitionEpochs(self.name)
+        self.epochs = PartitionEpochs(self.name, self.log)
         self.coordinators = coordinators  # None: no coordinator to register with (tools)
         self.data_arrived = threading.Condition()
         self.sequences = self._load_sequences()

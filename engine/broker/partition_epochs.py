@@ -16,6 +16,7 @@ Thread rule: any thread; one lock.
 from __future__ import annotations
 
 import threading
+from typing import Protocol
 
 from twinlog.engine.base.errors import (
     FencedLeaderEpochError,
@@ -25,27 +26,34 @@ from twinlog.engine.base.errors import (
 from twinlog.engine.broker.partition_calls import CallEpochs
 
 
+class EpochStampingLog(Protocol):
+    """The data log: it holds the leader epoch, stamps it into every batch it appends and
+    records where each epoch starts (its leader-epoch checkpoint)."""
+
+    @property
+    def leader_epoch(self) -> int: ...
+
+    def become_leader(self, epoch: int) -> None: ...
+
+
 class PartitionEpochs:
-    def __init__(self, where: str, leader_epoch: int = 0) -> None:
+    def __init__(self, where: str, log: EpochStampingLog) -> None:
         self._where = where
         self._lock = threading.Lock()
-        # Until the data log keeps its own leader epoch (the batch-format work), the
-        # partition keeps it here; then this becomes ``return self.log.leader_epoch``.
-        self._leader_epoch = leader_epoch
+        # The leader epoch has one home, the data log (it stamps it into batches and keeps
+        # the epoch checkpoint), so a promotion changes what is stamped and what is checked
+        # at once.
+        self._log = log
         self._coordinator_epochs: dict[int, int] = {}  # coordinator partition -> highest seen
 
     @property
     def leader_epoch(self) -> int:
-        return self._leader_epoch
+        return self._log.leader_epoch
 
     def become_leader(self, leader_epoch: int) -> None:
-        """A newer leader epoch (a promotion); never a lower one."""
+        """A newer leader epoch (a promotion); never a lower one (ValueError)."""
         with self._lock:
-            if leader_epoch < self._leader_epoch:
-                raise ValueError(
-                    f"{self._where}: leader epoch {leader_epoch} is below {self._leader_epoch}"
-                )
-            self._leader_epoch = leader_epoch
+            self._log.become_leader(leader_epoch)
 
     def coordinator_epoch(self, coordinator_partition: int) -> int:
         """The highest epoch seen from that coordinator partition (0: none yet)."""
@@ -66,7 +74,7 @@ class PartitionEpochs:
             self._coordinator_epochs[epochs.coordinator_partition] = epochs.coordinator_epoch
 
     def check_leader_epoch(self, expected: int) -> None:
-        ours = self._leader_epoch
+        ours = self._log.leader_epoch
         if expected < ours:
             raise FencedLeaderEpochError(
                 f"{self._where}: the call expected leader epoch {expected}, the partition is "

@@ -277,3 +277,29 @@ def test_every_acknowledged_send_racing_a_commit_is_counted_and_copied(
             assert copied == acknowledged[partition], (round_index, partition)
             assert counted.get(TopicPartition(TOPIC, partition), 0) == len(copied)
         assert len(refused) == PARTITIONS  # each sender ran into the freeze, not SENDS_MAX
+
+
+def test_a_promotion_is_stamped_into_the_next_batches_and_checked_by_the_seam(
+    broker: Broker,
+) -> None:
+    """One home for the leader epoch: the data log stamps it into what it appends from the
+    promotion on and records where it starts; the seam checks calls against the same value."""
+    identity, transaction_id = open_transaction(broker, "stamped")
+    broker.produce(TOPIC, 0, batch([b"before"]))
+    partition = broker._partition(TOPIC, 0)
+    partition.epochs.become_leader(5)
+    assert partition.log.leader_epoch == 5
+    broker.produce(TOPIC, 0, batch([b"plain"]))
+    broker.produce(TOPIC, 0, batch([b"copied"], identity, 0, transaction_id))
+    broker.commit_transaction(
+        transaction_id, identity.producer_id, identity.producer_generation, wait_for_applied=True
+    )
+    records = broker.fetch(TOPIC, 0, 0, max_bytes=1 << 20).records
+    epochs = [header.partition_leader_epoch for header in (b.header for b in iter_batches(records))]
+    assert epochs == [0, 5, 5]
+    end = partition.log.epochs.end_offset_for_epoch(0, partition.log.log_end_offset)
+    assert (end.epoch, end.end_offset) == (0, 1)
+    with pytest.raises(FencedLeaderEpochError):
+        partition.epochs.check_leader_epoch(0)
+    with pytest.raises(ValueError):
+        partition.epochs.become_leader(4)
