@@ -100,6 +100,16 @@ class _PartitionOperation(Operation):
 
     def _read(self, tables: Tables) -> None:
         """Read the partition's row and the transaction's, after checking the order."""
+        self._read_partition(tables)
+        row = self.partition_row
+        self.record = (
+            None
+            if row is None
+            else tables.transaction(row.partition_id, self.partition, self.transaction_id)
+        )
+
+    def _read_partition(self, tables: Tables) -> None:
+        """Read the partition's row; refuse a record that is not the next to apply."""
         self._in_order = False
         self.partition_row = tables.partition(self.partition)
         row = self.partition_row
@@ -111,11 +121,6 @@ class _PartitionOperation(Operation):
                 f"journal, which applies record {row.next_offset} next; not applied"
             )
         self._in_order = True
-        self.record = (
-            None
-            if row is None
-            else tables.transaction(row.partition_id, self.partition, self.transaction_id)
-        )
 
     def _partition_id(self, tables: Tables) -> int:
         """The partition's id, creating its row on first use."""
@@ -343,7 +348,7 @@ class PurgeBelow(_PartitionOperation):
         self.doomed: list[tuple[int, array[int]]] = []
 
     def check(self, tables: Tables) -> None:
-        self._read(tables)
+        self._read_partition(tables)
         self.doomed = []
         row = self.partition_row
         if row is None:
