@@ -8,8 +8,11 @@ LMDB (``LocalJournal``), in offset order, by the journal's writer thread, which
 moves the partition's applied offset in the same LMDB transaction. LMDB is a view
 that can be rebuilt from the logs; the logs are what a replica would copy.
 
-    write   under the partition's order lock: append the record (fsynced:
-            flush policy every_append), queue its application; then wait for it
+    write   under the partition's order lock: append the record (not fsynced yet)
+            and queue its application; then wait for it. The journal's writer
+            thread fsyncs the journal log before the LMDB transaction that applies
+            the record: one fsync per log and group, so concurrent writers of one
+            partition share it as they share LMDB's (group commit on both)
     open    replay the journal log from LMDB's applied offset to its end
     repair  after a failed application (a full disk, an I/O error) the records
             from LMDB's applied offset on were all refused: they are cut from
@@ -18,7 +21,7 @@ that can be rebuilt from the logs; the logs are what a replica would copy.
 Rules of the cluster design (CLUSTER.md section 3.4), where this module holds them:
 
     J1 commit-then-apply   only records below the journal log's high watermark are
-                           applied (``_high_watermark``: the durable end on one node)
+                           applied (``high_watermark``: the durable end on one node)
     J5 followers never decide   only ``LocalJournal``'s writer changes LMDB, and only
                            to apply a record; the copier decides by appending records
 
@@ -46,6 +49,7 @@ from twinlog.engine.base.errors import (
     UnknownTopicOrPartitionError,
 )
 from twinlog.engine.log import DataLog, LogConfig
+from twinlog.engine.log.config import FLUSH_INTERVAL, INT64_MAX
 from twinlog.engine.records.batch_format import BATCH_BYTES_HARD_MAX, BatchHeader
 from twinlog.engine.records.batch_reader import iter_batches
 from twinlog.journal import journal_log_records as records
@@ -80,12 +84,18 @@ PENDING_STATES = (CopyState.OPEN, CopyState.APPLYING)
 
 
 def journal_log_config(batch_bytes_max: int) -> LogConfig:
-    """A journal log's settings: an ENTRY holds a producer's batch plus a few fields."""
+    """A journal log's settings: an ENTRY holds a producer's batch plus a few fields.
+
+    Never flushed on append: the journal's writer thread fsyncs it before applying
+    (``_JournalLog.make_durable``), once for every record appended so far.
+    """
     return LogConfig(
         segment_bytes=JOURNAL_LOG_SEGMENT_BYTES,
         retention_bytes=-1,
         retention_ms=-1,
-        flush_policy="every_append",  # the record is durable before it is applied (J1)
+        flush_policy=FLUSH_INTERVAL,
+        flush_interval_ms=INT64_MAX,
+        flush_interval_bytes=INT64_MAX,
         batch_bytes_max=min(batch_bytes_max + ENTRY_OVERHEAD_BYTES_MAX, BATCH_BYTES_HARD_MAX),
     )
 
@@ -98,6 +108,27 @@ class _JournalLog:
         self.log = data_log
         self.order_lock = threading.Lock()
         self.needs_repair = False
+        data_log.flush()  # what recovery kept may be in the page cache only
+        self.durable_end = data_log.log_end_offset
+
+    @property
+    def high_watermark(self) -> int:
+        """Offset below which records are committed. One node: the durable end; replication
+        would lower it to what the in-sync replicas hold."""
+        return self.durable_end
+
+    def make_durable(self, offset: int) -> None:
+        """fsync the log if record ``offset`` is not durable yet (the journal's writer
+        thread only, before the LMDB transaction that applies it)."""
+        if offset >= self.durable_end:
+            end = self.log.log_end_offset  # everything below it is written
+            self.log.flush()
+            self.durable_end = max(self.durable_end, end)
+        # J1 commit-then-apply: LMDB sees only records below the high watermark.
+        assert offset < self.high_watermark, (
+            f"{self.partition}: journal-log record {offset} would be applied at or above "
+            f"the high watermark {self.high_watermark}"
+        )
 
 
 class JournalLogs:
@@ -133,7 +164,8 @@ class JournalLogs:
             directory / JOURNAL_LOG_DIRECTORY, journal_log_config(batch_bytes_max)
         )
         try:
-            replayed = self._replay(partition, data_log)
+            journal_log = _JournalLog(partition, data_log)
+            replayed = self._replay(journal_log)
         except BaseException:
             data_log.close()
             raise
@@ -141,7 +173,7 @@ class JournalLogs:
             if partition in self._logs:
                 data_log.close()
                 raise TwinlogError(f"the journal log of {partition} is open already")
-            self._logs[partition] = _JournalLog(partition, data_log)
+            self._logs[partition] = journal_log
         if replayed:
             log.info(
                 "%s: %d journal-log records replayed into the local journal", partition, replayed
@@ -179,7 +211,8 @@ class JournalLogs:
 
     # --- replay ---------------------------------------------------------------------
 
-    def _replay(self, partition: str, data_log: DataLog) -> int:
+    def _replay(self, journal_log: _JournalLog) -> int:
+        partition, data_log = journal_log.partition, journal_log.log
         start, end = data_log.log_start_offset, data_log.log_end_offset
         row = self.local.partition_row(partition)
         if row is None:
@@ -201,10 +234,9 @@ class JournalLogs:
             )
         else:
             replay_from = row.next_offset
-        high_watermark = end  # J1: on one node, the durable end of the log
         pending: list[PendingWrite] = []
         replayed = 0
-        for offset, record in read_records(data_log, replay_from, high_watermark):
+        for offset, record in read_records(data_log, replay_from, journal_log.high_watermark):
             pending.append(self.local.enqueue_record(partition, offset, record))
             replayed += 1
             if len(pending) >= REPLAY_PENDING_MAX:
@@ -222,14 +254,11 @@ class JournalLogs:
             if journal_log.needs_repair:
                 self._repair(journal_log)
             failpoints.hit("journal_log.before_append")
-            offset = journal_log.log.append(batch)  # fsynced (every_append)
+            offset = journal_log.log.append(batch)  # fsynced by the writer, before applying
             failpoints.hit("journal_log.before_apply")
-            # J1 commit-then-apply: the record is below the high watermark before LMDB sees it.
-            assert offset < self._high_watermark(journal_log), (
-                f"{partition}: journal-log record {offset} would be applied above the "
-                f"high watermark {self._high_watermark(journal_log)}"
+            pending = self.local.enqueue_record(
+                partition, offset, record, lambda: journal_log.make_durable(offset)
             )
-            pending = self.local.enqueue_record(partition, offset, record)
         try:
             return pending.wait()
         except BaseException:
@@ -238,12 +267,6 @@ class JournalLogs:
             # it was, the repair reads from LMDB before the next write.
             journal_log.needs_repair = True
             raise
-
-    @staticmethod
-    def _high_watermark(journal_log: _JournalLog) -> int:
-        """Offset below which records are committed. One node: the durable end (every
-        append is fsynced); replication would lower it to what the in-sync replicas hold."""
-        return journal_log.log.log_end_offset
 
     def _repair(self, journal_log: _JournalLog) -> None:
         """Cut the records LMDB did not apply (their callers all got an error) from the log.

@@ -18,7 +18,7 @@ from __future__ import annotations
 import fcntl
 import os
 from array import array
-from collections.abc import Generator, Iterable
+from collections.abc import Callable, Generator, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -259,16 +259,23 @@ class LocalJournal:
         return self._writer.submit(operation)
 
     def enqueue_record(
-        self, partition: str, journal_offset: int, record: JournalLogRecord
+        self,
+        partition: str,
+        journal_offset: int,
+        record: JournalLogRecord,
+        make_durable: Callable[[], None] | None = None,
     ) -> PendingWrite:
         """Queue the application of the journal-log record at ``journal_offset``; ``wait()``
         on the result (the operation's result, or its refusal raised).
 
         Records of one partition must be queued in offset order, each once: the
         writer applies only the partition's next one (JournalOrderError otherwise).
+        ``make_durable`` is called by the writer before the group that applies it.
         """
         _check_partition_name(partition)
-        return self._writer.enqueue(_operation_for(partition, journal_offset, record))
+        operation = _operation_for(partition, journal_offset, record)
+        operation.make_durable = make_durable
+        return self._writer.enqueue(operation)
 
     def apply_record(self, partition: str, journal_offset: int, record: JournalLogRecord) -> Any:
         """``enqueue_record`` and wait."""

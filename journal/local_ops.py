@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import logging
 from array import array
+from collections.abc import Callable
 from typing import Any
 
 from twinlog.engine.base.errors import (
@@ -76,6 +77,10 @@ class Operation:
 
     size_bytes = 0
     adds_data = False  # True for appends: they may not grow the map past its limit
+    # Set by the journal logs: makes the record durable in its journal log (J1: LMDB
+    # applies only what is committed). The writer calls it before the group's LMDB
+    # transaction; one fsync of a log covers every record of it appended so far.
+    make_durable: Callable[[], None] | None = None
 
     def check(self, tables: Tables) -> None:
         raise NotImplementedError

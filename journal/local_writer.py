@@ -216,6 +216,9 @@ class GroupWriter:
             txn = self._env.begin(write=True, buffers=True)
             committed = False
             try:
+                for request in group:  # the journal-log records are durable first (J1)
+                    if request.operation.make_durable is not None:
+                        request.operation.make_durable()
                 tables = Tables(txn, self._databases, self._releaser)
                 for request in group:
                     try:
