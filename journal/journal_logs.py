@@ -83,14 +83,16 @@ DETERMINISTIC_REFUSALS = (TransactionCompletedError, InvalidTxnStateError)
 PENDING_STATES = (CopyState.OPEN, CopyState.APPLYING)
 
 
-def journal_log_config(batch_bytes_max: int) -> LogConfig:
+def journal_log_config(
+    batch_bytes_max: int, segment_bytes: int = JOURNAL_LOG_SEGMENT_BYTES
+) -> LogConfig:
     """A journal log's settings: an ENTRY holds a producer's batch plus a few fields.
 
     Never flushed on append: the journal's writer thread fsyncs it before applying
     (``_JournalLog.make_durable``), once for every record appended so far.
     """
     return LogConfig(
-        segment_bytes=JOURNAL_LOG_SEGMENT_BYTES,
+        segment_bytes=segment_bytes,
         retention_bytes=-1,
         retention_ms=-1,
         flush_policy=FLUSH_INTERVAL,
@@ -151,7 +153,11 @@ class JournalLogs:
     # --- partitions -----------------------------------------------------------------
 
     def open_partition(
-        self, partition: str, directory: Path, batch_bytes_max: int = LogConfig.batch_bytes_max
+        self,
+        partition: str,
+        directory: Path,
+        batch_bytes_max: int = LogConfig.batch_bytes_max,
+        segment_bytes: int = JOURNAL_LOG_SEGMENT_BYTES,
     ) -> int:
         """Open the partition's journal log in ``directory/journal`` and replay into LMDB
         what it has not applied; the number of records replayed.
@@ -161,7 +167,7 @@ class JournalLogs:
         reset. A partition LMDB has no row for is rebuilt from the log's start.
         """
         data_log = DataLog.open(
-            directory / JOURNAL_LOG_DIRECTORY, journal_log_config(batch_bytes_max)
+            directory / JOURNAL_LOG_DIRECTORY, journal_log_config(batch_bytes_max, segment_bytes)
         )
         try:
             journal_log = _JournalLog(partition, data_log)
