@@ -1,15 +1,18 @@
 """The local data journal: every partition's uncommitted transactional batches, in LMDB.
 
-A transactional produce lands here (``append``), linked to the previous entry
-of the same transaction on the same partition; the transaction index row is
-updated in the same LMDB write transaction. On APPLY_COMMIT the copier walks
+A transactional produce lands here (``append``) once its ENTRY record is in the
+partition's journal log (``journal_logs``: every write here applies one
+journal-log record, and records the partition's applied offset in the same
+LMDB write transaction), linked to the previous entry of the same transaction
+on the same partition; the transaction index row is updated in that same
+transaction. On APPLY_COMMIT the copier walks
 the links back from the last entry, streams the batches into the data log and
 records APPLIED while deleting the entries; on APPLY_ABORT the entries are
 deleted and ABORTED recorded. The layout is in ``journal/local_format.py`` and
 ``docs/formats.md (Local data journal)``.
 
     journal = LocalJournal.open(DATA_DIR / "journal")
-    sequence = journal.append("orders-0", transaction_id, batch)
+    journal.append("orders-0", transaction_id, batch, sequence=journal_offset)
     journal.transaction("orders-0", transaction_id).state  -> CopyState.OPEN
 """
 
