@@ -23,13 +23,21 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "support"))
 from copier_support import transactional_batch
 
-from twinlog.journal import JournalConfig, LocalJournal
+from twinlog.journal import JournalConfig, JournalLogs, LocalJournal
 
 WRITERS = 16
 APPENDS_PER_WRITER = 64
 BATCH_VALUE_BYTES = 64 * 1024 - 200  # the whole batch is ~64 KiB
 PARTITION = "bench-0"
 CONFIG = JournalConfig(map_size_bytes=1 << 30)
+
+
+def _open_journal(directory: Path, config: JournalConfig) -> JournalLogs:
+    """LMDB in directory/journal, the partition's journal log in directory/logs/PARTITION: an
+    append is a journal-log record (fsynced by the writer) applied to LMDB, as in the broker."""
+    journal = JournalLogs(LocalJournal.open(directory / "journal", config))
+    journal.open_partition(PARTITION, directory / "logs" / PARTITION)
+    return journal
 
 
 def _batches() -> dict[int, bytes]:
@@ -40,7 +48,7 @@ def _batches() -> dict[int, bytes]:
 
 
 def _append_concurrently(
-    journal: LocalJournal, batches: dict[int, bytes], writers: int, appends: int
+    journal: JournalLogs, batches: dict[int, bytes], writers: int, appends: int
 ) -> list[float]:
     """``writers`` threads, ``appends`` each; returns every append's latency in seconds."""
     latencies: list[float] = []
@@ -113,10 +121,10 @@ _measured_group_size: list[float] = []
 def test_journal_append_16_writers_group_commit(benchmark) -> None:
     batches = _batches()
     fresh = _Fresh()
-    opened: list[LocalJournal] = []
+    opened: list[JournalLogs] = []
 
     def setup() -> tuple[tuple, dict]:
-        journal = LocalJournal.open(fresh.make() / "journal", CONFIG)
+        journal = _open_journal(fresh.make(), CONFIG)
         opened.append(journal)
         return (journal, batches, WRITERS, APPENDS_PER_WRITER), {}
 
@@ -166,7 +174,7 @@ def test_print_journal_to_raw_ratio(sync_mode: str) -> None:
     for _ in range(5):
         directory = Path(tempfile.mkdtemp(prefix="bench-journal-"))
         try:
-            journal = LocalJournal.open(directory / "journal", CONFIG.replace(sync_mode=sync_mode))
+            journal = _open_journal(directory, CONFIG.replace(sync_mode=sync_mode))
             began = time.perf_counter()
             _append_concurrently(journal, batches, WRITERS, APPENDS_PER_WRITER)
             journal_times.append(time.perf_counter() - began)
@@ -196,7 +204,7 @@ def test_print_append_latency(writers: int) -> None:
     batches = _batches()
     directory = Path(tempfile.mkdtemp(prefix="bench-latency-"))
     try:
-        with LocalJournal.open(directory / "journal", CONFIG) as journal:
+        with _open_journal(directory, CONFIG) as journal:
             _append_concurrently(journal, batches, writers, 8)  # warm up
             latencies = sorted(
                 _append_concurrently(journal, batches, writers, max(64, 1024 // writers))

@@ -6,17 +6,22 @@ contiguous in the log.
 
 APPLY_COMMIT (``apply_commit``):
 
-    1. record APPLYING(start = log end) in the journal, synced  -> copier.after_applying_record
+    1. append MARK_APPLYING(start = log end) to the partition's journal log and
+       apply it (J4: durable and applied before a byte is copied)
+                                                                 -> copier.after_applying_record
     2. walk the reverse links back from the last entry, keeping only the
        journal sequences (8 bytes per entry, never a payload)
     3. stream the batches, in append order, zero-copy from LMDB into ONE
        ``data_log.append_many`` (contiguous, one fsync)           -> copier.after_batch (each)
                                                                  -> copier.after_log_fsync
-    4. in ONE journal transaction: record APPLIED(first, next) and
-       delete the entries, synced                                -> copier.after_applied_record
+    4. append MARK_APPLIED(first, next) and apply it: the entries go in the
+       LMDB transaction that records APPLIED                     -> copier.after_applied_record
+
+The copier decides by appending journal-log records; only the journal's applier
+changes LMDB (J5).
 
 (There is no ``copier.before_journal_delete``: the delete is in step 4's
-transaction, not a step of its own.) A crash anywhere is resolved at open by
+LMDB transaction, not a step of its own.) A crash anywhere is resolved at open by
 ``recover`` with ``twinlog.copier.recovery_table``. Delivering APPLY_COMMIT or
 APPLY_ABORT again, or after a restart, answers from the record.
 
@@ -37,7 +42,6 @@ from __future__ import annotations
 
 import logging
 import threading
-from array import array
 from collections.abc import Iterable, Iterator
 from contextlib import closing
 from dataclasses import dataclass
@@ -56,7 +60,7 @@ from twinlog.engine.base import failpoints
 from twinlog.engine.base.errors import CorruptBatchError, CorruptJournalError, InvalidTxnStateError
 from twinlog.engine.log import DataLog
 from twinlog.engine.records.batch_format import HEADER_BYTES, BatchHeader, unpack_header
-from twinlog.journal import CopyRecord, CopyState, LocalJournal
+from twinlog.journal import CopyRecord, CopyState, JournalLogs
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +92,7 @@ class PartitionWriter:
     half-done copy is always finished before anything else is appended.
     """
 
-    def __init__(self, partition: str, data_log: DataLog, journal: LocalJournal) -> None:
+    def __init__(self, partition: str, data_log: DataLog, journal: JournalLogs) -> None:
         self.partition = partition
         self.log = data_log
         self.journal = journal
@@ -133,9 +137,7 @@ class PartitionWriter:
             self._check_journaled(transaction_id, record, journaled_entries)
             if record is None:
                 end = self.log.log_end_offset
-                applied = self.journal.mark_applied(
-                    self.partition, transaction_id, end, end, array("Q")
-                )
+                applied = self.journal.mark_applied(self.partition, transaction_id, end, end)
                 return applied.applied_range
             if record.state is CopyState.APPLIED:
                 return record.applied_range
@@ -183,23 +185,26 @@ class PartitionWriter:
 
     # --- the copy -----------------------------------------------------------------
 
-    def _copy(self, record: CopyRecord) -> tuple[int, int]:
-        """Steps 2-4 for an APPLYING record whose start is the log end."""
+    def _copy(self, record: CopyRecord, resume_after: int = 0) -> tuple[int, int]:
+        """Steps 2-4 for an APPLYING record whose start is the log end, or, with
+        ``resume_after`` (J6), whose first ``resume_after`` chosen batches lie whole in
+        the log from its start: the rest are appended after them."""
         start = record.first_offset
-        assert self.log.log_end_offset == start, (
+        copied_end = self.log.log_end_offset
+        assert resume_after > 0 or copied_end == start, (
             f"copy of {record.transaction_id} on {self.partition} starts at {start}, "
-            f"but the log ends at {self.log.log_end_offset}"
+            f"but the log ends at {copied_end}"
         )
-        sequences = self.journal.sequences(self.partition, record.transaction_id)
-        chosen = (
-            sequences
-            if record.attempts is None
-            else self.journal.sequences(self.partition, record.transaction_id, chosen_only=True)
+        chosen = self.journal.sequences(
+            self.partition, record.transaction_id, chosen_only=record.attempts is not None
         )
-        spanned = [0]  # offsets the copied batches span, summed as they pass
+        assert resume_after < len(chosen), "a resumed copy has batches left to copy"
+        spanned = [copied_end - start]  # offsets the copied batches span, summed as they pass
         self._needs_recovery = True  # until APPLIED: if this fails, the next write resumes it
         try:
-            with closing(self.journal.iter_batches(self.partition, chosen)) as batches:
+            with closing(
+                self.journal.iter_batches(self.partition, chosen[resume_after:])
+            ) as batches:
                 first, next_offset = self.log.append_many(self._counted(batches, spanned))
         except CorruptBatchError as error:  # append_many copied nothing
             raise CorruptJournalError(
@@ -211,13 +216,11 @@ class PartitionWriter:
             ) from error
         failpoints.hit("copier.after_log_fsync")
         check_invariant(start, next_offset, start + spanned[0])
-        assert first == start and next_offset == start + spanned[0]
-        self.journal.mark_applied(
-            self.partition, record.transaction_id, first, next_offset, sequences
-        )
+        assert first == copied_end and next_offset == start + spanned[0]
+        self.journal.mark_applied(self.partition, record.transaction_id, start, next_offset)
         self._needs_recovery = False
         failpoints.hit("copier.after_applied_record")
-        return first, next_offset
+        return start, next_offset
 
     def _check_journaled(
         self, transaction_id: int, record: CopyRecord | None, journaled_entries: int
@@ -272,29 +275,38 @@ class PartitionWriter:
 
     def inspect(self, record: CopyRecord | None) -> Case:
         """The recovery case of a transaction (``record`` None: absent)."""
+        return self._inspect(record)[0]
+
+    def _inspect(self, record: CopyRecord | None) -> tuple[Case, int]:
+        """(recovery case, whole batches of the copy found in the log)."""
         if record is None:
-            return Case(CopyRecordState.ABSENT, ChainState.INTACT, TailState.EMPTY)
+            return Case(CopyRecordState.ABSENT, ChainState.INTACT, TailState.EMPTY), 0
         state = CopyRecordState[record.state.name]
         try:
             sequences = self.journal.sequences(
                 self.partition, record.transaction_id, chosen_only=True
             )
         except CorruptJournalError:
-            return Case(state, ChainState.BROKEN, TailState.FOREIGN)
+            return Case(state, ChainState.BROKEN, TailState.FOREIGN), 0
         if record.state is not CopyState.APPLYING:
-            return Case(state, ChainState.INTACT, TailState.EMPTY)
+            return Case(state, ChainState.INTACT, TailState.EMPTY), 0
         start, end = record.first_offset, self.log.log_end_offset
         # From the log start if retention deleted the copy's start (classify_tail).
         kept_from = max(start, self.log.log_start_offset)
         log_headers = self.log.iter_headers(kept_from) if kept_from < end else iter(())
         with closing(self.journal.iter_batch_headers(self.partition, sequences)) as journal_headers:
-            tail, _ = classify_tail(
+            tail, matched = classify_tail(
                 start, self.log.log_start_offset, end, log_headers, journal_headers
             )
-        return Case(state, ChainState.INTACT, tail)
+        if tail is TailState.PREFIX and self.log.recovery_report.bytes_truncated:
+            # The log's recovery cut a torn batch at its end when it opened: ours, since
+            # the copy was the last write. Its whole batches were never fsynced as a
+            # copy; J6 resumes only after batches that ended on a boundary.
+            tail = TailState.TORN
+        return Case(state, ChainState.INTACT, tail), matched
 
     def _recover_one(self, record: CopyRecord) -> RecoveryOutcome:
-        case = self.inspect(record)
+        case, matched = self._inspect(record)
         row = lookup(case)
         log.info(
             "%s: transaction %d is %s, chain %s, log tail %s: row %r -> %s",
@@ -330,6 +342,14 @@ class PartitionWriter:
                 record.first_offset,
             )
             applied = self._copy(record)
+        elif row.action is Action.RESUME_COPY:
+            log.warning(
+                "%s: resuming the copy of transaction %d after its %d batches in the log",
+                self.partition,
+                record.transaction_id,
+                matched,
+            )
+            applied = self._copy(record, resume_after=matched)
         elif row.action is Action.RESTART_AND_COPY:
             record = self.journal.mark_applying(
                 self.partition, record.transaction_id, self.log.log_end_offset
@@ -341,10 +361,9 @@ class PartitionWriter:
             # The copy may be whole only in the page cache (the process died before
             # append_many's fsync): make it durable before the journal forgets it.
             self.log.flush()
-            sequences = self.journal.sequences(self.partition, record.transaction_id)
             end = self.log.log_end_offset
             check_invariant(record.first_offset, end, end)
             applied = self.journal.mark_applied(
-                self.partition, record.transaction_id, record.first_offset, end, sequences
+                self.partition, record.transaction_id, record.first_offset, end
             ).applied_range
         return RecoveryOutcome(record.transaction_id, case, row, applied)

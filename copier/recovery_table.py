@@ -7,16 +7,23 @@ partition, three facts are gathered and looked up here:
     chain   its journal entries               INTACT (reverse walk matches the index) or BROKEN
     tail    the data log from the APPLYING    BEYOND   start > log end: the log came back shorter
             start offset, compared with the   EMPTY    log end == start: nothing of ours copied
-            journal's batches (header fields  PREFIX   a proper, non-empty prefix of ours is there
-            inside the CRC: length, CRC,      WHOLE    exactly all of ours, up to the log end
-            producer id/generation/sequence,  FOREIGN  something else is there (or start is below
-            record count; the CRC covers all           the log start: it cannot be compared)
-            but offset, length, epoch, magic)
+            journal's batches (header fields  PREFIX   a proper, non-empty prefix of our whole
+            inside the CRC: length, CRC,               batches is there, ending on a batch boundary
+            producer id/generation/sequence,  TORN     a prefix of ours whose last batch is cut
+            record count; the CRC covers all  short (the data log's recovery normally
+            but offset, length, epoch, magic)          cuts such a batch at open)
+                                              WHOLE    exactly all of ours, up to the log end
+                                              FOREIGN  something else is there (or start is below
+                                                       the log start: it cannot be compared)
 
 Every combination matches exactly one row (``test_copier_recovery_table``
-enumerates them). Only APPLYING can mean a half-done copy: the copier records
-APPLYING, synced, before it copies a byte, and APPLIED (deleting the entries)
-in one LMDB transaction after the data log's fsync. Rows are tried in order
+enumerates them). Only APPLYING can mean a half-done copy: the copier appends
+MARK_APPLYING to the journal log and applies it before it copies a byte (J4),
+and MARK_APPLIED (deleting the entries) after the data log's fsync.
+
+J6 (resume, don't truncate): a PREFIX of whole batches may have been read by
+consumers (in a cluster: it is committed), so the copy resumes after it;
+only a TORN prefix is cut back to the start and copied again. Rows are tried in order
 only for readability; conditions do not overlap.
 
 ``CopyRecordState`` is the index row's ``CopyState`` (the local journal's copy of one
@@ -47,6 +54,7 @@ class TailState(Enum):
     BEYOND = "beyond"
     EMPTY = "empty"
     PREFIX = "prefix"
+    TORN = "torn"
     WHOLE = "whole"
     FOREIGN = "foreign"
 
@@ -55,6 +63,7 @@ class Action(Enum):
     NOTHING = "nothing"
     COPY = "copy"
     TRUNCATE_AND_COPY = "truncate the log to the start, then copy"
+    RESUME_COPY = "copy the remaining batches after the prefix"
     RESTART_AND_COPY = "record APPLYING at the log end, then copy"
     RECORD_APPLIED = "record APPLIED and delete the entries"
     REFUSE = "refuse to open the partition (CorruptJournalError)"
@@ -117,11 +126,18 @@ RECOVERY_TABLE: tuple[Row, ...] = (
         "recovery cut every batch of ours)",
     ),
     Row(
-        "torn copy",
+        "prefix of whole batches",
         _applying(ChainState.INTACT, TailState.PREFIX),
+        Action.RESUME_COPY,
+        "whole batches of the copy are in the log (readers may have seen them): append the "
+        "remaining ones after them (contiguous, exactly once; J6)",
+    ),
+    Row(
+        "torn copy",
+        _applying(ChainState.INTACT, TailState.TORN),
         Action.TRUNCATE_AND_COPY,
-        "part of the copy is in the log: cut it back to the start, copy all again "
-        "(contiguous, exactly once)",
+        "the copy's last batch in the log is cut short: cut the log back to the start, copy "
+        "all again (contiguous, exactly once)",
     ),
     Row(
         "whole copy",

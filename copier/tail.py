@@ -30,7 +30,10 @@ def classify_tail(
     log_headers: Iterable[BatchHeader],
     journal_headers: Iterator[BatchHeader],
 ) -> tuple[TailState, int]:
-    """(tail state, batches of ours found) of the log from ``start_offset``.
+    """(tail state, whole batches of ours found) of the log from ``start_offset``.
+
+    TORN: a batch of ours reaches past ``log_end_offset`` (the data log's recovery
+    cuts such a batch at open, so this is a guard, not a path taken).
 
     ``log_headers`` are the log's headers from ``start_offset`` (or from
     ``log_start_offset`` if retention deleted the copy's start) to its end;
@@ -40,7 +43,7 @@ def classify_tail(
     if start_offset > log_end_offset:
         return TailState.BEYOND, 0
     if start_offset >= log_start_offset:
-        return _match(start_offset, log_headers, journal_headers)
+        return _match(start_offset, log_headers, journal_headers, log_end_offset)
     # Retention deleted the copy's first segments (older versions did not bound it by
     # the APPLYING copy). The journal's batches below the log start are passed over by
     # the offsets they span; the rest must match the log from its start. Only a whole
@@ -48,7 +51,7 @@ def classify_tail(
     expected_offset, skipped = _skip_deleted(journal_headers, start_offset, log_start_offset)
     if expected_offset != log_start_offset:
         return TailState.FOREIGN, 0
-    state, matched = _match(expected_offset, log_headers, journal_headers)
+    state, matched = _match(expected_offset, log_headers, journal_headers, log_end_offset)
     if state is not TailState.WHOLE:
         return TailState.FOREIGN, 0
     return TailState.WHOLE, skipped + matched
@@ -72,6 +75,7 @@ def _match(
     expected_offset: int,
     log_headers: Iterable[BatchHeader],
     journal_headers: Iterator[BatchHeader],
+    log_end_offset: int | None = None,
 ) -> tuple[TailState, int]:
     matched = 0
     for in_log in log_headers:
@@ -82,6 +86,8 @@ def _match(
             or not same_batch(in_log, in_journal)
         ):
             return TailState.FOREIGN, matched
+        if log_end_offset is not None and in_log.next_offset > log_end_offset:
+            return TailState.TORN, matched  # ours, but the log ends inside it
         matched += 1
         expected_offset = in_log.next_offset
     if next(journal_headers, None) is None:

@@ -1,6 +1,7 @@
 """The journals: the local data journal (LMDB, per broker) and the transaction journal.
 
-The local data journal's public surface is re-exported here; the transaction
+The local data journal's public surface is re-exported here (``JournalLogs``: the
+per-partition journal logs in front of LMDB, which ``LocalJournal`` holds); the transaction
 journal lives in ``twinlog.journal.txn_journal``, ``twinlog.journal.txn_records`` and
 ``twinlog.journal.txn_checkpoint``.
 
@@ -9,6 +10,7 @@ Names: one transaction on one partition of the local journal is a *copy* (``Copy
 the transaction journal is a ``CoordinatorRecord``.
 """
 
+from twinlog.journal.journal_logs import JournalLogs
 from twinlog.journal.local_config import JournalConfig
 from twinlog.journal.local_format import CopyRecord, CopyState
 from twinlog.journal.local_journal import JournalEntry, JournalStatistics, LocalJournal
@@ -18,6 +20,7 @@ __all__ = [
     "CopyState",
     "JournalConfig",
     "JournalEntry",
+    "JournalLogs",
     "JournalStatistics",
     "LocalJournal",
 ]

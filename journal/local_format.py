@@ -7,10 +7,15 @@ order is numeric order.
 
     partitions    key   name            UTF-8 bytes, 1..255 ("orders-0")
                   value partition_id    u32   short id used in every other key, never reused
-                        next_sequence   u64   journal sequence the next entry gets
+                        next_offset     u64   journal-log offset of the next record to apply:
+                                              every record below it is applied (written in the
+                                              same LMDB transaction as what it applied)
+                        purged_below    i64   every transaction id below it is complete here;
+                                              appends for such ids are refused (PURGE records)
 
     entries       key   partition_id    u32
-                        sequence        u64   journal sequence, monotonic per partition
+                        sequence        u64   journal sequence = the ENTRY's journal-log
+                                              offset, increasing per partition
                   value format          u8    ENTRY_FORMAT (1)
                         transaction_id  i64
                         previous        u64   sequence of the transaction's previous entry
@@ -45,9 +50,12 @@ order is numeric order.
                                               the log with the same choice.
 
     meta          key   b"format"       value u32  LAYOUT_VERSION
-                  key   b"purged_below" value i64  every transaction id below it is complete;
-                                                   appends for such ids are refused
                   key   b"next_partition_id"  value u32
+
+LMDB is a view of the partitions' journal logs (``journal/journal_log_records.py``):
+every write applies one journal-log record, in offset order, and moves the
+partition's ``next_offset`` past it in the same LMDB transaction. Layout 1 (LMDB
+alone, sequences assigned by LMDB) is refused: it has no journal logs to replay.
 
 Why named databases with a short partition id, not one database keyed by the
 partition name: keys stay 12 bytes whatever the topic name (LMDB keys are at
@@ -76,8 +84,9 @@ from typing import NamedTuple
 
 from twinlog.engine.base.errors import CorruptJournalError
 
-# 2: entries hold batches in Kafka's 61-byte RecordBatch v2 layout (1: the 67-byte one with
-# a transaction id in the batch header, which this version refuses to read).
+# 2: LMDB is applied from per-partition journal logs (entry sequence = journal offset), and
+# entries hold batches in Kafka's 61-byte RecordBatch v2 layout. 1 (LMDB the only copy,
+# 67-byte batches with a transaction id in the header) is refused.
 LAYOUT_VERSION = 2
 ENTRY_FORMAT = 1
 
@@ -89,7 +98,6 @@ DATABASE_NAMES = (DB_PARTITIONS, DB_ENTRIES, DB_TRANSACTIONS, DB_META)
 MAX_DBS = 8  # the four above plus room for a later version; fixed at open
 
 META_FORMAT = b"format"
-META_PURGED_BELOW = b"purged_below"
 
 NO_PREVIOUS = (1 << 64) - 1  # sentinel for "no previous entry"; sequences start at 0
 NO_OFFSET = -1
@@ -100,7 +108,8 @@ U32_MAX = (1 << 32) - 1
 PARTITION_VALUE = struct.Struct(
     ">"
     "I"  # partition_id
-    "Q"  # next_sequence
+    "Q"  # next_offset (journal log)
+    "q"  # purged_below
 )
 ENTRY_KEY = struct.Struct(
     ">"
@@ -137,7 +146,7 @@ TRANSACTION_VALUE = struct.Struct(
 )
 META_U32 = struct.Struct(">I")
 META_I64 = struct.Struct(">q")
-assert PARTITION_VALUE.size == 12 and ENTRY_KEY.size == 12 and TRANSACTION_KEY.size == 12
+assert PARTITION_VALUE.size == 20 and ENTRY_KEY.size == 12 and TRANSACTION_KEY.size == 12
 assert ENTRY_HEADER.size == 35 and TRANSACTION_VALUE.size == 53
 
 
@@ -199,17 +208,24 @@ class CopyRecord(NamedTuple):
         return self.first_offset, self.next_offset
 
 
-def encode_partition_value(partition_id: int, next_sequence: int) -> bytes:
-    return PARTITION_VALUE.pack(partition_id, next_sequence)
+class PartitionRow(NamedTuple):
+    """A partition's row: its short id and how far its journal log is applied."""
+
+    partition_id: int
+    next_offset: int  # journal-log offset of the next record to apply
+    purged_below: int  # transaction ids below it are complete here
 
 
-def decode_partition_value(value: bytes | memoryview, name: bytes) -> tuple[int, int]:
+def encode_partition_value(row: PartitionRow) -> bytes:
+    return PARTITION_VALUE.pack(*row)
+
+
+def decode_partition_value(value: bytes | memoryview, name: bytes) -> PartitionRow:
     if len(value) != PARTITION_VALUE.size:
         raise CorruptJournalError(
             f"journal partition row {name!r} is {len(value)} bytes, expected {PARTITION_VALUE.size}"
         )
-    partition_id, next_sequence = PARTITION_VALUE.unpack(value)
-    return int(partition_id), int(next_sequence)
+    return PartitionRow(*PARTITION_VALUE.unpack(value))
 
 
 def encode_entry_key(partition_id: int, sequence: int) -> bytes:
@@ -229,8 +245,8 @@ def encode_entry_value(header: EntryHeader, attempt: bytes, batch: bytes | memor
     """The entry value: ``header`` (with ENTRY_FORMAT), ``attempt``, then ``batch``.
 
     Mutable, because the journal's writer thread patches ``previous`` in place
-    (only it knows the previous entry); the batch is copied once, into the
-    buffer LMDB copies again.
+    (only it reads the transaction's row in order); the batch is copied once,
+    into the buffer LMDB copies again.
     """
     assert header.attempt_length == len(attempt)
     value = bytearray(header.batch_position + len(batch))

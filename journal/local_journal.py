@@ -1,15 +1,18 @@
 """The local data journal: every partition's uncommitted transactional batches, in LMDB.
 
-A transactional produce lands here (``append``), linked to the previous entry
-of the same transaction on the same partition; the transaction index row is
-updated in the same LMDB write transaction. On APPLY_COMMIT the copier walks
+A transactional produce lands here (``append``) once its ENTRY record is in the
+partition's journal log (``journal_logs``: every write here applies one
+journal-log record, and records the partition's applied offset in the same
+LMDB write transaction), linked to the previous entry of the same transaction
+on the same partition; the transaction index row is updated in that same
+transaction. On APPLY_COMMIT the copier walks
 the links back from the last entry, streams the batches into the data log and
 records APPLIED while deleting the entries; on APPLY_ABORT the entries are
 deleted and ABORTED recorded. The layout is in ``journal/local_format.py`` and
 ``docs/formats.md (Local data journal)``.
 
     journal = LocalJournal.open(DATA_DIR / "journal")
-    sequence = journal.append("orders-0", transaction_id, batch)
+    journal.append("orders-0", transaction_id, batch, sequence=journal_offset)
     journal.transaction("orders-0", transaction_id).state  -> CopyState.OPEN
 """
 
@@ -18,7 +21,7 @@ from __future__ import annotations
 import fcntl
 import os
 from array import array
-from collections.abc import Generator, Iterable
+from collections.abc import Callable, Generator, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -33,6 +36,8 @@ from twinlog.engine.base.errors import (
     TwinlogError,
 )
 from twinlog.engine.records.batch_format import BatchHeader, read_header, validate_batch
+from twinlog.journal import journal_log_records as records
+from twinlog.journal.journal_log_records import JournalLogRecord
 from twinlog.journal.local_config import SYNC_COMMIT, JournalConfig
 from twinlog.journal.local_format import (
     ATTEMPT_BYTES_MAX,
@@ -45,12 +50,15 @@ from twinlog.journal.local_format import (
     CopyRecord,
     CopyState,
     EntryHeader,
+    PartitionRow,
     decode_entry_attempt,
     decode_entry_header,
     encode_entry_value,
 )
 from twinlog.journal.local_ops import (
     AppendEntry,
+    Barrier,
+    DropPartition,
     MarkAborted,
     MarkApplied,
     MarkApplying,
@@ -62,6 +70,7 @@ from twinlog.journal.local_writer import (
     CORRUPTION_ERRORS,
     DATA_FILE,
     GroupWriter,
+    PendingWrite,
     translate_lmdb_error,
 )
 from twinlog.journal.map_backing import back_map_with_file
@@ -255,55 +264,58 @@ class LocalJournal:
     def _submit(self, operation: Operation) -> Any:
         return self._writer.submit(operation)
 
+    def enqueue_record(
+        self,
+        partition: str,
+        journal_offset: int,
+        record: JournalLogRecord,
+        make_durable: Callable[[], None] | None = None,
+    ) -> PendingWrite:
+        """Queue the application of the journal-log record at ``journal_offset``; ``wait()``
+        on the result (the operation's result, or its refusal raised).
+
+        Records of one partition must be queued in offset order, each once: the
+        writer applies only the partition's next one (JournalOrderError otherwise).
+        ``make_durable`` is called by the writer before the group that applies it.
+        """
+        _check_partition_name(partition)
+        operation = _operation_for(partition, journal_offset, record)
+        operation.make_durable = make_durable
+        return self._writer.enqueue(operation)
+
+    def apply_record(self, partition: str, journal_offset: int, record: JournalLogRecord) -> Any:
+        """``enqueue_record`` and wait."""
+        return self.enqueue_record(partition, journal_offset, record).wait()
+
     def append(
         self,
         partition: str,
         transaction_id: int,
         batch: bytes | memoryview,
         *,
+        sequence: int,
         producer_id: int | None = None,
         producer_generation: int | None = None,
         base_sequence: int | None = None,
         attempt: bytes = b"",
     ) -> int:
-        """Journal ``batch`` of an OPEN transaction; return its journal sequence once synced.
+        """Apply the ENTRY at journal offset ``sequence``: journal ``batch`` of an OPEN
+        transaction under that sequence; return it once synced.
 
         Producer id, generation and base sequence default to the batch header's.
-        Raises TransactionCompletedError (nothing written) when the transaction is
-        APPLYING, APPLIED or ABORTED here, or below the purge watermark.
+        Raises TransactionCompletedError (nothing written but the applied offset)
+        when the transaction is APPLYING, APPLIED or ABORTED here, or below the
+        partition's purge watermark.
         """
-        _check_partition_name(partition)
-        if transaction_id < 0:
-            raise InvalidTxnStateError(
-                f"transaction id {transaction_id} is negative; expected >= 0"
-            )
-        if len(attempt) > ATTEMPT_BYTES_MAX:
-            raise InvalidTxnStateError(
-                f"attempt tag is {len(attempt)} bytes, at most {ATTEMPT_BYTES_MAX}"
-            )
-        header = read_header(batch)
-        if not header.is_transactional:  # the transaction id is the caller's, not the batch's
-            raise InvalidTxnStateError(
-                f"the batch for transaction {transaction_id} is not transactional (attributes "
-                "bit 4); not journaled"
-            )
-        entry = EntryHeader(
-            transaction_id=transaction_id,
-            previous=NO_PREVIOUS,  # the writer patches it
-            producer_id=header.producer_id if producer_id is None else producer_id,
-            producer_generation=(
-                header.producer_generation if producer_generation is None else producer_generation
-            ),
-            base_sequence=header.base_sequence if base_sequence is None else base_sequence,
-            attempt_length=len(attempt),
+        entry = make_entry(
+            transaction_id,
+            batch,
+            producer_id=producer_id,
+            producer_generation=producer_generation,
+            base_sequence=base_sequence,
+            attempt=attempt,
         )
-        # Built here, in the caller's thread: the writer thread only patches 8 bytes.
-        value = encode_entry_value(entry, attempt, batch)
-        return int(
-            self._submit(
-                AppendEntry(partition, transaction_id, value, len(batch), header.record_count)
-            )
-        )
+        return int(self.apply_record(partition, sequence, entry))
 
     def mark_applying(
         self,
@@ -311,17 +323,17 @@ class LocalJournal:
         transaction_id: int,
         start_offset: int,
         attempts: Iterable[bytes] | None = None,
+        *,
+        journal_offset: int,
     ) -> CopyRecord:
-        """Record (synced) that the copy of ``transaction_id`` starts at ``start_offset``.
+        """Apply MARK_APPLYING: the copy of ``transaction_id`` starts at ``start_offset``.
 
         ``attempts`` (None: all) are the attempt tags the commit copies; untagged
         entries are always copied. Kept in the record, so recovery makes the same
         choice. Re-recording a lower start (the log lost its tail) keeps them.
         """
-        chosen = None if attempts is None else tuple(sorted(set(attempts)))
-        return self._record(
-            self._submit(MarkApplying(partition, transaction_id, start_offset, chosen))
-        )
+        mark = make_mark_applying(transaction_id, start_offset, attempts)
+        return self._record(self.apply_record(partition, journal_offset, mark))
 
     def mark_applied(
         self,
@@ -329,23 +341,41 @@ class LocalJournal:
         transaction_id: int,
         first_offset: int,
         next_offset: int,
-        sequences: array[int],
+        *,
+        journal_offset: int,
     ) -> CopyRecord:
-        """Record APPLIED(first, next) and delete the copied entries, in one synced transaction."""
-        operation = MarkApplied(partition, transaction_id, first_offset, next_offset, sequences)
-        return self._record(self._submit(operation))
+        """Apply MARK_APPLIED(first, next): record the range and delete the entries."""
+        mark = records.MarkApplied(transaction_id, first_offset, next_offset)
+        return self._record(self.apply_record(partition, journal_offset, mark))
 
-    def mark_aborted(self, partition: str, transaction_id: int) -> CopyRecord:
-        """Delete the transaction's entries and record ABORTED (synced)."""
-        return self._record(self._submit(MarkAborted(partition, transaction_id)))
+    def mark_aborted(
+        self, partition: str, transaction_id: int, *, journal_offset: int
+    ) -> CopyRecord:
+        """Apply MARK_ABORTED: delete the transaction's entries and record ABORTED."""
+        mark = records.MarkAborted(transaction_id)
+        return self._record(self.apply_record(partition, journal_offset, mark))
 
-    def purge_below(self, low_watermark_transaction_id: int) -> int:
-        """Drop rows and leftover entries of transactions below the coordinators' low watermark.
+    def purge_below(
+        self, partition: str, low_watermark_transaction_id: int, *, journal_offset: int
+    ) -> int:
+        """Apply PURGE: drop rows and leftover entries of ``partition``'s transactions below
+        the coordinators' low watermark.
 
         Returns the number of entries dropped. From now on, appends for a
-        transaction id below the watermark are refused.
+        transaction id below the watermark are refused on this partition.
         """
-        return int(self._submit(PurgeBelow(low_watermark_transaction_id)))
+        purge = records.Purge(low_watermark_transaction_id)
+        return int(self.apply_record(partition, journal_offset, purge))
+
+    def barrier(self) -> None:
+        """Return once every write queued before this call is done (committed or failed)."""
+        self._writer.submit(Barrier())
+
+    def drop_partition(self, partition: str) -> int:
+        """Forget a deleted partition (rows, entries, applied offset); entries dropped."""
+        dropped = int(self._writer.submit(DropPartition(partition)))
+        self._partition_ids.pop(partition, None)  # a topic created again gets a new id
+        return dropped
 
     @staticmethod
     def _record(record: CopyRecord) -> CopyRecord:
@@ -363,8 +393,18 @@ class LocalJournal:
             row = tables.partition(partition)
             if row is None:
                 return None
-            partition_id = self._partition_ids[partition] = row[0]
+            partition_id = self._partition_ids[partition] = row.partition_id
         return partition_id
+
+    def partition_row(self, partition: str) -> PartitionRow | None:
+        """The partition's row (applied offset, purge watermark), or None if it has none."""
+        with self._reading() as tables:
+            return tables.partition(partition)
+
+    def applied_offsets(self) -> dict[str, int]:
+        """partition -> journal-log offset of the next record to apply, for every partition."""
+        with self._reading() as tables:
+            return {name: row.next_offset for name, row in tables.partitions()}
 
     def transaction(self, partition: str, transaction_id: int) -> CopyRecord | None:
         """The index row of ``transaction_id`` on ``partition``, or None."""
@@ -525,7 +565,8 @@ class LocalJournal:
             usage = self._usage(tables)
             pending: dict[str, tuple[int, int]] = {}
             open_transactions = 0
-            for name, partition_id, _ in tables.partitions():
+            for name, row in tables.partitions():
+                partition_id = row.partition_id
                 entries = size_bytes = 0
                 for record in tables.transactions(partition_id, name):
                     if record.state in PENDING_STATES:
@@ -550,17 +591,19 @@ class LocalJournal:
 
         Every OPEN/APPLYING row's chain is intact and matches its counts, the
         other rows own no entries, every entry belongs to a chain, and every
-        sequence is below its partition's next sequence.
+        sequence (a journal-log offset) is below its partition's applied offset.
         """
         with self._reading() as tables:
-            for name, partition_id, next_sequence in tables.partitions():
+            for name, row in tables.partitions():
+                partition_id, next_sequence = row.partition_id, row.next_offset
                 chained = 0
                 for record in tables.transactions(partition_id, name):
                     if record.state in PENDING_STATES:
                         sequences = tables.walk(partition_id, record)
                         if sequences and sequences[-1] >= next_sequence:
                             raise CorruptJournalError(
-                                f"{name}: entry {sequences[-1]} is not below next sequence {next_sequence}"
+                                f"{name}: entry {sequences[-1]} is not below the applied offset "
+                                f"{next_sequence}"
                             )
                         chained += len(sequences)
                 stored = tables.entry_count(partition_id)
@@ -643,6 +686,82 @@ class _Reading:
                 f"{type(error).__name__}: {error}. Stop the broker, copy the directory aside, "
                 "and restore it from a backup (docs/formats.md, 'Local data journal: Damage')"
             ) from error
+
+
+def make_entry(
+    transaction_id: int,
+    batch: bytes | memoryview,
+    *,
+    producer_id: int | None = None,
+    producer_generation: int | None = None,
+    base_sequence: int | None = None,
+    attempt: bytes = b"",
+) -> records.Entry:
+    """The ENTRY record of ``batch``, checked (before it reaches a journal log, so that a
+    replay never meets a record it cannot apply); ids default to the batch header's."""
+    if transaction_id < 0:
+        raise InvalidTxnStateError(f"transaction id {transaction_id} is negative; expected >= 0")
+    if len(attempt) > ATTEMPT_BYTES_MAX:
+        raise InvalidTxnStateError(
+            f"attempt tag is {len(attempt)} bytes, at most {ATTEMPT_BYTES_MAX}"
+        )
+    header = read_header(batch)
+    if not header.is_transactional:  # the transaction id is the caller's, not the batch's
+        raise InvalidTxnStateError(
+            f"the batch for transaction {transaction_id} is not transactional (attributes "
+            "bit 4); not journaled"
+        )
+    return records.Entry(
+        transaction_id=transaction_id,
+        producer_id=header.producer_id if producer_id is None else producer_id,
+        producer_generation=(
+            header.producer_generation if producer_generation is None else producer_generation
+        ),
+        base_sequence=header.base_sequence if base_sequence is None else base_sequence,
+        attempt=attempt,
+        batch=batch,
+    )
+
+
+def make_mark_applying(
+    transaction_id: int, start_offset: int, attempts: Iterable[bytes] | None
+) -> records.MarkApplying:
+    chosen = None if attempts is None else tuple(sorted(set(attempts)))
+    return records.MarkApplying(transaction_id, start_offset, chosen)
+
+
+def _operation_for(partition: str, journal_offset: int, record: JournalLogRecord) -> Operation:
+    """The LMDB write that applies ``record`` (at ``journal_offset`` of ``partition``)."""
+    if isinstance(record, records.Entry):
+        entry = EntryHeader(
+            transaction_id=record.transaction_id,
+            previous=NO_PREVIOUS,  # the writer patches it
+            producer_id=record.producer_id,
+            producer_generation=record.producer_generation,
+            base_sequence=record.base_sequence,
+            attempt_length=len(record.attempt),
+        )
+        # Built here, in the caller's thread: the writer thread only patches 8 bytes.
+        value = encode_entry_value(entry, record.attempt, record.batch)
+        record_count = read_header(record.batch).record_count
+        return AppendEntry(
+            partition, record.transaction_id, journal_offset, value, len(record.batch), record_count
+        )
+    if isinstance(record, records.MarkApplying):
+        return MarkApplying(
+            partition, record.transaction_id, journal_offset, record.start_offset, record.attempts
+        )
+    if isinstance(record, records.MarkApplied):
+        return MarkApplied(
+            partition,
+            record.transaction_id,
+            journal_offset,
+            record.first_offset,
+            record.next_offset,
+        )
+    if isinstance(record, records.MarkAborted):
+        return MarkAborted(partition, record.transaction_id, journal_offset)
+    return PurgeBelow(partition, record.low_watermark, journal_offset)
 
 
 def _check_partition_name(partition: str) -> None:

@@ -31,13 +31,12 @@ from twinlog.journal.local_format import (
     DB_META,
     DB_PARTITIONS,
     DB_TRANSACTIONS,
-    META_I64,
-    META_PURGED_BELOW,
     META_U32,
     NO_PREVIOUS,
     CopyRecord,
     CopyState,
     EntryHeader,
+    PartitionRow,
     decode_entry_attempt,
     decode_entry_header,
     decode_partition_value,
@@ -68,18 +67,17 @@ class Tables:
         self._entries = databases[DB_ENTRIES]
         self._transactions = databases[DB_TRANSACTIONS]
         self._meta = databases[DB_META]
-        self._partition_rows: dict[str, tuple[int, int] | None] = {}
+        self._partition_rows: dict[str, PartitionRow | None] = {}
         self._transaction_rows: dict[tuple[int, int], CopyRecord | None] = {}
         self._dirty_partitions: set[str] = set()
         self._dirty_transactions: set[tuple[int, int]] = set()
-        self._purged_below: int | None = None
 
     def flush(self) -> None:
         """Write the held-back partition and transaction rows (the cache stays valid)."""
         for name in self._dirty_partitions:
             row = self._partition_rows[name]
             assert row is not None
-            self.txn.put(name.encode(), encode_partition_value(*row), db=self._partitions)
+            self.txn.put(name.encode(), encode_partition_value(row), db=self._partitions)
         for key in self._dirty_transactions:
             record = self._transaction_rows[key]
             assert record is not None
@@ -93,8 +91,8 @@ class Tables:
 
     # --- partitions -----------------------------------------------------------------
 
-    def partition(self, name: str) -> tuple[int, int] | None:
-        """(partition_id, next_sequence) of ``name``, or None if it has no row yet."""
+    def partition(self, name: str) -> PartitionRow | None:
+        """The row of ``name``, or None if it has no row yet."""
         if name not in self._partition_rows:
             encoded = name.encode()
             value = self.txn.get(encoded, db=self._partitions)
@@ -103,9 +101,15 @@ class Tables:
             )
         return self._partition_rows[name]
 
-    def put_partition(self, name: str, partition_id: int, next_sequence: int) -> None:
-        self._partition_rows[name] = (partition_id, next_sequence)
+    def put_partition(self, name: str, row: PartitionRow) -> None:
+        self._partition_rows[name] = row
         self._dirty_partitions.add(name)
+
+    def delete_partition(self, name: str) -> None:
+        """Forget the partition's row (its entries and transactions are the caller's)."""
+        self._partition_rows[name] = None
+        self._dirty_partitions.discard(name)
+        self.txn.delete(name.encode(), db=self._partitions)
 
     def allocate_partition_id(self) -> int:
         value = self.txn.get(META_NEXT_PARTITION_ID, db=self._meta)
@@ -113,14 +117,13 @@ class Tables:
         self.txn.put(META_NEXT_PARTITION_ID, META_U32.pack(partition_id + 1), db=self._meta)
         return partition_id
 
-    def partitions(self) -> Iterator[tuple[str, int, int]]:
-        """(name, partition_id, next_sequence) of every partition, by name."""
+    def partitions(self) -> Iterator[tuple[str, PartitionRow]]:
+        """(name, row) of every partition, by name."""
         self.flush()
         with self.txn.cursor(db=self._partitions) as cursor:
             for key, value in cursor:
                 name = bytes(key)
-                partition_id, next_sequence = decode_partition_value(value, name)
-                yield name.decode(), partition_id, next_sequence
+                yield name.decode(), decode_partition_value(value, name)
 
     # --- transactions ---------------------------------------------------------------
 
@@ -251,6 +254,21 @@ class Tables:
                     count += 1
         return count
 
+    def delete_entries(self, partition_id: int) -> int:
+        """Delete every entry of one partition (a key-range scan); how many."""
+        doomed = []
+        with self.txn.cursor(db=self._entries) as cursor:
+            if cursor.set_range(encode_entry_key(partition_id, 0)):
+                for key in cursor.iternext(keys=True, values=False):
+                    if int.from_bytes(bytes(key[:4]), "big") != partition_id:
+                        break
+                    doomed.append(bytes(key))
+        for key in doomed:
+            if self._releaser is not None:
+                self._releaser.touched()
+            self.txn.delete(key, db=self._entries)
+        return len(doomed)
+
     # --- meta -----------------------------------------------------------------------
 
     def meta_u32(self, key: bytes) -> int | None:
@@ -259,13 +277,3 @@ class Tables:
 
     def put_meta_u32(self, key: bytes, number: int) -> None:
         self.txn.put(key, META_U32.pack(number), db=self._meta)
-
-    def purged_below(self) -> int:
-        if self._purged_below is None:
-            value = self.txn.get(META_PURGED_BELOW, db=self._meta)
-            self._purged_below = 0 if value is None else int(META_I64.unpack(value)[0])
-        return self._purged_below
-
-    def put_purged_below(self, transaction_id: int) -> None:
-        self._purged_below = transaction_id
-        self.txn.put(META_PURGED_BELOW, META_I64.pack(transaction_id), db=self._meta)

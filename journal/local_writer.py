@@ -77,6 +77,15 @@ class _Request:
         self.done = threading.Lock()
         self.done.acquire()
 
+    def wait(self) -> Any:
+        """Block until the request's group is committed; its result, or raise its error."""
+        self.done.acquire()
+        if self.error is not None:
+            raise self.error
+        return self.result
+
+
+PendingWrite = _Request  # what ``enqueue`` returns: ``wait()`` for the result
 
 _STOP = object()
 DELETE_HEADROOM_FRACTION = 8  # beyond map_size_bytes_max, deletes may grow the map by 1/8
@@ -139,6 +148,14 @@ class GroupWriter:
 
     def submit(self, operation: Operation) -> Any:
         """Run ``operation`` in the next group; return once that group is synced."""
+        return self.enqueue(operation).wait()
+
+    def enqueue(self, operation: Operation) -> _Request:
+        """Queue ``operation`` and return at once; ``wait()`` on the result.
+
+        Requests run in the order they were queued: a caller that queues under its
+        own lock fixes the order of its operations (the journal logs' applier).
+        """
         request = _Request(operation)
         self._slots.acquire()  # released by the writer when it takes the request
         with self._submit_lock:
@@ -146,10 +163,7 @@ class GroupWriter:
                 self._slots.release()
                 raise LogClosedError(f"the local data journal {self._path} is closed; reopen it")
             self._queue.put(request)
-        request.done.acquire()
-        if request.error is not None:
-            raise request.error
-        return request.result
+        return request
 
     def close(self) -> None:
         """Finish every request queued so far, then stop the thread."""
@@ -202,12 +216,16 @@ class GroupWriter:
             txn = self._env.begin(write=True, buffers=True)
             committed = False
             try:
+                for request in group:  # the journal-log records are durable first (J1)
+                    if request.operation.make_durable is not None:
+                        request.operation.make_durable()
                 tables = Tables(txn, self._databases, self._releaser)
                 for request in group:
                     try:
                         request.operation.check(tables)
                     except TwinlogError as refusal:
                         request.error = refusal
+                        request.operation.refused(tables)
                         continue
                     request.result = request.operation.apply(tables)
                 tables.flush()

@@ -16,7 +16,9 @@ directory layout (``docs/design.md``):
       ids                     producer and transaction id blocks (the local IdSource:
                               engine.broker.id_allocator)
       logs/TOPIC-PARTITION/   data log segments and indexes (engine.log)
-      journal/                LMDB: local data journals + transaction index (journal)
+        journal/              the partition's journal log (journal.journal_logs)
+      journal/                LMDB: local data journals + transaction index, applied
+                              from the journal logs (journal)
       txn/N/                  transaction journal partition N + its checkpoint pointer
 
 Topics, ids and checkpoint pointers come through two Protocols, ``MetadataStore``
@@ -26,8 +28,9 @@ Start-up, in order (each step needs the one before):
 
     1. topics and ids            the metadata store and the id source
     2. local data journal        open LMDB
-    3. partitions                open each data log (log recovery), then the copier's
-                                 recovery of half-done copies against the journal
+    3. partitions                open each data log (log recovery), replay its journal log
+                                 into LMDB, then the copier's recovery of half-done
+                                 copies against the journal
     4. group offsets             read __consumer_offsets into memory
     5. coordinators              replay each transaction journal from its checkpoint;
                                  prepared transactions are queued for completion
@@ -118,7 +121,7 @@ from twinlog.engine.records.batch_reader import iter_batches
 from twinlog.engine.records.decompression_budget import DecompressionBudget
 from twinlog.engine.records.produced_records import check_produced_records
 from twinlog.engine.records.rewrite import require_keys
-from twinlog.journal import LocalJournal
+from twinlog.journal import JournalLogs, LocalJournal
 from twinlog.journal.txn_journal import TxnJournal
 
 log = logging.getLogger(__name__)
@@ -288,8 +291,10 @@ class Broker:
             )
         self.ids = self._given_ids or LocalIdSource(self.data_dir / "ids")
         # 2. local data journal
-        self.journal = LocalJournal.open(
-            self.data_dir / "journal", map_size_bytes=config.journal_map_bytes_initial
+        self.journal = JournalLogs(
+            LocalJournal.open(
+                self.data_dir / "journal", map_size_bytes=config.journal_map_bytes_initial
+            )
         )
         # 3. partitions (data log recovery, then copier recovery)
         if OFFSETS_TOPIC not in self.metadata.topics():
@@ -481,6 +486,9 @@ class Broker:
             if leftover.exists():
                 log.warning("removing %s, left by a deleted topic of the same name", leftover)
                 shutil.rmtree(leftover)
+            # What LMDB applied from that partition's journal log (a crash before the
+            # delete told it) must go too: the new partition's journal log starts at 0.
+            self.journal.delete_partition(str(TopicPartition(name, partition_index)))
 
     def _check_open_files(self, partition_count: object) -> None:
         """Refuse a topic whose partitions would exhaust the process's open-files limit."""
@@ -515,6 +523,9 @@ class Broker:
             for partition_index in range(topic.partitions):
                 partition = self._partitions.pop(TopicPartition(name, partition_index))
                 partition.close()
+                # The journal log goes with the directory: LMDB forgets what it applied
+                # from it, or a topic created again would find a log shorter than that.
+                self.journal.delete_partition(partition.name)
                 shutil.rmtree(partition.directory, ignore_errors=True)
         log.info("deleted topic %s", name)
 

@@ -23,7 +23,7 @@ from twinlog.engine.broker.coordinator import Coordinator
 from twinlog.engine.broker.partition import Partition
 from twinlog.engine.broker.transaction_metadata import now_ms
 from twinlog.engine.broker.transaction_timings import TransactionTimings
-from twinlog.journal import LocalJournal
+from twinlog.journal import JournalLogs
 
 
 @dataclass(frozen=True)
@@ -92,7 +92,7 @@ def _of(partition: Partition) -> PartitionStats | None:
 def collect_stats(
     coordinators: Iterable[Coordinator],
     partitions: Iterable[Partition],
-    journal: LocalJournal,
+    journal: JournalLogs,
     committed_offsets: Mapping[tuple[str, TopicPartition], int],
     timings: TransactionTimings,
 ) -> BrokerStats:

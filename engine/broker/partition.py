@@ -5,8 +5,12 @@ Writes reach a partition three ways, all through the copier's single writer
 with anything:
 
     plain produce          sequence check -> data log append -> acknowledge
-    transactional produce  sequence check (per transaction) -> local data journal -> acknowledge
+    transactional produce  sequence check (per transaction) -> ENTRY in the partition's
+                           journal log (fsynced) -> applied to LMDB -> acknowledge
     APPLY_COMMIT/ABORT     journal -> data log (copier) -> wake fetchers
+
+The partition's journal log lives in ``DIRECTORY/journal`` (``twinlog.journal.journal_logs``),
+so it goes with the partition's directory when the topic is deleted.
 
 Fetch is a long poll: a reader waits on ``data_arrived`` until enough bytes
 lie past its offset or its wait runs out. Consumers read below the high
@@ -59,7 +63,7 @@ from twinlog.engine.broker.transaction_gate import GateEntry, TransactionGate
 from twinlog.engine.log import CompactionReport, DataLog, LogConfig, compact
 from twinlog.engine.log.high_watermark import HighWatermark, batches_below
 from twinlog.engine.records.batch_format import NO_PRODUCER_ID, BatchHeader
-from twinlog.journal import CopyState, LocalJournal
+from twinlog.journal import CopyState, JournalLogs
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +74,7 @@ class Partition:
         topic_partition: TopicPartition,
         directory: Path,
         config: LogConfig,
-        journal: LocalJournal,
+        journal: JournalLogs,
         coordinators: TransactionCoordinators | None = None,
     ) -> None:
         self.topic_partition = topic_partition
@@ -78,6 +82,11 @@ class Partition:
         self.directory = directory
         self.log = DataLog.open(directory, config)
         self.journal = journal
+        try:  # replays into LMDB what the journal log holds beyond LMDB's applied offset
+            journal.open_partition(self.name, directory, config.batch_bytes_max)
+        except BaseException:
+            self.log.close()
+            raise
         self.writer = PartitionWriter(self.name, self.log, journal)
         try:
             self.writer.recover()
@@ -264,7 +273,12 @@ class Partition:
         """Size and age retention, never deleting a segment that holds a batch of a copy not
         yet recorded as APPLIED (the bound compaction gets): the copier's retry of that
         record recognises the copy in the log, from its first batch."""
-        return self.log.apply_retention(now_ms, protected_from_offset=self._applying_start_offset)
+        deleted = self.log.apply_retention(
+            now_ms, protected_from_offset=self._applying_start_offset
+        )
+        # The journal log keeps what an open or applying transaction, or a replay, needs.
+        self.journal.apply_retention(self.name)
+        return deleted
 
     def _applying_start_offset(self) -> int | None:
         applying = self.journal.transactions(self.name, [CopyState.APPLYING])
@@ -371,5 +385,8 @@ class Partition:
                         error,
                     )
             finally:
-                self.log.close()
+                try:
+                    self.journal.close_partition(self.name)
+                finally:
+                    self.log.close()
         self._wake_fetchers()

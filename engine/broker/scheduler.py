@@ -29,7 +29,7 @@ from twinlog.engine.broker.coordinator import Coordinator
 from twinlog.engine.broker.partition import Partition
 from twinlog.engine.log import LogConfig
 from twinlog.engine.log.config import FLUSH_INTERVAL
-from twinlog.journal import LocalJournal
+from twinlog.journal import JournalLogs
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +83,7 @@ class Scheduler:
 def broker_tasks(
     config: BrokerConfig,
     coordinators: Sequence[Coordinator],
-    journal: LocalJournal,
+    journal: JournalLogs,
     low_watermark: Callable[[], int],
     partitions: PartitionsSnapshot,
     should_stop: Callable[[], bool],
@@ -131,7 +131,7 @@ def expire_transactions(coordinators: Iterable[Coordinator]) -> None:
 
 
 def checkpoint_and_purge(
-    coordinators: Iterable[Coordinator], journal: LocalJournal, low_watermark: Callable[[], int]
+    coordinators: Iterable[Coordinator], journal: JournalLogs, low_watermark: Callable[[], int]
 ) -> None:
     for coordinator in coordinators:
         coordinator.checkpoint()

@@ -24,7 +24,7 @@ from twinlog.copier import PartitionWriter
 from twinlog.engine.base import failpoints
 from twinlog.engine.base.errors import InvalidTxnStateError, TransactionCompletedError
 from twinlog.engine.log import DataLog, LogConfig
-from twinlog.journal import JournalConfig, LocalJournal
+from twinlog.journal import JournalConfig, JournalLogs, LocalJournal
 
 PARTITIONS = ("orders-0", "orders-1", "audit-0")
 OPEN_MAX = 4
@@ -51,10 +51,14 @@ class CopierMachine(RuleBasedStateMachine):
         self.plain_tag = 0
 
     def _open(self) -> None:
-        self.journal = LocalJournal.open(self.directory / "journal", self.journal_config)
+        self.journal = JournalLogs(
+            LocalJournal.open(self.directory / "journal", self.journal_config)
+        )
         self.logs = {
             p: DataLog.open(self.directory / "logs" / p, self.log_config) for p in PARTITIONS
         }
+        for partition in PARTITIONS:  # replays what LMDB has not applied
+            self.journal.open_partition(partition, self.directory / "logs" / partition)
         self.writers = {p: PartitionWriter(p, self.logs[p], self.journal) for p in PARTITIONS}
         for writer in self.writers.values():
             writer.recover()

@@ -109,11 +109,16 @@ def _journal(partition: PartitionFixture, count: int = 3) -> list[bytes]:
 
 
 def _recover_and_check(
-    partition: PartitionFixture, batches: list[bytes], row: str, before: list[bytes]
+    partition: PartitionFixture,
+    batches: list[bytes],
+    row: str,
+    before: list[bytes],
+    reopen: bool = True,
 ) -> None:
     """Reopen (copier recovery runs), check the row taken and the exactly-once result."""
-    partition.close()
-    partition.open(recover=False)
+    if reopen:
+        partition.close()
+        partition.open(recover=False)
     outcomes = partition.writer.recover()
     assert [o.row.name for o in outcomes] == [row]
     assert log_bodies(partition.log) == before + [body(b) for b in batches]
@@ -131,11 +136,24 @@ def test_row_nothing_copied(partition: PartitionFixture) -> None:
     _recover_and_check(partition, batches, "nothing copied", [body(plain_batch(0))])
 
 
-def test_row_torn_copy_whole_batches(partition: PartitionFixture) -> None:
+def test_row_prefix_of_whole_batches_resumes_after_it(partition: PartitionFixture) -> None:
+    # J6: the prefix stays (a reader may have seen it); only the rest is appended.
     batches = _journal(partition)
     partition.j.mark_applying(partition.name, TXN, partition.log.log_end_offset)
     partition.log.append_many(batches[:2])
-    _recover_and_check(partition, batches, "torn copy", [body(plain_batch(0))])
+    partition.close()
+    partition.open(recover=False)
+    prefix_end = partition.log.log_end_offset
+    cuts: list[int] = []
+    truncate_to = partition.log.truncate_to
+    partition.log.truncate_to = lambda offset: cuts.append(offset) or truncate_to(offset)  # type: ignore[method-assign]
+    assert partition.writer.inspect(partition.j.transaction(partition.name, TXN)).tail is (
+        TailState.PREFIX
+    )
+    _recover_and_check(
+        partition, batches, "prefix of whole batches", [body(plain_batch(0))], reopen=False
+    )
+    assert cuts == [] and prefix_end == 1 + 4  # nothing cut; the plain batch, then two of ours
 
 
 def test_row_torn_copy_cut_inside_a_batch(partition: PartitionFixture) -> None:
@@ -188,8 +206,8 @@ def test_row_foreign_tail_refuses(partition: PartitionFixture) -> None:
 def test_row_damaged_chain_refuses(partition: PartitionFixture) -> None:
     _journal(partition)
     partition.j.mark_applying(partition.name, TXN, partition.log.log_end_offset)
-    journal = partition.j
-    with journal._env.begin(write=True) as txn:  # lose the middle entry
+    journal = partition.j.local
+    with journal._env.begin(write=True) as txn:  # lose the middle entry (journal offset 1)
         assert txn.delete(bytes(4) + (1).to_bytes(8, "big"), db=journal._databases[b"entries"])
     partition.close()
     partition.open(recover=False)
@@ -218,7 +236,7 @@ def test_every_row_has_a_test_on_real_files() -> None:
     for row in RECOVERY_TABLE:
         prefix = "test_row_" + row.name.replace(" ", "_")
         assert any(name.startswith(prefix) for name in tests), f"no {prefix}* test"
-    assert len(list(itertools.product(CopyRecordState, ChainState, TailState))) == 50
+    assert len(list(itertools.product(CopyRecordState, ChainState, TailState))) == 60
 
 
 def test_recovery_keeps_the_commits_choice_of_attempts(partition: PartitionFixture) -> None:
@@ -229,5 +247,5 @@ def test_recovery_keeps_the_commits_choice_of_attempts(partition: PartitionFixtu
             partition.name, TXN, transactional_batch(TXN, 2 * i, value_bytes=33), attempt=b"zombie"
         )
     partition.j.mark_applying(partition.name, TXN, partition.log.log_end_offset, [b"good"])
-    partition.log.append_many(chosen[:2])  # a torn copy of the chosen attempt
-    _recover_and_check(partition, chosen, "torn copy", [body(plain_batch(0))])
+    partition.log.append_many(chosen[:2])  # a part of the copy of the chosen attempt
+    _recover_and_check(partition, chosen, "prefix of whole batches", [body(plain_batch(0))])

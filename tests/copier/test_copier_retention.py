@@ -39,7 +39,8 @@ def _copy_without_recording_applied(partition: PartitionFixture) -> None:
     partition.journal_transaction(
         TRANSACTION, [transactional_batch(TRANSACTION, 2 * n) for n in range(BATCHES)]
     )
-    failpoints.arm("journal.before_sync", "raise", on_hit=2)  # APPLYING synced, APPLIED not
+    # APPLYING journaled and applied, APPLIED not even journaled
+    failpoints.arm("journal_log.before_append", "raise", on_hit=2)
     with pytest.raises(FailpointError):
         partition.writer.apply_commit(TRANSACTION)
     failpoints.disarm_all()

@@ -22,6 +22,7 @@ from twinlog.journal.local_format import (
     CopyRecord,
     CopyState,
     EntryHeader,
+    PartitionRow,
     decode_entry_attempt,
     decode_entry_header,
     decode_entry_key,
@@ -58,10 +59,12 @@ def test_entry_keys_sort_like_partition_then_sequence(pairs: list[tuple[int, int
     assert sorted(pairs) == sorted(pairs, key=lambda p: encode_entry_key(*p))
 
 
-@given(u32, u64)
-def test_partition_value_round_trip(partition_id: int, next_sequence: int) -> None:
-    value = encode_partition_value(partition_id, next_sequence)
-    assert decode_partition_value(value, b"p") == (partition_id, next_sequence)
+@given(u32, u64, i64)
+def test_partition_value_round_trip(partition_id: int, next_offset: int, purged_below: int) -> None:
+    row = PartitionRow(partition_id, next_offset, purged_below)
+    value = encode_partition_value(row)
+    assert len(value) == 20
+    assert decode_partition_value(value, b"p") == (partition_id, next_offset, purged_below)
 
 
 @given(i64, u64, i64, i32, i32, st.binary(max_size=40), st.binary(max_size=200))
@@ -89,8 +92,8 @@ def test_the_journal_stores_what_encode_entry_value_encodes(tmp_path: Path) -> N
     first, second = transactional_batch(7, 0), transactional_batch(7, 2, producer_generation=3)
     with LocalJournal.open(tmp_path) as journal:
         sequences = [
-            journal.append("p-0", 7, first, attempt=b"a1"),
-            journal.append("p-0", 7, second, producer_id=11, base_sequence=5),
+            journal.append("p-0", 7, first, sequence=0, attempt=b"a1"),
+            journal.append("p-0", 7, second, sequence=1, producer_id=11, base_sequence=5),
         ]
     with lmdb.open(str(tmp_path), max_dbs=MAX_DBS, readonly=True, lock=False) as env:
         entries = env.open_db(DB_ENTRIES, create=False)

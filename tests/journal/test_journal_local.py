@@ -1,5 +1,6 @@
-"""The local data journal on real LMDB files: entries and their reverse links, the
-transaction index, refused late appends, purge, statistics, damage and reopening."""
+"""The local data journal on real LMDB files, written through the partitions' journal
+logs: entries and their reverse links, the transaction index, refused late appends,
+purge, statistics, damage and reopening."""
 
 from __future__ import annotations
 
@@ -14,20 +15,29 @@ from twinlog.engine.base.errors import (
     TransactionCompletedError,
     TwinlogError,
 )
-from twinlog.journal import CopyState, JournalConfig, LocalJournal
+from twinlog.journal import CopyState, JournalConfig, JournalLogs, LocalJournal
 from twinlog.journal.local_format import NO_OFFSET, NO_PREVIOUS
+from twinlog.journal.local_ops import JournalOrderError
 
 P0, P1 = "orders-0", "orders-1"
 
 
+def _open(tmp_path: Path, config: JournalConfig | None = None) -> JournalLogs:
+    """LMDB in tmp_path/journal, the journal logs of P0 and P1 in tmp_path/logs/NAME/journal."""
+    opened = JournalLogs(LocalJournal.open(tmp_path / "journal", config))
+    for name in (P0, P1):
+        opened.open_partition(name, tmp_path / "logs" / name)
+    return opened
+
+
 @pytest.fixture
 def journal(tmp_path: Path):
-    opened = LocalJournal.open(tmp_path / "journal")
+    opened = _open(tmp_path)
     yield opened
     opened.close()
 
 
-def _nothing_changed(journal: LocalJournal, before) -> None:
+def _nothing_changed(journal: JournalLogs, before) -> None:
     after = journal.statistics()
     assert (after.entry_count, after.pending_by_partition) == (
         before.entry_count,
@@ -36,7 +46,7 @@ def _nothing_changed(journal: LocalJournal, before) -> None:
 
 
 def test_entries_link_back_to_the_previous_entry_of_their_transaction(
-    journal: LocalJournal,
+    journal: JournalLogs,
 ) -> None:
     # Two transactions interleaved on one partition, a third on another.
     a0 = journal.append(P0, 10, transactional_batch(10, 0))
@@ -44,8 +54,9 @@ def test_entries_link_back_to_the_previous_entry_of_their_transaction(
     a1 = journal.append(P0, 10, transactional_batch(10, 2))
     c0 = journal.append(P1, 10, transactional_batch(10, 4))
     a2 = journal.append(P0, 10, transactional_batch(10, 6), attempt=b"task-3.1")
-    assert (a0, b0, a1, a2) == (0, 1, 2, 3)  # sequences are per partition
+    assert (a0, b0, a1, a2) == (0, 1, 2, 3)  # sequences are per partition: journal offsets
     assert c0 == 0
+    assert journal.journal_log(P0).log_end_offset == 4
 
     entries = [journal.entry(P0, s) for s in (a0, a1, a2)]
     assert [e.previous for e in entries] == [NO_PREVIOUS, a0, a1]
@@ -63,7 +74,7 @@ def test_entries_link_back_to_the_previous_entry_of_their_transaction(
     journal.check()
 
 
-def test_index_row_counts_entries_bytes_and_records(journal: LocalJournal) -> None:
+def test_index_row_counts_entries_bytes_and_records(journal: JournalLogs) -> None:
     batches = [transactional_batch(5, 2 * i, record_count=2) for i in range(3)]
     for batch in batches:
         journal.append(P0, 5, batch)
@@ -77,7 +88,7 @@ def test_index_row_counts_entries_bytes_and_records(journal: LocalJournal) -> No
     assert journal.transaction(P0, 6) is None and journal.transaction("nope-0", 5) is None
 
 
-def test_streamed_batches_are_the_journaled_ones_in_order(journal: LocalJournal) -> None:
+def test_streamed_batches_are_the_journaled_ones_in_order(journal: JournalLogs) -> None:
     batches = [transactional_batch(5, i) for i in range(5)]
     for batch in batches:
         journal.append(P0, 5, batch)
@@ -90,14 +101,13 @@ def test_streamed_batches_are_the_journaled_ones_in_order(journal: LocalJournal)
 
 
 @pytest.mark.parametrize("end", ["applied", "aborted", "applying"])
-def test_append_after_the_end_is_refused_and_writes_nothing(
-    journal: LocalJournal, end: str
-) -> None:
+def test_append_after_the_end_is_refused_and_writes_nothing(journal: JournalLogs, end: str) -> None:
     journal.append(P0, 7, transactional_batch(7, 0))
     sequences = journal.sequences(P0, 7)
     if end == "applied":
         journal.mark_applying(P0, 7, 0)
-        journal.mark_applied(P0, 7, 0, 2, sequences)
+        assert len(sequences) == 1
+        journal.mark_applied(P0, 7, 0, 2)
     elif end == "aborted":
         journal.mark_aborted(P0, 7)
     else:
@@ -110,7 +120,7 @@ def test_append_after_the_end_is_refused_and_writes_nothing(
 
 
 def test_abort_of_a_transaction_unknown_here_records_it_and_refuses_later_appends(
-    journal: LocalJournal,
+    journal: JournalLogs,
 ) -> None:
     record = journal.mark_aborted(P0, 8)
     assert record.state is CopyState.ABORTED and record.entry_count == 0
@@ -119,7 +129,7 @@ def test_abort_of_a_transaction_unknown_here_records_it_and_refuses_later_append
     assert journal.statistics().entry_count == 0
 
 
-def test_abort_deletes_every_entry_and_keeps_other_transactions(journal: LocalJournal) -> None:
+def test_abort_deletes_every_entry_and_keeps_other_transactions(journal: JournalLogs) -> None:
     for i in range(4):
         journal.append(P0, 1, transactional_batch(1, i))
         journal.append(P0, 2, transactional_batch(2, i))
@@ -134,10 +144,10 @@ def test_abort_deletes_every_entry_and_keeps_other_transactions(journal: LocalJo
     journal.check()
 
 
-def test_state_changes_outside_the_table_are_refused(journal: LocalJournal) -> None:
+def test_state_changes_outside_the_table_are_refused(journal: JournalLogs) -> None:
     journal.append(P0, 3, transactional_batch(3, 0))
     with pytest.raises(InvalidTxnStateError, match="OPEN; it cannot become APPLIED"):
-        journal.mark_applied(P0, 3, 0, 2, journal.sequences(P0, 3))
+        journal.mark_applied(P0, 3, 0, 2)
     journal.mark_applying(P0, 3, 5, attempts=[b"a"])
     with pytest.raises(InvalidTxnStateError, match="APPLYING; it cannot become ABORTED"):
         journal.mark_aborted(P0, 3)
@@ -147,12 +157,17 @@ def test_state_changes_outside_the_table_are_refused(journal: LocalJournal) -> N
         journal.mark_applying(P0, 3, 5)
     restarted = journal.mark_applying(P0, 3, 2, attempts=[b"other"])  # the log lost its tail
     assert (restarted.first_offset, restarted.attempts) == (2, (b"a",))  # the choice is kept
-    with pytest.raises(InvalidTxnStateError, match="covered 0 entries"):
-        journal.mark_applied(P0, 3, 0, 2, journal.sequences(P0, 3)[:0])
+    # LMDB applies only the next record of the journal log, once.
+    applied_end = journal.journal_log(P0).log_end_offset
+    with pytest.raises(JournalOrderError, match=f"applies record {applied_end} next"):
+        journal.local.mark_applied(P0, 3, 0, 2, journal_offset=applied_end - 1)
+    with pytest.raises(JournalOrderError):
+        journal.local.mark_applied(P0, 3, 0, 2, journal_offset=applied_end + 1)
+    assert journal.transaction(P0, 3).state is CopyState.APPLYING
     journal.check()
 
 
-def test_a_batch_that_is_not_transactional_is_refused(journal: LocalJournal) -> None:
+def test_a_batch_that_is_not_transactional_is_refused(journal: JournalLogs) -> None:
     # The batch names no transaction (Kafka's format has no such field): the entry takes the
     # caller's, so the one thing to check in the batch is that it is transactional at all.
     with pytest.raises(InvalidTxnStateError, match="transaction 5 is not transactional"):
@@ -163,13 +178,13 @@ def test_a_batch_that_is_not_transactional_is_refused(journal: LocalJournal) -> 
 
 
 def test_purge_drops_leftovers_and_completed_rows_below_the_watermark(
-    journal: LocalJournal,
+    journal: JournalLogs,
 ) -> None:
     journal.append(P0, 1, transactional_batch(1, 0))  # leftover: OPEN, coordinator forgot it
     journal.append(P1, 1, transactional_batch(1, 0))
     journal.append(P0, 2, transactional_batch(2, 0))  # aborted
     journal.mark_aborted(P0, 2)
-    journal.mark_applied(P0, 3, 0, 0, journal.sequences(P0, 3))  # applied (empty)
+    journal.mark_applied(P0, 3, 0, 0)  # applied (empty)
     journal.append(P0, 4, transactional_batch(4, 0))  # applying: never dropped
     journal.mark_applying(P0, 4, 0)
     journal.append(P0, 9, transactional_batch(9, 0))  # above the watermark: kept
@@ -189,7 +204,7 @@ def test_purge_drops_leftovers_and_completed_rows_below_the_watermark(
         journal.append(P0, 3, transactional_batch(3, 2))
 
 
-def test_statistics_count_entries_transactions_and_partitions(journal: LocalJournal) -> None:
+def test_statistics_count_entries_transactions_and_partitions(journal: JournalLogs) -> None:
     batch = transactional_batch(1, 0)
     for _ in range(3):
         journal.append(P0, 1, batch)
@@ -207,23 +222,24 @@ def test_statistics_count_entries_transactions_and_partitions(journal: LocalJour
 
 
 def test_everything_survives_a_reopen(tmp_path: Path) -> None:
-    with LocalJournal.open(tmp_path / "journal") as journal:
+    with _open(tmp_path) as journal:
         for i in range(3):
             journal.append(P0, 5, transactional_batch(5, i))
         journal.mark_aborted(P0, 2)
         journal.purge_below(3)
-    with LocalJournal.open(tmp_path / "journal") as journal:
+        assert journal.journal_log(P0).log_end_offset == 5  # 3 entries, a mark, a purge
+    with _open(tmp_path) as journal:
         assert len(journal.sequences(P0, 5)) == 3
-        assert journal.append(P0, 5, transactional_batch(5, 3)) == 3  # sequences continue
+        assert journal.append(P0, 5, transactional_batch(5, 3)) == 5  # sequences continue
         with pytest.raises(TransactionCompletedError):
             journal.append(P0, 2, transactional_batch(2, 0))
         journal.check()
 
 
-def test_sequences_are_never_reused_after_deletes(journal: LocalJournal) -> None:
+def test_sequences_are_never_reused_after_deletes(journal: JournalLogs) -> None:
     journal.append(P0, 1, transactional_batch(1, 0))
-    journal.mark_aborted(P0, 1)
-    assert journal.append(P0, 2, transactional_batch(2, 0)) == 1
+    journal.mark_aborted(P0, 1)  # journal offset 1
+    assert journal.append(P0, 2, transactional_batch(2, 0)) == 2
 
 
 def test_a_second_open_of_the_same_directory_is_refused(tmp_path: Path) -> None:
@@ -235,7 +251,7 @@ def test_a_second_open_of_the_same_directory_is_refused(tmp_path: Path) -> None:
 
 
 def test_closed_journal_refuses_calls(tmp_path: Path) -> None:
-    journal = LocalJournal.open(tmp_path / "journal")
+    journal = _open(tmp_path)
     journal.close()
     journal.close()  # idempotent
     with pytest.raises(TwinlogError, match="closed"):
@@ -255,7 +271,7 @@ def test_closed_journal_refuses_calls(tmp_path: Path) -> None:
 def test_damaged_environment_raises_corrupt_journal_with_path_and_advice(
     tmp_path: Path, damage
 ) -> None:
-    with LocalJournal.open(tmp_path / "journal") as journal:
+    with _open(tmp_path) as journal:
         journal.append(P0, 1, transactional_batch(1, 0))
     damage(tmp_path / "journal" / "data.mdb")
     with pytest.raises(CorruptJournalError) as caught:
@@ -264,28 +280,29 @@ def test_damaged_environment_raises_corrupt_journal_with_path_and_advice(
     assert str(tmp_path / "journal") in message and "copy the directory aside" in message
 
 
-def test_broken_chain_raises_corrupt_journal(journal: LocalJournal) -> None:
+def test_broken_chain_raises_corrupt_journal(journal: JournalLogs) -> None:
     for i in range(3):
         journal.append(P0, 1, transactional_batch(1, i))
     # Delete the middle entry behind the journal's back (a damaged file, in effect).
-    with journal._env.begin(write=True) as txn:
-        assert txn.delete(bytes(4) + (1).to_bytes(8, "big"), db=journal._databases[b"entries"])
+    local = journal.local
+    with local._env.begin(write=True) as txn:
+        assert txn.delete(bytes(4) + (1).to_bytes(8, "big"), db=local._databases[b"entries"])
     with pytest.raises(CorruptJournalError, match="entry 1 of orders-0 is missing"):
         journal.sequences(P0, 1)
     with pytest.raises(CorruptJournalError):
         journal.check()
 
 
-def test_argument_checks(journal: LocalJournal) -> None:
+def test_argument_checks(journal: JournalLogs) -> None:
     with pytest.raises(InvalidTxnStateError, match="partition name"):
-        journal.append("", 1, transactional_batch(1, 0))
+        journal.local.append("", 1, transactional_batch(1, 0), sequence=0)
     with pytest.raises(InvalidTxnStateError, match="negative"):
         journal.append(P0, -1, transactional_batch(-1, 0))
     with pytest.raises(InvalidTxnStateError, match="attempt tag"):
         journal.append(P0, 1, transactional_batch(1, 0), attempt=bytes(70_000))
 
 
-def test_tagged_headers_name_each_entrys_attempt(journal: LocalJournal) -> None:
+def test_tagged_headers_name_each_entrys_attempt(journal: JournalLogs) -> None:
     journal.append(P0, 4, transactional_batch(4, 0), attempt=b"task-2.0")
     journal.append(P0, 4, transactional_batch(4, 2))
     tagged = list(journal.iter_tagged_headers(P0, journal.sequences(P0, 4)))
@@ -299,12 +316,12 @@ def test_the_data_file_backs_the_whole_map_so_a_stray_read_is_no_sigbus(tmp_path
     # A damaged page can send LMDB past the data file's end inside its map; reading there
     # was SIGBUS. The file is kept (sparse) as long as the map, at open and when it grows.
     config = JournalConfig(map_size_bytes=1 << 20, map_size_bytes_max=1 << 24)
-    journal = LocalJournal.open(tmp_path / "journal", config)
+    journal = _open(tmp_path, config)
     data_file = tmp_path / "journal" / "data.mdb"
     try:
         assert data_file.stat().st_size >= journal.statistics().map_size_bytes == 1 << 20
         for number in range(40):  # 40 x 64 KiB: the map must grow past 1 MiB
-            journal.append("t-0", 7, transactional_batch(7, 2 * number, value_bytes=32 * 1024))
+            journal.append(P0, 7, transactional_batch(7, 2 * number, value_bytes=32 * 1024))
         grown = journal.statistics().map_size_bytes
         assert grown > 1 << 20
         assert data_file.stat().st_size >= grown

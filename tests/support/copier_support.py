@@ -19,7 +19,7 @@ from twinlog.copier import PartitionWriter
 from twinlog.engine.log import DataLog, LogConfig
 from twinlog.engine.records.batch_builder import RecordBatchBuilder
 from twinlog.engine.records.batch_format import LENGTH_PREFIX_BYTES, BatchHeader, read_header
-from twinlog.journal import JournalConfig, LocalJournal
+from twinlog.journal import JournalConfig, JournalLogs, LocalJournal
 
 TIMESTAMP_MS = 1_700_000_000_000
 PRODUCER_ID = 4242
@@ -89,7 +89,8 @@ def log_headers(log: DataLog) -> list[BatchHeader]:
 
 @dataclass
 class PartitionFixture:
-    """One partition's journal, data log and copier in ``data_dir`` (journal/, logs/NAME/)."""
+    """One partition's journal, data log and copier in ``data_dir`` (journal/ for LMDB,
+    logs/NAME/ for the data log, logs/NAME/journal/ for its journal log)."""
 
     data_dir: Path
     name: str = PARTITION
@@ -97,7 +98,7 @@ class PartitionFixture:
     journal_config: JournalConfig | None = None
 
     def __post_init__(self) -> None:
-        self.journal: LocalJournal | None = None
+        self.journal: JournalLogs | None = None
         self.open()
 
     @property
@@ -105,8 +106,11 @@ class PartitionFixture:
         return self.data_dir / "logs" / self.name
 
     def open(self, recover: bool = True) -> None:
-        self.journal = LocalJournal.open(self.data_dir / "journal", self.journal_config)
+        self.journal = JournalLogs(
+            LocalJournal.open(self.data_dir / "journal", self.journal_config)
+        )
         self.log = DataLog.open(self.log_directory, self.log_config)
+        self.journal.open_partition(self.name, self.log_directory)
         self.writer = PartitionWriter(self.name, self.log, self.journal)
         if recover:
             self.writer.recover()
@@ -121,7 +125,7 @@ class PartitionFixture:
         self.open()
 
     @property
-    def j(self) -> LocalJournal:
+    def j(self) -> JournalLogs:
         assert self.journal is not None
         return self.journal
 

@@ -28,15 +28,29 @@ from twinlog.engine.base.errors import TransactionDataMissingError
 from twinlog.engine.base.types import TransactionState
 from twinlog.engine.broker.broker import Broker
 from twinlog.journal import LocalJournal
+from twinlog.journal.local_tables import Tables
 
 JOURNAL = "journal"
 
 
 def _lose_journaled_entries(data_dir: Path, transaction_id: int) -> None:
-    """With the broker closed: the journal forgets the transaction (row and entries)."""
+    """With the broker closed: LMDB forgets the transaction (row and entries) behind the
+    journal logs' back, its applied offsets unchanged (damage: nothing to replay)."""
     journal = LocalJournal.open(data_dir / JOURNAL)
+    lost = 0
     try:
-        assert journal.purge_below(transaction_id + 1) > 0
+        with journal._env.begin(write=True, buffers=True) as txn:
+            tables = Tables(txn, journal._databases)
+            for name, row in list(tables.partitions()):
+                record = tables.transaction(row.partition_id, name, transaction_id)
+                if record is None:
+                    continue
+                for sequence in tables.walk(row.partition_id, record):
+                    tables.delete_entry(row.partition_id, sequence)
+                    lost += 1
+                tables.delete_transaction(row.partition_id, transaction_id)
+            tables.flush()
+        assert lost > 0
     finally:
         journal.close()
 

@@ -23,7 +23,7 @@ from twinlog.engine.broker.partition import Partition
 from twinlog.engine.log import LogConfig, compact
 from twinlog.engine.records.batch_builder import RecordBatchBuilder
 from twinlog.engine.records.batch_format import validate_batch
-from twinlog.journal import CopyState, LocalJournal
+from twinlog.journal import CopyState, JournalLogs, LocalJournal
 
 DAY_MS = 24 * 3600 * 1000
 GROUPS = ["billing", "search", "audit-readers"]
@@ -166,10 +166,10 @@ def test_keyless_records_are_refused_for_a_compacted_topic(tmp_path: Path) -> No
 # --- the copier's window: a copy in the log, APPLYING still recorded ------------------------
 
 
-def _partition_with_an_unrecorded_copy(tmp_path: Path) -> tuple[LocalJournal, Partition, bytes]:
+def _partition_with_an_unrecorded_copy(tmp_path: Path) -> tuple[JournalLogs, Partition, bytes]:
     """A compacted partition whose last transaction was copied (over several segments, its
     later batches replacing its earlier ones' keys) but not yet recorded as APPLIED."""
-    journal = LocalJournal.open(tmp_path / "journal")
+    journal = JournalLogs(LocalJournal.open(tmp_path / "journal"))
     config = LogConfig(
         segment_bytes=300,
         index_interval_bytes=100,

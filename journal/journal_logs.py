@@ -1,0 +1,472 @@
+"""The local data journal as its users see it: a journal log per partition in front of LMDB.
+
+Every change to the local data journal is first a record of the partition's
+journal log (``journal_log_records``: ENTRY, MARK_*, PURGE), a ``DataLog`` in
+``<partition dir>/journal/`` with the data log's segments, CRCs, recovery and
+``truncate_to``, removed with the partition's directory. Then it is applied to
+LMDB (``LocalJournal``), in offset order, by the journal's writer thread, which
+moves the partition's applied offset in the same LMDB transaction. LMDB is a view
+that can be rebuilt from the logs; the logs are what a replica would copy.
+
+    write   under the partition's order lock: append the record (not fsynced yet)
+            and queue its application; then wait for it. The journal's writer
+            thread fsyncs the journal log before the LMDB transaction that applies
+            the record: one fsync per log and group, so concurrent writers of one
+            partition share it as they share LMDB's (group commit on both)
+    open    replay the journal log from LMDB's applied offset to its end
+    repair  after a failed application (a full disk, an I/O error) the records
+            from LMDB's applied offset on were all refused: they are cut from
+            the journal log before the next write, so a failed call left nothing
+
+Rules of the cluster design (CLUSTER.md section 3.4), where this module holds them:
+
+    J1 commit-then-apply   only records below the journal log's high watermark are
+                           applied (``high_watermark``: the durable end on one node)
+    J5 followers never decide   only ``LocalJournal``'s writer changes LMDB, and only
+                           to apply a record; the copier decides by appending records
+
+Thread rule: any thread may call any method. Writes of one partition are ordered by
+its order lock (held for the append and the queueing only, so the LMDB group commit
+still gathers the writes of every partition and caller); reads go to LMDB directly.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from array import array
+from collections.abc import Generator, Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from twinlog.engine.base import failpoints
+from twinlog.engine.base.errors import (
+    CorruptJournalError,
+    InvalidTxnStateError,
+    TransactionCompletedError,
+    TwinlogError,
+    UnknownTopicOrPartitionError,
+)
+from twinlog.engine.log import DataLog, LogConfig
+from twinlog.engine.log.config import FLUSH_INTERVAL, INT64_MAX
+from twinlog.engine.records.batch_format import BATCH_BYTES_HARD_MAX, BatchHeader
+from twinlog.engine.records.batch_reader import iter_batches
+from twinlog.journal import journal_log_records as records
+from twinlog.journal.journal_log_records import (
+    ENTRY_OVERHEAD_BYTES_MAX,
+    JournalLogRecord,
+    build_batch,
+    decode,
+)
+from twinlog.journal.local_format import CopyRecord, CopyState
+from twinlog.journal.local_journal import (
+    JournalEntry,
+    JournalStatistics,
+    JournalUsage,
+    LocalJournal,
+    make_entry,
+    make_mark_applying,
+)
+from twinlog.journal.local_writer import PendingWrite
+
+log = logging.getLogger(__name__)
+
+JOURNAL_LOG_DIRECTORY = "journal"  # inside the partition's directory
+# Records are small but for ENTRY's batch; small segments let retention free space soon.
+JOURNAL_LOG_SEGMENT_BYTES = 64 * 1024 * 1024
+REPLAY_READ_BYTES = 1 << 20
+REPLAY_PENDING_MAX = 1024  # applications queued at once while replaying (they group)
+# Refusals depend only on LMDB's state, so a replay meets them again where the first
+# application did: they are no-ops there (the applied offset moved past them).
+DETERMINISTIC_REFUSALS = (TransactionCompletedError, InvalidTxnStateError)
+PENDING_STATES = (CopyState.OPEN, CopyState.APPLYING)
+
+
+def journal_log_config(
+    batch_bytes_max: int, segment_bytes: int = JOURNAL_LOG_SEGMENT_BYTES
+) -> LogConfig:
+    """A journal log's settings: an ENTRY holds a producer's batch plus a few fields.
+
+    Never flushed on append: the journal's writer thread fsyncs it before applying
+    (``_JournalLog.make_durable``), once for every record appended so far.
+    """
+    return LogConfig(
+        segment_bytes=segment_bytes,
+        retention_bytes=-1,
+        retention_ms=-1,
+        flush_policy=FLUSH_INTERVAL,
+        flush_interval_ms=INT64_MAX,
+        flush_interval_bytes=INT64_MAX,
+        batch_bytes_max=min(batch_bytes_max + ENTRY_OVERHEAD_BYTES_MAX, BATCH_BYTES_HARD_MAX),
+    )
+
+
+class _JournalLog:
+    """One partition's journal log and its write order."""
+
+    def __init__(self, partition: str, data_log: DataLog) -> None:
+        self.partition = partition
+        self.log = data_log
+        self.order_lock = threading.Lock()
+        self.needs_repair = False
+        data_log.flush()  # what recovery kept may be in the page cache only
+        self.durable_end = data_log.log_end_offset
+
+    @property
+    def high_watermark(self) -> int:
+        """Offset below which records are committed. One node: the durable end; replication
+        would lower it to what the in-sync replicas hold."""
+        return self.durable_end
+
+    def make_durable(self, offset: int) -> None:
+        """fsync the log if record ``offset`` is not durable yet (the journal's writer
+        thread only, before the LMDB transaction that applies it)."""
+        if offset >= self.durable_end:
+            end = self.log.log_end_offset  # everything below it is written
+            self.log.flush()
+            self.durable_end = max(self.durable_end, end)
+        # J1 commit-then-apply: LMDB sees only records below the high watermark.
+        assert offset < self.high_watermark, (
+            f"{self.partition}: journal-log record {offset} would be applied at or above "
+            f"the high watermark {self.high_watermark}"
+        )
+
+
+class JournalLogs:
+    """Every partition's journal log, applied to the broker's one LMDB (``LocalJournal``).
+
+    Writes take the partition name and return what ``LocalJournal``'s did; reads
+    are ``LocalJournal``'s. A partition's journal log is opened (and replayed into
+    LMDB) by ``open_partition`` before any write to it.
+    """
+
+    def __init__(self, local: LocalJournal) -> None:
+        self.local = local
+        self._logs: dict[str, _JournalLog] = {}
+        self._logs_lock = threading.Lock()
+
+    @property
+    def directory(self) -> Path:
+        return self.local.directory
+
+    # --- partitions -----------------------------------------------------------------
+
+    def open_partition(
+        self,
+        partition: str,
+        directory: Path,
+        batch_bytes_max: int = LogConfig.batch_bytes_max,
+        segment_bytes: int = JOURNAL_LOG_SEGMENT_BYTES,
+    ) -> int:
+        """Open the partition's journal log in ``directory/journal`` and replay into LMDB
+        what it has not applied; the number of records replayed.
+
+        Raises CorruptJournalError when LMDB has applied records the log no longer
+        holds (the log lost its tail, or segments LMDB still needs): never a silent
+        reset. A partition LMDB has no row for is rebuilt from the log's start.
+        """
+        data_log = DataLog.open(
+            directory / JOURNAL_LOG_DIRECTORY, journal_log_config(batch_bytes_max, segment_bytes)
+        )
+        try:
+            journal_log = _JournalLog(partition, data_log)
+            replayed = self._replay(journal_log)
+        except BaseException:
+            data_log.close()
+            raise
+        with self._logs_lock:
+            if partition in self._logs:
+                data_log.close()
+                raise TwinlogError(f"the journal log of {partition} is open already")
+            self._logs[partition] = journal_log
+        if replayed:
+            log.info(
+                "%s: %d journal-log records replayed into the local journal", partition, replayed
+            )
+        return replayed
+
+    def close_partition(self, partition: str) -> None:
+        """Close the partition's journal log (its writes finished: the caller stopped them)."""
+        with self._logs_lock:
+            journal_log = self._logs.pop(partition, None)
+        if journal_log is not None:
+            with journal_log.order_lock:
+                journal_log.log.close()
+
+    def delete_partition(self, partition: str) -> int:
+        """Close the journal log and forget the partition in LMDB (its directory is the
+        caller's to remove); the entries dropped."""
+        self.close_partition(partition)
+        return self.local.drop_partition(partition)
+
+    def journal_log(self, partition: str) -> DataLog:
+        return self._journal_log(partition).log
+
+    def _journal_log(self, partition: str) -> _JournalLog:
+        journal_log = self._logs.get(partition)
+        if journal_log is None:
+            raise UnknownTopicOrPartitionError(
+                f"{partition} has no journal log open (the partition is closed or deleted)"
+            )
+        return journal_log
+
+    def partitions(self) -> list[str]:
+        with self._logs_lock:
+            return list(self._logs)
+
+    # --- replay ---------------------------------------------------------------------
+
+    def _replay(self, journal_log: _JournalLog) -> int:
+        partition, data_log = journal_log.partition, journal_log.log
+        start, end = data_log.log_start_offset, data_log.log_end_offset
+        row = self.local.partition_row(partition)
+        if row is None:
+            replay_from = start  # LMDB never saw this partition, or was rebuilt empty
+        elif row.next_offset > end:
+            raise CorruptJournalError(
+                f"{partition}: the local journal has applied journal-log records up to offset "
+                f"{row.next_offset - 1}, but the journal log {data_log.directory} ends at {end}: "
+                "it lost its tail, and with it batches that were acknowledged. Stop the broker, "
+                "copy the partition directory and the journal aside, and restore them from a "
+                "backup (docs/formats.md, 'Local data journal: Damage')"
+            )
+        elif row.next_offset < start:
+            raise CorruptJournalError(
+                f"{partition}: the local journal has applied journal-log records below offset "
+                f"{row.next_offset} only, but the journal log {data_log.directory} starts at "
+                f"{start}: segments it still needed are gone (docs/formats.md, "
+                "'Local data journal: Damage')"
+            )
+        else:
+            replay_from = row.next_offset
+        pending: list[PendingWrite] = []
+        replayed = 0
+        for offset, record in read_records(data_log, replay_from, journal_log.high_watermark):
+            pending.append(self.local.enqueue_record(partition, offset, record))
+            replayed += 1
+            if len(pending) >= REPLAY_PENDING_MAX:
+                _wait_replayed(pending)
+        _wait_replayed(pending)
+        return replayed
+
+    # --- writes ---------------------------------------------------------------------
+
+    def _write(self, partition: str, record: JournalLogRecord) -> Any:
+        """Append ``record`` to the partition's journal log, apply it, return the result."""
+        journal_log = self._journal_log(partition)
+        batch = build_batch(record, int(time.time() * 1000))
+        with journal_log.order_lock:
+            if journal_log.needs_repair:
+                self._repair(journal_log)
+            failpoints.hit("journal_log.before_append")
+            offset = journal_log.log.append(batch)  # fsynced by the writer, before applying
+            failpoints.hit("journal_log.before_apply")
+            pending = self.local.enqueue_record(
+                partition, offset, record, lambda: journal_log.make_durable(offset)
+            )
+        try:
+            return pending.wait()
+        except BaseException:
+            # A refusal moved the applied offset past the record; a failure did not,
+            # and the records queued after it are refused as out of order. Which one
+            # it was, the repair reads from LMDB before the next write.
+            journal_log.needs_repair = True
+            raise
+
+    def _repair(self, journal_log: _JournalLog) -> None:
+        """Cut the records LMDB did not apply (their callers all got an error) from the log.
+
+        Called under the order lock: nothing new is queued for this partition; the
+        no-op waits out what is queued already.
+        """
+        self.local.barrier()
+        row = self.local.partition_row(journal_log.partition)
+        applied_end = journal_log.log.log_start_offset if row is None else row.next_offset
+        end = journal_log.log.log_end_offset
+        if applied_end < end:
+            journal_log.log.truncate_to(applied_end)
+            log.warning(
+                "%s: cut journal-log records %d..%d, whose application failed (their callers "
+                "got the error)",
+                journal_log.partition,
+                applied_end,
+                end - 1,
+            )
+        journal_log.needs_repair = False
+
+    def append(
+        self,
+        partition: str,
+        transaction_id: int,
+        batch: bytes | memoryview,
+        *,
+        producer_id: int | None = None,
+        producer_generation: int | None = None,
+        base_sequence: int | None = None,
+        attempt: bytes = b"",
+    ) -> int:
+        """Journal ``batch`` of an OPEN transaction (an ENTRY); its sequence (= journal offset)
+        once durable and applied. Raises TransactionCompletedError when the transaction
+        is APPLYING, APPLIED or ABORTED here, or below the partition's purge watermark.
+        """
+        entry = make_entry(
+            transaction_id,
+            batch,
+            producer_id=producer_id,
+            producer_generation=producer_generation,
+            base_sequence=base_sequence,
+            attempt=attempt,
+        )
+        return int(self._write(partition, entry))
+
+    def mark_applying(
+        self,
+        partition: str,
+        transaction_id: int,
+        start_offset: int,
+        attempts: Iterable[bytes] | None = None,
+    ) -> CopyRecord:
+        """MARK_APPLYING, durable and applied before the caller copies a byte (J4)."""
+        record = self._write(partition, make_mark_applying(transaction_id, start_offset, attempts))
+        assert isinstance(record, CopyRecord) and record.state is CopyState.APPLYING
+        return record
+
+    def mark_applied(
+        self, partition: str, transaction_id: int, first_offset: int, next_offset: int
+    ) -> CopyRecord:
+        """MARK_APPLIED(first, next): the entries go, the range is recorded."""
+        mark = records.MarkApplied(transaction_id, first_offset, next_offset)
+        result: CopyRecord = self._write(partition, mark)
+        return result
+
+    def mark_aborted(self, partition: str, transaction_id: int) -> CopyRecord:
+        result: CopyRecord = self._write(partition, records.MarkAborted(transaction_id))
+        return result
+
+    def purge_partition_below(self, partition: str, low_watermark: int) -> int:
+        """A PURGE record on one partition; the entries it dropped."""
+        return int(self._write(partition, records.Purge(low_watermark)))
+
+    def purge_below(self, low_watermark: int) -> int:
+        """PURGE every open partition that holds a row below ``low_watermark``; entries dropped.
+
+        Only those: a PURGE is an fsynced append, and a partition without such rows
+        has nothing to drop. (A late batch of a completed transaction is refused
+        by its coordinator before it gets here; the per-partition watermark is a
+        second guard, raised whenever the partition has something to purge.)
+        """
+        dropped = 0
+        for partition in self.partitions():
+            rows = self.local.transactions(partition)
+            if any(row.transaction_id < low_watermark for row in rows):
+                try:
+                    dropped += self.purge_partition_below(partition, low_watermark)
+                except UnknownTopicOrPartitionError:
+                    continue  # deleted meanwhile
+        return dropped
+
+    # --- retention ------------------------------------------------------------------
+
+    def retention_bound(self, partition: str) -> int:
+        """Journal-log offset below which no record is needed any more.
+
+        min(first entry of every OPEN or APPLYING transaction here, LMDB's applied
+        offset): an open transaction's entries must survive for its copy (and for a
+        rebuild of LMDB from the log), and LMDB may be replayed from its applied offset.
+        """
+        applied = self.local.partition_row(partition)
+        bound = 0 if applied is None else applied.next_offset
+        for record in self.local.transactions(partition, PENDING_STATES):
+            if record.entry_count:
+                bound = min(bound, record.first_sequence)
+        return bound
+
+    def apply_retention(self, partition: str) -> int:
+        """Delete the journal log's segments wholly below ``retention_bound``; how many."""
+        journal_log = self._journal_log(partition)
+        with journal_log.order_lock:  # no record is appended or applied meanwhile
+            return journal_log.log.delete_segments_before(self.retention_bound(partition))
+
+    # --- reads (LMDB) ---------------------------------------------------------------
+
+    def transaction(self, partition: str, transaction_id: int) -> CopyRecord | None:
+        return self.local.transaction(partition, transaction_id)
+
+    def transactions(
+        self, partition: str, states: Iterable[CopyState] | None = None
+    ) -> list[CopyRecord]:
+        return self.local.transactions(partition, states)
+
+    def sequences(
+        self, partition: str, transaction_id: int, chosen_only: bool = False
+    ) -> array[int]:
+        return self.local.sequences(partition, transaction_id, chosen_only)
+
+    def entry(self, partition: str, sequence: int) -> JournalEntry | None:
+        return self.local.entry(partition, sequence)
+
+    def iter_batches(
+        self, partition: str, sequences: array[int]
+    ) -> Generator[memoryview, None, None]:
+        return self.local.iter_batches(partition, sequences)
+
+    def iter_batch_headers(
+        self, partition: str, sequences: array[int]
+    ) -> Generator[BatchHeader, None, None]:
+        return self.local.iter_batch_headers(partition, sequences)
+
+    def iter_tagged_headers(
+        self, partition: str, sequences: array[int]
+    ) -> Generator[tuple[bytes, BatchHeader], None, None]:
+        return self.local.iter_tagged_headers(partition, sequences)
+
+    def statistics(self) -> JournalStatistics:
+        return self.local.statistics()
+
+    def usage(self) -> JournalUsage:
+        return self.local.usage()
+
+    def check(self) -> None:
+        self.local.check()
+
+    def close(self) -> None:
+        """Close every journal log still open, then LMDB. Idempotent."""
+        for partition in self.partitions():
+            self.close_partition(partition)
+        self.local.close()
+
+    def __enter__(self) -> JournalLogs:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+def read_records(
+    data_log: DataLog, from_offset: int, high_watermark: int
+) -> Iterator[tuple[int, JournalLogRecord]]:
+    """(journal offset, record) of the journal log from ``from_offset`` below ``high_watermark``."""
+    offset = from_offset
+    while offset < high_watermark:
+        chunk = data_log.read(offset, REPLAY_READ_BYTES)
+        if not chunk:
+            break
+        for batch in iter_batches(chunk):
+            for record in batch.records():
+                if offset <= record.offset < high_watermark:
+                    if record.value is None:
+                        raise CorruptJournalError(
+                            f"{data_log.directory}: journal-log record {record.offset} is empty"
+                        )
+                    yield record.offset, decode(bytes(record.value), f"{record.offset}")
+            offset = batch.header.next_offset
+
+
+def _wait_replayed(pending: list[PendingWrite]) -> None:
+    for request in pending:
+        try:
+            request.wait()
+        except DETERMINISTIC_REFUSALS:
+            pass  # refused the first time too: a no-op record
+    pending.clear()
