@@ -13,9 +13,18 @@ thread, where blocking would stall every other callback and watch, so the listen
 only records the state and puts it on ``events``; the owner reads ``state``,
 ``suspended`` and ``lost``, or takes ``events`` in order.
 
-``lost`` stays true once the first session is gone, even after kazoo connects again
-with a new session: whatever the owner held through the old one (ephemerals, roles)
-is gone, and a broker then restarts (crash-only, docs/zookeeper.md).
+LOST also comes from this wrapper's own clock, as Curator does it: a connection
+SUSPENDED for a whole session timeout is declared LOST, because a server that was
+running has expired the session by then and the cluster may have acted on it. kazoo
+alone learns of the expiry only when it reaches a server again, which a partitioned
+broker, or one whose ZooKeeper is paused, may not do for a long time. (A server that
+was itself paused may still take the session back on reconnecting; the owner has
+let go of it by then, which is the safe side.) The timeout is the one asked for: a
+server that negotiates a longer one expires later, never earlier, than this says.
+
+``lost`` stays true once the first session is declared gone, even after kazoo
+connects again: whatever the owner held through it (ephemerals, roles) must be
+taken as gone, and a broker then restarts (crash-only, docs/zookeeper.md).
 
 Thread rule: any thread may read; ``close`` once, from the owner.
 """
@@ -69,9 +78,10 @@ class ZooKeeperSession:
         self.events: queue.SimpleQueue[str] = queue.SimpleQueue()
         self._state_lock = threading.Lock()
         self._state: str = KazooState.LOST  # kazoo's state before the first connect
-        self._suspended_once = False
         self._lost = False
         self._connected_once = False
+        self._suspended_timer: threading.Timer | None = None
+        self._changes = 0  # state changes recorded: tells a stale timer from a live one
         hosts, chroot = split_connect_string(connect)
         if chroot:
             self._create_chroot(hosts, chroot, connect_timeout_ms)
@@ -99,12 +109,28 @@ class ZooKeeperSession:
 
     def _on_state(self, state: str) -> None:
         # kazoo's event thread: record and queue, never block (no I/O, no waiting).
+        self._record(state)
+
+    def _record(self, state: str, changes_seen: int | None = None) -> None:
+        """``changes_seen``: from the SUSPENDED timer, the count of changes when it started."""
         with self._state_lock:
+            if changes_seen is not None and changes_seen != self._changes:
+                return  # the connection came back (or was lost) before the timer fired
+            if state == self._state:
+                return  # kazoo's LOST after this wrapper's own
             self._state = state
+            self._changes += 1
+            if self._suspended_timer is not None:
+                self._suspended_timer.cancel()  # non-blocking
+                self._suspended_timer = None
             if state == KazooState.CONNECTED:
                 self._connected_once = True
             elif state == KazooState.SUSPENDED:
-                self._suspended_once = True
+                self._suspended_timer = threading.Timer(
+                    self.session_timeout_ms / 1000, self._record, (KazooState.LOST, self._changes)
+                )
+                self._suspended_timer.daemon = True
+                self._suspended_timer.start()
             elif state == KazooState.LOST and self._connected_once:
                 self._lost = True
         self.events.put(state)
@@ -147,6 +173,10 @@ class ZooKeeperSession:
             ) from error
 
     def close(self) -> None:
+        with self._state_lock:
+            if self._suspended_timer is not None:
+                self._suspended_timer.cancel()
+                self._suspended_timer = None
         self.client.stop()
         self.client.close()
 
