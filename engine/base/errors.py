@@ -345,3 +345,15 @@ class TransactionDataMissingError(InvalidTxnStateError):
 
     Not retriable: abort the transaction and send its records again.
     """
+
+
+# --- the cluster's metadata store (ZooKeeper; added by the cluster groundwork, issue 12) ---
+
+
+class ConditionalWriteLostError(TwinlogError):
+    """A conditional write to the metadata store lost a race: the value changed since this
+    broker read it (another broker wrote it first). Nothing was written.
+
+    Not retriable as it stands: the same write fails again. Read the value anew and decide
+    again; a coordinator whose checkpoint pointer write lost has been replaced and stops.
+    """

@@ -71,6 +71,8 @@ STATUS_OF_ERROR: dict[type[TwinlogError], grpc.StatusCode] = {
     errors.AuthorizationError: Code.PERMISSION_DENIED,
     errors.BrokerUnavailableError: Code.UNAVAILABLE,
     errors.RequestTimedOutError: Code.DEADLINE_EXCEEDED,
+    # the cluster's metadata store
+    errors.ConditionalWriteLostError: Code.ABORTED,
 }
 
 # Statuses that reach a client without twinlog metadata: produced by gRPC itself.

@@ -1,0 +1,153 @@
+"""``ZooKeeperMetadataStore``: the ``MetadataStore`` of a cluster, in ZooKeeper.
+
+The znodes are ``twinlog.engine.zookeeper.znodes``'s (CLUSTER.md §3.2). The first
+store to open an empty chroot creates the cluster by one create of ``cluster_id`` (a
+random id, and ``journal_partitions`` fixed for the cluster's life); every later
+store, on any broker, reads it. The parents ``topics``, ``coordinators`` and
+``id_blocks`` are made by whoever needs them first (creating them is idempotent). ``data_dir_id`` names the disk, so it stays a local file beside the data
+(``twinlog.engine.zookeeper.data_dir_identity``), which also refuses a data directory
+of another cluster.
+
+Topics are created, never overwritten: ``add_topic`` is a ZooKeeper create, and the
+broker that loses a race for a name gets TopicExistsError. A topic's ``version`` is
+its znode's zkVersion, for conditional changes later. Reads go to ZooKeeper each
+time (no cache yet: watches come with the controller).
+
+Thread rule: the broker serialises changes; reads may race harmlessly. Every call
+waits at most the session's request timeout (ZooKeeperUnavailableError).
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any
+
+from kazoo.exceptions import NodeExistsError, NoNodeError, NotEmptyError
+
+from twinlog.engine.base.errors import (
+    CorruptJournalError,
+    InvalidConfigError,
+    TopicExistsError,
+    UnknownTopicOrPartitionError,
+)
+from twinlog.engine.broker.topic_registry import PARTITIONS_MAX, TopicMeta, validate_topic_name
+from twinlog.engine.zookeeper import znodes
+from twinlog.engine.zookeeper.checkpoint_pointer import ZooKeeperCheckpointPointer
+from twinlog.engine.zookeeper.data_dir_identity import claim_data_dir
+from twinlog.engine.zookeeper.session import ZooKeeperSession
+
+CLUSTER_KEYS = ("cluster_id", "journal_partitions")
+TOPIC_KEYS = ("id", "partitions", "config")
+
+
+class ZooKeeperMetadataStore:
+    def __init__(
+        self,
+        session: ZooKeeperSession,
+        data_dir: str | os.PathLike[str],
+        journal_partitions: int,
+    ) -> None:
+        """Join the cluster below the session's chroot, creating it (with
+        ``journal_partitions``) if the chroot holds none; claim ``data_dir`` for it."""
+        self.session = session
+        cluster = self._create_or_read_cluster(journal_partitions)
+        self._cluster_id = str(cluster["cluster_id"])
+        self._journal_partitions = cluster["journal_partitions"]
+        if not isinstance(self._journal_partitions, int) or self._journal_partitions < 1:
+            raise CorruptJournalError(
+                f"ZooKeeper znode {znodes.CLUSTER_ID}: journal_partitions is "
+                f"{self._journal_partitions!r}, expected a count of 1 or more"
+            )
+        self._data_dir_id = claim_data_dir(data_dir, self._cluster_id)
+
+    def _create_or_read_cluster(self, journal_partitions: int) -> dict[str, Any]:
+        client = self.session.client
+        cluster = {"cluster_id": uuid.uuid4().hex, "journal_partitions": journal_partitions}
+        try:
+            self.session.wait(client.create_async(znodes.CLUSTER_ID, znodes.encode(cluster)))
+        except NodeExistsError:  # the cluster exists (another broker may have just made it)
+            data, _ = self.session.wait(client.get_async(znodes.CLUSTER_ID))
+            cluster = znodes.decode(znodes.CLUSTER_ID, data, CLUSTER_KEYS)
+        for parent in znodes.PARENTS:  # idempotent: whoever comes first creates them
+            self.session.wait(client.ensure_path_async(parent))
+        return cluster
+
+    @property
+    def cluster_id(self) -> str:
+        return self._cluster_id
+
+    @property
+    def data_dir_id(self) -> str:
+        return self._data_dir_id
+
+    @property
+    def journal_partitions(self) -> int:
+        return self._journal_partitions
+
+    def topics(self) -> Mapping[str, TopicMeta]:
+        client = self.session.client
+        names = self.session.wait(client.get_children_async(znodes.TOPICS))
+        # One round trip for all of them: the requests are pipelined on the connection.
+        pending = {name: client.get_async(znodes.topic_path(name)) for name in names}
+        found: dict[str, TopicMeta] = {}
+        for name, request in pending.items():
+            try:
+                data, stat = self.session.wait(request)
+            except NoNodeError:
+                continue  # deleted since the listing
+            found[name] = self._topic(name, data, stat.version)
+        return MappingProxyType(found)
+
+    def get_topic(self, name: str) -> TopicMeta:
+        validate_topic_name(name)  # a name with "/" would address another znode
+        try:
+            data, stat = self.session.wait(self.session.client.get_async(znodes.topic_path(name)))
+        except NoNodeError:
+            raise UnknownTopicOrPartitionError(
+                f"topic {name!r} does not exist; create it first (twinlog topics create {name})"
+            ) from None
+        return self._topic(name, data, stat.version)
+
+    def add_topic(self, name: str, partitions: int, config: Mapping[str, str]) -> TopicMeta:
+        validate_topic_name(name)
+        if not isinstance(partitions, int) or not 1 <= partitions <= PARTITIONS_MAX:
+            raise InvalidConfigError(
+                f"topic {name!r}: partitions is {partitions!r}, expected 1..{PARTITIONS_MAX}"
+            )
+        topic = TopicMeta(partitions, {str(key): str(value) for key, value in config.items()})
+        value = {"id": topic.topic_id, "partitions": topic.partitions, "config": topic.config}
+        try:
+            self.session.wait(
+                self.session.client.create_async(znodes.topic_path(name), znodes.encode(value))
+            )
+        except NodeExistsError:
+            raise TopicExistsError(f"topic {name!r} exists already") from None
+        return topic  # version 0: a new znode's
+
+    def remove_topic(self, name: str) -> None:
+        validate_topic_name(name)
+        client = self.session.client
+        try:
+            self.session.wait(client.delete_async(znodes.topic_path(name)))
+        except NoNodeError:
+            raise UnknownTopicOrPartitionError(f"topic {name!r} does not exist") from None
+        except NotEmptyError:  # partition state znodes below it (once there is a controller)
+            with self.session.translated_errors():
+                client.delete(znodes.topic_path(name), recursive=True)
+
+    def checkpoint_pointers(self, journal_partition: int) -> ZooKeeperCheckpointPointer:
+        if not 0 <= journal_partition < self._journal_partitions:
+            raise InvalidConfigError(
+                f"journal partition {journal_partition} is not within "
+                f"0..{self._journal_partitions - 1}"
+            )
+        return ZooKeeperCheckpointPointer(self.session, journal_partition)
+
+    @staticmethod
+    def _topic(name: str, data: bytes, version: int) -> TopicMeta:
+        path = znodes.topic_path(name)
+        value = znodes.decode(path, data, TOPIC_KEYS)
+        return TopicMeta(int(value["partitions"]), dict(value["config"]), str(value["id"]), version)

@@ -1,0 +1,60 @@
+"""The znodes a twinlog cluster keeps below its chroot (CLUSTER.md §3.2), and their JSON.
+
+    /cluster_id                  {"cluster_id": hex32, "journal_partitions": int}
+    /topics/<topic>              {"id": hex32, "partitions": int, "config": {key: str}}
+    /coordinators/<N>            {"coordinator_epoch": int, "checkpoint_offset": int,
+                                  "replay_from_offset": int}
+    /id_blocks/<kind>            {"next_block_start": int}
+
+``cluster_id`` and ``journal_partitions`` share one znode so that a cluster is created
+by one write: there is never a cluster with an id but no partition count. Every value
+is compact JSON in UTF-8; a znode that does not parse stops the caller with the path
+named (CorruptJournalError), as a damaged local file does.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from twinlog.engine.base.errors import CorruptJournalError
+
+CLUSTER_ID = "/cluster_id"
+TOPICS = "/topics"
+COORDINATORS = "/coordinators"
+ID_BLOCKS = "/id_blocks"
+PARENTS = (TOPICS, COORDINATORS, ID_BLOCKS)
+
+
+def topic_path(name: str) -> str:
+    return f"{TOPICS}/{name}"
+
+
+def coordinator_path(journal_partition: int) -> str:
+    return f"{COORDINATORS}/{journal_partition}"
+
+
+def id_block_path(kind: str) -> str:
+    return f"{ID_BLOCKS}/{kind}"
+
+
+def encode(value: dict[str, Any]) -> bytes:
+    return json.dumps(value, separators=(",", ":"), sort_keys=True).encode()
+
+
+def decode(path: str, data: bytes, keys: tuple[str, ...]) -> dict[str, Any]:
+    """The JSON object of znode ``path``, checked to have ``keys``."""
+    try:
+        value = json.loads(data)
+        if not isinstance(value, dict):
+            raise TypeError(f"a JSON {type(value).__name__}, not an object")
+        missing = [key for key in keys if key not in value]
+        if missing:
+            raise KeyError(f"no {', '.join(missing)}")
+    except (ValueError, KeyError, TypeError) as error:
+        raise CorruptJournalError(
+            f"ZooKeeper znode {path} does not hold what twinlog wrote there ({error}): "
+            f"{data[:200]!r}. Was it changed by hand? Restore it, or point the broker at "
+            "another chroot."
+        ) from None
+    return value

@@ -1,0 +1,97 @@
+"""The bundled ZooKeeper starts, answers ``ruok``, listens on loopback only, and says
+clearly what is missing when it cannot start."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from pathlib import Path
+
+import pytest
+
+from twinlog.engine.zookeeper import local_server
+from twinlog.engine.zookeeper.local_server import (
+    LocalZooKeeper,
+    LocalZooKeeperError,
+    four_letter_word,
+)
+
+LISTEN = "0A"  # TCP_LISTEN in /proc/net/tcp
+
+
+def listening_addresses(pid: int) -> list[tuple[str, int]]:
+    """(hex local address, port) of every listening TCP socket that process ``pid`` owns."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue  # closed meanwhile
+        if target.startswith("socket:["):
+            inodes.add(target[len("socket:[") : -1])
+    found = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for row in Path(table).read_text().splitlines()[1:]:
+            fields = row.split()
+            local, state, inode = fields[1], fields[3], fields[9]
+            if state == LISTEN and inode in inodes:
+                address, port = local.split(":")
+                found.append((address, int(port, 16)))
+    return found
+
+
+def is_loopback(hex_address: str) -> bool:
+    # IPv4 127.x.x.x is stored little-endian ("0100007F"); IPv6 ::1 and ::ffff:127.x.x.x
+    # (a JVM binds 127.0.0.1 through an IPv6 socket) end in those words.
+    if len(hex_address) == 8:
+        return hex_address.endswith("7F")
+    return hex_address == "00000000000000000000000001000000" or (
+        hex_address.startswith("0000000000000000FFFF0000") and hex_address.endswith("7F")
+    )
+
+
+def test_it_answers_ruok_and_listens_on_loopback_only(zookeeper: LocalZooKeeper) -> None:
+    assert four_letter_word(zookeeper.port, "ruok") == "imok"
+    assert "Mode: standalone" in four_letter_word(zookeeper.port, "srvr")
+    listening = listening_addresses(zookeeper.pid)
+    assert zookeeper.port in {port for _address, port in listening}
+    assert len(listening) == 1, f"only the client port, no AdminServer: {listening}"
+    assert all(is_loopback(address) for address, _port in listening), listening
+
+
+def test_loopback_check_tells_the_addresses_apart() -> None:
+    assert is_loopback("0100007F")
+    assert not is_loopback("00000000")  # 0.0.0.0
+    assert is_loopback("0000000000000000FFFF00000100007F")
+    assert not is_loopback("00000000000000000000000000000000")  # ::
+
+
+def test_without_java_the_error_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(LocalZooKeeperError, match=r"java was not found.*Java 17"):
+        LocalZooKeeper(tmp_path).start()
+    assert not (tmp_path / "zookeeper.log").exists()
+
+
+def test_without_pyspark_the_error_names_the_extra(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name: None if name == "pyspark" else object()
+    )
+    with pytest.raises(LocalZooKeeperError, match=r"pyspark is not installed.*twinlog\[spark\]"):
+        local_server.find_zookeeper_jars()
+
+
+def test_a_server_that_exits_is_reported_with_its_log(tmp_path: Path) -> None:
+    # A tick of 0 is refused by ZooKeeper's config parser: the JVM exits at once.
+    server = LocalZooKeeper(tmp_path, tick_time_ms=0, start_timeout_s=30)
+    if local_server.shutil.which("java") is None:
+        pytest.skip("no java")
+    with pytest.raises(LocalZooKeeperError) as refused:
+        server.start()
+    message = str(refused.value)
+    assert "exited with" in message and str(tmp_path / "zookeeper.log") in message
+    assert "java " in message and "jars " in message and "127.0.0.1:" in message
+    assert server.process is None or server.process.poll() is not None
