@@ -16,6 +16,12 @@ sync_mode                 "commit"  "commit": LMDB syncs inside each group's com
                                     one env.sync(True) per group (one fdatasync instead
                                     of two, but the meta page may reach the disk before
                                     the data pages it points to: kept for measurement)
+                                    "journal_log": LMDB never syncs at commit: the
+                                    journal logs (fsynced by the writer before each
+                                    group is applied) are the durable copy; LMDB is
+                                    synced before journal-log retention and at close,
+                                    and replays from its applied offsets after a crash
+                                    (docs/formats.md, "LMDB durability")
 max_readers               126       LMDB reader slots (threads with a read txn at once)
 """
 
@@ -30,7 +36,8 @@ from twinlog.engine.base.errors import InvalidConfigError
 MEBIBYTE = 1 << 20
 SYNC_COMMIT = "commit"
 SYNC_ENV = "env_sync"
-SYNC_MODES = (SYNC_COMMIT, SYNC_ENV)
+SYNC_LOG = "journal_log"
+SYNC_MODES = (SYNC_COMMIT, SYNC_ENV, SYNC_LOG)
 PAGE_BYTES = 4096
 
 

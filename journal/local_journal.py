@@ -204,7 +204,8 @@ class LocalJournal:
                 max_dbs=MAX_DBS,
                 max_readers=self.config.max_readers,
                 # "commit": LMDB fsyncs data pages, then writes the meta page synced;
-                # "env_sync": we call env.sync(True) once per group instead.
+                # "env_sync": we call env.sync(True) once per group instead;
+                # "journal_log": only ``sync_to_disk`` syncs (the logs are the durable copy).
                 sync=self.config.sync_mode == SYNC_COMMIT,
                 metasync=True,
                 readahead=False,  # entries are read once, in key order of a chain, not scanned
@@ -619,14 +620,25 @@ class LocalJournal:
         if self._closed:
             raise TwinlogError(f"the local data journal {self._path} is closed; reopen it")
 
+    def sync_to_disk(self) -> None:
+        """Make every committed write durable (one env.sync). Whatever was read from LMDB
+        before this call is on disk when it returns: call it before trusting an applied
+        offset as durable (journal-log retention, in the "journal_log" sync mode)."""
+        self._check_open()
+        with self._map_lock.shared():
+            self._env.sync(True)
+
     def close(self) -> None:
-        """Finish queued writes, stop the writer, close LMDB. Idempotent."""
+        """Finish queued writes, stop the writer, sync and close LMDB. Idempotent."""
         if self._closed:
             return
         self._writer.close()
         with self._map_lock.exclusive():
             self._closed = True
-            self._env.close()
+            try:
+                self._env.sync(True)  # a no-op cost in the synced modes; needed in "journal_log"
+            finally:
+                self._env.close()
         os.close(self._lock_file)
 
     def __enter__(self) -> LocalJournal:

@@ -293,7 +293,9 @@ class Broker:
         # 2. local data journal
         self.journal = JournalLogs(
             LocalJournal.open(
-                self.data_dir / "journal", map_size_bytes=config.journal_map_bytes_initial
+                self.data_dir / "journal",
+                map_size_bytes=config.journal_map_bytes_initial,
+                sync_mode=config.journal_sync_mode,
             )
         )
         # 3. partitions (data log recovery, then copier recovery)

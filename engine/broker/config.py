@@ -33,6 +33,9 @@ class BrokerConfig:
     offsets_segment_bytes: int = 100 * 1024 * 1024
     # Local data journal (LMDB)
     journal_map_bytes_initial: int = 256 * 1024 * 1024  # grows when full
+    # How LMDB (the local data journal's view) syncs: "journal_log" leaves durability to the
+    # partitions' journal logs (journal/local_config.py has the modes and their trade-offs).
+    journal_sync_mode: str = "journal_log"
     # After the journal was lost (moved aside, no backup): complete committed transactions
     # whose batches it held as empty, instead of refusing (docs/formats.md, "Damage").
     # Their records on this broker are gone; only for starting again after such a loss.

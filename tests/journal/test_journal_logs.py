@@ -12,6 +12,7 @@ from copier_support import transactional_batch
 
 from twinlog.engine.base import failpoints
 from twinlog.engine.base.errors import CorruptJournalError, TransactionCompletedError
+from twinlog.engine.broker import Broker
 from twinlog.journal import CopyState, JournalLogs, LocalJournal
 from twinlog.journal import journal_log_records as records
 from twinlog.journal.journal_logs import JOURNAL_LOG_DIRECTORY, read_records
@@ -174,3 +175,49 @@ def test_retention_keeps_segments_of_open_and_applying_transactions(tmp_path: Pa
         journal.close()
     with _open(tmp_path) as reopened:  # what is left still replays from the applied offset
         assert reopened.transaction(P0, 1).state is CopyState.APPLIED
+
+
+def test_in_the_journal_log_sync_mode_retention_syncs_lmdb_before_it_deletes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """LMDB commits unsynced ("journal_log"): after a power loss it may come back with an
+    older applied offset, so the records from there on must still be in the log. Retention
+    therefore syncs LMDB after reading its bound and before deleting anything."""
+    local = LocalJournal.open(tmp_path / "journal", sync_mode="journal_log")
+    journal = JournalLogs(local)
+    journal.open_partition(P0, tmp_path / "logs" / P0, batch_bytes_max=1 << 16, segment_bytes=600)
+    events: list[str] = []
+    real_sync = local.sync_to_disk
+    data_log = journal.journal_log(P0)
+    real_delete = data_log.delete_segments_before
+
+    def sync() -> None:
+        events.append("sync")
+        real_sync()
+
+    def delete(offset: int) -> int:
+        events.append(f"delete below {offset}")
+        return real_delete(offset)
+
+    monkeypatch.setattr(local, "sync_to_disk", sync)
+    monkeypatch.setattr(data_log, "delete_segments_before", delete)
+    try:
+        for i in range(4):
+            journal.append(P0, 3, transactional_batch(3, i, value_bytes=300))
+        journal.mark_aborted(P0, 3)
+        bound = journal.retention_bound(P0)
+        assert journal.apply_retention(P0) > 0
+        assert events == ["sync", f"delete below {bound}"]
+    finally:
+        journal.close()
+    with _open(tmp_path) as reopened:  # the unsynced mode still replays and reopens
+        assert reopened.transaction(P0, 3).state is CopyState.ABORTED
+
+
+def test_the_broker_leaves_lmdb_durability_to_the_journal_logs_by_default(
+    tmp_path: Path,
+) -> None:
+    with Broker.open(tmp_path / "data") as broker:
+        assert broker.journal.local.config.sync_mode == "journal_log"
+    with Broker.open(tmp_path / "data", journal_sync_mode="commit") as broker:
+        assert broker.journal.local.config.sync_mode == "commit"
