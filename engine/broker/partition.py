@@ -94,7 +94,11 @@ class Partition:
             # A torn copy is cut by now (that needs no space); the writer finishes the
             # copy before its next write, once space returns. Reads are served meanwhile.
             log.warning("%s: finishing a copy deferred: %s", self.name, error)
-        self.high_watermark = HighWatermark(self.log, directory)
+        # A copy recovery could not finish (a full disk) leaves part of a transaction in the
+        # log: it stays below the high watermark's reach until the copy is done.
+        self.high_watermark = HighWatermark(
+            self.log, directory, start_below=self._applying_start_offset()
+        )
         self._plain_lock = threading.Lock()
         self.send_gate = SendGate(self.name)
         self.transaction_gate = TransactionGate(self.name)
@@ -273,12 +277,18 @@ class Partition:
         """Size and age retention, never deleting a segment that holds a batch of a copy not
         yet recorded as APPLIED (the bound compaction gets): the copier's retry of that
         record recognises the copy in the log, from its first batch."""
-        deleted = self.log.apply_retention(
-            now_ms, protected_from_offset=self._applying_start_offset
-        )
+        deleted = self.log.apply_retention(now_ms, protected_from_offset=self._retention_bound)
         # The journal log keeps what an open or applying transaction, or a replay, needs.
         self.journal.apply_retention(self.name)
         return deleted
+
+    def _retention_bound(self) -> int:
+        """Retention deletes nothing from here on: the start of a copy not yet recorded as
+        APPLIED, and the high watermark (Kafka deletes only below it: a log start past the
+        high watermark would leave nothing a consumer may read, and no valid range)."""
+        applying = self._applying_start_offset()
+        hw = self.high_watermark.value
+        return hw if applying is None else min(hw, applying)
 
     def _applying_start_offset(self) -> int | None:
         applying = self.journal.transactions(self.name, [CopyState.APPLYING])

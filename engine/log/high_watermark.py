@@ -49,13 +49,18 @@ class LogBounds(Protocol):
 
 
 class HighWatermark:
-    def __init__(self, bounds: LogBounds, directory: Path) -> None:
+    def __init__(self, bounds: LogBounds, directory: Path, start_below: int | None = None) -> None:
         """Start at the log end: after recovery everything the log holds is committed
-        (one node). The file of an earlier run says nothing about this one: removed."""
+        (one node), except from ``start_below`` on when given (a copy whose finish was
+        deferred: its batches already in the log are not readable until it is done).
+        The file of an earlier run says nothing about this one: removed."""
         self._bounds = bounds
         self._path = directory / HIGH_WATERMARK_FILE
         self._lock = threading.Lock()
-        self._value = bounds.log_end_offset
+        end = bounds.log_end_offset
+        self._value = (
+            end if start_below is None else max(bounds.log_start_offset, min(end, start_below))
+        )
         self._file_written = True  # unknown: remove whatever an earlier run left
         self._publish_locked()
 
