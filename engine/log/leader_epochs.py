@@ -127,7 +127,11 @@ class LeaderEpochCache:
         if entries is None:
             entries = entries_from_headers(headers_from_start())
         cache = cls(directory, entries)
-        changed = cache._truncated_from_end(log_end_offset)
+        # An epoch that starts exactly at the log end is kept: a leader records its epoch at
+        # the log end when it takes over (KIP-279's fix), before it appends anything, and the
+        # log's leader epoch comes from here at the next open: dropping it would let the
+        # epoch go back, and a deposed caller's older epoch pass the checks.
+        changed = cache._truncated_from_end(log_end_offset + 1)
         changed = cache._truncated_from_start(log_start_offset) or changed
         if rebuilt or changed:
             cache._write()
