@@ -376,9 +376,12 @@ class Coordinator:
         journal the partition into the transaction (durably: a partition must be in the
         journal before any of its data is, or a commit would miss it)."""
         epochs = request.epochs
+        # The partition sends the highest epoch of this coordinator it has seen. Lower than
+        # ours is normal (a partition this coordinator has not called yet, after a failover);
+        # higher means a newer coordinator has called it: this one was replaced.
         if (
             epochs.coordinator_partition != self.partition_index
-            or epochs.coordinator_epoch != self.coordinator_epoch
+            or epochs.coordinator_epoch > self.coordinator_epoch
         ):
             raise TransactionCoordinatorFencedError(
                 f"{request.topic_partition} registered transaction {request.transaction_id} "
