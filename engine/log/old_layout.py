@@ -42,9 +42,12 @@ def segment_has_old_layout(path: Path) -> bool:
     return looks_like_old_layout(batch)
 
 
-def refuse_old_layout(directory: Path) -> None:
-    """Raise DataDirFormatError if a segment of the log in ``directory`` is in the old layout."""
-    for base_offset in list_segment_base_offsets(directory):
+def refuse_old_layout(directory: Path, segments_max: int | None = None) -> None:
+    """Raise DataDirFormatError if a segment of the log in ``directory`` is in the old layout.
+
+    ``segments_max`` checks only the first segments (a reader opened per task: a log is
+    written in one layout, so its first segment tells)."""
+    for base_offset in list_segment_base_offsets(directory)[:segments_max]:
         path = directory / (segment_stem(base_offset) + SEGMENT_SUFFIX)
         if segment_has_old_layout(path):
             raise DataDirFormatError(

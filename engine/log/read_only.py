@@ -38,6 +38,7 @@ from twinlog.engine.log.checkpoints import AppendState, read_append_state, read_
 from twinlog.engine.log.files import index_path, list_segment_base_offsets, segment_path
 from twinlog.engine.log.headers import parse_header
 from twinlog.engine.log.high_watermark import read_high_watermark
+from twinlog.engine.log.old_layout import refuse_old_layout
 from twinlog.engine.log.scan import ScanResult, find_valid_batch_after, iter_valid_batches
 from twinlog.engine.log.segment_index import OFFSET_ENTRY, OFFSET_ENTRY_BYTES
 from twinlog.engine.records.batch_format import BatchHeader
@@ -50,7 +51,10 @@ class LogReader:
     """Read-only access to the batches of one data log directory."""
 
     def __init__(self, directory: str | os.PathLike[str]) -> None:
+        """DataDirFormatError for a log an older twinlog wrote: its 67-byte headers would
+        not parse, and the log would read as empty instead of failing."""
         self.directory = Path(directory)
+        refuse_old_layout(self.directory, segments_max=1)
 
     def end_offset(self) -> int:
         """The offset after the last whole batch that is not part of an append in progress.
