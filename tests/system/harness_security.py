@@ -28,7 +28,7 @@ from twinlog.engine.base.errors import AuthorizationError, TwinlogError
 from twinlog.engine.base.types import ProducerIdentity, TopicPartition
 from twinlog.engine.broker.group_offsets import OFFSETS_TOPIC
 from twinlog.engine.records.batch_builder import RecordBatchBuilder
-from twinlog.engine.records.batch_format import NO_TRANSACTION_ID, BatchHeader
+from twinlog.engine.records.batch_format import BatchHeader
 from twinlog.engine.records.batch_reader import iter_batches
 from twinlog.rpc.client.remote import RemoteBroker
 
@@ -258,7 +258,7 @@ class Attacker:
             before = offset
             for batch in batches:
                 header = batch.header
-                if header.producer_id >= 0 and header.transaction_id == NO_TRANSACTION_ID:
+                if header.producer_id >= 0 and not header.is_transactional:
                     found = header
                 offset = header.next_offset
             if offset <= before:
