@@ -63,6 +63,9 @@ CORRUPTION_ERRORS = (
     # MDB_BAD_TXN: a transaction poisoned by an earlier failure in it, which on a damaged
     # map is a lookup that tripped over a bad page.
     lmdb.BadTxnError,
+    # MDB_BAD_DBI: a named database's record in the main tree (its flags) changed under
+    # an open handle, which on a map no one else writes is a damaged page.
+    lmdb.BadDbiError,
 )
 
 
