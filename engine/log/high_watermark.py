@@ -30,6 +30,7 @@ from typing import Protocol
 
 from twinlog.engine.base.atomic_file import replace_file
 from twinlog.engine.base.crc32c import crc32c
+from twinlog.engine.base.errors import DiskFullError
 from twinlog.engine.records.batch_format import read_header
 
 log = logging.getLogger(__name__)
@@ -91,7 +92,14 @@ class HighWatermark:
         """Write the file while the HW trails the log end; remove it once it does not."""
         behind = self._value < self._bounds.log_end_offset
         if behind:
-            replace_file(self._path, encode_high_watermark(self._value), durable=False)
+            try:
+                replace_file(self._path, encode_high_watermark(self._value), durable=False)
+            except DiskFullError as error:
+                # Broker reads are bounded by the value in memory; only readers of the files
+                # (Spark's direct path) use the file, and they may see the batches above the
+                # HW until space returns. Refusing to open or append over it would be worse.
+                log.warning("%s not written (%s): file readers may read past it", self._path, error)
+                return
             self._file_written = True
         elif self._file_written:
             self._path.unlink(missing_ok=True)
