@@ -124,8 +124,10 @@ FAILPOINTS = [
     "copier.after_applied_record=crash@4",
     "journal.before_sync=crash@5",
     "journal.after_sync=crash@7",
-    "log.before_fsync=crash@3",
-    "log.after_fsync=crash@4",
+    # Opening and creating the topic take 7 log fsyncs (data and journal logs): these land
+    # in the transactions that follow.
+    "log.before_fsync=crash@10",
+    "log.after_fsync=crash@11",
 ]
 
 
