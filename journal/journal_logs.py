@@ -123,9 +123,8 @@ class _JournalLog:
         """fsync the log if record ``offset`` is not durable yet (the journal's writer
         thread only, before the LMDB transaction that applies it)."""
         if offset >= self.durable_end:
-            end = self.log.log_end_offset  # everything below it is written
-            self.log.flush()
-            self.durable_end = max(self.durable_end, end)
+            # Appends go on during the fsync and join the next group's.
+            self.durable_end = max(self.durable_end, self.log.flush_beside_appends())
         # J1 commit-then-apply: LMDB sees only records below the high watermark.
         assert offset < self.high_watermark, (
             f"{self.partition}: journal-log record {offset} would be applied at or above "

@@ -58,7 +58,7 @@ from twinlog.engine.log.flush_policy import FlushPolicy, monotonic_ms
 from twinlog.engine.log.leader_epochs import LeaderEpochCache
 from twinlog.engine.log.recovery import RecoveryReport, recover
 from twinlog.engine.log.retention import count_segments_below, count_segments_to_delete
-from twinlog.engine.log.segment import Segment, wall_clock_ms
+from twinlog.engine.log.segment import Segment, fsync_segment_fd, wall_clock_ms
 from twinlog.engine.log.segment_index import RELATIVE_OFFSET_MAX, IndexDamagedError
 from twinlog.engine.log.segments_view import SegmentsView
 from twinlog.engine.records.batch_format import (
@@ -297,6 +297,40 @@ class DataLog:
         """fsync everything written."""
         with self._write_lock:
             return self._flush_locked()
+
+    def flush_beside_appends(self) -> int:
+        """fsync everything written before the call, without holding appends back meanwhile;
+        return the offset below which every batch is now durable.
+
+        ``flush`` holds the write lock through the fsync, so every append waits for it;
+        here the lock is held only to note what is written and after the fsync to move
+        the recovery point. For one thread that makes a log durable while others append
+        to it (the journal logs' writer), so appends made during one fsync are in the
+        next: group commit. Raises DiskFullError as ``flush`` does (nothing is lost:
+        the bytes stay, unflushed; retry).
+        """
+        with self._write_lock:
+            self._check_open()
+            active = self._segments[-1]
+            position = active.size_bytes
+            end_offset = self._next_offset
+            truncations = self._truncations
+            fd = active.duplicate_write_fd()
+        if fd >= 0:  # a sealed active segment was fsynced by its seal
+            try:
+                fsync_segment_fd(fd)
+            except OSError as error:
+                active.raise_disk_full_or(error, "fsyncing", position)
+            finally:
+                os.close(fd)
+        with self._write_lock:
+            # After a roll the new segment's recovery point is written already; after a
+            # truncation (which may have written other bytes at ``position``) or a close,
+            # the old one stands. Only an unchanged active segment moves it.
+            unchanged = self._truncations == truncations and self._segments[-1] is active
+            if not self._closed and unchanged:
+                self._move_recovery_point(active, position, end_offset)
+        return end_offset
 
     def flush_if_due(self) -> bool:
         """fsync if the interval policy's time is up for unflushed bytes; True if it did.
@@ -815,17 +849,21 @@ class DataLog:
 
     def _after_flush(self) -> None:
         self._flush_policy.note_flushed()
-        active = self._segments[-1]
+        self._move_recovery_point(
+            self._segments[-1], self._segments[-1].size_bytes, self._next_offset
+        )
+
+    def _move_recovery_point(self, active: Segment, position: int, next_offset: int) -> None:
+        """``active`` is durable up to ``position`` (where ``next_offset`` starts): checkpoint
+        that as the recovery point when the last one is far enough behind."""
         point = self._recovery_point
         if (
             point.segment_base_offset == active.base_offset
-            and active.size_bytes - point.position < RECOVERY_POINT_INTERVAL_BYTES
+            and position - point.position < RECOVERY_POINT_INTERVAL_BYTES
         ):
             return
         active.flush_index()
-        self._write_recovery_point(
-            RecoveryPoint(active.base_offset, active.size_bytes, self._next_offset)
-        )
+        self._write_recovery_point(RecoveryPoint(active.base_offset, position, next_offset))
 
     def _write_recovery_point(self, point: RecoveryPoint, best_effort: bool = True) -> None:
         """Checkpoint ``point``. Moving it forward is an optimisation: if the write fails

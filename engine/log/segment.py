@@ -341,13 +341,16 @@ class Segment:
 
     def flush(self) -> None:
         """fsync the data written so far (not the indexes: recovery rebuilds those)."""
-        if self._write_fd < 0:
-            return
-        failpoints.hit("log.before_fsync")
-        started_s = time.monotonic()
-        os.fsync(self._write_fd)
-        fsync_latency.LOG_SEGMENT.observe(time.monotonic() - started_s)
-        failpoints.hit("log.after_fsync")
+        if self._write_fd >= 0:
+            fsync_segment_fd(self._write_fd)
+
+    def duplicate_write_fd(self) -> int:
+        """A duplicate of the append descriptor (the caller closes it), or -1 when sealed.
+
+        For an fsync made outside the log's lock: a roll, truncation or close meanwhile
+        closes the segment's own descriptor, never this one.
+        """
+        return os.dup(self._write_fd) if self._write_fd >= 0 else -1
 
     def flush_index(self) -> None:
         self.index.flush()
@@ -567,3 +570,13 @@ class Segment:
             if header.max_timestamp_ms >= timestamp_ms:
                 return header.base_offset
         return None
+
+
+def fsync_segment_fd(fd: int) -> None:
+    """fsync a segment's data through ``fd``: the one place segment data is made durable
+    (its failpoints and latency histogram are the crash tests' and the metrics')."""
+    failpoints.hit("log.before_fsync")
+    started_s = time.monotonic()
+    os.fsync(fd)
+    fsync_latency.LOG_SEGMENT.observe(time.monotonic() - started_s)
+    failpoints.hit("log.after_fsync")

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from pathlib import Path
 
 import pytest
 from log_support import make_batch
 
+import twinlog.engine.log.data_log as data_log_module
 from twinlog.engine.base import failpoints
 from twinlog.engine.base.errors import DiskFullError
 from twinlog.engine.broker.broker import Broker
@@ -151,3 +153,41 @@ def test_the_broker_fsyncs_an_interval_log_after_its_last_append(tmp_path: Path)
             time.sleep(0.01)
         assert failpoints.hits("log.before_fsync") == 1  # no further append came; it was fsynced
         failpoints.disarm_all()
+
+
+def test_flush_beside_appends_lets_appends_go_on_during_its_fsync(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The journal logs' writer fsyncs with this while writers append: an append must not
+    wait for that fsync (else appends and fsyncs take turns and groups stay at one)."""
+    in_fsync = threading.Event()
+    release = threading.Event()
+    real_fsync = data_log_module.fsync_segment_fd
+
+    def slow_fsync(fd: int) -> None:
+        in_fsync.set()
+        assert release.wait(10), "the test never released the fsync"
+        real_fsync(fd)
+
+    config = LogConfig(flush_policy="interval", flush_interval_ms=NEVER, flush_interval_bytes=NEVER)
+    log = DataLog.open(tmp_path, config)
+    for n in range(3):
+        log.append(make_batch(1, value_bytes=90, tag=n))
+    monkeypatch.setattr(data_log_module, "fsync_segment_fd", slow_fsync)
+    durable: list[int] = []
+    flusher = threading.Thread(target=lambda: durable.append(log.flush_beside_appends()))
+    flusher.start()
+    assert in_fsync.wait(10)
+    appended_at = time.monotonic()
+    offsets = [log.append(make_batch(1, value_bytes=90, tag=n)) for n in range(3, 6)]
+    assert time.monotonic() - appended_at < 5  # not held back by the fsync in progress
+    assert flusher.is_alive()  # the fsync is still going on
+    release.set()
+    flusher.join(10)
+    assert durable == [3]  # what was written before the call, not the appends during it
+    assert offsets == [3, 4, 5]
+    monkeypatch.setattr(data_log_module, "fsync_segment_fd", real_fsync)
+    assert log.flush_beside_appends() == 6
+    log.close()
+    with DataLog.open(tmp_path, config) as reopened:
+        assert reopened.log_end_offset == 6
