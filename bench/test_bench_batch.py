@@ -21,7 +21,7 @@ import time
 import crcmod.predefined
 import pytest
 
-from twinlog.engine.base.crc32c import USING_C_EXTENSION, crc32c
+from twinlog.engine.base.crc32c import IMPLEMENTATION, USING_C_EXTENSION, crc32c
 from twinlog.engine.records.batch_builder import RecordBatchBuilder
 from twinlog.engine.records.batch_format import ATTRIBUTES_OFFSET
 from twinlog.engine.records.batch_reader import RecordBatch
@@ -67,7 +67,7 @@ def test_print_batch_build_ratio() -> None:
     """Build and raw CRC runs alternate; medians of each are compared, per codec."""
     raw_crc32c = crcmod.predefined.mkCrcFun("crc-32c")  # crcmod itself, no wrapper
     values = _values(compressible=True)
-    print(f"\ncrcmod C extension in use: {USING_C_EXTENSION}")
+    print(f"\ncrc32c in use: {IMPLEMENTATION} (crcmod C extension: {USING_C_EXTENSION})")
     for compression in ("none", "zstd"):
         hashed = _hashed_bytes(compression)
         build_times, raw_times = [], []

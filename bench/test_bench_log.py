@@ -36,7 +36,7 @@ from typing import Any
 
 import pytest
 
-from twinlog.engine.base.crc32c import USING_C_EXTENSION, crc32c
+from twinlog.engine.base.crc32c import IMPLEMENTATION, USING_C_EXTENSION, crc32c
 from twinlog.engine.log import DataLog, LogConfig
 from twinlog.engine.records.batch_builder import RecordBatchBuilder
 from twinlog.engine.records.batch_format import LENGTH_PREFIX
@@ -269,7 +269,7 @@ def _line(what: str, raw_s: float, log_s: float, megabytes: float) -> str:
 
 def test_print_log_ratios(batch: bytes) -> None:
     """Log and raw runs alternate; medians of each are compared."""
-    print(f"\ncrcmod C extension in use: {USING_C_EXTENSION}")
+    print(f"\ncrc32c in use: {IMPLEMENTATION} (crcmod C extension: {USING_C_EXTENSION})")
     root = Path(tempfile.mkdtemp(prefix="bench-log-"))
     try:
         # Append: fsync per ~1 MiB batch, log (CRC checked in the log, or at the broker's

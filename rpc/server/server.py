@@ -210,7 +210,7 @@ def serve(
     data_dir: str | os.PathLike[str], config: ServerConfig, broker_config: dict[str, Any]
 ) -> int:
     """Run a broker and its server until SIGTERM or SIGINT; return the exit status."""
-    from twinlog.engine.base.crc32c import USING_C_EXTENSION
+    from twinlog.engine.base.crc32c import IMPLEMENTATION, USING_C_EXTENSION
     from twinlog.engine.broker.broker import Broker  # the engine is only needed by a real server
 
     warning = config.check_exposure()
@@ -220,11 +220,12 @@ def serve(
     # recovery first (RpcServer reads them again; they are small).
     guard_of(config)
     server_credentials(config)
-    crc = "crc32c: crcmod C extension" if USING_C_EXTENSION else "crc32c: pure Python, SLOW"
-    if not USING_C_EXTENSION:
+    crc = f"crc32c: {IMPLEMENTATION}"
+    if not USING_C_EXTENSION and IMPLEMENTATION.startswith("crcmod"):
         log.warning(
-            "crcmod runs without its C extension: every CRC check is ~45x slower. Reinstall "
-            "crcmod with a C compiler and the Python headers available "
+            "crcmod runs without its C extension: every CRC check is ~45x slower. Install "
+            "the fast CRC (pip install 'twinlog[fast]') or reinstall crcmod with a C compiler "
+            "and the Python headers available "
             "(pip install --force-reinstall --no-binary crcmod crcmod)"
         )
     stop_requested = threading.Event()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import random
 import re
 import struct
 import subprocess
@@ -14,7 +15,14 @@ from checkout import ROOT
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from twinlog.engine.base.crc32c import CHECK_VALUE, USING_C_EXTENSION, crc32c
+from twinlog.engine.base.crc32c import (
+    CHECK_VALUE,
+    FORCE_REFERENCE_ENV,
+    IMPLEMENTATION,
+    USING_C_EXTENSION,
+    crc32c,
+    reference_crc32c,
+)
 from twinlog.engine.base.errors import CorruptBatchError
 from twinlog.engine.broker.broker import Broker
 from twinlog.engine.records.batch_builder import RecordBatchBuilder, build_batch
@@ -45,6 +53,45 @@ def test_crc32c_continues_over_pieces() -> None:
     assert crc32c(b"6789", crc32c(b"12345")) == 0xE3069283
 
 
+def test_the_hardware_crc_is_in_use() -> None:
+    # Installed by twinlog[fast] (in [all], so in CI); crcmod stays the reference.
+    assert IMPLEMENTATION == "google-crc32c (hardware)"
+
+
+def test_the_fast_crc_equals_crcmod_on_random_inputs_and_pieces() -> None:
+    generator = random.Random(1234)
+    sizes = [0, 1, 2, 3, 7, 8, 9, 15, 16, 17, 63, 64, 65, 1023, 4096, 65_536, 1_048_583]
+    for size in sizes:
+        data = generator.randbytes(size)
+        previous = generator.getrandbits(32)
+        expected = reference_crc32c(data)
+        assert crc32c(data) == expected, size
+        assert crc32c(bytearray(data)) == expected, size
+        assert crc32c(memoryview(data)[0:]) == expected, size
+        assert crc32c(data, previous) == reference_crc32c(data, previous), size
+        cut = generator.randint(0, size)
+        assert crc32c(memoryview(data)[cut:], crc32c(data[:cut])) == expected, size
+
+
+def test_the_fast_crc_equals_crcmod_on_pinned_inputs() -> None:
+    # RFC 3720 B.4's test vectors: 32 zeros, 32 0xFF, 0..31 ascending, 31..0 descending.
+    pinned = {
+        bytes(32): 0x8A9136AA,
+        b"\xff" * 32: 0x62A8AB43,
+        bytes(range(32)): 0x46DD794E,
+        bytes(range(31, -1, -1)): 0x113FDB5C,
+    }
+    for data, expected in pinned.items():
+        assert crc32c(data) == reference_crc32c(data) == expected
+
+
+def test_the_reference_can_be_forced_by_the_environment() -> None:
+    code = "import twinlog.engine.base.crc32c as c\nprint(c.IMPLEMENTATION)\n"
+    assert _run_python(code).stdout.strip() == "google-crc32c (hardware)"
+    forced = _run_python(code, env={FORCE_REFERENCE_ENV: "crcmod"})
+    assert forced.stdout.strip() == "crcmod C extension", forced.stderr
+
+
 def test_crcmod_uses_its_c_extension() -> None:
     # The pure-Python fallback is ~45x slower; an install without it is a broken install.
     assert USING_C_EXTENSION
@@ -65,14 +112,16 @@ sys.meta_path.insert(0, RefuseCrcmodExtension())
 """
 
 
-def _run_python(code: str, *options: str) -> subprocess.CompletedProcess[str]:
+def _run_python(
+    code: str, *options: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, *options, "-c", code],
         cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=60,
-        env={**os.environ, "PYTHONWARNINGS": "default"},
+        env={**os.environ, "PYTHONWARNINGS": "default", **(env or {})},
     )
 
 
@@ -83,7 +132,9 @@ def test_without_the_c_extension_the_import_warns_loudly() -> None:
         "assert c.crc32c(c.CHECK_INPUT) == c.CHECK_VALUE  # slow, but right\n"
         "print('imported')\n"
     )
-    result = _run_python(code)
+    # With the fast CRC installed, crcmod's fallback is not used and nothing warns;
+    # forced to the reference, the missing extension is the slow path and is named.
+    result = _run_python(code, env={FORCE_REFERENCE_ENV: "crcmod"})
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "imported"
     assert "RuntimeWarning" in result.stderr
