@@ -38,6 +38,7 @@ from twinlog.engine.base.errors import (
 from twinlog.engine.records.batch_format import BatchHeader, read_header, validate_batch
 from twinlog.journal import journal_log_records as records
 from twinlog.journal.journal_log_records import JournalLogRecord
+from twinlog.journal.lmdb_pages import LmdbPageDamage, check_pages
 from twinlog.journal.local_config import SYNC_COMMIT, JournalConfig
 from twinlog.journal.local_format import (
     ATTEMPT_BYTES_MAX,
@@ -188,11 +189,10 @@ class LocalJournal:
 
     def _damaged(self, error: BaseException | str) -> CorruptJournalError:
         return CorruptJournalError(
-            f"cannot open the local data journal {self._path}: {error}. The journal holds "
-            "the batches of transactions not yet applied. Stop the broker, copy the directory "
-            "aside, and restore it from a backup; if there is none, moving it aside lets the "
-            "broker start with an empty journal, and every transaction that was open or "
-            "committing on this broker is lost (see docs/formats.md, 'Local data journal: Damage')"
+            f"cannot open the local data journal {self._path}: {error}. It is a view of the "
+            "partitions' journal logs: stop the broker, copy the directory aside, and restore "
+            "it from a backup, or move it aside and the broker rebuilds it from the journal "
+            "logs at its next start (see docs/formats.md, 'Local data journal: Damage')"
         )
 
     def _open_environment(self) -> lmdb.Environment:
@@ -217,6 +217,7 @@ class LocalJournal:
             raise self._damaged(error) from error
         try:
             self._check_file_size(environment)  # a file cut short: refused, not extended
+            self._check_pages(environment)  # before LMDB writes over a damaged page
             back_map_with_file(self._data_file, environment.info()["map_size"])
         except BaseException:
             environment.close()
@@ -240,6 +241,14 @@ class LocalJournal:
                 f"0..{last_page} ({needed_bytes} bytes) are in use: the file was cut short "
                 f"at position {file_bytes}"
             )
+
+    def _check_pages(self, environment: lmdb.Environment) -> None:
+        """Refuse a data file whose trees hold a damaged page (``lmdb_pages``): LMDB would
+        free the wrong page, or abort the process, on its next write there."""
+        try:
+            check_pages(self._data_file, environment.stat()["psize"])
+        except LmdbPageDamage as damage:
+            raise self._damaged(f"{self._data_file}: {damage}") from None
 
     def _open_databases(self) -> dict[bytes, Database]:
         try:

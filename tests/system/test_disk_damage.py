@@ -351,25 +351,16 @@ class Damage:
         return f"flipped bit {bit} of byte {position} of {path.name}"
 
 
-# Known and open: LMDB keeps no checksums, and a page header it meets in a *write* with a
-# wrong page number trips an assertion in C (mdb_page_touch) that aborts the process, with
-# no error to catch. Since the journal logs became the durable copy (issue 12) LMDB's pages
-# moved, and this seed's flip sometimes lands on such a page: which page it hits depends on
-# how the pristine directory's group commits fell, so the case passes in some runs and
-# aborts in others (not strict). The fix is to detect the damage before LMDB writes, or to
-# rebuild LMDB from the journal logs once it is found damaged; it is named as open.
-LMDB_ABORTS = {
-    ("lmdb-page-header", 2): "LMDB may abort (SIGABRT) writing over a damaged page header",
-}
+# LMDB keeps no checksums, and a page header it meets in a *write* with a wrong page
+# number trips a C assertion (mdb_page_touch) that aborts the process. Since issue 12 the
+# journal walks LMDB's trees at open and refuses such a page first (journal/lmdb_pages.py),
+# so the lmdb-page-header flips must all end recovered or refused, never aborted.
 
 
 def _cases() -> Iterator[object]:
     for kind in KINDS:
         for seed in range(FLIPS_PER_FILE):
-            marks = ()
-            if (kind, seed) in LMDB_ABORTS:
-                marks = (pytest.mark.xfail(reason=LMDB_ABORTS[(kind, seed)], strict=False),)
-            yield pytest.param(Damage(kind, False, seed), id=f"{kind}-flip{seed}", marks=marks)
+            yield pytest.param(Damage(kind, False, seed), id=f"{kind}-flip{seed}")
         for seed in range(CUTS_PER_FILE):
             yield pytest.param(Damage(kind, True, seed), id=f"{kind}-cut{seed}")
 
