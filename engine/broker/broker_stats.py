@@ -32,6 +32,7 @@ class PartitionStats:
     log_start_offset: int
     log_end_offset: int
     size_bytes: int  # its data log's segments
+    high_watermark: int  # what consumers may read: below it (<= log_end_offset)
 
 
 @dataclass(frozen=True)
@@ -39,7 +40,7 @@ class GroupLag:
     group_id: str
     topic_partition: TopicPartition
     committed_offset: int
-    lag: int  # log end offset - committed offset, never below 0
+    lag: int  # high watermark - committed offset, never below 0 (what the group can read)
 
 
 @dataclass(frozen=True)
@@ -83,7 +84,11 @@ def _of(partition: Partition) -> PartitionStats | None:
     log = partition.log
     try:
         return PartitionStats(
-            partition.topic_partition, log.log_start_offset, log.log_end_offset, log.size_bytes()
+            partition.topic_partition,
+            log.log_start_offset,
+            log.log_end_offset,
+            log.size_bytes(),
+            partition.high_watermark.value,
         )
     except LogClosedError:
         return None
@@ -114,7 +119,7 @@ def collect_stats(
         transaction_journal_bytes=sum(c.journal.log.size_bytes() for c in coordinators),
         partitions=partition_stats,
         group_lags=group_lags(
-            committed_offsets, {p.topic_partition: p.log_end_offset for p in partition_stats}
+            committed_offsets, {p.topic_partition: p.high_watermark for p in partition_stats}
         ),
         fsync_latency={kind: h.snapshot() for kind, h in fsync_latency.BY_KIND.items()},
     )

@@ -318,10 +318,13 @@ class Partition:
         deadline = time.monotonic() + max(0, max_wait_ms) / 1000
         while True:
             start, end = self.log.log_start_offset, self.high_watermark.value
-            if offset < start or offset > end:
+            # Kafka's rule: an offset the log holds but the high watermark has not reached
+            # yet is valid and answers nothing (yet); only one past the log end is out of range.
+            log_end = max(end, self.log.log_end_offset)
+            if offset < start or offset > log_end:
                 raise OffsetOutOfRangeError(
-                    f"offset {offset} is outside {self.name}'s log [{start}, {end}); seek to "
-                    "the beginning or the end",
+                    f"offset {offset} is outside {self.name}'s log [{start}, {log_end}]; seek "
+                    "to the beginning or the end",
                     start,
                     end,
                 )

@@ -130,15 +130,22 @@ def broker_families(stats: BrokerStats) -> Iterator[Metric]:
         "twinlog_log_end_offset", "Offset the next record appended gets", labels=labels
     )
     start = GaugeMetricFamily("twinlog_log_start_offset", "First offset still held", labels=labels)
+    high_watermark = GaugeMetricFamily(
+        "twinlog_high_watermark",
+        "Offset below which records are committed and readable (the log end on one node, "
+        "but during a deferred copy)",
+        labels=labels,
+    )
     for partition in stats.partitions:
         values = [partition.topic_partition.topic, str(partition.topic_partition.partition)]
         size.add_metric(values, partition.size_bytes)
         end.add_metric(values, partition.log_end_offset)
         start.add_metric(values, partition.log_start_offset)
-    yield from (size, end, start)
+        high_watermark.add_metric(values, partition.high_watermark)
+    yield from (size, end, start, high_watermark)
     lag = GaugeMetricFamily(
         "twinlog_consumer_group_lag",
-        "Log end offset minus the group's committed offset, per partition",
+        "High watermark minus the group's committed offset, per partition",
         labels=["group", *labels],
     )
     committed = GaugeMetricFamily(

@@ -84,9 +84,23 @@ def test_fetch_stops_at_the_high_watermark(held: Broker) -> None:
     assert result.log_end_offset == HELD
     assert fetch_all(held) == [0, 1, 2, 3]
     assert held.fetch(TOPIC, 0, HELD, max_bytes=1 << 20).records == b""
+    # Between the HW and the log end (Kafka's rule): a valid offset that answers nothing yet.
+    between = held.fetch(TOPIC, 0, HELD + 2, max_bytes=1 << 20)
+    assert between.records == b"" and between.log_end_offset == HELD
+    log_end = held._partition(TOPIC, 0).log.log_end_offset
     with pytest.raises(OffsetOutOfRangeError) as raised:
-        held.fetch(TOPIC, 0, HELD + 2, max_bytes=1 << 20)
-    assert raised.value.log_end_offset == HELD
+        held.fetch(TOPIC, 0, log_end + 1, max_bytes=1 << 20)
+    assert raised.value.log_end_offset == HELD  # where a consumer may seek: the HW
+
+
+def test_group_lag_and_the_metric_count_to_the_high_watermark(held: Broker) -> None:
+    partition = held._partition(TOPIC, 0)
+    held.commit_offsets("lagging", {TP: 1})
+    stats = held.stats()
+    (ours,) = [p for p in stats.partitions if p.topic_partition == TP]
+    assert ours.high_watermark == HELD and ours.log_end_offset == partition.log.log_end_offset
+    (lag,) = [g for g in stats.group_lags if g.group_id == "lagging"]
+    assert lag.lag == HELD - 1  # not log end - 1: the group cannot read past the HW
 
 
 def test_a_long_poll_is_not_woken_by_appends_past_the_high_watermark(held: Broker) -> None:
