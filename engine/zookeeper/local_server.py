@@ -133,12 +133,16 @@ class LocalZooKeeper:
         scratch_dir: str | os.PathLike[str],
         tick_time_ms: int = TICK_TIME_MS,
         start_timeout_s: float = START_TIMEOUT_S,
+        port: int = 0,
     ) -> None:
+        """``port`` 0 picks a free loopback port (tried again if another process takes it
+        first); another port is used as given, and a port in use is an error."""
         self.scratch_dir = Path(scratch_dir)
         self.tick_time_ms = tick_time_ms
         self.start_timeout_s = start_timeout_s
         self.log_path = self.scratch_dir / LOG_FILE
-        self.port = 0
+        self.requested_port = port
+        self.port = port
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -157,11 +161,16 @@ class LocalZooKeeper:
         jars = find_zookeeper_jars()
         (self.scratch_dir / "data").mkdir(parents=True, exist_ok=True)
         (self.scratch_dir / LOG4J2_FILE).write_text(LOG4J2_CONFIG)
-        for attempt in range(1, PORT_ATTEMPTS_MAX + 1):
-            self.port = free_loopback_port()
+        attempts = PORT_ATTEMPTS_MAX if self.requested_port == 0 else 1
+        for attempt in range(1, attempts + 1):
+            self.port = self.requested_port or free_loopback_port()
             self._spawn(java, jars)
-            if self._wait_until_ok(java, jars, last_attempt=attempt == PORT_ATTEMPTS_MAX):
+            if self._wait_until_ok(java, jars, last_attempt=attempt == attempts):
                 return
+
+    def exited(self) -> int | None:
+        """The server's exit status if it has stopped on its own, else None."""
+        return None if self.process is None else self.process.poll()
 
     def _spawn(self, java: str, jars: Path) -> None:
         config = self.scratch_dir / CONFIG_FILE

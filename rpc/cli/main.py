@@ -78,6 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
     from twinlog.rpc.cli import serve as cli_serve
     from twinlog.rpc.cli import topics as cli_topics
     from twinlog.rpc.cli import txn as cli_txn
+    from twinlog.rpc.cli import zookeeper as cli_zookeeper
 
     parser = argparse.ArgumentParser(
         prog="twinlog",
@@ -94,6 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_consume.register(subparsers)
     cli_txn.register(subparsers)
     cli_dump.register(subparsers)
+    cli_zookeeper.register(subparsers)
     _register_demo(subparsers)
     _register_bench(subparsers)
     return parser
