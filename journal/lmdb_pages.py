@@ -31,7 +31,6 @@ The journal opens its databases without DUPSORT, so no leaf holds sub-pages.
 
 from __future__ import annotations
 
-import mmap
 import os
 import struct
 from collections.abc import Iterator
@@ -75,47 +74,53 @@ def check_pages(data_file: str, page_bytes: int) -> int:
         size = os.fstat(file.fileno()).st_size
         if size < 2 * page_bytes:
             raise LmdbPageDamage(f"the file is {size} bytes, shorter than its two meta pages")
-        with mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as data:
-            return _Walk(memoryview(data), page_bytes).run()
+        return _Walk(file.fileno(), size, page_bytes).run()
 
 
 class _Walk:
-    def __init__(self, data: memoryview, page_bytes: int) -> None:
-        self.data = data
+    """Reads pages with pread, not through a mapping: the kernel maps pages around every
+    fault of a mapping, and a walk that touches one page per overflow run would map most
+    of a large file into the process (hundreds of MiB of resident memory)."""
+
+    def __init__(self, fd: int, size: int, page_bytes: int) -> None:
+        self.fd = fd
+        self.size = size
         self.page_bytes = page_bytes
         self.last_page = 1
         self.checked = 0
 
+    def read(self, page_number: int, size_bytes: int | None = None) -> bytes:
+        size_bytes = self.page_bytes if size_bytes is None else size_bytes
+        data = os.pread(self.fd, size_bytes, page_number * self.page_bytes)
+        if len(data) != size_bytes:
+            raise LmdbPageDamage(f"page {page_number} lies past the file's end ({self.size} bytes)")
+        return data
+
     def run(self) -> int:
-        try:
-            free_db, main_db, self.last_page = self._newest_meta()
-            if self.last_page * self.page_bytes >= len(self.data):
-                raise LmdbPageDamage(
-                    f"the meta page says pages 0..{self.last_page} are in use, but the file "
-                    f"holds {len(self.data) // self.page_bytes} pages"
-                )
-            self._tree(free_db, "the free list")
-            for name, db_record in self._tree(main_db, "the main database"):
-                self._tree_of(name, db_record)
-            return self.checked
-        finally:
-            self.data.release()
+        free_db, main_db, self.last_page = self._newest_meta()
+        if (self.last_page + 1) * self.page_bytes > self.size:
+            raise LmdbPageDamage(
+                f"the meta page says pages 0..{self.last_page} are in use, but the file "
+                f"holds {self.size // self.page_bytes} pages"
+            )
+        self._tree(free_db, "the free list")
+        for name, db_record in self._tree(main_db, "the main database"):
+            self._tree_of(name, db_record)
+        return self.checked
 
     def _newest_meta(self) -> tuple[int, int, int]:
         """(free root, main root, last page) of the meta page with the higher txnid."""
         found = []
         for page_number in (0, 1):
-            base = page_number * self.page_bytes
-            pgno, _, flags, _, _ = _PAGE_HEADER.unpack_from(self.data, base)
-            magic, _, _, _ = _META.unpack_from(self.data, base + PAGE_HEADER_BYTES)
+            page = self.read(page_number)
+            pgno, _, flags, _, _ = _PAGE_HEADER.unpack_from(page, 0)
+            magic, _, _, _ = _META.unpack_from(page, PAGE_HEADER_BYTES)
             if magic != META_MAGIC or not flags & P_META or pgno != page_number:
                 continue
-            dbs = base + PAGE_HEADER_BYTES + _META.size
-            free_root = _DB_RECORD.unpack_from(self.data, dbs)[-1]
-            main_root = _DB_RECORD.unpack_from(self.data, dbs + DB_RECORD_BYTES)[-1]
-            last_page, txnid = _LAST_PAGE_AND_TXNID.unpack_from(
-                self.data, dbs + 2 * DB_RECORD_BYTES
-            )
+            dbs = PAGE_HEADER_BYTES + _META.size
+            free_root = _DB_RECORD.unpack_from(page, dbs)[-1]
+            main_root = _DB_RECORD.unpack_from(page, dbs + DB_RECORD_BYTES)[-1]
+            last_page, txnid = _LAST_PAGE_AND_TXNID.unpack_from(page, dbs + 2 * DB_RECORD_BYTES)
             found.append((txnid, free_root, main_root, last_page))
         if not found:
             raise LmdbPageDamage("neither meta page (0 or 1) is valid")
@@ -139,7 +144,7 @@ class _Walk:
         stack = [root]
         while stack:
             page_number = stack.pop()
-            flags, nodes = self._page(page_number, tree)
+            flags, page, nodes = self._page(page_number, tree)
             if flags & P_BRANCH:
                 for _, lo, hi, node_flags, _ in nodes:
                     stack.append(self._in_use(lo | hi << 16 | node_flags << 32, tree, page_number))
@@ -149,11 +154,11 @@ class _Walk:
             for position, lo, hi, node_flags, key_bytes in nodes:
                 data_start = position + NODE_HEADER_BYTES + key_bytes
                 if node_flags & F_BIGDATA:
-                    (overflow,) = struct.unpack_from("<Q", self.data, data_start)
+                    (overflow,) = struct.unpack_from("<Q", page, data_start)
                     self._overflow(self._in_use(overflow, tree, page_number), tree)
                 elif node_flags & F_SUBDATA:
-                    key = bytes(self.data[position + NODE_HEADER_BYTES : data_start])
-                    yield key, bytes(self.data[data_start : data_start + (lo | hi << 16)])
+                    key = page[position + NODE_HEADER_BYTES : data_start]
+                    yield key, page[data_start : data_start + (lo | hi << 16)]
                 elif node_flags & F_DUPDATA:
                     raise LmdbPageDamage(
                         f"page {page_number} of {tree} has a duplicate-data node, which this "
@@ -162,10 +167,12 @@ class _Walk:
 
     def _page(
         self, page_number: int, tree: str
-    ) -> tuple[int, list[tuple[int, int, int, int, int]]]:
-        """Check a branch or leaf page; its flags and nodes (position, lo, hi, flags, ksize)."""
+    ) -> tuple[int, bytes, list[tuple[int, int, int, int, int]]]:
+        """Check a branch or leaf page; its flags, bytes and nodes (position in the page,
+        lo, hi, flags, ksize)."""
         base = page_number * self.page_bytes
-        pgno, _, flags, lower, upper = _PAGE_HEADER.unpack_from(self.data, base)
+        page = self.read(page_number)
+        pgno, _, flags, lower, upper = _PAGE_HEADER.unpack_from(page, 0)
         self._check_header(page_number, pgno, tree)
         flags &= ~IN_MEMORY_FLAGS
         if flags not in (P_BRANCH, P_LEAF, P_LEAF | P_LEAF2):
@@ -178,42 +185,41 @@ class _Walk:
                 f"page {page_number} (byte {base}) of {tree} has lower {lower} and upper "
                 f"{upper}, outside its {self.page_bytes} bytes"
             )
+        self.checked += 1
         if flags & P_LEAF2:
-            return flags, []
+            return flags, page, []
         count = (lower - PAGE_HEADER_BYTES) // 2
-        offsets = struct.unpack_from(f"<{count}H", self.data, base + PAGE_HEADER_BYTES)
         nodes = []
-        for offset in offsets:
+        for offset in struct.unpack_from(f"<{count}H", page, PAGE_HEADER_BYTES):
             if not upper <= offset <= self.page_bytes - NODE_HEADER_BYTES:
                 raise LmdbPageDamage(
                     f"page {page_number} (byte {base}) of {tree} has a node at {offset}, "
                     f"outside its node area {upper}..{self.page_bytes}"
                 )
-            lo, hi, node_flags, key_bytes = _NODE.unpack_from(self.data, base + offset)
+            lo, hi, node_flags, key_bytes = _NODE.unpack_from(page, offset)
             end = offset + NODE_HEADER_BYTES + key_bytes
             if flags & P_LEAF:
-                data_bytes = 8 if node_flags & F_BIGDATA else lo | hi << 16
-                end += data_bytes
+                end += 8 if node_flags & F_BIGDATA else lo | hi << 16
             if end > self.page_bytes:
                 raise LmdbPageDamage(
                     f"page {page_number} (byte {base}) of {tree} has a node at {offset} that "
                     "runs past the page's end"
                 )
-            nodes.append((base + offset, lo, hi, node_flags, key_bytes))
-        self.checked += 1
-        return flags, nodes
+            nodes.append((offset, lo, hi, node_flags, key_bytes))
+        return flags, page, nodes
 
     def _overflow(self, page_number: int, tree: str) -> None:
-        base = page_number * self.page_bytes
-        pgno, _, flags, _, _ = _PAGE_HEADER.unpack_from(self.data, base)
+        header = self.read(page_number, PAGE_HEADER_BYTES)
+        pgno, _, flags, _, _ = _PAGE_HEADER.unpack_from(header, 0)
         self._check_header(page_number, pgno, tree)
-        (pages,) = struct.unpack_from("<I", self.data, base + 12)
+        (pages,) = struct.unpack_from("<I", header, 12)
         if flags & ~IN_MEMORY_FLAGS != P_OVERFLOW or not 1 <= pages <= (
             self.last_page - page_number + 1
         ):
             raise LmdbPageDamage(
-                f"page {page_number} (byte {base}) of {tree} should start a run of overflow "
-                f"pages, but has flags 0x{flags:04x} and a count of {pages} pages"
+                f"page {page_number} (byte {page_number * self.page_bytes}) of {tree} should "
+                f"start a run of overflow pages, but has flags 0x{flags:04x} and a count of "
+                f"{pages} pages"
             )
         self.checked += 1
 
