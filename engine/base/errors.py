@@ -274,6 +274,34 @@ class UnknownLeaderEpochError(TwinlogError):
     retriable = True
 
 
+# --- replication (Kafka's names; CLUSTER.md §3.8) -----------------------------
+
+
+class NotLeaderOrFollowerError(TwinlogError):
+    """This broker does not lead the partition (any more, or yet): Kafka's
+    NOT_LEADER_OR_FOLLOWER. Nothing was written. Refresh metadata and send the request to
+    the partition's leader; an idempotent producer's retry is never written twice."""
+
+    retriable = True
+
+
+class NotEnoughReplicasError(TwinlogError):
+    """Fewer in-sync replicas than ``min_insync_replicas`` hold the partition (Kafka's
+    NOT_ENOUGH_REPLICAS): the write was refused before anything was appended. Retry once
+    the replicas are back; nothing acknowledged is lost meanwhile."""
+
+    retriable = True
+
+
+class NotEnoughReplicasAfterAppendError(TwinlogError):
+    """The leader appended the batch, but the in-sync replicas did not all acknowledge it
+    in time (Kafka's NOT_ENOUGH_REPLICAS_AFTER_APPEND). It may or may not become readable:
+    retry with the same producer id, generation and sequence, which is never written
+    twice."""
+
+    retriable = True
+
+
 # --- resources ---------------------------------------------------------------
 
 

@@ -63,6 +63,10 @@ STATUS_OF_ERROR: dict[type[TwinlogError], grpc.StatusCode] = {
     errors.TransactionCoordinatorFencedError: Code.FAILED_PRECONDITION,
     errors.FencedLeaderEpochError: Code.FAILED_PRECONDITION,
     errors.UnknownLeaderEpochError: Code.UNAVAILABLE,
+    # replication
+    errors.NotLeaderOrFollowerError: Code.UNAVAILABLE,
+    errors.NotEnoughReplicasError: Code.UNAVAILABLE,
+    errors.NotEnoughReplicasAfterAppendError: Code.UNAVAILABLE,
     # resources
     errors.DiskFullError: Code.RESOURCE_EXHAUSTED,
     errors.NotEnoughResourcesError: Code.RESOURCE_EXHAUSTED,
