@@ -293,6 +293,63 @@ class DataLog:
         self._append_marks.finished()
         return first_offset, self._next_offset
 
+    def append_replicated(
+        self, batches: Iterable[bytes | memoryview], *, sync: bool = True
+    ) -> tuple[int, int]:
+        """A follower's append: ``batches`` as its leader wrote them, offsets and leader
+        epochs kept (never re-stamped), contiguous from this log's end; (first, next) offset.
+
+        Each batch is CRC-checked (it crossed the network) and must start at the log end;
+        a batch of a newer epoch records that epoch's start in the epoch checkpoint, so
+        this log can answer ``end_offset_for_epoch`` like its leader (KIP-101). With
+        ``sync`` the batches are fsynced before returning (a follower acknowledges by its
+        next fetch offset, which must then be durable). All or nothing, as
+        ``append_many``: on any error every batch of this call is removed again.
+        """
+        with self._write_lock:
+            self._check_open()
+            first_offset, leader_epoch = self._next_offset, self._leader_epoch
+            self._append_marks.started(first_offset)
+            try:
+                for batch in batches:
+                    view = memoryview(batch)
+                    header = self._check_batch(view, validate=True)
+                    if header.base_offset != self._next_offset:
+                        raise CorruptBatchError(
+                            f"{self.directory}: a replicated batch starts at offset "
+                            f"{header.base_offset}, the log ends at {self._next_offset}: a "
+                            "follower appends only contiguous batches"
+                        )
+                    self._write_replicated(view, header)
+                if sync:
+                    self._segments[-1].flush()
+            except BaseException as error:
+                self._roll_back_to(first_offset)  # the epochs recorded meanwhile go too
+                self._leader_epoch = leader_epoch
+                self._append_marks.finished()
+                if isinstance(error, OSError):
+                    self._segments[-1].raise_disk_full_or(
+                        error, "appending replicated batches", self._segments[-1].size_bytes
+                    )
+                raise
+            if sync:
+                self._after_flush()
+            self._publish()
+            self._append_marks.finished()
+            return first_offset, self._next_offset
+
+    def _write_replicated(self, view: memoryview, header: BatchHeader) -> None:
+        epoch = header.partition_leader_epoch
+        if epoch > self.epochs.latest_epoch:
+            self.epochs.assign(epoch, header.base_offset)
+            self._leader_epoch = max(self._leader_epoch, epoch)
+        active = self._segments[-1]
+        if self._roll_due(active, header):
+            active = self._roll()
+        active.append([view], header)  # as the leader wrote it: no offset or epoch patch
+        self._next_offset = header.next_offset
+        self._last_header = header
+
     def flush(self) -> None:
         """fsync everything written."""
         with self._write_lock:

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import NamedTuple
 
+from twinlog.engine.base.errors import CorruptBatchError
 from twinlog.engine.records.batch_format import (
     LENGTH_PREFIX_BYTES,
     RECORDS_OFFSET,
@@ -85,3 +86,22 @@ def iter_batches(
         batch = RecordBatch(buffer, position)
         yield batch
         position += batch.header.size_bytes
+
+
+def split_batches(buffer: bytes | memoryview) -> Iterator[memoryview]:
+    """Each batch of ``buffer`` as a view, split by the length fields alone (no CRC check):
+    for a caller that hands every batch to a checker anyway (a follower's log append).
+    A buffer that does not end on a batch boundary raises CorruptBatchError."""
+    view = memoryview(buffer)
+    position, end = 0, len(view)
+    while position < end:
+        _, batch_length = read_length_prefix(view, position)
+        batch_end = position + LENGTH_PREFIX_BYTES + batch_length
+        if batch_end > end:
+            raise CorruptBatchError(
+                f"the last batch needs {batch_end - position} bytes, {end - position} remain: "
+                "the buffer was cut inside a batch",
+                position,
+            )
+        yield view[position:batch_end]
+        position = batch_end

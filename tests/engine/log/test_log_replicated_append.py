@@ -1,0 +1,79 @@
+"""A follower's append (``DataLog.append_replicated``): a leader's batches kept byte for byte,
+offsets and epochs included, so replicas of one log are identical (CLUSTER.md §3.3)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from log_support import make_batch, read_all, segment_files
+
+from twinlog.engine.base.errors import CorruptBatchError
+from twinlog.engine.log import DataLog, LogConfig
+from twinlog.engine.records.batch_reader import split_batches
+
+SMALL_SEGMENTS = LogConfig(segment_bytes=600)
+
+
+def _leader_with_two_epochs(directory: Path) -> DataLog:
+    leader = DataLog.open(directory, SMALL_SEGMENTS, leader_epoch=3)
+    for tag in range(4):
+        leader.append(make_batch(record_count=2, tag=tag))
+    leader.become_leader(5)
+    for tag in range(4, 7):
+        leader.append(make_batch(record_count=3, tag=tag))
+    return leader
+
+
+def test_replicated_batches_are_the_leaders_bytes_and_epochs(tmp_path: Path) -> None:
+    leader = _leader_with_two_epochs(tmp_path / "leader")
+    follower = DataLog.open(tmp_path / "follower", SMALL_SEGMENTS)
+    offset = 0
+    while offset < leader.log_end_offset:  # as a fetcher does: a few batches per round
+        fetched = leader.read(offset, 300)
+        _, offset = follower.append_replicated(split_batches(fetched))
+    assert read_all(follower) == read_all(leader)
+    assert follower.epochs.entries == leader.epochs.entries
+    assert follower.leader_epoch == 5
+    assert len(segment_files(tmp_path / "follower")) > 1  # rolled like any log
+    follower.close()
+    reopened = DataLog.open(tmp_path / "follower", SMALL_SEGMENTS)
+    assert read_all(reopened) == read_all(leader)
+    assert reopened.epochs.end_offset_for_epoch(3, reopened.log_end_offset) == (
+        leader.epochs.end_offset_for_epoch(3, leader.log_end_offset)
+    )
+
+
+def test_a_gap_or_a_damaged_batch_appends_nothing_of_the_call(tmp_path: Path) -> None:
+    leader = _leader_with_two_epochs(tmp_path / "leader")
+    follower = DataLog.open(tmp_path / "follower", SMALL_SEGMENTS)
+    batches = list(split_batches(read_all(leader)))
+    follower.append_replicated(batches[:2])
+    with pytest.raises(CorruptBatchError, match="starts at offset"):
+        follower.append_replicated(batches[3:5])  # batch 2 missing
+    damaged = bytearray(batches[5])
+    damaged[-1] ^= 1
+    with pytest.raises(CorruptBatchError):
+        follower.append_replicated([*batches[2:5], bytes(damaged)])  # 4 opens epoch 5
+    assert read_all(follower) == b"".join(bytes(batch) for batch in batches[:2])
+    assert follower.epochs.latest_epoch == 3  # epoch 5 of the refused batches is forgotten
+    assert follower.leader_epoch == 3
+
+
+def test_truncating_a_follower_forgets_the_epochs_of_the_cut_suffix(tmp_path: Path) -> None:
+    leader = _leader_with_two_epochs(tmp_path / "leader")
+    follower = DataLog.open(tmp_path / "follower", SMALL_SEGMENTS)
+    follower.append_replicated(split_batches(read_all(leader)))
+    epoch_five_start = leader.epochs.entries[-1].start_offset
+    follower.truncate_to(epoch_five_start)
+    assert follower.epochs.latest_epoch == 3
+    follower.become_leader(6)  # promoted after the cut: epoch 6 starts at its end
+    follower.append(make_batch(tag=9))
+    assert follower.epochs.entries[-1] == (6, epoch_five_start)
+
+
+def test_split_batches_refuses_a_buffer_cut_inside_a_batch(tmp_path: Path) -> None:
+    data = make_batch(record_count=2) + make_batch(record_count=2)
+    assert [len(view) for view in split_batches(data)] == [len(data) // 2] * 2
+    with pytest.raises(CorruptBatchError, match="cut inside a batch"):
+        list(split_batches(data[:-3]))
