@@ -287,6 +287,9 @@ class JournalLogs:
         end = journal_log.log.log_end_offset
         if applied_end < end:
             journal_log.log.truncate_to(applied_end)
+            # The cut records may have been made durable before LMDB failed: the records
+            # appended next take their offsets and must be fsynced before they are applied.
+            journal_log.durable_end = min(journal_log.durable_end, applied_end)
             log.warning(
                 "%s: cut journal-log records %d..%d, whose application failed (their callers "
                 "got the error)",
