@@ -262,10 +262,16 @@ class JournalLogs:
             # Built just above, so its CRC is fresh: checking it again would hash every
             # journaled byte a second time. Fsynced by the writer, before applying.
             offset = journal_log.log.append(batch, validate=False)
-            failpoints.hit("journal_log.before_apply")
-            pending = self.local.enqueue_record(
-                partition, offset, record, lambda: journal_log.make_durable(offset)
-            )
+            try:
+                failpoints.hit("journal_log.before_apply")
+                pending = self.local.enqueue_record(
+                    partition, offset, record, lambda: journal_log.make_durable(offset)
+                )
+            except BaseException:
+                # In the log but never queued: every later record would reach LMDB out of
+                # order. The repair cuts it before the next write (a crash first replays it).
+                journal_log.needs_repair = True
+                raise
         try:
             return pending.wait()
         except BaseException:

@@ -49,3 +49,19 @@ def test_a_record_appended_after_a_repair_is_made_durable_before_it_is_applied(
         # The repair cuts record 1; the new record 1 is other bytes, not fsynced yet.
         assert journal.append(P0, 5, transactional_batch(5, 2)) == 1
         assert flushed_ends == [2], "record 1 was applied to LMDB without an fsync of its log"
+
+
+def test_a_failure_between_the_append_and_the_queueing_is_repaired_before_the_next_write(
+    tmp_path: Path,
+) -> None:
+    with _open(tmp_path) as journal:
+        journal.append(P0, 5, transactional_batch(5, 0))
+        failpoints.arm("journal_log.before_apply", "raise")
+        with pytest.raises(failpoints.FailpointError):
+            journal.append(P0, 5, transactional_batch(5, 2))
+        failpoints.disarm_all()
+        # Record 1 is in the log but never reached LMDB: cut, and the next write takes 1.
+        assert journal.append(P0, 5, transactional_batch(5, 2)) == 1
+        assert journal.journal_log(P0).log_end_offset == 2
+        assert list(journal.sequences(P0, 5)) == [0, 1]
+        journal.check()
