@@ -8,6 +8,7 @@ only the floors below it (``setup.cfg`` states the contract, a test enforces it)
     twinlog.engine.log         the segmented data log: append, read, recovery, retention, compaction
     twinlog.journal            the local data journal (LMDB) and the transaction journal
     twinlog.copier             APPLY_COMMIT / APPLY_ABORT: journal -> data log, exactly once
+    twinlog.engine.replication what leaders and followers decide: divergence, ISR, high watermark
     twinlog.engine.broker      the embedded broker: partitions, coordinator, group offsets
     twinlog.rpc.generated      protobuf/gRPC code generated from rpc/proto
     twinlog.rpc.wire           what client and server share: the broker API, conversions, status codes

@@ -1,0 +1,55 @@
+"""A follower's fetch from its partition leader, as plain values (CLUSTER.md §3.3).
+
+One request covers every partition a follower replicates from one leader broker (one
+long poll per leader, as Kafka's replica fetcher does):
+
+    ReplicaFetch(replica_id, broker_epoch, partitions=[ReplicaFetchPartition...])
+      -> [FetchedPartition...], in the request's order
+
+A follower's ``fetch_offset`` acknowledges every offset below it (it fsynced them
+before asking, when ``replica_fsync`` is on); ``last_fetched_epoch`` is the epoch of
+its last batch, so the leader can tell it where their logs part (``diverging``, KIP-320).
+``current_leader_epoch`` is the epoch the follower believes the leader has: a stale one
+is refused per partition (``error``) and changes nothing. A gRPC service carries these
+field by field; in-process tests hand them over as they are.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from twinlog.engine.base.types import TopicPartition
+from twinlog.engine.log.leader_epochs import EpochEnd
+
+
+@dataclass(frozen=True)
+class ReplicaFetchPartition:
+    topic_partition: TopicPartition
+    fetch_offset: int
+    last_fetched_epoch: int  # NO_EPOCH (-1) for an empty log
+    current_leader_epoch: int
+
+
+@dataclass(frozen=True)
+class ReplicaFetch:
+    replica_id: int  # the follower's broker id
+    broker_epoch: int  # the follower's registration (KIP-380): a stale one may not join the ISR
+    partitions: tuple[ReplicaFetchPartition, ...]
+    max_wait_ms: int = 500
+    max_bytes: int = 8 * 1024 * 1024  # per partition
+
+
+@dataclass(frozen=True)
+class FetchedPartition:
+    topic_partition: TopicPartition
+    records: bytes = b""  # whole batches from fetch_offset, as the leader's log holds them
+    high_watermark: int = 0
+    log_start_offset: int = 0
+    log_end_offset: int = 0
+    # Set when the follower's log parts from the leader's at or before fetch_offset: the
+    # leader's (epoch, end offset) for the follower's last fetched epoch; no records then.
+    diverging: EpochEnd | None = None
+    # The name of the TwinlogError refusing this partition (NotLeaderOrFollowerError,
+    # FencedLeaderEpochError, ...) and its message; nothing else is set then.
+    error: str = ""
+    message: str = ""

@@ -1,0 +1,204 @@
+"""A partition leader's view of its replicas: how far each follower has fetched, who is in
+sync, and the high watermark that follows (CLUSTER.md §3.3, §3.9 I1, I4, I5).
+
+    replicas        the partition's assignment (broker ids; the leader among them)
+    isr             the in-sync replicas as last written to ZooKeeper: {broker id: broker epoch}
+    proposed        an ISR change sent to ZooKeeper and not yet confirmed (KIP-497), or None
+    maximal ISR     isr | additions proposed: the high watermark waits for every member
+                    (an addition counts at once; a removal only once it is written)
+    high watermark  min(log end of every maximal-ISR member), the leader's own included
+
+A follower's fetch offset acknowledges everything below it. A follower is caught up
+when it has fetched up to the leader's log end as it was at its previous fetch (Kafka's
+lastCaughtUpTime): one that has not been caught up for ``lag_time_max_ms`` is proposed
+for removal; one outside the ISR that reached the high watermark and the start of the
+leader's epoch, fetching with the broker epoch it is registered with (KIP-903), is
+proposed for addition. Writes below ``min_insync_replicas`` ISR members are refused.
+
+Invariants, asserted on every change: the leader is in the ISR; ISR and proposals are
+subsets of the replicas; the high watermark candidate never exceeds the leader's log end.
+
+Thread rule: any thread; one lock.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from twinlog.engine.base.errors import NotLeaderOrFollowerError
+
+UNKNOWN_OFFSET = -1  # a follower that has not fetched since this leader took over
+
+
+@dataclass
+class FollowerProgress:
+    broker_id: int
+    broker_epoch: int = -1  # from its latest fetch
+    log_end_offset: int = UNKNOWN_OFFSET  # its latest fetch offset: it holds everything below
+    last_caught_up_ms: int = 0
+    last_fetch_ms: int = 0
+    leader_log_end_at_last_fetch: int = 0
+
+
+@dataclass(frozen=True)
+class IsrChange:
+    """An ISR to write (``isr``: broker id -> broker epoch), and why."""
+
+    isr: Mapping[int, int]
+    added: frozenset[int] = field(default_factory=frozenset)
+    removed: frozenset[int] = field(default_factory=frozenset)
+
+
+class ReplicaSet:
+    def __init__(
+        self,
+        where: str,
+        leader_id: int,
+        replicas: tuple[int, ...],
+        isr: Mapping[int, int],
+        *,
+        min_insync_replicas: int,
+        lag_time_max_ms: int,
+        now_ms: int,
+        leader_epoch_start_offset: int,
+    ) -> None:
+        """A leader that just took over: every follower's progress is unknown until it
+        fetches, and every ISR member counts as caught up now (as Kafka resets them)."""
+        self._where = where
+        self.leader_id = leader_id
+        self.replicas = tuple(replicas)
+        self.min_insync_replicas = min_insync_replicas
+        self.lag_time_max_ms = lag_time_max_ms
+        self.leader_epoch_start_offset = leader_epoch_start_offset
+        self._lock = threading.Lock()
+        self._isr: dict[int, int] = dict(isr)
+        self._proposed: IsrChange | None = None
+        self._followers = {
+            broker_id: FollowerProgress(broker_id, last_caught_up_ms=now_ms)
+            for broker_id in self.replicas
+            if broker_id != leader_id
+        }
+        self._check()
+
+    # --- what the leader asks -------------------------------------------------------
+
+    @property
+    def isr(self) -> dict[int, int]:
+        with self._lock:
+            return dict(self._isr)
+
+    @property
+    def proposed(self) -> IsrChange | None:
+        return self._proposed
+
+    def enough_in_sync(self) -> bool:
+        """May a write be taken? (the ISR as written, as Kafka checks it)"""
+        with self._lock:
+            return len(self._isr) >= self.min_insync_replicas
+
+    def high_watermark_candidate(self, leader_log_end_offset: int) -> int:
+        """min(log end of every maximal-ISR member): what every in-sync replica holds. A
+        member that has not fetched yet holds it at 0 (the partition's HW never moves back:
+        the caller only ever advances)."""
+        with self._lock:
+            ends = [leader_log_end_offset]
+            for broker_id in self._maximal_isr():
+                if broker_id != self.leader_id:
+                    ends.append(max(self._followers[broker_id].log_end_offset, 0))
+            return min(ends)
+
+    def follower_progress(self) -> dict[int, FollowerProgress]:
+        with self._lock:
+            return {key: FollowerProgress(**vars(value)) for key, value in self._followers.items()}
+
+    # --- what followers tell it ---------------------------------------------------
+
+    def record_fetch(
+        self,
+        broker_id: int,
+        broker_epoch: int,
+        fetch_offset: int,
+        leader_log_end_offset: int,
+        now_ms: int,
+    ) -> None:
+        """A follower fetched at ``fetch_offset`` (it holds everything below it)."""
+        with self._lock:
+            progress = self._followers.get(broker_id)
+            if progress is None:
+                raise NotLeaderOrFollowerError(
+                    f"{self._where}: broker {broker_id} is not a replica (replicas "
+                    f"{list(self.replicas)}); it fetched with stale metadata"
+                )
+            if fetch_offset >= leader_log_end_offset:
+                progress.last_caught_up_ms = now_ms
+            elif fetch_offset >= progress.leader_log_end_at_last_fetch:
+                progress.last_caught_up_ms = max(progress.last_caught_up_ms, progress.last_fetch_ms)
+            progress.broker_epoch = broker_epoch
+            progress.log_end_offset = fetch_offset
+            progress.last_fetch_ms = now_ms
+            progress.leader_log_end_at_last_fetch = leader_log_end_offset
+
+    # --- ISR changes (KIP-497) ------------------------------------------------------
+
+    def isr_change_due(
+        self, now_ms: int, high_watermark: int, registered_epochs: Mapping[int, int]
+    ) -> IsrChange | None:
+        """The ISR the leader should write now, or None. ``registered_epochs``: the broker
+        epoch each live broker is registered with (a follower fetching with another one
+        is a former incarnation and may not join: KIP-380, KIP-903)."""
+        with self._lock:
+            if self._proposed is not None:
+                return None  # one change in flight at a time
+            removed = {
+                broker_id
+                for broker_id in self._isr
+                if broker_id != self.leader_id
+                and now_ms - self._followers[broker_id].last_caught_up_ms > self.lag_time_max_ms
+            }
+            added = {
+                progress.broker_id
+                for progress in self._followers.values()
+                if progress.broker_id not in self._isr
+                and progress.log_end_offset >= max(high_watermark, self.leader_epoch_start_offset)
+                and registered_epochs.get(progress.broker_id) == progress.broker_epoch
+            }
+            if not removed and not added:
+                return None
+            isr = {key: value for key, value in self._isr.items() if key not in removed}
+            isr.update({broker_id: self._followers[broker_id].broker_epoch for broker_id in added})
+            return IsrChange(isr, frozenset(added), frozenset(removed))
+
+    def propose(self, change: IsrChange) -> None:
+        """``change`` is being written: its additions count for the high watermark now."""
+        with self._lock:
+            assert self._proposed is None, f"{self._where}: an ISR change is in flight already"
+            self._proposed = change
+            self._check()
+
+    def confirm(self, isr: Mapping[int, int]) -> None:
+        """ZooKeeper holds ``isr`` now (ours, or the controller's newer one)."""
+        with self._lock:
+            self._isr = dict(isr)
+            self._proposed = None
+            self._check()
+
+    def abandon(self) -> None:
+        """The proposed write failed: the ISR stays as it was."""
+        with self._lock:
+            self._proposed = None
+
+    # --- internals ----------------------------------------------------------------
+
+    def _maximal_isr(self) -> set[int]:
+        members = set(self._isr)
+        if self._proposed is not None:
+            members |= self._proposed.added
+        return members
+
+    def _check(self) -> None:
+        assert self.leader_id in self._isr, f"{self._where}: the leader left its own ISR"
+        assert set(self._isr) <= set(self.replicas), (self._where, self._isr, self.replicas)
+        if self._proposed is not None:
+            assert set(self._proposed.isr) <= set(self.replicas), (self._where, self._proposed)
