@@ -150,6 +150,10 @@ class PartitionWriter:
                 outcome = self._recover_one(record)
                 assert outcome.applied_range is not None
                 return outcome.applied_range
+            # A failed MARK_APPLYING may stay in the journal log (LMDB did not apply it):
+            # recovery cuts it before the data log's next write, which a crash would
+            # otherwise turn into a foreign tail behind a replayed APPLYING.
+            self._needs_recovery = True
             record = self.journal.mark_applying(
                 self.partition, transaction_id, self.log.log_end_offset, attempts
             )
@@ -262,6 +266,9 @@ class PartitionWriter:
             self._recover_locked()
 
     def _recover_locked(self) -> list[RecoveryOutcome]:
+        # First cut the marks whose application failed: LMDB's APPLYING rows, read
+        # next, are then all the journal log will ever say, and a crash replays no other.
+        self.journal.repair(self.partition)
         applying = self.journal.transactions(self.partition, [CopyState.APPLYING])
         if len(applying) > 1:
             raise CorruptJournalError(

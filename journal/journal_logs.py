@@ -281,6 +281,16 @@ class JournalLogs:
             journal_log.needs_repair = True
             raise
 
+    def repair(self, partition: str) -> None:
+        """Cut the records of the partition's journal log whose application failed now,
+        not at its next write: for a caller about to write elsewhere what only holds if
+        they never happened (the copier, before it appends to the data log after a
+        failed MARK_APPLYING that a crash would otherwise replay)."""
+        journal_log = self._journal_log(partition)
+        with journal_log.order_lock:
+            if journal_log.needs_repair:
+                self._repair(journal_log)
+
     def _repair(self, journal_log: _JournalLog) -> None:
         """Cut the records LMDB did not apply (their callers all got an error) from the log.
 
