@@ -8,8 +8,9 @@ and when that number equals the page just allocated, a C assertion in
 ``mdb_page_touch`` aborts the process, with no error to catch. So every page
 reachable from the newest meta page is checked first: its header names its own
 number, its flags are a branch, leaf or overflow page's, its node table lies
-inside the page, and every page number it holds is below the meta page's last
-page. This is a walk of the trees, not of the file: overflow pages (a value
+inside the page, every page number it holds is below the meta page's last
+page, and no page is reached twice (a damaged child pointer to an ancestor would
+loop the walk forever). This is a walk of the trees, not of the file: overflow pages (a value
 longer than a page) have a header on their first page only.
 
 The layout read here is LMDB 0.9's on a 64-bit little-endian host (``lmdb.h``,
@@ -88,6 +89,10 @@ class _Walk:
         self.page_bytes = page_bytes
         self.last_page = 1
         self.checked = 0
+        # A bit per page in use (set by run): every page of LMDB's trees has one parent, so
+        # a page reached twice is a damaged page number, and one that is its own ancestor
+        # would make the walk loop forever.
+        self.walked = bytearray()
 
     def read(self, page_number: int, size_bytes: int | None = None) -> bytes:
         size_bytes = self.page_bytes if size_bytes is None else size_bytes
@@ -103,6 +108,7 @@ class _Walk:
                 f"the meta page says pages 0..{self.last_page} are in use, but the file "
                 f"holds {self.size // self.page_bytes} pages"
             )
+        self.walked = bytearray(self.last_page // 8 + 1)
         self._tree(free_db, "the free list")
         for name, db_record in self._tree(main_db, "the main database"):
             self._tree_of(name, db_record)
@@ -171,6 +177,7 @@ class _Walk:
         """Check a branch or leaf page; its flags, bytes and nodes (position in the page,
         lo, hi, flags, ksize)."""
         base = page_number * self.page_bytes
+        self._walk_once(page_number, tree)
         page = self.read(page_number)
         pgno, _, flags, lower, upper = _PAGE_HEADER.unpack_from(page, 0)
         self._check_header(page_number, pgno, tree)
@@ -209,6 +216,7 @@ class _Walk:
         return flags, page, nodes
 
     def _overflow(self, page_number: int, tree: str) -> None:
+        self._walk_once(page_number, tree)
         header = self.read(page_number, PAGE_HEADER_BYTES)
         pgno, _, flags, _, _ = _PAGE_HEADER.unpack_from(header, 0)
         self._check_header(page_number, pgno, tree)
@@ -222,6 +230,22 @@ class _Walk:
                 f"{pages} pages"
             )
         self.checked += 1
+
+    def _walk_once(self, page_number: int, tree: str) -> None:
+        """Mark the page walked; refuse one outside the pages in use (a root) or walked
+        already (its number in a parent is damaged)."""
+        if not 2 <= page_number <= self.last_page:
+            raise LmdbPageDamage(
+                f"{tree} starts at page {page_number}, outside the pages in use "
+                f"(2..{self.last_page})"
+            )
+        byte, bit = divmod(page_number, 8)
+        if self.walked[byte] >> bit & 1:
+            raise LmdbPageDamage(
+                f"page {page_number} of {tree} is reached a second time: a page number "
+                "pointing to it is damaged (each page of a tree has one parent)"
+            )
+        self.walked[byte] |= 1 << bit
 
     def _check_header(self, page_number: int, pgno: int, tree: str) -> None:
         if pgno != page_number:

@@ -5,6 +5,8 @@ writes over it (where it would free the wrong page, or abort the process)."""
 from __future__ import annotations
 
 import struct
+import subprocess
+import sys
 from pathlib import Path
 
 import lmdb
@@ -112,3 +114,32 @@ def test_a_damaged_meta_pair_is_refused(tmp_path: Path) -> None:
     data_file.write_bytes(bytes(data))
     with pytest.raises(LmdbPageDamage, match="neither meta page"):
         check_pages(str(data_file), page_bytes)
+
+
+def test_a_child_pointer_back_into_its_own_tree_is_refused_not_walked_forever(
+    tmp_path: Path,
+) -> None:
+    data_file = _write_journal(tmp_path)
+    page_bytes, pages = _pages(data_file)
+    branch = next(number for number, flags in pages if flags & P_BRANCH)
+    data = bytearray(data_file.read_bytes())
+    base = branch * page_bytes
+    (first_node,) = struct.unpack_from("<H", data, base + 16)
+    struct.pack_into("<HH", data, base + first_node, branch & 0xFFFF, branch >> 16)  # itself
+    data_file.write_bytes(bytes(data))
+    # In a child process: a walk that loops would never return (and grow without bound).
+    walk = (
+        "import sys\n"
+        "from twinlog.journal.lmdb_pages import LmdbPageDamage, check_pages\n"
+        "try:\n"
+        f"    check_pages({str(data_file)!r}, {page_bytes})\n"
+        "except LmdbPageDamage as damage:\n"
+        "    sys.exit(str(damage))\n"
+    )
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", walk], capture_output=True, text=True, timeout=30
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail("the page check walked a tree with a cycle forever")
+    assert done.returncode == 1 and f"page {branch}" in done.stderr, done.stderr
