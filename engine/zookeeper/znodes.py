@@ -1,10 +1,19 @@
 """The znodes a twinlog cluster keeps below its chroot (CLUSTER.md §3.2), and their JSON.
 
     /cluster_id                  {"cluster_id": hex32, "journal_partitions": int}
-    /topics/<topic>              {"id": hex32, "partitions": int, "config": {key: str}}
+    /topics/<topic>              {"id": hex32, "partitions": int, "config": {key: str},
+                                  "replication_factor": int (absent in older znodes: 1)}
     /coordinators/<N>            {"coordinator_epoch": int, "checkpoint_offset": int,
                                   "replay_from_offset": int}
     /id_blocks/<kind>            {"next_block_start": int}
+    /brokers/ids/<id>            EPHEMERAL {"host": str, "port": int, "data_dir_id": hex32};
+                                 its czxid is the broker epoch (KIP-380)
+    /brokers/shutting_down/<id>  EPHEMERAL, empty: the broker asks for a controlled shutdown
+    /controller                  EPHEMERAL {"broker_id": int, "controller_epoch": int}
+    /controller_epoch            {"controller_epoch": int}; its zkVersion fences the controller
+    /topics/<topic>/partitions/<p>/state
+                                 {"leader", "leader_epoch", "isr": [[id, broker_epoch]...],
+                                  "replicas", "controller_epoch"} (``partition_state``)
 
 ``cluster_id`` and ``journal_partitions`` share one znode so that a cluster is created
 by one write: there is never a cluster with an id but no partition count. Every value
@@ -24,10 +33,34 @@ TOPICS = "/topics"
 COORDINATORS = "/coordinators"
 ID_BLOCKS = "/id_blocks"
 PARENTS = (TOPICS, COORDINATORS, ID_BLOCKS)
+BROKER_IDS = "/brokers/ids"
+SHUTTING_DOWN = "/brokers/shutting_down"
+CONTROLLER = "/controller"
+CONTROLLER_EPOCH = "/controller_epoch"
 
 
 def topic_path(name: str) -> str:
     return f"{TOPICS}/{name}"
+
+
+def partitions_path(topic: str) -> str:
+    return f"{TOPICS}/{topic}/partitions"
+
+
+def partition_path(topic: str, partition: int) -> str:
+    return f"{partitions_path(topic)}/{partition}"
+
+
+def partition_state_path(topic: str, partition: int) -> str:
+    return f"{partition_path(topic, partition)}/state"
+
+
+def broker_path(broker_id: int) -> str:
+    return f"{BROKER_IDS}/{broker_id}"
+
+
+def shutting_down_path(broker_id: int) -> str:
+    return f"{SHUTTING_DOWN}/{broker_id}"
 
 
 def coordinator_path(journal_partition: int) -> str:
