@@ -1,0 +1,132 @@
+"""Broker membership: the EPHEMERAL ``brokers/ids/<id>`` of each live broker.
+
+    brokers/ids/<id>   {"host": str, "port": int, "data_dir_id": hex32}
+
+A broker is alive exactly while its ZooKeeper session holds this znode: ZooKeeper deletes
+it when the session closes or expires, and the controller acts on that. The broker epoch
+is the znode's czxid (KIP-380): every registration gets a larger one, so a request or an
+ISR membership stamped with an older epoch belongs to a previous incarnation of the broker
+and is refused (a restarted broker, even with the same id, must re-sync first: KIP-903).
+
+Two live brokers never share an id: the second registration is refused (InvalidConfigError
+naming the holder). A broker that restarts faster than ZooKeeper expires its previous
+session meets its own old registration; it is gone within a session timeout, then the
+registration goes through.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from kazoo.exceptions import NodeExistsError, NoNodeError
+from kazoo.protocol.states import WatchedEvent
+
+from twinlog.engine.base.errors import InvalidConfigError
+from twinlog.engine.zookeeper import znodes
+from twinlog.engine.zookeeper.session import ZooKeeperSession
+
+KEYS = ("host", "port", "data_dir_id")
+REGISTER_ATTEMPTS_MAX = 5
+
+
+@dataclass(frozen=True)
+class BrokerInfo:
+    broker_id: int
+    host: str
+    port: int
+    data_dir_id: str
+    broker_epoch: int  # the registration's czxid
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+@dataclass(frozen=True)
+class BrokerRegistration:
+    """This broker's registration, held by ``session``: gone when the session ends."""
+
+    info: BrokerInfo
+    path: str
+
+    @property
+    def broker_epoch(self) -> int:
+        return self.info.broker_epoch
+
+
+def register_broker(
+    session: ZooKeeperSession, broker_id: int, host: str, port: int, data_dir_id: str
+) -> BrokerRegistration:
+    """Register this broker as live; InvalidConfigError if another live broker has the id."""
+    if not isinstance(broker_id, int) or isinstance(broker_id, bool) or broker_id < 0:
+        raise InvalidConfigError(f"broker_id is {broker_id!r}, expected an integer 0 or more")
+    client = session.client
+    path = znodes.broker_path(broker_id)
+    value = znodes.encode({"host": host, "port": port, "data_dir_id": data_dir_id})
+    session.wait(client.ensure_path_async(znodes.BROKER_IDS))
+    for _attempt in range(REGISTER_ATTEMPTS_MAX):
+        try:
+            _path, stat = session.wait(
+                client.create_async(path, value, ephemeral=True, include_data=True)
+            )
+        except NodeExistsError:
+            holder, owner = _read(session, broker_id)
+            if holder is None:
+                continue  # gone since: the holder's session just ended
+            if owner != client.client_id[0]:
+                raise InvalidConfigError(
+                    f"broker_id {broker_id} is registered by the live broker at "
+                    f"{holder.address} (data directory {holder.data_dir_id}): give this broker "
+                    "another broker_id, or stop that one. If that is this broker's previous "
+                    "run, its registration expires within the ZooKeeper session timeout "
+                    f"({session.session_timeout_ms} ms): start again then."
+                ) from None
+            # Ours: an earlier attempt whose answer was lost had been applied after all.
+            return BrokerRegistration(holder, path)
+        info = BrokerInfo(broker_id, host, port, data_dir_id, stat.czxid)
+        return BrokerRegistration(info, path)
+    raise InvalidConfigError(
+        f"broker_id {broker_id}: its registration appeared and vanished "
+        f"{REGISTER_ATTEMPTS_MAX} times in a row; is another broker with this id restarting "
+        "in a loop?"
+    )
+
+
+def live_brokers(
+    session: ZooKeeperSession, watch: Callable[[WatchedEvent], None] | None = None
+) -> dict[int, BrokerInfo]:
+    """Every registered broker, by id. ``watch`` (called once, on kazoo's thread: it must
+    not block) is set on the listing: a broker that comes or goes after it fires it."""
+    client = session.client
+    session.wait(client.ensure_path_async(znodes.BROKER_IDS))
+    children = session.wait(client.get_children_async(znodes.BROKER_IDS, watch=watch))
+    pending = {
+        int(child): client.get_async(znodes.broker_path(int(child)))
+        for child in children
+        if child.isdigit()
+    }
+    found: dict[int, BrokerInfo] = {}
+    for broker_id, request in pending.items():
+        try:
+            data, stat = session.wait(request)
+        except NoNodeError:
+            continue  # its session ended since the listing
+        found[broker_id] = _decode(broker_id, data, stat.czxid)
+    return found
+
+
+def _read(session: ZooKeeperSession, broker_id: int) -> tuple[BrokerInfo | None, int]:
+    """The registration of ``broker_id`` and its owner's session id; (None, 0) if none."""
+    try:
+        data, stat = session.wait(session.client.get_async(znodes.broker_path(broker_id)))
+    except NoNodeError:
+        return None, 0
+    return _decode(broker_id, data, stat.czxid), int(stat.ephemeralOwner)
+
+
+def _decode(broker_id: int, data: bytes, czxid: int) -> BrokerInfo:
+    value = znodes.decode(znodes.broker_path(broker_id), data, KEYS)
+    return BrokerInfo(
+        broker_id, str(value["host"]), int(value["port"]), str(value["data_dir_id"]), czxid
+    )
