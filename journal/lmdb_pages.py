@@ -109,7 +109,10 @@ class _Walk:
                 f"holds {self.size // self.page_bytes} pages"
             )
         self.walked = bytearray(self.last_page // 8 + 1)
-        self._tree(free_db, "the free list")
+        # ``_tree`` is a generator: the free list (which LMDB rewrites at every commit) is
+        # walked only when it is consumed.
+        for _ in self._tree(free_db, "the free list"):
+            pass
         for name, db_record in self._tree(main_db, "the main database"):
             self._tree_of(name, db_record)
         return self.checked

@@ -143,3 +143,27 @@ def test_a_child_pointer_back_into_its_own_tree_is_refused_not_walked_forever(
     except subprocess.TimeoutExpired:
         pytest.fail("the page check walked a tree with a cycle forever")
     assert done.returncode == 1 and f"page {branch}" in done.stderr, done.stderr
+
+
+def _free_list_root(data_file: Path, page_bytes: int) -> int:
+    """The free list's root page in the newer meta page (dbs[0].root)."""
+    data = data_file.read_bytes()
+    newest = max(
+        (0, 1), key=lambda meta: struct.unpack_from("<Q", data, meta * page_bytes + 16 + 128)[0]
+    )
+    (root,) = struct.unpack_from("<Q", data, newest * page_bytes + 16 + 24 + 40)
+    return root
+
+
+def test_a_damaged_header_in_the_free_list_is_refused_at_open(tmp_path: Path) -> None:
+    data_file = _write_journal(tmp_path)
+    page_bytes, _ = _pages(data_file)
+    root = _free_list_root(data_file, page_bytes)
+    assert root != (1 << 64) - 1, "the journal has an empty free list"
+    # LMDB rewrites the free list at every commit: copy-on-write of this page would free
+    # the page its header names.
+    _set_pgno(data_file, page_bytes, root, root + 1)
+    with pytest.raises(
+        CorruptJournalError, match=f"page {root} .*of the free list says it is page {root + 1}"
+    ):
+        LocalJournal.open(tmp_path / "journal").close()
