@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import threading
 from array import array
 from collections.abc import Callable, Generator, Iterable
 from dataclasses import dataclass
@@ -142,7 +143,12 @@ class LocalJournal:
         self._data_file = os.path.realpath(directory / DATA_FILE)
         self._map_lock = MapLock()
         self._map_addresses = MapAddresses(self._data_file)
-        self._partition_ids: dict[str, int] = {}  # ids never change once committed
+        # name -> id; an id changes only when the partition is dropped and created again
+        self._partition_ids: dict[str, int] = {}
+        self._partition_ids_lock = threading.Lock()
+        # Read transactions older than this (begun before the last drop) may still see a
+        # dropped partition's row: they use its id but must not cache it.
+        self._partition_ids_valid_from_txn = 0
         self._closed = False
         self._lock_file = self._lock_directory(directory)
         try:
@@ -384,7 +390,9 @@ class LocalJournal:
     def drop_partition(self, partition: str) -> int:
         """Forget a deleted partition (rows, entries, applied offset); entries dropped."""
         dropped = int(self._writer.submit(DropPartition(partition)))
-        self._partition_ids.pop(partition, None)  # a topic created again gets a new id
+        with self._partition_ids_lock:  # a topic created again gets a new id
+            self._partition_ids_valid_from_txn = self._env.info()["last_txnid"]
+            self._partition_ids.pop(partition, None)
         return dropped
 
     @staticmethod
@@ -403,7 +411,10 @@ class LocalJournal:
             row = tables.partition(partition)
             if row is None:
                 return None
-            partition_id = self._partition_ids[partition] = row.partition_id
+            partition_id = row.partition_id
+            with self._partition_ids_lock:
+                if tables.txn.id() >= self._partition_ids_valid_from_txn:
+                    self._partition_ids[partition] = partition_id
         return partition_id
 
     def partition_row(self, partition: str) -> PartitionRow | None:
