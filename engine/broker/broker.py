@@ -102,6 +102,7 @@ from twinlog.engine.broker.partition_calls import (
     RegisterPartition,
     coordinator_partition_of,
 )
+from twinlog.engine.broker.partition_role import PartitionRole, Role
 from twinlog.engine.broker.producer_owner import idempotent_transactional_id, is_idempotent
 from twinlog.engine.broker.scheduler import Scheduler, broker_tasks
 from twinlog.engine.broker.topic_deletion import end_transactions_touching
@@ -121,6 +122,13 @@ from twinlog.engine.records.batch_reader import iter_batches
 from twinlog.engine.records.decompression_budget import DecompressionBudget
 from twinlog.engine.records.produced_records import check_produced_records
 from twinlog.engine.records.rewrite import require_keys
+from twinlog.engine.replication.fetch_calls import (
+    FetchedPartition,
+    ReplicaFetch,
+    ReplicaFetchPartition,
+)
+from twinlog.engine.replication.replica_set import IsrChange
+from twinlog.engine.replication.replication_settings import ReplicationSettings
 from twinlog.journal import JournalLogs, LocalJournal
 from twinlog.journal.txn_journal import TxnJournal
 
@@ -202,10 +210,27 @@ class Broker:
         config: BrokerConfig,
         metadata: MetadataStore | None = None,
         ids: IdSource | None = None,
+        broker_id: int | None = None,
     ) -> None:
         """Use ``Broker.open``."""
         self.data_dir = data_dir
         self.config = config
+        self.broker_id = broker_id
+        # A cluster broker's partitions are replicated; they wake the followers' long polls
+        # waiting in replica_fetch through this condition.
+        self._replica_data = threading.Condition()
+        self.replication = (
+            None
+            if broker_id is None
+            else ReplicationSettings(
+                broker_id,
+                min_insync_replicas=config.min_insync_replicas,
+                lag_time_max_ms=config.replica_lag_time_max_ms,
+                ack_timeout_ms=config.replica_ack_timeout_ms,
+                replica_fsync=config.replica_fsync,
+                on_data=self._notify_replica_data,
+            )
+        )
         self._given_metadata = metadata  # None: the local files, opened by _start
         self._given_ids = ids
         self._closed = False
@@ -224,12 +249,15 @@ class Broker:
         *,
         metadata: MetadataStore | None = None,
         ids: IdSource | None = None,
+        broker_id: int | None = None,
         **config: Any,
     ) -> Broker:
         """Open (creating if needed) the broker in ``data_dir`` and recover it.
 
         ``metadata`` and ``ids`` default to the data directory's own files
-        (``LocalMetadataStore``, ``LocalIdSource``).
+        (``LocalMetadataStore``, ``LocalIdSource``). ``broker_id``: a cluster broker,
+        whose partitions are replicated and serve nothing until the cluster gives each
+        a role (``take_partition_role``); None: the single-node broker.
         """
         directory = Path(data_dir)
         try:
@@ -245,7 +273,7 @@ class Broker:
                 f"cannot use {str(directory)!r} as the data directory: this user may not "
                 "write in it; pass a directory this user may write"
             )
-        broker = cls(directory, BrokerConfig.from_mapping(config), metadata, ids)
+        broker = cls(directory, BrokerConfig.from_mapping(config), metadata, ids, broker_id)
         try:
             broker._start()
         except BaseException:
@@ -384,6 +412,9 @@ class Broker:
             self._log_config(topic_config),
             self.journal,
             coordinators=_LocalCoordinators(self),
+            # __consumer_offsets stays each broker's own until group coordinators move
+            # with its partitions' leaders (not built yet)
+            replication=None if topic_partition.topic == OFFSETS_TOPIC else self.replication,
         )
         self._partitions[topic_partition] = partition
         return partition
@@ -784,6 +815,142 @@ class Broker:
 
     # --- consuming -----------------------------------------------------------------------------
 
+    # --- replication (a cluster broker; engine.replication) -----------------------------
+
+    def _notify_replica_data(self) -> None:
+        with self._replica_data:
+            self._replica_data.notify_all()
+
+    def _cluster_partition(self, topic_partition: TopicPartition) -> Partition:
+        """The partition, opened on first use: the cluster may name a topic another broker
+        created after this one started."""
+        if self.replication is None:
+            raise InvalidConfigError("this broker is not part of a cluster (no broker_id)")
+        partition = self._partitions.get(topic_partition)
+        if partition is None:
+            with self._admin_lock:
+                partition = self._partitions.get(topic_partition)
+                if partition is None:
+                    topic = self.metadata.get_topic(topic_partition.topic)
+                    if not 0 <= topic_partition.partition < topic.partitions:
+                        raise UnknownTopicOrPartitionError(f"no partition {topic_partition}")
+                    partition = self._open_partition(topic_partition, topic.config)
+        return partition
+
+    def take_partition_role(
+        self,
+        topic_partition: TopicPartition,
+        leader_id: int,
+        leader_epoch: int,
+        replicas: Iterable[int],
+        isr: Mapping[int, int],
+    ) -> None:
+        """The cluster's word on a partition: ``leader_id`` leads it at ``leader_epoch``
+        with ``isr`` ({broker id: broker epoch}). This broker leads or follows accordingly
+        (stale words are ignored: ``partition_role``)."""
+        assert self.replication is not None
+        topic_partition = TopicPartition(*topic_partition)
+        partition = self._cluster_partition(topic_partition)
+        role = Role.LEADER if leader_id == self.replication.broker_id else Role.FOLLOWER
+        partition.take_role(
+            PartitionRole(role, leader_id, leader_epoch),
+            tuple(replicas),
+            dict(isr),
+            now_ms(),
+        )
+
+    def replica_fetch(self, request: ReplicaFetch) -> list[FetchedPartition]:
+        """A follower's fetch (leader side): every partition's answer, waiting up to
+        ``max_wait_ms`` while none has anything new for it (a long poll, woken by appends
+        and high-watermark moves)."""
+        self._check_open()
+        deadline = time.monotonic() + max(0, request.max_wait_ms) / 1000
+        while True:
+            answers = [
+                self._replica_read(request, wanted, now_ms()) for wanted in request.partitions
+            ]
+            # Followers learn a moved high watermark with their next batches, or when the
+            # poll ends: only batches, errors and divergences end it early.
+            news = any(
+                answer.records or answer.error or answer.diverging is not None for answer in answers
+            )
+            remaining_s = deadline - time.monotonic()
+            if news or remaining_s <= 0 or self._closed:
+                return answers
+            with self._replica_data:
+                self._replica_data.wait(min(remaining_s, 0.1))
+
+    def _replica_read(
+        self, request: ReplicaFetch, wanted: ReplicaFetchPartition, now: int
+    ) -> FetchedPartition:
+        partition = self._partitions.get(TopicPartition(*wanted.topic_partition))
+        if partition is None:
+            return FetchedPartition(
+                wanted.topic_partition,
+                error=UnknownTopicOrPartitionError.__name__,
+                message=f"this broker holds no partition {wanted.topic_partition}",
+            )
+        return partition.replica_read(
+            request.replica_id, request.broker_epoch, wanted, request.max_bytes, now
+        )
+
+    def replica_fetch_request(self, leader_id: int, max_wait_ms: int = 500) -> ReplicaFetch | None:
+        """What this follower fetches from ``leader_id`` now (None: it follows it nowhere)."""
+        assert self.replication is not None
+        positions = []
+        for partition in list(self._partitions.values()):
+            if partition.role.role is Role.FOLLOWER and partition.role.leader_id == leader_id:
+                position = partition.replica_fetch_position()
+                if position is not None:
+                    positions.append(position)
+        if not positions:
+            return None
+        return ReplicaFetch(
+            self.replication.broker_id,
+            self.broker_epoch,
+            tuple(positions),
+            max_wait_ms=max_wait_ms,
+        )
+
+    broker_epoch = -1  # the cluster registration's (KIP-380); set by the cluster member
+
+    def apply_replica_fetch(
+        self, leader_id: int, request: ReplicaFetch, fetched: Iterable[FetchedPartition]
+    ) -> list[FetchedPartition]:
+        """The leader's answers to ``request`` (follower side); the partitions it refused."""
+        refused = []
+        for wanted, answer in zip(request.partitions, fetched, strict=True):
+            partition = self._partitions.get(TopicPartition(*answer.topic_partition))
+            if partition is None:
+                continue
+            if answer.error:
+                refused.append(answer)
+                continue
+            partition.apply_fetched(answer, wanted.current_leader_epoch)
+        return refused
+
+    def isr_changes_due(
+        self, registered_epochs: Mapping[int, int]
+    ) -> list[tuple[TopicPartition, int, IsrChange]]:
+        """The ISR changes this broker's led partitions should write now (KIP-497), each with
+        the leader epoch it was decided at; each is marked proposed until
+        ``isr_change_done``."""
+        changes = []
+        now = now_ms()
+        for topic_partition, partition in list(self._partitions.items()):
+            if partition.role.role is Role.LEADER:
+                change = partition.isr_change_due(now, registered_epochs)
+                if change is not None:
+                    changes.append((topic_partition, partition.role.leader_epoch, change))
+        return changes
+
+    def isr_change_done(
+        self, topic_partition: TopicPartition, isr: Mapping[int, int] | None
+    ) -> None:
+        partition = self._partitions.get(TopicPartition(*topic_partition))
+        if partition is not None:
+            partition.isr_change_done(isr)
+
     def fetch(
         self,
         topic: str,
@@ -805,6 +972,7 @@ class Broker:
         watermark: a consumer never learns an offset it may not read.
         """
         target = self._partition(topic, partition)
+        target._check_serves_clients()
         if spec == "earliest":
             return target.log.log_start_offset
         high_watermark = target.high_watermark.value

@@ -57,6 +57,12 @@ class BrokerConfig:
     log_retention_ms: int = 7 * 24 * 3600 * 1000
     log_retention_bytes: int = -1
     log_flush_policy: str = "every_append"
+    # Replication, on a cluster broker (engine/replication/replication_settings.py has
+    # the reasons for these defaults, Kafka's)
+    min_insync_replicas: int = 2
+    replica_lag_time_max_ms: int = 30_000
+    replica_ack_timeout_ms: int = 30_000
+    replica_fsync: bool = True
     retention_check_interval_ms: int = 60_000
     compaction_check_interval_ms: int = 15_000  # compacted topics (Kafka's log.cleaner.backoff.ms)
 
@@ -90,6 +96,9 @@ class BrokerConfig:
             "open_transactions_max",
             "batch_records_max",
             "batch_decompressed_bytes_max",
+            "min_insync_replicas",
+            "replica_lag_time_max_ms",
+            "replica_ack_timeout_ms",
         ):
             if getattr(self, name) <= 0:
                 raise InvalidConfigError(f"config {name} must be > 0")

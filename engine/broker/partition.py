@@ -33,15 +33,20 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from twinlog.copier import PartitionWriter
 from twinlog.engine.base.errors import (
     DiskFullError,
+    InvalidConfigError,
     InvalidTxnStateError,
+    NotEnoughReplicasAfterAppendError,
+    NotEnoughReplicasError,
+    NotLeaderOrFollowerError,
     OffsetOutOfRangeError,
     ProducerFencedError,
+    TwinlogError,
     UnknownTransactionError,
 )
 from twinlog.engine.base.types import (
@@ -57,12 +62,26 @@ from twinlog.engine.broker.partition_calls import (
     coordinator_partition_of,
 )
 from twinlog.engine.broker.partition_epochs import PartitionEpochs
+from twinlog.engine.broker.partition_role import (
+    NO_ROLE,
+    SOLE,
+    PartitionRole,
+    Role,
+    Transition,
+    next_role,
+)
 from twinlog.engine.broker.producer_state import SequenceTracker
 from twinlog.engine.broker.send_gate import SendGate
 from twinlog.engine.broker.transaction_gate import GateEntry, TransactionGate
 from twinlog.engine.log import CompactionReport, DataLog, LogConfig, compact
 from twinlog.engine.log.high_watermark import HighWatermark, batches_below
-from twinlog.engine.records.batch_format import NO_PRODUCER_ID, BatchHeader
+from twinlog.engine.log.leader_epochs import NO_EPOCH
+from twinlog.engine.records.batch_format import NO_PRODUCER_ID, BatchHeader, read_header
+from twinlog.engine.records.batch_reader import split_batches
+from twinlog.engine.replication.divergence import diverging_epoch, truncation_offset
+from twinlog.engine.replication.fetch_calls import FetchedPartition, ReplicaFetchPartition
+from twinlog.engine.replication.replica_set import IsrChange, ReplicaSet
+from twinlog.engine.replication.replication_settings import ReplicationSettings
 from twinlog.journal import CopyState, JournalLogs
 
 log = logging.getLogger(__name__)
@@ -76,7 +95,11 @@ class Partition:
         config: LogConfig,
         journal: JournalLogs,
         coordinators: TransactionCoordinators | None = None,
+        replication: ReplicationSettings | None = None,
     ) -> None:
+        """``replication``: a cluster broker's settings; None for the single-node broker
+        (role SOLE). A cluster partition starts with no role and serves nothing until
+        ``take_role`` (``partition_role``)."""
         self.topic_partition = topic_partition
         self.name = str(topic_partition)
         self.directory = directory
@@ -96,9 +119,16 @@ class Partition:
             log.warning("%s: finishing a copy deferred: %s", self.name, error)
         # A copy recovery could not finish (a full disk) leaves part of a transaction in the
         # log: it stays below the high watermark's reach until the copy is done.
-        self.high_watermark = HighWatermark(
-            self.log, directory, start_below=self._applying_start_offset()
-        )
+        # In a cluster a restarted replica's log may end in what no other replica holds:
+        # nothing is readable until the in-sync replicas say so (Kafka checkpoints the HW;
+        # this starts from the log start and catches up at the first fetches).
+        start_below = self._applying_start_offset()
+        if replication is not None:
+            start_below = self.log.log_start_offset
+        self.high_watermark = HighWatermark(self.log, directory, start_below=start_below)
+        self.replication = replication
+        self.role: PartitionRole = SOLE if replication is None else NO_ROLE
+        self.replicas: ReplicaSet | None = None  # while LEADER
         self._plain_lock = threading.Lock()
         self.send_gate = SendGate(self.name)
         self.transaction_gate = TransactionGate(self.name)
@@ -123,15 +153,66 @@ class Partition:
     # --- writes ----------------------------------------------------------------------
 
     def append_plain(self, batch: bytes, header: BatchHeader) -> ProduceResult:
+        """Append, and on a cluster leader wait until every in-sync replica holds the batch
+        (``acks=all``; CLUSTER.md I1). A retry of a batch already written is answered with
+        its first offset, once it is replicated too."""
         with self._plain_lock:
+            self._check_serves_clients()
+            role, replicas = self.role, self.replicas
+            if replicas is not None and not replicas.enough_in_sync():
+                raise NotEnoughReplicasError(
+                    f"{self.name}: {len(replicas.isr)} in-sync replica(s) "
+                    f"{sorted(replicas.isr)}, below min_insync_replicas "
+                    f"{replicas.min_insync_replicas}; nothing was written: retry when the "
+                    "replicas are back"
+                )
             check = self.sequences.check(header, self.name)
             if check.duplicate:
-                return ProduceResult(check.base_offset, duplicate=True)
-            base_offset = self.writer.append_plain(batch, validate=False)  # checked at the door
-            self.sequences.observe(header, base_offset)
-            self._advance_high_watermark()
+                result = ProduceResult(check.base_offset, duplicate=True)
+            else:
+                base_offset = self.writer.append_plain(batch, validate=False)  # checked at the door
+                self.sequences.observe(header, base_offset)
+                self._advance_high_watermark()
+                result = ProduceResult(base_offset)
         self._wake_fetchers()
-        return ProduceResult(base_offset)
+        if replicas is not None:
+            self._wait_replicated(result.base_offset + header.last_offset_delta + 1, role)
+        return result
+
+    def _wait_replicated(self, end_offset: int, role: PartitionRole) -> None:
+        """Until the high watermark reaches ``end_offset`` with enough replicas in sync
+        (Kafka's checkEnoughReplicasReachOffset), this broker stays leader of ``role``'s
+        epoch, and ``ack_timeout_ms`` lasts."""
+        assert self.replication is not None
+        deadline = time.monotonic() + self.replication.ack_timeout_ms / 1000
+        with self.data_arrived:
+            while True:
+                replicas = self.replicas
+                if self.role != role or replicas is None:
+                    raise NotLeaderOrFollowerError(
+                        f"{self.name}: leadership moved (now {self.role.role.value}, epoch "
+                        f"{self.role.leader_epoch}) before the in-sync replicas acknowledged "
+                        "the batch; it may or may not be kept: retry at the new leader (an "
+                        "idempotent retry is never written twice)"
+                    )
+                if self.high_watermark.value >= end_offset:
+                    if replicas.enough_in_sync():
+                        return
+                    raise NotEnoughReplicasAfterAppendError(
+                        f"{self.name}: the batch is replicated, but only to "
+                        f"{sorted(replicas.isr)}, below min_insync_replicas "
+                        f"{replicas.min_insync_replicas}; retry (never written twice)"
+                    )
+                remaining_s = deadline - time.monotonic()
+                if remaining_s <= 0:
+                    raise NotEnoughReplicasAfterAppendError(
+                        f"{self.name}: the in-sync replicas {sorted(replicas.isr)} did not "
+                        f"acknowledge offset {end_offset - 1} within "
+                        f"{self.replication.ack_timeout_ms} ms (high watermark "
+                        f"{self.high_watermark.value}); it may or may not become readable: "
+                        "retry (never written twice)"
+                    )
+                self.data_arrived.wait(remaining_s)
 
     def _transaction_tracker(self, transaction_id: int, attempt: str) -> SequenceTracker:
         tracker = self.transaction_sequences.get((transaction_id, attempt))
@@ -161,6 +242,13 @@ class Partition:
         Spark job numbers its own batches from 0. ``sender``: (producer id, generation)
         when the batch does not carry them (the broker's own group offsets batch).
         """
+        self._check_serves_clients()
+        if self.replication is not None:
+            raise InvalidConfigError(
+                f"{self.name} is replicated, and this version replicates plain records only: "
+                "transactional batches need the replicated journal log (not built yet); "
+                "write to a single-node broker for transactions"
+            )
         # never into the journal of a topic being deleted, nor of a counted transaction
         with self.send_gate.send(), self.transaction_gate.appending(transaction_id) as gate:
             self._register(
@@ -294,12 +382,213 @@ class Partition:
         applying = self.journal.transactions(self.name, [CopyState.APPLYING])
         return min((record.first_offset for record in applying), default=None)
 
+    # --- roles and replication in a cluster (partition_role, engine.replication) --------
+
+    def _check_serves_clients(self) -> None:
+        role = self.role
+        if not role.serves_clients:
+            leader = f"broker {role.leader_id}" if role.leader_id >= 0 else "not known yet"
+            raise NotLeaderOrFollowerError(
+                f"{self.name}: this broker is not its leader (it is {role.role.value} at "
+                f"leader epoch {role.leader_epoch}; leader: {leader}); refresh metadata and "
+                "send to the leader"
+            )
+
+    def take_role(
+        self, asked: PartitionRole, replicas: tuple[int, ...], isr: Mapping[int, int], now_ms: int
+    ) -> Transition:
+        """Become what the cluster's metadata says (``partition_role.next_role``'s table).
+
+        A new leader's epoch starts at its log end (recorded in the epoch checkpoint, so
+        followers that hold more of an older epoch truncate to it: KIP-279's fix). A
+        leader that steps down stops taking writes at once; produce calls waiting for
+        their acknowledgement fail with NotLeaderOrFollowerError.
+        """
+        settings = self.replication
+        assert settings is not None, f"{self.name}: a single-node partition takes no role"
+        with self._plain_lock:
+            transition = next_role(self.role, asked)
+            if transition is Transition.LEAD:
+                self.epochs.become_leader(asked.leader_epoch)
+                self.replicas = ReplicaSet(
+                    self.name,
+                    settings.broker_id,
+                    replicas,
+                    isr,
+                    min_insync_replicas=settings.min_insync_replicas,
+                    lag_time_max_ms=settings.lag_time_max_ms,
+                    now_ms=now_ms,
+                    leader_epoch_start_offset=self.log.log_end_offset,
+                )
+                self.role = asked
+            elif transition is Transition.UPDATE:
+                assert self.replicas is not None
+                self.replicas.confirm(isr)
+            elif transition is Transition.FOLLOW:
+                self.replicas = None
+                self.role = asked
+            if transition is not Transition.IGNORE:
+                self._advance_high_watermark()
+        if transition is not Transition.IGNORE:
+            log.info(
+                "%s: %s (leader %d, epoch %d, ISR %s)",
+                self.name,
+                transition.value,
+                asked.leader_id,
+                asked.leader_epoch,
+                sorted(isr),
+            )
+            self._wake_fetchers()
+        return transition
+
+    def replica_read(
+        self,
+        replica_id: int,
+        broker_epoch: int,
+        request: ReplicaFetchPartition,
+        max_bytes: int,
+        now_ms: int,
+    ) -> FetchedPartition:
+        """The leader's answer to a follower's fetch: batches from its fetch offset (past the
+        high watermark too: followers copy everything), or where their logs part. The fetch
+        offset acknowledges everything below it."""
+        topic_partition = self.topic_partition
+        role, replicas = self.role, self.replicas
+        try:
+            if role.role is not Role.LEADER or replicas is None:
+                self._check_serves_clients()
+                raise NotLeaderOrFollowerError(f"{self.name}: this broker is not a leader")
+            self.epochs.check_leader_epoch(request.current_leader_epoch)
+            start, end = self.log.log_start_offset, self.log.log_end_offset
+            diverging = diverging_epoch(
+                self.log.epochs, start, end, request.fetch_offset, request.last_fetched_epoch
+            )
+            if diverging is not None:
+                return FetchedPartition(
+                    topic_partition, b"", self.high_watermark.value, start, end, diverging
+                )
+            if not start <= request.fetch_offset <= end:
+                raise OffsetOutOfRangeError(
+                    f"{self.name}: follower {replica_id} fetches at {request.fetch_offset}, "
+                    f"the leader holds [{start}, {end}]; a follower behind the log start "
+                    "must be rebuilt (remove its copy of the partition)",
+                    start,
+                    end,
+                )
+            replicas.record_fetch(replica_id, broker_epoch, request.fetch_offset, end, now_ms)
+            before = self.high_watermark.value
+            self._advance_high_watermark()
+            if self.high_watermark.value != before:
+                self._wake_fetchers()  # producers waiting for their acknowledgement
+            records = (
+                self.log.read(request.fetch_offset, max_bytes)
+                if request.fetch_offset < end
+                else b""
+            )
+            return FetchedPartition(topic_partition, records, self.high_watermark.value, start, end)
+        except TwinlogError as error:  # per partition: the fetch goes on for the others
+            return FetchedPartition(topic_partition, error=type(error).__name__, message=str(error))
+
+    def replica_fetch_position(self) -> ReplicaFetchPartition | None:
+        """Where this follower fetches next (None: it follows nobody)."""
+        role = self.role
+        if role.role is not Role.FOLLOWER:
+            return None
+        last = self.log.last_batch_header()
+        return ReplicaFetchPartition(
+            self.topic_partition,
+            self.log.log_end_offset,
+            NO_EPOCH if last is None else last.partition_leader_epoch,
+            role.leader_epoch,
+        )
+
+    def apply_fetched(self, fetched: FetchedPartition, leader_epoch: int) -> None:
+        """A follower takes its leader's answer: cut where the logs part, or append the
+        batches as they are (fsynced with ``replica_fsync``: the next fetch offset
+        acknowledges them) and learn the high watermark. An answer to a fetch of another
+        epoch, or from before a cut, is dropped: the next fetch asks again."""
+        assert self.replication is not None
+        with self._plain_lock:
+            role = self.role
+            if role.role is not Role.FOLLOWER or role.leader_epoch != leader_epoch:
+                return
+            if fetched.error:
+                return
+            if fetched.diverging is not None:
+                end = self.log.log_end_offset
+                cut = truncation_offset(self.log.epochs, end, fetched.diverging)
+                self._truncate_follower(cut)
+                return
+            if fetched.records:
+                if read_header(fetched.records).base_offset != self.log.log_end_offset:
+                    return  # an answer to an older fetch offset
+                self.log.append_replicated(
+                    split_batches(fetched.records), sync=self.replication.replica_fsync
+                )
+                for view in split_batches(fetched.records):
+                    header = read_header(view)
+                    self.sequences.observe(header, header.base_offset)
+            self.high_watermark.advance_to(min(fetched.high_watermark, self.log.log_end_offset))
+        self._wake_fetchers()
+
+    def _truncate_follower(self, offset: int) -> None:
+        """Cut what this replica holds and its leader does not (KIP-101): the idempotence
+        state is rebuilt from what stays."""
+        if offset < self.log.log_start_offset:
+            raise OffsetOutOfRangeError(
+                f"{self.name}: the logs part at {offset}, below this replica's log start "
+                f"{self.log.log_start_offset}; remove this replica's copy to rebuild it",
+                self.log.log_start_offset,
+                self.log.log_end_offset,
+            )
+        if offset < self.log.log_end_offset:
+            log.warning(
+                "%s: truncating %d..%d, which the leader does not hold",
+                self.name,
+                offset,
+                self.log.log_end_offset,
+            )
+            self.high_watermark.truncate_to(min(self.high_watermark.value, offset))
+            self.log.truncate_to(offset)
+            self.sequences = self._load_sequences()
+
+    def isr_change_due(self, now_ms: int, registered_epochs: Mapping[int, int]) -> IsrChange | None:
+        """The ISR this leader should write now (KIP-497), marked as proposed; None if none."""
+        replicas = self.replicas
+        if replicas is None:
+            return None
+        change = replicas.isr_change_due(now_ms, self.high_watermark.value, registered_epochs)
+        if change is not None:
+            replicas.propose(change)
+            with self._plain_lock:
+                self._advance_high_watermark()
+        return change
+
+    def isr_change_done(self, isr: Mapping[int, int] | None) -> None:
+        """The proposed ISR was written (``isr``) or not (None: it stays as it was)."""
+        replicas = self.replicas
+        if replicas is None:
+            return
+        if isr is None:
+            replicas.abandon()
+        else:
+            replicas.confirm(isr)
+        with self._plain_lock:
+            self._advance_high_watermark()
+        self._wake_fetchers()
+
     # --- high watermark ----------------------------------------------------------------
 
     def replicated_end(self) -> int:
         """The offset below which every in-sync replica holds the log: on one node, the
-        log end. The replication layer replaces this; tests hold it back."""
-        return self.log.log_end_offset
+        log end; on a cluster leader, what its maximal ISR holds; a follower learns it from
+        its leader (``apply_fetched``). Tests hold it back."""
+        if self.role.role is Role.SOLE:
+            return self.log.log_end_offset
+        replicas = self.replicas
+        if self.role.role is Role.LEADER and replicas is not None:
+            return replicas.high_watermark_candidate(self.log.log_end_offset)
+        return self.high_watermark.value
 
     def _advance_high_watermark(self) -> None:
         self.high_watermark.advance_to(self.replicated_end())
@@ -309,12 +598,15 @@ class Partition:
     def _wake_fetchers(self) -> None:
         with self.data_arrived:
             self.data_arrived.notify_all()
+        if self.replication is not None:
+            self.replication.on_data()
 
     def fetch(
         self, offset: int, max_bytes: int, max_wait_ms: int = 0, min_bytes: int = 1
     ) -> FetchResult:
         """Whole batches from ``offset`` below the high watermark; waits up to ``max_wait_ms``
         for ``min_bytes``. The result's end is the high watermark, not the log end."""
+        self._check_serves_clients()
         deadline = time.monotonic() + max(0, max_wait_ms) / 1000
         while True:
             start, end = self.log.log_start_offset, self.high_watermark.value

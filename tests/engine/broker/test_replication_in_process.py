@@ -1,0 +1,201 @@
+"""Three cluster brokers in one process, their followers' fetches handed over directly (no
+transport, no ZooKeeper): acks=all waits for the in-sync replicas, replicas stay
+byte-identical, a deposed leader's unacknowledged suffix is cut (KIP-101), an idempotent
+retry at the new leader is not written twice, and the ISR shrinks and grows (KIP-497)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from broker_support import batch
+from log_support import read_all
+
+from twinlog.engine.base.errors import (
+    InvalidConfigError,
+    NotEnoughReplicasAfterAppendError,
+    NotEnoughReplicasError,
+    NotLeaderOrFollowerError,
+)
+from twinlog.engine.base.types import ProducerIdentity, TopicPartition
+from twinlog.engine.broker.broker import Broker
+from twinlog.engine.records.batch_reader import iter_batches
+
+TOPIC = TopicPartition("orders", 0)
+BROKER_IDS = (1, 2, 3)
+EPOCHS = {1: 101, 2: 102, 3: 103}  # broker epochs (their registrations)
+
+
+class Cluster:
+    def __init__(self, root: Path, **config: object) -> None:
+        self.brokers = {
+            broker_id: Broker.open(
+                root / f"b{broker_id}", broker_id=broker_id, journal_partitions=1, **config
+            )
+            for broker_id in BROKER_IDS
+        }
+        for broker_id, broker in self.brokers.items():
+            broker.broker_epoch = EPOCHS[broker_id]
+            broker.create_topic(TOPIC.topic, 1)
+        self.cut: set[int] = set()  # brokers whose fetches are not handed over
+        self._stop = threading.Event()
+        self._pump: threading.Thread | None = None
+
+    def roles(self, leader: int, epoch: int, isr: tuple[int, ...] = BROKER_IDS) -> None:
+        for broker in self.brokers.values():
+            broker.take_partition_role(
+                TOPIC, leader, epoch, BROKER_IDS, {member: EPOCHS[member] for member in isr}
+            )
+
+    def pump_once(self) -> None:
+        for follower_id, follower in self.brokers.items():
+            if follower_id in self.cut:
+                continue
+            for leader_id, leader in self.brokers.items():
+                if leader_id == follower_id or leader_id in self.cut:
+                    continue
+                request = follower.replica_fetch_request(leader_id, max_wait_ms=0)
+                if request is not None:
+                    follower.apply_replica_fetch(leader_id, request, leader.replica_fetch(request))
+
+    def start_pumping(self) -> None:
+        def run() -> None:
+            while not self._stop.is_set():
+                self.pump_once()
+                time.sleep(0.002)
+
+        self._pump = threading.Thread(target=run, daemon=True)
+        self._pump.start()
+
+    def stop_pumping(self) -> None:
+        self._stop.set()
+        if self._pump is not None:
+            self._pump.join(5)
+        self._stop.clear()
+
+    def log_bytes(self, broker_id: int) -> bytes:
+        return read_all(self.brokers[broker_id]._partitions[TOPIC].log)
+
+    def close(self) -> None:
+        self.stop_pumping()
+        for broker in self.brokers.values():
+            broker.close()
+
+
+@pytest.fixture()
+def cluster(tmp_path: Path) -> Iterator[Cluster]:
+    opened = Cluster(tmp_path, replica_ack_timeout_ms=2000, replica_lag_time_max_ms=400)
+    yield opened
+    opened.close()
+
+
+def test_acks_all_waits_for_every_in_sync_replica(cluster: Cluster) -> None:
+    cluster.roles(leader=1, epoch=1)
+    cluster.start_pumping()
+    for number in range(5):
+        cluster.brokers[1].produce(TOPIC.topic, 0, batch([b"v%d" % number]))
+    leader_partition = cluster.brokers[1]._partitions[TOPIC]
+    assert leader_partition.high_watermark.value == 5  # acknowledged means replicated
+    cluster.stop_pumping()
+    cluster.pump_once()  # the followers learn the last high watermark
+    assert cluster.log_bytes(2) == cluster.log_bytes(1) == cluster.log_bytes(3)
+    for follower in (2, 3):
+        assert cluster.brokers[follower]._partitions[TOPIC].high_watermark.value == 5
+        with pytest.raises(NotLeaderOrFollowerError, match="leader: broker 1"):
+            cluster.brokers[follower].fetch(TOPIC.topic, 0, 0)
+        with pytest.raises(NotLeaderOrFollowerError):
+            cluster.brokers[follower].produce(TOPIC.topic, 0, batch([b"x"]))
+    assert cluster.brokers[1].fetch(TOPIC.topic, 0, 0).log_end_offset == 5  # the HW
+
+
+def test_a_partition_serves_nothing_before_its_role_arrives(cluster: Cluster) -> None:
+    with pytest.raises(NotLeaderOrFollowerError, match="not known yet"):
+        cluster.brokers[1].produce(TOPIC.topic, 0, batch([b"x"]))
+
+
+def test_below_min_isr_nothing_is_written(cluster: Cluster) -> None:
+    cluster.roles(leader=1, epoch=1, isr=(1,))
+    with pytest.raises(NotEnoughReplicasError, match="below min_insync_replicas 2"):
+        cluster.brokers[1].produce(TOPIC.topic, 0, batch([b"x"]))
+    assert cluster.brokers[1]._partitions[TOPIC].log.log_end_offset == 0
+
+
+def test_an_unacknowledged_write_times_out_and_is_cut_after_failover(cluster: Cluster) -> None:
+    cluster.roles(leader=1, epoch=1)
+    cluster.start_pumping()
+    cluster.brokers[1].produce(TOPIC.topic, 0, batch([b"kept"]))
+    cluster.stop_pumping()
+    with pytest.raises(NotEnoughReplicasAfterAppendError, match="did not acknowledge"):
+        cluster.brokers[1].produce(TOPIC.topic, 0, batch([b"never acknowledged"]))
+    assert cluster.brokers[1]._partitions[TOPIC].log.log_end_offset == 2
+    cluster.roles(leader=2, epoch=2, isr=(2, 3))  # the controller moved leadership
+    cluster.start_pumping()
+    cluster.brokers[2].produce(TOPIC.topic, 0, batch([b"new leader"]))
+    deadline = time.monotonic() + 5
+    while cluster.log_bytes(1) != cluster.log_bytes(2) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    cluster.stop_pumping()
+    assert cluster.log_bytes(1) == cluster.log_bytes(2) == cluster.log_bytes(3)
+    values = [v for _, v in _values(cluster.brokers[2])]
+    assert values == [b"kept", b"new leader"]
+
+
+def test_an_idempotent_retry_at_the_new_leader_is_not_written_twice(cluster: Cluster) -> None:
+    identity = ProducerIdentity(producer_id=7, producer_generation=0)
+    cluster.roles(leader=1, epoch=1)
+    cluster.start_pumping()
+    first = cluster.brokers[1].produce(TOPIC.topic, 0, batch([b"once"], identity, sequence=0))
+    cluster.stop_pumping()
+    cluster.roles(leader=2, epoch=2, isr=(2, 3))
+    cluster.start_pumping()
+    # The producer never saw the answer (the old leader died): it retries at the new one.
+    retried = cluster.brokers[2].produce(TOPIC.topic, 0, batch([b"once"], identity, sequence=0))
+    assert retried.duplicate and retried.base_offset == first.base_offset
+    assert [v for _, v in _values(cluster.brokers[2])] == [b"once"]
+
+
+def test_a_lagging_follower_leaves_the_isr_and_rejoins_when_caught_up(cluster: Cluster) -> None:
+    cluster.roles(leader=1, epoch=1)
+    cluster.cut = {3}
+    cluster.start_pumping()
+    leader = cluster.brokers[1]
+    time.sleep(0.5)  # past replica_lag_time_max_ms without a fetch from 3
+    changes = leader.isr_changes_due(EPOCHS)
+    assert [(tp, epoch, sorted(change.isr)) for tp, epoch, change in changes] == [
+        (TOPIC, 1, [1, 2])
+    ]
+    leader.isr_change_done(TOPIC, changes[0][2].isr)  # written to ZooKeeper
+    leader.produce(TOPIC.topic, 0, batch([b"without 3"]))  # 3 no longer holds it back
+    cluster.cut = set()
+    deadline = time.monotonic() + 5
+    rejoin = []
+    while not rejoin and time.monotonic() < deadline:
+        rejoin = leader.isr_changes_due(EPOCHS)
+        time.sleep(0.01)
+    assert [sorted(change.isr) for _, _, change in rejoin] == [[1, 2, 3]]
+    stale = {**EPOCHS, 3: 999}  # a newer registration of broker 3 than the one fetching
+    leader.isr_change_done(TOPIC, None)  # the write failed: nothing changed
+    assert leader.isr_changes_due(stale) == []
+
+
+def test_transactions_are_refused_on_replicated_partitions_for_now(cluster: Cluster) -> None:
+    cluster.roles(leader=1, epoch=1)
+    identity = cluster.brokers[1].init_producer("t")
+    transaction_id = cluster.brokers[1].begin_transaction(
+        identity.producer_id, identity.producer_generation
+    )
+    with pytest.raises(InvalidConfigError, match="replicated journal log"):
+        cluster.brokers[1].produce(
+            TOPIC.topic,
+            0,
+            batch([b"x"], identity, sequence=0, transaction_id=transaction_id),
+            transaction_id=transaction_id,
+        )
+
+
+def _values(broker: Broker) -> list[tuple[int, bytes | None]]:
+    data = read_all(broker._partitions[TOPIC].log)
+    return [(r.offset, r.value) for b in iter_batches(data) for r in b.records()]
