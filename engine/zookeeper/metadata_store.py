@@ -111,14 +111,32 @@ class ZooKeeperMetadataStore:
             ) from None
         return self._topic(name, data, stat.version)
 
-    def add_topic(self, name: str, partitions: int, config: Mapping[str, str]) -> TopicMeta:
+    def add_topic(
+        self,
+        name: str,
+        partitions: int,
+        config: Mapping[str, str],
+        *,
+        replication_factor: int = 1,
+    ) -> TopicMeta:
+        """Create the topic znode; the controller then creates its partitions' states.
+
+        A ``replication_factor`` above the number of live (registered) brokers is refused,
+        as Kafka refuses it; a factor of 1 is always accepted, so that a topic can be made
+        before any broker registered (the controller creates its state when one does)."""
         validate_topic_name(name)
         if not isinstance(partitions, int) or not 1 <= partitions <= PARTITIONS_MAX:
             raise InvalidConfigError(
                 f"topic {name!r}: partitions is {partitions!r}, expected 1..{PARTITIONS_MAX}"
             )
+        self._check_replication_factor(name, replication_factor)
         topic = TopicMeta(partitions, {str(key): str(value) for key, value in config.items()})
-        value = {"id": topic.topic_id, "partitions": topic.partitions, "config": topic.config}
+        value = {
+            "id": topic.topic_id,
+            "partitions": topic.partitions,
+            "config": topic.config,
+            "replication_factor": replication_factor,
+        }
         try:
             self.session.wait(
                 self.session.client.create_async(znodes.topic_path(name), znodes.encode(value))
@@ -126,6 +144,28 @@ class ZooKeeperMetadataStore:
         except NodeExistsError:
             raise TopicExistsError(f"topic {name!r} exists already") from None
         return topic  # version 0: a new znode's
+
+    def _check_replication_factor(self, name: str, replication_factor: int) -> None:
+        if (
+            not isinstance(replication_factor, int)
+            or isinstance(replication_factor, bool)
+            or replication_factor < 1
+        ):
+            raise InvalidConfigError(
+                f"topic {name!r}: replication_factor is {replication_factor!r}, expected an "
+                "integer 1 or more"
+            )
+        if replication_factor == 1:
+            return
+        try:
+            live = self.session.wait(self.session.client.get_children_async(znodes.BROKER_IDS))
+        except NoNodeError:
+            live = []
+        if replication_factor > len(live):
+            raise InvalidConfigError(
+                f"topic {name!r}: replication factor {replication_factor} is larger than the "
+                f"{len(live)} live brokers; start more brokers or choose a smaller factor"
+            )
 
     def remove_topic(self, name: str) -> None:
         validate_topic_name(name)

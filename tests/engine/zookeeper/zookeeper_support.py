@@ -41,7 +41,7 @@ class FakeBroker:
         self.broker_id = broker_id
         self.session = ZooKeeperSession(connect, session_timeout_ms=SESSION_TIMEOUT_MS)
         self.lost_calls = 0
-        self.closed = False
+        self.session_ended = False
         self.registration: BrokerRegistration | None = None
         if register:
             self.registration = register_broker(
@@ -64,12 +64,16 @@ class FakeBroker:
         assert self.registration is not None
         return self.registration.broker_epoch
 
+    def end_session(self) -> None:
+        """The session ends (as when the process dies): ZooKeeper deletes the ephemerals at
+        once; the controller, if any, sees the session lost and stops."""
+        if not self.session_ended:
+            self.session_ended = True
+            self.session.close()
+
     def close(self) -> None:
-        """The process dies: its session ends, ZooKeeper deletes its ephemerals at once."""
-        if self.closed:
-            return
-        self.closed = True
-        self.session.close()
+        """The process dies: its session ends, then its controller thread is stopped."""
+        self.end_session()
         if self.controller is not None:
             self.controller.close()
 
@@ -97,8 +101,4 @@ class FakeBrokers:
         traceback: TracebackType | None,
     ) -> None:
         for broker in self.started:
-            if not broker.closed:
-                broker.closed = True
-                if broker.controller is not None:
-                    broker.controller.close()
-                broker.session.close()
+            broker.close()

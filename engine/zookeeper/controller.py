@@ -1,0 +1,361 @@
+"""``Controller``: every broker runs one; the elected one decides leaders and ISRs.
+
+Kafka's ZooKeeper-mode controller (CLUSTER.md §2.2, §3.2), on a thread of its own:
+
+- Election (``controller_epoch``): the broker that creates the EPHEMERAL ``controller``
+  (in one multi with the bump of ``controller_epoch``) is controller until its session
+  ends; the others watch ``controller`` and race again when it disappears.
+- The controller watches ``brokers/ids``, ``brokers/shutting_down`` and ``topics``, and
+  also reads everything again every ``full_read_interval_s`` (a watch fires once, and
+  changes between its firing and the next read coalesce into one event).
+- Each pass reads the whole cluster's partition states and writes what the rules of
+  ``leader_election`` say must change: states for new topics, leaders for partitions
+  whose leader died or is shutting down, ISRs without dead members, offline partitions
+  whose last ISR member returned. All of one pass go in as few multis as fit
+  (``controller_epoch.chunks``), every one fenced by the controller epoch (KAFKA-6082).
+- Every decision is logged at INFO on ``twinlog.controller``.
+
+A pass that finds its write refused because a znode changed since it read it (a leader
+changed its ISR meanwhile) reads again at once; a pass whose epoch check fails steps
+down: this broker is no longer controller and another has decided meanwhile.
+
+Session states (``session_gate``): while SUSPENDED nothing is started; on LOST the thread
+stops for good and calls ``on_lost`` (the broker exits, crash-only).
+
+Watch callbacks run on kazoo's one event thread: they only put a reason on the queue.
+
+Thread rule: ``start`` and ``close`` from the owner; properties from any thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import TracebackType
+
+from kazoo.exceptions import KazooException, NoNodeError
+from kazoo.protocol.states import WatchedEvent
+
+from twinlog.engine.base.errors import CorruptJournalError
+from twinlog.engine.zookeeper import znodes
+from twinlog.engine.zookeeper.broker_registration import live_brokers
+from twinlog.engine.zookeeper.controller_epoch import (
+    ControllerFencedError,
+    ControllerSeat,
+    Create,
+    FencedWriter,
+    Op,
+    SetData,
+    StaleStateError,
+    chunks,
+    read_controller,
+    resign,
+    try_to_become_controller,
+)
+from twinlog.engine.zookeeper.leader_election import assign_replicas, initial_state, settled_state
+from twinlog.engine.zookeeper.partition_state import PartitionState, read_topic_partition_states
+from twinlog.engine.zookeeper.session import ZooKeeperSession, ZooKeeperUnavailableError
+from twinlog.engine.zookeeper.session_gate import SessionGate
+
+log = logging.getLogger("twinlog.controller")
+
+FULL_READ_INTERVAL_S = 5.0
+POLL_S = 0.25  # the thread looks at the session state at least this often
+RETRY_AFTER_S = 0.5  # after ZooKeeper did not answer
+JOIN_S = 10.0
+TOPIC_KEYS = ("partitions",)
+
+
+@dataclass(frozen=True)
+class _Decision:
+    """One partition's change, for the log once it is written."""
+
+    topic: str
+    partition: int
+    old: PartitionState | None  # None: created
+    new: PartitionState
+
+
+class Controller:
+    def __init__(
+        self,
+        session: ZooKeeperSession,
+        broker_id: int,
+        *,
+        on_lost: Callable[[], None] | None = None,
+        full_read_interval_s: float = FULL_READ_INTERVAL_S,
+    ) -> None:
+        self.session = session
+        self.broker_id = broker_id
+        self.full_read_interval_s = full_read_interval_s
+        self._events: queue.SimpleQueue[str] = queue.SimpleQueue()
+        self._gate = SessionGate(session, lambda: self._wake("session"), on_lost)
+        self._seat: ControllerSeat | None = None
+        self._stopping = threading.Event()
+        self._waiting_topics: set[str] = set()  # topics logged as waiting for brokers
+        self._passes = 0
+        self._thread = threading.Thread(
+            target=self._run, name=f"twinlog-controller-{broker_id}", daemon=True
+        )
+
+    # --- the owner's side --------------------------------------------------
+
+    def start(self) -> Controller:
+        self._thread.start()
+        return self
+
+    @property
+    def seat(self) -> ControllerSeat | None:
+        """This broker's controller seat (its epoch), or None when it is not controller."""
+        return self._seat
+
+    @property
+    def active(self) -> bool:
+        return self._seat is not None
+
+    @property
+    def passes(self) -> int:
+        """Passes completed as controller (each read the cluster and wrote what it decided)."""
+        return self._passes
+
+    def close(self) -> None:
+        """Stop the thread; a controller resigns, so another takes over without waiting
+        for this session to end."""
+        self._stopping.set()
+        self._wake("close")
+        if self._thread.is_alive():
+            self._thread.join(JOIN_S)
+        seat, self._seat = self._seat, None
+        if seat is not None and self._gate.may_act():
+            try:
+                resign(self.session, seat)
+            except (ZooKeeperUnavailableError, KazooException) as error:
+                log.warning("controller %d: could not resign (%s)", self.broker_id, error)
+        self._gate.close()
+
+    def __enter__(self) -> Controller:
+        return self.start()
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # --- kazoo's thread: wake only ------------------------------------------
+
+    def _wake(self, reason: str) -> None:
+        self._events.put(reason)  # SimpleQueue.put never blocks
+
+    def _on_watch(self, event: WatchedEvent) -> None:
+        self._wake(event.path or "watch")
+
+    # --- the controller's thread --------------------------------------------
+
+    def _run(self) -> None:
+        due = 0.0  # the next pass, whether or not a watch fires: now
+        while not self._stopping.is_set():
+            try:
+                self._events.get(timeout=max(0.0, min(POLL_S, due - time.monotonic())))
+                due = 0.0  # something changed: a pass now
+                while True:  # what queued meanwhile is covered by the same pass
+                    self._events.get_nowait()
+            except queue.Empty:
+                pass
+            if self._stopping.is_set():
+                break
+            if self._gate.lost_now():
+                self._step_down("its ZooKeeper session is lost")
+                break
+            if time.monotonic() < due or not self._gate.may_act():
+                continue  # not due, or SUSPENDED: start nothing (a pass is due on CONNECTED)
+            due = time.monotonic() + self.full_read_interval_s
+            try:
+                self._pass()
+            except ControllerFencedError as error:
+                self._step_down(str(error))
+                due = 0.0
+            except StaleStateError as error:
+                log.info("controller %d: %s; reading again", self.broker_id, error)
+                due = 0.0
+            except (ZooKeeperUnavailableError, KazooException) as error:
+                log.warning("controller %d: ZooKeeper: %r; retrying", self.broker_id, error)
+                due = time.monotonic() + RETRY_AFTER_S
+            except CorruptJournalError as error:
+                log.error("controller %d: %s", self.broker_id, error)
+
+    def _step_down(self, why: str) -> None:
+        if self._seat is not None:
+            log.warning(
+                "broker %d is no longer controller (epoch %d): %s",
+                self.broker_id,
+                self._seat.epoch,
+                why,
+            )
+            seat, self._seat = self._seat, None
+            if self._gate.may_act():
+                try:  # a fenced controller's own znode would keep the others from racing
+                    resign(self.session, seat)
+                except (ZooKeeperUnavailableError, KazooException) as error:
+                    log.warning("controller %d: could not resign (%s)", self.broker_id, error)
+
+    def _pass(self) -> None:
+        if not self._hold_or_win_the_seat():
+            return
+        seat = self._seat
+        assert seat is not None
+        decisions, groups = self._decide(seat)
+        writer = FencedWriter(self.session, seat)
+        for indexes in chunks(groups):
+            writer.commit([op for index in indexes for op in groups[index]])
+            for index in indexes:
+                _log_decision(decisions[index], seat.epoch)
+        self._passes += 1
+
+    def _hold_or_win_the_seat(self) -> bool:
+        """True when this broker is controller (now, or still); the watch on
+        ``controller`` is set either way."""
+        client = self.session.client
+        self.session.wait(client.exists_async(znodes.CONTROLLER, watch=self._on_watch))
+        holder = read_controller(self.session)
+        mine = holder is not None and holder[2] == client.client_id[0]
+        if self._seat is not None:
+            if mine and holder is not None and holder[1] == self._seat.epoch:
+                return True
+            self._step_down("the controller znode is gone or another broker's")
+            return False
+        if holder is not None:
+            return False
+        seat = try_to_become_controller(self.session, self.broker_id)
+        if seat is None:
+            return False
+        self._seat = seat
+        log.info("broker %d is controller, controller epoch %d", self.broker_id, seat.epoch)
+        return True
+
+    def _decide(self, seat: ControllerSeat) -> tuple[list[_Decision], list[list[Op]]]:
+        """What to write: one group of operations per partition (a new partition's group
+        holds its znodes' creates), and the decision each group carries out."""
+        client = self.session.client
+        live_epochs = {
+            broker_id: info.broker_epoch
+            for broker_id, info in live_brokers(self.session, watch=self._on_watch).items()
+        }
+        self.session.wait(client.ensure_path_async(znodes.SHUTTING_DOWN))
+        requests = self.session.wait(
+            client.get_children_async(znodes.SHUTTING_DOWN, watch=self._on_watch)
+        )
+        shutting_down = {int(c) for c in requests if c.isdigit()} & live_epochs.keys()
+        self.session.wait(client.ensure_path_async(znodes.TOPICS))
+        topics = self.session.wait(client.get_children_async(znodes.TOPICS, watch=self._on_watch))
+        decisions: list[_Decision] = []
+        groups: list[list[Op]] = []
+        for topic in sorted(topics):
+            states = read_topic_partition_states(self.session, topic)
+            for partition, state in sorted(states.items()):
+                new = settled_state(state, live_epochs, shutting_down, seat.epoch)
+                if new is not None:
+                    path = znodes.partition_state_path(topic, partition)
+                    groups.append([SetData(path, new.encode(), state.version)])
+                    decisions.append(_Decision(topic, partition, state, new))
+            for decision, group in self._creations(topic, states, live_epochs, shutting_down, seat):
+                decisions.append(decision)
+                groups.append(group)
+        return decisions, groups
+
+    def _creations(
+        self,
+        topic: str,
+        states: dict[int, PartitionState],
+        live_epochs: dict[int, int],
+        shutting_down: set[int],
+        seat: ControllerSeat,
+    ) -> list[tuple[_Decision, list[Op]]]:
+        """The state znodes ``topic`` lacks (all of them for a new topic)."""
+        path = znodes.topic_path(topic)
+        try:
+            data, _stat = self.session.wait(self.session.client.get_async(path))
+        except NoNodeError:
+            return []  # deleted since the listing
+        value = znodes.decode(path, data, TOPIC_KEYS)
+        partitions, factor = value["partitions"], value.get("replication_factor", 1)
+        if not all(
+            isinstance(n, int) and not isinstance(n, bool) and n >= 1 for n in (partitions, factor)
+        ):
+            raise CorruptJournalError(
+                f"ZooKeeper znode {path}: partitions {partitions!r} and replication_factor "
+                f"{factor!r} must be integers 1 or more"
+            )
+        missing = [partition for partition in range(partitions) if partition not in states]
+        if not missing:
+            return []
+        if factor > len(live_epochs):
+            if topic not in self._waiting_topics:
+                self._waiting_topics.add(topic)
+                log.warning(
+                    "topic %s: replication factor %d but %d live brokers; its partitions are "
+                    "created when enough brokers are registered",
+                    topic,
+                    factor,
+                    len(live_epochs),
+                )
+            return []
+        self._waiting_topics.discard(topic)
+        assignment = assign_replicas(topic, partitions, factor, list(live_epochs))
+        parent_missing = not states and (
+            self.session.wait(self.session.client.exists_async(znodes.partitions_path(topic)))
+            is None
+        )
+        created: list[tuple[_Decision, list[Op]]] = []
+        for partition in missing:
+            state = initial_state(assignment[partition], live_epochs, seat.epoch)
+            state = settled_state(state, live_epochs, shutting_down, seat.epoch) or state
+            group: list[Op] = []
+            if parent_missing:
+                group.append(Create(znodes.partitions_path(topic), b""))
+                parent_missing = False
+            group.append(Create(znodes.partition_path(topic, partition), b""))
+            group.append(Create(znodes.partition_state_path(topic, partition), state.encode()))
+            created.append((_Decision(topic, partition, None, state), group))
+        return created
+
+
+def _log_decision(decision: _Decision, controller_epoch: int) -> None:
+    new, old = decision.new, decision.old
+    if old is None:
+        log.info(
+            "partition %s-%d created: replicas %s, leader %d, leader_epoch %d, isr %s "
+            "(controller epoch %d)",
+            decision.topic,
+            decision.partition,
+            list(new.replicas),
+            new.leader,
+            new.leader_epoch,
+            _isr_text(new),
+            controller_epoch,
+        )
+        return
+    log.info(
+        "partition %s-%d: leader %d -> %d, leader_epoch %d -> %d, isr %s -> %s "
+        "(controller epoch %d)",
+        decision.topic,
+        decision.partition,
+        old.leader,
+        new.leader,
+        old.leader_epoch,
+        new.leader_epoch,
+        _isr_text(old),
+        _isr_text(new),
+        controller_epoch,
+    )
+
+
+def _isr_text(state: PartitionState) -> str:
+    """``[1@4294967300, 2@4294967310]``: broker id @ broker epoch."""
+    return "[" + ", ".join(f"{m.broker_id}@{m.broker_epoch}" for m in state.isr) + "]"

@@ -1,0 +1,192 @@
+"""The controller on a real ZooKeeper, with sessions standing for brokers: one elected,
+another elected with the next epoch when it dies, a deposed one writing nothing, topics
+given partition states, leaders moved from the ISR only."""
+
+from __future__ import annotations
+
+import logging
+import zlib
+from pathlib import Path
+
+import pytest
+from zookeeper_support import FakeBrokers, wait_until
+
+from twinlog.engine.base.errors import InvalidConfigError
+from twinlog.engine.zookeeper import znodes
+from twinlog.engine.zookeeper.controller_epoch import (
+    ControllerFencedError,
+    FencedWriter,
+    SetData,
+    read_controller,
+    read_controller_epoch,
+    try_to_become_controller,
+)
+from twinlog.engine.zookeeper.metadata_store import ZooKeeperMetadataStore
+from twinlog.engine.zookeeper.partition_state import (
+    NO_LEADER,
+    IsrMember,
+    PartitionState,
+    read_partition_state,
+    read_topic_partition_states,
+)
+from twinlog.engine.zookeeper.session import ZooKeeperSession
+
+
+def states_of(session: ZooKeeperSession, topic: str, partitions: int) -> dict[int, PartitionState]:
+    """The topic's states once all ``partitions`` exist, else {} (for wait_until)."""
+    states = read_topic_partition_states(session, topic)
+    return states if len(states) == partitions else {}
+
+
+def test_one_controller_among_three_and_the_next_epoch_when_it_dies(zk_connect: str) -> None:
+    with FakeBrokers(zk_connect) as brokers:
+        for broker_id in (1, 2, 3):
+            brokers.start(broker_id)
+        first = wait_until(brokers.controllers, what="a controller")
+        assert len(first) == 1
+        winner = first[0]
+        assert winner.controller is not None and winner.controller.seat is not None
+        assert winner.controller.seat.epoch == 1
+        observer = brokers.started[0] if winner is not brokers.started[0] else brokers.started[1]
+        holder = read_controller(observer.session)
+        assert holder is not None and holder[:2] == (winner.broker_id, 1)
+        assert read_controller_epoch(observer.session)[0] == 1
+
+        winner.end_session()  # /controller goes with it, the others race
+        assert wait_until(lambda: winner.lost_calls == 1, what="on_lost called")
+        assert winner.controller is not None and not winner.controller.active
+        second = wait_until(brokers.controllers, what="a new controller")
+        assert len(second) == 1 and second[0] is not winner
+        assert second[0].controller is not None and second[0].controller.seat is not None
+        assert second[0].controller.seat.epoch == 2
+        assert read_controller_epoch(observer.session)[0] == 2
+
+
+def test_a_deposed_controllers_write_fails_as_a_whole(
+    zk_connect: str, session: ZooKeeperSession
+) -> None:
+    with ZooKeeperSession(zk_connect) as a_session:
+        seat = try_to_become_controller(a_session, 1)
+        assert seat is not None and seat.epoch == 1
+        assert try_to_become_controller(session, 2) is None  # /controller is taken
+        session.client.create("/x", b"before")
+        session.client.create("/y", b"before")
+        writer = FencedWriter(a_session, seat)
+        writer.commit([SetData("/x", b"by A", 0)])  # A is controller: applied
+        # Another controller is elected meanwhile: it bumps /controller_epoch.
+        _epoch, version = read_controller_epoch(session)
+        session.client.set(znodes.CONTROLLER_EPOCH, znodes.encode({"controller_epoch": 2}), version)
+        with pytest.raises(ControllerFencedError, match="another broker is controller"):
+            writer.commit([SetData("/x", b"by deposed A", 1), SetData("/y", b"by deposed A", 0)])
+        assert session.client.get("/x")[0] == b"by A"
+        assert session.client.get("/y")[0] == b"before"
+
+
+def test_a_controller_whose_epoch_moved_steps_down_and_wins_again_with_a_new_epoch(
+    zk_connect: str, tmp_path: Path
+) -> None:
+    with FakeBrokers(zk_connect) as brokers:
+        a = brokers.start(1)
+        assert a.controller is not None
+        wait_until(lambda: a.controller is not None and a.controller.active, what="A elected")
+        epoch, version = read_controller_epoch(a.session)
+        a.session.client.set(
+            znodes.CONTROLLER_EPOCH, znodes.encode({"controller_epoch": epoch + 1}), version
+        )
+        store = ZooKeeperMetadataStore(a.session, tmp_path / "data", 1)
+        store.add_topic("t", 1, {})  # A's next write is refused; it steps down, races again
+        states = wait_until(lambda: states_of(a.session, "t", 1), what="t's state")
+        assert states[0].controller_epoch == epoch + 2
+        seat = a.controller.seat
+        assert seat is not None and seat.epoch == epoch + 2
+
+
+def test_topic_creation_assigns_consecutive_replicas_and_refuses_a_factor_above_the_live_count(
+    zk_connect: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="twinlog.controller")
+    with FakeBrokers(zk_connect) as brokers:
+        for broker_id in (3, 1, 2):
+            brokers.start(broker_id, control=broker_id == 1)
+        store = ZooKeeperMetadataStore(brokers.started[0].session, tmp_path / "data", 1)
+        store.add_topic("orders", 4, {}, replication_factor=2)
+        session = brokers.started[0].session
+        states = wait_until(lambda: states_of(session, "orders", 4), what="4 states")
+        epochs = {b.broker_id: b.epoch for b in brokers.started}
+        start = zlib.crc32(b"orders") % 3
+        for partition, state in states.items():
+            first = [1, 2, 3][(start + partition) % 3]
+            second = [1, 2, 3][(start + partition + 1) % 3]
+            assert state.replicas == (first, second)
+            assert (state.leader, state.leader_epoch, state.controller_epoch) == (first, 0, 1)
+            assert state.isr == (IsrMember(first, epochs[first]), IsrMember(second, epochs[second]))
+        assert store.get_topic("orders").partitions == 4
+        with pytest.raises(InvalidConfigError, match="replication factor 4 is larger than the 3"):
+            store.add_topic("wide", 1, {}, replication_factor=4)
+        with pytest.raises(InvalidConfigError, match="replication_factor"):
+            store.add_topic("none", 1, {}, replication_factor=0)
+    assert "partition orders-0 created" in caplog.text
+
+
+def test_a_dead_leader_is_replaced_from_the_isr_and_leaves_it(
+    zk_connect: str, tmp_path: Path
+) -> None:
+    with FakeBrokers(zk_connect) as brokers:
+        controller = brokers.start(0, register=False)  # controller only, no replicas
+        by_id = {broker_id: brokers.start(broker_id, control=False) for broker_id in (1, 2, 3)}
+        session = controller.session
+        store = ZooKeeperMetadataStore(session, tmp_path / "data", 1)
+        store.add_topic("t", 1, {}, replication_factor=3)
+        before = wait_until(lambda: states_of(session, "t", 1), what="t's state")[0]
+        by_id[before.leader].close()
+
+        def moved() -> PartitionState | None:
+            state = read_partition_state(session, "t", 0)
+            return state if state is not None and state.leader != before.leader else None
+
+        after = wait_until(moved, what="a new leader")
+        assert after.leader == before.replicas[1]  # the next in assignment order
+        assert after.leader_epoch == before.leader_epoch + 1
+        assert before.leader not in after.isr_ids and len(after.isr) == 2
+        assert after.replicas == before.replicas
+
+
+def test_with_every_isr_member_gone_the_partition_is_offline_until_the_last_one_returns(
+    zk_connect: str, tmp_path: Path
+) -> None:
+    with FakeBrokers(zk_connect) as brokers:
+        controller = brokers.start(0, register=False)
+        by_id = {broker_id: brokers.start(broker_id, control=False) for broker_id in (1, 2)}
+        session = controller.session
+        ZooKeeperMetadataStore(session, tmp_path / "data", 1).add_topic(
+            "t", 1, {}, replication_factor=2
+        )
+        first = wait_until(lambda: states_of(session, "t", 1), what="t's state")[0]
+        leader, follower = first.leader, first.replicas[1]
+        by_id[follower].close()
+        wait_until(lambda: read_partition_state(session, "t", 0).isr_ids == (leader,))  # type: ignore[union-attr]
+        by_id[leader].close()
+
+        def offline() -> PartitionState | None:
+            state = read_partition_state(session, "t", 0)
+            return state if state is not None and state.offline else None
+
+        gone = wait_until(offline, what="offline")
+        assert gone.leader == NO_LEADER and gone.leader_epoch == first.leader_epoch + 1
+        assert gone.isr_ids == (leader,)  # the last member is kept for a clean election
+
+        # The follower (not in the ISR) returns: no unclean election.
+        assert controller.controller is not None
+        passes = controller.controller.passes
+        brokers.start(follower, control=False)
+        wait_until(lambda: controller.controller.passes >= passes + 2, what="two passes")  # type: ignore[union-attr]
+        assert read_partition_state(session, "t", 0) == gone
+        returned = brokers.start(leader, control=False)
+
+        def led() -> PartitionState | None:
+            state = read_partition_state(session, "t", 0)
+            return state if state is not None and not state.offline else None
+
+        back = wait_until(led, what="leader again")
+        assert back.leader == leader and back.leader_epoch == gone.leader_epoch + 1
+        assert back.isr == (IsrMember(leader, returned.epoch),)  # with its new broker epoch
