@@ -83,12 +83,13 @@ class ReplicaFetchers:
             if self._closed:
                 return
             slot = self._slots.setdefault(leader_id, _Slot())
-            if slot.current is not None:
+            if slot.current is not None and slot.current.alive:
                 slot.current.wake()
                 return
             # A stopped predecessor may still be applying: the new thread waits for it
-            # first, so two applies from one leader never overlap.
-            predecessor, slot.stopped = slot.stopped, None
+            # first, so two applies from one leader never overlap. (A current thread
+            # that is not alive ended on a bug, already logged: replace it.)
+            predecessor, slot.stopped = slot.current or slot.stopped, None
             slot.current = LeaderFetcher(
                 leader_id, self.broker, self.address_of, self.settings, predecessor
             )
@@ -110,7 +111,7 @@ class ReplicaFetchers:
         return not waiting.alive
 
     def leaders(self) -> set[int]:
-        """The leader ids fetched from now."""
+        """The leader ids ensure()d and not stopped since."""
         with self._lock:
             return {leader for leader, slot in self._slots.items() if slot.current is not None}
 

@@ -14,6 +14,7 @@ from replication_fakes import WAIT_S, FakeFollower, FakeLeader, LeaderServer, re
 from twinlog.engine.base.errors import InvalidConfigError, NotLeaderOrFollowerError
 from twinlog.engine.base.types import TopicPartition
 from twinlog.rpc.replication.fetcher import ReplicaFetchers
+from twinlog.rpc.replication.leader_fetcher import LeaderFetcher
 
 LEADER_ID = 1
 TP0 = TopicPartition("orders", 0)
@@ -215,3 +216,34 @@ def test_a_server_side_error_arrives_with_its_class_and_flags(
     rebuilt = error_from_rpc_error(caught.value)
     assert type(rebuilt) is NotLeaderOrFollowerError and rebuilt.retriable
     assert str(rebuilt) == "not here"
+
+
+def test_ensure_replaces_a_fetcher_that_ended_on_a_bug(
+    leader: FakeLeader,
+    server: LeaderServer,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    original = LeaderFetcher._round
+    rounds = {"n": 0}
+    ended = threading.Event()
+
+    def buggy_once(self: LeaderFetcher) -> None:
+        rounds["n"] += 1
+        if rounds["n"] == 1:
+            ended.set()
+            raise RuntimeError("a bug in the fetcher itself")
+        original(self)
+
+    monkeypatch.setattr(LeaderFetcher, "_round", buggy_once)
+    follower = FakeFollower([TP0])
+    with _fetchers(follower, server.address) as fetchers:
+        fetchers.ensure(LEADER_ID)
+        assert ended.wait(WAIT_S)
+        for thread in threading.enumerate():
+            if thread.name == f"replica-fetcher-{LEADER_ID}":
+                thread.join(WAIT_S)
+        assert fetchers.leaders() == {LEADER_ID}  # still asked for, though its thread ended
+        fetchers.ensure(LEADER_ID)
+        follower.wait(lambda: follower.count(TP0) == 5, "records from its replacement")
+    assert any("ended unexpectedly" in r.getMessage() for r in caplog.records)
