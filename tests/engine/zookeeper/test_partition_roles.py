@@ -1,0 +1,134 @@
+"""A broker's side of partition states on a real ZooKeeper: role changes delivered in
+zkVersion order on a thread of their own, the leader's conditional ISR write, and a
+controlled shutdown that moves leadership away."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+from zookeeper_support import FakeBroker, FakeBrokers, wait_until
+
+from twinlog.engine.zookeeper.controlled_shutdown import request_controlled_shutdown
+from twinlog.engine.zookeeper.metadata_store import ZooKeeperMetadataStore
+from twinlog.engine.zookeeper.partition_roles import (
+    IsrChangeLostError,
+    PartitionRoles,
+    change_isr,
+)
+from twinlog.engine.zookeeper.partition_state import (
+    PartitionState,
+    read_partition_state,
+    read_topic_partition_states,
+)
+from twinlog.engine.zookeeper.session import ZooKeeperSession
+
+
+def created(session: ZooKeeperSession, topic: str, partitions: int) -> dict[int, PartitionState]:
+    states = read_topic_partition_states(session, topic)
+    return states if len(states) == partitions else {}
+
+
+def start_cluster(
+    brokers: FakeBrokers, data_dir: Path, ids: tuple[int, ...]
+) -> tuple[FakeBroker, dict[int, FakeBroker], ZooKeeperMetadataStore]:
+    """A controller-only session and registered brokers ``ids``."""
+    controller = brokers.start(0, register=False)
+    by_id = {broker_id: brokers.start(broker_id, control=False) for broker_id in ids}
+    return controller, by_id, ZooKeeperMetadataStore(controller.session, data_dir, 1)
+
+
+def test_change_isr_is_conditional_on_the_version_and_hands_back_the_fresh_state(
+    zk_connect: str, tmp_path: Path
+) -> None:
+    with FakeBrokers(zk_connect) as brokers:
+        controller, by_id, store = start_cluster(brokers, tmp_path / "data", (1, 2, 3))
+        store.add_topic("t", 1, {}, replication_factor=3)
+        state = wait_until(lambda: created(controller.session, "t", 1))[0]
+        leader = by_id[state.leader].session
+        shrunk = change_isr(leader, "t", 0, state.isr[:2], state.version)
+        assert shrunk.isr == state.isr[:2] and shrunk.version == state.version + 1
+        assert (shrunk.leader, shrunk.leader_epoch) == (state.leader, state.leader_epoch)
+        assert read_partition_state(leader, "t", 0) == shrunk
+
+        with pytest.raises(IsrChangeLostError, match="changed since version") as lost:
+            change_isr(leader, "t", 0, state.isr, state.version)  # the version it no longer has
+        assert lost.value.current == shrunk
+        assert read_partition_state(leader, "t", 0) == shrunk  # nothing written
+        with pytest.raises(ValueError, match="must hold the leader"):
+            change_isr(leader, "t", 0, state.isr[1:], shrunk.version)
+
+
+def test_roles_are_delivered_in_version_order_on_their_own_thread(
+    zk_connect: str, tmp_path: Path
+) -> None:
+    delivered: list[tuple[str, int, int, str]] = []
+
+    def on_change(topic: str, partition: int, state: PartitionState) -> None:
+        delivered.append((topic, partition, state.version, threading.current_thread().name))
+
+    with FakeBrokers(zk_connect) as brokers:
+        controller, by_id, store = start_cluster(brokers, tmp_path / "data", (1, 2))
+        with PartitionRoles(by_id[1].session, 1, on_change, full_read_interval_s=1.0) as roles:
+            store.add_topic("t", 2, {}, replication_factor=2)
+            store.add_topic("other", 1, {})  # factor 1: one of the two brokers only
+            states = wait_until(lambda: created(controller.session, "t", 2))
+            wait_until(lambda: len(roles.states()) >= 2, what="both partitions of t")
+            current = states[0]
+            leader = next(m for m in current.isr if m.broker_id == current.leader)
+            follower = next(m for m in current.isr if m.broker_id != current.leader)
+            for isr in ((leader,), (leader, follower), (leader,)):  # shrink, expand, shrink
+                current = change_isr(by_id[leader.broker_id].session, "t", 0, isr, current.version)
+            wait_until(
+                lambda: roles.states()[("t", 0)].version == current.version, what="last version"
+            )
+            other = wait_until(lambda: created(controller.session, "other", 1))[0]
+            if 1 in other.replicas:
+                wait_until(lambda: ("other", 0) in roles.states(), what="other-0 delivered")
+        versions = [v for topic, partition, v, _ in delivered if (topic, partition) == ("t", 0)]
+        assert versions == sorted(set(versions)), "in order, never twice"
+        assert versions[0] == 0 and versions[-1] == current.version == 3
+        assert {name for *_, name in delivered} == {"twinlog-partition-roles-1"}
+        ours = {(topic, partition) for topic, partition, *_ in delivered}
+        assert (("other", 0) in ours) == (1 in other.replicas)
+
+
+def test_controlled_shutdown_moves_every_leadership_it_can(zk_connect: str, tmp_path: Path) -> None:
+    with FakeBrokers(zk_connect) as brokers:
+        controller, by_id, store = start_cluster(brokers, tmp_path / "data", (1, 2, 3))
+        store.add_topic("t", 3, {}, replication_factor=2)
+        store.add_topic("single", 3, {})  # factor 1: where broker 1 leads, it stays
+        session = controller.session
+        t_before = wait_until(lambda: created(session, "t", 3))
+        single = wait_until(lambda: created(session, "single", 3))
+        assert any(state.leader == 1 for state in t_before.values())
+
+        left = request_controlled_shutdown(by_id[1].session, 1, timeout_ms=20_000)
+
+        assert left == sorted(("single", p) for p, s in single.items() if s.leader == 1)
+        for partition, state in read_topic_partition_states(session, "t").items():
+            before = t_before[partition]
+            assert state.leader != 1 and 1 not in state.isr_ids
+            if before.leader == 1:
+                assert state.leader_epoch == before.leader_epoch + 1
+                assert state.leader == next(r for r in before.replicas if r != 1)
+
+
+def test_roles_stop_and_call_on_lost_when_the_session_is_lost(zk_connect: str) -> None:
+    lost_on: list[str] = []
+    with FakeBrokers(zk_connect) as brokers:
+        broker = brokers.start(1, control=False)
+        roles = PartitionRoles(
+            broker.session,
+            1,
+            lambda *_: None,
+            on_lost=lambda: lost_on.append(threading.current_thread().name),
+            full_read_interval_s=1.0,
+        ).start()
+        try:
+            broker.end_session()
+            wait_until(lambda: lost_on, what="on_lost")
+            assert lost_on == ["twinlog-partition-roles-1"]
+        finally:
+            roles.close()
