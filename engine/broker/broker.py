@@ -905,6 +905,10 @@ class Broker:
                     positions.append(position)
         if not positions:
             return None
+        # Rotate the order: a leader caps its answer's bytes, and the partitions it would
+        # leave out are always the last ones.
+        self._fetch_rotation = (self._fetch_rotation + 1) % len(positions)
+        positions = positions[self._fetch_rotation :] + positions[: self._fetch_rotation]
         return ReplicaFetch(
             self.replication.broker_id,
             self.broker_epoch,
@@ -913,21 +917,16 @@ class Broker:
         )
 
     broker_epoch = -1  # the cluster registration's (KIP-380); set by the cluster member
+    _fetch_rotation = 0
 
-    def apply_replica_fetch(
-        self, leader_id: int, request: ReplicaFetch, fetched: Iterable[FetchedPartition]
-    ) -> list[FetchedPartition]:
-        """The leader's answers to ``request`` (follower side); the partitions it refused."""
-        refused = []
-        for wanted, answer in zip(request.partitions, fetched, strict=True):
+    def apply_replica_fetch(self, leader_id: int, fetched: Iterable[FetchedPartition]) -> None:
+        """The answers of ``leader_id`` to this follower's fetch. A partition that follows
+        another leader by now drops its answer (``Partition.apply_fetched``); refused
+        partitions are the fetcher's to report."""
+        for answer in fetched:
             partition = self._partitions.get(TopicPartition(*answer.topic_partition))
-            if partition is None:
-                continue
-            if answer.error:
-                refused.append(answer)
-                continue
-            partition.apply_fetched(answer, wanted.current_leader_epoch)
-        return refused
+            if partition is not None and not answer.error:
+                partition.apply_fetched(answer, leader_id)
 
     def isr_changes_due(
         self, registered_epochs: Mapping[int, int]

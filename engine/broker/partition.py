@@ -502,15 +502,20 @@ class Partition:
             role.leader_epoch,
         )
 
-    def apply_fetched(self, fetched: FetchedPartition, leader_epoch: int) -> None:
+    def apply_fetched(self, fetched: FetchedPartition, leader_id: int) -> None:
         """A follower takes its leader's answer: cut where the logs part, or append the
         batches as they are (fsynced with ``replica_fsync``: the next fetch offset
-        acknowledges them) and learn the high watermark. An answer to a fetch of another
-        epoch, or from before a cut, is dropped: the next fetch asks again."""
+        acknowledges them) and learn the high watermark.
+
+        An answer from a broker this partition no longer follows, or to a fetch from
+        before a cut (its batches do not start at the log end), is dropped. A late answer
+        of the same leader from an older epoch is safe to take: that leader's log held it,
+        and if it cut it since, the next fetch's epoch check cuts it here too (KIP-320);
+        the high watermark it brings covered only what was committed then."""
         assert self.replication is not None
         with self._plain_lock:
             role = self.role
-            if role.role is not Role.FOLLOWER or role.leader_epoch != leader_epoch:
+            if role.role is not Role.FOLLOWER or role.leader_id != leader_id:
                 return
             if fetched.error:
                 return

@@ -59,7 +59,7 @@ class Cluster:
                     continue
                 request = follower.replica_fetch_request(leader_id, max_wait_ms=0)
                 if request is not None:
-                    follower.apply_replica_fetch(leader_id, request, leader.replica_fetch(request))
+                    follower.apply_replica_fetch(leader_id, leader.replica_fetch(request))
 
     def start_pumping(self) -> None:
         def run() -> None:
