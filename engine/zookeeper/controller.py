@@ -66,6 +66,7 @@ log = logging.getLogger("twinlog.controller")
 FULL_READ_INTERVAL_S = 5.0
 POLL_S = 0.25  # the thread looks at the session state at least this often
 RETRY_AFTER_S = 0.5  # after ZooKeeper did not answer
+STALE_RETRY_S = 0.05  # after a write met a state changed since the read: read again soon
 JOIN_S = 10.0
 TOPIC_KEYS = ("partitions",)
 
@@ -162,7 +163,7 @@ class Controller:
         due = 0.0  # the next pass, whether or not a watch fires: now
         while not self._stopping.is_set():
             try:
-                self._events.get(timeout=max(0.0, min(POLL_S, due - time.monotonic())))
+                self._events.get(timeout=self._gate.idle_s(due, POLL_S))
                 due = 0.0  # something changed: a pass now
                 while True:  # what queued meanwhile is covered by the same pass
                     self._events.get_nowait()
@@ -183,12 +184,15 @@ class Controller:
                 due = 0.0
             except StaleStateError as error:
                 log.info("controller %d: %s; reading again", self.broker_id, error)
-                due = 0.0
+                due = time.monotonic() + STALE_RETRY_S
             except (ZooKeeperUnavailableError, KazooException) as error:
                 log.warning("controller %d: ZooKeeper: %r; retrying", self.broker_id, error)
                 due = time.monotonic() + RETRY_AFTER_S
             except CorruptJournalError as error:
                 log.error("controller %d: %s", self.broker_id, error)
+            except Exception:  # a bug must not end the thread: the cluster needs a controller
+                log.exception("controller %d: the pass failed", self.broker_id)
+                due = time.monotonic() + RETRY_AFTER_S
 
     def _step_down(self, why: str) -> None:
         if self._seat is not None:

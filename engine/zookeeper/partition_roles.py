@@ -214,8 +214,7 @@ class PartitionRoles:
         while not self._stopping.is_set():
             reasons: list[str] = []
             try:
-                timeout = max(0.0, min(POLL_S, due - time.monotonic()))
-                reasons.append(self._events.get(timeout=timeout))
+                reasons.append(self._events.get(timeout=self._gate.idle_s(due, POLL_S)))
                 while True:  # what queued meanwhile is covered by the same read
                     reasons.append(self._events.get_nowait())
             except queue.Empty:
@@ -243,6 +242,9 @@ class PartitionRoles:
             except CorruptJournalError as error:
                 log.error("broker %d roles: %s", self.broker_id, error)
                 due = time.monotonic() + self.full_read_interval_s
+            except Exception:  # a bug must not end the thread: the broker would go deaf
+                log.exception("broker %d roles: the read failed", self.broker_id)
+                due = time.monotonic() + RETRY_AFTER_S
 
     def _read_all(self) -> None:
         client = self.session.client

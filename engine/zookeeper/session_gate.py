@@ -18,6 +18,7 @@ hears; the worker calls ``lost_now`` on each pass, at least every few hundred ms
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 
 from kazoo.client import KazooState
@@ -45,6 +46,14 @@ class SessionGate:
     def may_act(self) -> bool:
         """Connected, and the first session never lost: ZooKeeper-dependent work may start."""
         return self.session.state == KazooState.CONNECTED and not self.session.lost
+
+    def idle_s(self, due: float, poll_s: float) -> float:
+        """How long a worker waits for its next event: until its next pass is ``due``
+        (a ``time.monotonic()`` value), at most ``poll_s`` (to look at the session state),
+        and ``poll_s`` while it may not act (a pass due stays due; waiting less would spin)."""
+        if not self.may_act():
+            return poll_s
+        return max(0.0, min(poll_s, due - time.monotonic()))
 
     def lost_now(self) -> bool:
         """True once the session is lost; the first caller to see it calls ``on_lost``."""
