@@ -99,6 +99,7 @@ class Controller:
         self._stopping = threading.Event()
         self._waiting_topics: set[str] = set()  # topics logged as waiting for brokers
         self._passes = 0
+        self._multis = 0
         self._thread = threading.Thread(
             target=self._run, name=f"twinlog-controller-{broker_id}", daemon=True
         )
@@ -117,6 +118,11 @@ class Controller:
     @property
     def active(self) -> bool:
         return self._seat is not None
+
+    @property
+    def multis(self) -> int:
+        """Multis written as controller (each holds the changes of up to 100 operations)."""
+        return self._multis
 
     @property
     def passes(self) -> int:
@@ -218,6 +224,7 @@ class Controller:
         writer = FencedWriter(self.session, seat)
         for indexes in chunks(groups):
             writer.commit([op for index in indexes for op in groups[index]])
+            self._multis += 1
             for index in indexes:
                 _log_decision(decisions[index], seat.epoch)
         self._passes += 1

@@ -190,3 +190,33 @@ def test_with_every_isr_member_gone_the_partition_is_offline_until_the_last_one_
         back = wait_until(led, what="leader again")
         assert back.leader == leader and back.leader_epoch == gone.leader_epoch + 1
         assert back.isr == (IsrMember(leader, returned.epoch),)  # with its new broker epoch
+
+
+def test_the_changes_of_one_event_go_in_as_few_multis_as_fit(
+    zk_connect: str, tmp_path: Path
+) -> None:
+    with FakeBrokers(zk_connect) as brokers:
+        controller = brokers.start(0, register=False)
+        by_id = {broker_id: brokers.start(broker_id, control=False) for broker_id in (1, 2, 3)}
+        session = controller.session
+        assert controller.controller is not None
+        wait_until(lambda: controller.controller is not None and controller.controller.active)
+        store = ZooKeeperMetadataStore(session, tmp_path / "data", 1)
+        store.add_topic("t", 60, {}, replication_factor=2)  # 1 + 60 * 2 creates: two multis
+        before = wait_until(lambda: states_of(session, "t", 60), what="60 states")
+        wait_until(lambda: controller.controller.multis >= 2)  # type: ignore[union-attr]
+        assert controller.controller.multis == 2
+        led = [p for p, state in before.items() if state.leader == 1]
+        in_isr = [p for p, state in before.items() if 1 in state.isr_ids]
+        assert led and len(in_isr) > len(led)
+        by_id[1].close()
+
+        def all_moved() -> dict[int, PartitionState]:
+            states = read_topic_partition_states(session, "t")
+            return states if all(1 not in s.isr_ids for s in states.values()) else {}
+
+        after = wait_until(all_moved, what="broker 1 out of every ISR")
+        wait_until(lambda: controller.controller.multis >= 3)  # type: ignore[union-attr]
+        assert controller.controller.multis == 3  # one event, 40 changes, one multi
+        for partition in led:
+            assert after[partition].leader_epoch == before[partition].leader_epoch + 1
