@@ -3,7 +3,13 @@
 ``session`` (a kazoo session: chroot, bounded connect, connection states) <-
 ``metadata_store`` (``MetadataStore``: cluster id, topics, checkpoint pointers in
 ``checkpoint_pointer``) and ``id_source`` (``IdSource``: id blocks), over the znodes
-of ``znodes``. ``local_server`` starts a standalone ZooKeeper from PySpark's jars for
-tests and trying things out. The floors below never import kazoo: the embedded broker
-runs without ZooKeeper. Nothing is imported here.
+of ``znodes``. Cluster membership and leadership: ``broker_registration`` (live
+brokers, broker epochs), ``partition_state`` (a partition's leader, epoch and ISR),
+``controller`` (every broker runs one; the elected one decides, by the rules of
+``leader_election``, in multis fenced by ``controller_epoch``), ``partition_roles`` (a
+broker's view of its partitions, and a leader's ISR write), ``controlled_shutdown``,
+and ``session_gate`` (what a worker may do per session state). ``local_server`` starts
+a standalone ZooKeeper from PySpark's jars for tests and trying things out. The floors
+below never import kazoo: the embedded broker runs without ZooKeeper. Nothing is
+imported here.
 """
