@@ -498,15 +498,41 @@ class Broker:
     ) -> TopicDescription:
         self._check_open()
         config = dict(config or {})
+        replication_factor = self._replication_factor(config)  # taken out of the config
         self._log_config(config)  # refuse a bad config before anything is written
         with self._admin_lock:
             self._check_open_files(partitions)
             self._remove_leftovers(name, partitions)
-            self.metadata.add_topic(name, partitions, config)
+            if replication_factor is None:
+                self.metadata.add_topic(name, partitions, config)
+            else:  # a cluster's store: the controller assigns the replicas
+                add_topic: Any = self.metadata.add_topic
+                add_topic(name, partitions, config, replication_factor=replication_factor)
             for partition_index in range(partitions):
                 self._open_partition(TopicPartition(name, partition_index), config)
         log.info("created topic %s with %d partitions", name, partitions)
         return self.describe_topic(name)
+
+    def _replication_factor(self, config: dict[str, str]) -> int | None:
+        """``replication.factor`` of a new topic, removed from ``config`` (it is the
+        cluster's, not the log's); None on a single-node broker, which keeps one copy."""
+        given = config.pop("replication.factor", config.pop("replication_factor", None))
+        if self.replication is None:
+            if given not in (None, "1", 1):
+                raise InvalidConfigError(
+                    f"replication.factor {given!r}: a single-node broker keeps one copy of "
+                    "each partition; start a cluster (twinlog serve --zookeeper) to replicate"
+                )
+            return None
+        try:
+            factor = self.config.default_replication_factor if given is None else int(given)
+        except ValueError:
+            raise InvalidConfigError(
+                f"replication.factor {given!r} is not a whole number"
+            ) from None
+        if factor < 1:
+            raise InvalidConfigError(f"replication.factor {factor}: use 1 or more")
+        return factor
 
     def _remove_leftovers(self, name: str, partition_count: object) -> None:
         """Remove the partition directories a deleted topic of this name left (the broker
@@ -585,6 +611,10 @@ class Broker:
 
     def _partition(self, topic: str, partition_index: int) -> Partition:
         found = self._partitions.get(TopicPartition(topic, partition_index))
+        if found is None and self.replication is not None and topic in self.metadata.topics():
+            # a topic another broker created: opened with no role, it refuses clients
+            # (NotLeaderOrFollowerError) until the cluster names its leader
+            found = self._cluster_partition(TopicPartition(topic, partition_index))
         if found is None:
             known = self.metadata.topics().get(topic)
             if known is not None:

@@ -59,6 +59,7 @@ class BrokerConfig:
     log_flush_policy: str = "every_append"
     # Replication, on a cluster broker (engine/replication/replication_settings.py has
     # the reasons for these defaults, Kafka's)
+    default_replication_factor: int = 3  # a new topic's on a cluster (CLUSTER.md §3.9)
     min_insync_replicas: int = 2
     replica_lag_time_max_ms: int = 30_000
     replica_ack_timeout_ms: int = 30_000
@@ -97,6 +98,7 @@ class BrokerConfig:
             "batch_records_max",
             "batch_decompressed_bytes_max",
             "min_insync_replicas",
+            "default_replication_factor",
             "replica_lag_time_max_ms",
             "replica_ack_timeout_ms",
         ):

@@ -20,6 +20,7 @@ twinlog serve --data-dir ./data --port 7071 --config transaction_timeout_ms_defa
 twinlog serve --data-dir ./data --metrics-port 9464 --log-format json
 twinlog serve --data-dir ./data --host 0.0.0.0 --tokens-file tokens.txt \\
     --acl-file acl.txt --tls-cert server.pem --tls-key server.key
+twinlog serve --data-dir ./b1 --port 7071 --broker-id 1 --zookeeper 127.0.0.1:2181/twinlog/dev
 """
 
 
@@ -58,6 +59,27 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="allow a non-loopback --host without authentication (logs a warning)",
     )
+    cluster = parser.add_argument_group("cluster (docs/replication.md, docs/zookeeper.md)")
+    cluster.add_argument(
+        "--zookeeper",
+        metavar="HOST:PORT[,...][/CHROOT]",
+        help="join the cluster whose metadata is in this ZooKeeper (needs --broker-id); "
+        "without it the broker is a single node, with no ZooKeeper",
+    )
+    cluster.add_argument(
+        "--broker-id", type=int, help="this broker's id in the cluster (0 or more)"
+    )
+    cluster.add_argument(
+        "--advertised-host",
+        help="the host other brokers and clients reach this one at (default: --host)",
+    )
+    cluster.add_argument(
+        "--zookeeper-session-timeout-ms",
+        type=int,
+        default=6000,
+        help="after this long unreachable the broker's session expires: it exits, and the "
+        "cluster moves its leaderships (default 6000)",
+    )
     observability = parser.add_argument_group("observability (docs/operations.md)")
     observability.add_argument(
         "--metrics-port",
@@ -82,7 +104,7 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from twinlog.rpc.server.server import serve
+    from twinlog.rpc.server.server import ClusterFlags, serve
 
     configure_server_logging(args.log_level, args.log_format)
     values: dict[str, Any] = {}
@@ -102,4 +124,17 @@ def run(args: argparse.Namespace) -> int:
         "metrics_port": args.metrics_port,
     }
     server_values.update({key: value for key, value in flags.items() if value is not None})
-    return serve(args.data_dir, server_config_from(server_values), broker_values)
+    cluster = None
+    if args.zookeeper or args.broker_id is not None:
+        if not args.zookeeper or args.broker_id is None or args.broker_id < 0:
+            raise SystemExit(
+                "twinlog serve: --zookeeper and --broker-id (0 or more) go together: a cluster "
+                "broker needs both"
+            )
+        cluster = ClusterFlags(
+            args.broker_id,
+            args.zookeeper,
+            args.advertised_host,
+            args.zookeeper_session_timeout_ms,
+        )
+    return serve(args.data_dir, server_config_from(server_values), broker_values, cluster)

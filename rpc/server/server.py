@@ -16,6 +16,8 @@ import signal
 import threading
 from collections.abc import Callable
 from concurrent import futures
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -24,6 +26,7 @@ import grpc
 
 from twinlog.engine.base.errors import InvalidConfigError
 from twinlog.rpc.generated.twinlog.v1 import admin_pb2_grpc, consume_pb2_grpc, produce_pb2_grpc
+from twinlog.rpc.replication.service import add_replication_service
 from twinlog.rpc.server.auth import Acl, Guard, TokenTable
 from twinlog.rpc.server.config import ServerConfig
 from twinlog.rpc.server.decode import DecodeGuard
@@ -125,6 +128,8 @@ class RpcServer:
         admin_pb2_grpc.add_AdministrationServicer_to_server(
             AdministrationService(broker, guard), self._server
         )
+        if getattr(broker, "replication", None) is not None:  # a cluster broker: followers fetch
+            add_replication_service(self._server, broker, response_bytes_max=config.fetch_bytes_max)
         credentials = server_credentials(config)
         try:
             if credentials is None:
@@ -206,10 +211,24 @@ def open_broker(
         ) from None
 
 
+@dataclass(frozen=True)
+class ClusterFlags:
+    """``twinlog serve --broker-id N --zookeeper CONNECT [--advertised-host H]``."""
+
+    broker_id: int
+    zookeeper: str
+    advertised_host: str | None = None
+    session_timeout_ms: int = 6000
+
+
 def serve(
-    data_dir: str | os.PathLike[str], config: ServerConfig, broker_config: dict[str, Any]
+    data_dir: str | os.PathLike[str],
+    config: ServerConfig,
+    broker_config: dict[str, Any],
+    cluster: ClusterFlags | None = None,
 ) -> int:
-    """Run a broker and its server until SIGTERM or SIGINT; return the exit status."""
+    """Run a broker and its server until SIGTERM or SIGINT; return the exit status.
+    With ``cluster``, the broker joins that cluster (``cluster_member``)."""
     from twinlog.engine.base.crc32c import IMPLEMENTATION, USING_C_EXTENSION
     from twinlog.engine.broker.broker import Broker  # the engine is only needed by a real server
 
@@ -238,12 +257,22 @@ def serve(
     previous = {
         number: signal.signal(number, on_signal) for number in (signal.SIGTERM, signal.SIGINT)
     }
+    session = None
+    opener: Callable[..., Any] = Broker.open
     try:
+        if cluster is not None:
+            session, opener = _join_zookeeper(data_dir, broker_config, cluster)
         log.info("opening broker in %s", data_dir)
-        broker = open_broker(Broker.open, data_dir, broker_config)
+        broker = open_broker(opener, data_dir, broker_config)
+        member = None
         try:
             server = RpcServer(broker, config)
             server.start()
+            if cluster is not None and session is not None:
+                from twinlog.rpc.server.cluster_member import ClusterMember
+
+                host = cluster.advertised_host or config.host
+                member = ClusterMember(broker, session, host, server.port)
             log.info(
                 "serving on %s (%s; %s); stop with SIGTERM or Ctrl-C",
                 server.address,
@@ -262,8 +291,14 @@ def serve(
             # A second signal during the grace period cuts it short.
             for number in (signal.SIGTERM, signal.SIGINT):
                 signal.signal(number, lambda *_: server.stop(0))
+            if member is not None:
+                log.info("moving leaderships away (controlled shutdown)")
+                member.close()
+                member = None
             server.stop()
         finally:
+            if member is not None:
+                member.close(controlled=False)
             log.info("closing broker (flushing logs, closing the journal)")
             broker.close()
         log.info("stopped cleanly")
@@ -271,5 +306,30 @@ def serve(
         # does); SIGTERM is how a service manager asks for a stop, and a clean one is success.
         return EXIT_INTERRUPTED if signals_seen[0] == signal.SIGINT else 0
     finally:
+        if session is not None:
+            session.close()
         for number, handler in previous.items():
             signal.signal(number, handler)
+
+
+def _join_zookeeper(
+    data_dir: str | os.PathLike[str], broker_config: dict[str, Any], cluster: ClusterFlags
+) -> tuple[Any, Callable[..., Any]]:
+    """The ZooKeeper session and a broker opener on the cluster's metadata and ids."""
+    from twinlog.engine.broker.broker import Broker
+    from twinlog.engine.broker.config import BrokerConfig
+    from twinlog.engine.zookeeper.id_source import ZooKeeperIdSource
+    from twinlog.engine.zookeeper.metadata_store import ZooKeeperMetadataStore
+    from twinlog.engine.zookeeper.session import ZooKeeperSession
+
+    journal_partitions = BrokerConfig.from_mapping(broker_config).journal_partitions
+    log.info("joining the cluster at %s as broker %d", cluster.zookeeper, cluster.broker_id)
+    session = ZooKeeperSession(cluster.zookeeper, session_timeout_ms=cluster.session_timeout_ms)
+    try:
+        metadata = ZooKeeperMetadataStore(session, data_dir, journal_partitions)
+        ids = ZooKeeperIdSource(session)
+    except BaseException:
+        session.close()
+        raise
+    opener = partial(Broker.open, metadata=metadata, ids=ids, broker_id=cluster.broker_id)
+    return session, opener

@@ -1,0 +1,212 @@
+"""A broker's membership of a cluster: registration, controller, roles, fetchers, ISR writes.
+
+    twinlog serve --data-dir d1 --broker-id 1 --zookeeper 127.0.0.1:2181/twinlog/dev
+
+``ClusterMember`` joins a running broker (``Broker.open(..., broker_id=N)`` on the
+ZooKeeper metadata store) to its cluster (CLUSTER.md §3.1, §3.2):
+
+    register      EPHEMERAL brokers/ids/<N> {host, port, data_dir_id}; its czxid is the
+                  broker epoch every fetch of this broker carries (KIP-380)
+    controller    every broker runs one; ZooKeeper elects one (engine.zookeeper.controller)
+    roles         the state znodes of this broker's partitions, each change handed to
+                  ``Broker.take_partition_role``; a follower's fetcher thread per leader
+    ISR writes    every ``isr_interval_s`` the led partitions' due ISR changes (KIP-497),
+                  written by a set conditional on the state's zkVersion
+    session loss  SUSPENDED: no ZooKeeper-dependent action (the watchers and the ISR loop
+                  pause); LOST: the process exits (crash-only, I11): its supervisor
+                  restarts it into the recovery every SIGKILL test exercises
+    close         controlled shutdown first (leaderships move away), then everything stops
+
+Thread rule: ``close`` from the owner; the callbacks come on the watchers' threads.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Callable
+
+from twinlog.engine.base.errors import ConditionalWriteLostError, TwinlogError
+from twinlog.engine.base.types import TopicPartition
+from twinlog.engine.broker.broker import Broker
+from twinlog.engine.zookeeper.broker_registration import (
+    BrokerInfo,
+    live_brokers,
+    register_broker,
+)
+from twinlog.engine.zookeeper.controlled_shutdown import request_controlled_shutdown
+from twinlog.engine.zookeeper.controller import Controller
+from twinlog.engine.zookeeper.partition_roles import PartitionRoles, change_isr
+from twinlog.engine.zookeeper.partition_state import IsrMember, PartitionState
+from twinlog.engine.zookeeper.session import ZooKeeperSession, ZooKeeperUnavailableError
+from twinlog.rpc.replication.fetcher import ReplicaFetchers
+
+log = logging.getLogger("twinlog.cluster")
+
+ISR_INTERVAL_S = 0.5
+CONTROLLED_SHUTDOWN_TIMEOUT_MS = 10_000
+EXIT_SESSION_LOST = 3
+
+
+def exit_on_session_loss() -> None:
+    """Crash-only (CLUSTER.md §3.2): a broker whose session expired may have been replaced
+    in every role it held; it exits at once, and its supervisor restarts it."""
+    log.critical(
+        "the ZooKeeper session is lost: exiting (status %d); restart the broker, it "
+        "rejoins as a follower of every partition",
+        EXIT_SESSION_LOST,
+    )
+    logging.shutdown()
+    os._exit(EXIT_SESSION_LOST)
+
+
+class ClusterMember:
+    def __init__(
+        self,
+        broker: Broker,
+        session: ZooKeeperSession,
+        host: str,
+        port: int,
+        *,
+        on_lost: Callable[[], None] = exit_on_session_loss,
+        isr_interval_s: float = ISR_INTERVAL_S,
+    ) -> None:
+        assert broker.broker_id is not None, "a cluster member's broker has a broker_id"
+        self.broker = broker
+        self.broker_id = broker.broker_id
+        self.session = session
+        self.isr_interval_s = isr_interval_s
+        self._stopping = threading.Event()
+        self._brokers: dict[int, BrokerInfo] = {}
+        self._brokers_lock = threading.Lock()
+        self.registration = register_broker(
+            session, self.broker_id, host, port, broker.metadata.data_dir_id
+        )
+        broker.broker_epoch = self.registration.broker_epoch
+        log.info(
+            "registered as broker %d at %s:%d (broker epoch %d)",
+            self.broker_id,
+            host,
+            port,
+            self.registration.broker_epoch,
+        )
+        self.fetchers = ReplicaFetchers(broker, self._address_of)
+        self.roles = PartitionRoles(session, self.broker_id, self._take_role, on_lost=on_lost)
+        self.controller = Controller(session, self.broker_id, on_lost=on_lost)
+        self._isr_thread = threading.Thread(
+            target=self._write_isr_changes, name="twinlog-isr-changes", daemon=True
+        )
+        self.roles.start()
+        self.controller.start()
+        self._isr_thread.start()
+
+    # --- roles ------------------------------------------------------------------------
+
+    def _take_role(self, topic: str, partition: int, state: PartitionState) -> None:
+        if state.leader < 0:
+            log.warning(
+                "%s-%d is offline (no in-sync replica alive; ISR %s): it waits for one",
+                topic,
+                partition,
+                list(state.isr_ids),
+            )
+            return
+        isr = {member.broker_id: member.broker_epoch for member in state.isr}
+        try:
+            self.broker.take_partition_role(
+                TopicPartition(topic, partition),
+                state.leader,
+                state.leader_epoch,
+                state.replicas,
+                isr,
+            )
+        except TwinlogError as error:  # a topic deleted meanwhile, a full disk: say, go on
+            log.error("%s-%d: could not take its role: %s", topic, partition, error)
+            return
+        if state.leader != self.broker_id:
+            self.fetchers.ensure(state.leader)
+
+    def _address_of(self, broker_id: int) -> str | None:
+        info = self._live_brokers(refresh=False).get(broker_id)
+        if info is None:
+            info = self._live_brokers(refresh=True).get(broker_id)
+        return None if info is None else info.address
+
+    def _live_brokers(self, refresh: bool) -> dict[int, BrokerInfo]:
+        with self._brokers_lock:
+            if refresh or not self._brokers:
+                try:
+                    self._brokers = live_brokers(self.session)
+                except ZooKeeperUnavailableError as error:
+                    log.warning("live brokers not read: %s", error)
+            return dict(self._brokers)
+
+    # --- ISR changes (KIP-497) ----------------------------------------------------------
+
+    def _write_isr_changes(self) -> None:
+        while not self._stopping.wait(self.isr_interval_s):
+            if self.session.suspended or self.session.lost:
+                continue  # I11: nothing that needs ZooKeeper while it is away
+            try:
+                self._write_isr_changes_once()
+            except Exception:  # the loop must outlive one bad round; say it loudly
+                log.exception("ISR changes: a round failed")
+
+    def _write_isr_changes_once(self) -> None:
+        registered = {
+            broker_id: info.broker_epoch
+            for broker_id, info in self._live_brokers(refresh=True).items()
+        }
+        states = self.roles.states()
+        for topic_partition, leader_epoch, change in self.broker.isr_changes_due(registered):
+            state = states.get((topic_partition.topic, topic_partition.partition))
+            if (
+                state is None
+                or state.leader != self.broker_id
+                or state.leader_epoch != leader_epoch
+            ):
+                self.broker.isr_change_done(topic_partition, None)
+                continue
+            members = [IsrMember(broker_id, epoch) for broker_id, epoch in change.isr.items()]
+            try:
+                change_isr(
+                    self.session,
+                    topic_partition.topic,
+                    topic_partition.partition,
+                    members,
+                    state.version,
+                )
+            except (ConditionalWriteLostError, ZooKeeperUnavailableError) as error:
+                log.info("%s: ISR change not written: %s", topic_partition, error)
+                self.broker.isr_change_done(topic_partition, None)
+                continue
+            log.info(
+                "%s: ISR %s -> %s (added %s, removed %s)",
+                topic_partition,
+                sorted(state.isr_ids),
+                sorted(change.isr),
+                sorted(change.added),
+                sorted(change.removed),
+            )
+            self.broker.isr_change_done(topic_partition, change.isr)
+
+    # --- the end --------------------------------------------------------------------------
+
+    def close(self, controlled: bool = True) -> None:
+        """Move leaderships away first (``controlled``: a rolling restart loses no
+        availability), then stop every thread."""
+        if controlled and not (self.session.suspended or self.session.lost):
+            try:
+                left = request_controlled_shutdown(
+                    self.session, self.broker_id, CONTROLLED_SHUTDOWN_TIMEOUT_MS
+                )
+                if left:
+                    log.warning("controlled shutdown: still leading %s", left)
+            except TwinlogError as error:
+                log.warning("controlled shutdown failed: %s", error)
+        self._stopping.set()
+        self.controller.close()
+        self.roles.close()
+        self.fetchers.close()
+        self._isr_thread.join(5)
