@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import Any, cast
 
 import grpc
 
@@ -129,7 +129,9 @@ class RpcServer:
             AdministrationService(broker, guard), self._server
         )
         if getattr(broker, "replication", None) is not None:  # a cluster broker: followers fetch
-            add_replication_service(self._server, broker, response_bytes_max=config.fetch_bytes_max)
+            add_replication_service(
+                self._server, cast(Any, broker), response_bytes_max=config.fetch_bytes_max
+            )
         credentials = server_credentials(config)
         try:
             if credentials is None:
@@ -272,7 +274,7 @@ def serve(
                 from twinlog.rpc.server.cluster_member import ClusterMember
 
                 host = cluster.advertised_host or config.host
-                member = ClusterMember(broker, session, host, server.port)
+                member = ClusterMember(cast(Any, broker), session, host, server.port)
             log.info(
                 "serving on %s (%s; %s); stop with SIGTERM or Ctrl-C",
                 server.address,
