@@ -503,11 +503,9 @@ class Broker:
         with self._admin_lock:
             self._check_open_files(partitions)
             self._remove_leftovers(name, partitions)
-            if replication_factor is None:
-                self.metadata.add_topic(name, partitions, config)
-            else:  # a cluster's store: the controller assigns the replicas
-                add_topic: Any = self.metadata.add_topic
-                add_topic(name, partitions, config, replication_factor=replication_factor)
+            self.metadata.add_topic(
+                name, partitions, config, replication_factor=replication_factor or 1
+            )
             for partition_index in range(partitions):
                 self._open_partition(TopicPartition(name, partition_index), config)
         log.info("created topic %s with %d partitions", name, partitions)

@@ -48,7 +48,14 @@ class LocalMetadataStore:
     def get_topic(self, name: str) -> TopicMeta:
         return self._registry.get(name)
 
-    def add_topic(self, name: str, partitions: int, config: Mapping[str, str]) -> TopicMeta:
+    def add_topic(
+        self,
+        name: str,
+        partitions: int,
+        config: Mapping[str, str],
+        *,
+        replication_factor: int = 1,
+    ) -> TopicMeta:
         return self._registry.add(name, partitions, config)
 
     def remove_topic(self, name: str) -> None:

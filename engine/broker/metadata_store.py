@@ -51,9 +51,18 @@ class MetadataStore(Protocol):
         """The topic; UnknownTopicOrPartitionError if there is none of that name."""
         ...
 
-    def add_topic(self, name: str, partitions: int, config: Mapping[str, str]) -> TopicMeta:
+    def add_topic(
+        self,
+        name: str,
+        partitions: int,
+        config: Mapping[str, str],
+        *,
+        replication_factor: int = 1,
+    ) -> TopicMeta:
         """Create a topic (with a new topic id, version 0); TopicExistsError if it exists,
-        InvalidConfigError for a bad name or partition count. Durable when it returns."""
+        InvalidConfigError for a bad name or partition count. Durable when it returns.
+        ``replication_factor``: copies the cluster keeps of each partition (a cluster's
+        store assigns them; a store of one data directory keeps one and ignores it)."""
         ...
 
     def remove_topic(self, name: str) -> None:

@@ -47,7 +47,14 @@ class InMemoryMetadataStore:
             raise UnknownTopicOrPartitionError(f"topic {name!r} does not exist")
         return self.stored[name]
 
-    def add_topic(self, name: str, partitions: int, config: Mapping[str, str]) -> TopicMeta:
+    def add_topic(
+        self,
+        name: str,
+        partitions: int,
+        config: Mapping[str, str],
+        *,
+        replication_factor: int = 1,
+    ) -> TopicMeta:
         validate_topic_name(name)
         if name in self.stored:
             raise TopicExistsError(f"topic {name!r} exists already")
