@@ -999,7 +999,7 @@ class Broker:
         watermark: a consumer never learns an offset it may not read.
         """
         target = self._partition(topic, partition)
-        target._check_serves_clients()
+        target.check_serves_clients()
         if spec == "earliest":
             return target.log.log_start_offset
         high_watermark = target.high_watermark.value

@@ -157,7 +157,7 @@ class Partition:
         (``acks=all``; CLUSTER.md I1). A retry of a batch already written is answered with
         its first offset, once it is replicated too."""
         with self._plain_lock:
-            self._check_serves_clients()
+            self.check_serves_clients()
             role, replicas = self.role, self.replicas
             if replicas is not None and not replicas.enough_in_sync():
                 raise NotEnoughReplicasError(
@@ -242,7 +242,7 @@ class Partition:
         Spark job numbers its own batches from 0. ``sender``: (producer id, generation)
         when the batch does not carry them (the broker's own group offsets batch).
         """
-        self._check_serves_clients()
+        self.check_serves_clients()
         if self.replication is not None:
             raise InvalidConfigError(
                 f"{self.name} is replicated, and this version replicates plain records only: "
@@ -384,7 +384,7 @@ class Partition:
 
     # --- roles and replication in a cluster (partition_role, engine.replication) --------
 
-    def _check_serves_clients(self) -> None:
+    def check_serves_clients(self) -> None:
         role = self.role
         if not role.serves_clients:
             leader = f"broker {role.leader_id}" if role.leader_id >= 0 else "not known yet"
@@ -456,7 +456,7 @@ class Partition:
         role, replicas = self.role, self.replicas
         try:
             if role.role is not Role.LEADER or replicas is None:
-                self._check_serves_clients()
+                self.check_serves_clients()
                 raise NotLeaderOrFollowerError(f"{self.name}: this broker is not a leader")
             self.epochs.check_leader_epoch(request.current_leader_epoch)
             start, end = self.log.log_start_offset, self.log.log_end_offset
@@ -611,7 +611,7 @@ class Partition:
     ) -> FetchResult:
         """Whole batches from ``offset`` below the high watermark; waits up to ``max_wait_ms``
         for ``min_bytes``. The result's end is the high watermark, not the log end."""
-        self._check_serves_clients()
+        self.check_serves_clients()
         deadline = time.monotonic() + max(0, max_wait_ms) / 1000
         while True:
             start, end = self.log.log_start_offset, self.high_watermark.value

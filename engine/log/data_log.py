@@ -272,26 +272,10 @@ class DataLog:
     def _append_many_locked(
         self, batches: Iterable[bytes | memoryview], *, validate: bool = True
     ) -> tuple[int, int]:
-        self._check_open()
-        first_offset = self._next_offset
-        self._append_marks.started(first_offset)  # readers of the files end here meanwhile
-        try:
-            for batch in batches:
-                view = memoryview(batch)
-                self._write(view, self._check_batch(view, validate=validate))
-            self._segments[-1].flush()
-        except BaseException as error:
-            self._roll_back_to(first_offset)
-            self._append_marks.finished()
-            if isinstance(error, OSError):
-                self._segments[-1].raise_disk_full_or(
-                    error, "appending many batches", self._segments[-1].size_bytes
-                )
-            raise
-        self._after_flush()
-        self._publish()
-        self._append_marks.finished()
-        return first_offset, self._next_offset
+        def write(view: memoryview) -> None:
+            self._write(view, self._check_batch(view, validate=validate))
+
+        return self._append_all_or_nothing(batches, write, "appending many batches")
 
     def append_replicated(
         self, batches: Iterable[bytes | memoryview], *, sync: bool = True
@@ -306,37 +290,52 @@ class DataLog:
         next fetch offset, which must then be durable). All or nothing, as
         ``append_many``: on any error every batch of this call is removed again.
         """
+
+        def write(view: memoryview) -> None:
+            header = self._check_batch(view, validate=True)
+            if header.base_offset != self._next_offset:
+                raise CorruptBatchError(
+                    f"{self.directory}: a replicated batch starts at offset "
+                    f"{header.base_offset}, the log ends at {self._next_offset}: a "
+                    "follower appends only contiguous batches"
+                )
+            self._write_replicated(view, header)
+
         with self._write_lock:
-            self._check_open()
-            first_offset, leader_epoch = self._next_offset, self._leader_epoch
-            self._append_marks.started(first_offset)
-            try:
-                for batch in batches:
-                    view = memoryview(batch)
-                    header = self._check_batch(view, validate=True)
-                    if header.base_offset != self._next_offset:
-                        raise CorruptBatchError(
-                            f"{self.directory}: a replicated batch starts at offset "
-                            f"{header.base_offset}, the log ends at {self._next_offset}: a "
-                            "follower appends only contiguous batches"
-                        )
-                    self._write_replicated(view, header)
-                if sync:
-                    self._segments[-1].flush()
-            except BaseException as error:
-                self._roll_back_to(first_offset)  # the epochs recorded meanwhile go too
-                self._leader_epoch = leader_epoch
-                self._append_marks.finished()
-                if isinstance(error, OSError):
-                    self._segments[-1].raise_disk_full_or(
-                        error, "appending replicated batches", self._segments[-1].size_bytes
-                    )
-                raise
+            return self._append_all_or_nothing(
+                batches, write, "appending replicated batches", sync=sync
+            )
+
+    def _append_all_or_nothing(
+        self,
+        batches: Iterable[bytes | memoryview],
+        write: Callable[[memoryview], None],
+        doing: str,
+        *,
+        sync: bool = True,
+    ) -> tuple[int, int]:
+        """``write`` each batch at the log end, fsync once (``sync``), publish them all at
+        once; on any error remove every batch of the call (and the epochs it recorded)."""
+        self._check_open()
+        first_offset, leader_epoch = self._next_offset, self._leader_epoch
+        self._append_marks.started(first_offset)  # readers of the files end here meanwhile
+        try:
+            for batch in batches:
+                write(memoryview(batch))
             if sync:
-                self._after_flush()
-            self._publish()
+                self._segments[-1].flush()
+        except BaseException as error:
+            self._roll_back_to(first_offset)  # the epochs recorded meanwhile go too
+            self._leader_epoch = leader_epoch
             self._append_marks.finished()
-            return first_offset, self._next_offset
+            if isinstance(error, OSError):
+                self._segments[-1].raise_disk_full_or(error, doing, self._segments[-1].size_bytes)
+            raise
+        if sync:
+            self._after_flush()
+        self._publish()
+        self._append_marks.finished()
+        return first_offset, self._next_offset
 
     def _write_replicated(self, view: memoryview, header: BatchHeader) -> None:
         epoch = header.partition_leader_epoch
