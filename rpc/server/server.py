@@ -31,6 +31,7 @@ from twinlog.rpc.server.auth import Acl, Guard, TokenTable
 from twinlog.rpc.server.config import ServerConfig
 from twinlog.rpc.server.decode import DecodeGuard
 from twinlog.rpc.server.health import HealthReporter
+from twinlog.rpc.server.metadata_source import MetadataSource, StandaloneMetadata
 from twinlog.rpc.server.metrics import ServerMetrics
 from twinlog.rpc.server.metrics_endpoint import MetricsEndpoint
 from twinlog.rpc.server.request_observer import RequestObserver
@@ -91,9 +92,17 @@ def guard_of(config: ServerConfig) -> Guard:
 
 
 class RpcServer:
-    """Serves one broker. Thread rule: ``start``/``stop`` from the owning thread."""
+    """Serves one broker. Thread rule: ``start``/``stop`` from the owning thread.
 
-    def __init__(self, broker: BrokerApi, config: ServerConfig) -> None:
+    ``metadata_source`` answers the Metadata call: a cluster broker's ZooKeeper view;
+    None (a single node) answers this server as broker 0 leading everything."""
+
+    def __init__(
+        self,
+        broker: BrokerApi,
+        config: ServerConfig,
+        metadata_source: MetadataSource | None = None,
+    ) -> None:
         self.broker = broker
         self.config = config
         self.stopping = threading.Event()
@@ -125,8 +134,10 @@ class RpcServer:
         )
         self.consuming = ConsumingService(broker, guard, config, self.stopping)
         consume_pb2_grpc.add_ConsumingServicer_to_server(self.consuming, self._server)
+        if metadata_source is None:
+            metadata_source = StandaloneMetadata(broker, lambda: (self.config.host, self.port))
         admin_pb2_grpc.add_AdministrationServicer_to_server(
-            AdministrationService(broker, guard), self._server
+            AdministrationService(broker, guard, metadata_source), self._server
         )
         if getattr(broker, "replication", None) is not None:  # a cluster broker: followers fetch
             add_replication_service(
@@ -261,14 +272,18 @@ def serve(
     }
     session = None
     opener: Callable[..., Any] = Broker.open
+    metadata_source: MetadataSource | None = None
     try:
         if cluster is not None:
+            from twinlog.engine.zookeeper.cluster_view import ZooKeeperClusterView
+
             session, opener = _join_zookeeper(data_dir, broker_config, cluster)
+            metadata_source = ZooKeeperClusterView(session)
         log.info("opening broker in %s", data_dir)
         broker = open_broker(opener, data_dir, broker_config)
         member = None
         try:
-            server = RpcServer(broker, config)
+            server = RpcServer(broker, config, metadata_source)
             server.start()
             if cluster is not None and session is not None:
                 from twinlog.rpc.server.cluster_member import ClusterMember

@@ -4,6 +4,9 @@ With an ACL file, ListTransactions and DescribeProducers show only what the
 principal may describe (``twinlog.rpc.server.txn_access``): transaction and producer ids are
 what a request needs to act on a transaction, so they are not shown to everyone;
 the groups a listed transaction holds offsets of need DESCRIBE on each group.
+``Metadata`` answers who leads what (``metadata_source``: ZooKeeper's view on a cluster
+broker, the server itself on a single node); like ListTopics it needs an authenticated
+principal and shows every topic.
 Thread rule: one instance serves every worker thread; it holds no mutable state.
 """
 
@@ -15,15 +18,18 @@ from twinlog.rpc.generated.twinlog.v1 import admin_pb2, admin_pb2_grpc
 from twinlog.rpc.server.audit import audited
 from twinlog.rpc.server.auth import Guard, Operation, Resource
 from twinlog.rpc.server.call import principal_of, unary
+from twinlog.rpc.server.metadata_source import MetadataSource
 from twinlog.rpc.server.txn_access import TransactionalAccess
 from twinlog.rpc.wire.broker_api import BrokerApi
+from twinlog.rpc.wire.cluster_convert import metadata_to_proto
 from twinlog.rpc.wire.convert import producer_to_proto, topic_to_proto, transaction_to_proto
 
 
 class AdministrationService(admin_pb2_grpc.AdministrationServicer):
-    def __init__(self, broker: BrokerApi, guard: Guard) -> None:
+    def __init__(self, broker: BrokerApi, guard: Guard, metadata_source: MetadataSource) -> None:
         self.broker = broker
         self.guard = guard
+        self.metadata_source = metadata_source
         self.access = TransactionalAccess(guard, broker)
 
     @unary
@@ -123,3 +129,10 @@ class AdministrationService(admin_pb2_grpc.AdministrationServicer):
         return admin_pb2.DescribeProducersResponse(
             producers=[producer_to_proto(item) for item in producers]
         )
+
+    @unary
+    def Metadata(
+        self, request: admin_pb2.MetadataRequest, context: grpc.ServicerContext
+    ) -> admin_pb2.MetadataResponse:
+        principal_of(self.guard, context)
+        return metadata_to_proto(self.metadata_source.metadata(list(request.topics) or None))

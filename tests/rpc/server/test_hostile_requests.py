@@ -134,8 +134,9 @@ READ_ONLY = {
     ("Administration", "DescribeTopic"),
     ("Administration", "ListTransactions"),
     ("Administration", "DescribeProducers"),
+    ("Administration", "Metadata"),
 }
-assert len(METHODS) == 19 and STREAMING | READ_ONLY <= METHODS.keys()
+assert len(METHODS) == 20 and STREAMING | READ_ONLY <= METHODS.keys()
 
 
 # --- the seeded state --------------------------------------------------------------------
@@ -1155,6 +1156,13 @@ def hostile_calls(seeded: Seed) -> st.SearchStrategy[Call]:
             ),
             True,
             "describe producers",
+        ),
+        call_of(
+            A,
+            "Metadata",
+            st.builds(admin_pb2.MetadataRequest, topics=st.lists(topic_names, max_size=4)),
+            True,
+            "metadata of known and unknown topics",
         ),
     ]
     undecodable = st.sampled_from(sorted(METHODS)).flatmap(

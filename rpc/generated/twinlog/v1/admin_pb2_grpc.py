@@ -69,6 +69,11 @@ class AdministrationStub:
                 request_serializer=twinlog_dot_v1_dot_admin__pb2.DescribeProducersRequest.SerializeToString,
                 response_deserializer=twinlog_dot_v1_dot_admin__pb2.DescribeProducersResponse.FromString,
                 _registered_method=True)
+        self.Metadata = channel.unary_unary(
+                '/twinlog.v1.Administration/Metadata',
+                request_serializer=twinlog_dot_v1_dot_admin__pb2.MetadataRequest.SerializeToString,
+                response_deserializer=twinlog_dot_v1_dot_admin__pb2.MetadataResponse.FromString,
+                _registered_method=True)
 
 
 class AdministrationServicer:
@@ -117,6 +122,16 @@ class AdministrationServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Metadata(self, request, context):
+        """Who leads what: live brokers, the controller, each partition's leader, leader epoch,
+        replicas and ISR (Kafka's Metadata). A cluster broker reads it from ZooKeeper; a
+        single-node server answers itself as broker 0 leading every partition, without a
+        cluster_id, so that one client works on both (docs/clients.md).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdministrationServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -154,6 +169,11 @@ def add_AdministrationServicer_to_server(servicer, server):
                     servicer.DescribeProducers,
                     request_deserializer=twinlog_dot_v1_dot_admin__pb2.DescribeProducersRequest.FromString,
                     response_serializer=twinlog_dot_v1_dot_admin__pb2.DescribeProducersResponse.SerializeToString,
+            ),
+            'Metadata': grpc.unary_unary_rpc_method_handler(
+                    servicer.Metadata,
+                    request_deserializer=twinlog_dot_v1_dot_admin__pb2.MetadataRequest.FromString,
+                    response_serializer=twinlog_dot_v1_dot_admin__pb2.MetadataResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -345,6 +365,33 @@ class Administration:
             '/twinlog.v1.Administration/DescribeProducers',
             twinlog_dot_v1_dot_admin__pb2.DescribeProducersRequest.SerializeToString,
             twinlog_dot_v1_dot_admin__pb2.DescribeProducersResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Metadata(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/twinlog.v1.Administration/Metadata',
+            twinlog_dot_v1_dot_admin__pb2.MetadataRequest.SerializeToString,
+            twinlog_dot_v1_dot_admin__pb2.MetadataResponse.FromString,
             options,
             channel_credentials,
             insecure,
