@@ -21,9 +21,19 @@ that can be rebuilt from the logs; the logs are what a replica would copy.
 Rules of the cluster design (CLUSTER.md section 3.4), where this module holds them:
 
     J1 commit-then-apply   only records below the journal log's high watermark are
-                           applied (``high_watermark``: the durable end on one node)
+                           applied (``high_watermark``: the durable end on one node; in a
+                           cluster what the in-sync replicas hold, ``commit_to``)
     J5 followers never decide   only ``LocalJournal``'s writer changes LMDB, and only
                            to apply a record; the copier decides by appending records
+
+A replicated partition's journal log (``open_partition(..., wait_committed=...)``, a
+cluster broker's) is applied by ``commit_to`` only: its leader's writes append, wait
+until the partition says the record is committed (``wait_committed``: the in-sync
+replicas hold it, J2), then wait for LMDB; a follower appends what its leader sent
+(``append_replicated``) and applies what the leader's high watermark covers. A replica
+never cuts a committed record: a divergent suffix (``truncate``) lies above everything
+queued for LMDB, and a failed application is queued again from LMDB's applied offset
+instead of being cut (the record may be on the other replicas already).
 
 Thread rule: any thread may call any method. Writes of one partition are ordered by
 its order lock (held for the append and the queueing only, so the LMDB group commit
@@ -36,7 +46,7 @@ import logging
 import threading
 import time
 from array import array
-from collections.abc import Generator, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +54,7 @@ from twinlog.engine.base import failpoints
 from twinlog.engine.base.errors import (
     CorruptJournalError,
     InvalidTxnStateError,
+    NotLeaderOrFollowerError,
     TransactionCompletedError,
     TwinlogError,
     UnknownTopicOrPartitionError,
@@ -102,22 +113,56 @@ def journal_log_config(
     )
 
 
-class _JournalLog:
-    """One partition's journal log and its write order."""
+class _Waiter:
+    """A leader's record appended and not yet queued for LMDB (its writer waits on it)."""
 
-    def __init__(self, partition: str, data_log: DataLog) -> None:
+    __slots__ = ("pending_write", "record")
+
+    def __init__(self, record: JournalLogRecord) -> None:
+        self.record = record
+        self.pending_write: PendingWrite | None = None  # set, under the order lock, once queued
+
+
+class _JournalLog:
+    """One partition's journal log and its write order.
+
+    Invariants (under ``order_lock``), replicated or not:
+        applied by LMDB <= enqueued_end <= high_watermark <= log end
+        enqueued_end == high_watermark after every ``commit_to`` and replay
+    """
+
+    def __init__(
+        self,
+        partition: str,
+        data_log: DataLog,
+        applied_end: int,
+        wait_committed: Callable[[int], None] | None = None,
+    ) -> None:
         self.partition = partition
         self.log = data_log
         self.order_lock = threading.Lock()
         self.needs_repair = False
         data_log.flush()  # what recovery kept may be in the page cache only
         self.durable_end = data_log.log_end_offset
+        # Replicated: the partition's wait for "the in-sync replicas hold every record
+        # below this offset" (raises when that cannot come: leadership moved, a timeout).
+        self.wait_committed = wait_committed
+        # Replicated: the offset below which the in-sync replicas hold the log, as this
+        # replica knows it. At open only what LMDB applied is known to be committed: the
+        # rest may be a suffix no other replica holds (it waits for the leader's word).
+        self.committed_end = applied_end
+        self.enqueued_end = applied_end  # the next record to queue for LMDB
+        self.pending: dict[int, _Waiter] = {}  # replicated leader writes not queued yet
+
+    @property
+    def replicated(self) -> bool:
+        return self.wait_committed is not None
 
     @property
     def high_watermark(self) -> int:
-        """Offset below which records are committed. One node: the durable end; replication
-        would lower it to what the in-sync replicas hold."""
-        return self.durable_end
+        """Offset below which records are committed: on one node the durable end; on a
+        replicated partition what the in-sync replicas hold (``committed_end``)."""
+        return self.committed_end if self.replicated else self.durable_end
 
     def make_durable(self, offset: int) -> None:
         """fsync the log if record ``offset`` is not durable yet (the journal's writer
@@ -157,9 +202,15 @@ class JournalLogs:
         directory: Path,
         batch_bytes_max: int = LogConfig.batch_bytes_max,
         segment_bytes: int = JOURNAL_LOG_SEGMENT_BYTES,
+        wait_committed: Callable[[int], None] | None = None,
     ) -> int:
         """Open the partition's journal log in ``directory/journal`` and replay into LMDB
         what it has not applied; the number of records replayed.
+
+        ``wait_committed`` makes the journal log replicated (a cluster partition): the
+        partition's wait until the in-sync replicas hold every record below an offset.
+        Such a log replays nothing at open beyond what LMDB applied: the rest waits for
+        ``commit_to``.
 
         Raises CorruptJournalError when LMDB has applied records the log no longer
         holds (the log lost its tail, or segments LMDB still needs): never a silent
@@ -169,7 +220,8 @@ class JournalLogs:
             directory / JOURNAL_LOG_DIRECTORY, journal_log_config(batch_bytes_max, segment_bytes)
         )
         try:
-            journal_log = _JournalLog(partition, data_log)
+            applied_end = self._applied_end(partition, data_log)
+            journal_log = _JournalLog(partition, data_log, applied_end, wait_committed)
             replayed = self._replay(journal_log)
         except BaseException:
             data_log.close()
@@ -216,13 +268,13 @@ class JournalLogs:
 
     # --- replay ---------------------------------------------------------------------
 
-    def _replay(self, journal_log: _JournalLog) -> int:
-        partition, data_log = journal_log.partition, journal_log.log
+    def _applied_end(self, partition: str, data_log: DataLog) -> int:
+        """The journal offset LMDB applied the partition's log up to (checked against the log)."""
         start, end = data_log.log_start_offset, data_log.log_end_offset
         row = self.local.partition_row(partition)
         if row is None:
-            replay_from = start  # LMDB never saw this partition, or was rebuilt empty
-        elif row.next_offset > end:
+            return start  # LMDB never saw this partition, or was rebuilt empty
+        if row.next_offset > end:
             raise CorruptJournalError(
                 f"{partition}: the local journal has applied journal-log records up to offset "
                 f"{row.next_offset - 1}, but the journal log {data_log.directory} ends at {end}: "
@@ -230,24 +282,58 @@ class JournalLogs:
                 "copy the partition directory and the journal aside, and restore them from a "
                 "backup (docs/formats.md, 'Local data journal: Damage')"
             )
-        elif row.next_offset < start:
+        if row.next_offset < start:
             raise CorruptJournalError(
                 f"{partition}: the local journal has applied journal-log records below offset "
                 f"{row.next_offset} only, but the journal log {data_log.directory} starts at "
                 f"{start}: segments it still needed are gone (docs/formats.md, "
                 "'Local data journal: Damage')"
             )
-        else:
-            replay_from = row.next_offset
-        pending: list[PendingWrite] = []
-        replayed = 0
-        for offset, record in read_records(data_log, replay_from, journal_log.high_watermark):
-            pending.append(self.local.enqueue_record(partition, offset, record))
-            replayed += 1
-            if len(pending) >= REPLAY_PENDING_MAX:
-                _wait_replayed(pending)
+        return row.next_offset
+
+    def _replay(self, journal_log: _JournalLog) -> int:
+        pending = self._enqueue_committed(journal_log)
+        replayed = len(pending)
         _wait_replayed(pending)
         return replayed
+
+    def _enqueue_committed(self, journal_log: _JournalLog) -> list[PendingWrite]:
+        """Queue for LMDB, in order, every record from ``enqueued_end`` below the high
+        watermark: a leader's waiting writes from memory (their writers wait for them),
+        the others read from the log; those others' pending writes, not waited for yet.
+        Called under the order lock, or before the log is shared (open)."""
+        high_watermark = journal_log.high_watermark
+        unowned: list[PendingWrite] = []
+        while journal_log.enqueued_end < high_watermark:
+            offset = journal_log.enqueued_end
+            waiter = journal_log.pending.pop(offset, None)
+            if waiter is not None:
+                waiter.pending_write = self._enqueue(journal_log, offset, waiter.record)
+                journal_log.enqueued_end = offset + 1
+                continue
+            for record_offset, record in read_records(journal_log.log, offset, high_watermark):
+                if record_offset in journal_log.pending:
+                    break  # a waiting write: from memory, with its waiter told
+                unowned.append(self._enqueue(journal_log, record_offset, record))
+                journal_log.enqueued_end = record_offset + 1
+                if len(unowned) >= REPLAY_PENDING_MAX:
+                    _wait_replayed(unowned)  # bounds the queue (and clears the list)
+            else:
+                # read_records stops early only at the log end: nothing more to queue
+                if journal_log.enqueued_end == offset:
+                    raise CorruptJournalError(
+                        f"{journal_log.partition}: journal-log record {offset} is below the "
+                        f"high watermark {high_watermark} but the log {journal_log.log.directory} "
+                        f"ends at {journal_log.log.log_end_offset}"
+                    )
+        return unowned
+
+    def _enqueue(
+        self, journal_log: _JournalLog, offset: int, record: JournalLogRecord
+    ) -> PendingWrite:
+        return self.local.enqueue_record(
+            journal_log.partition, offset, record, lambda: journal_log.make_durable(offset)
+        )
 
     # --- writes ---------------------------------------------------------------------
 
@@ -255,6 +341,8 @@ class JournalLogs:
         """Append ``record`` to the partition's journal log, apply it, return the result."""
         journal_log = self._journal_log(partition)
         batch = build_batch(record, int(time.time() * 1000))
+        if journal_log.replicated:
+            return self._write_replicated(journal_log, record, batch)
         with journal_log.order_lock:
             if journal_log.needs_repair:
                 self._repair(journal_log)
@@ -264,9 +352,8 @@ class JournalLogs:
             offset = journal_log.log.append(batch, validate=False)
             try:
                 failpoints.hit("journal_log.before_apply")
-                pending = self.local.enqueue_record(
-                    partition, offset, record, lambda: journal_log.make_durable(offset)
-                )
+                pending = self._enqueue(journal_log, offset, record)
+                journal_log.enqueued_end = offset + 1
             except BaseException:
                 # In the log but never queued: every later record would reach LMDB out of
                 # order. The repair cuts it before the next write (a crash first replays it).
@@ -281,6 +368,117 @@ class JournalLogs:
             journal_log.needs_repair = True
             raise
 
+    def _write_replicated(
+        self, journal_log: _JournalLog, record: JournalLogRecord, batch: bytes
+    ) -> Any:
+        """A replicated leader's write: append, wait until the in-sync replicas hold it
+        (J2), then until LMDB applied it (J1: ``commit_to`` queued it). A failure while
+        waiting leaves the record in the log: the leader that follows decides its fate
+        (a retry of the same batch is recognised by its sequence)."""
+        assert journal_log.wait_committed is not None
+        waiter = _Waiter(record)
+        with journal_log.order_lock:
+            if journal_log.needs_repair:
+                self._repair(journal_log)
+            failpoints.hit("journal_log.before_append")
+            offset = journal_log.log.append(batch, validate=False)
+            journal_log.pending[offset] = waiter
+        try:
+            failpoints.hit("journal_log.before_apply")
+            journal_log.wait_committed(offset + 1)
+        except BaseException:
+            with journal_log.order_lock:
+                journal_log.pending.pop(offset, None)  # queued from the log if committed later
+            raise
+        with journal_log.order_lock:  # the partition called commit_to before waking us
+            if waiter.pending_write is None and offset in journal_log.pending:
+                self._enqueue_committed(journal_log)
+            pending = waiter.pending_write
+        if pending is None:  # cut by a truncation, or dropped when leadership moved
+            raise NotLeaderOrFollowerError(
+                f"{journal_log.partition}: the journal-log record at {offset} is no longer this "
+                "leader's to apply (leadership moved); it may or may not be kept: retry at the "
+                "new leader (a retried batch is recognised by its sequence)"
+            )
+        try:
+            return pending.wait()
+        except DETERMINISTIC_REFUSALS:
+            raise
+        except BaseException:
+            journal_log.needs_repair = True  # LMDB stopped at this record: queue it again
+            raise
+
+    # --- replication (a replicated partition's journal log) ------------------------
+
+    def become_leader(self, partition: str, leader_epoch: int) -> None:
+        """The partition's leader epoch, stamped into the journal log's records from now on."""
+        self._journal_log(partition).log.become_leader(leader_epoch)
+
+    def append_replicated(
+        self, partition: str, batches: Iterable[memoryview], *, sync: bool
+    ) -> None:
+        """A follower's append of its leader's records, as they are (offsets and epochs
+        kept); applied once ``commit_to`` covers them."""
+        journal_log = self._journal_log(partition)
+        with journal_log.order_lock:
+            journal_log.log.append_replicated(batches, sync=sync)
+            if sync:
+                journal_log.durable_end = journal_log.log.log_end_offset
+
+    def commit_to(self, partition: str, high_watermark: int, *, wait: bool = False) -> int:
+        """The in-sync replicas hold the partition's journal log below ``high_watermark``:
+        queue those records for LMDB, in order (J1); the journal high watermark now.
+
+        ``wait``: until LMDB applied them (a follower's fetcher; a failure raises, and
+        the next call queues them again). A leader does not wait: its writers do."""
+        journal_log = self._journal_log(partition)
+        assert journal_log.replicated, f"{partition}: commit_to on an unreplicated journal log"
+        with journal_log.order_lock:
+            if journal_log.needs_repair:
+                self._repair(journal_log)
+            committed = min(high_watermark, journal_log.log.log_end_offset)
+            journal_log.committed_end = max(journal_log.committed_end, committed)
+            unowned = self._enqueue_committed(journal_log)
+            if wait:
+                try:
+                    _wait_replayed(unowned)
+                except BaseException:
+                    journal_log.needs_repair = True
+                    raise
+            return journal_log.committed_end
+
+    def truncate(self, partition: str, offset: int) -> None:
+        """Cut a replica's divergent suffix (KIP-101). Never below a record queued for LMDB:
+        those are committed, and a committed record is on every in-sync replica."""
+        journal_log = self._journal_log(partition)
+        with journal_log.order_lock:
+            if offset < journal_log.enqueued_end:
+                raise CorruptJournalError(
+                    f"{partition}: asked to cut the journal log at {offset}, below "
+                    f"{journal_log.enqueued_end}, which is committed and applied to the local "
+                    "journal: the replicas disagree on committed records. Stop the broker and "
+                    "copy its data directory aside"
+                )
+            journal_log.log.truncate_to(offset)
+            journal_log.durable_end = min(journal_log.durable_end, offset)
+            journal_log.committed_end = min(journal_log.committed_end, offset)
+            for cut in [key for key in journal_log.pending if key >= offset]:
+                del journal_log.pending[cut]  # their writers' waits fail: leadership moved
+
+    def drop_waiting_writes(self, partition: str) -> None:
+        """A leader stepped down: its writes still waiting for the replicas are no longer
+        its to apply (committed ones are queued from the log by ``commit_to``)."""
+        journal_log = self._journal_log(partition)
+        with journal_log.order_lock:
+            journal_log.pending.clear()
+
+    def high_watermark(self, partition: str) -> int:
+        return self._journal_log(partition).high_watermark
+
+    def wait_applied(self) -> None:
+        """Until LMDB applied every record queued so far (of every partition)."""
+        self.local.barrier()
+
     def repair(self, partition: str) -> None:
         """Cut the records of the partition's journal log whose application failed now,
         not at its next write: for a caller about to write elsewhere what only holds if
@@ -292,7 +490,8 @@ class JournalLogs:
                 self._repair(journal_log)
 
     def _repair(self, journal_log: _JournalLog) -> None:
-        """Cut the records LMDB did not apply (their callers all got an error) from the log.
+        """Cut the records LMDB did not apply (their callers all got an error) from the log;
+        on a replicated log queue them again instead (they may be on other replicas).
 
         Called under the order lock: nothing new is queued for this partition; the
         no-op waits out what is queued already.
@@ -301,11 +500,21 @@ class JournalLogs:
         row = self.local.partition_row(journal_log.partition)
         applied_end = journal_log.log.log_start_offset if row is None else row.next_offset
         end = journal_log.log.log_end_offset
-        if applied_end < end:
+        if journal_log.replicated:
+            if applied_end < journal_log.enqueued_end:
+                journal_log.enqueued_end = applied_end
+                _wait_replayed(self._enqueue_committed(journal_log))
+                log.warning(
+                    "%s: journal-log records from %d applied again after a failed application",
+                    journal_log.partition,
+                    applied_end,
+                )
+        elif applied_end < end:
             journal_log.log.truncate_to(applied_end)
             # The cut records may have been made durable before LMDB failed: the records
             # appended next take their offsets and must be fsynced before they are applied.
             journal_log.durable_end = min(journal_log.durable_end, applied_end)
+            journal_log.enqueued_end = min(journal_log.enqueued_end, applied_end)
             log.warning(
                 "%s: cut journal-log records %d..%d, whose application failed (their callers "
                 "got the error)",
