@@ -14,6 +14,8 @@ APPLY_COMMIT (``apply_commit``):
     3. stream the batches, in append order, zero-copy from LMDB into ONE
        ``data_log.append_many`` (contiguous, one fsync)           -> copier.after_batch (each)
                                                                  -> copier.after_log_fsync
+       on a cluster leader, wait until the in-sync replicas hold the copy (J4:
+       ``wait_replicated``), so a replica that holds APPLIED holds every byte
     4. append MARK_APPLIED(first, next) and apply it: the entries go in the
        LMDB transaction that records APPLIED                     -> copier.after_applied_record
 
@@ -42,7 +44,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import closing
 from dataclasses import dataclass
 
@@ -92,12 +94,26 @@ class PartitionWriter:
     half-done copy is always finished before anything else is appended.
     """
 
-    def __init__(self, partition: str, data_log: DataLog, journal: JournalLogs) -> None:
+    def __init__(
+        self,
+        partition: str,
+        data_log: DataLog,
+        journal: JournalLogs,
+        wait_replicated: Callable[[int], None] | None = None,
+    ) -> None:
+        """``wait_replicated(end_offset)``: a cluster leader's wait until its in-sync
+        replicas hold the data log below ``end_offset`` (raises when they cannot)."""
         self.partition = partition
         self.log = data_log
         self.journal = journal
+        self.wait_replicated = wait_replicated
         self._lock = threading.Lock()
         self._needs_recovery = True
+
+    def recover_before_next_write(self) -> None:
+        """A replica promoted to leader: finish its half-done copies (J6) before it writes."""
+        with self._lock:
+            self._needs_recovery = True
 
     # --- writes -------------------------------------------------------------------
 
@@ -221,6 +237,8 @@ class PartitionWriter:
         failpoints.hit("copier.after_log_fsync")
         check_invariant(start, next_offset, start + spanned[0])
         assert first == copied_end and next_offset == start + spanned[0]
+        if self.wait_replicated is not None:
+            self.wait_replicated(next_offset)
         self.journal.mark_applied(self.partition, record.transaction_id, start, next_offset)
         self._needs_recovery = False
         failpoints.hit("copier.after_applied_record")
@@ -369,6 +387,8 @@ class PartitionWriter:
             # append_many's fsync): make it durable before the journal forgets it.
             self.log.flush()
             end = self.log.log_end_offset
+            if self.wait_replicated is not None:
+                self.wait_replicated(end)
             check_invariant(record.first_offset, end, end)
             applied = self.journal.mark_applied(
                 self.partition, record.transaction_id, record.first_offset, end

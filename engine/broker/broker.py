@@ -99,7 +99,9 @@ from twinlog.engine.broker.partition_calls import (
     ApplyCommit,
     CountEntries,
     EntryCount,
+    PartitionLeaders,
     RegisterPartition,
+    TransactionCoordinators,
     coordinator_partition_of,
 )
 from twinlog.engine.broker.partition_role import PartitionRole, Role
@@ -194,13 +196,39 @@ class _LocalApplier:
 
 
 class _LocalCoordinators:
-    """Partition -> coordinator calls, in-process (``partition_calls.TransactionCoordinators``)."""
+    """Partition -> coordinator calls (``partition_calls.TransactionCoordinators``): to the
+    broker's ``transaction_coordinators`` when one is set (a cluster transport), else to
+    this broker's own coordinators, in-process."""
 
     def __init__(self, broker: Broker) -> None:
         self._broker = broker
 
     def register_partition(self, request: RegisterPartition) -> None:
+        elsewhere = self._broker.transaction_coordinators
+        if elsewhere is not None:
+            elsewhere.register_partition(request)
+            return
         self._broker._coordinator_for_id(request.transaction_id).register_partition(request)
+
+
+class _ToPartitionLeaders:
+    """The coordinators' ``PartitionLeaders``: the broker's ``partition_leaders`` as it is
+    at each call (in-process by default; a cluster transport replaces it)."""
+
+    def __init__(self, broker: Broker) -> None:
+        self._broker = broker
+
+    def leader_epoch(self, topic_partition: TopicPartition) -> int:
+        return self._broker.partition_leaders.leader_epoch(topic_partition)
+
+    def count_entries(self, request: CountEntries) -> EntryCount:
+        return self._broker.partition_leaders.count_entries(request)
+
+    def apply_commit(self, request: ApplyCommit) -> None:
+        self._broker.partition_leaders.apply_commit(request)
+
+    def apply_abort(self, request: ApplyAbort) -> None:
+        self._broker.partition_leaders.apply_abort(request)
 
 
 class Broker:
@@ -239,6 +267,11 @@ class Broker:
         self.scheduler = Scheduler()
         self._decompression_budget = DecompressionBudget(config.decompressed_bytes_in_flight_max)
         self.transaction_timings = TransactionTimings()  # shared by the coordinators
+        # The coordinator <-> partition seam (partition_calls): in-process by default. In a
+        # cluster a transport replaces them, so a coordinator reaches partitions led
+        # elsewhere and a partition reaches the coordinator of a transaction begun elsewhere.
+        self.partition_leaders: PartitionLeaders = _LocalApplier(self)
+        self.transaction_coordinators: TransactionCoordinators | None = None
 
     # --- life cycle ---------------------------------------------------------------------
 
@@ -349,7 +382,7 @@ class Broker:
             )
         self.offset_fence = GroupOffsetFence(self.group_offsets, self._coordinator_for_id)
         # 5. coordinators
-        applier = _LocalApplier(self)
+        applier = _ToPartitionLeaders(self)
         self.coordinators = [
             Coordinator(
                 journal_partition_index,
@@ -928,9 +961,7 @@ class Broker:
         positions = []
         for partition in list(self._partitions.values()):
             if partition.role.role is Role.FOLLOWER and partition.role.leader_id == leader_id:
-                position = partition.replica_fetch_position()
-                if position is not None:
-                    positions.append(position)
+                positions.extend(partition.replica_fetch_positions())
         if not positions:
             return None
         # Rotate the order: a leader caps its answer's bytes, and the partitions it would

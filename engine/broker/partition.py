@@ -12,6 +12,14 @@ with anything:
 The partition's journal log lives in ``DIRECTORY/journal`` (``twinlog.journal.journal_logs``),
 so it goes with the partition's directory when the topic is deleted.
 
+In a cluster both logs are replicated, co-led (one leader, one ISR, one epoch;
+CLUSTER.md §3.3, §3.4): a transactional batch is acknowledged once its ENTRY is
+committed and applied (J2), the copier waits for the copy's replication before
+MARK_APPLIED (J4), followers apply only committed records and never copy (J1, J5),
+and a new leader writes, copies and decides nothing until its in-sync replicas hold
+both logs as it held them at promotion (the promotion barrier); its first write then
+finishes a half-done copy (J6).
+
 Fetch is a long poll: a reader waits on ``data_arrived`` until enough bytes
 lie past its offset or its wait runs out. Consumers read below the high
 watermark only (``high_watermark``); on one node it follows the log end, moved
@@ -39,7 +47,6 @@ from pathlib import Path
 from twinlog.copier import PartitionWriter
 from twinlog.engine.base.errors import (
     DiskFullError,
-    InvalidConfigError,
     InvalidTxnStateError,
     NotEnoughReplicasAfterAppendError,
     NotEnoughReplicasError,
@@ -79,7 +86,11 @@ from twinlog.engine.log.leader_epochs import NO_EPOCH
 from twinlog.engine.records.batch_format import NO_PRODUCER_ID, BatchHeader, read_header
 from twinlog.engine.records.batch_reader import split_batches
 from twinlog.engine.replication.divergence import diverging_epoch, truncation_offset
-from twinlog.engine.replication.fetch_calls import FetchedPartition, ReplicaFetchPartition
+from twinlog.engine.replication.fetch_calls import (
+    FetchedPartition,
+    LogKind,
+    ReplicaFetchPartition,
+)
 from twinlog.engine.replication.replica_set import IsrChange, ReplicaSet
 from twinlog.engine.replication.replication_settings import ReplicationSettings
 from twinlog.journal import CopyState, JournalLogs
@@ -106,17 +117,30 @@ class Partition:
         self.log = DataLog.open(directory, config)
         self.journal = journal
         try:  # replays into LMDB what the journal log holds beyond LMDB's applied offset
-            journal.open_partition(self.name, directory, config.batch_bytes_max)
+            journal.open_partition(
+                self.name,
+                directory,
+                config.batch_bytes_max,
+                wait_committed=None if replication is None else self._wait_journal_committed,
+            )
         except BaseException:
             self.log.close()
             raise
-        self.writer = PartitionWriter(self.name, self.log, journal)
-        try:
-            self.writer.recover()
-        except DiskFullError as error:
-            # A torn copy is cut by now (that needs no space); the writer finishes the
-            # copy before its next write, once space returns. Reads are served meanwhile.
-            log.warning("%s: finishing a copy deferred: %s", self.name, error)
+        self.writer = PartitionWriter(
+            self.name,
+            self.log,
+            journal,
+            wait_replicated=None if replication is None else self._wait_copy_replicated,
+        )
+        if replication is None:
+            try:
+                self.writer.recover()
+            except DiskFullError as error:
+                # A torn copy is cut by now (that needs no space); the writer finishes the
+                # copy before its next write, once space returns. Reads are served meanwhile.
+                log.warning("%s: finishing a copy deferred: %s", self.name, error)
+        # A cluster replica recovers its copies only once it leads and has passed the
+        # promotion barrier (J5: followers never decide; J6: resume on promotion).
         # A copy recovery could not finish (a full disk) leaves part of a transaction in the
         # log: it stays below the high watermark's reach until the copy is done.
         # In a cluster a restarted replica's log may end in what no other replica holds:
@@ -129,6 +153,12 @@ class Partition:
         self.replication = replication
         self.role: PartitionRole = SOLE if replication is None else NO_ROLE
         self.replicas: ReplicaSet | None = None  # while LEADER
+        # While LEADER and not yet through the promotion barrier: each log's end at
+        # promotion, which the in-sync replicas must hold before this leader acts.
+        self._promotion_ends: dict[LogKind, int] | None = None
+        # The newest leader epoch asked for, set before a role change takes the lock:
+        # writers waiting for their replicas give up at once instead of holding it back.
+        self._asked_epoch = -1
         self._plain_lock = threading.Lock()
         self.send_gate = SendGate(self.name)
         self.transaction_gate = TransactionGate(self.name)
@@ -156,16 +186,11 @@ class Partition:
         """Append, and on a cluster leader wait until every in-sync replica holds the batch
         (``acks=all``; CLUSTER.md I1). A retry of a batch already written is answered with
         its first offset, once it is replicated too."""
+        self._wait_promoted()
         with self._plain_lock:
             self.check_serves_clients()
             role, replicas = self.role, self.replicas
-            if replicas is not None and not replicas.enough_in_sync():
-                raise NotEnoughReplicasError(
-                    f"{self.name}: {len(replicas.isr)} in-sync replica(s) "
-                    f"{sorted(replicas.isr)}, below min_insync_replicas "
-                    f"{replicas.min_insync_replicas}; nothing was written: retry when the "
-                    "replicas are back"
-                )
+            self._check_enough_in_sync(replicas)
             check = self.sequences.check(header, self.name)
             if check.duplicate:
                 result = ProduceResult(check.base_offset, duplicate=True)
@@ -176,30 +201,48 @@ class Partition:
                 result = ProduceResult(base_offset)
         self._wake_fetchers()
         if replicas is not None:
-            self._wait_replicated(result.base_offset + header.last_offset_delta + 1, role)
+            self._wait_replicated(
+                LogKind.DATA, result.base_offset + header.last_offset_delta + 1, role
+            )
         return result
 
-    def _wait_replicated(self, end_offset: int, role: PartitionRole) -> None:
-        """Until the high watermark reaches ``end_offset`` with enough replicas in sync
-        (Kafka's checkEnoughReplicasReachOffset), this broker stays leader of ``role``'s
-        epoch, and ``ack_timeout_ms`` lasts."""
+    def _check_enough_in_sync(self, replicas: ReplicaSet | None) -> None:
+        if replicas is not None and not replicas.enough_in_sync():
+            raise NotEnoughReplicasError(
+                f"{self.name}: {len(replicas.isr)} in-sync replica(s) "
+                f"{sorted(replicas.isr)}, below min_insync_replicas "
+                f"{replicas.min_insync_replicas}; nothing was written: retry when the "
+                "replicas are back"
+            )
+
+    def _high_watermark_of(self, kind: LogKind) -> int:
+        if kind is LogKind.DATA:
+            return self.high_watermark.value
+        return self.journal.high_watermark(self.name)
+
+    def _wait_replicated(self, kind: LogKind, end_offset: int, role: PartitionRole) -> None:
+        """Until the ``kind`` log's high watermark reaches ``end_offset`` with enough
+        replicas in sync (Kafka's checkEnoughReplicasReachOffset), this broker stays
+        leader of ``role``'s epoch, and ``ack_timeout_ms`` lasts."""
         assert self.replication is not None
         deadline = time.monotonic() + self.replication.ack_timeout_ms / 1000
+        what = "batch" if kind is LogKind.DATA else "journal-log record"
         with self.data_arrived:
             while True:
                 replicas = self.replicas
-                if self.role != role or replicas is None:
+                if self.role != role or replicas is None or self._asked_epoch > role.leader_epoch:
                     raise NotLeaderOrFollowerError(
                         f"{self.name}: leadership moved (now {self.role.role.value}, epoch "
-                        f"{self.role.leader_epoch}) before the in-sync replicas acknowledged "
-                        "the batch; it may or may not be kept: retry at the new leader (an "
-                        "idempotent retry is never written twice)"
+                        f"{max(self.role.leader_epoch, self._asked_epoch)}) before the in-sync "
+                        f"replicas acknowledged the {what}; it may or may not be kept: retry "
+                        "at the new leader (an idempotent retry is never written twice)"
                     )
-                if self.high_watermark.value >= end_offset:
+                high_watermark = self._high_watermark_of(kind)
+                if high_watermark >= end_offset:
                     if replicas.enough_in_sync():
                         return
                     raise NotEnoughReplicasAfterAppendError(
-                        f"{self.name}: the batch is replicated, but only to "
+                        f"{self.name}: the {what} is replicated, but only to "
                         f"{sorted(replicas.isr)}, below min_insync_replicas "
                         f"{replicas.min_insync_replicas}; retry (never written twice)"
                     )
@@ -207,12 +250,68 @@ class Partition:
                 if remaining_s <= 0:
                     raise NotEnoughReplicasAfterAppendError(
                         f"{self.name}: the in-sync replicas {sorted(replicas.isr)} did not "
-                        f"acknowledge offset {end_offset - 1} within "
+                        f"acknowledge {kind.value}-log offset {end_offset - 1} within "
                         f"{self.replication.ack_timeout_ms} ms (high watermark "
-                        f"{self.high_watermark.value}); it may or may not become readable: "
-                        "retry (never written twice)"
+                        f"{high_watermark}); it may or may not be kept: retry (never "
+                        "written twice)"
                     )
                 self.data_arrived.wait(remaining_s)
+
+    def _wait_journal_committed(self, end_offset: int) -> None:
+        """The journal log's wait (``JournalLogs``): the record below ``end_offset`` is held
+        by the in-sync replicas (J2)."""
+        self._wait_own_write(LogKind.JOURNAL, end_offset)
+
+    def _wait_copy_replicated(self, end_offset: int) -> None:
+        """The copier's wait before MARK_APPLIED (J4): the copy is on the in-sync replicas."""
+        self._wait_own_write(LogKind.DATA, end_offset)
+
+    def _wait_own_write(self, kind: LogKind, end_offset: int) -> None:
+        """This leader wrote the ``kind`` log up to ``end_offset``: tell the followers, then
+        wait for them."""
+        role = self.role
+        if role.role is not Role.LEADER:
+            self.check_serves_clients()
+            raise NotLeaderOrFollowerError(f"{self.name}: this broker no longer leads it")
+        self._advance_high_watermark()
+        self._wake_fetchers()
+        self._wait_replicated(kind, end_offset, role)
+
+    def _wait_promoted(self) -> None:
+        """A new leader acts only once its in-sync replicas hold both logs as it held them
+        at promotion (the promotion barrier, Raft's "commit an entry of your own term"):
+        then everything it holds is committed, and it may finish copies and decide."""
+        ends = self._promotion_ends
+        if ends is None:
+            return
+        assert self.replication is not None
+        role = self.role
+        deadline = time.monotonic() + self.replication.ack_timeout_ms / 1000
+        self._wake_fetchers()
+        with self.data_arrived:
+            while True:
+                ends = self._promotion_ends
+                if ends is None:
+                    return
+                if self.role != role:
+                    break
+                if all(self._high_watermark_of(kind) >= end for kind, end in ends.items()):
+                    # Everything held at promotion is committed: LMDB applies it before the
+                    # leader reads its state (sequences, counts, the copier's recovery).
+                    self.journal.wait_applied()
+                    self._promotion_ends = None
+                    log.info("%s: through the promotion barrier at %s", self.name, ends)
+                    return
+                remaining_s = deadline - time.monotonic()
+                if remaining_s <= 0:
+                    break
+                self.data_arrived.wait(min(remaining_s, 0.1))
+        self.check_serves_clients()
+        raise NotLeaderOrFollowerError(
+            f"{self.name}: leader since epoch {role.leader_epoch}, waiting for its in-sync "
+            f"replicas to hold what it held at promotion ({ends}) before it writes, copies or "
+            "decides; retry shortly"
+        )
 
     def _transaction_tracker(self, transaction_id: int, attempt: str) -> SequenceTracker:
         tracker = self.transaction_sequences.get((transaction_id, attempt))
@@ -243,12 +342,8 @@ class Partition:
         when the batch does not carry them (the broker's own group offsets batch).
         """
         self.check_serves_clients()
-        if self.replication is not None:
-            raise InvalidConfigError(
-                f"{self.name} is replicated, and this version replicates plain records only: "
-                "transactional batches need the replicated journal log (not built yet); "
-                "write to a single-node broker for transactions"
-            )
+        self._wait_promoted()
+        self._check_enough_in_sync(self.replicas)
         # never into the journal of a topic being deleted, nor of a counted transaction
         with self.send_gate.send(), self.transaction_gate.appending(transaction_id) as gate:
             self._register(
@@ -322,6 +417,7 @@ class Partition:
     def count_entries(self, transaction_id: int) -> int:
         """Freeze the transaction here, wait for its appends in progress, count its entries
         (J3: every acknowledged batch is in the count, every later one is refused)."""
+        self._check_leads()
         self.transaction_gate.freeze(transaction_id)
         return self.journaled_entries(transaction_id)
 
@@ -332,6 +428,7 @@ class Partition:
         journaled_entries: int = 0,
     ) -> tuple[int, int]:
         tags = None if attempts is None else [a.encode("utf-8") for a in attempts]
+        self._check_leads()
         self.transaction_gate.freeze(transaction_id)  # no append may race the copy
         try:
             first_offset, next_offset = self.writer.apply_commit(
@@ -346,6 +443,7 @@ class Partition:
         return first_offset, next_offset
 
     def apply_abort(self, transaction_id: int) -> None:
+        self._check_leads()
         self.transaction_gate.freeze(transaction_id)  # appends in progress land, then go
         try:
             self.writer.apply_abort(transaction_id)
@@ -384,6 +482,12 @@ class Partition:
 
     # --- roles and replication in a cluster (partition_role, engine.replication) --------
 
+    def _check_leads(self) -> None:
+        """A coordinator's call: only the leader (through its barrier) counts, copies or
+        drops a transaction's entries; a follower never decides (J5)."""
+        self.check_serves_clients()
+        self._wait_promoted()
+
     def check_serves_clients(self) -> None:
         role = self.role
         if not role.serves_clients:
@@ -406,10 +510,18 @@ class Partition:
         """
         settings = self.replication
         assert settings is not None, f"{self.name}: a single-node partition takes no role"
+        if asked.leader_epoch > self._asked_epoch:
+            self._asked_epoch = asked.leader_epoch
+            self._wake_fetchers()  # waiting writers of the old epoch let go of the locks
         with self._plain_lock:
             transition = next_role(self.role, asked)
             if transition is Transition.LEAD:
                 self.epochs.become_leader(asked.leader_epoch)
+                self.journal.become_leader(self.name, asked.leader_epoch)
+                ends = {
+                    LogKind.DATA: self.log.log_end_offset,
+                    LogKind.JOURNAL: self.journal.journal_log(self.name).log_end_offset,
+                }
                 self.replicas = ReplicaSet(
                     self.name,
                     settings.broker_id,
@@ -418,14 +530,20 @@ class Partition:
                     min_insync_replicas=settings.min_insync_replicas,
                     lag_time_max_ms=settings.lag_time_max_ms,
                     now_ms=now_ms,
-                    leader_epoch_start_offset=self.log.log_end_offset,
+                    epoch_start_offsets=ends,
                 )
+                self._promotion_ends = ends
+                self.writer.recover_before_next_write()  # J6, after the barrier
+                self.transaction_sequences.clear()  # rebuilt from what is committed
                 self.role = asked
             elif transition is Transition.UPDATE:
                 assert self.replicas is not None
                 self.replicas.confirm(isr)
             elif transition is Transition.FOLLOW:
                 self.replicas = None
+                self._promotion_ends = None
+                self.journal.drop_waiting_writes(self.name)
+                self.transaction_sequences.clear()
                 self.role = asked
             if transition is not Transition.IGNORE:
                 self._advance_high_watermark()
@@ -441,6 +559,9 @@ class Partition:
             self._wake_fetchers()
         return transition
 
+    def _replicated_log(self, kind: LogKind) -> DataLog:
+        return self.log if kind is LogKind.DATA else self.journal.journal_log(self.name)
+
     def replica_read(
         self,
         replica_id: int,
@@ -449,63 +570,84 @@ class Partition:
         max_bytes: int,
         now_ms: int,
     ) -> FetchedPartition:
-        """The leader's answer to a follower's fetch: batches from its fetch offset (past the
-        high watermark too: followers copy everything), or where their logs part. The fetch
-        offset acknowledges everything below it."""
-        topic_partition = self.topic_partition
+        """The leader's answer to a follower's fetch of one of its logs: batches from its
+        fetch offset (past the high watermark too: followers copy everything), or where
+        their logs part. The fetch offset acknowledges everything below it."""
+        topic_partition, kind = self.topic_partition, request.log
         role, replicas = self.role, self.replicas
         try:
             if role.role is not Role.LEADER or replicas is None:
                 self.check_serves_clients()
                 raise NotLeaderOrFollowerError(f"{self.name}: this broker is not a leader")
             self.epochs.check_leader_epoch(request.current_leader_epoch)
-            start, end = self.log.log_start_offset, self.log.log_end_offset
+            replicated = self._replicated_log(kind)
+            start, end = replicated.log_start_offset, replicated.log_end_offset
             diverging = diverging_epoch(
-                self.log.epochs, start, end, request.fetch_offset, request.last_fetched_epoch
+                replicated.epochs, start, end, request.fetch_offset, request.last_fetched_epoch
             )
             if diverging is not None:
                 return FetchedPartition(
-                    topic_partition, b"", self.high_watermark.value, start, end, diverging
+                    topic_partition,
+                    b"",
+                    self._high_watermark_of(kind),
+                    start,
+                    end,
+                    diverging,
+                    log=kind,
                 )
             if not start <= request.fetch_offset <= end:
                 raise OffsetOutOfRangeError(
-                    f"{self.name}: follower {replica_id} fetches at {request.fetch_offset}, "
-                    f"the leader holds [{start}, {end}]; a follower behind the log start "
-                    "must be rebuilt (remove its copy of the partition)",
+                    f"{self.name}: follower {replica_id} fetches its {kind.value} log at "
+                    f"{request.fetch_offset}, the leader holds [{start}, {end}]; a follower "
+                    "behind the log start must be rebuilt (remove its copy of the partition)",
                     start,
                     end,
                 )
-            replicas.record_fetch(replica_id, broker_epoch, request.fetch_offset, end, now_ms)
-            before = self.high_watermark.value
+            replicas.record_fetch(
+                replica_id, broker_epoch, request.fetch_offset, end, now_ms, log=kind
+            )
+            before = self._high_watermark_of(kind)
             self._advance_high_watermark()
-            if self.high_watermark.value != before:
+            if self._high_watermark_of(kind) != before:
                 self._wake_fetchers()  # producers waiting for their acknowledgement
             records = (
-                self.log.read(request.fetch_offset, max_bytes)
+                replicated.read(request.fetch_offset, max_bytes)
                 if request.fetch_offset < end
                 else b""
             )
-            return FetchedPartition(topic_partition, records, self.high_watermark.value, start, end)
+            return FetchedPartition(
+                topic_partition, records, self._high_watermark_of(kind), start, end, log=kind
+            )
         except TwinlogError as error:  # per partition: the fetch goes on for the others
-            return FetchedPartition(topic_partition, error=type(error).__name__, message=str(error))
+            return FetchedPartition(
+                topic_partition, error=type(error).__name__, message=str(error), log=kind
+            )
 
-    def replica_fetch_position(self) -> ReplicaFetchPartition | None:
-        """Where this follower fetches next (None: it follows nobody)."""
+    def replica_fetch_positions(self) -> list[ReplicaFetchPartition]:
+        """Where this follower fetches each log next (none: it follows nobody)."""
         role = self.role
         if role.role is not Role.FOLLOWER:
-            return None
-        last = self.log.last_batch_header()
-        return ReplicaFetchPartition(
-            self.topic_partition,
-            self.log.log_end_offset,
-            NO_EPOCH if last is None else last.partition_leader_epoch,
-            role.leader_epoch,
-        )
+            return []
+        positions = []
+        for kind in LogKind:
+            replicated = self._replicated_log(kind)
+            last = replicated.last_batch_header()
+            positions.append(
+                ReplicaFetchPartition(
+                    self.topic_partition,
+                    replicated.log_end_offset,
+                    NO_EPOCH if last is None else last.partition_leader_epoch,
+                    role.leader_epoch,
+                    log=kind,
+                )
+            )
+        return positions
 
     def apply_fetched(self, fetched: FetchedPartition, leader_id: int) -> None:
-        """A follower takes its leader's answer: cut where the logs part, or append the
-        batches as they are (fsynced with ``replica_fsync``: the next fetch offset
-        acknowledges them) and learn the high watermark.
+        """A follower takes its leader's answer for one log: cut where the logs part, or
+        append the batches as they are (fsynced with ``replica_fsync``: the next fetch
+        offset acknowledges them) and learn the high watermark; the journal log's
+        committed records are applied to LMDB then (J1), and only those.
 
         An answer from a broker this partition no longer follows, or to a fetch from
         before a cut (its batches do not start at the log end), is dropped. A late answer
@@ -518,6 +660,9 @@ class Partition:
             if role.role is not Role.FOLLOWER or role.leader_id != leader_id:
                 return
             if fetched.error:
+                return
+            if fetched.log is LogKind.JOURNAL:
+                self._apply_fetched_journal(fetched)
                 return
             if fetched.diverging is not None:
                 end = self.log.log_end_offset
@@ -535,6 +680,32 @@ class Partition:
                     self.sequences.observe(header, header.base_offset)
             self.high_watermark.advance_to(min(fetched.high_watermark, self.log.log_end_offset))
         self._wake_fetchers()
+
+    def _apply_fetched_journal(self, fetched: FetchedPartition) -> None:
+        """``apply_fetched`` for the journal log (under the partition's lock)."""
+        assert self.replication is not None
+        journal_log = self.journal.journal_log(self.name)
+        if fetched.diverging is not None:
+            end = journal_log.log_end_offset
+            cut = truncation_offset(journal_log.epochs, end, fetched.diverging)
+            if cut < end:
+                log.warning(
+                    "%s: truncating journal-log records %d..%d, which the leader does not hold",
+                    self.name,
+                    cut,
+                    end,
+                )
+                self.journal.truncate(self.name, cut)
+            return
+        if fetched.records:
+            if read_header(fetched.records).base_offset != journal_log.log_end_offset:
+                return  # an answer to an older fetch offset
+            self.journal.append_replicated(
+                self.name, split_batches(fetched.records), sync=self.replication.replica_fsync
+            )
+        # J1: LMDB applies what the leader says is committed, before the next fetch
+        # (a failed application raises to the fetcher and is queued again next time).
+        self.journal.commit_to(self.name, fetched.high_watermark, wait=True)
 
     def _truncate_follower(self, offset: int) -> None:
         """Cut what this replica holds and its leader does not (KIP-101): the idempotence
@@ -562,7 +733,8 @@ class Partition:
         replicas = self.replicas
         if replicas is None:
             return None
-        change = replicas.isr_change_due(now_ms, self.high_watermark.value, registered_epochs)
+        high_watermarks = {kind: self._high_watermark_of(kind) for kind in LogKind}
+        change = replicas.isr_change_due(now_ms, high_watermarks, registered_epochs)
         if change is not None:
             replicas.propose(change)
             with self._plain_lock:
@@ -597,6 +769,13 @@ class Partition:
 
     def _advance_high_watermark(self) -> None:
         self.high_watermark.advance_to(self.replicated_end())
+        replicas = self.replicas
+        if self.role.role is Role.LEADER and replicas is not None:
+            # The journal log's: its records below it are committed, and go to LMDB (J1).
+            journal_end = self.journal.journal_log(self.name).log_end_offset
+            candidate = replicas.high_watermark_candidate(journal_end, LogKind.JOURNAL)
+            if candidate > self.journal.high_watermark(self.name):
+                self.journal.commit_to(self.name, candidate)
 
     # --- reads -----------------------------------------------------------------------
 

@@ -1,7 +1,9 @@
 """A follower's fetch from its partition leader, as plain values (CLUSTER.md §3.3).
 
 One request covers every partition a follower replicates from one leader broker (one
-long poll per leader, as Kafka's replica fetcher does):
+long poll per leader, as Kafka's replica fetcher does), and each of a partition's
+replicated logs (``LogKind``: the data log, and the journal log of its transactions'
+batches, co-led) is fetched as an item of its own:
 
     ReplicaFetch(replica_id, broker_epoch, partitions=[ReplicaFetchPartition...])
       -> [FetchedPartition...], in the request's order
@@ -17,9 +19,17 @@ field by field; in-process tests hand them over as they are.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
 
 from twinlog.engine.base.types import TopicPartition
 from twinlog.engine.log.leader_epochs import EpochEnd
+
+
+class LogKind(Enum):
+    """A partition's replicated logs (CLUSTER.md §3.3)."""
+
+    DATA = "data"  # what consumers read
+    JOURNAL = "journal"  # its transactions' batches and the copier's marks (journal_logs)
 
 
 @dataclass(frozen=True)
@@ -28,6 +38,7 @@ class ReplicaFetchPartition:
     fetch_offset: int
     last_fetched_epoch: int  # NO_EPOCH (-1) for an empty log
     current_leader_epoch: int
+    log: LogKind = LogKind.DATA
 
 
 @dataclass(frozen=True)
@@ -53,3 +64,4 @@ class FetchedPartition:
     # FencedLeaderEpochError, ...) and its message; nothing else is set then.
     error: str = ""
     message: str = ""
+    log: LogKind = LogKind.DATA

@@ -5,7 +5,6 @@ retry at the new leader is not written twice, and the ISR shrinks and grows (KIP
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,76 +12,16 @@ from pathlib import Path
 import pytest
 from broker_support import batch
 from log_support import read_all
+from replication_support import EPOCHS, TOPIC, Cluster
 
 from twinlog.engine.base.errors import (
-    InvalidConfigError,
     NotEnoughReplicasAfterAppendError,
     NotEnoughReplicasError,
     NotLeaderOrFollowerError,
 )
-from twinlog.engine.base.types import ProducerIdentity, TopicPartition
+from twinlog.engine.base.types import ProducerIdentity
 from twinlog.engine.broker.broker import Broker
 from twinlog.engine.records.batch_reader import iter_batches
-
-TOPIC = TopicPartition("orders", 0)
-BROKER_IDS = (1, 2, 3)
-EPOCHS = {1: 101, 2: 102, 3: 103}  # broker epochs (their registrations)
-
-
-class Cluster:
-    def __init__(self, root: Path, **config: object) -> None:
-        self.brokers = {
-            broker_id: Broker.open(
-                root / f"b{broker_id}", broker_id=broker_id, journal_partitions=1, **config
-            )
-            for broker_id in BROKER_IDS
-        }
-        for broker_id, broker in self.brokers.items():
-            broker.broker_epoch = EPOCHS[broker_id]
-            broker.create_topic(TOPIC.topic, 1)
-        self.cut: set[int] = set()  # brokers whose fetches are not handed over
-        self._stop = threading.Event()
-        self._pump: threading.Thread | None = None
-
-    def roles(self, leader: int, epoch: int, isr: tuple[int, ...] = BROKER_IDS) -> None:
-        for broker in self.brokers.values():
-            broker.take_partition_role(
-                TOPIC, leader, epoch, BROKER_IDS, {member: EPOCHS[member] for member in isr}
-            )
-
-    def pump_once(self) -> None:
-        for follower_id, follower in self.brokers.items():
-            if follower_id in self.cut:
-                continue
-            for leader_id, leader in self.brokers.items():
-                if leader_id == follower_id or leader_id in self.cut:
-                    continue
-                request = follower.replica_fetch_request(leader_id, max_wait_ms=0)
-                if request is not None:
-                    follower.apply_replica_fetch(leader_id, leader.replica_fetch(request))
-
-    def start_pumping(self) -> None:
-        def run() -> None:
-            while not self._stop.is_set():
-                self.pump_once()
-                time.sleep(0.002)
-
-        self._pump = threading.Thread(target=run, daemon=True)
-        self._pump.start()
-
-    def stop_pumping(self) -> None:
-        self._stop.set()
-        if self._pump is not None:
-            self._pump.join(5)
-        self._stop.clear()
-
-    def log_bytes(self, broker_id: int) -> bytes:
-        return read_all(self.brokers[broker_id]._partitions[TOPIC].log)
-
-    def close(self) -> None:
-        self.stop_pumping()
-        for broker in self.brokers.values():
-            broker.close()
 
 
 @pytest.fixture()
@@ -179,21 +118,6 @@ def test_a_lagging_follower_leaves_the_isr_and_rejoins_when_caught_up(cluster: C
     stale = {**EPOCHS, 3: 999}  # a newer registration of broker 3 than the one fetching
     leader.isr_change_done(TOPIC, None)  # the write failed: nothing changed
     assert leader.isr_changes_due(stale) == []
-
-
-def test_transactions_are_refused_on_replicated_partitions_for_now(cluster: Cluster) -> None:
-    cluster.roles(leader=1, epoch=1)
-    identity = cluster.brokers[1].init_producer("t")
-    transaction_id = cluster.brokers[1].begin_transaction(
-        identity.producer_id, identity.producer_generation
-    )
-    with pytest.raises(InvalidConfigError, match="replicated journal log"):
-        cluster.brokers[1].produce(
-            TOPIC.topic,
-            0,
-            batch([b"x"], identity, sequence=0, transaction_id=transaction_id),
-            transaction_id=transaction_id,
-        )
 
 
 def _values(broker: Broker) -> list[tuple[int, bytes | None]]:

@@ -10,6 +10,7 @@ from twinlog.engine.base.types import TopicPartition
 from twinlog.engine.log.leader_epochs import NO_EPOCH, EpochEnd
 from twinlog.engine.replication.fetch_calls import (
     FetchedPartition,
+    LogKind,
     ReplicaFetch,
     ReplicaFetchPartition,
 )
@@ -27,6 +28,7 @@ FETCH = ReplicaFetch(
     broker_epoch=(1 << 40) + 7,  # a zxid: wider than 32 bits
     partitions=(
         ReplicaFetchPartition(TopicPartition("orders", 0), 1_234, 5, 6),
+        ReplicaFetchPartition(TopicPartition("orders", 0), 77, 5, 6, log=LogKind.JOURNAL),
         ReplicaFetchPartition(TopicPartition("__txn_journal", 7), 0, NO_EPOCH, 0),
     ),
     max_wait_ms=0,  # carried as given, not replaced by the default
@@ -41,7 +43,11 @@ ANSWERED = FetchedPartition(
     log_end_offset=1_300,
 )
 DIVERGED = FetchedPartition(
-    TopicPartition("orders", 1), high_watermark=5, log_end_offset=9, diverging=EpochEnd(4, 77)
+    TopicPartition("orders", 1),
+    high_watermark=5,
+    log_end_offset=9,
+    diverging=EpochEnd(4, 77),
+    log=LogKind.JOURNAL,
 )
 DIVERGED_BEFORE_START = FetchedPartition(
     TopicPartition("orders", 2), diverging=EpochEnd(NO_EPOCH, 0)

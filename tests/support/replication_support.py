@@ -1,0 +1,187 @@
+"""Cluster brokers in one process, for the replication tests: their followers' fetches are
+handed over directly (no transport, no ZooKeeper), and a router stands for the network
+between a transaction coordinator and the partition leaders (what a cluster transport
+does: each call reaches the partition's current live leader).
+
+    cut       brokers that neither fetch nor are fetched from (a dead or isolated broker)
+    crashed   brokers the router no longer reaches: one whose call raised a failpoint
+              "died" at that point (its followers may still fetch what it had written,
+              until the test cuts it too)
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import TypeVar
+
+from log_support import read_all
+
+from twinlog.engine.base.errors import NotLeaderOrFollowerError
+from twinlog.engine.base.failpoints import FailpointError
+from twinlog.engine.base.types import TopicPartition
+from twinlog.engine.broker.broker import Broker
+from twinlog.engine.broker.partition_calls import (
+    ApplyAbort,
+    ApplyCommit,
+    CountEntries,
+    EntryCount,
+    PartitionLeaders,
+    RegisterPartition,
+)
+from twinlog.engine.broker.partition_role import Role
+
+TOPIC = TopicPartition("orders", 0)
+BROKER_IDS = (1, 2, 3)
+EPOCHS = {1: 101, 2: 102, 3: 103}  # broker epochs (their registrations)
+Result = TypeVar("Result")
+
+
+class Cluster:
+    def __init__(self, root: Path, **config: object) -> None:
+        self.brokers = {
+            broker_id: Broker.open(
+                root / f"b{broker_id}", broker_id=broker_id, journal_partitions=1, **config
+            )
+            for broker_id in BROKER_IDS
+        }
+        for broker_id, broker in self.brokers.items():
+            broker.broker_epoch = EPOCHS[broker_id]
+            broker.create_topic(TOPIC.topic, 1)
+        self.cut: set[int] = set()
+        self.crashed: set[int] = set()
+        self._stop = threading.Event()
+        self._pump: threading.Thread | None = None
+
+    def roles(
+        self,
+        leader: int,
+        epoch: int,
+        isr: tuple[int, ...] = BROKER_IDS,
+        to: Iterable[int] | None = None,
+    ) -> None:
+        """The controller's word, to ``to`` (default: every broker not cut)."""
+        targets = [b for b in BROKER_IDS if b not in self.cut] if to is None else list(to)
+        for broker_id in targets:
+            self.brokers[broker_id].take_partition_role(
+                TOPIC, leader, epoch, BROKER_IDS, {member: EPOCHS[member] for member in isr}
+            )
+
+    def pump_once(self) -> None:
+        for follower_id, follower in self.brokers.items():
+            if follower_id in self.cut:
+                continue
+            for leader_id, leader in self.brokers.items():
+                if leader_id == follower_id or leader_id in self.cut:
+                    continue
+                request = follower.replica_fetch_request(leader_id, max_wait_ms=0)
+                if request is not None:
+                    follower.apply_replica_fetch(leader_id, leader.replica_fetch(request))
+
+    def start_pumping(self) -> None:
+        def run() -> None:
+            while not self._stop.is_set():
+                self.pump_once()
+                time.sleep(0.002)
+
+        self._pump = threading.Thread(target=run, daemon=True)
+        self._pump.start()
+
+    def stop_pumping(self) -> None:
+        self._stop.set()
+        if self._pump is not None:
+            self._pump.join(5)
+        self._stop.clear()
+
+    def use_coordinator(self, coordinator_id: int) -> Broker:
+        """Every transaction goes through ``coordinator_id``'s coordinators, which reach the
+        partition's leader wherever it is (``RoutingLeaders``)."""
+        coordinator = self.brokers[coordinator_id]
+        router = RoutingLeaders(
+            self, {b: broker.partition_leaders for b, broker in self.brokers.items()}
+        )
+        coordinator.partition_leaders = router
+        for broker_id, broker in self.brokers.items():
+            if broker_id != coordinator_id:
+                broker.transaction_coordinators = ToCoordinatorBroker(coordinator)
+        return coordinator
+
+    def partition(self, broker_id: int):
+        return self.brokers[broker_id]._partitions[TOPIC]
+
+    def log_bytes(self, broker_id: int) -> bytes:
+        return read_all(self.partition(broker_id).log)
+
+    def journal_log_bytes(self, broker_id: int) -> bytes:
+        return read_all(self.brokers[broker_id].journal.journal_log(str(TOPIC)))
+
+    def close(self) -> None:
+        self.stop_pumping()
+        for broker in self.brokers.values():
+            broker.close()
+
+
+class RoutingLeaders:
+    """``PartitionLeaders`` over the in-process cluster: each call to the partition's live
+    leader; a leader whose call raised a failpoint has crashed there."""
+
+    def __init__(self, cluster: Cluster, local: dict[int, PartitionLeaders]) -> None:
+        self.cluster = cluster
+        self.local = local  # each broker's own, in-process
+
+    def _leader_of(self, topic_partition: TopicPartition) -> int:
+        for broker_id, broker in self.cluster.brokers.items():
+            if broker_id in self.cluster.cut or broker_id in self.cluster.crashed:
+                continue
+            partition = broker._partitions.get(topic_partition)
+            if partition is not None and partition.role.role is Role.LEADER:
+                return broker_id
+        raise NotLeaderOrFollowerError(f"{topic_partition}: no live leader reachable")
+
+    def _call(
+        self, topic_partition: TopicPartition, call: Callable[[PartitionLeaders], Result]
+    ) -> Result:
+        broker_id = self._leader_of(topic_partition)
+        try:
+            return call(self.local[broker_id])
+        except FailpointError:
+            self.cluster.crashed.add(broker_id)
+            raise
+
+    def leader_epoch(self, topic_partition: TopicPartition) -> int:
+        try:
+            return self._call(
+                topic_partition, lambda leaders: leaders.leader_epoch(topic_partition)
+            )
+        except NotLeaderOrFollowerError:
+            return 0
+
+    def count_entries(self, request: CountEntries) -> EntryCount:
+        return self._call(request.topic_partition, lambda leaders: leaders.count_entries(request))
+
+    def apply_commit(self, request: ApplyCommit) -> None:
+        self._call(request.topic_partition, lambda leaders: leaders.apply_commit(request))
+
+    def apply_abort(self, request: ApplyAbort) -> None:
+        self._call(request.topic_partition, lambda leaders: leaders.apply_abort(request))
+
+
+class ToCoordinatorBroker:
+    """``TransactionCoordinators``: a partition's registration, to another broker's
+    coordinator."""
+
+    def __init__(self, coordinator: Broker) -> None:
+        self.coordinator = coordinator
+
+    def register_partition(self, request: RegisterPartition) -> None:
+        self.coordinator._coordinator_for_id(request.transaction_id).register_partition(request)
+
+
+def wait_until(what: str, probe: Callable[[], bool], timeout_s: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not probe():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+        time.sleep(0.005)
