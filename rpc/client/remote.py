@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 
 import grpc
 
+from twinlog.engine.base.cluster_metadata import ClusterMetadata
 from twinlog.engine.base.errors import InvalidConfigError
 from twinlog.engine.base.types import (
     FetchResult,
@@ -49,6 +50,7 @@ from twinlog.rpc.generated.twinlog.v1 import (
     produce_pb2,
     produce_pb2_grpc,
 )
+from twinlog.rpc.wire.cluster_convert import metadata_from_proto
 from twinlog.rpc.wire.convert import (
     offsets_from_proto,
     offsets_to_proto,
@@ -344,3 +346,13 @@ class RemoteBroker:
         request = admin_pb2.DescribeProducersRequest(topic=topic, partition=partition)
         response = self._call(self.administration.DescribeProducers, request)
         return [producer_from_proto(item) for item in response.producers]
+
+    def cluster_metadata(
+        self, topics: Iterable[str] | None = None, timeout_ms: int | None = None
+    ) -> ClusterMetadata:
+        """Who leads what, as this server knows it (not part of ``BrokerApi``: the embedded
+        broker has no cluster). ``topics`` None: every topic. ``timeout_ms`` (default
+        ``request_timeout_ms``) bounds this one request."""
+        request = admin_pb2.MetadataRequest(topics=sorted(set(topics or ())))
+        timeout_s = None if timeout_ms is None else timeout_ms / 1000
+        return metadata_from_proto(self._call(self.administration.Metadata, request, timeout_s))
