@@ -1,0 +1,346 @@
+"""``ClusterBroker``: the broker API over a cluster, each call sent where it belongs.
+
+    broker = ClusterBroker("127.0.0.1:9001,127.0.0.1:9002,127.0.0.1:9003")
+    Producer(broker) ...   # or Producer("h1:p1,h2:p2,h3:p3"): connect() opens one
+
+It asks any reachable bootstrap broker for the cluster's metadata (``Metadata``), keeps
+it (``metadata_cache``), and sends:
+
+    produce, fetch, list_offset,      to the partition's leader; on an answer that says
+    describe_producers                the leader moved or vanished (ROUTING_ERRORS) the
+                                      metadata is refreshed and the call sent again, with
+                                      a growing pause, until the call's deadline
+    open_produce_stream               a pipe per leader (``cluster_pipe``); the producer's
+                                      sender retries, this routes
+    create/delete/list/describe topic any live broker: the home broker first, the next
+                                      one when a broker is unreachable
+    init_producer(None)               any live broker: producer ids come from ZooKeeper's
+                                      id blocks, unique in the cluster
+    transactions, group offsets,      the home broker, the first bootstrap address that
+    list/abort transactions           answered: the coordinator's state lives there until
+                                      coordinators are found per key (CLUSTER.md §3.5)
+
+A produce retried here keeps its bytes (producer id, generation, sequence): a leader
+that has the first attempt (it was replicated before the old leader died) answers it
+as a duplicate, so nothing is written twice. The deadline of a routed call is the
+client call's own (``call_deadline``), else ``request_timeout_ms`` (plus a fetch's
+long-poll wait); never longer, and at most ``ROUTING_ATTEMPTS_MAX`` attempts.
+
+A single-node server answers the Metadata call as a standalone broker 0: then every
+call goes to the address that answered, exactly as ``RemoteBroker`` would send it.
+
+Thread rule: every method may be called from any thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TypeVar
+
+from twinlog.engine.base.cluster_metadata import ClusterMetadata
+from twinlog.engine.base.errors import BrokerUnavailableError, TwinlogError
+from twinlog.engine.base.types import (
+    FetchResult,
+    ProducerDescription,
+    ProduceResult,
+    ProducerIdentity,
+    TopicDescription,
+    TopicPartition,
+    TransactionDescription,
+)
+from twinlog.engine.records.batch_format import NO_TRANSACTION_ID
+from twinlog.rpc.client.bootstrap import parse_bootstrap
+from twinlog.rpc.client.broker_pool import BrokerPool, NodeBroker, NodeOpener
+from twinlog.rpc.client.call_deadline import current_deadline_s, deadline_at
+from twinlog.rpc.client.cluster_pipe import ROUTING_ERRORS, ClusterProducePipe
+from twinlog.rpc.client.connection_options import ConnectionOptions
+from twinlog.rpc.client.metadata_cache import MetadataCache
+from twinlog.rpc.client.remote import RemoteBroker
+from twinlog.rpc.client.retry import RetryPolicy
+
+log = logging.getLogger("twinlog.client")
+
+Result = TypeVar("Result")
+
+# Pauses between two attempts of a routed call: 50 ms doubling to 1 s (with jitter), the
+# producer's own; a leader change takes a ZooKeeper session timeout to be noticed.
+ROUTING_BACKOFF = RetryPolicy(backoff_ms=50, backoff_max_ms=1_000)
+ROUTING_ATTEMPTS_MAX = 100  # with 1 s pauses, a bound far above any deadline's
+
+
+class ClusterBroker:
+    def __init__(
+        self,
+        bootstrap: str | Sequence[str],
+        options: ConnectionOptions | None = None,
+        *,
+        opener: NodeOpener = RemoteBroker,
+        sleep: Callable[[float], None] = time.sleep,
+        backoff: RetryPolicy = ROUTING_BACKOFF,
+        metadata_cache: Callable[[list[str], BrokerPool], MetadataCache] = MetadataCache,
+    ) -> None:
+        addresses = parse_bootstrap(
+            bootstrap if isinstance(bootstrap, str) else ",".join(bootstrap)
+        )
+        self.options = options or ConnectionOptions()
+        self.pool = BrokerPool(self.options, opener)
+        self.metadata = metadata_cache(addresses, self.pool)
+        self._sleep = sleep
+        self._backoff = backoff
+
+    def __repr__(self) -> str:
+        return f"ClusterBroker({','.join(self.metadata.bootstrap)!r})"
+
+    def close(self) -> None:
+        self.pool.close()
+
+    def __enter__(self) -> ClusterBroker:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def cluster_metadata(
+        self, topics: Iterable[str] | None = None, timeout_ms: int | None = None
+    ) -> ClusterMetadata:
+        """Fresh metadata from any broker (``topics`` None: every topic)."""
+        asked = None if topics is None else sorted(set(topics))
+        failures: list[str] = []
+        for address in self.metadata.addresses():
+            try:
+                return self.pool.get(address).cluster_metadata(asked, timeout_ms)
+            except TwinlogError as error:
+                if not error.retriable:
+                    raise
+                failures.append(f"{address}: {type(error).__name__}: {error}")
+        raise BrokerUnavailableError(
+            "no broker answered for the cluster's metadata: " + "; ".join(failures)
+        )
+
+    # --- where calls go ------------------------------------------------------------------
+
+    def leader_address(self, topic: str, partition: int) -> str:
+        """Where ``topic``-``partition``'s calls go now. A partition without a known live
+        leader goes to the home broker, whose answer (NotLeaderOrFollowerError, retriable,
+        or UnknownTopicOrPartitionError) says what to do."""
+        snapshot = self.metadata.current(topic)
+        if snapshot.metadata.standalone:
+            return snapshot.answered_by
+        leader = snapshot.metadata.leader(topic, partition)
+        return self.metadata.home() if leader is None else leader.address
+
+    def _deadline_s(self, extra_wait_ms: int = 0) -> float:
+        own_s = time.monotonic() + (self.options.request_timeout_ms + extra_wait_ms) / 1000
+        enclosing_s = current_deadline_s()
+        return own_s if enclosing_s is None else min(own_s, enclosing_s)
+
+    def _on_leader(
+        self,
+        topic: str,
+        partition: int,
+        call: Callable[[NodeBroker], Result],
+        extra_wait_ms: int = 0,
+    ) -> Result:
+        """``call`` on the partition's leader, routed again after a ROUTING_ERRORS answer."""
+        deadline_s = self._deadline_s(extra_wait_ms)
+        with deadline_at(deadline_s):
+            attempt = 0
+            while True:
+                address = "(no metadata)"
+                try:
+                    address = self.leader_address(topic, partition)
+                    return call(self.pool.get(address))
+                except ROUTING_ERRORS as error:
+                    self.metadata.invalidate()
+                    attempt += 1
+                    pause_s = max(
+                        self._backoff.pause_ms(attempt) / 1000, self.metadata.refresh_wait_s()
+                    )
+                    if attempt >= ROUTING_ATTEMPTS_MAX or time.monotonic() + pause_s >= deadline_s:
+                        raise
+                    log.debug(
+                        "%s-%d at %s: %s: %s; routing again in %.0f ms",
+                        topic,
+                        partition,
+                        address,
+                        type(error).__name__,
+                        error,
+                        pause_s * 1000,
+                    )
+                    self._sleep(pause_s)
+
+    def _on_any(self, call: Callable[[NodeBroker], Result]) -> Result:
+        """``call`` on the home broker, or the next live one while brokers are unreachable.
+
+        A broker that became unreachable during a call may have applied it: a create
+        sent again to the next broker then says TopicExistsError, as Kafka's admin does."""
+        with deadline_at(self._deadline_s()):
+            addresses = [self.metadata.home(), *self.metadata.addresses()]
+            last: BrokerUnavailableError | None = None
+            for address in dict.fromkeys(addresses):
+                try:
+                    return call(self.pool.get(address))
+                except BrokerUnavailableError as error:
+                    self.metadata.invalidate()
+                    last = error
+            assert last is not None
+            raise last
+
+    def _on_home(self, call: Callable[[NodeBroker], Result]) -> Result:
+        return call(self.pool.get(self.metadata.home()))
+
+    # --- topics ---------------------------------------------------------------------------
+
+    def create_topic(
+        self, name: str, partitions: int = 1, config: Mapping[str, str] | None = None
+    ) -> TopicDescription:
+        return self._on_any(lambda broker: broker.create_topic(name, partitions, config))
+
+    def delete_topic(self, name: str) -> None:
+        self._on_any(lambda broker: broker.delete_topic(name))
+
+    def list_topics(self) -> list[str]:
+        return self._on_any(lambda broker: broker.list_topics())
+
+    def describe_topic(self, name: str) -> TopicDescription:
+        return self._on_any(lambda broker: broker.describe_topic(name))
+
+    # --- producing ---------------------------------------------------------------------------
+
+    def init_producer(
+        self, transactional_id: str | None = None, transaction_timeout_ms: int | None = None
+    ) -> ProducerIdentity:
+        if transactional_id is None:
+            return self._on_any(lambda broker: broker.init_producer(None, transaction_timeout_ms))
+        return self._on_home(
+            lambda broker: broker.init_producer(transactional_id, transaction_timeout_ms)
+        )
+
+    def produce(
+        self,
+        topic: str,
+        partition: int,
+        batch: bytes,
+        attempt: str = "",
+        transaction_id: int = NO_TRANSACTION_ID,
+    ) -> ProduceResult:
+        return self._on_leader(
+            topic,
+            partition,
+            lambda broker: broker.produce(topic, partition, batch, attempt, transaction_id),
+        )
+
+    def open_produce_stream(self) -> ClusterProducePipe:
+        return ClusterProducePipe(
+            self.leader_address,
+            lambda address: self.pool.get(address).open_produce_stream(),
+            self.metadata.invalidate,
+        )
+
+    def begin_transaction(
+        self, producer_id: int, producer_generation: int, request_id: int = 0
+    ) -> int:
+        return self._on_home(
+            lambda broker: broker.begin_transaction(producer_id, producer_generation, request_id)
+        )
+
+    def add_partitions_to_transaction(
+        self,
+        transaction_id: int,
+        producer_id: int,
+        producer_generation: int,
+        partitions: Iterable[TopicPartition],
+    ) -> None:
+        chosen = list(partitions)
+        self._on_home(
+            lambda broker: broker.add_partitions_to_transaction(
+                transaction_id, producer_id, producer_generation, chosen
+            )
+        )
+
+    def send_offsets_to_transaction(
+        self,
+        transaction_id: int,
+        producer_id: int,
+        producer_generation: int,
+        group_id: str,
+        offsets: Mapping[TopicPartition, int],
+    ) -> None:
+        self._on_home(
+            lambda broker: broker.send_offsets_to_transaction(
+                transaction_id, producer_id, producer_generation, group_id, offsets
+            )
+        )
+
+    def commit_transaction(
+        self,
+        transaction_id: int,
+        producer_id: int,
+        producer_generation: int,
+        wait_for_applied: bool = False,
+        attempts: Iterable[str] | None = None,
+    ) -> None:
+        chosen = None if attempts is None else list(attempts)
+        self._on_home(
+            lambda broker: broker.commit_transaction(
+                transaction_id, producer_id, producer_generation, wait_for_applied, chosen
+            )
+        )
+
+    def abort_transaction(
+        self, transaction_id: int, producer_id: int, producer_generation: int
+    ) -> None:
+        self._on_home(
+            lambda broker: broker.abort_transaction(
+                transaction_id, producer_id, producer_generation
+            )
+        )
+
+    # --- consuming ---------------------------------------------------------------------------
+
+    def fetch(
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        max_bytes: int = 1 << 20,
+        max_wait_ms: int = 0,
+        min_bytes: int = 1,
+    ) -> FetchResult:
+        return self._on_leader(
+            topic,
+            partition,
+            lambda broker: broker.fetch(
+                topic, partition, offset, max_bytes, max_wait_ms, min_bytes
+            ),
+            extra_wait_ms=max_wait_ms,
+        )
+
+    def list_offset(self, topic: str, partition: int, spec: str | int) -> int:
+        return self._on_leader(
+            topic, partition, lambda broker: broker.list_offset(topic, partition, spec)
+        )
+
+    def commit_offsets(self, group_id: str, offsets: Mapping[TopicPartition, int]) -> None:
+        self._on_home(lambda broker: broker.commit_offsets(group_id, offsets))
+
+    def fetch_offsets(
+        self, group_id: str, partitions: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, int]:
+        chosen = list(partitions)
+        return self._on_home(lambda broker: broker.fetch_offsets(group_id, chosen))
+
+    # --- admin ---------------------------------------------------------------------------------
+
+    def list_transactions(self) -> list[TransactionDescription]:
+        return self._on_home(lambda broker: broker.list_transactions())
+
+    def admin_abort_transaction(self, transaction_id: int) -> None:
+        self._on_home(lambda broker: broker.admin_abort_transaction(transaction_id))
+
+    def describe_producers(self, topic: str, partition: int) -> list[ProducerDescription]:
+        return self._on_leader(
+            topic, partition, lambda broker: broker.describe_producers(topic, partition)
+        )

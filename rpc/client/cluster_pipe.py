@@ -1,0 +1,96 @@
+"""Pipelined produce to a cluster: each batch on the produce stream of its partition's leader.
+
+``ClusterProducePipe.submit`` looks the partition's leader up (``route``, which may
+refresh the metadata), and submits the batch on that leader's own pipe (a
+``ProduceStream`` per broker address, opened on first use). It does not retry: the
+producer's sender already retries retriable errors with the batch's bytes unchanged
+(producer id, generation, sequence), within its delivery timeout, so a retry that
+reaches a new leader holding the first attempt is answered as a duplicate, never
+written twice. What this pipe adds is where the retry goes: an answer that says the
+leader moved or vanished (``ROUTING_ERRORS``) marks the metadata stale before the
+sender sees it, so the retry is routed by fresh metadata.
+
+Thread rule: ``submit`` and ``close`` from any thread.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+
+from twinlog.engine.base.errors import (
+    BrokerUnavailableError,
+    FencedLeaderEpochError,
+    NotEnoughReplicasError,
+    NotLeaderOrFollowerError,
+    TwinlogError,
+    UnknownLeaderEpochError,
+)
+from twinlog.engine.base.types import ProduceResult
+from twinlog.engine.records.batch_format import NO_TRANSACTION_ID
+from twinlog.rpc.client.produce_stream import ProducePipe
+
+# Answers that mean "ask again where the partition leads now": refresh the metadata.
+ROUTING_ERRORS: tuple[type[TwinlogError], ...] = (
+    NotLeaderOrFollowerError,
+    FencedLeaderEpochError,
+    UnknownLeaderEpochError,
+    NotEnoughReplicasError,
+    BrokerUnavailableError,
+)
+
+
+class ClusterProducePipe:
+    def __init__(
+        self,
+        route: Callable[[str, int], str],
+        open_pipe_at: Callable[[str], ProducePipe],
+        on_routing_error: Callable[[], None],
+    ) -> None:
+        """``route(topic, partition)``: the leader's address; ``open_pipe_at(address)``: a
+        pipe to it; ``on_routing_error()``: mark the metadata stale."""
+        self._route = route
+        self._open_pipe_at = open_pipe_at
+        self._on_routing_error = on_routing_error
+        self._lock = threading.Lock()
+        self._pipes: dict[str, ProducePipe] = {}
+        self._closed = False
+
+    def submit(
+        self, topic: str, partition: int, batch: bytes, transaction_id: int = NO_TRANSACTION_ID
+    ) -> Future[ProduceResult]:
+        try:
+            pipe = self._pipe_at(self._route(topic, partition))
+            future = pipe.submit(topic, partition, batch, transaction_id)
+        except TwinlogError as error:  # no metadata, a closed pipe: the sender decides
+            future = Future()
+            future.set_exception(error)
+        # Registered before the sender's own callback: the metadata is stale by the time
+        # the sender schedules its retry.
+        future.add_done_callback(self._check_answer)
+        return future
+
+    def _pipe_at(self, address: str) -> ProducePipe:
+        with self._lock:
+            if self._closed:
+                raise BrokerUnavailableError("the produce pipe is closed")
+            pipe = self._pipes.get(address)
+            if pipe is None:
+                pipe = self._pipes[address] = self._open_pipe_at(address)
+            return pipe
+
+    def _check_answer(self, done: Future[ProduceResult]) -> None:
+        if not done.cancelled() and isinstance(done.exception(), ROUTING_ERRORS):
+            self._on_routing_error()
+
+    def close(self, timeout_s: float | None = None) -> None:
+        """Close every broker's pipe; ``timeout_s`` bounds them all together."""
+        with self._lock:
+            self._closed = True
+            pipes, self._pipes = list(self._pipes.values()), {}
+        deadline_s = None if timeout_s is None else time.monotonic() + timeout_s
+        for pipe in pipes:
+            remaining_s = None if deadline_s is None else max(0.0, deadline_s - time.monotonic())
+            pipe.close(remaining_s)

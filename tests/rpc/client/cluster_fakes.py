@@ -1,0 +1,211 @@
+"""A cluster of in-memory brokers for the cluster client's routing tests: no network.
+
+``FakeCluster`` holds the truth (who leads each partition, each partition's log, which
+addresses are down) and the metadata the brokers answer, which a test may hold back
+(``serve_metadata``) to play a controller that has not noticed a change yet. Its
+``opener`` makes one ``FakeNode`` per address, as ``BrokerPool`` expects. Every call
+is recorded as (address, method). Produce deduplicates by the batch's bytes, as a
+broker deduplicates by producer id and sequence. No tests here.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+from dataclasses import replace
+from typing import Any
+
+from twinlog.engine.base.cluster_metadata import (
+    BrokerEndpoint,
+    ClusterMetadata,
+    PartitionMetadata,
+    TopicMetadata,
+)
+from twinlog.engine.base.errors import (
+    BrokerUnavailableError,
+    NotLeaderOrFollowerError,
+    UnknownTopicOrPartitionError,
+)
+from twinlog.engine.base.types import (
+    FetchResult,
+    PartitionDescription,
+    ProduceResult,
+    ProducerIdentity,
+    TopicDescription,
+)
+from twinlog.rpc.client.connection_options import ConnectionOptions
+from twinlog.rpc.client.produce_stream import ExecutorPipe, ProducePipe
+
+
+def address_of(broker_id: int) -> str:
+    return f"10.0.0.{broker_id}:7070"
+
+
+class FakeCluster:
+    """Thread rule: any thread; one lock."""
+
+    def __init__(self, broker_ids: Iterable[int] = (1, 2, 3), cluster_id: str | None = "c1"):
+        self.lock = threading.Lock()
+        self.broker_ids = list(broker_ids)
+        self.cluster_id = cluster_id
+        self.leaders: dict[tuple[str, int], int] = {}
+        self.logs: dict[tuple[str, int], list[bytes]] = {}
+        self.down: set[str] = set()
+        self.calls: list[tuple[str, str]] = []
+        self.frozen_metadata: ClusterMetadata | None = None  # served instead of the truth
+        self.ambiguous_once: set[tuple[str, int]] = set()  # append, then fail as unreachable
+        self.advertised_host: str | None = None  # overrides each broker's host in metadata
+
+    def create(self, topic: str, leaders: list[int]) -> None:
+        with self.lock:
+            for partition, leader in enumerate(leaders):
+                self.leaders[(topic, partition)] = leader
+                self.logs[(topic, partition)] = []
+
+    def move_leader(self, topic: str, partition: int, leader: int) -> None:
+        with self.lock:
+            self.leaders[(topic, partition)] = leader
+
+    def truth(self) -> ClusterMetadata:
+        topics: dict[str, list[PartitionMetadata]] = {}
+        for (topic, partition), leader in sorted(self.leaders.items()):
+            replicas = tuple(self.broker_ids)
+            topics.setdefault(topic, []).append(
+                PartitionMetadata(partition, leader, 0, replicas, replicas)
+            )
+        brokers = tuple(
+            BrokerEndpoint(
+                broker_id,
+                self.advertised_host or address_of(broker_id).split(":")[0],
+                7070,
+            )
+            for broker_id in self.broker_ids
+            if address_of(broker_id) not in self.down
+        )
+        return ClusterMetadata(
+            self.cluster_id,
+            self.broker_ids[0],
+            brokers,
+            tuple(TopicMetadata(name, tuple(items)) for name, items in topics.items()),
+        )
+
+    def hold_metadata(self) -> None:
+        """Answer the metadata of now until ``release_metadata`` (a controller that lags)."""
+        with self.lock:
+            self.frozen_metadata = self.truth()
+
+    def release_metadata(self) -> None:
+        with self.lock:
+            self.frozen_metadata = None
+
+    def opener(self, address: str, options: ConnectionOptions) -> FakeNode:
+        return FakeNode(self, address)
+
+    def calls_of(self, method: str) -> list[str]:
+        with self.lock:
+            return [address for address, name in self.calls if name == method]
+
+
+class FakeNode:
+    def __init__(self, cluster: FakeCluster, address: str) -> None:
+        self.cluster = cluster
+        self.address = address
+        self.broker_id = int(address.split(":")[0].rsplit(".", 1)[1])
+        self.closed = False
+
+    def _enter(self, method: str) -> None:
+        with self.cluster.lock:
+            self.cluster.calls.append((self.address, method))
+            if self.address in self.cluster.down:
+                raise BrokerUnavailableError(f"UNAVAILABLE: {self.address} is down")
+
+    def _lead(self, topic: str, partition: int) -> tuple[str, int]:
+        key = (topic, partition)
+        leader = self.cluster.leaders.get(key)
+        if leader is None:
+            raise UnknownTopicOrPartitionError(f"no {topic}-{partition}")
+        if leader != self.broker_id:
+            raise NotLeaderOrFollowerError(f"broker {self.broker_id} does not lead {key}")
+        return key
+
+    def close(self) -> None:
+        self.closed = True
+
+    def cluster_metadata(
+        self, topics: Iterable[str] | None = None, timeout_ms: int | None = None
+    ) -> ClusterMetadata:
+        self._enter("cluster_metadata")
+        with self.cluster.lock:
+            metadata = self.cluster.frozen_metadata or self.cluster.truth()
+        if topics:
+            wanted = set(topics)
+            metadata = replace(
+                metadata, topics=tuple(t for t in metadata.topics if t.name in wanted)
+            )
+        return metadata
+
+    def produce(
+        self, topic: str, partition: int, batch: bytes, attempt: str = "", transaction_id: int = -1
+    ) -> ProduceResult:
+        self._enter("produce")
+        with self.cluster.lock:
+            key = self._lead(topic, partition)
+            log = self.cluster.logs[key]
+            if batch in log:
+                return ProduceResult(log.index(batch), duplicate=True)
+            log.append(batch)
+            if key in self.cluster.ambiguous_once:
+                self.cluster.ambiguous_once.discard(key)
+                raise BrokerUnavailableError("UNAVAILABLE: the connection broke after the append")
+            return ProduceResult(len(log) - 1, duplicate=False)
+
+    def open_produce_stream(self) -> ProducePipe:
+        return ExecutorPipe(self, threads=1)
+
+    def fetch(
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        max_bytes: int = 1 << 20,
+        max_wait_ms: int = 0,
+        min_bytes: int = 1,
+    ) -> FetchResult:
+        self._enter("fetch")
+        with self.cluster.lock:
+            key = self._lead(topic, partition)
+            return FetchResult(
+                b"".join(self.cluster.logs[key][offset:]), 0, len(self.cluster.logs[key])
+            )
+
+    def list_offset(self, topic: str, partition: int, spec: str | int) -> int:
+        self._enter("list_offset")
+        with self.cluster.lock:
+            key = self._lead(topic, partition)
+            return 0 if spec == "earliest" else len(self.cluster.logs[key])
+
+    def describe_topic(self, name: str) -> TopicDescription:
+        self._enter("describe_topic")
+        with self.cluster.lock:
+            count = sum(1 for topic, _ in self.cluster.leaders if topic == name)
+        if not count:
+            raise UnknownTopicOrPartitionError(f"no topic {name}")
+        return TopicDescription(
+            name, tuple(PartitionDescription(p, 0, 0, 0, 0) for p in range(count))
+        )
+
+    def init_producer(
+        self, transactional_id: str | None = None, transaction_timeout_ms: int | None = None
+    ) -> ProducerIdentity:
+        self._enter("init_producer")
+        return ProducerIdentity(1000 + self.broker_id, 0)
+
+    def __getattr__(self, name: str) -> Any:
+        """Every other broker call: recorded, answered with None."""
+        if name.startswith("_"):
+            raise AttributeError(name)
+
+        def call(*args: object, **kwargs: object) -> None:
+            self._enter(name)
+
+        return call
