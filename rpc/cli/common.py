@@ -53,14 +53,16 @@ def add_command(
     return parser
 
 
-def connection_parser() -> argparse.ArgumentParser:
-    """Flags of every command that talks to a server."""
+def connection_parser(server_default: str | None = DEFAULT_SERVER) -> argparse.ArgumentParser:
+    """Flags of every command that talks to a server (``server_default`` None: --server
+    is one of several sources, and a command run without it checks no server first)."""
     parser = argparse.ArgumentParser(add_help=False)
     group = parser.add_argument_group("connection")
     group.add_argument(
         "--server",
-        default=DEFAULT_SERVER,
-        help=f"host:port of the server (default {DEFAULT_SERVER})",
+        default=server_default,
+        help="host:port of the server, or a cluster's bootstrap list host:port,host:port"
+        + (f" (default {server_default})" if server_default else ""),
     )
     token = group.add_mutually_exclusive_group()
     token.add_argument(
@@ -99,35 +101,46 @@ def connection_options(args: argparse.Namespace) -> ConnectionOptions:
 
 
 def check_server(args: argparse.Namespace) -> None:
-    """Fail within seconds, saying so, when no server accepts a connection at --server."""
+    """Fail within seconds, saying so, when no server accepts a connection at --server
+    (for a bootstrap list: at none of its addresses; they are dialled together)."""
     import grpc
 
+    from twinlog.rpc.client.bootstrap import is_bootstrap_list, parse_bootstrap
     from twinlog.rpc.client.remote import open_channel
 
+    addresses = parse_bootstrap(args.server) if is_bootstrap_list(args.server) else [args.server]
     timeout_s = min(args.timeout_request_ms, CONNECT_TIMEOUT_MS) / 1000
-    channel = open_channel(args.server, connection_options(args))
-    states: queue.SimpleQueue[grpc.ChannelConnectivity] = queue.SimpleQueue()
-    channel.subscribe(states.put, try_to_connect=True)
+    options = connection_options(args)
+    states: queue.SimpleQueue[tuple[str, grpc.ChannelConnectivity]] = queue.SimpleQueue()
+    channels = {address: open_channel(address, options) for address in addresses}
+    callbacks = {
+        address: (lambda state, address=address: states.put((address, state)))
+        for address in addresses
+    }
+    failed: set[str] = set()
+    ready = False
     deadline_s = time.monotonic() + timeout_s
-    state = grpc.ChannelConnectivity.IDLE
     try:
+        for address, channel in channels.items():
+            channel.subscribe(callbacks[address], try_to_connect=True)
         # A refused connection or a failed TLS handshake shows at once as TRANSIENT_FAILURE;
         # an address that swallows packets shows nothing until the deadline.
-        while state not in (
-            grpc.ChannelConnectivity.READY,
-            grpc.ChannelConnectivity.TRANSIENT_FAILURE,
-        ):
+        while not ready and len(failed) < len(addresses):
             try:
-                state = states.get(timeout=max(0.0, deadline_s - time.monotonic()))
+                address, state = states.get(timeout=max(0.0, deadline_s - time.monotonic()))
             except queue.Empty:
                 break
+            ready = state is grpc.ChannelConnectivity.READY
+            if state is grpc.ChannelConnectivity.TRANSIENT_FAILURE:
+                failed.add(address)
     finally:
-        channel.unsubscribe(states.put)
-        channel.close()
-    if state is not grpc.ChannelConnectivity.READY:
+        for address, channel in channels.items():
+            channel.unsubscribe(callbacks[address])
+            channel.close()
+    if not ready:
         why = (
             "the connection failed (refused, unknown host, or a TLS mismatch)"
-            if state is grpc.ChannelConnectivity.TRANSIENT_FAILURE
+            if len(failed) == len(addresses)
             else f"no answer within {timeout_s:g} s"
         )
         raise BrokerUnavailableError(

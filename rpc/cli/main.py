@@ -5,6 +5,7 @@
     twinlog produce TOPIC                  stdin lines as records
     twinlog consume TOPIC                  print records
     twinlog txn list|abort                 transactions in flight
+    twinlog cluster describe|up            a cluster's leaders and ISRs; a local one
     twinlog dump FILE                      a segment file's batches and records
     twinlog demo                           transactions end to end, in 15 seconds
     twinlog bench                          end-to-end benchmark
@@ -72,6 +73,7 @@ def _run_bench(arguments: list[str]) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from twinlog.rpc.cli import cluster as cli_cluster
     from twinlog.rpc.cli import consume as cli_consume
     from twinlog.rpc.cli import dump as cli_dump
     from twinlog.rpc.cli import produce as cli_produce
@@ -96,6 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_txn.register(subparsers)
     cli_dump.register(subparsers)
     cli_zookeeper.register(subparsers)
+    cli_cluster.register(subparsers)
     _register_demo(subparsers)
     _register_bench(subparsers)
     return parser

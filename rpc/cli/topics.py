@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from twinlog.rpc.cli.arguments import UsageError, positive_int
 from twinlog.rpc.cli.common import (
     add_command,
     connection_options,
@@ -14,6 +15,8 @@ from twinlog.rpc.cli.common import (
 )
 from twinlog.rpc.client import Admin
 from twinlog.rpc.server.config import parse_pairs
+
+REPLICATION_FACTOR = "replication.factor"  # the topic setting Broker.create_topic reads
 
 
 def register(subparsers: Any) -> None:
@@ -30,11 +33,19 @@ def register(subparsers: Any) -> None:
         commands,
         "create",
         "create a topic",
-        "twinlog topics create orders --partitions 4 --config retention.ms=86400000",
+        "twinlog topics create orders --partitions 4 --config retention.ms=86400000\n"
+        "twinlog topics create orders --partitions 4 --replication-factor 3 \\\n"
+        "    --server 127.0.0.1:9001,127.0.0.1:9002,127.0.0.1:9003",
         [connection],
     )
     create.add_argument("name")
     create.add_argument("--partitions", type=int, default=1, help="number of partitions (1)")
+    create.add_argument(
+        "--replication-factor",
+        type=positive_int,
+        help="copies of each partition on a cluster (the topic setting replication.factor; "
+        "default: the cluster's)",
+    )
     create.add_argument(
         "--config", action="append", default=[], metavar="KEY=VALUE", help="topic setting"
     )
@@ -62,11 +73,20 @@ def register(subparsers: Any) -> None:
 
 
 def run_create(args: argparse.Namespace) -> int:
+    config = parse_pairs(args.config, "--config")
+    if args.replication_factor is not None:
+        if REPLICATION_FACTOR in config or "replication_factor" in config:
+            raise UsageError(
+                f"--replication-factor and --config {REPLICATION_FACTOR}= both set it; give one"
+            )
+        config[REPLICATION_FACTOR] = str(args.replication_factor)
     with Admin(args.server, connection=connection_options(args), retry=retry_policy(args)) as admin:
-        description = admin.create_topic(
-            args.name, args.partitions, parse_pairs(args.config, "--config") or None
-        )
-    print(f"created topic {description.name} with {len(description.partitions)} partitions")
+        description = admin.create_topic(args.name, args.partitions, config or None)
+    factor = config.get(REPLICATION_FACTOR)
+    print(
+        f"created topic {description.name} with {len(description.partitions)} partitions"
+        + (f" (replication factor {factor})" if factor else "")
+    )
     return 0
 
 

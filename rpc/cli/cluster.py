@@ -1,0 +1,105 @@
+"""``twinlog cluster describe|up``: look at a cluster, or run one on this machine.
+
+``describe`` (``cluster_describe``) reads the metadata from ZooKeeper or any broker and
+asks each leader for its high watermark; ``up`` (``cluster_up``) starts a local
+ZooKeeper and N brokers for development. docs/cli.md has the details.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from twinlog.rpc.cli.arguments import positive_int
+from twinlog.rpc.cli.common import add_command, connection_parser
+
+DESCRIBE_EXAMPLE = """
+twinlog cluster describe --zookeeper 127.0.0.1:2181/twinlog/dev
+twinlog cluster describe --server 127.0.0.1:9001,127.0.0.1:9002 --topic orders
+twinlog cluster describe --zookeeper 127.0.0.1:2181/twinlog/dev --format json
+"""
+UP_EXAMPLE = """
+twinlog cluster up --brokers 3 --data-dir ./dev-cluster      # until Ctrl-C
+twinlog topics create orders --partitions 4 --replication-factor 3 \\
+    --server BOOTSTRAP_LIST_PRINTED_BY_UP
+"""
+
+
+def register(subparsers: Any) -> None:
+    cluster = add_command(
+        subparsers,
+        "cluster",
+        "describe a cluster (brokers, leaders, ISRs, high watermarks), or run one locally",
+        DESCRIBE_EXAMPLE + UP_EXAMPLE,
+        [],
+    )
+    actions = cluster.add_subparsers(dest="cluster_action", required=True, metavar="ACTION")
+    describe = add_command(
+        actions,
+        "describe",
+        "brokers, controller, and each partition's leader, epoch, replicas, ISR and high "
+        "watermark; under-replicated partitions",
+        DESCRIBE_EXAMPLE,
+        [connection_parser(server_default=None)],
+    )
+    describe.add_argument(
+        "--zookeeper",
+        metavar="HOST:PORT[,...]/CHROOT",
+        help="read the metadata from this ZooKeeper (the brokers' --zookeeper); else from "
+        "any broker of --server",
+    )
+    describe.add_argument(
+        "--topic", action="append", metavar="NAME", help="only this topic (repeatable)"
+    )
+    describe.add_argument(
+        "--format", choices=("text", "json"), default="text", help="output (default text)"
+    )
+    describe.set_defaults(run=_run_describe, validate=_validate_describe)
+    up = add_command(
+        actions,
+        "up",
+        "start a local ZooKeeper and N brokers for development, until Ctrl-C or SIGTERM",
+        UP_EXAMPLE,
+        [],
+    )
+    up.add_argument("--data-dir", required=True, help="where ZooKeeper and each broker keep data")
+    up.add_argument("--brokers", type=positive_int, default=3, help="how many brokers (3)")
+    up.add_argument("--name", default="dev", help="the cluster's chroot, /twinlog/NAME (dev)")
+    up.add_argument(
+        "--zookeeper-session-timeout-ms",
+        type=positive_int,
+        default=6000,
+        help="each broker's ZooKeeper session: how long a dead broker keeps its roles (6000)",
+    )
+    up.add_argument(
+        "--tick-time-ms",
+        type=positive_int,
+        default=500,
+        help="ZooKeeper's tickTime; sessions may last 2 to 20 ticks (500)",
+    )
+    up.add_argument(
+        "--config",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a setting for every broker (repeatable), as twinlog serve --config",
+    )
+    up.set_defaults(run=_run_up)
+
+
+def _validate_describe(args: argparse.Namespace) -> str | None:
+    if bool(args.zookeeper) == bool(args.server):
+        return "cluster describe needs one of --zookeeper CONNECT or --server BOOTSTRAP_LIST"
+    return None
+
+
+def _run_describe(args: argparse.Namespace) -> int:
+    from twinlog.rpc.cli import cluster_describe
+
+    return cluster_describe.run(args)
+
+
+def _run_up(args: argparse.Namespace) -> int:
+    from twinlog.rpc.cli import cluster_up
+
+    return cluster_up.run(args)

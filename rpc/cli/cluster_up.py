@@ -1,0 +1,202 @@
+"""``twinlog cluster up``: a development cluster on this machine, in the foreground.
+
+One local ZooKeeper (``LocalZooKeeper``: PySpark's jars, 127.0.0.1, a free port) and N
+``twinlog serve --broker-id I --zookeeper ...`` processes on free loopback ports, each
+with ``DATA_DIR/broker-I`` and its log in ``DATA_DIR/broker-I.log``. It prints the
+bootstrap list and waits; Ctrl-C or SIGTERM stops the brokers one by one (each with its
+controlled shutdown: leaderships move to the brokers still up), then ZooKeeper. The
+data directory keeps the znodes and the logs, so ``cluster up`` again restarts the same
+cluster (on new ports).
+
+The children do not see the terminal's Ctrl-C themselves (brokers run in sessions of
+their own, ZooKeeper starts with SIGINT ignored): the stop order is this process's, not
+a race. Not for production: a real ensemble and a supervisor per broker are
+(docs/zookeeper.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from types import FrameType
+
+from twinlog.engine.base.errors import TwinlogError
+from twinlog.engine.zookeeper.local_server import LocalZooKeeper
+from twinlog.rpc.cli.interrupts import EXIT_INTERRUPTED
+
+SERVING = re.compile(r"serving on (\S+):(\d+) ")
+BROKER_START_TIMEOUT_S = 60.0  # recovery of a large data directory, on two busy cores
+BROKER_STOP_TIMEOUT_S = 30.0  # controlled shutdown (10 s at most) plus closing the logs
+WATCH_INTERVAL_S = 0.5
+PROBE_INTERVAL_S = 0.05
+
+
+class BrokerChild:
+    """One ``twinlog serve`` process. Thread rule: the command's main thread."""
+
+    def __init__(self, broker_id: int, data_dir: Path, arguments: list[str]) -> None:
+        self.broker_id = broker_id
+        self.data_dir = data_dir
+        self.log_path = data_dir.parent / f"{data_dir.name}.log"
+        self.arguments = arguments
+        self.process: subprocess.Popen[bytes] | None = None
+        self.address = ""
+        self.reported_exit = False
+
+    def start(self, stop_requested: threading.Event) -> None:
+        offset = self.log_path.stat().st_size if self.log_path.exists() else 0
+        with self.log_path.open("ab") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "twinlog.rpc.cli", "serve", *self.arguments],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # the terminal's Ctrl-C is ours to hand on, in order
+            )
+        deadline_s = time.monotonic() + BROKER_START_TIMEOUT_S
+        while time.monotonic() < deadline_s and not stop_requested.is_set():
+            found = SERVING.search(self.log_path.read_text(errors="replace")[offset:])
+            if found:
+                self.address = f"{found.group(1)}:{found.group(2)}"
+                return
+            if self.process.poll() is not None:
+                raise TwinlogError(
+                    f"broker {self.broker_id} exited with status {self.process.returncode} "
+                    f"while starting; last lines of {self.log_path}:\n{self.log_tail()}"
+                )
+            time.sleep(PROBE_INTERVAL_S)
+        if not stop_requested.is_set():
+            raise TwinlogError(
+                f"broker {self.broker_id} did not start serving within "
+                f"{BROKER_START_TIMEOUT_S:.0f} s; last lines of {self.log_path}:\n{self.log_tail()}"
+            )
+
+    def exited(self) -> int | None:
+        return None if self.process is None else self.process.poll()
+
+    def stop(self) -> int | None:
+        """SIGTERM (a controlled shutdown), SIGKILL after BROKER_STOP_TIMEOUT_S."""
+        if self.process is None:
+            return None
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+        try:
+            return self.process.wait(timeout=BROKER_STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            return self.process.wait()
+
+    def log_tail(self, lines: int = 15) -> str:
+        text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+        return "\n".join(text.splitlines()[-lines:])
+
+
+def broker_arguments(
+    args: argparse.Namespace, broker_id: int, data_dir: Path, connect: str
+) -> list[str]:
+    arguments = [
+        "--data-dir",
+        str(data_dir),
+        "--port",
+        "0",
+        "--broker-id",
+        str(broker_id),
+        "--zookeeper",
+        connect,
+        "--zookeeper-session-timeout-ms",
+        str(args.zookeeper_session_timeout_ms),
+    ]
+    for pair in args.config:
+        arguments.extend(["--config", pair])
+    return arguments
+
+
+def run(args: argparse.Namespace) -> int:
+    root = Path(args.data_dir)
+    root.mkdir(parents=True, exist_ok=True)
+    stop_requested = threading.Event()
+    signals_seen: list[int] = []
+
+    def on_signal(number: int, frame: FrameType | None) -> None:
+        signals_seen.append(number)
+        stop_requested.set()
+
+    previous = {
+        number: signal.signal(number, on_signal) for number in (signal.SIGTERM, signal.SIGINT)
+    }
+    zookeeper = LocalZooKeeper(root / "zookeeper", tick_time_ms=args.tick_time_ms)
+    brokers: list[BrokerChild] = []
+    try:
+        # Started with SIGINT ignored, which the JVM keeps: the terminal's Ctrl-C must not
+        # stop ZooKeeper under brokers that are still shutting down.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            zookeeper.start()
+        finally:
+            signal.signal(signal.SIGINT, on_signal)
+        connect = f"{zookeeper.connect_string}/twinlog/{args.name}"
+        print(f"ZooKeeper: {zookeeper.connect_string} (log {zookeeper.log_path})", flush=True)
+        for broker_id in range(1, args.brokers + 1):
+            if stop_requested.is_set():
+                break
+            data_dir = root / f"broker-{broker_id}"
+            child = BrokerChild(
+                broker_id, data_dir, broker_arguments(args, broker_id, data_dir, connect)
+            )
+            brokers.append(child)
+            child.start(stop_requested)
+            if child.address:
+                print(
+                    f"broker {broker_id}: {child.address} (data {data_dir}, log {child.log_path})",
+                    flush=True,
+                )
+        if not stop_requested.is_set():
+            print(f"cluster: --zookeeper {connect}", flush=True)
+            print(f"bootstrap servers: {','.join(child.address for child in brokers)}", flush=True)
+            print("Ctrl-C or SIGTERM stops the brokers, then ZooKeeper", flush=True)
+        status = _watch(brokers, zookeeper, stop_requested)
+        if status == 0 and signals_seen and signals_seen[0] == signal.SIGINT:
+            status = EXIT_INTERRUPTED
+        return status
+    finally:
+        for child in reversed(brokers):  # one by one: each moves its leaderships away first
+            code = child.stop()
+            if code is not None and not child.reported_exit:
+                print(f"broker {child.broker_id} stopped (status {code})", flush=True)
+        zookeeper.stop()
+        print("ZooKeeper stopped", flush=True)
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+
+
+def _watch(
+    brokers: list[BrokerChild], zookeeper: LocalZooKeeper, stop_requested: threading.Event
+) -> int:
+    """Until a stop is asked: say once when a broker exits on its own; a ZooKeeper that
+    exits ends the command (status 1)."""
+    while not stop_requested.wait(WATCH_INTERVAL_S):
+        status = zookeeper.exited()
+        if status is not None:
+            print(
+                f"error: ZooKeeper exited on its own with status {status}; see {zookeeper.log_path}",
+                file=sys.stderr,
+            )
+            return 1
+        for child in brokers:
+            code = child.exited()
+            if code is not None and not child.reported_exit:
+                child.reported_exit = True
+                print(
+                    f"warning: broker {child.broker_id} exited with status {code}; see "
+                    f"{child.log_path} (the others go on; restart it with: twinlog serve "
+                    f"{' '.join(child.arguments)})",
+                    file=sys.stderr,
+                    flush=True,
+                )
+    return 0
