@@ -31,10 +31,14 @@ RETRY = RetryPolicy(timeout_ms=60_000, backoff_ms=50, backoff_max_ms=2_000)
 
 
 def connect(connection: Connection) -> BrokerApi:
-    """A gRPC connection to ``connection.server``; the caller closes it."""
-    from twinlog.rpc.client.remote import RemoteBroker
+    """A gRPC connection to ``servers``; the caller closes it. A list of several
+    addresses is a cluster's bootstrap list: reads and writes follow each partition's
+    leader (``twinlog.rpc.client.cluster``); one address is one server, as before."""
+    from twinlog.rpc.client.connection import connect as connect_client
 
-    return RemoteBroker(connection.server, connection.connection_options)
+    assert connection.servers is not None
+    broker, _owned = connect_client(connection.servers.strip(), connection.connection_options)
+    return broker
 
 
 def retried(call: Callable[[], Result], what: str) -> Result:

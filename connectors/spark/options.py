@@ -132,8 +132,8 @@ class Connection:
 
     @property
     def server(self) -> str:
-        """The address to dial. twinlog has one broker today; extra addresses are fallbacks
-        Kafka users habitually list, and are ignored with the first one used."""
+        """The first address, for messages; ``servers`` as a whole (a cluster's bootstrap
+        list when it names several) is what ``broker.connect`` dials."""
         assert self.servers is not None
         return self.servers.split(",")[0].strip()
 
