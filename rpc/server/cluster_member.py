@@ -17,6 +17,12 @@ ZooKeeper metadata store) to its cluster (CLUSTER.md §3.1, §3.2):
                   restarts it into the recovery every SIGKILL test exercises
     close         controlled shutdown first (leaderships move away), then everything stops
 
+The registration carries the address other brokers fetch from: ``--advertised-host``
+and the port the server listens on, unless the environment variable
+``TWINLOG_ADVERTISED_PORT`` names another. That override is for tests that put a TCP
+proxy in front of a broker to cut it from its followers (docs/testing-cluster.md);
+a real deployment has no reason to set it.
+
 Thread rule: ``close`` from the owner; the callbacks come on the watchers' threads.
 """
 
@@ -27,7 +33,11 @@ import os
 import threading
 from collections.abc import Callable
 
-from twinlog.engine.base.errors import ConditionalWriteLostError, TwinlogError
+from twinlog.engine.base.errors import (
+    ConditionalWriteLostError,
+    InvalidConfigError,
+    TwinlogError,
+)
 from twinlog.engine.base.types import TopicPartition
 from twinlog.engine.broker.broker import Broker
 from twinlog.engine.zookeeper.broker_registration import (
@@ -47,6 +57,21 @@ log = logging.getLogger("twinlog.cluster")
 ISR_INTERVAL_S = 0.5
 CONTROLLED_SHUTDOWN_TIMEOUT_MS = 10_000
 EXIT_SESSION_LOST = 3
+ADVERTISED_PORT_VARIABLE = "TWINLOG_ADVERTISED_PORT"
+
+
+def advertised_port(listening_port: int) -> int:
+    """The port to register: ``listening_port``, or ``$TWINLOG_ADVERTISED_PORT`` (a proxy's,
+    in a fault test)."""
+    text = os.environ.get(ADVERTISED_PORT_VARIABLE, "").strip()
+    if not text:
+        return listening_port
+    if not text.isdigit() or not 0 < int(text) < 65536:
+        raise InvalidConfigError(
+            f"{ADVERTISED_PORT_VARIABLE} is {text!r}: give a TCP port (1..65535), or unset it "
+            "to advertise the port the server listens on"
+        )
+    return int(text)
 
 
 def exit_on_session_loss() -> None:
@@ -80,6 +105,7 @@ class ClusterMember:
         self._stopping = threading.Event()
         self._brokers: dict[int, BrokerInfo] = {}
         self._brokers_lock = threading.Lock()
+        port = advertised_port(port)
         self.registration = register_broker(
             session, self.broker_id, host, port, broker.metadata.data_dir_id
         )
