@@ -228,6 +228,24 @@ class LocalZooKeeper:
     def resume(self) -> None:
         os.kill(self.pid, signal.SIGCONT)
 
+    def kill(self) -> None:
+        """SIGKILL, as a crash: the data directory stays, for ``restart``. Idempotent."""
+        process, self.process = self.process, None
+        if process is not None and process.poll() is None:
+            process.kill()
+            process.wait(timeout=STOP_TIMEOUT_S)
+
+    def restart(self) -> None:
+        """Start again after ``stop`` or ``kill``, on the same port and from the same data
+        directory: clients' connect strings stay valid, and sessions the server had
+        written to its transaction log may resume."""
+        assert self.port, "restart() needs a server that was started once"
+        requested, self.requested_port = self.requested_port, self.port
+        try:
+            self.start()
+        finally:
+            self.requested_port = requested
+
     def stop(self) -> None:
         """SIGTERM, then SIGKILL if it has not exited within STOP_TIMEOUT_S. Idempotent."""
         process, self.process = self.process, None

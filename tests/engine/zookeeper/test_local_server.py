@@ -15,6 +15,7 @@ from twinlog.engine.zookeeper.local_server import (
     LocalZooKeeperError,
     four_letter_word,
 )
+from twinlog.engine.zookeeper.session import ZooKeeperSession
 
 LISTEN = "0A"  # TCP_LISTEN in /proc/net/tcp
 
@@ -95,3 +96,17 @@ def test_a_server_that_exits_is_reported_with_its_log(tmp_path: Path) -> None:
     assert "exited with" in message and str(tmp_path / "zookeeper.log") in message
     assert "java " in message and "jars " in message and "127.0.0.1:" in message
     assert server.process is None or server.process.poll() is not None
+
+
+def test_a_killed_server_restarts_on_its_port_with_its_znodes(tmp_path: Path) -> None:
+    with LocalZooKeeper(tmp_path, tick_time_ms=500) as server:
+        port = server.port
+        with ZooKeeperSession(server.connect_string + "/restart") as session:
+            session.client.create("/kept", b"value")
+        server.kill()
+        with pytest.raises(OSError):
+            four_letter_word(port, "ruok", timeout_s=0.5)
+        server.restart()
+        assert server.port == port
+        with ZooKeeperSession(server.connect_string + "/restart") as session:
+            assert session.client.get("/kept")[0] == b"value"
