@@ -1,0 +1,399 @@
+"""Three real brokers on one ZooKeeper, and the faults a test does to them (CLUSTER.md §4.2).
+
+``FaultCluster(root, zookeeper)`` runs ``twinlog serve --broker-id N --zookeeper ...``
+for N = 1, 2, 3, each wired so that a test can cut it:
+
+    broker N --(its own ZooKeeper proxy)--> ZooKeeper        cut: cluster.zookeeper_link(N)
+    other brokers --(N's inbound proxy)--> broker N           cut: cluster.inbound_link(N)
+    test clients --------------------------> broker N         never cut
+
+Broker N listens on a port fixed for its life (so a restart keeps it, and the inbound
+proxy stays valid) and registers the inbound proxy's port (``TWINLOG_ADVERTISED_PORT``,
+read by ``rpc/server/cluster_member.py``): other brokers fetch through the proxy, test
+clients go straight to the broker. Its data log writes fail with ENOSPC while the file
+``cluster.disk_full_flag(N)`` exists (the ``log.before_write`` failpoint).
+
+A broker that exits is not restarted by anyone but the test: ``restart(N)`` is the
+supervisor, and waits (as a supervisor's restart delay would) until ZooKeeper has
+expired the old session's registration, which a new one would otherwise meet.
+
+State is read from ZooKeeper directly, through the test's own session (never proxied).
+Every wait polls with a deadline (``wait_until``); nothing here sleeps to synchronise.
+
+No tests here. Thread rule: the test's thread, except ``client`` and ``state``, which
+the workload threads (``cluster_workload``) call too.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TypeVar
+
+from checkout import ROOT
+from server_process import environment
+from tcp_proxy import HoldingProxy
+
+from twinlog.engine.base.failpoints import ENVIRONMENT_VARIABLE as FAILPOINTS_VARIABLE
+from twinlog.engine.zookeeper.broker_registration import BrokerInfo, live_brokers
+from twinlog.engine.zookeeper.controller_epoch import read_controller
+from twinlog.engine.zookeeper.local_server import free_loopback_port
+from twinlog.engine.zookeeper.partition_state import PartitionState, read_partition_state
+from twinlog.engine.zookeeper.session import ZooKeeperSession, ZooKeeperUnavailableError
+from twinlog.rpc.client.connection_options import ConnectionOptions
+from twinlog.rpc.client.remote import RemoteBroker
+from twinlog.rpc.server.cluster_member import ADVERTISED_PORT_VARIABLE, EXIT_SESSION_LOST
+
+T = TypeVar("T")
+
+BROKER_IDS = (1, 2, 3)
+SESSION_TIMEOUT_MS = 4000  # CLUSTER.md §3.9's test setting
+# Above the session timeout (KIP-537: the controller notices a dead broker first), and
+# short, so an ISR shrink (F15, F24) takes seconds.
+REPLICA_LAG_TIME_MAX_MS = 6000
+REPLICA_ACK_TIMEOUT_MS = 5000  # a produce waiting for its replicas gives up after this
+BROKER_CONFIG = {
+    "replica_lag_time_max_ms": REPLICA_LAG_TIME_MAX_MS,
+    "replica_ack_timeout_ms": REPLICA_ACK_TIMEOUT_MS,
+    "min_insync_replicas": 2,
+    "journal_partitions": 1,  # fewer partitions to open: brokers start faster
+    "offsets_partitions": 1,
+    # No coordinator checkpoint during a test: every broker's coordinators keep a local
+    # transaction journal but share one pointer, coordinators/<N>, so a broker restarting
+    # after another one's checkpoint may find a pointer into a journal it does not have,
+    # and refuse to start (test_f10's xfail shows it). The data-log cases must not hang
+    # on that.
+    "checkpoint_interval_ms": 3_600_000,
+}
+CLIENT_REQUEST_TIMEOUT_MS = 3000  # a paused or cut broker costs a client this much per call
+WAIT_S = 40.0  # generous: three brokers, a JVM and the test share two busy cores
+START_TIMEOUT_S = 30.0
+POLL_S = 0.05
+SERVING = re.compile(r"serving on (\S+):(\d+) ")
+# A session expires at most a tick (500 ms) after its timeout, and the controller's pass
+# follows within a watch delivery: this bounds "ZooKeeper has noticed a death".
+EXPIRY_S = SESSION_TIMEOUT_MS / 1000 + 8.0
+
+
+def wait_until(predicate: Callable[[], T | None], what: str, timeout_s: float = WAIT_S) -> T:
+    """The first true value of ``predicate``, polled until ``timeout_s``; AssertionError
+    naming ``what`` and the last value if none comes."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"not within {timeout_s:.0f} s: {what} (last: {value!r})")
+        time.sleep(POLL_S)
+
+
+def holds_throughout(predicate: Callable[[], bool], what: str, duration_s: float) -> None:
+    """``predicate`` is true at every poll for ``duration_s``: how an absence (no unclean
+    election, no acknowledgement) is watched for, since it can only be watched for a while."""
+    deadline = time.monotonic() + duration_s
+    while time.monotonic() < deadline:
+        assert predicate(), f"no longer true: {what}"
+        time.sleep(POLL_S)
+
+
+class BrokerProcess:
+    """One ``twinlog serve`` process of the cluster, restartable on the same port.
+
+    Thread rule: the test's thread."""
+
+    def __init__(self, broker_id: int, root: Path, zookeeper_hosts: str, chroot: str) -> None:
+        """``zookeeper_hosts``: ``127.0.0.1:PORT`` (reached through a proxy the test can
+        cut), or an ensemble's ``h:p,h:p,...`` (reached directly)."""
+        self.broker_id = broker_id
+        self.data_dir = root / f"b{broker_id}"
+        self.log_path = root / f"b{broker_id}-server.log"
+        self.disk_full_flag = root / f"b{broker_id}-disk-full"
+        self.port = free_loopback_port()
+        self.address = f"127.0.0.1:{self.port}"
+        self.zookeeper_link: HoldingProxy | None = None
+        self.zookeeper_hosts = zookeeper_hosts
+        if "," not in zookeeper_hosts:
+            self.zookeeper_link = HoldingProxy(int(zookeeper_hosts.rsplit(":", 1)[1]))
+            self.zookeeper_hosts = self.zookeeper_link.address
+        self.inbound_link = HoldingProxy(self.port)
+        self.chroot = chroot
+        self.process: subprocess.Popen[bytes] | None = None
+        self.paused = False
+        self.starts = 0
+
+    @property
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    @property
+    def pid(self) -> int:
+        assert self.process is not None, f"broker {self.broker_id} never started"
+        return self.process.pid
+
+    def exit_status(self) -> int | None:
+        """The status it exited with; None while it runs (or never ran)."""
+        return None if self.process is None else self.process.poll()
+
+    def start(self) -> None:
+        """Spawn it; ``wait_serving`` waits for it. Its old registration must be gone."""
+        assert not self.alive, f"broker {self.broker_id} runs already"
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._log_offset = self.log_path.stat().st_size if self.log_path.exists() else 0
+        env = environment()
+        env[ADVERTISED_PORT_VARIABLE] = str(self.inbound_link.port)
+        env[FAILPOINTS_VARIABLE] = f"log.before_write=enospc?{self.disk_full_flag}"
+        arguments = [
+            sys.executable,
+            "-m",
+            "twinlog.rpc.cli",
+            "serve",
+            "--data-dir",
+            str(self.data_dir),
+            "--port",
+            str(self.port),
+            "--broker-id",
+            str(self.broker_id),
+            "--zookeeper",
+            f"{self.zookeeper_hosts}{self.chroot}",
+            "--zookeeper-session-timeout-ms",
+            str(SESSION_TIMEOUT_MS),
+        ]
+        for key, value in BROKER_CONFIG.items():
+            arguments += ["--config", f"{key}={value}"]
+        with self.log_path.open("ab") as log_file:
+            log_file.write(f"--- start {self.starts + 1} of broker {self.broker_id}\n".encode())
+            log_file.flush()
+            self.process = subprocess.Popen(
+                arguments, stdout=log_file, stderr=subprocess.STDOUT, cwd=ROOT, env=env
+            )
+        self.starts += 1
+        self.paused = False
+
+    def wait_serving(self) -> None:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if SERVING.search(self.log()[self._log_offset :]):
+                return
+            if not self.alive:
+                break
+            time.sleep(POLL_S)
+        raise AssertionError(
+            f"broker {self.broker_id} did not start (status {self.exit_status()}); log tail:\n"
+            f"{self.log()[-4000:]}"
+        )
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def log_since_start(self) -> str:
+        return self.log()[self._log_offset :]
+
+    def kill(self) -> None:
+        """SIGKILL (a crash; the page cache survives, so this is not a power loss)."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGCONT)  # a paused one dies too, and is reaped
+            self.process.kill()
+            self.process.wait(timeout=10)
+        self.paused = False
+
+    def pause(self) -> None:
+        """SIGSTOP: it notices nothing until ``resume`` (a GC pause, a frozen VM)."""
+        os.kill(self.pid, signal.SIGSTOP)
+        self.paused = True
+
+    def resume(self) -> None:
+        if self.alive:
+            os.kill(self.pid, signal.SIGCONT)
+        self.paused = False
+
+    def wait_exit(self, timeout_s: float) -> int:
+        assert self.process is not None
+        try:
+            return self.process.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(
+                f"broker {self.broker_id} still runs after {timeout_s:.0f} s"
+            ) from None
+
+    def wipe(self) -> None:
+        """Remove its whole data directory (a replaced disk); only while it is down."""
+        assert not self.alive, "wipe a broker's disk only while it is down"
+        shutil.rmtree(self.data_dir, ignore_errors=True)
+
+    def close(self) -> None:
+        self.kill()
+        if self.zookeeper_link is not None:
+            self.zookeeper_link.close()
+        self.inbound_link.close()
+
+
+class FaultCluster:
+    """Thread rule: the test's thread; ``client`` and ``state`` from any thread."""
+
+    def __init__(self, root: Path, zookeeper_hosts: str, name: str) -> None:
+        """``zookeeper_hosts``: a standalone server's ``127.0.0.1:PORT`` or an ensemble's
+        ``h:p,h:p,h:p``; the cluster lives below the chroot ``/twinlog/<name>``."""
+        self.root = root
+        self.chroot = f"/twinlog/{name}"
+        self.connect = f"{zookeeper_hosts}{self.chroot}"
+        self.brokers = {
+            broker_id: BrokerProcess(broker_id, root, zookeeper_hosts, self.chroot)
+            for broker_id in BROKER_IDS
+        }
+        self.session = ZooKeeperSession(self.connect, session_timeout_ms=SESSION_TIMEOUT_MS)
+
+    # --- lifecycle ---------------------------------------------------------------------
+
+    def start(self) -> None:
+        # The first broker alone: brokers starting together on a new cluster race to
+        # create __consumer_offsets, and the loser exits (an xfail in
+        # tests/engine/zookeeper/test_broker_on_zookeeper.py).
+        self._start_together(list(BROKER_IDS[:1]))
+        self._start_together(list(BROKER_IDS[1:]))
+
+    def _start_together(self, broker_ids: list[int]) -> None:
+        for broker_id in broker_ids:
+            self.brokers[broker_id].start()
+        for broker_id in broker_ids:
+            self.brokers[broker_id].wait_serving()
+
+    def restart(self, *broker_ids: int) -> None:
+        """Start the given (dead) brokers again once their old registrations are gone, as
+        a supervisor with a restart delay would; wait until each serves."""
+        for broker_id in broker_ids:
+            assert not self.brokers[broker_id].alive, f"broker {broker_id} still runs"
+        wait_until(
+            lambda: not (set(broker_ids) & set(self.registered())),
+            f"the old registrations of brokers {list(broker_ids)} expired",
+            EXPIRY_S + 5,
+        )
+        self._start_together(list(broker_ids))
+
+    def heal(self) -> None:
+        """Undo every fault: links flow, disks have room, paused brokers run, dead ones are
+        restarted; then every broker is registered."""
+        for broker in self.brokers.values():
+            if broker.zookeeper_link is not None:
+                broker.zookeeper_link.release()
+            broker.inbound_link.release()
+            broker.disk_full_flag.unlink(missing_ok=True)
+            if broker.paused:
+                broker.resume()
+        dead = [broker_id for broker_id, broker in self.brokers.items() if not broker.alive]
+        if dead:
+            self.restart(*dead)
+        wait_until(lambda: set(self.registered()) == set(BROKER_IDS), "every broker registered")
+
+    def close(self) -> None:
+        for broker in self.brokers.values():
+            broker.close()
+        self.session.close()
+
+    def dump_logs(self, characters_max: int = 6000) -> str:
+        return "\n".join(
+            f"--- broker {broker_id} (status {broker.exit_status()}) ---\n"
+            f"{broker.log()[-characters_max:]}"
+            for broker_id, broker in self.brokers.items()
+        )
+
+    # --- what ZooKeeper says -------------------------------------------------------------
+
+    def registered(self) -> dict[int, BrokerInfo]:
+        return live_brokers(self.session)
+
+    def controller(self) -> tuple[int, int] | None:
+        """(broker id, controller epoch) of the controller now, or None."""
+        holder = read_controller(self.session)
+        return None if holder is None else (holder[0], holder[1])
+
+    def state(self, topic: str, partition: int = 0) -> PartitionState | None:
+        try:
+            return read_partition_state(self.session, topic, partition)
+        except ZooKeeperUnavailableError:
+            return None
+
+    def wait_state(
+        self,
+        topic: str,
+        predicate: Callable[[PartitionState], bool],
+        what: str,
+        timeout_s: float = WAIT_S,
+    ) -> PartitionState:
+        def probe() -> PartitionState | None:
+            state = self.state(topic)
+            return state if state is not None and predicate(state) else None
+
+        return wait_until(probe, f"{topic}: {what}", timeout_s)
+
+    def in_sync(self, state: PartitionState, broker_ids: tuple[int, ...] = BROKER_IDS) -> bool:
+        """Led by a running broker, and the ISR is exactly ``broker_ids``, each member with
+        the broker epoch it is registered with now (KIP-903)."""
+        registered = self.registered()
+        return (
+            state.leader in registered
+            and self.brokers[state.leader].alive
+            and sorted(state.isr_ids) == sorted(broker_ids)
+            and all(
+                member.broker_id in registered
+                and registered[member.broker_id].broker_epoch == member.broker_epoch
+                for member in state.isr
+            )
+        )
+
+    def wait_in_sync(
+        self, topic: str, broker_ids: tuple[int, ...] = BROKER_IDS, timeout_s: float = WAIT_S
+    ) -> PartitionState:
+        return self.wait_state(
+            topic,
+            lambda state: self.in_sync(state, broker_ids),
+            f"ISR {list(broker_ids)} with their current broker epochs",
+            timeout_s,
+        )
+
+    def running_leader(self, topic: str) -> int | None:
+        state = self.state(topic)
+        if state is None or state.leader < 0 or not self.brokers[state.leader].alive:
+            return None
+        return state.leader
+
+    # --- clients ---------------------------------------------------------------------------
+
+    @contextmanager
+    def client(
+        self, broker_id: int, request_timeout_ms: int = CLIENT_REQUEST_TIMEOUT_MS
+    ) -> Iterator[RemoteBroker]:
+        """A client straight to broker ``broker_id`` (never through a proxy)."""
+        remote = RemoteBroker(
+            self.brokers[broker_id].address,
+            ConnectionOptions(request_timeout_ms=request_timeout_ms),
+        )
+        try:
+            yield remote
+        finally:
+            remote.close()
+
+    def create_topic(self, topic: str) -> PartitionState:
+        """A one-partition topic of replication factor 3, created through any running
+        broker; its state once every replica is in sync."""
+        broker_id = next(b for b, broker in self.brokers.items() if broker.alive)
+        with self.client(broker_id, request_timeout_ms=20_000) as remote:
+            remote.create_topic(topic, 1, {"replication.factor": "3"})
+        return self.wait_in_sync(topic)
+
+
+def followers(state: PartitionState) -> list[int]:
+    """The replicas other than the leader, in assignment order."""
+    return [broker_id for broker_id in state.replicas if broker_id != state.leader]
+
+
+def exited_on_session_loss(status: int | None) -> bool:
+    return status == EXIT_SESSION_LOST
