@@ -11,6 +11,8 @@ from broker_support import batch
 from twinlog.engine.base.errors import ProducerFencedError
 from twinlog.engine.broker.broker import Broker
 from twinlog.engine.broker.coordinator import PARTITION_BITS
+from twinlog.engine.broker.group_offsets import OFFSETS_TOPIC
+from twinlog.engine.broker.topic_registry import TopicMeta
 from twinlog.engine.records.batch_reader import iter_batches
 from twinlog.engine.zookeeper import znodes
 from twinlog.engine.zookeeper.id_source import ZooKeeperIdSource
@@ -75,3 +77,35 @@ def test_a_broker_on_zookeeper_keeps_topics_ids_and_its_checkpoint_there(
         assert next_transaction > transaction_id  # a fresh, higher block from ZooKeeper
         broker.delete_topic("t")
         assert session.client.get_children(znodes.TOPICS) == ["__consumer_offsets"]
+
+
+class _ListingBeforeAnotherBrokersCreate(ZooKeeperMetadataStore):
+    """Its first topic listing is the one a broker read just before another broker,
+    starting at the same time on a new cluster, created ``__consumer_offsets``."""
+
+    listed = False
+
+    def topics(self) -> dict[str, TopicMeta]:
+        topics = dict(super().topics())
+        if not self.listed:
+            self.listed = True
+            topics.pop(OFFSETS_TOPIC, None)
+        return topics
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="Broker._start checks for __consumer_offsets, then creates it: a broker that "
+    "loses that race to another starting broker exits with TopicExistsError",
+)
+def test_two_brokers_starting_together_on_a_new_cluster_both_open(
+    zk_connect: str, tmp_path: Path
+) -> None:
+    with ZooKeeperSession(zk_connect) as session:
+        with open_broker(session, tmp_path / "first"):
+            pass  # created __consumer_offsets
+        metadata = _ListingBeforeAnotherBrokersCreate(session, tmp_path / "second", 1)
+        with Broker.open(
+            tmp_path / "second", metadata=metadata, ids=ZooKeeperIdSource(session), **CONFIG
+        ) as second:
+            assert OFFSETS_TOPIC in second.list_topics()
