@@ -74,6 +74,8 @@ Result = TypeVar("Result")
 # After this many bytes flushed into the active segment, checkpoint a new
 # recovery point, so a crash rescans at most this much (plus one flush).
 RECOVERY_POINT_INTERVAL_BYTES = 64 << 20
+# A read that met a truncation is tried again (each try sees a newer cut, so few suffice).
+READ_ATTEMPTS_MAX = 3
 
 
 class _Published(NamedTuple):
@@ -682,8 +684,22 @@ class DataLog:
         before the recovery point when the log was opened) are checked here, once,
         CRC and offsets; a bad batch raises CorruptLogError naming the segment file
         and the position, and nothing of the read is returned.
+
+        A read that races a truncation (a follower cutting a divergent suffix) is read
+        again from the cut log: what it met was the cut, not damage.
         """
-        state = self._snapshot()
+        for attempt in range(1, READ_ATTEMPTS_MAX + 1):
+            state = self._snapshot()
+            try:
+                return self._read_once(state, offset, max_bytes)
+            except CorruptLogError:
+                with self._write_lock:  # a truncation under way finishes and publishes first
+                    cut = self._snapshot() is not state and self._truncations > 0
+                if not cut or attempt == READ_ATTEMPTS_MAX:
+                    raise
+        raise AssertionError("unreachable")
+
+    def _read_once(self, state: _Published, offset: int, max_bytes: int) -> bytes:
         if offset == state.log_end_offset:
             return b""
         self._check_range(state, offset)

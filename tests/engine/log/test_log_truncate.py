@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pytest
@@ -69,3 +70,35 @@ def test_truncate_removes_later_segment_files(tmp_path: Path) -> None:
     assert not (tmp_path / (files_before[2].stem + ".index")).exists()
     log.check()
     log.close()
+
+
+def test_a_read_racing_a_truncation_is_answered_from_the_cut_log(tmp_path: Path) -> None:
+    """A follower cutting a divergent suffix while its log is read (a replica fetch, a
+    tool): the read meets a shorter file, which is the cut, not damage; it is read again."""
+    log = DataLog.open(tmp_path / "log")
+    for number in range(40):
+        log.append(make_batch(tag=number))
+    stop = threading.Event()
+    cuts = []
+
+    def cut_and_grow() -> None:
+        while not stop.is_set() and len(cuts) < 400:
+            cuts.append(log.truncate_to(2))
+            for number in range(38):
+                log.append(make_batch(tag=number))
+
+    cutter = threading.Thread(target=cut_and_grow)
+    cutter.start()
+    try:
+        reads = 0
+        while cutter.is_alive() and reads < 5000:
+            try:
+                log.read(2, 1 << 20)
+            except OffsetOutOfRangeError:
+                pass  # the cut came first and the suffix is not back yet
+            reads += 1
+    finally:
+        stop.set()
+        cutter.join(30)
+        log.close()
+    assert cuts and reads
