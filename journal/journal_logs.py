@@ -153,6 +153,10 @@ class _JournalLog:
         self.committed_end = applied_end
         self.enqueued_end = applied_end  # the next record to queue for LMDB
         self.pending: dict[int, _Waiter] = {}  # replicated leader writes not queued yet
+        # Replicated: may this replica append records of its own? Only while it leads
+        # (J5): set by ``become_leader``, cleared by ``step_down``, read under the order
+        # lock with the append, so no record is appended after the step-down.
+        self.leads = False
 
     @property
     def replicated(self) -> bool:
@@ -378,6 +382,12 @@ class JournalLogs:
         assert journal_log.wait_committed is not None
         waiter = _Waiter(record)
         with journal_log.order_lock:
+            if not journal_log.leads:
+                raise NotLeaderOrFollowerError(
+                    f"{journal_log.partition}: this replica does not lead the partition; its "
+                    "journal log takes only its leader's records (refresh metadata and send to "
+                    "the leader)"
+                )
             if journal_log.needs_repair:
                 self._repair(journal_log)
             failpoints.hit("journal_log.before_append")
@@ -411,8 +421,12 @@ class JournalLogs:
     # --- replication (a replicated partition's journal log) ------------------------
 
     def become_leader(self, partition: str, leader_epoch: int) -> None:
-        """The partition's leader epoch, stamped into the journal log's records from now on."""
-        self._journal_log(partition).log.become_leader(leader_epoch)
+        """This replica leads the partition at ``leader_epoch``: its own records may be
+        appended from now on, stamped with that epoch."""
+        journal_log = self._journal_log(partition)
+        with journal_log.order_lock:
+            journal_log.log.become_leader(leader_epoch)
+            journal_log.leads = True
 
     def append_replicated(
         self, partition: str, batches: Iterable[memoryview], *, sync: bool
@@ -465,11 +479,13 @@ class JournalLogs:
             for cut in [key for key in journal_log.pending if key >= offset]:
                 del journal_log.pending[cut]  # their writers' waits fail: leadership moved
 
-    def drop_waiting_writes(self, partition: str) -> None:
-        """A leader stepped down: its writes still waiting for the replicas are no longer
-        its to apply (committed ones are queued from the log by ``commit_to``)."""
+    def step_down(self, partition: str) -> None:
+        """This replica follows now: it appends no record of its own, and its writes still
+        waiting for the replicas are no longer its to apply (committed ones are queued
+        from the log by ``commit_to``)."""
         journal_log = self._journal_log(partition)
         with journal_log.order_lock:
+            journal_log.leads = False
             journal_log.pending.clear()
 
     def high_watermark(self, partition: str) -> int:
@@ -581,7 +597,8 @@ class JournalLogs:
         """PURGE every open partition that holds a row below ``low_watermark``; entries dropped.
 
         Only those: a PURGE is an fsynced append, and a partition without such rows
-        has nothing to drop. (A late batch of a completed transaction is refused
+        has nothing to drop. A replicated partition is purged by its leader only; its
+        followers apply the leader's PURGE records (J5). (A late batch of a completed transaction is refused
         by its coordinator before it gets here; the per-partition watermark is a
         second guard, raised whenever the partition has something to purge.)
         """
@@ -593,6 +610,8 @@ class JournalLogs:
                     dropped += self.purge_partition_below(partition, low_watermark)
                 except UnknownTopicOrPartitionError:
                     continue  # deleted meanwhile
+                except NotLeaderOrFollowerError:
+                    continue  # a replicated partition it does not lead: its leader purges (J5)
         return dropped
 
     # --- retention ------------------------------------------------------------------

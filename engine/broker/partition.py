@@ -542,7 +542,7 @@ class Partition:
             elif transition is Transition.FOLLOW:
                 self.replicas = None
                 self._promotion_ends = None
-                self.journal.drop_waiting_writes(self.name)
+                self.journal.step_down(self.name)
                 self.transaction_sequences.clear()
                 self.role = asked
             if transition is not Transition.IGNORE:

@@ -240,3 +240,16 @@ def test_a_new_leader_acts_only_after_the_promotion_barrier(cluster: Cluster) ->
     cluster.start_pumping()
     cluster.brokers[2].produce(TOPIC.topic, 0, batch([b"y"]))
     assert _values(cluster.brokers[2]) == [b"x", b"y"]
+
+
+def test_a_follower_appends_no_record_of_its_own(cluster: Cluster) -> None:
+    """J5: a follower's journal log takes its leader's records only; a write of its own
+    (a purge at start, a late coordinator call) is refused before anything is appended."""
+    cluster.roles(leader=1, epoch=1)
+    follower = cluster.brokers[2].journal
+    end = follower.journal_log(NAME).log_end_offset
+    with pytest.raises(NotLeaderOrFollowerError, match="does not lead"):
+        follower.mark_aborted(NAME, 7)
+    with pytest.raises(NotLeaderOrFollowerError, match="does not lead"):
+        follower.purge_partition_below(NAME, 10**6)
+    assert follower.journal_log(NAME).log_end_offset == end
