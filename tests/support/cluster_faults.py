@@ -3,9 +3,11 @@
 ``FaultCluster(root, zookeeper)`` runs ``twinlog serve --broker-id N --zookeeper ...``
 for N = 1, 2, 3, each wired so that a test can cut it:
 
-    broker N --(its own ZooKeeper proxy)--> ZooKeeper        cut: cluster.zookeeper_link(N)
-    other brokers --(N's inbound proxy)--> broker N           cut: cluster.inbound_link(N)
-    test clients --------------------------> broker N         never cut
+    broker N --(its own ZooKeeper proxy)--> ZooKeeper    cut: brokers[N].zookeeper_link.hold()
+    other brokers --(N's inbound proxy)--> broker N       cut: brokers[N].inbound_link.hold()
+    test clients --------------------------> broker N     never cut
+
+(On an ensemble, ``h:p,h:p,h:p``, brokers reach ZooKeeper directly: no ZooKeeper link.)
 
 Broker N listens on a port fixed for its life (so a restart keeps it, and the inbound
 proxy stays valid) and registers the inbound proxy's port (``TWINLOG_ADVERTISED_PORT``,
@@ -77,6 +79,7 @@ CLIENT_REQUEST_TIMEOUT_MS = 3000  # a paused or cut broker costs a client this m
 WAIT_S = 40.0  # generous: three brokers, a JVM and the test share two busy cores
 START_TIMEOUT_S = 30.0
 POLL_S = 0.05
+ZOOKEEPER_BACK_S = 30.0  # a restarted or resumed ZooKeeper answers the test within this
 SERVING = re.compile(r"serving on (\S+):(\d+) ")
 # A session expires at most a tick (500 ms) after its timeout, and the controller's pass
 # follows within a watch delivery: this bounds "ZooKeeper has noticed a death".
@@ -307,19 +310,28 @@ class FaultCluster:
 
     # --- what ZooKeeper says -------------------------------------------------------------
 
+    def _read(self, read: Callable[[], T]) -> T:
+        """``read()``, again while the test's own session is away (a ZooKeeper fault
+        suspends or expires it too; kazoo then connects with a new session)."""
+        deadline = time.monotonic() + ZOOKEEPER_BACK_S
+        while True:
+            try:
+                return read()
+            except ZooKeeperUnavailableError:
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(POLL_S)
+
     def registered(self) -> dict[int, BrokerInfo]:
-        return live_brokers(self.session)
+        return self._read(lambda: live_brokers(self.session))
 
     def controller(self) -> tuple[int, int] | None:
         """(broker id, controller epoch) of the controller now, or None."""
-        holder = read_controller(self.session)
+        holder = self._read(lambda: read_controller(self.session))
         return None if holder is None else (holder[0], holder[1])
 
     def state(self, topic: str, partition: int = 0) -> PartitionState | None:
-        try:
-            return read_partition_state(self.session, topic, partition)
-        except ZooKeeperUnavailableError:
-            return None
+        return self._read(lambda: read_partition_state(self.session, topic, partition))
 
     def wait_state(
         self,
