@@ -1,0 +1,1 @@
+"""``python -m bench.cluster``: the cluster figures (CLUSTER.md §5), measured in one run."""

@@ -1,0 +1,125 @@
+"""Three ``twinlog serve --broker-id N --zookeeper ...`` processes on loopback, and the
+benchmark's own ZooKeeper session to watch them (who leads, who is in sync).
+
+The brokers run with their default settings except the session timeout (the tests'
+4 s) and any ``--server-config`` given; each has its own data directory under ``root``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+from kazoo.exceptions import NoNodeError
+
+from bench.cluster.server_process import ServerProcess
+from bench.cluster.waiting import wait_for
+from twinlog.engine.zookeeper import znodes
+from twinlog.engine.zookeeper.broker_registration import live_brokers
+from twinlog.engine.zookeeper.partition_state import PartitionState, read_partition_state
+from twinlog.engine.zookeeper.session import ZooKeeperSession
+from twinlog.rpc.client.connection_options import ConnectionOptions
+from twinlog.rpc.client.remote import RemoteBroker
+
+BROKER_IDS = (1, 2, 3)
+REPLICATION_FACTOR = 3
+ADMIN_TIMEOUT_MS = 30_000
+STATE_TIMEOUT_S = 60.0  # a new topic's leaders, a restarted broker back in the ISR
+
+
+class BenchCluster:
+    def __init__(
+        self,
+        root: Path,
+        zookeeper_connect: str,
+        session_timeout_ms: int,
+        server_config: Sequence[str] = (),
+    ) -> None:
+        self.root = root
+        self.connect = zookeeper_connect
+        self.session_timeout_ms = session_timeout_ms
+        self.server_config = list(server_config)
+        self.brokers = {
+            broker_id: ServerProcess(
+                f"broker-{broker_id}", root / f"b{broker_id}", self._arguments(broker_id)
+            )
+            for broker_id in BROKER_IDS
+        }
+        self.session: ZooKeeperSession | None = None
+
+    def _arguments(self, broker_id: int) -> list[str]:
+        return [
+            "--broker-id", str(broker_id), "--zookeeper", self.connect,
+            "--zookeeper-session-timeout-ms", str(self.session_timeout_ms),
+            *(f"--config={pair}" for pair in self.server_config),
+        ]  # fmt: skip
+
+    def start(self) -> BenchCluster:
+        for process in self.brokers.values():
+            process.start()
+        self.session = ZooKeeperSession(self.connect, session_timeout_ms=self.session_timeout_ms)
+        wait_for("three live brokers", lambda: len(self.live_addresses()) == 3, STATE_TIMEOUT_S)
+        return self
+
+    @property
+    def zookeeper(self) -> ZooKeeperSession:
+        assert self.session is not None, "start() first"
+        return self.session
+
+    def admin(self, broker_id: int | None = None) -> RemoteBroker:
+        """A client of one running broker (any, by default); the caller closes it."""
+        if broker_id is None:
+            broker_id = next(i for i, process in self.brokers.items() if process.running)
+        options = ConnectionOptions(request_timeout_ms=ADMIN_TIMEOUT_MS)
+        return RemoteBroker(self.brokers[broker_id].address, options)
+
+    def create_topic(self, topic: str, partitions: int) -> dict[int, PartitionState]:
+        """Create with replication factor 3 and wait until every partition has a leader and
+        a full ISR; their states."""
+        with self.admin() as admin:
+            admin.create_topic(topic, partitions, {"replication.factor": str(REPLICATION_FACTOR)})
+        return {p: self.wait_full_isr(topic, p) for p in range(partitions)}
+
+    def state(self, topic: str, partition: int) -> PartitionState | None:
+        return read_partition_state(self.zookeeper, topic, partition)
+
+    def wait_full_isr(self, topic: str, partition: int) -> PartitionState:
+        def full() -> PartitionState | None:
+            state = self.state(topic, partition)
+            if state is None or state.leader <= 0:
+                return None
+            return state if len(state.isr) == REPLICATION_FACTOR else None
+
+        return wait_for(f"{topic}-{partition} with a leader and a full ISR", full, STATE_TIMEOUT_S)
+
+    def live_addresses(self) -> dict[int, str]:
+        """Registered brokers' addresses, as ZooKeeper has them (what a client would use)."""
+        return {i: info.address for i, info in live_brokers(self.zookeeper).items()}
+
+    def registered(self, broker_id: int) -> bool:
+        client = self.zookeeper.client
+        found = self.zookeeper.wait(client.exists_async(znodes.broker_path(broker_id)))
+        return found is not None
+
+    def controller_id(self) -> int:
+        try:
+            data, _ = self.zookeeper.wait(self.zookeeper.client.get_async(znodes.CONTROLLER))
+        except NoNodeError:
+            return -1
+        return int(json.loads(data)["broker_id"])
+
+    def leader_address(self, topic: str, partition: int) -> str:
+        state = self.wait_full_isr(topic, partition)
+        return self.brokers[state.leader].address
+
+    def partition_dir(self, broker_id: int, topic: str, partition: int) -> Path:
+        return self.brokers[broker_id].data_dir / "logs" / f"{topic}-{partition}"
+
+    def close(self) -> None:
+        """Kill every broker's process group (no graceful stop: the figures are taken)."""
+        for process in self.brokers.values():
+            process.kill_group()
+        if self.session is not None:
+            self.session.close()
+            self.session = None

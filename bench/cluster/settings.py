@@ -1,0 +1,45 @@
+"""How much work each phase does. Every figure comes from a fixed amount of work, and
+every wait is bounded by ``phase_timeout_s``."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+PAYLOAD_POOL = 256  # distinct random payloads, reused in turn (incompressible)
+MIB = 1 << 20
+
+
+@dataclass(frozen=True)
+class BenchSettings:
+    record_bytes: int = 1024
+    plain_records: int = 20_000
+    transactions: int = 200
+    records_per_transaction: int = 10
+    latency_samples: int = 300
+    warmup_records: int = 500  # sent first, not measured: connections, first batches
+    failover_rounds: int = 1  # SIGKILL and graceful failovers each, averaged if more
+    catch_up_mib: int = 64
+    fsync_records: int = 10_000  # plain records per run of the follower-fsync comparison
+    compare_fsync: bool = True
+    session_timeout_ms: int = 4000  # the tests' value; Kafka's default is 18 s
+    zookeeper_tick_ms: int = 500  # expiry is checked per tick: sessions end within one
+    phase_timeout_s: float = 120.0
+
+    @property
+    def transactional_records(self) -> int:
+        return self.transactions * self.records_per_transaction
+
+    def payloads(self) -> list[bytes]:
+        generator = random.Random(13)
+        return [generator.randbytes(self.record_bytes) for _ in range(PAYLOAD_POOL)]
+
+
+TINY = BenchSettings(
+    plain_records=500,
+    transactions=10,
+    latency_samples=20,
+    warmup_records=20,
+    catch_up_mib=2,
+    fsync_records=300,
+)
