@@ -64,6 +64,7 @@ from twinlog.engine.base.errors import (
     InvalidTxnStateError,
     LogClosedError,
     NotEnoughResourcesError,
+    TopicExistsError,
     UnknownTopicOrPartitionError,
     UnknownTransactionError,
 )
@@ -132,6 +133,7 @@ from twinlog.engine.replication.fetch_calls import (
 from twinlog.engine.replication.replica_set import IsrChange
 from twinlog.engine.replication.replication_settings import ReplicationSettings
 from twinlog.journal import JournalLogs, LocalJournal
+from twinlog.journal.txn_checkpoint_pointer import CheckpointPointerStore
 from twinlog.journal.txn_journal import TxnJournal
 
 log = logging.getLogger(__name__)
@@ -361,11 +363,14 @@ class Broker:
         )
         # 3. partitions (data log recovery, then copier recovery)
         if OFFSETS_TOPIC not in self.metadata.topics():
-            self.metadata.add_topic(
-                OFFSETS_TOPIC,
-                config.offsets_partitions,
-                offsets_topic_config({}, config.offsets_segment_bytes),
-            )
+            try:
+                self.metadata.add_topic(
+                    OFFSETS_TOPIC,
+                    config.offsets_partitions,
+                    offsets_topic_config({}, config.offsets_segment_bytes),
+                )
+            except TopicExistsError:
+                pass  # a cluster's other broker, starting too, created it first: the same topic
         offsets_topic = self.metadata.get_topic(OFFSETS_TOPIC)  # older directories: not compacted
         offsets_topic.config = offsets_topic_config(
             offsets_topic.config, config.offsets_segment_bytes
@@ -388,7 +393,7 @@ class Broker:
                 journal_partition_index,
                 TxnJournal(
                     self.data_dir / "txn" / str(journal_partition_index),
-                    pointers=self.metadata.checkpoint_pointers(journal_partition_index),
+                    pointers=self._checkpoint_pointers(journal_partition_index),
                 ),
                 self.ids,
                 applier,
@@ -434,6 +439,15 @@ class Broker:
             purged,
             (time.monotonic() - started) * 1000,
         )
+
+    def _checkpoint_pointers(self, journal_partition: int) -> CheckpointPointerStore:
+        """Where coordinator ``journal_partition`` keeps its checkpoint pointer: the metadata
+        store's; on a cluster broker its own directory's, since its transaction journal is
+        still its own (a pointer shared by every broker would point one broker into
+        another's journal) until the journal is a replicated partition."""
+        if self.broker_id is None:
+            return self.metadata.checkpoint_pointers(journal_partition)
+        return LocalMetadataStore.local_checkpoint_pointers(self.data_dir, journal_partition)
 
     def _open_partition(
         self, topic_partition: TopicPartition, topic_config: Mapping[str, str]

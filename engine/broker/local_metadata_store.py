@@ -62,6 +62,13 @@ class LocalMetadataStore:
         self._registry.remove(name)
 
     def checkpoint_pointers(self, journal_partition: int) -> LocalCheckpointPointerFile:
+        return self.local_checkpoint_pointers(self.data_dir, journal_partition)
+
+    @staticmethod
+    def local_checkpoint_pointers(
+        data_dir: Path, journal_partition: int
+    ) -> LocalCheckpointPointerFile:
+        """The pointer file of coordinator ``journal_partition`` in ``data_dir``."""
         return LocalCheckpointPointerFile(
-            self.data_dir / "txn" / str(journal_partition) / CHECKPOINT_POINTER_FILE
+            data_dir / "txn" / str(journal_partition) / CHECKPOINT_POINTER_FILE
         )
