@@ -49,6 +49,8 @@ def add_ratios(results: dict[str, Any]) -> None:
     for kind, name in (
         ("latency", "produce_p50_ms"),
         ("latency", "produce_p99_ms"),
+        ("transactional", "begin_p50_ms"),
+        ("transactional", "send_and_flush_p50_ms"),
         ("transactional", "commit_p50_ms"),
         ("transactional", "commit_p99_ms"),
     ):
@@ -115,8 +117,10 @@ def print_report(results: dict[str, Any]) -> None:
     for kind, name, label in (
         ("latency", "produce_p50_ms", "produce p50 (1 record)"),
         ("latency", "produce_p99_ms", "produce p99"),
-        ("transactional", "commit_p50_ms", "commit p50"),
-        ("transactional", "commit_p99_ms", "commit p99"),
+        ("transactional", "begin_p50_ms", "transaction: begin p50"),
+        ("transactional", "send_and_flush_p50_ms", f"  send {records} records + flush p50"),
+        ("transactional", "commit_p50_ms", "  commit p50"),
+        ("transactional", "commit_p99_ms", "  commit p99"),
     ):
         print(
             _row(

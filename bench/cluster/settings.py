@@ -13,14 +13,13 @@ MIB = 1 << 20
 @dataclass(frozen=True)
 class BenchSettings:
     record_bytes: int = 1024
-    plain_records: int = 20_000
-    transactions: int = 200
+    plain_records: int = 50_000
+    transactions: int = 300
     records_per_transaction: int = 10
-    latency_samples: int = 300
+    latency_samples: int = 500
     warmup_records: int = 500  # sent first, not measured: connections, first batches
-    failover_rounds: int = 1  # SIGKILL and graceful failovers each, averaged if more
-    catch_up_mib: int = 64
-    fsync_records: int = 10_000  # plain records per run of the follower-fsync comparison
+    failover_rounds: int = 3  # SIGKILL and graceful failovers each; the medians are shown
+    catch_up_mib: int = 100
     compare_fsync: bool = True
     session_timeout_ms: int = 4000  # the tests' value; Kafka's default is 18 s
     zookeeper_tick_ms: int = 500  # expiry is checked per tick: sessions end within one
@@ -41,5 +40,5 @@ TINY = BenchSettings(
     latency_samples=20,
     warmup_records=20,
     catch_up_mib=2,
-    fsync_records=300,
+    failover_rounds=1,
 )
