@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import statistics
 from typing import Any
 
 PRELIMINARY = "same machine for everything; other work on it skews absolute figures: compare ratios"
@@ -23,11 +22,16 @@ def _ratio(numerator: float, denominator: float) -> float:
     return numerator / denominator if denominator else float("nan")
 
 
-def median_phases(rounds: list[dict[str, Any]]) -> dict[str, float]:
-    """Each failover figure's median over the rounds (one round: its value)."""
-    names = [*rounds[0]["phases_s"], "client_first_ack_s", "client_write_pause_s"]
-    values = {name: [r["phases_s"].get(name, r.get(name)) for r in rounds] for name in names}
-    return {name: statistics.median(found) for name, found in values.items()}
+def median_round(rounds: list[dict[str, Any]]) -> dict[str, float]:
+    """The round whose total (fault -> client's first acknowledgement) is the median, so
+    that its phases add up to its total; with an even count, the lower middle one."""
+    ordered = sorted(rounds, key=lambda r: r["client_first_ack_s"])
+    middle = ordered[(len(ordered) - 1) // 2]
+    return {
+        **middle["phases_s"],
+        "client_first_ack_s": middle["client_first_ack_s"],
+        "client_write_pause_s": middle["client_write_pause_s"],
+    }
 
 
 def add_ratios(results: dict[str, Any]) -> None:
@@ -64,8 +68,11 @@ def add_ratios(results: dict[str, Any]) -> None:
             cluster["latency"]["produce_p50_ms"], no_fsync["latency"]["produce_p50_ms"]
         )
     results["ratios"] = ratios
-    results["failover_sigkill_median_s"] = median_phases(cluster["failover_sigkill"])
-    results["failover_sigterm_median_s"] = median_phases(cluster["failover_sigterm"])
+    results["failover_sigkill_median_s"] = median_round(cluster["failover_sigkill"])
+    results["failover_sigterm_median_s"] = median_round(cluster["failover_sigterm"])
+    for kind in ("sigkill", "sigterm"):
+        totals = [r["client_first_ack_s"] for r in cluster[f"failover_{kind}"]]
+        results[f"failover_{kind}_range_s"] = [min(totals), max(totals)]
 
 
 def _row(label: str, single: float, cluster: float, ratio: float, digits: int = 0) -> str:
@@ -142,7 +149,7 @@ def print_report(results: dict[str, Any]) -> None:
 def _print_failovers(results: dict[str, Any], settings: dict[str, Any]) -> None:
     rounds = settings["failover_rounds"]
     kill, term = results["failover_sigkill_median_s"], results["failover_sigterm_median_s"]
-    which = "median of " + str(rounds) + " rounds" if rounds > 1 else "one round"
+    which = f"the median of {rounds} rounds" if rounds > 1 else "one round"
     print(
         f"\nleader failover after SIGKILL, s ({which}; ZooKeeper session timeout "
         f"{settings['session_timeout_ms']} ms, tick {settings['zookeeper_tick_ms']} ms)"
@@ -158,7 +165,9 @@ def _print_failovers(results: dict[str, Any], settings: dict[str, Any]) -> None:
         print(f"  {label:<44}{kill[name]:>8.3f}")
     share = kill["session_expiry"] / kill["client_first_ack_s"] if kill["client_first_ack_s"] else 0
     print(f"  (the session expiry is {share:.0%} of the total)")
-    print("\nleader failover after SIGTERM (controlled shutdown), s")
+    low, high = results["failover_sigkill_range_s"]
+    print(f"  (totals of all rounds: {low:.3f} .. {high:.3f})")
+    print(f"\nleader failover after SIGTERM (controlled shutdown), s ({which})")
     for name, label in (
         ("controller_reaction", "controller (stop -> new leader written)"),
         ("promotion_and_first_write", "promotion (-> new leader's first ack)"),
@@ -167,6 +176,8 @@ def _print_failovers(results: dict[str, Any], settings: dict[str, Any]) -> None:
         ("client_write_pause_s", "client's write pause"),
     ):
         print(f"  {label:<44}{term[name]:>8.3f}")
+    low, high = results["failover_sigterm_range_s"]
+    print(f"  (totals of all rounds: {low:.3f} .. {high:.3f})")
 
 
 def _print_catch_up(catch_up: dict[str, Any]) -> None:

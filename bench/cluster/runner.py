@@ -42,13 +42,6 @@ from twinlog.engine.zookeeper.local_server import LocalZooKeeper
 from twinlog.rpc.client.connection_options import ConnectionOptions
 from twinlog.rpc.client.remote import RemoteBroker
 
-# A workaround, for every server of the run (the baseline too, for equal work): a
-# coordinator's checkpoint writes the cluster-wide pointer coordinators/<N>, which names
-# a record of that broker's own transaction journal (not replicated yet). Any other
-# broker restarted afterwards finds no such record in its journal and refuses to open
-# (CorruptJournalError). Brokers checkpoint every checkpoint_interval_ms (10 s) even
-# with nothing to checkpoint, so without this no restart after 10 s would succeed.
-NO_COORDINATOR_CHECKPOINTS = ("checkpoint_interval_ms=86400000",)
 FAILOVER_TOPIC = "bench-failover"
 FAILOVER_PARTITIONS = 3  # so that one of them is led by a broker that is not the controller
 CATCH_UP_TOPIC = "bench-catch-up"
@@ -71,11 +64,7 @@ class Announcer:
 def measure_single_node(root: Path, settings: BenchSettings, announce: Announcer) -> dict[str, Any]:
     announce.part = "single node"
     announce("starting twinlog serve")
-    server = ServerProcess(
-        "single-node",
-        root / "single-node",
-        [f"--config={pair}" for pair in NO_COORDINATOR_CHECKPOINTS],
-    )
+    server = ServerProcess("single-node", root / "single-node", [])
     try:
         server.start()
         created: set[str] = set()
@@ -107,13 +96,11 @@ def measure_cluster(
 ) -> dict[str, Any]:
     announce.part = "cluster RF 3"
     announce("starting three brokers")
-    cluster = BenchCluster(
-        root / "cluster", connect, settings.session_timeout_ms, NO_COORDINATOR_CHECKPOINTS
-    )
+    cluster = BenchCluster(root / "cluster", connect, settings.session_timeout_ms)
     try:
         cluster.start()
-        # The phases that restart brokers first, the Producer's phases after them: see
-        # NO_COORDINATOR_CHECKPOINTS for why restarts and transaction journals clash.
+        # The phases that restart brokers first: the Producer's phases then measure a
+        # cluster whose every broker is up and in every ISR, as the restarts leave it.
         results: dict[str, Any] = {"failover_sigkill": [], "failover_sigterm": []}
         cluster.create_topic(FAILOVER_TOPIC, FAILOVER_PARTITIONS)
         for round_number in range(1, settings.failover_rounds + 1):
@@ -144,7 +131,7 @@ def measure_without_replica_fsync(
         root / "cluster-no-fsync",
         connect,
         settings.session_timeout_ms,
-        [*NO_COORDINATOR_CHECKPOINTS, "replica_fsync=false"],
+        ["replica_fsync=false"],
     )
     try:
         cluster.start()
