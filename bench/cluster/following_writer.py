@@ -60,7 +60,8 @@ class FollowingWriter:
 
     def stop(self) -> None:
         self._stop.set()
-        self._thread.join(timeout=REQUEST_TIMEOUT_MS / 1000 + 5)
+        if self._thread.ident is not None:  # started (a phase may end before the probe is)
+            self._thread.join(timeout=REQUEST_TIMEOUT_MS / 1000 + 5)
         for client in self._clients.values():
             client.close()
 
