@@ -68,12 +68,6 @@ BROKER_CONFIG = {
     "min_insync_replicas": 2,
     "journal_partitions": 1,  # fewer partitions to open: brokers start faster
     "offsets_partitions": 1,
-    # No coordinator checkpoint during a test: every broker's coordinators keep a local
-    # transaction journal but share one pointer, coordinators/<N>, so a broker restarting
-    # after another one's checkpoint may find a pointer into a journal it does not have,
-    # and refuse to start (test_f10's xfail shows it). The data-log cases must not hang
-    # on that.
-    "checkpoint_interval_ms": 3_600_000,
 }
 CLIENT_REQUEST_TIMEOUT_MS = 3000  # a paused or cut broker costs a client this much per call
 WAIT_S = 40.0  # generous: three brokers, a JVM and the test share two busy cores
@@ -257,11 +251,7 @@ class FaultCluster:
     # --- lifecycle ---------------------------------------------------------------------
 
     def start(self) -> None:
-        # The first broker alone: brokers starting together on a new cluster race to
-        # create __consumer_offsets, and the loser exits (an xfail in
-        # tests/engine/zookeeper/test_broker_on_zookeeper.py).
-        self._start_together(list(BROKER_IDS[:1]))
-        self._start_together(list(BROKER_IDS[1:]))
+        self._start_together(list(BROKER_IDS))  # racing to create __consumer_offsets
 
     def _start_together(self, broker_ids: list[int]) -> None:
         for broker_id in broker_ids:

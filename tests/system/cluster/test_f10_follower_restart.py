@@ -73,21 +73,16 @@ def test_f10_wiped_follower_rejoins_only_when_caught_up(cluster: FaultCluster, t
     check_history(check_replicas_agree(cluster, topic), [producer])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="every cluster broker's local transaction journal shares one checkpoint pointer "
-    "(coordinators/<N>): a broker restarted with a wiped disk after another broker's "
-    "checkpoint refuses to start (CorruptJournalError)",
-)
 def test_f10_wiped_broker_starts_after_another_brokers_coordinator_checkpoint(
     cluster: FaultCluster, topic: str
 ) -> None:
+    """A pointer in ZooKeeper's coordinators/<N> (which every broker's coordinators once
+    shared) names an offset of another broker's journal: a wiped broker's coordinators
+    keep their own pointers, beside their journal, and it starts."""
     state = cluster.create_topic(topic)
     follower = followers(state)[-1]
     cluster.brokers[follower].kill()
     cluster.brokers[follower].wipe()
-    # What another broker's coordinator writes at its periodic checkpoint (the shared
-    # cluster runs with checkpoints off, so the test writes it as that coordinator would).
     ZooKeeperCheckpointPointer(cluster.session, 0).write(CheckpointPointer(3, 3))
     try:
         cluster.restart(follower)

@@ -1,0 +1,30 @@
+"""The port a cluster broker registers: its own, or TWINLOG_ADVERTISED_PORT (a fault
+test's proxy in front of it)."""
+
+from __future__ import annotations
+
+import pytest
+
+from twinlog.engine.base.errors import InvalidConfigError
+from twinlog.rpc.server.cluster_member import ADVERTISED_PORT_VARIABLE, advertised_port
+
+
+def test_without_the_variable_the_listening_port_is_registered(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv(ADVERTISED_PORT_VARIABLE, raising=False)
+    assert advertised_port(7071) == 7071
+
+
+def test_the_variable_names_the_registered_port(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(ADVERTISED_PORT_VARIABLE, "41234")
+    assert advertised_port(7071) == 41234
+
+
+@pytest.mark.parametrize("text", ["proxy", "0", "70000", "-5"])
+def test_a_value_that_is_no_port_is_refused_with_the_variable_named(
+    monkeypatch: pytest.MonkeyPatch, text: str
+) -> None:
+    monkeypatch.setenv(ADVERTISED_PORT_VARIABLE, text)
+    with pytest.raises(InvalidConfigError, match=ADVERTISED_PORT_VARIABLE):
+        advertised_port(7071)
