@@ -78,6 +78,14 @@ class ZooKeeperEnsemble:
         return config
 
     def start(self) -> None:
+        """Start every server and wait for the quorum; on any failure stop them all."""
+        try:
+            self._start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start(self) -> None:
         java, jars = find_java(), find_zookeeper_jars()
         for server_id in self.ports:
             config = self._config(server_id)
@@ -100,7 +108,6 @@ class ZooKeeperEnsemble:
             if sorted(modes) == ["follower", "follower", "leader"]:
                 return
             time.sleep(POLL_S)
-        self.stop()
         raise AssertionError(f"no quorum within {QUORUM_TIMEOUT_S:.0f} s: modes {modes}")
 
     def mode(self, server_id: int) -> str | None:
