@@ -180,7 +180,7 @@ def sigterm_as_exit() -> Iterator[None]:
 
 EXAMPLE = """
 example:
-  python -m bench.cluster                        # about 2-4 minutes on two cores
+  python -m bench.cluster                        # 60-90 s on two cores
   python -m bench.cluster --json cluster.json
   python -m bench.cluster --tiny --no-fsync-compare   # a quick check that it all works
   python -m bench.cluster --catch-up-mib 100 --failover-rounds 3
