@@ -14,7 +14,12 @@ from typing import Any
 
 import grpc
 
-from twinlog.engine.base.errors import BrokerUnavailableError, TwinlogError
+from twinlog.engine.base.errors import (
+    BrokerUnavailableError,
+    NotLeaderOrFollowerError,
+    TwinlogError,
+    UnknownLeaderEpochError,
+)
 from twinlog.engine.replication.fetch_calls import FetchedPartition, ReplicaFetch
 from twinlog.rpc.generated.twinlog.v1 import replication_pb2, replication_pb2_grpc
 from twinlog.rpc.replication.backoff import Backoff
@@ -24,6 +29,10 @@ from twinlog.rpc.replication.roles import ReplicaFollower
 from twinlog.rpc.wire.errors import NAME_KEY, error_from_rpc_error, rebuild
 
 log = logging.getLogger("twinlog.replication")
+
+# Refusals from a live leader whose role changes are on their way: retried at the first
+# backoff step, never the doubled one (the new leader's promotion barrier waits for them).
+ROLE_IN_TRANSIT = (NotLeaderOrFollowerError, UnknownLeaderEpochError)
 
 
 @dataclass(frozen=True)
@@ -227,6 +236,12 @@ class LeaderFetcher:
                 exc_info=None if isinstance(error, TwinlogError) else error,
             )
         self._resolve = True  # the leader may have moved: ask address_of again
+        if isinstance(error, ROLE_IN_TRANSIT):
+            # A live broker whose role is on its way (a new leader that has not taken it
+            # yet, during a controlled shutdown): its barrier waits for this fetch, so ask
+            # again soon instead of backing off towards a second.
+            self._stopping.wait(self.settings.backoff_ms / 1000)
+            return
         self._stopping.wait(self._backoff.next_s())
 
     def _succeeded(self) -> None:

@@ -13,6 +13,7 @@ from replication_fakes import WAIT_S, FakeFollower, FakeLeader, LeaderServer, re
 
 from twinlog.engine.base.errors import InvalidConfigError, NotLeaderOrFollowerError
 from twinlog.engine.base.types import TopicPartition
+from twinlog.rpc.replication.backoff import Backoff
 from twinlog.rpc.replication.fetcher import ReplicaFetchers
 from twinlog.rpc.replication.leader_fetcher import LeaderFetcher
 
@@ -247,3 +248,31 @@ def test_ensure_replaces_a_fetcher_that_ended_on_a_bug(
         fetchers.ensure(LEADER_ID)
         follower.wait(lambda: follower.count(TP0) == 5, "records from its replacement")
     assert any("ended unexpectedly" in r.getMessage() for r in caplog.records)
+
+
+def test_a_leader_whose_role_is_on_its_way_is_asked_again_at_the_first_backoff_step(
+    leader: FakeLeader, server: LeaderServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A new leader that has not taken its role yet refuses with NotLeaderOrFollowerError;
+    its promotion barrier waits for this follower, so the fetcher retries at the first
+    backoff step and never doubles it (a controlled shutdown's failover took a second
+    while it did). Other failures still back off."""
+    doubled: list[float] = []
+    next_s = Backoff.next_s
+
+    def counting(backoff: Backoff) -> float:
+        doubled.append(next_s(backoff))
+        return doubled[-1]
+
+    monkeypatch.setattr(Backoff, "next_s", counting)
+    leader.raise_whole = NotLeaderOrFollowerError("broker 1 does not lead orders-0 yet")
+    follower = FakeFollower([TP0])
+    with _fetchers(follower, server.address) as fetchers:
+        fetchers.ensure(LEADER_ID)
+        leader.wait(lambda: len(leader.requests) >= 6, "five retries")
+        assert doubled == []
+        leader.raise_whole = InvalidConfigError("orders-0 is misconfigured")
+        leader.wait(lambda: len(leader.requests) >= 8, "two more attempts")
+        assert doubled  # a refusal that is not a role in transit backs off as before
+        leader.raise_whole = None
+        follower.wait(lambda: follower.count(TP0) == 5, "records once the role arrived")
