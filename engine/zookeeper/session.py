@@ -42,7 +42,7 @@ from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import ConnectionLoss, OperationTimeoutError, SessionExpiredError
 from kazoo.handlers.threading import KazooTimeoutError
 
-from twinlog.engine.base.errors import BrokerUnavailableError
+from twinlog.engine.base.errors import BrokerUnavailableError, InvalidConfigError
 
 SESSION_TIMEOUT_MS = 6000  # Kafka's zookeeper.session.timeout.ms is 18 s; tests use less
 CONNECT_TIMEOUT_MS = 15_000
@@ -70,8 +70,12 @@ class ZooKeeperSession:
         session_timeout_ms: int = SESSION_TIMEOUT_MS,
         connect_timeout_ms: int = CONNECT_TIMEOUT_MS,
         request_timeout_ms: int = REQUEST_TIMEOUT_MS,
+        *,
+        create_chroot: bool = True,
     ) -> None:
-        """Connect to ``host:port[,host:port...][/chroot]``, creating the chroot."""
+        """Connect to ``host:port[,host:port...][/chroot]``, creating the chroot; with
+        ``create_chroot=False`` (a read-only tool) a missing chroot is an
+        InvalidConfigError instead, and nothing is written."""
         self.connect = connect
         self.session_timeout_ms = session_timeout_ms
         self.request_timeout_s = request_timeout_ms / 1000
@@ -84,15 +88,25 @@ class ZooKeeperSession:
         self._changes = 0  # state changes recorded: tells a stale timer from a live one
         hosts, chroot = split_connect_string(connect)
         if chroot:
-            self._create_chroot(hosts, chroot, connect_timeout_ms)
+            self._create_chroot(hosts, chroot, connect_timeout_ms, create_chroot)
         self.client = KazooClient(hosts=connect, timeout=session_timeout_ms / 1000)
         self.client.add_listener(self._on_state)
         self._start(self.client, connect_timeout_ms)
 
-    def _create_chroot(self, hosts: str, chroot: str, connect_timeout_ms: int) -> None:
+    def _create_chroot(
+        self, hosts: str, chroot: str, connect_timeout_ms: int, create: bool
+    ) -> None:
         bare = KazooClient(hosts=hosts, timeout=self.session_timeout_ms / 1000)
         self._start(bare, connect_timeout_ms)
         try:
+            if not create:
+                if self.wait(bare.exists_async(chroot)) is None:
+                    raise InvalidConfigError(
+                        f"{self.connect}: ZooKeeper has no {chroot}: no twinlog cluster was "
+                        "started there; give the chroot the brokers were given (twinlog serve "
+                        "--zookeeper HOST:PORT/CHROOT)"
+                    )
+                return
             self.wait(bare.ensure_path_async(chroot))
         finally:
             bare.stop()

@@ -73,8 +73,8 @@ def from_zookeeper(connect: str, options: ConnectionOptions, topics: list[str]) 
     from twinlog.engine.zookeeper.session import ZooKeeperSession
 
     timeout_ms = options.request_timeout_ms
-    with ZooKeeperSession(
-        connect, connect_timeout_ms=timeout_ms, request_timeout_ms=timeout_ms
+    with ZooKeeperSession(  # read-only: a mistyped chroot is reported, not created
+        connect, connect_timeout_ms=timeout_ms, request_timeout_ms=timeout_ms, create_chroot=False
     ) as session:
         metadata = read_cluster_metadata(session, topics or None, timeout_ms)
     if not metadata.cluster_id and not metadata.brokers:

@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from twinlog.engine.base.errors import InvalidConfigError
 from twinlog.engine.zookeeper.local_server import LocalZooKeeper, free_loopback_port
 from twinlog.engine.zookeeper.session import (
     ZooKeeperSession,
@@ -37,6 +38,20 @@ def test_the_chroot_is_created_and_paths_are_below_it(
         assert session.events.get_nowait() == "CONNECTED"
     with ZooKeeperSession(zookeeper.connect_string) as bare:
         assert bare.client.get(f"{chroot}/inside")[0] == b"x"
+
+
+def test_a_read_only_session_reports_a_missing_chroot_and_creates_nothing(
+    zookeeper: LocalZooKeeper, zk_connect: str
+) -> None:
+    _hosts, chroot = split_connect_string(zk_connect)
+    with pytest.raises(InvalidConfigError, match="has no /twinlog/"):
+        ZooKeeperSession(zk_connect, create_chroot=False)
+    with ZooKeeperSession(zookeeper.connect_string) as bare:
+        assert bare.client.exists(chroot) is None
+    with ZooKeeperSession(zk_connect):
+        pass  # created now
+    with ZooKeeperSession(zk_connect, create_chroot=False) as read_only:
+        assert read_only.state == "CONNECTED"
 
 
 def test_split_connect_string() -> None:
