@@ -296,10 +296,9 @@ class JournalLogs:
         return row.next_offset
 
     def _replay(self, journal_log: _JournalLog) -> int:
-        pending = self._enqueue_committed(journal_log)
-        replayed = len(pending)
-        _wait_replayed(pending)
-        return replayed
+        replay_from = journal_log.enqueued_end
+        _wait_replayed(self._enqueue_committed(journal_log))
+        return journal_log.enqueued_end - replay_from  # one record per offset
 
     def _enqueue_committed(self, journal_log: _JournalLog) -> list[PendingWrite]:
         """Queue for LMDB, in order, every record from ``enqueued_end`` below the high
@@ -400,9 +399,9 @@ class JournalLogs:
             with journal_log.order_lock:
                 journal_log.pending.pop(offset, None)  # queued from the log if committed later
             raise
-        with journal_log.order_lock:  # the partition called commit_to before waking us
-            if waiter.pending_write is None and offset in journal_log.pending:
-                self._enqueue_committed(journal_log)
+        # The wait ended on the journal high watermark, which only commit_to moves, under
+        # the order lock, queueing the waiters it covers: taking the lock waits that out.
+        with journal_log.order_lock:
             pending = waiter.pending_write
         if pending is None:  # cut by a truncation, or dropped when leadership moved
             raise NotLeaderOrFollowerError(

@@ -89,6 +89,19 @@ def test_a_crash_between_the_journal_log_and_lmdb_is_replayed_at_open(tmp_path: 
         journal.check()
 
 
+def test_open_counts_every_record_replayed_across_queue_bounds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with _open(tmp_path) as journal:
+        for sequence in range(5):
+            journal.append(P0, 5, transactional_batch(5, sequence))
+    shutil.rmtree(tmp_path / "journal")  # LMDB lost: rebuilt from the journal log
+    monkeypatch.setattr("twinlog.journal.journal_logs.REPLAY_PENDING_MAX", 2)
+    with JournalLogs(LocalJournal.open(tmp_path / "journal")) as journal:
+        assert journal.open_partition(P0, tmp_path / "logs" / P0) == 5
+        assert journal.transaction(P0, 5).entry_count == 5
+
+
 def test_a_failed_application_is_cut_from_the_journal_log_before_the_next_write(
     tmp_path: Path,
 ) -> None:
