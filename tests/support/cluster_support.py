@@ -50,9 +50,11 @@ LOG_TAIL_CHARS = 6000
 T = TypeVar("T")
 
 
-def wait_for(what: str, probe: Callable[[], T | None], timeout_s: float = WAIT_S) -> T:
-    """``probe()``'s first truthy answer, polled every POLL_S; AssertionError naming
-    ``what`` after ``timeout_s``."""
+def wait_for(
+    what: str, probe: Callable[[], T | None], timeout_s: float = WAIT_S, poll_s: float = POLL_S
+) -> T:
+    """``probe()``'s first truthy answer, polled every ``poll_s``; AssertionError naming
+    ``what`` after ``timeout_s``. (In-process clusters poll in milliseconds.)"""
     deadline = time.monotonic() + timeout_s
     while True:
         found = probe()
@@ -60,7 +62,7 @@ def wait_for(what: str, probe: Callable[[], T | None], timeout_s: float = WAIT_S
             return found
         if time.monotonic() >= deadline:
             raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
-        time.sleep(POLL_S)
+        time.sleep(poll_s)
 
 
 @contextmanager

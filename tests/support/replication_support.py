@@ -177,11 +177,3 @@ class ToCoordinatorBroker:
 
     def register_partition(self, request: RegisterPartition) -> None:
         self.coordinator._coordinator_for_id(request.transaction_id).register_partition(request)
-
-
-def wait_until(what: str, probe: Callable[[], bool], timeout_s: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not probe():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
-        time.sleep(0.005)

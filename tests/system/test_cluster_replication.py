@@ -6,114 +6,58 @@ back, catches up and rejoins the ISR, and the three replicas end byte-identical.
 
 from __future__ import annotations
 
-import shutil
 import signal
 import time
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TypeVar
 
 import pytest
 from broker_support import batch
+from cluster_support import (
+    SESSION_TIMEOUT_MS,
+    LocalCluster,
+    running_cluster,
+    running_zookeeper,
+    wait_for,
+)
 from log_support import read_all
-from server_process import ServerProcess
 
 from twinlog.engine.base.errors import TwinlogError
 from twinlog.engine.base.types import ProducerIdentity
 from twinlog.engine.log import DataLog
 from twinlog.engine.records.batch_reader import iter_batches
 from twinlog.engine.zookeeper.local_server import LocalZooKeeper
-from twinlog.engine.zookeeper.partition_state import PartitionState, read_partition_state
-from twinlog.engine.zookeeper.session import ZooKeeperSession
-from twinlog.rpc.client.connection_options import ConnectionOptions
-from twinlog.rpc.client.remote import RemoteBroker
+from twinlog.engine.zookeeper.partition_state import PartitionState
 
 pytestmark = [pytest.mark.slow, pytest.mark.crash]
 
 TOPIC = "orders"
-SESSION_TIMEOUT_MS = 4000
-T = TypeVar("T")
 
 
 @pytest.fixture(scope="module")
 def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalZooKeeper]:
-    if shutil.which("java") is None:
-        pytest.skip("no java on PATH: the cluster tests need Java 17")
-    with LocalZooKeeper(tmp_path_factory.mktemp("zookeeper"), tick_time_ms=500) as server:
+    with running_zookeeper(tmp_path_factory.mktemp("zookeeper")) as server:
         yield server
 
 
-def wait_for(what: str, probe: Callable[[], T | None], timeout_s: float = 30.0) -> T:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        found = probe()
-        if found:
-            return found
-        time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
-
-
-class Cluster:
-    def __init__(self, root: Path, connect: str) -> None:
-        self.root = root
-        self.connect = connect
-        self.brokers = {broker_id: self._process(broker_id) for broker_id in (1, 2, 3)}
-        self.session = ZooKeeperSession(connect, session_timeout_ms=SESSION_TIMEOUT_MS)
-
-    def _process(self, broker_id: int) -> ServerProcess:
-        return ServerProcess(
-            self.root / f"b{broker_id}",
-            "--broker-id",
-            str(broker_id),
-            "--zookeeper",
-            self.connect,
-            "--zookeeper-session-timeout-ms",
-            str(SESSION_TIMEOUT_MS),
-            "--config",
-            "replica_lag_time_max_ms=6000",
-            "--config",
-            "replica_ack_timeout_ms=10000",
-        )
-
-    def client(self, broker_id: int) -> RemoteBroker:
-        options = ConnectionOptions(request_timeout_ms=20_000)
-        return RemoteBroker(self.brokers[broker_id].address, options)
-
-    def state(self) -> PartitionState | None:
-        return read_partition_state(self.session, TOPIC, 0)
-
-    def close(self) -> None:
-        for process in self.brokers.values():
-            process.kill()
-        self.session.close()
-
-
 @pytest.fixture()
-def cluster(tmp_path: Path, zookeeper: LocalZooKeeper) -> Iterator[Cluster]:
-    opened = Cluster(tmp_path, f"{zookeeper.connect_string}/twinlog/{uuid.uuid4().hex[:12]}")
-    try:
-        for process in opened.brokers.values():
-            process.start()
+def cluster(tmp_path: Path, zookeeper: LocalZooKeeper) -> Iterator[LocalCluster]:
+    with running_cluster(tmp_path, zookeeper) as opened:
         yield opened
-    except BaseException:
-        for broker_id, process in opened.brokers.items():
-            print(f"--- broker {broker_id} ---\n{process.log()[-6000:]}")
-        raise
-    finally:
-        opened.close()
 
 
-def produce_until_acknowledged(cluster: Cluster, payload: bytes, timeout_s: float = 40.0) -> int:
+def produce_until_acknowledged(
+    cluster: LocalCluster, payload: bytes, timeout_s: float = 40.0
+) -> int:
     """Send to whoever leads now, retrying retriable errors as a client does."""
     deadline = time.monotonic() + timeout_s
     last: Exception | None = None
     while time.monotonic() < deadline:
-        state = cluster.state()
+        state = cluster.partition_state(TOPIC, 0)
         if state is not None and state.leader > 0 and cluster.brokers[state.leader].process:
             process = cluster.brokers[state.leader].process
             if process is not None and process.poll() is None:
-                remote = cluster.client(state.leader)
+                remote = cluster.remote(state.leader)
                 try:
                     return remote.produce(TOPIC, 0, payload).base_offset
                 except TwinlogError as error:
@@ -126,12 +70,12 @@ def produce_until_acknowledged(cluster: Cluster, payload: bytes, timeout_s: floa
     raise AssertionError(f"not acknowledged within {timeout_s} s; last error: {last!r}")
 
 
-def test_leader_killed_during_acks_all_produce_loses_nothing(cluster: Cluster) -> None:
-    admin = cluster.client(1)
+def test_leader_killed_during_acks_all_produce_loses_nothing(cluster: LocalCluster) -> None:
+    admin = cluster.remote(1)
     admin.create_topic(TOPIC, 1, {"replication.factor": "3"})
     identity: ProducerIdentity = admin.init_producer()
     admin.close()
-    first = wait_for("a leader with a full ISR", lambda: _full(cluster.state()))
+    first = wait_for("a leader with a full ISR", lambda: _full(cluster.partition_state(TOPIC, 0)))
     acknowledged = []
     for number in range(20):
         payload = batch([b"v%d" % number], identity, sequence=number)
@@ -140,7 +84,9 @@ def test_leader_killed_during_acks_all_produce_loses_nothing(cluster: Cluster) -
     cluster.brokers[first.leader].kill()  # SIGKILL: F1
     second = wait_for(
         "a new leader",
-        lambda: (s := cluster.state()) and s.leader not in (-1, first.leader) and s,
+        lambda: (
+            (s := cluster.partition_state(TOPIC, 0)) and s.leader not in (-1, first.leader) and s
+        ),
         timeout_s=SESSION_TIMEOUT_MS / 1000 + 20,
     )
     assert second.leader_epoch > first.leader_epoch
@@ -154,7 +100,9 @@ def test_leader_killed_during_acks_all_produce_loses_nothing(cluster: Cluster) -
         acknowledged.append((number, produce_until_acknowledged(cluster, payload)))
 
     cluster.brokers[first.leader].start()  # back: truncates by epoch, catches up, rejoins
-    wait_for("the restarted broker back in the ISR", lambda: _full(cluster.state()), 40)
+    wait_for(
+        "the restarted broker back in the ISR", lambda: _full(cluster.partition_state(TOPIC, 0)), 40
+    )
 
     for process in cluster.brokers.values():
         assert process.stop(signal.SIGTERM) == 0

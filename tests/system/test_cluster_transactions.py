@@ -11,98 +11,39 @@ the partition's leader (transactions across brokers: the next issue); its partit
 
 from __future__ import annotations
 
-import shutil
 import signal
 import time
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TypeVar
 
 import pytest
+from cluster_support import LocalCluster, running_cluster, running_zookeeper
 from log_support import read_all
-from server_process import ServerProcess
 
 from twinlog.engine.log import DataLog
 from twinlog.engine.records.batch_reader import iter_batches
 from twinlog.engine.zookeeper.local_server import LocalZooKeeper
-from twinlog.engine.zookeeper.partition_state import PartitionState, read_partition_state
-from twinlog.engine.zookeeper.session import ZooKeeperSession
 from twinlog.journal.journal_logs import JOURNAL_LOG_DIRECTORY
 from twinlog.rpc.client.consumer import Consumer
 from twinlog.rpc.client.producer import Producer
-from twinlog.rpc.client.remote import RemoteBroker
 
 pytestmark = [pytest.mark.slow, pytest.mark.crash]
 
 TOPIC = "payments"
-SESSION_TIMEOUT_MS = 4000
-T = TypeVar("T")
+# A follower dead for 5 s leaves the ISR, so commits wait at most that long for it.
+SETTINGS = ("replica_lag_time_max_ms=5000", "replica_ack_timeout_ms=15000", "journal_partitions=1")
 
 
 @pytest.fixture(scope="module")
 def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalZooKeeper]:
-    if shutil.which("java") is None:
-        pytest.skip("no java on PATH: the cluster tests need Java 17")
-    with LocalZooKeeper(tmp_path_factory.mktemp("zookeeper"), tick_time_ms=500) as server:
+    with running_zookeeper(tmp_path_factory.mktemp("zookeeper")) as server:
         yield server
 
 
-def wait_for(what: str, probe: Callable[[], T | None], timeout_s: float = 40.0) -> T:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        found = probe()
-        if found:
-            return found
-        time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
-
-
 @pytest.fixture()
-def brokers(tmp_path: Path, zookeeper: LocalZooKeeper) -> Iterator[dict[int, ServerProcess]]:
-    connect = f"{zookeeper.connect_string}/twinlog/{uuid.uuid4().hex[:12]}"
-    processes = {
-        broker_id: ServerProcess(
-            tmp_path / f"b{broker_id}",
-            "--broker-id",
-            str(broker_id),
-            "--zookeeper",
-            connect,
-            "--zookeeper-session-timeout-ms",
-            str(SESSION_TIMEOUT_MS),
-            "--config",
-            "replica_lag_time_max_ms=5000",
-            "--config",
-            "replica_ack_timeout_ms=15000",
-            "--config",
-            "journal_partitions=1",
-        )
-        for broker_id in (1, 2, 3)
-    }
-    session = ZooKeeperSession(connect, session_timeout_ms=SESSION_TIMEOUT_MS)
-    try:
-        for process in processes.values():
-            process.start()
-        processes[0] = session  # type: ignore[assignment]  # the test's own ZooKeeper session
-        yield processes
-    except BaseException:
-        for broker_id, process in processes.items():
-            if broker_id:
-                print(f"--- broker {broker_id} ---\n{process.log()[-6000:]}")
-        raise
-    finally:
-        for broker_id, process in processes.items():
-            if broker_id:
-                process.kill()
-        session.close()
-
-
-def _state(session: ZooKeeperSession) -> PartitionState | None:
-    return read_partition_state(session, TOPIC, 0)
-
-
-def _full(state: PartitionState | None) -> PartitionState | None:
-    return state if state is not None and state.leader > 0 and len(state.isr) == 3 else None
+def cluster(tmp_path: Path, zookeeper: LocalZooKeeper) -> Iterator[LocalCluster]:
+    with running_cluster(tmp_path, zookeeper, settings=SETTINGS) as opened:
+        yield opened
 
 
 def _logs(data_dir: Path) -> tuple[bytes, bytes]:
@@ -116,13 +57,13 @@ def _logs(data_dir: Path) -> tuple[bytes, bytes]:
 
 
 def test_transactions_survive_a_follower_kill_and_replicas_agree(
-    brokers: dict[int, ServerProcess], tmp_path: Path
+    cluster: LocalCluster, tmp_path: Path
 ) -> None:
-    session: ZooKeeperSession = brokers.pop(0)  # type: ignore[assignment]
-    admin = RemoteBroker(brokers[1].address)
+    brokers = cluster.brokers
+    admin = cluster.remote(1)
     admin.create_topic(TOPIC, 1, {"replication.factor": "3"})
     admin.close()
-    first = wait_for("a leader with a full ISR", lambda: _full(_state(session)))
+    first = cluster.wait_for_full_isr(TOPIC, partitions=1, replicas=3)[0]
     leader = brokers[first.leader]
     follower_id = next(b for b in (1, 2, 3) if b != first.leader)
     producer = Producer(
@@ -149,7 +90,7 @@ def test_transactions_survive_a_follower_kill_and_replicas_agree(
     for number in range(5, 10):  # the ISR shrinks to two (min ISR 2): commits go on
         commit(number)
     brokers[follower_id].start()  # back: catches both logs up and rejoins the ISR
-    wait_for("the restarted follower back in the ISR", lambda: _full(_state(session)), 60)
+    cluster.wait_for_full_isr(TOPIC, partitions=1, replicas=3, timeout_s=60)
     for number in range(10, 13):
         commit(number)
     producer.close()

@@ -12,13 +12,14 @@ before APPLIED) and F6 (an unacknowledged entry on one follower, the other elect
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from broker_support import batch
+from cluster_support import wait_for as wait_for_slowly
 from log_support import read_all
-from replication_support import TOPIC, Cluster, wait_until
+from replication_support import TOPIC, Cluster
 
 from twinlog.engine.base import failpoints
 from twinlog.engine.base.errors import (
@@ -31,6 +32,11 @@ from twinlog.engine.records.batch_reader import iter_batches
 from twinlog.journal import CopyState
 
 NAME = str(TOPIC)
+IN_PROCESS_POLL_S = 0.005  # brokers in this process answer in milliseconds
+
+
+def wait_for(what: str, probe: Callable[[], object]) -> None:
+    wait_for_slowly(what, probe, timeout_s=10.0, poll_s=IN_PROCESS_POLL_S)
 
 
 @pytest.fixture()
@@ -79,7 +85,7 @@ def _replicas_identical(cluster: Cluster, members: tuple[int, ...] = (1, 2, 3)) 
         journals = {cluster.journal_log_bytes(b) for b in members}
         return len(data) == 1 and len(journals) == 1
 
-    wait_until("the replicas to hold the same logs", same)
+    wait_for("the replicas to hold the same logs", same)
 
 
 def test_a_transaction_commits_on_every_replica(cluster: Cluster) -> None:
@@ -99,7 +105,7 @@ def test_a_transaction_commits_on_every_replica(cluster: Cluster) -> None:
     leader_record = cluster.brokers[1].journal.transaction(NAME, transaction_id)
     assert leader_record is not None and leader_record.state is CopyState.APPLIED
     for follower in (2, 3):  # J5: the followers' LMDB followed the leader's records
-        wait_until(
+        wait_for(
             "the follower to apply MARK_APPLIED",
             lambda f=follower: (
                 (r := cluster.brokers[f].journal.transaction(NAME, transaction_id)) is not None
@@ -118,7 +124,7 @@ def test_an_unacknowledged_entry_is_cut_and_the_retry_appears_once(cluster: Clus
     cluster.start_pumping()
     identity, transaction_id = _begin(coordinator)
     _send(cluster.brokers[1], identity, transaction_id, 0, b"acknowledged")
-    wait_until(
+    wait_for(
         "follower 3 to apply the acknowledged entry",
         lambda: cluster.brokers[3].journal.transaction(NAME, transaction_id) is not None,
     )
@@ -189,13 +195,13 @@ def test_a_leader_dying_mid_apply_is_finished_once_by_the_next(
     coordinator.commit_transaction(
         transaction_id, identity.producer_id, identity.producer_generation
     )
-    wait_until("broker 1 to crash at the failpoint", lambda: 1 in cluster.crashed)
+    wait_for("broker 1 to crash at the failpoint", lambda: 1 in cluster.crashed)
     # Its followers fetch what it wrote before it died, then it is gone.
     leader_ends = (
         cluster.partition(1).log.log_end_offset,
         cluster.brokers[1].journal.journal_log(NAME).log_end_offset,
     )
-    wait_until(
+    wait_for(
         "the followers to hold what broker 1 wrote",
         lambda: all(
             (
@@ -211,7 +217,7 @@ def test_a_leader_dying_mid_apply_is_finished_once_by_the_next(
     cluster.cut = {1}
     cluster.roles(leader=2, epoch=2, isr=(2, 3))
     cluster.start_pumping()
-    wait_until(
+    wait_for(
         "the coordinator's retried APPLY to finish at the new leader",
         lambda: (
             (r := cluster.brokers[2].journal.transaction(NAME, transaction_id)) is not None
