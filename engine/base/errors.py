@@ -285,6 +285,22 @@ class NotLeaderOrFollowerError(TwinlogError):
     retriable = True
 
 
+class NotCoordinatorError(TwinlogError):
+    """This broker is not the transaction coordinator of that transactional id or
+    producer id (any more, or yet): Kafka's NOT_COORDINATOR. Nothing was changed. Find the
+    coordinator again (``FindCoordinator``) and send the request there."""
+
+    retriable = True
+
+
+class CoordinatorLoadInProgressError(TwinlogError):
+    """This broker has just become the coordinator and is still loading its transaction
+    journal (promotion barrier, replay, redo): Kafka's COORDINATOR_LOAD_IN_PROGRESS.
+    Nothing was changed; retry shortly at the same broker."""
+
+    retriable = True
+
+
 class NotEnoughReplicasError(TwinlogError):
     """Fewer in-sync replicas than ``min_insync_replicas`` hold the partition (Kafka's
     NOT_ENOUGH_REPLICAS): the write was refused before anything was appended. Retry once

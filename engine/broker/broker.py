@@ -55,7 +55,6 @@ from types import TracebackType
 from typing import Any
 
 from twinlog.engine.base.atomic_file import probe_space
-from twinlog.engine.base.crc32c import crc32c
 from twinlog.engine.base.errors import (
     BatchTooLargeError,
     CorruptBatchError,
@@ -91,6 +90,7 @@ from twinlog.engine.broker.group_offsets import (
 )
 from twinlog.engine.broker.id_allocator import LocalIdSource
 from twinlog.engine.broker.id_source import IdSource
+from twinlog.engine.broker.internal_topics import coordinator_partition_of_transactional_id
 from twinlog.engine.broker.local_metadata_store import LocalMetadataStore
 from twinlog.engine.broker.metadata_store import MetadataStore
 from twinlog.engine.broker.partition import Partition
@@ -680,7 +680,9 @@ class Broker:
         return self.coordinators[coordinator_index]
 
     def _coordinator_for_transactional_id(self, transactional_id: str) -> Coordinator:
-        return self.coordinators[crc32c(transactional_id.encode("utf-8")) % len(self.coordinators)]
+        return self.coordinators[
+            coordinator_partition_of_transactional_id(transactional_id, len(self.coordinators))
+        ]
 
     def init_producer(
         self,

@@ -66,6 +66,8 @@ STATUS_OF_ERROR: dict[type[TwinlogError], grpc.StatusCode] = {
     # replication
     errors.NotLeaderOrFollowerError: Code.UNAVAILABLE,
     errors.NotEnoughReplicasError: Code.UNAVAILABLE,
+    errors.NotCoordinatorError: Code.UNAVAILABLE,
+    errors.CoordinatorLoadInProgressError: Code.UNAVAILABLE,
     errors.NotEnoughReplicasAfterAppendError: Code.UNAVAILABLE,
     # resources
     errors.DiskFullError: Code.RESOURCE_EXHAUSTED,

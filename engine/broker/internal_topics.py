@@ -1,0 +1,33 @@
+"""The topics a broker keeps for itself, and which coordinator partition owns what.
+
+    __consumer_offsets   group offsets (``group_offsets``)
+    __txn_journal        the transaction journal in a cluster: partition N is the journal
+                         of coordinator N, replicated like any partition, and its leader
+                         is coordinator N (CLUSTER.md §3.5). A single-node broker keeps
+                         its journals in ``DATA_DIR/txn/N`` instead.
+
+Clients may read neither by name through ``list_topics``; a cluster's Metadata and
+FindCoordinator name their leaders.
+"""
+
+from __future__ import annotations
+
+from twinlog.engine.base.crc32c import crc32c
+from twinlog.engine.broker.group_offsets import OFFSETS_TOPIC
+
+TXN_JOURNAL_TOPIC = "__txn_journal"
+INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TXN_JOURNAL_TOPIC})
+
+
+def is_internal(topic: str) -> bool:
+    return topic in INTERNAL_TOPICS
+
+
+def coordinator_partition_of_transactional_id(
+    transactional_id: str, journal_partitions: int
+) -> int:
+    """The journal partition (= coordinator) that owns ``transactional_id``: Kafka's
+    hash-mod rule, with CRC-32C so every client and broker computes the same."""
+    if journal_partitions < 1:
+        raise ValueError(f"journal_partitions is {journal_partitions}, expected 1 or more")
+    return crc32c(transactional_id.encode("utf-8")) % journal_partitions
