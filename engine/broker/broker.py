@@ -210,7 +210,7 @@ class _LocalCoordinators:
         if elsewhere is not None:
             elsewhere.register_partition(request)
             return
-        self._broker._coordinator_for_id(request.transaction_id).register_partition(request)
+        self._broker.register_partition_here(request)
 
 
 class _ToPartitionLeaders:
@@ -272,7 +272,10 @@ class Broker:
         # The coordinator <-> partition seam (partition_calls): in-process by default. In a
         # cluster a transport replaces them, so a coordinator reaches partitions led
         # elsewhere and a partition reaches the coordinator of a transaction begun elsewhere.
-        self.partition_leaders: PartitionLeaders = _LocalApplier(self)
+        # ``local_partition_leaders`` and ``register_partition_here`` are what a transport's
+        # server side calls: this broker's own partitions and coordinators, never forwarded.
+        self.local_partition_leaders: PartitionLeaders = _LocalApplier(self)
+        self.partition_leaders: PartitionLeaders = self.local_partition_leaders
         self.transaction_coordinators: TransactionCoordinators | None = None
 
     # --- life cycle ---------------------------------------------------------------------
@@ -783,6 +786,12 @@ class Broker:
         # The partition registers itself with the transaction's coordinator on the first
         # batch, and checks the later ones itself (partition_calls).
         return target.append_transactional(transaction_id, batch, header, attempt)
+
+    def register_partition_here(self, request: RegisterPartition) -> None:
+        """A partition leader's first batch of a transaction this broker coordinates
+        (``partition_calls``); NotCoordinatorError when another broker coordinates it."""
+        self._check_open()
+        self._coordinator_for_id(request.transaction_id).register_partition(request)
 
     def _coordinator_of_transaction(self, transaction_id: int, producer_id: int) -> Coordinator:
         coordinator = self._coordinator_for_id(transaction_id)
