@@ -11,6 +11,11 @@ file ``checkpoint`` in the journal's directory). Retention follows the pointer:
 segments wholly below min(replay_from_offset, checkpoint_offset) are deleted
 once the pointer is durable, never the one holding either offset.
 
+In a cluster the journal is partition N of the replicated topic ``__txn_journal``
+(CLUSTER.md §3.5): the broker hands in that partition's log and an ``append`` that
+returns only once the in-sync replicas hold the record (so the coordinator acts on
+committed records only), and the journal neither opens nor closes the log.
+
 Thread rule: one coordinator thread appends at a time (the coordinator holds
 its lock); ``replay`` runs at start-up before any append.
 """
@@ -18,7 +23,7 @@ its lock); ``replay`` runs at start-up before any append.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from twinlog.engine.base import failpoints
@@ -53,15 +58,25 @@ class TxnJournal:
         segment_bytes: int = TXN_JOURNAL_SEGMENT_BYTES,
         pointers: CheckpointPointerStore | None = None,
         checkpoint_part_bytes_max: int = CHECKPOINT_PART_BYTES_MAX,
+        *,
+        log: DataLog | None = None,
+        append: Callable[[bytes], int] | None = None,
     ) -> None:
+        """``log`` and ``append``: a replicated journal's log (not opened or closed here)
+        and its acknowledged append (one batch -> its offset); default: a local log in
+        ``directory``, every append fsynced."""
         self.directory = Path(directory)
-        config = LogConfig(
-            segment_bytes=segment_bytes,
-            retention_bytes=-1,
-            retention_ms=-1,
-            flush_policy="every_append",
-        )
-        self.log = DataLog.open(self.directory, config)
+        self._owns_log = log is None
+        if log is None:
+            config = LogConfig(
+                segment_bytes=segment_bytes,
+                retention_bytes=-1,
+                retention_ms=-1,
+                flush_policy="every_append",
+            )
+            log = DataLog.open(self.directory, config)
+        self.log = log
+        self._append = append or log.append
         self.pointers = pointers or LocalCheckpointPointerFile(self.directory / CHECKPOINT_FILE)
         self._checkpoint_part_bytes_max = checkpoint_part_bytes_max
         # The checkpoint this process wrote last, and the log end just after its records:
@@ -69,8 +84,18 @@ class TxnJournal:
         self._last_checkpoint: tuple[Checkpoint, int] | None = None
 
     def append(self, record: CoordinatorRecord) -> int:
-        """Append and fsync one record; return its offset."""
-        return self.log.append(_batch(record))
+        """Append and fsync one record (replicated: held by the in-sync replicas); return
+        its offset."""
+        return self._append(_batch(record))
+
+    def _append_all(self, batches: Iterable[bytes]) -> tuple[int, int]:
+        """(first offset, next offset) of batches of one record each: in one write on a
+        local log; one by one on a replicated one (a checkpoint whose parts are not all
+        there is refused at read, and its pointer is written only after the last)."""
+        if self._owns_log:
+            return self.log.append_many(batches)
+        offsets = [self._append(batch) for batch in batches]
+        return offsets[0], offsets[-1] + 1
 
     def replay(self, from_offset: int) -> Iterator[tuple[int, CoordinatorRecord]]:
         """(offset, record) of every record from ``from_offset`` to the end."""
@@ -140,7 +165,7 @@ class TxnJournal:
         parts = split_into_parts(
             timestamp_ms, replay_from_offset, producers, self._checkpoint_part_bytes_max
         )
-        first_offset, next_offset = self.log.append_many(_batch(part) for part in parts)
+        first_offset, next_offset = self._append_all(_batch(part) for part in parts)
         failpoints.hit("txn_journal.before_checkpoint_pointer")
         self.pointers.write(CheckpointPointer(first_offset, replay_from_offset))
         checkpoint = Checkpoint(replay_from_offset, producers, first_offset)
@@ -152,7 +177,8 @@ class TxnJournal:
         return self.log.size_bytes()
 
     def close(self) -> None:
-        self.log.close()
+        if self._owns_log:
+            self.log.close()
 
 
 def _batch(record: CoordinatorRecord) -> bytes:

@@ -49,7 +49,7 @@ import resource
 import shutil
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -62,6 +62,7 @@ from twinlog.engine.base.errors import (
     InvalidConfigError,
     InvalidTxnStateError,
     LogClosedError,
+    NotCoordinatorError,
     NotEnoughResourcesError,
     TopicExistsError,
     UnknownTopicOrPartitionError,
@@ -80,6 +81,7 @@ from twinlog.engine.base.types import (
 from twinlog.engine.broker.broker_stats import BrokerStats, collect_stats
 from twinlog.engine.broker.config import BrokerConfig
 from twinlog.engine.broker.coordinator import Coordinator
+from twinlog.engine.broker.coordinator_slots import CoordinatorSlots
 from twinlog.engine.broker.data_dir_format import check_data_dir_format
 from twinlog.engine.broker.group_offset_fencing import GroupOffsetFence
 from twinlog.engine.broker.group_offsets import (
@@ -90,7 +92,12 @@ from twinlog.engine.broker.group_offsets import (
 )
 from twinlog.engine.broker.id_allocator import LocalIdSource
 from twinlog.engine.broker.id_source import IdSource
-from twinlog.engine.broker.internal_topics import coordinator_partition_of_transactional_id
+from twinlog.engine.broker.internal_topics import (
+    TXN_JOURNAL_TOPIC,
+    TXN_JOURNAL_TOPIC_CONFIG,
+    coordinator_partition_of_transactional_id,
+    is_internal,
+)
 from twinlog.engine.broker.local_metadata_store import LocalMetadataStore
 from twinlog.engine.broker.metadata_store import MetadataStore
 from twinlog.engine.broker.partition import Partition
@@ -107,7 +114,8 @@ from twinlog.engine.broker.partition_calls import (
 )
 from twinlog.engine.broker.partition_role import PartitionRole, Role
 from twinlog.engine.broker.producer_owner import idempotent_transactional_id, is_idempotent
-from twinlog.engine.broker.scheduler import Scheduler, broker_tasks
+from twinlog.engine.broker.replicated_journal_append import ReplicatedJournalAppend
+from twinlog.engine.broker.scheduler import ScheduledTask, Scheduler, broker_tasks
 from twinlog.engine.broker.topic_deletion import end_transactions_touching
 from twinlog.engine.broker.topic_registry import PARTITIONS_MAX, validate_topic_name
 from twinlog.engine.broker.transaction_metadata import now_ms
@@ -133,10 +141,12 @@ from twinlog.engine.replication.fetch_calls import (
 from twinlog.engine.replication.replica_set import IsrChange
 from twinlog.engine.replication.replication_settings import ReplicationSettings
 from twinlog.journal import JournalLogs, LocalJournal
-from twinlog.journal.txn_checkpoint_pointer import CheckpointPointerStore
 from twinlog.journal.txn_journal import TxnJournal
 
 log = logging.getLogger(__name__)
+
+IDEMPOTENT_ID_TRIES_PER_PARTITION = 20
+INTERNAL_TOPICS_CHECK_MS = 1_000  # a cluster broker creates __txn_journal once enough are live
 
 FILES_PER_PARTITION = 4  # a segment's log (opened twice), offset index and time index
 FILES_RESERVED = 256  # sockets, LMDB, transaction journals, ...
@@ -241,8 +251,12 @@ class Broker:
         metadata: MetadataStore | None = None,
         ids: IdSource | None = None,
         broker_id: int | None = None,
+        coordinator_ids: Callable[[], IdSource] | None = None,
     ) -> None:
         """Use ``Broker.open``."""
+        self._given_coordinator_ids = coordinator_ids
+        self._local_coordinators: list[Coordinator] = []  # a single-node broker's, by partition
+        self._coordinator_slots: CoordinatorSlots | None = None  # a cluster broker's
         self.data_dir = data_dir
         self.config = config
         self.broker_id = broker_id
@@ -288,6 +302,7 @@ class Broker:
         metadata: MetadataStore | None = None,
         ids: IdSource | None = None,
         broker_id: int | None = None,
+        coordinator_ids: Callable[[], IdSource] | None = None,
         **config: Any,
     ) -> Broker:
         """Open (creating if needed) the broker in ``data_dir`` and recover it.
@@ -296,6 +311,9 @@ class Broker:
         (``LocalMetadataStore``, ``LocalIdSource``). ``broker_id``: a cluster broker,
         whose partitions are replicated and serve nothing until the cluster gives each
         a role (``take_partition_role``); None: the single-node broker.
+        ``coordinator_ids``: a cluster broker's source of ids for each coordinator it
+        loads, taking a fresh block so ids stay increasing per coordinator across
+        brokers (``ZooKeeperIdSource``); default ``ids``.
         """
         directory = Path(data_dir)
         try:
@@ -311,7 +329,9 @@ class Broker:
                 f"cannot use {str(directory)!r} as the data directory: this user may not "
                 "write in it; pass a directory this user may write"
             )
-        broker = cls(directory, BrokerConfig.from_mapping(config), metadata, ids, broker_id)
+        broker = cls(
+            directory, BrokerConfig.from_mapping(config), metadata, ids, broker_id, coordinator_ids
+        )
         try:
             broker._start()
         except BaseException:
@@ -389,28 +409,36 @@ class Broker:
                 partition, partition.log.log_start_offset, partition.log.log_end_offset
             )
         self.offset_fence = GroupOffsetFence(self.group_offsets, self._coordinator_for_id)
-        # 5. coordinators
-        applier = _ToPartitionLeaders(self)
-        self.coordinators = [
-            Coordinator(
-                journal_partition_index,
-                TxnJournal(
-                    self.data_dir / "txn" / str(journal_partition_index),
-                    pointers=self._checkpoint_pointers(journal_partition_index),
-                ),
-                self.ids,
-                applier,
-                on_complete=self.offset_fence.release,
-                timings=self.transaction_timings,
+        # 5. coordinators: a single-node broker's, each over its local journal; a cluster
+        # broker's load as it comes to lead their __txn_journal partitions (coordinator_slots)
+        self._applier = _ToPartitionLeaders(self)
+        replayed = 0
+        if self.replication is None:
+            self._local_coordinators = [
+                Coordinator(
+                    journal_partition_index,
+                    TxnJournal(
+                        self.data_dir / "txn" / str(journal_partition_index),
+                        pointers=self.metadata.checkpoint_pointers(journal_partition_index),
+                    ),
+                    self.ids,
+                    self._applier,
+                    on_complete=self.offset_fence.release,
+                    timings=self.transaction_timings,
+                )
+                for journal_partition_index in range(self.metadata.journal_partitions)
+            ]
+            replayed = sum(coordinator.recover() for coordinator in self._local_coordinators)
+            for coordinator in self._local_coordinators:
+                self._restore_offset_fence(coordinator)
+        else:
+            self._ensure_txn_journal_topic()
+            self._coordinator_slots = CoordinatorSlots(
+                self.metadata.journal_partitions,
+                self._load_coordinator,
+                self._unload_coordinator,
+                self.scheduler.is_stopping,
             )
-            for journal_partition_index in range(self.metadata.journal_partitions)
-        ]
-        replayed = sum(coordinator.recover() for coordinator in self.coordinators)
-        for coordinator in self.coordinators:
-            for described in coordinator.list_transactions():
-                txn = coordinator.transaction(described.transaction_id)
-                if txn is not None:
-                    self.offset_fence.restore(txn)
         # 6. purge leftovers of transactions no coordinator knows
         try:
             purged = self.journal.purge_below(self.low_watermark())
@@ -423,14 +451,17 @@ class Broker:
         for coordinator in self.coordinators:
             coordinator.start()
         self.scheduler.start(
-            broker_tasks(
-                config,
-                self.coordinators,
-                self.journal,
-                self.low_watermark,
-                partitions=lambda: list(self._partitions.values()),
-                should_stop=self.scheduler.is_stopping,
-            )
+            [
+                *broker_tasks(
+                    config,
+                    lambda: self.coordinators,
+                    self.journal,
+                    self.low_watermark,
+                    partitions=lambda: list(self._partitions.values()),
+                    should_stop=self.scheduler.is_stopping,
+                ),
+                *self._cluster_tasks(),
+            ]
         )
         log.info(
             "broker open in %s: %d topics, %d partitions, %d journal records replayed, %d leftover "
@@ -443,14 +474,117 @@ class Broker:
             (time.monotonic() - started) * 1000,
         )
 
-    def _checkpoint_pointers(self, journal_partition: int) -> CheckpointPointerStore:
-        """Where coordinator ``journal_partition`` keeps its checkpoint pointer: the metadata
-        store's; on a cluster broker its own directory's, since its transaction journal is
-        still its own (a pointer shared by every broker would point one broker into
-        another's journal) until the journal is a replicated partition."""
-        if self.broker_id is None:
-            return self.metadata.checkpoint_pointers(journal_partition)
-        return LocalMetadataStore.local_checkpoint_pointers(self.data_dir, journal_partition)
+    @property
+    def coordinators(self) -> list[Coordinator]:
+        """The coordinators active on this broker: all of a single-node broker's; those of
+        the journal partitions a cluster broker leads and has loaded."""
+        if self._coordinator_slots is not None:
+            return self._coordinator_slots.active()
+        return self._local_coordinators
+
+    def _restore_offset_fence(self, coordinator: Coordinator) -> None:
+        for described in coordinator.list_transactions():
+            txn = coordinator.transaction(described.transaction_id)
+            if txn is not None:
+                self.offset_fence.restore(txn)
+
+    # --- a cluster broker's coordinators (CLUSTER.md §3.5) ---------------------------------
+
+    def _ensure_txn_journal_topic(self) -> None:
+        """Create ``__txn_journal`` (RF ``default_replication_factor``) if no broker has:
+        refused while fewer brokers are live than its replication factor (Kafka's
+        transaction.state.log.replication.factor), so the broker tries again each round
+        of its cluster member's loop until it exists."""
+        if TXN_JOURNAL_TOPIC in self.metadata.topics():
+            return
+        try:
+            self.metadata.add_topic(
+                TXN_JOURNAL_TOPIC,
+                self.metadata.journal_partitions,
+                dict(TXN_JOURNAL_TOPIC_CONFIG),
+                replication_factor=self.config.default_replication_factor,
+            )
+            log.info(
+                "created %s: %d partitions, replication factor %d",
+                TXN_JOURNAL_TOPIC,
+                self.metadata.journal_partitions,
+                self.config.default_replication_factor,
+            )
+        except TopicExistsError:
+            pass  # another broker created it first
+        except InvalidConfigError as error:  # too few live brokers yet
+            log.info("%s not created yet: %s", TXN_JOURNAL_TOPIC, error)
+
+    def _cluster_tasks(self) -> list[ScheduledTask]:
+        if self.replication is None:
+            return []
+        return [
+            ScheduledTask(
+                "internal-topics", lambda: INTERNAL_TOPICS_CHECK_MS, self.ensure_internal_topics
+            )
+        ]
+
+    def ensure_internal_topics(self) -> None:
+        """A cluster broker's periodic check that its internal topics exist."""
+        if self.replication is not None and not self._closed:
+            self._ensure_txn_journal_topic()
+
+    def _load_coordinator(self, journal_partition: int, leader_epoch: int) -> Coordinator:
+        """Coordinator ``journal_partition`` from its replicated journal, as the leader of
+        ``__txn_journal-N`` at ``leader_epoch``: barrier, replay, redo, start."""
+        partition = self._cluster_partition(TopicPartition(TXN_JOURNAL_TOPIC, journal_partition))
+        committed_end = partition.wait_committed_to_end(leader_epoch)
+        slots = self._coordinator_slots
+        assert slots is not None
+        journal = TxnJournal(
+            partition.directory,
+            log=partition.log,
+            append=ReplicatedJournalAppend(
+                partition,
+                leader_epoch,
+                lambda: slots.write_lost(journal_partition, leader_epoch),
+            ),
+            pointers=self.metadata.checkpoint_pointers(journal_partition, leader_epoch),
+        )
+        coordinator = Coordinator(
+            journal_partition,
+            journal,
+            self._coordinator_ids(),
+            self._applier,
+            on_complete=self.offset_fence.release,
+            timings=self.transaction_timings,
+            coordinator_epoch=leader_epoch,
+        )
+        started = time.monotonic()
+        replayed = coordinator.recover()
+        self._restore_offset_fence(coordinator)
+        coordinator.start()
+        log.info(
+            "transaction coordinator %d loaded at epoch %d: %d journal records replayed "
+            "(committed end %d), %d transactions in flight, %.0f ms",
+            journal_partition,
+            leader_epoch,
+            replayed,
+            committed_end,
+            coordinator.in_flight_count(),
+            (time.monotonic() - started) * 1000,
+        )
+        return coordinator
+
+    def _coordinator_ids(self) -> IdSource:
+        given = self._given_coordinator_ids
+        return self.ids if given is None else given()
+
+    def _unload_coordinator(self, coordinator: Coordinator) -> None:
+        """Stop a coordinator this broker no longer leads as a crash would: it completes
+        nothing more (its successor redoes what it left) and writes nothing more."""
+        coordinator.abandon()
+        log.info("transaction coordinator %d unloaded", coordinator.partition_index)
+
+    def wait_coordinator(self, journal_partition: int, timeout_s: float) -> bool:
+        """Until this cluster broker's coordinator ``journal_partition`` is active."""
+        slots = self._coordinator_slots
+        return slots is not None and slots.wait_active(journal_partition, timeout_s)
 
     def _open_partition(
         self, topic_partition: TopicPartition, topic_config: Mapping[str, str]
@@ -494,8 +628,11 @@ class Broker:
         On a full disk a part may fail to save a checkpoint: the others must still be
         closed (the journal's lock released), so the next start is not refused.
         """
+        if self._coordinator_slots is not None:
+            for coordinator in self._coordinator_slots.close():
+                coordinator.abandon()  # nothing more is written; the next leader redoes it
         parts: list[Any] = [
-            *getattr(self, "coordinators", []),
+            *self._local_coordinators,
             *self._partitions.values(),
             getattr(self, "journal", None),
         ]
@@ -537,6 +674,11 @@ class Broker:
         lock). Read the other way round, a begin in between would get an id below the
         watermark, and the journal purge would drop its acknowledged batches.
         """
+        if self.replication is not None:
+            # Coordinators on other brokers hold transactions with ids below this broker's
+            # next one: a cluster purges nothing until each coordinator publishes its own
+            # low watermark (not built yet; APPLY and ABORT remove entries without it).
+            return 0
         next_transaction_id = self.ids.peek("transaction_id") << 8
         marks = [mark for c in self.coordinators if (mark := c.low_watermark()) is not None]
         return min([*marks, next_transaction_id])
@@ -610,8 +752,8 @@ class Broker:
 
     def delete_topic(self, name: str) -> None:
         self._check_open()
-        if name == OFFSETS_TOPIC:
-            raise InvalidConfigError(f"{OFFSETS_TOPIC} is internal and cannot be deleted")
+        if is_internal(name):
+            raise InvalidConfigError(f"{name} is internal and cannot be deleted")
         with self._admin_lock:
             topic = self.metadata.get_topic(name)
             gates = [
@@ -637,7 +779,7 @@ class Broker:
         log.info("deleted topic %s", name)
 
     def list_topics(self) -> list[str]:
-        return sorted(name for name in self.metadata.topics() if name != OFFSETS_TOPIC)
+        return sorted(name for name in self.metadata.topics() if not is_internal(name))
 
     def describe_topic(self, name: str) -> TopicDescription:
         topic = self.metadata.get_topic(name)
@@ -676,16 +818,25 @@ class Broker:
 
     # --- producing ------------------------------------------------------------------------------
 
+    def _coordinator_at(self, journal_partition: int) -> Coordinator:
+        """Coordinator N: NotCoordinatorError / CoordinatorLoadInProgressError on a cluster
+        broker that does not lead (or is loading) ``__txn_journal-N``."""
+        if self._coordinator_slots is not None:
+            return self._coordinator_slots.get(journal_partition)
+        return self._local_coordinators[journal_partition]
+
     def _coordinator_for_id(self, identifier: int) -> Coordinator:
         coordinator_index = coordinator_partition_of(identifier)
-        if coordinator_index >= len(self.coordinators):
+        if coordinator_index >= self.metadata.journal_partitions:
             raise InvalidTxnStateError(f"id {identifier} was not issued by this broker")
-        return self.coordinators[coordinator_index]
+        return self._coordinator_at(coordinator_index)
 
     def _coordinator_for_transactional_id(self, transactional_id: str) -> Coordinator:
-        return self.coordinators[
-            coordinator_partition_of_transactional_id(transactional_id, len(self.coordinators))
-        ]
+        return self._coordinator_at(
+            coordinator_partition_of_transactional_id(
+                transactional_id, self.metadata.journal_partitions
+            )
+        )
 
     def init_producer(
         self,
@@ -697,7 +848,7 @@ class Broker:
         given to principal ``owner`` if named (``producer_owner``)."""
         self._check_open()
         if transactional_id is None:
-            transactional_id = idempotent_transactional_id(self.ids.next("producer_id"), owner)
+            transactional_id = self._idempotent_transactional_id(owner)
         elif not transactional_id or is_idempotent(transactional_id):
             raise InvalidConfigError(f"transactional id {transactional_id!r} is not allowed")
         if (
@@ -711,6 +862,27 @@ class Broker:
         coordinator = self._coordinator_for_transactional_id(transactional_id)
         return coordinator.init_producer(
             transactional_id, transaction_timeout_ms or self.config.transaction_timeout_ms_default
+        )
+
+    def _idempotent_transactional_id(self, owner: str | None) -> str:
+        """A made-up transactional id for an idempotent producer; in a cluster, one that one
+        of this broker's active coordinators owns (made up again until it is: each try
+        uses an id, and one in ``journal_partitions`` lands on a given coordinator)."""
+        if self._coordinator_slots is None:
+            return idempotent_transactional_id(self.ids.next("producer_id"), owner)
+        active = {c.partition_index for c in self.coordinators}
+        if not active:
+            raise NotCoordinatorError(
+                "this broker coordinates no transaction journal partition yet, so it cannot "
+                "give an idempotent producer its id; ask another broker"
+            )
+        partitions = self.metadata.journal_partitions
+        for _ in range(IDEMPOTENT_ID_TRIES_PER_PARTITION * partitions):
+            candidate = idempotent_transactional_id(self.ids.next("producer_id"), owner)
+            if coordinator_partition_of_transactional_id(candidate, partitions) in active:
+                return candidate
+        raise NotCoordinatorError(
+            f"no made-up idempotent id landed on this broker's coordinators {sorted(active)}; retry"
         )
 
     def produce(
@@ -745,6 +917,8 @@ class Broker:
         check_producer_generation(header.producer_generation)
         if topic == OFFSETS_TOPIC:  # its records are the broker's own (group offsets)
             raise InvalidConfigError(f"{OFFSETS_TOPIC} is internal: commit offsets instead")
+        if topic == TXN_JOURNAL_TOPIC:  # the coordinators' own records
+            raise InvalidConfigError(f"{TXN_JOURNAL_TOPIC} is internal: no client writes it")
         # Every record, before anything is written: what the log stores, every reader accepts.
         records = check_produced_records(
             batch,
@@ -771,8 +945,10 @@ class Broker:
                 "a transactional batch needs the producer id and generation init_producer() "
                 "returned; this one carries none"
             )
-        coordinator = self._coordinator_for_id(header.producer_id)
         if transaction_id == NO_TRANSACTION_ID:
+            # On a cluster broker the producer's coordinator may be elsewhere: then this
+            # raises NotCoordinatorError, and the client must name the transaction.
+            coordinator = self._coordinator_for_id(header.producer_id)
             # A client that does not name the transaction (Kafka's protocol has no field for
             # it): the producer's open transaction, refused when it has none, so a late batch
             # never joins a transaction begun after its own ended. The window that remains: a
@@ -944,6 +1120,12 @@ class Broker:
             dict(isr),
             now_ms(),
         )
+        slots = self._coordinator_slots
+        if slots is not None and topic_partition.topic == TXN_JOURNAL_TOPIC:
+            if role is Role.LEADER:
+                slots.lead(topic_partition.partition, leader_epoch)
+            else:
+                slots.follow(topic_partition.partition)
 
     def replica_fetch(self, request: ReplicaFetch) -> list[FetchedPartition]:
         """A follower's fetch (leader side): every partition's answer, waiting up to
@@ -1112,8 +1294,8 @@ class Broker:
         self._check_open()
         coordinator_index = coordinator_partition_of(transaction_id)
         coordinator = (
-            self.coordinators[coordinator_index]
-            if coordinator_index < len(self.coordinators)
+            self._coordinator_at(coordinator_index)
+            if coordinator_index < self.metadata.journal_partitions
             else None
         )
         # One answer for every id that is not in flight, whichever coordinator its low bits name.
@@ -1132,9 +1314,9 @@ class Broker:
         """The transactional id a producer id belongs to (None: unknown); the server's ACLs
         need it. Producer ids survive restarts and re-inits, so this answer does too."""
         coordinator_index = coordinator_partition_of(producer_id)
-        if producer_id < 0 or coordinator_index >= len(self.coordinators):
+        if producer_id < 0 or coordinator_index >= self.metadata.journal_partitions:
             return None
-        return self.coordinators[coordinator_index].transactional_id_of(producer_id)
+        return self._coordinator_at(coordinator_index).transactional_id_of(producer_id)
 
     # --- observability ---------------------------------------------------------------------------
 

@@ -31,3 +31,14 @@ def coordinator_partition_of_transactional_id(
     if journal_partitions < 1:
         raise ValueError(f"journal_partitions is {journal_partitions}, expected 1 or more")
     return crc32c(transactional_id.encode("utf-8")) % journal_partitions
+
+
+# __txn_journal's partitions hold one small batch per coordinator decision, each fsynced
+# before the coordinator acts; the coordinator's checkpoints free the segments (retention
+# by time or size would drop records replay still needs).
+TXN_JOURNAL_TOPIC_CONFIG = {
+    "segment_bytes": str(64 * 1024 * 1024),
+    "retention_ms": "-1",
+    "retention_bytes": "-1",
+    "flush_policy": "every_append",
+}

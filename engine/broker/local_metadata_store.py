@@ -61,7 +61,9 @@ class LocalMetadataStore:
     def remove_topic(self, name: str) -> None:
         self._registry.remove(name)
 
-    def checkpoint_pointers(self, journal_partition: int) -> LocalCheckpointPointerFile:
+    def checkpoint_pointers(
+        self, journal_partition: int, coordinator_epoch: int = 0
+    ) -> LocalCheckpointPointerFile:
         return self.local_checkpoint_pointers(self.data_dir, journal_partition)
 
     @staticmethod

@@ -69,6 +69,9 @@ class MetadataStore(Protocol):
         """Remove a topic; UnknownTopicOrPartitionError if there is none. Durable on return."""
         ...
 
-    def checkpoint_pointers(self, journal_partition: int) -> CheckpointPointerStore:
-        """Where coordinator ``journal_partition`` keeps its checkpoint pointer."""
+    def checkpoint_pointers(
+        self, journal_partition: int, coordinator_epoch: int = 0
+    ) -> CheckpointPointerStore:
+        """Where coordinator ``journal_partition`` keeps its checkpoint pointer; writes name
+        ``coordinator_epoch`` (the loaded leader epoch of its journal partition)."""
         ...

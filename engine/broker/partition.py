@@ -206,6 +206,47 @@ class Partition:
             )
         return result
 
+    def append_as_leader(self, batch: bytes, leader_epoch: int) -> tuple[int, int]:
+        """A broker-internal write (the transaction journal, CLUSTER.md §3.5): appended only
+        while this broker leads at ``leader_epoch`` (a coordinator never writes into a later
+        epoch than the one it loaded) with enough replicas in sync; nothing is written when
+        it raises. Returns (base offset, end offset) for ``wait_acknowledged``."""
+        self._wait_promoted()
+        with self._plain_lock:
+            role = self.role
+            if role.role is not Role.LEADER or role.leader_epoch != leader_epoch:
+                self.check_serves_clients()
+                raise NotLeaderOrFollowerError(
+                    f"{self.name}: led at epoch {leader_epoch} no longer (now "
+                    f"{role.role.value} at epoch {role.leader_epoch})"
+                )
+            self._check_enough_in_sync(self.replicas)
+            base_offset = self.writer.append_plain(batch, validate=False)
+            self._advance_high_watermark()
+        self._wake_fetchers()
+        return base_offset, base_offset + read_header(batch).last_offset_delta + 1
+
+    def wait_acknowledged(self, end_offset: int, leader_epoch: int) -> None:
+        """Until the in-sync replicas hold the data log below ``end_offset`` (raises when
+        leadership of ``leader_epoch`` is lost or ``replica_ack_timeout_ms`` passes: the
+        write may or may not be kept)."""
+        role = self.role
+        if role.role is not Role.LEADER or role.leader_epoch != leader_epoch:
+            raise NotLeaderOrFollowerError(
+                f"{self.name}: led at epoch {leader_epoch} no longer; the write below offset "
+                f"{end_offset} may or may not be kept"
+            )
+        self._wait_replicated(LogKind.DATA, end_offset, role)
+
+    def wait_committed_to_end(self, leader_epoch: int) -> int:
+        """A leader loading its state from its own log (a coordinator): through the
+        promotion barrier, then until the in-sync replicas hold all of it; the log end,
+        below which everything is committed. Raises as ``wait_acknowledged``."""
+        self._wait_promoted()
+        end_offset = self.log.log_end_offset
+        self.wait_acknowledged(end_offset, leader_epoch)
+        return end_offset
+
     def _check_enough_in_sync(self, replicas: ReplicaSet | None) -> None:
         if replicas is not None and not replicas.enough_in_sync():
             raise NotEnoughReplicasError(

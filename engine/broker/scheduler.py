@@ -82,7 +82,7 @@ class Scheduler:
 
 def broker_tasks(
     config: BrokerConfig,
-    coordinators: Sequence[Coordinator],
+    coordinators: Callable[[], Sequence[Coordinator]],
     journal: JournalLogs,
     low_watermark: Callable[[], int],
     partitions: PartitionsSnapshot,
@@ -97,12 +97,12 @@ def broker_tasks(
         ScheduledTask(
             "txn-timeouts",
             every(config.transaction_check_interval_ms),
-            lambda: expire_transactions(coordinators),
+            lambda: expire_transactions(coordinators()),
         ),
         ScheduledTask(
             "txn-checkpoints",
             every(config.checkpoint_interval_ms),
-            lambda: checkpoint_and_purge(coordinators, journal, low_watermark),
+            lambda: checkpoint_and_purge(coordinators(), journal, low_watermark),
         ),
         ScheduledTask(
             "retention",

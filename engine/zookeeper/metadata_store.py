@@ -178,13 +178,15 @@ class ZooKeeperMetadataStore:
             with self.session.translated_errors():
                 client.delete(znodes.topic_path(name), recursive=True)
 
-    def checkpoint_pointers(self, journal_partition: int) -> ZooKeeperCheckpointPointer:
+    def checkpoint_pointers(
+        self, journal_partition: int, coordinator_epoch: int = 0
+    ) -> ZooKeeperCheckpointPointer:
         if not 0 <= journal_partition < self._journal_partitions:
             raise InvalidConfigError(
                 f"journal partition {journal_partition} is not within "
                 f"0..{self._journal_partitions - 1}"
             )
-        return ZooKeeperCheckpointPointer(self.session, journal_partition)
+        return ZooKeeperCheckpointPointer(self.session, journal_partition, coordinator_epoch)
 
     @staticmethod
     def _topic(name: str, data: bytes, version: int) -> TopicMeta:

@@ -66,7 +66,9 @@ class InMemoryMetadataStore:
         self.get_topic(name)
         del self.stored[name]
 
-    def checkpoint_pointers(self, journal_partition: int) -> InMemoryPointer:
+    def checkpoint_pointers(
+        self, journal_partition: int, coordinator_epoch: int = 0
+    ) -> InMemoryPointer:
         return self.pointers.setdefault(journal_partition, InMemoryPointer())
 
 

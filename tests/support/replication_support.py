@@ -3,7 +3,9 @@ handed over directly (no transport, no ZooKeeper), and a router stands for the n
 between a transaction coordinator and the partition leaders (what a cluster transport
 does: each call reaches the partition's current live leader).
 
-    cut       brokers that neither fetch nor are fetched from (a dead or isolated broker)
+    cut       brokers that neither fetch nor are fetched from (a dead or isolated broker),
+              except for the transaction journal: the coordinator these tests use stands
+              apart from the partition-side faults they inject
     crashed   brokers the router no longer reaches: one whose call raised a failpoint
               "died" at that point (its followers may still fetch what it had written,
               until the test cuts it too)
@@ -14,6 +16,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from pathlib import Path
 from typing import TypeVar
 
@@ -23,6 +26,7 @@ from twinlog.engine.base.errors import NotLeaderOrFollowerError
 from twinlog.engine.base.failpoints import FailpointError
 from twinlog.engine.base.types import TopicPartition
 from twinlog.engine.broker.broker import Broker
+from twinlog.engine.broker.internal_topics import TXN_JOURNAL_TOPIC
 from twinlog.engine.broker.partition_calls import (
     ApplyAbort,
     ApplyCommit,
@@ -34,6 +38,7 @@ from twinlog.engine.broker.partition_calls import (
 from twinlog.engine.broker.partition_role import Role
 
 TOPIC = TopicPartition("orders", 0)
+TXN_JOURNAL = TopicPartition(TXN_JOURNAL_TOPIC, 0)
 BROKER_IDS = (1, 2, 3)
 EPOCHS = {1: 101, 2: 102, 3: 103}  # broker epochs (their registrations)
 Result = TypeVar("Result")
@@ -71,12 +76,15 @@ class Cluster:
 
     def pump_once(self) -> None:
         for follower_id, follower in self.brokers.items():
-            if follower_id in self.cut:
-                continue
             for leader_id, leader in self.brokers.items():
-                if leader_id == follower_id or leader_id in self.cut:
+                if leader_id == follower_id:
                     continue
                 request = follower.replica_fetch_request(leader_id, max_wait_ms=0)
+                if request is not None and (follower_id in self.cut or leader_id in self.cut):
+                    journal_only = tuple(
+                        p for p in request.partitions if p.topic_partition[0] == TXN_JOURNAL_TOPIC
+                    )
+                    request = replace(request, partitions=journal_only) if journal_only else None
                 if request is not None:
                     follower.apply_replica_fetch(leader_id, leader.replica_fetch(request))
 
@@ -95,17 +103,23 @@ class Cluster:
             self._pump.join(5)
         self._stop.clear()
 
-    def use_coordinator(self, coordinator_id: int) -> Broker:
-        """Every transaction goes through ``coordinator_id``'s coordinators, which reach the
-        partition's leader wherever it is (``RoutingLeaders``)."""
+    def use_coordinator(self, coordinator_id: int, epoch: int = 1) -> Broker:
+        """Every transaction goes through ``coordinator_id``'s coordinator (the leader of
+        ``__txn_journal-0`` from ``epoch``), which reaches the partition's leader wherever
+        it is (``RoutingLeaders``). Called again: the coordinator fails over."""
         coordinator = self.brokers[coordinator_id]
+        for broker in self.brokers.values():  # coordinator_id leads __txn_journal-0
+            broker.take_partition_role(TXN_JOURNAL, coordinator_id, epoch, BROKER_IDS, dict(EPOCHS))
+        if not coordinator.wait_coordinator(0, timeout_s=10):
+            raise AssertionError(f"broker {coordinator_id}'s coordinator did not load")
         router = RoutingLeaders(
-            self, {b: broker.partition_leaders for b, broker in self.brokers.items()}
+            self, {b: broker.local_partition_leaders for b, broker in self.brokers.items()}
         )
-        coordinator.partition_leaders = router
         for broker_id, broker in self.brokers.items():
-            if broker_id != coordinator_id:
-                broker.transaction_coordinators = ToCoordinatorBroker(coordinator)
+            broker.partition_leaders = router
+            broker.transaction_coordinators = (
+                None if broker_id == coordinator_id else ToCoordinatorBroker(coordinator)
+            )
         return coordinator
 
     def partition(self, broker_id: int):
@@ -176,4 +190,4 @@ class ToCoordinatorBroker:
         self.coordinator = coordinator
 
     def register_partition(self, request: RegisterPartition) -> None:
-        self.coordinator._coordinator_for_id(request.transaction_id).register_partition(request)
+        self.coordinator.register_partition_here(request)

@@ -1,0 +1,239 @@
+"""A cluster broker's transaction coordinators: one slot per journal partition, following
+the leadership of ``__txn_journal-N`` (CLUSTER.md §3.5).
+
+Coordinator N is whoever leads partition N of the replicated journal topic. Each slot
+is a small state machine, one table and one transition function (``next_slot``):
+
+    state     event              -> state     action
+    ABSENT    LEAD(e)            -> LOADING   load at e
+    ABSENT    FOLLOW             -> ABSENT    -
+    LOADING   LEAD(e' > e)       -> LOADING   load at e' (the loader of e gives up)
+    LOADING   LOADED(e)          -> ACTIVE    install
+    LOADING   LOADED(e' != e)    -> LOADING   discard (a loader of an older epoch)
+    LOADING   FOLLOW             -> ABSENT    -
+    ACTIVE    LEAD(e' > e)       -> LOADING   unload, load at e' (memory may be stale:
+                                              another leader may have written between)
+    ACTIVE    WRITE_LOST(e)      -> LOADING   unload, load at e (a journal write whose
+                                              fate is unknown: memory is rebuilt from the
+                                              log once the replicas hold it all)
+    ACTIVE    FOLLOW             -> ABSENT    unload
+    (any other pair)             -> unchanged -
+
+Loading (``load(N, epoch)``, the broker's): the promotion barrier, then until the in-sync
+replicas hold the whole journal partition, then replay from the checkpoint, redo the
+PREPARE_* decisions, start. Meanwhile requests get CoordinatorLoadInProgressError; a
+broker that does not lead N answers NotCoordinatorError. A load that fails (too few
+replicas, leadership moving) is tried again after a pause while the slot still loads
+that epoch.
+
+Invariant: at most one coordinator per slot is installed, and only at the epoch the
+slot's state names; an unloaded coordinator is abandoned (its completion worker stops,
+it writes nothing more), and a new leader redoes what it left (APPLY is idempotent).
+
+Thread rule: events come from the cluster's role callbacks, the coordinators' journal
+writes and the loader threads; one lock orders them. ``load`` and ``unload`` run
+outside it.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from twinlog.engine.base.errors import CoordinatorLoadInProgressError, NotCoordinatorError
+from twinlog.engine.broker.coordinator import Coordinator
+
+log = logging.getLogger(__name__)
+
+LOAD_RETRY_S = 0.2  # a failed load is tried again after this (doubling up to the max)
+LOAD_RETRY_S_MAX = 2.0
+
+
+class Phase(enum.Enum):
+    ABSENT = "absent"
+    LOADING = "loading"
+    ACTIVE = "active"
+
+
+class EventKind(enum.Enum):
+    LEAD = "lead"
+    FOLLOW = "follow"
+    LOADED = "loaded"
+    WRITE_LOST = "write_lost"
+
+
+class Action(enum.Enum):
+    NONE = "none"
+    LOAD = "load"
+    UNLOAD_AND_LOAD = "unload_and_load"
+    UNLOAD = "unload"
+    INSTALL = "install"
+    DISCARD = "discard"
+
+
+@dataclass(frozen=True)
+class SlotState:
+    phase: Phase
+    epoch: int  # the journal partition's leader epoch being loaded or loaded; -1 if ABSENT
+
+
+ABSENT = SlotState(Phase.ABSENT, -1)
+
+
+def next_slot(state: SlotState, event: EventKind, epoch: int) -> tuple[SlotState, Action]:
+    """The table above: the slot's next state and what to do."""
+    phase = state.phase
+    if event is EventKind.FOLLOW:
+        return ABSENT, (Action.UNLOAD if phase is Phase.ACTIVE else Action.NONE)
+    if event is EventKind.LEAD:
+        if phase is Phase.ABSENT:
+            return SlotState(Phase.LOADING, epoch), Action.LOAD
+        if epoch > state.epoch:
+            action = Action.UNLOAD_AND_LOAD if phase is Phase.ACTIVE else Action.LOAD
+            return SlotState(Phase.LOADING, epoch), action
+        return state, Action.NONE
+    if event is EventKind.LOADED:
+        if phase is Phase.LOADING and epoch == state.epoch:
+            return SlotState(Phase.ACTIVE, epoch), Action.INSTALL
+        return state, Action.DISCARD
+    if event is EventKind.WRITE_LOST:
+        if phase is Phase.ACTIVE and epoch == state.epoch:
+            return SlotState(Phase.LOADING, epoch), Action.UNLOAD_AND_LOAD
+        return state, Action.NONE
+    raise AssertionError(f"unknown slot event {event}")
+
+
+class CoordinatorSlots:
+    def __init__(
+        self,
+        count: int,
+        load: Callable[[int, int], Coordinator],
+        unload: Callable[[Coordinator], None],
+        is_stopping: Callable[[], bool],
+    ) -> None:
+        """``load(partition, epoch)``: the coordinator, loaded and started (raises if it
+        cannot be yet); ``unload``: abandon one."""
+        self._load = load
+        self._unload = unload
+        self._is_stopping = is_stopping
+        self._lock = threading.Lock()
+        self._states = [ABSENT] * count
+        self._installed: dict[int, Coordinator] = {}
+        self._wake = threading.Condition(self._lock)
+
+    # --- events -----------------------------------------------------------------------
+
+    def lead(self, partition: int, epoch: int) -> None:
+        self._on(partition, EventKind.LEAD, epoch)
+
+    def follow(self, partition: int) -> None:
+        self._on(partition, EventKind.FOLLOW, -1)
+
+    def write_lost(self, partition: int, epoch: int) -> None:
+        self._on(partition, EventKind.WRITE_LOST, epoch)
+
+    def _on(
+        self, partition: int, event: EventKind, epoch: int, loaded: Coordinator | None = None
+    ) -> None:
+        with self._lock:
+            before = self._states[partition]
+            after, action = next_slot(before, event, epoch)
+            self._states[partition] = after
+            removed = None
+            if action in (Action.UNLOAD, Action.UNLOAD_AND_LOAD):
+                removed = self._installed.pop(partition, None)
+            elif action is Action.INSTALL:
+                assert loaded is not None
+                self._installed[partition] = loaded
+            self._wake.notify_all()
+        if after != before:
+            log.info(
+                "transaction coordinator %d: %s (epoch %d) -> %s (epoch %d) on %s",
+                partition,
+                before.phase.value,
+                before.epoch,
+                after.phase.value,
+                after.epoch,
+                event.value,
+            )
+        if removed is not None:
+            self._unload(removed)
+        if action is Action.DISCARD and loaded is not None:
+            self._unload(loaded)
+        if action in (Action.LOAD, Action.UNLOAD_AND_LOAD):
+            threading.Thread(
+                target=self._load_while_wanted,
+                args=(partition, after.epoch),
+                name=f"coordinator-{partition}-load",
+                daemon=True,
+            ).start()
+
+    def _still_loading(self, partition: int, epoch: int) -> bool:
+        state = self._states[partition]
+        return state.phase is Phase.LOADING and state.epoch == epoch and not self._is_stopping()
+
+    def _load_while_wanted(self, partition: int, epoch: int) -> None:
+        pause_s = LOAD_RETRY_S
+        while True:
+            with self._lock:
+                if not self._still_loading(partition, epoch):
+                    return
+            try:
+                coordinator = self._load(partition, epoch)
+            except Exception as error:  # retried while the slot still loads this epoch
+                log.warning(
+                    "transaction coordinator %d (epoch %d): loading failed (%s); retrying",
+                    partition,
+                    epoch,
+                    error,
+                )
+                with self._lock:
+                    self._wake.wait_for(
+                        lambda: not self._still_loading(partition, epoch), timeout=pause_s
+                    )
+                pause_s = min(pause_s * 2, LOAD_RETRY_S_MAX)
+                continue
+            self._on(partition, EventKind.LOADED, epoch, loaded=coordinator)
+            return
+
+    # --- lookups ----------------------------------------------------------------------
+
+    def get(self, partition: int) -> Coordinator:
+        """The active coordinator N; CoordinatorLoadInProgressError while it loads here,
+        NotCoordinatorError when this broker does not lead journal partition N."""
+        with self._lock:
+            coordinator = self._installed.get(partition)
+            if coordinator is not None:
+                return coordinator
+            state = self._states[partition]
+        if state.phase is Phase.LOADING:
+            raise CoordinatorLoadInProgressError(
+                f"transaction coordinator {partition} is loading on this broker (leader "
+                f"epoch {state.epoch}: promotion barrier, journal replay); retry shortly"
+            )
+        raise NotCoordinatorError(
+            f"this broker is not transaction coordinator {partition} (it does not lead "
+            f"partition {partition} of the transaction journal); find the coordinator again "
+            "and retry there"
+        )
+
+    def active(self) -> list[Coordinator]:
+        with self._lock:
+            return [self._installed[index] for index in sorted(self._installed)]
+
+    def wait_active(self, partition: int, timeout_s: float) -> bool:
+        """Until coordinator ``partition`` is active here (for tests and the demo)."""
+        with self._lock:
+            return self._wake.wait_for(lambda: partition in self._installed, timeout=timeout_s)
+
+    def close(self) -> list[Coordinator]:
+        """Forget every slot; the coordinators that were active, for the caller to close."""
+        with self._lock:
+            installed = [self._installed[index] for index in sorted(self._installed)]
+            self._installed.clear()
+            self._states = [ABSENT] * len(self._states)
+            self._wake.notify_all()
+        return installed
