@@ -50,7 +50,12 @@ from twinlog.rpc.generated.twinlog.v1 import (
     produce_pb2,
     produce_pb2_grpc,
 )
-from twinlog.rpc.wire.cluster_convert import metadata_from_proto
+from twinlog.rpc.wire.broker_api import CoordinatorKeyType, FoundCoordinator
+from twinlog.rpc.wire.cluster_convert import (
+    KEY_TYPE_TO_PROTO,
+    coordinator_from_proto,
+    metadata_from_proto,
+)
 from twinlog.rpc.wire.convert import (
     offsets_from_proto,
     offsets_to_proto,
@@ -356,3 +361,23 @@ class RemoteBroker:
         request = admin_pb2.MetadataRequest(topics=sorted(set(topics or ())))
         timeout_s = None if timeout_ms is None else timeout_ms / 1000
         return metadata_from_proto(self._call(self.administration.Metadata, request, timeout_s))
+
+    def find_coordinator(self, key_type: CoordinatorKeyType, key: str) -> FoundCoordinator | None:
+        """The coordinator of ``key`` (Kafka's FindCoordinator; not part of ``BrokerApi``):
+        a transactional id (TRANSACTION), a producer or transaction id (PRODUCER_ID, in
+        decimal) or a group (GROUP). None when this server has no FindCoordinator call (an
+        older server: it coordinates whatever it is sent). Raises NotCoordinatorError
+        (retriable) while no broker coordinates the key."""
+        request = admin_pb2.FindCoordinatorRequest(key_type=KEY_TYPE_TO_PROTO[key_type], key=key)
+        check_request_size(request)
+        timeout = request_timeout_s(self.timeout_s)
+        try:
+            response = self.administration.FindCoordinator(
+                request, timeout=timeout, metadata=self.metadata
+            )
+        except grpc.RpcError as error:
+            # No twinlog error travels as UNIMPLEMENTED: only a server without the method.
+            if error.code() is grpc.StatusCode.UNIMPLEMENTED:
+                return None
+            raise error_from_rpc_error(error) from None
+        return coordinator_from_proto(response)

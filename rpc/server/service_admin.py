@@ -6,7 +6,11 @@ what a request needs to act on a transaction, so they are not shown to everyone;
 the groups a listed transaction holds offsets of need DESCRIBE on each group.
 ``Metadata`` answers who leads what (``metadata_source``: ZooKeeper's view on a cluster
 broker, the server itself on a single node); like ListTopics it needs an authenticated
-principal and shows every topic.
+principal and shows every topic. ``FindCoordinator`` names a key's coordinator
+(``coordinator_source``); as Kafka's, it needs DESCRIBE on the transactional id or group
+asked about (WRITE on a transactional id, READ on a group imply it), and only an
+authenticated principal for a producer or transaction id (its coordinator partition is
+its low bits: nothing to hide).
 Thread rule: one instance serves every worker thread; it holds no mutable state.
 """
 
@@ -18,18 +22,40 @@ from twinlog.rpc.generated.twinlog.v1 import admin_pb2, admin_pb2_grpc
 from twinlog.rpc.server.audit import audited
 from twinlog.rpc.server.auth import Guard, Operation, Resource
 from twinlog.rpc.server.call import principal_of, unary
+from twinlog.rpc.server.coordinator_source import (
+    CoordinatorSource,
+    broker_id_of,
+    journal_partitions_of,
+)
 from twinlog.rpc.server.metadata_source import MetadataSource
 from twinlog.rpc.server.txn_access import TransactionalAccess
-from twinlog.rpc.wire.broker_api import BrokerApi
-from twinlog.rpc.wire.cluster_convert import metadata_to_proto
+from twinlog.rpc.wire.broker_api import BrokerApi, CoordinatorKeyType
+from twinlog.rpc.wire.cluster_convert import (
+    coordinator_to_proto,
+    key_type_from_proto,
+    metadata_to_proto,
+)
 from twinlog.rpc.wire.convert import producer_to_proto, topic_to_proto, transaction_to_proto
 
 
 class AdministrationService(admin_pb2_grpc.AdministrationServicer):
-    def __init__(self, broker: BrokerApi, guard: Guard, metadata_source: MetadataSource) -> None:
+    def __init__(
+        self,
+        broker: BrokerApi,
+        guard: Guard,
+        metadata_source: MetadataSource,
+        coordinator_source: CoordinatorSource | None = None,
+    ) -> None:
+        """``coordinator_source`` None: one over ``metadata_source``, with the broker's
+        journal partition count and broker id as ``twinlog.Broker`` holds them."""
         self.broker = broker
         self.guard = guard
         self.metadata_source = metadata_source
+        self.coordinator_source = coordinator_source or CoordinatorSource(
+            metadata_source,
+            journal_partitions=lambda: journal_partitions_of(broker),
+            broker_id=lambda: broker_id_of(broker),
+        )
         self.access = TransactionalAccess(guard, broker)
 
     @unary
@@ -136,3 +162,18 @@ class AdministrationService(admin_pb2_grpc.AdministrationServicer):
     ) -> admin_pb2.MetadataResponse:
         principal_of(self.guard, context)
         return metadata_to_proto(self.metadata_source.metadata(list(request.topics) or None))
+
+    @unary
+    def FindCoordinator(
+        self, request: admin_pb2.FindCoordinatorRequest, context: grpc.ServicerContext
+    ) -> admin_pb2.FindCoordinatorResponse:
+        principal = principal_of(self.guard, context)
+        key_type = key_type_from_proto(request.key_type)
+        resource = {
+            CoordinatorKeyType.TRANSACTION: Resource.TRANSACTIONAL_ID,
+            CoordinatorKeyType.GROUP: Resource.GROUP,
+        }.get(key_type)
+        if resource is not None and not self.guard.may_describe(principal, request.key, resource):
+            # refused: require() audits it and names the grant that would allow it
+            self.guard.require(principal, Operation.DESCRIBE, (request.key,), resource)
+        return coordinator_to_proto(self.coordinator_source.find(key_type, request.key))

@@ -4,13 +4,20 @@
 both satisfy it, so ``Producer``, ``Consumer`` and ``Admin`` run unchanged on
 either, and the server runs on anything that has these methods (tests use a
 small fake).
+
+``CoordinatorLookup`` is the FindCoordinator call, which only a server has (the embedded
+broker coordinates everything itself): ``CoordinatorKeyType`` names what a key is, and
+``FoundCoordinator`` is the answer.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from enum import Enum
 from typing import Protocol, runtime_checkable
 
+from twinlog.engine.base.cluster_metadata import BrokerEndpoint
 from twinlog.engine.base.types import (
     FetchResult,
     ProducerDescription,
@@ -117,3 +124,31 @@ class BrokerApi(Protocol):
     def admin_abort_transaction(self, transaction_id: int) -> None: ...
 
     def describe_producers(self, topic: str, partition: int) -> list[ProducerDescription]: ...
+
+
+# --- FindCoordinator -------------------------------------------------------------------
+
+NO_COORDINATOR_PARTITION = -1  # a group's answer, or a server that does not know the count
+
+
+class CoordinatorKeyType(Enum):
+    TRANSACTION = "transaction"  # a transactional id
+    PRODUCER_ID = "producer id"  # a producer id or transaction id, in decimal
+    GROUP = "group"  # a consumer group id
+
+
+@dataclass(frozen=True)
+class FoundCoordinator:
+    """Where a key's coordinator calls go: coordinator ``coordinator_partition`` (the
+    ``__txn_journal`` partition it leads; NO_COORDINATOR_PARTITION for a group) at
+    ``broker``."""
+
+    coordinator_partition: int
+    broker: BrokerEndpoint
+
+
+class CoordinatorLookup(Protocol):
+    def find_coordinator(self, key_type: CoordinatorKeyType, key: str) -> FoundCoordinator | None:
+        """The coordinator of ``key``; None when the server has no FindCoordinator call
+        (older than it: its own coordinators hold every key it was sent)."""
+        ...

@@ -1,8 +1,10 @@
-"""``ClusterMetadata`` <-> ``twinlog.v1.MetadataResponse``, both directions.
+"""``ClusterMetadata`` <-> ``twinlog.v1.MetadataResponse``, both directions; and the
+FindCoordinator call's key types and answer.
 
-The one place the Metadata call's fields are named: the server answers with
-``metadata_to_proto``, the client reads with ``metadata_from_proto``, and a round trip
-gives back an equal value (tests/rpc/wire).
+The one place the Metadata and FindCoordinator calls' fields are named: the server
+answers with ``metadata_to_proto`` (``coordinator_to_proto``), the client reads with
+``metadata_from_proto`` (``coordinator_from_proto``), and a round trip gives back an
+equal value (tests/rpc/wire, tests/rpc/client/test_find_coordinator.py).
 """
 
 from __future__ import annotations
@@ -13,7 +15,16 @@ from twinlog.engine.base.cluster_metadata import (
     PartitionMetadata,
     TopicMetadata,
 )
+from twinlog.engine.base.errors import InvalidConfigError
 from twinlog.rpc.generated.twinlog.v1 import admin_pb2
+from twinlog.rpc.wire.broker_api import CoordinatorKeyType, FoundCoordinator
+
+KEY_TYPE_TO_PROTO: dict[CoordinatorKeyType, admin_pb2.CoordinatorKeyType] = {
+    CoordinatorKeyType.TRANSACTION: admin_pb2.COORDINATOR_KEY_TYPE_TRANSACTION,
+    CoordinatorKeyType.PRODUCER_ID: admin_pb2.COORDINATOR_KEY_TYPE_PRODUCER_ID,
+    CoordinatorKeyType.GROUP: admin_pb2.COORDINATOR_KEY_TYPE_GROUP,
+}
+KEY_TYPE_FROM_PROTO = {value: key for key, value in KEY_TYPE_TO_PROTO.items()}
 
 
 def metadata_to_proto(metadata: ClusterMetadata) -> admin_pb2.MetadataResponse:
@@ -68,4 +79,31 @@ def metadata_from_proto(response: admin_pb2.MetadataResponse) -> ClusterMetadata
             )
             for topic in response.topics
         ),
+    )
+
+
+def key_type_from_proto(value: admin_pb2.CoordinatorKeyType) -> CoordinatorKeyType:
+    """The key type a request names; unspecified or unknown (a newer client's) is refused."""
+    found = KEY_TYPE_FROM_PROTO.get(value)
+    if found is None:
+        raise InvalidConfigError(
+            f"FindCoordinator key_type {value} is not TRANSACTION, PRODUCER_ID or GROUP"
+        )
+    return found
+
+
+def coordinator_to_proto(found: FoundCoordinator) -> admin_pb2.FindCoordinatorResponse:
+    broker = found.broker
+    return admin_pb2.FindCoordinatorResponse(
+        coordinator_partition=found.coordinator_partition,
+        coordinator=admin_pb2.BrokerEndpoint(
+            broker_id=broker.broker_id, host=broker.host, port=broker.port
+        ),
+    )
+
+
+def coordinator_from_proto(response: admin_pb2.FindCoordinatorResponse) -> FoundCoordinator:
+    broker = response.coordinator
+    return FoundCoordinator(
+        response.coordinator_partition, BrokerEndpoint(broker.broker_id, broker.host, broker.port)
     )

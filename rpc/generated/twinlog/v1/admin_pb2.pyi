@@ -16,12 +16,23 @@ class TransactionState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     TRANSACTION_STATE_PREPARE_ABORT: _ClassVar[TransactionState]
     TRANSACTION_STATE_COMMITTED: _ClassVar[TransactionState]
     TRANSACTION_STATE_ABORTED: _ClassVar[TransactionState]
+
+class CoordinatorKeyType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    COORDINATOR_KEY_TYPE_UNSPECIFIED: _ClassVar[CoordinatorKeyType]
+    COORDINATOR_KEY_TYPE_TRANSACTION: _ClassVar[CoordinatorKeyType]
+    COORDINATOR_KEY_TYPE_PRODUCER_ID: _ClassVar[CoordinatorKeyType]
+    COORDINATOR_KEY_TYPE_GROUP: _ClassVar[CoordinatorKeyType]
 TRANSACTION_STATE_UNSPECIFIED: TransactionState
 TRANSACTION_STATE_ONGOING: TransactionState
 TRANSACTION_STATE_PREPARE_COMMIT: TransactionState
 TRANSACTION_STATE_PREPARE_ABORT: TransactionState
 TRANSACTION_STATE_COMMITTED: TransactionState
 TRANSACTION_STATE_ABORTED: TransactionState
+COORDINATOR_KEY_TYPE_UNSPECIFIED: CoordinatorKeyType
+COORDINATOR_KEY_TYPE_TRANSACTION: CoordinatorKeyType
+COORDINATOR_KEY_TYPE_PRODUCER_ID: CoordinatorKeyType
+COORDINATOR_KEY_TYPE_GROUP: CoordinatorKeyType
 
 class CreateTopicRequest(_message.Message):
     __slots__ = ("name", "partitions", "config")
@@ -218,3 +229,19 @@ class MetadataResponse(_message.Message):
     brokers: _containers.RepeatedCompositeFieldContainer[BrokerEndpoint]
     topics: _containers.RepeatedCompositeFieldContainer[TopicMetadata]
     def __init__(self, cluster_id: _Optional[str] = ..., controller_id: _Optional[int] = ..., brokers: _Optional[_Iterable[_Union[BrokerEndpoint, _Mapping]]] = ..., topics: _Optional[_Iterable[_Union[TopicMetadata, _Mapping]]] = ...) -> None: ...
+
+class FindCoordinatorRequest(_message.Message):
+    __slots__ = ("key_type", "key")
+    KEY_TYPE_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    key_type: CoordinatorKeyType
+    key: str
+    def __init__(self, key_type: _Optional[_Union[CoordinatorKeyType, str]] = ..., key: _Optional[str] = ...) -> None: ...
+
+class FindCoordinatorResponse(_message.Message):
+    __slots__ = ("coordinator_partition", "coordinator")
+    COORDINATOR_PARTITION_FIELD_NUMBER: _ClassVar[int]
+    COORDINATOR_FIELD_NUMBER: _ClassVar[int]
+    coordinator_partition: int
+    coordinator: BrokerEndpoint
+    def __init__(self, coordinator_partition: _Optional[int] = ..., coordinator: _Optional[_Union[BrokerEndpoint, _Mapping]] = ...) -> None: ...

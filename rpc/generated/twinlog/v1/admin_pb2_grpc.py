@@ -74,6 +74,11 @@ class AdministrationStub:
                 request_serializer=twinlog_dot_v1_dot_admin__pb2.MetadataRequest.SerializeToString,
                 response_deserializer=twinlog_dot_v1_dot_admin__pb2.MetadataResponse.FromString,
                 _registered_method=True)
+        self.FindCoordinator = channel.unary_unary(
+                '/twinlog.v1.Administration/FindCoordinator',
+                request_serializer=twinlog_dot_v1_dot_admin__pb2.FindCoordinatorRequest.SerializeToString,
+                response_deserializer=twinlog_dot_v1_dot_admin__pb2.FindCoordinatorResponse.FromString,
+                _registered_method=True)
 
 
 class AdministrationServicer:
@@ -132,6 +137,17 @@ class AdministrationServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def FindCoordinator(self, request, context):
+        """Which broker coordinates a transactional id, a producer or transaction id, or a
+        consumer group (Kafka's FindCoordinator). In a cluster, transaction coordinator N is
+        the leader of partition N of __txn_journal; a broker that does not coordinate N
+        answers NotCoordinatorError, one still loading it CoordinatorLoadInProgressError
+        (docs/clients.md). A single-node server answers itself for every key.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdministrationServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -174,6 +190,11 @@ def add_AdministrationServicer_to_server(servicer, server):
                     servicer.Metadata,
                     request_deserializer=twinlog_dot_v1_dot_admin__pb2.MetadataRequest.FromString,
                     response_serializer=twinlog_dot_v1_dot_admin__pb2.MetadataResponse.SerializeToString,
+            ),
+            'FindCoordinator': grpc.unary_unary_rpc_method_handler(
+                    servicer.FindCoordinator,
+                    request_deserializer=twinlog_dot_v1_dot_admin__pb2.FindCoordinatorRequest.FromString,
+                    response_serializer=twinlog_dot_v1_dot_admin__pb2.FindCoordinatorResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -392,6 +413,33 @@ class Administration:
             '/twinlog.v1.Administration/Metadata',
             twinlog_dot_v1_dot_admin__pb2.MetadataRequest.SerializeToString,
             twinlog_dot_v1_dot_admin__pb2.MetadataResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def FindCoordinator(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/twinlog.v1.Administration/FindCoordinator',
+            twinlog_dot_v1_dot_admin__pb2.FindCoordinatorRequest.SerializeToString,
+            twinlog_dot_v1_dot_admin__pb2.FindCoordinatorResponse.FromString,
             options,
             channel_credentials,
             insecure,
