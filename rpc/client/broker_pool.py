@@ -19,11 +19,12 @@ from twinlog.engine.base.errors import BrokerUnavailableError
 from twinlog.rpc.client.connection_options import ConnectionOptions
 from twinlog.rpc.client.produce_stream import ProducePipe
 from twinlog.rpc.client.remote import RemoteBroker
-from twinlog.rpc.wire.broker_api import BrokerApi
+from twinlog.rpc.wire.broker_api import BrokerApi, CoordinatorLookup
 
 
-class NodeBroker(BrokerApi, Protocol):
-    """The broker API at one address, plus what a cluster client needs of it."""
+class NodeBroker(BrokerApi, CoordinatorLookup, Protocol):
+    """The broker API at one address, plus what a cluster client needs of it: the
+    cluster's metadata, a produce pipe, and FindCoordinator."""
 
     def cluster_metadata(
         self, topics: Iterable[str] | None = None, timeout_ms: int | None = None

@@ -14,11 +14,28 @@ it (``metadata_cache``), and sends:
                                       sender retries, this routes
     create/delete/list/describe topic any live broker: the home broker first, the next
                                       one when a broker is unreachable
-    init_producer(None)               any live broker: producer ids come from ZooKeeper's
-                                      id blocks, unique in the cluster
-    transactions, group offsets,      the home broker, the first bootstrap address that
-    list/abort transactions           answered: the coordinator's state lives there until
-                                      coordinators are found per key (CLUSTER.md §3.5)
+    init_producer(transactional_id),  the key's transaction coordinator, as FindCoordinator
+    begin, add_partitions,            names it (by transactional id; by producer id for the
+    send_offsets, commit, abort,      others, by transaction id for the admin abort), kept
+    admin_abort_transaction           per coordinator partition (``coordinator_cache``):
+                                      see "Following coordinators" below
+    init_producer(None)               the home broker, or the next one while a broker is
+                                      unreachable or coordinates nothing (an idempotent
+                                      producer's id comes from one of the answering
+                                      broker's own coordinators)
+    group offsets, list_transactions  the home broker, the first bootstrap address that
+                                      answered: groups' offsets live there until
+                                      ``__consumer_offsets`` is replicated (CLUSTER.md §3.5)
+
+Following coordinators: NotCoordinatorError, an unreachable broker, or a request that
+timed out there: the cached coordinator is forgotten, found again, and the call sent
+there. CoordinatorLoadInProgressError: the same broker again after a pause. Pauses grow
+as a leader's (``ROUTING_BACKOFF``), within the call's deadline. Every coordinator call
+is safe to send again: a retried begin carries its request id, and a commit whose first
+attempt may have been applied (the broker went away or the request timed out mid-commit)
+is sent again as a commit, never turned into an abort (Kafka's rule: a commit whose
+outcome is unknown can only be retried). A server without FindCoordinator (older) gets
+these calls at the home broker, once, as before.
 
 A produce retried here keeps its bytes (producer id, generation, sequence): a leader
 that has the first attempt (it was replicated before the old leader died) answers it
@@ -27,7 +44,8 @@ client call's own (``call_deadline``), else ``request_timeout_ms`` (plus a fetch
 long-poll wait); never longer, and at most ``ROUTING_ATTEMPTS_MAX`` attempts.
 
 A single-node server answers the Metadata call as a standalone broker 0: then every
-call goes to the address that answered, exactly as ``RemoteBroker`` would send it.
+call goes to the address that answered, exactly as ``RemoteBroker`` would send it
+(and FindCoordinator is not asked).
 
 Thread rule: every method may be called from any thread.
 """
@@ -40,7 +58,13 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TypeVar
 
 from twinlog.engine.base.cluster_metadata import ClusterMetadata
-from twinlog.engine.base.errors import BrokerUnavailableError, TwinlogError
+from twinlog.engine.base.errors import (
+    BrokerUnavailableError,
+    CoordinatorLoadInProgressError,
+    NotCoordinatorError,
+    RequestTimedOutError,
+    TwinlogError,
+)
 from twinlog.engine.base.types import (
     FetchResult,
     ProducerDescription,
@@ -56,9 +80,11 @@ from twinlog.rpc.client.broker_pool import BrokerPool, NodeBroker, NodeOpener
 from twinlog.rpc.client.call_deadline import current_deadline_s, deadline_at
 from twinlog.rpc.client.cluster_pipe import ROUTING_ERRORS, ClusterProducePipe
 from twinlog.rpc.client.connection_options import ConnectionOptions
+from twinlog.rpc.client.coordinator_cache import CoordinatorCache
 from twinlog.rpc.client.metadata_cache import MetadataCache
 from twinlog.rpc.client.remote import RemoteBroker
 from twinlog.rpc.client.retry import RetryPolicy
+from twinlog.rpc.wire.broker_api import CoordinatorKeyType
 
 log = logging.getLogger("twinlog.client")
 
@@ -68,6 +94,26 @@ Result = TypeVar("Result")
 # producer's own; a leader change takes a ZooKeeper session timeout to be noticed.
 ROUTING_BACKOFF = RetryPolicy(backoff_ms=50, backoff_max_ms=1_000)
 ROUTING_ATTEMPTS_MAX = 100  # with 1 s pauses, a bound far above any deadline's
+
+# Answers that mean "the coordinator is elsewhere now, or out of reach": find it again.
+# A request that timed out at the coordinator may have been applied; every coordinator
+# call may be sent again (a commit as a commit), so it is.
+COORDINATOR_MOVED_ERRORS: tuple[type[TwinlogError], ...] = (
+    NotCoordinatorError,
+    BrokerUnavailableError,
+    RequestTimedOutError,
+)
+# ...and the one that means "the same broker, shortly": it is loading the coordinator.
+COORDINATOR_RETRY_ERRORS: tuple[type[TwinlogError], ...] = (
+    CoordinatorLoadInProgressError,
+    *COORDINATOR_MOVED_ERRORS,
+)
+# Brokers that cannot give an idempotent producer its id now: ask the next one.
+NO_ID_HERE_ERRORS: tuple[type[TwinlogError], ...] = (
+    NotCoordinatorError,
+    CoordinatorLoadInProgressError,
+    BrokerUnavailableError,
+)
 
 
 class ClusterBroker:
@@ -87,8 +133,10 @@ class ClusterBroker:
         self.options = options or ConnectionOptions()
         self.pool = BrokerPool(self.options, opener)
         self.metadata = metadata_cache(addresses, self.pool)
+        self.coordinators = CoordinatorCache()
         self._sleep = sleep
         self._backoff = backoff
+        self._id_giver: str | None = None  # the broker that last gave an idempotent id
 
     def __repr__(self) -> str:
         return f"ClusterBroker({','.join(self.metadata.bootstrap)!r})"
@@ -191,6 +239,111 @@ class ClusterBroker:
     def _on_home(self, call: Callable[[NodeBroker], Result]) -> Result:
         return call(self.pool.get(self.metadata.home()))
 
+    def _pause_or_give_up(self, attempt: int, deadline_s: float) -> float:
+        """The pause before attempt ``attempt + 1``; 0 when the call must give up (no
+        time left for it, or ROUTING_ATTEMPTS_MAX reached)."""
+        pause_s = self._backoff.pause_ms(attempt) / 1000
+        if attempt >= ROUTING_ATTEMPTS_MAX or time.monotonic() + pause_s >= deadline_s:
+            return 0.0
+        return pause_s
+
+    # --- coordinators -----------------------------------------------------------------------
+
+    def coordinator_address(self, key_type: CoordinatorKeyType, key: str) -> str | None:
+        """Where ``key``'s coordinator calls go now: the cached coordinator, else the one
+        FindCoordinator names (asked of any live broker, and kept). None: the brokers have
+        no FindCoordinator (older servers); the home broker coordinates, as before.
+
+        Raises NotCoordinatorError while no broker coordinates the key (retriable), and
+        BrokerUnavailableError when no broker answers."""
+        snapshot = self.metadata.current()
+        if snapshot.metadata.standalone:
+            return snapshot.answered_by
+        partition = self.coordinators.partition_of(key_type, key)
+        cached = self.coordinators.address_of(partition)
+        if cached is not None:
+            return cached
+        last: BrokerUnavailableError | None = None
+        for address in self.metadata.addresses():
+            try:
+                found = self.pool.get(address).find_coordinator(key_type, key)
+            except BrokerUnavailableError as error:
+                self.metadata.invalidate()
+                last = error
+                continue
+            if found is None:
+                return None
+            self.coordinators.learn(key_type, key, found)
+            return found.broker.address
+        raise last or BrokerUnavailableError("no broker to ask FindCoordinator of")
+
+    def _on_coordinator(
+        self, key_type: CoordinatorKeyType, key: str, call: Callable[[NodeBroker], Result]
+    ) -> Result:
+        """``call`` on ``key``'s coordinator, followed while it moves (see the module)."""
+        deadline_s = self._deadline_s()
+        with deadline_at(deadline_s):
+            attempt = 0
+            while True:
+                address = "(not found)"
+                try:
+                    found = self.coordinator_address(key_type, key)
+                    if found is not None:
+                        address = found
+                        return call(self.pool.get(address))
+                except COORDINATOR_RETRY_ERRORS as error:
+                    if not isinstance(error, CoordinatorLoadInProgressError):
+                        # Found again at the next attempt; the key's partition stays known.
+                        partition = self.coordinators.partition_of(key_type, key)
+                        self.coordinators.forget(partition, address)
+                        if isinstance(error, BrokerUnavailableError):
+                            self.metadata.invalidate()
+                    attempt += 1
+                    pause_s = self._pause_or_give_up(attempt, deadline_s)
+                    if not pause_s:
+                        raise
+                    log.debug(
+                        "coordinator of %s %s at %s: %s: %s; again in %.0f ms",
+                        key_type.value,
+                        key,
+                        address,
+                        type(error).__name__,
+                        error,
+                        pause_s * 1000,
+                    )
+                    self._sleep(pause_s)
+                    continue
+                return self._on_home(call)  # older servers: the home broker, once, as before
+
+    def _init_idempotent(self, transaction_timeout_ms: int | None) -> ProducerIdentity:
+        """An idempotent producer's id, from any broker that coordinates something: the one
+        that gave the last, the home broker, then every other known broker in turn; the
+        whole round again after a pause while none can, until the call's deadline."""
+        deadline_s = self._deadline_s()
+        with deadline_at(deadline_s):
+            attempt = 0
+            while True:
+                home = self.metadata.home()
+                addresses = [self._id_giver or home, home, *self.metadata.addresses()]
+                failures: list[TwinlogError] = []
+                for address in dict.fromkeys(addresses):
+                    try:
+                        identity = self.pool.get(address).init_producer(
+                            None, transaction_timeout_ms
+                        )
+                    except NO_ID_HERE_ERRORS as error:
+                        if isinstance(error, BrokerUnavailableError):
+                            self.metadata.invalidate()
+                        failures.append(error)
+                        continue
+                    self._id_giver = address
+                    return identity
+                attempt += 1
+                pause_s = self._pause_or_give_up(attempt, deadline_s)
+                if not pause_s:
+                    raise failures[-1]
+                self._sleep(pause_s)
+
     # --- topics ---------------------------------------------------------------------------
 
     def create_topic(
@@ -213,9 +366,11 @@ class ClusterBroker:
         self, transactional_id: str | None = None, transaction_timeout_ms: int | None = None
     ) -> ProducerIdentity:
         if transactional_id is None:
-            return self._on_any(lambda broker: broker.init_producer(None, transaction_timeout_ms))
-        return self._on_home(
-            lambda broker: broker.init_producer(transactional_id, transaction_timeout_ms)
+            return self._init_idempotent(transaction_timeout_ms)
+        return self._on_coordinator(
+            CoordinatorKeyType.TRANSACTION,
+            transactional_id,
+            lambda broker: broker.init_producer(transactional_id, transaction_timeout_ms),
         )
 
     def produce(
@@ -242,8 +397,10 @@ class ClusterBroker:
     def begin_transaction(
         self, producer_id: int, producer_generation: int, request_id: int = 0
     ) -> int:
-        return self._on_home(
-            lambda broker: broker.begin_transaction(producer_id, producer_generation, request_id)
+        return self._on_coordinator(
+            CoordinatorKeyType.PRODUCER_ID,
+            str(producer_id),
+            lambda broker: broker.begin_transaction(producer_id, producer_generation, request_id),
         )
 
     def add_partitions_to_transaction(
@@ -254,10 +411,12 @@ class ClusterBroker:
         partitions: Iterable[TopicPartition],
     ) -> None:
         chosen = list(partitions)
-        self._on_home(
+        self._on_coordinator(
+            CoordinatorKeyType.PRODUCER_ID,
+            str(producer_id),
             lambda broker: broker.add_partitions_to_transaction(
                 transaction_id, producer_id, producer_generation, chosen
-            )
+            ),
         )
 
     def send_offsets_to_transaction(
@@ -268,10 +427,12 @@ class ClusterBroker:
         group_id: str,
         offsets: Mapping[TopicPartition, int],
     ) -> None:
-        self._on_home(
+        self._on_coordinator(
+            CoordinatorKeyType.PRODUCER_ID,
+            str(producer_id),
             lambda broker: broker.send_offsets_to_transaction(
                 transaction_id, producer_id, producer_generation, group_id, offsets
-            )
+            ),
         )
 
     def commit_transaction(
@@ -283,19 +444,23 @@ class ClusterBroker:
         attempts: Iterable[str] | None = None,
     ) -> None:
         chosen = None if attempts is None else list(attempts)
-        self._on_home(
+        self._on_coordinator(
+            CoordinatorKeyType.PRODUCER_ID,
+            str(producer_id),
             lambda broker: broker.commit_transaction(
                 transaction_id, producer_id, producer_generation, wait_for_applied, chosen
-            )
+            ),
         )
 
     def abort_transaction(
         self, transaction_id: int, producer_id: int, producer_generation: int
     ) -> None:
-        self._on_home(
+        self._on_coordinator(
+            CoordinatorKeyType.PRODUCER_ID,
+            str(producer_id),
             lambda broker: broker.abort_transaction(
                 transaction_id, producer_id, producer_generation
-            )
+            ),
         )
 
     # --- consuming ---------------------------------------------------------------------------
@@ -338,7 +503,11 @@ class ClusterBroker:
         return self._on_home(lambda broker: broker.list_transactions())
 
     def admin_abort_transaction(self, transaction_id: int) -> None:
-        self._on_home(lambda broker: broker.admin_abort_transaction(transaction_id))
+        self._on_coordinator(
+            CoordinatorKeyType.PRODUCER_ID,
+            str(transaction_id),
+            lambda broker: broker.admin_abort_transaction(transaction_id),
+        )
 
     def describe_producers(self, topic: str, partition: int) -> list[ProducerDescription]:
         return self._on_leader(

@@ -5,13 +5,22 @@ addresses are down) and the metadata the brokers answer, which a test may hold b
 (``serve_metadata``) to play a controller that has not noticed a change yet. Its
 ``opener`` makes one ``FakeNode`` per address, as ``BrokerPool`` expects. Every call
 is recorded as (address, method). Produce deduplicates by the batch's bytes, as a
-broker deduplicates by producer id and sequence. No tests here.
+broker deduplicates by producer id and sequence.
+
+Transaction coordinators: with ``coordinators`` None (the default) the brokers are older
+than FindCoordinator (``find_coordinator`` answers None) and take every coordinator call,
+as before. Given a map (coordinator partition -> broker id, None: no leader yet), a broker
+answers FindCoordinator from it, coordinator calls for a partition it does not lead with
+NotCoordinatorError, and ``loading[broker_id]`` calls with CoordinatorLoadInProgressError
+first. Commits and aborts are kept per transaction id: a commit retried is answered as
+done, an abort after a commit is refused, as a coordinator does; ``ambiguous_commits``
+commits are applied and then fail with the error given (the answer lost). No tests here.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import Any
 
@@ -23,7 +32,11 @@ from twinlog.engine.base.cluster_metadata import (
 )
 from twinlog.engine.base.errors import (
     BrokerUnavailableError,
+    CoordinatorLoadInProgressError,
+    InvalidTxnStateError,
+    NotCoordinatorError,
     NotLeaderOrFollowerError,
+    TwinlogError,
     UnknownTopicOrPartitionError,
 )
 from twinlog.engine.base.types import (
@@ -33,8 +46,11 @@ from twinlog.engine.base.types import (
     ProducerIdentity,
     TopicDescription,
 )
+from twinlog.engine.broker.internal_topics import coordinator_partition_of_transactional_id
+from twinlog.engine.broker.partition_calls import PARTITION_BITS, coordinator_partition_of
 from twinlog.rpc.client.connection_options import ConnectionOptions
 from twinlog.rpc.client.produce_stream import ExecutorPipe, ProducePipe
+from twinlog.rpc.wire.broker_api import CoordinatorKeyType, FoundCoordinator
 
 
 def address_of(broker_id: int) -> str:
@@ -55,6 +71,30 @@ class FakeCluster:
         self.frozen_metadata: ClusterMetadata | None = None  # served instead of the truth
         self.ambiguous_once: set[tuple[str, int]] = set()  # append, then fail as unreachable
         self.advertised_host: str | None = None  # overrides each broker's host in metadata
+        # Transaction coordinators (see the module's text).
+        self.journal_partitions = 4
+        self.coordinators: dict[int, int | None] | None = None
+        self.loading: dict[int, int] = {}  # broker id -> calls answered "loading" first
+        self.ambiguous_commits: list[TwinlogError] = []  # raised after applying a commit
+        self.after_commit: Callable[[], None] | None = None  # run after each commit applied
+        self.committed: list[int] = []  # transaction ids, in the order they were committed
+        self.aborted: list[int] = []
+        self.next_id = 1
+
+    def coordinate(self, leaders: dict[int, int | None]) -> None:
+        """Coordinator partition -> leading broker id (None: no leader yet)."""
+        with self.lock:
+            self.coordinators = dict(leaders)
+
+    def coordinator_of(self, key_type: CoordinatorKeyType, key: str) -> int:
+        if key_type is CoordinatorKeyType.TRANSACTION:
+            return coordinator_partition_of_transactional_id(key, self.journal_partitions)
+        return coordinator_partition_of(int(key))
+
+    def new_id(self, partition: int) -> int:
+        """An id of ``partition``'s coordinator (its low bits), lock held."""
+        self.next_id += 1
+        return (self.next_id << PARTITION_BITS) | partition
 
     def create(self, topic: str, leaders: list[int]) -> None:
         with self.lock:
@@ -198,7 +238,110 @@ class FakeNode:
         self, transactional_id: str | None = None, transaction_timeout_ms: int | None = None
     ) -> ProducerIdentity:
         self._enter("init_producer")
-        return ProducerIdentity(1000 + self.broker_id, 0)
+        with self.cluster.lock:
+            coordinators = self.cluster.coordinators
+            if coordinators is None:
+                return ProducerIdentity(1000 + self.broker_id, 0)
+            if transactional_id is None:  # one of this broker's own coordinators
+                mine = sorted(n for n, b in coordinators.items() if b == self.broker_id)
+                if not mine:
+                    raise NotCoordinatorError(f"broker {self.broker_id} coordinates nothing")
+                return ProducerIdentity(self.cluster.new_id(mine[0]), 0)
+            partition = self.cluster.coordinator_of(
+                CoordinatorKeyType.TRANSACTION, transactional_id
+            )
+            self._coordinates(partition)
+            return ProducerIdentity(self.cluster.new_id(partition), 0)
+
+    # --- transaction coordinators ---------------------------------------------------------
+
+    def _coordinates(self, partition: int) -> None:
+        """Lock held. Refuse a coordinator call this broker cannot serve now."""
+        coordinators = self.cluster.coordinators
+        if coordinators is None:
+            return  # an older cluster: every broker takes every call
+        if coordinators.get(partition) != self.broker_id:
+            raise NotCoordinatorError(f"broker {self.broker_id} does not coordinate {partition}")
+        if self.cluster.loading.get(self.broker_id, 0) > 0:
+            self.cluster.loading[self.broker_id] -= 1
+            raise CoordinatorLoadInProgressError(f"broker {self.broker_id} is loading {partition}")
+
+    def _coordinator_call(self, method: str, producer_id: int) -> None:
+        self._enter(method)
+        with self.cluster.lock:
+            self._coordinates(coordinator_partition_of(producer_id))
+
+    def find_coordinator(self, key_type: CoordinatorKeyType, key: str) -> FoundCoordinator | None:
+        self._enter("find_coordinator")
+        with self.cluster.lock:
+            coordinators = self.cluster.coordinators
+            if coordinators is None:
+                return None  # a server older than FindCoordinator
+            if key_type is CoordinatorKeyType.GROUP:
+                leader: int | None = self.broker_id
+                partition = -1
+            else:
+                partition = self.cluster.coordinator_of(key_type, key)
+                leader = coordinators.get(partition)
+            if leader is None:
+                raise NotCoordinatorError(f"no coordinator for {key} yet; retry")
+            return FoundCoordinator(
+                partition, BrokerEndpoint(leader, address_of(leader).split(":")[0], 7070)
+            )
+
+    def begin_transaction(
+        self, producer_id: int, producer_generation: int, request_id: int = 0
+    ) -> int:
+        self._coordinator_call("begin_transaction", producer_id)
+        with self.cluster.lock:
+            return self.cluster.new_id(coordinator_partition_of(producer_id))
+
+    def add_partitions_to_transaction(
+        self, transaction_id: int, producer_id: int, producer_generation: int, partitions: object
+    ) -> None:
+        self._coordinator_call("add_partitions_to_transaction", producer_id)
+
+    def send_offsets_to_transaction(
+        self,
+        transaction_id: int,
+        producer_id: int,
+        producer_generation: int,
+        group_id: str,
+        offsets: object,
+    ) -> None:
+        self._coordinator_call("send_offsets_to_transaction", producer_id)
+
+    def commit_transaction(
+        self,
+        transaction_id: int,
+        producer_id: int,
+        producer_generation: int,
+        wait_for_applied: bool = False,
+        attempts: object = None,
+    ) -> None:
+        self._coordinator_call("commit_transaction", producer_id)
+        with self.cluster.lock:
+            if transaction_id in self.cluster.aborted:
+                raise InvalidTxnStateError(f"transaction {transaction_id} was aborted")
+            if transaction_id in self.cluster.committed:
+                return  # a retried commit: done already
+            self.cluster.committed.append(transaction_id)
+            lost = self.cluster.ambiguous_commits.pop(0) if self.cluster.ambiguous_commits else None
+            hook = self.cluster.after_commit
+        if hook is not None:
+            hook()
+        if lost is not None:
+            raise lost
+
+    def abort_transaction(
+        self, transaction_id: int, producer_id: int, producer_generation: int
+    ) -> None:
+        self._coordinator_call("abort_transaction", producer_id)
+        with self.cluster.lock:
+            if transaction_id in self.cluster.committed:
+                raise InvalidTxnStateError(f"transaction {transaction_id} was committed")
+            if transaction_id not in self.cluster.aborted:
+                self.cluster.aborted.append(transaction_id)
 
     def __getattr__(self, name: str) -> Any:
         """Every other broker call: recorded, answered with None."""
