@@ -1,0 +1,90 @@
+from twinlog.rpc.generated.twinlog.v1 import common_pb2 as _common_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class CallEpochs(_message.Message):
+    __slots__ = ("coordinator_partition", "coordinator_epoch", "leader_epoch")
+    COORDINATOR_PARTITION_FIELD_NUMBER: _ClassVar[int]
+    COORDINATOR_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    coordinator_partition: int
+    coordinator_epoch: int
+    leader_epoch: int
+    def __init__(self, coordinator_partition: _Optional[int] = ..., coordinator_epoch: _Optional[int] = ..., leader_epoch: _Optional[int] = ...) -> None: ...
+
+class RegisterPartitionRequest(_message.Message):
+    __slots__ = ("transaction_id", "topic_partition", "producer_id", "producer_generation", "epochs")
+    TRANSACTION_ID_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_PARTITION_FIELD_NUMBER: _ClassVar[int]
+    PRODUCER_ID_FIELD_NUMBER: _ClassVar[int]
+    PRODUCER_GENERATION_FIELD_NUMBER: _ClassVar[int]
+    EPOCHS_FIELD_NUMBER: _ClassVar[int]
+    transaction_id: int
+    topic_partition: _common_pb2.TopicPartition
+    producer_id: int
+    producer_generation: int
+    epochs: CallEpochs
+    def __init__(self, transaction_id: _Optional[int] = ..., topic_partition: _Optional[_Union[_common_pb2.TopicPartition, _Mapping]] = ..., producer_id: _Optional[int] = ..., producer_generation: _Optional[int] = ..., epochs: _Optional[_Union[CallEpochs, _Mapping]] = ...) -> None: ...
+
+class RegisterPartitionResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class CountEntriesRequest(_message.Message):
+    __slots__ = ("transaction_id", "topic_partition", "epochs")
+    TRANSACTION_ID_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_PARTITION_FIELD_NUMBER: _ClassVar[int]
+    EPOCHS_FIELD_NUMBER: _ClassVar[int]
+    transaction_id: int
+    topic_partition: _common_pb2.TopicPartition
+    epochs: CallEpochs
+    def __init__(self, transaction_id: _Optional[int] = ..., topic_partition: _Optional[_Union[_common_pb2.TopicPartition, _Mapping]] = ..., epochs: _Optional[_Union[CallEpochs, _Mapping]] = ...) -> None: ...
+
+class CountEntriesResponse(_message.Message):
+    __slots__ = ("entry_count",)
+    ENTRY_COUNT_FIELD_NUMBER: _ClassVar[int]
+    entry_count: int
+    def __init__(self, entry_count: _Optional[int] = ...) -> None: ...
+
+class AttemptNames(_message.Message):
+    __slots__ = ("names",)
+    NAMES_FIELD_NUMBER: _ClassVar[int]
+    names: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, names: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class ApplyCommitRequest(_message.Message):
+    __slots__ = ("transaction_id", "topic_partition", "attempts", "entry_count", "epochs")
+    TRANSACTION_ID_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_PARTITION_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    ENTRY_COUNT_FIELD_NUMBER: _ClassVar[int]
+    EPOCHS_FIELD_NUMBER: _ClassVar[int]
+    transaction_id: int
+    topic_partition: _common_pb2.TopicPartition
+    attempts: AttemptNames
+    entry_count: int
+    epochs: CallEpochs
+    def __init__(self, transaction_id: _Optional[int] = ..., topic_partition: _Optional[_Union[_common_pb2.TopicPartition, _Mapping]] = ..., attempts: _Optional[_Union[AttemptNames, _Mapping]] = ..., entry_count: _Optional[int] = ..., epochs: _Optional[_Union[CallEpochs, _Mapping]] = ...) -> None: ...
+
+class ApplyCommitResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ApplyAbortRequest(_message.Message):
+    __slots__ = ("transaction_id", "topic_partition", "epochs")
+    TRANSACTION_ID_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_PARTITION_FIELD_NUMBER: _ClassVar[int]
+    EPOCHS_FIELD_NUMBER: _ClassVar[int]
+    transaction_id: int
+    topic_partition: _common_pb2.TopicPartition
+    epochs: CallEpochs
+    def __init__(self, transaction_id: _Optional[int] = ..., topic_partition: _Optional[_Union[_common_pb2.TopicPartition, _Mapping]] = ..., epochs: _Optional[_Union[CallEpochs, _Mapping]] = ...) -> None: ...
+
+class ApplyAbortResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...

@@ -1,0 +1,130 @@
+"""The coordinator <-> partition calls' values to protobuf messages and back (no I/O).
+
+The one encoder and decoder between ``engine/broker/partition_calls.py`` and
+``twinlog.v1.Coordination``: the service and the client both use it, so a field added
+to a dataclass is added here once. Every field travels as it is; ``ApplyCommit.attempts``
+is the one optional field: absent is None (every attempt), present and empty is ``()``.
+"""
+
+from __future__ import annotations
+
+from twinlog.engine.base.types import TopicPartition
+from twinlog.engine.broker.partition_calls import (
+    ApplyAbort,
+    ApplyCommit,
+    CallEpochs,
+    CountEntries,
+    EntryCount,
+    RegisterPartition,
+)
+from twinlog.rpc.generated.twinlog.v1 import common_pb2, coordination_pb2
+
+
+def _tp_to_proto(tp: TopicPartition) -> common_pb2.TopicPartition:
+    topic, partition = tp  # a plain (topic, partition) pair is accepted too
+    return common_pb2.TopicPartition(topic=topic, partition=partition)
+
+
+def _tp_from_proto(message: common_pb2.TopicPartition) -> TopicPartition:
+    return TopicPartition(message.topic, message.partition)
+
+
+def epochs_to_proto(epochs: CallEpochs) -> coordination_pb2.CallEpochs:
+    return coordination_pb2.CallEpochs(
+        coordinator_partition=epochs.coordinator_partition,
+        coordinator_epoch=epochs.coordinator_epoch,
+        leader_epoch=epochs.leader_epoch,
+    )
+
+
+def epochs_from_proto(message: coordination_pb2.CallEpochs) -> CallEpochs:
+    return CallEpochs(
+        coordinator_partition=message.coordinator_partition,
+        coordinator_epoch=message.coordinator_epoch,
+        leader_epoch=message.leader_epoch,
+    )
+
+
+def register_to_proto(request: RegisterPartition) -> coordination_pb2.RegisterPartitionRequest:
+    return coordination_pb2.RegisterPartitionRequest(
+        transaction_id=request.transaction_id,
+        topic_partition=_tp_to_proto(request.topic_partition),
+        producer_id=request.producer_id,
+        producer_generation=request.producer_generation,
+        epochs=epochs_to_proto(request.epochs),
+    )
+
+
+def register_from_proto(message: coordination_pb2.RegisterPartitionRequest) -> RegisterPartition:
+    return RegisterPartition(
+        transaction_id=message.transaction_id,
+        topic_partition=_tp_from_proto(message.topic_partition),
+        producer_id=message.producer_id,
+        producer_generation=message.producer_generation,
+        epochs=epochs_from_proto(message.epochs),
+    )
+
+
+def count_to_proto(request: CountEntries) -> coordination_pb2.CountEntriesRequest:
+    return coordination_pb2.CountEntriesRequest(
+        transaction_id=request.transaction_id,
+        topic_partition=_tp_to_proto(request.topic_partition),
+        epochs=epochs_to_proto(request.epochs),
+    )
+
+
+def count_from_proto(message: coordination_pb2.CountEntriesRequest) -> CountEntries:
+    return CountEntries(
+        transaction_id=message.transaction_id,
+        topic_partition=_tp_from_proto(message.topic_partition),
+        epochs=epochs_from_proto(message.epochs),
+    )
+
+
+def entry_count_to_proto(answer: EntryCount) -> coordination_pb2.CountEntriesResponse:
+    return coordination_pb2.CountEntriesResponse(entry_count=answer.entry_count)
+
+
+def entry_count_from_proto(message: coordination_pb2.CountEntriesResponse) -> EntryCount:
+    return EntryCount(entry_count=message.entry_count)
+
+
+def commit_to_proto(request: ApplyCommit) -> coordination_pb2.ApplyCommitRequest:
+    message = coordination_pb2.ApplyCommitRequest(
+        transaction_id=request.transaction_id,
+        topic_partition=_tp_to_proto(request.topic_partition),
+        entry_count=request.entry_count,
+        epochs=epochs_to_proto(request.epochs),
+    )
+    if request.attempts is not None:
+        # SetInParent marks the field present even with no names: () is not None.
+        message.attempts.SetInParent()
+        message.attempts.names.extend(request.attempts)
+    return message
+
+
+def commit_from_proto(message: coordination_pb2.ApplyCommitRequest) -> ApplyCommit:
+    attempts = tuple(message.attempts.names) if message.HasField("attempts") else None
+    return ApplyCommit(
+        transaction_id=message.transaction_id,
+        topic_partition=_tp_from_proto(message.topic_partition),
+        attempts=attempts,
+        entry_count=message.entry_count,
+        epochs=epochs_from_proto(message.epochs),
+    )
+
+
+def abort_to_proto(request: ApplyAbort) -> coordination_pb2.ApplyAbortRequest:
+    return coordination_pb2.ApplyAbortRequest(
+        transaction_id=request.transaction_id,
+        topic_partition=_tp_to_proto(request.topic_partition),
+        epochs=epochs_to_proto(request.epochs),
+    )
+
+
+def abort_from_proto(message: coordination_pb2.ApplyAbortRequest) -> ApplyAbort:
+    return ApplyAbort(
+        transaction_id=message.transaction_id,
+        topic_partition=_tp_from_proto(message.topic_partition),
+        epochs=epochs_from_proto(message.epochs),
+    )
