@@ -1,4 +1,5 @@
-"""The gRPC server: three services over one broker, TLS, auth, limits, graceful stop.
+"""The gRPC server: three services over one broker (and, on a cluster broker, the internal
+Replication and Coordination services), TLS, auth, limits, graceful stop.
 
 ``RpcServer(broker, config)`` binds and serves any object with the broker API
 (``twinlog.Broker`` in production; tests may pass a fake). ``serve()`` is what
@@ -26,6 +27,7 @@ import grpc
 
 from twinlog.engine.base.errors import InvalidConfigError
 from twinlog.rpc.generated.twinlog.v1 import admin_pb2_grpc, consume_pb2_grpc, produce_pb2_grpc
+from twinlog.rpc.replication.coordination_service import add_coordination_service
 from twinlog.rpc.replication.service import add_replication_service
 from twinlog.rpc.server.auth import Acl, Guard, TokenTable
 from twinlog.rpc.server.config import ServerConfig
@@ -143,6 +145,10 @@ class RpcServer:
             add_replication_service(
                 self._server, cast(Any, broker), response_bytes_max=config.fetch_bytes_max
             )
+            # Other brokers' coordinators and partition leaders call this one. Not on a
+            # single node: nothing calls it there, and like Replication it trusts whoever
+            # reaches the port (no tokens or ACLs between brokers yet).
+            add_coordination_service(self._server, cast(Any, broker))
         credentials = server_credentials(config)
         try:
             if credentials is None:
