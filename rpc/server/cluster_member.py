@@ -10,6 +10,8 @@ ZooKeeper metadata store) to its cluster (CLUSTER.md §3.1, §3.2):
     controller    every broker runs one; ZooKeeper elects one (engine.zookeeper.controller)
     roles         the state znodes of this broker's partitions, each change handed to
                   ``Broker.take_partition_role``; a follower's fetcher thread per leader
+    coordination  the broker's coordinator <-> partition calls go to the broker that
+                  leads the partition or coordinator (``coordination_client``)
     ISR writes    every ``isr_interval_s`` the led partitions' due ISR changes (KIP-497),
                   written by a set conditional on the state's zkVersion
     session loss  SUSPENDED: no ZooKeeper-dependent action (the watchers and the ISR loop
@@ -50,6 +52,12 @@ from twinlog.engine.zookeeper.controller import Controller
 from twinlog.engine.zookeeper.partition_roles import PartitionRoles, change_isr
 from twinlog.engine.zookeeper.partition_state import IsrMember, PartitionState
 from twinlog.engine.zookeeper.session import ZooKeeperSession, ZooKeeperUnavailableError
+from twinlog.rpc.replication.coordination_client import (
+    HereCoordinators,
+    RemotePartitionLeaders,
+    RemoteTransactionCoordinators,
+)
+from twinlog.rpc.replication.coordination_locator import ZooKeeperLeaderLocator
 from twinlog.rpc.replication.fetcher import ReplicaFetchers
 
 log = logging.getLogger("twinlog.cluster")
@@ -118,6 +126,7 @@ class ClusterMember:
             self.registration.broker_epoch,
         )
         self.fetchers = ReplicaFetchers(broker, self._address_of)
+        self._join_coordination()
         self.roles = PartitionRoles(session, self.broker_id, self._take_role, on_lost=on_lost)
         self.controller = Controller(session, self.broker_id, on_lost=on_lost)
         self._isr_thread = threading.Thread(
@@ -126,6 +135,22 @@ class ClusterMember:
         self.roles.start()
         self.controller.start()
         self._isr_thread.start()
+
+    # --- coordination (coordinator <-> partition calls, docs/seam.md) ------------------
+
+    def _join_coordination(self) -> None:
+        """From now on the broker's coordinators reach partitions led elsewhere, and its
+        partitions the coordinators elsewhere, over gRPC (``coordination_client``); what
+        this broker leads or coordinates is still called in-process."""
+        locator = ZooKeeperLeaderLocator(self.session)
+        self.partition_leaders = RemotePartitionLeaders(
+            self.broker_id, self.broker.local_partition_leaders, locator, self._address_of
+        )
+        self.transaction_coordinators = RemoteTransactionCoordinators(
+            self.broker_id, HereCoordinators(self.broker), locator, self._address_of
+        )
+        self.broker.partition_leaders = self.partition_leaders
+        self.broker.transaction_coordinators = self.transaction_coordinators
 
     # --- roles ------------------------------------------------------------------------
 
@@ -235,4 +260,9 @@ class ClusterMember:
         self.controller.close()
         self.roles.close()
         self.fetchers.close()
+        # Closed, not swapped back to the in-process calls: those would answer a partition
+        # this broker does not hold as deleted. Calls to other brokers now fail retriably;
+        # a commit cut short is completed again after the restart (its decision is durable).
+        self.partition_leaders.close()
+        self.transaction_coordinators.close()
         self._isr_thread.join(5)
