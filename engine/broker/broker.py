@@ -162,12 +162,23 @@ class _LocalApplier:
     def __init__(self, broker: Broker) -> None:
         self._broker = broker
 
-    def leader_epoch(self, topic_partition: TopicPartition) -> int:
+    def _partition(self, topic_partition: TopicPartition) -> Partition | None:
+        """The partition, None once its topic is deleted. A cluster broker opens a partition
+        of a topic created since it started (its answer then says it does not lead it),
+        never taking a live topic for a deleted one."""
         partition = self._broker._partitions.get(topic_partition)
+        broker = self._broker
+        if partition is None and broker.replication is not None:
+            if topic_partition.topic in broker.metadata.topics():
+                return broker._cluster_partition(topic_partition)
+        return partition
+
+    def leader_epoch(self, topic_partition: TopicPartition) -> int:
+        partition = self._partition(topic_partition)
         return 0 if partition is None else partition.epochs.leader_epoch
 
     def count_entries(self, request: CountEntries) -> EntryCount:
-        partition = self._broker._partitions.get(request.topic_partition)
+        partition = self._partition(request.topic_partition)
         if partition is None:
             return EntryCount(PARTITION_GONE)
         partition.epochs.check(request.epochs)
@@ -175,7 +186,7 @@ class _LocalApplier:
 
     def apply_commit(self, request: ApplyCommit) -> None:
         transaction_id, topic_partition = request.transaction_id, request.topic_partition
-        partition = self._broker._partitions.get(topic_partition)
+        partition = self._partition(topic_partition)
         if partition is None:
             log.warning(
                 "APPLY_COMMIT %d: partition %s no longer exists; skipped",
@@ -201,7 +212,7 @@ class _LocalApplier:
             self._broker._observe_offsets(partition, first_offset, next_offset)
 
     def apply_abort(self, request: ApplyAbort) -> None:
-        partition = self._broker._partitions.get(request.topic_partition)
+        partition = self._partition(request.topic_partition)
         if partition is not None:
             partition.epochs.check(request.epochs)
             partition.apply_abort(request.transaction_id)

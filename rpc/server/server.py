@@ -354,5 +354,13 @@ def _join_zookeeper(
     except BaseException:
         session.close()
         raise
-    opener = partial(Broker.open, metadata=metadata, ids=ids, broker_id=cluster.broker_id)
+    # Each coordinator this broker loads takes fresh id blocks: its ids then stay above
+    # every id its journal partition's earlier leaders handed out (CLUSTER.md §3.7).
+    opener = partial(
+        Broker.open,
+        metadata=metadata,
+        ids=ids,
+        broker_id=cluster.broker_id,
+        coordinator_ids=lambda: ZooKeeperIdSource(session),
+    )
     return session, opener

@@ -31,16 +31,45 @@ from broker_support import batch
 from cluster_faults import FaultCluster
 
 from twinlog.engine.base.errors import (
+    BrokerUnavailableError,
+    CoordinatorLoadInProgressError,
+    NotCoordinatorError,
     NotEnoughReplicasAfterAppendError,
     NotEnoughReplicasError,
     NotLeaderOrFollowerError,
     TwinlogError,
 )
+from twinlog.engine.base.types import ProducerIdentity
 from twinlog.engine.records.batch_reader import iter_batches
 
 RETRY_PAUSE_S = 0.05
 SEND_TIMEOUT_S = 60.0  # one batch's retries: covers a failover (session timeout + election)
 FETCH_WAIT_MS = 200
+
+
+INIT_TIMEOUT_S = 60.0  # the cluster creates __txn_journal and loads its coordinators
+
+
+def _init_idempotent(cluster: FaultCluster) -> ProducerIdentity:
+    """An idempotent producer id from any live broker that coordinates a journal partition
+    (one that leads none answers NotCoordinatorError; one loading, LoadInProgress)."""
+    deadline = time.monotonic() + INIT_TIMEOUT_S
+    last: Exception | None = None
+    while time.monotonic() < deadline:
+        for broker_id, broker in cluster.brokers.items():
+            if not broker.alive:
+                continue
+            try:
+                with cluster.client(broker_id, request_timeout_ms=20_000) as remote:
+                    return remote.init_producer()
+            except (
+                NotCoordinatorError,
+                CoordinatorLoadInProgressError,
+                BrokerUnavailableError,
+            ) as error:
+                last = error
+        time.sleep(RETRY_PAUSE_S * 4)
+    raise AssertionError(f"no broker gave an idempotent producer id in {INIT_TIMEOUT_S} s: {last}")
 
 
 class AckedProducer:
@@ -50,9 +79,7 @@ class AckedProducer:
         self.topic = topic
         self.tag = tag
         self.value_bytes = value_bytes
-        broker_id = next(b for b, broker in cluster.brokers.items() if broker.alive)
-        with cluster.client(broker_id, request_timeout_ms=20_000) as remote:
-            self.identity = remote.init_producer()
+        self.identity = _init_idempotent(cluster)
         self.sequence = 0
         self.acknowledged: dict[bytes, int] = {}
         self.errors: Counter[str] = Counter()

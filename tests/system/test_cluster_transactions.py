@@ -1,25 +1,35 @@
 """Transactions on a replicated topic, with real processes: one ZooKeeper (PySpark's jars,
 127.0.0.1) and three ``twinlog serve --broker-id N --zookeeper ...``. A transactional
-``Producer`` writes to the partition's leader (whose coordinator decides); its journal log
-and data log are replicated to the two followers over gRPC. A follower is SIGKILLed in the
-middle and comes back: every committed transaction is read once, in order, an aborted one
-never, and the three replicas end with byte-identical data logs *and* journal logs.
+``Producer`` on the bootstrap list finds its coordinator (the leader of ``__txn_journal-0``)
+and writes to each partition's leader, which registers with that coordinator over gRPC;
+journal logs and data logs are replicated to the followers.
 
-Leader failover with a transaction in flight needs the coordinator on another broker than
-the partition's leader (transactions across brokers: the next issue); its partition side
-(J1-J6, F3, F5, F6) is tested in ``tests/engine/broker/test_replicated_journal.py``."""
+1. A follower is SIGKILLed in the middle and comes back: every committed transaction is
+   read once, in order, an aborted one never, and the three replicas end with
+   byte-identical data logs *and* journal logs.
+2. Transactions span three partitions led by different brokers, and the broker that is
+   the coordinator is SIGKILLed in the middle of the stream: the producer follows the
+   coordinator to its new broker (FindCoordinator, NotCoordinatorError), the new
+   coordinator replays the replicated journal and redoes what was prepared, and a
+   consumer reads every committed record exactly once, each transaction whole.
+
+The partition side of a leader failover (J1-J6, F3, F5, F6) is tested in
+``tests/engine/broker/test_replicated_journal.py``; the coordinator side in one process
+in ``tests/engine/broker/test_coordinator_failover.py``."""
 
 from __future__ import annotations
 
 import signal
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from cluster_support import LocalCluster, running_cluster, running_zookeeper
+from cluster_support import LocalCluster, running_cluster, running_zookeeper, wait_for
 from log_support import read_all
 
+from twinlog.engine.broker.internal_topics import TXN_JOURNAL_TOPIC
 from twinlog.engine.log import DataLog
 from twinlog.engine.records.batch_reader import iter_batches
 from twinlog.engine.zookeeper.local_server import LocalZooKeeper
@@ -67,7 +77,7 @@ def test_transactions_survive_a_follower_kill_and_replicas_agree(
     leader = brokers[first.leader]
     follower_id = next(b for b in (1, 2, 3) if b != first.leader)
     producer = Producer(
-        leader.address, transactional_id="payments-loader", request_timeout_ms=30_000
+        cluster.bootstrap, transactional_id="payments-loader", request_timeout_ms=30_000
     )
     producer.init_transactions()
     committed: list[bytes] = []
@@ -112,3 +122,79 @@ def test_transactions_survive_a_follower_kill_and_replicas_agree(
     assert logs[0][1] == logs[1][1] == logs[2][1], "the replicas' journal logs differ"
     values = [r.value for b in iter_batches(logs[0][0]) for r in b.records()]
     assert values == committed
+
+
+PARTITIONS = 3
+
+
+def _leaders(cluster: LocalCluster, topic: str, partitions: int) -> dict[int, int]:
+    states = {p: cluster.partition_state(topic, p) for p in range(partitions)}
+    return {p: s.leader for p, s in states.items() if s is not None}
+
+
+def test_the_coordinator_broker_dies_mid_stream_and_every_commit_is_read_once(
+    cluster: LocalCluster,
+) -> None:
+    admin = cluster.remote(1)
+    admin.create_topic("ledger", PARTITIONS, {"replication.factor": "3"})
+    admin.close()
+    cluster.wait_for_full_isr("ledger", partitions=PARTITIONS, replicas=3)
+    cluster.wait_for_full_isr(TXN_JOURNAL_TOPIC, partitions=1, replicas=3)
+    producer = Producer(
+        cluster.bootstrap, transactional_id="ledger-writer", request_timeout_ms=60_000
+    )
+    producer.init_transactions()
+    committed: dict[int, list[bytes]] = {p: [] for p in range(PARTITIONS)}
+    failed: list[str] = []
+    stop = threading.Event()
+    transactions = 0
+
+    def write() -> None:
+        nonlocal transactions
+        deadline = time.monotonic() + 120
+        while not stop.is_set() and time.monotonic() < deadline:
+            number = transactions
+            values = {p: b"t%d-p%d" % (number, p) for p in range(PARTITIONS)}
+            try:
+                with producer.transaction():
+                    for partition, value in values.items():
+                        producer.send("ledger", value, partition=partition)
+            except Exception as error:  # recorded: the test fails on any
+                failed.append(f"transaction {number}: {type(error).__name__}: {error}")
+                return
+            for partition, value in values.items():
+                committed[partition].append(value)
+            transactions += 1
+
+    writer = threading.Thread(target=write, daemon=True)
+    writer.start()
+    wait_for("five transactions", lambda: transactions >= 5 or failed, timeout_s=60)
+    coordinator = cluster.partition_state(TXN_JOURNAL_TOPIC, 0)
+    assert coordinator is not None
+    leaders = _leaders(cluster, "ledger", PARTITIONS)
+    cluster.kill(coordinator.leader)  # SIGKILL the coordinator in the middle of the stream
+    killed_at = transactions
+    cluster.wait_for_new_leader(TXN_JOURNAL_TOPIC, 0, coordinator, timeout_s=60)
+    wait_for(
+        "five transactions at the new coordinator",
+        lambda: transactions >= killed_at + 5 or failed,
+        timeout_s=90,
+    )
+    stop.set()
+    writer.join(90)
+    assert not failed, failed
+    producer.close()
+    # the cluster's partitions were led by more than one broker: the commits crossed brokers
+    assert any(leader != coordinator.leader for leader in leaders.values()), leaders
+
+    consumer = Consumer(cluster.bootstrap)
+    consumer.assign([("ledger", p) for p in range(PARTITIONS)])
+    consumer.seek_to_beginning()
+    received: dict[int, list[bytes]] = {p: [] for p in range(PARTITIONS)}
+    expected = sum(len(values) for values in committed.values())
+    deadline = time.monotonic() + 60
+    while sum(len(v) for v in received.values()) < expected and time.monotonic() < deadline:
+        for record in consumer.poll(timeout_ms=500):
+            received[record.partition].append(record.value)
+    consumer.close()
+    assert received == committed  # once each, in order, every transaction whole

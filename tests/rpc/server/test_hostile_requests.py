@@ -135,8 +135,9 @@ READ_ONLY = {
     ("Administration", "ListTransactions"),
     ("Administration", "DescribeProducers"),
     ("Administration", "Metadata"),
+    ("Administration", "FindCoordinator"),
 }
-assert len(METHODS) == 20 and STREAMING | READ_ONLY <= METHODS.keys()
+assert len(METHODS) == 21 and STREAMING | READ_ONLY <= METHODS.keys()
 
 
 # --- the seeded state --------------------------------------------------------------------
