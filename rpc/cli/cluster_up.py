@@ -23,6 +23,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import FrameType
 
@@ -38,13 +39,23 @@ PROBE_INTERVAL_S = 0.05
 
 
 class BrokerChild:
-    """One ``twinlog serve`` process. Thread rule: the command's main thread."""
+    """One ``twinlog serve`` process. Thread rule: the command's main thread.
 
-    def __init__(self, broker_id: int, data_dir: Path, arguments: list[str]) -> None:
+    ``environment``: the process's environment (None: this process's), e.g. with
+    ``TWINLOG_FAILPOINTS`` for ``twinlog demo --cluster``."""
+
+    def __init__(
+        self,
+        broker_id: int,
+        data_dir: Path,
+        arguments: list[str],
+        environment: Mapping[str, str] | None = None,
+    ) -> None:
         self.broker_id = broker_id
         self.data_dir = data_dir
         self.log_path = data_dir.parent / f"{data_dir.name}.log"
         self.arguments = arguments
+        self.environment = None if environment is None else dict(environment)
         self.process: subprocess.Popen[bytes] | None = None
         self.address = ""
         self.reported_exit = False
@@ -58,6 +69,7 @@ class BrokerChild:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # the terminal's Ctrl-C is ours to hand on, in order
+                env=self.environment,
             )
         deadline_s = time.monotonic() + BROKER_START_TIMEOUT_S
         while time.monotonic() < deadline_s and not stop_requested.is_set():
@@ -117,6 +129,34 @@ def broker_arguments(
     return arguments
 
 
+def start_zookeeper(zookeeper: LocalZooKeeper) -> None:
+    """Start it with SIGINT ignored, which the JVM keeps: the terminal's Ctrl-C must not
+    stop ZooKeeper under brokers that are still shutting down. (A Ctrl-C while it starts
+    is lost.)"""
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        zookeeper.start()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def stop_cluster(
+    brokers: list[BrokerChild], zookeeper: LocalZooKeeper, say: Callable[[str], None]
+) -> None:
+    """The brokers one by one, last started first (each moves its leaderships to the
+    brokers still up: a controlled shutdown), then ZooKeeper; ``say`` reports each."""
+    for child in reversed(brokers):
+        code = child.stop()
+        if code is not None and not child.reported_exit:
+            say(f"broker {child.broker_id} stopped (status {code})")
+    zookeeper.stop()
+    say("ZooKeeper stopped")
+
+
+def _print(line: str) -> None:
+    print(line, flush=True)
+
+
 def run(args: argparse.Namespace) -> int:
     root = Path(args.data_dir)
     root.mkdir(parents=True, exist_ok=True)
@@ -133,13 +173,7 @@ def run(args: argparse.Namespace) -> int:
     zookeeper = LocalZooKeeper(root / "zookeeper", tick_time_ms=args.tick_time_ms)
     brokers: list[BrokerChild] = []
     try:
-        # Started with SIGINT ignored, which the JVM keeps: the terminal's Ctrl-C must not
-        # stop ZooKeeper under brokers that are still shutting down.
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        try:
-            zookeeper.start()
-        finally:
-            signal.signal(signal.SIGINT, on_signal)
+        start_zookeeper(zookeeper)
         connect = f"{zookeeper.connect_string}/twinlog/{args.name}"
         print(f"ZooKeeper: {zookeeper.connect_string} (log {zookeeper.log_path})", flush=True)
         for broker_id in range(1, args.brokers + 1):
@@ -165,12 +199,7 @@ def run(args: argparse.Namespace) -> int:
             status = EXIT_INTERRUPTED
         return status
     finally:
-        for child in reversed(brokers):  # one by one: each moves its leaderships away first
-            code = child.stop()
-            if code is not None and not child.reported_exit:
-                print(f"broker {child.broker_id} stopped (status {code})", flush=True)
-        zookeeper.stop()
-        print("ZooKeeper stopped", flush=True)
+        stop_cluster(brokers, zookeeper, _print)
         for number, handler in previous.items():
             signal.signal(number, handler)
 
