@@ -44,7 +44,10 @@ TIMEOUT_CHECK_INTERVAL_MS = 200
 READ_WAIT_MS = 5_000
 INDENT = "   "
 
-EXAMPLE = "twinlog demo\ntwinlog demo --data-dir /tmp/twinlog-demo --keep"
+EXAMPLE = (
+    "twinlog demo\ntwinlog demo --data-dir /tmp/twinlog-demo --keep\n"
+    "twinlog demo --cluster      # three brokers; the coordinator's is killed mid-commit"
+)
 
 # The zombie: begins a transaction, sends records, says so, then waits to be killed.
 ZOMBIE_SOURCE = """
@@ -74,6 +77,13 @@ def register(subparsers: Any) -> None:
         help="end by reading the topic with the Spark connector, when pyspark and Java are "
         "installed (default; --no-spark skips it)",
     )
+    parser.add_argument(
+        "--cluster",
+        action="store_true",
+        help="a local ZooKeeper and three broker processes instead: transactions cross "
+        "brokers, the coordinator's broker is killed in the middle of a commit, and the "
+        "commit still gets its answer (Java 17; no Spark act)",
+    )
     parser.set_defaults(run=run)
 
 
@@ -97,6 +107,10 @@ def data_directory(chosen: str | None, keep: bool) -> Iterator[Path]:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.cluster:
+        from twinlog.rpc.cli import demo_cluster
+
+        return demo_cluster.run(args, data_directory)
     started_s = time.monotonic()
     skipped_because = "--no-spark" if not args.spark else unavailable_reason()
     # First of all: the JVM takes longer to start than acts 1-6 take to run.
