@@ -15,6 +15,7 @@ from bench.cluster.cluster import BenchCluster
 from twinlog.engine.base.errors import TwinlogError
 from twinlog.engine.base.types import ProducerIdentity
 from twinlog.engine.records.batch_builder import RecordBatchBuilder
+from twinlog.rpc.client.cluster import ClusterBroker
 from twinlog.rpc.client.connection_options import ConnectionOptions
 from twinlog.rpc.client.remote import RemoteBroker
 
@@ -46,8 +47,11 @@ class FollowingWriter:
         self.acks: list[Ack] = []
         self.errors: dict[str, int] = {}  # error class -> count, for the report
         self.fatal: BaseException | None = None
-        with cluster.admin() as admin:
-            self.identity: ProducerIdentity = admin.init_producer()
+        # An idempotent id comes from a broker that coordinates a journal partition: the
+        # cluster client finds one among the live brokers.
+        addresses = ",".join(cluster.live_addresses().values())
+        with ClusterBroker(addresses, ConnectionOptions(request_timeout_ms=60_000)) as client:
+            self.identity: ProducerIdentity = client.init_producer()
         self._sequence = 0
         self._clients: dict[str, RemoteBroker] = {}
         self._leader: tuple[int, str] | None = None

@@ -91,6 +91,19 @@ def _leader_address_of(cluster: BenchCluster) -> Any:
     return address_of
 
 
+def _bootstrap_of(cluster: BenchCluster) -> Any:
+    """The partition's leader first, then the other brokers: a cluster client's bootstrap
+    list, so a transactional producer follows its coordinator (the leader of
+    ``__txn_journal-N``, maybe another broker) as a user's would."""
+
+    def address_of(topic: str) -> str:
+        leader = cluster.brokers[cluster.create_topic(topic, 1)[0].leader].address
+        others = [b.address for b in cluster.brokers.values() if b.address != leader]
+        return ",".join([leader, *others])
+
+    return address_of
+
+
 def measure_cluster(
     root: Path, connect: str, settings: BenchSettings, announce: Announcer
 ) -> dict[str, Any]:
@@ -116,7 +129,7 @@ def measure_cluster(
         results["catch_up"] = follower_catch_up(cluster, CATCH_UP_TOPIC, settings)
         address_of = _leader_address_of(cluster)
         results.update(measure_plain(address_of, settings, announce))
-        results["transactional"] = measure_transactional(address_of, settings, announce)
+        results["transactional"] = measure_transactional(_bootstrap_of(cluster), settings, announce)
         return results
     finally:
         cluster.close()
