@@ -26,6 +26,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 
 from twinlog.engine.base import failpoints
+from twinlog.engine.base.errors import TwinlogError
 from twinlog.engine.base.types import TopicPartition, TransactionState
 from twinlog.engine.broker.partition_calls import (
     ApplyAbort,
@@ -112,18 +113,29 @@ class CompletionWorker:
                     continue
             try:
                 self.complete(txn)
-            except Exception:
+            except Exception as error:
                 if self._closed:
                     return  # shutting down: recovery at the next start redoes it
                 failed = failures[transaction_id] = failures.get(transaction_id, 0) + 1
                 delay_s = min(0.01 * 2 ** (failed - 1), COMPLETION_RETRY_S_MAX)
                 retry_at_s[transaction_id] = time.monotonic() + delay_s
-                log.exception(
-                    "completing transaction %d failed (%d times); retrying in %.2f s",
-                    transaction_id,
-                    failed,
-                    delay_s,
-                )
+                if isinstance(error, TwinlogError) and error.retriable:
+                    # A leader moving or a broker away: expected in a cluster, said in a line.
+                    log.warning(
+                        "completing transaction %d failed (%d times; %s: %s); retrying in %.2f s",
+                        transaction_id,
+                        failed,
+                        type(error).__name__,
+                        error,
+                        delay_s,
+                    )
+                else:
+                    log.exception(
+                        "completing transaction %d failed (%d times); retrying in %.2f s",
+                        transaction_id,
+                        failed,
+                        delay_s,
+                    )
                 continue
             retry_at_s.pop(transaction_id, None)
             failures.pop(transaction_id, None)
