@@ -1165,6 +1165,17 @@ def hostile_calls(seeded: Seed) -> st.SearchStrategy[Call]:
             True,
             "metadata of known and unknown topics",
         ),
+        call_of(
+            A,
+            "FindCoordinator",
+            st.builds(
+                admin_pb2.FindCoordinatorRequest,
+                key_type=st.integers(-1, 5),  # unknown values included
+                key=st.one_of(st.text(max_size=40), st.integers(-(1 << 70), 1 << 70).map(str)),
+            ),
+            True,
+            "find the coordinator of any key, of any kind",
+        ),
     ]
     undecodable = st.sampled_from(sorted(METHODS)).flatmap(
         lambda method: call_of(
