@@ -17,7 +17,11 @@ from bench.cluster.server_process import ServerProcess
 from bench.cluster.waiting import wait_for
 from twinlog.engine.zookeeper import znodes
 from twinlog.engine.zookeeper.broker_registration import live_brokers
-from twinlog.engine.zookeeper.partition_state import PartitionState, read_partition_state
+from twinlog.engine.zookeeper.partition_state import (
+    PartitionState,
+    read_partition_state,
+    read_topic_partition_states,
+)
 from twinlog.engine.zookeeper.session import ZooKeeperSession
 from twinlog.rpc.client.connection_options import ConnectionOptions
 from twinlog.rpc.client.remote import RemoteBroker
@@ -92,6 +96,34 @@ class BenchCluster:
             return state if len(state.isr) == REPLICATION_FACTOR else None
 
         return wait_for(f"{topic}-{partition} with a leader and a full ISR", full, STATE_TIMEOUT_S)
+
+    def wait_every_full_isr(self) -> int:
+        """Every partition of every topic ZooKeeper has (``__txn_journal`` included) with
+        a leader and all its replicas in the ISR: a whole cluster again after a restart.
+        The number of partitions."""
+        topics = self.zookeeper.wait(self.zookeeper.client.get_children_async(znodes.TOPICS))
+        count = 0
+        for topic in sorted(topics):
+            for partition in sorted(read_topic_partition_states(self.zookeeper, topic)):
+
+                def whole(topic: str = topic, partition: int = partition) -> bool:
+                    state = self.state(topic, partition)
+                    return (
+                        state is not None
+                        and state.leader > 0
+                        and set(state.isr_ids) == set(state.replicas)
+                    )
+
+                wait_for(
+                    f"{topic}-{partition} with every replica in the ISR", whole, STATE_TIMEOUT_S
+                )
+                count += 1
+        return count
+
+    def journal_partitions(self) -> int:
+        """The cluster's ``__txn_journal`` partition count, fixed when it was created."""
+        data, _ = self.zookeeper.wait(self.zookeeper.client.get_async(znodes.CLUSTER_ID))
+        return int(json.loads(data)["journal_partitions"])
 
     def live_addresses(self) -> dict[int, str]:
         """Registered brokers' addresses, as ZooKeeper has them (what a client would use)."""

@@ -139,6 +139,7 @@ def print_report(results: dict[str, Any]) -> None:
             )
         )
     _print_failovers(results, settings)
+    _print_coordinator_failovers(cluster.get("coordinator_failover", []), settings)
     _print_catch_up(cluster["catch_up"])
     no_fsync = results.get("no_replica_fsync")
     if no_fsync:
@@ -178,6 +179,44 @@ def _print_failovers(results: dict[str, Any], settings: dict[str, Any]) -> None:
         print(f"  {label:<44}{term[name]:>8.3f}")
     low, high = results["failover_sigterm_range_s"]
     print(f"  (totals of all rounds: {low:.3f} .. {high:.3f})")
+
+
+def _print_coordinator_failovers(rounds: list[dict[str, Any]], settings: dict[str, Any]) -> None:
+    if not rounds:
+        return
+    which = ", ".join(str(p) for p in sorted({r["journal_partition"] for r in rounds}))
+    print(
+        f"\ntransaction coordinator failover after SIGKILL, s (coordinator {which}'s broker; "
+        f"one round per count; session timeout {settings['session_timeout_ms']} ms)"
+    )
+
+    def line(label: str, cells: list[str]) -> None:
+        print(f"  {label:<44}" + "".join(f"{cell:>12}" for cell in cells))
+
+    line(
+        "open transactions at the coordinator (K)", [f"{r['open_transactions']:,}" for r in rounds]
+    )
+    for name, label in (
+        ("session_expiry", "session expiry (-> registration gone)"),
+        ("controller_reaction", "controller (-> new __txn_journal leader)"),
+        ("coordinator_load", "load (-> new coordinator's first answer)"),
+        ("client_commit", "client (-> its first commit answered)"),
+    ):
+        line(label, [f"{r['phases_s'][name]:.3f}" for r in rounds])
+    line(
+        "total: kill -> first committed transaction", [f"{r['first_commit_s']:.3f}" for r in rounds]
+    )
+    line("the client's commit pause", [f"{r['commit_pause_s']:.3f}" for r in rounds])
+    logged: list[dict[str, Any]] = [r["load_log"] for r in rounds if "load_log" in r]
+    if len(logged) == len(rounds):
+        line(
+            "load, broker log: barrier, replicas",
+            [f"{e['wait_before_replay_s']:.3f}" for e in logged],
+        )
+        line("load, broker log: replay and redo", [f"{e['replay_s']:.3f}" for e in logged])
+    line("still open after it", [f"{r['still_open']['ongoing']:,}" for r in rounds])
+    line("sample committed after it", [f"{r['sample_committed']}/{r['sample']}" for r in rounds])
+    line("opening the K transactions took", [f"{r['open_s']:.1f}" for r in rounds])
 
 
 def _print_catch_up(catch_up: dict[str, Any]) -> None:

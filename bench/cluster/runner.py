@@ -8,11 +8,14 @@ single-node ``twinlog serve`` (the baseline), then three ``twinlog serve --broke
     latency       produce p50/p99 (one record, acks=all) and commit p50/p99
     failover      SIGKILL of a leader -> first acknowledged produce, in four phases;
                   SIGTERM (controlled shutdown) of a leader -> first acknowledged produce
+    coordinator   SIGKILL of a transaction coordinator's broker -> first committed
+      failover    transaction, in four phases, with 0 and 1,000 transactions left open
+                  there (how many are still open after it)
     catch-up      MiB/s of a restarted follower copying what it missed
     fsync         plain throughput and produce latency with replica_fsync off vs on
 
 The ZooKeeper session timeout is the tests' 4 s (Kafka's default is 18 s); it
-dominates the SIGKILL failover. Every process runs on this machine: compare ratios.
+dominates the SIGKILL failovers. Every process runs on this machine: compare ratios.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from typing import Any
 
 from bench.cluster.catch_up import follower_catch_up
 from bench.cluster.cluster import BenchCluster
+from bench.cluster.coordinator_failover import measure_coordinator_failovers
 from bench.cluster.failover import graceful_failover, sigkill_failover
 from bench.cluster.node_figures import measure_plain, measure_transactional
 from bench.cluster.report import add_ratios, machine_note, print_report
@@ -125,6 +129,7 @@ def measure_cluster(
             results["failover_sigterm"].append(
                 graceful_failover(cluster, FAILOVER_TOPIC, FAILOVER_PARTITIONS, settings)
             )
+        results["coordinator_failover"] = measure_coordinator_failovers(cluster, settings, announce)
         announce(f"follower catch-up of {settings.catch_up_mib} MiB")
         results["catch_up"] = follower_catch_up(cluster, CATCH_UP_TOPIC, settings)
         address_of = _leader_address_of(cluster)
@@ -197,6 +202,7 @@ example:
   python -m bench.cluster --json cluster.json
   python -m bench.cluster --tiny --no-fsync-compare   # a quick check that it all works
   python -m bench.cluster --catch-up-mib 100 --failover-rounds 3
+  python -m bench.cluster --open-transactions 0,1000,10000
 """
 
 
@@ -216,7 +222,22 @@ def parse_settings(args: argparse.Namespace) -> BenchSettings:
             if value <= 0:
                 raise SystemExit(f"--{name.replace('_', '-')} must be > 0")
             changes[name] = value
+    if args.open_transactions is not None:
+        changes["open_transactions"] = parse_counts("--open-transactions", args.open_transactions)
     return dataclasses.replace(base, **changes)
+
+
+def parse_counts(option: str, text: str) -> tuple[int, ...]:
+    """``"0,1000,10000"`` -> (0, 1000, 10000): one or more counts, each >= 0."""
+    try:
+        counts = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        raise SystemExit(
+            f"{option} takes counts separated by commas, like 0,1000: {text!r}"
+        ) from None
+    if any(count < 0 for count in counts):
+        raise SystemExit(f"{option}: counts must be >= 0: {text!r}")
+    return counts
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -256,6 +277,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         type=int,
         dest="failover_rounds",
         help=f"SIGKILL and SIGTERM failovers each ({defaults.failover_rounds})",
+    )
+    parser.add_argument(
+        "--open-transactions",
+        dest="open_transactions",
+        metavar="K,K,...",
+        help="transactions left open at the coordinator killed, one coordinator failover "
+        f"per count ({','.join(map(str, defaults.open_transactions))}; --tiny: "
+        f"{','.join(map(str, TINY.open_transactions))})",
     )
     parser.add_argument(
         "--session-timeout-ms",

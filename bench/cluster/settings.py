@@ -20,6 +20,9 @@ class BenchSettings:
     warmup_records: int = 500  # sent first, not measured: connections, first batches
     failover_rounds: int = 3  # SIGKILL and graceful failovers each; the medians are shown
     catch_up_mib: int = 100
+    # transactions left open at the coordinator killed by the coordinator failover phase,
+    # one round per count
+    open_transactions: tuple[int, ...] = (0, 1000)
     compare_fsync: bool = True
     session_timeout_ms: int = 4000  # the tests' value; Kafka's default is 18 s
     zookeeper_tick_ms: int = 500  # expiry is checked per tick: sessions end within one
@@ -41,4 +44,5 @@ TINY = BenchSettings(
     warmup_records=20,
     catch_up_mib=2,
     failover_rounds=1,
+    open_transactions=(0, 20),
 )

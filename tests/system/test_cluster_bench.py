@@ -1,7 +1,8 @@
 """``python -m bench.cluster --tiny`` runs every phase (a single node, ZooKeeper, three
-brokers, SIGKILL and SIGTERM failovers, a follower's catch-up, replica_fsync off) and
-reports every figure as a number. Nothing here compares speeds: the sizes are tiny and
-the figures meaningless, and a slow machine only makes the run longer."""
+brokers, SIGKILL and SIGTERM failovers, coordinator failovers with 0 and 20 open
+transactions, a follower's catch-up, replica_fsync off) and reports every figure as a
+number. Nothing here compares speeds: the sizes are tiny and the figures meaningless,
+and a slow machine only makes the run longer."""
 
 from __future__ import annotations
 
@@ -48,6 +49,7 @@ def test_tiny_run_reports_every_figure(tmp_path: Path) -> None:
     )  # fmt: skip
     assert completed.returncode == 0, completed.stdout + completed.stderr
     assert "leader failover after SIGKILL" in completed.stdout
+    assert "transaction coordinator failover after SIGKILL" in completed.stdout
     results = json.loads(report.read_text())
 
     figures = {k: v for k, v in results.items() if k not in ("settings", "machine")}
@@ -70,4 +72,20 @@ def test_tiny_run_reports_every_figure(tmp_path: Path) -> None:
         results["no_replica_fsync"]["plain"]["records_per_s"],
         *results["ratios"].values(),
     ]
+    coordinator_rounds = cluster["coordinator_failover"]
+    assert [r["open_transactions"] for r in coordinator_rounds] == [0, 20]
+    for figures in coordinator_rounds:
+        headline += [
+            figures["new_leader_written_s"],
+            figures["coordinator_answers_s"],
+            figures["first_commit_s"],
+        ]
+        assert set(figures["phases_s"]) == {
+            "session_expiry",
+            "controller_reaction",
+            "coordinator_load",
+            "client_commit",
+        }
+        assert 0 <= figures["still_open"]["ongoing"] <= figures["open_transactions"]
+        assert 0 <= figures["sample_committed"] <= figures["sample"]
     assert all(number > 0 for number in headline), headline
