@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from bench.cluster.waiting import BenchTimeoutError
 from twinlog.engine.base.errors import TwinlogError
 from twinlog.engine.base.types import TransactionState
-from twinlog.engine.broker.coordinator import TRANSACTION_TIMEOUT_MS_MAX
+from twinlog.engine.broker.config import BrokerConfig
 from twinlog.rpc.client import Producer
 from twinlog.rpc.client.cluster import ClusterBroker
 from twinlog.rpc.client.connection_options import ConnectionOptions
@@ -33,9 +33,9 @@ from twinlog.rpc.client.remote import RemoteBroker
 
 OPENERS = 8  # producers opened at once (each is a few journal writes, replicated)
 CLOSE_TIMEOUT_MS = 5_000
-# The largest timeout the coordinator accepts (15 minutes; a broker configured with a
-# larger transaction_timeout_ms_max still refuses more).
-OPEN_TRANSACTION_TIMEOUT_MS = TRANSACTION_TIMEOUT_MS_MAX
+# The largest timeout the bench's brokers accept: their default transaction_timeout_ms_max
+# (15 minutes, Kafka's transaction.max.timeout.ms).
+OPEN_TRANSACTION_TIMEOUT_MS = BrokerConfig().transaction_timeout_ms_max
 
 
 @dataclass(frozen=True)

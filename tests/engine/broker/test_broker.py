@@ -12,6 +12,7 @@ from broker_support import batch
 from twinlog.engine.base.errors import (
     BatchTooLargeError,
     CorruptBatchError,
+    InvalidConfigError,
     InvalidTxnStateError,
     OutOfOrderSequenceError,
     PendingTransactionError,
@@ -422,3 +423,15 @@ def test_two_newcomers_racing_for_a_groups_offsets_leave_one_holder(
         with pytest.raises(InvalidTxnStateError):
             older.commit()
     assert broker.fetch_offsets("g", [tp]) == {tp: 3}
+
+
+def test_the_transaction_timeout_limit_is_the_brokers_setting(tmp_path: Path) -> None:
+    """``transaction_timeout_ms_max`` above the 15-minute default is honoured end to end
+    (the coordinator once refused what the broker's setting allowed), and a timeout
+    above the setting is refused with the setting named."""
+    hour_ms = 3_600_000
+    with Broker.open(tmp_path / "long", transaction_timeout_ms_max=hour_ms) as long_broker:
+        assert long_broker.init_producer("nightly-batch", hour_ms).producer_generation == 0
+    with Broker.open(tmp_path / "default") as default_broker:
+        with pytest.raises(InvalidConfigError, match="transaction_timeout_ms_max"):
+            default_broker.init_producer("nightly-batch", hour_ms)
