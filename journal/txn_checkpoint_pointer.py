@@ -1,7 +1,9 @@
 """Where a transaction journal's latest checkpoint is: a pointer kept outside the journal.
 
     CheckpointPointer := {checkpoint_offset: offset of the first CHECKPOINT record,
-                          replay_from_offset: where replay starts}
+                          replay_from_offset: where replay starts,
+                          low_watermark: in a cluster, below every transaction id this
+                                         coordinator has in flight or will hand out}
 
 The checkpoint itself is records of the journal (``twinlog.journal.txn_checkpoint``);
 the pointer says which ones. It changes a few times a minute per coordinator and is
@@ -42,6 +44,10 @@ TABLE_IN_FILE_VERSION = 1  # the producer table in the file itself: not read any
 class CheckpointPointer:
     checkpoint_offset: int  # the first CHECKPOINT record of the checkpoint
     replay_from_offset: int  # replay starts here; never above checkpoint_offset
+    # Published with a cluster coordinator's pointer (CLUSTER.md §3.7): every transaction
+    # id it has in flight, or hands out later, is at or above it. None: not published
+    # (the local file keeps none: a single-node broker computes its own).
+    low_watermark: int | None = None
 
 
 class CheckpointPointerStore(Protocol):

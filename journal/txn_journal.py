@@ -147,7 +147,11 @@ class TxnJournal:
         )
 
     def write_checkpoint(
-        self, timestamp_ms: int, replay_from_offset: int, producers: tuple[ProducerSnapshot, ...]
+        self,
+        timestamp_ms: int,
+        replay_from_offset: int,
+        producers: tuple[ProducerSnapshot, ...],
+        low_watermark: int | None = None,
     ) -> Checkpoint:
         """Append the CHECKPOINT records (fsynced), point at them, then apply retention.
 
@@ -167,7 +171,7 @@ class TxnJournal:
         )
         first_offset, next_offset = self._append_all(_batch(part) for part in parts)
         failpoints.hit("txn_journal.before_checkpoint_pointer")
-        self.pointers.write(CheckpointPointer(first_offset, replay_from_offset))
+        self.pointers.write(CheckpointPointer(first_offset, replay_from_offset, low_watermark))
         checkpoint = Checkpoint(replay_from_offset, producers, first_offset)
         self._last_checkpoint = (checkpoint, next_offset)
         self.log.delete_segments_before(min(replay_from_offset, first_offset))

@@ -686,13 +686,26 @@ class Broker:
         watermark, and the journal purge would drop its acknowledged batches.
         """
         if self.replication is not None:
-            # Coordinators on other brokers hold transactions with ids below this broker's
-            # next one: a cluster purges nothing until each coordinator publishes its own
-            # low watermark (not built yet; APPLY and ABORT remove entries without it).
-            return 0
+            return self._cluster_low_watermark()
         next_transaction_id = self.ids.peek("transaction_id") << 8
         marks = [mark for c in self.coordinators if (mark := c.low_watermark()) is not None]
         return min([*marks, next_transaction_id])
+
+    def _cluster_low_watermark(self) -> int:
+        """A cluster broker's: the smallest low watermark the coordinators published with
+        their checkpoint pointers (CLUSTER.md §3.7), 0 while any has published none.
+
+        Another broker's coordinator may hold in-flight transactions with ids below this
+        broker's next id, so only the coordinators' own word counts. A published mark
+        stays a lower bound for good: a coordinator's ids only grow, also across failover.
+        """
+        marks = []
+        for journal_partition in range(self.metadata.journal_partitions):
+            pointer = self.metadata.checkpoint_pointers(journal_partition).read()
+            if pointer is None or pointer.low_watermark is None:
+                return 0
+            marks.append(pointer.low_watermark)
+        return min(marks)
 
     # --- topics -----------------------------------------------------------------------------
 

@@ -663,9 +663,18 @@ class Coordinator:
         return replayed
 
     def checkpoint(self) -> Checkpoint:
-        """Write a checkpoint at the earliest in-flight BEGIN; old segments become deletable."""
+        """Write a checkpoint at the earliest in-flight BEGIN; old segments become deletable.
+        Its pointer publishes this coordinator's low watermark (``published_low_watermark``)."""
         with self._lock:
-            return self._memory.write_checkpoint(self.journal)
+            return self._memory.write_checkpoint(self.journal, self.published_low_watermark())
+
+    def published_low_watermark(self) -> int:
+        """Below every transaction id in flight here or handed out later: the smallest in
+        flight, or the next id this coordinator would hand out (its ids only grow, also
+        across failover: each load takes a fresh, higher block). Lock held."""
+        next_id = (self._ids.peek("transaction_id") << PARTITION_BITS) | self.partition_index
+        in_flight = self._memory.low_watermark()
+        return next_id if in_flight is None else min(in_flight, next_id)
 
     # --- views -------------------------------------------------------------------------
 

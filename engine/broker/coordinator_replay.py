@@ -157,9 +157,9 @@ class CoordinatorMemory:
                 entry.last_outcome = (snapshot.last_transaction_id, outcome)
                 self.recent_outcomes[snapshot.last_transaction_id] = outcome
 
-    def write_checkpoint(self, journal: TxnJournal) -> Checkpoint:
-        """Write a checkpoint replaying from the earliest in-flight BEGIN; old segments
-        become deletable."""
+    def write_checkpoint(self, journal: TxnJournal, low_watermark: int | None = None) -> Checkpoint:
+        """Write a checkpoint replaying from the earliest in-flight BEGIN, its pointer
+        publishing ``low_watermark``; old segments become deletable."""
         replay_from_offset = min(
             (txn.begin_offset for txn in self.transactions.values()),
             default=journal.end_offset,
@@ -177,6 +177,7 @@ class CoordinatorMemory:
                 )
                 for p in self.producers.values()
             ),
+            low_watermark,
         )
 
     def low_watermark(self) -> int | None:

@@ -45,8 +45,11 @@ class ZooKeeperCheckpointPointer:
         value = znodes.decode(self.path, data, KEYS)
         self.version = stat.version
         try:
+            published = value.get("low_watermark")
             pointer = CheckpointPointer(
-                int(value["checkpoint_offset"]), int(value["replay_from_offset"])
+                int(value["checkpoint_offset"]),
+                int(value["replay_from_offset"]),
+                None if published is None else int(published),
             )
         except (ValueError, TypeError) as error:
             raise CorruptJournalError(f"ZooKeeper znode {self.path}: {error}") from None
@@ -63,6 +66,7 @@ class ZooKeeperCheckpointPointer:
                 "coordinator_epoch": self.coordinator_epoch,
                 "checkpoint_offset": pointer.checkpoint_offset,
                 "replay_from_offset": pointer.replay_from_offset,
+                "low_watermark": pointer.low_watermark,
             }
         )
         client = self.session.client

@@ -12,6 +12,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from metadata_fakes import InMemoryPointer
 
 from twinlog.engine.base.errors import (
     InvalidTxnStateError,
@@ -422,3 +423,42 @@ def test_commit_with_attempts_is_journaled_and_survives_recovery(tmp_path: Path)
     assert second.calls == [("commit", A0, txn_id)] and second.attempts == ("0.0", "3.1")
     applier.gate.set()
     recovered.close()
+
+
+def test_a_checkpoint_publishes_the_coordinators_low_watermark(tmp_path: Path) -> None:
+    """The pointer carries the smallest transaction id in flight, or the next id the
+    coordinator would hand out: every id in flight then or begun later is at or above it
+    (what a cluster broker purges below, CLUSTER.md §3.7)."""
+    pointers = InMemoryPointer()
+    coordinator = Coordinator(
+        3, TxnJournal(tmp_path / "txn", pointers=pointers), IdAllocator(tmp_path / "ids"),
+        RecordingApplier(),
+    )  # fmt: skip
+    coordinator.recover()
+    coordinator.start()
+    opened = []
+    for transactional_id in ("first", "second"):
+        identity = coordinator.init_producer(transactional_id, 60_000)
+        transaction_id = coordinator.begin(identity.producer_id, identity.producer_generation)
+        opened.append((identity, transaction_id))
+
+    def published() -> int | None:
+        coordinator.checkpoint()
+        pointer = pointers.read()
+        assert pointer is not None
+        return pointer.low_watermark
+
+    assert published() == opened[0][1]
+    for identity, transaction_id in opened:
+        coordinator.commit(
+            transaction_id,
+            identity.producer_id,
+            identity.producer_generation,
+            wait_for_applied=True,
+        )
+        mark = published()
+        assert mark is not None and mark > transaction_id
+    identity = opened[0][0]
+    later = coordinator.begin(identity.producer_id, identity.producer_generation)
+    assert later >= mark and later & 0xFF == 3
+    coordinator.close()

@@ -13,6 +13,7 @@ import pytest
 from broker_support import batch
 from cluster_support import wait_for as wait_for_slowly
 from log_support import read_all
+from metadata_fakes import InMemoryIdSource, InMemoryMetadataStore
 from replication_support import TOPIC, TXN_JOURNAL, Cluster
 
 from twinlog.engine.base import failpoints
@@ -20,6 +21,7 @@ from twinlog.engine.base.errors import NotCoordinatorError
 from twinlog.engine.base.types import ProducerIdentity
 from twinlog.engine.broker.broker import Broker
 from twinlog.engine.records.batch_reader import iter_batches
+from twinlog.journal.txn_checkpoint_pointer import CheckpointPointer
 
 IN_PROCESS_POLL_S = 0.005
 
@@ -107,3 +109,18 @@ def test_a_fenced_producer_stays_fenced_after_failover(cluster: Cluster) -> None
     with pytest.raises(ProducerFencedError):
         new.begin_transaction(first.producer_id, first.producer_generation)
     new.begin_transaction(second.producer_id, second.producer_generation)
+
+
+def test_a_cluster_broker_purges_below_the_smallest_published_watermark(tmp_path: Path) -> None:
+    """A cluster broker's low watermark is the coordinators' published word only: 0 while
+    any journal partition has published none, then the smallest mark."""
+    store = InMemoryMetadataStore(journal_partitions=3)
+    with Broker.open(tmp_path, metadata=store, ids=InMemoryIdSource(), broker_id=1) as broker:
+        assert broker.low_watermark() == 0  # nothing published
+        store.checkpoint_pointers(0).write(CheckpointPointer(1, 0, low_watermark=5000))
+        store.checkpoint_pointers(1).write(CheckpointPointer(1, 0, low_watermark=900))
+        assert broker.low_watermark() == 0  # partition 2 has published nothing yet
+        store.checkpoint_pointers(2).write(CheckpointPointer(1, 0, low_watermark=None))
+        assert broker.low_watermark() == 0  # a pointer without a mark counts as none
+        store.checkpoint_pointers(2).write(CheckpointPointer(1, 0, low_watermark=7000))
+        assert broker.low_watermark() == 900

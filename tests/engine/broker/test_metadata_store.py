@@ -57,7 +57,10 @@ def test_the_broker_runs_on_in_memory_metadata_and_ids(tmp_path: Path) -> None:
     assert ids.blocks_taken == 2  # one block per kind
     assert set(metadata.topics()) == {"t", "__consumer_offsets"}
     pointer = metadata.checkpoint_pointers(0).read()
-    assert pointer == CheckpointPointer(checkpoint.checkpoint_offset, checkpoint.replay_from_offset)
+    assert pointer is not None and pointer.low_watermark is not None  # published with it
+    assert pointer == CheckpointPointer(
+        checkpoint.checkpoint_offset, checkpoint.replay_from_offset, pointer.low_watermark
+    )
     for local_file in ("meta", "ids", "txn/0/checkpoint"):
         assert not (data_dir / local_file).exists(), local_file
 

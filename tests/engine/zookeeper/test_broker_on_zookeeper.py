@@ -59,8 +59,11 @@ def test_a_broker_on_zookeeper_keeps_topics_ids_and_its_checkpoint_there(
         ]
         pointer = ZooKeeperMetadataStore(session, data_dir, 1).checkpoint_pointers(0).read()
         assert pointer == CheckpointPointer(
-            checkpoint.checkpoint_offset, checkpoint.replay_from_offset
+            checkpoint.checkpoint_offset,
+            checkpoint.replay_from_offset,
+            pointer.low_watermark,  # published with it (nothing in flight: the next id)
         )
+        assert pointer.low_watermark is not None and pointer.low_watermark & 0xFF == 0
     assert identity.producer_id >> PARTITION_BITS == 1  # the cluster's first producer id
     for local_file in ("meta", "ids", "txn/0/checkpoint"):
         assert not (data_dir / local_file).exists(), local_file

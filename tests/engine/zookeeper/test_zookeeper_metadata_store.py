@@ -152,6 +152,18 @@ def test_a_stale_pointer_write_is_refused_and_writes_nothing(
         store.checkpoint_pointers(2)
 
 
+def test_a_pointer_publishes_its_coordinators_low_watermark(
+    session: ZooKeeperSession, tmp_path: Path
+) -> None:
+    store = ZooKeeperMetadataStore(session, tmp_path, 2)
+    pointer = store.checkpoint_pointers(0, coordinator_epoch=3)
+    assert pointer.read() is None
+    pointer.write(CheckpointPointer(10, 5, low_watermark=(7 << 8) | 0))
+    assert store.checkpoint_pointers(0).read() == CheckpointPointer(10, 5, (7 << 8) | 0)
+    pointer.write(CheckpointPointer(20, 15))  # none published: read back as none
+    assert store.checkpoint_pointers(0).read() == CheckpointPointer(20, 15, None)
+
+
 def test_a_znode_changed_by_hand_stops_with_its_path(
     session: ZooKeeperSession, tmp_path: Path
 ) -> None:
