@@ -74,6 +74,13 @@ def register(subparsers: Any) -> None:
         help="the host other brokers and clients reach this one at (default: --host)",
     )
     cluster.add_argument(
+        "--advertised-port",
+        type=int,
+        help="the port other brokers and clients reach this one at, when something in "
+        "between (a proxy, a NAT) forwards another to the one it listens on (default: the "
+        "listening port)",
+    )
+    cluster.add_argument(
         "--zookeeper-session-timeout-ms",
         type=int,
         default=6000,
@@ -131,10 +138,16 @@ def run(args: argparse.Namespace) -> int:
                 "twinlog serve: --zookeeper and --broker-id (0 or more) go together: a cluster "
                 "broker needs both"
             )
+        if args.advertised_port is not None and not 0 < args.advertised_port < 65536:
+            raise SystemExit(
+                f"twinlog serve: --advertised-port {args.advertised_port}: give a TCP port "
+                "(1..65535)"
+            )
         cluster = ClusterFlags(
             args.broker_id,
             args.zookeeper,
             args.advertised_host,
             args.zookeeper_session_timeout_ms,
+            args.advertised_port,
         )
     return serve(args.data_dir, server_config_from(server_values), broker_values, cluster)

@@ -20,10 +20,10 @@ ZooKeeper metadata store) to its cluster (CLUSTER.md §3.1, §3.2):
     close         controlled shutdown first (leaderships move away), then everything stops
 
 The registration carries the address other brokers fetch from: ``--advertised-host``
-and the port the server listens on, unless the environment variable
-``TWINLOG_ADVERTISED_PORT`` names another. That override is for tests that put a TCP
-proxy in front of a broker to cut it from its followers (docs/testing-cluster.md);
-a real deployment has no reason to set it.
+and ``--advertised-port`` (default: the port the server listens on), as Kafka's
+advertised.listeners, for a proxy or NAT in between. The environment variable
+``TWINLOG_ADVERTISED_PORT`` does the same when the flag is not given (the fault tests
+put a TCP proxy in front of a broker that way, docs/testing-cluster.md).
 
 Thread rule: ``close`` from the owner; the callbacks come on the watchers' threads.
 """
@@ -68,9 +68,11 @@ EXIT_SESSION_LOST = 3
 ADVERTISED_PORT_VARIABLE = "TWINLOG_ADVERTISED_PORT"
 
 
-def advertised_port(listening_port: int) -> int:
-    """The port to register: ``listening_port``, or ``$TWINLOG_ADVERTISED_PORT`` (a proxy's,
-    in a fault test)."""
+def registered_port(listening_port: int, flag: int | None = None) -> int:
+    """The port to register: ``--advertised-port`` if given, else
+    ``$TWINLOG_ADVERTISED_PORT`` (a proxy's, in a fault test), else ``listening_port``."""
+    if flag is not None:
+        return flag
     text = os.environ.get(ADVERTISED_PORT_VARIABLE, "").strip()
     if not text:
         return listening_port
@@ -104,6 +106,7 @@ class ClusterMember:
         *,
         on_lost: Callable[[], None] = exit_on_session_loss,
         isr_interval_s: float = ISR_INTERVAL_S,
+        advertised_port: int | None = None,
     ) -> None:
         assert broker.broker_id is not None, "a cluster member's broker has a broker_id"
         self.broker = broker
@@ -113,7 +116,7 @@ class ClusterMember:
         self._stopping = threading.Event()
         self._brokers: dict[int, BrokerInfo] = {}
         self._brokers_lock = threading.Lock()
-        port = advertised_port(port)
+        port = registered_port(port, advertised_port)
         self.registration = register_broker(
             session, self.broker_id, host, port, broker.metadata.data_dir_id
         )

@@ -232,12 +232,14 @@ def open_broker(
 
 @dataclass(frozen=True)
 class ClusterFlags:
-    """``twinlog serve --broker-id N --zookeeper CONNECT [--advertised-host H]``."""
+    """``twinlog serve --broker-id N --zookeeper CONNECT [--advertised-host H]
+    [--advertised-port P]``."""
 
     broker_id: int
     zookeeper: str
     advertised_host: str | None = None
     session_timeout_ms: int = 6000
+    advertised_port: int | None = None
 
 
 def serve(
@@ -295,7 +297,13 @@ def serve(
                 from twinlog.rpc.server.cluster_member import ClusterMember
 
                 host = cluster.advertised_host or config.host
-                member = ClusterMember(cast(Any, broker), session, host, server.port)
+                member = ClusterMember(
+                    cast(Any, broker),
+                    session,
+                    host,
+                    server.port,
+                    advertised_port=cluster.advertised_port,
+                )
             log.info(
                 "serving on %s (%s; %s); stop with SIGTERM or Ctrl-C",
                 server.address,
