@@ -24,18 +24,28 @@ No tests here. Thread rule: the test's thread.
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 from cluster_faults import WAIT_S, FaultCluster, wait_until
-from cluster_workload import AckedProducer, TailingConsumer
+from cluster_workload import (
+    ABORTED,
+    COMMITTED,
+    NEVER_COMMITTED,
+    UNKNOWN,
+    AckedProducer,
+    TailingConsumer,
+    TransactionalWriter,
+)
 
 from twinlog.engine.log.files import list_segment_base_offsets, segment_path
 from twinlog.engine.log.read_only import LogReader
 from twinlog.engine.records.batch_format import BatchHeader
 from twinlog.engine.records.batch_reader import iter_batches
+from twinlog.rpc.client.consumer import Consumer
 
 
 @dataclass(frozen=True)
@@ -86,11 +96,16 @@ def _committed_bytes(directory: Path, high_watermark: int) -> bytes | None:
 
 
 def _wait_committed_bytes(
-    cluster: FaultCluster, broker_id: int, topic: str, high_watermark: int, timeout_s: float
+    cluster: FaultCluster,
+    broker_id: int,
+    topic: str,
+    high_watermark: int,
+    timeout_s: float,
+    partition: int = 0,
 ) -> bytes:
     if high_watermark == 0:
         return b""
-    directory = partition_directory(cluster.brokers[broker_id].data_dir, topic)
+    directory = partition_directory(cluster.brokers[broker_id].data_dir, topic, partition)
     return wait_until(
         lambda: _committed_bytes(directory, high_watermark),
         f"broker {broker_id} holding {topic} up to the HW {high_watermark}",
@@ -98,19 +113,23 @@ def _wait_committed_bytes(
     )
 
 
-def check_replicas_agree(cluster: FaultCluster, topic: str, timeout_s: float = WAIT_S) -> Committed:
+def check_replicas_agree(
+    cluster: FaultCluster, topic: str, timeout_s: float = WAIT_S, partition: int = 0
+) -> Committed:
     """Every ISR replica byte-identical up to the leader's HW; the committed records."""
-    state = cluster.wait_in_sync(topic, timeout_s=timeout_s)
+    state = cluster.wait_in_sync(topic, timeout_s=timeout_s, partition=partition)
     with cluster.client(state.leader) as remote:
-        high_watermark = remote.list_offset(topic, 0, "latest")
+        high_watermark = remote.list_offset(topic, partition, "latest")
     copies = {
-        broker_id: _wait_committed_bytes(cluster, broker_id, topic, high_watermark, timeout_s)
+        broker_id: _wait_committed_bytes(
+            cluster, broker_id, topic, high_watermark, timeout_s, partition
+        )
         for broker_id in state.isr_ids
     }
     leader_copy = copies[state.leader]
     for broker_id, copy in copies.items():
         assert copy == leader_copy, (
-            f"replica divergence in {topic} below the HW {high_watermark}: broker "
+            f"replica divergence in {topic}-{partition} below the HW {high_watermark}: broker "
             f"{broker_id} holds {_describe(copy)}, the leader {state.leader} holds "
             f"{_describe(leader_copy)}"
         )
@@ -159,3 +178,99 @@ def check_history(
             f"a consumer read what is not committed (offset, value seen -> now): "
             f"{[(offset, value, values.get(offset)) for offset, value in undone[:10]]}"
         )
+
+
+# --- transactions ------------------------------------------------------------------------
+
+READ_TIMEOUT_S = 60.0
+
+
+def read_topic(
+    cluster: FaultCluster, topic: str, partitions: int, timeout_s: float = READ_TIMEOUT_S
+) -> dict[int, list[tuple[int, bytes | None]]]:
+    """Every record of every partition up to its HW now, read by a plain ``Consumer`` on
+    the bootstrap list (what any reader gets): partition -> [(offset, value)]."""
+    ends = {}
+    for partition in range(partitions):
+        state = cluster.wait_in_sync(topic, partition=partition, timeout_s=timeout_s)
+        with cluster.client(state.leader) as remote:
+            ends[partition] = remote.list_offset(topic, partition, "latest")
+    found: dict[int, list[tuple[int, bytes | None]]] = {p: [] for p in range(partitions)}
+    consumer = Consumer(cluster.bootstrap, request_timeout_ms=5000)
+    try:
+        consumer.assign([(topic, p) for p in range(partitions)])
+        consumer.seek_to_beginning()
+        deadline = time.monotonic() + timeout_s
+        while any(consumer.position((topic, p)) < ends[p] for p in range(partitions)):
+            assert time.monotonic() < deadline, f"{topic} not read up to {ends} in time"
+            for record in consumer.poll(timeout_ms=500):
+                found[record.partition].append((record.offset, record.value))
+    finally:
+        consumer.close()
+    return found
+
+
+def transaction_anomalies(
+    read: dict[int, list[tuple[int, bytes | None]]], writers: Iterable[TransactionalWriter]
+) -> dict[str, list[str]]:
+    """The anomalies of CLUSTER.md §4.3 in what was read, by class (empty lists: none):
+    lost write (a committed transaction's values missing, all of them), torn (some of a
+    committed or unknown transaction's values missing), aborted read (anything of an
+    aborted or never-committed transaction), duplicate (a value twice), non-contiguous
+    (a committed transaction's values in a partition not at consecutive offsets, or not
+    in the order sent), unknown (an unknown outcome neither whole nor absent)."""
+    anomalies: dict[str, list[str]] = {
+        "lost": [],
+        "aborted-read": [],
+        "duplicate": [],
+        "torn": [],
+        "non-contiguous": [],
+        "unknown-partial": [],
+    }
+    where: dict[bytes | None, list[tuple[int, int]]] = {}
+    for partition, records in read.items():
+        for offset, value in records:
+            where.setdefault(value, []).append((partition, offset))
+    for value, places in where.items():
+        if len(places) > 1:
+            anomalies["duplicate"].append(f"{value!r} at {places}")
+    for writer in writers:
+        for txn in writer.transactions:
+            present = [value for value in txn.all_values() if value in where]
+            whole = len(present) == len(txn.all_values())
+            if txn.outcome in (ABORTED, NEVER_COMMITTED):
+                if present:
+                    anomalies["aborted-read"].append(f"{txn.tag} ({txn.outcome}): {present}")
+                continue
+            if txn.outcome == UNKNOWN and not whole and present:
+                anomalies["unknown-partial"].append(f"{txn.tag}: {len(present)} present")
+                continue
+            if txn.outcome != COMMITTED:
+                continue
+            if not present:
+                anomalies["lost"].append(f"{txn.tag}: none of {txn.all_values()}")
+                continue
+            if not whole:
+                anomalies["torn"].append(f"{txn.tag}: {len(present)} of {len(txn.all_values())}")
+                continue
+            for partition, values in txn.values.items():
+                places = [where[value][0] for value in values]
+                offsets = [offset for _p, offset in places]
+                if {p for p, _o in places} != {partition} or offsets != list(
+                    range(offsets[0], offsets[0] + len(offsets))
+                ):
+                    anomalies["non-contiguous"].append(f"{txn.tag} p{partition}: {places}")
+    return anomalies
+
+
+def check_transactions(
+    cluster: FaultCluster, topic: str, partitions: int, writers: Iterable[TransactionalWriter]
+) -> dict[int, list[tuple[int, bytes | None]]]:
+    """Every partition's replicas agree, and every committed transaction is read exactly
+    once and whole, nothing of an aborted one, an unknown one all or nothing; what was read."""
+    for partition in range(partitions):
+        check_replicas_agree(cluster, topic, partition=partition)
+    read = read_topic(cluster, topic, partitions)
+    found = {kind: items for kind, items in transaction_anomalies(read, writers).items() if items}
+    assert not found, f"anomalies: {found}"
+    return read

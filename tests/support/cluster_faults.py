@@ -45,6 +45,7 @@ from server_process import environment
 from tcp_proxy import HoldingProxy
 
 from twinlog.engine.base.failpoints import ENVIRONMENT_VARIABLE as FAILPOINTS_VARIABLE
+from twinlog.engine.broker.internal_topics import TXN_JOURNAL_TOPIC
 from twinlog.engine.zookeeper.broker_registration import BrokerInfo, live_brokers
 from twinlog.engine.zookeeper.controller_epoch import read_controller
 from twinlog.engine.zookeeper.local_server import free_loopback_port
@@ -69,6 +70,9 @@ BROKER_CONFIG = {
     "journal_partitions": 1,  # fewer partitions to open: brokers start faster
     "offsets_partitions": 1,
 }
+# Step failpoints armed in every broker's environment; each fires (SIGKILL) while the
+# broker's crash_flag(point) file exists: the coordinator's steps of CLUSTER.md F7.
+CRASH_POINTS = ("coordinator.after_prepare", "coordinator.after_apply")
 CLIENT_REQUEST_TIMEOUT_MS = 3000  # a paused or cut broker costs a client this much per call
 WAIT_S = 40.0  # generous: three brokers, a JVM and the test share two busy cores
 START_TIMEOUT_S = 30.0
@@ -127,6 +131,19 @@ class BrokerProcess:
         self.paused = False
         self.starts = 0
 
+    def crash_flag(self, point: str) -> Path:
+        """While this file exists, the broker SIGKILLs itself at failpoint ``point``."""
+        return self.data_dir.parent / f"b{self.broker_id}-crash-{point}"
+
+    def arm_crash(self, point: str) -> None:
+        """Crash at ``point`` (one of CRASH_POINTS) from now on, until ``disarm_crashes``."""
+        assert point in CRASH_POINTS, point
+        self.crash_flag(point).touch()
+
+    def disarm_crashes(self) -> None:
+        for point in CRASH_POINTS:
+            self.crash_flag(point).unlink(missing_ok=True)
+
     @property
     def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None
@@ -147,7 +164,10 @@ class BrokerProcess:
         self._log_offset = self.log_path.stat().st_size if self.log_path.exists() else 0
         env = environment()
         env[ADVERTISED_PORT_VARIABLE] = str(self.inbound_link.port)
-        env[FAILPOINTS_VARIABLE] = f"log.before_write=enospc?{self.disk_full_flag}"
+        env[FAILPOINTS_VARIABLE] = ";".join(
+            [f"log.before_write=enospc?{self.disk_full_flag}"]
+            + [f"{point}=crash?{self.crash_flag(point)}" for point in CRASH_POINTS]
+        )
         arguments = [
             sys.executable,
             "-m",
@@ -279,6 +299,7 @@ class FaultCluster:
                 broker.zookeeper_link.release()
             broker.inbound_link.release()
             broker.disk_full_flag.unlink(missing_ok=True)
+            broker.disarm_crashes()
             if broker.paused:
                 broker.resume()
         dead = [broker_id for broker_id, broker in self.brokers.items() if not broker.alive]
@@ -329,12 +350,13 @@ class FaultCluster:
         predicate: Callable[[PartitionState], bool],
         what: str,
         timeout_s: float = WAIT_S,
+        partition: int = 0,
     ) -> PartitionState:
         def probe() -> PartitionState | None:
-            state = self.state(topic)
+            state = self.state(topic, partition)
             return state if state is not None and predicate(state) else None
 
-        return wait_until(probe, f"{topic}: {what}", timeout_s)
+        return wait_until(probe, f"{topic}-{partition}: {what}", timeout_s)
 
     def in_sync(self, state: PartitionState, broker_ids: tuple[int, ...] = BROKER_IDS) -> bool:
         """Led by a running broker, and the ISR is exactly ``broker_ids``, each member with
@@ -352,17 +374,22 @@ class FaultCluster:
         )
 
     def wait_in_sync(
-        self, topic: str, broker_ids: tuple[int, ...] = BROKER_IDS, timeout_s: float = WAIT_S
+        self,
+        topic: str,
+        broker_ids: tuple[int, ...] = BROKER_IDS,
+        timeout_s: float = WAIT_S,
+        partition: int = 0,
     ) -> PartitionState:
         return self.wait_state(
             topic,
             lambda state: self.in_sync(state, broker_ids),
             f"ISR {list(broker_ids)} with their current broker epochs",
             timeout_s,
+            partition,
         )
 
-    def running_leader(self, topic: str) -> int | None:
-        state = self.state(topic)
+    def running_leader(self, topic: str, partition: int = 0) -> int | None:
+        state = self.state(topic, partition)
         if state is None or state.leader < 0 or not self.brokers[state.leader].alive:
             return None
         return state.leader
@@ -383,13 +410,31 @@ class FaultCluster:
         finally:
             remote.close()
 
-    def create_topic(self, topic: str) -> PartitionState:
-        """A one-partition topic of replication factor 3, created through any running
-        broker; its state once every replica is in sync."""
+    @property
+    def bootstrap(self) -> str:
+        """Every broker's own address, comma-joined: what a cluster ``Producer`` or
+        ``Consumer`` is given. (Metadata then names the addresses brokers advertise, their
+        inbound proxies: such a client is cut with ``inbound_link`` as brokers are.)"""
+        return ",".join(broker.address for broker in self.brokers.values())
+
+    def create_topic(self, topic: str, partitions: int = 1) -> PartitionState:
+        """A topic of replication factor 3, created through any running broker; the state
+        of its partition 0 once every replica of every partition is in sync."""
         broker_id = next(b for b, broker in self.brokers.items() if broker.alive)
         with self.client(broker_id, request_timeout_ms=20_000) as remote:
-            remote.create_topic(topic, 1, {"replication.factor": "3"})
+            remote.create_topic(topic, partitions, {"replication.factor": "3"})
+        for partition in range(1, partitions):
+            self.wait_in_sync(topic, partition=partition)
         return self.wait_in_sync(topic)
+
+    def coordinator(self) -> PartitionState:
+        """The state of ``__txn_journal-0`` once it has a running leader: the transaction
+        coordinator of every transactional id (the rig has one journal partition)."""
+        return self.wait_state(
+            TXN_JOURNAL_TOPIC,
+            lambda state: state.leader in self.brokers and self.brokers[state.leader].alive,
+            "a running coordinator",
+        )
 
 
 def followers(state: PartitionState) -> list[int]:

@@ -22,9 +22,12 @@ background ones run their own); their records are read once they are stopped.
 
 from __future__ import annotations
 
+import random
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
 from types import TracebackType
 
 from broker_support import batch
@@ -41,6 +44,7 @@ from twinlog.engine.base.errors import (
 )
 from twinlog.engine.base.types import ProducerIdentity
 from twinlog.engine.records.batch_reader import iter_batches
+from twinlog.rpc.client.producer import Producer
 
 RETRY_PAUSE_S = 0.05
 SEND_TIMEOUT_S = 60.0  # one batch's retries: covers a failover (session timeout + election)
@@ -257,3 +261,170 @@ def refuses_writes(cluster: FaultCluster, topic: str, leader: int) -> bool:
         except (NotEnoughReplicasAfterAppendError, NotLeaderOrFollowerError):
             return False
     raise AssertionError(f"broker {leader} acknowledged a write it should refuse")
+
+
+# --- transactions ------------------------------------------------------------------------
+
+# What a transaction's end was, as its producer knows it. OPEN: the writer stopped before
+# deciding; NEVER_COMMITTED: failed or aborted before a commit was ever asked for (nothing
+# of it may be read); UNKNOWN: a commit was asked for and no answer came (all or nothing).
+COMMITTED = "committed"
+ABORTED = "aborted"
+NEVER_COMMITTED = "never-committed"
+UNKNOWN = "unknown"
+TXN_REQUEST_TIMEOUT_MS = 5000  # a paused or cut coordinator costs one call this much
+TXN_API_TIMEOUT_MS = 60_000  # a commit retried across a coordinator failover fits in this
+
+
+@dataclass
+class Txn:
+    """One transaction of a ``TransactionalWriter``: its values per partition, in order."""
+
+    tag: str
+    values: dict[int, list[bytes]]
+    outcome: str = NEVER_COMMITTED
+    error: str = ""
+
+    def all_values(self) -> list[bytes]:
+        return [value for values in self.values.values() for value in values]
+
+
+class TransactionalWriter:
+    """A transactional ``Producer`` on the cluster's bootstrap list writing transactions of
+    unique values; each one's outcome as the producer learnt it (``transactions``).
+
+    After any failure the producer is closed and a new one takes the same transactional
+    id (``init_transactions`` fences the old one), as an application restarting would.
+
+    Thread rule: one thread at a time (``run_one`` from the test's, or ``start``/``stop``
+    around a background loop); ``transactions`` read once stopped."""
+
+    def __init__(
+        self,
+        cluster: FaultCluster,
+        topic: str,
+        partitions: int,
+        tag: str,
+        *,
+        abort_ratio: float = 0.0,
+        rng: random.Random | None = None,
+        api_timeout_ms: int = TXN_API_TIMEOUT_MS,
+    ) -> None:
+        self.cluster = cluster
+        self.topic = topic
+        self.partitions = partitions
+        self.tag = tag
+        self.abort_ratio = abort_ratio
+        self.rng = rng or random.Random(0)
+        self.api_timeout_ms = api_timeout_ms
+        self.transactions: list[Txn] = []
+        self.errors: Counter[str] = Counter()
+        self._producer: Producer | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._failure: BaseException | None = None
+
+    def producer(self) -> Producer:
+        if self._producer is None:
+            producer = Producer(
+                self.cluster.bootstrap,
+                transactional_id=f"{self.tag}-writer",
+                request_timeout_ms=TXN_REQUEST_TIMEOUT_MS,
+                default_api_timeout_ms=self.api_timeout_ms,
+                delivery_timeout_ms=self.api_timeout_ms,
+                max_block_ms=self.api_timeout_ms,
+                linger_ms=0,
+            )
+            try:
+                producer.init_transactions()
+            except BaseException:
+                producer.close(timeout_ms=1000)
+                raise
+            self._producer = producer
+        return self._producer
+
+    def _drop_producer(self) -> None:
+        if self._producer is not None:
+            try:
+                self._producer.close(timeout_ms=1000)
+            except Exception:  # closing a broken producer: nothing to learn
+                pass
+            self._producer = None
+
+    def new_txn(self, partitions: list[int] | None = None, records: int = 2) -> Txn:
+        number = len(self.transactions)
+        chosen = partitions if partitions is not None else list(range(self.partitions))
+        return Txn(
+            f"{self.tag}-t{number}",
+            {
+                p: [f"{self.tag}-t{number}-p{p}-r{r}".encode() for r in range(records)]
+                for p in chosen
+            },
+        )
+
+    def run_one(
+        self,
+        txn: Txn | None = None,
+        abort: bool = False,
+        before_commit: Callable[[], None] | None = None,
+    ) -> Txn:
+        """Begin, send ``txn``'s values, flush, ``before_commit()``, then commit (or abort).
+        Failures are recorded in the Txn, not raised."""
+        txn = txn or self.new_txn()
+        self.transactions.append(txn)
+        try:
+            producer = self.producer()
+            producer.begin_transaction()
+            for partition, values in txn.values.items():
+                for value in values:
+                    producer.send(self.topic, value, partition=partition)
+            producer.flush()
+            if before_commit is not None:
+                before_commit()
+            if abort:
+                producer.abort_transaction()
+                txn.outcome = ABORTED
+                return txn
+            txn.outcome = UNKNOWN
+            producer.commit_transaction()
+            txn.outcome = COMMITTED
+        except (TwinlogError, OSError) as error:
+            txn.error = f"{type(error).__name__}: {error}"
+            self.errors[type(error).__name__] += 1
+            self._drop_producer()
+        return txn
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.is_set():
+                count = self.rng.randint(1, self.partitions)
+                partitions = sorted(self.rng.sample(range(self.partitions), count))
+                txn = self.new_txn(partitions, records=self.rng.randint(1, 3))
+                self.run_one(txn, abort=self.rng.random() < self.abort_ratio)
+                if txn.outcome not in (COMMITTED, ABORTED):
+                    time.sleep(RETRY_PAUSE_S * 4)
+        except BaseException as error:  # reported by stop, on the test's thread
+            self._failure = error
+
+    def start(self) -> TransactionalWriter:
+        self._thread = threading.Thread(target=self._run, name=f"txn-{self.tag}", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self, timeout_s: float = 2 * TXN_API_TIMEOUT_MS / 1000) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+            assert not self._thread.is_alive(), f"the writer {self.tag} did not stop"
+        self._drop_producer()
+        if self._failure is not None:
+            raise AssertionError(f"the writer {self.tag} failed: {self._failure!r}")
+
+    def committed_count(self) -> int:
+        return sum(1 for txn in self.transactions if txn.outcome == COMMITTED)
+
+    def __enter__(self) -> TransactionalWriter:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._drop_producer()
