@@ -1,0 +1,263 @@
+"""A randomized nemesis over a ``FaultCluster`` (CLUSTER.md §4.2, §4.3).
+
+    nemesis = Nemesis(cluster, seed)
+    summary = nemesis.run(faults=30)            # or minutes=N: until N minutes passed
+    print(summary.render()); assert not summary.anomalies_found()
+
+Workload, all at once: ``WRITERS`` transactional producers (``TransactionalWriter``, unique
+values, 1..PARTITIONS partitions per transaction, a fifth of them aborted) on a topic of
+PARTITIONS partitions, replication factor 3; one idempotent ``acks=all`` producer on a
+one-partition topic of its own (``AckedProducer``); a consumer tailing each topic's
+partition 0, recording (offset, value).
+
+Faults, one at a time, drawn from ``random.Random(seed)`` (the seed is printed), each
+undone before the next (``FaultCluster.heal``: restarts what died):
+
+    kill         SIGKILL a broker (the coordinator's, a leader's, any), restart it
+    pause        SIGSTOP a broker past its session, SIGCONT (it exits on the lost session)
+    cut-inbound  hold every connection into a broker (brokers and clients) for 1-5 s
+    cut-zk       hold a broker's ZooKeeper link past its session (it exits)
+    crash-step   arm coordinator.after_prepare or .after_apply on the coordinator's
+                 broker: it SIGKILLs itself at its next commit's step
+
+(A client-only or one-way cut needs proxies this rig does not have: one advertised
+address per broker, and ``HoldingProxy`` holds both ways. ZooKeeper itself is paused
+in ``test_f21_zookeeper_faults.py``, not here: it stops every broker's clock at once.)
+
+Then quiesce (heal, stop the workload, wait for full ISRs) and check, counting anomalies
+by class rather than stopping at the first: lost, aborted-read, duplicate, torn,
+non-contiguous, unknown-partial (``cluster_checks.transaction_anomalies``), plain-history
+(an acknowledged plain write lost or doubled, a consumer's read undone or its offsets
+non-monotonic: ``check_history``), replica-divergence (``check_replicas_agree`` on every
+partition, the journal partition included), inconsistent-read (a tailing consumer saw an
+(offset, value) of the transactional topic the final log does not hold there).
+
+Thread rule: the test's thread.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+
+from cluster_checks import (
+    check_history,
+    check_replicas_agree,
+    read_topic,
+    transaction_anomalies,
+)
+from cluster_faults import (
+    BROKER_IDS,
+    CRASH_POINTS,
+    EXPIRY_S,
+    SESSION_TIMEOUT_MS,
+    FaultCluster,
+    wait_until,
+)
+from cluster_workload import (
+    AckedProducer,
+    BackgroundProducer,
+    TailingConsumer,
+    TransactionalWriter,
+)
+
+from twinlog.engine.broker.internal_topics import TXN_JOURNAL_TOPIC
+
+SEED_VARIABLE = "TWINLOG_NEMESIS_SEED"
+MINUTES_VARIABLE = "TWINLOG_NEMESIS_MINUTES"
+FAULTS_VARIABLE = "TWINLOG_NEMESIS_FAULTS"
+PARTITIONS = 3
+WRITERS = 3
+ABORT_RATIO = 0.2
+KINDS = {"kill": 3, "pause": 1, "cut-inbound": 4, "cut-zk": 1, "crash-step": 2}
+CRASH_STEP_WAIT_S = 10.0  # the coordinator's next commit comes well within this
+
+
+def seed_from_environment() -> int:
+    text = os.environ.get(SEED_VARIABLE)
+    return int(text) if text else random.SystemRandom().randrange(1 << 32)
+
+
+@dataclass
+class Summary:
+    seed: int
+    minutes: float = 0.0
+    faults: Counter[str] = field(default_factory=Counter)
+    leader_changes: int = 0
+    coordinator_changes: int = 0
+    transactions: Counter[str] = field(default_factory=Counter)
+    plain_acknowledged: int = 0
+    anomalies: dict[str, list[str]] = field(default_factory=dict)
+
+    def anomalies_found(self) -> dict[str, list[str]]:
+        return {kind: items for kind, items in self.anomalies.items() if items}
+
+    def render(self) -> str:
+        lines = [
+            f"nemesis: seed {self.seed} ({SEED_VARIABLE}={self.seed} repeats it), "
+            f"{self.minutes:.1f} minutes, {sum(self.faults.values())} faults",
+            f"  faults by kind: {dict(sorted(self.faults.items()))}",
+            f"  leader changes: {self.leader_changes}, coordinator changes: "
+            f"{self.coordinator_changes}",
+            f"  transactions by outcome: {dict(sorted(self.transactions.items()))}; "
+            f"plain writes acknowledged: {self.plain_acknowledged}",
+            "  anomalies by class: "
+            + ", ".join(f"{kind} {len(items)}" for kind, items in sorted(self.anomalies.items())),
+        ]
+        for kind, items in self.anomalies_found().items():
+            lines.append(f"  {kind}: {items[:5]}")
+        return "\n".join(lines)
+
+
+class Nemesis:
+    def __init__(self, cluster: FaultCluster, seed: int, name: str) -> None:
+        self.cluster = cluster
+        self.rng = random.Random(seed)
+        self.summary = Summary(seed)
+        self.topic = f"{name}-txn"
+        self.plain_topic = f"{name}-plain"
+
+    def _epochs(self) -> dict[tuple[str, int], int]:
+        epochs = {}
+        for topic, partition in [(self.topic, p) for p in range(PARTITIONS)] + [
+            (self.plain_topic, 0),
+            (TXN_JOURNAL_TOPIC, 0),
+        ]:
+            state = self.cluster.state(topic, partition)
+            epochs[(topic, partition)] = -1 if state is None else state.leader_epoch
+        return epochs
+
+    # --- faults ----------------------------------------------------------------------
+
+    def _fault(self, kind: str) -> None:
+        cluster, rng = self.cluster, self.rng
+        victim = cluster.brokers[rng.choice(BROKER_IDS)]
+        if kind == "kill":
+            if rng.random() < 0.5:  # the coordinator's broker half the time
+                victim = cluster.brokers[cluster.coordinator().leader]
+            victim.kill()
+        elif kind == "pause":
+            victim.pause()
+            time.sleep(SESSION_TIMEOUT_MS / 1000 + rng.uniform(1, 3))
+            victim.resume()
+            wait_until(lambda: not victim.alive, "the resumed broker exits", EXPIRY_S)
+        elif kind == "cut-inbound":
+            victim.inbound_link.hold()
+            time.sleep(rng.uniform(1, 5))
+            victim.inbound_link.release()
+        elif kind == "cut-zk":
+            assert victim.zookeeper_link is not None
+            victim.zookeeper_link.hold()
+            wait_until(lambda: not victim.alive, "the cut broker exits", 2 * EXPIRY_S)
+            victim.zookeeper_link.release()
+        elif kind == "crash-step":
+            victim = cluster.brokers[cluster.coordinator().leader]
+            victim.arm_crash(rng.choice(CRASH_POINTS))
+            try:
+                wait_until(lambda: not victim.alive, "", CRASH_STEP_WAIT_S)
+            except AssertionError:
+                pass  # no commit reached the step in time: it counts as a fault armed
+            victim.disarm_crashes()
+        else:
+            raise AssertionError(kind)
+        self.summary.faults[kind] += 1
+        cluster.heal()
+
+    # --- the run ---------------------------------------------------------------------
+
+    def run(self, faults: int = 30, minutes: float | None = None) -> Summary:
+        cluster, rng = self.cluster, self.rng
+        cluster.create_topic(self.topic, PARTITIONS)
+        cluster.create_topic(self.plain_topic)
+        cluster.wait_in_sync(TXN_JOURNAL_TOPIC)
+        before = self._epochs()
+        writers = [
+            TransactionalWriter(
+                cluster,
+                self.topic,
+                PARTITIONS,
+                f"{self.topic}-w{n}",
+                abort_ratio=ABORT_RATIO,
+                rng=random.Random(rng.random()),
+            )
+            for n in range(WRITERS)
+        ]
+        plain = AckedProducer(cluster, self.plain_topic, f"{self.plain_topic}-v")
+        started = time.monotonic()
+        kinds, weights = list(KINDS), list(KINDS.values())
+        with (
+            TailingConsumer(cluster, self.plain_topic) as plain_consumer,
+            TailingConsumer(cluster, self.topic) as txn_consumer,
+            BackgroundProducer(plain),
+        ):
+            for writer in writers:
+                writer.start()
+            try:
+                done = 0
+                while (
+                    time.monotonic() - started < minutes * 60
+                    if minutes is not None
+                    else done < faults
+                ):
+                    time.sleep(rng.uniform(0.2, 1.5))  # the workload runs between faults
+                    kind = rng.choices(kinds, weights)[0]
+                    print(f"nemesis {time.monotonic() - started:6.1f} s: fault {done + 1}: {kind}")
+                    self._fault(kind)
+                    done += 1
+                cluster.heal()
+                time.sleep(2.0)  # a few transactions on the healed cluster
+            finally:
+                for writer in writers:
+                    writer.stop()
+        self.summary.minutes = (time.monotonic() - started) / 60
+        self._check(writers, plain, plain_consumer, txn_consumer, before)
+        return self.summary
+
+    def _check(
+        self,
+        writers: list[TransactionalWriter],
+        plain: AckedProducer,
+        plain_consumer: TailingConsumer,
+        txn_consumer: TailingConsumer,
+        before: dict[tuple[str, int], int],
+    ) -> None:
+        cluster, summary = self.cluster, self.summary
+        anomalies: dict[str, list[str]] = {
+            "replica-divergence": [],
+            "plain-history": [],
+            "inconsistent-read": [],
+        }
+        for topic, partition in before:
+            try:
+                committed = check_replicas_agree(cluster, topic, partition=partition)
+            except AssertionError as error:
+                anomalies["replica-divergence"].append(str(error)[:500])
+                continue
+            if topic == self.plain_topic:
+                try:
+                    check_history(committed, [plain], [plain_consumer])
+                except AssertionError as error:
+                    anomalies["plain-history"].append(str(error)[:500])
+        read = read_topic(cluster, self.topic, PARTITIONS)
+        anomalies.update(transaction_anomalies(read, writers))
+        final = dict(read[0])
+        offsets = [offset for offset, _value in txn_consumer.seen]
+        if offsets != sorted(set(offsets)):
+            anomalies["inconsistent-read"].append("partition 0 offsets not monotonic")
+        anomalies["inconsistent-read"] += [
+            f"offset {offset}: saw {value!r}, now {final.get(offset)!r}"
+            for offset, value in txn_consumer.seen
+            if final.get(offset) != value
+        ]
+        summary.anomalies = anomalies
+        after = self._epochs()
+        summary.leader_changes = sum(
+            after[key] - before[key] for key in before if key[0] != TXN_JOURNAL_TOPIC
+        )
+        journal = (TXN_JOURNAL_TOPIC, 0)
+        summary.coordinator_changes = after[journal] - before[journal]
+        summary.transactions = Counter(txn.outcome for w in writers for txn in w.transactions)
+        summary.plain_acknowledged = len(plain.acknowledged)

@@ -1,0 +1,33 @@
+"""A short randomized nemesis run over the shared cluster (``cluster_nemesis``): at least
+30 faults of every kind against transactional and plain producers, then every anomaly
+class checked. The seed is printed (``TWINLOG_NEMESIS_SEED`` repeats a run);
+``TWINLOG_NEMESIS_MINUTES=N`` runs for N minutes instead (by hand: docs/testing-cluster.md)."""
+
+from __future__ import annotations
+
+import os
+import uuid
+
+import pytest
+from cluster_faults import FaultCluster
+from cluster_nemesis import (
+    FAULTS_VARIABLE,
+    MINUTES_VARIABLE,
+    Nemesis,
+    seed_from_environment,
+)
+
+pytestmark = [pytest.mark.slow, pytest.mark.crash]
+
+
+def test_nemesis(cluster: FaultCluster) -> None:
+    seed = seed_from_environment()
+    print(f"nemesis seed {seed}")
+    minutes = os.environ.get(MINUTES_VARIABLE)
+    nemesis = Nemesis(cluster, seed, f"nemesis-{uuid.uuid4().hex[:8]}")
+    summary = nemesis.run(
+        faults=int(os.environ.get(FAULTS_VARIABLE, "30")),
+        minutes=float(minutes) if minutes else None,
+    )
+    print(summary.render())
+    assert not summary.anomalies_found(), summary.render()
