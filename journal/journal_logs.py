@@ -340,12 +340,19 @@ class JournalLogs:
 
     # --- writes ---------------------------------------------------------------------
 
-    def _write(self, partition: str, record: JournalLogRecord) -> Any:
-        """Append ``record`` to the partition's journal log, apply it, return the result."""
+    def _write(
+        self,
+        partition: str,
+        record: JournalLogRecord,
+        on_appended: Callable[[int], None] | None = None,
+    ) -> Any:
+        """Append ``record`` to the partition's journal log, apply it, return the result.
+        ``on_appended(offset)``: on a replicated leader, called once the record is in the
+        log, before the wait for its replicas (whatever that wait's outcome)."""
         journal_log = self._journal_log(partition)
         batch = build_batch(record, int(time.time() * 1000))
         if journal_log.replicated:
-            return self._write_replicated(journal_log, record, batch)
+            return self._write_replicated(journal_log, record, batch, on_appended)
         with journal_log.order_lock:
             if journal_log.needs_repair:
                 self._repair(journal_log)
@@ -372,7 +379,11 @@ class JournalLogs:
             raise
 
     def _write_replicated(
-        self, journal_log: _JournalLog, record: JournalLogRecord, batch: bytes
+        self,
+        journal_log: _JournalLog,
+        record: JournalLogRecord,
+        batch: bytes,
+        on_appended: Callable[[int], None] | None = None,
     ) -> Any:
         """A replicated leader's write: append, wait until the in-sync replicas hold it
         (J2), then until LMDB applied it (J1: ``commit_to`` queued it). A failure while
@@ -392,6 +403,8 @@ class JournalLogs:
             failpoints.hit("journal_log.before_append")
             offset = journal_log.log.append(batch, validate=False)
             journal_log.pending[offset] = waiter
+            if on_appended is not None:
+                on_appended(offset)
         try:
             failpoints.hit("journal_log.before_apply")
             journal_log.wait_committed(offset + 1)
@@ -549,10 +562,13 @@ class JournalLogs:
         producer_generation: int | None = None,
         base_sequence: int | None = None,
         attempt: bytes = b"",
+        on_appended: Callable[[int], None] | None = None,
     ) -> int:
         """Journal ``batch`` of an OPEN transaction (an ENTRY); its sequence (= journal offset)
         once durable and applied. Raises TransactionCompletedError when the transaction
         is APPLYING, APPLIED or ABORTED here, or below the partition's purge watermark.
+        ``on_appended``: as ``_write``'s (a replicated leader records the batch's sequence
+        there, so a retry after an unanswered wait is a duplicate, never a second entry).
         """
         entry = make_entry(
             transaction_id,
@@ -562,7 +578,7 @@ class JournalLogs:
             base_sequence=base_sequence,
             attempt=attempt,
         )
-        return int(self._write(partition, entry))
+        return int(self._write(partition, entry, on_appended))
 
     def mark_applying(
         self,

@@ -392,10 +392,24 @@ class Partition:
             )
             tracker = self._transaction_tracker(transaction_id, attempt)
             where = f"{self.name} in transaction {transaction_id}"
-            if tracker.check(
-                header, f"{where} attempt {attempt!r}" if attempt else where
-            ).duplicate:
+            check = tracker.check(header, f"{where} attempt {attempt!r}" if attempt else where)
+            if check.duplicate:
+                if self.replicas is not None and check.base_offset >= 0:
+                    # The first copy was appended here but its wait was not answered: a
+                    # duplicate is acknowledged once that entry is committed (J2), as Kafka
+                    # answers a duplicate only once the original is replicated.
+                    self._wait_journal_committed(check.base_offset + 1)
+                    self.journal.wait_applied()  # J2, J3: the count reads applied entries
                 return ProduceResult(-1, duplicate=True)
+            # Recorded as soon as the entry is in the journal log (Kafka updates its
+            # producer state on append, not on acknowledgement): a retry after a wait that
+            # failed (too few replicas, a timeout) is then a duplicate, not a second entry.
+            observed: list[int] = []
+
+            def on_appended(journal_offset: int) -> None:
+                tracker.observe(header, journal_offset)
+                observed.append(journal_offset)
+
             self.journal.append(
                 self.name,
                 transaction_id,
@@ -404,8 +418,10 @@ class Partition:
                 producer_generation=header.producer_generation,
                 base_sequence=header.base_sequence,
                 attempt=attempt.encode("utf-8"),
+                on_appended=on_appended if self.replicas is not None else None,
             )
-            tracker.observe(header, -1)
+            if not observed:
+                tracker.observe(header, -1)
         return ProduceResult(-1)
 
     def _register(self, transaction_id: int, sender: tuple[int, int], gate: GateEntry) -> None:

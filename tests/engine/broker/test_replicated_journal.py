@@ -151,6 +151,31 @@ def test_an_unacknowledged_entry_is_cut_and_the_retry_appears_once(cluster: Clus
     assert _values(cluster.brokers[1]) == [b"acknowledged", b"in doubt"]
 
 
+def test_a_retry_at_the_same_leader_after_an_unanswered_wait_is_a_duplicate(
+    cluster: Cluster,
+) -> None:
+    """The entry is in the leader's journal log but its replicas did not answer in time
+    (NotEnoughReplicasAfterAppendError); the producer retries at the same leader. The
+    retry is a duplicate (the sequence was recorded on append, as Kafka does), answered
+    once the first entry is committed, and the commit copies the batch once. (Found by
+    the cluster nemesis: the retry was journaled as a second entry and copied twice.)"""
+    cluster.roles(leader=1, epoch=1)
+    coordinator = cluster.use_coordinator(2)
+    cluster.start_pumping()
+    identity, transaction_id = _begin(coordinator)
+    _send(cluster.brokers[1], identity, transaction_id, 0, b"first")
+    cluster.cut = {3}  # follower 3 in the ISR does not fetch: the next wait times out
+    with pytest.raises(NotEnoughReplicasAfterAppendError, match="journal-log"):
+        _send(cluster.brokers[1], identity, transaction_id, 1, b"in doubt")
+    cluster.cut = set()  # 3 fetches again: the entry becomes committed
+    _send(cluster.brokers[1], identity, transaction_id, 1, b"in doubt")  # the retry
+    record = cluster.brokers[1].journal.transaction(NAME, transaction_id)
+    assert record is not None and record.entry_count == 2  # not 3
+    _commit(coordinator, identity, transaction_id)
+    assert _values(cluster.brokers[1]) == [b"first", b"in doubt"]
+    _replicas_identical(cluster)
+
+
 def test_an_entry_the_new_leader_holds_is_committed_and_the_retry_is_a_duplicate(
     cluster: Cluster,
 ) -> None:
