@@ -36,6 +36,7 @@ from twinlog.engine.broker.partition_calls import (
     RegisterPartition,
 )
 from twinlog.engine.broker.partition_role import Role
+from twinlog.engine.records.batch_reader import iter_batches
 
 TOPIC = TopicPartition("orders", 0)
 TXN_JOURNAL = TopicPartition(TXN_JOURNAL_TOPIC, 0)
@@ -127,6 +128,11 @@ class Cluster:
 
     def log_bytes(self, broker_id: int) -> bytes:
         return read_all(self.partition(broker_id).log)
+
+    def values(self, broker: Broker) -> list[bytes | None]:
+        """The record values of ``broker``'s data log of TOPIC (past any high watermark)."""
+        data = read_all(broker._partitions[TOPIC].log)
+        return [record.value for item in iter_batches(data) for record in item.records()]
 
     def journal_log_bytes(self, broker_id: int) -> bytes:
         return read_all(self.brokers[broker_id].journal.journal_log(str(TOPIC)))

@@ -20,7 +20,6 @@ from twinlog.engine.base import failpoints
 from twinlog.engine.base.errors import NotCoordinatorError
 from twinlog.engine.base.types import ProducerIdentity
 from twinlog.engine.broker.broker import Broker
-from twinlog.engine.records.batch_reader import iter_batches
 from twinlog.journal.txn_checkpoint_pointer import CheckpointPointer
 
 IN_PROCESS_POLL_S = 0.005
@@ -38,11 +37,6 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
     yield opened
     failpoints.disarm_all()
     opened.close()
-
-
-def _values(broker: Broker) -> list[bytes | None]:
-    data = read_all(broker._partitions[TOPIC].log)
-    return [record.value for item in iter_batches(data) for record in item.records()]
 
 
 def _open_transaction(coordinator: Broker, leader: Broker) -> tuple[ProducerIdentity, int]:
@@ -71,7 +65,7 @@ def test_an_open_transaction_survives_the_coordinator_moving(cluster: Cluster) -
     new.commit_transaction(
         transaction_id, identity.producer_id, identity.producer_generation, wait_for_applied=True
     )
-    assert _values(cluster.brokers[1]) == [b"a", b"b"]
+    assert cluster.values(cluster.brokers[1]) == [b"a", b"b"]
     # every replica of the journal partition holds the same records
     journals = {read_all(cluster.brokers[b]._partitions[TXN_JOURNAL].log) for b in (1, 2, 3)}
     wait_for(
@@ -93,7 +87,7 @@ def test_a_prepared_commit_is_redone_by_the_new_coordinator(cluster: Cluster) ->
     new = cluster.use_coordinator(3, epoch=2)  # the old one is unloaded first
     failpoints.disarm_all()
     wait_for("the new coordinator to finish the commit", lambda: not new.list_transactions())
-    assert _values(cluster.brokers[1]) == [b"a", b"b"]  # applied twice, copied once
+    assert cluster.values(cluster.brokers[1]) == [b"a", b"b"]  # applied twice, copied once
     # the producer's retried commit (it never saw an answer) gets the true outcome
     new.commit_transaction(transaction_id, identity.producer_id, identity.producer_generation)
 

@@ -18,7 +18,6 @@ from pathlib import Path
 import pytest
 from broker_support import batch
 from cluster_support import wait_for as wait_for_slowly
-from log_support import read_all
 from replication_support import TOPIC, Cluster
 
 from twinlog.engine.base import failpoints
@@ -28,7 +27,6 @@ from twinlog.engine.base.errors import (
 )
 from twinlog.engine.base.types import ProducerIdentity
 from twinlog.engine.broker.broker import Broker
-from twinlog.engine.records.batch_reader import iter_batches
 from twinlog.journal import CopyState
 
 NAME = str(TOPIC)
@@ -45,11 +43,6 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
     yield opened
     failpoints.disarm_all()
     opened.close()
-
-
-def _values(broker: Broker) -> list[bytes | None]:
-    data = read_all(broker._partitions[TOPIC].log)
-    return [record.value for item in iter_batches(data) for record in item.records()]
 
 
 def _begin(coordinator: Broker) -> tuple[ProducerIdentity, int]:
@@ -100,7 +93,7 @@ def test_a_transaction_commits_on_every_replica(cluster: Cluster) -> None:
         assert cluster.brokers[1].journal.high_watermark(NAME) == journal_log.log_end_offset
     assert cluster.brokers[1].fetch(TOPIC.topic, 0, 0).records == b""  # not committed yet
     _commit(coordinator, identity, transaction_id)
-    assert _values(cluster.brokers[1]) == [b"a", b"b", b"c"]
+    assert cluster.values(cluster.brokers[1]) == [b"a", b"b", b"c"]
     _replicas_identical(cluster)
     leader_record = cluster.brokers[1].journal.transaction(NAME, transaction_id)
     assert leader_record is not None and leader_record.state is CopyState.APPLIED
@@ -142,13 +135,13 @@ def test_an_unacknowledged_entry_is_cut_and_the_retry_appears_once(cluster: Clus
     cluster.start_pumping()
     _send(cluster.brokers[3], identity, transaction_id, 1, b"in doubt")  # the retry
     _commit(coordinator, identity, transaction_id)
-    assert _values(cluster.brokers[3]) == [b"acknowledged", b"in doubt"]
+    assert cluster.values(cluster.brokers[3]) == [b"acknowledged", b"in doubt"]
     _replicas_identical(cluster, (2, 3))
     # Broker 1 restarts as a follower: it cuts its own copy of the entry and catches up.
     cluster.cut = set()
     cluster.roles(leader=3, epoch=2, isr=(2, 3), to=[1])
     _replicas_identical(cluster)
-    assert _values(cluster.brokers[1]) == [b"acknowledged", b"in doubt"]
+    assert cluster.values(cluster.brokers[1]) == [b"acknowledged", b"in doubt"]
 
 
 def test_a_retry_at_the_same_leader_after_an_unanswered_wait_is_a_duplicate(
@@ -172,7 +165,7 @@ def test_a_retry_at_the_same_leader_after_an_unanswered_wait_is_a_duplicate(
     record = cluster.brokers[1].journal.transaction(NAME, transaction_id)
     assert record is not None and record.entry_count == 2  # not 3
     _commit(coordinator, identity, transaction_id)
-    assert _values(cluster.brokers[1]) == [b"first", b"in doubt"]
+    assert cluster.values(cluster.brokers[1]) == [b"first", b"in doubt"]
     _replicas_identical(cluster)
 
 
@@ -194,7 +187,7 @@ def test_an_entry_the_new_leader_holds_is_committed_and_the_retry_is_a_duplicate
     cluster.start_pumping()
     _send(cluster.brokers[2], identity, transaction_id, 1, b"in doubt")  # a duplicate now
     _commit(coordinator, identity, transaction_id)
-    assert _values(cluster.brokers[2]) == [b"acknowledged", b"in doubt"]
+    assert cluster.values(cluster.brokers[2]) == [b"acknowledged", b"in doubt"]
     _replicas_identical(cluster, (2, 3))
 
 
@@ -250,7 +243,7 @@ def test_a_leader_dying_mid_apply_is_finished_once_by_the_next(
         ),
     )
     assert applying is None or applying.state in (CopyState.OPEN, CopyState.APPLYING)
-    assert _values(cluster.brokers[2]) == [b"before", b"t1", b"t2"]  # once, contiguous
+    assert cluster.values(cluster.brokers[2]) == [b"before", b"t1", b"t2"]  # once, contiguous
     _replicas_identical(cluster, (2, 3))
     cluster.cut = set()
     cluster.roles(leader=2, epoch=2, isr=(2, 3), to=[1])
@@ -270,7 +263,7 @@ def test_a_new_leader_acts_only_after_the_promotion_barrier(cluster: Cluster) ->
     cluster.roles(leader=2, epoch=2, isr=(2, 3), to=[3])
     cluster.start_pumping()
     cluster.brokers[2].produce(TOPIC.topic, 0, batch([b"y"]))
-    assert _values(cluster.brokers[2]) == [b"x", b"y"]
+    assert cluster.values(cluster.brokers[2]) == [b"x", b"y"]
 
 
 def test_a_follower_appends_no_record_of_its_own(cluster: Cluster) -> None:
