@@ -25,7 +25,6 @@ from typing import Protocol
 
 import grpc
 
-from twinlog.engine.base.errors import TwinlogError
 from twinlog.engine.broker.partition_calls import PartitionLeaders, RegisterPartition
 from twinlog.rpc.generated.twinlog.v1 import coordination_pb2, coordination_pb2_grpc
 from twinlog.rpc.replication.coordination_convert import (
@@ -35,7 +34,7 @@ from twinlog.rpc.replication.coordination_convert import (
     entry_count_to_proto,
     register_from_proto,
 )
-from twinlog.rpc.wire.errors import describe
+from twinlog.rpc.wire.call_errors import answering_errors
 
 log = logging.getLogger("twinlog.coordination")
 
@@ -49,17 +48,8 @@ class CoordinationHost(Protocol):
     def register_partition_here(self, request: RegisterPartition) -> None: ...
 
 
-def abort_with(context: grpc.ServicerContext, call: str, error: BaseException) -> None:
-    """End the call with the error's status and twinlog metadata (raises, as abort does)."""
-    if isinstance(error, TwinlogError):
-        # Stale epochs and moved leaders are routine during a leader change.
-        level = logging.DEBUG if error.retriable else logging.INFO
-        log.log(level, "%s refused: %s: %s", call, type(error).__name__, error)
-    else:
-        log.error("%s failed unexpectedly", call, exc_info=error)
-    description = describe(error)
-    context.set_trailing_metadata(description.trailing_metadata())
-    context.abort(description.code, description.message)
+# Stale epochs and moved leaders are routine during a leader change: DEBUG.
+answering = answering_errors(log, retriable_level=logging.DEBUG)
 
 
 class CoordinationService(coordination_pb2_grpc.CoordinationServicer):
@@ -68,45 +58,33 @@ class CoordinationService(coordination_pb2_grpc.CoordinationServicer):
     def __init__(self, broker: CoordinationHost) -> None:
         self.broker = broker
 
+    @answering
     def RegisterPartition(
         self, request: coordination_pb2.RegisterPartitionRequest, context: grpc.ServicerContext
     ) -> coordination_pb2.RegisterPartitionResponse:
-        try:
-            self.broker.register_partition_here(register_from_proto(request))
-            return coordination_pb2.RegisterPartitionResponse()
-        except Exception as error:
-            abort_with(context, "RegisterPartition", error)
-            raise  # not reached: abort raises
+        self.broker.register_partition_here(register_from_proto(request))
+        return coordination_pb2.RegisterPartitionResponse()
 
+    @answering
     def CountEntries(
         self, request: coordination_pb2.CountEntriesRequest, context: grpc.ServicerContext
     ) -> coordination_pb2.CountEntriesResponse:
-        try:
-            answer = self.broker.local_partition_leaders.count_entries(count_from_proto(request))
-            return entry_count_to_proto(answer)
-        except Exception as error:
-            abort_with(context, "CountEntries", error)
-            raise
+        answer = self.broker.local_partition_leaders.count_entries(count_from_proto(request))
+        return entry_count_to_proto(answer)
 
+    @answering
     def ApplyCommit(
         self, request: coordination_pb2.ApplyCommitRequest, context: grpc.ServicerContext
     ) -> coordination_pb2.ApplyCommitResponse:
-        try:
-            self.broker.local_partition_leaders.apply_commit(commit_from_proto(request))
-            return coordination_pb2.ApplyCommitResponse()
-        except Exception as error:
-            abort_with(context, "ApplyCommit", error)
-            raise
+        self.broker.local_partition_leaders.apply_commit(commit_from_proto(request))
+        return coordination_pb2.ApplyCommitResponse()
 
+    @answering
     def ApplyAbort(
         self, request: coordination_pb2.ApplyAbortRequest, context: grpc.ServicerContext
     ) -> coordination_pb2.ApplyAbortResponse:
-        try:
-            self.broker.local_partition_leaders.apply_abort(abort_from_proto(request))
-            return coordination_pb2.ApplyAbortResponse()
-        except Exception as error:
-            abort_with(context, "ApplyAbort", error)
-            raise
+        self.broker.local_partition_leaders.apply_abort(abort_from_proto(request))
+        return coordination_pb2.ApplyAbortResponse()
 
 
 def add_coordination_service(server: grpc.Server, broker: CoordinationHost) -> CoordinationService:

@@ -15,12 +15,11 @@ from collections.abc import Sequence
 
 import grpc
 
-from twinlog.engine.base.errors import TwinlogError
 from twinlog.engine.replication.fetch_calls import FetchedPartition
 from twinlog.rpc.generated.twinlog.v1 import replication_pb2, replication_pb2_grpc
 from twinlog.rpc.replication.convert import fetch_from_proto, response_to_proto
 from twinlog.rpc.replication.roles import ReplicaLeader
-from twinlog.rpc.wire.errors import describe
+from twinlog.rpc.wire.call_errors import answering_errors
 
 log = logging.getLogger("twinlog.replication")
 
@@ -50,17 +49,8 @@ def within_bytes(
     return kept
 
 
-def abort_with(context: grpc.ServicerContext, error: BaseException) -> None:
-    """End the call with the error's status and twinlog metadata (raises, as abort does)."""
-    if isinstance(error, TwinlogError):
-        # Retriable refusals (not leader, closing) are routine during a leader change.
-        level = logging.DEBUG if error.retriable else logging.INFO
-        log.log(level, "replica fetch failed: %s: %s", type(error).__name__, error)
-    else:
-        log.error("replica fetch failed unexpectedly", exc_info=error)
-    description = describe(error)
-    context.set_trailing_metadata(description.trailing_metadata())
-    context.abort(description.code, description.message)
+# Retriable refusals (not leader, closing) are routine during a leader change: DEBUG.
+answering = answering_errors(log, retriable_level=logging.DEBUG)
 
 
 class ReplicationService(replication_pb2_grpc.ReplicationServicer):
@@ -70,15 +60,12 @@ class ReplicationService(replication_pb2_grpc.ReplicationServicer):
         self.broker = broker
         self.response_bytes_max = response_bytes_max
 
+    @answering
     def Fetch(
         self, request: replication_pb2.ReplicaFetchRequest, context: grpc.ServicerContext
     ) -> replication_pb2.ReplicaFetchResponse:
-        try:
-            fetched = self.broker.replica_fetch(fetch_from_proto(request))
-            return response_to_proto(within_bytes(fetched, self.response_bytes_max))
-        except Exception as error:
-            abort_with(context, error)
-            raise  # not reached: abort raises
+        fetched = self.broker.replica_fetch(fetch_from_proto(request))
+        return response_to_proto(within_bytes(fetched, self.response_bytes_max))
 
 
 def add_replication_service(

@@ -7,17 +7,16 @@ logged with their traceback and answered as INTERNAL.
 
 from __future__ import annotations
 
-import functools
 import logging
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 import grpc
 
-from twinlog.engine.base.errors import AuthenticationError, TwinlogError
+from twinlog.engine.base.errors import AuthenticationError
 from twinlog.rpc.server.audit import audit
 from twinlog.rpc.server.auth import Guard, Principal
-from twinlog.rpc.wire.errors import describe
+from twinlog.rpc.wire import call_errors
 
 log = logging.getLogger("twinlog.server")
 
@@ -47,27 +46,12 @@ def principal_of(guard: Guard, context: grpc.ServicerContext) -> Principal:
 
 
 def log_failure(method_name: str, error: BaseException) -> None:
-    if isinstance(error, TwinlogError):
-        log.info("%s failed: %s: %s", method_name, type(error).__name__, error)
-    else:
-        log.error("%s failed unexpectedly", method_name, exc_info=error)
+    call_errors.log_failure(log, method_name, error)
 
 
 def abort_with(context: grpc.ServicerContext, method_name: str, error: BaseException) -> None:
     """End the call with the error's status and metadata (raises, as context.abort does)."""
-    log_failure(method_name, error)
-    description = describe(error)
-    context.set_trailing_metadata(description.trailing_metadata())
-    context.abort(description.code, description.message)
+    call_errors.abort_with(context, method_name, error, log)
 
 
-def unary(method: Method[Request, Response]) -> Method[Request, Response]:
-    @functools.wraps(method)
-    def wrapper(self: Any, request: Request, context: grpc.ServicerContext) -> Response:
-        try:
-            return method(self, request, context)
-        except Exception as error:
-            abort_with(context, method.__name__, error)
-            raise  # not reached: abort raises
-
-    return wrapper
+unary = call_errors.answering_errors(log)
