@@ -627,6 +627,12 @@ class JournalLogs:
                     continue  # deleted meanwhile
                 except NotLeaderOrFollowerError:
                     continue  # a replicated partition it does not lead: its leader purges (J5)
+                except TwinlogError as error:
+                    if not error.retriable:
+                        raise
+                    # Too few replicas or a timeout on one partition: the others are still
+                    # purged; this one at the next round (the PURGE may yet be committed).
+                    log.info("%s: journal purge deferred: %s", partition, error)
         return dropped
 
     # --- retention ------------------------------------------------------------------

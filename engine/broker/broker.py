@@ -167,10 +167,11 @@ class _LocalApplier:
         of a topic created since it started (its answer then says it does not lead it),
         never taking a live topic for a deleted one."""
         partition = self._broker._partitions.get(topic_partition)
-        broker = self._broker
-        if partition is None and broker.replication is not None:
-            if topic_partition.topic in broker.metadata.topics():
-                return broker._cluster_partition(topic_partition)
+        if partition is None and self._broker.replication is not None:
+            try:  # one read of that topic's metadata, refused if it is gone
+                return self._broker._cluster_partition(topic_partition)
+            except UnknownTopicOrPartitionError:
+                return None
         return partition
 
     def leader_epoch(self, topic_partition: TopicPartition) -> int:
@@ -268,6 +269,7 @@ class Broker:
         self._given_coordinator_ids = coordinator_ids
         self._local_coordinators: list[Coordinator] = []  # a single-node broker's, by partition
         self._coordinator_slots: CoordinatorSlots | None = None  # a cluster broker's
+        self._txn_journal_exists = False  # a cluster broker stops looking once it is
         self.data_dir = data_dir
         self.config = config
         self.broker_id = broker_id
@@ -450,9 +452,14 @@ class Broker:
                 self._unload_coordinator,
                 self.scheduler.is_stopping,
             )
-        # 6. purge leftovers of transactions no coordinator knows
+        # 6. purge leftovers of transactions no coordinator knows (a cluster broker leads
+        # nothing yet: its leaders purge in the checkpoint rounds)
         try:
-            purged = self.journal.purge_below(self.low_watermark())
+            purged = (
+                0
+                if self.replication is not None
+                else self.journal.purge_below(self.low_watermark())
+            )
         except DiskFullError as error:
             # A tidy-up, not a step the next ones need: the scheduler's checkpoint round
             # purges again once space returns.
@@ -504,10 +511,16 @@ class Broker:
     def _ensure_txn_journal_topic(self) -> None:
         """Create ``__txn_journal`` (RF ``default_replication_factor``) if no broker has:
         refused while fewer brokers are live than its replication factor (Kafka's
-        transaction.state.log.replication.factor), so the broker tries again each round
-        of its cluster member's loop until it exists."""
-        if TXN_JOURNAL_TOPIC in self.metadata.topics():
+        transaction.state.log.replication.factor), so the broker's ``internal-topics`` task
+        tries again every second until it exists, then stops asking."""
+        if self._txn_journal_exists:
             return
+        try:
+            self.metadata.get_topic(TXN_JOURNAL_TOPIC)
+            self._txn_journal_exists = True
+            return
+        except UnknownTopicOrPartitionError:
+            pass
         try:
             self.metadata.add_topic(
                 TXN_JOURNAL_TOPIC,

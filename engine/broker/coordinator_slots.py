@@ -43,7 +43,11 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from twinlog.engine.base.errors import CoordinatorLoadInProgressError, NotCoordinatorError
+from twinlog.engine.base.errors import (
+    CoordinatorLoadInProgressError,
+    NotCoordinatorError,
+    TwinlogError,
+)
 from twinlog.engine.broker.coordinator import Coordinator
 
 log = logging.getLogger(__name__)
@@ -184,12 +188,22 @@ class CoordinatorSlots:
             try:
                 coordinator = self._load(partition, epoch)
             except Exception as error:  # retried while the slot still loads this epoch
-                log.warning(
-                    "transaction coordinator %d (epoch %d): loading failed (%s); retrying",
-                    partition,
-                    epoch,
-                    error,
-                )
+                if isinstance(error, TwinlogError) and error.retriable:  # replicas, a move
+                    log.warning(
+                        "transaction coordinator %d (epoch %d): loading failed (%s); retrying",
+                        partition,
+                        epoch,
+                        error,
+                    )
+                else:  # a damaged journal will not heal by itself: say it loudly, in full
+                    log.exception(
+                        "transaction coordinator %d (epoch %d): loading failed; it answers "
+                        "CoordinatorLoadInProgressError until a load succeeds (retrying every "
+                        "%.0f s at most)",
+                        partition,
+                        epoch,
+                        LOAD_RETRY_S_MAX,
+                    )
                 with self._lock:
                     self._wake.wait_for(
                         lambda: not self._still_loading(partition, epoch), timeout=pause_s
