@@ -21,12 +21,12 @@ from twinlog.engine.replication.fetch_calls import (
 from twinlog.rpc.generated.twinlog.v1 import common_pb2, replication_pb2
 
 
-def _tp_to_proto(tp: TopicPartition) -> common_pb2.TopicPartition:
+def tp_to_proto(tp: TopicPartition) -> common_pb2.TopicPartition:
     topic, partition = tp  # a plain (topic, partition) pair is accepted too
     return common_pb2.TopicPartition(topic=topic, partition=partition)
 
 
-def _tp_from_proto(message: common_pb2.TopicPartition) -> TopicPartition:
+def tp_from_proto(message: common_pb2.TopicPartition) -> TopicPartition:
     return TopicPartition(message.topic, message.partition)
 
 
@@ -52,7 +52,7 @@ def fetch_to_proto(fetch: ReplicaFetch) -> replication_pb2.ReplicaFetchRequest:
         broker_epoch=fetch.broker_epoch,
         partitions=[
             replication_pb2.ReplicaFetchPartition(
-                topic_partition=_tp_to_proto(item.topic_partition),
+                topic_partition=tp_to_proto(item.topic_partition),
                 fetch_offset=item.fetch_offset,
                 last_fetched_epoch=item.last_fetched_epoch,
                 current_leader_epoch=item.current_leader_epoch,
@@ -71,7 +71,7 @@ def fetch_from_proto(message: replication_pb2.ReplicaFetchRequest) -> ReplicaFet
         broker_epoch=message.broker_epoch,
         partitions=tuple(
             ReplicaFetchPartition(
-                topic_partition=_tp_from_proto(item.topic_partition),
+                topic_partition=tp_from_proto(item.topic_partition),
                 fetch_offset=item.fetch_offset,
                 last_fetched_epoch=item.last_fetched_epoch,
                 current_leader_epoch=item.current_leader_epoch,
@@ -86,7 +86,7 @@ def fetch_from_proto(message: replication_pb2.ReplicaFetchRequest) -> ReplicaFet
 
 def fetched_to_proto(fetched: FetchedPartition) -> replication_pb2.FetchedPartition:
     message = replication_pb2.FetchedPartition(
-        topic_partition=_tp_to_proto(fetched.topic_partition),
+        topic_partition=tp_to_proto(fetched.topic_partition),
         records=bytes(fetched.records),
         high_watermark=fetched.high_watermark,
         log_start_offset=fetched.log_start_offset,
@@ -108,7 +108,7 @@ def fetched_from_proto(message: replication_pb2.FetchedPartition) -> FetchedPart
         else None
     )
     return FetchedPartition(
-        topic_partition=_tp_from_proto(message.topic_partition),
+        topic_partition=tp_from_proto(message.topic_partition),
         records=message.records,
         high_watermark=message.high_watermark,
         log_start_offset=message.log_start_offset,

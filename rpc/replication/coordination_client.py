@@ -40,7 +40,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 import grpc
 
@@ -80,6 +80,7 @@ log = logging.getLogger("twinlog.coordination")
 
 TIMEOUT_S = 10.0  # every call's deadline, the retry after a refresh included
 Result = TypeVar("Result")
+Local = TypeVar("Local")  # the in-process side of a direction
 Stub = Any  # coordination_pb2_grpc.CoordinationStub (generated without type hints)
 
 
@@ -173,20 +174,24 @@ class BrokerChannels:
             channel.close()
 
 
-class _Transport:
+class _Transport(Generic[Local]):
     """What both directions share: this broker's id, the channels, the deadline."""
 
     def __init__(
         self,
         broker_id: int,
+        local: Local,
         locator: LeaderLocator,
         address_of: Callable[[int], str | None],
-        timeout_s: float,
-        channel_options: tuple[tuple[str, Any], ...],
+        *,
+        timeout_s: float = TIMEOUT_S,
+        channel_options: tuple[tuple[str, Any], ...] = CHANNEL_OPTIONS,
     ) -> None:
+        """``local``: what calls answered by this broker go to, in-process."""
         if timeout_s <= 0:
             raise ValueError(f"timeout_s must be positive, got {timeout_s}")
         self.broker_id = broker_id
+        self.local = local
         self.locator = locator
         self.timeout_s = timeout_s
         self.channels = BrokerChannels(address_of, channel_options, retire_after_s=timeout_s)
@@ -220,21 +225,8 @@ class _Transport:
         self.channels.close()
 
 
-class RemotePartitionLeaders(_Transport):
+class RemotePartitionLeaders(_Transport[PartitionLeaders]):
     """``PartitionLeaders`` across a cluster: each call to the partition's live leader."""
-
-    def __init__(
-        self,
-        broker_id: int,
-        local: PartitionLeaders,
-        locator: LeaderLocator,
-        address_of: Callable[[int], str | None],
-        *,
-        timeout_s: float = TIMEOUT_S,
-        channel_options: tuple[tuple[str, Any], ...] = CHANNEL_OPTIONS,
-    ) -> None:
-        super().__init__(broker_id, locator, address_of, timeout_s, channel_options)
-        self.local = local
 
     def leader_epoch(self, topic_partition: TopicPartition) -> int:
         """The leader epoch the cluster's metadata gives (0 if unknown), or this broker's
@@ -342,22 +334,9 @@ class RemotePartitionLeaders(_Transport):
         return location
 
 
-class RemoteTransactionCoordinators(_Transport):
+class RemoteTransactionCoordinators(_Transport[TransactionCoordinators]):
     """``TransactionCoordinators`` across a cluster: a partition's registration to the
     coordinator of its transaction, the live leader of ``__txn_journal-N``."""
-
-    def __init__(
-        self,
-        broker_id: int,
-        local: TransactionCoordinators,
-        locator: LeaderLocator,
-        address_of: Callable[[int], str | None],
-        *,
-        timeout_s: float = TIMEOUT_S,
-        channel_options: tuple[tuple[str, Any], ...] = CHANNEL_OPTIONS,
-    ) -> None:
-        super().__init__(broker_id, locator, address_of, timeout_s, channel_options)
-        self.local = local
 
     def register_partition(self, request: RegisterPartition) -> None:
         if request.topic_partition.topic == OFFSETS_TOPIC:

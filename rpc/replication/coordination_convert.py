@@ -8,7 +8,6 @@ is the one optional field: absent is None (every attempt), present and empty is 
 
 from __future__ import annotations
 
-from twinlog.engine.base.types import TopicPartition
 from twinlog.engine.broker.partition_calls import (
     ApplyAbort,
     ApplyCommit,
@@ -17,16 +16,8 @@ from twinlog.engine.broker.partition_calls import (
     EntryCount,
     RegisterPartition,
 )
-from twinlog.rpc.generated.twinlog.v1 import common_pb2, coordination_pb2
-
-
-def _tp_to_proto(tp: TopicPartition) -> common_pb2.TopicPartition:
-    topic, partition = tp  # a plain (topic, partition) pair is accepted too
-    return common_pb2.TopicPartition(topic=topic, partition=partition)
-
-
-def _tp_from_proto(message: common_pb2.TopicPartition) -> TopicPartition:
-    return TopicPartition(message.topic, message.partition)
+from twinlog.rpc.generated.twinlog.v1 import coordination_pb2
+from twinlog.rpc.replication.convert import tp_from_proto, tp_to_proto
 
 
 def epochs_to_proto(epochs: CallEpochs) -> coordination_pb2.CallEpochs:
@@ -48,7 +39,7 @@ def epochs_from_proto(message: coordination_pb2.CallEpochs) -> CallEpochs:
 def register_to_proto(request: RegisterPartition) -> coordination_pb2.RegisterPartitionRequest:
     return coordination_pb2.RegisterPartitionRequest(
         transaction_id=request.transaction_id,
-        topic_partition=_tp_to_proto(request.topic_partition),
+        topic_partition=tp_to_proto(request.topic_partition),
         producer_id=request.producer_id,
         producer_generation=request.producer_generation,
         epochs=epochs_to_proto(request.epochs),
@@ -58,7 +49,7 @@ def register_to_proto(request: RegisterPartition) -> coordination_pb2.RegisterPa
 def register_from_proto(message: coordination_pb2.RegisterPartitionRequest) -> RegisterPartition:
     return RegisterPartition(
         transaction_id=message.transaction_id,
-        topic_partition=_tp_from_proto(message.topic_partition),
+        topic_partition=tp_from_proto(message.topic_partition),
         producer_id=message.producer_id,
         producer_generation=message.producer_generation,
         epochs=epochs_from_proto(message.epochs),
@@ -68,7 +59,7 @@ def register_from_proto(message: coordination_pb2.RegisterPartitionRequest) -> R
 def count_to_proto(request: CountEntries) -> coordination_pb2.CountEntriesRequest:
     return coordination_pb2.CountEntriesRequest(
         transaction_id=request.transaction_id,
-        topic_partition=_tp_to_proto(request.topic_partition),
+        topic_partition=tp_to_proto(request.topic_partition),
         epochs=epochs_to_proto(request.epochs),
     )
 
@@ -76,7 +67,7 @@ def count_to_proto(request: CountEntries) -> coordination_pb2.CountEntriesReques
 def count_from_proto(message: coordination_pb2.CountEntriesRequest) -> CountEntries:
     return CountEntries(
         transaction_id=message.transaction_id,
-        topic_partition=_tp_from_proto(message.topic_partition),
+        topic_partition=tp_from_proto(message.topic_partition),
         epochs=epochs_from_proto(message.epochs),
     )
 
@@ -92,7 +83,7 @@ def entry_count_from_proto(message: coordination_pb2.CountEntriesResponse) -> En
 def commit_to_proto(request: ApplyCommit) -> coordination_pb2.ApplyCommitRequest:
     message = coordination_pb2.ApplyCommitRequest(
         transaction_id=request.transaction_id,
-        topic_partition=_tp_to_proto(request.topic_partition),
+        topic_partition=tp_to_proto(request.topic_partition),
         entry_count=request.entry_count,
         epochs=epochs_to_proto(request.epochs),
     )
@@ -107,7 +98,7 @@ def commit_from_proto(message: coordination_pb2.ApplyCommitRequest) -> ApplyComm
     attempts = tuple(message.attempts.names) if message.HasField("attempts") else None
     return ApplyCommit(
         transaction_id=message.transaction_id,
-        topic_partition=_tp_from_proto(message.topic_partition),
+        topic_partition=tp_from_proto(message.topic_partition),
         attempts=attempts,
         entry_count=message.entry_count,
         epochs=epochs_from_proto(message.epochs),
@@ -117,7 +108,7 @@ def commit_from_proto(message: coordination_pb2.ApplyCommitRequest) -> ApplyComm
 def abort_to_proto(request: ApplyAbort) -> coordination_pb2.ApplyAbortRequest:
     return coordination_pb2.ApplyAbortRequest(
         transaction_id=request.transaction_id,
-        topic_partition=_tp_to_proto(request.topic_partition),
+        topic_partition=tp_to_proto(request.topic_partition),
         epochs=epochs_to_proto(request.epochs),
     )
 
@@ -125,6 +116,6 @@ def abort_to_proto(request: ApplyAbort) -> coordination_pb2.ApplyAbortRequest:
 def abort_from_proto(message: coordination_pb2.ApplyAbortRequest) -> ApplyAbort:
     return ApplyAbort(
         transaction_id=message.transaction_id,
-        topic_partition=_tp_from_proto(message.topic_partition),
+        topic_partition=tp_from_proto(message.topic_partition),
         epochs=epochs_from_proto(message.epochs),
     )
