@@ -83,7 +83,8 @@ from twinlog.engine.broker.config import BrokerConfig
 from twinlog.engine.broker.coordinator import Coordinator
 from twinlog.engine.broker.coordinator_slots import CoordinatorSlots
 from twinlog.engine.broker.data_dir_format import check_data_dir_format
-from twinlog.engine.broker.group_offset_fencing import GroupOffsetFence
+from twinlog.engine.broker.group_coordinators import LoadedGroups, load_groups, records_between
+from twinlog.engine.broker.group_offset_fencing import GroupOffsetFence, settle_holder
 from twinlog.engine.broker.group_offsets import (
     OFFSETS_TOPIC,
     GroupOffsets,
@@ -109,6 +110,7 @@ from twinlog.engine.broker.partition_calls import (
     EntryCount,
     PartitionLeaders,
     RegisterPartition,
+    SettleOffsetsHolder,
     TransactionCoordinators,
     coordinator_partition_of,
 )
@@ -129,7 +131,6 @@ from twinlog.engine.records.batch_format import (
     check_producer_generation,
     validate_batch,
 )
-from twinlog.engine.records.batch_reader import iter_batches
 from twinlog.engine.records.decompression_budget import DecompressionBudget
 from twinlog.engine.records.produced_records import check_produced_records
 from twinlog.engine.records.rewrite import require_keys
@@ -209,14 +210,22 @@ class _LocalApplier:
         first_offset, next_offset = partition.apply_commit(
             transaction_id, request.attempts, journaled_entries
         )
-        if topic_partition.topic == OFFSETS_TOPIC and next_offset > first_offset:
-            self._broker._observe_offsets(partition, first_offset, next_offset)
+        if topic_partition.topic == OFFSETS_TOPIC:
+            if next_offset > first_offset:
+                self._broker._observe_offsets(partition, first_offset, next_offset)
+            self._broker.group_offsets.clear_pending_of(
+                request.transaction_id, request.topic_partition.partition
+            )
 
     def apply_abort(self, request: ApplyAbort) -> None:
         partition = self._partition(request.topic_partition)
         if partition is not None:
             partition.epochs.check(request.epochs)
             partition.apply_abort(request.transaction_id)
+            if request.topic_partition.topic == OFFSETS_TOPIC:
+                self._broker.group_offsets.clear_pending_of(
+                    request.transaction_id, request.topic_partition.partition
+                )
 
 
 class _LocalCoordinators:
@@ -233,6 +242,13 @@ class _LocalCoordinators:
             elsewhere.register_partition(request)
             return
         self._broker.register_partition_here(request)
+
+    def settle_offsets_holder(self, request: SettleOffsetsHolder) -> None:
+        elsewhere = self._broker.transaction_coordinators
+        if elsewhere is not None:
+            elsewhere.settle_offsets_holder(request)
+            return
+        self._broker.settle_offsets_holder_here(request)
 
 
 class _ToPartitionLeaders:
@@ -268,7 +284,12 @@ class Broker:
         """Use ``Broker.open``."""
         self._given_coordinator_ids = coordinator_ids
         self._local_coordinators: list[Coordinator] = []  # a single-node broker's, by partition
-        self._coordinator_slots: CoordinatorSlots | None = None  # a cluster broker's
+        self._coordinator_slots: CoordinatorSlots[Coordinator] | None = None  # a cluster's
+        # a cluster broker's group coordinators (group_coordinators), and the lock that keeps
+        # a partition's load and an APPLY's fold of offsets apart
+        self._group_slots: CoordinatorSlots[LoadedGroups] | None = None
+        self._offsets_load_lock = threading.RLock()
+        self._offsets_topic_exists = False
         self._txn_journal_exists = False  # a cluster broker stops looking once it is
         self.data_dir = data_dir
         self.config = config
@@ -397,8 +418,9 @@ class Broker:
                 sync_mode=config.journal_sync_mode,
             )
         )
-        # 3. partitions (data log recovery, then copier recovery)
-        if OFFSETS_TOPIC not in self.metadata.topics():
+        # 3. partitions (data log recovery, then copier recovery); a cluster's
+        # __consumer_offsets is created like __txn_journal, replicated (ensure_internal_topics)
+        if self.replication is None and OFFSETS_TOPIC not in self.metadata.topics():
             try:
                 self.metadata.add_topic(
                     OFFSETS_TOPIC,
@@ -406,22 +428,38 @@ class Broker:
                     offsets_topic_config({}, config.offsets_segment_bytes),
                 )
             except TopicExistsError:
-                pass  # a cluster's other broker, starting too, created it first: the same topic
-        offsets_topic = self.metadata.get_topic(OFFSETS_TOPIC)  # older directories: not compacted
-        offsets_topic.config = offsets_topic_config(
-            offsets_topic.config, config.offsets_segment_bytes
-        )
+                pass  # another broker on the same ZooKeeper metadata created it first
+        offsets_partitions = config.offsets_partitions
+        if OFFSETS_TOPIC in self.metadata.topics():
+            offsets_topic = self.metadata.get_topic(OFFSETS_TOPIC)  # older: not compacted
+            offsets_topic.config = offsets_topic_config(
+                offsets_topic.config, config.offsets_segment_bytes
+            )
+            offsets_partitions = offsets_topic.partitions
         for name, topic in self.metadata.topics().items():
             for partition_index in range(topic.partitions):
                 self._open_partition(TopicPartition(name, partition_index), topic.config)
-        # 4. group offsets
-        self.group_offsets = GroupOffsets(self.metadata.get_topic(OFFSETS_TOPIC).partitions)
-        for partition_index in range(self.group_offsets.partition_count):
-            partition = self._partitions[TopicPartition(OFFSETS_TOPIC, partition_index)]
-            self._observe_offsets(
-                partition, partition.log.log_start_offset, partition.log.log_end_offset
+        # 4. group offsets: a single-node broker's, all folded now; a cluster broker's, each
+        # partition's as it comes to lead it (group_coordinators)
+        self.group_offsets = GroupOffsets(offsets_partitions)
+        if self.replication is None:
+            for partition_index in range(self.group_offsets.partition_count):
+                partition = self._partitions[TopicPartition(OFFSETS_TOPIC, partition_index)]
+                self._observe_offsets(
+                    partition, partition.log.log_start_offset, partition.log.log_end_offset
+                )
+        else:
+            self._group_slots = CoordinatorSlots(
+                offsets_partitions,
+                self._load_groups,
+                self._unload_groups,
+                self.scheduler.is_stopping,
+                kind="group coordinator",
+                topic=OFFSETS_TOPIC,
             )
-        self.offset_fence = GroupOffsetFence(self.group_offsets, self._coordinator_for_id)
+        self.offset_fence = GroupOffsetFence(
+            self.group_offsets, _LocalCoordinators(self).settle_offsets_holder
+        )
         # 5. coordinators: a single-node broker's, each over its local journal; a cluster
         # broker's load as it comes to lead their __txn_journal partitions (coordinator_slots)
         self._applier = _ToPartitionLeaders(self)
@@ -445,7 +483,7 @@ class Broker:
             for coordinator in self._local_coordinators:
                 self._restore_offset_fence(coordinator)
         else:
-            self._ensure_txn_journal_topic()
+            self.ensure_internal_topics()
             self._coordinator_slots = CoordinatorSlots(
                 self.metadata.journal_partitions,
                 self._load_coordinator,
@@ -552,6 +590,64 @@ class Broker:
         """A cluster broker's periodic check that its internal topics exist."""
         if self.replication is not None and not self._closed:
             self._ensure_txn_journal_topic()
+            self._ensure_offsets_topic()
+
+    def _ensure_offsets_topic(self) -> None:
+        """Create ``__consumer_offsets`` (RF ``default_replication_factor``, Kafka's
+        offsets.topic.replication.factor) if no broker has; as ``__txn_journal``."""
+        if self._offsets_topic_exists:
+            return
+        if OFFSETS_TOPIC in self.metadata.topics():
+            self._offsets_topic_exists = True
+            return
+        try:
+            self.metadata.add_topic(
+                OFFSETS_TOPIC,
+                self.group_offsets.partition_count,
+                offsets_topic_config({}, self.config.offsets_segment_bytes),
+                replication_factor=self.config.default_replication_factor,
+            )
+            log.info(
+                "created %s: %d partitions, replication factor %d",
+                OFFSETS_TOPIC,
+                self.group_offsets.partition_count,
+                self.config.default_replication_factor,
+            )
+        except TopicExistsError:
+            pass
+        except InvalidConfigError as error:  # too few live brokers yet
+            log.info("%s not created yet: %s", OFFSETS_TOPIC, error)
+
+    def _load_groups(self, partition_index: int, leader_epoch: int) -> LoadedGroups:
+        """Group coordinator ``partition_index``: fold ``__consumer_offsets-P`` in, as its
+        leader at ``leader_epoch`` (group_coordinators)."""
+        started = time.monotonic()
+        partition = self._cluster_partition(TopicPartition(OFFSETS_TOPIC, partition_index))
+        loaded = load_groups(
+            partition, self.journal, self.group_offsets, leader_epoch, self._offsets_load_lock
+        )
+        log.info(
+            "group coordinator %d loaded at epoch %d: %d committed offsets, %.0f ms",
+            partition_index,
+            leader_epoch,
+            loaded.keys,
+            (time.monotonic() - started) * 1000,
+        )
+        return loaded
+
+    def _unload_groups(self, loaded: LoadedGroups) -> None:
+        with self._offsets_load_lock:
+            self.group_offsets.drop_partition(loaded.partition_index)
+        log.info("group coordinator %d unloaded", loaded.partition_index)
+
+    def _group_coordinator(self, group_id: str) -> Partition:
+        """The offsets partition of ``group_id``, once this broker is its group coordinator:
+        NotCoordinatorError or CoordinatorLoadInProgressError (retriable) otherwise."""
+        topic_partition = self.group_offsets.partition_for(group_id)
+        if self._group_slots is None:
+            return self._partitions[topic_partition]
+        self._group_slots.get(topic_partition.partition)
+        return self._cluster_partition(topic_partition)
 
     def _load_coordinator(self, journal_partition: int, leader_epoch: int) -> Coordinator:
         """Coordinator ``journal_partition`` from its replicated journal, as the leader of
@@ -620,9 +716,7 @@ class Broker:
             self._log_config(topic_config),
             self.journal,
             coordinators=_LocalCoordinators(self),
-            # __consumer_offsets stays each broker's own until group coordinators move
-            # with its partitions' leaders (not built yet)
-            replication=None if topic_partition.topic == OFFSETS_TOPIC else self.replication,
+            replication=self.replication,
         )
         self._partitions[topic_partition] = partition
         return partition
@@ -655,6 +749,8 @@ class Broker:
         if self._coordinator_slots is not None:
             for coordinator in self._coordinator_slots.close():
                 coordinator.abandon()  # nothing more is written; the next leader redoes it
+        if self._group_slots is not None:
+            self._group_slots.close()
         parts: list[Any] = [
             *self._local_coordinators,
             *self._partitions.values(),
@@ -1057,6 +1153,11 @@ class Broker:
         wanted = {TopicPartition(*p): int(o) for p, o in offsets.items()}
         if not group_id:
             raise InvalidConfigError("group id must not be empty")
+        if self.replication is not None:
+            self._send_offsets_as_group_coordinator(
+                transaction_id, producer_id, producer_generation, group_id, wanted
+            )
+            return
         coordinator = self._coordinator_of_transaction(transaction_id, producer_id)
         # The request's own transaction first (writes nothing): a stale or made-up one
         # must not abort the transaction that holds the offsets.
@@ -1080,6 +1181,38 @@ class Broker:
         target.append_transactional(
             transaction_id, batch, validate_batch(batch), sender=(producer_id, producer_generation)
         )
+
+    def _send_offsets_as_group_coordinator(
+        self,
+        transaction_id: int,
+        producer_id: int,
+        producer_generation: int,
+        group_id: str,
+        offsets: Mapping[TopicPartition, int],
+    ) -> None:
+        """A cluster broker, as the group's coordinator (the leader of its offsets
+        partition P), which the transaction's coordinator may not be: P registers with the
+        transaction first (its coordinator checks the producer and the state, and journals P
+        in it, so a stale or made-up transaction aborts nobody), then the fence settles the
+        offsets' holders with their coordinators, then the offsets batch is journaled on P
+        like any transactional batch; it is folded into memory when its APPLY comes."""
+        target = self._group_coordinator(group_id)
+        sender = (producer_id, producer_generation)
+        target.register_transaction(transaction_id, sender)
+        batch = build_offsets_batch(group_id, offsets, transactional=True)
+        header = validate_batch(batch)
+        self.offset_fence.take(
+            transaction_id,
+            group_id,
+            offsets,
+            lambda: target.append_transactional(transaction_id, batch, header, sender=sender),
+        )
+
+    def settle_offsets_holder_here(self, request: SettleOffsetsHolder) -> None:
+        """KIP-447's fence at the holder's coordinator, on this broker (the transport's
+        server side calls this; ``TransactionCoordinators.settle_offsets_holder``)."""
+        self._check_open()
+        settle_holder(self._coordinator_for_id(request.holder_id), request)
 
     def commit_transaction(
         self,
@@ -1157,8 +1290,12 @@ class Broker:
             dict(isr),
             now_ms(),
         )
-        slots = self._coordinator_slots
-        if slots is not None and topic_partition.topic == TXN_JOURNAL_TOPIC:
+        slots: CoordinatorSlots[Any] | None = None
+        if topic_partition.topic == TXN_JOURNAL_TOPIC:
+            slots = self._coordinator_slots
+        elif topic_partition.topic == OFFSETS_TOPIC:
+            slots = self._group_slots
+        if slots is not None and topic_partition.partition < slots.count:
             if role is Role.LEADER:
                 slots.lead(topic_partition.partition, leader_epoch)
             else:
@@ -1295,29 +1432,31 @@ class Broker:
         wanted = {TopicPartition(*p): int(o) for p, o in offsets.items()}
         if not wanted:
             return
+        target = self._group_coordinator(group_id)
         self.offset_fence.check_plain_commit(group_id, wanted)
         batch = build_offsets_batch(group_id, wanted)
-        target = self._partitions[self.group_offsets.partition_for(group_id)]
-        result = target.append_plain(batch, validate_batch(batch))
-        self._observe_offsets(target, result.base_offset, target.log.log_end_offset)
+        header = validate_batch(batch)
+        # a cluster leader answers once the in-sync replicas hold it (acks=all)
+        result = target.append_plain(batch, header)
+        self._observe_offsets(
+            target, result.base_offset, result.base_offset + header.last_offset_delta + 1
+        )
 
     def fetch_offsets(
         self, group_id: str, partitions: Iterable[TopicPartition]
     ) -> dict[TopicPartition, int]:
         self._check_open()
+        self._group_coordinator(group_id)
         return self.group_offsets.fetch(group_id, partitions)
 
     def _observe_offsets(self, partition: Partition, first_offset: int, next_offset: int) -> None:
-        offset = first_offset
-        while offset < next_offset:
-            chunk = partition.log.read(offset, 1 << 20)
-            if not chunk:
-                break
-            for batch in iter_batches(chunk):
-                if batch.header.base_offset >= next_offset:
-                    return
-                self.group_offsets.observe(r for r in batch.records() if r.offset >= offset)
-                offset = batch.header.next_offset
+        """Fold offsets records just written into the view; in a cluster only while this
+        broker coordinates the partition's groups (a load folds them otherwise)."""
+        slots = self._group_slots
+        with self._offsets_load_lock:
+            if slots is not None and not slots.is_active(partition.topic_partition.partition):
+                return
+            self.group_offsets.observe(records_between(partition, first_offset, next_offset))
 
     # --- administration ---------------------------------------------------------------------------
 

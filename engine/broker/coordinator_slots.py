@@ -1,8 +1,12 @@
-"""A cluster broker's transaction coordinators: one slot per journal partition, following
-the leadership of ``__txn_journal-N`` (CLUSTER.md §3.5).
+"""A cluster broker's coordinators: one slot per partition of an internal topic, following
+its leadership (CLUSTER.md §3.5).
 
-Coordinator N is whoever leads partition N of the replicated journal topic. Each slot
-is a small state machine, one table and one transition function (``next_slot``):
+Transaction coordinator N is whoever leads partition N of the replicated journal topic
+``__txn_journal``; group coordinator P is whoever leads partition P of
+``__consumer_offsets`` (the groups that hash to P). Each broker keeps one
+``CoordinatorSlots`` per topic; what a slot loads (a ``Coordinator``, or the groups' offsets
+folded from the partition) is the broker's ``load``. Each slot is a small state machine,
+one table and one transition function (``next_slot``):
 
     state     event              -> state     action
     ABSENT    LEAD(e)            -> LOADING   load at e
@@ -20,15 +24,17 @@ is a small state machine, one table and one transition function (``next_slot``):
     (any other pair)             -> unchanged -
 
 Loading (``load(N, epoch)``, the broker's): the promotion barrier, then until the in-sync
-replicas hold the whole journal partition, then replay from the checkpoint, redo the
-PREPARE_* decisions, start. Meanwhile requests get CoordinatorLoadInProgressError; a
+replicas hold the whole partition, then (a transaction coordinator) replay from the
+checkpoint, redo the PREPARE_* decisions, start, or (a group coordinator) fold the
+partition's offsets into memory. Meanwhile requests get CoordinatorLoadInProgressError; a
 broker that does not lead N answers NotCoordinatorError. A load that fails (too few
 replicas, leadership moving) is tried again after a pause while the slot still loads
 that epoch.
 
 Invariant: at most one coordinator per slot is installed, and only at the epoch the
-slot's state names; an unloaded coordinator is abandoned (its completion worker stops,
-it writes nothing more), and a new leader redoes what it left (APPLY is idempotent).
+slot's state names; an unloaded transaction coordinator is abandoned (its completion
+worker stops, it writes nothing more), and a new leader redoes what it left (APPLY is
+idempotent); unloaded groups are dropped from memory.
 
 Thread rule: events come from the cluster's role callbacks, the coordinators' journal
 writes and the loader threads; one lock orders them. ``load`` and ``unload`` run
@@ -42,15 +48,17 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 from twinlog.engine.base.errors import (
     CoordinatorLoadInProgressError,
     NotCoordinatorError,
     TwinlogError,
 )
-from twinlog.engine.broker.coordinator import Coordinator
 
 log = logging.getLogger(__name__)
+
+Loaded = TypeVar("Loaded")
 
 LOAD_RETRY_S = 0.2  # a failed load is tried again after this (doubling up to the max)
 LOAD_RETRY_S_MAX = 2.0
@@ -110,22 +118,28 @@ def next_slot(state: SlotState, event: EventKind, epoch: int) -> tuple[SlotState
     raise AssertionError(f"unknown slot event {event}")
 
 
-class CoordinatorSlots:
+class CoordinatorSlots(Generic[Loaded]):
     def __init__(
         self,
         count: int,
-        load: Callable[[int, int], Coordinator],
-        unload: Callable[[Coordinator], None],
+        load: Callable[[int, int], Loaded],
+        unload: Callable[[Loaded], None],
         is_stopping: Callable[[], bool],
+        kind: str = "transaction coordinator",
+        topic: str = "the transaction journal",
     ) -> None:
         """``load(partition, epoch)``: the coordinator, loaded and started (raises if it
-        cannot be yet); ``unload``: abandon one."""
+        cannot be yet); ``unload``: abandon one. ``kind`` and ``topic`` name the slots in
+        logs and errors."""
+        self.kind = kind
+        self.topic = topic
         self._load = load
         self._unload = unload
         self._is_stopping = is_stopping
         self._lock = threading.Lock()
+        self.count = count
         self._states = [ABSENT] * count
-        self._installed: dict[int, Coordinator] = {}
+        self._installed: dict[int, Loaded] = {}
         self._wake = threading.Condition(self._lock)
 
     # --- events -----------------------------------------------------------------------
@@ -140,7 +154,7 @@ class CoordinatorSlots:
         self._on(partition, EventKind.WRITE_LOST, epoch)
 
     def _on(
-        self, partition: int, event: EventKind, epoch: int, loaded: Coordinator | None = None
+        self, partition: int, event: EventKind, epoch: int, loaded: Loaded | None = None
     ) -> None:
         with self._lock:
             before = self._states[partition]
@@ -155,7 +169,8 @@ class CoordinatorSlots:
             self._wake.notify_all()
         if after != before:
             log.info(
-                "transaction coordinator %d: %s (epoch %d) -> %s (epoch %d) on %s",
+                "%s %d: %s (epoch %d) -> %s (epoch %d) on %s",
+                self.kind,
                 partition,
                 before.phase.value,
                 before.epoch,
@@ -171,7 +186,7 @@ class CoordinatorSlots:
             threading.Thread(
                 target=self._load_while_wanted,
                 args=(partition, after.epoch),
-                name=f"coordinator-{partition}-load",
+                name=f"{self.kind.replace(' ', '-')}-{partition}-load",
                 daemon=True,
             ).start()
 
@@ -190,16 +205,18 @@ class CoordinatorSlots:
             except Exception as error:  # retried while the slot still loads this epoch
                 if isinstance(error, TwinlogError) and error.retriable:  # replicas, a move
                     log.warning(
-                        "transaction coordinator %d (epoch %d): loading failed (%s); retrying",
+                        "%s %d (epoch %d): loading failed (%s); retrying",
+                        self.kind,
                         partition,
                         epoch,
                         error,
                     )
                 else:  # a damaged journal will not heal by itself: say it loudly, in full
                     log.exception(
-                        "transaction coordinator %d (epoch %d): loading failed; it answers "
+                        "%s %d (epoch %d): loading failed; it answers "
                         "CoordinatorLoadInProgressError until a load succeeds (retrying every "
                         "%.0f s at most)",
+                        self.kind,
                         partition,
                         epoch,
                         LOAD_RETRY_S_MAX,
@@ -215,9 +232,9 @@ class CoordinatorSlots:
 
     # --- lookups ----------------------------------------------------------------------
 
-    def get(self, partition: int) -> Coordinator:
+    def get(self, partition: int) -> Loaded:
         """The active coordinator N; CoordinatorLoadInProgressError while it loads here,
-        NotCoordinatorError when this broker does not lead journal partition N."""
+        NotCoordinatorError when this broker does not lead partition N of the topic."""
         with self._lock:
             coordinator = self._installed.get(partition)
             if coordinator is not None:
@@ -225,16 +242,19 @@ class CoordinatorSlots:
             state = self._states[partition]
         if state.phase is Phase.LOADING:
             raise CoordinatorLoadInProgressError(
-                f"transaction coordinator {partition} is loading on this broker (leader "
-                f"epoch {state.epoch}: promotion barrier, journal replay); retry shortly"
+                f"{self.kind} {partition} is loading on this broker (leader epoch "
+                f"{state.epoch}: promotion barrier, then reading {self.topic}); retry shortly"
             )
         raise NotCoordinatorError(
-            f"this broker is not transaction coordinator {partition} (it does not lead "
-            f"partition {partition} of the transaction journal); find the coordinator again "
-            "and retry there"
+            f"this broker is not {self.kind} {partition} (it does not lead partition "
+            f"{partition} of {self.topic}); find the coordinator again and retry there"
         )
 
-    def active(self) -> list[Coordinator]:
+    def is_active(self, partition: int) -> bool:
+        with self._lock:
+            return partition in self._installed
+
+    def active(self) -> list[Loaded]:
         with self._lock:
             return [self._installed[index] for index in sorted(self._installed)]
 
@@ -243,7 +263,7 @@ class CoordinatorSlots:
         with self._lock:
             return self._wake.wait_for(lambda: partition in self._installed, timeout=timeout_s)
 
-    def close(self) -> list[Coordinator]:
+    def close(self) -> list[Loaded]:
         """Forget every slot; the coordinators that were active, for the caller to close."""
         with self._lock:
             installed = [self._installed[index] for index in sorted(self._installed)]

@@ -15,7 +15,14 @@ may do about it:
     with PendingTransactionError.
 
 Pending marks are set when a transaction takes the offsets, set again at start-up
-for every transaction still in flight, and cleared when it completes either way.
+for every transaction still in flight (in a cluster: when a broker loads the offsets
+partition, from its journal), and cleared when it completes either way (in a cluster:
+when its APPLY reaches the offsets partition).
+
+The rule runs where the holder's state is, at its coordinator (``settle_holder``); the
+fence asks it through ``TransactionCoordinators.settle_offsets_holder``, in-process on a
+single node, across the network in a cluster where the group's coordinator (the leader
+of its offsets partition) and the holder's may be different brokers.
 
 Thread rule: any thread may call. Fencing and taking a group's offsets run under
 one lock per group (groups share ``GROUP_LOCKS`` locks by hash).
@@ -32,6 +39,7 @@ from twinlog.engine.base.errors import PendingTransactionError, ProducerFencedEr
 from twinlog.engine.base.types import TopicPartition, TransactionState
 from twinlog.engine.broker.coordinator import Coordinator
 from twinlog.engine.broker.group_offsets import GroupOffsets
+from twinlog.engine.broker.partition_calls import SettleOffsetsHolder
 from twinlog.engine.broker.transaction_metadata import TransactionMetadata
 
 log = logging.getLogger(__name__)
@@ -39,12 +47,43 @@ log = logging.getLogger(__name__)
 GROUP_LOCKS = 64  # groups share these by hash: enough that unrelated groups rarely wait
 
 
+def settle_holder(coordinator: Coordinator, request: SettleOffsetsHolder) -> None:
+    """The rule above, at the holder's coordinator: return once the newcomer may take the
+    offsets (aborting an older open holder), or raise."""
+    holder_id, group_id = request.holder_id, request.group_id
+    holder = coordinator.transaction(holder_id)
+    if holder is None:
+        return
+    if holder_id > request.newcomer_id and holder.state is TransactionState.ONGOING:
+        raise ProducerFencedError(
+            f"group {group_id!r} offsets for {request.topic_partition} are held by "
+            f"transaction {holder_id}, which began after this transaction "
+            f"{request.newcomer_id}: this producer is a zombie; close it"
+        )
+    if holder.state is TransactionState.ONGOING:
+        log.info(
+            "transaction %d commits offsets of group %r held by older transaction %d: "
+            "aborting it (KIP-447)",
+            request.newcomer_id,
+            group_id,
+            holder_id,
+        )
+        coordinator.admin_abort(holder_id)
+    elif not holder.state.is_complete:
+        raise PendingTransactionError(
+            f"group {group_id!r} offsets for {request.topic_partition} are being committed "
+            f"by transaction {holder_id}; retry shortly"
+        )
+
+
 class GroupOffsetFence:
     def __init__(
-        self, group_offsets: GroupOffsets, coordinator_for_id: Callable[[int], Coordinator]
+        self, group_offsets: GroupOffsets, settle: Callable[[SettleOffsetsHolder], None]
     ) -> None:
+        """``settle``: ``settle_holder`` at the holder's coordinator, wherever it runs (this
+        broker, or another one in a cluster: ``TransactionCoordinators``)."""
         self._group_offsets = group_offsets
-        self._coordinator_for_id = coordinator_for_id
+        self._settle = settle
         self._locks = [threading.Lock() for _ in range(GROUP_LOCKS)]
 
     def take(
@@ -52,7 +91,7 @@ class GroupOffsetFence:
         transaction_id: int,
         group_id: str,
         offsets: Mapping[TopicPartition, int],
-        journal_offsets: Callable[[], None],
+        journal_offsets: Callable[[], object],
     ) -> None:
         """Fence the offsets' holders, journal the offsets in the transaction
         (``journal_offsets``) and mark them pending, as one step per group: two newcomers
@@ -69,31 +108,9 @@ class GroupOffsetFence:
         """Another transaction holding these offsets is aborted, or we are refused (KIP-447)."""
         holders = self._group_offsets.holders(group_id, offsets)
         for topic_partition, holder_id in holders.items():
-            if holder_id == transaction_id:
-                continue
-            holder_coordinator = self._coordinator_for_id(holder_id)
-            holder = holder_coordinator.transaction(holder_id)
-            if holder is None:
-                continue
-            if holder_id > transaction_id and holder.state is TransactionState.ONGOING:
-                raise ProducerFencedError(
-                    f"group {group_id!r} offsets for {topic_partition} are held by transaction "
-                    f"{holder_id}, which began after this transaction {transaction_id}: this "
-                    "producer is a zombie; close it"
-                )
-            if holder.state is TransactionState.ONGOING:
-                log.info(
-                    "transaction %d commits offsets of group %r held by older transaction %d: "
-                    "aborting it (KIP-447)",
-                    transaction_id,
-                    group_id,
-                    holder_id,
-                )
-                holder_coordinator.admin_abort(holder_id)
-            elif not holder.state.is_complete:
-                raise PendingTransactionError(
-                    f"group {group_id!r} offsets for {topic_partition} are being committed by "
-                    f"transaction {holder_id}; retry shortly"
+            if holder_id != transaction_id:
+                self._settle(
+                    SettleOffsetsHolder(holder_id, transaction_id, group_id, topic_partition)
                 )
 
     def check_plain_commit(self, group_id: str, offsets: Mapping[TopicPartition, int]) -> None:

@@ -22,6 +22,10 @@ offset commit, so a fetch answers PendingTransactionError instead of a stale
 offset (KIP-447). What a newcomer may do about such a holder (KIP-447's group
 fencing rule) is ``group_offset_fencing``'s policy.
 
+In a cluster the view holds only the groups of the partitions this broker leads (it is
+their group coordinator): ``replace_partition`` folds a partition in when its leadership
+is loaded, ``drop_partition`` forgets it when another broker takes over.
+
 Thread rule: every method takes the object's lock; any thread may call.
 """
 
@@ -36,7 +40,7 @@ from twinlog.engine.base.crc32c import crc32c
 from twinlog.engine.base.errors import CorruptJournalError, PendingTransactionError
 from twinlog.engine.base.types import TopicPartition
 from twinlog.engine.records.batch_builder import RecordBatchBuilder
-from twinlog.engine.records.batch_reader import Record
+from twinlog.engine.records.batch_reader import Record, iter_batches
 
 OFFSETS_TOPIC = "__consumer_offsets"
 NO_OFFSET = -1
@@ -129,15 +133,37 @@ class GroupOffsets:
     def observe(self, records: Iterable[Record]) -> None:
         """Fold records read from (or appended to) ``__consumer_offsets`` into the view."""
         with self._lock:
-            for record in records:
-                if record.key is None:
-                    continue
-                group_id, topic_partition = decode_key(record.key)
-                if record.value is None:
-                    self._committed.pop((group_id, topic_partition), None)
-                    continue
-                _, offset, _ = _VALUE.unpack(record.value)
-                self._committed[(group_id, topic_partition)] = offset
+            _fold(self._committed, records)
+
+    def replace_partition(
+        self,
+        partition_index: int,
+        records: Iterable[Record],
+        pending: Iterable[tuple[str, TopicPartition, int]],
+    ) -> int:
+        """The view of the groups of partition ``partition_index`` becomes ``records``
+        folded, with ``pending`` (group, topic-partition, transaction id) marks: what the
+        partition's new leader read from its log and journal. Returns the keys held."""
+        committed: dict[tuple[str, TopicPartition], int] = {}
+        _fold(committed, records)  # outside the lock: the fold reads the log
+        with self._lock:
+            self._drop(partition_index)
+            self._committed.update(committed)
+            for group_id, topic_partition, transaction_id in pending:
+                self._pending[(group_id, topic_partition)] = transaction_id
+            return len(committed)
+
+    def drop_partition(self, partition_index: int) -> None:
+        """Forget the groups of partition ``partition_index`` (another broker leads it)."""
+        with self._lock:
+            self._drop(partition_index)
+
+    def _drop(self, partition_index: int) -> None:
+        def elsewhere(key: tuple[str, TopicPartition]) -> bool:
+            return self.partition_for(key[0]).partition != partition_index
+
+        self._committed = {k: v for k, v in self._committed.items() if elsewhere(k)}
+        self._pending = {k: v for k, v in self._pending.items() if elsewhere(k)}
 
     def fetch(
         self, group_id: str, partitions: Iterable[TopicPartition]
@@ -184,6 +210,17 @@ class GroupOffsets:
                     if self._pending.get(key) == transaction_id:
                         del self._pending[key]
 
+    def clear_pending_of(self, transaction_id: int, partition_index: int) -> None:
+        """Drop the transaction's pending marks of the groups of partition
+        ``partition_index`` (the transaction's APPLY reached that partition)."""
+        with self._lock:
+            self._pending = {
+                key: holder
+                for key, holder in self._pending.items()
+                if holder != transaction_id
+                or self.partition_for(key[0]).partition != partition_index
+            }
+
     def committed(self) -> dict[tuple[str, TopicPartition], int]:
         """A copy of every committed offset, by (group, topic-partition): for lag figures."""
         with self._lock:
@@ -192,3 +229,30 @@ class GroupOffsets:
     def pending_count(self) -> int:
         with self._lock:
             return len(self._pending)
+
+
+def _fold(committed: dict[tuple[str, TopicPartition], int], records: Iterable[Record]) -> None:
+    for record in records:
+        if record.key is None:
+            continue
+        group_id, topic_partition = decode_key(record.key)
+        if record.value is None:
+            committed.pop((group_id, topic_partition), None)
+            continue
+        _, offset, _ = _VALUE.unpack(record.value)
+        committed[(group_id, topic_partition)] = offset
+
+
+def pending_offsets(
+    batches: Iterable[bytes], transaction_id: int
+) -> set[tuple[str, TopicPartition, int]]:
+    """The (group, topic-partition, transaction) marks a transaction's journaled offsets
+    batches make: what a new group coordinator restores from its partition's journal."""
+    found = set()
+    for batch in batches:
+        for one in iter_batches(batch):
+            for record in one.records():
+                if record.key is not None:
+                    group_id, topic_partition = decode_key(record.key)
+                    found.add((group_id, topic_partition, transaction_id))
+    return found

@@ -424,6 +424,15 @@ class Partition:
                 tracker.observe(header, -1)
         return ProduceResult(-1)
 
+    def register_transaction(self, transaction_id: int, sender: tuple[int, int]) -> None:
+        """Register this partition with the transaction's coordinator, writing nothing
+        here yet: the broker's own offsets batch checks its transaction (``sender``:
+        producer id, generation) before it fences the offsets' other holders."""
+        self.check_serves_clients()
+        self._wait_promoted()
+        with self.send_gate.send(), self.transaction_gate.appending(transaction_id) as gate:
+            self._register(transaction_id, sender, gate)
+
     def _register(self, transaction_id: int, sender: tuple[int, int], gate: GateEntry) -> None:
         """Ask the coordinator on the transaction's first batch here, and on any batch
         while it is frozen; check the others against what it accepted (Kafka's KIP-890:

@@ -10,6 +10,9 @@ Two directions, one Protocol each (docs/seam.md; CLUSTER.md section 3.6):
     TransactionCoordinators  partition leader -> coordinator
         register_partition   on the first batch of T on P: the coordinator checks the
                              producer's generation and T's state, journals ADD_PARTITIONS
+        settle_offsets_holder  a group coordinator, before T takes a group's offsets that
+                             transaction H holds (pending): H's coordinator aborts H if it
+                             is older and open, or refuses T (KIP-447, group_offset_fencing)
 
 Every request carries ``CallEpochs``: the coordinator epoch (of the transaction
 journal partition that owns T) and the partition leader epoch the caller
@@ -87,6 +90,17 @@ class ApplyAbort:
     epochs: CallEpochs
 
 
+@dataclass(frozen=True)
+class SettleOffsetsHolder:
+    """Transaction ``newcomer_id`` wants offsets of ``group_id`` for ``topic_partition``
+    that transaction ``holder_id`` holds (pending): asked of ``holder_id``'s coordinator."""
+
+    holder_id: int
+    newcomer_id: int
+    group_id: str
+    topic_partition: TopicPartition
+
+
 class PartitionLeaders(Protocol):
     """The calls a coordinator makes on partition leaders. Each is idempotent."""
 
@@ -113,9 +127,18 @@ class PartitionLeaders(Protocol):
 
 
 class TransactionCoordinators(Protocol):
-    """The call a partition leader makes on the coordinator of a transaction."""
+    """The calls a partition leader (a group coordinator, for the second) makes on the
+    coordinator of a transaction."""
 
     def register_partition(self, request: RegisterPartition) -> None:
         """Add P to T (durably) before P journals T's first batch; raises as the
         coordinator refuses (fenced producer, T not open, a stale epoch)."""
+        ...
+
+    def settle_offsets_holder(self, request: SettleOffsetsHolder) -> None:
+        """Returns once the newcomer may take the offsets: the holder is unknown or
+        complete, or was open, older than the newcomer, and is now aborted. Raises
+        ProducerFencedError when the holder began later and is open (the newcomer is the
+        zombie), PendingTransactionError while the holder's commit is being decided or
+        applied (retry shortly)."""
         ...

@@ -34,6 +34,7 @@ from twinlog.engine.broker.partition_calls import (
     EntryCount,
     PartitionLeaders,
     RegisterPartition,
+    SettleOffsetsHolder,
 )
 from twinlog.engine.broker.partition_role import Role
 from twinlog.engine.records.batch_reader import iter_batches
@@ -103,6 +104,19 @@ class Cluster:
         if self._pump is not None:
             self._pump.join(5)
         self._stop.clear()
+
+    def use_group_coordinator(self, group_id: str, broker_id: int, epoch: int = 1) -> Broker:
+        """``broker_id`` leads the ``__consumer_offsets`` partition of ``group_id`` from
+        ``epoch``: it is the group's coordinator once it has loaded it."""
+        broker = self.brokers[broker_id]
+        offsets_partition = broker.group_offsets.partition_for(group_id)
+        for each in self.brokers.values():
+            each.take_partition_role(offsets_partition, broker_id, epoch, BROKER_IDS, dict(EPOCHS))
+        slots = broker._group_slots
+        assert slots is not None
+        if not slots.wait_active(offsets_partition.partition, timeout_s=10):
+            raise AssertionError(f"broker {broker_id}'s group coordinator did not load")
+        return broker
 
     def use_coordinator(self, coordinator_id: int, epoch: int = 1) -> Broker:
         """Every transaction goes through ``coordinator_id``'s coordinator (the leader of
@@ -197,3 +211,6 @@ class ToCoordinatorBroker:
 
     def register_partition(self, request: RegisterPartition) -> None:
         self.coordinator.register_partition_here(request)
+
+    def settle_offsets_holder(self, request: SettleOffsetsHolder) -> None:
+        self.coordinator.settle_offsets_holder_here(request)
