@@ -8,12 +8,12 @@
 ``ClusterMember`` sets them as ``Broker.partition_leaders`` and
 ``Broker.transaction_coordinators`` when a broker joins a cluster. Each call:
 
-1. locates its target (``coordination_locator``): the live leader of the partition, or
+1. locates its target (``coordination_locator``): the live leader of the partition
+   (``__consumer_offsets`` partitions included: a group coordinator leads its own), or
    of ``__txn_journal-N`` for coordinator N;
 2. when that is this broker, makes the call in-process on the local side given to the
-   constructor (and always for ``__consumer_offsets``, each broker's own partitions);
-   else sends it to that broker, within the call's deadline (``timeout_s``, 10 s by
-   default: no call waits longer on the network);
+   constructor; else sends it to that broker, within the call's deadline (``timeout_s``,
+   10 s by default: no call waits longer on the network);
 3. raises what the target raised, rebuilt through ``rpc/wire/errors.py``: the same class
    an in-process call raises. A transport failure is BrokerUnavailableError (refused,
    reset) or RequestTimedOutError (the deadline), both retriable.
@@ -52,7 +52,6 @@ from twinlog.engine.base.errors import (
     RequestTimedOutError,
 )
 from twinlog.engine.base.types import TopicPartition
-from twinlog.engine.broker.group_offsets import OFFSETS_TOPIC
 from twinlog.engine.broker.internal_topics import TXN_JOURNAL_TOPIC
 from twinlog.engine.broker.partition_calls import (
     ApplyAbort,
@@ -232,8 +231,6 @@ class RemotePartitionLeaders(_Transport[PartitionLeaders]):
         """The leader epoch the cluster's metadata gives (0 if unknown), or this broker's
         own replica's if that is newer (epochs only grow: the metadata read is stale)."""
         here = self.local.leader_epoch(topic_partition)
-        if topic_partition.topic == OFFSETS_TOPIC:
-            return here
         location = self.locator.partition_leader(topic_partition)
         if location is None or location.leader_epoch < here:
             location = self.locator.partition_leader(topic_partition, refresh=True)
@@ -280,8 +277,6 @@ class RemotePartitionLeaders(_Transport[PartitionLeaders]):
         decode: Callable[[Any], Result],
         what: str,
     ) -> Result:
-        if topic_partition.topic == OFFSETS_TOPIC:
-            return here()  # each broker's own partitions (not replicated yet)
         deadline = time.monotonic() + self.timeout_s
         try:
             location = self._locate(topic_partition, refresh=False)
@@ -339,11 +334,6 @@ class RemoteTransactionCoordinators(_Transport[TransactionCoordinators]):
     coordinator of its transaction, the live leader of ``__txn_journal-N``."""
 
     def register_partition(self, request: RegisterPartition) -> None:
-        if request.topic_partition.topic == OFFSETS_TOPIC:
-            # Each broker's own offsets partitions join transactions of its own coordinators
-            # (send_offsets_to_transaction runs where the coordinator is).
-            self.local.register_partition(request)
-            return
         coordinator_partition = coordinator_partition_of(request.transaction_id)
         what = (
             f"RegisterPartition of transaction {request.transaction_id} on "

@@ -1,7 +1,8 @@
 """The coordinator <-> partition calls through ``twinlog.v1.Coordination`` on real gRPC
 servers on loopback, each around a real single-node broker: broker A's client reaches
-broker B's partitions and coordinators where a (fake) locator says they are, and every
-refusal comes back as the class the in-process call raises."""
+broker B's partitions (``__consumer_offsets`` ones too) and coordinators where a (fake)
+locator says they are, and every refusal comes back as the class the in-process call
+raises."""
 
 from __future__ import annotations
 
@@ -30,7 +31,6 @@ from twinlog.engine.base.errors import (
 )
 from twinlog.engine.base.types import ProducerIdentity, TopicPartition
 from twinlog.engine.broker.broker import Broker
-from twinlog.engine.broker.group_offsets import OFFSETS_TOPIC
 from twinlog.engine.broker.partition_calls import (
     ApplyAbort,
     ApplyCommit,
@@ -384,22 +384,31 @@ def test_a_refusal_everywhere_is_tried_at_most_twice(world: World) -> None:
     assert world.refusing.calls == 1 and world.locator.refreshes == 2
 
 
-def test_this_brokers_partitions_and_the_offsets_topic_are_answered_in_process(
-    world: World,
-) -> None:
-    offsets = TopicPartition(OFFSETS_TOPIC, 0)
-    world.locator.leaders = {P0: Location(A, 0), offsets: Location(B, 0)}
+def test_this_brokers_partitions_are_answered_in_process(world: World) -> None:
+    world.locator.leaders = {P0: Location(A, 0)}
     leaders = world.leaders()
     identity, transaction_id = open_transaction(world.a, "here")
     world.a.produce(TOPIC, 0, batch([b"here"], identity, 0, transaction_id))
     assert leaders.count_entries(CountEntries(transaction_id, P0, epochs_of(transaction_id))) == (
         EntryCount(1)
     )
-    # __consumer_offsets is each broker's own: never asked of the locator, never sent.
-    world.locator.asked.clear()
-    leaders.apply_abort(ApplyAbort(transaction_id, offsets, epochs_of(transaction_id)))
-    assert leaders.leader_epoch(offsets) == 0
-    assert world.locator.asked == []
+
+
+def test_an_offsets_partition_is_reached_at_its_leader_like_any(world: World) -> None:
+    """``__consumer_offsets`` is replicated: its partitions' calls go to their leaders (the
+    groups' coordinators), not to this broker's own copy."""
+    identity, transaction_id = open_transaction(world.b, "offsets")
+    world.b.send_offsets_to_transaction(
+        transaction_id, identity.producer_id, identity.producer_generation, "billing", {P0: 7}
+    )
+    offsets = world.b.group_offsets.partition_for("billing")
+    world.locator.leaders = {offsets: Location(B, 3)}
+    leaders = world.leaders()
+    epochs = epochs_of(transaction_id)
+    # A holds the same partition without the batch: a count answered by A would be 0.
+    assert leaders.count_entries(CountEntries(transaction_id, offsets, epochs)) == EntryCount(1)
+    assert (offsets, False) in world.locator.asked
+    assert leaders.leader_epoch(offsets) == 3  # the leader's epoch, as for any partition
 
 
 def test_a_deleted_partition_is_answered_as_the_in_process_call_does(world: World) -> None:
@@ -508,17 +517,20 @@ def test_a_coordinator_that_refuses_and_did_not_move_is_not_asked_again(world: W
     assert world.refusing.calls == 1 and world.locator.refreshes == 1
 
 
-def test_this_brokers_coordinator_and_offsets_partitions_register_in_process(
-    world: World,
-) -> None:
+def test_this_brokers_coordinator_registers_in_process(world: World) -> None:
     identity, transaction_id = open_transaction(world.a, "local")
     world.locator.coordinators = {coordinator_partition_of(transaction_id): A}
-    coordinators = world.coordinators()
-    coordinators.register_partition(_register(identity, transaction_id))
+    world.coordinators().register_partition(_register(identity, transaction_id))
     assert world.a.list_transactions()[0].partitions == (P0,)
-    offsets = TopicPartition(OFFSETS_TOPIC, 0)
-    world.locator.asked.clear()
-    coordinators.register_partition(
+
+
+def test_an_offsets_partition_registers_with_the_transactions_coordinator(world: World) -> None:
+    """A group coordinator's offsets partition joins a transaction coordinated elsewhere
+    (send_offsets_to_transaction runs at the group coordinator)."""
+    identity, transaction_id = open_transaction(world.b, "remote-offsets")
+    world.locator.coordinators = {coordinator_partition_of(transaction_id): B}
+    offsets = world.a.group_offsets.partition_for("billing")
+    world.coordinators().register_partition(
         RegisterPartition(
             transaction_id,
             offsets,
@@ -527,8 +539,8 @@ def test_this_brokers_coordinator_and_offsets_partitions_register_in_process(
             epochs_of(transaction_id),
         )
     )
-    assert world.locator.asked == []  # never located: always this broker's own
-    assert set(world.a.list_transactions()[0].partitions) == {P0, offsets}
+    assert world.b.list_transactions()[0].partitions == (offsets,)
+    assert world.a.list_transactions() == []
 
 
 # --- the server ------------------------------------------------------------------------
