@@ -2,7 +2,8 @@
 
     RemotePartitionLeaders         a coordinator's calls to partition leaders
                                    (``partition_calls.PartitionLeaders``)
-    RemoteTransactionCoordinators  a partition leader's call to a coordinator
+    RemoteTransactionCoordinators  a partition leader's and a group coordinator's calls
+                                   to a transaction's coordinator
                                    (``partition_calls.TransactionCoordinators``)
 
 ``ClusterMember`` sets them as ``Broker.partition_leaders`` and
@@ -10,7 +11,8 @@
 
 1. locates its target (``coordination_locator``): the live leader of the partition
    (``__consumer_offsets`` partitions included: a group coordinator leads its own), or
-   of ``__txn_journal-N`` for coordinator N;
+   of ``__txn_journal-N`` for coordinator N (a transaction's N is in its id's low bits:
+   the transaction registering a partition, or the holder of a group's offsets);
 2. when that is this broker, makes the call in-process on the local side given to the
    constructor; else sends it to that broker, within the call's deadline (``timeout_s``,
    10 s by default: no call waits longer on the network);
@@ -60,6 +62,7 @@ from twinlog.engine.broker.partition_calls import (
     EntryCount,
     PartitionLeaders,
     RegisterPartition,
+    SettleOffsetsHolder,
     TransactionCoordinators,
     coordinator_partition_of,
 )
@@ -71,6 +74,7 @@ from twinlog.rpc.replication.coordination_convert import (
     count_to_proto,
     entry_count_from_proto,
     register_to_proto,
+    settle_to_proto,
 )
 from twinlog.rpc.replication.coordination_locator import LeaderLocator, Location
 from twinlog.rpc.wire.errors import error_from_rpc_error
@@ -86,10 +90,13 @@ Stub = Any  # coordination_pb2_grpc.CoordinationStub (generated without type hin
 class RegisterHere(Protocol):
     def register_partition_here(self, request: RegisterPartition) -> None: ...
 
+    def settle_offsets_holder_here(self, request: SettleOffsetsHolder) -> None: ...
+
 
 class HereCoordinators:
-    """This broker's own coordinators (``Broker.register_partition_here``): the local side
-    of ``RemoteTransactionCoordinators``. Never the broker's ``_LocalCoordinators``, which
+    """This broker's own coordinators (``Broker.register_partition_here``,
+    ``Broker.settle_offsets_holder_here``): the local side of
+    ``RemoteTransactionCoordinators``. Never the broker's ``_LocalCoordinators``, which
     forwards to ``transaction_coordinators`` (the remote one) and would loop."""
 
     def __init__(self, broker: RegisterHere) -> None:
@@ -97,6 +104,9 @@ class HereCoordinators:
 
     def register_partition(self, request: RegisterPartition) -> None:
         self._broker.register_partition_here(request)
+
+    def settle_offsets_holder(self, request: SettleOffsetsHolder) -> None:
+        self._broker.settle_offsets_holder_here(request)
 
 
 class BrokerChannels:
@@ -330,35 +340,65 @@ class RemotePartitionLeaders(_Transport[PartitionLeaders]):
 
 
 class RemoteTransactionCoordinators(_Transport[TransactionCoordinators]):
-    """``TransactionCoordinators`` across a cluster: a partition's registration to the
-    coordinator of its transaction, the live leader of ``__txn_journal-N``."""
+    """``TransactionCoordinators`` across a cluster: each call to the coordinator of its
+    transaction, the live leader of ``__txn_journal-N``."""
 
     def register_partition(self, request: RegisterPartition) -> None:
         coordinator_partition = coordinator_partition_of(request.transaction_id)
-        what = (
+        self._route(
+            coordinator_partition,
+            lambda: self.local.register_partition(request),
+            lambda stub: stub.RegisterPartition,
+            register_to_proto(request),
             f"RegisterPartition of transaction {request.transaction_id} on "
-            f"{request.topic_partition} with coordinator {coordinator_partition}"
+            f"{request.topic_partition} with coordinator {coordinator_partition}",
         )
+
+    def settle_offsets_holder(self, request: SettleOffsetsHolder) -> None:
+        coordinator_partition = coordinator_partition_of(request.holder_id)
+        self._route(
+            coordinator_partition,
+            lambda: self.local.settle_offsets_holder(request),
+            lambda stub: stub.SettleOffsetsHolder,
+            settle_to_proto(request),
+            f"SettleOffsetsHolder of transaction {request.holder_id} (group "
+            f"{request.group_id!r}, {request.topic_partition}) for transaction "
+            f"{request.newcomer_id} with coordinator {coordinator_partition}",
+        )
+
+    def _route(
+        self,
+        coordinator_partition: int,
+        here: Callable[[], None],
+        method: Callable[[Stub], Callable[..., Any]],
+        message: Any,
+        what: str,
+    ) -> None:
         deadline = time.monotonic() + self.timeout_s
         target = self._locate(coordinator_partition, refresh=False)
         try:
-            self._register_at(target, request, deadline, what)
+            self._at(target, here, method, message, deadline, what)
             return
         except (NotCoordinatorError, BrokerUnavailableError):
             moved = self._locate(coordinator_partition, refresh=True)
             if moved == target and (target == self.broker_id or not self.channels.moved(target)):
-                raise  # nothing moved: the partition's caller retries later
+                raise  # nothing moved: the caller retries later
             log.debug("%s: retrying at broker %d (was %d)", what, moved, target)
-        self._register_at(moved, request, deadline, what)
+        self._at(moved, here, method, message, deadline, what)
 
-    def _register_at(
-        self, target: int, request: RegisterPartition, deadline: float, what: str
+    def _at(
+        self,
+        target: int,
+        here: Callable[[], None],
+        method: Callable[[Stub], Callable[..., Any]],
+        message: Any,
+        deadline: float,
+        what: str,
     ) -> None:
         if target == self.broker_id:
-            self.local.register_partition(request)
+            here()
             return
-        message = register_to_proto(request)
-        self._send(target, lambda stub: stub.RegisterPartition, message, deadline, what)
+        self._send(target, method, message, deadline, what)
 
     def _locate(self, coordinator_partition: int, refresh: bool) -> int:
         found = self.locator.coordinator(coordinator_partition, refresh=refresh)
@@ -368,7 +408,6 @@ class RemoteTransactionCoordinators(_Transport[TransactionCoordinators]):
             raise NotCoordinatorError(
                 f"coordinator {coordinator_partition} has no live broker: "
                 f"{TXN_JOURNAL_TOPIC}-{coordinator_partition} has no live leader known (or "
-                "ZooKeeper could not be read); nothing was registered, retry once one is "
-                "elected"
+                "ZooKeeper could not be read); nothing was sent, retry once one is elected"
             )
         return found

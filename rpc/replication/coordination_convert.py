@@ -1,4 +1,4 @@
-"""The coordinator <-> partition calls' values to protobuf messages and back (no I/O).
+"""The coordination calls' values to protobuf messages and back (no I/O).
 
 The one encoder and decoder between ``engine/broker/partition_calls.py`` and
 ``twinlog.v1.Coordination``: the service and the client both use it, so a field added
@@ -15,6 +15,7 @@ from twinlog.engine.broker.partition_calls import (
     CountEntries,
     EntryCount,
     RegisterPartition,
+    SettleOffsetsHolder,
 )
 from twinlog.rpc.generated.twinlog.v1 import coordination_pb2
 from twinlog.rpc.replication.convert import tp_from_proto, tp_to_proto
@@ -118,4 +119,22 @@ def abort_from_proto(message: coordination_pb2.ApplyAbortRequest) -> ApplyAbort:
         transaction_id=message.transaction_id,
         topic_partition=tp_from_proto(message.topic_partition),
         epochs=epochs_from_proto(message.epochs),
+    )
+
+
+def settle_to_proto(request: SettleOffsetsHolder) -> coordination_pb2.SettleOffsetsHolderRequest:
+    return coordination_pb2.SettleOffsetsHolderRequest(
+        holder_id=request.holder_id,
+        newcomer_id=request.newcomer_id,
+        group_id=request.group_id,
+        topic_partition=tp_to_proto(request.topic_partition),
+    )
+
+
+def settle_from_proto(message: coordination_pb2.SettleOffsetsHolderRequest) -> SettleOffsetsHolder:
+    return SettleOffsetsHolder(
+        holder_id=message.holder_id,
+        newcomer_id=message.newcomer_id,
+        group_id=message.group_id,
+        topic_partition=tp_from_proto(message.topic_partition),
     )

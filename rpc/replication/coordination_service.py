@@ -1,5 +1,6 @@
 """The serving side of ``twinlog.v1.Coordination``: this broker's own partitions and
-coordinators, for the coordinators and partition leaders of other brokers.
+coordinators, for the coordinators, partition leaders and group coordinators of other
+brokers.
 
 Each method decodes its request (``coordination_convert``), makes the call on the
 broker's *local* side and encodes the answer:
@@ -8,6 +9,7 @@ broker's *local* side and encodes the answer:
     CountEntries        broker.local_partition_leaders.count_entries(request)
     ApplyCommit         broker.local_partition_leaders.apply_commit(request)
     ApplyAbort          broker.local_partition_leaders.apply_abort(request)
+    SettleOffsetsHolder broker.settle_offsets_holder_here(request)
 
 Never forwarded: a call for a partition this broker does not lead, or a transaction it
 does not coordinate, is refused by the broker (NotLeaderOrFollowerError, a stale epoch,
@@ -25,7 +27,11 @@ from typing import Protocol
 
 import grpc
 
-from twinlog.engine.broker.partition_calls import PartitionLeaders, RegisterPartition
+from twinlog.engine.broker.partition_calls import (
+    PartitionLeaders,
+    RegisterPartition,
+    SettleOffsetsHolder,
+)
 from twinlog.rpc.generated.twinlog.v1 import coordination_pb2, coordination_pb2_grpc
 from twinlog.rpc.replication.coordination_convert import (
     abort_from_proto,
@@ -33,6 +39,7 @@ from twinlog.rpc.replication.coordination_convert import (
     count_from_proto,
     entry_count_to_proto,
     register_from_proto,
+    settle_from_proto,
 )
 from twinlog.rpc.wire.call_errors import answering_errors
 
@@ -46,6 +53,8 @@ class CoordinationHost(Protocol):
     def local_partition_leaders(self) -> PartitionLeaders: ...
 
     def register_partition_here(self, request: RegisterPartition) -> None: ...
+
+    def settle_offsets_holder_here(self, request: SettleOffsetsHolder) -> None: ...
 
 
 # Stale epochs and moved leaders are routine during a leader change: DEBUG.
@@ -85,6 +94,13 @@ class CoordinationService(coordination_pb2_grpc.CoordinationServicer):
     ) -> coordination_pb2.ApplyAbortResponse:
         self.broker.local_partition_leaders.apply_abort(abort_from_proto(request))
         return coordination_pb2.ApplyAbortResponse()
+
+    @answering
+    def SettleOffsetsHolder(
+        self, request: coordination_pb2.SettleOffsetsHolderRequest, context: grpc.ServicerContext
+    ) -> coordination_pb2.SettleOffsetsHolderResponse:
+        self.broker.settle_offsets_holder_here(settle_from_proto(request))
+        return coordination_pb2.SettleOffsetsHolderResponse()
 
 
 def add_coordination_service(server: grpc.Server, broker: CoordinationHost) -> CoordinationService:

@@ -10,7 +10,8 @@ ZooKeeper metadata store) to its cluster (CLUSTER.md §3.1, §3.2):
     controller    every broker runs one; ZooKeeper elects one (engine.zookeeper.controller)
     roles         the state znodes of this broker's partitions, each change handed to
                   ``Broker.take_partition_role``; a follower's fetcher thread per leader
-    coordination  the broker's coordinator <-> partition calls go to the broker that
+    coordination  the broker's coordinator <-> partition calls, and its group
+                  coordinators' calls to transaction coordinators, go to the broker that
                   leads the partition or coordinator (``coordination_client``)
     ISR writes    every ``isr_interval_s`` the led partitions' due ISR changes (KIP-497),
                   written by a set conditional on the state's zkVersion
@@ -143,8 +144,9 @@ class ClusterMember:
 
     def _join_coordination(self) -> None:
         """From now on the broker's coordinators reach partitions led elsewhere, and its
-        partitions the coordinators elsewhere, over gRPC (``coordination_client``); what
-        this broker leads or coordinates is still called in-process."""
+        partitions and group coordinators the transaction coordinators elsewhere, over gRPC
+        (``coordination_client``); what this broker leads or coordinates is still called
+        in-process."""
         locator = ZooKeeperLeaderLocator(self.session)
         self.partition_leaders = RemotePartitionLeaders(
             self.broker_id, self.broker.local_partition_leaders, locator, self._address_of

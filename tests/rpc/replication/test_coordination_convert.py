@@ -1,5 +1,5 @@
-"""The coordinator <-> partition calls survive protobuf, bytes on the wire included,
-field by field; ``attempts`` None and () stay apart."""
+"""The coordination calls survive protobuf, bytes on the wire included, field by field;
+``attempts`` None and () stay apart."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from twinlog.engine.broker.partition_calls import (
     CountEntries,
     EntryCount,
     RegisterPartition,
+    SettleOffsetsHolder,
 )
 from twinlog.rpc.generated.twinlog.v1 import coordination_pb2
 from twinlog.rpc.replication.coordination_convert import (
@@ -32,6 +33,8 @@ from twinlog.rpc.replication.coordination_convert import (
     epochs_to_proto,
     register_from_proto,
     register_to_proto,
+    settle_from_proto,
+    settle_to_proto,
 )
 
 # Values unlike every default and unlike each other, so a field the encoder forgot or
@@ -42,6 +45,7 @@ TRANSACTION_ID = (1 << 40) + 7  # ids are 64-bit
 REGISTER = RegisterPartition(TRANSACTION_ID, TP, (1 << 33) + 3, 9, EPOCHS)
 COUNT = CountEntries(TRANSACTION_ID, TP, EPOCHS)
 ABORT = ApplyAbort(TRANSACTION_ID, TP, EPOCHS)
+SETTLE = SettleOffsetsHolder((1 << 41) + 3, TRANSACTION_ID, "billing-é", TP)
 
 
 def _commit(attempts: tuple[str, ...] | None, entry_count: int = 42) -> ApplyCommit:
@@ -73,6 +77,12 @@ def test_count_entries_and_its_answer_round_trip() -> None:
 
 def test_apply_abort_round_trips() -> None:
     assert abort_from_proto(_through_bytes(abort_to_proto(ABORT))) == ABORT
+
+
+def test_settle_offsets_holder_round_trips() -> None:
+    decoded = settle_from_proto(_through_bytes(settle_to_proto(SETTLE)))
+    assert decoded == SETTLE
+    assert type(decoded.topic_partition) is TopicPartition
 
 
 @pytest.mark.parametrize(
@@ -118,6 +128,7 @@ def test_every_dataclass_field_has_a_wire_field() -> None:
         (EntryCount, coordination_pb2.CountEntriesResponse),
         (ApplyCommit, coordination_pb2.ApplyCommitRequest),
         (ApplyAbort, coordination_pb2.ApplyAbortRequest),
+        (SettleOffsetsHolder, coordination_pb2.SettleOffsetsHolderRequest),
     ]
     for dataclass_type, message_type in pairs:
         names = {field.name for field in fields(dataclass_type)}

@@ -1,8 +1,7 @@
-"""The coordinator <-> partition calls through ``twinlog.v1.Coordination`` on real gRPC
-servers on loopback, each around a real single-node broker: broker A's client reaches
-broker B's partitions (``__consumer_offsets`` ones too) and coordinators where a (fake)
-locator says they are, and every refusal comes back as the class the in-process call
-raises."""
+"""The coordination calls through ``twinlog.v1.Coordination`` on real gRPC servers on
+loopback, each around a real single-node broker: broker A's client reaches broker B's
+partitions (``__consumer_offsets`` ones too) and coordinators where a (fake) locator says
+they are, and every refusal comes back as the class the in-process call raises."""
 
 from __future__ import annotations
 
@@ -24,12 +23,14 @@ from twinlog.engine.base.errors import (
     FencedLeaderEpochError,
     NotCoordinatorError,
     NotLeaderOrFollowerError,
+    PendingTransactionError,
+    ProducerFencedError,
     RequestTimedOutError,
     TransactionCoordinatorFencedError,
     TwinlogError,
     UnknownLeaderEpochError,
 )
-from twinlog.engine.base.types import ProducerIdentity, TopicPartition
+from twinlog.engine.base.types import ProducerIdentity, TopicPartition, TransactionState
 from twinlog.engine.broker.broker import Broker
 from twinlog.engine.broker.partition_calls import (
     ApplyAbort,
@@ -38,6 +39,7 @@ from twinlog.engine.broker.partition_calls import (
     CountEntries,
     EntryCount,
     RegisterPartition,
+    SettleOffsetsHolder,
     coordinator_partition_of,
 )
 from twinlog.engine.records.batch_reader import iter_batches
@@ -86,6 +88,10 @@ class Refusing:
     def register_partition_here(self, request: RegisterPartition) -> None:
         self.calls += 1
         raise NotCoordinatorError(f"broker does not coordinate {request.transaction_id}")
+
+    def settle_offsets_holder_here(self, request: SettleOffsetsHolder) -> None:
+        self.calls += 1
+        raise NotCoordinatorError(f"broker does not coordinate {request.holder_id}")
 
     def _refuse(self, request: Any) -> Any:
         self.calls += 1
@@ -541,6 +547,100 @@ def test_an_offsets_partition_registers_with_the_transactions_coordinator(world:
     )
     assert world.b.list_transactions()[0].partitions == (offsets,)
     assert world.a.list_transactions() == []
+
+
+# --- settling a group's offsets holder (KIP-447) ----------------------------------------
+
+
+def _settle(holder_id: int, newcomer_id: int) -> SettleOffsetsHolder:
+    return SettleOffsetsHolder(holder_id, newcomer_id, "billing", P0)
+
+
+def _state(broker: Broker, transaction_id: int) -> TransactionState | None:
+    """The transaction's state at ``broker``; None once it is no longer in flight."""
+    for described in broker.list_transactions():
+        if described.transaction_id == transaction_id:
+            return described.state
+    return None
+
+
+class Pending:
+    """A coordinator whose holder is being committed: every settle is refused, retriable."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def settle_offsets_holder_here(self, request: SettleOffsetsHolder) -> None:
+        self.calls += 1
+        raise PendingTransactionError(f"transaction {request.holder_id} is being committed")
+
+
+def test_settle_aborts_an_older_holder_at_the_coordinator_the_locator_names(
+    world: World,
+) -> None:
+    _identity, holder = open_transaction(world.b, "older-holder")
+    world.locator.coordinators = {coordinator_partition_of(holder): B}
+    world.coordinators().settle_offsets_holder(_settle(holder, holder + (1 << 8)))
+    assert _state(world.b, holder) is None  # aborted: no longer in flight
+    # A holder its coordinator does not know (complete, or never begun): nothing to do.
+    world.coordinators().settle_offsets_holder(_settle(holder + (5 << 8), holder + (6 << 8)))
+
+
+def test_a_newer_holder_fences_the_newcomer_with_the_in_process_class(world: World) -> None:
+    _identity, holder = open_transaction(world.b, "newer-holder")
+    world.locator.coordinators = {coordinator_partition_of(holder): B}
+    zombie = _settle(holder, holder - (1 << 8))
+    with pytest.raises(ProducerFencedError) as remote:
+        world.coordinators().settle_offsets_holder(zombie)
+    with pytest.raises(ProducerFencedError) as in_process:
+        world.b.settle_offsets_holder_here(zombie)
+    assert remote.value.fatal and not remote.value.retriable
+    assert str(in_process.value) in str(remote.value)
+    assert _state(world.b, holder) is TransactionState.ONGOING  # the holder keeps them
+    assert world.locator.refreshes == 0  # a refusal, not a question of where
+
+
+def test_a_pending_holder_is_a_retriable_refusal_sent_once(world: World) -> None:
+    pending = Pending()
+    serving = Serving(pending)
+    world.addresses[9] = serving.address
+    holder = (3 << 8) | 1
+    world.locator.coordinators = {1: 9}
+    try:
+        with pytest.raises(PendingTransactionError, match="being committed") as raised:
+            world.coordinators().settle_offsets_holder(_settle(holder, holder + (1 << 8)))
+    finally:
+        serving.stop()
+    assert raised.value.retriable
+    assert pending.calls == 1 and world.locator.refreshes == 0  # the caller retries
+
+
+def test_settle_follows_a_moved_coordinator_once(world: World) -> None:
+    _identity, holder = open_transaction(world.b, "moved-holder")
+    owner = coordinator_partition_of(holder)
+    world.locator.coordinators = {owner: C}
+    world.locator.coordinators_after_refresh = {owner: B}
+    world.coordinators().settle_offsets_holder(_settle(holder, holder + (1 << 8)))
+    assert _state(world.b, holder) is None  # aborted: no longer in flight
+    assert world.refusing.calls == 1 and world.locator.refreshes == 1
+    # Refused where it stays, or nobody leads: NotCoordinatorError, retriable, not resent.
+    world.refusing.calls = 0
+    world.locator.coordinators = {owner: C}
+    with pytest.raises(NotCoordinatorError):
+        world.coordinators().settle_offsets_holder(_settle(holder, holder + (1 << 8)))
+    assert world.refusing.calls == 1
+    world.locator.coordinators = {owner: None}
+    with pytest.raises(NotCoordinatorError, match="no live broker") as raised:
+        world.coordinators().settle_offsets_holder(_settle(holder, holder + (1 << 8)))
+    assert raised.value.retriable and world.refusing.calls == 1
+
+
+def test_settle_at_this_brokers_coordinator_is_made_in_process(world: World) -> None:
+    _identity, holder = open_transaction(world.a, "local-holder")
+    world.locator.coordinators = {coordinator_partition_of(holder): A}
+    assert A not in world.addresses  # a send to A would fail: no address
+    world.coordinators().settle_offsets_holder(_settle(holder, holder + (1 << 8)))
+    assert _state(world.a, holder) is None  # aborted: no longer in flight
 
 
 # --- the server ------------------------------------------------------------------------

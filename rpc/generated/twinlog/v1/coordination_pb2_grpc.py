@@ -54,6 +54,11 @@ class CoordinationStub:
                 request_serializer=twinlog_dot_v1_dot_coordination__pb2.ApplyAbortRequest.SerializeToString,
                 response_deserializer=twinlog_dot_v1_dot_coordination__pb2.ApplyAbortResponse.FromString,
                 _registered_method=True)
+        self.SettleOffsetsHolder = channel.unary_unary(
+                '/twinlog.v1.Coordination/SettleOffsetsHolder',
+                request_serializer=twinlog_dot_v1_dot_coordination__pb2.SettleOffsetsHolderRequest.SerializeToString,
+                response_deserializer=twinlog_dot_v1_dot_coordination__pb2.SettleOffsetsHolderResponse.FromString,
+                _registered_method=True)
 
 
 class CoordinationServicer:
@@ -87,6 +92,15 @@ class CoordinationServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SettleOffsetsHolder(self, request, context):
+        """group coordinator -> the coordinator of the transaction holding a group's offsets:
+        before another transaction takes them (KIP-447), abort the holder if it is older and
+        open, or refuse the newcomer.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_CoordinationServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -109,6 +123,11 @@ def add_CoordinationServicer_to_server(servicer, server):
                     servicer.ApplyAbort,
                     request_deserializer=twinlog_dot_v1_dot_coordination__pb2.ApplyAbortRequest.FromString,
                     response_serializer=twinlog_dot_v1_dot_coordination__pb2.ApplyAbortResponse.SerializeToString,
+            ),
+            'SettleOffsetsHolder': grpc.unary_unary_rpc_method_handler(
+                    servicer.SettleOffsetsHolder,
+                    request_deserializer=twinlog_dot_v1_dot_coordination__pb2.SettleOffsetsHolderRequest.FromString,
+                    response_serializer=twinlog_dot_v1_dot_coordination__pb2.SettleOffsetsHolderResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -219,6 +238,33 @@ class Coordination:
             '/twinlog.v1.Coordination/ApplyAbort',
             twinlog_dot_v1_dot_coordination__pb2.ApplyAbortRequest.SerializeToString,
             twinlog_dot_v1_dot_coordination__pb2.ApplyAbortResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SettleOffsetsHolder(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/twinlog.v1.Coordination/SettleOffsetsHolder',
+            twinlog_dot_v1_dot_coordination__pb2.SettleOffsetsHolderRequest.SerializeToString,
+            twinlog_dot_v1_dot_coordination__pb2.SettleOffsetsHolderResponse.FromString,
             options,
             channel_credentials,
             insecure,
