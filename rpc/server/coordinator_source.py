@@ -3,21 +3,23 @@
     TRANSACTION   N = coordinator_partition_of_transactional_id(key, journal_partitions)
     PRODUCER_ID   N = coordinator_partition_of(int(key))   (a producer or transaction id:
                   ids carry their coordinator partition in their low bits)
-    GROUP         the broker asked (below)
+    GROUP         N = offsets_partition_for(key, partitions of __consumer_offsets)
 
 In a cluster, transaction coordinator N is the leader of partition N of ``__txn_journal``
-(CLUSTER.md §3.5): one read of the metadata source (``ZooKeeperClusterView``: the live
-brokers and that one topic's partition states) names it. A partition without a live
-leader (being elected, offline, or a topic not created yet) is answered with
+(CLUSTER.md §3.5), and a group's coordinator the leader of its partition N of
+``__consumer_offsets`` (the answer's ``coordinator_partition``; numbered apart from the
+journal's). One read of the metadata source (``ZooKeeperClusterView``: the live brokers
+and that one topic's partition states) names it. A partition without a live leader
+(being elected, offline, or a topic not created yet) is answered with
 NotCoordinatorError, retriable: the client asks again after a pause, within its deadline.
 
 ``journal_partitions`` is the broker's own count (the cluster's, from ZooKeeper); when
 the broker does not say (a test's fake), the partition count of ``__txn_journal`` in the
 same read stands in for it, as partition N exists for each coordinator N.
 
-Groups: ``__consumer_offsets`` is not replicated yet, so a group's offsets live on the
-broker that was sent them; its coordinator is the broker asked (the cluster client sends
-group calls to its home broker anyway). A single-node server answers itself for every key.
+A group's N takes the partition count of ``__consumer_offsets`` from the same read (the
+topic exists once a cluster broker has created it; NotCoordinatorError until then). A
+single-node server answers itself for every key (NO_COORDINATOR_PARTITION for a group).
 
 Thread rule: any thread (the server's workers call it concurrently; nothing is kept).
 """
@@ -32,6 +34,7 @@ from twinlog.engine.base.errors import (
     InvalidTxnStateError,
     NotCoordinatorError,
 )
+from twinlog.engine.broker.group_offsets import OFFSETS_TOPIC, offsets_partition_for
 from twinlog.engine.broker.internal_topics import (
     TXN_JOURNAL_TOPIC,
     coordinator_partition_of_transactional_id,
@@ -65,14 +68,17 @@ class CoordinatorSource:
         journal_partitions: Callable[[], int | None] = lambda: None,
         broker_id: Callable[[], int | None] = lambda: None,
     ) -> None:
-        """``journal_partitions()``: the broker's count (None: unknown); ``broker_id()``:
-        this broker's id in its cluster (None: unknown). Both are read at each call: the
-        broker may learn them after the server is built."""
+        """``journal_partitions()``: the broker's count (None: unknown), read at each call
+        (the broker may learn it after the server is built). ``broker_id()``: this
+        broker's id in its cluster; no answer depends on it since groups have coordinators
+        of their own (a group's was the broker asked), it is accepted for the callers."""
         self.metadata_source = metadata_source
         self.journal_partitions = journal_partitions
         self.broker_id = broker_id
 
     def find(self, key_type: CoordinatorKeyType, key: str) -> FoundCoordinator:
+        if key_type is CoordinatorKeyType.GROUP:
+            return self._group_coordinator(key)
         journal_partitions = self.journal_partitions()
         partition = self._partition_of_id(key_type, key, journal_partitions)
         metadata = self.metadata_source.metadata([TXN_JOURNAL_TOPIC])
@@ -81,8 +87,6 @@ class CoordinatorSource:
             if key_type is CoordinatorKeyType.TRANSACTION and journal_partitions is not None:
                 partition = coordinator_partition_of_transactional_id(key, journal_partitions)
             return FoundCoordinator(partition, metadata.brokers[0])
-        if key_type is CoordinatorKeyType.GROUP:
-            return self._this_broker(metadata)
         if key_type is CoordinatorKeyType.TRANSACTION:
             partition = coordinator_partition_of_transactional_id(
                 key, self._cluster_journal_partitions(metadata, key, journal_partitions)
@@ -94,8 +98,27 @@ class CoordinatorSource:
         leader = metadata.leader(TXN_JOURNAL_TOPIC, partition)
         if leader is None:
             raise NotCoordinatorError(
-                f"no coordinator for {_named(key_type, key)} yet: {_why_none(metadata, partition)}"
-                "; retry (FindCoordinator) after a short pause"
+                f"no coordinator for {_named(key_type, key)} yet: "
+                f"{_why_none(metadata, TXN_JOURNAL_TOPIC, partition)}; retry (FindCoordinator) "
+                "after a short pause"
+            )
+        return FoundCoordinator(partition, leader)
+
+    def _group_coordinator(self, group_id: str) -> FoundCoordinator:
+        """The leader of the group's ``__consumer_offsets`` partition (a single node: itself)."""
+        metadata = self.metadata_source.metadata([OFFSETS_TOPIC])
+        if metadata.standalone:
+            return FoundCoordinator(NO_COORDINATOR_PARTITION, metadata.brokers[0])
+        topic = metadata.topic(OFFSETS_TOPIC)
+        partition, leader = 0, None
+        if topic is not None and topic.partitions:
+            partition = offsets_partition_for(group_id, len(topic.partitions)).partition
+            leader = metadata.leader(OFFSETS_TOPIC, partition)
+        if leader is None:
+            raise NotCoordinatorError(
+                f"no coordinator for group {group_id!r} yet: "
+                f"{_why_none(metadata, OFFSETS_TOPIC, partition)}; retry (FindCoordinator) "
+                "after a short pause"
             )
         return FoundCoordinator(partition, leader)
 
@@ -103,8 +126,8 @@ class CoordinatorSource:
     def _partition_of_id(
         key_type: CoordinatorKeyType, key: str, journal_partitions: int | None
     ) -> int:
-        """A producer or transaction id's partition; the other keys' are found later (a
-        transactional id's needs the count, a group has none). Checks every key."""
+        """A producer or transaction id's partition; a transactional id's is found later
+        (it needs the count). Checks both kinds of key."""
         if key_type is CoordinatorKeyType.TRANSACTION and not key:
             raise InvalidConfigError("FindCoordinator: the transactional id is empty")
         if key_type is not CoordinatorKeyType.PRODUCER_ID:
@@ -133,17 +156,6 @@ class CoordinatorSource:
             )
         return len(topic.partitions)
 
-    def _this_broker(self, metadata: ClusterMetadata) -> FoundCoordinator:
-        broker_id = self.broker_id()
-        me = None if broker_id is None else metadata.broker(broker_id)
-        if me is None:
-            raise NotCoordinatorError(
-                f"this broker (id {broker_id}) is not registered in the cluster at the moment "
-                "(joining, or its ZooKeeper session was lost), so it names no group "
-                "coordinator; retry, or ask another broker"
-            )
-        return FoundCoordinator(NO_COORDINATOR_PARTITION, me)
-
 
 def _not_issued(key: str, partition: int, journal_partitions: int) -> InvalidTxnStateError:
     """As the broker answers an id no coordinator of its own issued."""
@@ -159,11 +171,11 @@ def _named(key_type: CoordinatorKeyType, key: str) -> str:
     return f"producer/transaction id {key}"
 
 
-def _why_none(metadata: ClusterMetadata, partition: int) -> str:
-    where = f"partition {partition} of {TXN_JOURNAL_TOPIC}"
-    topic = metadata.topic(TXN_JOURNAL_TOPIC)
-    if topic is None:
-        return f"topic {TXN_JOURNAL_TOPIC} does not exist yet (the cluster is starting)"
+def _why_none(metadata: ClusterMetadata, name: str, partition: int) -> str:
+    where = f"partition {partition} of {name}"
+    topic = metadata.topic(name)
+    if topic is None or not topic.partitions:
+        return f"topic {name} does not exist yet (the cluster is starting)"
     found = topic.partition(partition)
     if found is None:
         return f"{where} does not exist (the topic has {len(topic.partitions)} partitions)"

@@ -1,9 +1,10 @@
 """The FindCoordinator call: its conversions, and the server's answer through
 ``RemoteBroker``. A single-node server names itself for every key (on a fake and on a
-real embedded broker); a cluster broker names the leader of ``__txn_journal``-N from its
-metadata source, or answers NotCoordinatorError, saying why, while there is none; bad
-keys and keys the ACL hides are refused; an older server's UNIMPLEMENTED reads as None.
-The client that follows coordinators: ``test_find_coordinator_routing``."""
+real embedded broker); a cluster broker names the leader of ``__txn_journal``-N, or for a
+group the leader of its ``__consumer_offsets`` partition, from its metadata source, or
+answers NotCoordinatorError, saying why, while there is none; bad keys and keys the ACL
+hides are refused; an older server's UNIMPLEMENTED reads as None. The client that
+follows coordinators: ``test_find_coordinator_routing``."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ from twinlog.engine.base.errors import (
     InvalidTxnStateError,
     NotCoordinatorError,
 )
+from twinlog.engine.broker.group_offsets import OFFSETS_TOPIC, offsets_partition_for
 from twinlog.engine.broker.internal_topics import (
     TXN_JOURNAL_TOPIC,
     coordinator_partition_of_transactional_id,
@@ -187,22 +189,27 @@ class StaticMetadata:
 
 
 def cluster_metadata(
-    leaders: Sequence[int] | None, brokers: tuple[BrokerEndpoint, ...] = BROKERS
+    leaders: Sequence[int] | None,
+    brokers: tuple[BrokerEndpoint, ...] = BROKERS,
+    offsets_leaders: Sequence[int] | None = None,
 ) -> ClusterMetadata:
-    """``__txn_journal`` with partition N led by ``leaders[N]`` (-1: none); None: no topic."""
-    topics = ()
-    if leaders is not None:
-        partitions = tuple(
-            PartitionMetadata(n, leader, 0, (1, 2, 3), (1, 2, 3))
-            for n, leader in enumerate(leaders)
-        )
-        topics = (TopicMetadata(TXN_JOURNAL_TOPIC, partitions),)
-    return ClusterMetadata("c1", 1, brokers, topics)
+    """``__txn_journal`` with partition N led by ``leaders[N]`` (-1: none), and
+    ``__consumer_offsets`` likewise by ``offsets_leaders``; None: no such topic."""
+    topics = []
+    for name, led_by in ((TXN_JOURNAL_TOPIC, leaders), (OFFSETS_TOPIC, offsets_leaders)):
+        if led_by is not None:
+            partitions = tuple(
+                PartitionMetadata(n, leader, 0, (1, 2, 3), (1, 2, 3))
+                for n, leader in enumerate(led_by)
+            )
+            topics.append(TopicMetadata(name, partitions))
+    return ClusterMetadata("c1", 1, brokers, tuple(topics))
 
 
 def test_a_cluster_broker_names_the_journal_partitions_leader_over_grpc() -> None:
     leaders = [3, 1, 2, 3]
-    source = StaticMetadata(cluster_metadata(leaders))
+    offsets_leaders = [2, 3, 1, 2, 3]
+    source = StaticMetadata(cluster_metadata(leaders, offsets_leaders=offsets_leaders))
     broker = FakeBroker()
     broker.broker_id = 2  # type: ignore[attr-defined]  # as a cluster's twinlog.Broker has
     server = RpcServer(broker, ServerConfig(port=0), metadata_source=source)
@@ -217,9 +224,13 @@ def test_a_cluster_broker_names_the_journal_partitions_leader_over_grpc() -> Non
             assert remote.find_coordinator(PRODUCER_ID, str(producer_id)) == FoundCoordinator(
                 2, BROKERS[1]
             )
-            # Groups: the broker asked (its offsets are not replicated yet).
-            assert remote.find_coordinator(GROUP, "billing") == FoundCoordinator(-1, BROKERS[1])
-            assert source.reads == [[TXN_JOURNAL_TOPIC]] * 3  # one read each, of one topic
+            # Groups: the leader of the group's __consumer_offsets partition.
+            group_partition = offsets_partition_for("billing", 5).partition
+            assert remote.find_coordinator(GROUP, "billing") == FoundCoordinator(
+                group_partition, BROKERS[offsets_leaders[group_partition] - 1]
+            )
+            # One read each, of one topic.
+            assert source.reads == [[TXN_JOURNAL_TOPIC], [TXN_JOURNAL_TOPIC], [OFFSETS_TOPIC]]
     finally:
         server.stop(grace_ms=0)
 
@@ -255,9 +266,41 @@ def test_no_live_leader_is_not_coordinator_and_says_why(
         assert caught.value.retriable and "retry" in str(caught.value)
 
 
-def test_a_broker_not_registered_names_no_group_coordinator() -> None:
-    source = StaticMetadata(cluster_metadata([1, 2, 3, 1], brokers=BROKERS[:2]))
-    with pytest.raises(NotCoordinatorError, match="not registered"):
-        CoordinatorSource(source, broker_id=lambda: 3).find(GROUP, "billing")
-    found = CoordinatorSource(source, broker_id=lambda: 1).find(GROUP, "billing")
-    assert found == FoundCoordinator(NO_COORDINATOR_PARTITION, BROKERS[0])
+def test_a_groups_coordinator_is_its_offsets_partitions_leader() -> None:
+    offsets_leaders = [1, 2, 3, 1, 2, 3, 1]
+    coordinators = CoordinatorSource(
+        StaticMetadata(cluster_metadata([1, 2, 3, 1], offsets_leaders=offsets_leaders)),
+        journal_partitions=lambda: 4,
+    )
+    answers = set()
+    for group in ("billing", "payroll", "audit"):
+        found = coordinators.find(GROUP, group)
+        partition = offsets_partition_for(group, len(offsets_leaders)).partition
+        assert found == FoundCoordinator(partition, BROKERS[offsets_leaders[partition] - 1])
+        answers.add(partition)
+    # Spread over the partitions, numbered as __consumer_offsets's (billing's is 4: there
+    # is no journal partition 4), never as the journal's.
+    assert answers == {4, 3, 0}
+
+
+@pytest.mark.parametrize(
+    ("metadata", "message"),
+    [
+        (cluster_metadata([1, 2, 3, 1]), "__consumer_offsets does not exist yet"),
+        (cluster_metadata([1, 2, 3, 1], offsets_leaders=[]), "does not exist yet"),
+        (cluster_metadata([1, 2, 3, 1], offsets_leaders=[-1, -1, -1]), "has no leader"),
+        (
+            cluster_metadata([2, 2, 2, 2], BROKERS[1:], offsets_leaders=[1, 1, 1]),
+            "led by broker 1, which is not",
+        ),
+    ],
+)
+def test_a_group_without_a_live_coordinator_is_not_coordinator_and_says_why(
+    metadata: ClusterMetadata, message: str
+) -> None:
+    coordinators = CoordinatorSource(StaticMetadata(metadata), broker_id=lambda: 2)
+    with pytest.raises(NotCoordinatorError, match=message) as caught:
+        coordinators.find(GROUP, "billing")
+    assert caught.value.retriable
+    assert "group 'billing'" in str(caught.value) and "retry" in str(caught.value)
+    assert OFFSETS_TOPIC in str(caught.value)
