@@ -16,26 +16,32 @@ it (``metadata_cache``), and sends:
                                       one when a broker is unreachable
     init_producer(transactional_id),  the key's transaction coordinator, as FindCoordinator
     begin, add_partitions,            names it (by transactional id; by producer id for the
-    send_offsets, commit, abort,      others, by transaction id for the admin abort), kept
+    commit, abort,                    others, by transaction id for the admin abort), kept
     admin_abort_transaction           per coordinator partition (``coordinator_cache``):
                                       see "Following coordinators" below
+    commit_offsets, fetch_offsets,    the group's coordinator, the leader of its
+    send_offsets                      ``__consumer_offsets`` partition, as FindCoordinator
+                                      names it (by group id), kept per offsets partition;
+                                      followed as a transaction coordinator is
     init_producer(None)               the home broker, or the next one while a broker is
                                       unreachable or coordinates nothing (an idempotent
                                       producer's id comes from one of the answering
                                       broker's own coordinators)
-    group offsets, list_transactions  the home broker, the first bootstrap address that
-                                      answered: groups' offsets live there until
-                                      ``__consumer_offsets`` is replicated (CLUSTER.md §3.5)
+    list_transactions                 the home broker, the first bootstrap address that
+                                      answered
 
 Following coordinators: NotCoordinatorError, an unreachable broker, or a request that
 timed out there: the cached coordinator is forgotten, found again, and the call sent
 there. CoordinatorLoadInProgressError: the same broker again after a pause. Pauses grow
 as a leader's (``ROUTING_BACKOFF``), within the call's deadline. Every coordinator call
-is safe to send again: a retried begin carries its request id, and a commit whose first
-attempt may have been applied (the broker went away or the request timed out mid-commit)
-is sent again as a commit, never turned into an abort (Kafka's rule: a commit whose
-outcome is unknown can only be retried). A server without FindCoordinator (older) gets
-these calls at the home broker, once, as before.
+is safe to send again: a retried begin carries its request id, offsets are committed or
+sent again as they are, and a commit whose first attempt may have been applied (the
+broker went away or the request timed out mid-commit) is sent again as a commit, never
+turned into an abort (Kafka's rule: a commit whose outcome is unknown can only be
+retried). A server without FindCoordinator (older) gets these calls at the home broker,
+once, as before; so do group calls when the servers name no coordinator for a group (an
+older cluster, where each broker kept the offsets sent to it), except send_offsets,
+which such a cluster ran at the transaction's coordinator.
 
 A produce retried here keeps its bytes (producer id, generation, sequence): a leader
 that has the first attempt (it was replicated before the old leader died) answers it
@@ -84,7 +90,7 @@ from twinlog.rpc.client.coordinator_cache import CoordinatorCache
 from twinlog.rpc.client.metadata_cache import MetadataCache
 from twinlog.rpc.client.remote import RemoteBroker
 from twinlog.rpc.client.retry import RetryPolicy
-from twinlog.rpc.wire.broker_api import CoordinatorKeyType
+from twinlog.rpc.wire.broker_api import NO_COORDINATOR_PARTITION, CoordinatorKeyType
 
 log = logging.getLogger("twinlog.client")
 
@@ -252,7 +258,8 @@ class ClusterBroker:
     def coordinator_address(self, key_type: CoordinatorKeyType, key: str) -> str | None:
         """Where ``key``'s coordinator calls go now: the cached coordinator, else the one
         FindCoordinator names (asked of any live broker, and kept). None: the brokers have
-        no FindCoordinator (older servers); the home broker coordinates, as before.
+        no FindCoordinator (older servers), or name no coordinator of their own for a
+        group (a cluster from before groups had them); the caller's fallback, as before.
 
         Raises NotCoordinatorError while no broker coordinates the key (retriable), and
         BrokerUnavailableError when no broker answers."""
@@ -260,7 +267,7 @@ class ClusterBroker:
         if snapshot.metadata.standalone:
             return snapshot.answered_by
         partition = self.coordinators.partition_of(key_type, key)
-        cached = self.coordinators.address_of(partition)
+        cached = self.coordinators.address_of(key_type, partition)
         if cached is not None:
             return cached
         last: BrokerUnavailableError | None = None
@@ -273,14 +280,25 @@ class ClusterBroker:
                 continue
             if found is None:
                 return None
+            if (
+                key_type is CoordinatorKeyType.GROUP
+                and found.coordinator_partition == NO_COORDINATOR_PARTITION
+            ):
+                return None  # an older cluster: "the broker asked", groups not placed
             self.coordinators.learn(key_type, key, found)
             return found.broker.address
         raise last or BrokerUnavailableError("no broker to ask FindCoordinator of")
 
     def _on_coordinator(
-        self, key_type: CoordinatorKeyType, key: str, call: Callable[[NodeBroker], Result]
+        self,
+        key_type: CoordinatorKeyType,
+        key: str,
+        call: Callable[[NodeBroker], Result],
+        unplaced: Callable[[], Result] | None = None,
     ) -> Result:
-        """``call`` on ``key``'s coordinator, followed while it moves (see the module)."""
+        """``call`` on ``key``'s coordinator, followed while it moves (see the module).
+        ``unplaced``: what to do when the servers name no coordinator (``coordinator_address``
+        None); the home broker, once, unless given."""
         deadline_s = self._deadline_s()
         with deadline_at(deadline_s):
             attempt = 0
@@ -295,7 +313,7 @@ class ClusterBroker:
                     if not isinstance(error, CoordinatorLoadInProgressError):
                         # Found again at the next attempt; the key's partition stays known.
                         partition = self.coordinators.partition_of(key_type, key)
-                        self.coordinators.forget(partition, address)
+                        self.coordinators.forget(key_type, partition, address)
                         if isinstance(error, BrokerUnavailableError):
                             self.metadata.invalidate()
                     attempt += 1
@@ -313,6 +331,8 @@ class ClusterBroker:
                     )
                     self._sleep(pause_s)
                     continue
+                if unplaced is not None:
+                    return unplaced()
                 return self._on_home(call)  # older servers: the home broker, once, as before
 
     def _init_idempotent(self, transaction_timeout_ms: int | None) -> ProducerIdentity:
@@ -427,11 +447,21 @@ class ClusterBroker:
         group_id: str,
         offsets: Mapping[TopicPartition, int],
     ) -> None:
-        self._on_coordinator(
-            CoordinatorKeyType.PRODUCER_ID,
-            str(producer_id),
-            lambda broker: broker.send_offsets_to_transaction(
+        """At the group's coordinator (it joins the offsets to the transaction at the
+        transaction's coordinator itself); at the transaction's coordinator on a cluster
+        whose groups have no coordinators of their own, where older brokers ran it."""
+
+        def call(broker: NodeBroker) -> None:
+            broker.send_offsets_to_transaction(
                 transaction_id, producer_id, producer_generation, group_id, offsets
+            )
+
+        self._on_coordinator(
+            CoordinatorKeyType.GROUP,
+            group_id,
+            call,
+            unplaced=lambda: self._on_coordinator(
+                CoordinatorKeyType.PRODUCER_ID, str(producer_id), call
             ),
         )
 
@@ -489,13 +519,21 @@ class ClusterBroker:
         )
 
     def commit_offsets(self, group_id: str, offsets: Mapping[TopicPartition, int]) -> None:
-        self._on_home(lambda broker: broker.commit_offsets(group_id, offsets))
+        self._on_coordinator(
+            CoordinatorKeyType.GROUP,
+            group_id,
+            lambda broker: broker.commit_offsets(group_id, offsets),
+        )
 
     def fetch_offsets(
         self, group_id: str, partitions: Iterable[TopicPartition]
     ) -> dict[TopicPartition, int]:
         chosen = list(partitions)
-        return self._on_home(lambda broker: broker.fetch_offsets(group_id, chosen))
+        return self._on_coordinator(
+            CoordinatorKeyType.GROUP,
+            group_id,
+            lambda broker: broker.fetch_offsets(group_id, chosen),
+        )
 
     # --- admin ---------------------------------------------------------------------------------
 

@@ -14,10 +14,10 @@ answers without a cluster id (``ClusterMetadata.standalone``): its advertised ad
 may not be reachable from here (``--host 0.0.0.0``, a proxy), so only the addresses the
 client was given are asked again, and every call goes to the one that answered.
 
-``home`` is the first address that answered: the broker that keeps this client's
-groups' offsets until ``__consumer_offsets`` is replicated (CLUSTER.md §3.5), and the
-one asked first for an idempotent producer's id. Transaction coordinators are found per
-key (``coordinator_cache``, ``cluster``).
+``home`` is the first address that answered: the broker asked first for an idempotent
+producer's id and for topic administration, asked for ``list_transactions``, and sent
+coordinator calls when the servers name no coordinator (older ones). Transaction and
+group coordinators are found per key (``coordinator_cache``, ``cluster``).
 
 Thread rule: any thread.
 """

@@ -14,13 +14,22 @@ answers FindCoordinator from it, coordinator calls for a partition it does not l
 NotCoordinatorError, and ``loading[broker_id]`` calls with CoordinatorLoadInProgressError
 first. Commits and aborts are kept per transaction id: a commit retried is answered as
 done, an abort after a commit is refused, as a coordinator does; ``ambiguous_commits``
-commits are applied and then fail with the error given (the answer lost). No tests here.
+commits are applied and then fail with the error given (the answer lost).
+
+Group coordinators: with ``group_coordinators`` None the brokers name themselves for a
+group (partition -1, as clusters did before ``__consumer_offsets`` was replicated) and
+take every group call; ``send_offsets_to_transaction`` then needs the transaction's
+coordinator, as there. Given a map (``__consumer_offsets`` partition -> broker id,
+None: no leader yet), FindCoordinator names the leader of the group's partition
+(``offsets_partition_for`` over ``offsets_partitions``), and the group calls are refused
+elsewhere (NotCoordinatorError), or while ``loading`` as above. Committed offsets are
+kept per (group, topic-partition) in ``offsets``. No tests here.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -45,7 +54,9 @@ from twinlog.engine.base.types import (
     ProduceResult,
     ProducerIdentity,
     TopicDescription,
+    TopicPartition,
 )
+from twinlog.engine.broker.group_offsets import offsets_partition_for
 from twinlog.engine.broker.internal_topics import coordinator_partition_of_transactional_id
 from twinlog.engine.broker.partition_calls import PARTITION_BITS, coordinator_partition_of
 from twinlog.rpc.client.connection_options import ConnectionOptions
@@ -80,13 +91,24 @@ class FakeCluster:
         self.committed: list[int] = []  # transaction ids, in the order they were committed
         self.aborted: list[int] = []
         self.next_id = 1
+        # Group coordinators (see the module's text).
+        self.offsets_partitions = 5
+        self.group_coordinators: dict[int, int | None] | None = None
+        self.offsets: dict[tuple[str, TopicPartition], int] = {}
 
     def coordinate(self, leaders: dict[int, int | None]) -> None:
         """Coordinator partition -> leading broker id (None: no leader yet)."""
         with self.lock:
             self.coordinators = dict(leaders)
 
+    def coordinate_groups(self, leaders: dict[int, int | None]) -> None:
+        """``__consumer_offsets`` partition -> leading broker id (None: no leader yet)."""
+        with self.lock:
+            self.group_coordinators = dict(leaders)
+
     def coordinator_of(self, key_type: CoordinatorKeyType, key: str) -> int:
+        if key_type is CoordinatorKeyType.GROUP:
+            return offsets_partition_for(key, self.offsets_partitions).partition
         if key_type is CoordinatorKeyType.TRANSACTION:
             return coordinator_partition_of_transactional_id(key, self.journal_partitions)
         return coordinator_partition_of(int(key))
@@ -255,13 +277,14 @@ class FakeNode:
 
     # --- transaction coordinators ---------------------------------------------------------
 
-    def _coordinates(self, partition: int) -> None:
+    def _coordinates(self, partition: int, group: bool = False) -> None:
         """Lock held. Refuse a coordinator call this broker cannot serve now."""
-        coordinators = self.cluster.coordinators
+        coordinators = self.cluster.group_coordinators if group else self.cluster.coordinators
         if coordinators is None:
             return  # an older cluster: every broker takes every call
         if coordinators.get(partition) != self.broker_id:
-            raise NotCoordinatorError(f"broker {self.broker_id} does not coordinate {partition}")
+            kind = "group coordinator" if group else "coordinator"
+            raise NotCoordinatorError(f"broker {self.broker_id} is not {kind} {partition}")
         if self.cluster.loading.get(self.broker_id, 0) > 0:
             self.cluster.loading[self.broker_id] -= 1
             raise CoordinatorLoadInProgressError(f"broker {self.broker_id} is loading {partition}")
@@ -271,15 +294,24 @@ class FakeNode:
         with self.cluster.lock:
             self._coordinates(coordinator_partition_of(producer_id))
 
+    def _group_call(self, method: str, group_id: str) -> None:
+        self._enter(method)
+        with self.cluster.lock:
+            partition = self.cluster.coordinator_of(CoordinatorKeyType.GROUP, group_id)
+            self._coordinates(partition, group=True)
+
     def find_coordinator(self, key_type: CoordinatorKeyType, key: str) -> FoundCoordinator | None:
         self._enter("find_coordinator")
         with self.cluster.lock:
             coordinators = self.cluster.coordinators
             if coordinators is None:
                 return None  # a server older than FindCoordinator
-            if key_type is CoordinatorKeyType.GROUP:
-                leader: int | None = self.broker_id
+            if key_type is CoordinatorKeyType.GROUP and self.cluster.group_coordinators is None:
+                leader: int | None = self.broker_id  # groups not placed: the broker asked
                 partition = -1
+            elif key_type is CoordinatorKeyType.GROUP:
+                partition = self.cluster.coordinator_of(key_type, key)
+                leader = self.cluster.group_coordinators.get(partition)
             else:
                 partition = self.cluster.coordinator_of(key_type, key)
                 leader = coordinators.get(partition)
@@ -309,7 +341,23 @@ class FakeNode:
         group_id: str,
         offsets: object,
     ) -> None:
-        self._coordinator_call("send_offsets_to_transaction", producer_id)
+        if self.cluster.group_coordinators is None:  # older: at the transaction's coordinator
+            self._coordinator_call("send_offsets_to_transaction", producer_id)
+        else:
+            self._group_call("send_offsets_to_transaction", group_id)
+
+    def commit_offsets(self, group_id: str, offsets: Mapping[TopicPartition, int]) -> None:
+        self._group_call("commit_offsets", group_id)
+        with self.cluster.lock:
+            for topic_partition, offset in offsets.items():
+                self.cluster.offsets[(group_id, topic_partition)] = offset
+
+    def fetch_offsets(
+        self, group_id: str, partitions: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, int]:
+        self._group_call("fetch_offsets", group_id)
+        with self.cluster.lock:
+            return {tp: self.cluster.offsets.get((group_id, tp), -1) for tp in partitions}
 
     def commit_transaction(
         self,

@@ -1,9 +1,11 @@
-"""The cluster client that follows transaction coordinators (``ClusterBroker`` over
-``cluster_fakes``): coordinator calls reach the coordinator FindCoordinator names, kept
-per coordinator partition; NotCoordinatorError or an unreachable coordinator makes the
-client find it again, CoordinatorLoadInProgressError retries the same broker after a
-pause; a commit whose answer was lost is sent again as a commit, never turned into an
-abort; a coordinator that never comes fails the call at its deadline with a typed error."""
+"""The cluster client that follows transaction and group coordinators (``ClusterBroker``
+over ``cluster_fakes``): coordinator calls reach the coordinator FindCoordinator names,
+kept per coordinator partition (a group's apart from a transaction's);
+NotCoordinatorError or an unreachable coordinator makes the client find it again,
+CoordinatorLoadInProgressError retries the same broker after a pause; a commit whose
+answer was lost is sent again as a commit, never turned into an abort; a coordinator that
+never comes fails the call at its deadline with a typed error; older servers get the
+calls where they took them."""
 
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ from twinlog.engine.base.errors import (
     TwinlogError,
 )
 from twinlog.engine.base.types import TopicPartition
+from twinlog.engine.broker.group_offsets import offsets_partition_for
 from twinlog.engine.broker.internal_topics import coordinator_partition_of_transactional_id
 from twinlog.engine.broker.partition_calls import coordinator_partition_of
 from twinlog.rpc.client import Producer
@@ -44,16 +47,43 @@ def test_the_cache_keeps_coordinators_per_partition_and_forgets_only_what_failed
     cache.learn(TRANSACTION, "app", found)
     assert cache.partition_of(TRANSACTION, "app") == 3
     # A producer id of partition 3 shares the answer (its low bits).
-    assert cache.address_of(cache.partition_of(PRODUCER_ID, str((9 << 8) | 3))) == "10.0.0.2:7070"
-    cache.forget(3, "10.0.0.9:7070")  # another broker failed: the newer answer stays
-    assert cache.address_of(3) == "10.0.0.2:7070"
-    cache.forget(3, "10.0.0.2:7070")
-    assert cache.address_of(3) is None and cache.partition_of(TRANSACTION, "app") == 3
+    by_id = cache.partition_of(PRODUCER_ID, str((9 << 8) | 3))
+    assert cache.address_of(PRODUCER_ID, by_id) == "10.0.0.2:7070"
+    cache.forget(TRANSACTION, 3, "10.0.0.9:7070")  # another broker failed: the newer stays
+    assert cache.address_of(TRANSACTION, 3) == "10.0.0.2:7070"
+    cache.forget(TRANSACTION, 3, "10.0.0.2:7070")
+    assert cache.address_of(TRANSACTION, 3) is None
+    assert cache.partition_of(TRANSACTION, "app") == 3
     cache.learn(TRANSACTION, "b", found)
+    cache.learn(TRANSACTION, "b", found)  # known already: nothing dropped for it
+    assert cache.partition_of(TRANSACTION, "app") == 3
     cache.learn(TRANSACTION, "c", found)  # over the cap: the oldest id is dropped
     assert cache.partition_of(TRANSACTION, "app") is None
     cache.learn(GROUP, "g", FoundCoordinator(-1, found.broker))  # nothing to keep it under
-    assert cache.known() == {3: "10.0.0.2:7070"}
+    assert cache.partition_of(GROUP, "g") is None
+    assert cache.known(TRANSACTION) == {3: "10.0.0.2:7070"} and cache.known(GROUP) == {}
+
+
+def test_the_cache_keeps_group_coordinators_apart_from_transaction_coordinators() -> None:
+    cache = CoordinatorCache(group_ids_max=2)
+    journal = FoundCoordinator(3, BrokerEndpoint(2, "10.0.0.2", 7070))
+    offsets = FoundCoordinator(3, BrokerEndpoint(1, "10.0.0.1", 7070))  # the same number
+    cache.learn(TRANSACTION, "app", journal)
+    cache.learn(GROUP, "billing", offsets)
+    assert cache.partition_of(GROUP, "billing") == 3
+    assert cache.partition_of(TRANSACTION, "billing") is None  # a group is no transactional id
+    assert cache.address_of(GROUP, 3) == "10.0.0.1:7070"
+    assert cache.address_of(TRANSACTION, 3) == "10.0.0.2:7070"
+    assert cache.address_of(PRODUCER_ID, 3) == "10.0.0.2:7070"
+    cache.forget(GROUP, 3, "10.0.0.2:7070")  # not the group coordinator's address: kept
+    assert cache.address_of(GROUP, 3) == "10.0.0.1:7070"
+    cache.forget(GROUP, 3, "10.0.0.1:7070")
+    assert cache.address_of(GROUP, 3) is None
+    assert cache.address_of(TRANSACTION, 3) == "10.0.0.2:7070"  # the other numbering's stays
+    cache.learn(GROUP, "audit", offsets)
+    cache.learn(GROUP, "payroll", offsets)  # over the groups' cap: the oldest group dropped
+    assert cache.partition_of(GROUP, "billing") is None
+    assert cache.partition_of(TRANSACTION, "app") == 3  # its own cap
 
 
 # --- client routing ----------------------------------------------------------------------------
@@ -62,13 +92,20 @@ BOOTSTRAP = ",".join(address_of(broker_id) for broker_id in (1, 2, 3))
 QUICK = RetryPolicy(backoff_ms=5, backoff_max_ms=40)
 APP = "app-1"
 APP_PARTITION = coordinator_partition_of_transactional_id(APP, 4)
+GROUP_ID = "billing"
+GROUP_PARTITION = offsets_partition_for(GROUP_ID, 5).partition  # of __consumer_offsets
+OTHER_GROUP = "audit"
+ORDERS_0 = TopicPartition("orders", 0)
 
 
 @pytest.fixture()
 def cluster() -> FakeCluster:
+    """The transaction coordinator of APP is broker 3, the group coordinator of GROUP_ID
+    broker 2; the home broker (the first to answer) is broker 1."""
     fake = FakeCluster()
     fake.create("orders", [1, 2, 3])
     fake.coordinate({n: 3 if n == APP_PARTITION else 2 for n in range(4)})
+    fake.coordinate_groups({n: 2 if n == GROUP_PARTITION else 1 for n in range(5)})
     return fake
 
 
@@ -97,25 +134,55 @@ def test_coordinator_calls_go_to_the_coordinator_found(cluster: FakeCluster) -> 
         broker.add_partitions_to_transaction(
             transaction_id, pid, generation, [TopicPartition("orders", 0)]
         )
-        broker.send_offsets_to_transaction(transaction_id, pid, generation, "billing", {})
         broker.commit_transaction(transaction_id, pid, generation)
         second = broker.begin_transaction(pid, generation)
         broker.abort_transaction(second, pid, generation)
-        broker.commit_offsets("billing", {})  # groups: the home broker
     coordinator = address_of(3)
     for method in (
         "init_producer",
         "begin_transaction",
         "add_partitions_to_transaction",
-        "send_offsets_to_transaction",
         "commit_transaction",
         "abort_transaction",
     ):
         assert set(cluster.calls_of(method)) == {coordinator}, method
     # Asked once: the producer id carries the coordinator partition the answer was kept under.
     assert cluster.calls_of("find_coordinator") == [address_of(1)]
-    assert cluster.calls_of("commit_offsets") == [address_of(1)]
     assert cluster.committed == [transaction_id] and cluster.aborted == [second]
+
+
+def test_group_calls_go_to_the_groups_coordinator_found(cluster: FakeCluster) -> None:
+    with client(cluster) as broker:
+        identity = broker.init_producer(APP)
+        pid, generation = identity.producer_id, identity.producer_generation
+        transaction_id = broker.begin_transaction(pid, generation)
+        broker.send_offsets_to_transaction(transaction_id, pid, generation, GROUP_ID, {})
+        broker.commit_offsets(GROUP_ID, {ORDERS_0: 42})
+        assert broker.fetch_offsets(GROUP_ID, [ORDERS_0]) == {ORDERS_0: 42}
+        broker.commit_offsets(OTHER_GROUP, {ORDERS_0: 7})  # its own partition's leader
+        broker.commit_transaction(transaction_id, pid, generation)
+    group_coordinator = address_of(2)
+    for method in ("send_offsets_to_transaction", "fetch_offsets"):
+        assert cluster.calls_of(method) == [group_coordinator], method
+    assert cluster.calls_of("commit_offsets") == [group_coordinator, address_of(1)]
+    assert cluster.calls_of("commit_transaction") == [address_of(3)]
+    # Once per key: the transactional id, then each group; kept afterwards.
+    assert len(cluster.calls_of("find_coordinator")) == 3
+    assert cluster.offsets == {(GROUP_ID, ORDERS_0): 42, (OTHER_GROUP, ORDERS_0): 7}
+
+
+def test_a_group_and_a_transaction_of_the_same_partition_number_stay_apart(
+    cluster: FakeCluster,
+) -> None:
+    assert GROUP_PARTITION == APP_PARTITION  # offsets partition 1, journal partition 1
+    with client(cluster) as broker:
+        identity = broker.init_producer(APP)  # journal partition 1: broker 3
+        broker.commit_offsets(GROUP_ID, {ORDERS_0: 1})  # offsets partition 1: broker 2
+        broker.begin_transaction(identity.producer_id, identity.producer_generation)
+        broker.commit_offsets(GROUP_ID, {ORDERS_0: 2})
+    assert cluster.calls_of("begin_transaction") == [address_of(3)]
+    assert cluster.calls_of("commit_offsets") == [address_of(2)] * 2
+    assert len(cluster.calls_of("find_coordinator")) == 2  # nothing refused, nothing asked again
 
 
 @pytest.mark.parametrize("how", ["moved", "died"])
@@ -140,6 +207,48 @@ def test_a_coordinator_still_loading_is_asked_again_after_a_pause(cluster: FakeC
     assert len(cluster.calls_of("find_coordinator")) == 1  # the same broker: not found again
     assert len(sleeps) == 2 and all(pause > 0 for pause in sleeps)
     assert sleeps[1] > sleeps[0] * 1.2  # growing (within the jitter)
+
+
+@pytest.mark.parametrize("how", ["moved", "died"])
+def test_a_group_coordinator_that_moved_or_died_is_found_again(
+    cluster: FakeCluster, how: str
+) -> None:
+    with client(cluster) as broker:
+        broker.commit_offsets(GROUP_ID, {ORDERS_0: 1})
+        cluster.coordinate_groups({GROUP_PARTITION: 3})
+        if how == "died":
+            cluster.down.add(address_of(2))
+        broker.commit_offsets(GROUP_ID, {ORDERS_0: 2})
+        assert broker.fetch_offsets(GROUP_ID, [ORDERS_0]) == {ORDERS_0: 2}
+    assert cluster.calls_of("commit_offsets") == [address_of(2), address_of(2), address_of(3)]
+    assert cluster.calls_of("fetch_offsets") == [address_of(3)]
+    assert len(cluster.calls_of("find_coordinator")) == 2
+
+
+def test_a_group_coordinator_still_loading_is_asked_again_after_a_pause(
+    cluster: FakeCluster,
+) -> None:
+    sleeps: list[float] = []
+    with client(cluster, sleeps=sleeps) as broker:
+        cluster.loading[2] = 2
+        assert broker.fetch_offsets(GROUP_ID, [ORDERS_0]) == {ORDERS_0: -1}
+    assert cluster.calls_of("fetch_offsets") == [address_of(2)] * 3
+    assert len(cluster.calls_of("find_coordinator")) == 1
+    assert len(sleeps) == 2 and all(pause > 0 for pause in sleeps)
+
+
+def test_a_group_coordinator_that_never_comes_fails_the_call_at_its_deadline(
+    cluster: FakeCluster,
+) -> None:
+    cluster.coordinate_groups({n: None for n in range(5)})
+    with client(cluster, request_timeout_ms=300) as broker:
+        started = time.monotonic()
+        with pytest.raises(NotCoordinatorError, match="no coordinator") as caught:
+            broker.commit_offsets(GROUP_ID, {ORDERS_0: 1})
+        assert caught.value.retriable
+        assert time.monotonic() - started < 2.0
+        assert 2 <= len(cluster.calls_of("find_coordinator")) < 100
+    assert cluster.calls_of("commit_offsets") == [] and cluster.offsets == {}
 
 
 @pytest.mark.parametrize(
@@ -230,11 +339,14 @@ def test_a_single_node_is_never_asked_find_coordinator() -> None:
     single = FakeCluster(broker_ids=[1], cluster_id=None)
     single.create("orders", [1])
     single.coordinate({n: 1 for n in range(4)})
+    single.coordinate_groups({n: 1 for n in range(5)})
     with client(single) as broker:
         identity = broker.init_producer(APP)
         broker.begin_transaction(identity.producer_id, identity.producer_generation)
+        broker.commit_offsets(GROUP_ID, {ORDERS_0: 1})
     assert single.calls_of("find_coordinator") == []
     assert single.calls_of("begin_transaction") == [address_of(1)]
+    assert single.calls_of("commit_offsets") == [address_of(1)]
 
 
 def test_older_servers_get_coordinator_calls_at_the_home_broker() -> None:
@@ -243,7 +355,40 @@ def test_older_servers_get_coordinator_calls_at_the_home_broker() -> None:
     older.down.add(address_of(1))
     with client(older) as broker:
         identity = broker.init_producer(APP)
-        broker.begin_transaction(identity.producer_id, identity.producer_generation)
+        transaction_id = broker.begin_transaction(
+            identity.producer_id, identity.producer_generation
+        )
+        broker.send_offsets_to_transaction(
+            transaction_id, identity.producer_id, identity.producer_generation, GROUP_ID, {}
+        )
+        broker.commit_offsets(GROUP_ID, {ORDERS_0: 1})
+        broker.fetch_offsets(GROUP_ID, [ORDERS_0])
     home = address_of(2)
-    assert older.calls_of("init_producer") == [home]
-    assert older.calls_of("begin_transaction") == [home]
+    for method in (
+        "init_producer",
+        "begin_transaction",
+        "send_offsets_to_transaction",
+        "commit_offsets",
+        "fetch_offsets",
+    ):
+        assert older.calls_of(method) == [home], method
+
+
+def test_a_cluster_naming_no_group_coordinators_keeps_groups_where_they_were_sent(
+    cluster: FakeCluster,
+) -> None:
+    """Brokers from before __consumer_offsets was replicated answer a group's
+    FindCoordinator with themselves (partition -1): the group calls go to the home broker,
+    which kept the group's offsets, and send_offsets to the transaction's coordinator,
+    which ran it there."""
+    cluster.group_coordinators = None
+    with client(cluster) as broker:
+        identity = broker.init_producer(APP)
+        pid, generation = identity.producer_id, identity.producer_generation
+        transaction_id = broker.begin_transaction(pid, generation)
+        broker.send_offsets_to_transaction(transaction_id, pid, generation, GROUP_ID, {})
+        broker.commit_offsets(GROUP_ID, {ORDERS_0: 1})
+        broker.fetch_offsets(GROUP_ID, [ORDERS_0])
+    assert cluster.calls_of("send_offsets_to_transaction") == [address_of(3)]
+    assert cluster.calls_of("commit_offsets") == [address_of(1)]
+    assert cluster.calls_of("fetch_offsets") == [address_of(1)]
