@@ -599,6 +599,17 @@ class Broker:
             return
         if OFFSETS_TOPIC in self.metadata.topics():
             self._offsets_topic_exists = True
+            created = self.metadata.get_topic(OFFSETS_TOPIC).partitions
+            if created != self.group_offsets.partition_count:
+                log.error(
+                    "%s has %d partitions, this broker expected %d (offsets_partitions): "
+                    "groups would hash to other partitions here than at the other brokers; "
+                    "restart this broker with offsets_partitions=%d",
+                    OFFSETS_TOPIC,
+                    created,
+                    self.group_offsets.partition_count,
+                    created,
+                )
             return
         try:
             self.metadata.add_topic(
