@@ -55,26 +55,16 @@ def journal_partitions_of(broker: object) -> int | None:
     return count if isinstance(count, int) and not isinstance(count, bool) and count > 0 else None
 
 
-def broker_id_of(broker: object) -> int | None:
-    """A cluster broker's id (``twinlog.Broker.broker_id``); None for a single node."""
-    found = getattr(broker, "broker_id", None)
-    return found if isinstance(found, int) and not isinstance(found, bool) else None
-
-
 class CoordinatorSource:
     def __init__(
         self,
         metadata_source: MetadataSource,
         journal_partitions: Callable[[], int | None] = lambda: None,
-        broker_id: Callable[[], int | None] = lambda: None,
     ) -> None:
         """``journal_partitions()``: the broker's count (None: unknown), read at each call
-        (the broker may learn it after the server is built). ``broker_id()``: this
-        broker's id in its cluster; no answer depends on it since groups have coordinators
-        of their own (a group's was the broker asked), it is accepted for the callers."""
+        (the broker may learn it after the server is built)."""
         self.metadata_source = metadata_source
         self.journal_partitions = journal_partitions
-        self.broker_id = broker_id
 
     def find(self, key_type: CoordinatorKeyType, key: str) -> FoundCoordinator:
         if key_type is CoordinatorKeyType.GROUP:

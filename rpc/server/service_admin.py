@@ -24,7 +24,6 @@ from twinlog.rpc.server.auth import Guard, Operation, Resource
 from twinlog.rpc.server.call import principal_of, unary
 from twinlog.rpc.server.coordinator_source import (
     CoordinatorSource,
-    broker_id_of,
     journal_partitions_of,
 )
 from twinlog.rpc.server.metadata_source import MetadataSource
@@ -47,14 +46,13 @@ class AdministrationService(admin_pb2_grpc.AdministrationServicer):
         coordinator_source: CoordinatorSource | None = None,
     ) -> None:
         """``coordinator_source`` None: one over ``metadata_source``, with the broker's
-        journal partition count and broker id as ``twinlog.Broker`` holds them."""
+        journal partition count as ``twinlog.Broker`` holds it."""
         self.broker = broker
         self.guard = guard
         self.metadata_source = metadata_source
         self.coordinator_source = coordinator_source or CoordinatorSource(
             metadata_source,
             journal_partitions=lambda: journal_partitions_of(broker),
-            broker_id=lambda: broker_id_of(broker),
         )
         self.access = TransactionalAccess(guard, broker)
 

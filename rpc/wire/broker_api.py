@@ -128,7 +128,7 @@ class BrokerApi(Protocol):
 
 # --- FindCoordinator -------------------------------------------------------------------
 
-NO_COORDINATOR_PARTITION = -1  # a group's answer, or a server that does not know the count
+NO_COORDINATOR_PARTITION = -1  # a single node's answer for a group, or a count not known
 
 
 class CoordinatorKeyType(Enum):
@@ -140,8 +140,8 @@ class CoordinatorKeyType(Enum):
 @dataclass(frozen=True)
 class FoundCoordinator:
     """Where a key's coordinator calls go: coordinator ``coordinator_partition`` (the
-    ``__txn_journal`` partition it leads; NO_COORDINATOR_PARTITION for a group) at
-    ``broker``."""
+    partition it leads: of ``__txn_journal``, or of ``__consumer_offsets`` for a group;
+    NO_COORDINATOR_PARTITION when not placed by partition) at ``broker``."""
 
     coordinator_partition: int
     broker: BrokerEndpoint

@@ -298,7 +298,7 @@ def test_a_groups_coordinator_is_its_offsets_partitions_leader() -> None:
 def test_a_group_without_a_live_coordinator_is_not_coordinator_and_says_why(
     metadata: ClusterMetadata, message: str
 ) -> None:
-    coordinators = CoordinatorSource(StaticMetadata(metadata), broker_id=lambda: 2)
+    coordinators = CoordinatorSource(StaticMetadata(metadata))
     with pytest.raises(NotCoordinatorError, match=message) as caught:
         coordinators.find(GROUP, "billing")
     assert caught.value.retriable

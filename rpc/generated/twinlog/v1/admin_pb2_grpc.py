@@ -140,8 +140,9 @@ class AdministrationServicer:
     def FindCoordinator(self, request, context):
         """Which broker coordinates a transactional id, a producer or transaction id, or a
         consumer group (Kafka's FindCoordinator). In a cluster, transaction coordinator N is
-        the leader of partition N of __txn_journal; a broker that does not coordinate N
-        answers NotCoordinatorError, one still loading it CoordinatorLoadInProgressError
+        the leader of partition N of __txn_journal, and a group's coordinator the leader of
+        its __consumer_offsets partition; a broker that does not coordinate the key answers
+        NotCoordinatorError, one still loading it CoordinatorLoadInProgressError
         (docs/clients.md). A single-node server answers itself for every key.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
