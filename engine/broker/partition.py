@@ -648,6 +648,13 @@ class Partition:
             self.epochs.check_leader_epoch(request.current_leader_epoch)
             replicated = self._replicated_log(kind)
             start, end = replicated.log_start_offset, replicated.log_end_offset
+            if kind is LogKind.DATA and request.fetch_offset < start:
+                # What follows the follower's log end is gone here (retention, a coordinator's
+                # checkpoint): it restarts empty at our log start (apply_fetched), as Kafka's
+                # follower does on OFFSET_OUT_OF_RANGE. Not an acknowledgement of anything.
+                return FetchedPartition(
+                    topic_partition, b"", self._high_watermark_of(kind), start, end, log=kind
+                )
             diverging = diverging_epoch(
                 replicated.epochs, start, end, request.fetch_offset, request.last_fetched_epoch
             )
@@ -735,6 +742,9 @@ class Partition:
                 cut = truncation_offset(self.log.epochs, end, fetched.diverging)
                 self._truncate_follower(cut)
                 return
+            if not fetched.records and fetched.log_start_offset > self.log.log_end_offset:
+                self._restart_at(fetched.log_start_offset)
+                return
             if fetched.records:
                 if read_header(fetched.records).base_offset != self.log.log_end_offset:
                     return  # an answer to an older fetch offset
@@ -772,6 +782,22 @@ class Partition:
         # J1: LMDB applies what the leader says is committed, before the next fetch
         # (a failed application raises to the fetcher and is queued again next time).
         self.journal.commit_to(self.name, fetched.high_watermark, wait=True)
+
+    def _restart_at(self, leader_log_start_offset: int) -> None:
+        """The leader no longer holds what follows this replica's log end: drop the whole
+        log and start empty at the leader's log start (Kafka's truncateFullyAndStartAt);
+        the fetcher then copies from there. Producer state is rebuilt from what comes."""
+        log.warning(
+            "%s: this replica ends at %d, below its leader's log start %d: dropping its "
+            "log and restarting at %d",
+            self.name,
+            self.log.log_end_offset,
+            leader_log_start_offset,
+            leader_log_start_offset,
+        )
+        self.log.truncate_fully_and_start_at(leader_log_start_offset)
+        self.high_watermark.advance_to(leader_log_start_offset)
+        self.sequences = self._load_sequences()
 
     def _truncate_follower(self, offset: int) -> None:
         """Cut what this replica holds and its leader does not (KIP-101): the idempotence

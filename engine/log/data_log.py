@@ -489,6 +489,43 @@ class DataLog:
                 count += 1
             return self._delete_oldest_segments(count)
 
+    def truncate_fully_and_start_at(self, offset: int) -> int:
+        """Drop every segment and start empty at ``offset``, past the log end (a follower
+        whose leader no longer holds what follows this log's end: Kafka's
+        truncateFullyAndStartAt). Returns the segments dropped.
+
+        Crash order: the log start checkpoint first (recovery then deletes the segments
+        wholly below it, and creates the first segment there if none is left), the old
+        segments oldest first, then the new segment. A crash before the last old segment
+        is deleted leaves the old log (the checkpoint past its end is ignored), and the
+        follower is refused and restarts again.
+        """
+        with self._write_lock:
+            self._check_open()
+            if offset <= self._next_offset:
+                raise ValueError(
+                    f"truncate_fully_and_start_at({offset}): the log already reaches "
+                    f"{self._next_offset}; truncate_to or delete_segments_before instead"
+                )
+            self._truncations += 1  # first: a compaction must not swap over it
+            doomed = list(self._segments)
+            write_log_start_offset(self.directory, offset)
+            for segment in doomed:  # oldest first: a crash leaves a contiguous suffix
+                segment.delete()
+            fsync_directory(self.directory)
+            fresh = Segment.create(self.directory, offset, self.config.index_interval_bytes)
+            fsync_directory(self.directory)
+            self._segments = [fresh]
+            self._log_start_offset = offset
+            self._next_offset = offset
+            self._last_header = None
+            self._segments_to_publish = None
+            self._write_recovery_point(RecoveryPoint(offset, 0, offset))
+            self._publish()
+            self._append_marks.settle()
+            self.epochs.clear()
+            return len(doomed)
+
     def _delete_oldest_segments(self, count: int) -> int:
         if count == 0:
             return 0

@@ -193,6 +193,12 @@ class LeaderEpochCache:
         if self._truncated_from_start(offset):
             self._write()
 
+    def clear(self) -> None:
+        """The log was emptied (a follower restarting at its leader's log start)."""
+        if self._entries:
+            self._entries = ()
+            self._write()
+
     def _truncated_from_end(self, offset: int) -> bool:
         kept = tuple(entry for entry in self._entries if entry.start_offset < offset)
         changed = kept != self._entries

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from broker_support import batch
 from log_support import read_all
-from replication_support import EPOCHS, TOPIC, Cluster
+from replication_support import BROKER_IDS, EPOCHS, TOPIC, Cluster
 
 from twinlog.engine.base.errors import (
     NotEnoughReplicasAfterAppendError,
@@ -123,3 +123,35 @@ def test_a_lagging_follower_leaves_the_isr_and_rejoins_when_caught_up(cluster: C
 def _values(broker: Broker) -> list[tuple[int, bytes | None]]:
     data = read_all(broker._partitions[TOPIC].log)
     return [(r.offset, r.value) for b in iter_batches(data) for r in b.records()]
+
+
+def test_a_follower_behind_its_leaders_log_start_restarts_there_and_catches_up(
+    tmp_path: Path,
+) -> None:
+    cluster = Cluster(tmp_path / "small", replica_ack_timeout_ms=2000, log_segment_bytes=1024)
+    try:
+        cluster.roles(leader=1, epoch=1)
+        cluster.start_pumping()
+        leader = cluster.brokers[1]
+        leader.produce(TOPIC.topic, 0, batch([b"before the cut"]))
+        wait_until_equal = time.monotonic() + 5
+        while cluster.log_bytes(3) != cluster.log_bytes(1) and time.monotonic() < wait_until_equal:
+            time.sleep(0.01)
+        cluster.cut = {3}
+        cluster.roles(leader=1, epoch=2, isr=(1, 2), to=BROKER_IDS)  # 3 left the ISR
+        for number in range(40):  # several segments while 3 is away
+            leader.produce(TOPIC.topic, 0, batch([b"%03d" % number + b"x" * 200]))
+        leader_end = cluster.partition(1).log.log_end_offset
+        dropped = cluster.partition(1).log.delete_segments_before(leader_end)
+        start = cluster.partition(1).log.log_start_offset
+        assert dropped and start > cluster.partition(3).log.log_end_offset
+        cluster.cut = set()
+        deadline = time.monotonic() + 10
+        while cluster.partition(3).log.log_end_offset < leader_end and time.monotonic() < deadline:
+            time.sleep(0.01)
+        follower = cluster.partition(3).log
+        assert (follower.log_start_offset, follower.log_end_offset) == (start, leader_end)
+        assert cluster.log_bytes(3) == cluster.log_bytes(1)  # byte-identical from the start
+        assert follower.epochs.entries == cluster.partition(1).log.epochs.entries
+    finally:
+        cluster.close()

@@ -77,3 +77,47 @@ def test_split_batches_refuses_a_buffer_cut_inside_a_batch(tmp_path: Path) -> No
     assert [len(view) for view in split_batches(data)] == [len(data) // 2] * 2
     with pytest.raises(CorruptBatchError, match="cut inside a batch"):
         list(split_batches(data[:-3]))
+
+
+def _leader_past_its_first_segments(directory: Path) -> tuple[DataLog, int]:
+    """A leader whose retention dropped its first segments: (it, its log start)."""
+    leader = _leader_with_two_epochs(directory)
+    leader.delete_segments_before(leader.log_end_offset)
+    assert leader.log_start_offset > 0
+    return leader, leader.log_start_offset
+
+
+def test_a_follower_behind_its_leaders_log_start_restarts_there(tmp_path: Path) -> None:
+    leader, start = _leader_past_its_first_segments(tmp_path / "leader")
+    follower = DataLog.open(tmp_path / "follower", SMALL_SEGMENTS)
+    follower.append_replicated(split_batches(make_batch(record_count=1, tag=99)))  # stale
+    assert follower.log_end_offset < start
+    assert follower.truncate_fully_and_start_at(start) == 1
+    assert (follower.log_start_offset, follower.log_end_offset) == (start, start)
+    assert follower.epochs.entries == ()
+    assert read_all(follower) == b""
+    follower.append_replicated(split_batches(leader.read(start, 1 << 20)))
+    assert read_all(follower) == read_all(leader)
+    follower.close()
+    reopened = DataLog.open(tmp_path / "follower", SMALL_SEGMENTS)
+    assert (reopened.log_start_offset, reopened.log_end_offset) == (
+        start,
+        leader.log_end_offset,
+    )
+    assert reopened.epochs.entries == leader.epochs.entries
+    with pytest.raises(ValueError, match="already reaches"):
+        reopened.truncate_fully_and_start_at(start)
+
+
+def test_a_crash_between_deleting_and_creating_opens_empty_at_the_new_start(
+    tmp_path: Path,
+) -> None:
+    directory = tmp_path / "follower"
+    follower = DataLog.open(directory, SMALL_SEGMENTS)
+    follower.append_replicated(split_batches(make_batch(record_count=2, tag=1)))
+    follower.truncate_fully_and_start_at(40)
+    follower.close()
+    for path in segment_files(directory):  # as if the new segment was never created
+        path.unlink()
+    reopened = DataLog.open(directory, SMALL_SEGMENTS)
+    assert (reopened.log_start_offset, reopened.log_end_offset) == (40, 40)
