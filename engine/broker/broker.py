@@ -1447,11 +1447,10 @@ class Broker:
         self.offset_fence.check_plain_commit(group_id, wanted)
         batch = build_offsets_batch(group_id, wanted)
         header = validate_batch(batch)
-        # a cluster leader answers once the in-sync replicas hold it (acks=all)
+        # a cluster leader answers once the in-sync replicas hold it (acks=all); folded to
+        # the log end, so commits answered out of order still fold in offset order
         result = target.append_plain(batch, header)
-        self._observe_offsets(
-            target, result.base_offset, result.base_offset + header.last_offset_delta + 1
-        )
+        self._observe_offsets(target, result.base_offset, target.log.log_end_offset)
 
     def fetch_offsets(
         self, group_id: str, partitions: Iterable[TopicPartition]
