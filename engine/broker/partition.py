@@ -561,7 +561,8 @@ class Partition:
             raise NotLeaderOrFollowerError(
                 f"{self.name}: this broker is not its leader (it is {role.role.value} at "
                 f"leader epoch {role.leader_epoch}; leader: {leader}); refresh metadata and "
-                "send to the leader"
+                "send to the leader (a client given one broker's address talks to that broker "
+                "only: give it the cluster's bootstrap list, 'h1:p1,h2:p2', or 'h1:p1,')"
             )
 
     def take_role(

@@ -206,6 +206,9 @@ class ClusterBroker:
                 try:
                     address = self.leader_address(topic, partition)
                     return call(self.pool.get(address))
+                except RequestTimedOutError:
+                    self.metadata.invalidate()  # stalled? the next call asks where it leads
+                    raise
                 except ROUTING_ERRORS as error:
                     self.metadata.invalidate()
                     attempt += 1

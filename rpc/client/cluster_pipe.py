@@ -25,6 +25,7 @@ from twinlog.engine.base.errors import (
     FencedLeaderEpochError,
     NotEnoughReplicasError,
     NotLeaderOrFollowerError,
+    RequestTimedOutError,
     TwinlogError,
     UnknownLeaderEpochError,
 )
@@ -40,6 +41,11 @@ ROUTING_ERRORS: tuple[type[TwinlogError], ...] = (
     NotEnoughReplicasError,
     BrokerUnavailableError,
 )
+# ... and a request that timed out: the leader may be stalled (a paused process, a link
+# that swallows bytes) and replaced meanwhile, so the next attempt asks for fresh metadata
+# (Kafka's client disconnects such a node). Not sent again by the router itself: the
+# call's deadline is spent, and the caller's retry (by sequence, for a producer) decides.
+STALE_METADATA_ERRORS: tuple[type[TwinlogError], ...] = (*ROUTING_ERRORS, RequestTimedOutError)
 
 
 class ClusterProducePipe:
@@ -82,7 +88,7 @@ class ClusterProducePipe:
             return pipe
 
     def _check_answer(self, done: Future[ProduceResult]) -> None:
-        if not done.cancelled() and isinstance(done.exception(), ROUTING_ERRORS):
+        if not done.cancelled() and isinstance(done.exception(), STALE_METADATA_ERRORS):
             self._on_routing_error()
 
     def close(self, timeout_s: float | None = None) -> None:
