@@ -11,8 +11,11 @@ at that step (the failpoints only crash), so it is not timed here: F7's after_pr
 kill covers a prepared commit whose APPLY never left.
 F12: the same, and the coordinator's broker is paused past its session with the commit
 in flight there: a new coordinator (next epoch) loads, the client follows and commits
-there; the paused one, resumed, goes on at the old epoch (its calls refused, its journal
-writes unacknowledged) and exits on its lost session; nothing duplicated.
+there; its next transaction, sent while the paused broker is still named leader of one
+of its partitions in the client's metadata, follows that partition's new leader within a
+few request timeouts; the paused one, resumed, goes on at the old epoch (its calls
+refused, its journal writes unacknowledged) and exits on its lost session; nothing
+duplicated.
 F17: the coordinator's broker is cut from ZooKeeper while a producer keeps committing:
 the producer's cached coordinator, and FindCoordinator answered by the deposed broker
 itself, point at a broker that can no longer commit anything; the producer follows
@@ -26,6 +29,7 @@ only" is not constructed here."""
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 from cluster_checks import check_replicas_agree, check_transactions
@@ -37,7 +41,13 @@ from cluster_faults import (
     holds_throughout,
     wait_until,
 )
-from cluster_workload import COMMITTED, TXN_API_TIMEOUT_MS, UNKNOWN, TransactionalWriter
+from cluster_workload import (
+    COMMITTED,
+    TXN_API_TIMEOUT_MS,
+    TXN_REQUEST_TIMEOUT_MS,
+    UNKNOWN,
+    TransactionalWriter,
+)
 
 from twinlog.engine.broker.internal_topics import TXN_JOURNAL_TOPIC
 from twinlog.engine.records.batch_reader import iter_batches
@@ -46,6 +56,12 @@ pytestmark = [pytest.mark.slow, pytest.mark.crash]
 
 PARTITIONS = 3
 CUT_S = 6.0  # how long the APPLY stays held in F16 (the coordinator retries meanwhile)
+# A transaction whose partition leader is paused and replaced: its send there times out
+# (a request timeout), the metadata refresh may ask the paused broker first (another),
+# then the retry at the new leader and the commit; a request timeout per step, and one
+# to spare. A producer that kept retrying at the paused broker would take its delivery
+# timeout (TXN_API_TIMEOUT_MS), or until gRPC's keepalive dropped the connection.
+FOLLOW_S = 4 * TXN_REQUEST_TIMEOUT_MS / 1000
 
 
 def _layout(cluster: FaultCluster, topic: str) -> tuple[int, dict[int, int]]:
@@ -84,6 +100,7 @@ class CutCommit:
     def __init__(self, cluster: FaultCluster, topic: str, tag: str) -> None:
         self.cluster = cluster
         self.coordinator, leaders = _layout(cluster, topic)
+        self.leaders = leaders
         self.partition, self.cut = next(
             (p, leader) for p, leader in leaders.items() if leader != self.coordinator
         )
@@ -149,7 +166,22 @@ def test_f12_paused_coordinator_is_replaced_and_its_late_calls_change_nothing(
     # The client follows to the new coordinator and commits there.
     assert commit.outcome() == COMMITTED, commit.txn.error
     wait_until(commit.applied_at_cut, "the transaction applied")
-    assert commit.writer.run_one().outcome == COMMITTED
+    # The next one, to every partition, the zombie still paused; the client's metadata
+    # still names it leader of the partition it led, which has a new leader by now.
+    led = [p for p, leader in commit.leaders.items() if leader == commit.coordinator]
+    assert led, f"the coordinator's broker leads no partition of {topic}: {commit.leaders}"
+    for partition in led:
+        cluster.wait_state(
+            topic,
+            lambda s: s.leader not in (-1, commit.coordinator),
+            "a new leader",
+            partition=partition,
+        )
+    started = time.monotonic()
+    following = commit.writer.run_one()
+    assert following.outcome == COMMITTED, following.error
+    elapsed_s = time.monotonic() - started
+    assert elapsed_s < FOLLOW_S, f"{elapsed_s:.0f} s to follow the paused leader's successor"
     zombie.resume()  # its commit handling and calls go on at the old epoch
     assert exited_on_session_loss(zombie.wait_exit(EXPIRY_S)), zombie.log()[-3000:]
     assert cluster.coordinator().leader_epoch >= successor.leader_epoch
