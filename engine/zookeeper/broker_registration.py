@@ -1,6 +1,12 @@
 """Broker membership: the EPHEMERAL ``brokers/ids/<id>`` of each live broker.
 
-    brokers/ids/<id>   {"host": str, "port": int, "data_dir_id": hex32}
+    brokers/ids/<id>   {"host": str, "port": int, "data_dir_id": hex32,
+                        "inter_broker_host": str, "inter_broker_port": int}   (optional)
+
+``host:port`` is where clients reach the broker (Metadata names it); the optional
+``inter_broker_*`` pair is where other brokers do (replica fetches, coordination calls),
+when it differs: Kafka's separate inter-broker listener. Without it, brokers use
+``host:port`` too.
 
 A broker is alive exactly while its ZooKeeper session holds this znode: ZooKeeper deletes
 it when the session closes or expires, and the controller acts on that. The broker epoch
@@ -37,10 +43,20 @@ class BrokerInfo:
     port: int
     data_dir_id: str
     broker_epoch: int  # the registration's czxid
+    inter_broker_host: str = ""  # "" and 0: other brokers use host:port
+    inter_broker_port: int = 0
 
     @property
     def address(self) -> str:
+        """Where clients reach the broker."""
         return f"{self.host}:{self.port}"
+
+    @property
+    def inter_broker_address(self) -> str:
+        """Where other brokers reach it."""
+        if self.inter_broker_port:
+            return f"{self.inter_broker_host or self.host}:{self.inter_broker_port}"
+        return self.address
 
 
 @dataclass(frozen=True)
@@ -56,14 +72,23 @@ class BrokerRegistration:
 
 
 def register_broker(
-    session: ZooKeeperSession, broker_id: int, host: str, port: int, data_dir_id: str
+    session: ZooKeeperSession,
+    broker_id: int,
+    host: str,
+    port: int,
+    data_dir_id: str,
+    inter_broker: tuple[str, int] | None = None,
 ) -> BrokerRegistration:
-    """Register this broker as live; InvalidConfigError if another live broker has the id."""
+    """Register this broker as live; InvalidConfigError if another live broker has the id.
+    ``inter_broker``: (host, port) other brokers reach it at, when not ``host:port``."""
     if not isinstance(broker_id, int) or isinstance(broker_id, bool) or broker_id < 0:
         raise InvalidConfigError(f"broker_id is {broker_id!r}, expected an integer 0 or more")
     client = session.client
     path = znodes.broker_path(broker_id)
-    value = znodes.encode({"host": host, "port": port, "data_dir_id": data_dir_id})
+    fields: dict[str, object] = {"host": host, "port": port, "data_dir_id": data_dir_id}
+    if inter_broker is not None:
+        fields.update(inter_broker_host=inter_broker[0], inter_broker_port=inter_broker[1])
+    value = znodes.encode(fields)
     session.wait(client.ensure_path_async(znodes.BROKER_IDS))
     for _attempt in range(REGISTER_ATTEMPTS_MAX):
         try:
@@ -84,7 +109,7 @@ def register_broker(
                 ) from None
             # Ours: an earlier attempt whose answer was lost had been applied after all.
             return BrokerRegistration(holder, path)
-        info = BrokerInfo(broker_id, host, port, data_dir_id, stat.czxid)
+        info = _decode(broker_id, value, stat.czxid)
         return BrokerRegistration(info, path)
     raise InvalidConfigError(
         f"broker_id {broker_id}: its registration appeared and vanished "
@@ -128,5 +153,11 @@ def _read(session: ZooKeeperSession, broker_id: int) -> tuple[BrokerInfo | None,
 def _decode(broker_id: int, data: bytes, czxid: int) -> BrokerInfo:
     value = znodes.decode(znodes.broker_path(broker_id), data, KEYS)
     return BrokerInfo(
-        broker_id, str(value["host"]), int(value["port"]), str(value["data_dir_id"]), czxid
+        broker_id,
+        str(value["host"]),
+        int(value["port"]),
+        str(value["data_dir_id"]),
+        czxid,
+        str(value.get("inter_broker_host", "")),
+        int(value.get("inter_broker_port", 0)),
     )

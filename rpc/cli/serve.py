@@ -81,6 +81,17 @@ def register(subparsers: Any) -> None:
         "listening port)",
     )
     cluster.add_argument(
+        "--inter-broker-host",
+        help="the host other brokers reach this one at, when not the advertised one (Kafka's "
+        "inter-broker listener; default: the advertised host)",
+    )
+    cluster.add_argument(
+        "--inter-broker-port",
+        type=int,
+        help="the port other brokers reach this one at, when not the advertised one "
+        "(default: the advertised port)",
+    )
+    cluster.add_argument(
         "--zookeeper-session-timeout-ms",
         type=int,
         default=6000,
@@ -138,16 +149,19 @@ def run(args: argparse.Namespace) -> int:
                 "twinlog serve: --zookeeper and --broker-id (0 or more) go together: a cluster "
                 "broker needs both"
             )
-        if args.advertised_port is not None and not 0 < args.advertised_port < 65536:
-            raise SystemExit(
-                f"twinlog serve: --advertised-port {args.advertised_port}: give a TCP port "
-                "(1..65535)"
-            )
+        for flag, port in (
+            ("--advertised-port", args.advertised_port),
+            ("--inter-broker-port", args.inter_broker_port),
+        ):
+            if port is not None and not 0 < port < 65536:
+                raise SystemExit(f"twinlog serve: {flag} {port}: give a TCP port (1..65535)")
         cluster = ClusterFlags(
             args.broker_id,
             args.zookeeper,
             args.advertised_host,
             args.zookeeper_session_timeout_ms,
             args.advertised_port,
+            args.inter_broker_host,
+            args.inter_broker_port,
         )
     return serve(args.data_dir, server_config_from(server_values), broker_values, cluster)

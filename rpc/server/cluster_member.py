@@ -20,11 +20,14 @@ ZooKeeper metadata store) to its cluster (CLUSTER.md §3.1, §3.2):
                   restarts it into the recovery every SIGKILL test exercises
     close         controlled shutdown first (leaderships move away), then everything stops
 
-The registration carries the address other brokers fetch from: ``--advertised-host``
+The registration carries the address clients reach the broker at: ``--advertised-host``
 and ``--advertised-port`` (default: the port the server listens on), as Kafka's
-advertised.listeners, for a proxy or NAT in between. The environment variable
-``TWINLOG_ADVERTISED_PORT`` does the same when the flag is not given (the fault tests
-put a TCP proxy in front of a broker that way, docs/testing-cluster.md).
+advertised.listeners, for a proxy or NAT in between; and, when other brokers must use
+another one (Kafka's inter-broker listener), ``--inter-broker-host`` /
+``--inter-broker-port`` (default: the advertised address). The environment variables
+``TWINLOG_ADVERTISED_PORT`` and ``TWINLOG_INTER_BROKER_PORT`` do the same when the flags
+are not given (the fault tests put TCP proxies in front of a broker that way, one for
+clients and one for brokers, docs/testing-cluster.md).
 
 Thread rule: ``close`` from the owner; the callbacks come on the watchers' threads.
 """
@@ -67,20 +70,23 @@ ISR_INTERVAL_S = 0.5
 CONTROLLED_SHUTDOWN_TIMEOUT_MS = 10_000
 EXIT_SESSION_LOST = 3
 ADVERTISED_PORT_VARIABLE = "TWINLOG_ADVERTISED_PORT"
+INTER_BROKER_PORT_VARIABLE = "TWINLOG_INTER_BROKER_PORT"
 
 
-def registered_port(listening_port: int, flag: int | None = None) -> int:
-    """The port to register: ``--advertised-port`` if given, else
-    ``$TWINLOG_ADVERTISED_PORT`` (a proxy's, in a fault test), else ``listening_port``."""
+def registered_port(
+    listening_port: int, flag: int | None = None, variable: str = ADVERTISED_PORT_VARIABLE
+) -> int:
+    """The port to register: the flag if given, else ``$variable`` (a proxy's, in a fault
+    test), else ``listening_port``."""
     if flag is not None:
         return flag
-    text = os.environ.get(ADVERTISED_PORT_VARIABLE, "").strip()
+    text = os.environ.get(variable, "").strip()
     if not text:
         return listening_port
     if not text.isdigit() or not 0 < int(text) < 65536:
         raise InvalidConfigError(
-            f"{ADVERTISED_PORT_VARIABLE} is {text!r}: give a TCP port (1..65535), or unset it "
-            "to advertise the port the server listens on"
+            f"{variable} is {text!r}: give a TCP port (1..65535), or unset it to use "
+            f"{listening_port}"
         )
     return int(text)
 
@@ -108,7 +114,11 @@ class ClusterMember:
         on_lost: Callable[[], None] = exit_on_session_loss,
         isr_interval_s: float = ISR_INTERVAL_S,
         advertised_port: int | None = None,
+        inter_broker_host: str | None = None,
+        inter_broker_port: int | None = None,
     ) -> None:
+        """``host``/``port`` (or ``advertised_port``): where clients reach this broker;
+        ``inter_broker_*``: where other brokers do, when not there."""
         assert broker.broker_id is not None, "a cluster member's broker has a broker_id"
         self.broker = broker
         self.broker_id = broker.broker_id
@@ -117,16 +127,20 @@ class ClusterMember:
         self._stopping = threading.Event()
         self._brokers: dict[int, BrokerInfo] = {}
         self._brokers_lock = threading.Lock()
-        port = registered_port(port, advertised_port)
+        advertised = registered_port(port, advertised_port)
+        inter_broker_at = registered_port(0, inter_broker_port, INTER_BROKER_PORT_VARIABLE)
+        inter_broker = None  # neither given: brokers use the advertised address too
+        if inter_broker_host or inter_broker_at:
+            inter_broker = (inter_broker_host or host, inter_broker_at or advertised)
         self.registration = register_broker(
-            session, self.broker_id, host, port, broker.metadata.data_dir_id
+            session, self.broker_id, host, advertised, broker.metadata.data_dir_id, inter_broker
         )
         broker.broker_epoch = self.registration.broker_epoch
         log.info(
-            "registered as broker %d at %s:%d (broker epoch %d)",
+            "registered as broker %d at %s for clients, %s for brokers (broker epoch %d)",
             self.broker_id,
-            host,
-            port,
+            self.registration.info.address,
+            self.registration.info.inter_broker_address,
             self.registration.broker_epoch,
         )
         self.fetchers = ReplicaFetchers(broker, self._address_of)
@@ -187,7 +201,7 @@ class ClusterMember:
         info = self._live_brokers(refresh=False).get(broker_id)
         if info is None:
             info = self._live_brokers(refresh=True).get(broker_id)
-        return None if info is None else info.address
+        return None if info is None else info.inter_broker_address
 
     def _live_brokers(self, refresh: bool) -> dict[int, BrokerInfo]:
         with self._brokers_lock:

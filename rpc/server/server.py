@@ -233,13 +233,15 @@ def open_broker(
 @dataclass(frozen=True)
 class ClusterFlags:
     """``twinlog serve --broker-id N --zookeeper CONNECT [--advertised-host H]
-    [--advertised-port P]``."""
+    [--advertised-port P] [--inter-broker-host H] [--inter-broker-port P]``."""
 
     broker_id: int
     zookeeper: str
     advertised_host: str | None = None
     session_timeout_ms: int = 6000
     advertised_port: int | None = None
+    inter_broker_host: str | None = None
+    inter_broker_port: int | None = None
 
 
 def serve(
@@ -303,6 +305,8 @@ def serve(
                     host,
                     server.port,
                     advertised_port=cluster.advertised_port,
+                    inter_broker_host=cluster.inter_broker_host,
+                    inter_broker_port=cluster.inter_broker_port,
                 )
             log.info(
                 "serving on %s (%s; %s); stop with SIGTERM or Ctrl-C",

@@ -42,3 +42,14 @@ def test_a_live_id_is_refused_naming_its_holder(zk_connect: str, session: ZooKee
         assert live_brokers(other)[5].address == "10.0.0.5:9095"
     with pytest.raises(InvalidConfigError, match="broker_id"):
         register_broker(session, -1, "h", 1, "d")
+
+
+def test_an_inter_broker_address_is_registered_beside_the_clients_one(
+    session: ZooKeeperSession,
+) -> None:
+    plain = register_broker(session, 7, "10.0.0.7", 9097, "d7")
+    assert plain.info.inter_broker_address == "10.0.0.7:9097"  # brokers use the same one
+    split = register_broker(session, 8, "10.0.0.8", 9098, "d8", ("10.1.0.8", 19098))
+    assert split.info.address == "10.0.0.8:9098"  # what clients get in Metadata
+    assert split.info.inter_broker_address == "10.1.0.8:19098"  # what other brokers dial
+    assert live_brokers(session)[8] == split.info  # read back as written

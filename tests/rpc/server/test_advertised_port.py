@@ -7,7 +7,11 @@ import pytest
 
 from twinlog.engine.base.errors import InvalidConfigError
 from twinlog.rpc.cli.main import main
-from twinlog.rpc.server.cluster_member import ADVERTISED_PORT_VARIABLE, registered_port
+from twinlog.rpc.server.cluster_member import (
+    ADVERTISED_PORT_VARIABLE,
+    INTER_BROKER_PORT_VARIABLE,
+    registered_port,
+)
 
 
 def test_without_the_variable_the_listening_port_is_registered(
@@ -36,8 +40,17 @@ def test_the_flag_wins_over_the_variable(monkeypatch: pytest.MonkeyPatch) -> Non
     assert registered_port(7071, 9093) == 9093
 
 
+@pytest.mark.parametrize("flag", ["--advertised-port", "--inter-broker-port"])
 @pytest.mark.parametrize("port", ["0", "70000"])
-def test_serve_refuses_an_advertised_port_that_is_no_port(port: str) -> None:
-    with pytest.raises(SystemExit, match="--advertised-port"):
+def test_serve_refuses_an_advertised_port_that_is_no_port(flag: str, port: str) -> None:
+    with pytest.raises(SystemExit, match=flag):
         main(["serve", "--data-dir", "/nonexistent", "--broker-id", "1", "--zookeeper",
-              "127.0.0.1:1", "--advertised-port", port])  # fmt: skip
+              "127.0.0.1:1", flag, port])  # fmt: skip
+
+
+def test_the_inter_broker_variable_names_the_inter_broker_port(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv(INTER_BROKER_PORT_VARIABLE, "41235")
+    assert registered_port(0, None, INTER_BROKER_PORT_VARIABLE) == 41235
+    assert registered_port(7071) == 7071  # the advertised port is another variable
