@@ -10,6 +10,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from cluster_checks import check_history, check_replicas_agree
 from cluster_faults import (
@@ -29,6 +31,10 @@ pytestmark = [pytest.mark.slow, pytest.mark.crash]
 # A broker notices a silent server within about 2/3 of the session timeout (SUSPENDED),
 # then declares the session lost a session timeout later, and exits.
 BROKER_EXIT_S = 2 * SESSION_TIMEOUT_MS / 1000 + 8.0
+# A restarted server restores the sessions of its log and expires, a session timeout (and
+# a tick) after it serves again, each one whose broker has not reconnected; that broker
+# has declared it lost by its own clock sooner (SUSPENDED since the kill) and exits.
+RESTORED_EXPIRY_S = SESSION_TIMEOUT_MS / 1000 + 1.0
 
 
 def test_f21_paused_zookeeper_changes_nothing_and_brokers_exit_and_rejoin(
@@ -70,10 +76,17 @@ def test_f21_killed_and_restarted_zookeeper_loses_nothing(
             wait_until(lambda: background.acknowledged_count() >= 10, "10 acknowledged writes")
             zookeeper.kill()
             zookeeper.restart()
-            wait_until(  # each broker kept its session, or has exited to rejoin
-                lambda: all(_settled(cluster, b, epochs[b]) for b in BROKER_IDS),
+            # Each broker kept its session, or has exited to rejoin. Until the restored
+            # sessions' expiry, a registration with the old broker epoch does not tell the
+            # one from a broker still trying to reconnect, which may yet exit.
+            restored_expiry_s = time.monotonic() + RESTORED_EXPIRY_S
+            wait_until(
+                lambda: (
+                    time.monotonic() >= restored_expiry_s
+                    and all(_settled(cluster, b, epochs[b]) for b in BROKER_IDS)
+                ),
                 "every broker back on its session or exited",
-                EXPIRY_S,
+                RESTORED_EXPIRY_S + EXPIRY_S,
             )
         for broker_id in BROKER_IDS:
             status = cluster.brokers[broker_id].exit_status()
