@@ -3,8 +3,10 @@
 ``HoldingProxy(target_port)`` accepts connections and forwards bytes both ways to
 the target. ``hold()`` stops forwarding in both directions while every socket stays
 open (as a partition that drops packets, or a peer that stopped reading: the sender
-sees no error, just no answer); ``release()`` forwards again, bytes held included.
-No tests here.
+sees no error, just no answer); ``hold(UP)`` only what the connecting side sends
+(requests reach nobody), ``hold(DOWN)`` only what comes back (requests arrive and are
+acted on, their answers are lost: a one-way cut); ``release()`` forwards again, bytes
+held included. No tests here.
 
 Thread rule: ``hold``, ``release`` and ``close`` from the test's thread; one accept
 thread and two pump threads per connection, all ended by ``close``.
@@ -19,6 +21,9 @@ from collections.abc import Callable
 
 POLL_S = 0.05  # how often an idle pump looks at the hold switch and the close flag
 CHUNK_BYTES = 64 * 1024
+UP = "up"  # connecting side -> target
+DOWN = "down"  # target -> connecting side
+BOTH = "both"
 
 
 class HoldingProxy:
@@ -28,24 +33,35 @@ class HoldingProxy:
         self._listener.settimeout(POLL_S)
         self.port: int = self._listener.getsockname()[1]
         self.address = f"127.0.0.1:{self.port}"
-        self._flowing = threading.Event()
-        self._flowing.set()
+        self._flowing = {UP: threading.Event(), DOWN: threading.Event()}
+        for event in self._flowing.values():
+            event.set()
         self._closed = threading.Event()
         self._sockets: list[socket.socket] = []
         self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()
         self._start(self._accept, "proxy-accept")
 
-    def hold(self) -> None:
-        """Stop forwarding bytes, both ways; connections stay open and new ones are accepted."""
-        self._flowing.clear()
+    def hold(self, direction: str = BOTH) -> None:
+        """Stop forwarding bytes ``direction`` (UP, DOWN or BOTH); connections stay open
+        and new ones are accepted."""
+        if direction not in (UP, DOWN, BOTH):
+            raise ValueError(f"direction {direction!r}: UP, DOWN or BOTH")
+        for name, event in self._flowing.items():
+            if direction in (name, BOTH):
+                event.clear()
+
+    @property
+    def held(self) -> bool:
+        return not all(event.is_set() for event in self._flowing.values())
 
     def release(self) -> None:
-        self._flowing.set()
+        for event in self._flowing.values():
+            event.set()
 
     def close(self) -> None:
         self._closed.set()
-        self._flowing.set()
+        self.release()
         self._listener.close()
         with self._lock:
             sockets, threads = list(self._sockets), list(self._threads)
@@ -81,28 +97,28 @@ class HoldingProxy:
                 continue
             with self._lock:
                 self._sockets.extend((client, server))
-            self._start(self._pump, "proxy-up", client, server)
-            self._start(self._pump, "proxy-down", server, client)
+            self._start(self._pump, "proxy-up", client, server, self._flowing[UP])
+            self._start(self._pump, "proxy-down", server, client, self._flowing[DOWN])
 
-    def _wait_flowing(self) -> bool:
+    def _wait_flowing(self, flowing: threading.Event) -> bool:
         """Wait while held; False once closed."""
-        while not self._flowing.wait(POLL_S):
+        while not flowing.wait(POLL_S):
             if self._closed.is_set():
                 return False
         return not self._closed.is_set()
 
-    def _pump(self, source: socket.socket, sink: socket.socket) -> None:
+    def _pump(self, source: socket.socket, sink: socket.socket, flowing: threading.Event) -> None:
         try:
-            while self._wait_flowing():
+            while self._wait_flowing(flowing):
                 ready, _, _ = select.select([source], [], [], POLL_S)
                 if not ready:
                     continue
-                if not self._flowing.is_set():  # held between the check and now: keep it
+                if not flowing.is_set():  # held between the check and now: keep it
                     continue
                 data = source.recv(CHUNK_BYTES)
                 if not data:
                     break
-                if not self._wait_flowing():  # held while it was read: it waits too
+                if not self._wait_flowing(flowing):  # held while it was read: it waits too
                     break
                 sink.sendall(data)
         except OSError:
