@@ -197,6 +197,7 @@ class CompletionWorker:
                 )
             else:
                 self._applier.apply_abort(ApplyAbort(txn.transaction_id, topic_partition, epochs))
+            failpoints.hit("coordinator.during_apply")  # one partition applied, maybe not all
 
         topic_partitions = sorted(txn.partitions)
         if len(topic_partitions) <= 1:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from twinlog.engine.base import failpoints
 from twinlog.engine.base.errors import (
     CoordinatorLoadInProgressError,
     NotCoordinatorError,
@@ -52,6 +53,9 @@ class ReplicatedJournalAppend:
                 f"this broker no longer leads {name} at epoch {self.leader_epoch}, so it is "
                 f"not that coordinator any more ({error}); find the coordinator and retry"
             ) from error
+        # appended here, not yet held by the replicas (CLUSTER.md F7's "PREPARE appended,
+        # not replicated" when the record is a PREPARE)
+        failpoints.hit("coordinator.journal_appended")
         try:
             self.partition.wait_acknowledged(end_offset, self.leader_epoch)
         except TwinlogError as error:

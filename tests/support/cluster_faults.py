@@ -72,7 +72,12 @@ BROKER_CONFIG = {
 }
 # Step failpoints armed in every broker's environment; each fires (SIGKILL) while the
 # broker's crash_flag(point) file exists: the coordinator's steps of CLUSTER.md F7.
-CRASH_POINTS = ("coordinator.after_prepare", "coordinator.after_apply")
+CRASH_POINTS = (
+    "coordinator.journal_appended",  # a record appended at the leader, not yet replicated
+    "coordinator.after_prepare",
+    "coordinator.during_apply",  # one partition's APPLY done, the others maybe not
+    "coordinator.after_apply",
+)
 CLIENT_REQUEST_TIMEOUT_MS = 3000  # a paused or cut broker costs a client this much per call
 WAIT_S = 40.0  # generous: three brokers, a JVM and the test share two busy cores
 START_TIMEOUT_S = 30.0

@@ -1,15 +1,16 @@
 """The transaction coordinator's broker SIGKILLed at each step of a commit.
 
 F7: the coordinator (the leader of ``__txn_journal-0``) is killed after BEGIN (the
-transaction's records journaled at their partitions, no commit asked for yet), after its
-PREPARE_COMMIT is committed (failpoint ``coordinator.after_prepare``), and after the APPLY
-fan-out, before COMMITTED is journaled (``coordinator.after_apply``). The producer, on the
-bootstrap list, follows the coordinator to its new broker; the new coordinator replays
-the replicated journal and keeps the open transaction or redoes the prepared one; the
-commit (asked again after the kill) is answered as committed. No failpoint separates
-"PREPARE appended, not yet replicated" from "PREPARE committed", nor one partition's APPLY
-from the next: those steps are not covered here (the in-process journal tests cover the
-first: ``tests/engine/broker/test_replicated_journal.py``).
+transaction's records journaled at their partitions, no commit asked for yet), with its
+PREPARE_COMMIT appended but not yet replicated (``coordinator.journal_appended``, armed
+once the transaction's records are sent, so the next coordinator record is the
+PREPARE), after the PREPARE is committed (``coordinator.after_prepare``), after the
+first partition's APPLY of the fan-out (``coordinator.during_apply``), and after the
+fan-out, before COMMITTED is journaled (``coordinator.after_apply``). The producer, on
+the bootstrap list, follows the coordinator to its new broker; the new coordinator
+replays the replicated journal and keeps the open transaction, or redoes the prepared
+one, or (a PREPARE its replicas never got) lets the retried commit prepare afresh; the
+commit (asked again after the kill) is answered as committed.
 F8: the coordinator and a leader of one of the transaction's partitions are the same
 broker, killed together after PREPARE_COMMIT: the new coordinator applies at that
 partition's new leader, from the journal entries its followers replicated.
@@ -21,7 +22,7 @@ from __future__ import annotations
 
 import pytest
 from cluster_checks import check_replicas_agree, check_transactions
-from cluster_faults import EXPIRY_S, FaultCluster
+from cluster_faults import CRASH_POINTS, EXPIRY_S, FaultCluster
 from cluster_workload import COMMITTED, TransactionalWriter
 
 from twinlog.engine.broker.internal_topics import TXN_JOURNAL_TOPIC
@@ -55,9 +56,10 @@ def _kill_and_recover(
         assert writer.run_one().outcome == COMMITTED  # the producer knows the coordinator
         if step == "begin":
             txn = writer.run_one(writer.new_txn(partitions), before_commit=killed.kill)
-        else:
-            killed.arm_crash(step)
-            txn = writer.run_one(writer.new_txn(partitions))
+        else:  # armed once the records are journaled: the commit's steps are next
+            txn = writer.run_one(
+                writer.new_txn(partitions), before_commit=lambda: killed.arm_crash(step)
+            )
             killed.wait_exit(EXPIRY_S)
         assert txn.outcome == COMMITTED, txn.error
         assert not killed.alive
@@ -71,7 +73,7 @@ def _kill_and_recover(
     check_replicas_agree(cluster, TXN_JOURNAL_TOPIC)
 
 
-@pytest.mark.parametrize("step", ["begin", "coordinator.after_prepare", "coordinator.after_apply"])
+@pytest.mark.parametrize("step", ["begin", *CRASH_POINTS])
 def test_f7_coordinator_killed_at_a_step_of_the_commit(
     cluster: FaultCluster, topic: str, step: str
 ) -> None:
