@@ -14,7 +14,8 @@ Faults, one at a time, drawn from ``random.Random(seed)`` (the seed is printed),
 undone before the next (``FaultCluster.heal``: restarts what died):
 
     kill         SIGKILL a broker (the coordinator's, a leader's, any), restart it
-    pause        SIGSTOP a broker past its session, SIGCONT (it exits on the lost session)
+    pause        SIGSTOP a broker until ZooKeeper expires its session and 0-2 s more,
+                 SIGCONT (it exits on the lost session)
     cut-inbound  hold every connection into a broker (brokers and clients) for 1-5 s
     cut-zk       hold a broker's ZooKeeper link past its session (it exits)
     crash-step   arm coordinator.after_prepare or .after_apply on the coordinator's
@@ -53,7 +54,6 @@ from cluster_faults import (
     BROKER_IDS,
     CRASH_POINTS,
     EXPIRY_S,
-    SESSION_TIMEOUT_MS,
     FaultCluster,
     wait_until,
 )
@@ -141,7 +141,14 @@ class Nemesis:
             victim.kill()
         elif kind == "pause":
             victim.pause()
-            time.sleep(SESSION_TIMEOUT_MS / 1000 + rng.uniform(1, 3))
+            # Past its session: until ZooKeeper has expired it (a fixed sleep could end
+            # first on a busy machine, and the broker would run on), then 0-2 s more.
+            wait_until(
+                lambda: victim.broker_id not in cluster.registered(),
+                "the paused broker's session expired",
+                EXPIRY_S,
+            )
+            time.sleep(rng.uniform(0, 2))
             victim.resume()
             wait_until(lambda: not victim.alive, "the resumed broker exits", EXPIRY_S)
         elif kind == "cut-inbound":
