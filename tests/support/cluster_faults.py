@@ -5,14 +5,21 @@ for N = 1, 2, 3, each wired so that a test can cut it:
 
     broker N --(its own ZooKeeper proxy)--> ZooKeeper    cut: brokers[N].zookeeper_link.hold()
     other brokers --(N's inbound proxy)--> broker N       cut: brokers[N].inbound_link.hold()
-    test clients --------------------------> broker N     never cut
+    cluster clients --(N's client proxy)--(N's inbound proxy)--> broker N
+                                                          cut: brokers[N].client_link.hold()
+    test clients (``client(N)``) -----------> broker N     never cut
+
+``hold(UP)`` or ``hold(DOWN)`` on a link cuts one direction only (``tcp_proxy``).
 
 (On an ensemble, ``h:p,h:p,h:p``, brokers reach ZooKeeper directly: no ZooKeeper link.)
 
-Broker N listens on a port fixed for its life (so a restart keeps it, and the inbound
-proxy stays valid) and registers the inbound proxy's port (``TWINLOG_ADVERTISED_PORT``,
-read by ``rpc/server/cluster_member.py``): other brokers fetch through the proxy, test
-clients go straight to the broker. Its data log writes fail with ENOSPC while the file
+Broker N listens on a port fixed for its life (so a restart keeps it, and the proxies
+stay valid) and registers the client proxy's port for clients (``TWINLOG_ADVERTISED_PORT``)
+and the inbound proxy's for brokers (``TWINLOG_INTER_BROKER_PORT``, both read by
+``rpc/server/cluster_member.py``): other brokers fetch through the inbound proxy; a
+cluster client (a bootstrap list) follows Metadata to the client proxy, which forwards
+through the inbound one, so cutting the inbound link cuts clients too, and cutting the
+client link cuts clients only. Its data log writes fail with ENOSPC while the file
 ``cluster.disk_full_flag(N)`` exists (the ``log.before_write`` failpoint).
 
 A broker that exits is not restarted by anyone but the test: ``restart(N)`` is the
@@ -53,7 +60,11 @@ from twinlog.engine.zookeeper.partition_state import PartitionState, read_partit
 from twinlog.engine.zookeeper.session import ZooKeeperSession, ZooKeeperUnavailableError
 from twinlog.rpc.client.connection_options import ConnectionOptions
 from twinlog.rpc.client.remote import RemoteBroker
-from twinlog.rpc.server.cluster_member import ADVERTISED_PORT_VARIABLE, EXIT_SESSION_LOST
+from twinlog.rpc.server.cluster_member import (
+    ADVERTISED_PORT_VARIABLE,
+    EXIT_SESSION_LOST,
+    INTER_BROKER_PORT_VARIABLE,
+)
 
 T = TypeVar("T")
 
@@ -131,6 +142,7 @@ class BrokerProcess:
             self.zookeeper_link = HoldingProxy(int(zookeeper_hosts.rsplit(":", 1)[1]))
             self.zookeeper_hosts = self.zookeeper_link.address
         self.inbound_link = HoldingProxy(self.port)
+        self.client_link = HoldingProxy(self.inbound_link.port)
         self.chroot = chroot
         self.process: subprocess.Popen[bytes] | None = None
         self.paused = False
@@ -168,7 +180,8 @@ class BrokerProcess:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log_offset = self.log_path.stat().st_size if self.log_path.exists() else 0
         env = environment()
-        env[ADVERTISED_PORT_VARIABLE] = str(self.inbound_link.port)
+        env[ADVERTISED_PORT_VARIABLE] = str(self.client_link.port)
+        env[INTER_BROKER_PORT_VARIABLE] = str(self.inbound_link.port)
         env[FAILPOINTS_VARIABLE] = ";".join(
             [f"log.before_write=enospc?{self.disk_full_flag}"]
             + [f"{point}=crash?{self.crash_flag(point)}" for point in CRASH_POINTS]
@@ -255,6 +268,7 @@ class BrokerProcess:
         self.kill()
         if self.zookeeper_link is not None:
             self.zookeeper_link.close()
+        self.client_link.close()
         self.inbound_link.close()
 
 
@@ -303,6 +317,7 @@ class FaultCluster:
             if broker.zookeeper_link is not None:
                 broker.zookeeper_link.release()
             broker.inbound_link.release()
+            broker.client_link.release()
             broker.disk_full_flag.unlink(missing_ok=True)
             broker.disarm_crashes()
             if broker.paused:
@@ -419,7 +434,8 @@ class FaultCluster:
     def bootstrap(self) -> str:
         """Every broker's own address, comma-joined: what a cluster ``Producer`` or
         ``Consumer`` is given. (Metadata then names the addresses brokers advertise, their
-        inbound proxies: such a client is cut with ``inbound_link`` as brokers are.)"""
+        client proxies: such a client is cut with ``client_link``, or with ``inbound_link``
+        as brokers are.)"""
         return ",".join(broker.address for broker in self.brokers.values())
 
     def create_topic(self, topic: str, partitions: int = 1) -> PartitionState:

@@ -22,9 +22,8 @@ itself, point at a broker that can no longer commit anything; the producer follo
 (NotCoordinator / LoadInProgress / timeouts) to the new coordinator, and every
 transaction ends committed, or unknown and then all-or-nothing.
 
-One broker address per broker is advertised (its inbound proxy), so a client cannot be
-cut from a broker without cutting the other brokers too: "client cut from the leader
-only" is not constructed here."""
+A client cut from the coordinator alone, while brokers still reach it:
+``test_f17_client_cut.py``."""
 
 from __future__ import annotations
 
