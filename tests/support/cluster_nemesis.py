@@ -17,13 +17,18 @@ undone before the next (``FaultCluster.heal``: restarts what died):
     pause        SIGSTOP a broker until ZooKeeper expires its session and 0-2 s more,
                  SIGCONT (it exits on the lost session)
     cut-inbound  hold every connection into a broker (brokers and clients) for 1-5 s
+    cut-one-way  the same, one direction only: requests lost, or only their answers
+    cut-client   hold the clients' connections into a broker only (brokers still reach
+                 it), one way or both, for 1-5 s
     cut-zk       hold a broker's ZooKeeper link past its session (it exits)
-    crash-step   arm coordinator.after_prepare or .after_apply on the coordinator's
-                 broker: it SIGKILLs itself at its next commit's step
+    crash-step   arm one of CRASH_POINTS (a coordinator record appended but not yet
+                 replicated, after PREPARE, between two partitions' APPLYs, before
+                 COMMITTED) on the coordinator's broker: it SIGKILLs itself there
+    zk-restart   SIGKILL ZooKeeper and start it again (when the run is given it): each
+                 broker keeps its session or exits on its loss and is restarted
 
-(A client-only or one-way cut needs proxies this rig does not have: one advertised
-address per broker, and ``HoldingProxy`` holds both ways. ZooKeeper itself is paused
-in ``test_f21_zookeeper_faults.py``, not here: it stops every broker's clock at once.)
+(ZooKeeper paused, which stops every broker's clock at once, is in
+``test_f21_zookeeper_faults.py``, not here.)
 
 Then quiesce (heal, stop the workload, wait for full ISRs) and check, counting anomalies
 by class rather than stopping at the first: lost, aborted-read, duplicate, torn,
@@ -63,8 +68,10 @@ from cluster_workload import (
     TailingConsumer,
     TransactionalWriter,
 )
+from tcp_proxy import BOTH, DOWN, UP
 
 from twinlog.engine.broker.internal_topics import TXN_JOURNAL_TOPIC
+from twinlog.engine.zookeeper.local_server import LocalZooKeeper
 
 SEED_VARIABLE = "TWINLOG_NEMESIS_SEED"
 MINUTES_VARIABLE = "TWINLOG_NEMESIS_MINUTES"
@@ -72,7 +79,19 @@ FAULTS_VARIABLE = "TWINLOG_NEMESIS_FAULTS"
 PARTITIONS = 3
 WRITERS = 3
 ABORT_RATIO = 0.2
-KINDS = {"kill": 3, "pause": 1, "cut-inbound": 4, "cut-zk": 1, "crash-step": 2}
+KINDS = {
+    "kill": 3,
+    "pause": 1,
+    "cut-inbound": 3,
+    "cut-one-way": 2,
+    "cut-client": 2,
+    "cut-zk": 1,
+    "crash-step": 2,
+    "zk-restart": 1,
+}
+# A restarted ZooKeeper expires, a session timeout after it serves again, the restored
+# sessions of brokers that did not reconnect (as test_f21_zookeeper_faults.py waits).
+RESTORED_EXPIRY_S = EXPIRY_S
 CRASH_STEP_WAIT_S = 10.0  # the coordinator's next commit comes well within this
 
 
@@ -113,8 +132,16 @@ class Summary:
 
 
 class Nemesis:
-    def __init__(self, cluster: FaultCluster, seed: int, name: str) -> None:
+    def __init__(
+        self,
+        cluster: FaultCluster,
+        seed: int,
+        name: str,
+        zookeeper: LocalZooKeeper | None = None,
+    ) -> None:
+        """``zookeeper``: the server the cluster uses, for zk-restart (None: no such fault)."""
         self.cluster = cluster
+        self.zookeeper = zookeeper
         self.rng = random.Random(seed)
         self.summary = Summary(seed)
         self.topic = f"{name}-txn"
@@ -151,10 +178,19 @@ class Nemesis:
             time.sleep(rng.uniform(0, 2))
             victim.resume()
             wait_until(lambda: not victim.alive, "the resumed broker exits", EXPIRY_S)
-        elif kind == "cut-inbound":
-            victim.inbound_link.hold()
+        elif kind in ("cut-inbound", "cut-one-way", "cut-client"):
+            link = victim.client_link if kind == "cut-client" else victim.inbound_link
+            directions = {"cut-inbound": [BOTH], "cut-one-way": [UP, DOWN]}.get(
+                kind, [BOTH, UP, DOWN]
+            )
+            link.hold(rng.choice(directions))
             time.sleep(rng.uniform(1, 5))
-            victim.inbound_link.release()
+            link.release()
+        elif kind == "zk-restart":
+            assert self.zookeeper is not None
+            self.zookeeper.kill()
+            self.zookeeper.restart()
+            time.sleep(RESTORED_EXPIRY_S)  # every broker kept its session or exits now
         elif kind == "cut-zk":
             assert victim.zookeeper_link is not None
             victim.zookeeper_link.hold()
@@ -194,7 +230,8 @@ class Nemesis:
         ]
         plain = AckedProducer(cluster, self.plain_topic, f"{self.plain_topic}-v")
         started = time.monotonic()
-        kinds, weights = list(KINDS), list(KINDS.values())
+        chosen = {k: w for k, w in KINDS.items() if k != "zk-restart" or self.zookeeper}
+        kinds, weights = list(chosen), list(chosen.values())
         with (
             TailingConsumer(cluster, self.plain_topic) as plain_consumer,
             TailingConsumer(cluster, self.topic) as txn_consumer,

@@ -17,14 +17,16 @@ from cluster_nemesis import (
     seed_from_environment,
 )
 
+from twinlog.engine.zookeeper.local_server import LocalZooKeeper
+
 pytestmark = [pytest.mark.slow, pytest.mark.crash]
 
 
-def test_nemesis(cluster: FaultCluster) -> None:
+def test_nemesis(cluster: FaultCluster, zookeeper: LocalZooKeeper) -> None:
     seed = seed_from_environment()
     print(f"nemesis seed {seed}")
     minutes = os.environ.get(MINUTES_VARIABLE)
-    nemesis = Nemesis(cluster, seed, f"nemesis-{uuid.uuid4().hex[:8]}")
+    nemesis = Nemesis(cluster, seed, f"nemesis-{uuid.uuid4().hex[:8]}", zookeeper)
     summary = nemesis.run(
         faults=int(os.environ.get(FAULTS_VARIABLE, "30")),
         minutes=float(minutes) if minutes else None,
