@@ -129,3 +129,11 @@ class HoldingProxy:
                     sock.shutdown(socket.SHUT_RDWR)
                 except OSError:
                     pass
+            # Each pump closes the socket it reads: the other one, woken by the shutdown,
+            # closes its own, so a connection's two sockets go with it (a long run through
+            # proxies would otherwise keep every connection's descriptors until close()).
+            source.close()
+            with self._lock:
+                if source in self._sockets:
+                    self._sockets.remove(source)
+                self._threads = [t for t in self._threads if t.is_alive()]
