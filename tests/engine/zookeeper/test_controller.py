@@ -54,7 +54,11 @@ def test_one_controller_among_three_and_the_next_epoch_when_it_dies(zk_connect: 
 
         winner.end_session()  # /controller goes with it, the others race
         assert wait_until(lambda: winner.lost_calls == 1, what="on_lost called")
-        assert winner.controller is not None and not winner.controller.active
+        # on_lost comes from the session's listener, the step-down from the controller's
+        # thread it wakes: soon after, not before
+        controller = winner.controller
+        assert controller is not None
+        assert wait_until(lambda: not controller.active, what="the lost controller stepped down")
         second = wait_until(brokers.controllers, what="a new controller")
         assert len(second) == 1 and second[0] is not winner
         assert second[0].controller is not None and second[0].controller.seat is not None
