@@ -113,7 +113,9 @@ FAILPOINT_CALL = re.compile(r"""failpoints\.hit\(\s*["']([^"']+)["']\s*\)""")
 FAILPOINT_PACKAGES = ("engine", "journal", "copier")
 # Log compaction runs on compacted topics only (keyed records); this workload writes none,
 # so its points are never passed. tests/test_log_compaction*.py kill a process at each.
-UNREACHED_PREFIXES = ("compaction.",)
+# A coordinator's replicated journal append runs on cluster brokers only: the cluster's
+# F7 test (tests/system/cluster/test_f07_f08_coordinator_kill.py) kills one there.
+UNREACHED_PREFIXES = ("compaction.", "coordinator.journal_appended")
 SERVING = re.compile(r"serving on (\S+):(\d+) ")
 START_TIMEOUT_S = 30.0
 ZOMBIE_ACCEPTED = "ZOMBIE COMMIT ACCEPTED"
