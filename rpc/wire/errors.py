@@ -103,6 +103,10 @@ CLIENT_SIZE_LIMIT_HINT = (
     "MESSAGE_BYTES_MAX); send less per request"
 )
 
+# What gRPC's Python client says when this side cancelled the call (a deadline of ours, a
+# stream we closed): only the other CANCELLED come from the server.
+LOCAL_CANCEL_DETAILS = "Locally cancelled"
+
 NAME_KEY = "twinlog-error-name"
 RETRIABLE_KEY = "twinlog-error-retriable"
 ABORTABLE_KEY = "twinlog-error-abortable"
@@ -280,6 +284,14 @@ def error_from_status(
             metadata.get(ATTRIBUTES_KEY, ""),
             _flag_of(metadata, ABORTABLE_KEY),
             _flag_of(metadata, FATAL_KEY),
+        )
+    if code is Code.CANCELLED and not details.startswith(LOCAL_CANCEL_DETAILS):
+        # Cancelled by the server, not by us: a server stopping cancels the calls still
+        # in flight when its grace period ends. As an unreachable broker: retriable, the
+        # request's outcome unknown, and a cluster client routes the retry afresh.
+        return errors.BrokerUnavailableError(
+            f"CANCELLED: {details} (the server cancelled the request, as a server stopping "
+            "does: it may or may not have been applied; retry it)"
         )
     cls = TRANSPORT_STATUS_ERRORS.get(code, TwinlogError)
     hint = TRANSPORT_HINTS.get(code, "")

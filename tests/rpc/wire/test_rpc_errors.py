@@ -103,3 +103,11 @@ def test_unknown_error_name_keeps_server_retriable_flag() -> None:
         {"twinlog-error-name": "FutureError", "twinlog-error-retriable": "true"},
     )
     assert type(rebuilt) is TwinlogError and rebuilt.retriable
+
+
+def test_a_call_the_server_cancelled_is_retriable_and_one_we_cancelled_is_not() -> None:
+    by_server = error_from_status(grpc.StatusCode.CANCELLED, "CANCELLED", {})
+    assert type(by_server) is errors.BrokerUnavailableError and by_server.retriable
+    assert "may or may not have been applied" in str(by_server)
+    by_us = error_from_status(grpc.StatusCode.CANCELLED, "Locally cancelled by application!", {})
+    assert type(by_us) is TwinlogError and not by_us.retriable
