@@ -59,6 +59,7 @@ from cluster_faults import (
     BROKER_IDS,
     CRASH_POINTS,
     EXPIRY_S,
+    SESSION_TIMEOUT_MS,
     FaultCluster,
     wait_until,
 )
@@ -91,7 +92,7 @@ KINDS = {
 }
 # A restarted ZooKeeper expires, a session timeout after it serves again, the restored
 # sessions of brokers that did not reconnect (as test_f21_zookeeper_faults.py waits).
-RESTORED_EXPIRY_S = EXPIRY_S
+RESTORED_EXPIRY_S = SESSION_TIMEOUT_MS / 1000 + 1.0
 CRASH_STEP_WAIT_S = 10.0  # the coordinator's next commit comes well within this
 
 
