@@ -1,6 +1,8 @@
 """The topics a broker keeps for itself, and which coordinator partition owns what.
 
-    __consumer_offsets   group offsets (``group_offsets``)
+    __consumer_offsets   group offsets (``group_offsets``): in a cluster replicated like any
+                         topic, and partition P's leader is the coordinator of the groups
+                         that hash to P (``group_coordinators``)
     __txn_journal        the transaction journal in a cluster: partition N is the journal
                          of coordinator N, replicated like any partition, and its leader
                          is coordinator N (CLUSTER.md §3.5). A single-node broker keeps
