@@ -289,8 +289,8 @@ class Broker:
         # a partition's load and an APPLY's fold of offsets apart
         self._group_slots: CoordinatorSlots[LoadedGroups] | None = None
         self._offsets_load_lock = threading.RLock()
-        self._offsets_topic_exists = False
-        self._txn_journal_exists = False  # a cluster broker stops looking once it is
+        # a cluster broker's internal topics not seen yet (ensure_internal_topics)
+        self._internal_topics_missing = {TXN_JOURNAL_TOPIC, OFFSETS_TOPIC}
         self.data_dir = data_dir
         self.config = config
         self.broker_id = broker_id
@@ -546,36 +546,42 @@ class Broker:
 
     # --- a cluster broker's coordinators (CLUSTER.md §3.5) ---------------------------------
 
-    def _ensure_txn_journal_topic(self) -> None:
-        """Create ``__txn_journal`` (RF ``default_replication_factor``) if no broker has:
-        refused while fewer brokers are live than its replication factor (Kafka's
-        transaction.state.log.replication.factor), so the broker's ``internal-topics`` task
-        tries again every second until it exists, then stops asking."""
-        if self._txn_journal_exists:
-            return
+    def _ensure_internal_topic(self, name: str, partitions: int, config: dict[str, str]) -> bool:
+        """Create internal topic ``name`` (RF ``default_replication_factor``, Kafka's
+        transaction.state.log / offsets.topic replication factors) if no broker has: refused
+        while fewer brokers are live than that, so the ``internal-topics`` task tries again
+        every second. True once it exists (the caller stops asking); reads that one topic."""
         try:
-            self.metadata.get_topic(TXN_JOURNAL_TOPIC)
-            self._txn_journal_exists = True
-            return
+            existing = self.metadata.get_topic(name)
         except UnknownTopicOrPartitionError:
             pass
+        else:
+            if existing.partitions != partitions:
+                log.error(
+                    "%s has %d partitions, this broker expected %d: keys would hash to other "
+                    "partitions here than at the other brokers; restart this broker with the "
+                    "cluster's count (journal_partitions / offsets_partitions=%d)",
+                    name,
+                    existing.partitions,
+                    partitions,
+                    existing.partitions,
+                )
+            return True
         try:
             self.metadata.add_topic(
-                TXN_JOURNAL_TOPIC,
-                self.metadata.journal_partitions,
-                dict(TXN_JOURNAL_TOPIC_CONFIG),
-                replication_factor=self.config.default_replication_factor,
+                name, partitions, config, replication_factor=self.config.default_replication_factor
             )
             log.info(
                 "created %s: %d partitions, replication factor %d",
-                TXN_JOURNAL_TOPIC,
-                self.metadata.journal_partitions,
+                name,
+                partitions,
                 self.config.default_replication_factor,
             )
         except TopicExistsError:
             pass  # another broker created it first
         except InvalidConfigError as error:  # too few live brokers yet
-            log.info("%s not created yet: %s", TXN_JOURNAL_TOPIC, error)
+            log.info("%s not created yet: %s", name, error)
+        return False
 
     def _cluster_tasks(self) -> list[ScheduledTask]:
         if self.replication is None:
@@ -588,46 +594,19 @@ class Broker:
 
     def ensure_internal_topics(self) -> None:
         """A cluster broker's periodic check that its internal topics exist."""
-        if self.replication is not None and not self._closed:
-            self._ensure_txn_journal_topic()
-            self._ensure_offsets_topic()
-
-    def _ensure_offsets_topic(self) -> None:
-        """Create ``__consumer_offsets`` (RF ``default_replication_factor``, Kafka's
-        offsets.topic.replication.factor) if no broker has; as ``__txn_journal``."""
-        if self._offsets_topic_exists:
+        if self.replication is None or self._closed:
             return
-        if OFFSETS_TOPIC in self.metadata.topics():
-            self._offsets_topic_exists = True
-            created = self.metadata.get_topic(OFFSETS_TOPIC).partitions
-            if created != self.group_offsets.partition_count:
-                log.error(
-                    "%s has %d partitions, this broker expected %d (offsets_partitions): "
-                    "groups would hash to other partitions here than at the other brokers; "
-                    "restart this broker with offsets_partitions=%d",
-                    OFFSETS_TOPIC,
-                    created,
-                    self.group_offsets.partition_count,
-                    created,
-                )
-            return
-        try:
-            self.metadata.add_topic(
-                OFFSETS_TOPIC,
-                self.group_offsets.partition_count,
-                offsets_topic_config({}, self.config.offsets_segment_bytes),
-                replication_factor=self.config.default_replication_factor,
-            )
-            log.info(
-                "created %s: %d partitions, replication factor %d",
-                OFFSETS_TOPIC,
-                self.group_offsets.partition_count,
-                self.config.default_replication_factor,
-            )
-        except TopicExistsError:
-            pass
-        except InvalidConfigError as error:  # too few live brokers yet
-            log.info("%s not created yet: %s", OFFSETS_TOPIC, error)
+        missing = self._internal_topics_missing
+        if TXN_JOURNAL_TOPIC in missing and self._ensure_internal_topic(
+            TXN_JOURNAL_TOPIC, self.metadata.journal_partitions, dict(TXN_JOURNAL_TOPIC_CONFIG)
+        ):
+            missing.discard(TXN_JOURNAL_TOPIC)
+        if OFFSETS_TOPIC in missing and self._ensure_internal_topic(
+            OFFSETS_TOPIC,
+            self.group_offsets.partition_count,
+            offsets_topic_config({}, self.config.offsets_segment_bytes),
+        ):
+            missing.discard(OFFSETS_TOPIC)
 
     def _load_groups(self, partition_index: int, leader_epoch: int) -> LoadedGroups:
         """Group coordinator ``partition_index``: fold ``__consumer_offsets-P`` in, as its
