@@ -429,14 +429,15 @@ class Broker:
                 )
             except TopicExistsError:
                 pass  # another broker on the same ZooKeeper metadata created it first
+        topics = self.metadata.topics()  # one read (ZooKeeper's, in a cluster)
         offsets_partitions = config.offsets_partitions
-        if OFFSETS_TOPIC in self.metadata.topics():
-            offsets_topic = self.metadata.get_topic(OFFSETS_TOPIC)  # older: not compacted
+        offsets_topic = topics.get(OFFSETS_TOPIC)
+        if offsets_topic is not None:  # older directories: not compacted
             offsets_topic.config = offsets_topic_config(
                 offsets_topic.config, config.offsets_segment_bytes
             )
             offsets_partitions = offsets_topic.partitions
-        for name, topic in self.metadata.topics().items():
+        for name, topic in topics.items():
             for partition_index in range(topic.partitions):
                 self._open_partition(TopicPartition(name, partition_index), topic.config)
         # 4. group offsets: a single-node broker's, all folded now; a cluster broker's, each
