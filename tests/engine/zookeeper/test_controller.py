@@ -110,7 +110,10 @@ def test_topic_creation_assigns_consecutive_replicas_and_refuses_a_factor_above_
 ) -> None:
     caplog.set_level(logging.INFO, logger="twinlog.controller")
     with FakeBrokers(zk_connect) as brokers:
-        for broker_id in (3, 1, 2):
+        # Registered out of order (the assignment goes by id); the controller (1) starts
+        # last, so its first pass already sees every broker: a pass that read the broker
+        # list before 2 registered could otherwise create the topic on 1 and 3 alone.
+        for broker_id in (3, 2, 1):
             brokers.start(broker_id, control=broker_id == 1)
         store = ZooKeeperMetadataStore(brokers.started[0].session, tmp_path / "data", 1)
         store.add_topic("orders", 4, {}, replication_factor=2)
