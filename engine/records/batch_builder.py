@@ -94,6 +94,18 @@ class RecordBatchBuilder:
         """Uncompressed size the batch would have now (an upper bound when compressed)."""
         return len(self._buffer)
 
+    def _timestamp_delta(self, timestamp_ms: int) -> bytes:
+        """The varint of a record's timestamp delta; notes its timestamp in the batch's
+        first and max timestamps. Raises RuntimeError once the batch is built."""
+        if self._built:
+            raise RuntimeError("this batch was built already: start a new RecordBatchBuilder")
+        first_timestamp_ms = self._first_timestamp_ms
+        if first_timestamp_ms is None:
+            first_timestamp_ms = self._first_timestamp_ms = timestamp_ms
+        if timestamp_ms > self._max_timestamp_ms:
+            self._max_timestamp_ms = timestamp_ms
+        return encode_varint(timestamp_ms - first_timestamp_ms)
+
     def append(
         self,
         value: bytes | None,
@@ -102,17 +114,10 @@ class RecordBatchBuilder:
         timestamp_ms: int | None = None,
     ) -> int:
         """Add a record; return its offset delta within the batch."""
-        if self._built:
-            raise RuntimeError("this batch was built already: start a new RecordBatchBuilder")
         if timestamp_ms is None:
             timestamp_ms = _now_ms()
-        first_timestamp_ms = self._first_timestamp_ms
-        if first_timestamp_ms is None:
-            first_timestamp_ms = self._first_timestamp_ms = timestamp_ms
-        if timestamp_ms > self._max_timestamp_ms:
-            self._max_timestamp_ms = timestamp_ms
+        timestamp_delta = self._timestamp_delta(timestamp_ms)
         offset_delta = self._record_count
-        timestamp_delta = encode_varint(timestamp_ms - first_timestamp_ms)
         offset = encode_varint(offset_delta)
         key_length, key_bytes = _encode_nullable(key)
         value_length, value_bytes = _encode_nullable(value)
@@ -140,12 +145,99 @@ class RecordBatchBuilder:
         self._record_count = offset_delta + 1
         return offset_delta
 
+    def append_value(self, value: bytes, timestamp_ms: int) -> int:
+        """``append(value, timestamp_ms=timestamp_ms)`` for a key-less, header-less record
+        of bytes: the same bytes, fewer steps (the producer's ``send`` of a bare value)."""
+        timestamp_delta = self._timestamp_delta(timestamp_ms)
+        offset_delta = self._record_count
+        offset = encode_varint(offset_delta)
+        value_length = encode_varint(len(value))
+        buffer = self._buffer
+        buffer += encode_varint(
+            len(timestamp_delta) + len(offset) + len(value_length) + len(value) + 3
+        )  # + attributes, the null key's -1 and the header count
+        buffer += _RECORD_ATTRIBUTES
+        buffer += timestamp_delta
+        buffer += offset
+        buffer += MINUS_ONE
+        buffer += value_length
+        buffer += value
+        buffer += _NO_HEADERS
+        self._record_count = offset_delta + 1
+        return offset_delta
+
     def extend(self, values: Iterable[bytes | None], timestamp_ms: int | None = None) -> None:
         """Add many key-less, header-less records with one timestamp."""
+        values = values if isinstance(values, Sequence) else list(values)
+        self.append_many(values, timestamp_ms=timestamp_ms)
+
+    def append_many(
+        self,
+        values: Sequence[bytes | None],
+        keys: Sequence[bytes | None] | None = None,
+        headers: Sequence[Sequence[Header] | None] | None = None,
+        timestamp_ms: int | None = None,
+        start: int = 0,
+        size_bytes_max: int | None = None,
+    ) -> int:
+        """Add ``values[start:]`` (with ``keys[i]`` and ``headers[i]`` when given), all with
+        one timestamp; return the index after the last record added.
+
+        Stops before a record that would take the batch past ``size_bytes_max``, but a
+        batch always takes at least one record (an empty builder takes a record of any
+        size: the caller checked it against its own limit). The same bytes as ``append``
+        record by record, at about a third of its cost: one loop, no per-record calls
+        for the common parts (the batch-API and Spark path)."""
         if timestamp_ms is None:
             timestamp_ms = _now_ms()
-        for value in values:
-            self.append(value, timestamp_ms=timestamp_ms)
+        prefix = _RECORD_ATTRIBUTES + self._timestamp_delta(timestamp_ms)
+        prefix_bytes = len(prefix)
+        limit = size_bytes_max if size_bytes_max is not None else 1 << 62
+        buffer = self._buffer
+        encode = encode_varint
+        no_headers = _NO_HEADERS
+        null = MINUS_ONE
+        delta = self._record_count
+        index = start
+        count = len(values)
+        while index < count:
+            value = values[index]
+            key = keys[index] if keys is not None else None
+            offset = encode(delta)
+            if key is None:
+                key_part = null
+            else:
+                key_part = encode(len(key)) + key
+            if value is None:
+                value_length = null
+                value_bytes = 0
+            else:
+                value_bytes = len(value)
+                value_length = encode(value_bytes)
+            headers_part = no_headers if headers is None else _encode_headers(headers[index])
+            body_length = (
+                prefix_bytes
+                + len(offset)
+                + len(key_part)
+                + len(value_length)
+                + value_bytes
+                + len(headers_part)
+            )
+            length = encode(body_length)
+            if delta and len(buffer) + len(length) + body_length > limit:
+                break
+            buffer += length
+            buffer += prefix
+            buffer += offset
+            buffer += key_part
+            buffer += value_length
+            if value is not None:
+                buffer += value
+            buffer += headers_part
+            delta += 1
+            index += 1
+        self._record_count = delta
+        return index
 
     def build(self) -> bytes:
         """The finished batch (base offset 0). Raises ValueError if empty.

@@ -1,0 +1,100 @@
+"""``RecordBatchBuilder.append_many`` writes the same bytes as ``append`` record by record,
+and stops at ``size_bytes_max`` without ever leaving a batch empty."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from twinlog.engine.records.batch_builder import Header, RecordBatchBuilder
+from twinlog.engine.records.batch_format import RECORDS_OFFSET, read_header
+from twinlog.engine.records.record_decoder import decode_records
+
+
+def _random_rows(
+    generator: random.Random, count: int
+) -> tuple[list[bytes | None], list[bytes | None], list[list[Header] | None]]:
+    values: list[bytes | None] = []
+    keys: list[bytes | None] = []
+    headers: list[list[Header] | None] = []
+    for _ in range(count):
+        values.append(
+            None
+            if generator.random() < 0.1
+            else generator.randbytes(generator.choice((0, 5, 300, 20_000)))
+        )
+        keys.append(
+            None if generator.random() < 0.5 else generator.randbytes(generator.randrange(40))
+        )
+        headers.append(
+            None
+            if generator.random() < 0.6
+            else [
+                (f"h{i}", None if i == 2 else generator.randbytes(i * 7))
+                for i in range(generator.randrange(4))
+            ]
+        )
+    return values, keys, headers
+
+
+@pytest.mark.parametrize("seed", range(5))
+@pytest.mark.parametrize("compression", ["none", "zstd"])
+def test_the_same_bytes_as_one_append_per_record(seed: int, compression: str) -> None:
+    generator = random.Random(seed)
+    values, keys, headers = _random_rows(generator, 200)
+    one_by_one = RecordBatchBuilder(compression, producer_id=9, base_sequence=4)
+    many = RecordBatchBuilder(compression, producer_id=9, base_sequence=4)
+    one_by_one.append(b"first", timestamp_ms=1_000)  # a later timestamp delta, as in use
+    many.append(b"first", timestamp_ms=1_000)
+    for value, key, header in zip(values, keys, headers, strict=True):
+        one_by_one.append(value, key, header, timestamp_ms=1_234)
+    assert many.append_many(values, keys, headers, timestamp_ms=1_234) == len(values)
+    assert many.build() == one_by_one.build()
+
+
+def test_keyless_values_alone_match_too() -> None:
+    values = [bytes([i]) * i for i in range(50)]
+    one_by_one = RecordBatchBuilder("none")
+    for value in values:
+        one_by_one.append(value, timestamp_ms=7)
+    many = RecordBatchBuilder("none")
+    assert many.append_many(values, timestamp_ms=7) == 50
+    built = many.build()
+    assert built == one_by_one.build()
+    columns = decode_records(built[RECORDS_OFFSET:], read_header(built))
+    assert columns.values == values
+
+
+def test_it_stops_before_the_record_that_would_pass_the_limit_and_resumes_from_there() -> None:
+    values = [b"x" * 1000] * 10
+    limit = 3_500
+    parts = []
+    start = 0
+    while start < len(values):
+        builder = RecordBatchBuilder("none")
+        reached = builder.append_many(values, timestamp_ms=5, start=start, size_bytes_max=limit)
+        assert reached > start  # never an empty batch
+        assert builder.estimated_size_bytes <= limit
+        parts.append(reached - start)
+        start = reached
+        builder.build()
+    assert sum(parts) == 10 and len(parts) == 4  # 3 + 3 + 3 + 1 records of ~1 KiB
+
+
+def test_an_empty_builder_takes_one_record_larger_than_the_limit() -> None:
+    builder = RecordBatchBuilder("none")
+    assert builder.append_many([b"y" * 5_000, b"z"], timestamp_ms=5, size_bytes_max=1_000) == 1
+    assert len(builder) == 1
+
+
+def test_append_value_writes_what_append_writes() -> None:
+    values = [b"", b"v", b"w" * 200, b"x" * 20_000]
+    one = RecordBatchBuilder("none")
+    lean = RecordBatchBuilder("none")
+    for index, value in enumerate(values):
+        timestamp_ms = 1_000 + index * 300  # deltas of one and of two varint bytes
+        assert one.append(value, timestamp_ms=timestamp_ms) == lean.append_value(
+            value, timestamp_ms
+        )
+    assert lean.build() == one.build()
