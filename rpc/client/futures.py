@@ -11,6 +11,8 @@ thread that completes the batch (the client's I/O thread) and must not block.
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future
 
@@ -59,3 +61,74 @@ class RecordFuture:
 
     def add_done_callback(self, callback: Callable[[RecordFuture], object]) -> None:
         self._batch.add_done_callback(lambda _: callback(self))
+
+
+class BatchFuture:
+    """The records of one ``Producer.send_batch`` call, in order.
+
+    They may fill several producer batches; ``spans`` holds, for each, its result and
+    the offset delta of the call's first record in it and how many records it took.
+    One object per call, not per record: the point of the batch API.
+    """
+
+    __slots__ = ("partition", "spans", "timestamp_ms", "topic", "transactional")
+
+    def __init__(self, topic: str, partition: int, timestamp_ms: int, transactional: bool) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.timestamp_ms = timestamp_ms
+        self.transactional = transactional  # offsets are known only after apply
+        self.spans: list[tuple[Future[int], int, int]] = []  # (result, first delta, count)
+
+    def __len__(self) -> int:
+        return sum(count for _, _, count in self.spans)
+
+    def __repr__(self) -> str:
+        state = "done" if self.done() else "pending"
+        return f"<BatchFuture {self.topic}-{self.partition} {len(self)} records {state}>"
+
+    def result(self, timeout: float | None = None) -> list[RecordMetadata]:
+        """Where each record went, in the order sent; raises the first failed batch's
+        error, or TimeoutError when ``timeout`` seconds pass first."""
+        deadline_s = None if timeout is None else time.monotonic() + timeout
+        found: list[RecordMetadata] = []
+        for batch, first_delta, count in self.spans:
+            remaining_s = None if deadline_s is None else max(0.0, deadline_s - time.monotonic())
+            base_offset = batch.result(remaining_s)
+            pending = self.transactional and base_offset < 0
+            for delta in range(first_delta, first_delta + count):
+                offset = base_offset + delta if base_offset >= 0 else -1
+                found.append(
+                    RecordMetadata(self.topic, self.partition, offset, self.timestamp_ms, pending)
+                )
+        return found
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        """The first failed batch's error, None if all succeeded."""
+        deadline_s = None if timeout is None else time.monotonic() + timeout
+        for batch, _, _ in self.spans:
+            remaining_s = None if deadline_s is None else max(0.0, deadline_s - time.monotonic())
+            error = batch.exception(remaining_s)
+            if error is not None:
+                return error
+        return None
+
+    def done(self) -> bool:
+        return all(batch.done() for batch, _, _ in self.spans)
+
+    def add_done_callback(self, callback: Callable[[BatchFuture], object]) -> None:
+        """``callback(self)`` once every batch is done, on the thread finishing the last."""
+        remaining = [len(self.spans)]
+        lock = threading.Lock()
+
+        def one_done(_: Future[int]) -> None:
+            with lock:
+                remaining[0] -= 1
+                last = remaining[0] == 0
+            if last:
+                callback(self)
+
+        if not self.spans:
+            callback(self)
+        for batch, _, _ in self.spans:
+            batch.add_done_callback(one_done)

@@ -50,14 +50,18 @@ from twinlog.engine.base.errors import (
 )
 from twinlog.engine.base.types import ProducerIdentity, TopicPartition
 from twinlog.engine.records.batch_builder import Header
-from twinlog.engine.records.batch_format import NO_TRANSACTION_ID
+from twinlog.engine.records.batch_format import NO_TRANSACTION_ID, RECORDS_OFFSET
 from twinlog.rpc.client.accumulator import Accumulator
 from twinlog.rpc.client.client_metrics import ProducerMetrics
 from twinlog.rpc.client.connection import ConnectionOptions, Target, connect
-from twinlog.rpc.client.futures import RecordFuture
+from twinlog.rpc.client.futures import BatchFuture, RecordFuture
 from twinlog.rpc.client.kafka_config import accepts_kafka_names
 from twinlog.rpc.client.partitioner import StickyPartitioner
-from twinlog.rpc.client.record_fields import prepare_record
+from twinlog.rpc.client.record_fields import (
+    RECORD_OVERHEAD_BYTES,
+    prepare_record,
+    prepare_records,
+)
 from twinlog.rpc.client.retry import RetryPolicy, call_with_retry
 from twinlog.rpc.client.sender import Sender
 from twinlog.rpc.client.timeouts import (
@@ -222,6 +226,16 @@ class Producer:
         Raises TypeError for a value, key or header that is not bytes (or None), and
         RecordTooLargeError for a record larger than ``batch_bytes_max``; nothing is queued.
         """
+        if (
+            key is None
+            and headers is None
+            and timestamp_ms is None
+            and type(value) is bytes
+            and type(partition) is int
+        ):
+            sent = self._send_value(topic, value, partition)
+            if sent is not None:
+                return sent
         record = prepare_record(value, key, headers, self.batch_bytes_max)
         for name, number in (("partition", partition), ("timestamp_ms", timestamp_ms)):
             if number is not None and (not isinstance(number, int) or isinstance(number, bool)):
@@ -234,20 +248,7 @@ class Producer:
             timestamp_ms = _now_ms()
         deadline_s = time.monotonic() + self.max_block_s
         with self._changed:
-            transaction_id = self._check_can_send()
-            while (
-                self._accumulator.buffered_bytes >= self._buffer_bytes_max
-                and not self._sender.closing
-            ):
-                remaining_s = deadline_s - time.monotonic()
-                if remaining_s <= 0:
-                    raise NotEnoughResourcesError(
-                        f"the producer buffer holds {self._accumulator.buffered_bytes} bytes "
-                        f"(buffer_bytes_max={self._buffer_bytes_max}) and did not drain within "
-                        f"max_block_ms={int(self.max_block_s * 1000)}; is the server reachable?"
-                    )
-                self._changed.wait(remaining_s)
-                transaction_id = self._check_can_send()
+            transaction_id = self._wait_for_buffer(deadline_s, "")
             if partition is None:
                 partition = self._partitioner.partition(topic, record.key, count)
             topic_partition = TopicPartition(topic, partition)
@@ -266,6 +267,125 @@ class Producer:
             if full or batch.record_count == 1:
                 self._changed.notify_all()
         return future
+
+    def _send_value(self, topic: str, value: bytes, partition: int) -> RecordFuture | None:
+        """``send`` of a bare value to a given partition while the buffer has room: the
+        common case, a third cheaper. None when it is not that case (the record is too
+        large, the buffer is full): ``send`` then takes its general path, which waits or
+        raises."""
+        if RECORDS_OFFSET + RECORD_OVERHEAD_BYTES + len(value) > self.batch_bytes_max:
+            return None
+        timestamp_ms = time.time_ns() // 1_000_000
+        accumulator = self._accumulator
+        with self._lock:  # the lock under self._changed: notify_all below is allowed
+            if accumulator.buffered_bytes >= self._buffer_bytes_max:
+                return None
+            if self._sender.closing:
+                return None
+            future, batch, full = accumulator.append_value(
+                topic,
+                partition,
+                value,
+                timestamp_ms,
+                self._transactions.require_can_send(),
+                self.delivery_timeout_s,
+            )
+            if batch.record_count == 1:
+                self._metrics.watch(batch)
+                self._changed.notify_all()
+            elif full:
+                self._changed.notify_all()
+        return future
+
+    def send_batch(
+        self,
+        topic: str,
+        partition: int,
+        values: Sequence[bytes | None],
+        keys: Sequence[bytes | None] | None = None,
+        headers: Sequence[Sequence[Header] | None] | None = None,
+        timestamp_ms: int | None = None,
+    ) -> BatchFuture:
+        """Queue many records for one partition, in order; one future for all of them.
+
+        The same records as ``send`` called once per value (``keys[i]`` and
+        ``headers[i]`` go with ``values[i]``; one timestamp for all), at a fraction of
+        the cost per record: the records are checked in one pass and encoded in one
+        loop per producer batch. Large calls fill several batches and wait, at most
+        ``max_block_ms`` per batch, for room in the producer's buffer.
+
+        Raises TypeError or ValueError for a malformed argument and RecordTooLargeError
+        for a record larger than ``batch_bytes_max``, with nothing queued. If the buffer
+        stays full for ``max_block_ms``, raises NotEnoughResourcesError saying how many
+        records were queued (they are sent; in a transaction, abort it).
+
+        Example::
+
+            future = producer.send_batch("orders", 0, [b"a", b"b", b"c"])
+            producer.flush()
+            offsets = [metadata.offset for metadata in future.result()]
+        """
+        records = prepare_records(values, keys, headers, self.batch_bytes_max)
+        for name, number in (("partition", partition), ("timestamp_ms", timestamp_ms)):
+            if not isinstance(number, int) or isinstance(number, bool):
+                if name == "partition" or number is not None:
+                    raise TypeError(f"{name} must be an int, not {type(number).__name__}")
+        if timestamp_ms is None:
+            timestamp_ms = _now_ms()
+        topic_partition = TopicPartition(topic, partition)
+        queued = 0
+        with self._changed:
+            transaction_id = self._wait_for_buffer(time.monotonic() + self.max_block_s, "")
+            future = BatchFuture(
+                topic, partition, timestamp_ms, transaction_id != NO_TRANSACTION_ID
+            )
+            first_transaction_id = transaction_id
+            while queued < len(records):
+                if queued:  # one batch is queued: wait for room for the next one
+                    transaction_id = self._wait_for_buffer(
+                        time.monotonic() + self.max_block_s,
+                        f"; {queued} of the batch's {len(records)} records were queued",
+                    )
+                    if transaction_id != first_transaction_id:
+                        raise InvalidTxnStateError(
+                            f"the transaction ended while send_batch was queuing its records "
+                            f"({queued} of {len(records)} were queued in it); abort it, or "
+                            "do not end a transaction while another thread sends to it"
+                        ).classify(abortable=True)
+                spans = len(future.spans)
+                queued, batch, _full = self._accumulator.append_many(
+                    topic_partition,
+                    records,
+                    queued,
+                    timestamp_ms,
+                    transaction_id,
+                    time.monotonic(),
+                    self.delivery_timeout_s,
+                    future,
+                )
+                if future.spans[spans][1] == 0:  # a new batch: count its records when done
+                    self._metrics.watch(batch)
+                self._changed.notify_all()
+        return future
+
+    def _wait_for_buffer(self, deadline_s: float, queued: str) -> int:
+        """Lock held. Wait until the buffer has room (at most until ``deadline_s``); return
+        the transaction id of a record sent now, or raise why none can be."""
+        transaction_id = self._check_can_send()
+        while (
+            self._accumulator.buffered_bytes >= self._buffer_bytes_max and not self._sender.closing
+        ):
+            remaining_s = deadline_s - time.monotonic()
+            if remaining_s <= 0:
+                raise NotEnoughResourcesError(
+                    f"the producer buffer holds {self._accumulator.buffered_bytes} bytes "
+                    f"(buffer_bytes_max={self._buffer_bytes_max}) and did not drain within "
+                    f"max_block_ms={int(self.max_block_s * 1000)}{queued}; is the server "
+                    "reachable?"
+                )
+            self._changed.wait(remaining_s)
+            transaction_id = self._check_can_send()
+        return transaction_id
 
     def _check_can_send(self) -> int:
         """Lock held. The transaction id of a record sent now, or the reason it cannot be."""

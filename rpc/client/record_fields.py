@@ -89,3 +89,77 @@ def prepare_record(
             "both the producer and the server"
         )
     return PreparedRecord(checked_value, checked_key, checked_headers, size_bytes)
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedRecords:
+    """The records of one ``send_batch`` call, checked: lists the builder reads by index."""
+
+    values: list[bytes | None]
+    keys: list[bytes | None] | None
+    headers: list[list[Header] | None] | None
+    size_bytes: list[int]  # an upper bound of each encoded record
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+
+def prepare_records(
+    values: Sequence[Any],
+    keys: Sequence[Any] | None,
+    headers: Sequence[Sequence[Header] | None] | None,
+    batch_bytes_max: int,
+) -> PreparedRecords:
+    """``prepare_record`` for many records at once: every one is checked before any is
+    queued. The common case (bytes values, no keys, no headers) costs one pass."""
+    if isinstance(values, str | bytes) or not isinstance(values, Sequence):
+        raise TypeError(f"values must be a list of bytes (or None), not {type(values).__name__}")
+    count = len(values)
+    for name, column in (("keys", keys), ("headers", headers)):
+        if column is not None and (
+            isinstance(column, str | bytes) or not isinstance(column, Sequence)
+        ):
+            raise TypeError(f"{name} must be a list or None, not {type(column).__name__}")
+        if column is not None and len(column) != count:
+            raise ValueError(
+                f"{name} has {len(column)} items but values has {count}: give one per value"
+            )
+    checked_values = list(values)
+    for index, value in enumerate(checked_values):
+        if value is not None and type(value) is not bytes:
+            checked_values[index] = _as_bytes(value, f"values[{index}]")
+    checked_keys: list[bytes | None] | None = None
+    if keys is not None:
+        checked_keys = list(keys)
+        for index, key in enumerate(checked_keys):
+            if key is not None and type(key) is not bytes:
+                checked_keys[index] = _as_bytes(key, f"keys[{index}]")
+    checked_headers: list[list[Header] | None] | None = None
+    headers_bytes = [0] * count
+    if headers is not None:
+        checked_headers = []
+        for index, record_headers in enumerate(headers):
+            try:
+                checked, headers_bytes[index] = _headers(record_headers)
+            except TypeError as error:
+                raise TypeError(f"headers of record {index}: {error}") from None
+            checked_headers.append(checked)
+    size_bytes = [
+        RECORD_OVERHEAD_BYTES + (len(value) if value is not None else 0) + extra
+        for value, extra in zip(checked_values, headers_bytes, strict=True)
+    ]
+    if checked_keys is not None:
+        size_bytes = [
+            size + (len(key) if key is not None else 0)
+            for size, key in zip(size_bytes, checked_keys, strict=True)
+        ]
+    largest = max(size_bytes, default=0)
+    if RECORDS_OFFSET + largest > batch_bytes_max:
+        index = size_bytes.index(largest)
+        raise RecordTooLargeError(
+            f"record {index} of the batch is {largest} bytes (key, value and headers) and "
+            f"does not fit in a batch of batch_bytes_max={batch_bytes_max}; nothing of the "
+            "batch was queued; send smaller records, or raise batch_bytes_max on both the "
+            "producer and the server"
+        )
+    return PreparedRecords(checked_values, checked_keys, checked_headers, size_bytes)
