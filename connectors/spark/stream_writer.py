@@ -134,21 +134,21 @@ class TwinlogStreamWriter(DataSourceStreamArrowWriter):
         query_id = streaming_query_id()
         broker = connect(self.settings.connection)
         try:
-            sender = TaskSender(
+            with TaskSender(
                 broker,
                 self.settings,
                 self.ticket,
                 task_attempt(),
                 context.partitionId() if context else 0,
-            )
-            committed = stored_progress(broker, self.sink_id).last_committed_by(query_id)
-            if batch_text is not None and int(batch_text) <= committed:
-                # A replay of a committed micro-batch: its commit will abort; skip the work.
-                for _ in iterator:
-                    pass
-            else:
-                sender.send_arrow(iterator)
-            return MicroBatchReport(sender.finish(), query_id)
+            ) as sender:
+                committed = stored_progress(broker, self.sink_id).last_committed_by(query_id)
+                if batch_text is not None and int(batch_text) <= committed:
+                    # A replay of a committed micro-batch: its commit will abort; skip the work.
+                    for _ in iterator:
+                        pass
+                else:
+                    sender.send_arrow(iterator)
+                return MicroBatchReport(sender.finish(), query_id)
         finally:
             broker.close()
 

@@ -15,9 +15,10 @@ Thread rule: one task, one sender.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from twinlog.connectors.spark.broker import retried
+from twinlog.connectors.spark.in_order_sender import InOrderSender
 from twinlog.connectors.spark.transaction import AttemptReport, TransactionTicket
 from twinlog.connectors.spark.write_settings import WriteSettings
 from twinlog.engine.base.errors import InvalidConfigError
@@ -28,14 +29,6 @@ from twinlog.rpc.wire.broker_api import BrokerApi
 
 if TYPE_CHECKING:
     import pyarrow
-
-
-def _as_bytes(value: Any) -> bytes | None:
-    if value is None or isinstance(value, bytes):
-        return value
-    if isinstance(value, str):
-        return value.encode("utf-8")
-    return bytes(value)
 
 
 class TaskSender:
@@ -58,6 +51,13 @@ class TaskSender:
         self.sticky: dict[str, int] = {}
         self.records = 0
         self.batches = 0
+        self.in_order = InOrderSender(self._produce_built)
+
+    def __enter__(self) -> TaskSender:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.in_order.close()
 
     # --- rows ------------------------------------------------------------------------
 
@@ -65,9 +65,25 @@ class TaskSender:
         columns = self.settings.columns
         for arrow_batch in batches:
             count = arrow_batch.num_rows
-            data = {name: arrow_batch.column(name).to_pylist() for name in columns}
-            values = data["value"]
-            keys = data.get("key") or _nones(count)
+            if not count:
+                continue
+            values = _binary_list(arrow_batch.column("value"))
+            keys = _binary_list(arrow_batch.column("key")) if "key" in columns else None
+            if self.settings.topic is not None and not {"topic", "partition", "headers"} & set(
+                columns
+            ):
+                if keys is None:
+                    self._send_keyless(self.settings.topic, values)
+                    continue
+                if None not in keys:
+                    self._send_keyed(self.settings.topic, values, keys)
+                    continue
+            data = {
+                name: arrow_batch.column(name).to_pylist()
+                for name in ("topic", "partition", "headers")
+                if name in columns
+            }
+            keys = keys or _nones(count)
             topics = data.get("topic") or _nones(count)
             partitions = data.get("partition") or _nones(count)
             headers = data.get("headers") or _nones(count)
@@ -76,10 +92,53 @@ class TaskSender:
                 self.send(
                     topics[row],
                     partitions[row],
-                    _as_bytes(keys[row]),
-                    _as_bytes(values[row]),
+                    keys[row],
+                    values[row],
                     [(h["key"], h["value"]) for h in row_headers] if row_headers else None,
                 )
+
+    def _send_keyless(self, topic: str, values: list[bytes | None]) -> None:
+        """Rows with a value only: whole batches at a time into the sticky partition."""
+        count = self._partition_count(topic)
+        start = 0
+        while start < len(values):
+            partition = self._choose(topic, None, count)
+            target = TopicPartition(topic, partition)
+            builder = self._builder(target)
+            reached = builder.append_many(
+                values, start=start, size_bytes_max=self.settings.batch_bytes
+            )
+            self.records += reached - start
+            start = reached
+            if builder.estimated_size_bytes >= self.settings.batch_bytes or start < len(values):
+                self._produce(target)
+                self.sticky[topic] = (partition + 1) % count  # sticky: move on once sent
+
+    def _send_keyed(self, topic: str, values: list[bytes | None], keys: list[bytes]) -> None:
+        """Rows with a key each: grouped by the key's partition, in row order within each."""
+        count = self._partition_count(topic)
+        rows: dict[int, list[int]] = {}
+        for row, key in enumerate(keys):
+            rows.setdefault(partition_for_key(key, count), []).append(row)
+        for partition, indices in rows.items():
+            target = TopicPartition(topic, partition)
+            part_values = [values[row] for row in indices]
+            part_keys: list[bytes | None] = [keys[row] for row in indices]
+            start = 0
+            while start < len(indices):
+                builder = self._builder(target)
+                reached = builder.append_many(
+                    part_values,
+                    part_keys,
+                    start=start,
+                    size_bytes_max=self.settings.batch_bytes,
+                )
+                self.records += reached - start
+                start = reached
+                if builder.estimated_size_bytes >= self.settings.batch_bytes or start < len(
+                    indices
+                ):
+                    self._produce(target)
 
     def send(
         self,
@@ -103,9 +162,7 @@ class TaskSender:
                 f"which has partitions 0..{count - 1}"
             )
         target = TopicPartition(topic, partition)
-        builder = self.builders.get(target)
-        if builder is None:
-            builder = self.builders[target] = self._new_builder(target)
+        builder = self._builder(target)
         builder.append(value, key=key, headers=headers)
         self.records += 1
         if builder.estimated_size_bytes >= self.settings.batch_bytes:
@@ -114,8 +171,10 @@ class TaskSender:
                 self.sticky[topic] = (partition + 1) % count  # sticky: move on once sent
 
     def finish(self) -> AttemptReport:
+        """Produce what is left and wait for every produce; the attempt's report."""
         for target in list(self.builders):
             self._produce(target)
+        self.in_order.drain()
         return AttemptReport(self.ticket, self.attempt, self.records, self.batches)
 
     # --- batches ---------------------------------------------------------------------
@@ -135,6 +194,12 @@ class TaskSender:
             current = self.sticky[topic] = self.first_partition % count
         return current
 
+    def _builder(self, target: TopicPartition) -> RecordBatchBuilder:
+        builder = self.builders.get(target)
+        if builder is None:
+            builder = self.builders[target] = self._new_builder(target)
+        return builder
+
     def _new_builder(self, target: TopicPartition) -> RecordBatchBuilder:
         return RecordBatchBuilder(
             self.settings.compression,
@@ -149,9 +214,12 @@ class TaskSender:
         if not len(builder):
             return
         self.next_sequence[target] = builder.base_sequence + len(builder)
-        batch = builder.build()
-        # A retry resends the same bytes and sequence: the broker acknowledges a repeat
-        # without writing it twice.
+        self.in_order.submit(target, builder.build())  # encoding goes on meanwhile
+        self.batches += 1
+
+    def _produce_built(self, target: TopicPartition, batch: bytes) -> None:
+        """On the in-order sender's thread. A retry resends the same bytes and sequence:
+        the broker acknowledges a repeat without writing it twice."""
         retried(
             lambda: self.broker.produce(
                 target.topic,
@@ -162,8 +230,16 @@ class TaskSender:
             ),
             f"produce to {target}",
         )
-        self.batches += 1
 
 
 def _nones(count: int) -> list[None]:
     return [None] * count
+
+
+def _binary_list(column: pyarrow.Array) -> list[bytes | None]:
+    """A binary or string column as bytes (strings UTF-8 encoded, by Arrow, not per row)."""
+    import pyarrow
+
+    if pyarrow.types.is_string(column.type) or pyarrow.types.is_large_string(column.type):
+        column = column.cast(pyarrow.binary())
+    return column.to_pylist()

@@ -82,15 +82,15 @@ class TwinlogBatchWriter(DataSourceArrowWriter):
         context = TaskContext.get()
         broker = connect(self.settings.connection)
         try:
-            sender = TaskSender(
+            with TaskSender(
                 broker,
                 self.settings,
                 self.ticket,
                 task_attempt(),
                 context.partitionId() if context else 0,
-            )
-            sender.send_arrow(iterator)
-            return sender.finish()
+            ) as sender:
+                sender.send_arrow(iterator)
+                return sender.finish()
         finally:
             broker.close()
 
