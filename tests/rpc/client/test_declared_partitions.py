@@ -1,0 +1,58 @@
+"""A transactional producer adds the partitions of its first batches to the transaction
+in one request: one ADD_PARTITIONS record (one journal sync) instead of one per partition."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from twinlog.engine.broker.broker import Broker
+from twinlog.journal.txn_records import AddPartitions
+from twinlog.rpc.client import Admin, Consumer, Producer
+
+
+def _add_partitions_records(broker: Broker, producer_id: int) -> list[AddPartitions]:
+    coordinator = broker._coordinator_for_id(producer_id)
+    return [
+        record for _, record in coordinator.journal.replay(0) if isinstance(record, AddPartitions)
+    ]
+
+
+def test_four_partitions_flushed_together_are_added_in_one_record(tmp_path: Path) -> None:
+    with Broker.open(tmp_path / "data") as broker:
+        with Admin(broker) as admin:
+            admin.create_topic("orders", 4)
+        with Producer(broker, transactional_id="declared", linger_ms=60_000) as producer:
+            identity = producer.init_transactions()
+            for round_number in range(2):
+                producer.begin_transaction()
+                for partition in range(4):
+                    producer.send(
+                        "orders", b"r%d-p%d" % (round_number, partition), partition=partition
+                    )
+                producer.flush()  # the four batches drain together
+                producer.send("orders", b"later", partition=0)  # already added: no record
+                producer.commit_transaction()
+        records = _add_partitions_records(broker, identity.producer_id)
+        assert [len(record.partitions) for record in records] == [4, 4]
+        assert all(not record.by_send for record in records)
+        with Consumer(broker, isolation_level="read_committed") as consumer:
+            consumer.assign([("orders", p) for p in range(4)])
+            consumer.seek_to_beginning()
+            values = []
+            for _ in range(50):
+                values.extend(record.value for record in consumer.poll(100))
+                if len(values) >= 10:
+                    break
+        assert len(values) == 10
+
+
+def test_a_single_new_partition_still_adds_itself_on_its_first_batch(tmp_path: Path) -> None:
+    with Broker.open(tmp_path / "data") as broker:
+        with Admin(broker) as admin:
+            admin.create_topic("orders", 2)
+        with Producer(broker, transactional_id="single") as producer:
+            identity = producer.init_transactions()
+            with producer.transaction():
+                producer.send("orders", b"one", partition=1).result(timeout=10)
+        records = _add_partitions_records(broker, identity.producer_id)
+        assert [(len(r.partitions), r.by_send) for r in records] == [(1, 1)]
