@@ -1,18 +1,41 @@
 """``python -m bench`` / ``twinlog bench``: the end-to-end comparison, in one run.
 
-A ``twinlog serve`` process (default broker settings, a temporary data
-directory) and a client process (``bench.e2e.client``) on loopback:
+Every contender writes the same records: 1 KiB of random bytes, 1,000 per
+transaction over 4 partitions (250 each), ``--transactions`` transactions each.
+
+Client and server: a ``twinlog serve`` process (default broker settings, a
+temporary data directory) and a client process (``bench.e2e.client``) on loopback:
 
     transactional   1,000 x 1 KiB records per transaction over 4 partitions, commit each
     plain           the same records, idempotent producer, no transactions
-    sqlite-1000     SQLite in-process, WAL + synchronous=FULL, 1,000 inserts per transaction
-    sqlite-100      the same, 100 inserts per transaction
 
-Reported: throughput of each; transactional / plain (goal >= 0.6); transactional /
-sqlite (goal >= 1.5); commit round trip p50/p99; produce-to-visible lag p50/p99
-(commit acknowledged -> a consumer has read the transaction's last record on every
-partition). Numbers depend on the machine (the disk's fsync above all): compare
-the ratios printed by one run.
+Embedded (``bench.e2e.embedded``): a ``Broker`` opened in this process (default
+settings: ``--server-config`` is the server's alone; its data in the work directory)
+and the public ``Producer`` on it, with the client process's producer settings:
+
+    embedded        per transaction: begin, send() per record, flush, commit
+    embedded-batch  the same with one send_batch() per partition (250 values)
+
+SQLite in-process, WAL + synchronous=FULL, one INSERT per record:
+
+    sqlite-execute  1,000 inserts per transaction, one execute() call per row
+    sqlite-1000     1,000 inserts per transaction, one executemany() call
+    sqlite-100      100 inserts per transaction, one executemany() call
+
+Reported: records/s and MiB/s of each, and the ratios of like with like:
+
+    transactional / plain              goal >= 0.6
+    embedded / sqlite-execute          a call per record on both sides
+    embedded-batch / sqlite-1000       a call per batch on both sides; goal >= 1.5
+                                       (embedded with the batch API >= 1.5x SQLite)
+    transactional / sqlite-1000        goal >= 1.0 (end to end over gRPC >= 1.0x
+                                       SQLite WAL FULL)
+    transactional / sqlite-100
+
+and, over gRPC, the commit round trip p50/p99 and the produce-to-visible lag
+p50/p99 (commit acknowledged -> a consumer has read the transaction's last record
+on every partition). Numbers depend on the machine (the disk's fsync above all):
+compare the ratios printed by one run.
 """
 
 from __future__ import annotations
@@ -32,13 +55,15 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from bench.e2e.embedded import measure_embedded
 from bench.e2e.sqlite_baseline import run_sqlite
 from bench.e2e.workload import Workload
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 SERVING = re.compile(r"serving on \S+:(\d+) ")
 GOAL_VS_PLAIN = 0.6
-GOAL_VS_SQLITE = 1.5
+GOAL_VS_SQLITE = 1.0  # end to end over gRPC: transactional / sqlite-1000
+GOAL_EMBEDDED_BATCH_VS_SQLITE = 1.5  # embedded-batch / sqlite-1000 (executemany)
 BAR_WIDTH = 30
 
 
@@ -130,6 +155,7 @@ def measure(
             server.wait(timeout=30)
         except subprocess.TimeoutExpired:
             server.kill()
+    embedded = measure_embedded(directory, workload, progress.update)
     sqlite: dict[int, dict[str, float]] = {}
     for size in (1000, 100):
         phase = f"sqlite-{size}"
@@ -139,6 +165,17 @@ def measure(
             size,
             functools.partial(progress.update, phase),
         )
+    sqlite_execute = run_sqlite(
+        directory,
+        workload,
+        workload.records_per_transaction,
+        functools.partial(progress.update, "sqlite-execute"),
+        per_row=True,
+    )
+
+    def ratio(numerator: dict[str, float], denominator: dict[str, float]) -> float:
+        return numerator["records_per_s"] / denominator["records_per_s"]
+
     return {
         "workload": {
             "transactions": workload.transactions,
@@ -148,34 +185,45 @@ def measure(
         },
         "transactional": transactional,
         "plain": plain,
+        "embedded": embedded["embedded"],
+        "embedded_batch": embedded["embedded_batch"],
+        "sqlite_execute_1000": sqlite_execute,
         "sqlite_1000": sqlite[1000],
         "sqlite_100": sqlite[100],
         "ratios": {
-            "transactional_vs_plain": transactional["records_per_s"] / plain["records_per_s"],
-            "transactional_vs_sqlite_1000": transactional["records_per_s"]
-            / sqlite[1000]["records_per_s"],
-            "transactional_vs_sqlite_100": transactional["records_per_s"]
-            / sqlite[100]["records_per_s"],
+            "transactional_vs_plain": ratio(transactional, plain),
+            "embedded_vs_sqlite_execute": ratio(embedded["embedded"], sqlite_execute),
+            "embedded_batch_vs_sqlite_executemany": ratio(embedded["embedded_batch"], sqlite[1000]),
+            "transactional_vs_sqlite_1000": ratio(transactional, sqlite[1000]),
+            "transactional_vs_sqlite_100": ratio(transactional, sqlite[100]),
         },
         "goals": {
             "transactional_vs_plain": GOAL_VS_PLAIN,
             "transactional_vs_sqlite": GOAL_VS_SQLITE,
+            "embedded_batch_vs_sqlite_executemany": GOAL_EMBEDDED_BATCH_VS_SQLITE,
         },
         "server_log": str(log_path),
     }
 
 
+CONTENDERS = [
+    ("transactional", "transactional", "gRPC client + server, commit per 1,000 records"),
+    ("plain", "plain", "gRPC client + server, idempotent, no transactions"),
+    ("embedded", "embedded", "in-process Broker, Producer.send per record, commit"),
+    ("embedded-batch", "embedded_batch", "in-process Broker, send_batch per partition"),
+    ("sqlite-execute", "sqlite_execute_1000", "WAL FULL, execute per row, 1,000/txn"),
+    ("sqlite-1000", "sqlite_1000", "WAL FULL, executemany, 1,000/txn"),
+    ("sqlite-100", "sqlite_100", "WAL FULL, executemany, 100/txn"),
+]
+
+
 def print_table(results: dict[str, Any]) -> None:
-    rows = [
-        ("transactional", results["transactional"]),
-        ("plain", results["plain"]),
-        ("sqlite-1000", results["sqlite_1000"]),
-        ("sqlite-100", results["sqlite_100"]),
-    ]
-    print(f"\n{'contender':<15}{'records/s':>12}{'MiB/s':>9}{'seconds':>9}")
-    for name, row in rows:
+    print(f"\n{'contender':<16}{'records/s':>12}{'MiB/s':>9}{'seconds':>9}  what")
+    for name, key, what in CONTENDERS:
+        row = results[key]
         print(
-            f"{name:<15}{row['records_per_s']:>12,.0f}{row['mib_per_s']:>9.1f}{row['elapsed_s']:>9.2f}"
+            f"{name:<16}{row['records_per_s']:>12,.0f}{row['mib_per_s']:>9.1f}"
+            f"{row['elapsed_s']:>9.2f}  {what}"
         )
     ratios = results["ratios"]
     txn = results["transactional"]
@@ -183,19 +231,33 @@ def print_table(results: dict[str, Any]) -> None:
     def verdict(value: float, goal: float) -> str:
         return "meets goal" if value >= goal else "BELOW goal"
 
-    print(
-        f"\ntransactional / plain      {ratios['transactional_vs_plain']:6.2f}  "
-        f"(goal >= {GOAL_VS_PLAIN}: {verdict(ratios['transactional_vs_plain'], GOAL_VS_PLAIN)})"
-    )
-    print(
-        f"transactional / sqlite-1000 {ratios['transactional_vs_sqlite_1000']:5.2f}  "
-        f"(goal >= {GOAL_VS_SQLITE}: "
-        f"{verdict(ratios['transactional_vs_sqlite_1000'], GOAL_VS_SQLITE)})"
-    )
-    print(f"transactional / sqlite-100  {ratios['transactional_vs_sqlite_100']:5.2f}")
+    print()
+    for label, key, goal in (
+        ("transactional / plain", "transactional_vs_plain", GOAL_VS_PLAIN),
+        ("embedded / sqlite-execute", "embedded_vs_sqlite_execute", None),
+        (
+            "embedded-batch / sqlite-1000",
+            "embedded_batch_vs_sqlite_executemany",
+            GOAL_EMBEDDED_BATCH_VS_SQLITE,
+        ),
+        ("transactional / sqlite-1000", "transactional_vs_sqlite_1000", GOAL_VS_SQLITE),
+        ("transactional / sqlite-100", "transactional_vs_sqlite_100", None),
+    ):
+        value = ratios[key]
+        line = f"{label:<30}{value:6.2f}"
+        if goal is not None:
+            line += f"  (goal >= {goal}: {verdict(value, goal)})"
+        print(line)
     print(
         f"commit round trip   p50 {txn['commit_p50_ms']:7.1f} ms   p99 {txn['commit_p99_ms']:7.1f} ms"
+        "   (gRPC)"
     )
+    for name, key in (("embedded", "embedded"), ("embedded-batch", "embedded_batch")):
+        row = results[key]
+        print(
+            f"commit              p50 {row['commit_p50_ms']:7.1f} ms   "
+            f"p99 {row['commit_p99_ms']:7.1f} ms   ({name})"
+        )
     print(
         f"produce-to-visible  p50 {txn['visible_lag_p50_ms']:7.1f} ms   "
         f"p99 {txn['visible_lag_p99_ms']:7.1f} ms"

@@ -1,5 +1,7 @@
 """SQLite doing the same work in-process: WAL, synchronous=FULL, one table, one
-INSERT per record, ``records_per_transaction`` inserts per transaction."""
+INSERT per record, ``records_per_transaction`` inserts per transaction: all of a
+transaction's rows in one ``executemany`` call, or (``per_row``) one ``execute``
+call per row in a Python loop, as the embedded broker's ``send`` per record."""
 
 from __future__ import annotations
 
@@ -16,9 +18,14 @@ def run_sqlite(
     workload: Workload,
     records_per_transaction: int,
     progress: Callable[[int, int], None] | None = None,
+    per_row: bool = False,
 ) -> dict[str, float]:
     payloads = workload.payloads()
-    path = directory / f"bench-{records_per_transaction}.sqlite"
+    pool = len(payloads)
+    partitions = workload.partitions
+    insert = "INSERT INTO records (partition, key, value) VALUES (?, ?, ?)"
+    name = "execute" if per_row else "executemany"
+    path = directory / f"bench-{name}-{records_per_transaction}.sqlite"
     connection = sqlite3.connect(path, isolation_level=None)
     try:
         connection.execute("PRAGMA journal_mode=WAL")
@@ -39,13 +46,17 @@ def run_sqlite(
             if number == warmup:
                 started_s = time.monotonic()
             connection.execute("BEGIN")
-            connection.executemany(
-                "INSERT INTO records (partition, key, value) VALUES (?, ?, ?)",
-                (
-                    ((index + i) % workload.partitions, None, payloads[(index + i) % len(payloads)])
-                    for i in range(records_per_transaction)
-                ),
-            )
+            if per_row:
+                for i in range(index, index + records_per_transaction):
+                    connection.execute(insert, (i % partitions, None, payloads[i % pool]))
+            else:
+                connection.executemany(
+                    insert,
+                    (
+                        ((index + i) % partitions, None, payloads[(index + i) % pool])
+                        for i in range(records_per_transaction)
+                    ),
+                )
             connection.execute("COMMIT")
             index += records_per_transaction
             if progress is not None:

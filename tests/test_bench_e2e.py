@@ -1,0 +1,59 @@
+"""The embedded and SQLite contenders of ``python -m bench`` (``bench.e2e``) with tiny
+sizes: each runs and reports positive figures, and the embedded broker's data stays in
+the directory it was given. Nothing here compares speeds."""
+
+from __future__ import annotations
+
+import importlib
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+from checkout import ROOT
+
+TINY = {"transactions": 2, "warmup_transactions": 1}
+
+
+@pytest.fixture
+def e2e(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """The bench.e2e modules; the benchmarks are imported from the checkout, as
+    ``python -m bench`` run in it does (they are not installed with the package)."""
+    monkeypatch.syspath_prepend(str(ROOT))
+    return {
+        name: importlib.import_module(f"bench.e2e.{name}")
+        for name in ("embedded", "sqlite_baseline", "workload")
+    }
+
+
+def _check_figures(figures: dict[str, float], names: set[str]) -> None:
+    assert names <= set(figures), figures
+    for name in names:
+        assert math.isfinite(figures[name]) and figures[name] > 0, (name, figures)
+
+
+def test_embedded_contenders_report_positive_figures(e2e: dict[str, Any], tmp_path: Path) -> None:
+    workload = e2e["workload"].Workload(**TINY)
+    seen: list[tuple[str, int, int]] = []
+    results = e2e["embedded"].measure_embedded(
+        tmp_path, workload, lambda *update: seen.append(update)
+    )
+    assert set(results) == {"embedded", "embedded_batch"}
+    for figures in results.values():
+        _check_figures(
+            figures, {"records_per_s", "mib_per_s", "elapsed_s", "commit_p50_ms", "commit_p99_ms"}
+        )
+    assert ("embedded", 3, 3) in seen and ("embedded-batch", 3, 3) in seen
+    assert (tmp_path / "embedded-data").is_dir()
+    assert {path.name for path in tmp_path.iterdir()} == {"embedded-data"}
+
+
+@pytest.mark.parametrize("per_row", [False, True], ids=["executemany", "execute"])
+def test_sqlite_contenders_report_positive_figures(
+    e2e: dict[str, Any], tmp_path: Path, per_row: bool
+) -> None:
+    workload = e2e["workload"].Workload(**TINY)
+    figures = e2e["sqlite_baseline"].run_sqlite(
+        tmp_path, workload, workload.records_per_transaction, per_row=per_row
+    )
+    _check_figures(figures, {"records_per_s", "mib_per_s", "elapsed_s"})
