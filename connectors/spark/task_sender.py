@@ -83,7 +83,7 @@ class TaskSender:
                 for name in ("topic", "partition", "headers")
                 if name in columns
             }
-            keys = keys or _nones(count)
+            row_keys: list[bytes | None] = keys if keys is not None else [None] * count
             topics = data.get("topic") or _nones(count)
             partitions = data.get("partition") or _nones(count)
             headers = data.get("headers") or _nones(count)
@@ -92,7 +92,7 @@ class TaskSender:
                 self.send(
                     topics[row],
                     partitions[row],
-                    keys[row],
+                    row_keys[row],
                     values[row],
                     [(h["key"], h["value"]) for h in row_headers] if row_headers else None,
                 )
@@ -114,11 +114,12 @@ class TaskSender:
                 self._produce(target)
                 self.sticky[topic] = (partition + 1) % count  # sticky: move on once sent
 
-    def _send_keyed(self, topic: str, values: list[bytes | None], keys: list[bytes]) -> None:
+    def _send_keyed(self, topic: str, values: list[bytes | None], keys: list[bytes | None]) -> None:
         """Rows with a key each: grouped by the key's partition, in row order within each."""
         count = self._partition_count(topic)
         rows: dict[int, list[int]] = {}
         for row, key in enumerate(keys):
+            assert key is not None  # the caller sends rows with a null key row by row
             rows.setdefault(partition_for_key(key, count), []).append(row)
         for partition, indices in rows.items():
             target = TopicPartition(topic, partition)
