@@ -291,18 +291,23 @@ class Coordinator:
     # --- transactions ---------------------------------------------------------------
 
     def begin(self, producer_id: int, producer_generation: int, request_id: int = 0) -> int:
+        """A new transaction of the producer. Pipelined: its previous transaction need
+        only be prepared (its decision durable); that one is completed in the background,
+        before any later one of the producer (``CompletionWorker``). At most one completes
+        behind an open transaction: an older one still completing is waited for."""
         with self._lock:
             producer = self._producer(producer_id, producer_generation)
             if request_id and producer.last_begin[0] == request_id:
                 return producer.last_begin[1]  # a retried begin: same answer
             previous = self._memory.transactions.get(producer.transaction_id or -1)
-        if previous is not None:
-            if previous.state is TransactionState.ONGOING:
-                raise InvalidTxnStateError(
-                    f"producer {producer_id} already has transaction {previous.transaction_id} "
-                    "open; commit or abort it before beginning another"
-                )
-            self._wait_complete(previous)
+            older = self._memory.transactions.get(producer.completing or -1)
+        if previous is not None and previous.state is TransactionState.ONGOING:
+            raise InvalidTxnStateError(
+                f"producer {producer_id} already has transaction {previous.transaction_id} "
+                "open; commit or abort it before beginning another"
+            )
+        if older is not None:
+            self._wait_complete(older)
         with self._lock:
             producer = self._producer(producer_id, producer_generation)
             if producer.reinitialising:
@@ -311,7 +316,10 @@ class Coordinator:
                     f"by a newer producer: generation {producer_generation} may begin no more "
                     "transactions. Close this producer"
                 )
-            if producer.transaction_id is not None:
+            previous = self._memory.transactions.get(producer.transaction_id or -1)
+            if (previous is not None and previous.state is TransactionState.ONGOING) or (
+                producer.completing in self._memory.transactions
+            ):
                 raise ConcurrentTransactionsError(
                     f"producer {producer_id}'s previous transaction is still completing; retry"
                 )

@@ -10,8 +10,11 @@ The APPLY calls of one transaction run in parallel, one per partition (each
 partition's copier fsyncs its own data log, so the fsyncs overlap); COMMITTED or
 ABORTED is journaled only after every one of them returned. One worker thread per
 coordinator completes the queued transactions one after another, so per partition
-the copies land in commit order. A decision is durable before it is queued, so a
-completion cut short by a crash is queued again by recovery; APPLY is idempotent.
+the copies land in commit order; a transaction waiting to be retried holds back the later
+ones of its producer (they may be queued behind it: a producer begins its next
+transaction once the previous one is prepared). A decision is durable before it is
+queued, so a completion cut short by a crash is queued again by recovery; APPLY is
+idempotent.
 
 Thread rule: the worker shares the coordinator's lock (its queue and the states it
 waits on are the coordinator's); APPLY calls run without it.
@@ -144,14 +147,23 @@ class CompletionWorker:
                     self._queue.remove(transaction_id)
 
     def _next_to_complete(self, retry_at_s: dict[int, float]) -> int | None:
-        """The first queued transaction not waiting for a retry; None once closed. Lock held."""
+        """The first queued transaction not waiting for a retry and not queued behind one
+        of its producer's that is (a producer's transactions complete in commit order);
+        None once closed. Lock held."""
         while not self._closed:
             now_s = time.monotonic()
             waits_s = [retry_at_s.get(t, 0.0) - now_s for t in self._queue]
+            held: set[int] = set()  # producers whose earliest queued transaction waits
             for transaction_id, wait_s in zip(self._queue, waits_s, strict=True):
+                txn = self._transaction_of(transaction_id)
+                producer_id = txn.producer_id if txn is not None else -1
+                if producer_id in held:
+                    continue
                 if wait_s <= 0:
                     return transaction_id
-            self._ready.wait(min(waits_s) if waits_s else None)
+                held.add(producer_id)
+            # Only retries can be due later (a held transaction waits for its producer's).
+            self._ready.wait(min((w for w in waits_s if w > 0), default=None))
         return None
 
     def complete(self, txn: TransactionMetadata) -> None:

@@ -84,6 +84,11 @@ class CoordinatorMemory:
             )
             producer = self.producers.get(record.transactional_id)
             if producer is not None:
+                if producer.transaction_id in self.transactions:  # pipelined: still completing
+                    # A live begin waits for an older one first (Coordinator.begin), so
+                    # ``completing`` is free here; replay keeps the older if it is not.
+                    if producer.completing not in self.transactions:
+                        producer.completing = producer.transaction_id
                 producer.transaction_id = record.transaction_id
                 producer.last_begin = (record.request_id, record.transaction_id)
         else:
@@ -121,6 +126,8 @@ class CoordinatorMemory:
         producer = self.producers.get(txn.transactional_id)
         if producer is not None and producer.transaction_id == txn.transaction_id:
             producer.transaction_id = None
+        if producer is not None and producer.completing == txn.transaction_id:
+            producer.completing = None
         if producer is not None:
             producer.last_outcome = (txn.transaction_id, txn.state)
 

@@ -8,8 +8,10 @@ may do about it:
     transaction T_old that is still ONGOING aborts T_old if T_old began earlier
     (transaction ids increase with time), and is refused with
     ProducerFencedError if T_old began later (the newcomer is the zombie).
-    If T_old is already PREPARE_COMMIT it cannot be aborted: the newcomer gets
-    PendingTransactionError and retries once T_old is applied.
+    If T_old is already PREPARE_COMMIT it cannot be aborted: the newcomer waits for its
+    completion (at most HOLDER_COMPLETION_WAIT_S, then PendingTransactionError: retry).
+    A producer's previous transaction is often still completing when its next one sends
+    offsets (a producer begins once the previous one is prepared).
 
     a plain (non-transactional) commit of offsets a transaction holds is refused
     with PendingTransactionError.
@@ -45,6 +47,9 @@ from twinlog.engine.broker.transaction_metadata import TransactionMetadata
 log = logging.getLogger(__name__)
 
 GROUP_LOCKS = 64  # groups share these by hash: enough that unrelated groups rarely wait
+# A prepared holder is waited for this long before the newcomer is told to retry: within
+# a coordination call's deadline, and a group's lock is held meanwhile.
+HOLDER_COMPLETION_WAIT_S = 5.0
 
 
 def settle_holder(coordinator: Coordinator, request: SettleOffsetsHolder) -> None:
@@ -69,7 +74,9 @@ def settle_holder(coordinator: Coordinator, request: SettleOffsetsHolder) -> Non
             holder_id,
         )
         coordinator.admin_abort(holder_id)
-    elif not holder.state.is_complete:
+    elif not coordinator.wait_complete(holder, HOLDER_COMPLETION_WAIT_S):
+        # Prepared: it completes soon. Most often the holder is the newcomer's own
+        # producer's previous transaction, still being applied (pipelining).
         raise PendingTransactionError(
             f"group {group_id!r} offsets for {request.topic_partition} are being committed "
             f"by transaction {holder_id}; retry shortly"

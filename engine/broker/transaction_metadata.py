@@ -74,7 +74,11 @@ class ProducerEntry:
     producer_id: int
     producer_generation: int
     timeout_ms: int
-    transaction_id: int | None = None  # the producer's transaction that is not complete
+    transaction_id: int | None = None  # the producer's latest transaction, until complete
+    # Pipelining: an earlier transaction of this producer, prepared and still being
+    # completed, while ``transaction_id`` is open. At most one: a begin waits for it.
+    # Derived from the journal (a BEGIN while the previous transaction is in flight).
+    completing: int | None = None
     last_begin: tuple[int, int] = (-1, -1)  # (request id, transaction id) to answer a retried begin
     # (transaction id, COMMITTED/ABORTED) of its last completed transaction: kept in the
     # checkpoint, so a retried commit or abort is answered across restarts
