@@ -4,13 +4,17 @@ Batches go to the broker as the client encoded them; the broker checks the CRC.
 With an ACL file, every transaction request needs WRITE on its transactional id
 (``twinlog.rpc.server.txn_access``), so one principal cannot begin, commit, abort or fence
 another's transactions.
-Thread rule: one instance serves every worker thread; it holds no mutable state.
+Thread rule: one instance serves every worker thread; it holds no mutable state (a
+produce stream's reader and workers are the stream's own).
 """
 
 from __future__ import annotations
 
+import logging
+import queue
 import threading
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import grpc
 
@@ -28,6 +32,13 @@ from twinlog.rpc.wire.convert import (
     transaction_id_of_wire,
 )
 from twinlog.rpc.wire.errors import describe
+
+log = logging.getLogger(__name__)
+
+# Requests of one produce stream handled at once (answered in order): a producer has at
+# most one batch per partition in flight, so this is how many of its partitions are
+# journaled side by side.
+STREAM_REQUESTS_IN_FLIGHT = 8
 
 
 class ProducingService(produce_pb2_grpc.ProducingServicer):
@@ -114,17 +125,51 @@ class ProducingService(produce_pb2_grpc.ProducingServicer):
     def _answer_stream(
         self, principal: Principal, request_iterator: Iterator[produce_pb2.ProduceRequest]
     ) -> Iterator[produce_pb2.ProduceResponse]:
-        for request in request_iterator:
+        """Up to ``STREAM_REQUESTS_IN_FLIGHT`` requests of the stream are produced at once
+        and answered in the order they came: a producer's batches for different partitions
+        are journaled side by side, their syncs overlapping, instead of one after another.
+        A client keeps at most one batch per partition in flight, so this never reorders
+        a partition's batches."""
+        answers: queue.SimpleQueue[Future[produce_pb2.ProduceResponse] | None] = queue.SimpleQueue()
+        slots = threading.Semaphore(STREAM_REQUESTS_IN_FLIGHT)
+        workers = ThreadPoolExecutor(
+            max_workers=STREAM_REQUESTS_IN_FLIGHT, thread_name_prefix="produce-stream"
+        )
+
+        def answer(request: produce_pb2.ProduceRequest) -> produce_pb2.ProduceResponse:
             try:
-                yield self._produce(principal, request)
+                return self._produce(principal, request)
             except Exception as error:
                 log_failure("ProduceStream", error)
-                description = describe(error)
-                yield produce_pb2.ProduceResponse(
+                return produce_pb2.ProduceResponse(
                     base_offset=-1,
                     correlation_id=request.correlation_id,
-                    error=description.to_proto(),
+                    error=describe(error).to_proto(),
                 )
+
+        def read() -> None:
+            try:
+                for request in request_iterator:
+                    slots.acquire()  # released when its answer is sent
+                    answers.put(workers.submit(answer, request))
+            except Exception as error:  # the call ended under us (cancelled, server stop)
+                log.debug("produce stream ended while reading: %s", error)
+            finally:
+                answers.put(None)
+
+        reader = threading.Thread(target=read, name="produce-stream-reader", daemon=True)
+        reader.start()
+        try:
+            while (pending := answers.get()) is not None:
+                response = pending.result()
+                slots.release()
+                yield response
+        finally:
+            # The call ended (or was cancelled): a reader waiting for a slot goes on to
+            # the request iterator, which ends too; a produce under way finishes alone.
+            for _ in range(STREAM_REQUESTS_IN_FLIGHT):
+                slots.release()
+            workers.shutdown(wait=False)
 
     @unary
     def BeginTransaction(

@@ -1,0 +1,52 @@
+"""A produce stream's requests are produced side by side and answered in order."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+from twinlog.engine.base.errors import UnknownTopicOrPartitionError
+from twinlog.engine.base.types import ProduceResult
+from twinlog.engine.records.batch_builder import build_batch
+from twinlog.rpc.generated.twinlog.v1 import produce_pb2
+from twinlog.rpc.server.auth import Guard, Principal
+from twinlog.rpc.server.config import ServerConfig
+from twinlog.rpc.server.service_produce import ProducingService
+
+PRODUCE_S = 0.3  # each produce waits this long, as a journal sync would
+
+
+class SlowBroker:
+    def __init__(self) -> None:
+        self.at_once = 0
+        self.at_once_max = 0
+        self.lock = threading.Lock()
+
+    def produce(self, topic: str, partition: int, batch: bytes, **_: Any) -> ProduceResult:
+        with self.lock:
+            self.at_once += 1
+            self.at_once_max = max(self.at_once_max, self.at_once)
+        time.sleep(PRODUCE_S if partition != 0 else PRODUCE_S * 2)  # the first is slowest
+        with self.lock:
+            self.at_once -= 1
+        if topic == "missing":
+            raise UnknownTopicOrPartitionError("topic 'missing' does not exist")
+        return ProduceResult(partition * 100)
+
+
+def test_four_partitions_are_produced_at_once_and_answered_in_request_order() -> None:
+    broker = SlowBroker()
+    service = ProducingService(broker, Guard(None, None, False), ServerConfig())  # type: ignore[arg-type]
+    batch = build_batch([b"v"], "none")
+    requests = [
+        produce_pb2.ProduceRequest(
+            topic="missing" if n == 2 else "t", partition=n, batch=batch, correlation_id=n + 1
+        )
+        for n in range(4)
+    ]
+    answers = list(service._answer_stream(Principal("anonymous"), iter(requests)))
+    assert [a.correlation_id for a in answers] == [1, 2, 3, 4]  # in order, the slow first too
+    assert [a.base_offset for a in answers] == [0, 100, -1, 300]
+    assert answers[2].error.name == "UnknownTopicOrPartitionError"
+    assert broker.at_once_max == 4  # one after another: 1
