@@ -100,13 +100,18 @@ class PartitionWriter:
         data_log: DataLog,
         journal: JournalLogs,
         wait_replicated: Callable[[int], None] | None = None,
+        on_copied: Callable[[], None] | None = None,
     ) -> None:
         """``wait_replicated(end_offset)``: a cluster leader's wait until its in-sync
-        replicas hold the data log below ``end_offset`` (raises when they cannot)."""
+        replicas hold the data log below ``end_offset`` (raises when they cannot).
+        ``on_copied()``: a copy is durable in the data log, before its APPLIED record:
+        readers may see it now (a crash before APPLIED resumes the copy over the same
+        bytes, at the same offsets), one journal sync sooner."""
         self.partition = partition
         self.log = data_log
         self.journal = journal
         self.wait_replicated = wait_replicated
+        self.on_copied = on_copied
         self._lock = threading.Lock()
         self._needs_recovery = True
 
@@ -239,6 +244,8 @@ class PartitionWriter:
         assert first == copied_end and next_offset == start + spanned[0]
         if self.wait_replicated is not None:
             self.wait_replicated(next_offset)
+        if self.on_copied is not None:
+            self.on_copied()
         self.journal.mark_applied(self.partition, record.transaction_id, start, next_offset)
         self._needs_recovery = False
         failpoints.hit("copier.after_applied_record")

@@ -165,6 +165,8 @@ class Partition:
         self.epochs = PartitionEpochs(self.name, self.log)
         self.coordinators = coordinators  # None: no coordinator to register with (tools)
         self.data_arrived = threading.Condition()
+        if replication is None:  # a cluster's followers advance the watermark as they fetch
+            self.writer.on_copied = self._publish_copied  # from here on (not in recovery)
         self.sequences = self._load_sequences()
         # (transaction id, attempt) -> sequences of its batches on this partition
         self.transaction_sequences: dict[tuple[int, str], SequenceTracker] = {}
@@ -871,6 +873,12 @@ class Partition:
                 self.journal.commit_to(self.name, candidate)
 
     # --- reads -----------------------------------------------------------------------
+
+    def _publish_copied(self) -> None:
+        """A copy is durable in the data log (its APPLIED record comes next): readers
+        waiting for it are woken now, a journal sync before apply_commit returns."""
+        self._advance_high_watermark()
+        self._wake_fetchers()
 
     def _wake_fetchers(self) -> None:
         with self.data_arrived:
