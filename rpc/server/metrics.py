@@ -63,13 +63,13 @@ class ServerMetrics:
         )
         self.bytes_in = Counter(
             "twinlog_rpc_received_bytes",
-            "Record batch bytes received (Produce, ProduceStream)",
+            "Produce request bytes received: record batches and their topic and ids (Produce, ProduceStream)",
             ("service", "method"),
             registry=self.registry,
         )
         self.bytes_out = Counter(
             "twinlog_rpc_sent_bytes",
-            "Record bytes sent (Fetch)",
+            "Fetch response bytes sent: records and their offsets (Fetch)",
             ("service", "method"),
             registry=self.registry,
         )

@@ -38,11 +38,14 @@ request_log = logging.getLogger(REQUEST_LOGGER)
 
 
 def bytes_in_of(request: object) -> int:
-    return len(request.batch) if isinstance(request, produce_pb2.ProduceRequest) else 0
+    """A produce request's size on the wire: ``ByteSize()`` reads no field (each access
+    to ``batch`` would copy its bytes)."""
+    return request.ByteSize() if isinstance(request, produce_pb2.ProduceRequest) else 0
 
 
 def bytes_out_of(response: object) -> int:
-    return len(response.records) if isinstance(response, consume_pb2.FetchResponse) else 0
+    """A fetch response's size on the wire (as ``bytes_in_of``)."""
+    return response.ByteSize() if isinstance(response, consume_pb2.FetchResponse) else 0
 
 
 class _Call:

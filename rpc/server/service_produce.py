@@ -60,7 +60,8 @@ class ProducingService(produce_pb2_grpc.ProducingServicer):
         if isinstance(request, UndecodableRequest):
             raise request.error()
         self.guard.require(principal, Operation.WRITE, (request.topic,))
-        size_bytes = len(request.batch)
+        batch = request.batch  # each access copies the bytes (7 us per 256 KiB): once
+        size_bytes = len(batch)
         if size_bytes > self.batch_bytes_max:
             raise BatchTooLargeError(
                 f"batch of {size_bytes} bytes for {request.topic}-{request.partition} exceeds "
@@ -68,11 +69,11 @@ class ProducingService(produce_pb2_grpc.ProducingServicer):
                 f"batch_bytes_max={self.batch_bytes_max} (it then refuses larger records "
                 "before sending), or raise batch_bytes_max on the server"
             )
-        self.access.require_batch(principal, request.batch)
+        self.access.require_batch(principal, batch)
         result = self.broker.produce(
             request.topic,
             request.partition,
-            request.batch,
+            batch,
             attempt=request.attempt,
             transaction_id=transaction_id_of_wire(request.transaction_id),
         )
