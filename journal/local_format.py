@@ -249,20 +249,20 @@ def encode_entry_value(header: EntryHeader, attempt: bytes, batch: bytes | memor
     into the buffer LMDB copies again.
     """
     assert header.attempt_length == len(attempt)
-    value = bytearray(header.batch_position + len(batch))
-    ENTRY_HEADER.pack_into(
-        value,
-        0,
-        ENTRY_FORMAT,
-        header.transaction_id,
-        header.previous,
-        header.producer_id,
-        header.producer_generation,
-        header.base_sequence,
-        header.attempt_length,
+    value = bytearray(
+        ENTRY_HEADER.pack(
+            ENTRY_FORMAT,
+            header.transaction_id,
+            header.previous,
+            header.producer_id,
+            header.producer_generation,
+            header.base_sequence,
+            header.attempt_length,
+        )
     )
-    value[ENTRY_HEADER.size : header.batch_position] = attempt
-    value[header.batch_position :] = batch
+    value += attempt
+    value += batch  # no zero-filled buffer of the batch's size first: one copy, no memset
+    assert len(value) == header.batch_position + len(batch)
     return value
 
 
