@@ -294,6 +294,12 @@ class PartitionWriter:
         # First cut the marks whose application failed: LMDB's APPLYING rows, read
         # next, are then all the journal log will ever say, and a crash replays no other.
         self.journal.repair(self.partition)
+        # A replicated log cannot cut them (other replicas may hold them): wait until the
+        # whole log is committed and applied, so a MARK_APPLYING whose wait failed shows
+        # here now. Else the next copy began beside it, and once both marks committed the
+        # partition held two APPLYING transactions and refused every copy (found by the
+        # 1,000-fault nemesis run).
+        self.journal.wait_log_committed(self.partition)
         applying = self.journal.transactions(self.partition, [CopyState.APPLYING])
         if len(applying) > 1:
             raise CorruptJournalError(

@@ -503,6 +503,20 @@ class JournalLogs:
     def high_watermark(self, partition: str) -> int:
         return self._journal_log(partition).high_watermark
 
+    def wait_log_committed(self, partition: str) -> None:
+        """A replicated leader: wait until the in-sync replicas hold the partition's whole
+        journal log and LMDB applied it (raising what the wait raises: too few replicas,
+        a timeout). A record left in the log by a failed wait (a MARK_APPLYING whose
+        replicas did not answer) is then in LMDB, where the copier's recovery sees it,
+        instead of committing later beside a newer one. No-op on one node."""
+        journal_log = self._journal_log(partition)
+        if journal_log.wait_committed is None:
+            return
+        end = journal_log.log.log_end_offset
+        if end > journal_log.committed_end:
+            journal_log.wait_committed(end)
+        self.local.barrier()
+
     def wait_applied(self) -> None:
         """Until LMDB applied every record queued so far (of every partition)."""
         self.local.barrier()

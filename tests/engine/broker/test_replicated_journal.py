@@ -12,6 +12,7 @@ before APPLIED) and F6 (an unacknowledged entry on one follower, the other elect
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -277,3 +278,43 @@ def test_a_follower_appends_no_record_of_its_own(cluster: Cluster) -> None:
     with pytest.raises(NotLeaderOrFollowerError, match="does not lead"):
         follower.purge_partition_below(NAME, 10**6)
     assert follower.journal_log(NAME).log_end_offset == end
+
+
+def test_a_copy_waits_for_an_uncommitted_mark_of_another_before_it_begins(
+    cluster: Cluster,
+) -> None:
+    """Found by the 1,000-fault nemesis run: T1's MARK_APPLYING reached the leader's journal
+    log but not its replicas (the wait failed); T2's copy then began beside it, and once
+    the followers came back both marks committed: two APPLYING transactions, every later
+    copy refused. Now T2's copy first waits for the whole journal log to be committed, so
+    recovery finishes T1 first, and both commit."""
+    cluster.roles(leader=1, epoch=1)
+    coordinator = cluster.use_coordinator(2)
+    cluster.start_pumping()
+    first_producer = coordinator.init_producer("first")
+    second_producer = coordinator.init_producer("second")
+    transactions = []
+    for identity in (first_producer, second_producer):
+        transaction_id = coordinator.begin_transaction(
+            identity.producer_id, identity.producer_generation
+        )
+        _send(cluster.brokers[1], identity, transaction_id, 0, b"from %d" % identity.producer_id)
+        transactions.append((identity, transaction_id))
+    cluster.cut = {2, 3}  # the followers stop fetching TOPIC: nothing of it commits
+    for identity, transaction_id in transactions:  # PREPARE; each APPLY fails and is retried
+        coordinator.commit_transaction(
+            transaction_id, identity.producer_id, identity.producer_generation
+        )
+    time.sleep(3)  # > replica_ack_timeout_ms: both copies were tried and failed meanwhile
+    cluster.cut = set()
+    for _identity, transaction_id in transactions:
+        wait_for(
+            f"transaction {transaction_id} applied on the leader",
+            lambda t=transaction_id: (
+                (r := cluster.brokers[1].journal.transaction(NAME, t)) is not None
+                and r.state is CopyState.APPLIED
+            ),
+        )
+    assert sorted(cluster.values(cluster.brokers[1])) == sorted(
+        b"from %d" % identity.producer_id for identity, _ in transactions
+    )
