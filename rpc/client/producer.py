@@ -326,10 +326,12 @@ class Producer:
             offsets = [metadata.offset for metadata in future.result()]
         """
         records = prepare_records(values, keys, headers, self.batch_bytes_max)
-        for name, number in (("partition", partition), ("timestamp_ms", timestamp_ms)):
-            if not isinstance(number, int) or isinstance(number, bool):
-                if name == "partition" or number is not None:
-                    raise TypeError(f"{name} must be an int, not {type(number).__name__}")
+        if type(partition) is not int:
+            raise TypeError(f"partition must be an int, not {type(partition).__name__}")
+        if timestamp_ms is not None and type(timestamp_ms) is not int:
+            raise TypeError(
+                f"timestamp_ms must be an int or None, not {type(timestamp_ms).__name__}"
+            )
         if timestamp_ms is None:
             timestamp_ms = _now_ms()
         topic_partition = TopicPartition(topic, partition)
