@@ -244,6 +244,56 @@ class ConcurrentTransactionsError(TwinlogError):
     retriable = True
 
 
+# --- consumer group membership (Kafka's KIP-848 names) ----------------------
+
+
+class UnknownMemberIdError(TwinlogError):
+    """The group's coordinator knows no such member: it left, its session expired (no
+    heartbeat within ``session_timeout_ms``), or the coordinator moved. Nothing changed.
+
+    The consumer has lost its partitions (on-lost) and joins again by itself; a commit or a
+    transaction's offsets from it are refused, so the open transaction must abort.
+    """
+
+    abortable = True
+
+
+class FencedMemberEpochError(TwinlogError):
+    """A heartbeat carried a member epoch the coordinator does not hold for that member
+    (Kafka's FENCED_MEMBER_EPOCH): the member was fenced. It joins again (epoch 0); its
+    partitions are lost, not revoked."""
+
+    abortable = True
+
+
+class StaleMemberEpochError(TwinlogError):
+    """An offset commit (plain, or in a transaction) from a group generation older than
+    the one in which the committing member was given the partition, or for a partition
+    the member does not own (Kafka's STALE_MEMBER_EPOCH, KIP-447's fencing by generation).
+
+    The committer is a zombie for that partition: nothing was committed; abort the open
+    transaction. A live consumer commits again after its next poll.
+    """
+
+    abortable = True
+
+
+class FencedInstanceIdError(TwinlogError):
+    """Another consumer joined with the same ``group_instance_id`` and replaced this one
+    (static membership). Close this consumer: two processes must not share an instance id."""
+
+    fatal = True
+
+
+class GroupIdNotFoundError(TwinlogError):
+    """No consumer group of that id: it has no members and no committed offsets."""
+
+
+class NonEmptyGroupError(TwinlogError):
+    """The group has active members: stop its consumers first (or wait for their sessions
+    to expire), then delete the group or reset its offsets."""
+
+
 # --- epochs between coordinators and partition leaders (Kafka's names) ------
 
 

@@ -59,6 +59,13 @@ STATUS_OF_ERROR: dict[type[TwinlogError], grpc.StatusCode] = {
     errors.DuplicateSequenceError: Code.ALREADY_EXISTS,
     errors.PendingTransactionError: Code.UNAVAILABLE,
     errors.ConcurrentTransactionsError: Code.ABORTED,
+    # consumer group membership
+    errors.UnknownMemberIdError: Code.FAILED_PRECONDITION,
+    errors.FencedMemberEpochError: Code.FAILED_PRECONDITION,
+    errors.StaleMemberEpochError: Code.FAILED_PRECONDITION,
+    errors.FencedInstanceIdError: Code.FAILED_PRECONDITION,
+    errors.GroupIdNotFoundError: Code.NOT_FOUND,
+    errors.NonEmptyGroupError: Code.FAILED_PRECONDITION,
     # epochs between coordinators and partition leaders
     errors.TransactionCoordinatorFencedError: Code.FAILED_PRECONDITION,
     errors.FencedLeaderEpochError: Code.FAILED_PRECONDITION,

@@ -1,0 +1,374 @@
+"""One consumer group at its coordinator: members, the group epoch, the target assignment,
+and the rule that fences commits by generation (KIP-848 membership, KIP-447 fencing).
+
+The group epoch bumps on every change of membership, subscriptions, or the partitions of
+the subscribed topics; each bump computes a new target assignment (``assignor``) at that
+epoch. Members converge to it one heartbeat at a time (``member_assignment``), never
+owning a partition two at once. A member's epoch is the group epoch it last reached.
+
+A commit (plain or a transaction's offsets) is accepted from a member for a partition it
+owns, with a member epoch no older than the epoch in which it was given that partition
+(``validate_commit``): a zombie, whose session expired or whose instance id was taken
+over, is unknown; one that lost the partition and got it back later carries an older
+epoch. Commits from outside the group (``NO_MEMBER_EPOCH``) are accepted only while the
+group has no members, as Kafka's "simple" consumers.
+
+Static members (``instance_id``): a join with an instance id already in the group takes
+over that member's assignment and epoch without a rebalance (the restart of a process),
+and fences the member it replaces (FencedInstanceIdError); a static member that leaves
+with STATIC_LEAVE_EPOCH keeps its partitions until its session times out.
+
+The group epoch is made durable before it is used (``persist_epoch``), so epochs only grow
+across coordinator moves; membership itself lives in the coordinator's memory, and
+members join again (UnknownMemberIdError) after a move.
+
+Thread rule: the caller (``GroupMembership``) holds its lock around every method.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+
+from twinlog.engine.base.errors import (
+    FencedInstanceIdError,
+    FencedMemberEpochError,
+    InvalidConfigError,
+    StaleMemberEpochError,
+    UnknownMemberIdError,
+)
+from twinlog.engine.base.types import TopicPartition
+from twinlog.engine.groups.assignor import assign_uniform
+from twinlog.engine.groups.group_calls import (
+    JOIN_EPOCH,
+    LEAVE_EPOCH,
+    NO_MEMBER_EPOCH,
+    STATIC_LEAVE_EPOCH,
+    GroupDescription,
+    GroupHeartbeat,
+    GroupHeartbeatAnswer,
+    MemberDescription,
+)
+from twinlog.engine.groups.member_assignment import MemberAssignment, MemberState, reconcile
+
+REPLACED_MEMBERS_MAX = 1_000  # member ids replaced by a static rejoin, remembered to say so
+
+
+@dataclass
+class Member:
+    member_id: str
+    instance_id: str | None
+    client_id: str
+    subscribed_topics: tuple[str, ...]
+    subscribed_pattern: str | None
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    session_deadline_s: float  # monotonic: removed when no heartbeat came by then
+    assignment: MemberAssignment = field(default_factory=MemberAssignment)
+    previous_member_epoch: int = -1  # a heartbeat whose answer was lost carries this one
+    revoke_deadline_s: float | None = None  # monotonic, while UNREVOKED_PARTITIONS
+    left_static: bool = False  # left with STATIC_LEAVE_EPOCH: kept for its restart
+
+
+@dataclass(frozen=True)
+class Removal:
+    member_id: str
+    reason: str
+
+
+def compile_pattern(pattern: str) -> re.Pattern[str]:
+    try:
+        return re.compile(pattern)
+    except re.error as error:
+        raise InvalidConfigError(
+            f"subscription pattern {pattern!r} is not a valid regular expression: {error}"
+        ) from None
+
+
+class ConsumerGroup:
+    def __init__(
+        self,
+        group_id: str,
+        group_epoch: int,
+        persist_epoch: Callable[[str, int], None],
+        heartbeat_interval_ms: int,
+    ) -> None:
+        """``group_epoch``: the last one made durable (0 for a new group)."""
+        self.group_id = group_id
+        self.group_epoch = group_epoch
+        self.members: dict[str, Member] = {}
+        self.target: dict[str, frozenset[TopicPartition]] = {}
+        self._persist_epoch = persist_epoch
+        self._heartbeat_interval_ms = heartbeat_interval_ms
+        self._static: dict[str, str] = {}  # instance id -> member id
+        self._replaced: dict[str, str] = {}  # member id -> the instance id that replaced it
+        self._topics_seen: dict[str, int] = {}  # subscribed topics' partition counts at the target
+        self._bump_owed = False  # membership changed but its epoch could not be made durable
+
+    # --- heartbeats ------------------------------------------------------------------------
+
+    def heartbeat(
+        self, call: GroupHeartbeat, now_s: float, topics: Mapping[str, int]
+    ) -> GroupHeartbeatAnswer:
+        """One member's heartbeat (join, leave, or keep-alive); ``topics``: every topic
+        with its partition count."""
+        if call.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
+            return self._leave(call, now_s, topics)
+        if call.member_epoch == JOIN_EPOCH:
+            member = self._join(call, now_s)
+        else:
+            member = self._known(call.member_id, call.instance_id)
+            epochs = (member.assignment.member_epoch, member.previous_member_epoch)
+            if call.member_epoch not in epochs:
+                self._remove(member.member_id)
+                self._bump(topics)
+                raise FencedMemberEpochError(
+                    f"member {call.member_id} of group {self.group_id!r} sent member epoch "
+                    f"{call.member_epoch}, its epoch is {member.assignment.member_epoch}: "
+                    "it was fenced; join again"
+                )
+        member.session_timeout_ms = call.session_timeout_ms
+        member.rebalance_timeout_ms = call.rebalance_timeout_ms
+        member.session_deadline_s = now_s + call.session_timeout_ms / 1000
+        member.client_id = call.client_id
+        subscription = (tuple(sorted(set(call.subscribed_topics))), call.subscribed_pattern)
+        if subscription != (member.subscribed_topics, member.subscribed_pattern):
+            if call.subscribed_pattern is not None:
+                compile_pattern(call.subscribed_pattern)
+            member.subscribed_topics, member.subscribed_pattern = subscription
+            self._bump(topics)
+        elif self._bump_owed or self._subscribed_counts(topics) != self._topics_seen:
+            self._bump(topics)  # a subscribed topic was created, deleted or grown
+        self._reconcile(member, frozenset(call.owned), now_s)
+        return GroupHeartbeatAnswer(
+            member.member_id,
+            member.assignment.member_epoch,
+            self._interval_ms(),
+            tuple(sorted(member.assignment.assigned)),
+        )
+
+    def _join(self, call: GroupHeartbeat, now_s: float) -> Member:
+        if call.owned:
+            raise InvalidConfigError(
+                "a joining member owns no partitions: give up every partition before "
+                f"joining group {self.group_id!r} again"
+            )
+        member_id = call.member_id or str(uuid.uuid4())
+        replaced_id = self._static.get(call.instance_id) if call.instance_id else None
+        if replaced_id is not None and replaced_id != member_id:
+            # a restart of a static member: it takes over the old one's place, no rebalance
+            member = self.members.pop(replaced_id)
+            self.target[member_id] = self.target.pop(replaced_id, frozenset())
+            self._replaced[replaced_id] = call.instance_id or ""
+            while len(self._replaced) > REPLACED_MEMBERS_MAX:
+                del self._replaced[next(iter(self._replaced))]
+            member.member_id, member.left_static = member_id, False
+            self.members[member_id] = member
+            self._static[call.instance_id or ""] = member_id
+            return member
+        existing = self.members.get(member_id)
+        if existing is not None:
+            # joins again (a lost answer, or after losing its partitions): it owns nothing
+            existing.assignment = MemberAssignment(MemberState.STABLE, 0)
+            existing.left_static = False
+            existing.revoke_deadline_s = None
+            return existing
+        member = Member(
+            member_id,
+            call.instance_id,
+            call.client_id,
+            (),
+            None,
+            call.session_timeout_ms,
+            call.rebalance_timeout_ms,
+            now_s + call.session_timeout_ms / 1000,
+        )
+        self.members[member_id] = member
+        if call.instance_id:
+            self._static[call.instance_id] = member_id
+        return member
+
+    def _leave(
+        self, call: GroupHeartbeat, now_s: float, topics: Mapping[str, int]
+    ) -> GroupHeartbeatAnswer:
+        member = self.members.get(call.member_id)
+        if member is not None:
+            if call.member_epoch == STATIC_LEAVE_EPOCH and member.instance_id:
+                member.left_static = True  # its partitions wait for its restart
+                member.session_deadline_s = now_s + member.session_timeout_ms / 1000
+            else:
+                self._remove(member.member_id)
+                self._bump(topics)
+        return GroupHeartbeatAnswer(call.member_id, call.member_epoch, self._interval_ms())
+
+    def _known(self, member_id: str, instance_id: str | None) -> Member:
+        member = self.members.get(member_id)
+        if member is not None:
+            return member
+        replaced_by = self._replaced.get(member_id)
+        if replaced_by is not None:
+            raise FencedInstanceIdError(
+                f"member {member_id} of group {self.group_id!r} was replaced by a newer "
+                f"consumer with instance id {replaced_by!r}: close this one"
+            )
+        raise UnknownMemberIdError(
+            f"group {self.group_id!r} has no member {member_id!r} (it left, its session "
+            "expired, or the group's coordinator moved): join again"
+        )
+
+    def _interval_ms(self) -> int:
+        # While members move partitions, a short interval: each step waits for a heartbeat.
+        if self.state() == "reconciling":
+            return min(self._heartbeat_interval_ms, 200)
+        return self._heartbeat_interval_ms
+
+    # --- the target and each member's step toward it --------------------------------------
+
+    def _subscribed(self, topics: Mapping[str, int]) -> dict[str, frozenset[str]]:
+        subscriptions = {}
+        for member in self.members.values():
+            chosen = set(member.subscribed_topics)
+            if member.subscribed_pattern is not None:
+                pattern = compile_pattern(member.subscribed_pattern)
+                chosen |= {t for t in topics if pattern.fullmatch(t)}
+            subscriptions[member.member_id] = frozenset(chosen)
+        return subscriptions
+
+    def _subscribed_counts(self, topics: Mapping[str, int]) -> dict[str, int]:
+        wanted = set().union(*self._subscribed(topics).values()) if self.members else set()
+        return {t: topics[t] for t in sorted(wanted) if t in topics}
+
+    def _bump(self, topics: Mapping[str, int]) -> None:
+        """A new group epoch, durable first, and the target assignment at it."""
+        epoch = self.group_epoch + 1
+        self._bump_owed = True
+        self._persist_epoch(self.group_id, epoch)  # raises, retriable: the next heartbeat bumps
+        self.group_epoch = epoch
+        self._bump_owed = False
+        subscriptions = self._subscribed(topics)
+        self.target = assign_uniform(subscriptions, topics, self.target)
+        self._topics_seen = self._subscribed_counts(topics)
+
+    def _reconcile(self, member: Member, reported: frozenset[TopicPartition], now_s: float) -> None:
+        others = {
+            p
+            for other in self.members.values()
+            if other is not member
+            for p in other.assignment.owned()
+        }
+        before = member.assignment
+        after = reconcile(
+            before,
+            self.target.get(member.member_id, frozenset()),
+            self.group_epoch,
+            others.__contains__,
+            reported,
+        )
+        if after.member_epoch != before.member_epoch:
+            member.previous_member_epoch = before.member_epoch
+        if after.state is MemberState.UNREVOKED_PARTITIONS:
+            if member.revoke_deadline_s is None:
+                member.revoke_deadline_s = now_s + member.rebalance_timeout_ms / 1000
+        else:
+            member.revoke_deadline_s = None
+        member.assignment = after
+
+    # --- time ------------------------------------------------------------------------------
+
+    def expire(self, now_s: float, topics: Mapping[str, int]) -> list[Removal]:
+        """Remove the members whose session timed out, or who did not revoke within their
+        rebalance timeout; the others' target moves on."""
+        removed = []
+        for member in list(self.members.values()):
+            if now_s >= member.session_deadline_s:
+                reason = f"no heartbeat within its session timeout ({member.session_timeout_ms} ms)"
+            elif member.revoke_deadline_s is not None and now_s >= member.revoke_deadline_s:
+                reason = (
+                    f"did not revoke partitions within its rebalance timeout "
+                    f"({member.rebalance_timeout_ms} ms)"
+                )
+            else:
+                continue
+            self._remove(member.member_id)
+            removed.append(Removal(member.member_id, reason))
+        if removed or self._bump_owed:
+            self._bump(topics)
+        return removed
+
+    def _remove(self, member_id: str) -> None:
+        member = self.members.pop(member_id)
+        self.target.pop(member_id, None)
+        if member.instance_id and self._static.get(member.instance_id) == member_id:
+            del self._static[member.instance_id]
+
+    # --- commits ---------------------------------------------------------------------------
+
+    def validate_commit(
+        self,
+        member_id: str,
+        member_epoch: int,
+        partitions: Iterable[TopicPartition],
+        instance_id: str | None = None,
+    ) -> None:
+        """Raise unless this member, in this generation, may commit offsets of ``partitions``
+        (module docstring)."""
+        if member_epoch == NO_MEMBER_EPOCH and not member_id:
+            if self.members:
+                raise UnknownMemberIdError(
+                    f"group {self.group_id!r} has active members: a commit from outside the "
+                    "group (without group_metadata(), or from assign()) is refused; commit "
+                    "from a member, or stop the group's consumers first"
+                )
+            return
+        member = self._known(member_id, instance_id)
+        if member_epoch > member.assignment.member_epoch:
+            raise StaleMemberEpochError(
+                f"member {member_id} of group {self.group_id!r} committed with member epoch "
+                f"{member_epoch}, newer than its epoch {member.assignment.member_epoch}"
+            )
+        for partition in partitions:
+            given_in = member.assignment.owns(TopicPartition(*partition))
+            if given_in is None:
+                raise StaleMemberEpochError(
+                    f"member {member_id} of group {self.group_id!r} does not own {partition} "
+                    f"(epoch {member_epoch}): its commit is refused; abort the transaction"
+                )
+            if member_epoch < given_in:
+                raise StaleMemberEpochError(
+                    f"member {member_id} of group {self.group_id!r} committed {partition} "
+                    f"from epoch {member_epoch}, but it was given that partition again in "
+                    f"epoch {given_in}: the commit is a zombie's and is refused"
+                )
+
+    # --- what it is ------------------------------------------------------------------------
+
+    def state(self) -> str:
+        if not self.members:
+            return "empty"
+        for member in self.members.values():
+            if (
+                member.assignment.state is not MemberState.STABLE
+                or member.assignment.member_epoch != self.group_epoch
+            ):
+                return "reconciling"
+        return "stable"
+
+    def describe(self) -> GroupDescription:
+        members = tuple(
+            MemberDescription(
+                member.member_id,
+                member.instance_id,
+                member.client_id,
+                member.assignment.member_epoch,
+                member.assignment.state.value,
+                member.subscribed_topics,
+                member.subscribed_pattern,
+                tuple(sorted(member.assignment.assigned)),
+                tuple(sorted(member.assignment.revoking)),
+                tuple(sorted(self.target.get(member.member_id, ()))),
+            )
+            for member in sorted(self.members.values(), key=lambda m: m.member_id)
+        )
+        return GroupDescription(self.group_id, self.state(), self.group_epoch, members)

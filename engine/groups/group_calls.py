@@ -1,0 +1,83 @@
+"""The calls of consumer group membership, and their answers (KIP-848's ConsumerGroupHeartbeat
+and ConsumerGroupDescribe, in twinlog's words). Plain values: the engine, the gRPC layer and
+the clients share them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from twinlog.engine.base.types import TopicPartition
+
+# Member epochs with a meaning of their own in a heartbeat (Kafka's).
+JOIN_EPOCH = 0  # join (or join again after being fenced)
+LEAVE_EPOCH = -1  # leave: the member's partitions go to the others now
+STATIC_LEAVE_EPOCH = -2  # a static member leaves for a restart: its partitions wait for it
+NO_MEMBER_EPOCH = -1  # in a commit: not from a group member (assign(), tools)
+
+# What a group of the broker is, as kafka-consumer-groups.sh says it.
+GROUP_STATES = ("empty", "reconciling", "stable", "dead")
+
+
+@dataclass(frozen=True)
+class GroupHeartbeat:
+    """One heartbeat of a member: the whole subscription and what it owns, every time (a
+    group's members are few; a full heartbeat cannot be misread after a lost answer).
+
+    ``member_id``: the consumer's own (a UUID it keeps until it closes); "" lets the
+    coordinator name one at a join. ``subscribed_pattern``: a Python regular expression
+    matched against whole topic names (``re.fullmatch``), instead of ``subscribed_topics``.
+    ``owned``: the partitions the member holds now (after its revocations).
+    """
+
+    group_id: str
+    member_id: str
+    member_epoch: int
+    subscribed_topics: tuple[str, ...] = ()
+    subscribed_pattern: str | None = None
+    owned: tuple[TopicPartition, ...] = ()
+    instance_id: str | None = None
+    client_id: str = ""
+    session_timeout_ms: int = 45_000
+    rebalance_timeout_ms: int = 300_000
+
+
+@dataclass(frozen=True)
+class GroupHeartbeatAnswer:
+    """``assigned``: what the member may own now; a partition it owns outside it is to be
+    revoked (committed, then given up, then said in the next heartbeat). ``member_epoch``:
+    the generation to carry in commits (``Consumer.group_metadata()``)."""
+
+    member_id: str
+    member_epoch: int
+    heartbeat_interval_ms: int
+    assigned: tuple[TopicPartition, ...] = ()
+
+
+@dataclass(frozen=True)
+class MemberDescription:
+    member_id: str
+    instance_id: str | None
+    client_id: str
+    member_epoch: int
+    state: str
+    subscribed_topics: tuple[str, ...]
+    subscribed_pattern: str | None
+    assigned: tuple[TopicPartition, ...]
+    revoking: tuple[TopicPartition, ...]
+    target: tuple[TopicPartition, ...]
+
+
+@dataclass(frozen=True)
+class GroupDescription:
+    group_id: str
+    state: str  # one of GROUP_STATES
+    group_epoch: int
+    members: tuple[MemberDescription, ...] = ()
+
+
+@dataclass(frozen=True)
+class GroupListing:
+    group_id: str
+    state: str
+    member_count: int

@@ -1,0 +1,175 @@
+"""Every consumer group a broker coordinates: heartbeats, expiry, fencing of commits,
+and what the group tools ask.
+
+A single-node broker coordinates every group; a cluster broker those that hash to the
+``__consumer_offsets`` partitions it leads, and forgets a partition's groups when another
+broker takes it over (``drop_groups``): their members join again there.
+
+``topics``: every topic with its partition count, read at each heartbeat (a pattern
+subscription sees new topics, a grown topic is assigned anew). ``persist_epoch``: makes a
+group's new epoch durable (a record in ``__consumer_offsets``) before it is used, so a
+group's epochs only grow, also across coordinator moves. ``stored_epoch``: the last
+durable epoch of a group this coordinator has not seen yet.
+
+Thread rule: any thread may call; one lock guards every group (a heartbeat is short).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+
+from twinlog.engine.base.errors import InvalidConfigError, NonEmptyGroupError, UnknownMemberIdError
+from twinlog.engine.base.types import TopicPartition
+from twinlog.engine.groups.consumer_group import ConsumerGroup
+from twinlog.engine.groups.group_calls import (
+    GroupDescription,
+    GroupHeartbeat,
+    GroupHeartbeatAnswer,
+    GroupListing,
+)
+
+log = logging.getLogger(__name__)
+
+# Bounds on what a member may ask for (Kafka's group.consumer.{min,max}.session.timeout.ms).
+SESSION_TIMEOUT_MS_MIN = 1_000
+SESSION_TIMEOUT_MS_MAX = 300_000
+HEARTBEAT_INTERVAL_MS = 3_000  # Kafka's classic consumer default (heartbeat.interval.ms)
+
+
+class GroupMembership:
+    def __init__(
+        self,
+        topics: Callable[[], Mapping[str, int]],
+        persist_epoch: Callable[[str, int], None],
+        stored_epoch: Callable[[str], int],
+        heartbeat_interval_ms: int = HEARTBEAT_INTERVAL_MS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._topics = topics
+        self._persist_epoch = persist_epoch
+        self._stored_epoch = stored_epoch
+        self.heartbeat_interval_ms = heartbeat_interval_ms
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._groups: dict[str, ConsumerGroup] = {}
+
+    def _group(self, group_id: str) -> ConsumerGroup:
+        group = self._groups.get(group_id)
+        if group is None:
+            group = ConsumerGroup(
+                group_id,
+                self._stored_epoch(group_id),
+                self._persist_epoch,
+                self.heartbeat_interval_ms,
+            )
+            self._groups[group_id] = group
+        return group
+
+    def heartbeat(self, call: GroupHeartbeat) -> GroupHeartbeatAnswer:
+        if not call.group_id:
+            raise InvalidConfigError("group id must not be empty")
+        if not SESSION_TIMEOUT_MS_MIN <= call.session_timeout_ms <= SESSION_TIMEOUT_MS_MAX:
+            raise InvalidConfigError(
+                f"session_timeout_ms {call.session_timeout_ms} is outside "
+                f"{SESSION_TIMEOUT_MS_MIN}..{SESSION_TIMEOUT_MS_MAX}"
+            )
+        if call.rebalance_timeout_ms <= 0:
+            raise InvalidConfigError("rebalance_timeout_ms must be positive")
+        topics = self._topics()
+        with self._lock:
+            group = self._group(call.group_id)
+            epoch_before = group.group_epoch
+            answer = group.heartbeat(call, self._clock(), topics)
+            if group.group_epoch != epoch_before:
+                log.info(
+                    "group %r: epoch %d (%d members)",
+                    call.group_id,
+                    group.group_epoch,
+                    len(group.members),
+                )
+            return answer
+
+    def expire(self) -> None:
+        """Remove the members that timed out (the broker's scheduler calls this often)."""
+        topics = self._topics()
+        with self._lock:
+            for group in self._groups.values():
+                if not group.members:
+                    continue
+                try:
+                    removed = group.expire(self._clock(), topics)
+                except Exception as error:  # the epoch could not be made durable: next round
+                    log.warning("group %r: expiry postponed: %s", group.group_id, error)
+                    continue
+                for removal in removed:
+                    log.info(
+                        "group %r: member %s removed: %s",
+                        group.group_id,
+                        removal.member_id,
+                        removal.reason,
+                    )
+
+    def validate_commit(
+        self,
+        group_id: str,
+        member_id: str,
+        member_epoch: int,
+        partitions: Iterable[TopicPartition],
+        instance_id: str | None = None,
+    ) -> None:
+        """Raise unless the commit may go on (``ConsumerGroup.validate_commit``)."""
+        with self._lock:
+            group = self._groups.get(group_id)
+            if group is not None:
+                group.validate_commit(member_id, member_epoch, partitions, instance_id)
+            elif member_id:
+                raise UnknownMemberIdError(
+                    f"group {group_id!r} has no member {member_id!r} (its coordinator moved, "
+                    "or the group was deleted): join again"
+                )
+
+    def require_empty(self, group_id: str, what: str) -> None:
+        """Raise NonEmptyGroupError if the group has members (before a delete or reset)."""
+        with self._lock:
+            group = self._groups.get(group_id)
+            if group is not None and group.members:
+                raise NonEmptyGroupError(
+                    f"group {group_id!r} has {len(group.members)} active member(s): stop its "
+                    f"consumers (or wait for their sessions to expire) before {what}"
+                )
+
+    def describe(self, group_id: str) -> GroupDescription | None:
+        """None when this coordinator has never seen the group's members."""
+        with self._lock:
+            group = self._groups.get(group_id)
+            return None if group is None else group.describe()
+
+    def listings(self) -> list[GroupListing]:
+        with self._lock:
+            return [
+                GroupListing(g.group_id, g.state(), len(g.members))
+                for g in sorted(self._groups.values(), key=lambda g: g.group_id)
+            ]
+
+    def forget(self, group_id: str) -> None:
+        """Forget an empty group's membership, if any (its offsets are the broker's to
+        delete)."""
+        with self._lock:
+            group = self._groups.get(group_id)
+            if group is None:
+                return
+            if group.members:
+                raise NonEmptyGroupError(
+                    f"group {group_id!r} has {len(group.members)} active member(s): stop its "
+                    "consumers before deleting it"
+                )
+            del self._groups[group_id]
+
+    def drop_groups(self, belongs: Callable[[str], bool]) -> None:
+        """Forget the groups ``belongs`` names (their coordinator moved elsewhere)."""
+        with self._lock:
+            for group_id in [g for g in self._groups if belongs(g)]:
+                del self._groups[group_id]
