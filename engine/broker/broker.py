@@ -80,6 +80,7 @@ from twinlog.engine.base.types import (
 )
 from twinlog.engine.broker.broker_stats import BrokerStats, collect_stats
 from twinlog.engine.broker.config import BrokerConfig
+from twinlog.engine.broker.consumer_groups import ConsumerGroups, append_group_records
 from twinlog.engine.broker.coordinator import Coordinator
 from twinlog.engine.broker.coordinator_slots import CoordinatorSlots
 from twinlog.engine.broker.data_dir_format import check_data_dir_format
@@ -123,6 +124,14 @@ from twinlog.engine.broker.topic_registry import PARTITIONS_MAX, validate_topic_
 from twinlog.engine.broker.transaction_metadata import now_ms
 from twinlog.engine.broker.transaction_timings import TransactionTimings
 from twinlog.engine.broker.txn_state import TransactionEvent
+from twinlog.engine.groups.group_calls import (
+    OUTSIDE_ANY_GROUP,
+    GroupDescription,
+    GroupHeartbeat,
+    GroupHeartbeatAnswer,
+    GroupListing,
+    GroupMemberRef,
+)
 from twinlog.engine.log import LogConfig
 from twinlog.engine.records.batch_format import (
     NO_PRODUCER_ID,
@@ -461,6 +470,15 @@ class Broker:
         self.offset_fence = GroupOffsetFence(
             self.group_offsets, _LocalCoordinators(self).settle_offsets_holder
         )
+        self._append_group_records = append_group_records(self._observe_offsets)
+        self.consumer_groups = ConsumerGroups(
+            self.group_offsets,
+            self.offset_fence,
+            self._group_coordinator,
+            self._append_group_records,
+            self._topic_partition_counts,
+            config.group_heartbeat_interval_ms,
+        )
         # 5. coordinators: a single-node broker's, each over its local journal; a cluster
         # broker's load as it comes to lead their __txn_journal partitions (coordinator_slots)
         self._applier = _ToPartitionLeaders(self)
@@ -516,6 +534,7 @@ class Broker:
                     self.low_watermark,
                     partitions=lambda: list(self._partitions.values()),
                     should_stop=self.scheduler.is_stopping,
+                    expire_group_members=self.consumer_groups.membership.expire,
                 ),
                 *self._cluster_tasks(),
             ]
@@ -614,6 +633,7 @@ class Broker:
         leader at ``leader_epoch`` (group_coordinators)."""
         started = time.monotonic()
         partition = self._cluster_partition(TopicPartition(OFFSETS_TOPIC, partition_index))
+        self.consumer_groups.drop_partition(partition_index)  # members of an earlier term
         loaded = load_groups(
             partition, self.journal, self.group_offsets, leader_epoch, self._offsets_load_lock
         )
@@ -629,6 +649,7 @@ class Broker:
     def _unload_groups(self, loaded: LoadedGroups) -> None:
         with self._offsets_load_lock:
             self.group_offsets.drop_partition(loaded.partition_index)
+        self.consumer_groups.drop_partition(loaded.partition_index)  # they join the new one
         log.info("group coordinator %d unloaded", loaded.partition_index)
 
     def _group_coordinator(self, group_id: str) -> Partition:
@@ -905,6 +926,14 @@ class Broker:
     def list_topics(self) -> list[str]:
         return sorted(name for name in self.metadata.topics() if not is_internal(name))
 
+    def _topic_partition_counts(self) -> dict[str, int]:
+        """Every topic a group may subscribe to, with its partition count."""
+        return {
+            name: topic.partitions
+            for name, topic in self.metadata.topics().items()
+            if not is_internal(name)
+        }
+
     def describe_topic(self, name: str) -> TopicDescription:
         topic = self.metadata.get_topic(name)
         pending = self.journal.statistics().pending_by_partition
@@ -1138,15 +1167,17 @@ class Broker:
         producer_generation: int,
         group_id: str,
         offsets: Mapping[TopicPartition, int],
+        member: GroupMemberRef = OUTSIDE_ANY_GROUP,
     ) -> None:
-        """Journal the group's offsets in the transaction; they apply with it (KIP-447 rules)."""
+        """Journal the group's offsets in the transaction; they apply with it (KIP-447
+        rules: a ``member`` of the group's current generation, ``group_offset_fencing``)."""
         self._check_open()
         wanted = {TopicPartition(*p): int(o) for p, o in offsets.items()}
         if not group_id:
             raise InvalidConfigError("group id must not be empty")
         if self.replication is not None:
             self._send_offsets_as_group_coordinator(
-                transaction_id, producer_id, producer_generation, group_id, wanted
+                transaction_id, producer_id, producer_generation, group_id, wanted, member
             )
             return
         coordinator = self._coordinator_of_transaction(transaction_id, producer_id)
@@ -1154,6 +1185,9 @@ class Broker:
         # must not abort the transaction that holds the offsets.
         coordinator.add_partitions(transaction_id, producer_id, producer_generation, ())
         offsets_partition = self.group_offsets.partition_for(group_id)
+        self.consumer_groups.validate_commit(
+            group_id, member.member_id, member.member_epoch, wanted, member.instance_id
+        )
         self.offset_fence.take(
             transaction_id,
             group_id,
@@ -1166,6 +1200,7 @@ class Broker:
                 offsets_partition,
                 wanted,
             ),
+            newcomer_is_member=bool(member.member_id),
         )
         batch = build_offsets_batch(group_id, wanted, transactional=True)
         target = self._partitions[offsets_partition]
@@ -1180,6 +1215,7 @@ class Broker:
         producer_generation: int,
         group_id: str,
         offsets: Mapping[TopicPartition, int],
+        member: GroupMemberRef,
     ) -> None:
         """A cluster broker, as the group's coordinator (the leader of its offsets
         partition P), which the transaction's coordinator may not be: P registers with the
@@ -1188,6 +1224,9 @@ class Broker:
         offsets' holders with their coordinators, then the offsets batch is journaled on P
         like any transactional batch; it is folded into memory when its APPLY comes."""
         target = self._group_coordinator(group_id)
+        self.consumer_groups.validate_commit(
+            group_id, member.member_id, member.member_epoch, offsets, member.instance_id
+        )
         sender = (producer_id, producer_generation)
         target.register_transaction(transaction_id, sender)
         batch = build_offsets_batch(group_id, offsets, transactional=True)
@@ -1197,6 +1236,7 @@ class Broker:
             group_id,
             offsets,
             lambda: target.append_transactional(transaction_id, batch, header, sender=sender),
+            newcomer_is_member=bool(member.member_id),
         )
 
     def settle_offsets_holder_here(self, request: SettleOffsetsHolder) -> None:
@@ -1415,8 +1455,14 @@ class Broker:
             f"offset spec {spec!r}: use 'earliest', 'latest' or a timestamp in ms"
         )
 
-    def commit_offsets(self, group_id: str, offsets: Mapping[TopicPartition, int]) -> None:
-        """A plain (non-transactional) offset commit."""
+    def commit_offsets(
+        self,
+        group_id: str,
+        offsets: Mapping[TopicPartition, int],
+        member: GroupMemberRef = OUTSIDE_ANY_GROUP,
+    ) -> None:
+        """A plain (non-transactional) offset commit; from a group's ``member``, or from
+        outside the group (only while it has no members: ``engine/groups``)."""
         self._check_open()
         if not group_id:
             raise InvalidConfigError("group id must not be empty")
@@ -1424,13 +1470,31 @@ class Broker:
         if not wanted:
             return
         target = self._group_coordinator(group_id)
+        self.consumer_groups.validate_commit(
+            group_id, member.member_id, member.member_epoch, wanted, member.instance_id
+        )
         self.offset_fence.check_plain_commit(group_id, wanted)
-        batch = build_offsets_batch(group_id, wanted)
-        header = validate_batch(batch)
         # a cluster leader answers once the in-sync replicas hold it (acks=all); folded to
         # the log end, so commits answered out of order still fold in offset order
-        result = target.append_plain(batch, header)
-        self._observe_offsets(target, result.base_offset, target.log.log_end_offset)
+        self._append_group_records(target, build_offsets_batch(group_id, wanted))
+
+    def group_heartbeat(self, call: GroupHeartbeat) -> GroupHeartbeatAnswer:
+        """A member's heartbeat at its group's coordinator (join, leave, keep-alive)."""
+        self._check_open()
+        return self.consumer_groups.heartbeat(call)
+
+    def list_groups(self) -> list[GroupListing]:
+        """The groups this broker coordinates (a cluster client asks every broker)."""
+        self._check_open()
+        return self.consumer_groups.list_groups()
+
+    def describe_group(self, group_id: str) -> GroupDescription:
+        self._check_open()
+        return self.consumer_groups.describe_group(group_id)
+
+    def delete_group(self, group_id: str) -> None:
+        self._check_open()
+        self.consumer_groups.delete_group(group_id)
 
     def fetch_offsets(
         self, group_id: str, partitions: Iterable[TopicPartition]

@@ -31,6 +31,12 @@ class BrokerConfig:
     # its segment size when it is created (Kafka's offsets.topic.segment.bytes); it is
     # compacted, which touches sealed segments only
     offsets_segment_bytes: int = 100 * 1024 * 1024
+    # Consumer group membership (engine/groups): the interval a member heartbeats at while
+    # its group is stable (Kafka's group.consumer.heartbeat.interval.ms is 5 s; 3 s, the
+    # classic consumer's, makes a member that joins or leaves settle sooner), and how often
+    # members past their session or rebalance timeout are removed
+    group_heartbeat_interval_ms: int = 3_000
+    group_session_check_interval_ms: int = 250
     # Local data journal (LMDB)
     journal_map_bytes_initial: int = 256 * 1024 * 1024  # grows when full
     # How LMDB (the local data journal's view) syncs: "journal_log" leaves durability to the
@@ -94,6 +100,8 @@ class BrokerConfig:
             "retention_check_interval_ms",
             "compaction_check_interval_ms",
             "offsets_segment_bytes",
+            "group_heartbeat_interval_ms",
+            "group_session_check_interval_ms",
             "open_transactions_max",
             "batch_records_max",
             "batch_decompressed_bytes_max",

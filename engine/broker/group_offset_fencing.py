@@ -4,10 +4,18 @@
 offset commit per (group, topic-partition); this module decides what a newcomer
 may do about it:
 
-    a transactional offset commit for (group, topic-partition) held by another
-    transaction T_old that is still ONGOING aborts T_old if T_old began earlier
-    (transaction ids increase with time), and is refused with
-    ProducerFencedError if T_old began later (the newcomer is the zombie).
+    a transactional offset commit for (group, topic-partition) is first checked against
+    the group's generation at its coordinator (``engine/groups``: the committing member
+    must own the partition, from an epoch no older than the one it was given it in; a
+    zombie is refused there with StaleMemberEpochError or UnknownMemberIdError). If
+    another transaction T_old that is still ONGOING holds the offsets, T_old belonged to
+    the partition's previous owner and is aborted, whatever its age (KIP-447: fenced by
+    generation, not by transaction age).
+
+    A commit from outside any membership (a group without members: ``assign()`` and
+    manual offsets) has no generation; for it, transaction age decides: T_old is aborted
+    if it began earlier (transaction ids increase with time), and the newcomer is refused
+    with ProducerFencedError if T_old began later (the newcomer is the zombie).
     If T_old is already PREPARE_COMMIT it cannot be aborted: the newcomer waits for its
     completion (at most HOLDER_COMPLETION_WAIT_S, then PendingTransactionError: retry).
     A producer's previous transaction is often still completing when its next one sends
@@ -59,7 +67,11 @@ def settle_holder(coordinator: Coordinator, request: SettleOffsetsHolder) -> Non
     holder = coordinator.transaction(holder_id)
     if holder is None:
         return
-    if holder_id > request.newcomer_id and holder.state is TransactionState.ONGOING:
+    if (
+        not request.newcomer_is_member
+        and holder_id > request.newcomer_id
+        and holder.state is TransactionState.ONGOING
+    ):
         raise ProducerFencedError(
             f"group {group_id!r} offsets for {request.topic_partition} are held by "
             f"transaction {holder_id}, which began after this transaction "
@@ -67,10 +79,11 @@ def settle_holder(coordinator: Coordinator, request: SettleOffsetsHolder) -> Non
         )
     if holder.state is TransactionState.ONGOING:
         log.info(
-            "transaction %d commits offsets of group %r held by older transaction %d: "
+            "transaction %d commits offsets of group %r held by %s transaction %d: "
             "aborting it (KIP-447)",
             request.newcomer_id,
             group_id,
+            "the previous owner's" if request.newcomer_is_member else "older",
             holder_id,
         )
         coordinator.admin_abort(holder_id)
@@ -99,25 +112,32 @@ class GroupOffsetFence:
         group_id: str,
         offsets: Mapping[TopicPartition, int],
         journal_offsets: Callable[[], object],
+        newcomer_is_member: bool = False,
     ) -> None:
         """Fence the offsets' holders, journal the offsets in the transaction
         (``journal_offsets``) and mark them pending, as one step per group: two newcomers
         racing past the fence at once would both hold the same offsets, and the zombie's
         could win."""
         with self._locks[crc32c(group_id.encode("utf-8")) % GROUP_LOCKS]:
-            self.fence_holders(transaction_id, group_id, offsets)
+            self.fence_holders(transaction_id, group_id, offsets, newcomer_is_member)
             journal_offsets()
             self._group_offsets.mark_pending(group_id, offsets, transaction_id)
 
     def fence_holders(
-        self, transaction_id: int, group_id: str, offsets: Mapping[TopicPartition, int]
+        self,
+        transaction_id: int,
+        group_id: str,
+        offsets: Mapping[TopicPartition, int],
+        newcomer_is_member: bool = False,
     ) -> None:
         """Another transaction holding these offsets is aborted, or we are refused (KIP-447)."""
         holders = self._group_offsets.holders(group_id, offsets)
         for topic_partition, holder_id in holders.items():
             if holder_id != transaction_id:
                 self._settle(
-                    SettleOffsetsHolder(holder_id, transaction_id, group_id, topic_partition)
+                    SettleOffsetsHolder(
+                        holder_id, transaction_id, group_id, topic_partition, newcomer_is_member
+                    )
                 )
 
     def check_plain_commit(self, group_id: str, offsets: Mapping[TopicPartition, int]) -> None:

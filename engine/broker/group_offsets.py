@@ -14,6 +14,9 @@ topic only when the transaction is applied.
     OffsetKey   := version int16 (1), group str, topic str, partition int32
     OffsetValue := version int16 (1), offset int64, commit_timestamp_ms int64
                    (a null value deletes the key)
+    EpochKey    := version int16 (2), group str
+    EpochValue  := version int16 (1), group_epoch int32, timestamp_ms int64
+                   (the group's last epoch, written before members see it; null: deleted)
     str         := length int16, UTF-8 bytes
 
 ``GroupOffsets`` is the in-memory view the broker answers OffsetFetch from. It
@@ -45,9 +48,11 @@ from twinlog.engine.records.batch_reader import Record, iter_batches
 OFFSETS_TOPIC = "__consumer_offsets"
 NO_OFFSET = -1
 _VERSION = 1
+_EPOCH_KEY_VERSION = 2
 _SHORT = struct.Struct(">h")
 _PARTITION = struct.Struct(">i")
 _VALUE = struct.Struct(">hqq")
+_EPOCH_VALUE = struct.Struct(">hiq")
 
 # Configuration of the topic, as Kafka's for its own: compacted (the latest
 # commit per key is all that matters) and never deleted by age or size. Its
@@ -83,22 +88,54 @@ def encode_key(group_id: str, topic_partition: TopicPartition) -> bytes:
     )
 
 
-def decode_key(key: bytes) -> tuple[str, TopicPartition]:
+def encode_epoch_key(group_id: str) -> bytes:
+    return _SHORT.pack(_EPOCH_KEY_VERSION) + _string(group_id)
+
+
+def decode_key(key: bytes) -> tuple[str, TopicPartition | None]:
+    """(group, topic-partition) of an OffsetKey; (group, None) of an EpochKey."""
     try:
         (version,) = _SHORT.unpack_from(key, 0)
+        if version not in (_VERSION, _EPOCH_KEY_VERSION):
+            raise CorruptJournalError(
+                f"{OFFSETS_TOPIC} key version {version}, expected {_VERSION} or "
+                f"{_EPOCH_KEY_VERSION}"
+            )
         position = _SHORT.size
         texts = []
-        for _ in range(2):
+        for _ in range(2 if version == _VERSION else 1):
             (length,) = _SHORT.unpack_from(key, position)
             position += _SHORT.size
+            if position + length > len(key):
+                raise struct.error("a string runs past the end of the key")
             texts.append(key[position : position + length].decode("utf-8"))
             position += length
+        if version == _EPOCH_KEY_VERSION:
+            return texts[0], None
         (partition_index,) = _PARTITION.unpack_from(key, position)
     except (struct.error, UnicodeDecodeError) as error:
         raise CorruptJournalError(f"{OFFSETS_TOPIC} holds a malformed key: {error}") from None
-    if version != _VERSION:
-        raise CorruptJournalError(f"{OFFSETS_TOPIC} key version {version}, expected {_VERSION}")
     return texts[0], TopicPartition(texts[1], partition_index)
+
+
+def build_epoch_batch(group_id: str, group_epoch: int | None) -> bytes:
+    """One record of the group's epoch (None: a deletion of it)."""
+    builder = RecordBatchBuilder("none")
+    now_ms = time.time_ns() // 1_000_000
+    value = None if group_epoch is None else _EPOCH_VALUE.pack(1, group_epoch, now_ms)
+    builder.append(value, key=encode_epoch_key(group_id), timestamp_ms=now_ms)
+    return builder.build()
+
+
+def build_deletion_batch(group_id: str, partitions: Iterable[TopicPartition]) -> bytes:
+    """Deletions of the group's offsets of ``partitions`` and of its epoch (a group
+    deleted: compaction then drops them all)."""
+    builder = RecordBatchBuilder("none")
+    now_ms = time.time_ns() // 1_000_000
+    for topic_partition in sorted(TopicPartition(*p) for p in partitions):
+        builder.append(None, key=encode_key(group_id, topic_partition), timestamp_ms=now_ms)
+    builder.append(None, key=encode_epoch_key(group_id), timestamp_ms=now_ms)
+    return builder.build()
 
 
 def build_offsets_batch(
@@ -126,6 +163,7 @@ class GroupOffsets:
         self._lock = threading.Lock()
         self._committed: dict[tuple[str, TopicPartition], int] = {}
         self._pending: dict[tuple[str, TopicPartition], int] = {}  # -> transaction id
+        self._epochs: dict[str, int] = {}  # group -> its last durable group epoch
 
     def partition_for(self, group_id: str) -> TopicPartition:
         return offsets_partition_for(group_id, self.partition_count)
@@ -133,7 +171,7 @@ class GroupOffsets:
     def observe(self, records: Iterable[Record]) -> None:
         """Fold records read from (or appended to) ``__consumer_offsets`` into the view."""
         with self._lock:
-            _fold(self._committed, records)
+            _fold(self._committed, self._epochs, records)
 
     def replace_partition(
         self,
@@ -145,10 +183,12 @@ class GroupOffsets:
         folded, with ``pending`` (group, topic-partition, transaction id) marks: what the
         partition's new leader read from its log and journal. Returns the keys held."""
         committed: dict[tuple[str, TopicPartition], int] = {}
-        _fold(committed, records)  # outside the lock: the fold reads the log
+        epochs: dict[str, int] = {}
+        _fold(committed, epochs, records)  # outside the lock: the fold reads the log
         with self._lock:
             self._drop(partition_index)
             self._committed.update(committed)
+            self._epochs.update(epochs)
             for group_id, topic_partition, transaction_id in pending:
                 self._pending[(group_id, topic_partition)] = transaction_id
             return len(committed)
@@ -159,11 +199,12 @@ class GroupOffsets:
             self._drop(partition_index)
 
     def _drop(self, partition_index: int) -> None:
-        def elsewhere(key: tuple[str, TopicPartition]) -> bool:
+        def elsewhere(key: tuple[str, TopicPartition | None]) -> bool:
             return self.partition_for(key[0]).partition != partition_index
 
         self._committed = {k: v for k, v in self._committed.items() if elsewhere(k)}
         self._pending = {k: v for k, v in self._pending.items() if elsewhere(k)}
+        self._epochs = {g: e for g, e in self._epochs.items() if elsewhere((g, None))}
 
     def fetch(
         self, group_id: str, partitions: Iterable[TopicPartition]
@@ -226,21 +267,44 @@ class GroupOffsets:
         with self._lock:
             return dict(self._committed)
 
+    def group_epoch(self, group_id: str) -> int:
+        """The group's last durable epoch (0 if it never had one)."""
+        with self._lock:
+            return self._epochs.get(group_id, 0)
+
+    def group_ids(self) -> set[str]:
+        """Every group with a committed offset or a durable epoch."""
+        with self._lock:
+            return {group for group, _ in self._committed} | set(self._epochs)
+
+    def offsets_of(self, group_id: str) -> dict[TopicPartition, int]:
+        """The group's committed offsets (pending ones not included)."""
+        with self._lock:
+            return {p: o for (g, p), o in self._committed.items() if g == group_id}
+
     def pending_count(self) -> int:
         with self._lock:
             return len(self._pending)
 
 
-def _fold(committed: dict[tuple[str, TopicPartition], int], records: Iterable[Record]) -> None:
+def _fold(
+    committed: dict[tuple[str, TopicPartition], int],
+    epochs: dict[str, int],
+    records: Iterable[Record],
+) -> None:
     for record in records:
         if record.key is None:
             continue
         group_id, topic_partition = decode_key(record.key)
-        if record.value is None:
+        if topic_partition is None:
+            if record.value is None:
+                epochs.pop(group_id, None)
+            else:
+                epochs[group_id] = _EPOCH_VALUE.unpack(record.value)[1]
+        elif record.value is None:
             committed.pop((group_id, topic_partition), None)
-            continue
-        _, offset, _ = _VALUE.unpack(record.value)
-        committed[(group_id, topic_partition)] = offset
+        else:
+            committed[(group_id, topic_partition)] = _VALUE.unpack(record.value)[1]
 
 
 def pending_offsets(
@@ -254,5 +318,6 @@ def pending_offsets(
             for record in one.records():
                 if record.key is not None:
                     group_id, topic_partition = decode_key(record.key)
-                    found.add((group_id, topic_partition, transaction_id))
+                    if topic_partition is not None:
+                        found.add((group_id, topic_partition, transaction_id))
     return found

@@ -93,12 +93,15 @@ class ApplyAbort:
 @dataclass(frozen=True)
 class SettleOffsetsHolder:
     """Transaction ``newcomer_id`` wants offsets of ``group_id`` for ``topic_partition``
-    that transaction ``holder_id`` holds (pending): asked of ``holder_id``'s coordinator."""
+    that transaction ``holder_id`` holds (pending): asked of ``holder_id``'s coordinator.
+    ``newcomer_is_member``: the newcomer passed the group's generation check (it owns the
+    partition now), so it wins over an open holder whatever their ages."""
 
     holder_id: int
     newcomer_id: int
     group_id: str
     topic_partition: TopicPartition
+    newcomer_is_member: bool = False
 
 
 class PartitionLeaders(Protocol):

@@ -7,6 +7,8 @@
     retention        retention_check_interval_ms       delete segments past retention
     compaction       compaction_check_interval_ms      compact the compacted topics' logs
     log-flush        half the shortest flush.ms        fsync interval-flushed logs that are due
+    group-sessions   group_session_check_interval_ms   remove group members past their session
+                                                       or rebalance timeout
 
 ``Scheduler`` runs every task on a thread of its own with one loop: wait the
 interval (or stop), run a round, log a failure and go on (the next round is the
@@ -87,6 +89,7 @@ def broker_tasks(
     low_watermark: Callable[[], int],
     partitions: PartitionsSnapshot,
     should_stop: Callable[[], bool],
+    expire_group_members: Callable[[], None],
 ) -> list[ScheduledTask]:
     """The broker's background tasks, in the order of the table above."""
 
@@ -118,6 +121,11 @@ def broker_tasks(
             "log-flush",
             lambda: flush_check_interval_ms(partitions()),
             lambda: flush_due_logs(partitions()),
+        ),
+        ScheduledTask(
+            "group-sessions",
+            every(config.group_session_check_interval_ms),
+            expire_group_members,
         ),
     ]
 

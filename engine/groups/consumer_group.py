@@ -36,6 +36,7 @@ from twinlog.engine.base.errors import (
     FencedInstanceIdError,
     FencedMemberEpochError,
     InvalidConfigError,
+    NonEmptyGroupError,
     StaleMemberEpochError,
     UnknownMemberIdError,
 )
@@ -316,10 +317,11 @@ class ConsumerGroup:
         (module docstring)."""
         if member_epoch == NO_MEMBER_EPOCH and not member_id:
             if self.members:
-                raise UnknownMemberIdError(
-                    f"group {self.group_id!r} has active members: a commit from outside the "
-                    "group (without group_metadata(), or from assign()) is refused; commit "
-                    "from a member, or stop the group's consumers first"
+                raise NonEmptyGroupError(
+                    f"group {self.group_id!r} has {len(self.members)} active member(s): a "
+                    "commit from outside the group (without group_metadata(), from assign(), "
+                    "or a tool's reset) is refused; commit from a member, or stop the "
+                    "group's consumers first"
                 )
             return
         member = self._known(member_id, instance_id)

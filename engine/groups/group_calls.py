@@ -20,6 +20,20 @@ GROUP_STATES = ("empty", "reconciling", "stable", "dead")
 
 
 @dataclass(frozen=True)
+class GroupMemberRef:
+    """Who commits offsets: a member of the group in a generation (what Kafka's
+    ``ConsumerGroupMetadata`` carries besides the group id), or nobody's
+    (``OUTSIDE_ANY_GROUP``: ``assign()``, tools)."""
+
+    member_id: str = ""
+    member_epoch: int = NO_MEMBER_EPOCH
+    instance_id: str | None = None
+
+
+OUTSIDE_ANY_GROUP = GroupMemberRef()
+
+
+@dataclass(frozen=True)
 class GroupHeartbeat:
     """One heartbeat of a member: the whole subscription and what it owns, every time (a
     group's members are few; a full heartbeat cannot be misread after a lost answer).
@@ -70,10 +84,14 @@ class MemberDescription:
 
 @dataclass(frozen=True)
 class GroupDescription:
+    """``committed``: the group's committed offsets, by partition (filled by the broker,
+    which keeps them; membership does not)."""
+
     group_id: str
     state: str  # one of GROUP_STATES
     group_epoch: int
     members: tuple[MemberDescription, ...] = ()
+    committed: tuple[tuple[TopicPartition, int], ...] = ()
 
 
 @dataclass(frozen=True)

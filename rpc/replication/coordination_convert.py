@@ -128,6 +128,7 @@ def settle_to_proto(request: SettleOffsetsHolder) -> coordination_pb2.SettleOffs
         newcomer_id=request.newcomer_id,
         group_id=request.group_id,
         topic_partition=tp_to_proto(request.topic_partition),
+        newcomer_is_member=request.newcomer_is_member,
     )
 
 
@@ -137,4 +138,5 @@ def settle_from_proto(message: coordination_pb2.SettleOffsetsHolderRequest) -> S
         newcomer_id=message.newcomer_id,
         group_id=message.group_id,
         topic_partition=tp_from_proto(message.topic_partition),
+        newcomer_is_member=message.newcomer_is_member,
     )

@@ -45,7 +45,7 @@ TRANSACTION_ID = (1 << 40) + 7  # ids are 64-bit
 REGISTER = RegisterPartition(TRANSACTION_ID, TP, (1 << 33) + 3, 9, EPOCHS)
 COUNT = CountEntries(TRANSACTION_ID, TP, EPOCHS)
 ABORT = ApplyAbort(TRANSACTION_ID, TP, EPOCHS)
-SETTLE = SettleOffsetsHolder((1 << 41) + 3, TRANSACTION_ID, "billing-é", TP)
+SETTLE = SettleOffsetsHolder((1 << 41) + 3, TRANSACTION_ID, "billing-é", TP, True)
 
 
 def _commit(attempts: tuple[str, ...] | None, entry_count: int = 42) -> ApplyCommit:

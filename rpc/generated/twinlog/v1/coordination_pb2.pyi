@@ -90,16 +90,18 @@ class ApplyAbortResponse(_message.Message):
     def __init__(self) -> None: ...
 
 class SettleOffsetsHolderRequest(_message.Message):
-    __slots__ = ("holder_id", "newcomer_id", "group_id", "topic_partition")
+    __slots__ = ("holder_id", "newcomer_id", "group_id", "topic_partition", "newcomer_is_member")
     HOLDER_ID_FIELD_NUMBER: _ClassVar[int]
     NEWCOMER_ID_FIELD_NUMBER: _ClassVar[int]
     GROUP_ID_FIELD_NUMBER: _ClassVar[int]
     TOPIC_PARTITION_FIELD_NUMBER: _ClassVar[int]
+    NEWCOMER_IS_MEMBER_FIELD_NUMBER: _ClassVar[int]
     holder_id: int
     newcomer_id: int
     group_id: str
     topic_partition: _common_pb2.TopicPartition
-    def __init__(self, holder_id: _Optional[int] = ..., newcomer_id: _Optional[int] = ..., group_id: _Optional[str] = ..., topic_partition: _Optional[_Union[_common_pb2.TopicPartition, _Mapping]] = ...) -> None: ...
+    newcomer_is_member: bool
+    def __init__(self, holder_id: _Optional[int] = ..., newcomer_id: _Optional[int] = ..., group_id: _Optional[str] = ..., topic_partition: _Optional[_Union[_common_pb2.TopicPartition, _Mapping]] = ..., newcomer_is_member: _Optional[bool] = ...) -> None: ...
 
 class SettleOffsetsHolderResponse(_message.Message):
     __slots__ = ()

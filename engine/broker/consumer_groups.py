@@ -1,0 +1,127 @@
+"""The broker's consumer groups: membership (``engine/groups``) joined to the offsets the
+broker keeps in ``__consumer_offsets``, for the group calls and the group tools.
+
+Every call runs at the group's coordinator (``coordinator_of``: the group's offsets
+partition on a single node; on a cluster the partition once this broker leads it, else
+NotCoordinatorError or CoordinatorLoadInProgressError, both retriable). A group's new epoch
+is appended to that partition (a plain append, ``acks=all`` on a cluster) before any
+member is told it: the epoch fence stays monotonic across coordinator moves.
+
+Thread rule: any thread may call (``GroupMembership`` and ``GroupOffsets`` lock).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterable, Mapping
+
+from twinlog.engine.base.errors import GroupIdNotFoundError
+from twinlog.engine.base.types import TopicPartition
+from twinlog.engine.broker.group_offset_fencing import GroupOffsetFence
+from twinlog.engine.broker.group_offsets import (
+    GroupOffsets,
+    build_deletion_batch,
+    build_epoch_batch,
+)
+from twinlog.engine.broker.partition import Partition
+from twinlog.engine.groups.group_calls import (
+    GroupDescription,
+    GroupHeartbeat,
+    GroupHeartbeatAnswer,
+    GroupListing,
+)
+from twinlog.engine.groups.group_membership import GroupMembership
+from twinlog.engine.records.batch_reader import validate_batch
+
+# Appends records to an offsets partition and folds them into the view.
+AppendGroupRecords = Callable[[Partition, bytes], None]
+
+
+class ConsumerGroups:
+    def __init__(
+        self,
+        group_offsets: GroupOffsets,
+        offset_fence: GroupOffsetFence,
+        coordinator_of: Callable[[str], Partition],
+        append: AppendGroupRecords,
+        topics: Callable[[], Mapping[str, int]],
+        heartbeat_interval_ms: int,
+    ) -> None:
+        self._offsets = group_offsets
+        self._fence = offset_fence
+        self._coordinator_of = coordinator_of
+        self._append = append
+        self.membership = GroupMembership(
+            topics, self._persist_epoch, group_offsets.group_epoch, heartbeat_interval_ms
+        )
+
+    def _persist_epoch(self, group_id: str, epoch: int) -> None:
+        self._append(self._coordinator_of(group_id), build_epoch_batch(group_id, epoch))
+
+    def heartbeat(self, call: GroupHeartbeat) -> GroupHeartbeatAnswer:
+        self._coordinator_of(call.group_id)
+        return self.membership.heartbeat(call)
+
+    def validate_commit(
+        self,
+        group_id: str,
+        member_id: str,
+        member_epoch: int,
+        partitions: Iterable[TopicPartition],
+        instance_id: str | None = None,
+    ) -> None:
+        """Raise unless this commit may go on (a zombie's is refused: ``engine/groups``)."""
+        self.membership.validate_commit(group_id, member_id, member_epoch, partitions, instance_id)
+
+    def list_groups(self) -> list[GroupListing]:
+        """The groups this broker coordinates: with members, or with committed offsets."""
+        listings = {g.group_id: g for g in self.membership.listings()}
+        for group_id in self._offsets.group_ids():
+            listings.setdefault(group_id, GroupListing(group_id, "empty", 0))
+        return [listings[g] for g in sorted(listings)]
+
+    def describe_group(self, group_id: str) -> GroupDescription:
+        self._coordinator_of(group_id)
+        description = self.membership.describe(group_id)
+        committed = self._offsets.offsets_of(group_id)
+        if description is None:
+            if not committed and group_id not in self._offsets.group_ids():
+                raise GroupIdNotFoundError(
+                    f"no group {group_id!r}: it has no members and no committed offsets "
+                    "(twinlog groups list shows the groups there are)"
+                )
+            description = GroupDescription(group_id, "empty", self._offsets.group_epoch(group_id))
+        return dataclasses.replace(description, committed=tuple(sorted(committed.items())))
+
+    def delete_group(self, group_id: str) -> None:
+        """Delete an empty group: its committed offsets and its epoch (NonEmptyGroupError
+        while it has members; PendingTransactionError while a transaction holds offsets)."""
+        target = self._coordinator_of(group_id)
+        self.membership.require_empty(group_id, "deleting it")
+        committed = self._offsets.offsets_of(group_id)
+        known = bool(committed) or group_id in self._offsets.group_ids()
+        if not known and self.membership.describe(group_id) is None:
+            raise GroupIdNotFoundError(f"no group {group_id!r} to delete")
+        self._fence.check_plain_commit(group_id, committed)
+        self._append(target, build_deletion_batch(group_id, committed))
+        self.membership.forget(group_id)
+
+    def drop_partition(self, partition_index: int) -> None:
+        """Forget the membership of the groups of offsets partition ``partition_index``
+        (another broker coordinates them now, or this one loads them afresh)."""
+        self.membership.drop_groups(
+            lambda group_id: self._offsets.partition_for(group_id).partition == partition_index
+        )
+
+
+def append_group_records(
+    observe: Callable[[Partition, int, int], None],
+) -> AppendGroupRecords:
+    """``AppendGroupRecords`` over a partition's plain append (acks=all on a cluster
+    leader) and the broker's fold of what it appended (``observe``)."""
+
+    def append(partition: Partition, batch: bytes) -> None:
+        result = partition.append_plain(batch, validate_batch(batch))
+        observe(partition, result.base_offset, partition.log.log_end_offset)
+
+    return append
