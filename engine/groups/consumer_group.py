@@ -13,6 +13,11 @@ over, is unknown; one that lost the partition and got it back later carries an o
 epoch. Commits from outside the group (``NO_MEMBER_EPOCH``) are accepted only while the
 group has no members, as Kafka's "simple" consumers.
 
+A pattern subscription is matched by the consumer against the topics it sees (as Kafka's
+classic consumer does), which subscribes to the topics it matched: the coordinator never
+runs a member's regular expression (a catastrophic one would stall every group here; Kafka
+runs RE2/J for this reason), and keeps the pattern only to describe the member.
+
 Static members (``instance_id``): a join with an instance id already in the group takes
 over that member's assignment and epoch without a rebalance (the restart of a process),
 and fences the member it replaces (FencedInstanceIdError); a static member that leaves
@@ -27,7 +32,6 @@ Thread rule: the caller (``GroupMembership``) holds its lock around every method
 
 from __future__ import annotations
 
-import re
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -37,6 +41,7 @@ from twinlog.engine.base.errors import (
     FencedMemberEpochError,
     InvalidConfigError,
     NonEmptyGroupError,
+    NotEnoughResourcesError,
     StaleMemberEpochError,
     UnknownMemberIdError,
 )
@@ -55,6 +60,7 @@ from twinlog.engine.groups.group_calls import (
 from twinlog.engine.groups.member_assignment import MemberAssignment, MemberState, reconcile
 
 REPLACED_MEMBERS_MAX = 1_000  # member ids replaced by a static rejoin, remembered to say so
+MEMBERS_MAX = 1_000  # per group (Kafka's group.consumer.max.size): memory, and assignor time
 
 
 @dataclass
@@ -77,15 +83,6 @@ class Member:
 class Removal:
     member_id: str
     reason: str
-
-
-def compile_pattern(pattern: str) -> re.Pattern[str]:
-    try:
-        return re.compile(pattern)
-    except re.error as error:
-        raise InvalidConfigError(
-            f"subscription pattern {pattern!r} is not a valid regular expression: {error}"
-        ) from None
 
 
 class ConsumerGroup:
@@ -134,11 +131,10 @@ class ConsumerGroup:
         member.rebalance_timeout_ms = call.rebalance_timeout_ms
         member.session_deadline_s = now_s + call.session_timeout_ms / 1000
         member.client_id = call.client_id
-        subscription = (tuple(sorted(set(call.subscribed_topics))), call.subscribed_pattern)
-        if subscription != (member.subscribed_topics, member.subscribed_pattern):
-            if call.subscribed_pattern is not None:
-                compile_pattern(call.subscribed_pattern)
-            member.subscribed_topics, member.subscribed_pattern = subscription
+        member.subscribed_pattern = call.subscribed_pattern
+        subscription = tuple(sorted(set(call.subscribed_topics)))
+        if subscription != member.subscribed_topics:
+            member.subscribed_topics = subscription
             self._bump(topics)
         elif self._bump_owed or self._subscribed_counts(topics) != self._topics_seen:
             self._bump(topics)  # a subscribed topic was created, deleted or grown
@@ -176,6 +172,10 @@ class ConsumerGroup:
             existing.left_static = False
             existing.revoke_deadline_s = None
             return existing
+        if len(self.members) >= MEMBERS_MAX:
+            raise NotEnoughResourcesError(
+                f"group {self.group_id!r} has {MEMBERS_MAX} members, the most a group may have"
+            )
         member = Member(
             member_id,
             call.instance_id,
@@ -227,18 +227,11 @@ class ConsumerGroup:
 
     # --- the target and each member's step toward it --------------------------------------
 
-    def _subscribed(self, topics: Mapping[str, int]) -> dict[str, frozenset[str]]:
-        subscriptions = {}
-        for member in self.members.values():
-            chosen = set(member.subscribed_topics)
-            if member.subscribed_pattern is not None:
-                pattern = compile_pattern(member.subscribed_pattern)
-                chosen |= {t for t in topics if pattern.fullmatch(t)}
-            subscriptions[member.member_id] = frozenset(chosen)
-        return subscriptions
+    def _subscribed(self) -> dict[str, frozenset[str]]:
+        return {m.member_id: frozenset(m.subscribed_topics) for m in self.members.values()}
 
     def _subscribed_counts(self, topics: Mapping[str, int]) -> dict[str, int]:
-        wanted = set().union(*self._subscribed(topics).values()) if self.members else set()
+        wanted = {t for m in self.members.values() for t in m.subscribed_topics}
         return {t: topics[t] for t in sorted(wanted) if t in topics}
 
     def _bump(self, topics: Mapping[str, int]) -> None:
@@ -248,8 +241,7 @@ class ConsumerGroup:
         self._persist_epoch(self.group_id, epoch)  # raises, retriable: the next heartbeat bumps
         self.group_epoch = epoch
         self._bump_owed = False
-        subscriptions = self._subscribed(topics)
-        self.target = assign_uniform(subscriptions, topics, self.target)
+        self.target = assign_uniform(self._subscribed(), topics, self.target)
         self._topics_seen = self._subscribed_counts(topics)
 
     def _reconcile(self, member: Member, reported: frozenset[TopicPartition], now_s: float) -> None:

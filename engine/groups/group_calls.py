@@ -39,8 +39,9 @@ class GroupHeartbeat:
     group's members are few; a full heartbeat cannot be misread after a lost answer).
 
     ``member_id``: the consumer's own (a UUID it keeps until it closes); "" lets the
-    coordinator name one at a join. ``subscribed_pattern``: a Python regular expression
-    matched against whole topic names (``re.fullmatch``), instead of ``subscribed_topics``.
+    coordinator name one at a join. ``subscribed_topics``: the topics the member reads; for
+    a pattern subscription, the topics the consumer found matching ``subscribed_pattern``
+    (which the coordinator only shows: it never runs a member's regular expression).
     ``owned``: the partitions the member holds now (after its revocations).
     """
 

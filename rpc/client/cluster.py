@@ -80,6 +80,14 @@ from twinlog.engine.base.types import (
     TopicPartition,
     TransactionDescription,
 )
+from twinlog.engine.groups.group_calls import (
+    OUTSIDE_ANY_GROUP,
+    GroupDescription,
+    GroupHeartbeat,
+    GroupHeartbeatAnswer,
+    GroupListing,
+    GroupMemberRef,
+)
 from twinlog.engine.records.batch_format import NO_TRANSACTION_ID
 from twinlog.rpc.client.bootstrap import parse_bootstrap
 from twinlog.rpc.client.broker_pool import BrokerPool, NodeBroker, NodeOpener
@@ -449,6 +457,7 @@ class ClusterBroker:
         producer_generation: int,
         group_id: str,
         offsets: Mapping[TopicPartition, int],
+        member: GroupMemberRef = OUTSIDE_ANY_GROUP,
     ) -> None:
         """At the group's coordinator (it joins the offsets to the transaction at the
         transaction's coordinator itself); at the transaction's coordinator on a cluster
@@ -456,7 +465,7 @@ class ClusterBroker:
 
         def call(broker: NodeBroker) -> None:
             broker.send_offsets_to_transaction(
-                transaction_id, producer_id, producer_generation, group_id, offsets
+                transaction_id, producer_id, producer_generation, group_id, offsets, member
             )
 
         self._on_coordinator(
@@ -521,11 +530,16 @@ class ClusterBroker:
             topic, partition, lambda broker: broker.list_offset(topic, partition, spec)
         )
 
-    def commit_offsets(self, group_id: str, offsets: Mapping[TopicPartition, int]) -> None:
+    def commit_offsets(
+        self,
+        group_id: str,
+        offsets: Mapping[TopicPartition, int],
+        member: GroupMemberRef = OUTSIDE_ANY_GROUP,
+    ) -> None:
         self._on_coordinator(
             CoordinatorKeyType.GROUP,
             group_id,
-            lambda broker: broker.commit_offsets(group_id, offsets),
+            lambda broker: broker.commit_offsets(group_id, offsets, member),
         )
 
     def fetch_offsets(
@@ -536,6 +550,38 @@ class ClusterBroker:
             CoordinatorKeyType.GROUP,
             group_id,
             lambda broker: broker.fetch_offsets(group_id, chosen),
+        )
+
+    # --- consumer groups -----------------------------------------------------------------------
+
+    def group_heartbeat(self, call: GroupHeartbeat) -> GroupHeartbeatAnswer:
+        return self._on_coordinator(
+            CoordinatorKeyType.GROUP, call.group_id, lambda broker: broker.group_heartbeat(call)
+        )
+
+    def list_groups(self) -> list[GroupListing]:
+        """Every live broker's groups (each lists those it coordinates); while a group's
+        coordinator moves, the listing with members wins."""
+        snapshot = self.metadata.current()
+        if snapshot.metadata.standalone:
+            return self._on_home(lambda broker: broker.list_groups())
+        found: dict[str, GroupListing] = {}
+        for address in sorted(b.address for b in snapshot.metadata.brokers):
+            with deadline_at(self._deadline_s()):
+                for listing in self.pool.get(address).list_groups():
+                    known = found.get(listing.group_id)
+                    if known is None or listing.member_count > known.member_count:
+                        found[listing.group_id] = listing
+        return [found[g] for g in sorted(found)]
+
+    def describe_group(self, group_id: str) -> GroupDescription:
+        return self._on_coordinator(
+            CoordinatorKeyType.GROUP, group_id, lambda broker: broker.describe_group(group_id)
+        )
+
+    def delete_group(self, group_id: str) -> None:
+        self._on_coordinator(
+            CoordinatorKeyType.GROUP, group_id, lambda broker: broker.delete_group(group_id)
         )
 
     # --- admin ---------------------------------------------------------------------------------

@@ -33,6 +33,14 @@ from twinlog.engine.base.types import (
     TopicPartition,
     TransactionDescription,
 )
+from twinlog.engine.groups.group_calls import (
+    OUTSIDE_ANY_GROUP,
+    GroupDescription,
+    GroupHeartbeat,
+    GroupHeartbeatAnswer,
+    GroupListing,
+    GroupMemberRef,
+)
 from twinlog.engine.records.batch_format import NO_TRANSACTION_ID
 from twinlog.rpc.client.call_deadline import request_timeout_s
 from twinlog.rpc.client.connection_options import ConnectionOptions
@@ -66,6 +74,13 @@ from twinlog.rpc.wire.convert import (
     wire_transaction_id,
 )
 from twinlog.rpc.wire.errors import error_from_rpc_error
+from twinlog.rpc.wire.group_convert import (
+    answer_from_proto,
+    description_from_proto,
+    heartbeat_to_proto,
+    listing_from_proto,
+    member_to_proto,
+)
 from twinlog.rpc.wire.metadata import AUTHORIZATION_KEY
 
 Result = TypeVar("Result")
@@ -251,11 +266,13 @@ class RemoteBroker:
         producer_generation: int,
         group_id: str,
         offsets: Mapping[TopicPartition, int],
+        member: GroupMemberRef = OUTSIDE_ANY_GROUP,
     ) -> None:
         request = produce_pb2.SendOffsetsToTransactionRequest(
             transaction=self._ref(transaction_id, producer_id, producer_generation),
             group_id=group_id,
             offsets=offsets_to_proto(offsets),
+            member=member_to_proto(member),
         )
         self._call(self.producing.SendOffsetsToTransaction, request)
 
@@ -321,9 +338,14 @@ class RemoteBroker:
             )
         return int(self._call(self.consuming.ListOffset, request).offset)
 
-    def commit_offsets(self, group_id: str, offsets: Mapping[TopicPartition, int]) -> None:
+    def commit_offsets(
+        self,
+        group_id: str,
+        offsets: Mapping[TopicPartition, int],
+        member: GroupMemberRef = OUTSIDE_ANY_GROUP,
+    ) -> None:
         request = consume_pb2.CommitOffsetsRequest(
-            group_id=group_id, offsets=offsets_to_proto(offsets)
+            group_id=group_id, offsets=offsets_to_proto(offsets), member=member_to_proto(member)
         )
         self._call(self.consuming.CommitOffsets, request)
 
@@ -334,6 +356,24 @@ class RemoteBroker:
             group_id=group_id, partitions=topic_partitions_to_proto(partitions)
         )
         return offsets_from_proto(self._call(self.consuming.FetchOffsets, request).offsets)
+
+    # --- consumer groups -----------------------------------------------------------------
+
+    def group_heartbeat(self, call: GroupHeartbeat) -> GroupHeartbeatAnswer:
+        response = self._call(self.consuming.GroupHeartbeat, heartbeat_to_proto(call))
+        return answer_from_proto(response)
+
+    def list_groups(self) -> list[GroupListing]:
+        response = self._call(self.administration.ListGroups, admin_pb2.ListGroupsRequest())
+        return [listing_from_proto(item) for item in response.groups]
+
+    def describe_group(self, group_id: str) -> GroupDescription:
+        request = admin_pb2.DescribeGroupRequest(group_id=group_id)
+        return description_from_proto(self._call(self.administration.DescribeGroup, request))
+
+    def delete_group(self, group_id: str) -> None:
+        request = admin_pb2.DeleteGroupRequest(group_id=group_id)
+        self._call(self.administration.DeleteGroup, request)
 
     # --- admin ---------------------------------------------------------------------------
 

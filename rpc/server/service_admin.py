@@ -35,6 +35,7 @@ from twinlog.rpc.wire.cluster_convert import (
     metadata_to_proto,
 )
 from twinlog.rpc.wire.convert import producer_to_proto, topic_to_proto, transaction_to_proto
+from twinlog.rpc.wire.group_convert import description_to_proto, listing_to_proto
 
 
 class AdministrationService(admin_pb2_grpc.AdministrationServicer):
@@ -153,6 +154,40 @@ class AdministrationService(admin_pb2_grpc.AdministrationServicer):
         return admin_pb2.DescribeProducersResponse(
             producers=[producer_to_proto(item) for item in producers]
         )
+
+    @unary
+    def ListGroups(
+        self, request: admin_pb2.ListGroupsRequest, context: grpc.ServicerContext
+    ) -> admin_pb2.ListGroupsResponse:
+        # As Kafka's ListGroups: only the groups the principal may describe are shown.
+        principal = principal_of(self.guard, context)
+        listings = [
+            listing
+            for listing in self.broker.list_groups()
+            if self.guard.may_describe(principal, listing.group_id, Resource.GROUP)
+        ]
+        return admin_pb2.ListGroupsResponse(groups=[listing_to_proto(g) for g in listings])
+
+    @unary
+    def DescribeGroup(
+        self, request: admin_pb2.DescribeGroupRequest, context: grpc.ServicerContext
+    ) -> admin_pb2.GroupDescription:
+        principal = principal_of(self.guard, context)
+        if not self.guard.may_describe(principal, request.group_id, Resource.GROUP):
+            self.guard.require(principal, Operation.DESCRIBE, (request.group_id,), Resource.GROUP)
+        return description_to_proto(self.broker.describe_group(request.group_id))
+
+    @unary
+    def DeleteGroup(
+        self, request: admin_pb2.DeleteGroupRequest, context: grpc.ServicerContext
+    ) -> admin_pb2.DeleteGroupResponse:
+        principal = principal_of(self.guard, context)
+        self.guard.require(principal, Operation.DELETE, (request.group_id,), Resource.GROUP)
+        with audited(
+            "group.delete", principal=principal.name, peer=context.peer(), group=request.group_id
+        ):
+            self.broker.delete_group(request.group_id)
+        return admin_pb2.DeleteGroupResponse()
 
     @unary
     def Metadata(

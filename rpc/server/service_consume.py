@@ -36,6 +36,11 @@ from twinlog.rpc.wire.convert import (
     offsets_to_proto,
     topic_partitions_from_proto,
 )
+from twinlog.rpc.wire.group_convert import (
+    answer_to_proto,
+    heartbeat_from_proto,
+    member_from_proto,
+)
 
 FETCH_MAX_BYTES_DEFAULT = 1 << 20
 
@@ -155,7 +160,8 @@ class ConsumingService(consume_pb2_grpc.ConsumingServicer):
         offsets = offsets_from_proto(request.offsets)
         self.guard.require(principal, Operation.READ, (request.group_id,), Resource.GROUP)
         self.guard.require(principal, Operation.READ, sorted({tp.topic for tp in offsets}))
-        self.broker.commit_offsets(request.group_id, offsets)
+        member = member_from_proto(request.member if request.HasField("member") else None)
+        self.broker.commit_offsets(request.group_id, offsets, member)
         return consume_pb2.CommitOffsetsResponse()
 
     @unary
@@ -168,3 +174,14 @@ class ConsumingService(consume_pb2_grpc.ConsumingServicer):
         self.guard.require(principal, Operation.READ, sorted({tp.topic for tp in partitions}))
         offsets = self.broker.fetch_offsets(request.group_id, partitions)
         return consume_pb2.FetchOffsetsResponse(offsets=offsets_to_proto(offsets))
+
+    @unary
+    def GroupHeartbeat(
+        self, request: consume_pb2.GroupHeartbeatRequest, context: grpc.ServicerContext
+    ) -> consume_pb2.GroupHeartbeatResponse:
+        # As Kafka's ConsumerGroupHeartbeat: READ on the group. Topics are not checked here:
+        # the assignment only names partitions; reading them needs READ on their topics.
+        principal = principal_of(self.guard, context)
+        self.guard.require(principal, Operation.READ, (request.group_id,), Resource.GROUP)
+        answer = self.broker.group_heartbeat(heartbeat_from_proto(request))
+        return answer_to_proto(answer)

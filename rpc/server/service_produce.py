@@ -32,6 +32,7 @@ from twinlog.rpc.wire.convert import (
     transaction_id_of_wire,
 )
 from twinlog.rpc.wire.errors import describe
+from twinlog.rpc.wire.group_convert import member_from_proto
 
 log = logging.getLogger(__name__)
 
@@ -210,7 +211,12 @@ class ProducingService(produce_pb2_grpc.ProducingServicer):
         # holds these offsets: only a principal that may read the group may get that far.
         self.guard.require(principal, Operation.READ, (request.group_id,), Resource.GROUP)
         self.broker.send_offsets_to_transaction(
-            ref.transaction_id, ref.producer_id, ref.producer_generation, request.group_id, offsets
+            ref.transaction_id,
+            ref.producer_id,
+            ref.producer_generation,
+            request.group_id,
+            offsets,
+            member_from_proto(request.member if request.HasField("member") else None),
         )
         return produce_pb2.Empty()
 

@@ -27,6 +27,14 @@ from twinlog.engine.base.types import (
     TopicPartition,
     TransactionDescription,
 )
+from twinlog.engine.groups.group_calls import (
+    OUTSIDE_ANY_GROUP,
+    GroupDescription,
+    GroupHeartbeat,
+    GroupHeartbeatAnswer,
+    GroupListing,
+    GroupMemberRef,
+)
 from twinlog.engine.records.batch_format import NO_TRANSACTION_ID
 
 
@@ -82,6 +90,7 @@ class BrokerApi(Protocol):
         producer_generation: int,
         group_id: str,
         offsets: Mapping[TopicPartition, int],
+        member: GroupMemberRef = OUTSIDE_ANY_GROUP,
     ) -> None: ...
 
     def commit_transaction(
@@ -112,11 +121,25 @@ class BrokerApi(Protocol):
 
     def list_offset(self, topic: str, partition: int, spec: str | int) -> int: ...
 
-    def commit_offsets(self, group_id: str, offsets: Mapping[TopicPartition, int]) -> None: ...
+    def commit_offsets(
+        self,
+        group_id: str,
+        offsets: Mapping[TopicPartition, int],
+        member: GroupMemberRef = OUTSIDE_ANY_GROUP,
+    ) -> None: ...
 
     def fetch_offsets(
         self, group_id: str, partitions: Iterable[TopicPartition]
     ) -> dict[TopicPartition, int]: ...
+
+    # consumer groups
+    def group_heartbeat(self, call: GroupHeartbeat) -> GroupHeartbeatAnswer: ...
+
+    def list_groups(self) -> list[GroupListing]: ...
+
+    def describe_group(self, group_id: str) -> GroupDescription: ...
+
+    def delete_group(self, group_id: str) -> None: ...
 
     # admin
     def list_transactions(self) -> list[TransactionDescription]: ...

@@ -13,6 +13,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from twinlog.engine.base.errors import (
+    GroupIdNotFoundError,
+    InvalidConfigError,
     InvalidTxnStateError,
     OffsetOutOfRangeError,
     OutOfOrderSequenceError,
@@ -226,6 +228,7 @@ class FakeBroker:
         producer_generation: int,
         group_id: str,
         offsets: Mapping[TopicPartition, int],
+        member: object = None,
     ) -> None:
         with self._lock:
             txn = self._txn(transaction_id, producer_id, producer_generation)
@@ -292,7 +295,22 @@ class FakeBroker:
             tp = self._tp(topic, partition)
             return 0 if spec == "earliest" else self.ends[tp]
 
-    def commit_offsets(self, group_id: str, offsets: Mapping[TopicPartition, int]) -> None:
+    # consumer groups: this fake has no members (tests of groups use the real broker)
+    def group_heartbeat(self, call: object) -> object:
+        raise InvalidConfigError("the fake broker has no group membership")
+
+    def list_groups(self) -> list[object]:
+        return []
+
+    def describe_group(self, group_id: str) -> object:
+        raise GroupIdNotFoundError(f"no group {group_id!r}")
+
+    def delete_group(self, group_id: str) -> None:
+        raise GroupIdNotFoundError(f"no group {group_id!r}")
+
+    def commit_offsets(
+        self, group_id: str, offsets: Mapping[TopicPartition, int], member: object = None
+    ) -> None:
         with self._lock:
             for tp, offset in offsets.items():
                 self.group_offsets[(group_id, TopicPartition(*tp))] = offset

@@ -11,7 +11,6 @@ from twinlog.engine.base.errors import (
     DiskFullError,
     FencedInstanceIdError,
     FencedMemberEpochError,
-    InvalidConfigError,
     NonEmptyGroupError,
     StaleMemberEpochError,
     UnknownMemberIdError,
@@ -64,15 +63,14 @@ class Harness:
         *,
         epoch: int | None = None,
         instance_id: str | None = None,
-        pattern: str | None = None,
     ) -> GroupHeartbeatAnswer:
         answer = self.membership.heartbeat(
             GroupHeartbeat(
                 "g",
                 member_id,
                 self.epoch.get(member_id, 0) if epoch is None else epoch,
-                () if pattern else topics,
-                pattern,
+                topics,
+                None,
                 self.owned.get(member_id, ()),
                 instance_id,
                 session_timeout_ms=10_000,
@@ -83,10 +81,10 @@ class Harness:
         self.epoch[answer.member_id] = answer.member_epoch
         return answer
 
-    def settle(self, *members: str, rounds: int = 10, pattern: str | None = None) -> None:
+    def settle(self, *members: str, rounds: int = 10) -> None:
         for _ in range(rounds):
             for member in members:
-                self.beat(member, pattern=pattern)
+                self.beat(member)
         assert self.membership.describe("g").state == "stable"  # type: ignore[union-attr]
 
     def all_owned(self) -> list[TopicPartition]:
@@ -244,15 +242,16 @@ def test_a_commit_from_outside_the_group_is_refused_while_it_has_members() -> No
         group.membership.validate_commit("other-group", "a", 8, [orders0])
 
 
-def test_a_pattern_follows_topics_as_they_come() -> None:
+def test_a_topic_created_or_grown_after_the_join_is_assigned() -> None:
     group = Harness()
-    answer = group.beat("a", pattern="aud.*|orders")
-    assert {p.topic for p in answer.assigned} == {"audit", "orders"}  # fullmatch: not "other"
-    group.topics["audit-eu"] = 1
-    group.settle("a", pattern="aud.*|orders")
-    assert TopicPartition("audit-eu", 0) in group.owned["a"]
-    with pytest.raises(InvalidConfigError, match="regular expression"):
-        group.beat("b", pattern="(")
+    group.beat("a", ("orders", "later"))
+    group.settle("a")
+    group.topics["later"] = 2
+    group.topics["orders"] = 7
+    for _ in range(3):
+        group.beat("a", ("orders", "later"))
+    assert TopicPartition("later", 1) in group.owned["a"]
+    assert TopicPartition("orders", 6) in group.owned["a"]
 
 
 def test_an_epoch_that_cannot_be_made_durable_changes_nothing_the_member_sees() -> None:

@@ -340,13 +340,16 @@ class FakeNode:
         producer_generation: int,
         group_id: str,
         offsets: object,
+        member: object = None,
     ) -> None:
         if self.cluster.group_coordinators is None:  # older: at the transaction's coordinator
             self._coordinator_call("send_offsets_to_transaction", producer_id)
         else:
             self._group_call("send_offsets_to_transaction", group_id)
 
-    def commit_offsets(self, group_id: str, offsets: Mapping[TopicPartition, int]) -> None:
+    def commit_offsets(
+        self, group_id: str, offsets: Mapping[TopicPartition, int], member: object = None
+    ) -> None:
         self._group_call("commit_offsets", group_id)
         with self.cluster.lock:
             for topic_partition, offset in offsets.items():

@@ -136,8 +136,10 @@ READ_ONLY = {
     ("Administration", "DescribeProducers"),
     ("Administration", "Metadata"),
     ("Administration", "FindCoordinator"),
+    ("Administration", "ListGroups"),
+    ("Administration", "DescribeGroup"),
 }
-assert len(METHODS) == 21 and STREAMING | READ_ONLY <= METHODS.keys()
+assert len(METHODS) == 25 and STREAMING | READ_ONLY <= METHODS.keys()
 
 
 # --- the seeded state --------------------------------------------------------------------

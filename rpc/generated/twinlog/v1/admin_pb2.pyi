@@ -245,3 +245,77 @@ class FindCoordinatorResponse(_message.Message):
     coordinator_partition: int
     coordinator: BrokerEndpoint
     def __init__(self, coordinator_partition: _Optional[int] = ..., coordinator: _Optional[_Union[BrokerEndpoint, _Mapping]] = ...) -> None: ...
+
+class ListGroupsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class GroupListing(_message.Message):
+    __slots__ = ("group_id", "state", "member_count")
+    GROUP_ID_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_COUNT_FIELD_NUMBER: _ClassVar[int]
+    group_id: str
+    state: str
+    member_count: int
+    def __init__(self, group_id: _Optional[str] = ..., state: _Optional[str] = ..., member_count: _Optional[int] = ...) -> None: ...
+
+class ListGroupsResponse(_message.Message):
+    __slots__ = ("groups",)
+    GROUPS_FIELD_NUMBER: _ClassVar[int]
+    groups: _containers.RepeatedCompositeFieldContainer[GroupListing]
+    def __init__(self, groups: _Optional[_Iterable[_Union[GroupListing, _Mapping]]] = ...) -> None: ...
+
+class DescribeGroupRequest(_message.Message):
+    __slots__ = ("group_id",)
+    GROUP_ID_FIELD_NUMBER: _ClassVar[int]
+    group_id: str
+    def __init__(self, group_id: _Optional[str] = ...) -> None: ...
+
+class GroupMemberDescription(_message.Message):
+    __slots__ = ("member_id", "instance_id", "client_id", "member_epoch", "state", "subscribed_topics", "subscribed_pattern", "assigned", "revoking", "target")
+    MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
+    INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    SUBSCRIBED_TOPICS_FIELD_NUMBER: _ClassVar[int]
+    SUBSCRIBED_PATTERN_FIELD_NUMBER: _ClassVar[int]
+    ASSIGNED_FIELD_NUMBER: _ClassVar[int]
+    REVOKING_FIELD_NUMBER: _ClassVar[int]
+    TARGET_FIELD_NUMBER: _ClassVar[int]
+    member_id: str
+    instance_id: str
+    client_id: str
+    member_epoch: int
+    state: str
+    subscribed_topics: _containers.RepeatedScalarFieldContainer[str]
+    subscribed_pattern: str
+    assigned: _containers.RepeatedCompositeFieldContainer[_common_pb2.TopicPartition]
+    revoking: _containers.RepeatedCompositeFieldContainer[_common_pb2.TopicPartition]
+    target: _containers.RepeatedCompositeFieldContainer[_common_pb2.TopicPartition]
+    def __init__(self, member_id: _Optional[str] = ..., instance_id: _Optional[str] = ..., client_id: _Optional[str] = ..., member_epoch: _Optional[int] = ..., state: _Optional[str] = ..., subscribed_topics: _Optional[_Iterable[str]] = ..., subscribed_pattern: _Optional[str] = ..., assigned: _Optional[_Iterable[_Union[_common_pb2.TopicPartition, _Mapping]]] = ..., revoking: _Optional[_Iterable[_Union[_common_pb2.TopicPartition, _Mapping]]] = ..., target: _Optional[_Iterable[_Union[_common_pb2.TopicPartition, _Mapping]]] = ...) -> None: ...
+
+class GroupDescription(_message.Message):
+    __slots__ = ("group_id", "state", "group_epoch", "members", "committed")
+    GROUP_ID_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    GROUP_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    MEMBERS_FIELD_NUMBER: _ClassVar[int]
+    COMMITTED_FIELD_NUMBER: _ClassVar[int]
+    group_id: str
+    state: str
+    group_epoch: int
+    members: _containers.RepeatedCompositeFieldContainer[GroupMemberDescription]
+    committed: _containers.RepeatedCompositeFieldContainer[_common_pb2.PartitionOffset]
+    def __init__(self, group_id: _Optional[str] = ..., state: _Optional[str] = ..., group_epoch: _Optional[int] = ..., members: _Optional[_Iterable[_Union[GroupMemberDescription, _Mapping]]] = ..., committed: _Optional[_Iterable[_Union[_common_pb2.PartitionOffset, _Mapping]]] = ...) -> None: ...
+
+class DeleteGroupRequest(_message.Message):
+    __slots__ = ("group_id",)
+    GROUP_ID_FIELD_NUMBER: _ClassVar[int]
+    group_id: str
+    def __init__(self, group_id: _Optional[str] = ...) -> None: ...
+
+class DeleteGroupResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...

@@ -79,6 +79,21 @@ class AdministrationStub:
                 request_serializer=twinlog_dot_v1_dot_admin__pb2.FindCoordinatorRequest.SerializeToString,
                 response_deserializer=twinlog_dot_v1_dot_admin__pb2.FindCoordinatorResponse.FromString,
                 _registered_method=True)
+        self.ListGroups = channel.unary_unary(
+                '/twinlog.v1.Administration/ListGroups',
+                request_serializer=twinlog_dot_v1_dot_admin__pb2.ListGroupsRequest.SerializeToString,
+                response_deserializer=twinlog_dot_v1_dot_admin__pb2.ListGroupsResponse.FromString,
+                _registered_method=True)
+        self.DescribeGroup = channel.unary_unary(
+                '/twinlog.v1.Administration/DescribeGroup',
+                request_serializer=twinlog_dot_v1_dot_admin__pb2.DescribeGroupRequest.SerializeToString,
+                response_deserializer=twinlog_dot_v1_dot_admin__pb2.GroupDescription.FromString,
+                _registered_method=True)
+        self.DeleteGroup = channel.unary_unary(
+                '/twinlog.v1.Administration/DeleteGroup',
+                request_serializer=twinlog_dot_v1_dot_admin__pb2.DeleteGroupRequest.SerializeToString,
+                response_deserializer=twinlog_dot_v1_dot_admin__pb2.DeleteGroupResponse.FromString,
+                _registered_method=True)
 
 
 class AdministrationServicer:
@@ -149,6 +164,27 @@ class AdministrationServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListGroups(self, request, context):
+        """Consumer groups (kafka-consumer-groups.sh's calls). ListGroups answers the groups this
+        broker coordinates (a cluster client asks every broker); DescribeGroup and DeleteGroup
+        go to the group's coordinator. DeleteGroup: NonEmptyGroupError while it has members.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DescribeGroup(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteGroup(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdministrationServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -196,6 +232,21 @@ def add_AdministrationServicer_to_server(servicer, server):
                     servicer.FindCoordinator,
                     request_deserializer=twinlog_dot_v1_dot_admin__pb2.FindCoordinatorRequest.FromString,
                     response_serializer=twinlog_dot_v1_dot_admin__pb2.FindCoordinatorResponse.SerializeToString,
+            ),
+            'ListGroups': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListGroups,
+                    request_deserializer=twinlog_dot_v1_dot_admin__pb2.ListGroupsRequest.FromString,
+                    response_serializer=twinlog_dot_v1_dot_admin__pb2.ListGroupsResponse.SerializeToString,
+            ),
+            'DescribeGroup': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeGroup,
+                    request_deserializer=twinlog_dot_v1_dot_admin__pb2.DescribeGroupRequest.FromString,
+                    response_serializer=twinlog_dot_v1_dot_admin__pb2.GroupDescription.SerializeToString,
+            ),
+            'DeleteGroup': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteGroup,
+                    request_deserializer=twinlog_dot_v1_dot_admin__pb2.DeleteGroupRequest.FromString,
+                    response_serializer=twinlog_dot_v1_dot_admin__pb2.DeleteGroupResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -441,6 +492,87 @@ class Administration:
             '/twinlog.v1.Administration/FindCoordinator',
             twinlog_dot_v1_dot_admin__pb2.FindCoordinatorRequest.SerializeToString,
             twinlog_dot_v1_dot_admin__pb2.FindCoordinatorResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListGroups(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/twinlog.v1.Administration/ListGroups',
+            twinlog_dot_v1_dot_admin__pb2.ListGroupsRequest.SerializeToString,
+            twinlog_dot_v1_dot_admin__pb2.ListGroupsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribeGroup(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/twinlog.v1.Administration/DescribeGroup',
+            twinlog_dot_v1_dot_admin__pb2.DescribeGroupRequest.SerializeToString,
+            twinlog_dot_v1_dot_admin__pb2.GroupDescription.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteGroup(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/twinlog.v1.Administration/DeleteGroup',
+            twinlog_dot_v1_dot_admin__pb2.DeleteGroupRequest.SerializeToString,
+            twinlog_dot_v1_dot_admin__pb2.DeleteGroupResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17twinlog/v1/common.proto\x12\ntwinlog.v1\"2\n\x0eTopicPartition\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\"C\n\x0fPartitionOffset\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x0e\n\x06offset\x18\x03 \x01(\x03\"\xab\x01\n\x05\x45rror\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\x11\n\tretriable\x18\x03 \x01(\x08\x12\x13\n\x0bstatus_code\x18\x04 \x01(\x05\x12\x17\n\x0f\x61ttributes_json\x18\x05 \x01(\t\x12\x16\n\tabortable\x18\x06 \x01(\x08H\x00\x88\x01\x01\x12\x12\n\x05\x66\x61tal\x18\x07 \x01(\x08H\x01\x88\x01\x01\x42\x0c\n\n_abortableB\x08\n\x06_fatalb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17twinlog/v1/common.proto\x12\ntwinlog.v1\"2\n\x0eTopicPartition\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\"C\n\x0fPartitionOffset\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x0e\n\x06offset\x18\x03 \x01(\x03\"`\n\x0bGroupMember\x12\x11\n\tmember_id\x18\x01 \x01(\t\x12\x14\n\x0cmember_epoch\x18\x02 \x01(\x05\x12\x18\n\x0binstance_id\x18\x03 \x01(\tH\x00\x88\x01\x01\x42\x0e\n\x0c_instance_id\"\xab\x01\n\x05\x45rror\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\x11\n\tretriable\x18\x03 \x01(\x08\x12\x13\n\x0bstatus_code\x18\x04 \x01(\x05\x12\x17\n\x0f\x61ttributes_json\x18\x05 \x01(\t\x12\x16\n\tabortable\x18\x06 \x01(\x08H\x00\x88\x01\x01\x12\x12\n\x05\x66\x61tal\x18\x07 \x01(\x08H\x01\x88\x01\x01\x42\x0c\n\n_abortableB\x08\n\x06_fatalb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -35,6 +35,8 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_TOPICPARTITION']._serialized_end=89
   _globals['_PARTITIONOFFSET']._serialized_start=91
   _globals['_PARTITIONOFFSET']._serialized_end=158
-  _globals['_ERROR']._serialized_start=161
-  _globals['_ERROR']._serialized_end=332
+  _globals['_GROUPMEMBER']._serialized_start=160
+  _globals['_GROUPMEMBER']._serialized_end=256
+  _globals['_ERROR']._serialized_start=259
+  _globals['_ERROR']._serialized_end=430
 # @@protoc_insertion_point(module_scope)

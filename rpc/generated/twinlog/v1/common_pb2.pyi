@@ -22,6 +22,16 @@ class PartitionOffset(_message.Message):
     offset: int
     def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., offset: _Optional[int] = ...) -> None: ...
 
+class GroupMember(_message.Message):
+    __slots__ = ("member_id", "member_epoch", "instance_id")
+    MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
+    member_id: str
+    member_epoch: int
+    instance_id: str
+    def __init__(self, member_id: _Optional[str] = ..., member_epoch: _Optional[int] = ..., instance_id: _Optional[str] = ...) -> None: ...
+
 class Error(_message.Message):
     __slots__ = ("name", "message", "retriable", "status_code", "attributes_json", "abortable", "fatal")
     NAME_FIELD_NUMBER: _ClassVar[int]

@@ -61,12 +61,14 @@ class ListOffsetResponse(_message.Message):
     def __init__(self, offset: _Optional[int] = ...) -> None: ...
 
 class CommitOffsetsRequest(_message.Message):
-    __slots__ = ("group_id", "offsets")
+    __slots__ = ("group_id", "offsets", "member")
     GROUP_ID_FIELD_NUMBER: _ClassVar[int]
     OFFSETS_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_FIELD_NUMBER: _ClassVar[int]
     group_id: str
     offsets: _containers.RepeatedCompositeFieldContainer[_common_pb2.PartitionOffset]
-    def __init__(self, group_id: _Optional[str] = ..., offsets: _Optional[_Iterable[_Union[_common_pb2.PartitionOffset, _Mapping]]] = ...) -> None: ...
+    member: _common_pb2.GroupMember
+    def __init__(self, group_id: _Optional[str] = ..., offsets: _Optional[_Iterable[_Union[_common_pb2.PartitionOffset, _Mapping]]] = ..., member: _Optional[_Union[_common_pb2.GroupMember, _Mapping]] = ...) -> None: ...
 
 class CommitOffsetsResponse(_message.Message):
     __slots__ = ()
@@ -85,3 +87,39 @@ class FetchOffsetsResponse(_message.Message):
     OFFSETS_FIELD_NUMBER: _ClassVar[int]
     offsets: _containers.RepeatedCompositeFieldContainer[_common_pb2.PartitionOffset]
     def __init__(self, offsets: _Optional[_Iterable[_Union[_common_pb2.PartitionOffset, _Mapping]]] = ...) -> None: ...
+
+class GroupHeartbeatRequest(_message.Message):
+    __slots__ = ("group_id", "member_id", "member_epoch", "subscribed_topics", "subscribed_pattern", "owned", "instance_id", "client_id", "session_timeout_ms", "rebalance_timeout_ms")
+    GROUP_ID_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    SUBSCRIBED_TOPICS_FIELD_NUMBER: _ClassVar[int]
+    SUBSCRIBED_PATTERN_FIELD_NUMBER: _ClassVar[int]
+    OWNED_FIELD_NUMBER: _ClassVar[int]
+    INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    REBALANCE_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    group_id: str
+    member_id: str
+    member_epoch: int
+    subscribed_topics: _containers.RepeatedScalarFieldContainer[str]
+    subscribed_pattern: str
+    owned: _containers.RepeatedCompositeFieldContainer[_common_pb2.TopicPartition]
+    instance_id: str
+    client_id: str
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    def __init__(self, group_id: _Optional[str] = ..., member_id: _Optional[str] = ..., member_epoch: _Optional[int] = ..., subscribed_topics: _Optional[_Iterable[str]] = ..., subscribed_pattern: _Optional[str] = ..., owned: _Optional[_Iterable[_Union[_common_pb2.TopicPartition, _Mapping]]] = ..., instance_id: _Optional[str] = ..., client_id: _Optional[str] = ..., session_timeout_ms: _Optional[int] = ..., rebalance_timeout_ms: _Optional[int] = ...) -> None: ...
+
+class GroupHeartbeatResponse(_message.Message):
+    __slots__ = ("member_id", "member_epoch", "heartbeat_interval_ms", "assigned")
+    MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_INTERVAL_MS_FIELD_NUMBER: _ClassVar[int]
+    ASSIGNED_FIELD_NUMBER: _ClassVar[int]
+    member_id: str
+    member_epoch: int
+    heartbeat_interval_ms: int
+    assigned: _containers.RepeatedCompositeFieldContainer[_common_pb2.TopicPartition]
+    def __init__(self, member_id: _Optional[str] = ..., member_epoch: _Optional[int] = ..., heartbeat_interval_ms: _Optional[int] = ..., assigned: _Optional[_Iterable[_Union[_common_pb2.TopicPartition, _Mapping]]] = ...) -> None: ...

@@ -54,6 +54,11 @@ class ConsumingStub:
                 request_serializer=twinlog_dot_v1_dot_consume__pb2.FetchOffsetsRequest.SerializeToString,
                 response_deserializer=twinlog_dot_v1_dot_consume__pb2.FetchOffsetsResponse.FromString,
                 _registered_method=True)
+        self.GroupHeartbeat = channel.unary_unary(
+                '/twinlog.v1.Consuming/GroupHeartbeat',
+                request_serializer=twinlog_dot_v1_dot_consume__pb2.GroupHeartbeatRequest.SerializeToString,
+                response_deserializer=twinlog_dot_v1_dot_consume__pb2.GroupHeartbeatResponse.FromString,
+                _registered_method=True)
 
 
 class ConsumingServicer:
@@ -86,6 +91,15 @@ class ConsumingServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GroupHeartbeat(self, request, context):
+        """A group member's heartbeat at the group's coordinator: join (member_epoch 0), leave
+        (-1; -2 for a static member's restart), or stay, saying what it owns; the answer is
+        what it may own now (KIP-848's ConsumerGroupHeartbeat; docs/clients.md).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ConsumingServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -108,6 +122,11 @@ def add_ConsumingServicer_to_server(servicer, server):
                     servicer.FetchOffsets,
                     request_deserializer=twinlog_dot_v1_dot_consume__pb2.FetchOffsetsRequest.FromString,
                     response_serializer=twinlog_dot_v1_dot_consume__pb2.FetchOffsetsResponse.SerializeToString,
+            ),
+            'GroupHeartbeat': grpc.unary_unary_rpc_method_handler(
+                    servicer.GroupHeartbeat,
+                    request_deserializer=twinlog_dot_v1_dot_consume__pb2.GroupHeartbeatRequest.FromString,
+                    response_serializer=twinlog_dot_v1_dot_consume__pb2.GroupHeartbeatResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -218,6 +237,33 @@ class Consuming:
             '/twinlog.v1.Consuming/FetchOffsets',
             twinlog_dot_v1_dot_consume__pb2.FetchOffsetsRequest.SerializeToString,
             twinlog_dot_v1_dot_consume__pb2.FetchOffsetsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GroupHeartbeat(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/twinlog.v1.Consuming/GroupHeartbeat',
+            twinlog_dot_v1_dot_consume__pb2.GroupHeartbeatRequest.SerializeToString,
+            twinlog_dot_v1_dot_consume__pb2.GroupHeartbeatResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -90,14 +90,16 @@ class AddPartitionsToTransactionRequest(_message.Message):
     def __init__(self, transaction: _Optional[_Union[TransactionRef, _Mapping]] = ..., partitions: _Optional[_Iterable[_Union[_common_pb2.TopicPartition, _Mapping]]] = ...) -> None: ...
 
 class SendOffsetsToTransactionRequest(_message.Message):
-    __slots__ = ("transaction", "group_id", "offsets")
+    __slots__ = ("transaction", "group_id", "offsets", "member")
     TRANSACTION_FIELD_NUMBER: _ClassVar[int]
     GROUP_ID_FIELD_NUMBER: _ClassVar[int]
     OFFSETS_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_FIELD_NUMBER: _ClassVar[int]
     transaction: TransactionRef
     group_id: str
     offsets: _containers.RepeatedCompositeFieldContainer[_common_pb2.PartitionOffset]
-    def __init__(self, transaction: _Optional[_Union[TransactionRef, _Mapping]] = ..., group_id: _Optional[str] = ..., offsets: _Optional[_Iterable[_Union[_common_pb2.PartitionOffset, _Mapping]]] = ...) -> None: ...
+    member: _common_pb2.GroupMember
+    def __init__(self, transaction: _Optional[_Union[TransactionRef, _Mapping]] = ..., group_id: _Optional[str] = ..., offsets: _Optional[_Iterable[_Union[_common_pb2.PartitionOffset, _Mapping]]] = ..., member: _Optional[_Union[_common_pb2.GroupMember, _Mapping]] = ...) -> None: ...
 
 class EndTransactionRequest(_message.Message):
     __slots__ = ("transaction", "wait_for_applied", "select_attempts", "attempts")
