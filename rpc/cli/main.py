@@ -76,6 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
     from twinlog.rpc.cli import cluster as cli_cluster
     from twinlog.rpc.cli import consume as cli_consume
     from twinlog.rpc.cli import dump as cli_dump
+    from twinlog.rpc.cli import groups as cli_groups
     from twinlog.rpc.cli import produce as cli_produce
     from twinlog.rpc.cli import serve as cli_serve
     from twinlog.rpc.cli import topics as cli_topics
@@ -96,6 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_produce.register(subparsers)
     cli_consume.register(subparsers)
     cli_txn.register(subparsers)
+    cli_groups.register(subparsers)
     cli_dump.register(subparsers)
     cli_zookeeper.register(subparsers)
     cli_cluster.register(subparsers)

@@ -1,13 +1,16 @@
-"""``Admin``: topics, transactions and producers.
+"""``Admin``: topics, transactions, producers and consumer groups.
 
     with Admin("127.0.0.1:7070") as admin:
         admin.create_topic("orders", partitions=4)
         for txn in admin.list_transactions():
             print(txn.transaction_id, txn.state.value)
+        admin.reset_group_offsets("billing", "orders", ResetTo.earliest(), dry_run=True)
 
-Reads and idempotent calls are retried on retriable errors; create and delete are
-not (a retry after a lost answer would report TopicExistsError or an unknown topic).
-Every call waits at most ``default_api_timeout_ms``, then raises RequestTimedOutError.
+Reads and idempotent calls are retried on retriable errors; creating and deleting a
+topic are not (a retry after a lost answer would report TopicExistsError or an unknown
+topic); deleting a group is, and a retry that finds the group gone after a lost answer
+counts as done. Every call waits at most ``default_api_timeout_ms`` in all, then raises
+RequestTimedOutError.
 
 Thread rule: any thread.
 """
@@ -15,13 +18,35 @@ Thread rule: any thread.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from contextlib import AbstractContextManager
+from functools import partial
 from typing import Any
 
-from twinlog.engine.base.types import ProducerDescription, TopicDescription, TransactionDescription
-from twinlog.rpc.client.call_deadline import deadline_at
+from twinlog.engine.base.errors import (
+    GroupIdNotFoundError,
+    InvalidConfigError,
+    NonEmptyGroupError,
+    UnknownTopicOrPartitionError,
+)
+from twinlog.engine.base.types import (
+    ProducerDescription,
+    TopicDescription,
+    TopicPartition,
+    TransactionDescription,
+)
+from twinlog.engine.groups.group_calls import GroupDescription, GroupListing
+from twinlog.rpc.client.call_deadline import NO_ANSWER_ERRORS, deadline_at
 from twinlog.rpc.client.connection import ConnectionOptions, Target, connect
+from twinlog.rpc.client.group_offsets import (
+    OffsetReset,
+    PartitionLag,
+    ResetTo,
+    committed_or_none,
+    lag_rows,
+    partitions_without_commit,
+    reset_offset,
+)
 from twinlog.rpc.client.kafka_config import accepts_kafka_names
 from twinlog.rpc.client.retry import RetryPolicy, call_with_retry
 from twinlog.rpc.client.timeouts import DEFAULT_API_TIMEOUT_MS, require_positive_ms
@@ -69,7 +94,9 @@ class Admin:
             self._broker.delete_topic(name)
 
     def _deadline(self) -> AbstractContextManager[None]:
-        """The deadline of a call made once (not retried)."""
+        """The deadline of a call made once (not retried), or of a call of several requests
+        (the group tools), each retried within what is left of it: ``call_with_retry``
+        honours an enclosing deadline."""
         return deadline_at(time.monotonic() + self.default_api_timeout_ms / 1000)
 
     def list_topics(self) -> list[str]:
@@ -113,3 +140,143 @@ class Admin:
             "describe_producers()",
             timeout_ms=self.default_api_timeout_ms,
         )
+
+    # --- consumer groups (kafka-consumer-groups.sh) -------------------------------------------
+
+    def list_groups(self) -> list[GroupListing]:
+        """Every group with members or committed offsets (on a cluster: from every broker)."""
+        return call_with_retry(
+            self.retry,
+            self._broker.list_groups,
+            "list_groups()",
+            timeout_ms=self.default_api_timeout_ms,
+        )
+
+    def describe_group(self, group_id: str) -> GroupDescription:
+        """State, epoch, members and committed offsets; GroupIdNotFoundError if unknown."""
+        return call_with_retry(
+            self.retry,
+            lambda: self._broker.describe_group(group_id),
+            "describe_group()",
+            timeout_ms=self.default_api_timeout_ms,
+        )
+
+    def delete_group(self, group_id: str) -> None:
+        """Delete an empty group and its committed offsets.
+
+        NonEmptyGroupError while it has members; GroupIdNotFoundError if unknown. Retried
+        while a transaction holds its offsets (PendingTransactionError) and while the
+        server does not answer.
+        """
+        unanswered = False  # an attempt whose answer was lost may have deleted the group
+
+        def attempt() -> None:
+            nonlocal unanswered
+            try:
+                self._broker.delete_group(group_id)
+            except NO_ANSWER_ERRORS:
+                unanswered = True
+                raise
+            except GroupIdNotFoundError:
+                if not unanswered:
+                    raise
+
+        call_with_retry(
+            self.retry, attempt, "delete_group()", timeout_ms=self.default_api_timeout_ms
+        )
+
+    def group_offsets(self, group_id: str) -> list[PartitionLag]:
+        """Per partition the group has committed for or a member owns: the committed
+        offset, the log end offset, the lag and the owning member (``--describe``).
+        GroupIdNotFoundError if the group is unknown."""
+        with self._deadline():
+            description = self.describe_group(group_id)
+            return lag_rows(description, self._log_end_offset)
+
+    def reset_group_offsets(
+        self,
+        group_id: str,
+        partitions: str | Iterable[tuple[str, int]],
+        to: ResetTo,
+        dry_run: bool = False,
+    ) -> list[OffsetReset]:
+        """Move the group's committed offsets (``--reset-offsets``); one row per partition.
+
+        ``partitions``: a topic name (all its partitions) or (topic, partition) pairs.
+        ``to``: ``ResetTo.earliest()``, ``.latest()``, ``.offset(n)``, ``.timestamp(when)``
+        or ``.shift_by(n)``; each target is clamped into the partition's [earliest, latest].
+        A shift needs a committed offset to shift from: a partition without one is refused
+        with InvalidConfigError naming it (as Kafka's tool does), and nothing is committed.
+
+        ``dry_run``: compute the rows and commit nothing. Otherwise all new offsets are
+        committed in one commit from outside the group, which the group's coordinator
+        refuses with NonEmptyGroupError while the group has members: stop its consumers
+        first. A group that does not exist yet is created with these offsets.
+        """
+        with self._deadline():
+            chosen = self._resolve_partitions(partitions)
+            committed = call_with_retry(
+                self.retry,
+                lambda: self._broker.fetch_offsets(group_id, chosen),
+                "fetch_offsets()",
+                timeout_ms=self.default_api_timeout_ms,
+            )
+            if to.kind == "shift":
+                missing = partitions_without_commit(chosen, committed)
+                if missing:
+                    raise InvalidConfigError(
+                        f"cannot shift the offsets of group {group_id!r}: no committed offset "
+                        f"to shift from for {', '.join(str(p) for p in missing)}; reset those "
+                        "with another target first"
+                    )
+            rows = []
+            for partition in chosen:
+                previous = committed_or_none(committed.get(partition))
+                new_offset = reset_offset(to, previous, partial(self._list_offset, partition))
+                rows.append(OffsetReset(partition.topic, partition.partition, previous, new_offset))
+            if not dry_run:
+                self._commit_from_outside(
+                    group_id, {TopicPartition(r.topic, r.partition): r.new_offset for r in rows}
+                )
+            return rows
+
+    def _resolve_partitions(
+        self, partitions: str | Iterable[tuple[str, int]]
+    ) -> list[TopicPartition]:
+        if isinstance(partitions, str):
+            description = self.describe_topic(partitions)
+            chosen = [TopicPartition(partitions, p.partition) for p in description.partitions]
+        else:
+            chosen = list(dict.fromkeys(TopicPartition(*p) for p in partitions))
+        if not chosen:
+            raise InvalidConfigError("no partitions to reset: name a topic or some partitions")
+        return chosen
+
+    def _list_offset(self, partition: TopicPartition, spec: str | int) -> int:
+        return call_with_retry(
+            self.retry,
+            lambda: self._broker.list_offset(partition.topic, partition.partition, spec),
+            "list_offset()",
+            timeout_ms=self.default_api_timeout_ms,
+        )
+
+    def _log_end_offset(self, partition: TopicPartition) -> int | None:
+        """None for a partition that is gone: a group keeps the offsets of a deleted topic."""
+        try:
+            return self._list_offset(partition, "latest")
+        except UnknownTopicOrPartitionError:
+            return None
+
+    def _commit_from_outside(self, group_id: str, offsets: Mapping[TopicPartition, int]) -> None:
+        # The same offsets committed twice are the same state: safe to retry.
+        try:
+            call_with_retry(
+                self.retry,
+                lambda: self._broker.commit_offsets(group_id, offsets),
+                "commit_offsets()",
+                timeout_ms=self.default_api_timeout_ms,
+            )
+        except NonEmptyGroupError as error:
+            raise NonEmptyGroupError(
+                f"offsets of group {group_id!r} not reset, nothing committed: {error}"
+            ) from error
