@@ -33,6 +33,7 @@ from twinlog.engine.log.headers import iter_headers
 from twinlog.engine.log.scan import ScanResult, scan_batches
 from twinlog.engine.log.segment_index import IndexDamagedError, SegmentIndex
 from twinlog.engine.records.batch_format import NO_TIMESTAMP, BatchHeader, validate_batch
+from twinlog.engine.records.batch_reader import iter_batches
 
 logger = logging.getLogger(__name__)
 
@@ -564,11 +565,17 @@ class Segment:
         return data
 
     def offset_for_timestamp(self, timestamp_ms: int, end_position: int) -> int | None:
-        """Base offset of the first batch here whose max timestamp is >= ``timestamp_ms``."""
+        """Offset of the first record here whose timestamp is >= ``timestamp_ms`` (Kafka's
+        ListOffsets): the first batch whose max timestamp is, then its first such record
+        (an earlier record of that batch may be older)."""
         entry = self.index.entry_before_timestamp(timestamp_ms)
-        for _, header in self._walk(entry, end_position):
+        for position, header in self._walk(entry, end_position):
             if header.max_timestamp_ms >= timestamp_ms:
-                return header.base_offset
+                for batch in iter_batches(self.read(position, header.size_bytes)):
+                    for record in batch.records():
+                        if record.timestamp_ms >= timestamp_ms:
+                            return record.offset
+                return header.base_offset  # not reached: the max is one of its records
         return None
 
 

@@ -21,6 +21,7 @@ from log_support import (
 
 from twinlog.engine.log import DataLog, LogConfig
 from twinlog.engine.log.segment_index import OFFSET_ENTRY, TIME_ENTRY
+from twinlog.engine.records.batch_builder import RecordBatchBuilder
 
 HOUR_MS = 3600 * 1000
 
@@ -232,3 +233,18 @@ def test_offset_for_timestamp_after_reopen_and_on_empty_log(tmp_path: Path) -> N
         assert log.offset_for_timestamp(12_500) == 13
         assert log.offset_for_timestamp(19_000) == 19
         assert log.offset_for_timestamp(19_001) is None
+
+
+def test_offset_for_timestamp_finds_the_record_inside_a_batch(tmp_path: Path) -> None:
+    """Kafka's ListOffsets answers the first record at or after the time, not the start of
+    the batch holding it (a reset by time would read the batch's older records again)."""
+    builder = RecordBatchBuilder("none")
+    for n in range(4):
+        builder.append(b"%d" % n, timestamp_ms=TIMESTAMP_MS + 10 * n)
+    with DataLog.open(tmp_path, LogConfig()) as log:
+        log.append(make_batch(1, timestamp_ms=TIMESTAMP_MS - 100))
+        log.append(builder.build())
+        assert log.offset_for_timestamp(TIMESTAMP_MS + 15) == 3
+        assert log.offset_for_timestamp(TIMESTAMP_MS + 30) == 4
+        assert log.offset_for_timestamp(TIMESTAMP_MS - 50) == 1
+        assert log.offset_for_timestamp(TIMESTAMP_MS + 31) is None
