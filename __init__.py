@@ -78,7 +78,15 @@ from twinlog.engine.base.errors import (
 if TYPE_CHECKING:
     from twinlog.engine.base.types import TopicPartition
     from twinlog.engine.broker import Broker
-    from twinlog.rpc.client import Admin, Consumer, ConsumerRecord, Producer, RecordMetadata
+    from twinlog.rpc.client import (
+        Admin,
+        Consumer,
+        ConsumerGroupMetadata,
+        ConsumerRebalanceListener,
+        ConsumerRecord,
+        Producer,
+        RecordMetadata,
+    )
 
 __version__ = "0.2.0"
 
@@ -88,6 +96,8 @@ _LAZY = {
     "Admin": "twinlog.rpc.client",
     "Consumer": "twinlog.rpc.client",
     "ConsumerRecord": "twinlog.rpc.client",
+    "ConsumerGroupMetadata": "twinlog.rpc.client",
+    "ConsumerRebalanceListener": "twinlog.rpc.client",
     "Producer": "twinlog.rpc.client",
     "RecordMetadata": "twinlog.rpc.client",
     "TopicPartition": "twinlog.engine.base.types",
@@ -103,6 +113,8 @@ __all__ = [
     "ConcurrentTransactionsError",
     "ConditionalWriteLostError",
     "Consumer",
+    "ConsumerGroupMetadata",
+    "ConsumerRebalanceListener",
     "ConsumerRecord",
     "CoordinatorLoadInProgressError",
     "CorruptBatchError",

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import threading
 import time
 from typing import Any
 
+from twinlog.engine.base.errors import UnknownTopicOrPartitionError
 from twinlog.rpc.cli.arguments import (
     UsageError,
     key_value_pair,
@@ -27,6 +29,7 @@ twinlog consume orders --partition 2 --offset 1000 --format json
 twinlog consume orders --from-beginning --format json --idle-timeout-ms 2000 \\
     | twinlog produce orders-copy --format json
 twinlog consume orders --group billing --idle-timeout-ms 5000
+twinlog consume --include 'orders-.*' --group billing
 """
 
 # "value" and "key-value" are the names of text output before it had --print-key.
@@ -41,7 +44,13 @@ def register(subparsers: Any) -> None:
         EXAMPLE,
         [connection_parser()],
     )
-    parser.add_argument("topic")
+    parser.add_argument("topic", nargs="?", help="the topic to read (or --include)")
+    parser.add_argument(
+        "--include",
+        metavar="REGEX",
+        help="read every topic whose whole name matches (with --group: topics created later "
+        "too); it must match a topic now",
+    )
     parser.add_argument("--partition", type=non_negative_int, help="read only this partition")
     start = parser.add_mutually_exclusive_group()
     start.add_argument(
@@ -54,7 +63,12 @@ def register(subparsers: Any) -> None:
         "--offset", type=non_negative_int, help="start at this offset (of every partition read)"
     )
     parser.add_argument("--max-messages", type=positive_int, help="exit after this many records")
-    parser.add_argument("--group", help="consumer group: start at and commit its offsets")
+    parser.add_argument(
+        "--group",
+        help="consumer group: join it (the group shares the partitions out, as "
+        "kafka-console-consumer.sh's), start at and commit its offsets; with --partition or "
+        "--offset, read those partitions alone, without joining",
+    )
     parser.add_argument(
         "--idle-timeout-ms",
         type=positive_int,
@@ -117,6 +131,15 @@ TEXT_FLAGS = (
 
 
 def validate(args: argparse.Namespace) -> str | None:
+    if (args.topic is None) == (args.include is None):
+        return "give a topic or --include REGEX, one of them"
+    if args.include is not None:
+        try:
+            re.compile(args.include)
+        except re.error as error:
+            return f"--include {args.include!r} is not a regular expression: {error}"
+        if args.partition is not None:
+            return "--partition applies to one topic, not to --include"
     if args.format == "json":
         given = [name for name in TEXT_FLAGS if getattr(args, name) is not None]
         if given or args.property:
@@ -146,13 +169,36 @@ def renderer(args: argparse.Namespace) -> Any:
     return text_layout(args).render
 
 
+def _topics(args: argparse.Namespace, admin: Admin) -> list[str]:
+    if args.include is None:
+        return [args.topic]
+    pattern = re.compile(args.include)
+    topics = admin.list_topics()
+    matched = [name for name in topics if pattern.fullmatch(name)]
+    if not matched:
+        raise UnknownTopicOrPartitionError(
+            f"--include {args.include!r} matches no topic (there are {len(topics)}: "
+            f"{', '.join(topics[:10])}{', ...' if len(topics) > 10 else ''}); the whole "
+            "name must match"
+        )
+    return matched
+
+
 def _partitions(args: argparse.Namespace) -> list[tuple[str, int]]:
     if args.partition is not None:
         return [(args.topic, args.partition)]
     options = connection_options(args)
     with Admin(args.server, connection=options, retry=retry_policy(args)) as admin:
-        count = len(admin.describe_topic(args.topic).partitions)
-    return [(args.topic, index) for index in range(count)]
+        return [
+            (topic, index)
+            for topic in _topics(args, admin)
+            for index in range(len(admin.describe_topic(topic).partitions))
+        ]
+
+
+def _joins_group(args: argparse.Namespace) -> bool:
+    """With --group, the consumer joins it, unless it was told which partitions or offset."""
+    return bool(args.group) and args.partition is None and args.offset is None
 
 
 class _Printed:
@@ -174,6 +220,7 @@ def run(args: argparse.Namespace) -> int:
         args.server,
         group_id=args.group,
         auto_offset_reset="earliest" if args.from_beginning else "latest",
+        enable_auto_commit=False,  # committed after printing, below
         connection=connection_options(args),
         retry=retry_policy(args),
     )
@@ -182,7 +229,13 @@ def run(args: argparse.Namespace) -> int:
     if interrupts is not None:
         interrupts.on_interrupt = printed.summary
     try:
-        consumer.assign(partitions)
+        if _joins_group(args):
+            if args.include is not None:
+                consumer.subscribe(pattern=args.include)
+            else:
+                consumer.subscribe([args.topic])
+        else:
+            consumer.assign(partitions)
         if args.from_beginning and not args.group:
             # With a group, auto_offset_reset="earliest" above applies where it has no
             # committed offset; its committed offsets win (Kafka's console consumer rule).

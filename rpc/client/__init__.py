@@ -10,6 +10,7 @@ from twinlog.rpc.client.admin import Admin
 from twinlog.rpc.client.connection import DEFAULT_SERVER, ConnectionOptions, connect
 from twinlog.rpc.client.consumer import Consumer
 from twinlog.rpc.client.producer import Producer
+from twinlog.rpc.client.rebalance_listener import ConsumerGroupMetadata, ConsumerRebalanceListener
 from twinlog.rpc.client.records import ConsumerRecord, RecordMetadata
 from twinlog.rpc.client.retry import RetryPolicy
 
@@ -18,6 +19,8 @@ __all__ = [
     "Admin",
     "ConnectionOptions",
     "Consumer",
+    "ConsumerGroupMetadata",
+    "ConsumerRebalanceListener",
     "ConsumerRecord",
     "Producer",
     "RecordMetadata",

@@ -1,10 +1,27 @@
-"""``Consumer``: a vanilla reader of data logs.
+"""``Consumer``: a vanilla reader of data logs, alone or as a member of a group.
 
     consumer = Consumer("127.0.0.1:7070", group_id="billing")
-    consumer.assign([("orders", 0), ("orders", 1)])
-    for record in consumer.poll(timeout_ms=1000):
+    consumer.subscribe(["orders"])            # the group shares the partitions out
+    for record in consumer:                   # or: consumer.poll(timeout_ms=1000)
         ...
+
+    consumer = Consumer("127.0.0.1:7070", group_id="billing", enable_auto_commit=False)
+    consumer.assign([("orders", 0), ("orders", 1)])   # exactly these, no membership
+    records = consumer.poll(timeout_ms=1000)
     consumer.commit()
+
+``subscribe(topics | pattern, listener)`` makes the consumer a member of its group
+(``consumer_membership``: KIP-848's protocol; the group's coordinator assigns partitions
+and moves them between members without two ever reading one at once). Changes of
+assignment are applied inside ``poll`` on the caller's thread, with the listener's
+on-revoked / on-assigned / on-lost (``rebalance_listener``). ``group_metadata()`` is what a
+transactional producer's ``send_offsets_to_transaction`` takes, so a zombie's offsets are
+fenced by its generation (KIP-447).
+
+``enable_auto_commit`` (default True, as Kafka's) commits the positions of the records the
+previous polls returned every ``auto_commit_interval_ms``, before a revocation, and at
+``close``: at-least-once. Turn it off and call ``commit()`` (or use a transaction) to
+decide yourself.
 
 Data logs hold committed data only, so there is no transaction logic here: no
 markers, no isolation level, no filtering. Each assigned partition has at most
@@ -21,6 +38,11 @@ again after an exponential backoff (``retry``), per partition; while every
 partition backs off, ``poll`` sleeps instead of spinning, and one warning is
 logged until a fetch succeeds again.
 
+``pause``/``resume`` stop and restart fetching (and returning) partitions without giving
+them up. ``end_offsets``, ``beginning_offsets`` and ``offsets_for_times`` look offsets up
+(``consumer_offsets_lookup``). Iterating a consumer polls until ``consumer_timeout_ms``
+passes without a record (forever by default), as kafka-python's does.
+
 No call waits forever (docs/timeouts.md). ``poll(timeout_ms)`` returns within about
 its timeout whatever the server does: looking up the starting positions and fetching
 run on the fetcher threads, and a lookup or fetch still unanswered at poll's deadline
@@ -28,16 +50,18 @@ stays outstanding (its own request deadline ends it) for the next poll to pick u
 ``committed``, ``position``, ``seek_to_*`` and ``commit`` wait at most
 ``default_api_timeout_ms``, then raise RequestTimedOutError.
 
-Thread rule: one thread uses a consumer (as Kafka's); ``close`` from that thread.
+Thread rule: one thread uses a consumer (as Kafka's); ``close`` from that thread. A
+subscribed consumer has a heartbeat thread of its own; the listener runs on the caller's.
 """
 
 from __future__ import annotations
 
 import functools
 import logging
+import re
 import time
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any
@@ -50,11 +74,23 @@ from twinlog.engine.base.errors import (
     TwinlogError,
 )
 from twinlog.engine.base.types import FetchResult, TopicPartition
+from twinlog.engine.groups.group_calls import OUTSIDE_ANY_GROUP, GroupMemberRef
 from twinlog.engine.records.batch_reader import Record, RecordBatch, iter_batches
 from twinlog.rpc.client.call_deadline import deadline_at
 from twinlog.rpc.client.client_metrics import ConsumerMetrics
 from twinlog.rpc.client.connection import ConnectionOptions, Target, connect
+from twinlog.rpc.client.consumer_membership import (
+    ConsumerMembership,
+    Subscription,
+)
+from twinlog.rpc.client.consumer_offsets_lookup import OffsetAndTimestamp, offsets_for_times
 from twinlog.rpc.client.kafka_config import accepts_kafka_names
+from twinlog.rpc.client.rebalance_listener import (
+    CallbackListener,
+    ConsumerGroupMetadata,
+    ConsumerRebalanceListener,
+    PartitionsCallback,
+)
 from twinlog.rpc.client.records import ConsumerRecord
 from twinlog.rpc.client.retry import RetryPolicy, call_with_retry
 from twinlog.rpc.client.timeouts import DEFAULT_API_TIMEOUT_MS, require_positive_ms
@@ -64,6 +100,8 @@ log = logging.getLogger("twinlog.client")
 OFFSET_RESETS = ("earliest", "latest", "none")
 FETCHER_THREADS_MAX = 16
 NO_OFFSET = -1
+MEMBERSHIP_CHECK_S = 0.1  # a subscribed poll looks at its group's changes this often
+ITERATION_POLL_MS = 500  # each poll of an iteration
 
 
 @dataclass
@@ -87,6 +125,13 @@ class Consumer:
         fetch_max_bytes: int = 1 << 20,
         fetch_max_wait_ms: int = 500,
         max_poll_records: int = 500,
+        enable_auto_commit: bool = True,
+        auto_commit_interval_ms: int = 5_000,
+        group_instance_id: str | None = None,
+        session_timeout_ms: int = 45_000,
+        max_poll_interval_ms: int = 300_000,
+        metadata_max_age_ms: int = 300_000,
+        consumer_timeout_ms: int | None = None,
         default_api_timeout_ms: int = DEFAULT_API_TIMEOUT_MS,
         retry: RetryPolicy | None = None,
         connection: ConnectionOptions | None = None,
@@ -96,12 +141,29 @@ class Consumer:
             raise InvalidConfigError(
                 f"auto_offset_reset {auto_offset_reset!r} is not one of {', '.join(OFFSET_RESETS)}"
             )
+        if group_instance_id is not None and not group_id:
+            raise InvalidConfigError("group_instance_id needs a group: pass group_id= too")
         options = connection or ConnectionOptions(**connection_options)
         self.default_api_timeout_ms = require_positive_ms(
             "default_api_timeout_ms", default_api_timeout_ms
         )
+        for name, value in (
+            ("auto_commit_interval_ms", auto_commit_interval_ms),
+            ("session_timeout_ms", session_timeout_ms),
+            ("max_poll_interval_ms", max_poll_interval_ms),
+            ("metadata_max_age_ms", metadata_max_age_ms),
+        ):
+            require_positive_ms(name, value)
+        self._connection_options = options
         self._broker, self._owns_broker = connect(target, options)
         self.group_id = group_id
+        self.enable_auto_commit = bool(enable_auto_commit) and bool(group_id)
+        self.auto_commit_interval_ms = auto_commit_interval_ms
+        self.group_instance_id = group_instance_id
+        self.session_timeout_ms = session_timeout_ms
+        self.max_poll_interval_ms = max_poll_interval_ms
+        self.metadata_max_age_ms = metadata_max_age_ms
+        self.consumer_timeout_ms = consumer_timeout_ms
         self.auto_offset_reset = auto_offset_reset
         self.fetch_max_bytes = fetch_max_bytes
         self.fetch_max_wait_ms = fetch_max_wait_ms
@@ -122,6 +184,12 @@ class Consumer:
         self._lookup: Future[dict[TopicPartition, int]] | None = None
         self._closed = False
         self._metrics = ConsumerMetrics()
+        # group membership (subscribe), None while assigned by hand or not at all
+        self._membership: ConsumerMembership | None = None
+        self._listener = ConsumerRebalanceListener()
+        self._paused: set[TopicPartition] = set()
+        self._committer: ThreadPoolExecutor | None = None  # commit_async's one thread
+        self._next_auto_commit_s = time.monotonic() + auto_commit_interval_ms / 1000
 
     def __enter__(self) -> Consumer:
         return self
@@ -132,9 +200,16 @@ class Consumer:
     # --- assignment and positions ------------------------------------------------------
 
     def assign(self, partitions: Iterable[Any]) -> None:
-        """Read exactly these (topic, partition) pairs from now on."""
+        """Read exactly these (topic, partition) pairs from now on (no group membership)."""
         self._check_open()
-        assigned = as_topic_partitions(partitions)
+        if self._membership is not None:
+            raise InvalidConfigError(
+                "assign() on a subscribed consumer: call unsubscribe() first (a consumer "
+                "either subscribes or assigns, as Kafka's)"
+            )
+        self._set_assignment(as_topic_partitions(partitions))
+
+    def _set_assignment(self, assigned: list[TopicPartition]) -> None:
         self._assigned = list(dict.fromkeys(assigned))
         keep = set(self._assigned)
         for topic_partition in list(self._positions):
@@ -145,6 +220,7 @@ class Consumer:
             if topic_partition not in keep:  # a stale backoff would cut every wait to zero
                 self._not_before.pop(topic_partition, None)
                 self._failures.pop(topic_partition, None)
+        self._paused &= keep
         if self._fetchers is None and self._assigned:
             self._fetchers = ThreadPoolExecutor(
                 min(FETCHER_THREADS_MAX, max(1, len(self._assigned))),
@@ -153,6 +229,149 @@ class Consumer:
 
     def assignment(self) -> list[TopicPartition]:
         return list(self._assigned)
+
+    # --- group membership ---------------------------------------------------------------
+
+    def subscribe(
+        self,
+        topics: Iterable[str] | str = (),
+        pattern: str | None = None,
+        listener: ConsumerRebalanceListener | None = None,
+        *,
+        on_assign: PartitionsCallback | None = None,
+        on_revoke: PartitionsCallback | None = None,
+        on_lost: PartitionsCallback | None = None,
+    ) -> None:
+        """Join the group and read the partitions it assigns this consumer, of ``topics``
+        or of the topics whose whole name matches ``pattern`` (a Python regular expression;
+        checked again every ``metadata_max_age_ms`` for new topics). Changes of assignment
+        come inside ``poll``, with ``listener``'s methods (or confluent-kafka's
+        ``on_assign``/``on_revoke``/``on_lost`` callbacks) called on this thread."""
+        self._check_open()
+        group_id = self._require_group("subscribe()")
+        if self._assigned and self._membership is None:
+            raise InvalidConfigError(
+                "subscribe() on a consumer with assign()ed partitions: assign([]) first (a "
+                "consumer either subscribes or assigns, as Kafka's)"
+            )
+        chosen = (topics,) if isinstance(topics, str) else tuple(topics)
+        if bool(chosen) == (pattern is not None):
+            raise InvalidConfigError("subscribe() takes topics or a pattern, one of them")
+        compiled = None
+        if pattern is not None:
+            try:
+                compiled = re.compile(pattern)
+            except re.error as error:
+                raise InvalidConfigError(
+                    f"pattern {pattern!r} is not a valid regular expression: {error}"
+                ) from None
+        if listener is not None and (on_assign or on_revoke or on_lost):
+            raise InvalidConfigError("pass a listener or on_* callbacks, not both")
+        if listener is None and (on_assign or on_revoke or on_lost):
+            listener = CallbackListener(self, on_assign, on_revoke, on_lost)
+        if self._membership is not None:
+            self.unsubscribe()
+        self._listener = listener or ConsumerRebalanceListener()
+        self._membership = ConsumerMembership(
+            self._broker.group_heartbeat,
+            self._broker.list_topics,
+            group_id,
+            Subscription(tuple(sorted(set(chosen))), compiled),
+            instance_id=self.group_instance_id,
+            client_id=str(getattr(self, "client_id", "") or ""),
+            session_timeout_ms=self.session_timeout_ms,
+            max_poll_interval_ms=self.max_poll_interval_ms,
+            metadata_max_age_ms=self.metadata_max_age_ms,
+            request_timeout_ms=self._connection_options.request_timeout_ms,
+            retry=self.retry,
+        )
+        self._membership.start()
+
+    def subscription(self) -> set[str]:
+        """The topics subscribed to (for a pattern: those it matched so far)."""
+        return set() if self._membership is None else self._membership.subscribed_topics()
+
+    def unsubscribe(self) -> None:
+        """Give up the subscription: commit (with auto-commit), on-revoked, leave the group."""
+        membership = self._membership
+        if membership is None:
+            return
+        owned = [tp for tp in self._assigned if tp in membership.owned()]
+        if owned:
+            if self.enable_auto_commit:
+                self._commit_quietly(owned, "before leaving the group")
+            self._listener.on_partitions_revoked(owned)
+        membership.leave()
+        self._membership = None
+        self._set_assignment([])
+
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """For ``Producer.send_offsets_to_transaction`` (KIP-447): this member in its
+        current generation; without membership (``assign()``), the group alone."""
+        group_id = self._require_group("group_metadata()")
+        member = self._member()
+        return ConsumerGroupMetadata(
+            group_id, member.member_id, member.member_epoch, member.instance_id
+        )
+
+    def _member(self) -> GroupMemberRef:
+        return OUTSIDE_ANY_GROUP if self._membership is None else self._membership.member()
+
+    def _reconcile(self) -> None:
+        """Apply what the group's coordinator changed (on this thread, inside poll)."""
+        membership = self._membership
+        if membership is None:
+            return
+        changes = membership.pending_changes()
+        if not changes:
+            return
+        if changes.lost:
+            lost = [tp for tp in self._assigned if tp in changes.lost]
+            self._set_assignment([tp for tp in self._assigned if tp not in changes.lost])
+            if lost:
+                log.warning(
+                    "group %r: partitions lost (not committed: another member may own them "
+                    "now): %s",
+                    self.group_id,
+                    ", ".join(f"{tp.topic}-{tp.partition}" for tp in lost),
+                )
+                self._listener.on_partitions_lost(lost)
+        if changes.revoked:
+            revoked = sorted(changes.revoked)
+            if self.enable_auto_commit:
+                self._commit_quietly(revoked, "before revoking them")
+            self._listener.on_partitions_revoked(revoked)
+            self._set_assignment([tp for tp in self._assigned if tp not in changes.revoked])
+        if changes.assigned:
+            self._set_assignment([*self._assigned, *sorted(changes.assigned)])
+            self._listener.on_partitions_assigned(sorted(changes.assigned))
+        if not membership.acknowledge(changes) and changes.assigned:
+            gone = set(changes.assigned)
+            self._set_assignment([tp for tp in self._assigned if tp not in gone])
+            self._listener.on_partitions_lost(sorted(gone))
+
+    def _commit_quietly(self, partitions: Iterable[TopicPartition], when: str) -> None:
+        """Commit the positions of ``partitions``; a failure is logged, not raised (the
+        records after the last commit are read again by the next owner: at-least-once)."""
+        chosen = {tp: self._positions[tp] for tp in partitions if tp in self._positions}
+        try:
+            self.commit(chosen)
+        except TwinlogError as error:
+            log.warning("group %r: commit %s failed: %s", self.group_id, when, error)
+
+    # --- pausing -----------------------------------------------------------------------
+
+    def pause(self, partitions: Iterable[Any]) -> None:
+        """Stop fetching and returning these partitions (they stay assigned)."""
+        for topic_partition in as_topic_partitions(partitions):
+            self._paused.add(self._require_assigned(topic_partition))
+
+    def resume(self, partitions: Iterable[Any]) -> None:
+        for topic_partition in as_topic_partitions(partitions):
+            self._paused.discard(TopicPartition(*topic_partition))
+
+    def paused(self) -> set[TopicPartition]:
+        return set(self._paused)
 
     def _require_assigned(self, topic_partition: Any) -> TopicPartition:
         found = TopicPartition(*topic_partition)
@@ -247,12 +466,20 @@ class Consumer:
         ``timeout_ms`` when none are there yet. Advances the positions past what it returns.
         """
         self._check_open()
-        if not self._assigned:
-            raise InvalidConfigError("poll() before assign(): assign partitions first")
+        membership = self._membership
+        if not self._assigned and membership is None:
+            raise InvalidConfigError(
+                "poll() before assign() or subscribe(): give it partitions or topics first"
+            )
         deadline_s = time.monotonic() + max(0, timeout_ms) / 1000
-        if not self._await_positions(deadline_s):
-            return []
+        if membership is not None:
+            membership.polled()
+            self._auto_commit_if_due()
         while True:
+            if membership is not None and not self._await_assignment(membership, deadline_s):
+                return []
+            if not self._await_positions(deadline_s):
+                return []
             self._collect()
             records = self._drain()
             if records:
@@ -262,15 +489,36 @@ class Consumer:
             wait_s = deadline_s - now_s
             if wait_s <= 0:
                 return []
+            if membership is not None:
+                wait_s = min(wait_s, MEMBERSHIP_CHECK_S)  # a revocation must not wait
             if self._not_before:
                 wait_s = min(wait_s, max(0.0, min(self._not_before.values()) - now_s))
             futures = [fetch.future for fetch in self._fetches.values()]
             if futures:
                 wait(futures, timeout=wait_s, return_when=FIRST_COMPLETED)
             else:
-                # Every partition is backing off: wait() on no futures would return at once
-                # and this loop would spin until the backoff ends.
+                # Every partition is backing off (or paused): wait() on no futures would
+                # return at once and this loop would spin until the backoff ends.
                 time.sleep(wait_s)
+
+    def _await_assignment(self, membership: ConsumerMembership, deadline_s: float) -> bool:
+        """Apply the group's changes; wait (until ``deadline_s``) while nothing is assigned."""
+        while True:
+            self._reconcile()
+            if self._assigned:
+                return True
+            remaining_s = deadline_s - time.monotonic()
+            if remaining_s <= 0:
+                return False
+            membership.changed.wait(timeout=remaining_s)
+
+    def _auto_commit_if_due(self) -> None:
+        """Commit the positions of what earlier polls returned, every interval (before this
+        poll returns more: at-least-once, as Kafka's auto-commit)."""
+        if not self.enable_auto_commit or time.monotonic() < self._next_auto_commit_s:
+            return
+        self._next_auto_commit_s = time.monotonic() + self.auto_commit_interval_ms / 1000
+        self.commit_async(callback=_log_auto_commit_failure)
 
     def _await_positions(self, deadline_s: float) -> bool:
         """True once every assigned partition has a position; waits until ``deadline_s`` at
@@ -307,6 +555,8 @@ class Consumer:
         now_s = time.monotonic()
         for topic_partition in self._assigned:
             if topic_partition in self._fetches or self._buffers.get(topic_partition):
+                continue
+            if topic_partition in self._paused:
                 continue
             if self._not_before.get(topic_partition, 0.0) > now_s:
                 continue
@@ -409,6 +659,8 @@ class Consumer:
     def _drain(self) -> list[ConsumerRecord]:
         taken: list[ConsumerRecord] = []
         for topic_partition in self._assigned:
+            if topic_partition in self._paused:
+                continue
             buffer = self._buffers.get(topic_partition)
             while buffer and len(taken) < self.max_poll_records:
                 record = buffer.popleft()
@@ -424,19 +676,56 @@ class Consumer:
         return self.group_id
 
     def commit(self, offsets: Mapping[Any, int] | None = None) -> None:
-        """Store the group's offsets: the given ones, or the current positions."""
+        """Store the group's offsets: the given ones, or the current positions. A member
+        commits in its current generation (a zombie's commit is refused:
+        StaleMemberEpochError, UnknownMemberIdError)."""
         group_id = self._require_group("commit()")
-        if offsets is None:
-            chosen = {tp: offset for tp, offset in self._positions.items()}
-        else:
-            chosen = {TopicPartition(*tp): int(offset) for tp, offset in offsets.items()}
+        chosen = self._offsets_to_commit(offsets)
         if chosen:
+            member = self._member()
             call_with_retry(
                 self.retry,
-                lambda: self._broker.commit_offsets(group_id, chosen),
+                lambda: self._broker.commit_offsets(group_id, chosen, member),
                 "commit()",
                 timeout_ms=self.default_api_timeout_ms,
             )
+
+    def commit_async(
+        self,
+        offsets: Mapping[Any, int] | None = None,
+        callback: Callable[[dict[TopicPartition, int], BaseException | None], None] | None = None,
+    ) -> Future[None]:
+        """``commit`` on a background thread; ``callback(offsets, error)`` when it is done
+        (error None on success). Commits run one at a time, in the order asked."""
+        group_id = self._require_group("commit_async()")
+        chosen = self._offsets_to_commit(offsets)
+        member = self._member()
+        if self._committer is None:
+            self._committer = ThreadPoolExecutor(1, thread_name_prefix="twinlog-commit")
+
+        def run() -> None:
+            error: BaseException | None = None
+            try:
+                if chosen:
+                    call_with_retry(
+                        self.retry,
+                        lambda: self._broker.commit_offsets(group_id, chosen, member),
+                        "commit_async()",
+                        timeout_ms=self.default_api_timeout_ms,
+                    )
+            except BaseException as failure:
+                error = failure
+            if callback is not None:
+                callback(chosen, error)
+            if error is not None:
+                raise error
+
+        return self._committer.submit(run)
+
+    def _offsets_to_commit(self, offsets: Mapping[Any, int] | None) -> dict[TopicPartition, int]:
+        if offsets is None:
+            return dict(self._positions)
+        return {TopicPartition(*tp): int(offset) for tp, offset in offsets.items()}
 
     def committed(self, partitions: Iterable[Any]) -> dict[TopicPartition, int | None]:
         """The group's committed offsets (None where there is none)."""
@@ -449,6 +738,60 @@ class Consumer:
             timeout_ms=self.default_api_timeout_ms,
         )
         return {tp: (None if found.get(tp, NO_OFFSET) == NO_OFFSET else found[tp]) for tp in chosen}
+
+    # --- offsets of the logs -----------------------------------------------------------------
+
+    def beginning_offsets(self, partitions: Iterable[Any]) -> dict[TopicPartition, int]:
+        """Each partition's first offset (its log start)."""
+        return self._list_offsets(partitions, "earliest")
+
+    def end_offsets(self, partitions: Iterable[Any]) -> dict[TopicPartition, int]:
+        """Each partition's end: the offset the next committed record will have."""
+        return self._list_offsets(partitions, "latest")
+
+    def _list_offsets(self, partitions: Iterable[Any], spec: str) -> dict[TopicPartition, int]:
+        found = {}
+        with deadline_at(time.monotonic() + self.default_api_timeout_ms / 1000):
+            for topic_partition in as_topic_partitions(partitions):
+                found[topic_partition] = call_with_retry(
+                    self.retry,
+                    functools.partial(
+                        self._broker.list_offset,
+                        topic_partition.topic,
+                        topic_partition.partition,
+                        spec,
+                    ),
+                    f"{spec} offset of {topic_partition}",
+                    timeout_ms=self.default_api_timeout_ms,
+                )
+        return found
+
+    def offsets_for_times(
+        self, timestamps: Mapping[Any, int]
+    ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
+        """For each partition, the first record with a timestamp at or after the given one
+        (ms), with its timestamp; None where there is no such record (kafka-python's)."""
+        with deadline_at(time.monotonic() + self.default_api_timeout_ms / 1000):
+            return offsets_for_times(
+                self._broker, timestamps, self.retry, self.default_api_timeout_ms
+            )
+
+    # --- iteration ------------------------------------------------------------------------------
+
+    def __iter__(self) -> Iterator[ConsumerRecord]:
+        """Records as they come; stops after ``consumer_timeout_ms`` without one (never by
+        default) or when the consumer is closed."""
+        idle_since_s = time.monotonic()
+        while not self._closed:
+            records = self.poll(timeout_ms=ITERATION_POLL_MS)
+            if records:
+                idle_since_s = time.monotonic()
+                yield from records
+            elif (
+                self.consumer_timeout_ms is not None
+                and (time.monotonic() - idle_since_s) * 1000 >= self.consumer_timeout_ms
+            ):
+                return
 
     # --- metrics ------------------------------------------------------------------------------
 
@@ -464,10 +807,22 @@ class Consumer:
             raise InvalidConfigError("the consumer is closed; create a new one")
 
     def close(self) -> None:
-        """Stop fetching and release the connection. Idempotent; commits nothing."""
+        """Commit (with auto-commit), give up the subscription (on-revoked, leave the group),
+        stop fetching and release the connection. Idempotent."""
         if self._closed:
             return
+        try:
+            if self._membership is not None:
+                self.unsubscribe()
+            elif self.enable_auto_commit and self._positions:
+                self._commit_quietly(list(self._positions), "at close")
+        finally:
+            self._close_now()
+
+    def _close_now(self) -> None:
         self._closed = True
+        if self._committer is not None:
+            self._committer.shutdown(wait=True)
         for fetch in self._fetches.values():
             fetch.future.cancel()
         self._fetches.clear()
@@ -478,6 +833,13 @@ class Consumer:
             self._fetchers.shutdown(wait=False, cancel_futures=True)
         if self._owns_broker:
             self._broker.close()
+
+
+def _log_auto_commit_failure(
+    offsets: dict[TopicPartition, int], error: BaseException | None
+) -> None:
+    if error is not None:
+        log.warning("auto-commit of %d offset(s) failed: %s", len(offsets), error)
 
 
 def _records_of(batch: RecordBatch, topic: str, partition: int) -> list[Record]:

@@ -162,19 +162,18 @@ def _isolation_level(value: Any) -> Settings:
     )
 
 
-def _enable_auto_commit(value: Any) -> Settings:
-    if not _as_bool("enable_auto_commit", value):
-        return {}
-    raise InvalidConfigError(
-        "enable_auto_commit=True is not supported: a twinlog consumer commits its group's "
-        "offsets when you call commit(); pass enable_auto_commit=False and call commit() "
-        "after processing"
-    )
+def _ignored(reason: str) -> Callable[[str], Callable[[Any], Settings]]:
+    """Accepted and left out, with one info line saying why (a Kafka setting whose job
+    twinlog's server does)."""
 
+    def build(kafka: str) -> Callable[[Any], Settings]:
+        def translate(value: Any) -> Settings:
+            log.info("%s=%r is not needed: %s", kafka, value, reason)
+            return {}
 
-def _auto_commit_interval_ms(value: Any) -> Settings:
-    _as_int("auto_commit_interval_ms", value)
-    return {}  # accepted only beside enable_auto_commit=False (_check_auto_commit)
+        return translate
+
+    return build
 
 
 def _security_protocol(value: Any) -> Settings:
@@ -222,9 +221,9 @@ def _fixed(translate: Callable[[Any], Settings]) -> Callable[[str], Callable[[An
 
 _P, _C, _A = frozenset({PRODUCER}), frozenset({CONSUMER}), ALL_CLIENTS
 _SERIALIZED = "twinlog sends and returns bytes: serialize before send(), deserialize after poll()"
-_NO_MEMBERSHIP = (
-    "twinlog consumers have no group membership: assign() names their partitions, so "
-    "there are no members to time out or rebalance; leave it out"
+_SERVER_ASSIGNS = (
+    "the group's coordinator assigns partitions (uniform and sticky, moved incrementally: "
+    "KIP-848's server-side assignment) and sets the heartbeat interval"
 )
 
 # (Kafka name, clients, translation builder, what it becomes in twinlog)
@@ -251,14 +250,11 @@ _TABLE: list[tuple[str, frozenset[str], Callable[[str], Callable[[Any], Settings
     ("key_serializer", _P, _refused(_SERIALIZED), "refused: send bytes"),
     ("value_serializer", _P, _refused(_SERIALIZED), "refused: send bytes"),
     ("isolation_level", _C, _fixed(_isolation_level), "(always read_committed)"),
-    ("enable_auto_commit", _C, _fixed(_enable_auto_commit), "(False only: call commit())"),
-    ("auto_commit_interval_ms", _C, _fixed(_auto_commit_interval_ms), "(with False only)"),
     ("key_deserializer", _C, _refused(_SERIALIZED), "refused: poll() gives bytes"),
     ("value_deserializer", _C, _refused(_SERIALIZED), "refused: poll() gives bytes"),
-    ("session_timeout_ms", _C, _refused(_NO_MEMBERSHIP), "refused: assign()"),
-    ("heartbeat_interval_ms", _C, _refused(_NO_MEMBERSHIP), "refused: assign()"),
-    ("max_poll_interval_ms", _C, _refused(_NO_MEMBERSHIP), "refused: assign()"),
-    ("partition_assignment_strategy", _C, _refused(_NO_MEMBERSHIP), "refused: assign()"),
+    ("heartbeat_interval_ms", _C, _ignored(_SERVER_ASSIGNS), "(set by the coordinator)"),
+    ("partition_assignment_strategy", _C, _ignored(_SERVER_ASSIGNS), "(the coordinator's)"),
+    ("group_protocol", _C, _ignored(_SERVER_ASSIGNS), "(always KIP-848's)"),
 ]
 KAFKA_NAMES: dict[str, KafkaName] = {
     kafka: KafkaName(kafka, clients, build(kafka), twinlog)
@@ -277,6 +273,13 @@ SAME_NAMES: dict[str, frozenset[str]] = {
     "fetch_max_bytes": _C,
     "fetch_max_wait_ms": _C,
     "max_poll_records": _C,
+    "enable_auto_commit": _C,
+    "auto_commit_interval_ms": _C,
+    "group_instance_id": _C,
+    "session_timeout_ms": _C,
+    "max_poll_interval_ms": _C,
+    "metadata_max_age_ms": _C,
+    "consumer_timeout_ms": _C,
 }
 
 
@@ -354,7 +357,6 @@ def translate_settings(
         settings.update(translated)
         if not parameters.is_own(name):
             from_kafka.update(translated)
-    _check_auto_commit({name for name, _, _ in given}, settings)
     missing = sorted(parameters.required - set(sources))
     if missing:
         raise InvalidConfigError(
@@ -413,16 +415,6 @@ def _from_text(parameters: ClientParameters, name: str, value: Any) -> Any:
     if isinstance(value, str) and isinstance(default, int) and not isinstance(default, bool):
         return _as_int(name, value)
     return value
-
-
-def _check_auto_commit(given: set[str], settings: Settings) -> None:
-    # Kafka's enable_auto_commit defaults to True: an interval alone asks for auto-commit.
-    if "auto_commit_interval_ms" in given and "enable_auto_commit" not in given:
-        raise InvalidConfigError(
-            "auto_commit_interval_ms asks for auto-commit, which twinlog consumers do not do: "
-            "call commit() after processing, and leave the interval out (or pass "
-            "enable_auto_commit=False with it)"
-        )
 
 
 def _build_retry_policy(parameters: ClientParameters, settings: Settings) -> None:

@@ -49,6 +49,7 @@ from twinlog.engine.base.errors import (
     TwinlogError,
 )
 from twinlog.engine.base.types import ProducerIdentity, TopicPartition
+from twinlog.engine.groups.group_calls import OUTSIDE_ANY_GROUP
 from twinlog.engine.records.batch_builder import Header
 from twinlog.engine.records.batch_format import NO_TRANSACTION_ID, RECORDS_OFFSET
 from twinlog.rpc.client.accumulator import Accumulator
@@ -57,6 +58,7 @@ from twinlog.rpc.client.connection import ConnectionOptions, Target, connect
 from twinlog.rpc.client.futures import BatchFuture, RecordFuture
 from twinlog.rpc.client.kafka_config import accepts_kafka_names
 from twinlog.rpc.client.partitioner import StickyPartitioner
+from twinlog.rpc.client.rebalance_listener import ConsumerGroupMetadata
 from twinlog.rpc.client.record_fields import (
     RECORD_OVERHEAD_BYTES,
     prepare_record,
@@ -495,10 +497,22 @@ class Producer:
         return transaction_id if transaction_id != NO_TRANSACTION_ID else None
 
     def send_offsets_to_transaction(
-        self, offsets: Mapping[Any, int] | Iterable[tuple[Any, int]], group_id: str
+        self,
+        offsets: Mapping[Any, int] | Iterable[tuple[Any, int]],
+        group: ConsumerGroupMetadata | str,
     ) -> None:
-        """Commit ``group_id``'s consumed offsets with this transaction (consume-process-produce)."""
+        """Commit a group's consumed offsets with this transaction (consume-process-produce).
+
+        ``group``: the consumer's ``group_metadata()`` (KIP-447: the group's coordinator
+        refuses the offsets of a member from an older generation, StaleMemberEpochError or
+        UnknownMemberIdError, both abortable: abort, poll again); or a group id alone, for
+        a consumer that is not a member (``assign()``), accepted while the group has none.
+        """
         what = "send_offsets_to_transaction()"
+        if isinstance(group, str):
+            group_id, member = group, OUTSIDE_ANY_GROUP
+        else:
+            group_id, member = group.group_id, group.member()
         identity = self._require_transactional(what)
         with self._lock:
             self._transactions.require_phase(
@@ -515,6 +529,7 @@ class Producer:
                     identity.producer_generation,
                     group_id,
                     as_offsets,
+                    member,
                 ),
                 "send_offsets_to_transaction()",
                 timeout_ms=self.default_api_timeout_ms,

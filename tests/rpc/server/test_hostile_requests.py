@@ -1073,6 +1073,57 @@ def hostile_calls(seeded: Seed) -> st.SearchStrategy[Call]:
             True,
             "fetch offsets",
         ),
+        call_of(
+            C,
+            "GroupHeartbeat",
+            st.one_of(
+                # a join that must be refused: no group, or timeouts out of bounds
+                st.builds(
+                    lambda group, session, rebalance: consume_pb2.GroupHeartbeatRequest(
+                        group_id=group,
+                        member_epoch=0,
+                        subscribed_topics=["known"],
+                        session_timeout_ms=session,
+                        rebalance_timeout_ms=rebalance,
+                    ),
+                    st.sampled_from(["", PLAIN_GROUP]),
+                    st.one_of(st.integers(INT32[0], 999), st.integers(300_001, INT32[1])),
+                    int32s,
+                ),
+                st.builds(
+                    lambda group, rebalance: consume_pb2.GroupHeartbeatRequest(
+                        group_id=group,
+                        member_epoch=0,
+                        session_timeout_ms=10_000,
+                        rebalance_timeout_ms=rebalance,
+                    ),
+                    st.sampled_from([PLAIN_GROUP, HELD_GROUP]),
+                    st.integers(INT32[0], 0),
+                ),
+                # a heartbeat of a member the coordinator never had, in any epoch but a leave
+                st.builds(
+                    lambda member, epoch, owned: consume_pb2.GroupHeartbeatRequest(
+                        group_id=PLAIN_GROUP,
+                        member_id=member,
+                        member_epoch=epoch,
+                        owned=owned,
+                        session_timeout_ms=10_000,
+                        rebalance_timeout_ms=10_000,
+                    ),
+                    st.text(min_size=1, max_size=40),
+                    st.one_of(st.integers(1, INT32[1]), st.integers(INT32[0], -3)),
+                    st.lists(
+                        st.builds(
+                            lambda tp: common_pb2.TopicPartition(topic=tp[0], partition=tp[1]),
+                            st.one_of(bad_partitions(seeded), st.just(("known", 0))),
+                        ),
+                        max_size=4,
+                    ),
+                ),
+            ),
+            False,
+            "a heartbeat that cannot join or stay",
+        ),
     ]
     administration = [
         call_of(
@@ -1127,6 +1178,32 @@ def hostile_calls(seeded: Seed) -> st.SearchStrategy[Call]:
             "delete an unknown or internal topic",
         ),
         call_of(A, "ListTopics", st.just(admin_pb2.ListTopicsRequest()), True, "list topics"),
+        call_of(A, "ListGroups", st.just(admin_pb2.ListGroupsRequest()), True, "list groups"),
+        call_of(
+            A,
+            "DescribeGroup",
+            st.builds(
+                admin_pb2.DescribeGroupRequest,
+                group_id=st.one_of(
+                    st.sampled_from([HELD_GROUP, PLAIN_GROUP, ""]), st.text(max_size=20)
+                ),
+            ),
+            True,
+            "describe a group",
+        ),
+        call_of(
+            A,
+            "DeleteGroup",
+            st.builds(
+                admin_pb2.DeleteGroupRequest,
+                group_id=st.one_of(
+                    st.just(HELD_GROUP),  # its offsets are held by an open transaction
+                    st.text(max_size=20).filter(lambda g: g not in (HELD_GROUP, PLAIN_GROUP)),
+                ),
+            ),
+            False,
+            "delete an unknown group, or one whose offsets a transaction holds",
+        ),
         call_of(
             A,
             "DescribeTopic",
