@@ -186,6 +186,7 @@ class Consumer:
         self._metrics = ConsumerMetrics()
         # group membership (subscribe), None while assigned by hand or not at all
         self._membership: ConsumerMembership | None = None
+        self._member_at_poll = OUTSIDE_ANY_GROUP
         self._listener = ConsumerRebalanceListener()
         self._paused: set[TopicPartition] = set()
         self._committer: ThreadPoolExecutor | None = None  # commit_async's one thread
@@ -306,8 +307,9 @@ class Consumer:
         self._set_assignment([])
 
     def group_metadata(self) -> ConsumerGroupMetadata:
-        """For ``Producer.send_offsets_to_transaction`` (KIP-447): this member in its
-        current generation; without membership (``assign()``), the group alone."""
+        """For ``Producer.send_offsets_to_transaction`` (KIP-447): this member in the
+        generation of the last poll (the one its records were read in); without membership
+        (``assign()``), the group alone."""
         group_id = self._require_group("group_metadata()")
         member = self._member()
         return ConsumerGroupMetadata(
@@ -315,7 +317,8 @@ class Consumer:
         )
 
     def _member(self) -> GroupMemberRef:
-        return OUTSIDE_ANY_GROUP if self._membership is None else self._membership.member()
+        """Who commits: the member as of the last poll's changes (``MembershipChanges``)."""
+        return OUTSIDE_ANY_GROUP if self._membership is None else self._member_at_poll
 
     def _reconcile(self) -> None:
         """Apply what the group's coordinator changed (on this thread, inside poll)."""
@@ -323,6 +326,7 @@ class Consumer:
         if membership is None:
             return
         changes = membership.pending_changes()
+        self._member_at_poll = changes.member
         if not changes:
             return
         if changes.lost:

@@ -68,12 +68,19 @@ class Subscription:
 class MembershipChanges:
     """What the consumer's thread does next, in this order: forget ``lost`` (on-lost),
     revoke ``revoked`` (commit, on-revoked), take ``assigned`` (on-assigned). ``round``
-    goes back to ``acknowledge``."""
+    goes back to ``acknowledge``.
+
+    ``member``: who the consumer commits as until the next changes, read at the same
+    instant: its records, positions and commits stay in the generation they were read in.
+    Were ``group_metadata()`` read later instead, a member that lost its partitions and was
+    given them again meanwhile would commit stale positions in the new generation.
+    """
 
     lost: frozenset[TopicPartition]
     revoked: frozenset[TopicPartition]
     assigned: frozenset[TopicPartition]
     round: int
+    member: GroupMemberRef
 
     def __bool__(self) -> bool:
         return bool(self.lost or self.revoked or self.assigned)
@@ -145,9 +152,12 @@ class ConsumerMembership:
             self.changed.clear()
             lost, self._lost = self._lost, NO_PARTITIONS
             target = self._target
+            member = GroupMemberRef(self.member_id, self._member_epoch, self.instance_id)
             if target is None:
-                return MembershipChanges(lost, NO_PARTITIONS, NO_PARTITIONS, self._round)
-            return MembershipChanges(lost, self._owned - target, target - self._owned, self._round)
+                return MembershipChanges(lost, NO_PARTITIONS, NO_PARTITIONS, self._round, member)
+            return MembershipChanges(
+                lost, self._owned - target, target - self._owned, self._round, member
+            )
 
     def acknowledge(self, changes: MembershipChanges) -> bool:
         """The consumer applied ``changes``: say what it owns in the next heartbeat, now.
@@ -159,11 +169,6 @@ class ConsumerMembership:
             self._owned = (self._owned - changes.revoked) | changes.assigned
         self._wake.set()
         return True
-
-    def member(self) -> GroupMemberRef:
-        """Who commits: this member in its current epoch (``group_metadata()``)."""
-        with self._lock:
-            return GroupMemberRef(self.member_id, self._member_epoch, self.instance_id)
 
     def subscribed_topics(self) -> set[str]:
         """The topics named, or (a pattern) those it matched at the last look."""
