@@ -1,0 +1,111 @@
+"""A consumer group on a real cluster (one ZooKeeper, three brokers): its coordinator is the
+leader of its ``__consumer_offsets`` partition and moves with it. Two subscribed members
+read a replication-factor-3 topic; the coordinator's broker is SIGKILLed mid-run; the
+members find the new coordinator, join again there (membership lives in the coordinator's
+memory), and read every record (at least once: auto-commit); the group's epoch only grew
+across the move (it is kept in ``__consumer_offsets``)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from cluster_support import (
+    BROKER_SETTINGS,
+    LocalCluster,
+    running_cluster,
+    running_zookeeper,
+    wait_for,
+)
+
+from twinlog.engine.broker.group_offsets import OFFSETS_TOPIC, offsets_partition_for
+from twinlog.rpc.client import Admin, Consumer, Producer
+
+pytestmark = [pytest.mark.slow, pytest.mark.crash]
+
+GROUP = "cluster-readers"
+PARTITIONS = 4
+RECORDS = 200  # half before the coordinator's broker is killed, half after
+OFFSETS_PARTITIONS = 4  # the broker default (offsets_partitions)
+
+
+@pytest.fixture()
+def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
+    with (
+        running_zookeeper(tmp_path / "zookeeper") as zookeeper,
+        running_cluster(
+            tmp_path, zookeeper, settings=(*BROKER_SETTINGS, "group_heartbeat_interval_ms=300")
+        ) as opened,
+    ):
+        yield opened
+
+
+def produce(bootstrap: str, numbers: range) -> None:
+    with Producer(bootstrap, request_timeout_ms=10_000) as producer:
+        for number in numbers:
+            producer.send("work", b"%d" % number, partition=number % PARTITIONS)
+        producer.flush(timeout_ms=60_000)
+
+
+def test_a_group_follows_its_coordinator_to_another_broker(cluster: LocalCluster) -> None:
+    with Admin(cluster.bootstrap) as admin:
+        admin.create_topic("work", PARTITIONS, {"replication.factor": "3"})
+    cluster.wait_for_full_isr("work", PARTITIONS, 3)
+    bootstrap = cluster.bootstrap
+    produce(bootstrap, range(RECORDS // 2))
+    seen: list[bytes | None] = []
+    lock = threading.Lock()
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def member() -> None:
+        try:
+            with Consumer(
+                bootstrap,
+                group_id=GROUP,
+                auto_offset_reset="earliest",
+                auto_commit_interval_ms=200,
+                session_timeout_ms=6_000,
+                request_timeout_ms=10_000,
+            ) as consumer:
+                consumer.subscribe(["work"])
+                while not stop.is_set():
+                    values = [r.value for r in consumer.poll(timeout_ms=200)]
+                    with lock:
+                        seen.extend(values)
+        except BaseException as error:  # reported by the test's thread
+            errors.append(error)
+
+    members = [threading.Thread(target=member, name=f"member-{n}") for n in range(2)]
+    for thread in members:
+        thread.start()
+    try:
+        wait_for("the first half read", lambda: len(set(seen)) >= RECORDS // 2, timeout_s=60)
+        offsets_partition = offsets_partition_for(GROUP, OFFSETS_PARTITIONS).partition
+        state = cluster.partition_state(OFFSETS_TOPIC, offsets_partition)
+        assert state is not None
+        with Admin(bootstrap) as admin:
+            epoch_before = admin.describe_group(GROUP).group_epoch
+        cluster.kill(state.leader)  # the group's coordinator
+        cluster.wait_for_new_leader(OFFSETS_TOPIC, offsets_partition, state, timeout_s=30)
+        produce(cluster.bootstrap, range(RECORDS // 2, RECORDS))
+        wanted = {b"%d" % n for n in range(RECORDS)}
+        wait_for("every record read", lambda: wanted <= set(seen), timeout_s=90)
+        with Admin(cluster.bootstrap) as admin:
+            description = wait_for(
+                "both members at the new coordinator",
+                lambda: (
+                    (d := admin.describe_group(GROUP)).state == "stable"
+                    and len(d.members) == 2
+                    and d
+                ),
+                timeout_s=60,
+            )
+        assert description.group_epoch > epoch_before
+    finally:
+        stop.set()
+        for thread in members:
+            thread.join(timeout=60)
+    assert not errors, errors
