@@ -5,6 +5,8 @@
     twinlog produce TOPIC                  stdin lines as records
     twinlog consume TOPIC                  print records
     twinlog txn list|abort                 transactions in flight
+    twinlog groups list|describe|delete|reset-offsets
+                                           consumer groups: lag, members, move offsets
     twinlog cluster describe|up            a cluster's leaders and ISRs; a local one
     twinlog dump FILE                      a segment file's batches and records
     twinlog demo                           transactions end to end, in 15 seconds
