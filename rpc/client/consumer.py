@@ -292,15 +292,16 @@ class Consumer:
         """The topics subscribed to (for a pattern: those it matched so far)."""
         return set() if self._membership is None else self._membership.subscribed_topics()
 
-    def unsubscribe(self) -> None:
-        """Give up the subscription: commit (with auto-commit), on-revoked, leave the group."""
+    def unsubscribe(self, *, autocommit: bool = True, timeout_ms: int | None = None) -> None:
+        """Give up the subscription: commit (with auto-commit), on-revoked, leave the group.
+        The commit waits at most ``timeout_ms`` (None: default_api_timeout_ms)."""
         membership = self._membership
         if membership is None:
             return
         owned = [tp for tp in self._assigned if tp in membership.owned()]
         if owned:
-            if self.enable_auto_commit:
-                self._commit_quietly(owned, "before leaving the group")
+            if self.enable_auto_commit and autocommit:
+                self._commit_quietly(owned, "before leaving the group", timeout_ms)
             self._listener.on_partitions_revoked(owned)
         membership.leave()
         self._membership = None
@@ -354,12 +355,14 @@ class Consumer:
             self._set_assignment([tp for tp in self._assigned if tp not in gone])
             self._listener.on_partitions_lost(sorted(gone))
 
-    def _commit_quietly(self, partitions: Iterable[TopicPartition], when: str) -> None:
+    def _commit_quietly(
+        self, partitions: Iterable[TopicPartition], when: str, timeout_ms: int | None = None
+    ) -> None:
         """Commit the positions of ``partitions``; a failure is logged, not raised (the
         records after the last commit are read again by the next owner: at-least-once)."""
         chosen = {tp: self._positions[tp] for tp in partitions if tp in self._positions}
         try:
-            self.commit(chosen)
+            self.commit(chosen, timeout_ms=timeout_ms)
         except TwinlogError as error:
             log.warning("group %r: commit %s failed: %s", self.group_id, when, error)
 
@@ -679,10 +682,13 @@ class Consumer:
             raise InvalidConfigError(f"{what} needs a group: pass group_id= to Consumer()")
         return self.group_id
 
-    def commit(self, offsets: Mapping[Any, int] | None = None) -> None:
+    def commit(
+        self, offsets: Mapping[Any, int] | None = None, *, timeout_ms: int | None = None
+    ) -> None:
         """Store the group's offsets: the given ones, or the current positions. A member
-        commits in its current generation (a zombie's commit is refused:
-        StaleMemberEpochError, UnknownMemberIdError)."""
+        commits in the generation of its last poll (a zombie's commit is refused:
+        StaleMemberEpochError, UnknownMemberIdError). Waits at most ``timeout_ms`` (None:
+        default_api_timeout_ms), then raises RequestTimedOutError."""
         group_id = self._require_group("commit()")
         chosen = self._offsets_to_commit(offsets)
         if chosen:
@@ -691,7 +697,7 @@ class Consumer:
                 self.retry,
                 lambda: self._broker.commit_offsets(group_id, chosen, member),
                 "commit()",
-                timeout_ms=self.default_api_timeout_ms,
+                timeout_ms=self.default_api_timeout_ms if timeout_ms is None else timeout_ms,
             )
 
     def commit_async(
@@ -810,16 +816,18 @@ class Consumer:
         if self._closed:
             raise InvalidConfigError("the consumer is closed; create a new one")
 
-    def close(self) -> None:
-        """Commit (with auto-commit), give up the subscription (on-revoked, leave the group),
-        stop fetching and release the connection. Idempotent."""
+    def close(self, autocommit: bool = True, timeout_ms: int | None = None) -> None:
+        """Commit (with auto-commit, unless ``autocommit`` is False), give up the
+        subscription (on-revoked, leave the group), stop fetching and release the
+        connection. The commit waits at most ``timeout_ms`` (None: default_api_timeout_ms,
+        as kafka-python's close); a failed one is logged. Idempotent."""
         if self._closed:
             return
         try:
             if self._membership is not None:
-                self.unsubscribe()
-            elif self.enable_auto_commit and self._positions:
-                self._commit_quietly(list(self._positions), "at close")
+                self.unsubscribe(autocommit=autocommit, timeout_ms=timeout_ms)
+            elif self.enable_auto_commit and autocommit and self._positions:
+                self._commit_quietly(list(self._positions), "at close", timeout_ms)
         finally:
             self._close_now()
 

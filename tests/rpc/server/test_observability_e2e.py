@@ -66,7 +66,9 @@ def traffic(server: ServerProcess) -> ServerProcess:
         with producer.transaction():
             for index in range(RECORDS):
                 producer.send(TOPIC, f"record {index}".encode(), partition=0)
-    with Consumer(server.address, group_id="billing", token=ALICE) as consumer:
+    with Consumer(
+        server.address, group_id="billing", enable_auto_commit=False, token=ALICE
+    ) as consumer:
         consumer.assign([(TOPIC, 0)])
         consumer.seek_to_beginning()
         values: list[bytes | None] = []

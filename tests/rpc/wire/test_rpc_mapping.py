@@ -178,10 +178,15 @@ def test_consumer_positions_seek_and_group_offsets(served: tuple[FakeBroker, str
     for i in range(5):
         broker.produce("positions", 0, build_batch([f"r{i}".encode()]))
     tp = TopicPartition("positions", 0)
-    with Consumer(address, group_id="g1", auto_offset_reset="latest") as latest:
+    # enable_auto_commit=False: the positions here are only the ones committed by hand
+    with Consumer(
+        address, group_id="g1", auto_offset_reset="latest", enable_auto_commit=False
+    ) as latest:
         latest.assign([tp])  # Kafka's default: no committed offset, so the log end
         assert latest.position(tp) == 5
-    with Consumer(address, group_id="g1", auto_offset_reset="earliest") as consumer:
+    with Consumer(
+        address, group_id="g1", auto_offset_reset="earliest", enable_auto_commit=False
+    ) as consumer:
         consumer.assign([tp])
         assert consumer.position(tp) == 0
         assert [r.offset for r in consumer.poll(1000)] == [0, 1, 2, 3, 4]
