@@ -1185,28 +1185,29 @@ class Broker:
         # must not abort the transaction that holds the offsets.
         coordinator.add_partitions(transaction_id, producer_id, producer_generation, ())
         offsets_partition = self.group_offsets.partition_for(group_id)
-        self.consumer_groups.validate_commit(
-            group_id, member.member_id, member.member_epoch, wanted, member.instance_id
-        )
-        self.offset_fence.take(
-            transaction_id,
-            group_id,
-            wanted,
-            lambda: coordinator.add_offsets(
+        with self.consumer_groups.committing(group_id, member, wanted):
+            self.offset_fence.take(
                 transaction_id,
-                producer_id,
-                producer_generation,
                 group_id,
-                offsets_partition,
                 wanted,
-            ),
-            newcomer_is_member=bool(member.member_id),
-        )
-        batch = build_offsets_batch(group_id, wanted, transactional=True)
-        target = self._partitions[offsets_partition]
-        target.append_transactional(
-            transaction_id, batch, validate_batch(batch), sender=(producer_id, producer_generation)
-        )
+                lambda: coordinator.add_offsets(
+                    transaction_id,
+                    producer_id,
+                    producer_generation,
+                    group_id,
+                    offsets_partition,
+                    wanted,
+                ),
+                newcomer_is_member=bool(member.member_id),
+            )
+            batch = build_offsets_batch(group_id, wanted, transactional=True)
+            target = self._partitions[offsets_partition]
+            target.append_transactional(
+                transaction_id,
+                batch,
+                validate_batch(batch),
+                sender=(producer_id, producer_generation),
+            )
 
     def _send_offsets_as_group_coordinator(
         self,
@@ -1224,20 +1225,18 @@ class Broker:
         offsets' holders with their coordinators, then the offsets batch is journaled on P
         like any transactional batch; it is folded into memory when its APPLY comes."""
         target = self._group_coordinator(group_id)
-        self.consumer_groups.validate_commit(
-            group_id, member.member_id, member.member_epoch, offsets, member.instance_id
-        )
-        sender = (producer_id, producer_generation)
-        target.register_transaction(transaction_id, sender)
-        batch = build_offsets_batch(group_id, offsets, transactional=True)
-        header = validate_batch(batch)
-        self.offset_fence.take(
-            transaction_id,
-            group_id,
-            offsets,
-            lambda: target.append_transactional(transaction_id, batch, header, sender=sender),
-            newcomer_is_member=bool(member.member_id),
-        )
+        with self.consumer_groups.committing(group_id, member, offsets):
+            sender = (producer_id, producer_generation)
+            target.register_transaction(transaction_id, sender)
+            batch = build_offsets_batch(group_id, offsets, transactional=True)
+            header = validate_batch(batch)
+            self.offset_fence.take(
+                transaction_id,
+                group_id,
+                offsets,
+                lambda: target.append_transactional(transaction_id, batch, header, sender=sender),
+                newcomer_is_member=bool(member.member_id),
+            )
 
     def settle_offsets_holder_here(self, request: SettleOffsetsHolder) -> None:
         """KIP-447's fence at the holder's coordinator, on this broker (the transport's
@@ -1470,13 +1469,11 @@ class Broker:
         if not wanted:
             return
         target = self._group_coordinator(group_id)
-        self.consumer_groups.validate_commit(
-            group_id, member.member_id, member.member_epoch, wanted, member.instance_id
-        )
-        self.offset_fence.check_plain_commit(group_id, wanted)
-        # a cluster leader answers once the in-sync replicas hold it (acks=all); folded to
-        # the log end, so commits answered out of order still fold in offset order
-        self._append_group_records(target, build_offsets_batch(group_id, wanted))
+        with self.consumer_groups.committing(group_id, member, wanted):
+            self.offset_fence.check_plain_commit(group_id, wanted)
+            # a cluster leader answers once the in-sync replicas hold it (acks=all); folded
+            # to the log end, so commits answered out of order still fold in offset order
+            self._append_group_records(target, build_offsets_batch(group_id, wanted))
 
     def group_heartbeat(self, call: GroupHeartbeat) -> GroupHeartbeatAnswer:
         """A member's heartbeat at its group's coordinator (join, leave, keep-alive)."""

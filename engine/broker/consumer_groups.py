@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Iterable, Mapping
+from contextlib import AbstractContextManager
 
 from twinlog.engine.base.errors import GroupIdNotFoundError
 from twinlog.engine.base.types import TopicPartition
@@ -29,6 +30,7 @@ from twinlog.engine.groups.group_calls import (
     GroupHeartbeat,
     GroupHeartbeatAnswer,
     GroupListing,
+    GroupMemberRef,
 )
 from twinlog.engine.groups.group_membership import GroupMembership
 from twinlog.engine.records.batch_reader import validate_batch
@@ -62,16 +64,14 @@ class ConsumerGroups:
         self._coordinator_of(call.group_id)
         return self.membership.heartbeat(call)
 
-    def validate_commit(
-        self,
-        group_id: str,
-        member_id: str,
-        member_epoch: int,
-        partitions: Iterable[TopicPartition],
-        instance_id: str | None = None,
-    ) -> None:
-        """Raise unless this commit may go on (a zombie's is refused: ``engine/groups``)."""
-        self.membership.validate_commit(group_id, member_id, member_epoch, partitions, instance_id)
+    def committing(
+        self, group_id: str, member: GroupMemberRef, partitions: Iterable[TopicPartition]
+    ) -> AbstractContextManager[None]:
+        """Raise unless this commit may go on (a zombie's is refused: ``engine/groups``);
+        else hold the group's membership still while the caller writes the commit."""
+        return self.membership.committing(
+            group_id, member.member_id, member.member_epoch, partitions, member.instance_id
+        )
 
     def list_groups(self) -> list[GroupListing]:
         """The groups this broker coordinates: with members, or with committed offsets."""
@@ -97,14 +97,14 @@ class ConsumerGroups:
         """Delete an empty group: its committed offsets and its epoch (NonEmptyGroupError
         while it has members; PendingTransactionError while a transaction holds offsets)."""
         target = self._coordinator_of(group_id)
-        self.membership.require_empty(group_id, "deleting it")
-        committed = self._offsets.offsets_of(group_id)
-        known = bool(committed) or group_id in self._offsets.group_ids()
-        if not known and self.membership.describe(group_id) is None:
-            raise GroupIdNotFoundError(f"no group {group_id!r} to delete")
-        self._fence.check_plain_commit(group_id, committed)
-        self._append(target, build_deletion_batch(group_id, committed))
-        self.membership.forget(group_id)
+        with self.membership.emptied(group_id, "deleting it"):
+            committed = self._offsets.offsets_of(group_id)
+            known = bool(committed) or group_id in self._offsets.group_ids()
+            if not known and self.membership.describe(group_id) is None:
+                raise GroupIdNotFoundError(f"no group {group_id!r} to delete")
+            self._fence.check_plain_commit(group_id, committed)
+            self._append(target, build_deletion_batch(group_id, committed))
+            self.membership.forget(group_id)
 
     def drop_partition(self, partition_index: int) -> None:
         """Forget the membership of the groups of offsets partition ``partition_index``

@@ -114,6 +114,7 @@ class ConsumerGroup:
         with its partition count."""
         if call.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
             return self._leave(call, now_s, topics)
+        reported: frozenset[TopicPartition] | None = frozenset(call.owned)
         if call.member_epoch == JOIN_EPOCH:
             member = self._join(call, now_s)
         else:
@@ -127,6 +128,10 @@ class ConsumerGroup:
                     f"{call.member_epoch}, its epoch is {member.assignment.member_epoch}: "
                     "it was fenced; join again"
                 )
+            if call.member_epoch != member.assignment.member_epoch:
+                # Its last answer was lost (accepted, as Kafka's), but what it says it owns
+                # was said before that answer: it must not finish a revocation.
+                reported = None
         member.session_timeout_ms = call.session_timeout_ms
         member.rebalance_timeout_ms = call.rebalance_timeout_ms
         member.session_deadline_s = now_s + call.session_timeout_ms / 1000
@@ -138,7 +143,7 @@ class ConsumerGroup:
             self._bump(topics)
         elif self._bump_owed or self._subscribed_counts(topics) != self._topics_seen:
             self._bump(topics)  # a subscribed topic was created, deleted or grown
-        self._reconcile(member, frozenset(call.owned), now_s)
+        self._reconcile(member, reported, now_s)
         return GroupHeartbeatAnswer(
             member.member_id,
             member.assignment.member_epoch,
@@ -167,10 +172,13 @@ class ConsumerGroup:
             return member
         existing = self.members.get(member_id)
         if existing is not None:
-            # joins again (a lost answer, or after losing its partitions): it owns nothing
+            # Joins again (a lost answer, or after losing its partitions): it owns nothing,
+            # and gets its partitions back in a new generation, so a commit it made before
+            # (from the positions it had then) is told apart from one made after.
             existing.assignment = MemberAssignment(MemberState.STABLE, 0)
             existing.left_static = False
             existing.revoke_deadline_s = None
+            self._bump_owed = True
             return existing
         if len(self.members) >= MEMBERS_MAX:
             raise NotEnoughResourcesError(
@@ -244,7 +252,9 @@ class ConsumerGroup:
         self.target = assign_uniform(self._subscribed(), topics, self.target)
         self._topics_seen = self._subscribed_counts(topics)
 
-    def _reconcile(self, member: Member, reported: frozenset[TopicPartition], now_s: float) -> None:
+    def _reconcile(
+        self, member: Member, reported: frozenset[TopicPartition] | None, now_s: float
+    ) -> None:
         others = {
             p
             for other in self.members.values()

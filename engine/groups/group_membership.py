@@ -11,7 +11,7 @@ group's new epoch durable (a record in ``__consumer_offsets``) before it is used
 group's epochs only grow, also across coordinator moves. ``stored_epoch``: the last
 durable epoch of a group this coordinator has not seen yet.
 
-Thread rule: any thread may call; one lock guards every group (a heartbeat is short).
+Thread rule: any thread may call; each group has its own lock (``_holding``).
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 
 from twinlog.engine.base.errors import InvalidConfigError, NonEmptyGroupError, UnknownMemberIdError
 from twinlog.engine.base.types import TopicPartition
@@ -53,11 +54,24 @@ class GroupMembership:
         self._stored_epoch = stored_epoch
         self.heartbeat_interval_ms = heartbeat_interval_ms
         self._clock = clock
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # guards the two dicts only
         self._groups: dict[str, ConsumerGroup] = {}
+        # One lock per group, held across a group's whole step: a heartbeat (with the
+        # durable write of a new epoch), an expiry, and a commit's check *and* its write
+        # (``committing``), so no membership change falls between a commit's check and its
+        # append. Other groups are not held up meanwhile.
+        self._group_locks: dict[str, threading.RLock] = {}
+
+    @contextmanager
+    def _holding(self, group_id: str) -> Iterator[None]:
+        with self._lock:
+            lock = self._group_locks.setdefault(group_id, threading.RLock())
+        with lock:
+            yield
 
     def _group(self, group_id: str) -> ConsumerGroup:
-        group = self._groups.get(group_id)
+        with self._lock:
+            group = self._groups.get(group_id)
         if group is None:
             group = ConsumerGroup(
                 group_id,
@@ -65,7 +79,8 @@ class GroupMembership:
                 self._persist_epoch,
                 self.heartbeat_interval_ms,
             )
-            self._groups[group_id] = group
+            with self._lock:
+                group = self._groups.setdefault(group_id, group)
         return group
 
     def heartbeat(self, call: GroupHeartbeat) -> GroupHeartbeatAnswer:
@@ -79,7 +94,7 @@ class GroupMembership:
         if call.rebalance_timeout_ms <= 0:
             raise InvalidConfigError("rebalance_timeout_ms must be positive")
         topics = self._topics()
-        with self._lock:
+        with self._holding(call.group_id):
             group = self._group(call.group_id)
             epoch_before = group.group_epoch
             answer = group.heartbeat(call, self._clock(), topics)
@@ -96,13 +111,18 @@ class GroupMembership:
         """Remove the members that timed out (the broker's scheduler calls this often)."""
         topics = self._topics()
         with self._lock:
-            for group in self._groups.values():
-                if not group.members:
-                    continue
+            groups = [g for g in self._groups.values() if g.members]
+        for group in groups:
+            with self._holding(group.group_id):
                 try:
                     removed = group.expire(self._clock(), topics)
                 except Exception as error:  # the epoch could not be made durable: next round
-                    log.warning("group %r: expiry postponed: %s", group.group_id, error)
+                    log.warning(
+                        "group %r: members timed out, its new epoch is not durable yet "
+                        "(%s); retried next round",
+                        group.group_id,
+                        error,
+                    )
                     continue
                 for removal in removed:
                     log.info(
@@ -112,6 +132,29 @@ class GroupMembership:
                         removal.reason,
                     )
 
+    @contextmanager
+    def committing(
+        self,
+        group_id: str,
+        member_id: str,
+        member_epoch: int,
+        partitions: Iterable[TopicPartition],
+        instance_id: str | None = None,
+    ) -> Iterator[None]:
+        """Check that the commit may go on (``ConsumerGroup.validate_commit``), and hold the
+        group still while the caller writes it."""
+        with self._holding(group_id):
+            with self._lock:
+                group = self._groups.get(group_id)
+            if group is not None:
+                group.validate_commit(member_id, member_epoch, partitions, instance_id)
+            elif member_id:
+                raise UnknownMemberIdError(
+                    f"group {group_id!r} has no member {member_id!r} (its coordinator moved, "
+                    "or the group was deleted): join again"
+                )
+            yield
+
     def validate_commit(
         self,
         group_id: str,
@@ -120,53 +163,46 @@ class GroupMembership:
         partitions: Iterable[TopicPartition],
         instance_id: str | None = None,
     ) -> None:
-        """Raise unless the commit may go on (``ConsumerGroup.validate_commit``)."""
-        with self._lock:
-            group = self._groups.get(group_id)
-            if group is not None:
-                group.validate_commit(member_id, member_epoch, partitions, instance_id)
-            elif member_id:
-                raise UnknownMemberIdError(
-                    f"group {group_id!r} has no member {member_id!r} (its coordinator moved, "
-                    "or the group was deleted): join again"
-                )
+        """Raise unless the commit may go on (for a check alone: ``committing`` holds the
+        group while the commit is written too)."""
+        with self.committing(group_id, member_id, member_epoch, partitions, instance_id):
+            pass
 
-    def require_empty(self, group_id: str, what: str) -> None:
-        """Raise NonEmptyGroupError if the group has members (before a delete or reset)."""
-        with self._lock:
-            group = self._groups.get(group_id)
+    @contextmanager
+    def emptied(self, group_id: str, what: str) -> Iterator[None]:
+        """Raise NonEmptyGroupError if the group has members; else hold it so while the
+        caller deletes or resets it."""
+        with self._holding(group_id):
+            with self._lock:
+                group = self._groups.get(group_id)
             if group is not None and group.members:
                 raise NonEmptyGroupError(
                     f"group {group_id!r} has {len(group.members)} active member(s): stop its "
                     f"consumers (or wait for their sessions to expire) before {what}"
                 )
+            yield
 
     def describe(self, group_id: str) -> GroupDescription | None:
         """None when this coordinator has never seen the group's members."""
-        with self._lock:
-            group = self._groups.get(group_id)
+        with self._holding(group_id):
+            with self._lock:
+                group = self._groups.get(group_id)
             return None if group is None else group.describe()
 
     def listings(self) -> list[GroupListing]:
         with self._lock:
-            return [
-                GroupListing(g.group_id, g.state(), len(g.members))
-                for g in sorted(self._groups.values(), key=lambda g: g.group_id)
-            ]
+            groups = sorted(self._groups.values(), key=lambda g: g.group_id)
+        listings = []
+        for group in groups:
+            with self._holding(group.group_id):
+                listings.append(GroupListing(group.group_id, group.state(), len(group.members)))
+        return listings
 
     def forget(self, group_id: str) -> None:
         """Forget an empty group's membership, if any (its offsets are the broker's to
-        delete)."""
+        delete). The caller holds it emptied (``emptied``)."""
         with self._lock:
-            group = self._groups.get(group_id)
-            if group is None:
-                return
-            if group.members:
-                raise NonEmptyGroupError(
-                    f"group {group_id!r} has {len(group.members)} active member(s): stop its "
-                    "consumers before deleting it"
-                )
-            del self._groups[group_id]
+            self._groups.pop(group_id, None)
 
     def drop_groups(self, belongs: Callable[[str], bool]) -> None:
         """Forget the groups ``belongs`` names (their coordinator moved elsewhere)."""

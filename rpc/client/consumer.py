@@ -190,6 +190,7 @@ class Consumer:
         self._listener = ConsumerRebalanceListener()
         self._paused: set[TopicPartition] = set()
         self._committer: ThreadPoolExecutor | None = None  # commit_async's one thread
+        self._last_async: Future[None] | None = None  # commit() waits for it
         self._next_auto_commit_s = time.monotonic() + auto_commit_interval_ms / 1000
 
     def __enter__(self) -> Consumer:
@@ -691,13 +692,21 @@ class Consumer:
         default_api_timeout_ms), then raises RequestTimedOutError."""
         group_id = self._require_group("commit()")
         chosen = self._offsets_to_commit(offsets)
+        budget_ms = self.default_api_timeout_ms if timeout_ms is None else timeout_ms
+        started_s = time.monotonic()
+        last_async = self._last_async
+        if last_async is not None:
+            # An earlier commit_async still in flight would land after this one and move
+            # the committed offsets back: commits go in the order they were asked.
+            wait([last_async], timeout=budget_ms / 1000)
         if chosen:
             member = self._member()
+            budget_ms = max(1, budget_ms - int((time.monotonic() - started_s) * 1000))
             call_with_retry(
                 self.retry,
                 lambda: self._broker.commit_offsets(group_id, chosen, member),
                 "commit()",
-                timeout_ms=self.default_api_timeout_ms if timeout_ms is None else timeout_ms,
+                timeout_ms=budget_ms,
             )
 
     def commit_async(
@@ -730,7 +739,8 @@ class Consumer:
             if error is not None:
                 raise error
 
-        return self._committer.submit(run)
+        self._last_async = self._committer.submit(run)
+        return self._last_async
 
     def _offsets_to_commit(self, offsets: Mapping[Any, int] | None) -> dict[TopicPartition, int]:
         if offsets is None:

@@ -12,7 +12,9 @@ once (the partition's next owner waits for it).
 Loss: an answer of UnknownMemberIdError or FencedMemberEpochError, no successful heartbeat
 within the session timeout, or no poll within ``max_poll_interval_ms`` (the member leaves,
 as Kafka's does): everything owned is lost (on-lost; nothing is committed: another member
-may own it now), and the member joins again at once with the same member id. A
+may own it now, and a commit made meanwhile carries epoch 0, which the coordinator
+refuses), and the member joins again, with the same member id, once the consumer's thread
+has taken the loss (its next poll), as Kafka's rejoins inside poll. A
 FencedInstanceIdError (another process took this static member's place) is fatal: the
 next poll raises it.
 
@@ -121,6 +123,13 @@ class ConsumerMembership:
         self.member_id = str(uuid.uuid4())
         self._member_epoch = JOIN_EPOCH
         self._owned: frozenset[TopicPartition] = NO_PARTITIONS  # what the consumer holds
+        # given to the consumer's thread by pending_changes, not acknowledged yet: it may be
+        # reading them already, so heartbeats say it owns them (else a revocation of one
+        # could be taken as done, and the partition given to another member meanwhile)
+        self._handed: frozenset[TopicPartition] = NO_PARTITIONS
+        # a loss the consumer's thread has not taken yet: no rejoin before it has (on-lost
+        # must run, and its commits must fail, before the member is given anything new)
+        self._loss_untaken = False
         self._target: frozenset[TopicPartition] | None = None  # the last answer's
         self._lost: frozenset[TopicPartition] = NO_PARTITIONS  # to tell the consumer
         self._round = 0  # bumped at each loss: an acknowledge from before it is stale
@@ -151,13 +160,16 @@ class ConsumerMembership:
                 raise self._fatal
             self.changed.clear()
             lost, self._lost = self._lost, NO_PARTITIONS
+            self._loss_untaken = False
             target = self._target
             member = GroupMemberRef(self.member_id, self._member_epoch, self.instance_id)
             if target is None:
+                self._handed = NO_PARTITIONS
                 return MembershipChanges(lost, NO_PARTITIONS, NO_PARTITIONS, self._round, member)
-            return MembershipChanges(
-                lost, self._owned - target, target - self._owned, self._round, member
-            )
+            self._handed = target - self._owned
+            if lost:
+                self._wake.set()  # the heartbeat thread waits for this to join again
+            return MembershipChanges(lost, self._owned - target, self._handed, self._round, member)
 
     def acknowledge(self, changes: MembershipChanges) -> bool:
         """The consumer applied ``changes``: say what it owns in the next heartbeat, now.
@@ -167,6 +179,7 @@ class ConsumerMembership:
             if changes.round != self._round:
                 return False
             self._owned = (self._owned - changes.revoked) | changes.assigned
+            self._handed = NO_PARTITIONS
         self._wake.set()
         return True
 
@@ -207,6 +220,11 @@ class ConsumerMembership:
             if self._stop.is_set():
                 return
             if self._poll_overdue():
+                continue
+            with self._lock:
+                loss_untaken = self._loss_untaken
+            if loss_untaken:  # joins again once poll() has taken the loss (it wakes us)
+                self._interval_s = 1.0
                 continue
             try:
                 self._beat()
@@ -265,7 +283,7 @@ class ConsumerMembership:
                 self._member_epoch if epoch is None else epoch,
                 topics,
                 None if self._subscription.pattern is None else self._subscription.pattern.pattern,
-                tuple(sorted(self._owned)),
+                tuple(sorted(self._owned | self._handed)),
                 self.instance_id,
                 self._client_id,
                 self._session_timeout_ms,
@@ -330,6 +348,8 @@ class ConsumerMembership:
         with self._lock:
             self._lost |= self._owned
             self._owned = NO_PARTITIONS
+            self._handed = NO_PARTITIONS  # acknowledge() will refuse them (a new round)
+            self._loss_untaken = bool(self._lost)
             self._target = None
             self._member_epoch = JOIN_EPOCH
             self._round += 1

@@ -265,3 +265,69 @@ def test_an_epoch_that_cannot_be_made_durable_changes_nothing_the_member_sees() 
     group.beat("b")
     group.settle("a", "b")
     assert sorted(len(p) for p in group.owned.values()) == [3, 3]
+
+
+def test_a_heartbeat_of_the_previous_epoch_does_not_finish_a_revocation() -> None:
+    """Its answer was lost, so what it says it owns predates that answer."""
+    group = Harness()
+    group.beat("a")
+    group.beat("c")
+    group.settle("a", "c")
+    previous = group.epoch["a"]
+    group.beat("c", epoch=LEAVE_EPOCH)
+    group.owned.pop("c")
+    group.settle("a")  # a's epoch moves on; ``previous`` is the one before it
+    assert group.epoch["a"] > previous
+    group.beat("b")
+    told = group.beat("a")  # a must give three up; its epoch stays until it has
+    assert len(told.assigned) == 3
+    group.membership.heartbeat(  # a late heartbeat of the epoch before: not taken
+        GroupHeartbeat("g", "a", previous, ("orders",), owned=told.assigned,
+                       session_timeout_ms=10_000, rebalance_timeout_ms=20_000)
+    )  # fmt: skip
+    description = group.membership.describe("g")
+    assert description is not None
+    [a] = [m for m in description.members if m.member_id == "a"]
+    assert a.state == "unrevoked_partitions"
+
+
+def test_a_member_that_joins_again_gets_its_partitions_in_a_new_generation() -> None:
+    group = Harness()
+    group.beat("a")
+    group.settle("a")
+    before = group.epoch["a"]
+    group.owned.pop("a")
+    answer = group.beat("a", epoch=0)  # it lost them (as it believes), and joins again
+    assert answer.member_epoch > before
+    assert len(answer.assigned) == 6
+
+
+def test_a_commit_holds_its_group_still_and_no_other_group() -> None:
+    import threading
+
+    group = Harness()
+    group.beat("a")
+    group.settle("a")
+    orders0 = TopicPartition("orders", 0)
+    entered, release = threading.Event(), threading.Event()
+
+    def commit() -> None:
+        with group.membership.committing("g", "a", group.epoch["a"], [orders0]):
+            entered.set()
+            release.wait(5)
+
+    committer = threading.Thread(target=commit)
+    committer.start()
+    assert entered.wait(5)
+    beat_done = threading.Event()
+    beater = threading.Thread(target=lambda: (group.beat("b"), beat_done.set()))
+    beater.start()
+    other = group.membership.heartbeat(  # another group is not held up
+        GroupHeartbeat("other", "x", 0, ("orders",), session_timeout_ms=10_000)
+    )
+    assert len(other.assigned) == 6
+    assert not beat_done.wait(0.3)  # g's membership waits for the commit to be written
+    release.set()
+    committer.join(5)
+    assert beat_done.wait(5)
+    beater.join(5)
