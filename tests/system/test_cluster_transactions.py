@@ -131,7 +131,14 @@ def test_transactions_survive_a_follower_kill_and_replicas_agree(
         assert brokers[broker_id].stop(signal.SIGTERM) == 0
     logs = [_logs(tmp_path / f"b{broker_id}") for broker_id in (1, 2, 3)]
     assert logs[0][0] == logs[1][0] == logs[2][0], "the replicas' data logs differ"
-    assert logs[0][1] == logs[1][1] == logs[2][1], "the replicas' journal logs differ"
+    # The brokers stop one after another, and a controlled shutdown moves leadership: the
+    # partition's next leader may still append to the journal log (the APPLIED marks of
+    # the last copies, which complete after their records are readable) once a replica
+    # has stopped. So the replicas agree on a common prefix, each shorter one a prefix of
+    # the longest, as the nemesis's divergence check says up to the high watermark.
+    journals = sorted((log[1] for log in logs), key=len)
+    assert all(journals[-1].startswith(j) for j in journals), "the replicas' journal logs differ"
+    assert len(journals[0]) > 0
     values = [r.value for b in iter_batches(logs[0][0]) for r in b.records()]
     assert values == committed
 
