@@ -108,10 +108,14 @@ class GroupMembership:
             return answer
 
     def expire(self) -> None:
-        """Remove the members that timed out (the broker's scheduler calls this often)."""
-        topics = self._topics()
+        """Remove the members that timed out (the broker's scheduler calls this often).
+        The topics are read only when a group has members: on a cluster broker that is a
+        ZooKeeper read, not to be made four times a second for nothing."""
         with self._lock:
             groups = [g for g in self._groups.values() if g.members]
+        if not groups:
+            return
+        topics = self._topics()
         for group in groups:
             with self._holding(group.group_id):
                 try:
