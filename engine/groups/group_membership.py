@@ -37,7 +37,8 @@ log = logging.getLogger(__name__)
 # Bounds on what a member may ask for (Kafka's group.consumer.{min,max}.session.timeout.ms).
 SESSION_TIMEOUT_MS_MIN = 1_000
 SESSION_TIMEOUT_MS_MAX = 300_000
-HEARTBEAT_INTERVAL_MS = 3_000  # Kafka's classic consumer default (heartbeat.interval.ms)
+HEARTBEAT_INTERVAL_MS = 3_000
+TOPICS_MAX_AGE_S = 1.0  # a topic created or grown is seen by its groups this late at most  # Kafka's classic consumer default (heartbeat.interval.ms)
 
 
 class GroupMembership:
@@ -50,6 +51,7 @@ class GroupMembership:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._topics = topics
+        self._topics_read: tuple[float, Mapping[str, int]] | None = None  # (when, what)
         self._persist_epoch = persist_epoch
         self._stored_epoch = stored_epoch
         self.heartbeat_interval_ms = heartbeat_interval_ms
@@ -61,6 +63,16 @@ class GroupMembership:
         # (``committing``), so no membership change falls between a commit's check and its
         # append. Other groups are not held up meanwhile.
         self._group_locks: dict[str, threading.RLock] = {}
+
+    def _current_topics(self) -> Mapping[str, int]:
+        """The topics, read at most every TOPICS_MAX_AGE_S: on a cluster broker a read is a
+        ZooKeeper round trip, and every heartbeat and expiry round needs them."""
+        now_s = self._clock()
+        read = self._topics_read
+        if read is None or now_s - read[0] >= TOPICS_MAX_AGE_S or now_s < read[0]:
+            read = (now_s, dict(self._topics()))
+            self._topics_read = read
+        return read[1]
 
     @contextmanager
     def _holding(self, group_id: str) -> Iterator[None]:
@@ -93,7 +105,7 @@ class GroupMembership:
             )
         if call.rebalance_timeout_ms <= 0:
             raise InvalidConfigError("rebalance_timeout_ms must be positive")
-        topics = self._topics()
+        topics = self._current_topics()
         with self._holding(call.group_id):
             group = self._group(call.group_id)
             epoch_before = group.group_epoch
@@ -115,7 +127,7 @@ class GroupMembership:
             groups = [g for g in self._groups.values() if g.members]
         if not groups:
             return
-        topics = self._topics()
+        topics = self._current_topics()
         for group in groups:
             with self._holding(group.group_id):
                 try:
