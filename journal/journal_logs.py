@@ -335,7 +335,11 @@ class JournalLogs:
         self, journal_log: _JournalLog, offset: int, record: JournalLogRecord
     ) -> PendingWrite:
         return self.local.enqueue_record(
-            journal_log.partition, offset, record, lambda: journal_log.make_durable(offset)
+            journal_log.partition,
+            offset,
+            record,
+            lambda: journal_log.make_durable(offset),
+            durable_log=journal_log,
         )
 
     # --- writes ---------------------------------------------------------------------

@@ -286,17 +286,20 @@ class LocalJournal:
         journal_offset: int,
         record: JournalLogRecord,
         make_durable: Callable[[], None] | None = None,
+        durable_log: object | None = None,
     ) -> PendingWrite:
         """Queue the application of the journal-log record at ``journal_offset``; ``wait()``
         on the result (the operation's result, or its refusal raised).
 
         Records of one partition must be queued in offset order, each once: the
         writer applies only the partition's next one (JournalOrderError otherwise).
-        ``make_durable`` is called by the writer before the group that applies it.
+        ``make_durable`` is called by the writer before the group that applies it;
+        ``durable_log`` names the log it syncs (the writer syncs different logs at once).
         """
         _check_partition_name(partition)
         operation = _operation_for(partition, journal_offset, record)
         operation.make_durable = make_durable
+        operation.durable_log = durable_log
         return self._writer.enqueue(operation)
 
     def apply_record(self, partition: str, journal_offset: int, record: JournalLogRecord) -> Any:

@@ -81,6 +81,9 @@ class Operation:
     # applies only what is committed). The writer calls it before the group's LMDB
     # transaction; one fsync of a log covers every record of it appended so far.
     make_durable: Callable[[], None] | None = None
+    # The log ``make_durable`` syncs: the writer syncs a group's different logs side by
+    # side, and each log's records in order on one thread.
+    durable_log: object | None = None
 
     def check(self, tables: Tables) -> None:
         raise NotImplementedError

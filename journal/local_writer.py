@@ -43,6 +43,7 @@ from twinlog.engine.base.errors import (
     LogClosedError,
     TwinlogError,
 )
+from twinlog.journal.group_durability import GroupDurability
 from twinlog.journal.local_config import SYNC_ENV, JournalConfig
 from twinlog.journal.local_ops import Operation
 from twinlog.journal.local_tables import Database, Tables
@@ -137,6 +138,7 @@ class GroupWriter:
         # pages here needs no lock.
         self._map_addresses = map_addresses
         self._releaser = PageReleaser(map_addresses)
+        self._durability = GroupDurability(path)
         self._submit_lock = threading.Lock()  # orders submit() against close()
         # Counters, written by the writer thread only (reads may be a group stale).
         self.groups_committed = 0
@@ -176,6 +178,7 @@ class GroupWriter:
             self._closing = True
             self._queue.put(_STOP)
         self._thread.join()
+        self._durability.close()
 
     # --- the writer thread ----------------------------------------------------------
 
@@ -219,9 +222,12 @@ class GroupWriter:
             txn = self._env.begin(write=True, buffers=True)
             committed = False
             try:
-                for request in group:  # the journal-log records are durable first (J1)
-                    if request.operation.make_durable is not None:
-                        request.operation.make_durable()
+                # the journal-log records are durable first (J1), the logs side by side
+                self._durability.make_durable(
+                    (request.operation.durable_log, request.operation.make_durable)
+                    for request in group
+                    if request.operation.make_durable is not None
+                )
                 tables = Tables(txn, self._databases, self._releaser)
                 for request in group:
                     try:
