@@ -1,0 +1,221 @@
+"""From a request frame to its answer: the table of served APIs, decoding, encoding.
+
+Every message is decoded and encoded by kafka-python's ``kafka.protocol`` classes
+(generated from Kafka's JSON schemas), including the request and response headers and
+their flexible (tagged) forms. What is not served gets a clean error:
+
+- ApiVersions in a version above ours: a v0 answer with UNSUPPORTED_VERSION and our
+  table (KIP-511), from which the client picks a version;
+- another API in a version we do not serve, or an API we do not serve at all that the
+  codec knows and whose answer has a top-level error code (JoinGroup, SaslHandshake,
+  CreateTopics in its older forms, ...): that answer with UNSUPPORTED_VERSION;
+- anything else (an API key the codec does not know, bytes that do not decode): the
+  connection is closed, with a log line saying why, as a Kafka broker does.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import kafka.protocol.admin
+import kafka.protocol.consumer
+import kafka.protocol.metadata
+import kafka.protocol.producer
+import kafka.protocol.sasl
+from kafka.protocol.api_header import RequestHeader
+from kafka.protocol.api_message import ApiMessage
+from kafka.protocol.consumer import (
+    FetchRequest,
+    ListOffsetsRequest,
+    OffsetCommitRequest,
+    OffsetFetchRequest,
+)
+from kafka.protocol.metadata import ApiVersionsRequest, FindCoordinatorRequest, MetadataRequest
+from kafka.protocol.producer import (
+    AddOffsetsToTxnRequest,
+    AddPartitionsToTxnRequest,
+    EndTxnRequest,
+    InitProducerIdRequest,
+    ProduceRequest,
+    TxnOffsetCommitRequest,
+)
+
+from twinlog.rpc.kafka.api_versions import api_versions_response, handle_api_versions
+from twinlog.rpc.kafka.context import KafkaContext
+from twinlog.rpc.kafka.error_codes import UNKNOWN_SERVER_ERROR, UNSUPPORTED_VERSION
+from twinlog.rpc.kafka.fetch import handle_fetch
+from twinlog.rpc.kafka.find_coordinator import handle_find_coordinator
+from twinlog.rpc.kafka.list_offsets import handle_list_offsets
+from twinlog.rpc.kafka.metadata import handle_metadata
+from twinlog.rpc.kafka.offsets import handle_offset_commit, handle_offset_fetch
+from twinlog.rpc.kafka.produce import handle_produce
+from twinlog.rpc.kafka.transactions import (
+    handle_add_offsets_to_txn,
+    handle_add_partitions_to_txn,
+    handle_end_txn,
+    handle_init_producer_id,
+    handle_txn_offset_commit,
+)
+
+log = logging.getLogger("twinlog.kafka")
+
+Handler = Callable[[Any, int, KafkaContext], ApiMessage | None]
+
+
+@dataclass(frozen=True)
+class Api:
+    request_class: type[ApiMessage]
+    min_version: int
+    max_version: int
+    handler: Handler
+    # Advertised from this version, when lower than served: librdkafka needs Produce's range
+    # to start at 0 (KAFKA-18659), though only v3+ (RecordBatch v2) is served.
+    advertised_min_version: int | None = None
+
+
+# Each API's served versions: the newest ones that name topics (not topic ids, KIP-516) and
+# that do not ask for what is not here (KIP-890's second transaction version).
+SERVED_APIS: tuple[Api, ...] = (
+    Api(ProduceRequest, 3, 11, handle_produce, advertised_min_version=0),
+    Api(FetchRequest, 4, 12, handle_fetch),
+    Api(ListOffsetsRequest, 1, 10, handle_list_offsets),
+    Api(MetadataRequest, 0, 12, handle_metadata),
+    Api(OffsetCommitRequest, 2, 9, handle_offset_commit),
+    Api(OffsetFetchRequest, 1, 9, handle_offset_fetch),
+    Api(FindCoordinatorRequest, 0, 6, handle_find_coordinator),
+    Api(ApiVersionsRequest, 0, 4, handle_api_versions),
+    Api(InitProducerIdRequest, 0, 5, handle_init_producer_id),
+    Api(AddPartitionsToTxnRequest, 0, 3, handle_add_partitions_to_txn),
+    Api(AddOffsetsToTxnRequest, 0, 3, handle_add_offsets_to_txn),
+    Api(EndTxnRequest, 0, 3, handle_end_txn),
+    Api(TxnOffsetCommitRequest, 0, 3, handle_txn_offset_commit),
+)
+API_BY_KEY: dict[int, Api] = {api.request_class.API_KEY: api for api in SERVED_APIS}
+
+
+def advertised_versions() -> dict[int, tuple[int, int]]:
+    return {
+        key: (
+            api.min_version if api.advertised_min_version is None else api.advertised_min_version,
+            api.max_version,
+        )
+        for key, api in API_BY_KEY.items()
+    }
+
+
+def _is_request_class(candidate: object) -> bool:
+    if not (isinstance(candidate, type) and issubclass(candidate, ApiMessage)):
+        return False
+    message: Any = candidate
+    return getattr(message, "_json", None) is not None and bool(message.is_request())
+
+
+def _codec_requests() -> dict[int, Any]:
+    """Every request class the codec has, by API key (to answer the ones not served)."""
+    found: dict[int, Any] = {}
+    for module in (
+        kafka.protocol.admin,
+        kafka.protocol.consumer,
+        kafka.protocol.metadata,
+        kafka.protocol.producer,
+        kafka.protocol.sasl,  # SaslHandshake and SaslAuthenticate
+    ):
+        for name in dir(module):
+            candidate: Any = getattr(module, name)
+            if _is_request_class(candidate):
+                found[candidate.API_KEY] = candidate
+    return found
+
+
+CODEC_REQUESTS = _codec_requests()
+
+
+class CloseConnection(Exception):
+    """The request cannot be answered; the message says why (logged, then the connection
+    is closed)."""
+
+
+def _response_class(request_class: type[ApiMessage]) -> Any:
+    module = __import__(request_class.__module__, fromlist=["_"])
+    return getattr(module, request_class.__name__.removesuffix("Request") + "Response")
+
+
+def _error_answer(request_class: type[ApiMessage], version: int, code: int) -> ApiMessage | None:
+    """The API's answer carrying ``code`` at its top level, or None when it has no such field
+    in ``version`` (or the codec cannot encode that version)."""
+    response_class = _response_class(request_class)
+    if version > response_class.max_version:
+        return None
+    field = response_class.fields.get("error_code")
+    if field is None or not field.for_version_q(version):
+        return None
+    answer: ApiMessage = response_class(version=version, error_code=code)
+    return answer
+
+
+def _encode(answer: ApiMessage, correlation_id: int) -> bytes:
+    answer.with_header(correlation_id=correlation_id)
+    return bytes(answer.encode(header=True, framed=True))
+
+
+def answer_frame(frame: bytes, context: KafkaContext, peer: str) -> bytes | None:
+    """The framed answer to one request frame (without its size prefix); None when the
+    request expects no answer (Produce with acks=0). Raises CloseConnection."""
+    try:
+        header = RequestHeader.decode(io.BytesIO(frame), flexible=False)
+    except Exception as error:  # the codec raises plain exceptions on short or bad bytes
+        raise CloseConnection(f"a request header that does not decode ({error})") from None
+    api_key, version = header.request_api_key, header.request_api_version
+    correlation_id = header.correlation_id
+    api = API_BY_KEY.get(api_key)
+    if api is None or not api.min_version <= version <= api.max_version:
+        return _encode(_unserved(api_key, version, context, header.client_id), correlation_id)
+    try:
+        request = api.request_class.decode(frame, version=version, header=True)
+    except Exception as error:
+        raise CloseConnection(
+            f"a {api.request_class.__name__} v{version} that does not decode ({error})"
+        ) from None
+    try:
+        answer = api.handler(request, version, context)
+    except Exception:
+        log.exception("%s v%d from %s failed", api.request_class.__name__, version, peer)
+        fallback = _error_answer(api.request_class, version, UNKNOWN_SERVER_ERROR)
+        if fallback is None:
+            raise CloseConnection(
+                f"{api.request_class.__name__} v{version} failed and its answer has no "
+                "top-level error code"
+            ) from None
+        answer = fallback
+    if answer is None:
+        return None
+    return _encode(answer, correlation_id)
+
+
+def _unserved(
+    api_key: int, version: int, context: KafkaContext, client_id: str | None
+) -> ApiMessage:
+    if api_key == ApiVersionsRequest.API_KEY:  # KIP-511: v0 names what we serve
+        return api_versions_response(context, 0, UNSUPPORTED_VERSION)
+    request_class = CODEC_REQUESTS.get(api_key)
+    served = API_BY_KEY.get(api_key)
+    what = (
+        f"{request_class.__name__} v{version}" if request_class else f"API key {api_key} v{version}"
+    )
+    reason = (
+        f"versions {served.min_version}-{served.max_version} are served"
+        if served
+        else "this API is not served (docs/kafka-protocol.md)"
+    )
+    if request_class is not None:
+        answer = _error_answer(request_class, version, UNSUPPORTED_VERSION)
+        if answer is not None:
+            log.info(
+                "%s from client %r: answered UNSUPPORTED_VERSION (%s)", what, client_id, reason
+            )
+            return answer
+    raise CloseConnection(f"{what} from client {client_id!r}: {reason}")

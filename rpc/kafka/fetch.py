@@ -1,0 +1,151 @@
+"""Fetch: the data log's bytes as they are stored, whole batches, below the high watermark.
+
+twinlog's logs hold committed data only, so every isolation level reads the same bytes,
+the last stable offset is the high watermark and no aborted transactions are listed.
+
+Sizes are Kafka's: each partition gets at most its ``partition_max_bytes`` and the whole
+answer at most ``max_bytes`` (and the listener's ``fetch_bytes_max``), except that the
+first partition with records always gets one whole batch, however large, so a consumer
+never stalls on a batch bigger than its limits.
+
+A Fetch with less than ``min_bytes`` ready waits up to ``max_wait_ms`` (at most
+``fetch_wait_ms_max``) in slices of ``fetch_wait_slice_ms``, on one of its partitions at a
+time, then reads them all again; it holds its own connection's thread only, so other
+connections are served meanwhile, and a shutdown ends the wait at the next slice.
+
+Fetch sessions (KIP-227) are not kept: every answer says session id 0 ("no session"), so a
+client sends full fetches; an incremental fetch naming a session gets
+FETCH_SESSION_ID_NOT_FOUND and the client starts over with a full one.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from kafka.protocol.consumer import FetchRequest, FetchResponse
+
+from twinlog.engine.base.errors import OffsetOutOfRangeError, TwinlogError
+from twinlog.rpc.kafka.context import KafkaContext
+from twinlog.rpc.kafka.error_codes import FETCH_SESSION_ID_NOT_FOUND, NONE, code_of
+
+NO_SESSION = 0
+NO_READ_REPLICA = -1
+UNKNOWN_OFFSET = -1
+
+TopicAnswer = FetchResponse.FetchableTopicResponse
+PartitionAnswer = TopicAnswer.PartitionData
+
+
+class _Reading:
+    """One pass over the request's partitions, within the answer's byte budget."""
+
+    def __init__(self, context: KafkaContext, answer_bytes_max: int) -> None:
+        self.context = context
+        self.remaining_bytes = answer_bytes_max
+        self.total_bytes = 0
+        # (topic, partition, offset) of partitions that answered no records and no error:
+        # where a wait may park
+        self.waitable: list[tuple[str, int, int]] = []
+        self.answers: list[Any] = []
+
+    def read(self, request: FetchRequest) -> None:
+        self.answers = [
+            TopicAnswer(
+                topic=topic.topic,
+                partitions=[self.partition(topic.topic, item) for item in topic.partitions],
+            )
+            for topic in request.topics
+        ]
+
+    def partition(self, topic: str, request: Any) -> Any:
+        partition = request.partition
+        offset = request.fetch_offset
+        limit = min(max(1, request.partition_max_bytes), self.remaining_bytes)
+        if limit <= 0:
+            if self.total_bytes > 0:  # the answer is full: this partition gets nothing now
+                limit = 0
+            else:
+                limit = 1  # the first batch goes whole, whatever the limits
+        try:
+            if limit == 0:
+                result = self.context.broker.fetch(topic, partition, offset, max_bytes=1)
+                records = b""
+            else:
+                result = self.context.broker.fetch(topic, partition, offset, max_bytes=limit)
+                records = result.records
+        except OffsetOutOfRangeError as error:
+            return PartitionAnswer(
+                partition_index=partition,
+                error_code=code_of(error),
+                high_watermark=error.log_end_offset,
+                last_stable_offset=error.log_end_offset,
+                log_start_offset=error.log_start_offset,
+                preferred_read_replica=NO_READ_REPLICA,
+                aborted_transactions=None,
+                records=None,
+            )
+        except TwinlogError as error:
+            return PartitionAnswer(
+                partition_index=partition,
+                error_code=code_of(error),
+                high_watermark=UNKNOWN_OFFSET,
+                last_stable_offset=UNKNOWN_OFFSET,
+                log_start_offset=UNKNOWN_OFFSET,
+                preferred_read_replica=NO_READ_REPLICA,
+                aborted_transactions=None,
+                records=None,
+            )
+        self.remaining_bytes -= len(records)
+        self.total_bytes += len(records)
+        if not records:
+            self.waitable.append((topic, partition, offset))
+        return PartitionAnswer(
+            partition_index=partition,
+            error_code=NONE,
+            high_watermark=result.log_end_offset,
+            last_stable_offset=result.log_end_offset,
+            log_start_offset=result.log_start_offset,
+            preferred_read_replica=NO_READ_REPLICA,
+            aborted_transactions=[],
+            records=records,
+        )
+
+
+def handle_fetch(request: FetchRequest, version: int, context: KafkaContext) -> FetchResponse:
+    settings = context.settings
+    if request.session_id != NO_SESSION:
+        return FetchResponse(
+            version=version,
+            throttle_time_ms=0,
+            error_code=FETCH_SESSION_ID_NOT_FOUND,
+            session_id=NO_SESSION,
+            responses=[],
+        )
+    answer_bytes_max = min(max(1, request.max_bytes), settings.fetch_bytes_max)
+    min_bytes = max(1, request.min_bytes)
+    wait_ms = min(max(0, request.max_wait_ms), settings.fetch_wait_ms_max)
+    deadline = time.monotonic() + wait_ms / 1000
+    turn = 0
+    while True:
+        reading = _Reading(context, answer_bytes_max)
+        reading.read(request)
+        remaining_s = deadline - time.monotonic()
+        if reading.total_bytes >= min_bytes or remaining_s <= 0 or context.stopping.is_set():
+            return FetchResponse(
+                version=version,
+                throttle_time_ms=0,
+                error_code=NONE,
+                session_id=NO_SESSION,
+                responses=reading.answers,
+            )
+        slice_ms = max(1, min(int(remaining_s * 1000), settings.fetch_wait_slice_ms))
+        if not reading.waitable:  # every partition answered an error: wait it out plainly
+            context.stopping.wait(slice_ms / 1000)
+            continue
+        topic, partition, offset = reading.waitable[turn % len(reading.waitable)]
+        turn += 1
+        try:
+            context.broker.fetch(topic, partition, offset, max_bytes=1, max_wait_ms=slice_ms)
+        except TwinlogError:
+            pass  # the next pass answers it

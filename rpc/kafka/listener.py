@@ -1,0 +1,212 @@
+"""The Kafka listener: a TCP socket, one thread per connection, size-prefixed frames.
+
+A connection's requests are answered one at a time, in order, as a Kafka broker does
+(it reads the next request only after answering the previous one), so a long-polling
+Fetch holds its own connection only. Everything is bounded: the connections
+(``connections_max``; one more is accepted, logged and closed), a frame's size
+(``frame_bytes_max``; a larger one is logged and the connection closed before its
+bytes are read), an idle connection's life (``connection_idle_ms``).
+
+``stop()`` closes the listening socket, lets requests in flight finish within the
+grace period (a waiting Fetch ends at its next slice), then closes every connection.
+
+Thread rule: ``start``/``stop`` from the owning thread; the accept loop and the
+connection threads share ``_connections`` under ``_lock``.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import struct
+import threading
+import time
+
+from twinlog.engine.base.errors import InvalidConfigError
+from twinlog.rpc.kafka.context import KafkaContext
+from twinlog.rpc.kafka.dispatch import CloseConnection, advertised_versions, answer_frame
+from twinlog.rpc.kafka.open_transactions import OpenTransactions
+from twinlog.rpc.kafka.settings import KafkaListenerSettings
+from twinlog.rpc.wire.broker_api import BrokerApi
+
+log = logging.getLogger("twinlog.kafka")
+
+FRAME_SIZE = struct.Struct(">i")
+# The shortest request: api key, version, correlation id and a null client id.
+REQUEST_BYTES_MIN = 10
+ACCEPT_POLL_S = 0.5  # the accept loop rechecks the stop flag this often
+BACKLOG = 64
+
+
+class _Closed(Exception):
+    """The peer closed the connection (or it timed out idle)."""
+
+
+def _read_exactly(connection: socket.socket, size: int) -> bytes:
+    chunks = []
+    remaining = size
+    while remaining > 0:
+        chunk = connection.recv(min(remaining, 1 << 20))
+        if not chunk:
+            raise _Closed()
+        chunks.append(chunk)
+        remaining -= len(chunk)
+    return b"".join(chunks)
+
+
+def parse_address(text: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[IPv6]:PORT`` too) as a pair; InvalidConfigError names the trouble."""
+    host, separator, port_text = text.rpartition(":")
+    host = host.removeprefix("[").removesuffix("]")
+    if not separator or not host or not port_text.isdigit() or not 0 <= int(port_text) < 65536:
+        raise InvalidConfigError(
+            f"Kafka listener address {text!r}: give HOST:PORT, e.g. 127.0.0.1:9092 (port 0 "
+            "picks a free one)"
+        )
+    return host, int(port_text)
+
+
+class KafkaListener:
+    """Speaks Kafka's protocol on ``host:port`` in front of ``broker`` (any object with
+    the broker API: the one the gRPC server serves)."""
+
+    def __init__(
+        self,
+        broker: BrokerApi,
+        host: str = "127.0.0.1",
+        port: int = 9092,
+        settings: KafkaListenerSettings | None = None,
+        advertised_host: str | None = None,
+    ) -> None:
+        self.settings = settings or KafkaListenerSettings()
+        self.stopping = threading.Event()
+        self._lock = threading.Lock()
+        self._connections: dict[socket.socket, threading.Thread] = {}
+        try:
+            self._socket = socket.create_server((host, port), backlog=BACKLOG)
+        except OSError as error:
+            raise InvalidConfigError(
+                f"cannot listen for Kafka clients on {host}:{port}: {error.strerror}; pick "
+                "another --kafka-listener port (0 picks a free one)"
+            ) from None
+        self._socket.settimeout(ACCEPT_POLL_S)
+        self.host = host
+        self.port: int = self._socket.getsockname()[1]
+        self.advertised_host = advertised_host or host
+        self.context = KafkaContext(
+            broker=broker,
+            endpoint=lambda: (self.advertised_host, self.port),
+            settings=self.settings,
+            stopping=self.stopping,
+            transactions=OpenTransactions(),
+            advertised_versions=advertised_versions(),
+        )
+        self._acceptor = threading.Thread(
+            target=self._accept_loop, name="twinlog-kafka-accept", daemon=True
+        )
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def start(self) -> None:
+        self._acceptor.start()
+
+    def stop(self, grace_ms: int = 10_000) -> None:
+        """Stop accepting, give requests in flight ``grace_ms``, then close what is left."""
+        self.stopping.set()
+        if self._acceptor.is_alive():
+            self._acceptor.join()
+        self._socket.close()
+        with self._lock:
+            connections = dict(self._connections)
+        # Idle connections wait in recv: shutting their reading side down ends them now,
+        # while a request being answered still gets its answer written.
+        for connection in connections:
+            try:
+                connection.shutdown(socket.SHUT_RD)
+            except OSError:
+                pass
+        deadline = time.monotonic() + grace_ms / 1000
+        for thread in connections.values():
+            thread.join(max(0.0, deadline - time.monotonic()))
+        for connection in connections:
+            try:
+                connection.close()
+            except OSError:
+                pass
+
+    def connection_count(self) -> int:
+        with self._lock:
+            return len(self._connections)
+
+    def _accept_loop(self) -> None:
+        while not self.stopping.is_set():
+            try:
+                connection, peer = self._socket.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                if self.stopping.is_set():
+                    return
+                log.exception("Kafka listener: accept failed")
+                time.sleep(ACCEPT_POLL_S)
+                continue
+            peer_text = f"{peer[0]}:{peer[1]}"
+            with self._lock:
+                full = len(self._connections) >= self.settings.connections_max
+                if not full:
+                    thread = threading.Thread(
+                        target=self._serve,
+                        args=(connection, peer_text),
+                        name=f"twinlog-kafka-{peer_text}",
+                        daemon=True,
+                    )
+                    self._connections[connection] = thread
+            if full:
+                log.warning(
+                    "Kafka connection from %s refused: %d connections are open "
+                    "(connections_max); it is closed",
+                    peer_text,
+                    self.settings.connections_max,
+                )
+                connection.close()
+                continue
+            thread.start()
+
+    def _serve(self, connection: socket.socket, peer: str) -> None:
+        connection.settimeout(self.settings.connection_idle_ms / 1000)
+        connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        try:
+            while not self.stopping.is_set():
+                (size,) = FRAME_SIZE.unpack(_read_exactly(connection, FRAME_SIZE.size))
+                if not REQUEST_BYTES_MIN <= size <= self.settings.frame_bytes_max:
+                    log.warning(
+                        "Kafka connection from %s closed: a request frame of %d bytes (the "
+                        "limit is frame_bytes_max, %d bytes, and a request has at least %d)",
+                        peer,
+                        size,
+                        self.settings.frame_bytes_max,
+                        REQUEST_BYTES_MIN,
+                    )
+                    return
+                frame = _read_exactly(connection, size)
+                try:
+                    answer = answer_frame(frame, self.context, peer)
+                except CloseConnection as reason:
+                    log.warning("Kafka connection from %s closed: %s", peer, reason)
+                    return
+                if answer is not None:
+                    connection.sendall(answer)
+        except (_Closed, TimeoutError, ConnectionError):
+            pass  # the client went away or idled out: nothing to say
+        except OSError as error:
+            if not self.stopping.is_set():
+                log.info("Kafka connection from %s ended: %s", peer, error)
+        finally:
+            with self._lock:
+                self._connections.pop(connection, None)
+            try:
+                connection.close()
+            except OSError:
+                pass

@@ -1,0 +1,72 @@
+"""Which twinlog transaction a Kafka producer's calls belong to.
+
+Kafka's protocol names a transaction by its producer id and epoch only: the first
+AddPartitionsToTxn (or AddOffsetsToTxn) after InitProducerId or EndTxn begins one
+implicitly. twinlog names each transaction by an id that ``begin_transaction`` returns,
+so this table begins it at that first call and remembers the id until EndTxn. Produce
+needs no lookup: the broker puts a transactional batch without a transaction id in the
+producer's open transaction.
+
+The table lives in the listener's process: a transaction a listener began and did not
+end before it stopped is aborted by the coordinator when its timeout passes, as a
+Kafka coordinator aborts a producer's that went silent.
+
+Thread rule: any thread; ``_lock`` guards the table, and a producer's begin happens
+under it so that two connections of one producer never begin two transactions.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+from twinlog.engine.base.errors import ProducerFencedError
+from twinlog.rpc.wire.broker_api import BrokerApi
+
+
+@dataclass(frozen=True)
+class OpenTransaction:
+    producer_generation: int
+    transaction_id: int
+
+
+class OpenTransactions:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._by_producer: dict[int, OpenTransaction] = {}
+
+    def current(self, producer_id: int, producer_generation: int) -> int | None:
+        """The open transaction of this producer generation, if one was begun here."""
+        with self._lock:
+            found = self._by_producer.get(producer_id)
+        if found is None or found.producer_generation != producer_generation:
+            return None
+        return found.transaction_id
+
+    def ensure_open(self, broker: BrokerApi, producer_id: int, producer_generation: int) -> int:
+        """The producer's open transaction, begun now if it has none."""
+        with self._lock:
+            found = self._by_producer.get(producer_id)
+            if found is not None:
+                if found.producer_generation == producer_generation:
+                    return found.transaction_id
+                if found.producer_generation > producer_generation:
+                    raise ProducerFencedError(
+                        f"producer {producer_id} generation {producer_generation} is older "
+                        f"than generation {found.producer_generation}, which has a transaction "
+                        "open: a newer producer with the same transactional id fenced it"
+                    )
+            transaction_id = broker.begin_transaction(producer_id, producer_generation)
+            self._by_producer[producer_id] = OpenTransaction(producer_generation, transaction_id)
+            return transaction_id
+
+    def forget(self, producer_id: int, transaction_id: int | None = None) -> None:
+        """Drop the producer's entry (only if it is ``transaction_id``, when given)."""
+        with self._lock:
+            found = self._by_producer.get(producer_id)
+            if found is not None and transaction_id in (None, found.transaction_id):
+                del self._by_producer[producer_id]
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._by_producer)

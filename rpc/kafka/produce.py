@@ -1,0 +1,106 @@
+"""Produce: each partition's batch goes to ``broker.produce`` as the client built it.
+
+A Kafka client's batch is already twinlog's format (RecordBatch v2), so nothing is
+rebuilt: the broker validates it (CRC, records, idempotent sequences of the producer id
+and epoch InitProducerId gave) and appends it, or journals it in the producer's open
+transaction when its transactional bit is set (offsets are known only when the
+transaction is applied, so such a batch is answered base offset -1).
+
+``acks``: 0 gets no answer at all (as Kafka: errors are only logged), 1 and -1 (all) are
+answered once the broker returns, which on a single node is the same moment. Any other
+value is refused INVALID_REQUIRED_ACKS.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from kafka.protocol.producer import ProduceRequest, ProduceResponse
+
+from twinlog.engine.base.errors import TwinlogError
+from twinlog.rpc.kafka.context import KafkaContext
+from twinlog.rpc.kafka.error_codes import (
+    INVALID_REQUIRED_ACKS,
+    NONE,
+    UNKNOWN_SERVER_ERROR,
+    code_of,
+)
+from twinlog.rpc.wire.broker_api import BrokerApi
+
+log = logging.getLogger("twinlog.kafka")
+
+ACKS_ALLOWED = (0, 1, -1)
+UNKNOWN_OFFSET = -1
+NO_APPEND_TIME = -1  # the batch keeps its producer's timestamps (CreateTime)
+
+TopicAnswer = ProduceResponse.TopicProduceResponse
+PartitionAnswer = TopicAnswer.PartitionProduceResponse
+
+
+def _append(broker: BrokerApi, topic: str, partition: int, records: bytes | None) -> Any:
+    if records is None:
+        error_code, base_offset, message = UNKNOWN_SERVER_ERROR, UNKNOWN_OFFSET, "no records"
+    else:
+        try:
+            result = broker.produce(topic, partition, bytes(records))
+            error_code, base_offset, message = NONE, result.base_offset, None
+        except TwinlogError as error:
+            error_code, base_offset, message = (
+                code_of(error, ProduceRequest.API_KEY),
+                UNKNOWN_OFFSET,
+                str(error),
+            )
+    return PartitionAnswer(
+        index=partition,
+        error_code=error_code,
+        base_offset=base_offset,
+        log_append_time_ms=NO_APPEND_TIME,
+        log_start_offset=UNKNOWN_OFFSET,
+        record_errors=[],
+        error_message=message,
+    )
+
+
+def handle_produce(
+    request: ProduceRequest, version: int, context: KafkaContext
+) -> ProduceResponse | None:
+    if request.acks not in ACKS_ALLOWED:
+        answers = [
+            TopicAnswer(
+                name=topic.name,
+                partition_responses=[
+                    PartitionAnswer(
+                        index=item.index,
+                        error_code=INVALID_REQUIRED_ACKS,
+                        base_offset=UNKNOWN_OFFSET,
+                        error_message=f"acks={request.acks}: use 0, 1 or -1 (all)",
+                    )
+                    for item in topic.partition_data
+                ],
+            )
+            for topic in request.topic_data
+        ]
+        return ProduceResponse(version=version, responses=answers, throttle_time_ms=0)
+    answers = [
+        TopicAnswer(
+            name=topic.name,
+            partition_responses=[
+                _append(context.broker, topic.name, item.index, item.records)
+                for item in topic.partition_data
+            ],
+        )
+        for topic in request.topic_data
+    ]
+    if request.acks == 0:
+        for topic in answers:
+            for item in topic.partition_responses:
+                if item.error_code != NONE:
+                    log.warning(
+                        "a produce with acks=0 to %s-%d was refused (%s); the client is not told",
+                        topic.name,
+                        item.index,
+                        item.error_message,
+                    )
+        return None
+    return ProduceResponse(version=version, responses=answers, throttle_time_ms=0)

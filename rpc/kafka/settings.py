@@ -1,0 +1,23 @@
+"""Limits of the Kafka listener, with units in every name (every queue and wait is bounded)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+MEBIBYTE = 1 << 20
+
+
+@dataclass(frozen=True)
+class KafkaListenerSettings:
+    # A request frame larger than this is refused: the connection is closed with a log line
+    # naming the size (Kafka's socket.request.max.bytes does the same, at 100 MiB).
+    frame_bytes_max: int = 16 * MEBIBYTE + 64 * 1024
+    connections_max: int = 256  # more are accepted, logged and closed at once
+    # An idle connection is closed after this long (Kafka's connections.max.idle.ms).
+    connection_idle_ms: int = 600_000
+    fetch_bytes_max: int = 16 * MEBIBYTE  # a Fetch asking for more gets this much
+    fetch_wait_ms_max: int = 30_000  # a Fetch never waits longer, whatever it asks
+    # A waiting Fetch re-reads its partitions (and checks for shutdown) this often; it waits
+    # on one partition at a time, so another partition's records may wait this long.
+    fetch_wait_slice_ms: int = 100
+    produce_timeout_ms_max: int = 30_000

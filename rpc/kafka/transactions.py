@@ -1,0 +1,175 @@
+"""The transactional calls: InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn,
+TxnOffsetCommit, EndTxn, onto the broker's transaction coordinator.
+
+A Kafka producer's transaction has no id of its own; ``OpenTransactions`` begins a
+twinlog transaction at its first AddPartitionsToTxn or AddOffsetsToTxn and ends it at
+EndTxn. Commit answers once the commit decision is durable (PREPARE_COMMIT, as Kafka's
+EndTxn does); the partitions' data logs receive the records when the transaction is
+applied, and only then does a consumer see them, all of them.
+
+InitProducerId without a transactional id gives an idempotent producer its id and epoch.
+The epoch bump of KIP-360 (an InitProducerId naming the current id and epoch) is served
+as a new generation of the same transactional id; an idempotent producer gets a new id.
+"""
+
+from __future__ import annotations
+
+from kafka.protocol.producer import (
+    AddOffsetsToTxnRequest,
+    AddOffsetsToTxnResponse,
+    AddPartitionsToTxnRequest,
+    AddPartitionsToTxnResponse,
+    EndTxnRequest,
+    EndTxnResponse,
+    InitProducerIdRequest,
+    InitProducerIdResponse,
+    TxnOffsetCommitRequest,
+    TxnOffsetCommitResponse,
+)
+
+from twinlog.engine.base.errors import TwinlogError
+from twinlog.engine.base.types import TopicPartition
+from twinlog.rpc.kafka.context import KafkaContext
+from twinlog.rpc.kafka.error_codes import NONE, code_of
+from twinlog.rpc.kafka.offsets import member_of
+
+NO_PRODUCER_ID = -1
+NO_PRODUCER_EPOCH = -1
+
+
+def handle_init_producer_id(
+    request: InitProducerIdRequest, version: int, context: KafkaContext
+) -> InitProducerIdResponse:
+    timeout_ms = request.transaction_timeout_ms if request.transactional_id else None
+    try:
+        identity = context.broker.init_producer(
+            request.transactional_id or None, timeout_ms if timeout_ms and timeout_ms > 0 else None
+        )
+    except TwinlogError as error:
+        return InitProducerIdResponse(
+            version=version,
+            throttle_time_ms=0,
+            error_code=code_of(error, InitProducerIdRequest.API_KEY),
+            producer_id=NO_PRODUCER_ID,
+            producer_epoch=NO_PRODUCER_EPOCH,
+        )
+    # The new generation fenced the older one, and the coordinator aborted what it had open.
+    context.transactions.forget(identity.producer_id)
+    return InitProducerIdResponse(
+        version=version,
+        throttle_time_ms=0,
+        error_code=NONE,
+        producer_id=identity.producer_id,
+        producer_epoch=identity.producer_generation,
+    )
+
+
+def handle_add_partitions_to_txn(
+    request: AddPartitionsToTxnRequest, version: int, context: KafkaContext
+) -> AddPartitionsToTxnResponse:
+    # Versions 0-3 only (advertised): a client's single transaction.
+    producer_id = request.v3_and_below_producer_id
+    producer_generation = request.v3_and_below_producer_epoch
+    wanted = [
+        TopicPartition(topic.name, index)
+        for topic in request.v3_and_below_topics
+        for index in topic.partitions
+    ]
+    try:
+        transaction_id = context.transactions.ensure_open(
+            context.broker, producer_id, producer_generation
+        )
+        context.broker.add_partitions_to_transaction(
+            transaction_id, producer_id, producer_generation, wanted
+        )
+        error_code = NONE
+    except TwinlogError as error:
+        error_code = code_of(error, AddPartitionsToTxnRequest.API_KEY)
+    TopicResult = AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult
+    PartitionResult = TopicResult.AddPartitionsToTxnPartitionResult
+    results = [
+        TopicResult(
+            name=topic.name,
+            results_by_partition=[
+                PartitionResult(partition_index=index, partition_error_code=error_code)
+                for index in topic.partitions
+            ],
+        )
+        for topic in request.v3_and_below_topics
+    ]
+    return AddPartitionsToTxnResponse(
+        version=version, throttle_time_ms=0, results_by_topic_v3_and_below=results
+    )
+
+
+def handle_add_offsets_to_txn(
+    request: AddOffsetsToTxnRequest, version: int, context: KafkaContext
+) -> AddOffsetsToTxnResponse:
+    try:
+        context.transactions.ensure_open(
+            context.broker, request.producer_id, request.producer_epoch
+        )
+        error_code = NONE
+    except TwinlogError as error:
+        error_code = code_of(error, AddOffsetsToTxnRequest.API_KEY)
+    return AddOffsetsToTxnResponse(version=version, throttle_time_ms=0, error_code=error_code)
+
+
+def handle_txn_offset_commit(
+    request: TxnOffsetCommitRequest, version: int, context: KafkaContext
+) -> TxnOffsetCommitResponse:
+    offsets = {
+        TopicPartition(topic.name, item.partition_index): item.committed_offset
+        for topic in request.topics
+        for item in topic.partitions
+    }
+    member = member_of(request.member_id, request.generation_id, request.group_instance_id)
+    try:
+        transaction_id = context.transactions.ensure_open(
+            context.broker, request.producer_id, request.producer_epoch
+        )
+        context.broker.send_offsets_to_transaction(
+            transaction_id,
+            request.producer_id,
+            request.producer_epoch,
+            request.group_id,
+            offsets,
+            member,
+        )
+        error_code = NONE
+    except TwinlogError as error:
+        error_code = code_of(error, TxnOffsetCommitRequest.API_KEY)
+    Topic = TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic
+    Partition = Topic.TxnOffsetCommitResponsePartition
+    topics = [
+        Topic(
+            name=topic.name,
+            partitions=[
+                Partition(partition_index=item.partition_index, error_code=error_code)
+                for item in topic.partitions
+            ],
+        )
+        for topic in request.topics
+    ]
+    return TxnOffsetCommitResponse(version=version, throttle_time_ms=0, topics=topics)
+
+
+def handle_end_txn(request: EndTxnRequest, version: int, context: KafkaContext) -> EndTxnResponse:
+    producer_id, producer_generation = request.producer_id, request.producer_epoch
+    transaction_id = context.transactions.current(producer_id, producer_generation)
+    error_code = NONE
+    # None: nothing was added since the last end (a retried EndTxn, or an empty
+    # transaction), and there is nothing to end: Kafka answers such a retry NONE too.
+    if transaction_id is not None:
+        broker = context.broker
+        try:
+            if request.committed:
+                broker.commit_transaction(transaction_id, producer_id, producer_generation)
+            else:
+                broker.abort_transaction(transaction_id, producer_id, producer_generation)
+            context.transactions.forget(producer_id, transaction_id)
+        except TwinlogError as error:
+            error_code = code_of(error, EndTxnRequest.API_KEY)
+            if not error.retriable:  # the transaction is over (fenced, timed out): not retried
+                context.transactions.forget(producer_id, transaction_id)
+    return EndTxnResponse(version=version, throttle_time_ms=0, error_code=error_code)
