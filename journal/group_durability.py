@@ -54,9 +54,9 @@ class GroupDurability:
         except BaseException as error:
             first_error = error
         for future in futures:  # wait for every sync, even after a failure: none may
-            error = future.exception()  # still be running when the group is retried
-            if error is not None and first_error is None:
-                first_error = error
+            failure = future.exception()  # still be running when the group is retried
+            if failure is not None and first_error is None:
+                first_error = failure
         if first_error is not None:
             raise first_error
 

@@ -1251,15 +1251,23 @@ class Broker:
         producer_generation: int,
         wait_for_applied: bool = False,
         attempts: Iterable[str] | None = None,
+        batches_written: Mapping[TopicPartition, int] | None = None,
     ) -> None:
         """Commit: returns once PREPARE_COMMIT is durable (or applied, with ``wait_for_applied``).
 
         ``attempts`` (None: all) names the task attempts whose batches are applied;
-        batches of other attempts are dropped.
+        batches of other attempts are dropped. ``batches_written`` (None: not checked): how
+        many batches the producer saw written to each partition; a partition whose journal
+        holds fewer refuses the commit (TransactionDataMissingError: abort).
         """
         self._check_open()
         self._coordinator_of_transaction(transaction_id, producer_id).commit(
-            transaction_id, producer_id, producer_generation, wait_for_applied, attempts
+            transaction_id,
+            producer_id,
+            producer_generation,
+            wait_for_applied,
+            attempts,
+            batches_written,
         )
 
     def abort_transaction(

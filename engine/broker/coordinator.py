@@ -58,7 +58,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from twinlog.engine.base import failpoints
 from twinlog.engine.base.errors import (
@@ -434,8 +434,11 @@ class Coordinator:
         producer_generation: int,
         wait_for_applied: bool = False,
         attempts: Iterable[str] | None = None,
+        batches_written: Mapping[TopicPartition, int] | None = None,
     ) -> None:
-        """PREPARE_COMMIT (durable) and return; ``attempts`` limits what is applied (Spark)."""
+        """PREPARE_COMMIT (durable) and return; ``attempts`` limits what is applied (Spark);
+        ``batches_written`` (None: unchecked) is what the producer saw written, per partition:
+        a partition holding fewer entries refuses the commit before PREPARE_COMMIT."""
         chosen = None if attempts is None else tuple(sorted(set(attempts)))
         self._end(
             transaction_id,
@@ -444,6 +447,7 @@ class Coordinator:
             TransactionEvent.COMMIT,
             wait_for_applied,
             chosen,
+            batches_written,
         )
 
     def abort(
@@ -469,6 +473,7 @@ class Coordinator:
         event: TransactionEvent,
         wait_for_applied: bool,
         attempts: tuple[str, ...] | None = None,
+        batches_written: Mapping[TopicPartition, int] | None = None,
     ) -> None:
         started_s = time.monotonic()
         with self._lock:
@@ -476,7 +481,7 @@ class Coordinator:
             if txn is None:
                 return  # a retry of an end that already completed
         with txn.lock:  # one decision about a transaction at a time
-            self._freeze_and_prepare(txn, event, attempts)
+            self._freeze_and_prepare(txn, event, attempts, batches_written)
         if event is TransactionEvent.COMMIT:
             self.timings.commit.observe(time.monotonic() - started_s)
         if wait_for_applied:
@@ -497,9 +502,11 @@ class Coordinator:
         txn: TransactionMetadata,
         event: TransactionEvent,
         attempts: tuple[str, ...] | None = None,
+        batches_written: Mapping[TopicPartition, int] | None = None,
     ) -> None:
         """Decide an ONGOING transaction's end: count_entries on every partition of it
         (each freezes it there), then PREPARE_COMMIT with the counts, or PREPARE_ABORT.
+        A commit whose counts fall short of ``batches_written`` is refused.
 
         No partition can join meanwhile (``register_partition`` refuses a counting
         transaction), and each partition counted refuses the transaction's later
@@ -520,6 +527,7 @@ class Coordinator:
             journaled: tuple[tuple[TopicPartition, int], ...] = ()
             if committing:
                 journaled = self._count_entries(txn.transaction_id, partitions, sent)
+                _check_batches_written(txn.transaction_id, journaled, batches_written or {})
             else:
                 self._freeze_for_abort(txn.transaction_id, partitions)
             with self._lock:
@@ -739,3 +747,40 @@ class Coordinator:
     def close(self) -> None:
         self._completion.close()
         self.journal.close()
+
+
+def _check_batches_written(
+    transaction_id: int,
+    journaled: tuple[tuple[TopicPartition, int], ...],
+    batches_written: Mapping[TopicPartition, int],
+) -> None:
+    """Refuse a commit whose journals hold fewer batches than the producer saw written.
+
+    Each batch the producer was told is written is one journal entry of its partition
+    (a retry of it is a duplicate, never a second entry), so a count below that means
+    entries were lost between their acknowledgement and the count (a journal damaged, a
+    failover that kept less than it acknowledged). Committing then would apply part of
+    the transaction, or none of it, as if whole: the producer must abort instead.
+    """
+    counted = dict(journaled)
+    short = {
+        topic_partition: (written, counted.get(topic_partition, 0))
+        for topic_partition, written in batches_written.items()
+        if counted.get(topic_partition, 0) < written
+    }
+    if short:
+        described = ", ".join(
+            f"{topic_partition}: {held} of {written}"
+            for topic_partition, (written, held) in sorted(short.items())
+        )
+        log.error(
+            "transaction %d: the journals hold fewer batches than were written (%s); "
+            "commit refused",
+            transaction_id,
+            described,
+        )
+        raise TransactionDataMissingError(
+            f"transaction {transaction_id}: the local data journals hold fewer of its batches "
+            f"than were acknowledged as written ({described}; held of written). Nothing was "
+            "committed: abort the transaction and send its records again"
+        )

@@ -484,13 +484,19 @@ class ClusterBroker:
         producer_generation: int,
         wait_for_applied: bool = False,
         attempts: Iterable[str] | None = None,
+        batches_written: Mapping[TopicPartition, int] | None = None,
     ) -> None:
         chosen = None if attempts is None else list(attempts)
         self._on_coordinator(
             CoordinatorKeyType.PRODUCER_ID,
             str(producer_id),
             lambda broker: broker.commit_transaction(
-                transaction_id, producer_id, producer_generation, wait_for_applied, chosen
+                transaction_id,
+                producer_id,
+                producer_generation,
+                wait_for_applied,
+                chosen,
+                batches_written,
             ),
         )
 

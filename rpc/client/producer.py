@@ -558,6 +558,7 @@ class Producer:
         with self._lock:
             self._transactions.require_no_failure()
             transaction_id = self._transactions.transaction_id
+            batches_written = dict(self._transactions.batches_written)
         try:
             call_with_retry(
                 self.retry,
@@ -566,6 +567,7 @@ class Producer:
                     identity.producer_id,
                     identity.producer_generation,
                     wait_for_applied,
+                    batches_written=batches_written or None,
                 ),
                 what,
                 timeout_ms=_remaining_ms(started_s, timeout_ms),

@@ -65,6 +65,7 @@ from twinlog.rpc.wire.cluster_convert import (
     metadata_from_proto,
 )
 from twinlog.rpc.wire.convert import (
+    counts_to_proto,
     offsets_from_proto,
     offsets_to_proto,
     producer_from_proto,
@@ -283,12 +284,14 @@ class RemoteBroker:
         producer_generation: int,
         wait_for_applied: bool = False,
         attempts: Iterable[str] | None = None,
+        batches_written: Mapping[TopicPartition, int] | None = None,
     ) -> None:
         request = produce_pb2.EndTransactionRequest(
             transaction=self._ref(transaction_id, producer_id, producer_generation),
             wait_for_applied=wait_for_applied,
             select_attempts=attempts is not None,
             attempts=list(attempts or ()),
+            batches_written=counts_to_proto(batches_written or {}),
         )
         self._call(self.producing.CommitTransaction, request)
 

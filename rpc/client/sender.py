@@ -388,6 +388,8 @@ class Sender:
             also_failed: list[ProducerBatch] = []
             if error is not None:
                 also_failed = self._record_failure(batch, error)
+            elif batch.transaction_id != NO_TRANSACTION_ID:
+                self._transactions.batch_written(batch.transaction_id, batch.topic_partition)
             self._changed.notify_all()
         if error is not None:
             fail_batches([batch, *also_failed], error)

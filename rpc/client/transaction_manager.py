@@ -23,7 +23,7 @@ from collections.abc import Collection, Mapping
 from enum import Enum
 
 from twinlog.engine.base.errors import InvalidTxnStateError, TwinlogError
-from twinlog.engine.base.types import ProducerIdentity
+from twinlog.engine.base.types import ProducerIdentity, TopicPartition
 from twinlog.engine.records.batch_format import NO_TRANSACTION_ID
 
 
@@ -92,6 +92,10 @@ class TransactionManager:
         # Set by init_transactions(); an idempotent producer's is fetched on first send
         # and dropped when its sequences break.
         self.identity: ProducerIdentity | None = None
+        # The open transaction's batches the broker said are written, per partition: its
+        # commit names them, and the coordinator refuses it if a journal holds fewer.
+        # Each is one journal entry (a retry of a written batch is a duplicate, not an entry).
+        self.batches_written: dict[TopicPartition, int] = {}
 
     # --- the one transition --------------------------------------------------------------
 
@@ -135,11 +139,19 @@ class TransactionManager:
     def began(self, transaction_id: int) -> None:
         self.transition_to(TxnPhase.IN_TRANSACTION, what="begin_transaction()")
         self.transaction_id = transaction_id
+        self.batches_written = {}
 
     def ended(self) -> None:
         """The open transaction was committed or aborted."""
         self.transition_to(TxnPhase.READY, what="ending the transaction")
         self.transaction_id = NO_TRANSACTION_ID
+        self.batches_written = {}
+
+    def batch_written(self, transaction_id: int, topic_partition: TopicPartition) -> None:
+        """A batch of transaction ``transaction_id`` was written (an answer for an earlier
+        transaction, arriving late, counts for none)."""
+        if transaction_id == self.transaction_id:
+            self.batches_written[topic_partition] = self.batches_written.get(topic_partition, 0) + 1
 
     def fenced(self, error: TwinlogError) -> None:
         self.transition_to(TxnPhase.FATAL, error, what="a fenced request")

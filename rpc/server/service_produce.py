@@ -27,6 +27,7 @@ from twinlog.rpc.server.decode import UndecodableRequest
 from twinlog.rpc.server.txn_access import TransactionalAccess
 from twinlog.rpc.wire.broker_api import BrokerApi
 from twinlog.rpc.wire.convert import (
+    counts_from_proto,
     offsets_from_proto,
     topic_partitions_from_proto,
     transaction_id_of_wire,
@@ -233,6 +234,7 @@ class ProducingService(produce_pb2_grpc.ProducingServicer):
             ref.producer_generation,
             wait_for_applied=request.wait_for_applied,
             attempts=list(request.attempts) if request.select_attempts else None,
+            batches_written=counts_from_proto(request.batches_written) or None,
         )
         return produce_pb2.Empty()
 

@@ -100,8 +100,11 @@ class BrokerApi(Protocol):
         producer_generation: int,
         wait_for_applied: bool = False,
         attempts: Iterable[str] | None = None,
+        batches_written: Mapping[TopicPartition, int] | None = None,
     ) -> None:
-        """``attempts`` (None: all) names the task attempts whose batches are applied."""
+        """``attempts`` (None: all) names the task attempts whose batches are applied;
+        ``batches_written``: the batches the producer saw written per partition (the commit
+        is refused if a partition's journal holds fewer; None: not checked)."""
         ...
 
     def abort_transaction(

@@ -13,7 +13,7 @@ from twinlog.engine.base.types import (
     TransactionState,
 )
 from twinlog.engine.records.batch_format import NO_TRANSACTION_ID
-from twinlog.rpc.generated.twinlog.v1 import admin_pb2, common_pb2
+from twinlog.rpc.generated.twinlog.v1 import admin_pb2, common_pb2, produce_pb2
 
 # ProduceRequest.transaction_id: proto3's default 0 means "not given" (no id is 0: ids
 # start at 1 << 8), so a client that does not know the field sends none.
@@ -61,6 +61,22 @@ def offsets_to_proto(offsets: Mapping[TopicPartition, int]) -> list[common_pb2.P
 
 def offsets_from_proto(offsets: Iterable[common_pb2.PartitionOffset]) -> dict[TopicPartition, int]:
     return {TopicPartition(item.topic, item.partition): item.offset for item in offsets}
+
+
+def counts_to_proto(counts: Mapping[TopicPartition, int]) -> list[produce_pb2.PartitionCount]:
+    return [
+        produce_pb2.PartitionCount(
+            partition=common_pb2.TopicPartition(topic=topic, partition=partition), count=count
+        )
+        for (topic, partition), count in counts.items()
+    ]
+
+
+def counts_from_proto(counts: Iterable[produce_pb2.PartitionCount]) -> dict[TopicPartition, int]:
+    return {
+        TopicPartition(item.partition.topic, item.partition.partition): item.count
+        for item in counts
+    }
 
 
 def topic_to_proto(description: TopicDescription) -> admin_pb2.TopicDescription:

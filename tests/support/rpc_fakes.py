@@ -241,6 +241,7 @@ class FakeBroker:
         producer_generation: int,
         wait_for_applied: bool = False,
         attempts: Iterable[str] | None = None,
+        batches_written: Mapping[TopicPartition, int] | None = None,
     ) -> None:
         with self._lock:
             txn = self._txn(transaction_id, producer_id, producer_generation)

@@ -25,7 +25,7 @@ from test_broker import Txn, read_all
 
 from twinlog.engine.base import failpoints
 from twinlog.engine.base.errors import TransactionDataMissingError
-from twinlog.engine.base.types import TransactionState
+from twinlog.engine.base.types import TopicPartition, TransactionState
 from twinlog.engine.broker.broker import Broker
 from twinlog.journal import LocalJournal
 from twinlog.journal.local_tables import Tables
@@ -116,3 +116,33 @@ def test_a_decided_commit_whose_batches_were_lost_is_not_applied_empty(tmp_path:
         assert txn is None or broker._coordinator_for_id(decided).wait_complete(txn, 10.0)
         assert broker.list_transactions() == []
         assert read_all(broker, "orders", 0) == [b"other"]
+
+
+def test_a_commit_naming_more_batches_than_a_journal_holds_is_refused(tmp_path: Path) -> None:
+    """Partitions added explicitly (AddPartitionsToTransaction) are not known to hold data:
+    only the producer's own count of written batches tells a lost one from none sent."""
+    with Broker.open(tmp_path) as broker:
+        broker.create_topic("orders", partitions=2)
+        producer = Txn(broker, "app")
+        producer.begin()
+        identity = producer.identity
+        broker.add_partitions_to_transaction(
+            producer.transaction_id,
+            identity.producer_id,
+            identity.producer_generation,
+            [TopicPartition("orders", 0), TopicPartition("orders", 1)],
+        )
+        producer.send("orders", 0, [b"a"])
+        producer.send("orders", 0, [b"b"])
+        producer.send("orders", 1, [b"c"])
+        with pytest.raises(TransactionDataMissingError, match=r"orders-0'?\)?: 2 of 3"):
+            broker.commit_transaction(
+                producer.transaction_id,
+                identity.producer_id,
+                identity.producer_generation,
+                batches_written={TopicPartition("orders", 0): 3, TopicPartition("orders", 1): 1},
+            )
+        (still_open,) = broker.list_transactions()
+        assert still_open.state is TransactionState.ONGOING  # nothing was decided
+        producer.abort()
+        assert read_all(broker, "orders", 0) == [] and read_all(broker, "orders", 1) == []

@@ -369,6 +369,7 @@ class FakeNode:
         producer_generation: int,
         wait_for_applied: bool = False,
         attempts: object = None,
+        batches_written: object = None,
     ) -> None:
         self._coordinator_call("commit_transaction", producer_id)
         with self.cluster.lock:

@@ -4,7 +4,12 @@ in one request: one ADD_PARTITIONS record (one journal sync) instead of one per 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
+import pytest
+
+from twinlog.engine.base.errors import TransactionDataMissingError
+from twinlog.engine.base.types import TopicPartition
 from twinlog.engine.broker.broker import Broker
 from twinlog.journal.txn_records import AddPartitions
 from twinlog.rpc.client import Admin, Consumer, Producer
@@ -56,3 +61,49 @@ def test_a_single_new_partition_still_adds_itself_on_its_first_batch(tmp_path: P
                 producer.send("orders", b"one", partition=1).result(timeout=10)
         records = _add_partitions_records(broker, identity.producer_id)
         assert [(len(r.partitions), r.by_send) for r in records] == [(1, 1)]
+
+
+def test_a_commit_names_the_batches_written_and_a_lost_one_aborts_it(tmp_path: Path) -> None:
+    """Partitions added ahead of their batches are not known to the coordinator to hold
+    data, so the producer's commit names the batches it saw written: a journal that lost
+    one refuses the commit (TransactionDataMissingError) instead of committing less."""
+    with Broker.open(tmp_path / "data") as broker:
+        with Admin(broker) as admin:
+            admin.create_topic("orders", 2)
+        named: list[dict[TopicPartition, int] | None] = []
+        commit = broker.commit_transaction
+
+        def spying_commit(*args: Any, **kwargs: Any) -> None:
+            named.append(kwargs.get("batches_written"))
+            commit(*args, **kwargs)
+
+        broker.commit_transaction = spying_commit  # type: ignore[method-assign]
+        with Producer(broker, transactional_id="counted", linger_ms=60_000) as producer:
+            producer.init_transactions()
+            producer.begin_transaction()
+            for partition in range(2):
+                producer.send("orders", b"first-%d" % partition, partition=partition)
+            producer.flush()  # one batch each, added together: explicitly
+            producer.send("orders", b"second-0", partition=0)
+            producer.commit_transaction()
+            assert named == [{TopicPartition("orders", 0): 2, TopicPartition("orders", 1): 1}]
+
+            producer.begin_transaction()
+            for partition in range(2):
+                producer.send("orders", b"lost-%d" % partition, partition=partition)
+            producer.flush()
+            # Partition 1's journal drops the transaction's entries behind the coordinator's
+            # back (what a damaged journal, or an abort applied by a deposed coordinator,
+            # leaves): it now counts none.
+            lost = producer._transactions.transaction_id
+            broker._partitions[TopicPartition("orders", 1)].apply_abort(lost)
+            with pytest.raises(TransactionDataMissingError, match="orders-1"):
+                producer.commit_transaction()
+            producer.abort_transaction()
+        with Consumer(broker) as consumer:
+            consumer.assign([("orders", 0), ("orders", 1)])
+            consumer.seek_to_beginning()
+            values: list[bytes | None] = []
+            for _ in range(20):
+                values.extend(record.value for record in consumer.poll(100))
+        assert sorted(v for v in values if v is not None) == [b"first-0", b"first-1", b"second-0"]

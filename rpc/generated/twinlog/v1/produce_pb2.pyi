@@ -102,13 +102,23 @@ class SendOffsetsToTransactionRequest(_message.Message):
     def __init__(self, transaction: _Optional[_Union[TransactionRef, _Mapping]] = ..., group_id: _Optional[str] = ..., offsets: _Optional[_Iterable[_Union[_common_pb2.PartitionOffset, _Mapping]]] = ..., member: _Optional[_Union[_common_pb2.GroupMember, _Mapping]] = ...) -> None: ...
 
 class EndTransactionRequest(_message.Message):
-    __slots__ = ("transaction", "wait_for_applied", "select_attempts", "attempts")
+    __slots__ = ("transaction", "wait_for_applied", "select_attempts", "attempts", "batches_written")
     TRANSACTION_FIELD_NUMBER: _ClassVar[int]
     WAIT_FOR_APPLIED_FIELD_NUMBER: _ClassVar[int]
     SELECT_ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
     ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    BATCHES_WRITTEN_FIELD_NUMBER: _ClassVar[int]
     transaction: TransactionRef
     wait_for_applied: bool
     select_attempts: bool
     attempts: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, transaction: _Optional[_Union[TransactionRef, _Mapping]] = ..., wait_for_applied: _Optional[bool] = ..., select_attempts: _Optional[bool] = ..., attempts: _Optional[_Iterable[str]] = ...) -> None: ...
+    batches_written: _containers.RepeatedCompositeFieldContainer[PartitionCount]
+    def __init__(self, transaction: _Optional[_Union[TransactionRef, _Mapping]] = ..., wait_for_applied: _Optional[bool] = ..., select_attempts: _Optional[bool] = ..., attempts: _Optional[_Iterable[str]] = ..., batches_written: _Optional[_Iterable[_Union[PartitionCount, _Mapping]]] = ...) -> None: ...
+
+class PartitionCount(_message.Message):
+    __slots__ = ("partition", "count")
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    partition: _common_pb2.TopicPartition
+    count: int
+    def __init__(self, partition: _Optional[_Union[_common_pb2.TopicPartition, _Mapping]] = ..., count: _Optional[int] = ...) -> None: ...
