@@ -25,14 +25,15 @@ PRODUCER_FENCED = kafka_errors.ProducerFencedError.errno
 INVALID_TXN_STATE = kafka_errors.InvalidTxnStateError.errno
 COORDINATOR_NOT_AVAILABLE = kafka_errors.CoordinatorNotAvailableError.errno
 REQUEST_TIMED_OUT = kafka_errors.RequestTimedOutError.errno
-CLUSTER_AUTHORIZATION_FAILED = kafka_errors.ClusterAuthorizationFailedError.errno
+CORRUPT_MESSAGE = kafka_errors.CorruptRecordError.errno
+UNSUPPORTED_COMPRESSION_TYPE = kafka_errors.UnsupportedCompressionTypeError.errno
 
 # Every engine error class, with the code a Kafka client acts on as twinlog's client acts
 # on the class's flags (retriable codes for retriable errors, fencing for fencing, ...).
 CODE_OF_ERROR: dict[type[errors.TwinlogError], int] = {
     errors.TwinlogError: UNKNOWN_SERVER_ERROR,
     # bytes
-    errors.CorruptBatchError: kafka_errors.CorruptRecordError.errno,
+    errors.CorruptBatchError: CORRUPT_MESSAGE,
     errors.InvalidRecordError: kafka_errors.InvalidRecordError.errno,
     errors.CorruptLogError: kafka_errors.KafkaStorageError.errno,
     errors.CorruptJournalError: kafka_errors.KafkaStorageError.errno,

@@ -1,7 +1,8 @@
 """Produce: each partition's batch goes to ``broker.produce`` as the client built it.
 
-A Kafka client's batch is already twinlog's format (RecordBatch v2), so nothing is
-rebuilt: the broker validates it (CRC, records, idempotent sequences of the producer id
+A Kafka client's batch is already twinlog's format (RecordBatch v2), so it is passed on
+as it is (but for the codecs ``batch_recompression`` compresses again): the broker
+validates it (CRC, records, idempotent sequences of the producer id
 and epoch InitProducerId gave) and appends it, or journals it in the producer's open
 transaction when its transactional bit is set (offsets are known only when the
 transaction is applied, so such a batch is answered base offset -1).
@@ -19,13 +20,16 @@ from typing import Any
 from kafka.protocol.producer import ProduceRequest, ProduceResponse
 
 from twinlog.engine.base.errors import TwinlogError
+from twinlog.rpc.kafka.batch_recompression import UnsupportedCompressionError, storable_batch
 from twinlog.rpc.kafka.context import KafkaContext
 from twinlog.rpc.kafka.error_codes import (
+    CORRUPT_MESSAGE,
     INVALID_REQUIRED_ACKS,
     NONE,
-    UNKNOWN_SERVER_ERROR,
+    UNSUPPORTED_COMPRESSION_TYPE,
     code_of,
 )
+from twinlog.rpc.kafka.settings import KafkaListenerSettings
 from twinlog.rpc.wire.broker_api import BrokerApi
 
 log = logging.getLogger("twinlog.kafka")
@@ -38,19 +42,29 @@ TopicAnswer = ProduceResponse.TopicProduceResponse
 PartitionAnswer = TopicAnswer.PartitionProduceResponse
 
 
-def _append(broker: BrokerApi, topic: str, partition: int, records: bytes | None) -> Any:
+def _append(
+    broker: BrokerApi,
+    topic: str,
+    partition: int,
+    records: bytes | None,
+    settings: KafkaListenerSettings,
+) -> Any:
+    message: str | None = None
+    base_offset = UNKNOWN_OFFSET
     if records is None:
-        error_code, base_offset, message = UNKNOWN_SERVER_ERROR, UNKNOWN_OFFSET, "no records"
+        error_code, message = CORRUPT_MESSAGE, "a produce request without records"
     else:
         try:
-            result = broker.produce(topic, partition, bytes(records))
-            error_code, base_offset, message = NONE, result.base_offset, None
+            batch = storable_batch(bytes(records), settings.produce_decompressed_bytes_max)
+            base_offset = broker.produce(topic, partition, batch).base_offset
+            error_code = NONE
+        except UnsupportedCompressionError as error:
+            error_code, message = UNSUPPORTED_COMPRESSION_TYPE, str(error)
         except TwinlogError as error:
-            error_code, base_offset, message = (
-                code_of(error, ProduceRequest.API_KEY),
-                UNKNOWN_OFFSET,
-                str(error),
-            )
+            error_code, message = code_of(error, ProduceRequest.API_KEY), str(error)
+        if message is not None:
+            # The client sees only a code (and, from v8, this message): say it here too.
+            log.info("Kafka produce to %s-%d refused: %s", topic, partition, message)
     return PartitionAnswer(
         index=partition,
         error_code=error_code,
@@ -86,7 +100,7 @@ def handle_produce(
         TopicAnswer(
             name=topic.name,
             partition_responses=[
-                _append(context.broker, topic.name, item.index, item.records)
+                _append(context.broker, topic.name, item.index, item.records, context.settings)
                 for item in topic.partition_data
             ],
         )

@@ -20,4 +20,5 @@ class KafkaListenerSettings:
     # A waiting Fetch re-reads its partitions (and checks for shutdown) this often; it waits
     # on one partition at a time, so another partition's records may wait this long.
     fetch_wait_slice_ms: int = 100
-    produce_timeout_ms_max: int = 30_000
+    # A produced batch compressed again (batch_recompression) may decompress to this much.
+    produce_decompressed_bytes_max: int = 64 * MEBIBYTE
