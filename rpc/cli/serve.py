@@ -3,16 +3,22 @@
 from __future__ import annotations
 
 import argparse
+import logging
+from collections.abc import Callable
 from typing import Any
 
 from twinlog.rpc.cli.common import add_command
 from twinlog.rpc.server.config import (
+    ServerConfig,
     parse_pairs,
     read_config_file,
     server_config_from,
     split_config,
 )
 from twinlog.rpc.server.log_format import LOG_FORMATS, LOG_LEVELS, configure_server_logging
+from twinlog.rpc.wire.broker_api import BrokerApi
+
+log = logging.getLogger("twinlog.server")
 
 EXAMPLE = """
 twinlog serve --data-dir /var/lib/twinlog
@@ -21,6 +27,7 @@ twinlog serve --data-dir ./data --metrics-port 9464 --log-format json
 twinlog serve --data-dir ./data --host 0.0.0.0 --tokens-file tokens.txt \\
     --acl-file acl.txt --tls-cert server.pem --tls-key server.key
 twinlog serve --data-dir ./b1 --port 7071 --broker-id 1 --zookeeper 127.0.0.1:2181/twinlog/dev
+twinlog serve --data-dir ./data --kafka-listener 127.0.0.1:9092   # Kafka clients too
 """
 
 
@@ -43,6 +50,13 @@ def register(subparsers: Any) -> None:
         "engine/broker/config.py for the keys",
     )
     parser.add_argument("--config-file", help="file of KEY=VALUE lines (# comments)")
+    parser.add_argument(
+        "--kafka-listener",
+        metavar="HOST:PORT",
+        help="also speak Kafka's wire protocol here, for unmodified Kafka clients "
+        "(kafka-python, librdkafka, ...), on the same broker; single node, loopback unless "
+        "--insecure, no tokens or ACLs yet (docs/kafka-protocol.md)",
+    )
     security = parser.add_argument_group("security")
     security.add_argument("--tls-cert", help="PEM certificate of the server")
     security.add_argument("--tls-key", help="PEM private key of the server")
@@ -164,4 +178,41 @@ def run(args: argparse.Namespace) -> int:
             args.inter_broker_host,
             args.inter_broker_port,
         )
-    return serve(args.data_dir, server_config_from(server_values), broker_values, cluster)
+    config = server_config_from(server_values)
+    start_kafka = None
+    if args.kafka_listener:
+        start_kafka = kafka_listener_starter(args.kafka_listener, config, cluster is not None)
+    return serve(args.data_dir, config, broker_values, cluster, start_kafka)
+
+
+def kafka_listener_starter(
+    address: str, config: ServerConfig, clustered: bool
+) -> Callable[[BrokerApi], Callable[[], None]]:
+    """What starts the Kafka listener on the served broker (checked now, before the broker
+    opens: a refused flag costs no recovery) and returns what stops it."""
+    from twinlog.rpc.kafka.listener import KafkaListener, parse_address
+
+    host, port = parse_address(address)
+    if clustered:
+        raise SystemExit(
+            "twinlog serve: --kafka-listener serves a single node only; a cluster broker "
+            "(--zookeeper) cannot take it yet"
+        )
+    if config.tokens_file or config.acl_file or config.tls_client_ca_file:
+        raise SystemExit(
+            "twinlog serve: --kafka-listener has no SASL yet, so it would bypass the tokens, "
+            "client certificates and ACLs; run it without them (docs/kafka-protocol.md)"
+        )
+    if not ServerConfig(host=host).is_loopback and not config.insecure:
+        raise SystemExit(
+            f"twinlog serve: --kafka-listener {address}: Kafka clients are not authenticated, "
+            "so it listens on a loopback address only, unless --insecure"
+        )
+
+    def start(broker: BrokerApi) -> Callable[[], None]:
+        listener = KafkaListener(broker, host, port)
+        listener.start()
+        log.info("serving Kafka clients on %s", listener.address)
+        return lambda: listener.stop(config.shutdown_grace_ms)
+
+    return start

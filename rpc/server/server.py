@@ -249,9 +249,13 @@ def serve(
     config: ServerConfig,
     broker_config: dict[str, Any],
     cluster: ClusterFlags | None = None,
+    start_beside: Callable[[BrokerApi], Callable[[], None]] | None = None,
 ) -> int:
     """Run a broker and its server until SIGTERM or SIGINT; return the exit status.
-    With ``cluster``, the broker joins that cluster (``cluster_member``)."""
+    With ``cluster``, the broker joins that cluster (``cluster_member``). ``start_beside``
+    starts another front end on the same broker once the server serves (the CLI's Kafka
+    listener, a floor above this one) and returns what stops it, called before the
+    server stops."""
     from twinlog.engine.base.crc32c import IMPLEMENTATION, USING_C_EXTENSION
     from twinlog.engine.broker.broker import Broker  # the engine is only needed by a real server
 
@@ -292,6 +296,7 @@ def serve(
         log.info("opening broker in %s", data_dir)
         broker = open_broker(opener, data_dir, broker_config)
         member = None
+        stop_beside: Callable[[], None] | None = None
         try:
             server = RpcServer(broker, config, metadata_source)
             server.start()
@@ -316,6 +321,8 @@ def serve(
             )
             if server.metrics_endpoint is not None:
                 log.info("metrics on %s", server.metrics_endpoint.url)
+            if start_beside is not None:
+                stop_beside = start_beside(broker)
             while not stop_requested.wait(1.0):
                 pass
             log.info(
@@ -330,8 +337,13 @@ def serve(
                 log.info("moving leaderships away (controlled shutdown)")
                 member.close()
                 member = None
+            if stop_beside is not None:
+                stop_beside()
+                stop_beside = None
             server.stop()
         finally:
+            if stop_beside is not None:
+                stop_beside()
             if member is not None:
                 member.close(controlled=False)
             log.info("closing broker (flushing logs, closing the journal)")

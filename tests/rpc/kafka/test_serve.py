@@ -1,0 +1,85 @@
+"""``twinlog serve --kafka-listener``: a real server process serves Kafka clients and gRPC
+clients on the same broker, and SIGTERM stops both."""
+
+from __future__ import annotations
+
+import re
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import kafka
+import pytest
+from server_process import ServerProcess, environment
+
+from twinlog.rpc.client import Admin, Consumer
+
+KAFKA_SERVING = re.compile(r"serving Kafka clients on 127\.0\.0\.1:(\d+)")
+CLIENT_TIMEOUT_MS = 10_000
+
+
+def _kafka_port(process: ServerProcess) -> int:
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        found = KAFKA_SERVING.search(process.log())
+        if found:
+            return int(found.group(1))
+        time.sleep(0.05)
+    raise AssertionError(f"no Kafka listener in the log:\n{process.log()}")
+
+
+def test_serve_with_a_kafka_listener(tmp_path: Path) -> None:
+    process = ServerProcess(tmp_path / "data", "--kafka-listener", "127.0.0.1:0").start()
+    try:
+        kafka_port = _kafka_port(process)
+        with Admin(process.address) as admin:
+            admin.create_topic("orders", partitions=1)
+        producer = kafka.KafkaProducer(
+            bootstrap_servers=f"127.0.0.1:{kafka_port}",
+            request_timeout_ms=CLIENT_TIMEOUT_MS,
+            max_block_ms=CLIENT_TIMEOUT_MS,
+        )
+        try:
+            producer.send("orders", b"through kafka", key=b"k").get(timeout=10)
+        finally:
+            producer.close(timeout=5)
+        with Consumer(process.address) as consumer:  # over gRPC, from the same broker
+            consumer.assign([("orders", 0)])
+            consumer.seek_to_beginning()
+            found = []
+            deadline = time.monotonic() + 10
+            while not found and time.monotonic() < deadline:
+                found = consumer.poll(timeout_ms=500)
+        assert [(r.key, r.value) for r in found] == [(b"k", b"through kafka")]
+    finally:
+        status = process.stop()
+    assert status == 0, process.log()
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", kafka_port), timeout=2).close()
+
+
+@pytest.mark.parametrize(
+    "flags, refusal",
+    [
+        (["--kafka-listener", "127.0.0.1"], "give HOST:PORT"),
+        (["--kafka-listener", "0.0.0.0:9092"], "loopback address only"),
+        (["--kafka-listener", "127.0.0.1:0", "--acl-file", "acl.txt"], "no SASL yet"),
+    ],
+)
+def test_serve_refuses_a_kafka_listener_it_cannot_serve_safely(
+    tmp_path: Path, flags: list[str], refusal: str
+) -> None:
+    (tmp_path / "acl.txt").write_text("alice read *\n")
+    completed = subprocess.run(
+        [sys.executable, "-m", "twinlog.rpc.cli", "serve", "--data-dir", "data", *flags],
+        cwd=tmp_path,
+        env=environment(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert completed.returncode != 0
+    assert refusal in completed.stderr + completed.stdout
+    assert not (tmp_path / "data").exists()  # refused before the broker opened
