@@ -20,6 +20,7 @@ from kafka.record.default_records import DefaultRecordBatch
 from twinlog.engine.base.errors import CorruptBatchError
 from twinlog.engine.records.batch_format import (
     RECORDS_OFFSET,
+    BatchHeader,
     compute_crc,
     pack_header,
     unpack_header,
@@ -104,18 +105,34 @@ def storable_batch(batch: bytes, decompressed_bytes_max: int) -> bytes:
     else:
         records = _gzip(section, decompressed_bytes_max)
     compressed = compress(CODEC_ZSTD, records)
-    buffer = bytearray(RECORDS_OFFSET + len(compressed))
-    buffer[RECORDS_OFFSET:] = compressed
+    return repacked(header, compressed, codec=CODEC_ZSTD)
+
+
+def repacked(
+    header: BatchHeader,
+    section: bytes | memoryview,
+    *,
+    codec: int | None = None,
+    base_sequence: int | None = None,
+) -> bytes:
+    """A batch of ``header``'s fields around ``section`` (compressed as ``codec`` says), with
+    ``codec`` or ``base_sequence`` changed when given and a CRC computed anew. Call it on
+    batches whose CRC was checked."""
+    attributes = header.attributes
+    if codec is not None:
+        attributes = (attributes & ~CODEC_MASK) | codec
+    buffer = bytearray(RECORDS_OFFSET + len(section))
+    buffer[RECORDS_OFFSET:] = section
     pack_header(
         buffer,
         base_offset=header.base_offset,
-        attributes=(header.attributes & ~CODEC_MASK) | CODEC_ZSTD,
+        attributes=attributes,
         last_offset_delta=header.last_offset_delta,
         first_timestamp_ms=header.first_timestamp_ms,
         max_timestamp_ms=header.max_timestamp_ms,
         producer_id=header.producer_id,
         producer_generation=header.producer_generation,
-        base_sequence=header.base_sequence,
+        base_sequence=header.base_sequence if base_sequence is None else base_sequence,
         record_count=header.record_count,
         partition_leader_epoch=header.partition_leader_epoch,
     )

@@ -3,9 +3,10 @@
 Kafka's protocol names a transaction by its producer id and epoch only: the first
 AddPartitionsToTxn (or AddOffsetsToTxn) after InitProducerId or EndTxn begins one
 implicitly. twinlog names each transaction by an id that ``begin_transaction`` returns,
-so this table begins it at that first call and remembers the id until EndTxn. Produce
-needs no lookup: the broker puts a transactional batch without a transaction id in the
-producer's open transaction.
+so this table begins it at that first call and remembers the id until EndTxn; Produce
+names it to the broker for each transactional batch (so a batch that arrives after its
+transaction ended is refused, never put in the next one), with the batch's sequence in
+the transaction's numbering (``transaction_sequences``).
 
 The table lives in the listener's process: a transaction a listener began and did not
 end before it stopped is aborted by the coordinator when its timeout passes, as a
@@ -18,16 +19,19 @@ under it so that two connections of one producer never begin two transactions.
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from twinlog.engine.base.errors import ProducerFencedError
 from twinlog.rpc.wire.broker_api import BrokerApi
 
 
-@dataclass(frozen=True)
+@dataclass
 class OpenTransaction:
     producer_generation: int
     transaction_id: int
+    # the first Kafka sequence seen of this transaction on each partition
+    # (``transaction_sequences``)
+    first_sequences: dict[tuple[str, int], int] = field(default_factory=dict)
 
 
 class OpenTransactions:
@@ -59,6 +63,17 @@ class OpenTransactions:
             transaction_id = broker.begin_transaction(producer_id, producer_generation)
             self._by_producer[producer_id] = OpenTransaction(producer_generation, transaction_id)
             return transaction_id
+
+    def first_sequence(
+        self, producer_id: int, transaction_id: int, topic: str, partition: int, sequence: int
+    ) -> int:
+        """The first sequence of the transaction on the partition: ``sequence`` if it is the
+        first seen there (0 when the transaction is not open here any more)."""
+        with self._lock:
+            found = self._by_producer.get(producer_id)
+            if found is None or found.transaction_id != transaction_id:
+                return 0
+            return found.first_sequences.setdefault((topic, partition), sequence)
 
     def forget(self, producer_id: int, transaction_id: int | None = None) -> None:
         """Drop the producer's entry (only if it is ``transaction_id``, when given)."""

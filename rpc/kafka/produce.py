@@ -29,8 +29,7 @@ from twinlog.rpc.kafka.error_codes import (
     UNSUPPORTED_COMPRESSION_TYPE,
     code_of,
 )
-from twinlog.rpc.kafka.settings import KafkaListenerSettings
-from twinlog.rpc.wire.broker_api import BrokerApi
+from twinlog.rpc.kafka.transaction_sequences import in_transaction_terms
 
 log = logging.getLogger("twinlog.kafka")
 
@@ -42,21 +41,20 @@ TopicAnswer = ProduceResponse.TopicProduceResponse
 PartitionAnswer = TopicAnswer.PartitionProduceResponse
 
 
-def _append(
-    broker: BrokerApi,
-    topic: str,
-    partition: int,
-    records: bytes | None,
-    settings: KafkaListenerSettings,
-) -> Any:
+def _append(context: KafkaContext, topic: str, partition: int, records: bytes | None) -> Any:
     message: str | None = None
     base_offset = UNKNOWN_OFFSET
     if records is None:
         error_code, message = CORRUPT_MESSAGE, "a produce request without records"
     else:
         try:
-            batch = storable_batch(bytes(records), settings.produce_decompressed_bytes_max)
-            base_offset = broker.produce(topic, partition, batch).base_offset
+            batch = storable_batch(bytes(records), context.settings.produce_decompressed_bytes_max)
+            batch, transaction_id = in_transaction_terms(
+                batch, topic, partition, context.transactions
+            )
+            base_offset = context.broker.produce(
+                topic, partition, batch, transaction_id=transaction_id
+            ).base_offset
             error_code = NONE
         except UnsupportedCompressionError as error:
             error_code, message = UNSUPPORTED_COMPRESSION_TYPE, str(error)
@@ -100,7 +98,7 @@ def handle_produce(
         TopicAnswer(
             name=topic.name,
             partition_responses=[
-                _append(context.broker, topic.name, item.index, item.records, context.settings)
+                _append(context, topic.name, item.index, item.records)
                 for item in topic.partition_data
             ],
         )
