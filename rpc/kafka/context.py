@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from twinlog.rpc.kafka.classic_members import ClassicMembers
 from twinlog.rpc.kafka.open_transactions import OpenTransactions
 from twinlog.rpc.kafka.settings import KafkaListenerSettings
 from twinlog.rpc.wire.broker_api import BrokerApi
@@ -26,3 +27,4 @@ class KafkaContext:
     transactions: OpenTransactions
     # api key -> (min, max) versions advertised in ApiVersions
     advertised_versions: Mapping[int, tuple[int, int]]
+    classic_members: ClassicMembers = field(default_factory=ClassicMembers)

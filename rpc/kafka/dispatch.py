@@ -7,7 +7,7 @@ their flexible (tagged) forms. What is not served gets a clean error:
 - ApiVersions in a version above ours: a v0 answer with UNSUPPORTED_VERSION and our
   table (KIP-511), from which the client picks a version;
 - another API in a version we do not serve, or an API we do not serve at all that the
-  codec knows and whose answer has a top-level error code (JoinGroup, SaslHandshake,
+  codec knows and whose answer has a top-level error code (SaslHandshake, DescribeGroups,
   CreateTopics in its older forms, ...): that answer with UNSUPPORTED_VERSION;
 - anything else (an API key the codec does not know, bytes that do not decode): the
   connection is closed, with a log line saying why, as a Kafka broker does.
@@ -30,9 +30,13 @@ from kafka.protocol.api_header import RequestHeader
 from kafka.protocol.api_message import ApiMessage
 from kafka.protocol.consumer import (
     FetchRequest,
+    HeartbeatRequest,
+    JoinGroupRequest,
+    LeaveGroupRequest,
     ListOffsetsRequest,
     OffsetCommitRequest,
     OffsetFetchRequest,
+    SyncGroupRequest,
 )
 from kafka.protocol.metadata import ApiVersionsRequest, FindCoordinatorRequest, MetadataRequest
 from kafka.protocol.producer import (
@@ -49,6 +53,12 @@ from twinlog.rpc.kafka.context import KafkaContext
 from twinlog.rpc.kafka.error_codes import UNKNOWN_SERVER_ERROR, UNSUPPORTED_VERSION
 from twinlog.rpc.kafka.fetch import handle_fetch
 from twinlog.rpc.kafka.find_coordinator import handle_find_coordinator
+from twinlog.rpc.kafka.groups import (
+    handle_heartbeat,
+    handle_join_group,
+    handle_leave_group,
+    handle_sync_group,
+)
 from twinlog.rpc.kafka.list_offsets import handle_list_offsets
 from twinlog.rpc.kafka.metadata import handle_metadata
 from twinlog.rpc.kafka.offsets import handle_offset_commit, handle_offset_fetch
@@ -87,6 +97,10 @@ SERVED_APIS: tuple[Api, ...] = (
     Api(OffsetCommitRequest, 2, 9, handle_offset_commit),
     Api(OffsetFetchRequest, 1, 9, handle_offset_fetch),
     Api(FindCoordinatorRequest, 0, 6, handle_find_coordinator),
+    Api(JoinGroupRequest, 0, 9, handle_join_group),
+    Api(HeartbeatRequest, 0, 4, handle_heartbeat),
+    Api(LeaveGroupRequest, 0, 5, handle_leave_group),
+    Api(SyncGroupRequest, 0, 5, handle_sync_group),
     Api(ApiVersionsRequest, 0, 4, handle_api_versions),
     Api(InitProducerIdRequest, 0, 5, handle_init_producer_id),
     Api(AddPartitionsToTxnRequest, 0, 3, handle_add_partitions_to_txn),

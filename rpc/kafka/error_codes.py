@@ -27,6 +27,10 @@ COORDINATOR_NOT_AVAILABLE = kafka_errors.CoordinatorNotAvailableError.errno
 REQUEST_TIMED_OUT = kafka_errors.RequestTimedOutError.errno
 CORRUPT_MESSAGE = kafka_errors.CorruptRecordError.errno
 UNSUPPORTED_COMPRESSION_TYPE = kafka_errors.UnsupportedCompressionTypeError.errno
+UNKNOWN_MEMBER_ID = kafka_errors.UnknownMemberIdError.errno
+ILLEGAL_GENERATION = kafka_errors.IllegalGenerationError.errno
+REBALANCE_IN_PROGRESS = kafka_errors.RebalanceInProgressError.errno
+INCONSISTENT_GROUP_PROTOCOL = kafka_errors.InconsistentGroupProtocolError.errno
 
 # Every engine error class, with the code a Kafka client acts on as twinlog's client acts
 # on the class's flags (retriable codes for retriable errors, fencing for fencing, ...).
@@ -59,9 +63,9 @@ CODE_OF_ERROR: dict[type[errors.TwinlogError], int] = {
     errors.PendingTransactionError: kafka_errors.ConcurrentTransactionsError.errno,
     errors.ConcurrentTransactionsError: kafka_errors.ConcurrentTransactionsError.errno,
     # consumer group membership
-    errors.UnknownMemberIdError: kafka_errors.UnknownMemberIdError.errno,
-    errors.FencedMemberEpochError: kafka_errors.IllegalGenerationError.errno,
-    errors.StaleMemberEpochError: kafka_errors.IllegalGenerationError.errno,
+    errors.UnknownMemberIdError: UNKNOWN_MEMBER_ID,
+    errors.FencedMemberEpochError: ILLEGAL_GENERATION,
+    errors.StaleMemberEpochError: ILLEGAL_GENERATION,
     errors.FencedInstanceIdError: kafka_errors.FencedInstanceIdError.errno,
     errors.GroupIdNotFoundError: kafka_errors.GroupIdNotFoundError.errno,
     errors.NonEmptyGroupError: kafka_errors.NonEmptyGroupError.errno,

@@ -61,7 +61,7 @@ def test_kafka_python_consumer_reads_committed_records(kafka_server: Any) -> Non
     wait_for_log_end(kafka_server.broker, topic, len(expected))
     consumer = kafka.KafkaConsumer(
         bootstrap_servers=kafka_server.bootstrap,
-        consumer_timeout_ms=3_000,
+        consumer_timeout_ms=1_500,
         request_timeout_ms=CLIENT_TIMEOUT_MS,
         isolation_level="read_committed",
     )

@@ -8,14 +8,16 @@ import threading
 import time
 from typing import Any
 
+from kafka.protocol.admin import DescribeGroupsRequest
 from kafka.protocol.api_header import RequestHeader
-from kafka.protocol.consumer import FetchRequest, FetchResponse, JoinGroupRequest, JoinGroupResponse
+from kafka.protocol.consumer import FetchRequest, FetchResponse
 from kafka.protocol.metadata import (
     ApiVersionsRequest,
     ApiVersionsResponse,
     MetadataRequest,
     MetadataResponse,
 )
+from kafka.protocol.sasl import SaslHandshakeRequest, SaslHandshakeResponse
 
 from twinlog.rpc.client import Producer
 from twinlog.rpc.kafka.dispatch import API_BY_KEY
@@ -49,19 +51,17 @@ def test_api_versions_in_an_unknown_version_is_answered_in_v0(raw: Any) -> None:
 
 
 def test_an_api_not_served_is_answered_unsupported_version(raw: Any) -> None:
-    request = JoinGroupRequest(
-        group_id="g",
-        session_timeout_ms=10_000,
-        rebalance_timeout_ms=10_000,
-        member_id="",
-        group_instance_id=None,
-        protocol_type="consumer",
-        protocols=[],
-    )
-    answer = raw.call(request, JoinGroupResponse, 5)
+    answer = raw.call(SaslHandshakeRequest(mechanism="PLAIN"), SaslHandshakeResponse, 1)
     assert answer.error_code == UNSUPPORTED_VERSION
     # and the connection still serves
     assert raw.call(MetadataRequest(topics=[]), MetadataResponse, 12).brokers[0].node_id == 0
+
+
+def test_an_api_without_a_top_level_error_code_closes_the_connection(raw: Any) -> None:
+    request = DescribeGroupsRequest(groups=["g"], include_authorized_operations=False)
+    request.with_header(correlation_id=1, client_id="raw-test")
+    raw.send_bytes(bytes(request.encode(version=5, header=True, framed=True)))
+    assert raw.read_frame() == b""
 
 
 def test_an_oversized_frame_closes_the_connection_unread(raw: Any, kafka_server: Any) -> None:

@@ -1,0 +1,149 @@
+"""Kafka consumers in groups (subscribe): the classic protocol's JoinGroup, SyncGroup,
+Heartbeat and LeaveGroup onto twinlog's coordinator, which shares the partitions out;
+commits from members are fenced by their generation."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import confluent_kafka
+import kafka
+from kafka.structs import OffsetAndMetadata
+
+from twinlog.engine.base.types import TopicPartition
+from twinlog.rpc.client import Producer
+
+CLIENT_TIMEOUT_MS = 10_000
+
+
+def group_consumer(bootstrap: str, group: str, topic: str) -> kafka.KafkaConsumer:
+    return kafka.KafkaConsumer(
+        topic,
+        bootstrap_servers=bootstrap,
+        group_id=group,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        request_timeout_ms=CLIENT_TIMEOUT_MS,
+        session_timeout_ms=6_000,
+        heartbeat_interval_ms=200,
+    )
+
+
+def poll_until(consumers: list[Any], done: Any, timeout_s: float = 20) -> dict[int, list[Any]]:
+    """Polls every consumer in turn until ``done(found)``; records by consumer index."""
+    found: dict[int, list[Any]] = {index: [] for index in range(len(consumers))}
+    deadline = time.monotonic() + timeout_s
+    while not done(found) and time.monotonic() < deadline:
+        for index, consumer in enumerate(consumers):
+            for batch in consumer.poll(timeout_ms=100).values():
+                found[index].extend(batch)
+    return found
+
+
+def test_two_kafka_python_members_share_a_topic_then_one_takes_all(kafka_server: Any) -> None:
+    topic = kafka_server.topic(partitions=4)
+    group = f"{topic}-group"
+    with Producer(kafka_server.broker) as producer:
+        for number in range(40):
+            producer.send(topic, f"{number}".encode(), partition=number % 4)
+    first = group_consumer(kafka_server.bootstrap, group, topic)
+    second = group_consumer(kafka_server.bootstrap, group, topic)
+    try:
+        found = poll_until(
+            [first, second],
+            lambda found: (
+                sum(map(len, found.values())) >= 40
+                and first.assignment()
+                and second.assignment()
+                and len(first.assignment() | second.assignment()) == 4
+            ),
+        )
+        # Every record (one moved before any commit is read again by its new owner, as in
+        # Kafka: at least once)
+        assert {int(r.value) for records in found.values() for r in records} == set(range(40))
+        assert first.assignment() and second.assignment()
+        assert not first.assignment() & second.assignment()
+        poll_until([first], lambda _: all(first.position(tp) == 10 for tp in first.assignment()))
+        first.commit()  # as a member, in its generation
+        committed = {tp: first.committed(tp) for tp in first.assignment()}
+        assert set(committed.values()) == {10}
+        second.close()  # LeaveGroup: its partitions go to the first member
+        poll_until([first], lambda _: len(first.assignment()) == 4)
+        assert len(first.assignment()) == 4
+    finally:
+        first.close()
+        second.close()
+    description = kafka_server.broker.describe_group(group)
+    assert description.members == ()  # both left
+    assert {p: o for p, o in description.committed} == {
+        TopicPartition(tp.topic, tp.partition): 10 for tp in committed
+    }
+
+
+def test_a_stale_member_commit_is_refused(kafka_server: Any) -> None:
+    topic = kafka_server.topic(partitions=1)
+    group = f"{topic}-group"
+    consumer = group_consumer(kafka_server.bootstrap, group, topic)
+    try:
+        poll_until([consumer], lambda _: bool(consumer.assignment()))
+        assert consumer.assignment()
+        tool = kafka.KafkaConsumer(
+            bootstrap_servers=kafka_server.bootstrap,
+            group_id=group,
+            enable_auto_commit=False,
+            request_timeout_ms=CLIENT_TIMEOUT_MS,
+        )
+        try:  # a commit from outside the group while it has members: refused
+            partition = kafka.TopicPartition(topic, 0)
+            tool.assign([partition])
+            try:
+                tool.commit({partition: OffsetAndMetadata(3, "", -1)})
+                refused = False
+            except kafka.errors.KafkaError:
+                refused = True
+            assert refused
+        finally:
+            tool.close()
+    finally:
+        consumer.close()
+
+
+def test_confluent_members_share_a_topic(kafka_server: Any) -> None:
+    topic = kafka_server.topic(partitions=2)
+    group = f"{topic}-group"
+    with Producer(kafka_server.broker) as producer:
+        for number in range(20):
+            producer.send(topic, f"{number}".encode(), partition=number % 2)
+    consumers = [
+        confluent_kafka.Consumer(
+            {
+                "bootstrap.servers": kafka_server.bootstrap,
+                "group.id": group,
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+                "socket.timeout.ms": CLIENT_TIMEOUT_MS,
+                "session.timeout.ms": 6_000,
+                "heartbeat.interval.ms": 200,
+            }
+        )
+        for _ in range(2)
+    ]
+    values: list[int] = []
+    try:
+        for consumer in consumers:
+            consumer.subscribe([topic])
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and not (
+            len(set(values)) == 20 and all(c.assignment() for c in consumers)
+        ):
+            for consumer in consumers:
+                message = consumer.poll(0.1)
+                if message is not None and message.error() is None:
+                    values.append(int(message.value()))
+        assert set(values) == set(range(20))
+        assignments = [{(tp.topic, tp.partition) for tp in c.assignment()} for c in consumers]
+        assert all(assignments) and not assignments[0] & assignments[1]
+    finally:
+        for consumer in consumers:
+            consumer.close()
