@@ -8,7 +8,7 @@ answer at most ``max_bytes`` (and the listener's ``fetch_bytes_max``), except th
 first partition with records always gets one whole batch, however large, so a consumer
 never stalls on a batch bigger than its limits.
 
-A Fetch with less than ``min_bytes`` ready waits up to ``max_wait_ms`` (at most
+A Fetch with less than ``min_bytes`` ready (and no partition in error) waits up to ``max_wait_ms`` (at most
 ``fetch_wait_ms_max``) in slices of ``fetch_wait_slice_ms``, on one of its partitions at a
 time, then reads them all again; it holds its own connection's thread only, so other
 connections are served meanwhile, and a shutdown ends the wait at the next slice.
@@ -48,6 +48,7 @@ class _Reading:
         # where a wait may park
         self.waitable: list[tuple[str, int, int]] = []
         self.answers: list[Any] = []
+        self.errors = 0
 
     def read(self, request: FetchRequest) -> None:
         self.answers = [
@@ -75,6 +76,7 @@ class _Reading:
                 result = self.context.broker.fetch(topic, partition, offset, max_bytes=limit)
                 records = result.records
         except OffsetOutOfRangeError as error:
+            self.errors += 1
             return PartitionAnswer(
                 partition_index=partition,
                 error_code=code_of(error),
@@ -86,6 +88,7 @@ class _Reading:
                 records=None,
             )
         except TwinlogError as error:
+            self.errors += 1
             return PartitionAnswer(
                 partition_index=partition,
                 error_code=code_of(error),
@@ -131,7 +134,14 @@ def handle_fetch(request: FetchRequest, version: int, context: KafkaContext) -> 
         reading = _Reading(context, answer_bytes_max)
         reading.read(request)
         remaining_s = deadline - time.monotonic()
-        if reading.total_bytes >= min_bytes or remaining_s <= 0 or context.stopping.is_set():
+        # As Kafka: a fetch of no partitions, or one with an error to tell, is answered now.
+        if (
+            reading.total_bytes >= min_bytes
+            or not reading.waitable
+            or reading.errors
+            or remaining_s <= 0
+            or context.stopping.is_set()
+        ):
             return FetchResponse(
                 version=version,
                 throttle_time_ms=0,
@@ -140,9 +150,6 @@ def handle_fetch(request: FetchRequest, version: int, context: KafkaContext) -> 
                 responses=reading.answers,
             )
         slice_ms = max(1, min(int(remaining_s * 1000), settings.fetch_wait_slice_ms))
-        if not reading.waitable:  # every partition answered an error: wait it out plainly
-            context.stopping.wait(slice_ms / 1000)
-            continue
         topic, partition, offset = reading.waitable[turn % len(reading.waitable)]
         turn += 1
         try:
