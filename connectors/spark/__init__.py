@@ -17,7 +17,8 @@ lookup_data_sources.py), so a ``pyspark_twinlog`` module re-exporting
 Files, one concept each: options/read_settings/write_settings (options),
 offsets (offset specs and JSON), subscription, log_access (broker or data
 directory), planning (driver-side offsets), ranges (splitting, rate limits),
-record_columns (bytes to Arrow), reader / stream_reader, transaction /
+record_columns (bytes to Arrow; sections, arrow_records and arrow_slices its
+fast path), reader / stream_reader, transaction /
 task_sender / writer / stream_writer / sink_progress (exactly-once writes),
 source (the DataSource).
 """
