@@ -11,7 +11,8 @@ batch that is not part of a transaction the copier is applying, as
 ``LogReader.end_offset`` does; what is being written is simply not seen yet.
 
 ``batches(partition, from, until)`` yields every whole batch that overlaps
-[from, until); the caller cuts records outside the range. A range whose start
+[from, until); the caller cuts records outside the range. Through a broker, the
+next fetch is in flight while the caller decodes the last (fetch_ahead.py). A range whose start
 fell below the log start (retention) or whose end lies past the log end (a
 recreated topic) is data loss: ``DataLossError`` with ``failOnDataLoss``,
 else a warning and whatever remains is read.
@@ -28,6 +29,7 @@ from typing import Protocol
 
 from twinlog.connectors.spark.broker import connect, retried
 from twinlog.connectors.spark.errors import DataLossError, OptionError
+from twinlog.connectors.spark.fetch_ahead import FetchAhead, next_fetch_offset
 from twinlog.connectors.spark.options import Connection
 from twinlog.engine.base.errors import OffsetOutOfRangeError, UnknownTopicOrPartitionError
 from twinlog.engine.base.types import FetchResult, TopicPartition
@@ -123,10 +125,26 @@ class BrokerLogAccess:
         until_offset: int,
         fail_on_data_loss: bool,
     ) -> Iterator[BatchItem]:
+        fetches = FetchAhead(lambda at: self._fetch(partition, at))
+        try:
+            yield from self._batches(
+                partition, from_offset, until_offset, fail_on_data_loss, fetches
+            )
+        finally:
+            fetches.close()
+
+    def _batches(
+        self,
+        partition: TopicPartition,
+        from_offset: int,
+        until_offset: int,
+        fail_on_data_loss: bool,
+        fetches: FetchAhead,
+    ) -> Iterator[BatchItem]:
         offset = from_offset
         while offset < until_offset:
             try:
-                result = self._fetch(partition, offset)
+                result = fetches.get(offset)
             except OffsetOutOfRangeError as error:
                 if offset < error.log_start_offset:
                     data_loss(
@@ -149,6 +167,9 @@ class BrokerLogAccess:
                     fail_on_data_loss,
                 )
                 return
+            ahead = next_fetch_offset(result.records)
+            if ahead is not None and offset < ahead < until_offset:
+                fetches.ask_ahead(ahead)
             advanced = False
             for batch in iter_batches(result.records, allow_partial_tail=True):
                 if batch.header.next_offset <= offset:
