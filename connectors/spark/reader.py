@@ -5,7 +5,8 @@
                              minPartitions)
     each task                read(range): fetch the range in large chunks
                              (fetchMaxBytes) and yield pyarrow.RecordBatches of up to
-                             ROWS_PER_ARROW_BATCH rows, never per-row tuples
+                             ROWS_PER_ARROW_BATCH rows or about BYTES_PER_ARROW_BATCH,
+                             never per-row tuples
 
 ``pushFilters`` is deliberately not implemented: in PySpark 4.3 a reader that
 pushes filters gives wrong results when one DataFrame is queried with and then
@@ -34,6 +35,10 @@ if TYPE_CHECKING:
 # Spark's own default (spark.sql.execution.arrow.maxRecordsPerBatch): big enough to
 # amortise the per-batch cost, small enough to keep a task's memory flat.
 ROWS_PER_ARROW_BATCH = 10_000
+# Records bytes (decompressed) per Arrow batch: a batch of large values stays a few MiB,
+# which the JVM copies into rows while they are still in cache. A single record batch
+# larger than this makes one Arrow batch of its own.
+BYTES_PER_ARROW_BATCH = 4 * 1024 * 1024
 
 
 def read_range(
@@ -59,7 +64,10 @@ def read_range(
             settings.fail_on_data_loss,
         ):
             builder.add_batch(header, batch)
-            if len(builder) >= ROWS_PER_ARROW_BATCH:
+            if (
+                len(builder) >= ROWS_PER_ARROW_BATCH
+                or builder.section_bytes >= BYTES_PER_ARROW_BATCH
+            ):
                 yield builder.flush()
         if len(builder):
             yield builder.flush()
