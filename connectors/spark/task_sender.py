@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from twinlog.connectors.spark.arrow_partitioner import partitions_for_keys
 from twinlog.connectors.spark.broker import retried
 from twinlog.connectors.spark.in_order_sender import InOrderSender
 from twinlog.connectors.spark.transaction import AttemptReport, TransactionTicket
@@ -76,7 +77,9 @@ class TaskSender:
                     self._send_keyless(self.settings.topic, values)
                     continue
                 if None not in keys:
-                    self._send_keyed(self.settings.topic, values, keys)
+                    self._send_keyed(
+                        self.settings.topic, values, keys, _binary(arrow_batch.column("key"))
+                    )
                     continue
             data = {
                 name: arrow_batch.column(name).to_pylist()
@@ -114,14 +117,26 @@ class TaskSender:
                 self._produce(target)
                 self.sticky[topic] = (partition + 1) % count  # sticky: move on once sent
 
-    def _send_keyed(self, topic: str, values: list[bytes | None], keys: list[bytes | None]) -> None:
-        """Rows with a key each: grouped by the key's partition, in row order within each."""
-        count = self._partition_count(topic)
-        rows: dict[int, list[int]] = {}
-        for row, key in enumerate(keys):
-            assert key is not None  # the caller sends rows with a null key row by row
-            rows.setdefault(partition_for_key(key, count), []).append(row)
-        for partition, indices in rows.items():
+    def _send_keyed(
+        self,
+        topic: str,
+        values: list[bytes | None],
+        keys: list[bytes | None],
+        key_column: pyarrow.Array,
+    ) -> None:
+        """Rows with a key each (``keys``, and as ``key_column``, binary without nulls):
+        grouped by the key's partition, in row order within each."""
+        import pyarrow.compute
+
+        partitions = partitions_for_keys(key_column, self._partition_count(topic))
+        order = pyarrow.compute.sort_indices(partitions)  # a stable sort: row order kept
+        runs = pyarrow.compute.run_end_encode(partitions.take(order))
+        rows = order.to_pylist()
+        run_start = 0
+        for partition, run_end in zip(
+            runs.values.to_pylist(), runs.run_ends.to_pylist(), strict=True
+        ):
+            indices, run_start = rows[run_start:run_end], run_end
             target = TopicPartition(topic, partition)
             part_values = [values[row] for row in indices]
             part_keys: list[bytes | None] = [keys[row] for row in indices]
@@ -235,6 +250,17 @@ class TaskSender:
 
 def _nones(count: int) -> list[None]:
     return [None] * count
+
+
+def _binary(column: pyarrow.Array | pyarrow.ChunkedArray) -> pyarrow.Array:
+    """A binary or string column as one binary array (strings' UTF-8 bytes, not copied)."""
+    import pyarrow
+
+    if isinstance(column, pyarrow.ChunkedArray):
+        column = column.combine_chunks()
+    if column.type != pyarrow.binary():
+        column = column.cast(pyarrow.binary())
+    return column
 
 
 def _binary_list(column: pyarrow.Array) -> list[bytes | None]:
