@@ -170,7 +170,7 @@ class PartitionRoles:
         return self
 
     def states(self) -> dict[tuple[str, int], PartitionState]:
-        """The last state delivered of each of this broker's partitions."""
+        """The last state of each of this broker's partitions that its partition took."""
         with self._lock:
             return dict(self._delivered)
 
@@ -302,10 +302,16 @@ class PartitionRoles:
         mine = self.broker_id in state.replicas
         self._seen[key] = _Seen(stat.czxid, stat.version, mine)
         if mine:
-            with self._lock:
-                self._delivered[key] = state
             try:
                 self.on_change(topic, partition, state)
+                # Published once the partition took it, never before: the ISR writer acts on
+                # these states (a write conditional on this version, then the leader's
+                # confirm). Published first, a newer ISR could be written and confirmed and
+                # this older one then confirmed over it, shrinking the leader's view of the
+                # ISR below ZooKeeper's (its high watermark passing a member ZooKeeper still
+                # lists in sync, which the controller may elect).
+                with self._lock:
+                    self._delivered[key] = state
             except Exception:
                 log.exception(
                     "broker %d roles: the role change of %s-%d (%s) failed",

@@ -132,3 +132,34 @@ def test_roles_stop_and_call_on_lost_when_the_session_is_lost(zk_connect: str) -
             assert lost_on == ["twinlog-partition-roles-1"]
         finally:
             roles.close()
+
+
+def test_a_state_is_published_to_the_isr_writer_only_once_the_partition_took_it(
+    zk_connect: str, tmp_path: Path
+) -> None:
+    """The ISR writer writes conditionally on the version it reads from ``states()`` and then
+    has the leader confirm what it wrote: were a state published before its delivery, a
+    newer ISR could be confirmed and this older one confirmed over it afterwards."""
+    seen_during_delivery: list[int | None] = []
+    roles_holder: list[PartitionRoles] = []
+
+    def on_change(topic: str, partition: int, state: PartitionState) -> None:
+        published = roles_holder[0].states().get((topic, partition))
+        seen_during_delivery.append(None if published is None else published.version)
+        assert published is None or published.version < state.version
+
+    with FakeBrokers(zk_connect) as brokers:
+        controller, by_id, store = start_cluster(brokers, tmp_path / "data", (1, 2))
+        roles = PartitionRoles(by_id[1].session, 1, on_change, full_read_interval_s=1.0)
+        roles_holder.append(roles)
+        with roles:
+            store.add_topic("t", 1, {}, replication_factor=2)
+            state = wait_until(lambda: created(controller.session, "t", 1))[0]
+            wait_until(lambda: roles.states().get(("t", 0)), what="the first state")
+            change_isr(by_id[state.leader].session, "t", 0, state.isr[:1], state.version)
+            wait_until(
+                lambda: (roles.states().get(("t", 0)) or state).version > state.version,
+                what="the shrunk state",
+            )
+    assert seen_during_delivery[0] is None and len(seen_during_delivery) >= 2
+    assert all(version is not None for version in seen_during_delivery[1:])
