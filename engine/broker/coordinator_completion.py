@@ -44,6 +44,10 @@ from twinlog.journal.txn_records import Aborted, Committed, CoordinatorRecord
 log = logging.getLogger(__name__)
 
 COMPLETION_RETRY_S_MAX = 30.0  # a failing completion is retried at least this often
+# ... and at least this often when its error is retriable (a leader moving, a broker away):
+# a committed transaction becomes readable within about this long of its partitions being
+# served again, not up to 30 s later. Such a retry is one call per partition, cheap.
+RETRIABLE_RETRY_S_MAX = 1.0
 APPLY_THREADS = 8  # partitions of one transaction applied at once (each mostly waits on fsync)
 
 
@@ -100,8 +104,9 @@ class CompletionWorker:
 
         The decision is durable, so a failed completion (a full disk, a damaged
         journal) is retried, with a delay that doubles per failure up to
-        ``COMPLETION_RETRY_S_MAX``; meanwhile the transactions queued behind it
-        go ahead: one stuck partition must not hold up every other commit.
+        ``COMPLETION_RETRY_S_MAX`` (``RETRIABLE_RETRY_S_MAX`` for a retriable error: a
+        leader moving); meanwhile the transactions queued behind it go ahead: one stuck
+        partition must not hold up every other commit.
         """
         retry_at_s: dict[int, float] = {}  # transaction id -> when it may be tried again
         failures: dict[int, int] = {}
@@ -120,9 +125,15 @@ class CompletionWorker:
                 if self._closed:
                     return  # shutting down: recovery at the next start redoes it
                 failed = failures[transaction_id] = failures.get(transaction_id, 0) + 1
-                delay_s = min(0.01 * 2 ** (failed - 1), COMPLETION_RETRY_S_MAX)
+                retriable = isinstance(error, TwinlogError) and error.retriable
+                delay_s = min(
+                    0.01 * 2 ** (failed - 1),
+                    RETRIABLE_RETRY_S_MAX if retriable else COMPLETION_RETRY_S_MAX,
+                )
                 retry_at_s[transaction_id] = time.monotonic() + delay_s
-                if isinstance(error, TwinlogError) and error.retriable:
+                if retriable:
+                    if failed & (failed - 1):
+                        continue  # said at the 1st, 2nd, 4th, 8th... failure: not every second
                     # A leader moving or a broker away: expected in a cluster, said in a line.
                     log.warning(
                         "completing transaction %d failed (%d times; %s: %s); retrying in %.2f s",

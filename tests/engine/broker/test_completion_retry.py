@@ -1,0 +1,86 @@
+"""A committed transaction whose partition has no leader for a while is applied soon after
+the partition is served again: a retriable failure is retried at least every second, not
+after a delay doubled up to 30 s (which left a committed transaction unreadable for that
+long after a failover)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from twinlog.engine.base.errors import NotLeaderOrFollowerError
+from twinlog.engine.base.types import TopicPartition, TransactionState
+from twinlog.engine.broker.coordinator_completion import RETRIABLE_RETRY_S_MAX, CompletionWorker
+from twinlog.engine.broker.partition_calls import (
+    ApplyAbort,
+    ApplyCommit,
+    CallEpochs,
+    CountEntries,
+    EntryCount,
+)
+from twinlog.engine.broker.transaction_metadata import TransactionMetadata
+from twinlog.journal.txn_records import CoordinatorRecord
+
+PARTITION = TopicPartition("t", 2)
+# Failures at 0.01 * (2**n - 1) s: with the delay doubled beyond a second, the last failure
+# before the partition is back (2.55 s) would be retried at 5.11 s, 2.5 s late.
+LEADERLESS_S = 2.6
+
+
+class LeaderlessFor:
+    """Partition leaders whose one partition has no leader until ``back_at_s``."""
+
+    def __init__(self, back_at_s: float) -> None:
+        self.back_at_s = back_at_s
+        self.applied_at_s: float | None = None
+        self.applied = threading.Event()
+
+    def leader_epoch(self, topic_partition: TopicPartition) -> int:
+        return 1
+
+    def count_entries(self, request: CountEntries) -> EntryCount:
+        return EntryCount(1)
+
+    def apply_commit(self, request: ApplyCommit) -> None:
+        if time.monotonic() < self.back_at_s:
+            raise NotLeaderOrFollowerError(f"{request.topic_partition}: no live leader is known")
+        self.applied_at_s = time.monotonic()
+        self.applied.set()
+
+    def apply_abort(self, request: ApplyAbort) -> None:
+        raise AssertionError("a committed transaction is never aborted")
+
+
+def test_a_committed_transaction_is_applied_within_a_second_of_its_partition_being_back() -> None:
+    lock = threading.RLock()
+    txn = TransactionMetadata(
+        transaction_id=7,
+        transactional_id="writer",
+        producer_id=1,
+        producer_generation=0,
+        state=TransactionState.PREPARE_COMMIT,
+        started_ms=0,
+        timeout_ms=60_000,
+        begin_offset=0,
+        request_id=0,
+        partitions={PARTITION},
+        journaled=((PARTITION, 1),),
+    )
+    leaders = LeaderlessFor(back_at_s=time.monotonic() + LEADERLESS_S)
+
+    def write(record: CoordinatorRecord) -> int:
+        txn.state = TransactionState.COMMITTED
+        return 0
+
+    worker = CompletionWorker(
+        0, lock, {7: txn}.get, write, leaders, lambda _tp: CallEpochs(0, 1, 1)
+    )
+    worker.start()
+    worker.queue(7)
+    try:
+        assert leaders.applied.wait(LEADERLESS_S + RETRIABLE_RETRY_S_MAX + 5)
+        assert leaders.applied_at_s is not None
+        late_s = leaders.applied_at_s - leaders.back_at_s
+        assert late_s <= RETRIABLE_RETRY_S_MAX + 0.8, f"applied {late_s:.2f} s after"
+    finally:
+        worker.close()
