@@ -94,6 +94,9 @@ KINDS = {
 # sessions of brokers that did not reconnect (as test_f21_zookeeper_faults.py waits).
 RESTORED_EXPIRY_S = SESSION_TIMEOUT_MS / 1000 + 1.0
 CRASH_STEP_WAIT_S = 10.0  # the coordinator's next commit comes well within this
+# A committed transaction missing from the final read is read again for this long: its copy
+# is retried at least every second (RETRIABLE_RETRY_S_MAX) once its partition has a leader.
+COMPLETION_WAIT_S = 30.0
 
 
 def seed_from_environment() -> int:
@@ -111,6 +114,8 @@ class Summary:
     transactions: Counter[str] = field(default_factory=Counter)
     plain_acknowledged: int = 0
     anomalies: dict[str, list[str]] = field(default_factory=dict)
+    # committed transactions missing at the first final read, found whole in a later one
+    late: list[str] = field(default_factory=list)
 
     def anomalies_found(self) -> dict[str, list[str]]:
         return {kind: items for kind, items in self.anomalies.items() if items}
@@ -124,6 +129,8 @@ class Summary:
             f"{self.coordinator_changes}",
             f"  transactions by outcome: {dict(sorted(self.transactions.items()))}; "
             f"plain writes acknowledged: {self.plain_acknowledged}",
+            f"  committed but readable only after the first final read: {len(self.late)}"
+            + (f" {self.late[:5]}" if self.late else ""),
             "  anomalies by class: "
             + ", ".join(f"{kind} {len(items)}" for kind, items in sorted(self.anomalies.items())),
         ]
@@ -291,7 +298,18 @@ class Nemesis:
                 except AssertionError as error:
                     anomalies["plain-history"].append(str(error)[:500])
         read = read_topic(cluster, self.topic, PARTITIONS)
-        anomalies.update(transaction_anomalies(read, writers))
+        found = transaction_anomalies(read, writers)
+        # A commit is acknowledged once decided; its copy follows (retried while a leader
+        # moves). What is missing now is read again until COMPLETION_WAIT_S has passed:
+        # only what is still missing then is lost or torn; the rest was late.
+        missing_first = _missing_tags(found)
+        deadline_s = time.monotonic() + COMPLETION_WAIT_S
+        while _missing_tags(found) and time.monotonic() < deadline_s:
+            time.sleep(1.0)
+            read = read_topic(cluster, self.topic, PARTITIONS)
+            found = transaction_anomalies(read, writers)
+        summary.late = sorted(missing_first - _missing_tags(found))
+        anomalies.update(found)
         final = dict(read[0])
         offsets = [offset for offset, _value in txn_consumer.seen]
         if offsets != sorted(set(offsets)):
@@ -310,3 +328,8 @@ class Nemesis:
         summary.coordinator_changes = after[journal] - before[journal]
         summary.transactions = Counter(txn.outcome for w in writers for txn in w.transactions)
         summary.plain_acknowledged = len(plain.acknowledged)
+
+
+def _missing_tags(anomalies: dict[str, list[str]]) -> set[str]:
+    """Tags of the committed transactions missing, whole or in part, from a read."""
+    return {item.split(":")[0] for kind in ("lost", "torn") for item in anomalies[kind]}
