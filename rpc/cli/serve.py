@@ -54,8 +54,9 @@ def register(subparsers: Any) -> None:
         "--kafka-listener",
         metavar="HOST:PORT",
         help="also speak Kafka's wire protocol here, for unmodified Kafka clients "
-        "(kafka-python, librdkafka, ...), on the same broker; single node, loopback unless "
-        "--insecure, no tokens or ACLs yet (docs/kafka-protocol.md)",
+        "(kafka-python, librdkafka, ...), on the same broker; single node, plaintext, with "
+        "--tokens-file clients authenticate with SASL/PLAIN (user = principal, password = "
+        "token) and --acl-file applies (docs/kafka-protocol.md)",
     )
     security = parser.add_argument_group("security")
     security.add_argument("--tls-cert", help="PEM certificate of the server")
@@ -191,6 +192,7 @@ def kafka_listener_starter(
     """What starts the Kafka listener on the served broker (checked now, before the broker
     opens: a refused flag costs no recovery) and returns what stops it."""
     from twinlog.rpc.kafka.listener import KafkaListener, parse_address
+    from twinlog.rpc.server.server import guard_of
 
     host, port = parse_address(address)
     if clustered:
@@ -198,19 +200,27 @@ def kafka_listener_starter(
             "twinlog serve: --kafka-listener serves a single node only; a cluster broker "
             "(--zookeeper) cannot take it yet"
         )
-    if config.tokens_file or config.acl_file or config.tls_client_ca_file:
+    if config.tls_client_ca_file and not config.tokens_file:
         raise SystemExit(
-            "twinlog serve: --kafka-listener has no SASL yet, so it would bypass the tokens, "
-            "client certificates and ACLs; run it without them (docs/kafka-protocol.md)"
+            "twinlog serve: --kafka-listener has no TLS, so it cannot know a client by its "
+            "certificate; authenticate Kafka clients with --tokens-file (SASL/PLAIN) instead "
+            "(docs/kafka-protocol.md)"
         )
-    if not ServerConfig(host=host).is_loopback and not config.insecure:
+    loopback = ServerConfig(host=host).is_loopback
+    if not loopback and not config.tokens_file and not config.insecure:
         raise SystemExit(
-            f"twinlog serve: --kafka-listener {address}: Kafka clients are not authenticated, "
-            "so it listens on a loopback address only, unless --insecure"
+            f"twinlog serve: --kafka-listener {address}: without --tokens-file Kafka clients "
+            "are not authenticated, so it listens on a loopback address only, unless --insecure"
         )
 
     def start(broker: BrokerApi) -> Callable[[], None]:
-        listener = KafkaListener(broker, host, port)
+        if not loopback and config.tokens_file:
+            log.warning(
+                "Kafka clients on %s send their SASL/PLAIN tokens in clear (the Kafka "
+                "listener has no TLS)",
+                address,
+            )
+        listener = KafkaListener(broker, host, port, guard=guard_of(config))
         listener.start()
         log.info("serving Kafka clients on %s", listener.address)
         return lambda: listener.stop(config.shutdown_grace_ms)

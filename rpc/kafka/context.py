@@ -1,5 +1,7 @@
 """What every request handler gets: the broker, where clients reach this listener, the
-limits, the open transactions of Kafka producers, and the shutdown flag."""
+limits, the open transactions of Kafka producers, the shutdown flag, the guard (tokens and
+ACLs) and the calling connection's state. One per connection: a copy of the listener's,
+sharing everything but ``connection``."""
 
 from __future__ import annotations
 
@@ -7,9 +9,12 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from twinlog.rpc.kafka.access import ConnectionState
 from twinlog.rpc.kafka.classic_members import ClassicMembers
 from twinlog.rpc.kafka.open_transactions import OpenTransactions
 from twinlog.rpc.kafka.settings import KafkaListenerSettings
+from twinlog.rpc.server.auth import Guard
+from twinlog.rpc.server.txn_access import TransactionalAccess
 from twinlog.rpc.wire.broker_api import BrokerApi
 
 # This listener is the only broker a Kafka client sees (a single node): it leads every
@@ -27,4 +32,7 @@ class KafkaContext:
     transactions: OpenTransactions
     # api key -> (min, max) versions advertised in ApiVersions
     advertised_versions: Mapping[int, tuple[int, int]]
+    guard: Guard
+    access: TransactionalAccess  # who may use a producer id
+    connection: ConnectionState
     classic_members: ClassicMembers = field(default_factory=ClassicMembers)

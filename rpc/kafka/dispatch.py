@@ -7,7 +7,7 @@ their flexible (tagged) forms. What is not served gets a clean error:
 - ApiVersions in a version above ours: a v0 answer with UNSUPPORTED_VERSION and our
   table (KIP-511), from which the client picks a version;
 - another API in a version we do not serve, or an API we do not serve at all that the
-  codec knows and whose answer has a top-level error code (SaslHandshake, DescribeGroups,
+  codec knows and whose answer has a top-level error code (ListGroups, DescribeAcls,
   CreateTopics in its older forms, ...): that answer with UNSUPPORTED_VERSION;
 - anything else (an API key the codec does not know, bytes that do not decode): the
   connection is closed, with a log line saying why, as a Kafka broker does.
@@ -47,6 +47,7 @@ from kafka.protocol.producer import (
     ProduceRequest,
     TxnOffsetCommitRequest,
 )
+from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 
 from twinlog.rpc.kafka.api_versions import api_versions_response, handle_api_versions
 from twinlog.rpc.kafka.context import KafkaContext
@@ -63,6 +64,7 @@ from twinlog.rpc.kafka.list_offsets import handle_list_offsets
 from twinlog.rpc.kafka.metadata import handle_metadata
 from twinlog.rpc.kafka.offsets import handle_offset_commit, handle_offset_fetch
 from twinlog.rpc.kafka.produce import handle_produce
+from twinlog.rpc.kafka.sasl import handle_sasl_authenticate, handle_sasl_handshake
 from twinlog.rpc.kafka.transactions import (
     handle_add_offsets_to_txn,
     handle_add_partitions_to_txn,
@@ -101,6 +103,9 @@ SERVED_APIS: tuple[Api, ...] = (
     Api(HeartbeatRequest, 0, 4, handle_heartbeat),
     Api(LeaveGroupRequest, 0, 5, handle_leave_group),
     Api(SyncGroupRequest, 0, 5, handle_sync_group),
+    # v1 only: v0 is followed by SASL bytes outside Kafka's framing
+    Api(SaslHandshakeRequest, 1, 1, handle_sasl_handshake),
+    Api(SaslAuthenticateRequest, 0, 2, handle_sasl_authenticate),
     Api(ApiVersionsRequest, 0, 4, handle_api_versions),
     Api(InitProducerIdRequest, 0, 5, handle_init_producer_id),
     Api(AddPartitionsToTxnRequest, 0, 3, handle_add_partitions_to_txn),
@@ -109,6 +114,10 @@ SERVED_APIS: tuple[Api, ...] = (
     Api(TxnOffsetCommitRequest, 0, 3, handle_txn_offset_commit),
 )
 API_BY_KEY: dict[int, Api] = {api.request_class.API_KEY: api for api in SERVED_APIS}
+# What a connection may send before it has authenticated (when the server has tokens).
+BEFORE_AUTHENTICATION = frozenset(
+    {ApiVersionsRequest.API_KEY, SaslHandshakeRequest.API_KEY, SaslAuthenticateRequest.API_KEY}
+)
 
 
 def advertised_versions() -> dict[int, tuple[int, int]]:
@@ -185,6 +194,11 @@ def answer_frame(frame: bytes, context: KafkaContext, peer: str) -> bytes | None
         raise CloseConnection(f"a request header that does not decode ({error})") from None
     api_key, version = header.request_api_key, header.request_api_version
     correlation_id = header.correlation_id
+    if not context.connection.authenticated and api_key not in BEFORE_AUTHENTICATION:
+        raise CloseConnection(
+            f"API key {api_key} before SASL authentication (this server has a tokens file: "
+            "authenticate with SASL/PLAIN, user = principal, password = token)"
+        )
     api = API_BY_KEY.get(api_key)
     if api is None or not api.min_version <= version <= api.max_version:
         return _encode(_unserved(api_key, version, context, header.client_id), correlation_id)

@@ -31,6 +31,17 @@ UNKNOWN_MEMBER_ID = kafka_errors.UnknownMemberIdError.errno
 ILLEGAL_GENERATION = kafka_errors.IllegalGenerationError.errno
 REBALANCE_IN_PROGRESS = kafka_errors.RebalanceInProgressError.errno
 INCONSISTENT_GROUP_PROTOCOL = kafka_errors.InconsistentGroupProtocolError.errno
+TOPIC_AUTHORIZATION_FAILED = kafka_errors.TopicAuthorizationFailedError.errno
+SASL_AUTHENTICATION_FAILED = kafka_errors.SaslAuthenticationFailedError.errno
+UNSUPPORTED_SASL_MECHANISM = kafka_errors.UnsupportedSaslMechanismError.errno
+ILLEGAL_SASL_STATE = kafka_errors.IllegalSaslStateError.errno
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED = kafka_errors.TransactionalIdAuthorizationFailedError.errno
+# A denied ACL check, by the kind of resource denied (twinlog.rpc.server.auth.Resource values)
+AUTHORIZATION_FAILED_CODES: dict[str, int] = {
+    "topic": TOPIC_AUTHORIZATION_FAILED,
+    "group": kafka_errors.GroupAuthorizationFailedError.errno,
+    "transactional id": TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+}
 
 # Every engine error class, with the code a Kafka client acts on as twinlog's client acts
 # on the class's flags (retriable codes for retriable errors, fencing for fencing, ...).
@@ -83,8 +94,8 @@ CODE_OF_ERROR: dict[type[errors.TwinlogError], int] = {
     errors.DiskFullError: kafka_errors.KafkaStorageError.errno,
     errors.NotEnoughResourcesError: REQUEST_TIMED_OUT,
     # access and transport
-    errors.AuthenticationError: kafka_errors.SaslAuthenticationFailedError.errno,
-    errors.AuthorizationError: kafka_errors.TopicAuthorizationFailedError.errno,
+    errors.AuthenticationError: SASL_AUTHENTICATION_FAILED,
+    errors.AuthorizationError: TOPIC_AUTHORIZATION_FAILED,
     errors.BrokerUnavailableError: kafka_errors.NotLeaderForPartitionError.errno,
     errors.RequestTimedOutError: REQUEST_TIMED_OUT,
     # the cluster's metadata store
@@ -95,6 +106,9 @@ CODE_OF_ERROR: dict[type[errors.TwinlogError], int] = {
 # Where one API says it differently (Kafka's own exceptions to its rule): API key, class.
 PRODUCE_API_KEY = 0
 OFFSET_FETCH_API_KEY = 9
+# InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, TxnOffsetCommit: a producer
+# id its caller may not use is denied on its transactional id
+TRANSACTIONAL_API_KEYS = (22, 24, 25, 26, 28)
 CODE_IN_API: dict[tuple[int, type[errors.TwinlogError]], int] = {
     # a fenced producer's batch: PRODUCER_FENCED belongs to the transactional calls
     (PRODUCE_API_KEY, errors.ProducerFencedError): INVALID_PRODUCER_EPOCH,
@@ -102,6 +116,10 @@ CODE_IN_API: dict[tuple[int, type[errors.TwinlogError]], int] = {
     (OFFSET_FETCH_API_KEY, errors.PendingTransactionError): (
         kafka_errors.UnstableOffsetCommitError.errno
     ),
+    **{
+        (api_key, errors.AuthorizationError): TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        for api_key in TRANSACTIONAL_API_KEYS
+    },
 }
 
 
@@ -110,6 +128,12 @@ def code_of(error: BaseException, api_key: int | None = None) -> int:
     twinlog's is UNKNOWN_SERVER_ERROR."""
     if not isinstance(error, errors.TwinlogError):
         return UNKNOWN_SERVER_ERROR
+    denied_resource = getattr(error, "resource", None)  # access.ResourceDenied
+    if (
+        isinstance(error, errors.AuthorizationError)
+        and denied_resource in AUTHORIZATION_FAILED_CODES
+    ):
+        return AUTHORIZATION_FAILED_CODES[denied_resource]
     for cls in type(error).__mro__:
         if api_key is not None and (api_key, cls) in CODE_IN_API:
             return CODE_IN_API[(api_key, cls)]

@@ -26,8 +26,10 @@ from typing import Any
 from kafka.protocol.consumer import FetchRequest, FetchResponse
 
 from twinlog.engine.base.errors import OffsetOutOfRangeError, TwinlogError
+from twinlog.rpc.kafka.access import authorize
 from twinlog.rpc.kafka.context import KafkaContext
 from twinlog.rpc.kafka.error_codes import FETCH_SESSION_ID_NOT_FOUND, NONE, code_of
+from twinlog.rpc.server.auth import Operation
 
 NO_SESSION = 0
 NO_READ_REPLICA = -1
@@ -40,8 +42,11 @@ PartitionAnswer = TopicAnswer.PartitionData
 class _Reading:
     """One pass over the request's partitions, within the answer's byte budget."""
 
-    def __init__(self, context: KafkaContext, answer_bytes_max: int) -> None:
+    def __init__(
+        self, context: KafkaContext, answer_bytes_max: int, denied: dict[str, int]
+    ) -> None:
         self.context = context
+        self.denied = denied  # topic -> TOPIC_AUTHORIZATION_FAILED, checked once per request
         self.remaining_bytes = answer_bytes_max
         self.total_bytes = 0
         # (topic, partition, offset) of partitions that answered no records and no error:
@@ -62,6 +67,18 @@ class _Reading:
     def partition(self, topic: str, request: Any) -> Any:
         partition = request.partition
         offset = request.fetch_offset
+        if topic in self.denied:
+            self.errors += 1
+            return PartitionAnswer(
+                partition_index=partition,
+                error_code=self.denied[topic],
+                high_watermark=UNKNOWN_OFFSET,
+                last_stable_offset=UNKNOWN_OFFSET,
+                log_start_offset=UNKNOWN_OFFSET,
+                preferred_read_replica=NO_READ_REPLICA,
+                aborted_transactions=None,
+                records=None,
+            )
         limit = min(max(1, request.partition_max_bytes), self.remaining_bytes)
         if limit <= 0:
             if self.total_bytes > 0:  # the answer is full: this partition gets nothing now
@@ -130,8 +147,13 @@ def handle_fetch(request: FetchRequest, version: int, context: KafkaContext) -> 
     wait_ms = min(max(0, request.max_wait_ms), settings.fetch_wait_ms_max)
     deadline = time.monotonic() + wait_ms / 1000
     turn = 0
+    denied = {}
+    for topic in {topic.topic for topic in request.topics}:
+        code = authorize(context.guard, context.connection.principal, Operation.READ, (topic,))
+        if code:
+            denied[topic] = code
     while True:
-        reading = _Reading(context, answer_bytes_max)
+        reading = _Reading(context, answer_bytes_max, denied)
         reading.read(request)
         remaining_s = deadline - time.monotonic()
         # As Kafka: a fetch of no partitions, or one with an error to tell, is answered now.

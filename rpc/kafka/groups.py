@@ -42,6 +42,7 @@ from twinlog.engine.base.errors import (
 )
 from twinlog.engine.base.types import TopicPartition
 from twinlog.engine.groups.group_calls import JOIN_EPOCH, LEAVE_EPOCH, GroupHeartbeatAnswer
+from twinlog.rpc.kafka.access import authorize
 from twinlog.rpc.kafka.classic_members import ClassicMember, ClassicMembers
 from twinlog.rpc.kafka.context import KafkaContext
 from twinlog.rpc.kafka.error_codes import (
@@ -52,6 +53,7 @@ from twinlog.rpc.kafka.error_codes import (
     UNKNOWN_MEMBER_ID,
     code_of,
 )
+from twinlog.rpc.server.auth import Operation, Resource
 
 CONSUMER_PROTOCOL_TYPE = "consumer"
 COORDINATOR_ASSIGNS = "twinlog-coordinator-assigns"  # no member's id: nobody leads
@@ -108,9 +110,20 @@ def _join_answer(version: int, error_code: int, **fields: Any) -> JoinGroupRespo
     )
 
 
+def _group_denied(context: KafkaContext, group_id: str) -> int:
+    """NONE, or GROUP_AUTHORIZATION_FAILED: membership needs READ on the group, as its
+    offsets do (and as Kafka's membership calls do)."""
+    return authorize(
+        context.guard, context.connection.principal, Operation.READ, (group_id,), Resource.GROUP
+    )
+
+
 def handle_join_group(
     request: JoinGroupRequest, version: int, context: KafkaContext
 ) -> JoinGroupResponse:
+    denied = _group_denied(context, request.group_id)
+    if denied:
+        return _join_answer(version, denied)
     chosen = _subscription(list(request.protocols))
     if request.protocol_type != CONSUMER_PROTOCOL_TYPE or chosen is None:
         return _join_answer(version, INCONSISTENT_GROUP_PROTOCOL)
@@ -177,7 +190,10 @@ def handle_sync_group(
 ) -> SyncGroupResponse:
     member = context.classic_members.get(request.group_id, request.member_id)
     given: tuple[TopicPartition, ...] = ()
-    if member is None:
+    denied = _group_denied(context, request.group_id)
+    if denied:
+        error_code = denied
+    elif member is None:
         error_code = UNKNOWN_MEMBER_ID
     elif request.generation_id != member.generation:
         error_code = ILLEGAL_GENERATION
@@ -197,7 +213,10 @@ def handle_heartbeat(
     request: HeartbeatRequest, version: int, context: KafkaContext
 ) -> HeartbeatResponse:
     member = context.classic_members.get(request.group_id, request.member_id)
-    if member is None:
+    denied = _group_denied(context, request.group_id)
+    if denied:
+        error_code = denied
+    elif member is None:
         error_code = UNKNOWN_MEMBER_ID
     elif request.generation_id != member.generation:
         error_code = ILLEGAL_GENERATION
@@ -220,6 +239,11 @@ def handle_heartbeat(
 def handle_leave_group(
     request: LeaveGroupRequest, version: int, context: KafkaContext
 ) -> LeaveGroupResponse:
+    denied = _group_denied(context, request.group_id)
+    if denied:
+        return LeaveGroupResponse(
+            version=version, throttle_time_ms=0, error_code=denied, members=[]
+        )
     if version < 3:
         leaving = [(request.member_id, None)]
     else:

@@ -13,8 +13,10 @@ from typing import Any
 from kafka.protocol.consumer import ListOffsetsRequest, ListOffsetsResponse
 
 from twinlog.engine.base.errors import TwinlogError
+from twinlog.rpc.kafka.access import authorize
 from twinlog.rpc.kafka.context import LEADER_EPOCH, KafkaContext
 from twinlog.rpc.kafka.error_codes import INVALID_REQUEST, NONE, code_of
+from twinlog.rpc.server.auth import Operation
 
 LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
@@ -54,14 +56,16 @@ def _partition(context: KafkaContext, topic: str, partition: int, timestamp: int
 def handle_list_offsets(
     request: ListOffsetsRequest, version: int, context: KafkaContext
 ) -> ListOffsetsResponse:
-    topics = [
-        TopicAnswer(
-            name=topic.name,
-            partitions=[
-                _partition(context, topic.name, item.partition_index, item.timestamp)
-                for item in topic.partitions
-            ],
+    topics = []
+    for topic in request.topics:
+        denied = authorize(
+            context.guard, context.connection.principal, Operation.READ, (topic.name,)
         )
-        for topic in request.topics
-    ]
+        partitions = [
+            PartitionAnswer(partition_index=item.partition_index, error_code=denied)
+            if denied
+            else _partition(context, topic.name, item.partition_index, item.timestamp)
+            for item in topic.partitions
+        ]
+        topics.append(TopicAnswer(name=topic.name, partitions=partitions))
     return ListOffsetsResponse(version=version, throttle_time_ms=0, topics=topics)

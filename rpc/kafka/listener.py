@@ -16,6 +16,7 @@ connection threads share ``_connections`` under ``_lock``.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import socket
 import struct
@@ -23,10 +24,13 @@ import threading
 import time
 
 from twinlog.engine.base.errors import InvalidConfigError
+from twinlog.rpc.kafka.access import new_connection
 from twinlog.rpc.kafka.context import KafkaContext
 from twinlog.rpc.kafka.dispatch import CloseConnection, advertised_versions, answer_frame
 from twinlog.rpc.kafka.open_transactions import OpenTransactions
 from twinlog.rpc.kafka.settings import KafkaListenerSettings
+from twinlog.rpc.server.auth import Guard
+from twinlog.rpc.server.txn_access import TransactionalAccess
 from twinlog.rpc.wire.broker_api import BrokerApi
 
 log = logging.getLogger("twinlog.kafka")
@@ -77,7 +81,10 @@ class KafkaListener:
         port: int = 9092,
         settings: KafkaListenerSettings | None = None,
         advertised_host: str | None = None,
+        guard: Guard | None = None,
     ) -> None:
+        """``guard``: the gRPC server's tokens and ACLs (``twinlog.rpc.server.server.guard_of``);
+        None serves everyone as the anonymous principal, unchecked."""
         self.settings = settings or KafkaListenerSettings()
         self.stopping = threading.Event()
         self._lock = threading.Lock()
@@ -93,6 +100,7 @@ class KafkaListener:
         self.host = host
         self.port: int = self._socket.getsockname()[1]
         self.advertised_host = advertised_host or host
+        guard = guard or Guard(None, None, mutual_tls=False)
         self.context = KafkaContext(
             broker=broker,
             endpoint=lambda: (self.advertised_host, self.port),
@@ -100,6 +108,9 @@ class KafkaListener:
             stopping=self.stopping,
             transactions=OpenTransactions(),
             advertised_versions=advertised_versions(),
+            guard=guard,
+            access=TransactionalAccess(guard, broker),
+            connection=new_connection(guard),
         )
         self._acceptor = threading.Thread(
             target=self._accept_loop, name="twinlog-kafka-accept", daemon=True
@@ -175,6 +186,7 @@ class KafkaListener:
             thread.start()
 
     def _serve(self, connection: socket.socket, peer: str) -> None:
+        context = dataclasses.replace(self.context, connection=new_connection(self.context.guard))
         connection.settimeout(self.settings.connection_idle_ms / 1000)
         connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         try:
@@ -192,12 +204,15 @@ class KafkaListener:
                     return
                 frame = _read_exactly(connection, size)
                 try:
-                    answer = answer_frame(frame, self.context, peer)
+                    answer = answer_frame(frame, context, peer)
                 except CloseConnection as reason:
                     log.warning("Kafka connection from %s closed: %s", peer, reason)
                     return
                 if answer is not None:
                     connection.sendall(answer)
+                if context.connection.close_after_answer:
+                    log.warning("Kafka connection from %s closed: SASL authentication failed", peer)
+                    return
         except (_Closed, TimeoutError, ConnectionError):
             pass  # the client went away or idled out: nothing to say
         except OSError as error:

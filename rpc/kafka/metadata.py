@@ -14,8 +14,14 @@ from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 
 from twinlog.engine.base.errors import TwinlogError
 from twinlog.engine.broker.internal_topics import is_internal
+from twinlog.rpc.kafka.access import may
 from twinlog.rpc.kafka.context import LEADER_EPOCH, NODE_ID, KafkaContext
-from twinlog.rpc.kafka.error_codes import UNKNOWN_TOPIC_OR_PARTITION, code_of
+from twinlog.rpc.kafka.error_codes import (
+    TOPIC_AUTHORIZATION_FAILED,
+    UNKNOWN_TOPIC_OR_PARTITION,
+    code_of,
+)
+from twinlog.rpc.server.auth import Operation, Resource
 
 Topic = MetadataResponse.MetadataResponseTopic
 Partition = Topic.MetadataResponsePartition
@@ -29,7 +35,21 @@ def topic_uuid(topic_id: str) -> uuid.UUID:
     return uuid.UUID(hex=topic_id) if topic_id else NO_TOPIC_ID
 
 
+def _visible(context: KafkaContext, name: str) -> bool:
+    """Listed to callers that may read or write it (twinlog's ACLs have no DESCRIBE on
+    topics)."""
+    guard, principal = context.guard, context.connection.principal
+    return any(
+        may(guard, principal, operation, name, Resource.TOPIC)
+        for operation in (Operation.READ, Operation.WRITE)
+    )
+
+
 def _topic(context: KafkaContext, name: str) -> Any:
+    if not _visible(context, name):
+        return Topic(
+            error_code=TOPIC_AUTHORIZATION_FAILED, name=name, topic_id=NO_TOPIC_ID, partitions=[]
+        )
     try:
         description = context.broker.describe_topic(name)
     except TwinlogError as error:
@@ -63,7 +83,7 @@ def handle_metadata(
     topics: list[Any] = []
     if requested is None or (version == 0 and not requested):  # v0: an empty list is all
         names = context.broker.list_topics()
-        topics = [_topic(context, name) for name in names]
+        topics = [_topic(context, name) for name in names if _visible(context, name)]
     else:
         for wanted in requested:
             if wanted.name is None:  # by topic id only (v10+): ids are not looked up here

@@ -25,8 +25,10 @@ from twinlog.engine.groups.group_calls import (
     OUTSIDE_ANY_GROUP,
     GroupMemberRef,
 )
+from twinlog.rpc.kafka.access import may, require
 from twinlog.rpc.kafka.context import KafkaContext
 from twinlog.rpc.kafka.error_codes import NONE, code_of
+from twinlog.rpc.server.auth import Operation, Resource
 
 NO_OFFSET = -1
 NO_LEADER_EPOCH = -1
@@ -54,7 +56,10 @@ def handle_offset_commit(
     member = member_of(
         request.member_id, request.generation_id_or_member_epoch, request.group_instance_id
     )
+    guard, principal = context.guard, context.connection.principal
     try:
+        require(guard, principal, Operation.READ, (request.group_id,), Resource.GROUP)
+        require(guard, principal, Operation.READ, sorted({tp.topic for tp in offsets}))
         context.broker.commit_offsets(request.group_id, offsets, member)
         error_code = NONE
     except TwinlogError as error:
@@ -75,12 +80,21 @@ def handle_offset_commit(
 def _committed(
     context: KafkaContext, group_id: str, wanted: list[TopicPartition] | None
 ) -> dict[TopicPartition, int]:
-    """The group's offsets of ``wanted`` (None: every partition it committed)."""
+    """The group's offsets of ``wanted`` (None: every partition it committed whose topic
+    the caller may read)."""
+    guard, principal = context.guard, context.connection.principal
+    require(guard, principal, Operation.READ, (group_id,), Resource.GROUP)
     if wanted is None:
         try:
-            return dict(context.broker.describe_group(group_id).committed)
+            committed = context.broker.describe_group(group_id).committed
         except GroupIdNotFoundError:  # a group that never committed has no offsets
             return {}
+        return {
+            topic_partition: offset
+            for topic_partition, offset in committed
+            if may(guard, principal, Operation.READ, topic_partition.topic, Resource.TOPIC)
+        }
+    require(guard, principal, Operation.READ, sorted({tp.topic for tp in wanted}))
     return context.broker.fetch_offsets(group_id, wanted)
 
 

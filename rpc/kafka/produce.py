@@ -20,6 +20,7 @@ from typing import Any
 from kafka.protocol.producer import ProduceRequest, ProduceResponse
 
 from twinlog.engine.base.errors import TwinlogError
+from twinlog.rpc.kafka.access import require
 from twinlog.rpc.kafka.batch_recompression import UnsupportedCompressionError, storable_batch
 from twinlog.rpc.kafka.context import KafkaContext
 from twinlog.rpc.kafka.error_codes import (
@@ -30,6 +31,7 @@ from twinlog.rpc.kafka.error_codes import (
     code_of,
 )
 from twinlog.rpc.kafka.transaction_sequences import in_transaction_terms
+from twinlog.rpc.server.auth import Operation
 
 log = logging.getLogger("twinlog.kafka")
 
@@ -48,7 +50,11 @@ def _append(context: KafkaContext, topic: str, partition: int, records: bytes | 
         error_code, message = CORRUPT_MESSAGE, "a produce request without records"
     else:
         try:
+            principal = context.connection.principal
+            require(context.guard, principal, Operation.WRITE, (topic,))
             batch = storable_batch(bytes(records), context.settings.produce_decompressed_bytes_max)
+            # a producer id only from a principal that may use it (the gRPC server's rule)
+            context.access.require_batch(principal, batch)
             batch, transaction_id = in_transaction_terms(
                 batch, topic, partition, context.transactions
             )

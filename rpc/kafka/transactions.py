@@ -29,9 +29,11 @@ from kafka.protocol.producer import (
 
 from twinlog.engine.base.errors import TwinlogError
 from twinlog.engine.base.types import TopicPartition
+from twinlog.rpc.kafka.access import require
 from twinlog.rpc.kafka.context import KafkaContext
 from twinlog.rpc.kafka.error_codes import NONE, code_of
 from twinlog.rpc.kafka.offsets import member_of
+from twinlog.rpc.server.auth import Operation, Resource
 
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
@@ -42,8 +44,10 @@ def handle_init_producer_id(
 ) -> InitProducerIdResponse:
     timeout_ms = request.transaction_timeout_ms if request.transactional_id else None
     try:
-        identity = context.broker.init_producer(
-            request.transactional_id or None, timeout_ms if timeout_ms and timeout_ms > 0 else None
+        identity = context.access.init_producer(
+            context.connection.principal,
+            request.transactional_id or None,
+            timeout_ms if timeout_ms and timeout_ms > 0 else None,
         )
     except TwinlogError as error:
         return InitProducerIdResponse(
@@ -75,7 +79,10 @@ def handle_add_partitions_to_txn(
         for topic in request.v3_and_below_topics
         for index in topic.partitions
     ]
+    principal = context.connection.principal
     try:
+        context.access.require_producer(principal, producer_id)
+        require(context.guard, principal, Operation.WRITE, sorted({tp.topic for tp in wanted}))
         transaction_id = context.transactions.ensure_open(
             context.broker, producer_id, producer_generation
         )
@@ -105,7 +112,10 @@ def handle_add_partitions_to_txn(
 def handle_add_offsets_to_txn(
     request: AddOffsetsToTxnRequest, version: int, context: KafkaContext
 ) -> AddOffsetsToTxnResponse:
+    principal = context.connection.principal
     try:
+        context.access.require_producer(principal, request.producer_id)
+        require(context.guard, principal, Operation.READ, (request.group_id,), Resource.GROUP)
         context.transactions.ensure_open(
             context.broker, request.producer_id, request.producer_epoch
         )
@@ -124,7 +134,11 @@ def handle_txn_offset_commit(
         for item in topic.partitions
     }
     member = member_of(request.member_id, request.generation_id, request.group_instance_id)
+    principal = context.connection.principal
     try:
+        context.access.require_producer(principal, request.producer_id)
+        require(context.guard, principal, Operation.READ, (request.group_id,), Resource.GROUP)
+        require(context.guard, principal, Operation.READ, sorted({tp.topic for tp in offsets}))
         transaction_id = context.transactions.ensure_open(
             context.broker, request.producer_id, request.producer_epoch
         )
@@ -163,6 +177,7 @@ def handle_end_txn(request: EndTxnRequest, version: int, context: KafkaContext) 
     if transaction_id is not None:
         broker = context.broker
         try:
+            context.access.require_producer(context.connection.principal, producer_id)
             if request.committed:
                 broker.commit_transaction(transaction_id, producer_id, producer_generation)
             else:

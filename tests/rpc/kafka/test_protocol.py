@@ -8,7 +8,7 @@ import threading
 import time
 from typing import Any
 
-from kafka.protocol.admin import DescribeGroupsRequest
+from kafka.protocol.admin import DescribeGroupsRequest, ListGroupsRequest, ListGroupsResponse
 from kafka.protocol.api_header import RequestHeader
 from kafka.protocol.consumer import FetchRequest, FetchResponse
 from kafka.protocol.metadata import (
@@ -17,7 +17,6 @@ from kafka.protocol.metadata import (
     MetadataRequest,
     MetadataResponse,
 )
-from kafka.protocol.sasl import SaslHandshakeRequest, SaslHandshakeResponse
 
 from twinlog.rpc.client import Producer
 from twinlog.rpc.kafka.dispatch import API_BY_KEY
@@ -51,7 +50,7 @@ def test_api_versions_in_an_unknown_version_is_answered_in_v0(raw: Any) -> None:
 
 
 def test_an_api_not_served_is_answered_unsupported_version(raw: Any) -> None:
-    answer = raw.call(SaslHandshakeRequest(mechanism="PLAIN"), SaslHandshakeResponse, 1)
+    answer = raw.call(ListGroupsRequest(states_filter=[], types_filter=[]), ListGroupsResponse, 5)
     assert answer.error_code == UNSUPPORTED_VERSION
     # and the connection still serves
     assert raw.call(MetadataRequest(topics=[]), MetadataResponse, 12).brokers[0].node_id == 0

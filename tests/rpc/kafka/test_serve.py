@@ -65,13 +65,18 @@ def test_serve_with_a_kafka_listener(tmp_path: Path) -> None:
     [
         (["--kafka-listener", "127.0.0.1"], "give HOST:PORT"),
         (["--kafka-listener", "0.0.0.0:9092"], "loopback address only"),
-        (["--kafka-listener", "127.0.0.1:0", "--acl-file", "acl.txt"], "no SASL yet"),
+        (
+            [
+                *("--kafka-listener", "127.0.0.1:0", "--tls-client-ca", "ca.pem"),
+                *("--tls-cert", "cert.pem", "--tls-key", "key.pem"),
+            ],
+            "no TLS",
+        ),
     ],
 )
 def test_serve_refuses_a_kafka_listener_it_cannot_serve_safely(
     tmp_path: Path, flags: list[str], refusal: str
 ) -> None:
-    (tmp_path / "acl.txt").write_text("alice read *\n")
     completed = subprocess.run(
         [sys.executable, "-m", "twinlog.rpc.cli", "serve", "--data-dir", "data", *flags],
         cwd=tmp_path,

@@ -1,0 +1,98 @@
+"""SaslHandshake and SaslAuthenticate: mechanism PLAIN, onto twinlog's tokens file.
+
+PLAIN's message is ``authzid NUL user NUL password`` (RFC 4616): the user is the
+principal and the password its token, which must be that principal's in the tokens file
+(an authzid, if given, must be the user). A failed authentication is answered
+SASL_AUTHENTICATION_FAILED with a reason that never quotes the password, then the
+connection is closed. Without a tokens file every connection is already the anonymous
+principal and a handshake is answered ILLEGAL_SASL_STATE (nothing to authenticate with).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from kafka.protocol.sasl import (
+    SaslAuthenticateRequest,
+    SaslAuthenticateResponse,
+    SaslHandshakeRequest,
+    SaslHandshakeResponse,
+)
+
+from twinlog.rpc.kafka.context import KafkaContext
+from twinlog.rpc.kafka.error_codes import (
+    ILLEGAL_SASL_STATE,
+    NONE,
+    SASL_AUTHENTICATION_FAILED,
+    UNSUPPORTED_SASL_MECHANISM,
+)
+from twinlog.rpc.server.auth import Principal
+
+log = logging.getLogger("twinlog.kafka")
+
+PLAIN = "PLAIN"
+MECHANISMS = [PLAIN]
+NO_SESSION_LIFETIME_MS = 0  # the session lasts as long as the connection
+
+
+def handle_sasl_handshake(
+    request: SaslHandshakeRequest, version: int, context: KafkaContext
+) -> SaslHandshakeResponse:
+    connection = context.connection
+    if context.guard.tokens is None or connection.authenticated:
+        error_code = ILLEGAL_SASL_STATE
+    elif request.mechanism != PLAIN:
+        error_code = UNSUPPORTED_SASL_MECHANISM
+    else:
+        connection.mechanism = PLAIN
+        error_code = NONE
+    return SaslHandshakeResponse(version=version, error_code=error_code, mechanisms=MECHANISMS)
+
+
+def _proven(auth_bytes: bytes, context: KafkaContext) -> tuple[Principal | None, str]:
+    """The principal PLAIN's message proves, or None and why not."""
+    parts = auth_bytes.split(b"\x00")
+    if len(parts) != 3:
+        return None, "a PLAIN message is authzid NUL user NUL password"
+    authzid, user, password = (part.decode("utf-8", "replace") for part in parts)
+    if authzid and authzid != user:
+        return None, f"user {user!r} may not act as {authzid!r}"
+    tokens = context.guard.tokens
+    assert tokens is not None
+    principal = tokens.principal_of(password)
+    if principal is None or principal.name != user:
+        return None, f"the password is not user {user!r}'s token in the tokens file"
+    return principal, ""
+
+
+def handle_sasl_authenticate(
+    request: SaslAuthenticateRequest, version: int, context: KafkaContext
+) -> SaslAuthenticateResponse:
+    connection = context.connection
+    if connection.mechanism != PLAIN or connection.authenticated:
+        connection.close_after_answer = True
+        return SaslAuthenticateResponse(
+            version=version,
+            error_code=ILLEGAL_SASL_STATE,
+            error_message="SaslAuthenticate comes once, after SaslHandshake chose PLAIN",
+            auth_bytes=b"",
+        )
+    principal, reason = _proven(bytes(request.auth_bytes), context)
+    if principal is None:
+        log.warning("Kafka SASL/PLAIN authentication refused: %s", reason)
+        connection.close_after_answer = True
+        return SaslAuthenticateResponse(
+            version=version,
+            error_code=SASL_AUTHENTICATION_FAILED,
+            error_message=f"authentication failed: {reason}",
+            auth_bytes=b"",
+        )
+    connection.principal = principal
+    connection.authenticated = True
+    return SaslAuthenticateResponse(
+        version=version,
+        error_code=NONE,
+        error_message=None,
+        auth_bytes=b"",
+        session_lifetime_ms=NO_SESSION_LIFETIME_MS,
+    )
