@@ -13,17 +13,20 @@ from __future__ import annotations
 import queue
 import threading
 from collections.abc import Callable
+from typing import Generic, TypeVar
 
 from twinlog.engine.base.types import TopicPartition
 
-QUEUED_BATCHES_MAX = 2  # memory: this many built batches wait beside the one being sent
+QUEUED_BATCHES_MAX = 2  # memory: this many batches wait beside the one being sent
 _DONE = None
 
+Batch = TypeVar("Batch")  # what ``produce`` takes: the batch's bytes, or their future
 
-class InOrderSender:
-    def __init__(self, produce: Callable[[TopicPartition, bytes], None]) -> None:
+
+class InOrderSender(Generic[Batch]):
+    def __init__(self, produce: Callable[[TopicPartition, Batch], None]) -> None:
         self._produce = produce
-        self._queue: queue.Queue[tuple[TopicPartition, bytes] | None] = queue.Queue(
+        self._queue: queue.Queue[tuple[TopicPartition, Batch] | None] = queue.Queue(
             QUEUED_BATCHES_MAX
         )
         self._error: BaseException | None = None
@@ -48,7 +51,7 @@ class InOrderSender:
         if self._error is not None:
             raise self._error
 
-    def submit(self, target: TopicPartition, batch: bytes) -> None:
+    def submit(self, target: TopicPartition, batch: Batch) -> None:
         """Queue ``batch``; blocks while ``QUEUED_BATCHES_MAX`` wait. Raises the error of
         an earlier batch's produce, if one failed."""
         self._raise_error()

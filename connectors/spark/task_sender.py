@@ -1,7 +1,8 @@
 """A write task's side: Arrow rows into record batches, produced into the job's transaction.
 
-One ``RecordBatchBuilder`` per topic-partition fills up to ``batchBytes`` and
-is then produced synchronously, tagged with the task attempt. Sequences are
+One ``RecordBatchBuilder`` per topic-partition fills up to ``batchBytes``; it
+is then built (compressed) on one thread and produced on another, in order,
+tagged with the task attempt, while this thread encodes the next. Sequences are
 numbered per (transaction, partition, attempt) from 0, as the broker checks
 them, so a produce retried after a timeout is recognised and written once.
 
@@ -9,12 +10,14 @@ Partitioning follows Kafka's producer (``twinlog.rpc.client.partitioner``): the
 partition column if given, else murmur2 of the key, else sticky: keyless rows
 fill one partition's batch, then move to the next.
 
-Thread rule: one task, one sender.
+Thread rule: one task, one sender; a builder handed to the build thread is not
+touched again.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 from twinlog.connectors.spark.arrow_partitioner import partitions_for_keys
@@ -52,13 +55,17 @@ class TaskSender:
         self.sticky: dict[str, int] = {}
         self.records = 0
         self.batches = 0
-        self.in_order = InOrderSender(self._produce_built)
+        # Three stages, each in order: this thread encodes records, ``builds`` compresses
+        # each batch (zstandard lets go of the GIL meanwhile), ``in_order`` produces it.
+        self.builds = ThreadPoolExecutor(1, thread_name_prefix="twinlog-task-build")
+        self.in_order: InOrderSender[Future[bytes]] = InOrderSender(self._produce_built)
 
     def __enter__(self) -> TaskSender:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
         self.in_order.close()
+        self.builds.shutdown(wait=True, cancel_futures=True)
 
     # --- rows ------------------------------------------------------------------------
 
@@ -230,12 +237,14 @@ class TaskSender:
         if not len(builder):
             return
         self.next_sequence[target] = builder.base_sequence + len(builder)
-        self.in_order.submit(target, builder.build())  # encoding goes on meanwhile
+        # The builder is the build thread's from here on; encoding goes on meanwhile.
+        self.in_order.submit(target, self.builds.submit(builder.build))
         self.batches += 1
 
-    def _produce_built(self, target: TopicPartition, batch: bytes) -> None:
+    def _produce_built(self, target: TopicPartition, built: Future[bytes]) -> None:
         """On the in-order sender's thread. A retry resends the same bytes and sequence:
         the broker acknowledges a repeat without writing it twice."""
+        batch = built.result()  # a build that failed fails the produce
         retried(
             lambda: self.broker.produce(
                 target.topic,

@@ -158,3 +158,29 @@ def test_in_order_sender_keeps_order_and_close_drops_what_is_queued() -> None:
     threading.Timer(0.2, gate.set).start()
     stopped.close()  # waits for the produce in progress (7); 8 is dropped
     assert done[3:] == [7]
+
+
+def test_batches_are_built_on_the_build_thread_and_a_failed_build_fails_the_task(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from twinlog.engine.records.batch_builder import RecordBatchBuilder
+
+    build = RecordBatchBuilder.build
+    built_on: list[str] = []
+
+    def failing_second_build(builder: RecordBatchBuilder) -> bytes:
+        built_on.append(threading.current_thread().name)
+        if len(built_on) == 2:
+            raise MemoryError("no memory for the test")
+        return build(builder)
+
+    monkeypatch.setattr(RecordBatchBuilder, "build", failing_second_build)
+    broker = RecordingBroker()
+    values = [b"x" * 1000] * 100
+    with pytest.raises(MemoryError, match="no memory for the test"):
+        with _sender(broker, ("value",), batch_bytes=5_000) as sender:
+            for _ in range(5):
+                sender.send_arrow([pyarrow.RecordBatch.from_pydict({"value": values})])
+            sender.finish()
+    assert len(broker.produced) == 1  # the batch before the failed build, and no other
+    assert {name.rsplit("_", 1)[0] for name in built_on} == {"twinlog-task-build"}
