@@ -10,7 +10,9 @@ the transaction's numbering (``transaction_sequences``).
 
 The table lives in the listener's process: a transaction a listener began and did not
 end before it stopped is aborted by the coordinator when its timeout passes, as a
-Kafka coordinator aborts a producer's that went silent.
+Kafka coordinator aborts a producer's that went silent. Entries of producers that went
+silent stay until the table reaches ``ENTRIES_PRUNE_AT``; then every entry whose
+transaction the broker no longer has in flight is dropped.
 
 Thread rule: any thread; ``_lock`` guards the table, and a producer's begin happens
 under it so that two connections of one producer never begin two transactions.
@@ -32,6 +34,9 @@ class OpenTransaction:
     # the first Kafka sequence seen of this transaction on each partition
     # (``transaction_sequences``)
     first_sequences: dict[tuple[str, int], int] = field(default_factory=dict)
+
+
+ENTRIES_PRUNE_AT = 10_000
 
 
 class OpenTransactions:
@@ -60,9 +65,19 @@ class OpenTransactions:
                         f"than generation {found.producer_generation}, which has a transaction "
                         "open: a newer producer with the same transactional id fenced it"
                     )
+            if len(self._by_producer) >= ENTRIES_PRUNE_AT:
+                self._prune(broker)
             transaction_id = broker.begin_transaction(producer_id, producer_generation)
             self._by_producer[producer_id] = OpenTransaction(producer_generation, transaction_id)
             return transaction_id
+
+    def _prune(self, broker: BrokerApi) -> None:
+        """Drop the entries of transactions no longer in flight (timed out, aborted by an
+        operator). Under ``_lock``."""
+        in_flight = {item.transaction_id for item in broker.list_transactions()}
+        for producer_id, entry in list(self._by_producer.items()):
+            if entry.transaction_id not in in_flight:
+                del self._by_producer[producer_id]
 
     def first_sequence(
         self, producer_id: int, transaction_id: int, topic: str, partition: int, sequence: int
