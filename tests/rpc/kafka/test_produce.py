@@ -11,7 +11,12 @@ import confluent_kafka
 import kafka
 import kafka.errors
 import pytest
-from kafka.protocol.producer import ProduceRequest, ProduceResponse
+from kafka.protocol.producer import (
+    InitProducerIdRequest,
+    InitProducerIdResponse,
+    ProduceRequest,
+    ProduceResponse,
+)
 
 from twinlog.engine.records.batch_builder import build_batch
 from twinlog.engine.records.batch_format import pack_header, validate_batch
@@ -84,7 +89,8 @@ def test_kafka_python_idempotent_producer(kafka_server: Any) -> None:
     try:
         for number in range(50):
             producer.send(topic, f"i{number}".encode(), partition=0)
-        producer.flush(timeout=10)
+            if number % 10 == 9:
+                producer.flush(timeout=10)  # five batches: sequences 0, 10, 20, ...
     finally:
         producer.close(timeout=5)
     records = read_back(kafka_server.broker, topic, 50)
@@ -201,6 +207,33 @@ def test_refused_produce_requests_get_kafka_error_codes(kafka_server: Any, raw: 
     assert kafka_server.broker.list_offset(topic, 0, "latest") == 0  # nothing was written
     written = _produce(raw, topic, 0, batch, acks=1)
     assert (written.error_code, written.base_offset) == (0, 0)
+
+
+def test_a_retried_idempotent_batch_is_written_once(kafka_server: Any, raw: Any) -> None:
+    topic = kafka_server.topic()
+    identity = raw.call(
+        InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60_000),
+        InitProducerIdResponse,
+        4,
+    )
+    assert identity.error_code == 0
+
+    def batch(base_sequence: int) -> bytes:
+        return build_batch(
+            [b"once", b"only"],
+            "none",
+            producer_id=identity.producer_id,
+            producer_generation=identity.producer_epoch,
+            base_sequence=base_sequence,
+        )
+
+    first = _produce(raw, topic, 0, batch(0))
+    retry = _produce(raw, topic, 0, batch(0))
+    assert (first.error_code, retry.error_code) == (0, 0)
+    assert retry.base_offset == first.base_offset == 0
+    assert kafka_server.broker.list_offset(topic, 0, "latest") == 2
+    gap = _produce(raw, topic, 0, batch(5))
+    assert gap.error_code == kafka.errors.OutOfOrderSequenceNumberError.errno
 
 
 def test_unknown_topics_are_never_created(kafka_server: Any) -> None:
