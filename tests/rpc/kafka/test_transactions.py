@@ -13,6 +13,7 @@ import confluent_kafka
 import kafka
 from kafka.structs import OffsetAndMetadata
 
+from twinlog.engine.base.errors import PendingTransactionError
 from twinlog.engine.base.types import TopicPartition
 from twinlog.rpc.client import Producer
 
@@ -220,3 +221,64 @@ def test_offsets_committed_from_outside_a_group(kafka_server: Any) -> None:
     finally:
         reader.close()
     assert [(tp.partition, tp.offset) for tp in found] == [(0, 9), (1, 7)]
+
+
+def test_confluent_read_process_write_as_a_group_member(kafka_server: Any) -> None:
+    """Offsets sent in the transaction carry the member's generation (KIP-447): the
+    coordinator checks them against its membership before they apply."""
+    source, sink = kafka_server.topic(), kafka_server.topic()
+    with Producer(kafka_server.broker) as writer:
+        for number in range(10):
+            writer.send(source, str(number).encode(), partition=0)
+    group = f"{source}-member"
+    consumer = confluent_kafka.Consumer(
+        {
+            "bootstrap.servers": kafka_server.bootstrap,
+            "group.id": group,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+            "socket.timeout.ms": CLIENT_TIMEOUT_MS,
+            "session.timeout.ms": 6_000,
+            "heartbeat.interval.ms": 200,
+        }
+    )
+    producer = confluent_kafka.Producer(
+        {
+            "bootstrap.servers": kafka_server.bootstrap,
+            "transactional.id": f"{source}-member-rpw",
+            "socket.timeout.ms": CLIENT_TIMEOUT_MS,
+        }
+    )
+    processed = 0
+    try:
+        consumer.subscribe([source])
+        producer.init_transactions(CLIENT_TIMEOUT_MS / 1000)
+        deadline = time.monotonic() + 20
+        while processed < 10 and time.monotonic() < deadline:
+            message = consumer.poll(0.2)
+            if message is None or message.error() is not None:
+                continue
+            producer.begin_transaction()
+            producer.produce(sink, str(3 * int(message.value())).encode(), partition=0)
+            producer.send_offsets_to_transaction(
+                [confluent_kafka.TopicPartition(source, 0, message.offset() + 1)],
+                consumer.consumer_group_metadata(),
+                CLIENT_TIMEOUT_MS / 1000,
+            )
+            producer.commit_transaction(CLIENT_TIMEOUT_MS / 1000)
+            processed = message.offset() + 1
+    finally:
+        consumer.close()
+    assert processed == 10
+    deadline = time.monotonic() + 10
+    offsets: dict[Any, int] = {}
+    while offsets.get(TopicPartition(source, 0)) != 10 and time.monotonic() < deadline:
+        try:
+            offsets = kafka_server.broker.fetch_offsets(group, [TopicPartition(source, 0)])
+        except PendingTransactionError:  # the last transaction is still being applied
+            pass
+        time.sleep(0.05)
+    assert offsets == {TopicPartition(source, 0): 10}
+    tripled = kafka_python_consume(kafka_server.bootstrap, sink, 10)
+    assert [r.value for r in tripled] == [str(3 * n).encode() for n in range(10)]
