@@ -26,6 +26,7 @@ import kafka.protocol.consumer
 import kafka.protocol.metadata
 import kafka.protocol.producer
 import kafka.protocol.sasl
+from kafka.protocol.admin import CreateTopicsRequest, DeleteTopicsRequest
 from kafka.protocol.api_header import RequestHeader
 from kafka.protocol.api_message import ApiMessage
 from kafka.protocol.consumer import (
@@ -65,6 +66,7 @@ from twinlog.rpc.kafka.metadata import handle_metadata
 from twinlog.rpc.kafka.offsets import handle_offset_commit, handle_offset_fetch
 from twinlog.rpc.kafka.produce import handle_produce
 from twinlog.rpc.kafka.sasl import handle_sasl_authenticate, handle_sasl_handshake
+from twinlog.rpc.kafka.topics import handle_create_topics, handle_delete_topics
 from twinlog.rpc.kafka.transactions import (
     handle_add_offsets_to_txn,
     handle_add_partitions_to_txn,
@@ -103,6 +105,8 @@ SERVED_APIS: tuple[Api, ...] = (
     Api(HeartbeatRequest, 0, 4, handle_heartbeat),
     Api(LeaveGroupRequest, 0, 5, handle_leave_group),
     Api(SyncGroupRequest, 0, 5, handle_sync_group),
+    Api(CreateTopicsRequest, 2, 7, handle_create_topics),
+    Api(DeleteTopicsRequest, 1, 5, handle_delete_topics),
     # v1 only: v0 is followed by SASL bytes outside Kafka's framing
     Api(SaslHandshakeRequest, 1, 1, handle_sasl_handshake),
     Api(SaslAuthenticateRequest, 0, 2, handle_sasl_authenticate),

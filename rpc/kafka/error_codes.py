@@ -26,6 +26,8 @@ INVALID_TXN_STATE = kafka_errors.InvalidTxnStateError.errno
 COORDINATOR_NOT_AVAILABLE = kafka_errors.CoordinatorNotAvailableError.errno
 REQUEST_TIMED_OUT = kafka_errors.RequestTimedOutError.errno
 CORRUPT_MESSAGE = kafka_errors.CorruptRecordError.errno
+INVALID_REPLICATION_FACTOR = kafka_errors.InvalidReplicationFactorError.errno
+TOPIC_ALREADY_EXISTS = kafka_errors.TopicAlreadyExistsError.errno
 UNSUPPORTED_COMPRESSION_TYPE = kafka_errors.UnsupportedCompressionTypeError.errno
 UNKNOWN_MEMBER_ID = kafka_errors.UnknownMemberIdError.errno
 ILLEGAL_GENERATION = kafka_errors.IllegalGenerationError.errno
@@ -58,7 +60,7 @@ CODE_OF_ERROR: dict[type[errors.TwinlogError], int] = {
     # offsets and topics
     errors.OffsetOutOfRangeError: OFFSET_OUT_OF_RANGE,
     errors.UnknownTopicOrPartitionError: UNKNOWN_TOPIC_OR_PARTITION,
-    errors.TopicExistsError: kafka_errors.TopicAlreadyExistsError.errno,
+    errors.TopicExistsError: TOPIC_ALREADY_EXISTS,
     errors.InvalidConfigError: INVALID_REQUEST,
     errors.LogClosedError: kafka_errors.KafkaStorageError.errno,
     # producers and transactions (and CODE_IN_API below)

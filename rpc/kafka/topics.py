@@ -1,0 +1,115 @@
+"""CreateTopics and DeleteTopics, onto the broker's ``create_topic`` and ``delete_topic``
+(with CREATE and DELETE on the topic, as ``twinlog topics create|delete`` need).
+
+A single node holds one replica of each partition: a replication factor other than 1 (or
+-1, the default) is refused INVALID_REPLICATION_FACTOR, and explicit replica assignments
+INVALID_REQUEST. ``validate_only`` checks the grant, the name and the replication factor
+and creates nothing. Topic settings are the broker's topic config keys (the broker
+refuses an unknown key, INVALID_REQUEST, naming it).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kafka.protocol.admin import (
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+    DeleteTopicsRequest,
+    DeleteTopicsResponse,
+)
+
+from twinlog.engine.base.errors import TwinlogError
+from twinlog.rpc.kafka.access import require
+from twinlog.rpc.kafka.context import KafkaContext
+from twinlog.rpc.kafka.error_codes import (
+    INVALID_REPLICATION_FACTOR,
+    INVALID_REQUEST,
+    NONE,
+    TOPIC_ALREADY_EXISTS,
+    code_of,
+)
+from twinlog.rpc.kafka.metadata import topic_uuid
+from twinlog.rpc.server.auth import Operation
+
+DEFAULT = -1  # Kafka's "the broker's default" for partitions and replication factor
+REPLICAS = 1  # a single node
+PARTITIONS_DEFAULT = 1
+
+Created = CreateTopicsResponse.CreatableTopicResult
+Deleted = DeleteTopicsResponse.DeletableTopicResult
+
+
+def _create(context: KafkaContext, topic: Any, validate_only: bool) -> Any:
+    name = topic.name
+    partitions = PARTITIONS_DEFAULT if topic.num_partitions == DEFAULT else topic.num_partitions
+    if topic.replication_factor not in (DEFAULT, REPLICAS):
+        return Created(
+            name=name,
+            error_code=INVALID_REPLICATION_FACTOR,
+            error_message=f"replication factor {topic.replication_factor}: this broker is a "
+            "single node and keeps 1 replica",
+        )
+    if topic.assignments:
+        return Created(
+            name=name,
+            error_code=INVALID_REQUEST,
+            error_message="replica assignments are not taken (a single node holds every replica)",
+        )
+    config = {item.name: item.value for item in topic.configs if item.value is not None}
+    try:
+        require(context.guard, context.connection.principal, Operation.CREATE, (name,))
+        if validate_only:
+            if name in context.broker.list_topics():
+                return Created(name=name, error_code=TOPIC_ALREADY_EXISTS, error_message=None)
+            return Created(
+                name=name,
+                error_code=NONE,
+                num_partitions=partitions,
+                replication_factor=REPLICAS,
+                configs=None,
+            )
+        description = context.broker.create_topic(name, partitions, config or None)
+    except TwinlogError as error:
+        return Created(
+            name=name,
+            error_code=code_of(error, CreateTopicsRequest.API_KEY),
+            error_message=str(error),
+        )
+    return Created(
+        name=name,
+        topic_id=topic_uuid(description.topic_id),
+        error_code=NONE,
+        error_message=None,
+        num_partitions=len(description.partitions),
+        replication_factor=REPLICAS,
+        configs=None,
+    )
+
+
+def handle_create_topics(
+    request: CreateTopicsRequest, version: int, context: KafkaContext
+) -> CreateTopicsResponse:
+    topics = [_create(context, topic, request.validate_only) for topic in request.topics]
+    return CreateTopicsResponse(version=version, throttle_time_ms=0, topics=topics)
+
+
+def handle_delete_topics(
+    request: DeleteTopicsRequest, version: int, context: KafkaContext
+) -> DeleteTopicsResponse:
+    # Versions 1-5 (served) name topics by name only.
+    responses = []
+    for name in request.topic_names:
+        try:
+            require(context.guard, context.connection.principal, Operation.DELETE, (name,))
+            context.broker.delete_topic(name)
+            responses.append(Deleted(name=name, error_code=NONE, error_message=None))
+        except TwinlogError as error:
+            responses.append(
+                Deleted(
+                    name=name,
+                    error_code=code_of(error, DeleteTopicsRequest.API_KEY),
+                    error_message=str(error),
+                )
+            )
+    return DeleteTopicsResponse(version=version, throttle_time_ms=0, responses=responses)
