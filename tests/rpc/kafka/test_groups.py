@@ -147,3 +147,53 @@ def test_confluent_members_share_a_topic(kafka_server: Any) -> None:
     finally:
         for consumer in consumers:
             consumer.close()
+
+
+def test_a_member_joining_takes_over_from_committed_offsets(kafka_server: Any) -> None:
+    """The first member commits on revocation (kafka-python's auto-commit before it joins
+    again), so the partitions the second member takes over start where it stopped: no
+    record is read twice."""
+    topic = kafka_server.topic(partitions=4)
+    group = f"{topic}-group"
+    with Producer(kafka_server.broker) as producer:
+        for number in range(40):
+            producer.send(topic, f"{number}".encode(), partition=number % 4)
+
+    def member() -> kafka.KafkaConsumer:
+        return kafka.KafkaConsumer(
+            topic,
+            bootstrap_servers=kafka_server.bootstrap,
+            group_id=group,
+            auto_offset_reset="earliest",
+            enable_auto_commit=True,
+            auto_commit_interval_ms=100,
+            request_timeout_ms=CLIENT_TIMEOUT_MS,
+            session_timeout_ms=6_000,
+            heartbeat_interval_ms=200,
+        )
+
+    seen: list[tuple[int, int]] = []
+
+    def poll(consumer: kafka.KafkaConsumer) -> None:
+        for batch in consumer.poll(timeout_ms=100, max_records=5).values():
+            seen.extend((record.partition, record.offset) for record in batch)
+
+    first = member()
+    second = None
+    try:
+        deadline = time.monotonic() + 15
+        while len(seen) < 20 and time.monotonic() < deadline:
+            poll(first)
+        assert len(first.assignment()) == 4
+        second = member()
+        while time.monotonic() < deadline and not (
+            len(set(seen)) == 40 and first.assignment() and second.assignment()
+        ):
+            poll(first)
+            poll(second)
+    finally:
+        first.close()
+        if second is not None:
+            second.close()
+    assert len(set(seen)) == 40
+    assert len(seen) == 40  # nothing read twice
