@@ -226,6 +226,7 @@ class TaskSender:
     def _new_builder(self, target: TopicPartition) -> RecordBatchBuilder:
         return RecordBatchBuilder(
             self.settings.compression,
+            compression_level=self.settings.compression_level,
             producer_id=self.ticket.producer_id,
             producer_generation=self.ticket.producer_generation,
             base_sequence=self.next_sequence.get(target, 0),

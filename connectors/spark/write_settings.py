@@ -32,6 +32,8 @@ from twinlog.connectors.spark.errors import OptionError
 from twinlog.connectors.spark.options import (
     BATCH_BYTES_DEFAULT,
     BATCH_BYTES_MAX,
+    COMPRESSION_LEVEL_DEFAULT,
+    COMPRESSION_LEVEL_MAX,
     TRANSACTION_TIMEOUT_MS_DEFAULT,
     WRITE_OPTIONS,
     Connection,
@@ -53,6 +55,7 @@ class WriteSettings:
     batch_bytes: int
     compression: str
     sink_id: str | None  # streaming: names the query's progress in the broker
+    compression_level: int = COMPRESSION_LEVEL_DEFAULT  # zstd's level
 
 
 def _type_error(column: str, found: DataType, wanted: str) -> InvalidConfigError:
@@ -161,6 +164,10 @@ def parse_write_settings(raw: Mapping[str, str], schema: StructType) -> WriteSet
     compression = (options.text("compression") or "zstd").strip().lower()
     if compression not in CODEC_BY_NAME:
         raise OptionError("compression", f"is {compression!r}; use {' or '.join(CODEC_BY_NAME)}")
+    level = options.integer("compressionLevel", COMPRESSION_LEVEL_DEFAULT, minimum=1)
+    assert level is not None
+    if level > COMPRESSION_LEVEL_MAX:
+        raise OptionError("compressionLevel", f"is {level}; zstd's levels are 1..22")
     return WriteSettings(
         connection=parse_connection(options, allow_path=False),
         topic=topic.strip() if topic else None,
@@ -169,4 +176,5 @@ def parse_write_settings(raw: Mapping[str, str], schema: StructType) -> WriteSet
         batch_bytes=batch_bytes,
         compression=compression,
         sink_id=sink_id_of(options),
+        compression_level=level,
     )

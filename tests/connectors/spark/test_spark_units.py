@@ -225,8 +225,15 @@ def test_write_columns_follow_kafkas_sink() -> None:
         {"servers": "h:1", "topic": "t", "checkpointLocation": "/c"}, schema(value=StringType())
     )
     assert settings.sink_id and settings.sink_id.startswith("checkpoint-")
+    assert settings.compression_level == 1  # zstd's fastest level: a write's largest cost
     with pytest.raises(OptionError, match="subscribe: unknown option"):
         Options({"subscribe": "x"}, WRITE_OPTIONS)
+    base = {"servers": "h:1", "topic": "t"}
+    leveled = parse_write_settings({**base, "compressionLevel": "19"}, schema(value=StringType()))
+    assert leveled.compression_level == 19
+    for wrong in ("0", "23", "fast"):
+        with pytest.raises(OptionError, match="compressionLevel"):
+            parse_write_settings({**base, "compressionLevel": wrong}, schema(value=StringType()))
 
 
 # --- decoding ------------------------------------------------------------------------------

@@ -4,6 +4,7 @@ from the in-order sender's thread, and a failed produce surfaces in the task."""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from types import SimpleNamespace
@@ -184,3 +185,28 @@ def test_batches_are_built_on_the_build_thread_and_a_failed_build_fails_the_task
             sender.finish()
     assert len(broker.produced) == 1  # the batch before the failed build, and no other
     assert {name.rsplit("_", 1)[0] for name in built_on} == {"twinlog-task-build"}
+
+
+def test_batches_are_compressed_at_the_settings_level(monkeypatch: pytest.MonkeyPatch) -> None:
+    from twinlog.connectors.spark import task_sender
+    from twinlog.engine.records.batch_builder import RecordBatchBuilder
+
+    levels: list[int] = []
+
+    class LevelNotingBuilder(RecordBatchBuilder):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            levels.append(kwargs["compression_level"])
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(task_sender, "RecordBatchBuilder", LevelNotingBuilder)
+    broker = RecordingBroker()
+    sender = _sender(broker, ("value",), batch_bytes=5_000)
+    sender.settings = dataclasses.replace(sender.settings, compression="zstd", compression_level=7)
+    with sender:
+        sender.send_arrow([pyarrow.RecordBatch.from_pydict({"value": [b"x" * 1000] * 20})])
+        sender.finish()
+    assert levels and set(levels) == {7}
+    from twinlog.engine.records.batch_reader import RecordBatch
+
+    decoded = [r.value for _, _, b in broker.produced for r in RecordBatch(b).records()]
+    assert decoded == [b"x" * 1000] * 20  # zstd batches that decode
