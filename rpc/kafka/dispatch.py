@@ -7,7 +7,7 @@ their flexible (tagged) forms. What is not served gets a clean error:
 - ApiVersions in a version above ours: a v0 answer with UNSUPPORTED_VERSION and our
   table (KIP-511), from which the client picks a version;
 - another API in a version we do not serve, or an API we do not serve at all that the
-  codec knows and whose answer has a top-level error code (ListGroups, DescribeAcls,
+  codec knows and whose answer has a top-level error code (DescribeAcls, DescribeCluster,
   CreateTopics in its older forms, ...): that answer with UNSUPPORTED_VERSION;
 - anything else (an API key the codec does not know, bytes that do not decode): the
   connection is closed, with a log line saying why, as a Kafka broker does.
@@ -26,7 +26,12 @@ import kafka.protocol.consumer
 import kafka.protocol.metadata
 import kafka.protocol.producer
 import kafka.protocol.sasl
-from kafka.protocol.admin import CreateTopicsRequest, DeleteTopicsRequest
+from kafka.protocol.admin import (
+    CreateTopicsRequest,
+    DeleteTopicsRequest,
+    DescribeGroupsRequest,
+    ListGroupsRequest,
+)
 from kafka.protocol.api_header import RequestHeader
 from kafka.protocol.api_message import ApiMessage
 from kafka.protocol.consumer import (
@@ -55,6 +60,7 @@ from twinlog.rpc.kafka.context import KafkaContext
 from twinlog.rpc.kafka.error_codes import UNKNOWN_SERVER_ERROR, UNSUPPORTED_VERSION
 from twinlog.rpc.kafka.fetch import handle_fetch
 from twinlog.rpc.kafka.find_coordinator import handle_find_coordinator
+from twinlog.rpc.kafka.group_listing import handle_describe_groups, handle_list_groups
 from twinlog.rpc.kafka.groups import (
     handle_heartbeat,
     handle_join_group,
@@ -105,6 +111,8 @@ SERVED_APIS: tuple[Api, ...] = (
     Api(HeartbeatRequest, 0, 4, handle_heartbeat),
     Api(LeaveGroupRequest, 0, 5, handle_leave_group),
     Api(SyncGroupRequest, 0, 5, handle_sync_group),
+    Api(ListGroupsRequest, 0, 5, handle_list_groups),
+    Api(DescribeGroupsRequest, 0, 5, handle_describe_groups),
     Api(CreateTopicsRequest, 2, 7, handle_create_topics),
     Api(DeleteTopicsRequest, 1, 5, handle_delete_topics),
     # v1 only: v0 is followed by SASL bytes outside Kafka's framing

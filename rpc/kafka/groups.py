@@ -82,7 +82,7 @@ def _owned(subscription: Any) -> tuple[TopicPartition, ...]:
     )
 
 
-def _assignment_bytes(partitions: tuple[TopicPartition, ...]) -> bytes:
+def assignment_bytes(partitions: tuple[TopicPartition, ...]) -> bytes:
     by_topic: dict[str, list[int]] = {}
     for topic_partition in sorted(partitions):
         by_topic.setdefault(topic_partition.topic, []).append(topic_partition.partition)
@@ -205,7 +205,7 @@ def handle_sync_group(
         error_code=error_code,
         protocol_type=CONSUMER_PROTOCOL_TYPE,
         protocol_name=member.protocol_name if member else None,
-        assignment=_assignment_bytes(given) if error_code == NONE else b"",
+        assignment=assignment_bytes(given) if error_code == NONE else b"",
     )
 
 

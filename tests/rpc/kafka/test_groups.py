@@ -9,6 +9,8 @@ from typing import Any
 
 import confluent_kafka
 import kafka
+from confluent_kafka.admin import AdminClient
+from kafka.admin import KafkaAdminClient
 from kafka.structs import OffsetAndMetadata
 
 from twinlog.engine.base.types import TopicPartition
@@ -197,3 +199,28 @@ def test_a_member_joining_takes_over_from_committed_offsets(kafka_server: Any) -
             second.close()
     assert len(set(seen)) == 40
     assert len(seen) == 40  # nothing read twice
+
+
+def test_admin_clients_list_and_describe_groups(kafka_server: Any) -> None:
+    topic = kafka_server.topic(partitions=2)
+    group = f"{topic}-listed"
+    consumer = group_consumer(kafka_server.bootstrap, group, topic)
+    admin = KafkaAdminClient(
+        bootstrap_servers=kafka_server.bootstrap, request_timeout_ms=CLIENT_TIMEOUT_MS
+    )
+    try:
+        poll_until([consumer], lambda _: len(consumer.assignment()) == 2)
+        listed = admin.list_groups()
+        assert group in {entry["group_id"] for entry in listed}
+        described = admin.describe_groups([group])[group]
+        assert described["group_state"] == "Stable"
+        assert len(described["members"]) == 1
+    finally:
+        admin.close()
+        consumer.close()
+    confluent_admin = AdminClient({"bootstrap.servers": kafka_server.bootstrap})
+    result = confluent_admin.list_consumer_groups(request_timeout=10).result(timeout=15)
+    assert group in {item.group_id for item in result.valid}
+    futures = confluent_admin.describe_consumer_groups([group], request_timeout=10)
+    description = futures[group].result(timeout=15)
+    assert description.members == []  # the consumer left when it closed

@@ -8,7 +8,11 @@ import threading
 import time
 from typing import Any
 
-from kafka.protocol.admin import DescribeGroupsRequest, ListGroupsRequest, ListGroupsResponse
+from kafka.protocol.admin import (
+    DescribeClusterRequest,
+    DescribeClusterResponse,
+    DescribeConfigsRequest,
+)
 from kafka.protocol.api_header import RequestHeader
 from kafka.protocol.consumer import FetchRequest, FetchResponse
 from kafka.protocol.metadata import (
@@ -50,16 +54,17 @@ def test_api_versions_in_an_unknown_version_is_answered_in_v0(raw: Any) -> None:
 
 
 def test_an_api_not_served_is_answered_unsupported_version(raw: Any) -> None:
-    answer = raw.call(ListGroupsRequest(states_filter=[], types_filter=[]), ListGroupsResponse, 5)
+    request = DescribeClusterRequest(include_cluster_authorized_operations=False)
+    answer = raw.call(request, DescribeClusterResponse, 0)
     assert answer.error_code == UNSUPPORTED_VERSION
     # and the connection still serves
     assert raw.call(MetadataRequest(topics=[]), MetadataResponse, 12).brokers[0].node_id == 0
 
 
 def test_an_api_without_a_top_level_error_code_closes_the_connection(raw: Any) -> None:
-    request = DescribeGroupsRequest(groups=["g"], include_authorized_operations=False)
+    request = DescribeConfigsRequest(resources=[], include_synonyms=False)
     request.with_header(correlation_id=1, client_id="raw-test")
-    raw.send_bytes(bytes(request.encode(version=5, header=True, framed=True)))
+    raw.send_bytes(bytes(request.encode(version=2, header=True, framed=True)))
     assert raw.read_frame() == b""
 
 

@@ -1,0 +1,129 @@
+"""ListGroups and DescribeGroups, from the broker's ``list_groups`` and ``describe_group``,
+for Kafka's admin tools (kafka-python's and librdkafka's admin clients, consumer group
+listings). A group is shown to a principal that may describe it (``group:`` grants with
+read or describe); another is left out of a listing and answered
+GROUP_AUTHORIZATION_FAILED when named.
+
+twinlog's group states read as Kafka's classic ones: empty -> Empty, reconciling ->
+PreparingRebalance, stable -> Stable, dead -> Dead. A member's metadata and assignment
+are encoded as the consumer protocol's subscription and assignment, from what the
+coordinator knows (its subscribed topics, the partitions it holds).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kafka.protocol.admin import (
+    DescribeGroupsRequest,
+    DescribeGroupsResponse,
+    ListGroupsRequest,
+    ListGroupsResponse,
+)
+from kafka.protocol.consumer import ConsumerProtocolSubscription
+
+from twinlog.engine.base.errors import TwinlogError
+from twinlog.rpc.kafka.context import KafkaContext
+from twinlog.rpc.kafka.error_codes import AUTHORIZATION_FAILED_CODES, NONE, code_of
+from twinlog.rpc.kafka.groups import CONSUMER_PROTOCOL_TYPE, assignment_bytes
+from twinlog.rpc.server.auth import Resource
+
+KAFKA_STATE = {
+    "empty": "Empty",
+    "reconciling": "PreparingRebalance",
+    "stable": "Stable",
+    "dead": "Dead",
+}
+GROUP_TYPE = "classic"  # how Kafka's clients reach it here
+SUBSCRIPTION_VERSION = 0
+GROUP_DENIED = AUTHORIZATION_FAILED_CODES[Resource.GROUP.value]
+
+
+def _shown(context: KafkaContext, group_id: str) -> bool:
+    return context.guard.may_describe(context.connection.principal, group_id, Resource.GROUP)
+
+
+def handle_list_groups(
+    request: ListGroupsRequest, version: int, context: KafkaContext
+) -> ListGroupsResponse:
+    wanted_states = {state.lower() for state in (request.states_filter or [])}
+    try:
+        listings = context.broker.list_groups()
+    except TwinlogError as error:
+        return ListGroupsResponse(
+            version=version,
+            throttle_time_ms=0,
+            error_code=code_of(error, ListGroupsRequest.API_KEY),
+            groups=[],
+        )
+    groups = [
+        ListGroupsResponse.ListedGroup(
+            group_id=listing.group_id,
+            protocol_type=CONSUMER_PROTOCOL_TYPE,
+            group_state=KAFKA_STATE.get(listing.state, listing.state),
+            group_type=GROUP_TYPE,
+        )
+        for listing in listings
+        if _shown(context, listing.group_id)
+        and (not wanted_states or KAFKA_STATE.get(listing.state, "").lower() in wanted_states)
+    ]
+    return ListGroupsResponse(version=version, throttle_time_ms=0, error_code=NONE, groups=groups)
+
+
+def _subscription_bytes(topics: tuple[str, ...]) -> bytes:
+    subscription = ConsumerProtocolSubscription(
+        version=SUBSCRIPTION_VERSION, topics=list(topics), user_data=None
+    )
+    return bytes(subscription.encode(version=SUBSCRIPTION_VERSION))
+
+
+def _described(context: KafkaContext, group_id: str) -> Any:
+    Described = DescribeGroupsResponse.DescribedGroup
+    if not _shown(context, group_id):
+        return Described(
+            error_code=GROUP_DENIED,
+            group_id=group_id,
+            group_state="",
+            protocol_type="",
+            protocol_data="",
+            members=[],
+        )
+    try:
+        description = context.broker.describe_group(group_id)
+    except TwinlogError as error:
+        return Described(
+            error_code=code_of(error, DescribeGroupsRequest.API_KEY),
+            error_message=str(error),
+            group_id=group_id,
+            group_state="Dead",
+            protocol_type="",
+            protocol_data="",
+            members=[],
+        )
+    Member = Described.DescribedGroupMember
+    members = [
+        Member(
+            member_id=member.member_id,
+            group_instance_id=member.instance_id,
+            client_id=member.client_id,
+            client_host="",
+            member_metadata=_subscription_bytes(member.subscribed_topics),
+            member_assignment=assignment_bytes(member.assigned),
+        )
+        for member in description.members
+    ]
+    return Described(
+        error_code=NONE,
+        group_id=group_id,
+        group_state=KAFKA_STATE.get(description.state, description.state),
+        protocol_type=CONSUMER_PROTOCOL_TYPE,
+        protocol_data="",
+        members=members,
+    )
+
+
+def handle_describe_groups(
+    request: DescribeGroupsRequest, version: int, context: KafkaContext
+) -> DescribeGroupsResponse:
+    groups = [_described(context, group_id) for group_id in request.groups]
+    return DescribeGroupsResponse(version=version, throttle_time_ms=0, groups=groups)
