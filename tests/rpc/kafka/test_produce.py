@@ -121,6 +121,7 @@ def test_confluent_idempotent_producer(kafka_server: Any) -> None:
             on_delivery=lambda error, message: errors.append(error) if error else None,
         )
     assert producer.flush(15) == 0
+    producer.close()
     assert errors == []
     records = read_back(kafka_server.broker, topic, 100, partitions=2)
     assert sorted(r.value for r in records) == sorted(f"c{n}".encode() for n in range(100))

@@ -182,6 +182,7 @@ def test_confluent_transactions_while_a_consumer_reads(kafka_server: Any) -> Non
         done.set()
         reader.join(10)
         consumer.close()
+        producer.close()
     assert seen == committed
 
 
@@ -270,6 +271,7 @@ def test_confluent_read_process_write_as_a_group_member(kafka_server: Any) -> No
             processed = message.offset() + 1
     finally:
         consumer.close()
+        producer.close()
     assert processed == 10
     deadline = time.monotonic() + 10
     offsets: dict[Any, int] = {}
