@@ -3,8 +3,8 @@
 This is the read path's hot loop: every record of a query passes through a
 ``ColumnBuilder``. A batch wholly inside the builder's offset range is
 decompressed at once and kept; ``flush`` decodes all those kept so far in one
-go with ``arrow_records.decode_sections`` (Arrow compute, no Python object per
-record). Whatever that fast path declines (headers, rare varint sizes,
+go with ``arrow_records.decode_sections`` (Arrow compute: no bytes object, and
+one short loop step, per record). Whatever that fast path declines (headers, rare varint sizes,
 malformed records), and the batch at either end of the range, is decoded with
 the engine's one record decoder, ``twinlog.engine.records.record_decoder
 .decode_records``.
