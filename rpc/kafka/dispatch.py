@@ -9,7 +9,8 @@ their flexible (tagged) forms. What is not served gets a clean error:
 - another API in a version we do not serve, or an API we do not serve at all that the
   codec knows and whose answer has a top-level error code (DescribeAcls, DescribeCluster,
   CreateTopics in its older forms, ...): that answer with UNSUPPORTED_VERSION;
-- anything else (an API key the codec does not know, bytes that do not decode): the
+- anything else (an API key the codec does not know, bytes that do not decode, a null
+  where the schema allows none: ``request_checks``): the
   connection is closed, with a log line saying why, as a Kafka broker does.
 """
 
@@ -71,6 +72,7 @@ from twinlog.rpc.kafka.list_offsets import handle_list_offsets
 from twinlog.rpc.kafka.metadata import handle_metadata
 from twinlog.rpc.kafka.offsets import handle_offset_commit, handle_offset_fetch
 from twinlog.rpc.kafka.produce import handle_produce
+from twinlog.rpc.kafka.request_checks import null_where_forbidden
 from twinlog.rpc.kafka.sasl import handle_sasl_authenticate, handle_sasl_handshake
 from twinlog.rpc.kafka.topics import handle_create_topics, handle_delete_topics
 from twinlog.rpc.kafka.transactions import (
@@ -220,6 +222,12 @@ def answer_frame(frame: bytes, context: KafkaContext, peer: str) -> bytes | None
         raise CloseConnection(
             f"a {api.request_class.__name__} v{version} that does not decode ({error})"
         ) from None
+    null_field = null_where_forbidden(request, version)
+    if null_field is not None:
+        raise CloseConnection(
+            f"a {api.request_class.__name__} v{version} with null {null_field}, which its "
+            "schema does not allow"
+        )
     try:
         answer = api.handler(request, version, context)
     except Exception:
