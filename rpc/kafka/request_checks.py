@@ -7,6 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
+# The types whose null is a length of -1 on the wire. (The codec also reads an all-zero
+# uuid as None: that is a value, not a null.)
+NULL_BY_LENGTH_TYPES = frozenset({"string", "bytes"})
+
 
 def null_where_forbidden(message: Any, version: int, path: str = "") -> str | None:
     """The dotted path of the first such field of ``message`` (a decoded request or one of
@@ -17,7 +21,8 @@ def null_where_forbidden(message: Any, version: int, path: str = "") -> str | No
         value = getattr(message, name)
         where = f"{path}{name}"
         if value is None:
-            if not field.nullable_for_version_q(version):
+            nulled = field.type_str in NULL_BY_LENGTH_TYPES or field.is_array()
+            if nulled and not field.nullable_for_version_q(version):
                 return where
             continue
         if field.is_struct():
