@@ -18,7 +18,8 @@ Values are random bytes (incompressible), without keys or headers, to one partit
 Reported: records per second and MB per second over the whole case (start-up included),
 each client's ratio to twinlog's own (higher is faster), and for consumers how long the
 first record took (start-up: librdkafka, for one, waits 500 ms before its first offset
-lookup). Use enough records that start-up does not dominate. The server and the client share the machine, so compare the ratios
+lookup) and the rate from then on ("after first"). Use enough records that start-up does
+not dominate. The server and the client share the machine, so compare the ratios
 of one run, not figures between runs.
 """
 
@@ -236,10 +237,13 @@ def run(records: int, value_bytes: int) -> dict[str, dict[str, float]]:
                     partial(consume, server, "bench-source", records, first), records
                 )
                 assert first.at_s is not None
+                first_record_s = first.at_s - started_s
                 figures[f"consume {name}"] = {
                     "records_per_s": records / elapsed_s,
                     "mb_per_s": megabytes / elapsed_s,
-                    "first_record_ms": (first.at_s - started_s) * 1000,
+                    "first_record_ms": first_record_s * 1000,
+                    # the rate once reading (start-up left out)
+                    "records_per_s_after_first": records / max(elapsed_s - first_record_s, 1e-9),
                 }
             produce_cases = {
                 "twinlog (gRPC)": ("bench-twinlog", produce_twinlog),
@@ -258,16 +262,21 @@ def run(records: int, value_bytes: int) -> dict[str, dict[str, float]]:
 
 
 def report(figures: dict[str, dict[str, float]]) -> str:
-    lines = [f"{'case':<28} {'records/s':>12} {'MB/s':>8} {'vs twinlog':>11} {'first record':>13}"]
+    lines = [
+        f"{'case':<28} {'records/s':>12} {'MB/s':>8} {'vs twinlog':>11} {'first record':>13} "
+        f"{'after first':>12}"
+    ]
     for case, figure in figures.items():
         direction = case.split()[0]
         reference = figures[f"{direction} twinlog (gRPC)"]["records_per_s"]
         ratio = figure["records_per_s"] / reference
         first_ms = figure.get("first_record_ms")
         first = f"{first_ms:>10.0f} ms" if first_ms is not None else ""
+        after = figure.get("records_per_s_after_first")
+        after_text = f"{after:>12,.0f}" if after is not None else ""
         lines.append(
             f"{case:<28} {figure['records_per_s']:>12,.0f} {figure['mb_per_s']:>8.1f} "
-            f"{ratio:>10.2f}x {first:>13}"
+            f"{ratio:>10.2f}x {first:>13} {after_text}"
         )
     return "\n".join(lines)
 
