@@ -192,6 +192,7 @@ def kafka_listener_starter(
     """What starts the Kafka listener on the served broker (checked now, before the broker
     opens: a refused flag costs no recovery) and returns what stops it."""
     from twinlog.rpc.kafka.listener import KafkaListener, parse_address
+    from twinlog.rpc.kafka.settings import FRAME_BYTES_MARGIN, KafkaListenerSettings
     from twinlog.rpc.server.server import guard_of
 
     host, port = parse_address(address)
@@ -220,7 +221,13 @@ def kafka_listener_starter(
                 "listener has no TLS)",
                 address,
             )
-        listener = KafkaListener(broker, host, port, guard=guard_of(config))
+        # The server's limits hold on both doors (--config request_bytes_max=..., ...).
+        settings = KafkaListenerSettings(
+            frame_bytes_max=config.request_bytes_max + FRAME_BYTES_MARGIN,
+            fetch_bytes_max=config.fetch_bytes_max,
+            fetch_wait_ms_max=config.fetch_wait_ms_max,
+        )
+        listener = KafkaListener(broker, host, port, settings, guard=guard_of(config))
         listener.start()
         log.info("serving Kafka clients on %s", listener.address)
         return lambda: listener.stop(config.shutdown_grace_ms)

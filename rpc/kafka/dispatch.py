@@ -8,10 +8,10 @@ their flexible (tagged) forms. What is not served gets a clean error:
   table (KIP-511), from which the client picks a version;
 - another API in a version we do not serve, or an API we do not serve at all that the
   codec knows and whose answer has a top-level error code (DescribeAcls, DescribeCluster,
-  CreateTopics in its older forms, ...): that answer with UNSUPPORTED_VERSION;
+  ListTransactions, ...): that answer with UNSUPPORTED_VERSION;
 - anything else (an API key the codec does not know, bytes that do not decode, a null
-  where the schema allows none: ``request_checks``): the
-  connection is closed, with a log line saying why, as a Kafka broker does.
+  where the schema allows none: ``request_checks``): the connection is closed, with a
+  log line saying why, as a Kafka broker does.
 """
 
 from __future__ import annotations

@@ -5,13 +5,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 MEBIBYTE = 1 << 20
+# A frame may be this much larger than the largest request body it carries (headers and
+# the request's own fields around the records).
+FRAME_BYTES_MARGIN = 64 * 1024
 
 
 @dataclass(frozen=True)
 class KafkaListenerSettings:
     # A request frame larger than this is refused: the connection is closed with a log line
     # naming the size (Kafka's socket.request.max.bytes does the same, at 100 MiB).
-    frame_bytes_max: int = 16 * MEBIBYTE + 64 * 1024
+    frame_bytes_max: int = 16 * MEBIBYTE + FRAME_BYTES_MARGIN
     connections_max: int = 256  # more are accepted, logged and closed at once
     # An idle connection is closed after this long (Kafka's connections.max.idle.ms).
     connection_idle_ms: int = 600_000
