@@ -66,6 +66,10 @@ def test_serve_with_a_kafka_listener(tmp_path: Path) -> None:
         (["--kafka-listener", "127.0.0.1"], "give HOST:PORT"),
         (["--kafka-listener", "0.0.0.0:9092"], "loopback address only"),
         (
+            ["--kafka-listener", "127.0.0.1:0", "--zookeeper", "127.0.0.1:1/x", "--broker-id", "1"],
+            "single node only",
+        ),
+        (
             [
                 *("--kafka-listener", "127.0.0.1:0", "--tls-client-ca", "ca.pem"),
                 *("--tls-cert", "cert.pem", "--tls-key", "key.pem"),
