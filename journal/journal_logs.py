@@ -53,8 +53,10 @@ from typing import Any
 from twinlog.engine.base import failpoints
 from twinlog.engine.base.errors import (
     CorruptJournalError,
+    CorruptLogError,
     InvalidTxnStateError,
     NotLeaderOrFollowerError,
+    OffsetOutOfRangeError,
     TransactionCompletedError,
     TwinlogError,
     UnknownTopicOrPartitionError,
@@ -193,6 +195,8 @@ class JournalLogs:
         self.local = local
         self._logs: dict[str, _JournalLog] = {}
         self._logs_lock = threading.Lock()
+        # Every journaled byte is written once: LMDB's entries name their ENTRY record here.
+        local.read_batches_from_logs(self._logged_batch)
 
     @property
     def directory(self) -> Path:
@@ -269,6 +273,47 @@ class JournalLogs:
     def partitions(self) -> list[str]:
         with self._logs_lock:
             return list(self._logs)
+
+    def _logged_batch(self, partition: str, sequence: int) -> tuple[int, memoryview]:
+        """(transaction id, batch) of the ENTRY record at journal offset ``sequence``: what an
+        LMDB entry of ENTRY_FORMAT_IN_LOG names. Retention keeps every segment holding an
+        entry of an OPEN or APPLYING transaction, the only ones LMDB still has."""
+        journal_log = self._journal_log(partition)
+        try:
+            chunk = journal_log.log.read(sequence, 1)  # the one batch holding that record
+        except OffsetOutOfRangeError as error:
+            raise CorruptJournalError(
+                f"{partition}: the local journal names journal-log record {sequence}, which its "
+                f"journal log no longer holds ({error}); see docs/formats.md, 'Local data "
+                "journal: Damage'"
+            ) from None
+        except CorruptLogError as error:  # the batch CRC caught a flipped bit: never used
+            raise CorruptJournalError(
+                f"{partition}: the journal-log record {sequence} holding a journaled batch is "
+                f"damaged ({error}); it was not used. Stop the broker, copy the data directory "
+                "aside and see docs/formats.md, 'Local data journal: Damage'"
+            ) from error
+        if not chunk:
+            raise CorruptJournalError(
+                f"{partition}: the local journal names journal-log record {sequence}, but its "
+                f"journal log ends at {journal_log.log.log_end_offset}; see docs/formats.md, "
+                "'Local data journal: Damage'"
+            )
+        for batch in iter_batches(chunk):
+            for record in batch.records():
+                if record.offset != sequence:
+                    continue
+                if record.value is None:
+                    break
+                entry = records.decode(memoryview(record.value), f"{sequence} of {partition}")
+                if not isinstance(entry, records.Entry):
+                    break
+                return entry.transaction_id, memoryview(entry.batch)
+        raise CorruptJournalError(
+            f"{partition}: the local journal names journal-log record {sequence} as an ENTRY, "
+            "but the journal log holds no ENTRY there; see docs/formats.md, 'Local data "
+            "journal: Damage'"
+        )
 
     # --- replay ---------------------------------------------------------------------
 

@@ -23,6 +23,13 @@ sync_mode                 "commit"  "commit": LMDB syncs inside each group's com
                                     and replays from its applied offsets after a crash
                                     (docs/formats.md, "LMDB durability")
 max_readers               126       LMDB reader slots (threads with a read txn at once)
+entry_batches             "journal_log"  where an entry's batch bytes live, once journal logs
+                                    are in front of LMDB: "journal_log": only there (LMDB
+                                    names the ENTRY record: ENTRY_FORMAT_IN_LOG, every
+                                    journaled byte written once); "lmdb": also copied into
+                                    LMDB (ENTRY_FORMAT_INLINE, the layout before; kept for
+                                    measurement and for tests of the map's growth). Both
+                                    formats are always read. LMDB used alone keeps them inline.
 """
 
 from __future__ import annotations
@@ -38,6 +45,9 @@ SYNC_COMMIT = "commit"
 SYNC_ENV = "env_sync"
 SYNC_LOG = "journal_log"
 SYNC_MODES = (SYNC_COMMIT, SYNC_ENV, SYNC_LOG)
+BATCHES_IN_LOG = "journal_log"
+BATCHES_IN_LMDB = "lmdb"
+ENTRY_BATCHES = (BATCHES_IN_LOG, BATCHES_IN_LMDB)
 PAGE_BYTES = 4096
 
 
@@ -51,6 +61,7 @@ class JournalConfig:
     read_chunk_bytes: int = 16 * MEBIBYTE
     sync_mode: str = SYNC_COMMIT
     max_readers: int = 126
+    entry_batches: str = BATCHES_IN_LOG
 
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):
@@ -59,6 +70,11 @@ class JournalConfig:
                 if value not in SYNC_MODES:
                     raise InvalidConfigError(
                         f"journal sync_mode is {value!r}, expected one of {SYNC_MODES}"
+                    )
+            elif field.name == "entry_batches":
+                if value not in ENTRY_BATCHES:
+                    raise InvalidConfigError(
+                        f"journal entry_batches is {value!r}, expected one of {ENTRY_BATCHES}"
                     )
             elif not isinstance(value, int) or value < 1:
                 raise InvalidConfigError(f"journal {field.name} is {value!r}, expected an int >= 1")

@@ -16,7 +16,12 @@ order is numeric order.
     entries       key   partition_id    u32
                         sequence        u64   journal sequence = the ENTRY's journal-log
                                               offset, increasing per partition
-                  value format          u8    ENTRY_FORMAT (1)
+                  value format          u8    ENTRY_FORMAT_IN_LOG (2): the batch is not here
+                                              but in the partition's journal log, in the
+                                              ENTRY record at journal offset ``sequence``;
+                                              ENTRY_FORMAT_INLINE (1, older journals, and a
+                                              LocalJournal used without journal logs): the
+                                              batch follows the attempt tag
                         transaction_id  i64
                         previous        u64   sequence of the transaction's previous entry
                                               on this partition, NO_PREVIOUS if first
@@ -27,7 +32,8 @@ order is numeric order.
                         attempt         bytes attempt tag (empty by default; a writer may tag
                                               batches with a task attempt and later commit
                                               only chosen attempts)
-                        batch           bytes the record batch as received (to the end)
+                        batch           bytes format 1 only: the record batch as received
+                                              (to the end)
 
     transactions  key   partition_id    u32
                         transaction_id  u64   (ids are >= 0, so u64 order is numeric order)
@@ -88,7 +94,12 @@ from twinlog.engine.base.errors import CorruptJournalError
 # entries hold batches in Kafka's 61-byte RecordBatch v2 layout. 1 (LMDB the only copy,
 # 67-byte batches with a transaction id in the header) is refused.
 LAYOUT_VERSION = 2
-ENTRY_FORMAT = 1
+# An entry holds its batch (1), or names it by its sequence in the journal log (2): the
+# journal log is the durable copy already, so LMDB need not hold the bytes a second time
+# (one write of every journaled byte instead of two). Both are read; 2 is written.
+ENTRY_FORMAT_INLINE = 1
+ENTRY_FORMAT_IN_LOG = 2
+ENTRY_FORMATS = (ENTRY_FORMAT_INLINE, ENTRY_FORMAT_IN_LOG)
 
 DB_PARTITIONS = b"partitions"
 DB_ENTRIES = b"entries"
@@ -176,10 +187,13 @@ class EntryHeader(NamedTuple):
     producer_generation: int
     base_sequence: int
     attempt_length: int
+    # The batch is in the journal log (ENTRY_FORMAT_IN_LOG), not after the attempt tag.
+    batch_in_log: bool = False
 
     @property
     def batch_position(self) -> int:
-        """Byte position of the batch inside the entry value."""
+        """Byte position of the batch inside an inline entry value (where its attempt tag
+        ends, in either format)."""
         return ENTRY_HEADER.size + self.attempt_length
 
 
@@ -241,17 +255,20 @@ def decode_entry_key(key: bytes | memoryview) -> tuple[int, int]:
     return int(partition_id), int(sequence)
 
 
-def encode_entry_value(header: EntryHeader, attempt: bytes, batch: bytes | memoryview) -> bytearray:
-    """The entry value: ``header`` (with ENTRY_FORMAT), ``attempt``, then ``batch``.
+def encode_entry_value(
+    header: EntryHeader, attempt: bytes, batch: bytes | memoryview | None
+) -> bytearray:
+    """The entry value: ``header``, ``attempt``, then ``batch`` (ENTRY_FORMAT_INLINE), or
+    no batch (None: ENTRY_FORMAT_IN_LOG, the batch is read from the journal log).
 
     Mutable, because the journal's writer thread patches ``previous`` in place
-    (only it reads the transaction's row in order); the batch is copied once,
+    (only it reads the transaction's row in order); an inline batch is copied once,
     into the buffer LMDB copies again.
     """
     assert header.attempt_length == len(attempt)
     value = bytearray(
         ENTRY_HEADER.pack(
-            ENTRY_FORMAT,
+            ENTRY_FORMAT_IN_LOG if batch is None else ENTRY_FORMAT_INLINE,
             header.transaction_id,
             header.previous,
             header.producer_id,
@@ -261,8 +278,9 @@ def encode_entry_value(header: EntryHeader, attempt: bytes, batch: bytes | memor
         )
     )
     value += attempt
-    value += batch  # no zero-filled buffer of the batch's size first: one copy, no memset
-    assert len(value) == header.batch_position + len(batch)
+    if batch is not None:
+        value += batch  # no zero-filled buffer of the batch's size first: one copy, no memset
+    assert len(value) == header.batch_position + (0 if batch is None else len(batch))
     return value
 
 
@@ -287,11 +305,16 @@ def decode_entry_header(value: bytes | bytearray | memoryview, where: str) -> En
             f"journal entry {where} is {len(value)} bytes, shorter than its {ENTRY_HEADER.size}-byte header"
         )
     entry_format, *fields = ENTRY_HEADER.unpack_from(value)
-    if entry_format != ENTRY_FORMAT:
+    if entry_format not in ENTRY_FORMATS:
         raise CorruptJournalError(
-            f"journal entry {where} has format {entry_format}, expected {ENTRY_FORMAT}"
+            f"journal entry {where} has format {entry_format}, expected one of {ENTRY_FORMATS}"
         )
-    header = EntryHeader(*fields)
+    header = EntryHeader(*fields, batch_in_log=entry_format == ENTRY_FORMAT_IN_LOG)
+    if header.batch_in_log and len(value) != header.batch_position:
+        raise CorruptJournalError(
+            f"journal entry {where} names its batch in the journal log but is "
+            f"{len(value)} bytes, not the {header.batch_position} of its header and tag"
+        )
     if len(value) < header.batch_position:
         raise CorruptJournalError(
             f"journal entry {where} says its attempt tag is {header.attempt_length} bytes, "

@@ -40,7 +40,7 @@ from twinlog.engine.records.batch_format import BatchHeader, read_header, valida
 from twinlog.journal import journal_log_records as records
 from twinlog.journal.journal_log_records import JournalLogRecord
 from twinlog.journal.lmdb_pages import LmdbPageDamage, check_pages
-from twinlog.journal.local_config import SYNC_COMMIT, JournalConfig
+from twinlog.journal.local_config import BATCHES_IN_LMDB, SYNC_COMMIT, JournalConfig
 from twinlog.journal.local_format import (
     ATTEMPT_BYTES_MAX,
     DATABASE_NAMES,
@@ -119,6 +119,10 @@ class JournalStatistics:
     map_resizes: int
 
 
+# (partition, sequence) -> (transaction id, batch) of the ENTRY record at that journal offset
+LoggedBatchReader = Callable[[str, int], tuple[int, bytes | memoryview]]
+
+
 class LocalJournal:
     """The local data journal of one broker (one LMDB environment, all partitions).
 
@@ -165,6 +169,16 @@ class LocalJournal:
         self._writer = GroupWriter(
             self._env, self._databases, config, self._map_lock, self._map_addresses, self._path
         )
+        # (partition, sequence) -> the batch of the ENTRY record at journal offset
+        # ``sequence``: set by the journal logs (``read_batches_from_logs``). Until then
+        # entries keep their batch inline (ENTRY_FORMAT_INLINE), as LMDB used alone must.
+        self._logged_batch: LoggedBatchReader | None = None
+
+    def read_batches_from_logs(self, logged_batch: LoggedBatchReader) -> None:
+        """From now on, entries applied name their batch by its journal-log record instead
+        of holding it (ENTRY_FORMAT_IN_LOG), and ``logged_batch`` reads it back. Entries
+        written inline before stay readable."""
+        self._logged_batch = logged_batch
 
     @classmethod
     def open(
@@ -297,7 +311,12 @@ class LocalJournal:
         ``durable_log`` names the log it syncs (the writer syncs different logs at once).
         """
         _check_partition_name(partition)
-        operation = _operation_for(partition, journal_offset, record)
+        operation = _operation_for(
+            partition,
+            journal_offset,
+            record,
+            batch_inline=self._logged_batch is None or self.config.entry_batches == BATCHES_IN_LMDB,
+        )
         operation.make_durable = make_durable
         operation.durable_log = durable_log
         return self._writer.enqueue(operation)
@@ -485,8 +504,29 @@ class LocalJournal:
                 header.producer_generation,
                 header.base_sequence,
                 decode_entry_attempt(value, header),
-                bytes(value[header.batch_position :]),
+                bytes(self._batch_of(partition, sequence, header, value)),
             )
+
+    def _batch_of(
+        self, partition: str, sequence: int, header: EntryHeader, value: memoryview | bytes
+    ) -> memoryview | bytes:
+        """The entry's batch: after its tag (inline), or read from its journal-log record."""
+        if not header.batch_in_log:
+            return value[header.batch_position :]
+        if self._logged_batch is None:
+            raise CorruptJournalError(
+                f"journal entry {sequence} of {partition} keeps its batch in the journal log, "
+                f"but {self.directory} was opened without its journal logs"
+            )
+        transaction_id, batch = self._logged_batch(partition, sequence)
+        if transaction_id != header.transaction_id:
+            raise CorruptJournalError(
+                f"journal entry {sequence} of {partition} belongs to transaction "
+                f"{header.transaction_id}, but the journal-log record it names belongs to "
+                f"{transaction_id}: LMDB and the journal log disagree (see docs/formats.md, "
+                "'Local data journal: Damage')"
+            )
+        return batch
 
     def iter_batches(
         self, partition: str, sequences: array[int]
@@ -500,44 +540,37 @@ class LocalJournal:
         transaction is renewed (letting a map resize in) and the pages read so
         far are released from this process's mapping.
         """
-        for header, value in self._iter_values(partition, sequences):
-            yield value[header.batch_position :]
+        for _header, _value, batch in self._iter_values(partition, sequences):
+            yield batch
 
     def iter_batch_headers(
         self, partition: str, sequences: array[int]
     ) -> Generator[BatchHeader, None, None]:
         """Batch headers of ``sequences`` in order (each copied: 67 bytes per entry), each
         batch CRC-checked first (``_checked_header``)."""
-        for header, value in self._iter_values(partition, sequences):
-            yield self._checked_header(
-                partition, header.transaction_id, value, header.batch_position
-            )
+        for header, _value, batch in self._iter_values(partition, sequences):
+            yield self._checked_header(partition, header.transaction_id, batch)
 
     def iter_tagged_headers(
         self, partition: str, sequences: array[int]
     ) -> Generator[tuple[bytes, BatchHeader], None, None]:
         """(attempt tag, batch header) of ``sequences`` in order; no payload is copied, each
         batch is CRC-checked in place (``_checked_header``)."""
-        for header, value in self._iter_values(partition, sequences):
+        for header, value, batch in self._iter_values(partition, sequences):
             attempt = decode_entry_attempt(value, header)
-            yield (
-                attempt,
-                self._checked_header(
-                    partition, header.transaction_id, value, header.batch_position
-                ),
-            )
+            yield attempt, self._checked_header(partition, header.transaction_id, batch)
 
     def _checked_header(
-        self, partition: str, transaction_id: int, value: memoryview, position: int
+        self, partition: str, transaction_id: int, batch: memoryview | bytes
     ) -> BatchHeader:
-        """The header of the batch at ``value[position:]`` after checking its CRC.
+        """The header of ``batch`` after checking its CRC.
 
         Callers act on these headers (a producer's sequences, a copy's recognition in
         the data log), and LMDB keeps no checksums: the batch CRC is the only guard
         against a flipped bit in a sequence number.
         """
         try:
-            return validate_batch(value, position)
+            return validate_batch(batch, 0)
         except CorruptBatchError as error:
             raise CorruptJournalError(
                 f"local data journal {self.directory}: a batch of transaction {transaction_id} on "
@@ -548,7 +581,9 @@ class LocalJournal:
 
     def _iter_values(
         self, partition: str, sequences: array[int]
-    ) -> Generator[tuple[EntryHeader, memoryview], None, None]:
+    ) -> Generator[tuple[EntryHeader, memoryview, memoryview | bytes], None, None]:
+        """(header, value, batch) of each entry: views into the map, and the batch from the
+        value or its journal-log record."""
         index = 0
         while index < len(sequences):
             with self._reading(release_pages=True) as tables:
@@ -567,10 +602,12 @@ class LocalJournal:
                             "the journal is damaged (see docs/formats.md, 'Local data journal: Damage')"
                         )
                     view = memoryview(value)
-                    yield decode_entry_header(view, f"{sequence} of {partition}"), view
-                    chunk_bytes += len(view)
+                    header = decode_entry_header(view, f"{sequence} of {partition}")
+                    batch = self._batch_of(partition, sequence, header, view)
+                    yield header, view, batch
+                    chunk_bytes += len(view) if not header.batch_in_log else len(batch)
                     index += 1
-                del value, view  # views into the map must not outlive the read transaction
+                del value, view, batch  # views into the map must not outlive the read transaction
 
     def usage(self) -> JournalUsage:
         with self._reading() as tables:
@@ -765,8 +802,11 @@ def make_mark_applying(
     return records.MarkApplying(transaction_id, start_offset, chosen)
 
 
-def _operation_for(partition: str, journal_offset: int, record: JournalLogRecord) -> Operation:
-    """The LMDB write that applies ``record`` (at ``journal_offset`` of ``partition``)."""
+def _operation_for(
+    partition: str, journal_offset: int, record: JournalLogRecord, batch_inline: bool
+) -> Operation:
+    """The LMDB write that applies ``record`` (at ``journal_offset`` of ``partition``);
+    an ENTRY's batch is kept in LMDB only with ``batch_inline``."""
     if isinstance(record, records.Entry):
         entry = EntryHeader(
             transaction_id=record.transaction_id,
@@ -777,7 +817,7 @@ def _operation_for(partition: str, journal_offset: int, record: JournalLogRecord
             attempt_length=len(record.attempt),
         )
         # Built here, in the caller's thread: the writer thread only patches 8 bytes.
-        value = encode_entry_value(entry, record.attempt, record.batch)
+        value = encode_entry_value(entry, record.attempt, record.batch if batch_inline else None)
         record_count = read_header(record.batch).record_count
         return AppendEntry(
             partition, record.transaction_id, journal_offset, value, len(record.batch), record_count

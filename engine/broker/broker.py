@@ -425,6 +425,7 @@ class Broker:
                 self.data_dir / "journal",
                 map_size_bytes=config.journal_map_bytes_initial,
                 sync_mode=config.journal_sync_mode,
+                entry_batches=config.journal_entry_batches,
             )
         )
         # 3. partitions (data log recovery, then copier recovery); a cluster's

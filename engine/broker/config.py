@@ -42,6 +42,10 @@ class BrokerConfig:
     # How LMDB (the local data journal's view) syncs: "journal_log" leaves durability to the
     # partitions' journal logs (journal/local_config.py has the modes and their trade-offs).
     journal_sync_mode: str = "journal_log"
+    # Where a journaled batch's bytes live: "journal_log" only there (LMDB names the record:
+    # every journaled byte written once), "lmdb" also in LMDB (the layout before; for
+    # measuring one against the other). Both are always read, so it may change at a restart.
+    journal_entry_batches: str = "journal_log"
     # After the journal was lost (moved aside, no backup): complete committed transactions
     # whose batches it held as empty, instead of refusing (docs/formats.md, "Damage").
     # Their records on this broker are gone; only for starting again after such a loss.

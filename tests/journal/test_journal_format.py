@@ -12,9 +12,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from twinlog.engine.base.errors import CorruptJournalError
-from twinlog.journal import LocalJournal
+from twinlog.journal import JournalLogs, LocalJournal
 from twinlog.journal.local_format import (
     DB_ENTRIES,
+    ENTRY_FORMAT_IN_LOG,
     ENTRY_HEADER,
     MAX_DBS,
     NO_OFFSET,
@@ -147,9 +148,9 @@ def test_worked_example_of_the_format_document() -> None:
         base_sequence=5,
         attempt_length=2,
     )
-    value = encode_entry_value(header, b"a1", b"<batch>")
-    assert value[: ENTRY_HEADER.size + 2].hex(" ") == (
-        "01"  # format
+    value = encode_entry_value(header, b"a1", None)
+    assert value.hex(" ") == (
+        "02"  # format: the batch is in the journal log
         " 00 00 00 00 00 00 12 34"  # transaction_id
         " 00 00 00 00 00 00 00 11"  # previous
         " 00 00 00 00 00 00 00 09"  # producer_id
@@ -158,7 +159,8 @@ def test_worked_example_of_the_format_document() -> None:
         " 00 02"  # attempt_length
         " 61 31"  # attempt "a1"
     )
-    assert value[ENTRY_HEADER.size + 2 :] == b"<batch>"
+    inline = encode_entry_value(header, b"a1", b"<batch>")
+    assert inline[:1] == b"\x01" and inline[1:] == value[1:] + b"<batch>"
     record = CopyRecord("orders-0", 0x1234, CopyState.APPLIED, 17, 41, 2, 2048, 20, 100, 120)
     assert encode_transaction_key(3, 0x1234).hex(" ") == "00 00 00 03 00 00 00 00 00 00 12 34"
     assert encode_transaction_value(record).hex(" ") == (
@@ -207,3 +209,71 @@ def test_damaged_transaction_value_raises_corrupt_journal() -> None:
         decode_transaction_value(value + b"\x00\x02\x00\x01a", "p", 1)
     with pytest.raises(CorruptJournalError, match="after the attempt list"):
         decode_transaction_value(value + b"\x00\x00\xff", "p", 1)
+
+
+@given(i64, u64, i64, i32, i32, st.binary(max_size=40))
+def test_an_entry_naming_its_batch_in_the_journal_log_holds_header_and_tag_only(
+    transaction_id: int, previous: int, producer_id: int, generation: int, sequence: int, tag: bytes
+) -> None:
+    header = EntryHeader(transaction_id, previous, producer_id, generation, sequence, len(tag))
+    value = encode_entry_value(header, tag, None)
+    assert value[0] == ENTRY_FORMAT_IN_LOG and len(value) == header.batch_position
+    decoded = decode_entry_header(value, "test")
+    assert decoded == header._replace(batch_in_log=True)
+    assert decode_entry_attempt(value, decoded) == tag
+    with pytest.raises(CorruptJournalError, match="names its batch in the journal log"):
+        decode_entry_header(bytes(value) + b"x", "test")  # a batch where none may be
+
+
+def _stored_entry_values(journal_directory: Path) -> list[bytes]:
+    with lmdb.open(str(journal_directory), max_dbs=MAX_DBS, readonly=True, lock=False) as env:
+        entries = env.open_db(DB_ENTRIES, create=False)
+        with env.begin(db=entries) as txn:
+            return [bytes(value) for _, value in txn.cursor()]
+
+
+def test_journal_logs_keep_batches_once_and_read_older_inline_entries(tmp_path: Path) -> None:
+    """With journal logs in front, LMDB holds an entry's header and tag and reads the batch
+    from the ENTRY record it names; entries an older journal kept inline stay readable, and
+    one transaction may hold both."""
+    inline, logged = transactional_batch(7, 0), transactional_batch(7, 1)
+    journal = JournalLogs(LocalJournal.open(tmp_path / "journal", entry_batches="lmdb"))
+    journal.open_partition("p-0", tmp_path / "logs" / "p-0")
+    journal.append("p-0", 7, inline, attempt=b"a1")
+    journal.close()
+    journal = JournalLogs(LocalJournal.open(tmp_path / "journal"))
+    journal.open_partition("p-0", tmp_path / "logs" / "p-0")
+    journal.append("p-0", 7, logged)
+    journal.close()
+    inline_value, logged_value = _stored_entry_values(tmp_path / "journal")
+    journal = JournalLogs(LocalJournal.open(tmp_path / "journal"))
+    try:
+        journal.open_partition("p-0", tmp_path / "logs" / "p-0")
+        producer_id = decode_entry_header(inline_value, "first").producer_id
+        assert inline_value == encode_entry_value(
+            EntryHeader(7, NO_PREVIOUS, producer_id, 1, 0, 2), b"a1", inline
+        )
+        assert logged_value == encode_entry_value(
+            EntryHeader(7, 0, producer_id, 1, 1, 0), b"", None
+        )
+        sequences = journal.sequences("p-0", 7)
+        assert [bytes(b) for b in journal.iter_batches("p-0", sequences)] == [inline, logged]
+        assert journal.entry("p-0", 1).batch == logged  # type: ignore[union-attr]
+        headers = list(journal.iter_tagged_headers("p-0", sequences))
+        assert [(tag, header.base_sequence) for tag, header in headers] == [(b"a1", 0), (b"", 1)]
+    finally:
+        journal.close()
+
+
+def test_an_entry_naming_a_journal_log_record_that_is_no_entry_is_refused(tmp_path: Path) -> None:
+    journal = JournalLogs(LocalJournal.open(tmp_path / "journal"))
+    try:
+        journal.open_partition("p-0", tmp_path / "logs" / "p-0")
+        journal.append("p-0", 7, transactional_batch(7, 0))
+        journal.mark_aborted("p-0", 7)  # journal offset 1: a MARK_ABORTED
+        with pytest.raises(CorruptJournalError, match="holds no ENTRY there"):
+            journal._logged_batch("p-0", 1)
+        with pytest.raises(CorruptJournalError, match="journal log ends at 2"):
+            journal._logged_batch("p-0", 2)  # past the log's end
+    finally:
+        journal.close()

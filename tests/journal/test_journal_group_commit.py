@@ -136,7 +136,7 @@ def test_a_failing_sync_fails_the_whole_group_and_writes_nothing(tmp_path: Path)
 
 
 def test_map_grows_when_full_and_keeps_every_entry(tmp_path: Path) -> None:
-    config = JournalConfig(map_size_bytes=64 * 1024)
+    config = JournalConfig(map_size_bytes=64 * 1024, entry_batches="lmdb")  # batches fill the map
     batch = transactional_batch(1, 0, record_count=4, value_bytes=16 * 1024)  # ~64 KiB
     with _open(tmp_path, config) as journal:
         _run_threads(8, lambda i: [journal.append(P0, 1, batch) for _ in range(8)])
@@ -150,7 +150,9 @@ def test_map_grows_when_full_and_keeps_every_entry(tmp_path: Path) -> None:
 
 
 def test_readers_stream_safely_while_the_map_grows(tmp_path: Path) -> None:
-    config = JournalConfig(map_size_bytes=256 * 1024, read_chunk_bytes=64 * 1024)
+    config = JournalConfig(
+        map_size_bytes=256 * 1024, read_chunk_bytes=64 * 1024, entry_batches="lmdb"
+    )
     batch = transactional_batch(1, 0, record_count=1, value_bytes=32 * 1024)
     with _open(tmp_path, config) as journal:
         for _ in range(6):
@@ -178,7 +180,9 @@ def test_readers_stream_safely_while_the_map_grows(tmp_path: Path) -> None:
 
 
 def test_a_full_map_at_its_limit_raises_disk_full_and_writes_nothing(tmp_path: Path) -> None:
-    config = JournalConfig(map_size_bytes=128 * 1024, map_size_bytes_max=256 * 1024)
+    config = JournalConfig(
+        map_size_bytes=128 * 1024, map_size_bytes_max=256 * 1024, entry_batches="lmdb"
+    )
     batch = transactional_batch(1, 0, value_bytes=40 * 1024)
     with _open(tmp_path, config) as journal:
         written = 0

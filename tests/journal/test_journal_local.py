@@ -315,7 +315,7 @@ def test_tagged_headers_name_each_entrys_attempt(journal: JournalLogs) -> None:
 def test_the_data_file_backs_the_whole_map_so_a_stray_read_is_no_sigbus(tmp_path: Path) -> None:
     # A damaged page can send LMDB past the data file's end inside its map; reading there
     # was SIGBUS. The file is kept (sparse) as long as the map, at open and when it grows.
-    config = JournalConfig(map_size_bytes=1 << 20, map_size_bytes_max=1 << 24)
+    config = JournalConfig(map_size_bytes=1 << 20, map_size_bytes_max=1 << 24, entry_batches="lmdb")
     journal = _open(tmp_path, config)
     data_file = tmp_path / "journal" / "data.mdb"
     try:

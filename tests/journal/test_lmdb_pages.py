@@ -22,8 +22,9 @@ PAGE_HEADER = struct.Struct("<QHH")
 
 
 def _write_journal(directory: Path) -> Path:
-    """Small entries (many leaf pages and a branch) and 64 KiB ones (overflow pages)."""
-    journal = JournalLogs(LocalJournal.open(directory / "journal"))
+    """Small entries (many leaf pages and a branch) and 64 KiB ones (overflow pages: their
+    batches kept in LMDB, as older journals and ``entry_batches="lmdb"`` keep them)."""
+    journal = JournalLogs(LocalJournal.open(directory / "journal", entry_batches="lmdb"))
     journal.open_partition(P0, directory / "logs" / P0)
     for transaction_id in range(60):
         value_bytes = 64 * 1024 if transaction_id % 10 == 0 else 300

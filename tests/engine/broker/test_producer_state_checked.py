@@ -109,12 +109,17 @@ def test_next_sends_are_stored_after_a_crash_without_damage(tmp_path: Path) -> N
         assert _values(broker)[-1] == b"next"
 
 
-def test_a_flipped_sequence_bit_in_the_journal_is_refused_not_used(tmp_path: Path) -> None:
-    # An open transaction's sequences are rebuilt from the local data journal (LMDB,
-    # no checksums of its own) after a restart: the batch CRC must guard them too.
+@pytest.mark.parametrize("entry_batches", ["journal_log", "lmdb"])
+def test_a_flipped_sequence_bit_in_the_journal_is_refused_not_used(
+    tmp_path: Path, entry_batches: str
+) -> None:
+    # An open transaction's sequences are rebuilt from the local data journal after a
+    # restart: the batch CRC must guard them, in the journal log (LMDB naming the record)
+    # or in LMDB (no checksums of its own) when it keeps the batch too.
     directory = tmp_path / "data"
+    config = {**CONFIG, "journal_entry_batches": entry_batches}
     marker = b"journaled-value-" * 4
-    with Broker.open(directory, **CONFIG) as broker:
+    with Broker.open(directory, **config) as broker:
         broker.create_topic("t", partitions=1)
         producer = broker.init_producer("app")
         transaction_id = broker.begin_transaction(
@@ -122,14 +127,18 @@ def test_a_flipped_sequence_bit_in_the_journal_is_refused_not_used(tmp_path: Pat
         )
         sent = batch([marker], producer, 0, transaction_id, codec="none")
         broker.produce("t", 0, sent)
-    data_file = directory / "journal" / "data.mdb"
-    data = bytearray(data_file.read_bytes())
-    position = data.index(sent[8:]) - 8  # the journal keeps the batch whole, inline
+    if entry_batches == "lmdb":
+        damaged = directory / "journal" / "data.mdb"
+    else:
+        (damaged,) = (directory / "logs" / "t-0" / "journal").glob("*.log")
+    data = bytearray(damaged.read_bytes())
+    position = data.index(sent[8:]) - 8  # the batch is kept whole
     assert data[position : position + len(sent)][8:] == sent[8:]
     data[position + _base_sequence_position() + 3] ^= 0x08
-    data_file.write_bytes(bytes(data))
-    with Broker.open(directory, **CONFIG) as broker:
+    damaged.write_bytes(bytes(data))
+    with Broker.open(directory, **config) as broker:
         following = batch([b"second"], producer, 1, transaction_id, codec="none")
         with pytest.raises(CorruptJournalError) as caught:
             broker.produce("t", 0, following)
-        assert str(directory / "journal") in str(caught.value)
+        named = directory / "journal" if entry_batches == "lmdb" else damaged
+        assert str(named) in str(caught.value)
