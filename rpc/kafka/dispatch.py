@@ -29,6 +29,7 @@ import kafka.protocol.producer
 import kafka.protocol.sasl
 from kafka.protocol.admin import (
     CreateTopicsRequest,
+    DeleteGroupsRequest,
     DeleteTopicsRequest,
     DescribeGroupsRequest,
     ListGroupsRequest,
@@ -61,7 +62,11 @@ from twinlog.rpc.kafka.context import KafkaContext
 from twinlog.rpc.kafka.error_codes import UNKNOWN_SERVER_ERROR, UNSUPPORTED_VERSION
 from twinlog.rpc.kafka.fetch import handle_fetch
 from twinlog.rpc.kafka.find_coordinator import handle_find_coordinator
-from twinlog.rpc.kafka.group_listing import handle_describe_groups, handle_list_groups
+from twinlog.rpc.kafka.group_listing import (
+    handle_delete_groups,
+    handle_describe_groups,
+    handle_list_groups,
+)
 from twinlog.rpc.kafka.groups import (
     handle_heartbeat,
     handle_join_group,
@@ -115,6 +120,7 @@ SERVED_APIS: tuple[Api, ...] = (
     Api(SyncGroupRequest, 0, 5, handle_sync_group),
     Api(ListGroupsRequest, 0, 5, handle_list_groups),
     Api(DescribeGroupsRequest, 0, 5, handle_describe_groups),
+    Api(DeleteGroupsRequest, 0, 2, handle_delete_groups),
     Api(CreateTopicsRequest, 2, 7, handle_create_topics),
     Api(DeleteTopicsRequest, 1, 5, handle_delete_topics),
     # v1 only: v0 is followed by SASL bytes outside Kafka's framing

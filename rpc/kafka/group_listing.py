@@ -1,6 +1,7 @@
-"""ListGroups and DescribeGroups, from the broker's ``list_groups`` and ``describe_group``,
-for Kafka's admin tools (kafka-python's and librdkafka's admin clients, consumer group
-listings). A group is shown to a principal that may describe it (``group:`` grants with
+"""ListGroups, DescribeGroups and DeleteGroups, onto the broker's ``list_groups``,
+``describe_group`` and ``delete_group``, for Kafka's admin tools (kafka-python's and
+librdkafka's admin clients, consumer group listings). Deleting a group needs DELETE on it
+(as ``twinlog groups delete``); a group with members is refused NON_EMPTY_GROUP. A group is shown to a principal that may describe it (``group:`` grants with
 read or describe); another is left out of a listing and answered
 GROUP_AUTHORIZATION_FAILED when named.
 
@@ -15,6 +16,8 @@ from __future__ import annotations
 from typing import Any
 
 from kafka.protocol.admin import (
+    DeleteGroupsRequest,
+    DeleteGroupsResponse,
     DescribeGroupsRequest,
     DescribeGroupsResponse,
     ListGroupsRequest,
@@ -23,10 +26,12 @@ from kafka.protocol.admin import (
 from kafka.protocol.consumer import ConsumerProtocolSubscription
 
 from twinlog.engine.base.errors import TwinlogError
+from twinlog.rpc.kafka.access import require
 from twinlog.rpc.kafka.context import KafkaContext
 from twinlog.rpc.kafka.error_codes import AUTHORIZATION_FAILED_CODES, NONE, code_of
 from twinlog.rpc.kafka.groups import CONSUMER_PROTOCOL_TYPE, assignment_bytes
-from twinlog.rpc.server.auth import Resource
+from twinlog.rpc.server.audit import audited
+from twinlog.rpc.server.auth import Operation, Resource
 
 KAFKA_STATE = {
     "empty": "Empty",
@@ -127,3 +132,22 @@ def handle_describe_groups(
 ) -> DescribeGroupsResponse:
     groups = [_described(context, group_id) for group_id in request.groups]
     return DescribeGroupsResponse(version=version, throttle_time_ms=0, groups=groups)
+
+
+def handle_delete_groups(
+    request: DeleteGroupsRequest, version: int, context: KafkaContext
+) -> DeleteGroupsResponse:
+    principal = context.connection.principal
+    results = []
+    for group_id in request.groups_names:
+        try:
+            require(context.guard, principal, Operation.DELETE, (group_id,), Resource.GROUP)
+            with audited("group.delete", principal=principal.name, group=group_id):
+                context.broker.delete_group(group_id)
+            error_code = NONE
+        except TwinlogError as error:
+            error_code = code_of(error, DeleteGroupsRequest.API_KEY)
+        results.append(
+            DeleteGroupsResponse.DeletableGroupResult(group_id=group_id, error_code=error_code)
+        )
+    return DeleteGroupsResponse(version=version, throttle_time_ms=0, results=results)

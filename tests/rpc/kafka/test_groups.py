@@ -9,10 +9,13 @@ from typing import Any
 
 import confluent_kafka
 import kafka
+import kafka.errors
+import pytest
 from confluent_kafka.admin import AdminClient
 from kafka.admin import KafkaAdminClient
 from kafka.structs import OffsetAndMetadata
 
+from twinlog.engine.base.errors import GroupIdNotFoundError
 from twinlog.engine.base.types import TopicPartition
 from twinlog.rpc.client import Producer
 
@@ -215,6 +218,8 @@ def test_admin_clients_list_and_describe_groups(kafka_server: Any) -> None:
         described = admin.describe_groups([group])[group]
         assert described["group_state"] == "Stable"
         assert len(described["members"]) == 1
+        refusals = admin.delete_groups([group])  # while it has a member
+        assert refusals == {group: kafka.errors.NonEmptyGroupError.__name__}
     finally:
         admin.close()
         consumer.close()
@@ -224,3 +229,7 @@ def test_admin_clients_list_and_describe_groups(kafka_server: Any) -> None:
     futures = confluent_admin.describe_consumer_groups([group], request_timeout=10)
     description = futures[group].result(timeout=15)
     assert description.members == []  # the consumer left when it closed
+    deleted = confluent_admin.delete_consumer_groups([group], request_timeout=10)
+    deleted[group].result(timeout=15)
+    with pytest.raises(GroupIdNotFoundError):
+        kafka_server.broker.describe_group(group)
