@@ -23,7 +23,8 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 
-from twinlog.engine.base.errors import ProducerFencedError
+from twinlog.engine.base.errors import InvalidTxnStateError, ProducerFencedError
+from twinlog.engine.base.types import TransactionState
 from twinlog.rpc.wire.broker_api import BrokerApi
 
 
@@ -67,9 +68,37 @@ class OpenTransactions:
                     )
             if len(self._by_producer) >= ENTRIES_PRUNE_AT:
                 self._prune(broker)
-            transaction_id = broker.begin_transaction(producer_id, producer_generation)
+            try:
+                transaction_id = broker.begin_transaction(producer_id, producer_generation)
+            except InvalidTxnStateError:
+                # It has one open that this table does not know (begun before a restart of
+                # the listener): that is the one the producer goes on with.
+                found = self._in_flight(broker, producer_id, producer_generation)
+                if found is None:
+                    raise
+                transaction_id = found
             self._by_producer[producer_id] = OpenTransaction(producer_generation, transaction_id)
             return transaction_id
+
+    def adopt(self, broker: BrokerApi, producer_id: int, producer_generation: int) -> int | None:
+        """The producer's open transaction at the broker when this table has none (begun
+        before the listener restarted), remembered from now on; None when it has none."""
+        with self._lock:
+            found = self._in_flight(broker, producer_id, producer_generation)
+            if found is not None:
+                self._by_producer[producer_id] = OpenTransaction(producer_generation, found)
+            return found
+
+    @staticmethod
+    def _in_flight(broker: BrokerApi, producer_id: int, producer_generation: int) -> int | None:
+        for item in broker.list_transactions():
+            if (
+                item.producer_id == producer_id
+                and item.producer_generation == producer_generation
+                and item.state is TransactionState.ONGOING
+            ):
+                return item.transaction_id
+        return None
 
     def _prune(self, broker: BrokerApi) -> None:
         """Drop the entries of transactions no longer in flight (timed out, aborted by an

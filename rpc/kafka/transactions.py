@@ -171,6 +171,18 @@ def handle_txn_offset_commit(
 def handle_end_txn(request: EndTxnRequest, version: int, context: KafkaContext) -> EndTxnResponse:
     producer_id, producer_generation = request.producer_id, request.producer_epoch
     transaction_id = context.transactions.current(producer_id, producer_generation)
+    if transaction_id is None:
+        try:
+            context.access.require_producer(context.connection.principal, producer_id)
+            transaction_id = context.transactions.adopt(
+                context.broker, producer_id, producer_generation
+            )
+        except TwinlogError as error:
+            return EndTxnResponse(
+                version=version,
+                throttle_time_ms=0,
+                error_code=code_of(error, EndTxnRequest.API_KEY),
+            )
     error_code = NONE
     # None: nothing was added since the last end (a retried EndTxn, or an empty
     # transaction), and there is nothing to end: Kafka answers such a retry NONE too.

@@ -1,5 +1,6 @@
-"""The listener's own bounds: connections, and a stop that ends waiting fetches promptly
-(each test has a listener of its own, on a broker of its own)."""
+"""The listener's own bounds and lifetime: connections, a stop that ends waiting fetches
+promptly, a restart in the middle of a Kafka producer's transaction (each test has
+listeners of its own, on a broker of its own)."""
 
 from __future__ import annotations
 
@@ -15,8 +16,19 @@ from typing import Any
 import pytest
 from kafka.protocol.consumer import FetchRequest, FetchResponse
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
+from kafka.protocol.producer import (
+    AddPartitionsToTxnRequest,
+    AddPartitionsToTxnResponse,
+    EndTxnRequest,
+    EndTxnResponse,
+    InitProducerIdRequest,
+    InitProducerIdResponse,
+    ProduceRequest,
+    ProduceResponse,
+)
 
 from twinlog.engine.broker.broker import Broker
+from twinlog.engine.records.batch_builder import build_batch
 from twinlog.rpc.client import Admin
 from twinlog.rpc.kafka.listener import KafkaListener
 from twinlog.rpc.kafka.settings import KafkaListenerSettings
@@ -112,3 +124,82 @@ def test_stop_ends_a_waiting_fetch_and_closes_the_listener(broker: Broker) -> No
             socket.create_connection(("127.0.0.1", listener.port), timeout=2).close()
     finally:
         connection.close()
+
+
+def test_a_transaction_begun_before_a_listener_restart_commits_after_it(broker: Broker) -> None:
+    """A listener remembers Kafka producers' open transactions in its process; a new one
+    finds them at the broker, so a commit after a restart commits (never a silent NONE)."""
+    Admin(broker).create_topic("moved", partitions=1)
+    before = KafkaListener(broker, "127.0.0.1", 0)
+    before.start()
+    with socket.create_connection(("127.0.0.1", before.port), timeout=10) as connection:
+        identity = _call(
+            connection,
+            InitProducerIdRequest(transactional_id="mover", transaction_timeout_ms=60_000),
+            InitProducerIdResponse,
+            4,
+        )
+        Topic = AddPartitionsToTxnRequest.AddPartitionsToTxnTopic
+        added = _call(
+            connection,
+            AddPartitionsToTxnRequest(
+                v3_and_below_transactional_id="mover",
+                v3_and_below_producer_id=identity.producer_id,
+                v3_and_below_producer_epoch=identity.producer_epoch,
+                v3_and_below_topics=[Topic(name="moved", partitions=[0])],
+            ),
+            AddPartitionsToTxnResponse,
+            3,
+        )
+        assert (
+            added.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code == 0
+        )
+        batch = build_batch(
+            [b"a", b"b"],
+            "none",
+            producer_id=identity.producer_id,
+            producer_generation=identity.producer_epoch,
+            base_sequence=0,
+            transactional=True,
+        )
+        Data = ProduceRequest.TopicProduceData
+        produced = _call(
+            connection,
+            ProduceRequest(
+                transactional_id="mover",
+                acks=-1,
+                timeout_ms=5_000,
+                topic_data=[
+                    Data(
+                        name="moved",
+                        partition_data=[Data.PartitionProduceData(index=0, records=batch)],
+                    )
+                ],
+            ),
+            ProduceResponse,
+            9,
+        )
+        assert produced.responses[0].partition_responses[0].error_code == 0
+    before.stop(grace_ms=1_000)
+    after = KafkaListener(broker, "127.0.0.1", 0)
+    after.start()
+    try:
+        with socket.create_connection(("127.0.0.1", after.port), timeout=10) as connection:
+            ended = _call(
+                connection,
+                EndTxnRequest(
+                    transactional_id="mover",
+                    producer_id=identity.producer_id,
+                    producer_epoch=identity.producer_epoch,
+                    committed=True,
+                ),
+                EndTxnResponse,
+                3,
+            )
+        assert ended.error_code == 0
+        deadline = time.monotonic() + 10
+        while broker.list_offset("moved", 0, "latest") < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert broker.list_offset("moved", 0, "latest") == 2
+    finally:
+        after.stop(grace_ms=1_000)
