@@ -73,10 +73,10 @@ class OpenTransactions:
             except InvalidTxnStateError:
                 # It has one open that this table does not know (begun before a restart of
                 # the listener): that is the one the producer goes on with.
-                found = self._in_flight(broker, producer_id, producer_generation)
-                if found is None:
+                in_flight = self._in_flight(broker, producer_id, producer_generation)
+                if in_flight is None:
                     raise
-                transaction_id = found
+                transaction_id = in_flight
             self._by_producer[producer_id] = OpenTransaction(producer_generation, transaction_id)
             return transaction_id
 
