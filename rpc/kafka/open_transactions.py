@@ -22,10 +22,22 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
+from enum import Enum
+from typing import TypeVar
 
 from twinlog.engine.base.errors import InvalidTxnStateError, ProducerFencedError
 from twinlog.engine.base.types import TransactionState
 from twinlog.rpc.wire.broker_api import BrokerApi
+
+Remembered = TypeVar("Remembered")
+
+
+def _remember(table: dict[int, Remembered], producer_id: int, value: Remembered) -> None:
+    """Set the producer's value, forgetting the oldest producer past the bound."""
+    table.pop(producer_id, None)
+    table[producer_id] = value  # last in insertion order: the newest
+    if len(table) > PRODUCERS_REMEMBERED_MAX:
+        del table[next(iter(table))]
 
 
 @dataclass
@@ -38,12 +50,55 @@ class OpenTransaction:
 
 
 ENTRIES_PRUNE_AT = 10_000
+# Producers whose latest generation and last ended transaction are remembered (for an
+# EndTxn that finds no open transaction); the oldest are forgotten past this.
+PRODUCERS_REMEMBERED_MAX = 10_000
+
+
+class EndWithout(Enum):
+    """What an EndTxn that finds no open transaction is."""
+
+    RETRY = "the retry of an end that succeeded"  # answered NONE, as Kafka does
+    FENCED = "from a generation a newer InitProducerId fenced"
+    NOTHING_OPEN = "for no transaction (never begun, or aborted when it timed out)"
 
 
 class OpenTransactions:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._by_producer: dict[int, OpenTransaction] = {}
+        self._latest_generation: dict[int, int] = {}  # from InitProducerId
+        self._last_ended: dict[int, tuple[int, bool]] = {}  # generation, committed
+
+    def initialised(self, producer_id: int, producer_generation: int) -> None:
+        """InitProducerId gave ``producer_generation``: the coordinator fenced the older
+        ones and aborted what they had open."""
+        with self._lock:
+            self._by_producer.pop(producer_id, None)
+            self._last_ended.pop(producer_id, None)
+            _remember(self._latest_generation, producer_id, producer_generation)
+
+    def ended(
+        self, producer_id: int, producer_generation: int, transaction_id: int, committed: bool
+    ) -> None:
+        """EndTxn ended ``transaction_id``; a retry of it is answered as it was."""
+        with self._lock:
+            found = self._by_producer.get(producer_id)
+            if found is not None and found.transaction_id == transaction_id:
+                del self._by_producer[producer_id]
+            _remember(self._last_ended, producer_id, (producer_generation, committed))
+
+    def end_without_transaction(
+        self, producer_id: int, producer_generation: int, committed: bool
+    ) -> EndWithout:
+        with self._lock:
+            latest = self._latest_generation.get(producer_id)
+            last = self._last_ended.get(producer_id)
+        if latest is not None and producer_generation < latest:
+            return EndWithout.FENCED
+        if last == (producer_generation, committed):
+            return EndWithout.RETRY
+        return EndWithout.NOTHING_OPEN
 
     def current(self, producer_id: int, producer_generation: int) -> int | None:
         """The open transaction of this producer generation, if one was begun here."""

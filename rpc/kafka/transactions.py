@@ -31,8 +31,9 @@ from twinlog.engine.base.errors import TwinlogError
 from twinlog.engine.base.types import TopicPartition
 from twinlog.rpc.kafka.access import require
 from twinlog.rpc.kafka.context import KafkaContext
-from twinlog.rpc.kafka.error_codes import NONE, code_of
+from twinlog.rpc.kafka.error_codes import INVALID_TXN_STATE, NONE, PRODUCER_FENCED, code_of
 from twinlog.rpc.kafka.offsets import member_of
+from twinlog.rpc.kafka.open_transactions import EndWithout
 from twinlog.rpc.server.auth import Operation, Resource
 
 NO_PRODUCER_ID = -1
@@ -57,8 +58,7 @@ def handle_init_producer_id(
             producer_id=NO_PRODUCER_ID,
             producer_epoch=NO_PRODUCER_EPOCH,
         )
-    # The new generation fenced the older one, and the coordinator aborted what it had open.
-    context.transactions.forget(identity.producer_id)
+    context.transactions.initialised(identity.producer_id, identity.producer_generation)
     return InitProducerIdResponse(
         version=version,
         throttle_time_ms=0,
@@ -184,9 +184,18 @@ def handle_end_txn(request: EndTxnRequest, version: int, context: KafkaContext) 
                 error_code=code_of(error, EndTxnRequest.API_KEY),
             )
     error_code = NONE
-    # None: nothing was added since the last end (a retried EndTxn, or an empty
-    # transaction), and there is nothing to end: Kafka answers such a retry NONE too.
-    if transaction_id is not None:
+    if transaction_id is None:
+        # Nothing open: a retry of an end that succeeded is answered NONE (as Kafka does);
+        # a fenced generation PRODUCER_FENCED; a commit of nothing INVALID_TXN_STATE, never
+        # a success for a commit that did not happen (an abort of nothing is harmless).
+        verdict = context.transactions.end_without_transaction(
+            producer_id, producer_generation, request.committed
+        )
+        if verdict is EndWithout.FENCED:
+            error_code = PRODUCER_FENCED
+        elif verdict is EndWithout.NOTHING_OPEN and request.committed:
+            error_code = INVALID_TXN_STATE
+    else:
         broker = context.broker
         try:
             context.access.require_producer(context.connection.principal, producer_id)
@@ -194,7 +203,9 @@ def handle_end_txn(request: EndTxnRequest, version: int, context: KafkaContext) 
                 broker.commit_transaction(transaction_id, producer_id, producer_generation)
             else:
                 broker.abort_transaction(transaction_id, producer_id, producer_generation)
-            context.transactions.forget(producer_id, transaction_id)
+            context.transactions.ended(
+                producer_id, producer_generation, transaction_id, request.committed
+            )
         except TwinlogError as error:
             error_code = code_of(error, EndTxnRequest.API_KEY)
             if not error.retriable:  # the transaction is over (fenced, timed out): not retried

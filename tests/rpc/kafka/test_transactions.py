@@ -11,6 +11,8 @@ from typing import Any
 
 import confluent_kafka
 import kafka
+import kafka.errors
+import pytest
 from kafka.structs import OffsetAndMetadata
 
 from twinlog.engine.base.errors import PendingTransactionError
@@ -284,3 +286,25 @@ def test_confluent_read_process_write_as_a_group_member(kafka_server: Any) -> No
     assert offsets == {TopicPartition(source, 0): 10}
     tripled = kafka_python_consume(kafka_server.bootstrap, sink, 10)
     assert [r.value for r in tripled] == [str(3 * n).encode() for n in range(10)]
+
+
+def test_a_newer_kafka_python_producer_fences_the_older(kafka_server: Any) -> None:
+    topic = kafka_server.topic()
+    older = transactional_kafka_python(kafka_server.bootstrap, f"{topic}-fenced")
+    newer = None
+    try:
+        older.begin_transaction()
+        older.send(topic, b"zombie", partition=0)
+        older.flush(timeout=10)
+        newer = transactional_kafka_python(kafka_server.bootstrap, f"{topic}-fenced")
+        with pytest.raises(kafka.errors.KafkaError) as refused:
+            older.commit_transaction()
+        assert "fenced" in str(refused.value).lower() or "epoch" in str(refused.value).lower()
+        newer.begin_transaction()
+        newer.send(topic, b"alive", partition=0)
+        newer.commit_transaction()
+    finally:
+        older.close(timeout=5)
+        if newer is not None:
+            newer.close(timeout=5)
+    assert [r.value for r in kafka_python_consume(kafka_server.bootstrap, topic, 1)] == [b"alive"]
