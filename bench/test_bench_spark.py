@@ -27,3 +27,12 @@ def test_spark_connector_vs_parquet(benchmark: Any, tmp_path: Path) -> None:
         assert measurement.rows == records
         benchmark.extra_info[f"{measurement.name} rows/s"] = round(measurement.rows_per_second)
     print("\n" + report(results))
+
+
+def test_repeated_runs_report_the_fastest_and_at_least_one_is_asked_for() -> None:
+    from bench.spark_compare import Measurement, fastest, main
+
+    runs = [Measurement("read twinlog", 10, seconds) for seconds in (3.0, 1.5, 2.0)]
+    assert fastest(runs).seconds == 1.5
+    with pytest.raises(SystemExit):
+        main(["--repeat", "0"])
