@@ -14,7 +14,10 @@ import kafka
 import pytest
 from server_process import ServerProcess, environment
 
+from twinlog.engine.base.errors import InvalidConfigError
+from twinlog.rpc.cli.serve import kafka_listener_starter
 from twinlog.rpc.client import Admin, Consumer
+from twinlog.rpc.server.config import ServerConfig
 
 KAFKA_SERVING = re.compile(r"serving Kafka clients on 127\.0\.0\.1:(\d+)")
 CLIENT_TIMEOUT_MS = 10_000
@@ -61,28 +64,33 @@ def test_serve_with_a_kafka_listener(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "flags, refusal",
+    "address, config, clustered, refusal",
     [
-        (["--kafka-listener", "127.0.0.1"], "give HOST:PORT"),
-        (["--kafka-listener", "0.0.0.0:9092"], "loopback address only"),
+        ("127.0.0.1", ServerConfig(), False, "give HOST:PORT"),
+        ("0.0.0.0:9092", ServerConfig(), False, "loopback address only"),
+        ("127.0.0.1:0", ServerConfig(), True, "single node only"),
         (
-            ["--kafka-listener", "127.0.0.1:0", "--zookeeper", "127.0.0.1:1/x", "--broker-id", "1"],
-            "single node only",
-        ),
-        (
-            [
-                *("--kafka-listener", "127.0.0.1:0", "--tls-client-ca", "ca.pem"),
-                *("--tls-cert", "cert.pem", "--tls-key", "key.pem"),
-            ],
+            "127.0.0.1:0",
+            ServerConfig(tls_client_ca_file="ca.pem", tls_cert_file="c", tls_key_file="k"),
+            False,
             "no TLS",
         ),
     ],
 )
-def test_serve_refuses_a_kafka_listener_it_cannot_serve_safely(
-    tmp_path: Path, flags: list[str], refusal: str
+def test_a_kafka_listener_it_cannot_serve_safely_is_refused(
+    address: str, config: ServerConfig, clustered: bool, refusal: str
 ) -> None:
+    with pytest.raises((SystemExit, InvalidConfigError)) as refused:
+        kafka_listener_starter(address, config, clustered)
+    assert refusal in str(refused.value)
+
+
+def test_serve_refuses_before_opening_the_broker(tmp_path: Path) -> None:
     completed = subprocess.run(
-        [sys.executable, "-m", "twinlog.rpc.cli", "serve", "--data-dir", "data", *flags],
+        [
+            *(sys.executable, "-m", "twinlog.rpc.cli", "serve", "--data-dir", "data"),
+            *("--kafka-listener", "0.0.0.0:9092"),
+        ],
         cwd=tmp_path,
         env=environment(),
         capture_output=True,
@@ -90,5 +98,5 @@ def test_serve_refuses_a_kafka_listener_it_cannot_serve_safely(
         timeout=60,
     )
     assert completed.returncode != 0
-    assert refusal in completed.stderr + completed.stdout
-    assert not (tmp_path / "data").exists()  # refused before the broker opened
+    assert "loopback address only" in completed.stderr
+    assert not (tmp_path / "data").exists()
