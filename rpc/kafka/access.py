@@ -29,7 +29,9 @@ class ConnectionState:
     principal: Principal
     authenticated: bool  # True from the start when the server has no tokens file
     mechanism: str | None = None  # chosen by SaslHandshake
-    close_after_answer: bool = False  # a failed authentication: answered, then closed
+    # Why the connection is closed once this request is answered (or, with acks=0, not
+    # answered): a failed authentication, a refused acks=0 produce. None: it goes on.
+    close_after_answer: str | None = None
 
 
 def new_connection(guard: Guard) -> ConnectionState:

@@ -210,8 +210,12 @@ class KafkaListener:
                     return
                 if answer is not None:
                     connection.sendall(answer)
-                if context.connection.close_after_answer:
-                    log.warning("Kafka connection from %s closed: SASL authentication failed", peer)
+                if context.connection.close_after_answer is not None:
+                    log.warning(
+                        "Kafka connection from %s closed: %s",
+                        peer,
+                        context.connection.close_after_answer,
+                    )
                     return
         except (_Closed, TimeoutError, ConnectionError):
             pass  # the client went away or idled out: nothing to say

@@ -7,7 +7,7 @@ and epoch InitProducerId gave) and appends it, or journals it in the producer's 
 transaction when its transactional bit is set (offsets are known only when the
 transaction is applied, so such a batch is answered base offset -1).
 
-``acks``: 0 gets no answer at all (as Kafka: errors are only logged), 1 and -1 (all) are
+``acks``: 0 gets no answer at all (a refusal closes the connection, as Kafka does), 1 and -1 (all) are
 answered once the broker returns, which on a single node is the same moment. Any other
 value is refused INVALID_REQUIRED_ACKS.
 """
@@ -111,14 +111,17 @@ def handle_produce(
         for topic in request.topic_data
     ]
     if request.acks == 0:
-        for topic in answers:
-            for item in topic.partition_responses:
-                if item.error_code != NONE:
-                    log.warning(
-                        "a produce with acks=0 to %s-%d was refused (%s); the client is not told",
-                        topic.name,
-                        item.index,
-                        item.error_message,
-                    )
+        refused = [
+            f"{topic.name}-{item.index}: {item.error_message}"
+            for topic in answers
+            for item in topic.partition_responses
+            if item.error_code != NONE
+        ]
+        if refused:
+            # As Kafka: an acks=0 producer hears of a refusal only by losing its connection
+            # (it then refreshes its metadata and reconnects).
+            context.connection.close_after_answer = (
+                f"a produce with acks=0 was refused ({'; '.join(refused)})"
+            )
         return None
     return ProduceResponse(version=version, responses=answers, throttle_time_ms=0)

@@ -70,7 +70,7 @@ def handle_sasl_authenticate(
 ) -> SaslAuthenticateResponse:
     connection = context.connection
     if connection.mechanism != PLAIN or connection.authenticated:
-        connection.close_after_answer = True
+        connection.close_after_answer = "SaslAuthenticate out of turn"
         return SaslAuthenticateResponse(
             version=version,
             error_code=ILLEGAL_SASL_STATE,
@@ -80,7 +80,7 @@ def handle_sasl_authenticate(
     principal, reason = _proven(bytes(request.auth_bytes), context)
     if principal is None:
         log.warning("Kafka SASL/PLAIN authentication refused: %s", reason)
-        connection.close_after_answer = True
+        connection.close_after_answer = "SASL authentication failed"
         return SaslAuthenticateResponse(
             version=version,
             error_code=SASL_AUTHENTICATION_FAILED,

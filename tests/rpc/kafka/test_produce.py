@@ -11,6 +11,7 @@ import confluent_kafka
 import kafka
 import kafka.errors
 import pytest
+from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
 from kafka.protocol.producer import (
     InitProducerIdRequest,
     InitProducerIdResponse,
@@ -249,3 +250,35 @@ def test_unknown_topics_are_never_created(kafka_server: Any) -> None:
     finally:
         producer.close(timeout=5)
     assert "no-such-topic" not in kafka_server.broker.list_topics()
+
+
+def test_acks_0_is_never_answered_and_a_refusal_closes_the_connection(
+    kafka_server: Any, connect: Any
+) -> None:
+    topic = kafka_server.topic()
+    batch = build_batch([b"fire", b"forget"], "none")
+    Topic = ProduceRequest.TopicProduceData
+
+    def send(raw: Any, partition: int) -> None:
+        request = ProduceRequest(
+            transactional_id=None,
+            acks=0,
+            timeout_ms=5_000,
+            topic_data=[
+                Topic(
+                    name=topic,
+                    partition_data=[Topic.PartitionProduceData(index=partition, records=batch)],
+                )
+            ],
+        )
+        request.with_header(correlation_id=7, client_id="acks-0")
+        raw.send_bytes(bytes(request.encode(version=9, header=True, framed=True)))
+
+    kept = connect()
+    send(kept, 0)
+    # the next answer on the connection is the next request's: the produce got none
+    assert kept.call(ApiVersionsRequest(), ApiVersionsResponse, 3).error_code == 0
+    assert kafka_server.broker.list_offset(topic, 0, "latest") == 2
+    dropped = connect()
+    send(dropped, 9)  # no such partition
+    assert dropped.read_frame() == b""
