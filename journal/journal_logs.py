@@ -305,7 +305,7 @@ class JournalLogs:
                     continue
                 if record.value is None:
                     break
-                entry = records.decode(memoryview(record.value), f"{sequence} of {partition}")
+                entry = records.decode(record.value, f"{sequence} of {partition}")
                 if not isinstance(entry, records.Entry):
                     break
                 return entry.transaction_id, memoryview(entry.batch)

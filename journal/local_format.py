@@ -309,7 +309,7 @@ def decode_entry_header(value: bytes | bytearray | memoryview, where: str) -> En
         raise CorruptJournalError(
             f"journal entry {where} has format {entry_format}, expected one of {ENTRY_FORMATS}"
         )
-    header = EntryHeader(*fields, batch_in_log=entry_format == ENTRY_FORMAT_IN_LOG)
+    header = EntryHeader._make((*fields, entry_format == ENTRY_FORMAT_IN_LOG))
     if header.batch_in_log and len(value) != header.batch_position:
         raise CorruptJournalError(
             f"journal entry {where} names its batch in the journal log but is "

@@ -541,7 +541,7 @@ class LocalJournal:
         far are released from this process's mapping.
         """
         for _header, _value, batch in self._iter_values(partition, sequences):
-            yield batch
+            yield memoryview(batch)
 
     def iter_batch_headers(
         self, partition: str, sequences: array[int]
