@@ -26,7 +26,7 @@ from enum import Enum
 from typing import TypeVar
 
 from twinlog.engine.base.errors import InvalidTxnStateError, ProducerFencedError
-from twinlog.engine.base.types import TransactionState
+from twinlog.engine.base.types import TopicPartition, TransactionState
 from twinlog.rpc.wire.broker_api import BrokerApi
 
 Remembered = TypeVar("Remembered")
@@ -47,6 +47,10 @@ class OpenTransaction:
     # the first Kafka sequence seen of this transaction on each partition
     # (``transaction_sequences``)
     first_sequences: dict[tuple[str, int], int] = field(default_factory=dict)
+    # batches of it this listener wrote, per partition: its commit names them, so a journal
+    # that lost one refuses the commit. None for a transaction adopted after a restart of
+    # the listener (the batches written before are not known): its commit names none.
+    batches_written: dict[TopicPartition, int] | None = field(default_factory=dict)
 
 
 ENTRIES_PRUNE_AT = 10_000
@@ -131,7 +135,10 @@ class OpenTransactions:
                 in_flight = self._in_flight(broker, producer_id, producer_generation)
                 if in_flight is None:
                     raise
-                transaction_id = in_flight
+                self._by_producer[producer_id] = OpenTransaction(
+                    producer_generation, in_flight, batches_written=None
+                )
+                return in_flight
             self._by_producer[producer_id] = OpenTransaction(producer_generation, transaction_id)
             return transaction_id
 
@@ -141,7 +148,9 @@ class OpenTransactions:
         with self._lock:
             found = self._in_flight(broker, producer_id, producer_generation)
             if found is not None:
-                self._by_producer[producer_id] = OpenTransaction(producer_generation, found)
+                self._by_producer[producer_id] = OpenTransaction(
+                    producer_generation, found, batches_written=None
+                )
             return found
 
     @staticmethod
@@ -173,6 +182,28 @@ class OpenTransactions:
             if found is None or found.transaction_id != transaction_id:
                 return 0
             return found.first_sequences.setdefault((topic, partition), sequence)
+
+    def batch_written(
+        self, producer_id: int, transaction_id: int, topic_partition: TopicPartition
+    ) -> None:
+        """A batch of the transaction was written (not a duplicate of one written before)."""
+        with self._lock:
+            found = self._by_producer.get(producer_id)
+            if found is None or found.transaction_id != transaction_id:
+                return
+            if found.batches_written is not None:
+                written = found.batches_written
+                written[topic_partition] = written.get(topic_partition, 0) + 1
+
+    def batches_written(
+        self, producer_id: int, transaction_id: int
+    ) -> dict[TopicPartition, int] | None:
+        """What the transaction's commit names (None: not known, so not checked)."""
+        with self._lock:
+            found = self._by_producer.get(producer_id)
+            if found is None or found.transaction_id != transaction_id:
+                return None
+            return None if found.batches_written is None else dict(found.batches_written)
 
     def forget(self, producer_id: int, transaction_id: int | None = None) -> None:
         """Drop the producer's entry (only if it is ``transaction_id``, when given)."""

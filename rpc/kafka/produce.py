@@ -20,6 +20,8 @@ from typing import Any
 from kafka.protocol.producer import ProduceRequest, ProduceResponse
 
 from twinlog.engine.base.errors import TwinlogError
+from twinlog.engine.base.types import TopicPartition
+from twinlog.engine.records.batch_format import NO_TRANSACTION_ID, read_header
 from twinlog.rpc.kafka.access import require
 from twinlog.rpc.kafka.batch_recompression import UnsupportedCompressionError, storable_batch
 from twinlog.rpc.kafka.context import KafkaContext
@@ -58,9 +60,15 @@ def _append(context: KafkaContext, topic: str, partition: int, records: bytes | 
             batch, transaction_id = in_transaction_terms(
                 batch, topic, partition, context.transactions
             )
-            base_offset = context.broker.produce(
-                topic, partition, batch, transaction_id=transaction_id
-            ).base_offset
+            result = context.broker.produce(topic, partition, batch, transaction_id=transaction_id)
+            base_offset = result.base_offset
+            if transaction_id != NO_TRANSACTION_ID and not result.duplicate:
+                # a retry answered as a duplicate was counted when it was first written
+                context.transactions.batch_written(
+                    read_header(batch).producer_id,
+                    transaction_id,
+                    TopicPartition(topic, partition),
+                )
             error_code = NONE
         except UnsupportedCompressionError as error:
             error_code, message = UNSUPPORTED_COMPRESSION_TYPE, str(error)

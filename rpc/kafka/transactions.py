@@ -200,7 +200,14 @@ def handle_end_txn(request: EndTxnRequest, version: int, context: KafkaContext) 
         try:
             context.access.require_producer(context.connection.principal, producer_id)
             if request.committed:
-                broker.commit_transaction(transaction_id, producer_id, producer_generation)
+                broker.commit_transaction(
+                    transaction_id,
+                    producer_id,
+                    producer_generation,
+                    batches_written=context.transactions.batches_written(
+                        producer_id, transaction_id
+                    ),
+                )
             else:
                 broker.abort_transaction(transaction_id, producer_id, producer_generation)
             context.transactions.ended(

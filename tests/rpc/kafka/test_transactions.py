@@ -308,3 +308,24 @@ def test_a_newer_kafka_python_producer_fences_the_older(kafka_server: Any) -> No
         if newer is not None:
             newer.close(timeout=5)
     assert [r.value for r in kafka_python_consume(kafka_server.bootstrap, topic, 1)] == [b"alive"]
+
+
+def test_a_kafka_commit_whose_journaled_batches_were_lost_is_refused(kafka_server: Any) -> None:
+    """The listener's commit names the batches it wrote for the transaction, as twinlog's
+    Producer does: a journal that lost one refuses the commit instead of committing less."""
+    topic = kafka_server.topic()
+    producer = transactional_kafka_python(kafka_server.bootstrap, f"{topic}-lost")
+    try:
+        producer.begin_transaction()
+        producer.send(topic, b"kept", partition=0).get(timeout=10)
+        producer.send(topic, b"lost", partition=0).get(timeout=10)  # a second batch
+        (open_transaction,) = kafka_server.broker.list_transactions()
+        # The partition's journal drops the transaction's entries behind the coordinator's
+        # back (what a damaged journal leaves): it now counts none of the two.
+        partition = kafka_server.broker._partitions[TopicPartition(topic, 0)]
+        partition.apply_abort(open_transaction.transaction_id)
+        with pytest.raises(kafka.errors.KafkaError):
+            producer.commit_transaction()
+    finally:
+        producer.close(timeout=5)
+    assert kafka_python_consume(kafka_server.bootstrap, topic, 1, timeout_s=1) == []
