@@ -128,22 +128,7 @@ def handle_offset_fetch(
         offsets, error_code = {}, code_of(error, OffsetFetchRequest.API_KEY)
         if request.topics is not None:
             offsets = dict.fromkeys(_wanted(request.topics) or [], NO_OFFSET)
-    topics = [
-        Topic(
-            name=name,
-            partitions=[
-                Partition(
-                    partition_index=index,
-                    committed_offset=offset,
-                    committed_leader_epoch=NO_LEADER_EPOCH,
-                    metadata="",
-                    error_code=error_code,
-                )
-                for index, offset in partitions.items()
-            ],
-        )
-        for name, partitions in _by_topic(offsets).items()
-    ]
+    topics = _topic_answers(Topic, Partition, offsets, error_code)
     return OffsetFetchResponse(
         version=version, throttle_time_ms=0, topics=topics, error_code=error_code
     )
@@ -161,20 +146,28 @@ def _group_answer(context: KafkaContext, group: Any) -> Any:
             topics=[],
             error_code=code_of(error, OffsetFetchRequest.API_KEY),
         )
-    topics = [
-        Topic(
+    topics = _topic_answers(Topic, Partition, offsets, NONE)
+    return Group(group_id=group.group_id, topics=topics, error_code=NONE)
+
+
+def _topic_answers(
+    topic_class: Any, partition_class: Any, offsets: dict[TopicPartition, int], error_code: int
+) -> list[Any]:
+    """OffsetFetch's per-topic answers, in the message classes of the version answered
+    (the topics of v0-7, or of a group from v8)."""
+    return [
+        topic_class(
             name=name,
             partitions=[
-                Partition(
+                partition_class(
                     partition_index=index,
                     committed_offset=offset,
                     committed_leader_epoch=NO_LEADER_EPOCH,
                     metadata="",
-                    error_code=NONE,
+                    error_code=error_code,
                 )
                 for index, offset in partitions.items()
             ],
         )
         for name, partitions in _by_topic(offsets).items()
     ]
-    return Group(group_id=group.group_id, topics=topics, error_code=NONE)
