@@ -1,4 +1,4 @@
-"""A short randomized nemesis run over the shared cluster (``cluster_nemesis``): 12 faults
+"""A short randomized nemesis run over the shared cluster (``cluster_nemesis``): 30 faults
 (every kind at least once, the first eight in a random order) against transactional and
 plain producers, then every anomaly class checked. The seed is printed (``TWINLOG_NEMESIS_SEED`` repeats a run);
 ``TWINLOG_NEMESIS_MINUTES=N`` runs for N minutes instead (by hand: docs/testing-cluster.md)."""
@@ -29,7 +29,7 @@ def test_nemesis(cluster: FaultCluster, zookeeper: LocalZooKeeper) -> None:
     minutes = os.environ.get(MINUTES_VARIABLE)
     nemesis = Nemesis(cluster, seed, f"nemesis-{uuid.uuid4().hex[:8]}", zookeeper)
     summary = nemesis.run(
-        faults=int(os.environ.get(FAULTS_VARIABLE, "12")),
+        faults=int(os.environ.get(FAULTS_VARIABLE, "30")),
         minutes=float(minutes) if minutes else None,
     )
     print(summary.render())
