@@ -22,16 +22,15 @@ Thread rule: a builder belongs to one task.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING
 
 from twinlog.connectors.spark.arrow_records import SectionArrays, decode_sections
 from twinlog.connectors.spark.schema import TIMESTAMP_TYPE_CREATE_TIME
 from twinlog.connectors.spark.sections import records_section
-from twinlog.engine.base.errors import CorruptBatchError, InvalidRecordError
 from twinlog.engine.records.batch_format import BatchHeader
 from twinlog.engine.records.record_decoder import RecordColumns, decode_records
+from twinlog.engine.records.undecodable_batch import naming_the_batch
 
 if TYPE_CHECKING:
     import pyarrow
@@ -192,21 +191,3 @@ class ColumnBuilder:
             *headers,
         ]
         return pyarrow.RecordBatch.from_arrays(columns, schema=self.arrow_schema)
-
-
-@contextmanager
-def naming_the_batch(topic: str, partition: int, header: BatchHeader) -> Iterator[None]:
-    """Turns a CorruptBatchError inside it into InvalidRecordError naming the batch."""
-    try:
-        yield
-    except CorruptBatchError as error:
-        raise InvalidRecordError(
-            f"{topic}-{partition}: the batch at offset {header.base_offset} "
-            f"holds a record that does not decode ({error}); read from offset "
-            f"{header.next_offset} on to skip it",
-            topic=topic,
-            partition=partition,
-            offset=header.base_offset,
-            record_index=getattr(error, "record_index", None),
-            next_offset=header.next_offset,
-        ) from None

@@ -67,7 +67,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from twinlog.engine.base.errors import (
-    CorruptBatchError,
     InvalidConfigError,
     InvalidRecordError,
     OffsetOutOfRangeError,
@@ -76,6 +75,7 @@ from twinlog.engine.base.errors import (
 from twinlog.engine.base.types import FetchResult, TopicPartition
 from twinlog.engine.groups.group_calls import OUTSIDE_ANY_GROUP, GroupMemberRef
 from twinlog.engine.records.batch_reader import Record, RecordBatch, iter_batches
+from twinlog.engine.records.undecodable_batch import naming_the_batch
 from twinlog.rpc.client.call_deadline import deadline_at
 from twinlog.rpc.client.client_metrics import ConsumerMetrics
 from twinlog.rpc.client.connection import ConnectionOptions, Target, connect
@@ -879,20 +879,6 @@ def _log_auto_commit_failure(
 
 
 def _records_of(batch: RecordBatch, topic: str, partition: int) -> list[Record]:
-    """The batch's records; a batch whose records do not decode (written before the broker
-    checked records at the door) raises InvalidRecordError naming where it is and where
-    to seek to skip it."""
-    try:
+    """The batch's records; InvalidRecordError naming the batch if they do not decode."""
+    with naming_the_batch(topic, partition, batch.header):
         return list(batch.records())
-    except CorruptBatchError as error:
-        header = batch.header
-        raise InvalidRecordError(
-            f"{topic}-{partition}: the batch at offset {header.base_offset} holds a record "
-            f"that does not decode ({error}); seek to {header.next_offset} to skip its "
-            f"{header.last_offset_delta + 1} offsets",
-            topic=topic,
-            partition=partition,
-            offset=header.base_offset,
-            record_index=getattr(error, "record_index", None),
-            next_offset=header.next_offset,
-        ) from None
