@@ -1,4 +1,4 @@
-"""TLS (with a CA and certificates made at test time by openssl), tokens and ACLs, end to end.
+"""TLS (a CA and certificates made at test time: ``pki_support``), tokens and ACLs, end to end.
 
 Transactional ids are ACL resources (``twinlog.rpc.server.auth``): bob, who may write the same
 topic as alice, can neither fence, begin, send into, commit nor abort alice's
@@ -7,11 +7,11 @@ transactions, nor see them listed; what he tries changes nothing.
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from pki_support import make_pki
 from server_process import ServerProcess
 
 from twinlog.engine.base.errors import (
@@ -44,30 +44,10 @@ ops all *
 """
 
 
-def openssl(*arguments: str, cwd: Path) -> None:
-    subprocess.run(["openssl", *arguments], cwd=cwd, check=True, capture_output=True)
-
-
 @pytest.fixture(scope="module")
 def certificates(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """ca.pem; server.pem/.key for 127.0.0.1 and localhost; client.pem/.key (CN=alice)."""
-    directory = tmp_path_factory.mktemp("pki")
-    openssl(
-        "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=twinlog test CA",
-        "-keyout", "ca.key", "-out", "ca.pem", cwd=directory,
-    )  # fmt: skip
-    (directory / "server.ext").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
-    for name, subject in (("server", "/CN=localhost"), ("client", "/CN=alice")):
-        openssl(
-            "req", "-newkey", "rsa:2048", "-nodes", "-subj", subject,
-            "-keyout", f"{name}.key", "-out", f"{name}.csr", cwd=directory,
-        )  # fmt: skip
-        extra = ["-extfile", "server.ext"] if name == "server" else []
-        openssl(
-            "x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
-            "-CAcreateserial", "-days", "1", "-out", f"{name}.pem", *extra, cwd=directory,
-        )  # fmt: skip
-    return directory
+    return make_pki(tmp_path_factory.mktemp("pki"))
 
 
 @pytest.fixture(scope="module")
