@@ -1,17 +1,20 @@
-"""The Kafka listener: a TCP socket, one thread per connection, size-prefixed frames.
+"""The Kafka listener: a TCP socket (TLS if given a context), one thread per connection,
+size-prefixed frames.
 
 A connection's requests are answered one at a time, in order, as a Kafka broker does
 (it reads the next request only after answering the previous one), so a long-polling
 Fetch holds its own connection only. Everything is bounded: the connections
 (``connections_max``; one more is accepted, logged and closed), a frame's size
 (``frame_bytes_max``; a larger one is logged and the connection closed before its
-bytes are read), an idle connection's life (``connection_idle_ms``).
+bytes are read), an idle connection's life (``connection_idle_ms``), a TLS handshake's
+time (``tls_handshake_ms``; ``twinlog.rpc.kafka.tls``).
 
 ``stop()`` closes the listening socket, lets requests in flight finish within the
 grace period (a waiting Fetch ends at its next slice), then closes every connection.
 
 Thread rule: ``start``/``stop`` from the owning thread; the accept loop and the
-connection threads share ``_connections`` under ``_lock``.
+connection threads share ``_connections`` (each connection's thread and its socket: the
+TLS one once wrapped) under ``_lock``.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import socket
+import ssl
 import struct
 import threading
 import time
@@ -29,6 +33,7 @@ from twinlog.rpc.kafka.context import KafkaContext
 from twinlog.rpc.kafka.dispatch import CloseConnection, advertised_versions, answer_frame
 from twinlog.rpc.kafka.open_transactions import OpenTransactions
 from twinlog.rpc.kafka.settings import KafkaListenerSettings
+from twinlog.rpc.kafka.tls import TlsHandshakeError, peer_common_name, secure
 from twinlog.rpc.server.auth import Guard
 from twinlog.rpc.server.txn_access import TransactionalAccess
 from twinlog.rpc.wire.broker_api import BrokerApi
@@ -82,13 +87,16 @@ class KafkaListener:
         settings: KafkaListenerSettings | None = None,
         advertised_host: str | None = None,
         guard: Guard | None = None,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         """``guard``: the gRPC server's tokens and ACLs (``twinlog.rpc.server.server.guard_of``);
-        None serves everyone as the anonymous principal, unchecked."""
+        None serves everyone as the anonymous principal, unchecked. ``tls``: serve TLS
+        (``twinlog.rpc.kafka.tls.server_tls_context``); None: plaintext."""
         self.settings = settings or KafkaListenerSettings()
+        self.tls = tls
         self.stopping = threading.Event()
         self._lock = threading.Lock()
-        self._connections: dict[socket.socket, threading.Thread] = {}
+        self._connections: dict[threading.Thread, socket.socket] = {}
         try:
             self._socket = socket.create_server((host, port), backlog=BACKLOG)
         except OSError as error:
@@ -132,16 +140,18 @@ class KafkaListener:
         with self._lock:
             connections = dict(self._connections)
         # Idle connections wait in recv: shutting their reading side down ends them now,
-        # while a request being answered still gets its answer written.
-        for connection in connections:
+        # while a request being answered still gets its answer written. The plain socket's
+        # shutdown, also for a TLS socket: SSLSocket.shutdown drops the TLS state, after
+        # which that answer would leave unencrypted.
+        for connection in connections.values():
             try:
-                connection.shutdown(socket.SHUT_RD)
+                socket.socket.shutdown(connection, socket.SHUT_RD)
             except OSError:
                 pass
         deadline = time.monotonic() + grace_ms / 1000
-        for thread in connections.values():
+        for thread in connections:
             thread.join(max(0.0, deadline - time.monotonic()))
-        for connection in connections:
+        for connection in connections.values():
             try:
                 connection.close()
             except OSError:
@@ -173,7 +183,7 @@ class KafkaListener:
                         name=f"twinlog-kafka-{peer_text}",
                         daemon=True,
                     )
-                    self._connections[connection] = thread
+                    self._connections[thread] = connection
             if full:
                 log.warning(
                     "Kafka connection from %s refused: %d connections are open "
@@ -187,36 +197,16 @@ class KafkaListener:
 
     def _serve(self, connection: socket.socket, peer: str) -> None:
         context = dataclasses.replace(self.context, connection=new_connection(self.context.guard))
-        connection.settimeout(self.settings.connection_idle_ms / 1000)
-        connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         try:
-            while not self.stopping.is_set():
-                (size,) = FRAME_SIZE.unpack(_read_exactly(connection, FRAME_SIZE.size))
-                if not REQUEST_BYTES_MIN <= size <= self.settings.frame_bytes_max:
-                    log.warning(
-                        "Kafka connection from %s closed: a request frame of %d bytes (the "
-                        "limit is frame_bytes_max, %d bytes, and a request has at least %d)",
-                        peer,
-                        size,
-                        self.settings.frame_bytes_max,
-                        REQUEST_BYTES_MIN,
-                    )
+            connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if self.tls is not None:
+                secured = self._secure(connection, peer)
+                if secured is None:
                     return
-                frame = _read_exactly(connection, size)
-                try:
-                    answer = answer_frame(frame, context, peer)
-                except CloseConnection as reason:
-                    log.warning("Kafka connection from %s closed: %s", peer, reason)
-                    return
-                if answer is not None:
-                    connection.sendall(answer)
-                if context.connection.close_after_answer is not None:
-                    log.warning(
-                        "Kafka connection from %s closed: %s",
-                        peer,
-                        context.connection.close_after_answer,
-                    )
-                    return
+                connection = secured
+                self._identify(secured, context)
+            connection.settimeout(self.settings.connection_idle_ms / 1000)
+            self._answer_requests(connection, context, peer)
         except (_Closed, TimeoutError, ConnectionError):
             pass  # the client went away or idled out: nothing to say
         except OSError as error:
@@ -224,8 +214,65 @@ class KafkaListener:
                 log.info("Kafka connection from %s ended: %s", peer, error)
         finally:
             with self._lock:
-                self._connections.pop(connection, None)
+                # The TLS socket, once wrapped: the plain one no longer owns the descriptor.
+                connection = self._connections.pop(threading.current_thread(), connection)
             try:
                 connection.close()
             except OSError:
                 pass
+
+    def _secure(self, connection: socket.socket, peer: str) -> ssl.SSLSocket | None:
+        """The connection after its TLS handshake; None (logged if worth it): closed."""
+        assert self.tls is not None
+        try:
+            return secure(connection, self.tls, self.settings.tls_handshake_ms / 1000, self._adopt)
+        except TlsHandshakeError as reason:
+            log.warning("Kafka connection from %s closed: %s", peer, reason)
+            return None
+
+    def _adopt(self, connection: ssl.SSLSocket) -> bool:
+        """The calling thread's connection is now ``connection``; False: the listener is
+        stopping (it may have missed the connection, so the thread ends here)."""
+        with self._lock:
+            if self.stopping.is_set():
+                return False
+            self._connections[threading.current_thread()] = connection
+            return True
+
+    def _identify(self, connection: ssl.SSLSocket, context: KafkaContext) -> None:
+        """Under mutual TLS without a tokens file the certificate names the principal, as
+        on the gRPC port (with one, SASL/PLAIN does, after the handshake)."""
+        guard = context.guard
+        if guard.mutual_tls and guard.tokens is None:
+            context.connection.principal = guard.authenticate((), peer_common_name(connection))
+
+    def _answer_requests(self, connection: socket.socket, context: KafkaContext, peer: str) -> None:
+        """Reads and answers requests in order until the client leaves, the listener stops
+        or a request closes the connection (raises _Closed, TimeoutError, OSError)."""
+        while not self.stopping.is_set():
+            (size,) = FRAME_SIZE.unpack(_read_exactly(connection, FRAME_SIZE.size))
+            if not REQUEST_BYTES_MIN <= size <= self.settings.frame_bytes_max:
+                log.warning(
+                    "Kafka connection from %s closed: a request frame of %d bytes (the "
+                    "limit is frame_bytes_max, %d bytes, and a request has at least %d)",
+                    peer,
+                    size,
+                    self.settings.frame_bytes_max,
+                    REQUEST_BYTES_MIN,
+                )
+                return
+            frame = _read_exactly(connection, size)
+            try:
+                answer = answer_frame(frame, context, peer)
+            except CloseConnection as reason:
+                log.warning("Kafka connection from %s closed: %s", peer, reason)
+                return
+            if answer is not None:
+                connection.sendall(answer)
+            if context.connection.close_after_answer is not None:
+                log.warning(
+                    "Kafka connection from %s closed: %s",
+                    peer,
+                    context.connection.close_after_answer,
+                )
+                return

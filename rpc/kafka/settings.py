@@ -18,6 +18,9 @@ class KafkaListenerSettings:
     connections_max: int = 256  # more are accepted, logged and closed at once
     # An idle connection is closed after this long (Kafka's connections.max.idle.ms).
     connection_idle_ms: int = 600_000
+    # A TLS listener's client must finish its handshake within this long of connecting,
+    # or it is logged and closed (one that sends nothing or garbage holds a thread no longer).
+    tls_handshake_ms: int = 10_000
     fetch_bytes_max: int = 16 * MEBIBYTE  # a Fetch asking for more gets this much
     fetch_wait_ms_max: int = 30_000  # a Fetch never waits longer, whatever it asks
     # A waiting Fetch re-reads its partitions (and checks for shutdown) this often; it waits
