@@ -28,6 +28,8 @@ twinlog serve --data-dir ./data --host 0.0.0.0 --tokens-file tokens.txt \\
     --acl-file acl.txt --tls-cert server.pem --tls-key server.key
 twinlog serve --data-dir ./b1 --port 7071 --broker-id 1 --zookeeper 127.0.0.1:2181/twinlog/dev
 twinlog serve --data-dir ./data --kafka-listener 127.0.0.1:9092   # Kafka clients too
+twinlog serve --data-dir ./data --host 0.0.0.0 --tokens-file tokens.txt \\
+    --tls-cert server.pem --tls-key server.key --kafka-listener 0.0.0.0:9093   # SASL_SSL
 """
 
 
@@ -54,9 +56,12 @@ def register(subparsers: Any) -> None:
         "--kafka-listener",
         metavar="HOST:PORT",
         help="also speak Kafka's wire protocol here, for unmodified Kafka clients "
-        "(kafka-python, librdkafka, ...), on the same broker; single node, plaintext, with "
-        "--tokens-file clients authenticate with SASL/PLAIN (user = principal, password = "
-        "token) and --acl-file applies (docs/kafka-protocol.md)",
+        "(kafka-python, librdkafka, ...), on the same broker; single node; TLS with the "
+        "--tls-cert/--tls-key certificate when given (clients: security.protocol SSL, or "
+        "SASL_SSL with --tokens-file; --tls-client-ca: client certificates, whose CN is the "
+        "principal without --tokens-file), else plaintext; with --tokens-file clients "
+        "authenticate with SASL/PLAIN (user = principal, password = token) and --acl-file "
+        "applies (docs/kafka-protocol.md)",
     )
     security = parser.add_argument_group("security")
     security.add_argument("--tls-cert", help="PEM certificate of the server")
@@ -190,9 +195,11 @@ def kafka_listener_starter(
     address: str, config: ServerConfig, clustered: bool
 ) -> Callable[[BrokerApi], Callable[[], None]]:
     """What starts the Kafka listener on the served broker (checked now, before the broker
-    opens: a refused flag costs no recovery) and returns what stops it."""
+    opens: a refused flag or an unusable certificate costs no recovery) and returns what
+    stops it. The listener serves TLS when the gRPC server does, with its certificate."""
     from twinlog.rpc.kafka.listener import KafkaListener, parse_address
     from twinlog.rpc.kafka.settings import FRAME_BYTES_MARGIN, KafkaListenerSettings
+    from twinlog.rpc.kafka.tls import server_tls_context
     from twinlog.rpc.server.server import guard_of
 
     host, port = parse_address(address)
@@ -201,24 +208,24 @@ def kafka_listener_starter(
             "twinlog serve: --kafka-listener serves a single node only; a cluster broker "
             "(--zookeeper) cannot take it yet"
         )
-    if config.tls_client_ca_file and not config.tokens_file:
-        raise SystemExit(
-            "twinlog serve: --kafka-listener has no TLS, so it cannot know a client by its "
-            "certificate; authenticate Kafka clients with --tokens-file (SASL/PLAIN) instead "
-            "(docs/kafka-protocol.md)"
-        )
     loopback = ServerConfig(host=host).is_loopback
-    if not loopback and not config.tokens_file and not config.insecure:
+    if not loopback and not config.authentication_configured and not config.insecure:
         raise SystemExit(
-            f"twinlog serve: --kafka-listener {address}: without --tokens-file Kafka clients "
-            "are not authenticated, so it listens on a loopback address only, unless --insecure"
+            f"twinlog serve: --kafka-listener {address}: without --tokens-file (or "
+            "--tls-client-ca) Kafka clients are not authenticated, so it listens on a loopback "
+            "address only, unless --insecure"
+        )
+    tls = None
+    if config.tls_cert_file and config.tls_key_file:
+        tls = server_tls_context(
+            config.tls_cert_file, config.tls_key_file, config.tls_client_ca_file
         )
 
     def start(broker: BrokerApi) -> Callable[[], None]:
-        if not loopback and config.tokens_file:
+        if not loopback and config.tokens_file and tls is None:
             log.warning(
-                "Kafka clients on %s send their SASL/PLAIN tokens in clear (the Kafka "
-                "listener has no TLS)",
+                "Kafka clients on %s send their SASL/PLAIN tokens in clear: add --tls-cert and "
+                "--tls-key",
                 address,
             )
         # The server's limits hold on both doors (--config request_bytes_max=..., ...).
@@ -227,9 +234,19 @@ def kafka_listener_starter(
             fetch_bytes_max=config.fetch_bytes_max,
             fetch_wait_ms_max=config.fetch_wait_ms_max,
         )
-        listener = KafkaListener(broker, host, port, settings, guard=guard_of(config))
+        listener = KafkaListener(broker, host, port, settings, guard=guard_of(config), tls=tls)
         listener.start()
-        log.info("serving Kafka clients on %s", listener.address)
+        log.info("serving Kafka clients on %s (%s)", listener.address, _kafka_security(config))
         return lambda: listener.stop(config.shutdown_grace_ms)
 
     return start
+
+
+def _kafka_security(config: ServerConfig) -> str:
+    """Kafka's name for what the listener serves (its security.protocol), for the log."""
+    protocol = ("SASL_" if config.tokens_file else "") + (
+        "SSL" if config.tls_cert_file else "PLAINTEXT"
+    )
+    if config.tls_client_ca_file:
+        return f"{protocol}, client certificates required"
+    return protocol

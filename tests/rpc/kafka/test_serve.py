@@ -71,9 +71,9 @@ def test_serve_with_a_kafka_listener(tmp_path: Path) -> None:
         ("127.0.0.1:0", ServerConfig(), True, "single node only"),
         (
             "127.0.0.1:0",
-            ServerConfig(tls_client_ca_file="ca.pem", tls_cert_file="c", tls_key_file="k"),
+            ServerConfig(tls_cert_file="missing.pem", tls_key_file="missing.key"),
             False,
-            "no TLS",
+            "cannot read missing.pem",
         ),
     ],
 )

@@ -4,12 +4,13 @@ trusts another CA, one that says nothing and one that sends garbage get: a promp
 failure, never a hang, and never at the expense of the other clients.
 
 Certificates come from a throwaway CA (``pki_support``); the listeners run in this
-process, on one broker.
+process, on one broker, except the last test's, which is ``twinlog serve``'s.
 """
 
 from __future__ import annotations
 
 import io
+import re
 import socket
 import ssl
 import struct
@@ -25,14 +26,17 @@ import kafka.errors
 import pytest
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
 from pki_support import make_pki
+from server_process import ServerProcess
 
 from twinlog.engine.base.errors import InvalidConfigError
 from twinlog.engine.broker.broker import Broker
+from twinlog.rpc.cli.serve import kafka_listener_starter
 from twinlog.rpc.client import Admin
 from twinlog.rpc.kafka.listener import KafkaListener
 from twinlog.rpc.kafka.settings import KafkaListenerSettings
 from twinlog.rpc.kafka.tls import server_tls_context
 from twinlog.rpc.server.auth import Acl, Guard, TokenTable
+from twinlog.rpc.server.config import ServerConfig
 
 CLIENT_TIMEOUT_MS = 5_000
 HANDSHAKE_MS = 1_000  # the listeners' tls_handshake_ms: short, as tests wait it out
@@ -41,6 +45,7 @@ ACL = """
 alice  write  orders*
 alice  read   orders*
 """
+KAFKA_SERVING = re.compile(r"serving Kafka clients on 127\.0\.0\.1:(\d+) \((.*)\)")
 
 
 @dataclass
@@ -368,3 +373,54 @@ def test_the_tls_settings(pki: Pki, tmp_path: Path) -> None:
         server_tls_context(pki["server.pem"], pki["client.key"])  # another's key
     with pytest.raises(InvalidConfigError, match="client CA"):
         server_tls_context(pki["server.pem"], pki["server.key"], str(tmp_path / "no-ca.pem"))
+
+
+def test_serve_speaks_sasl_ssl_with_the_servers_certificate(pki: Pki, tmp_path: Path) -> None:
+    """``twinlog serve --tls-cert --tls-key --tokens-file --kafka-listener``: SASL_SSL."""
+    (tmp_path / "tokens.txt").write_text(f"{ALICE_TOKEN} alice\n")
+    arguments = [
+        *("--tls-cert", pki["server.pem"], "--tls-key", pki["server.key"]),
+        *("--tokens-file", str(tmp_path / "tokens.txt"), "--kafka-listener", "127.0.0.1:0"),
+    ]
+    with ServerProcess(tmp_path / "data", *arguments) as process:
+        deadline = time.monotonic() + 10
+        while not (found := KAFKA_SERVING.search(process.log())):
+            assert time.monotonic() < deadline, process.log()
+            time.sleep(0.05)
+        assert found.group(2) == "SASL_SSL"
+        bootstrap = f"127.0.0.1:{found.group(1)}"
+        admin = kafka.KafkaAdminClient(bootstrap_servers=bootstrap, **_sasl_ssl_kafka_python(pki))
+        try:
+            admin.create_topics([kafka.admin.NewTopic("orders", 1, 1)])
+        finally:
+            admin.close()
+        producer = kafka.KafkaProducer(
+            bootstrap_servers=bootstrap,
+            max_block_ms=CLIENT_TIMEOUT_MS,
+            **_sasl_ssl_kafka_python(pki),
+        )
+        try:
+            producer.send("orders", b"through twinlog serve", partition=0).get(timeout=10)
+        finally:
+            producer.close(timeout=5)
+        with socket.create_connection(("127.0.0.1", int(found.group(1))), timeout=5) as plain:
+            request = ApiVersionsRequest()
+            request.with_header(correlation_id=1, client_id="plaintext")
+            plain.sendall(bytes(request.encode(version=3, header=True, framed=True)))
+            assert _closed(plain)
+        deadline = time.monotonic() + 5
+        while "plaintext Kafka request to this TLS listener" not in process.log():
+            assert time.monotonic() < deadline, process.log()
+            time.sleep(0.05)
+        assert process.stop() == 0
+
+
+def test_client_certificates_authenticate_kafka_clients_on_any_address(pki: Pki) -> None:
+    """--tls-client-ca is authentication: no --tokens-file or --insecure is needed."""
+    config = ServerConfig(
+        host="0.0.0.0",
+        tls_cert_file=pki["server.pem"],
+        tls_key_file=pki["server.key"],
+        tls_client_ca_file=pki["ca.pem"],
+    )
+    assert callable(kafka_listener_starter("0.0.0.0:0", config, clustered=False))
