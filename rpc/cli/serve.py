@@ -29,7 +29,7 @@ twinlog serve --data-dir ./data --host 0.0.0.0 --tokens-file tokens.txt \\
 twinlog serve --data-dir ./b1 --port 7071 --broker-id 1 --zookeeper 127.0.0.1:2181/twinlog/dev
 twinlog serve --data-dir ./data --kafka-listener 127.0.0.1:9092   # Kafka clients too
 twinlog serve --data-dir ./data --host 0.0.0.0 --tokens-file tokens.txt \\
-    --tls-cert server.pem --tls-key server.key --kafka-listener 0.0.0.0:9093   # SASL_SSL
+    --tls-cert server.pem --tls-key server.key --kafka-listener kafka.example.com:9093   # SASL_SSL
 """
 
 
