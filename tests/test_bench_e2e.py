@@ -22,7 +22,7 @@ def e2e(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     monkeypatch.syspath_prepend(str(ROOT))
     return {
         name: importlib.import_module(f"bench.e2e.{name}")
-        for name in ("embedded", "sqlite_baseline", "workload")
+        for name in ("embedded", "sqlite_baseline", "workload", "runner")
     }
 
 
@@ -57,3 +57,15 @@ def test_sqlite_contenders_report_positive_figures(
         tmp_path, workload, workload.records_per_transaction, per_row=per_row
     )
     _check_figures(figures, {"records_per_s", "mib_per_s", "elapsed_s"})
+
+
+def test_records_per_transaction_is_checked_and_sets_the_goal(e2e: dict[str, Any]) -> None:
+    import argparse
+
+    runner = e2e["runner"]
+    assert runner.records_per_transaction("4000") == 4000
+    for wrong in ("1001", "0", "-4"):
+        with pytest.raises(argparse.ArgumentTypeError, match="multiple of 4"):
+            runner.records_per_transaction(wrong)
+    assert runner.goal_vs_plain(1000) == 0.8
+    assert runner.goal_vs_plain(4000) == 0.9

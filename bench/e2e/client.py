@@ -165,8 +165,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mode", choices=("transactional", "plain"), required=True)
     parser.add_argument("--transactions", type=int, default=Workload.transactions)
     parser.add_argument("--warmup", type=int, default=Workload.warmup_transactions)
+    parser.add_argument(
+        "--records-per-transaction", type=int, default=Workload.records_per_transaction
+    )
     args = parser.parse_args(argv)
-    workload = Workload(transactions=args.transactions, warmup_transactions=args.warmup)
+    workload = Workload(
+        transactions=args.transactions,
+        warmup_transactions=args.warmup,
+        records_per_transaction=args.records_per_transaction,
+    )
     run = run_transactional if args.mode == "transactional" else run_plain
     result = run(args.server, args.topic, workload)
     print("result " + json.dumps(result), flush=True)
