@@ -285,7 +285,9 @@ def test_builder_names_the_batch_a_flush_refuses() -> None:
     batch = RecordBatch(batch_around(good + bytes(bad), 2, base_offset=40, codec=CODEC_ZSTD))
     builder = ColumnBuilder("t", 1, 0, 100, arrow_schema(source_schema(False)), False)
     builder.add_batch(batch.header, batch.buffer)  # whole batches are decoded at flush
-    with pytest.raises(InvalidRecordError, match=r"t-1: the batch at offset 40 .*seek to 42 to skip"):
+    with pytest.raises(
+        InvalidRecordError, match=r"t-1: the batch at offset 40 .*seek to 42 to skip"
+    ):
         builder.flush()
     assert len(builder) == 0
     assert builder.flush().num_rows == 0
