@@ -1,7 +1,8 @@
 """Who leads what in a cluster, as plain values: ``ClusterMetadata`` (Kafka's Metadata).
 
     ClusterMetadata(cluster_id, controller_id, brokers, topics)
-      brokers    BrokerEndpoint(broker_id, host, port) of every live broker
+      brokers    BrokerEndpoint(broker_id, host, port[, kafka_host, kafka_port]) of every
+                 live broker (the Kafka pair: its Kafka listener, when it has one)
       topics     TopicMetadata(name, partitions)
                    PartitionMetadata(partition, leader_id, leader_epoch, replicas, isr)
 
@@ -31,12 +32,19 @@ class BrokerEndpoint:
     broker_id: int
     host: str
     port: int
+    kafka_host: str = ""  # "" and 0: the broker has no Kafka listener
+    kafka_port: int = 0
 
     @property
     def address(self) -> str:
         """``host:port`` as gRPC takes it (an IPv6 host in brackets)."""
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"{host}:{self.port}"
+
+    @property
+    def kafka_address(self) -> tuple[str, int] | None:
+        """(host, port) of the broker's Kafka listener; None when it has none."""
+        return (self.kafka_host, self.kafka_port) if self.kafka_port else None
 
 
 @dataclass(frozen=True)

@@ -1,12 +1,15 @@
 """Broker membership: the EPHEMERAL ``brokers/ids/<id>`` of each live broker.
 
     brokers/ids/<id>   {"host": str, "port": int, "data_dir_id": hex32,
-                        "inter_broker_host": str, "inter_broker_port": int}   (optional)
+                        "inter_broker_host": str, "inter_broker_port": int,   (optional)
+                        "kafka_host": str, "kafka_port": int}                 (optional)
 
 ``host:port`` is where clients reach the broker (Metadata names it); the optional
 ``inter_broker_*`` pair is where other brokers do (replica fetches, coordination calls),
 when it differs: Kafka's separate inter-broker listener. Without it, brokers use
-``host:port`` too.
+``host:port`` too. The optional ``kafka_*`` pair is where Kafka clients reach the broker's
+Kafka listener (``twinlog serve --kafka-listener``), so that any broker's Kafka Metadata
+answer names every other broker's; a broker without one has neither key.
 
 A broker is alive exactly while its ZooKeeper session holds this znode: ZooKeeper deletes
 it when the session closes or expires, and the controller acts on that. The broker epoch
@@ -45,6 +48,8 @@ class BrokerInfo:
     broker_epoch: int  # the registration's czxid
     inter_broker_host: str = ""  # "" and 0: other brokers use host:port
     inter_broker_port: int = 0
+    kafka_host: str = ""  # "" and 0: no Kafka listener
+    kafka_port: int = 0
 
     @property
     def address(self) -> str:
@@ -78,9 +83,11 @@ def register_broker(
     port: int,
     data_dir_id: str,
     inter_broker: tuple[str, int] | None = None,
+    kafka: tuple[str, int] | None = None,
 ) -> BrokerRegistration:
     """Register this broker as live; InvalidConfigError if another live broker has the id.
-    ``inter_broker``: (host, port) other brokers reach it at, when not ``host:port``."""
+    ``inter_broker``: (host, port) other brokers reach it at, when not ``host:port``;
+    ``kafka``: (host, port) of its Kafka listener, when it has one."""
     if not isinstance(broker_id, int) or isinstance(broker_id, bool) or broker_id < 0:
         raise InvalidConfigError(f"broker_id is {broker_id!r}, expected an integer 0 or more")
     client = session.client
@@ -88,6 +95,8 @@ def register_broker(
     fields: dict[str, object] = {"host": host, "port": port, "data_dir_id": data_dir_id}
     if inter_broker is not None:
         fields.update(inter_broker_host=inter_broker[0], inter_broker_port=inter_broker[1])
+    if kafka is not None:
+        fields.update(kafka_host=kafka[0], kafka_port=kafka[1])
     value = znodes.encode(fields)
     session.wait(client.ensure_path_async(znodes.BROKER_IDS))
     for _attempt in range(REGISTER_ATTEMPTS_MAX):
@@ -160,4 +169,6 @@ def _decode(broker_id: int, data: bytes, czxid: int) -> BrokerInfo:
         czxid,
         str(value.get("inter_broker_host", "")),
         int(value.get("inter_broker_port", 0)),
+        str(value.get("kafka_host", "")),
+        int(value.get("kafka_port", 0)),
     )

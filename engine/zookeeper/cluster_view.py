@@ -148,7 +148,13 @@ def _controller_id(answer: tuple[bytes, Any] | None) -> int:
 
 def _endpoint(broker_id: int, data: bytes) -> BrokerEndpoint:
     value = znodes.decode(znodes.broker_path(broker_id), data, ("host", "port"))
-    return BrokerEndpoint(broker_id, str(value["host"]), int(value["port"]))
+    return BrokerEndpoint(
+        broker_id,
+        str(value["host"]),
+        int(value["port"]),
+        str(value.get("kafka_host", "")),
+        int(value.get("kafka_port", 0)),
+    )
 
 
 def _partition(name: str, partition: int, answer: tuple[bytes, Any] | None) -> PartitionMetadata:

@@ -5,7 +5,8 @@
 ``ClusterMember`` joins a running broker (``Broker.open(..., broker_id=N)`` on the
 ZooKeeper metadata store) to its cluster (CLUSTER.md §3.1, §3.2):
 
-    register      EPHEMERAL brokers/ids/<N> {host, port, data_dir_id}; its czxid is the
+    register      EPHEMERAL brokers/ids/<N> {host, port, data_dir_id[, kafka_host,
+                  kafka_port]}; its czxid is the
                   broker epoch every fetch of this broker carries (KIP-380)
     controller    every broker runs one; ZooKeeper elects one (engine.zookeeper.controller)
     roles         the state znodes of this broker's partitions, each change handed to
@@ -116,9 +117,11 @@ class ClusterMember:
         advertised_port: int | None = None,
         inter_broker_host: str | None = None,
         inter_broker_port: int | None = None,
+        kafka_address: tuple[str, int] | None = None,
     ) -> None:
         """``host``/``port`` (or ``advertised_port``): where clients reach this broker;
-        ``inter_broker_*``: where other brokers do, when not there."""
+        ``inter_broker_*``: where other brokers do, when not there; ``kafka_address``:
+        where Kafka clients reach its Kafka listener, when it has one."""
         assert broker.broker_id is not None, "a cluster member's broker has a broker_id"
         self.broker = broker
         self.broker_id = broker.broker_id
@@ -133,7 +136,13 @@ class ClusterMember:
         if inter_broker_host or inter_broker_at:
             inter_broker = (inter_broker_host or host, inter_broker_at or advertised)
         self.registration = register_broker(
-            session, self.broker_id, host, advertised, broker.metadata.data_dir_id, inter_broker
+            session,
+            self.broker_id,
+            host,
+            advertised,
+            broker.metadata.data_dir_id,
+            inter_broker,
+            kafka_address,
         )
         broker.broker_epoch = self.registration.broker_epoch
         log.info(
