@@ -1,7 +1,7 @@
 """What every request handler gets: the broker, where clients reach this listener, the
 limits, the open transactions of Kafka producers, the shutdown flag, the guard (tokens and
-ACLs) and the calling connection's state. One per connection: a copy of the listener's,
-sharing everything but ``connection``."""
+ACLs), the calling connection's state and, on a cluster broker, the cluster. One per
+connection: a copy of the listener's, sharing everything but ``connection``."""
 
 from __future__ import annotations
 
@@ -9,16 +9,20 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from twinlog.engine.base.errors import TwinlogError
 from twinlog.rpc.kafka.access import ConnectionState
 from twinlog.rpc.kafka.classic_members import ClassicMembers
+from twinlog.rpc.kafka.cluster import KafkaCluster
+from twinlog.rpc.kafka.error_codes import code_of
 from twinlog.rpc.kafka.open_transactions import OpenTransactions
 from twinlog.rpc.kafka.settings import KafkaListenerSettings
 from twinlog.rpc.server.auth import Guard
 from twinlog.rpc.server.txn_access import TransactionalAccess
 from twinlog.rpc.wire.broker_api import BrokerApi
 
-# This listener is the only broker a Kafka client sees (a single node): it leads every
-# partition and coordinates every group and transactional id.
+# A single node's listener is the only broker a Kafka client sees: it leads every
+# partition and coordinates every group and transactional id. (A cluster broker's
+# answers come from ``cluster``.)
 NODE_ID = 0
 LEADER_EPOCH = 0
 
@@ -36,3 +40,11 @@ class KafkaContext:
     access: TransactionalAccess  # who may use a producer id
     connection: ConnectionState
     classic_members: ClassicMembers = field(default_factory=ClassicMembers)
+    cluster: KafkaCluster | None = None  # None: a single node
+
+    def partition_code(self, error: TwinlogError, api_key: int, topic: str, partition: int) -> int:
+        """The code for the engine's refusal of a request on one partition (Produce, Fetch,
+        ListOffsets): on a cluster broker, "not here" says who should answer instead."""
+        if self.cluster is None:
+            return code_of(error, api_key)
+        return self.cluster.partition_code(error, api_key, topic, partition)

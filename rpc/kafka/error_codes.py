@@ -24,6 +24,10 @@ INVALID_PRODUCER_EPOCH = kafka_errors.InvalidProducerEpochError.errno
 PRODUCER_FENCED = kafka_errors.ProducerFencedError.errno
 INVALID_TXN_STATE = kafka_errors.InvalidTxnStateError.errno
 COORDINATOR_NOT_AVAILABLE = kafka_errors.CoordinatorNotAvailableError.errno
+NOT_COORDINATOR = kafka_errors.NotCoordinatorError.errno
+NOT_LEADER_OR_FOLLOWER = kafka_errors.NotLeaderForPartitionError.errno
+LEADER_NOT_AVAILABLE = kafka_errors.LeaderNotAvailableError.errno
+LISTENER_NOT_FOUND = kafka_errors.ListenerNotFoundError.errno
 REQUEST_TIMED_OUT = kafka_errors.RequestTimedOutError.errno
 CORRUPT_MESSAGE = kafka_errors.CorruptRecordError.errno
 INVALID_REPLICATION_FACTOR = kafka_errors.InvalidReplicationFactorError.errno
@@ -83,13 +87,13 @@ CODE_OF_ERROR: dict[type[errors.TwinlogError], int] = {
     errors.GroupIdNotFoundError: kafka_errors.GroupIdNotFoundError.errno,
     errors.NonEmptyGroupError: kafka_errors.NonEmptyGroupError.errno,
     # epochs between coordinators and partition leaders
-    errors.TransactionCoordinatorFencedError: kafka_errors.NotCoordinatorError.errno,
+    errors.TransactionCoordinatorFencedError: NOT_COORDINATOR,
     errors.FencedLeaderEpochError: kafka_errors.FencedLeaderEpochError.errno,
     errors.UnknownLeaderEpochError: kafka_errors.UnknownLeaderEpochError.errno,
     # replication
-    errors.NotLeaderOrFollowerError: kafka_errors.NotLeaderForPartitionError.errno,
+    errors.NotLeaderOrFollowerError: NOT_LEADER_OR_FOLLOWER,
     errors.NotEnoughReplicasError: kafka_errors.NotEnoughReplicasError.errno,
-    errors.NotCoordinatorError: kafka_errors.NotCoordinatorError.errno,
+    errors.NotCoordinatorError: NOT_COORDINATOR,
     errors.CoordinatorLoadInProgressError: kafka_errors.CoordinatorLoadInProgressError.errno,
     errors.NotEnoughReplicasAfterAppendError: kafka_errors.NotEnoughReplicasAfterAppendError.errno,
     # resources: retriable on both sides
@@ -98,7 +102,7 @@ CODE_OF_ERROR: dict[type[errors.TwinlogError], int] = {
     # access and transport
     errors.AuthenticationError: SASL_AUTHENTICATION_FAILED,
     errors.AuthorizationError: TOPIC_AUTHORIZATION_FAILED,
-    errors.BrokerUnavailableError: kafka_errors.NotLeaderForPartitionError.errno,
+    errors.BrokerUnavailableError: NOT_LEADER_OR_FOLLOWER,
     errors.RequestTimedOutError: REQUEST_TIMED_OUT,
     # the cluster's metadata store
     errors.ConditionalWriteLostError: kafka_errors.NotControllerError.errno,
@@ -108,12 +112,16 @@ CODE_OF_ERROR: dict[type[errors.TwinlogError], int] = {
 # Where one API says it differently (Kafka's own exceptions to its rule): API key, class.
 PRODUCE_API_KEY = 0
 OFFSET_FETCH_API_KEY = 9
+FIND_COORDINATOR_API_KEY = 10
 # InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, TxnOffsetCommit: a producer
 # id its caller may not use is denied on its transactional id
 TRANSACTIONAL_API_KEYS = (22, 24, 25, 26, 28)
 CODE_IN_API: dict[tuple[int, type[errors.TwinlogError]], int] = {
     # a fenced producer's batch: PRODUCER_FENCED belongs to the transactional calls
     (PRODUCE_API_KEY, errors.ProducerFencedError): INVALID_PRODUCER_EPOCH,
+    # no live leader of the key's coordinator partition yet: FindCoordinator says it as
+    # Kafka's does (the client asks again after a pause)
+    (FIND_COORDINATOR_API_KEY, errors.NotCoordinatorError): COORDINATOR_NOT_AVAILABLE,
     # an offset held by a transaction not complete yet: the client retries
     (OFFSET_FETCH_API_KEY, errors.PendingTransactionError): (
         kafka_errors.UnstableOffsetCommitError.errno

@@ -108,7 +108,9 @@ class _Reading:
             self.errors += 1
             return PartitionAnswer(
                 partition_index=partition,
-                error_code=code_of(error),
+                error_code=self.context.partition_code(
+                    error, FetchRequest.API_KEY, topic, partition
+                ),
                 high_watermark=UNKNOWN_OFFSET,
                 last_stable_offset=UNKNOWN_OFFSET,
                 log_start_offset=UNKNOWN_OFFSET,

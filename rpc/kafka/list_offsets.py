@@ -15,13 +15,14 @@ from kafka.protocol.consumer import ListOffsetsRequest, ListOffsetsResponse
 from twinlog.engine.base.errors import TwinlogError
 from twinlog.rpc.kafka.access import authorize
 from twinlog.rpc.kafka.context import LEADER_EPOCH, KafkaContext
-from twinlog.rpc.kafka.error_codes import INVALID_REQUEST, NONE, code_of
+from twinlog.rpc.kafka.error_codes import INVALID_REQUEST, NONE
 from twinlog.rpc.server.auth import Operation
 
 LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
 EARLIEST_LOCAL_TIMESTAMP = -4
 NOT_FOUND = -1
+NO_LEADER_EPOCH = -1
 
 TopicAnswer = ListOffsetsResponse.ListOffsetsTopicResponse
 PartitionAnswer = TopicAnswer.ListOffsetsPartitionResponse
@@ -43,13 +44,15 @@ def _partition(context: KafkaContext, topic: str, partition: int, timestamp: int
         else:
             return PartitionAnswer(partition_index=partition, error_code=INVALID_REQUEST)
     except TwinlogError as error:
-        return PartitionAnswer(partition_index=partition, error_code=code_of(error))
+        code = context.partition_code(error, ListOffsetsRequest.API_KEY, topic, partition)
+        return PartitionAnswer(partition_index=partition, error_code=code)
     return PartitionAnswer(
         partition_index=partition,
         error_code=NONE,
         timestamp=-1,
         offset=offset,
-        leader_epoch=LEADER_EPOCH,
+        # a cluster's leader epoch is in Metadata; this answer does not repeat it
+        leader_epoch=LEADER_EPOCH if context.cluster is None else NO_LEADER_EPOCH,
     )
 
 

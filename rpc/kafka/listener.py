@@ -29,6 +29,7 @@ import time
 
 from twinlog.engine.base.errors import InvalidConfigError
 from twinlog.rpc.kafka.access import new_connection
+from twinlog.rpc.kafka.cluster import KafkaCluster
 from twinlog.rpc.kafka.context import KafkaContext
 from twinlog.rpc.kafka.dispatch import CloseConnection, advertised_versions, answer_frame
 from twinlog.rpc.kafka.open_transactions import OpenTransactions
@@ -88,10 +89,12 @@ class KafkaListener:
         advertised_host: str | None = None,
         guard: Guard | None = None,
         tls: ssl.SSLContext | None = None,
+        cluster: KafkaCluster | None = None,
     ) -> None:
         """``guard``: the gRPC server's tokens and ACLs (``twinlog.rpc.server.server.guard_of``);
         None serves everyone as the anonymous principal, unchecked. ``tls``: serve TLS
-        (``twinlog.rpc.kafka.tls.server_tls_context``); None: plaintext."""
+        (``twinlog.rpc.kafka.tls.server_tls_context``); None: plaintext. ``cluster``: the
+        cluster ``broker`` is a member of (None: a single node)."""
         self.settings = settings or KafkaListenerSettings()
         self.tls = tls
         self.stopping = threading.Event()
@@ -119,6 +122,7 @@ class KafkaListener:
             guard=guard,
             access=TransactionalAccess(guard, broker),
             connection=new_connection(guard),
+            cluster=cluster,
         )
         self._acceptor = threading.Thread(
             target=self._accept_loop, name="twinlog-kafka-accept", daemon=True

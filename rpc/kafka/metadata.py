@@ -1,4 +1,11 @@
-"""Metadata: this listener as the one broker, leader of every partition at epoch 0.
+"""Metadata: a single node's listener is the one broker, leader of every partition at
+epoch 0; a cluster broker's lists every live broker with a Kafka listener and each
+partition's leader, leader epoch, replicas and ISR as the cluster's ZooKeeper holds them
+(``cluster``), the same answer from whichever broker a client asks.
+
+A partition without a live leader is answered LEADER_NOT_AVAILABLE (leader -1), one led by
+a broker without a Kafka listener LISTENER_NOT_FOUND; replicas not registered are listed
+offline. Clients retry those and refresh their metadata.
 
 Topics are never created by a Metadata request (twinlog creates topics only on purpose:
 ``twinlog topics create``); an unknown one is answered UNKNOWN_TOPIC_OR_PARTITION, as a
@@ -12,11 +19,15 @@ from typing import Any
 
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 
+from twinlog.engine.base.cluster_metadata import NO_CONTROLLER, NO_LEADER, ClusterMetadata
 from twinlog.engine.base.errors import TwinlogError
 from twinlog.engine.broker.internal_topics import is_internal
 from twinlog.rpc.kafka.access import may
 from twinlog.rpc.kafka.context import LEADER_EPOCH, NODE_ID, KafkaContext
 from twinlog.rpc.kafka.error_codes import (
+    LEADER_NOT_AVAILABLE,
+    LISTENER_NOT_FOUND,
+    NONE,
     TOPIC_AUTHORIZATION_FAILED,
     UNKNOWN_TOPIC_OR_PARTITION,
     code_of,
@@ -25,9 +36,12 @@ from twinlog.rpc.server.auth import Operation, Resource
 
 Topic = MetadataResponse.MetadataResponseTopic
 Partition = Topic.MetadataResponsePartition
+Broker = MetadataResponse.MetadataResponseBroker
 NO_TOPIC_ID = uuid.UUID(int=0)
 # One id for a cluster of one: clients only compare it between answers.
 CLUSTER_ID = "twinlog"
+# The cluster's partition states, or the refusal of reading them (ZooKeeper away)
+ClusterRead = ClusterMetadata | TwinlogError
 
 
 def topic_uuid(topic_id: str) -> uuid.UUID:
@@ -45,27 +59,64 @@ def _visible(context: KafkaContext, name: str) -> bool:
     )
 
 
-def _topic(context: KafkaContext, name: str) -> Any:
+def _single_node_partition(partition: int) -> Any:
+    return Partition(
+        error_code=NONE,
+        partition_index=partition,
+        leader_id=NODE_ID,
+        leader_epoch=LEADER_EPOCH,
+        replica_nodes=[NODE_ID],
+        isr_nodes=[NODE_ID],
+        offline_replicas=[],
+    )
+
+
+def _cluster_partition(cluster: ClusterMetadata, topic: str, partition: int) -> Any:
+    found = cluster.partition(topic, partition)
+    if found is None:  # created a moment ago: its state is not written yet
+        return Partition(
+            error_code=LEADER_NOT_AVAILABLE,
+            partition_index=partition,
+            leader_id=NO_LEADER,
+            leader_epoch=-1,
+            replica_nodes=[],
+            isr_nodes=[],
+            offline_replicas=[],
+        )
+    leader = cluster.leader(topic, partition)
+    error_code, leader_id = NONE, found.leader_id
+    if leader is None:
+        error_code, leader_id = LEADER_NOT_AVAILABLE, NO_LEADER
+    elif leader.kafka_address is None:
+        error_code, leader_id = LISTENER_NOT_FOUND, NO_LEADER
+    return Partition(
+        error_code=error_code,
+        partition_index=partition,
+        leader_id=leader_id,
+        leader_epoch=found.leader_epoch,
+        replica_nodes=list(found.replicas),
+        isr_nodes=list(found.isr),
+        offline_replicas=[item for item in found.replicas if cluster.broker(item) is None],
+    )
+
+
+def _topic(context: KafkaContext, name: str, cluster: ClusterRead | None) -> Any:
     if not _visible(context, name):
         return Topic(
             error_code=TOPIC_AUTHORIZATION_FAILED, name=name, topic_id=NO_TOPIC_ID, partitions=[]
         )
     try:
         description = context.broker.describe_topic(name)
+        if isinstance(cluster, TwinlogError):
+            raise cluster
     except TwinlogError as error:
         return Topic(error_code=code_of(error), name=name, topic_id=NO_TOPIC_ID, partitions=[])
-    partitions = [
-        Partition(
-            error_code=0,
-            partition_index=item.partition,
-            leader_id=NODE_ID,
-            leader_epoch=LEADER_EPOCH,
-            replica_nodes=[NODE_ID],
-            isr_nodes=[NODE_ID],
-            offline_replicas=[],
-        )
-        for item in description.partitions
-    ]
+    if cluster is None:
+        partitions = [_single_node_partition(item.partition) for item in description.partitions]
+    else:
+        partitions = [
+            _cluster_partition(cluster, name, item.partition) for item in description.partitions
+        ]
     return Topic(
         error_code=0,
         name=name,
@@ -75,16 +126,44 @@ def _topic(context: KafkaContext, name: str) -> Any:
     )
 
 
+def _read_cluster(context: KafkaContext, names: list[str]) -> ClusterRead | None:
+    """The cluster's state of ``names`` (None on a single node), read once per request."""
+    if context.cluster is None:
+        return None
+    try:
+        return context.cluster.metadata(names or None)
+    except TwinlogError as error:
+        return error
+
+
+def _brokers(context: KafkaContext, cluster: ClusterRead | None) -> list[Any]:
+    """Every live broker with a Kafka listener; this one alone on a single node, or when
+    the cluster's state could not be read."""
+    if cluster is None or isinstance(cluster, TwinlogError):
+        host, port = context.endpoint()
+        node_id = NODE_ID if context.cluster is None else context.cluster.broker_id
+        return [Broker(node_id=node_id, host=host, port=port)]
+    found = []
+    for item in cluster.brokers:
+        address = item.kafka_address
+        if address is not None:
+            found.append(Broker(node_id=item.broker_id, host=address[0], port=address[1]))
+    return found
+
+
 def handle_metadata(
     request: MetadataRequest, version: int, context: KafkaContext
 ) -> MetadataResponse:
-    host, port = context.endpoint()
     requested = request.topics
     topics: list[Any] = []
     if requested is None or (version == 0 and not requested):  # v0: an empty list is all
-        names = context.broker.list_topics()
-        topics = [_topic(context, name) for name in names if _visible(context, name)]
+        names = [name for name in context.broker.list_topics() if _visible(context, name)]
+        cluster = _read_cluster(context, names)
+        topics = [_topic(context, name, cluster) for name in names]
     else:
+        cluster = _read_cluster(
+            context, [wanted.name for wanted in requested if wanted.name is not None]
+        )
         for wanted in requested:
             if wanted.name is None:  # by topic id only (v10+): ids are not looked up here
                 topics.append(
@@ -96,12 +175,18 @@ def handle_metadata(
                     )
                 )
             else:
-                topics.append(_topic(context, wanted.name))
+                topics.append(_topic(context, wanted.name, cluster))
+    controller_id = NODE_ID
+    cluster_id = CLUSTER_ID
+    if context.cluster is not None:
+        read = cluster if isinstance(cluster, ClusterMetadata) else None
+        controller_id = read.controller_id if read is not None else NO_CONTROLLER
+        cluster_id = (read.cluster_id if read is not None else None) or CLUSTER_ID
     return MetadataResponse(
         version=version,
         throttle_time_ms=0,
-        brokers=[MetadataResponse.MetadataResponseBroker(node_id=NODE_ID, host=host, port=port)],
-        cluster_id=CLUSTER_ID,
-        controller_id=NODE_ID,
+        brokers=_brokers(context, cluster),
+        cluster_id=cluster_id,
+        controller_id=controller_id,
         topics=topics,
     )

@@ -8,8 +8,11 @@ transaction when its transactional bit is set (offsets are known only when the
 transaction is applied, so such a batch is answered base offset -1).
 
 ``acks``: 0 gets no answer at all (a refusal closes the connection, as Kafka does), 1 and -1 (all) are
-answered once the broker returns, which on a single node is the same moment. Any other
-value is refused INVALID_REQUIRED_ACKS.
+answered once the broker returns, which on a single node is the same moment; a cluster
+broker returns once the partition's in-sync replicas hold the batch, so 1 is answered as
+-1 is. Any other value is refused INVALID_REQUIRED_ACKS. A cluster broker that does not
+lead the partition refuses it NOT_LEADER_OR_FOLLOWER (LEADER_NOT_AVAILABLE when nobody
+does): the client refreshes its metadata and sends it to the leader.
 """
 
 from __future__ import annotations
@@ -30,7 +33,6 @@ from twinlog.rpc.kafka.error_codes import (
     INVALID_REQUIRED_ACKS,
     NONE,
     UNSUPPORTED_COMPRESSION_TYPE,
-    code_of,
 )
 from twinlog.rpc.kafka.transaction_sequences import in_transaction_terms
 from twinlog.rpc.server.auth import Operation
@@ -73,7 +75,8 @@ def _append(context: KafkaContext, topic: str, partition: int, records: bytes | 
         except UnsupportedCompressionError as error:
             error_code, message = UNSUPPORTED_COMPRESSION_TYPE, str(error)
         except TwinlogError as error:
-            error_code, message = code_of(error, ProduceRequest.API_KEY), str(error)
+            error_code = context.partition_code(error, ProduceRequest.API_KEY, topic, partition)
+            message = str(error)
         if message is not None:
             # The client sees only a code (and, from v8, this message): say it here too.
             log.info("Kafka produce to %s-%d refused: %s", topic, partition, message)

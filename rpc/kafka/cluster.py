@@ -1,0 +1,77 @@
+"""The listener on a cluster broker: who leads each partition and who coordinates each key,
+as Kafka clients must be told.
+
+    KafkaCluster(broker_id, metadata_source)      # the gRPC server's ZooKeeper view
+
+Every broker registers its Kafka listener's address with its ZooKeeper registration
+(``brokers/ids/<id>``), so the view names each live broker's Kafka address: Metadata lists
+the brokers that have one, with each partition's leader, replicas and ISR as ZooKeeper
+holds them, and FindCoordinator names the broker leading the key's coordinator partition
+(``CoordinatorSource``, as the gRPC server answers). A broker without a Kafka listener is
+left out of the broker list; a partition it leads is answered LISTENER_NOT_FOUND.
+
+The engine itself refuses what this broker does not lead (NotLeaderOrFollowerError,
+NotCoordinatorError; UnknownTopicOrPartitionError for a partition it holds no replica
+of). ``partition_code`` turns such a refusal of Produce, Fetch or ListOffsets into what a
+Kafka client acts on: NOT_LEADER_OR_FOLLOWER when another broker leads the partition,
+LEADER_NOT_AVAILABLE when none does (offline, or being elected); either way the client
+refreshes its metadata and retries.
+
+Thread rule: any thread (the connections' threads call it concurrently; nothing is kept).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+from twinlog.engine.base.cluster_metadata import ClusterMetadata
+from twinlog.engine.base.errors import TwinlogError
+from twinlog.rpc.kafka.error_codes import (
+    LEADER_NOT_AVAILABLE,
+    NOT_LEADER_OR_FOLLOWER,
+    UNKNOWN_TOPIC_OR_PARTITION,
+    code_of,
+)
+from twinlog.rpc.server.coordinator_source import CoordinatorSource, journal_partitions_of
+from twinlog.rpc.server.metadata_source import MetadataSource
+from twinlog.rpc.wire.broker_api import BrokerApi, CoordinatorKeyType, FoundCoordinator
+
+log = logging.getLogger("twinlog.kafka")
+
+# Refusals that may only mean "not here": the cluster's state says which.
+NOT_HERE_CODES = (NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION)
+
+
+class KafkaCluster:
+    def __init__(self, broker_id: int, metadata_source: MetadataSource, broker: BrokerApi) -> None:
+        self.broker_id = broker_id
+        self.metadata_source = metadata_source
+        self.coordinators = CoordinatorSource(
+            metadata_source, journal_partitions=lambda: journal_partitions_of(broker)
+        )
+
+    def metadata(self, topics: Sequence[str] | None = None) -> ClusterMetadata:
+        """Raises what the view raises (ZooKeeper unreachable: retriable)."""
+        return self.metadata_source.metadata(topics)
+
+    def find_coordinator(self, key_type: CoordinatorKeyType, key: str) -> FoundCoordinator:
+        """The broker coordinating ``key``; NotCoordinatorError when none does yet."""
+        return self.coordinators.find(key_type, key)
+
+    def partition_code(self, error: TwinlogError, api_key: int, topic: str, partition: int) -> int:
+        """The code for the engine's refusal of a partition request: a "not here" refusal
+        says NOT_LEADER_OR_FOLLOWER or LEADER_NOT_AVAILABLE, as the cluster's state has it."""
+        code = code_of(error, api_key)
+        if code not in NOT_HERE_CODES:
+            return code
+        try:
+            found = self.metadata([topic]).partition(topic, partition)
+        except TwinlogError as reading:  # ZooKeeper away: the engine's code is still true
+            log.info("Kafka: the leader of %s-%d not read: %s", topic, partition, reading)
+            return code
+        if found is None:
+            return code  # no such partition in the cluster (or the topic is gone)
+        if found.offline:
+            return LEADER_NOT_AVAILABLE
+        return NOT_LEADER_OR_FOLLOWER
