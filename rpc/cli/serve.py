@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from twinlog.rpc.cli.common import add_command
 from twinlog.rpc.server.config import (
@@ -17,6 +17,10 @@ from twinlog.rpc.server.config import (
 )
 from twinlog.rpc.server.log_format import LOG_FORMATS, LOG_LEVELS, configure_server_logging
 from twinlog.rpc.wire.broker_api import BrokerApi
+
+if TYPE_CHECKING:
+    from twinlog.rpc.kafka.listener import KafkaListener
+    from twinlog.rpc.server.server import FrontEnd, ServedCluster
 
 log = logging.getLogger("twinlog.server")
 
@@ -30,6 +34,8 @@ twinlog serve --data-dir ./b1 --port 7071 --broker-id 1 --zookeeper 127.0.0.1:21
 twinlog serve --data-dir ./data --kafka-listener 127.0.0.1:9092   # Kafka clients too
 twinlog serve --data-dir ./data --host 0.0.0.0 --tokens-file tokens.txt \\
     --tls-cert server.pem --tls-key server.key --kafka-listener kafka.example.com:9093   # SASL_SSL
+twinlog serve --data-dir ./b1 --port 7071 --broker-id 1 --zookeeper 127.0.0.1:2181/twinlog/dev \\
+    --kafka-listener 127.0.0.1:9093   # every broker of a cluster may have one
 """
 
 
@@ -56,12 +62,15 @@ def register(subparsers: Any) -> None:
         "--kafka-listener",
         metavar="HOST:PORT",
         help="also speak Kafka's wire protocol here, for unmodified Kafka clients "
-        "(kafka-python, librdkafka, ...), on the same broker; single node; TLS with the "
+        "(kafka-python, librdkafka, ...), on the same broker; TLS with the "
         "--tls-cert/--tls-key certificate when given (clients: security.protocol SSL, or "
         "SASL_SSL with --tokens-file; --tls-client-ca: client certificates, whose CN is the "
         "principal without --tokens-file), else plaintext; with --tokens-file clients "
         "authenticate with SASL/PLAIN (user = principal, password = token) and --acl-file "
-        "applies (docs/kafka-protocol.md)",
+        "applies. On a cluster broker (--zookeeper) the address is registered with the "
+        "broker, so Kafka clients bootstrapped at any broker's listener find every "
+        "partition's leader and every coordinator; HOST must then be one clients reach "
+        "(or give --advertised-host) (docs/kafka-protocol.md)",
     )
     security = parser.add_argument_group("security")
     security.add_argument("--tls-cert", help="PEM certificate of the server")
@@ -185,29 +194,49 @@ def run(args: argparse.Namespace) -> int:
             args.inter_broker_port,
         )
     config = server_config_from(server_values)
-    start_kafka = None
+    open_kafka = None
     if args.kafka_listener:
-        start_kafka = kafka_listener_starter(args.kafka_listener, config, cluster is not None)
-    return serve(args.data_dir, config, broker_values, cluster, start_kafka)
+        open_kafka = kafka_listener_opener(args.kafka_listener, config, args.advertised_host)
+    return serve(args.data_dir, config, broker_values, cluster, open_kafka)
 
 
-def kafka_listener_starter(
-    address: str, config: ServerConfig, clustered: bool
-) -> Callable[[BrokerApi], Callable[[], None]]:
-    """What starts the Kafka listener on the served broker (checked now, before the broker
-    opens: a refused flag or an unusable certificate costs no recovery) and returns what
-    stops it. The listener serves TLS when the gRPC server does, with its certificate."""
+WILDCARD_HOSTS = ("0.0.0.0", "::", "")
+
+
+class _KafkaFrontEnd:
+    """The Kafka listener beside the gRPC server: bound, serving from ``start()``."""
+
+    def __init__(self, listener: KafkaListener, grace_ms: int, security: str) -> None:
+        self.listener = listener
+        self.grace_ms = grace_ms
+        self.security = security
+
+    @property
+    def kafka_address(self) -> tuple[str, int]:
+        return self.listener.advertised_host, self.listener.port
+
+    def start(self) -> None:
+        self.listener.start()
+        log.info("serving Kafka clients on %s (%s)", self.listener.address, self.security)
+
+    def stop(self) -> None:
+        self.listener.stop(self.grace_ms)
+
+
+def kafka_listener_opener(
+    address: str, config: ServerConfig, advertised_host: str | None = None
+) -> Callable[[BrokerApi, ServedCluster | None], FrontEnd]:
+    """What opens the Kafka listener on the served broker (checked now, before the broker
+    opens: a refused flag or an unusable certificate costs no recovery); on a cluster
+    broker it answers for the cluster. It serves TLS when the gRPC server does, with its
+    certificate. ``advertised_host``: the host a cluster broker registers for it when it
+    listens on a wildcard address (0.0.0.0, ::)."""
     from twinlog.rpc.kafka.listener import KafkaListener, parse_address
     from twinlog.rpc.kafka.settings import FRAME_BYTES_MARGIN, KafkaListenerSettings
     from twinlog.rpc.kafka.tls import server_tls_context
     from twinlog.rpc.server.server import guard_of
 
     host, port = parse_address(address)
-    if clustered:
-        raise SystemExit(
-            "twinlog serve: --kafka-listener serves a single node only; a cluster broker "
-            "(--zookeeper) cannot take it yet"
-        )
     loopback = ServerConfig(host=host).is_loopback
     if not loopback and not config.authentication_configured and not config.insecure:
         raise SystemExit(
@@ -221,7 +250,9 @@ def kafka_listener_starter(
             config.tls_cert_file, config.tls_key_file, config.tls_client_ca_file
         )
 
-    def start(broker: BrokerApi) -> Callable[[], None]:
+    def open_listener(broker: BrokerApi, served: ServedCluster | None) -> FrontEnd:
+        from twinlog.rpc.kafka.cluster import KafkaCluster
+
         if not loopback and config.tokens_file and tls is None:
             log.warning(
                 "Kafka clients on %s send their SASL/PLAIN tokens in clear: add --tls-cert and "
@@ -234,12 +265,22 @@ def kafka_listener_starter(
             fetch_bytes_max=config.fetch_bytes_max,
             fetch_wait_ms_max=config.fetch_wait_ms_max,
         )
-        listener = KafkaListener(broker, host, port, settings, guard=guard_of(config), tls=tls)
-        listener.start()
-        log.info("serving Kafka clients on %s (%s)", listener.address, _kafka_security(config))
-        return lambda: listener.stop(config.shutdown_grace_ms)
+        cluster = None
+        if served is not None:
+            cluster = KafkaCluster(served.broker_id, served.metadata_source, broker)
+        listener = KafkaListener(
+            broker,
+            host,
+            port,
+            settings,
+            advertised_host=advertised_host if host in WILDCARD_HOSTS else None,
+            guard=guard_of(config),
+            tls=tls,
+            cluster=cluster,
+        )
+        return _KafkaFrontEnd(listener, config.shutdown_grace_ms, _kafka_security(config))
 
-    return start
+    return open_listener
 
 
 def _kafka_security(config: ServerConfig) -> str:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from types import FrameType
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 import grpc
 
@@ -244,18 +244,40 @@ class ClusterFlags:
     inter_broker_port: int | None = None
 
 
+@dataclass(frozen=True)
+class ServedCluster:
+    """The cluster a served broker is a member of, as a front end beside the gRPC server
+    needs it: the broker's id and the metadata source the server answers from."""
+
+    broker_id: int
+    metadata_source: MetadataSource
+
+
+class FrontEnd(Protocol):
+    """Another front end on the served broker (the CLI's Kafka listener, a floor above
+    this one): bound when made, so that a cluster broker registers its address
+    (``kafka_address``) before it serves; serving from ``start()`` to ``stop()``."""
+
+    @property
+    def kafka_address(self) -> tuple[str, int]: ...
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+
 def serve(
     data_dir: str | os.PathLike[str],
     config: ServerConfig,
     broker_config: dict[str, Any],
     cluster: ClusterFlags | None = None,
-    start_beside: Callable[[BrokerApi], Callable[[], None]] | None = None,
+    open_beside: Callable[[BrokerApi, ServedCluster | None], FrontEnd] | None = None,
 ) -> int:
     """Run a broker and its server until SIGTERM or SIGINT; return the exit status.
-    With ``cluster``, the broker joins that cluster (``cluster_member``). ``start_beside``
-    starts another front end on the same broker once the server serves (the CLI's Kafka
-    listener, a floor above this one) and returns what stops it, called before the
-    server stops."""
+    With ``cluster``, the broker joins that cluster (``cluster_member``). ``open_beside``
+    opens another front end on the same broker once the server serves (given the
+    cluster, if any); a cluster broker registers its address, then it starts. It is
+    stopped before the server stops."""
     from twinlog.engine.base.crc32c import IMPLEMENTATION, USING_C_EXTENSION
     from twinlog.engine.broker.broker import Broker  # the engine is only needed by a real server
 
@@ -296,10 +318,15 @@ def serve(
         log.info("opening broker in %s", data_dir)
         broker = open_broker(opener, data_dir, broker_config)
         member = None
-        stop_beside: Callable[[], None] | None = None
+        beside: FrontEnd | None = None
         try:
             server = RpcServer(broker, config, metadata_source)
             server.start()
+            if open_beside is not None:
+                served = None
+                if cluster is not None and metadata_source is not None:
+                    served = ServedCluster(cluster.broker_id, metadata_source)
+                beside = open_beside(broker, served)
             if cluster is not None and session is not None:
                 from twinlog.rpc.server.cluster_member import ClusterMember
 
@@ -312,6 +339,7 @@ def serve(
                     advertised_port=cluster.advertised_port,
                     inter_broker_host=cluster.inter_broker_host,
                     inter_broker_port=cluster.inter_broker_port,
+                    kafka_address=None if beside is None else beside.kafka_address,
                 )
             log.info(
                 "serving on %s (%s; %s); stop with SIGTERM or Ctrl-C",
@@ -321,8 +349,8 @@ def serve(
             )
             if server.metrics_endpoint is not None:
                 log.info("metrics on %s", server.metrics_endpoint.url)
-            if start_beside is not None:
-                stop_beside = start_beside(broker)
+            if beside is not None:
+                beside.start()
             while not stop_requested.wait(1.0):
                 pass
             log.info(
@@ -337,13 +365,13 @@ def serve(
                 log.info("moving leaderships away (controlled shutdown)")
                 member.close()
                 member = None
-            if stop_beside is not None:
-                stop_beside()
-                stop_beside = None
+            if beside is not None:
+                beside.stop()
+                beside = None
             server.stop()
         finally:
-            if stop_beside is not None:
-                stop_beside()
+            if beside is not None:
+                beside.stop()
             if member is not None:
                 member.close(controlled=False)
             log.info("closing broker (flushing logs, closing the journal)")

@@ -15,7 +15,7 @@ import pytest
 from server_process import ServerProcess, environment
 
 from twinlog.engine.base.errors import InvalidConfigError
-from twinlog.rpc.cli.serve import kafka_listener_starter
+from twinlog.rpc.cli.serve import kafka_listener_opener
 from twinlog.rpc.client import Admin, Consumer
 from twinlog.rpc.server.config import ServerConfig
 
@@ -64,24 +64,22 @@ def test_serve_with_a_kafka_listener(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "address, config, clustered, refusal",
+    "address, config, refusal",
     [
-        ("127.0.0.1", ServerConfig(), False, "give HOST:PORT"),
-        ("0.0.0.0:9092", ServerConfig(), False, "loopback address only"),
-        ("127.0.0.1:0", ServerConfig(), True, "single node only"),
+        ("127.0.0.1", ServerConfig(), "give HOST:PORT"),
+        ("0.0.0.0:9092", ServerConfig(), "loopback address only"),
         (
             "127.0.0.1:0",
             ServerConfig(tls_cert_file="missing.pem", tls_key_file="missing.key"),
-            False,
             "cannot read missing.pem",
         ),
     ],
 )
 def test_a_kafka_listener_it_cannot_serve_safely_is_refused(
-    address: str, config: ServerConfig, clustered: bool, refusal: str
+    address: str, config: ServerConfig, refusal: str
 ) -> None:
     with pytest.raises((SystemExit, InvalidConfigError)) as refused:
-        kafka_listener_starter(address, config, clustered)
+        kafka_listener_opener(address, config)
     assert refusal in str(refused.value)
 
 
