@@ -133,6 +133,13 @@ CODE_IN_API: dict[tuple[int, type[errors.TwinlogError]], int] = {
 }
 
 
+# An idempotent producer's InitProducerId (no transactional id) refused because this
+# broker coordinates no transaction journal partition (yet): Kafka clients answer
+# NOT_COORDINATOR by looking up the coordinator of a null key, which no broker serves, so
+# it is said as a retriable load in progress; the client asks again (any broker).
+IDEMPOTENT_INIT_PRODUCER_RETRY = kafka_errors.CoordinatorLoadInProgressError.errno
+
+
 def code_of(error: BaseException, api_key: int | None = None) -> int:
     """The Kafka error code for ``error`` in an answer of ``api_key``; anything not
     twinlog's is UNKNOWN_SERVER_ERROR."""

@@ -7,7 +7,9 @@ EndTxn. Commit answers once the commit decision is durable (PREPARE_COMMIT, as K
 EndTxn does); the partitions' data logs receive the records when the transaction is
 applied, and only then does a consumer see them, all of them.
 
-InitProducerId without a transactional id gives an idempotent producer its id and epoch.
+InitProducerId without a transactional id gives an idempotent producer its id and epoch;
+a cluster broker coordinating no journal partition yet answers it
+COORDINATOR_LOAD_IN_PROGRESS (``IDEMPOTENT_INIT_PRODUCER_RETRY``), so the client asks again.
 The epoch bump of KIP-360 (an InitProducerId naming the current id and epoch) is served
 as a new generation of the same transactional id; an idempotent producer gets a new id.
 """
@@ -31,7 +33,15 @@ from twinlog.engine.base.errors import TwinlogError
 from twinlog.engine.base.types import TopicPartition
 from twinlog.rpc.kafka.access import require
 from twinlog.rpc.kafka.context import KafkaContext
-from twinlog.rpc.kafka.error_codes import INVALID_TXN_STATE, NONE, PRODUCER_FENCED, code_of
+from twinlog.rpc.kafka.error_codes import (
+    COORDINATOR_NOT_AVAILABLE,
+    IDEMPOTENT_INIT_PRODUCER_RETRY,
+    INVALID_TXN_STATE,
+    NONE,
+    NOT_COORDINATOR,
+    PRODUCER_FENCED,
+    code_of,
+)
 from twinlog.rpc.kafka.offsets import member_of
 from twinlog.rpc.kafka.open_transactions import EndWithout
 from twinlog.rpc.server.auth import Operation, Resource
@@ -51,10 +61,16 @@ def handle_init_producer_id(
             timeout_ms if timeout_ms and timeout_ms > 0 else None,
         )
     except TwinlogError as error:
+        error_code = code_of(error, InitProducerIdRequest.API_KEY)
+        if not request.transactional_id and error_code in (
+            NOT_COORDINATOR,
+            COORDINATOR_NOT_AVAILABLE,
+        ):
+            error_code = IDEMPOTENT_INIT_PRODUCER_RETRY
         return InitProducerIdResponse(
             version=version,
             throttle_time_ms=0,
-            error_code=code_of(error, InitProducerIdRequest.API_KEY),
+            error_code=error_code,
             producer_id=NO_PRODUCER_ID,
             producer_epoch=NO_PRODUCER_EPOCH,
         )
