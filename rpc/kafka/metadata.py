@@ -7,6 +7,12 @@ A partition without a live leader is answered LEADER_NOT_AVAILABLE (leader -1), 
 a broker without a Kafka listener LISTENER_NOT_FOUND; replicas not registered are listed
 offline. Clients retry those and refresh their metadata.
 
+A cluster's leader epochs are answered -1 (unknown): a client that knows an epoch checks
+its position at each new leader with OffsetForLeaderEpoch (KIP-320), which the listener
+does not serve, and sends it in Fetch for a check the listener does not make. Nothing is
+lost by it: the logs hold committed records only (below the high watermark), which a new
+leader never truncates, so a consumer's position is valid at every leader.
+
 Topics are never created by a Metadata request (twinlog creates topics only on purpose:
 ``twinlog topics create``); an unknown one is answered UNKNOWN_TOPIC_OR_PARTITION, as a
 Kafka broker with ``auto.create.topics.enable=false`` does.
@@ -40,6 +46,8 @@ Broker = MetadataResponse.MetadataResponseBroker
 NO_TOPIC_ID = uuid.UUID(int=0)
 # One id for a cluster of one: clients only compare it between answers.
 CLUSTER_ID = "twinlog"
+# Leader epochs are not told to Kafka clients (see the module's doc)
+NO_LEADER_EPOCH = -1
 # The cluster's partition states, or the refusal of reading them (ZooKeeper away)
 ClusterRead = ClusterMetadata | TwinlogError
 
@@ -93,7 +101,7 @@ def _cluster_partition(cluster: ClusterMetadata, topic: str, partition: int) -> 
         error_code=error_code,
         partition_index=partition,
         leader_id=leader_id,
-        leader_epoch=found.leader_epoch,
+        leader_epoch=NO_LEADER_EPOCH,
         replica_nodes=list(found.replicas),
         isr_nodes=list(found.isr),
         offline_replicas=[item for item in found.replicas if cluster.broker(item) is None],
