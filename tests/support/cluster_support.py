@@ -83,10 +83,13 @@ class LocalCluster:
         zookeeper: LocalZooKeeper,
         broker_ids: Iterable[int] = (1, 2, 3),
         settings: Iterable[str] = BROKER_SETTINGS,
+        arguments: Iterable[str] = (),
     ) -> None:
+        """``arguments``: more ``twinlog serve`` flags for every broker."""
         self.root = root
         self.connect = f"{zookeeper.connect_string}/twinlog/{uuid.uuid4().hex[:12]}"
         self.settings = list(settings)
+        self.arguments = list(arguments)
         self.brokers = {broker_id: self._process(broker_id) for broker_id in broker_ids}
         self.session: ZooKeeperSession | None = None
 
@@ -101,6 +104,7 @@ class LocalCluster:
         ]
         for setting in self.settings:
             arguments.extend(["--config", setting])
+        arguments.extend(self.arguments)
         return ServerProcess(self.root / f"b{broker_id}", *arguments)
 
     def start(self) -> LocalCluster:
@@ -179,9 +183,10 @@ def running_cluster(
     zookeeper: LocalZooKeeper,
     broker_ids: Iterable[int] = (1, 2, 3),
     settings: Iterable[str] = BROKER_SETTINGS,
+    arguments: Iterable[str] = (),
 ) -> Iterator[LocalCluster]:
     """A started cluster for the block; its brokers' logs printed if the block fails."""
-    cluster = LocalCluster(root, zookeeper, broker_ids, settings)
+    cluster = LocalCluster(root, zookeeper, broker_ids, settings, arguments)
     try:
         yield cluster.start()
     except BaseException:

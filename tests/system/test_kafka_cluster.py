@@ -1,0 +1,165 @@
+"""Unmodified Kafka clients against a real cluster (one ZooKeeper, three ``twinlog serve
+--broker-id N --kafka-listener 127.0.0.1:0`` processes; ``tests/support/cluster_support.py``):
+Metadata names every broker's Kafka listener and each partition's leader, replicas and
+ISR; kafka-python's idempotent producer (acks=all) and a consumer follow a partition's
+leader when it is SIGKILLed, with every acknowledged record read once and nothing lost."""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import kafka
+import pytest
+from cluster_support import LocalCluster, running_cluster, running_zookeeper, wait_for
+
+from twinlog.engine.zookeeper.local_server import LocalZooKeeper
+from twinlog.rpc.client import Admin
+
+pytestmark = [pytest.mark.slow, pytest.mark.crash]
+
+KAFKA_SERVING = re.compile(r"serving Kafka clients on (127\.0\.0\.1:\d+)")
+CLIENT_TIMEOUT_MS = 10_000
+RECORDS = 200
+KILL_AFTER = 80  # records acknowledged before the leader of partition 0 is killed
+SEND_INTERVAL_S = 0.01
+READ_DEADLINE_S = 35.0
+
+
+@pytest.fixture(scope="module")
+def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalZooKeeper]:
+    with running_zookeeper(tmp_path_factory.mktemp("zookeeper")) as server:
+        yield server
+
+
+@pytest.fixture()
+def cluster(tmp_path: Path, zookeeper: LocalZooKeeper) -> Iterator[LocalCluster]:
+    with running_cluster(
+        tmp_path, zookeeper, arguments=("--kafka-listener", "127.0.0.1:0")
+    ) as opened:
+        yield opened
+
+
+def kafka_addresses(cluster: LocalCluster) -> dict[int, str]:
+    """Each broker's Kafka listener, from its log (it logs once it serves)."""
+
+    def probe() -> dict[int, str] | None:
+        found = {}
+        for broker_id, process in cluster.brokers.items():
+            match = KAFKA_SERVING.search(process.log())
+            if match is None:
+                return None
+            found[broker_id] = match.group(1)
+        return found
+
+    return wait_for("every broker's Kafka listener", probe, timeout_s=20)
+
+
+def test_metadata_names_every_broker_and_each_partitions_leader(cluster: LocalCluster) -> None:
+    addresses = kafka_addresses(cluster)
+    with Admin(cluster.bootstrap) as admin:
+        admin.create_topic("kmeta", 2, {"replication.factor": "3"})
+    states = cluster.wait_for_full_isr("kmeta", 2, 3)
+    for broker_id in (1, 2, 3):  # the same answer from every broker's listener
+        client = kafka.KafkaAdminClient(
+            bootstrap_servers=addresses[broker_id], request_timeout_ms=CLIENT_TIMEOUT_MS
+        )
+        try:
+            [topic] = client.describe_topics(["kmeta"])
+            described = client.describe_cluster()  # Metadata of no topic, as it is not served
+        finally:
+            client.close()
+        brokers = {
+            item["broker_id"]: f"{item['host']}:{item['port']}" for item in described["brokers"]
+        }
+        assert brokers == addresses
+        assert described["controller_id"] in (1, 2, 3)
+        assert topic["error_code"] == 0
+        for item in topic["partitions"]:
+            state = states[item["partition_index"]]
+            assert item["error_code"] == 0
+            assert item["leader_id"] == state.leader
+            assert item["leader_epoch"] == -1  # not told (docs/kafka-protocol.md)
+            assert sorted(item["replica_nodes"]) == [1, 2, 3]
+            assert sorted(item["isr_nodes"]) == [1, 2, 3]
+
+
+def test_an_idempotent_producer_and_a_consumer_follow_a_killed_leader(
+    cluster: LocalCluster,
+) -> None:
+    addresses = kafka_addresses(cluster)
+    bootstrap = list(addresses.values())
+    with Admin(cluster.bootstrap) as admin:
+        admin.create_topic("kflow", 2, {"replication.factor": "3"})
+    before = cluster.wait_for_full_isr("kflow", 2, 3)[0]
+
+    read: list[tuple[int, int, bytes]] = []
+    reading_done = threading.Event()
+
+    def consume() -> None:
+        consumer = kafka.KafkaConsumer(
+            bootstrap_servers=bootstrap,
+            request_timeout_ms=CLIENT_TIMEOUT_MS,
+            retry_backoff_ms=100,
+            reconnect_backoff_max_ms=1000,
+        )
+        try:
+            partitions = [kafka.TopicPartition("kflow", 0), kafka.TopicPartition("kflow", 1)]
+            consumer.assign(partitions)
+            consumer.seek_to_beginning()
+            deadline = time.monotonic() + READ_DEADLINE_S
+            while len(read) < RECORDS and time.monotonic() < deadline:
+                for records in consumer.poll(timeout_ms=200).values():
+                    read.extend((r.partition, r.offset, r.value) for r in records)
+        finally:
+            consumer.close()
+            reading_done.set()
+
+    reader = threading.Thread(target=consume, name="test-kafka-consumer")
+    reader.start()
+    acked: dict[int, Any] = {}
+    failed: dict[int, BaseException] = {}
+    producer = kafka.KafkaProducer(
+        bootstrap_servers=bootstrap,
+        acks="all",
+        enable_idempotence=True,
+        linger_ms=0,
+        request_timeout_ms=CLIENT_TIMEOUT_MS,
+        delivery_timeout_ms=30_000,
+        retry_backoff_ms=100,
+        reconnect_backoff_max_ms=1000,
+    )
+    killed_at = 0.0
+    try:
+        for number in range(RECORDS):
+            if number == KILL_AFTER:
+                wait_for("the first records acknowledged", lambda: len(acked) >= KILL_AFTER)
+                killed_at = time.monotonic()
+                cluster.kill(before.leader)  # SIGKILL, mid-stream
+            future = producer.send("kflow", b"v%d" % number, partition=number % 2)
+            future.add_callback(lambda meta, number=number: acked.setdefault(number, meta))
+            future.add_errback(lambda error, number=number: failed.setdefault(number, error))
+            time.sleep(SEND_INTERVAL_S)
+        producer.flush(timeout=40)
+    finally:
+        producer.close(timeout=5)
+    after = cluster.wait_for_new_leader("kflow", 0, before, timeout_s=5)
+    print(f"killed broker {before.leader}; partition 0 now led by {after.leader}")
+    print(f"send phase after the kill: {time.monotonic() - killed_at:.2f} s")
+    assert not failed, f"refused: {failed}"
+    assert sorted(acked) == list(range(RECORDS))  # every record acknowledged
+
+    reader.join(timeout=READ_DEADLINE_S + 10)
+    assert reading_done.is_set()
+    for partition in (0, 1):
+        mine = [(offset, value) for p, offset, value in read if p == partition]
+        sent = [b"v%d" % number for number in range(partition, RECORDS, 2)]
+        assert [value for _offset, value in mine] == sent  # everything, once, in order
+        assert [offset for offset, _value in mine] == list(range(len(sent)))
+        assert [acked[number].offset for number in range(partition, RECORDS, 2)] == list(
+            range(len(sent))
+        )
