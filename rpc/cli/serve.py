@@ -221,6 +221,8 @@ class _KafkaFrontEnd:
 
     def stop(self) -> None:
         self.listener.stop(self.grace_ms)
+        if self.listener.context.cluster is not None:
+            self.listener.context.cluster.close()
 
 
 def kafka_listener_opener(

@@ -10,6 +10,12 @@ holds them, and FindCoordinator names the broker leading the key's coordinator p
 (``CoordinatorSource``, as the gRPC server answers). A broker without a Kafka listener is
 left out of the broker list; a partition it leads is answered LISTENER_NOT_FOUND.
 
+A transactional batch comes to the partition's leader, while the producer's transaction
+was begun at its coordinator (AddPartitionsToTxn), maybe on another broker: the leader's
+listener asks that coordinator, over gRPC, which transaction the producer has open
+(``follow_transaction``, once per transactional batch), and names it to its broker as a
+single node's listener names the one it began.
+
 The engine itself refuses what this broker does not lead (NotLeaderOrFollowerError,
 NotCoordinatorError; UnknownTopicOrPartitionError for a partition it holds no replica
 of). ``partition_code`` turns such a refusal of Produce, Fetch or ListOffsets into what a
@@ -23,16 +29,21 @@ Thread rule: any thread (the connections' threads call it concurrently; nothing 
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Sequence
 
 from twinlog.engine.base.cluster_metadata import ClusterMetadata
 from twinlog.engine.base.errors import TwinlogError
+from twinlog.engine.base.types import TransactionState
+from twinlog.rpc.client.connection_options import ConnectionOptions
+from twinlog.rpc.client.remote import RemoteBroker
 from twinlog.rpc.kafka.error_codes import (
     LEADER_NOT_AVAILABLE,
     NOT_LEADER_OR_FOLLOWER,
     UNKNOWN_TOPIC_OR_PARTITION,
     code_of,
 )
+from twinlog.rpc.kafka.open_transactions import OpenTransactions
 from twinlog.rpc.server.coordinator_source import CoordinatorSource, journal_partitions_of
 from twinlog.rpc.server.metadata_source import MetadataSource
 from twinlog.rpc.wire.broker_api import BrokerApi, CoordinatorKeyType, FoundCoordinator
@@ -41,6 +52,7 @@ log = logging.getLogger("twinlog.kafka")
 
 # Refusals that may only mean "not here": the cluster's state says which.
 NOT_HERE_CODES = (NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION)
+COORDINATOR_CALL_TIMEOUT_MS = 5_000  # below a Kafka client's request timeout (30 s default)
 
 
 class KafkaCluster:
@@ -50,6 +62,8 @@ class KafkaCluster:
         self.coordinators = CoordinatorSource(
             metadata_source, journal_partitions=lambda: journal_partitions_of(broker)
         )
+        self._lock = threading.Lock()
+        self._remotes: dict[str, RemoteBroker] = {}  # gRPC address -> client
 
     def metadata(self, topics: Sequence[str] | None = None) -> ClusterMetadata:
         """Raises what the view raises (ZooKeeper unreachable: retriable)."""
@@ -58,6 +72,39 @@ class KafkaCluster:
     def find_coordinator(self, key_type: CoordinatorKeyType, key: str) -> FoundCoordinator:
         """The broker coordinating ``key``; NotCoordinatorError when none does yet."""
         return self.coordinators.find(key_type, key)
+
+    def follow_transaction(
+        self, producer_id: int, producer_generation: int, transactions: OpenTransactions
+    ) -> None:
+        """Learn the producer's open transaction from its coordinator when another broker
+        coordinates it (``transactions.follow``); nothing when this one does. Raises what
+        finding or asking the coordinator raises (retriable when it moved or is away)."""
+        found = self.find_coordinator(CoordinatorKeyType.PRODUCER_ID, str(producer_id))
+        if found.broker.broker_id == self.broker_id:
+            return  # begun through this listener, or known to the broker itself
+        open_id = None
+        for item in self._remote(found.broker.address).list_transactions():
+            if (
+                item.producer_id == producer_id
+                and item.producer_generation == producer_generation
+                and item.state is TransactionState.ONGOING
+            ):
+                open_id = item.transaction_id
+        transactions.follow(producer_id, producer_generation, open_id)
+
+    def _remote(self, address: str) -> RemoteBroker:
+        with self._lock:
+            remote = self._remotes.get(address)
+            if remote is None:
+                options = ConnectionOptions(request_timeout_ms=COORDINATOR_CALL_TIMEOUT_MS)
+                remote = self._remotes[address] = RemoteBroker(address, options)
+            return remote
+
+    def close(self) -> None:
+        with self._lock:
+            remotes, self._remotes = list(self._remotes.values()), {}
+        for remote in remotes:
+            remote.close()
 
     def partition_code(self, error: TwinlogError, api_key: int, topic: str, partition: int) -> int:
         """The code for the engine's refusal of a partition request: a "not here" refusal

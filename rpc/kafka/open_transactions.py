@@ -172,6 +172,30 @@ class OpenTransactions:
             if entry.transaction_id not in in_flight:
                 del self._by_producer[producer_id]
 
+    def follow(
+        self, producer_id: int, producer_generation: int, transaction_id: int | None
+    ) -> None:
+        """A cluster broker's listener that does not coordinate the producer: its open
+        transaction is ``transaction_id`` as its coordinator says (None: it has none). The
+        entry, with its first sequences, is kept while the transaction stays the same."""
+        with self._lock:
+            found = self._by_producer.get(producer_id)
+            if transaction_id is None:
+                self._by_producer.pop(producer_id, None)
+                return
+            if (
+                found is not None
+                and found.producer_generation == producer_generation
+                and found.transaction_id == transaction_id
+            ):
+                return
+            self._by_producer.pop(producer_id, None)
+            self._by_producer[producer_id] = OpenTransaction(
+                producer_generation, transaction_id, batches_written=None
+            )
+            if len(self._by_producer) > ENTRIES_PRUNE_AT:  # the oldest followed goes
+                del self._by_producer[next(iter(self._by_producer))]
+
     def first_sequence(
         self, producer_id: int, transaction_id: int, topic: str, partition: int, sequence: int
     ) -> int:

@@ -24,7 +24,12 @@ from kafka.protocol.producer import ProduceRequest, ProduceResponse
 
 from twinlog.engine.base.errors import TwinlogError
 from twinlog.engine.base.types import TopicPartition
-from twinlog.engine.records.batch_format import NO_TRANSACTION_ID, read_header
+from twinlog.engine.records.batch_format import (
+    NO_PRODUCER_ID,
+    NO_TRANSACTION_ID,
+    RECORDS_OFFSET,
+    read_header,
+)
 from twinlog.rpc.kafka.access import require
 from twinlog.rpc.kafka.batch_recompression import UnsupportedCompressionError, storable_batch
 from twinlog.rpc.kafka.context import KafkaContext
@@ -47,6 +52,18 @@ TopicAnswer = ProduceResponse.TopicProduceResponse
 PartitionAnswer = TopicAnswer.PartitionProduceResponse
 
 
+def _follow_transaction(context: KafkaContext, batch: bytes) -> None:
+    """A cluster broker: a transactional batch's transaction, from its coordinator."""
+    assert context.cluster is not None
+    if len(batch) < RECORDS_OFFSET:
+        return  # the broker refuses it, naming the length
+    header = read_header(batch)
+    if header.is_transactional and header.producer_id != NO_PRODUCER_ID:
+        context.cluster.follow_transaction(
+            header.producer_id, header.producer_generation, context.transactions
+        )
+
+
 def _append(context: KafkaContext, topic: str, partition: int, records: bytes | None) -> Any:
     message: str | None = None
     base_offset = UNKNOWN_OFFSET
@@ -59,6 +76,8 @@ def _append(context: KafkaContext, topic: str, partition: int, records: bytes | 
             batch = storable_batch(bytes(records), context.settings.produce_decompressed_bytes_max)
             # a producer id only from a principal that may use it (the gRPC server's rule)
             context.access.require_batch(principal, batch)
+            if context.cluster is not None:
+                _follow_transaction(context, batch)
             batch, transaction_id = in_transaction_terms(
                 batch, topic, partition, context.transactions
             )
