@@ -163,3 +163,106 @@ def test_an_idempotent_producer_and_a_consumer_follow_a_killed_leader(
         assert [acked[number].offset for number in range(partition, RECORDS, 2)] == list(
             range(len(sent))
         )
+
+
+def _read_all(bootstrap: list[str], topic: str, partitions: int, count: int) -> list[Any]:
+    """Every record of ``topic`` up to ``count`` of them, within READ_DEADLINE_S."""
+    consumer = kafka.KafkaConsumer(
+        bootstrap_servers=bootstrap,
+        isolation_level="read_committed",
+        request_timeout_ms=CLIENT_TIMEOUT_MS,
+    )
+    found: list[Any] = []
+    try:
+        consumer.assign([kafka.TopicPartition(topic, p) for p in range(partitions)])
+        consumer.seek_to_beginning()
+        deadline = time.monotonic() + READ_DEADLINE_S
+        while len(found) < count and time.monotonic() < deadline:
+            for records in consumer.poll(timeout_ms=200).values():
+                found.extend(records)
+        # nothing more arrives (an aborted record would be here by now)
+        for records in consumer.poll(timeout_ms=1000).values():
+            found.extend(records)
+    finally:
+        consumer.close()
+    return found
+
+
+def test_a_transactional_producer_commits_and_aborts_through_the_cluster(
+    cluster: LocalCluster,
+) -> None:
+    bootstrap = list(kafka_addresses(cluster).values())
+    with Admin(cluster.bootstrap) as admin:
+        admin.create_topic("ktxn", 2, {"replication.factor": "3"})
+    cluster.wait_for_full_isr("ktxn", 2, 3)
+    producer = kafka.KafkaProducer(
+        bootstrap_servers=bootstrap,
+        transactional_id="ktxn-writer",
+        request_timeout_ms=CLIENT_TIMEOUT_MS,
+        max_block_ms=30_000,
+    )
+    try:
+        producer.init_transactions()
+        for name, commit in (("first", True), ("dropped", False), ("second", True)):
+            producer.begin_transaction()
+            for number in range(6):
+                producer.send("ktxn", b"%s-%d" % (name.encode(), number), partition=number % 2)
+            if commit:
+                producer.commit_transaction()
+            else:
+                producer.abort_transaction()
+    finally:
+        producer.close(timeout=5)
+    found = _read_all(bootstrap, "ktxn", 2, 12)
+    values = sorted(record.value for record in found)
+    expected = sorted(b"%s-%d" % (name, n) for name in (b"first", b"second") for n in range(6))
+    assert values == expected  # both commits, once; never the aborted transaction
+
+
+def test_a_consumer_group_reads_and_commits_through_the_cluster(cluster: LocalCluster) -> None:
+    bootstrap = list(kafka_addresses(cluster).values())
+    with Admin(cluster.bootstrap) as admin:
+        admin.create_topic("kgroup", 2, {"replication.factor": "3"})
+    cluster.wait_for_full_isr("kgroup", 2, 3)
+    producer = kafka.KafkaProducer(
+        bootstrap_servers=bootstrap, acks="all", request_timeout_ms=CLIENT_TIMEOUT_MS
+    )
+    try:
+        for number in range(20):
+            producer.send("kgroup", b"g%d" % number, partition=number % 2)
+        producer.flush(timeout=20)
+    finally:
+        producer.close(timeout=5)
+    consumer = kafka.KafkaConsumer(
+        "kgroup",
+        bootstrap_servers=bootstrap,
+        group_id="kgroup-readers",
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        request_timeout_ms=CLIENT_TIMEOUT_MS,
+    )
+    read: list[bytes] = []
+    try:
+        deadline = time.monotonic() + READ_DEADLINE_S
+        while len(read) < 20 and time.monotonic() < deadline:
+            for records in consumer.poll(timeout_ms=200).values():
+                read.extend(record.value for record in records)
+        consumer.commit()
+        assert sorted(consumer.assignment()) == [
+            kafka.TopicPartition("kgroup", 0),
+            kafka.TopicPartition("kgroup", 1),
+        ]
+    finally:
+        consumer.close()
+    assert sorted(read) == sorted(b"g%d" % number for number in range(20))
+    checker = kafka.KafkaConsumer(
+        bootstrap_servers=bootstrap,
+        group_id="kgroup-readers",
+        enable_auto_commit=False,
+        request_timeout_ms=CLIENT_TIMEOUT_MS,
+    )
+    try:
+        committed = {p: checker.committed(kafka.TopicPartition("kgroup", p)) for p in (0, 1)}
+    finally:
+        checker.close()
+    assert committed == {0: 10, 1: 10}
