@@ -2,10 +2,12 @@
 (with CREATE and DELETE on the topic, as ``twinlog topics create|delete`` need).
 
 A single node holds one replica of each partition: a replication factor other than 1 (or
--1, the default) is refused INVALID_REPLICATION_FACTOR, and explicit replica assignments
-INVALID_REQUEST. ``validate_only`` checks the grant, the name and the replication factor
-and creates nothing. Topic settings are the broker's topic config keys (the broker
-refuses an unknown key, INVALID_REQUEST, naming it).
+-1, the default) is refused INVALID_REPLICATION_FACTOR. A cluster broker passes the factor
+on as the topic's ``replication.factor`` (-1: the cluster's ``default_replication_factor``),
+and the broker checks it. Explicit replica assignments are refused INVALID_REQUEST (a
+cluster's controller places replicas). ``validate_only`` checks the grant, the name and
+(on a single node) the replication factor, and creates nothing. Topic settings are the
+broker's topic config keys (the broker refuses an unknown key, INVALID_REQUEST, naming it).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from twinlog.rpc.server.auth import Operation
 
 DEFAULT = -1  # Kafka's "the broker's default" for partitions and replication factor
 REPLICAS = 1  # a single node
+REPLICATION_FACTOR_KEY = "replication.factor"  # the topic setting Broker.create_topic reads
 PARTITIONS_DEFAULT = 1
 
 Created = CreateTopicsResponse.CreatableTopicResult
@@ -43,7 +46,9 @@ Deleted = DeleteTopicsResponse.DeletableTopicResult
 def _create(context: KafkaContext, topic: Any, validate_only: bool) -> Any:
     name = topic.name
     partitions = PARTITIONS_DEFAULT if topic.num_partitions == DEFAULT else topic.num_partitions
-    if topic.replication_factor not in (DEFAULT, REPLICAS):
+    clustered = context.cluster is not None
+    factor = topic.replication_factor if clustered else REPLICAS
+    if not clustered and topic.replication_factor not in (DEFAULT, REPLICAS):
         return Created(
             name=name,
             error_code=INVALID_REPLICATION_FACTOR,
@@ -54,9 +59,12 @@ def _create(context: KafkaContext, topic: Any, validate_only: bool) -> Any:
         return Created(
             name=name,
             error_code=INVALID_REQUEST,
-            error_message="replica assignments are not taken (a single node holds every replica)",
+            error_message="replica assignments are not taken (a single node holds every replica; "
+            "a cluster's controller places them)",
         )
     config = {item.name: item.value for item in topic.configs if item.value is not None}
+    if clustered and factor != DEFAULT:
+        config[REPLICATION_FACTOR_KEY] = str(factor)
     try:
         require(context.guard, context.connection.principal, Operation.CREATE, (name,))
         if validate_only:
@@ -66,7 +74,7 @@ def _create(context: KafkaContext, topic: Any, validate_only: bool) -> Any:
                 name=name,
                 error_code=NONE,
                 num_partitions=partitions,
-                replication_factor=REPLICAS,
+                replication_factor=factor,
                 configs=None,
             )
         description = context.broker.create_topic(name, partitions, config or None)
@@ -82,7 +90,7 @@ def _create(context: KafkaContext, topic: Any, validate_only: bool) -> Any:
         error_code=NONE,
         error_message=None,
         num_partitions=len(description.partitions),
-        replication_factor=REPLICAS,
+        replication_factor=factor,
         configs=None,
     )
 
