@@ -16,6 +16,7 @@ from typing import Any
 import kafka
 import pytest
 from cluster_support import LocalCluster, running_cluster, running_zookeeper, wait_for
+from kafka.admin import NewTopic
 
 from twinlog.engine.zookeeper.local_server import LocalZooKeeper
 from twinlog.rpc.client import Admin
@@ -61,8 +62,13 @@ def kafka_addresses(cluster: LocalCluster) -> dict[int, str]:
 
 def test_metadata_names_every_broker_and_each_partitions_leader(cluster: LocalCluster) -> None:
     addresses = kafka_addresses(cluster)
-    with Admin(cluster.bootstrap) as admin:
-        admin.create_topic("kmeta", 2, {"replication.factor": "3"})
+    creator = kafka.KafkaAdminClient(
+        bootstrap_servers=list(addresses.values()), request_timeout_ms=CLIENT_TIMEOUT_MS
+    )
+    try:  # through the Kafka listener: CreateTopics with a replication factor
+        creator.create_topics([NewTopic("kmeta", num_partitions=2, replication_factor=3)])
+    finally:
+        creator.close()
     states = cluster.wait_for_full_isr("kmeta", 2, 3)
     for broker_id in (1, 2, 3):  # the same answer from every broker's listener
         client = kafka.KafkaAdminClient(
