@@ -69,8 +69,8 @@ def register(subparsers: Any) -> None:
         "authenticate with SASL/PLAIN (user = principal, password = token) and --acl-file "
         "applies. On a cluster broker (--zookeeper) the address is registered with the "
         "broker, so Kafka clients bootstrapped at any broker's listener find every "
-        "partition's leader and every coordinator; HOST must then be one clients reach "
-        "(or give --advertised-host) (docs/kafka-protocol.md)",
+        "partition's leader and every coordinator: HOST must then be one clients reach "
+        "(a listener on 0.0.0.0 registers --advertised-host) (docs/kafka-protocol.md)",
     )
     security = parser.add_argument_group("security")
     security.add_argument("--tls-cert", help="PEM certificate of the server")
