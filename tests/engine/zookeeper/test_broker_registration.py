@@ -13,6 +13,7 @@ from twinlog.engine.zookeeper.broker_registration import (
     live_brokers,
     register_broker,
 )
+from twinlog.engine.zookeeper.cluster_view import read_cluster_metadata
 from twinlog.engine.zookeeper.session import ZooKeeperSession
 
 
@@ -53,3 +54,15 @@ def test_an_inter_broker_address_is_registered_beside_the_clients_one(
     assert split.info.address == "10.0.0.8:9098"  # what clients get in Metadata
     assert split.info.inter_broker_address == "10.1.0.8:19098"  # what other brokers dial
     assert live_brokers(session)[8] == split.info  # read back as written
+
+
+def test_a_kafka_listener_address_is_registered_and_read_back(session: ZooKeeperSession) -> None:
+    without = register_broker(session, 9, "10.0.0.9", 9099, "d9")
+    assert (without.info.kafka_host, without.info.kafka_port) == ("", 0)
+    with_kafka = register_broker(session, 10, "10.0.0.10", 7070, "d10", None, ("10.0.0.10", 9092))
+    assert (with_kafka.info.kafka_host, with_kafka.info.kafka_port) == ("10.0.0.10", 9092)
+    assert live_brokers(session)[10] == with_kafka.info
+    brokers = {item.broker_id: item for item in read_cluster_metadata(session).brokers}
+    assert brokers[10].kafka_address == ("10.0.0.10", 9092)  # what Kafka Metadata names
+    assert brokers[10].address == "10.0.0.10:7070"
+    assert brokers[9].kafka_address is None
