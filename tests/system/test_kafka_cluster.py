@@ -2,7 +2,10 @@
 --broker-id N --kafka-listener 127.0.0.1:0`` processes; ``tests/support/cluster_support.py``):
 Metadata names every broker's Kafka listener and each partition's leader, replicas and
 ISR; kafka-python's idempotent producer (acks=all) and a consumer follow a partition's
-leader when it is SIGKILLed, with every acknowledged record read once and nothing lost."""
+leader when it is SIGKILLed, with every acknowledged record read once and nothing lost;
+a transactional producer commits and aborts, and consumer groups (kafka-python and
+confluent-kafka) read and commit, through brokers that lead and coordinate different
+things. Every wait is bounded (``wait_for``, READ_DEADLINE_S, the clients' timeouts)."""
 
 from __future__ import annotations
 
@@ -13,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import confluent_kafka
 import kafka
 import pytest
 from cluster_support import LocalCluster, running_cluster, running_zookeeper, wait_for
@@ -272,3 +276,37 @@ def test_a_consumer_group_reads_and_commits_through_the_cluster(cluster: LocalCl
     finally:
         checker.close()
     assert committed == {0: 10, 1: 10}
+
+
+def test_confluent_kafka_produces_and_consumes_through_the_cluster(cluster: LocalCluster) -> None:
+    bootstrap = ",".join(kafka_addresses(cluster).values())
+    with Admin(cluster.bootstrap) as admin:
+        admin.create_topic("krd", 2, {"replication.factor": "3"})
+    cluster.wait_for_full_isr("krd", 2, 3)
+    producer = confluent_kafka.Producer(
+        {"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all"}
+    )
+    delivered: list[Any] = []
+    for number in range(20):
+        producer.produce(
+            "krd",
+            b"c%d" % number,
+            partition=number % 2,
+            on_delivery=lambda error, message: delivered.append(error or message.offset()),
+        )
+    assert producer.flush(20) == 0
+    assert sorted(delivered) == sorted(list(range(10)) * 2)  # every one, offsets 0..9 each
+    consumer = confluent_kafka.Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "krd-readers", "auto.offset.reset": "earliest"}
+    )
+    read: list[bytes] = []
+    try:
+        consumer.subscribe(["krd"])
+        deadline = time.monotonic() + READ_DEADLINE_S
+        while len(read) < 20 and time.monotonic() < deadline:
+            message = consumer.poll(0.2)
+            if message is not None and message.error() is None:
+                read.append(message.value())
+    finally:
+        consumer.close()
+    assert sorted(read) == sorted(b"c%d" % number for number in range(20))
