@@ -18,10 +18,13 @@ from typing import Any
 
 import confluent_kafka
 import kafka
+import kafka.errors
 import pytest
 from cluster_support import LocalCluster, running_cluster, running_zookeeper, wait_for
 from kafka.admin import NewTopic
 
+from twinlog.engine.broker.group_offsets import OFFSETS_TOPIC, offsets_partition_for
+from twinlog.engine.zookeeper.cluster_view import read_cluster_metadata
 from twinlog.engine.zookeeper.local_server import LocalZooKeeper
 from twinlog.rpc.client import Admin
 
@@ -310,3 +313,107 @@ def test_confluent_kafka_produces_and_consumes_through_the_cluster(cluster: Loca
     finally:
         consumer.close()
     assert sorted(read) == sorted(b"c%d" % number for number in range(20))
+
+
+def _group_coordinator(cluster: LocalCluster, group: str) -> int:
+    """The broker leading the group's ``__consumer_offsets`` partition."""
+    assert cluster.session is not None
+
+    def probe() -> int | None:
+        found = read_cluster_metadata(cluster.session, [OFFSETS_TOPIC]).topic(OFFSETS_TOPIC)
+        if found is None or not found.partitions:
+            return None
+        partition = offsets_partition_for(group, len(found.partitions)).partition
+        state = cluster.partition_state(OFFSETS_TOPIC, partition)
+        return state.leader if state is not None and state.leader > 0 else None
+
+    return wait_for(f"the coordinator of group {group}", probe, timeout_s=20)
+
+
+def _committed_through(consumer: Any, offset: int) -> bool:
+    try:
+        return all(consumer.committed(kafka.TopicPartition("kfollow", p)) == offset for p in (0, 1))
+    except kafka.errors.KafkaError:
+        return False
+
+
+def test_a_consumer_group_follows_its_killed_coordinator(cluster: LocalCluster) -> None:
+    addresses = kafka_addresses(cluster)
+    bootstrap = list(addresses.values())
+    with Admin(cluster.bootstrap) as admin:
+        admin.create_topic("kfollow", 2, {"replication.factor": "3"})
+    cluster.wait_for_full_isr("kfollow", 2, 3)
+    producer = kafka.KafkaProducer(
+        bootstrap_servers=bootstrap,
+        acks="all",
+        enable_idempotence=True,
+        request_timeout_ms=CLIENT_TIMEOUT_MS,
+        delivery_timeout_ms=30_000,
+        retry_backoff_ms=100,
+        reconnect_backoff_max_ms=1000,
+    )
+    consumer = kafka.KafkaConsumer(
+        "kfollow",
+        bootstrap_servers=bootstrap,
+        group_id="kfollow-readers",
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        request_timeout_ms=CLIENT_TIMEOUT_MS,
+        retry_backoff_ms=100,
+        reconnect_backoff_max_ms=1000,
+    )
+    read: list[bytes] = []
+
+    def read_until(count: int) -> None:
+        deadline = time.monotonic() + READ_DEADLINE_S
+        while len(set(read)) < count and time.monotonic() < deadline:
+            batches = consumer.poll(timeout_ms=200)
+            for records in batches.values():
+                read.extend(record.value for record in records)
+            if batches:
+                try:
+                    consumer.commit()
+                except kafka.errors.KafkaError:
+                    pass  # the coordinator moved or the group rebalanced: read again
+
+    try:
+        for number in range(20):
+            producer.send("kfollow", b"f%d" % number, partition=number % 2)
+        producer.flush(timeout=20)
+        read_until(20)
+        coordinator = _group_coordinator(cluster, "kfollow-readers")
+        cluster.kill(coordinator)  # SIGKILL: the group's coordinator goes, with its members
+        for number in range(20, 40):
+            producer.send("kfollow", b"f%d" % number, partition=number % 2)
+        producer.flush(timeout=40)
+        read_until(40)
+        successor = _group_coordinator(cluster, "kfollow-readers")
+        # A commit refused at the moved coordinator (or after a rebalance) is made again
+        # once the member has joined the new one and read to the end.
+        deadline = time.monotonic() + READ_DEADLINE_S
+        while not _committed_through(consumer, 20) and time.monotonic() < deadline:
+            read_until(40)
+            for records in consumer.poll(timeout_ms=200).values():
+                read.extend(record.value for record in records)
+            try:
+                consumer.commit()
+            except kafka.errors.KafkaError:
+                pass
+    finally:
+        consumer.close(autocommit=False)
+        producer.close(timeout=5)
+    print(f"group coordinator {coordinator} killed; {successor} took over")
+    assert successor != coordinator
+    # everything at least once (a rebalance may give a partition back from its last commit)
+    assert set(read) == {b"f%d" % number for number in range(40)}
+    checker = kafka.KafkaConsumer(
+        bootstrap_servers=bootstrap,
+        group_id="kfollow-readers",
+        enable_auto_commit=False,
+        request_timeout_ms=CLIENT_TIMEOUT_MS,
+    )
+    try:  # the offsets committed before and after the kill, at the new coordinator
+        committed = {p: checker.committed(kafka.TopicPartition("kfollow", p)) for p in (0, 1)}
+    finally:
+        checker.close()
+    assert committed == {0: 20, 1: 20}
