@@ -81,7 +81,10 @@ class KafkaCluster:
         finding or asking the coordinator raises (retriable when it moved or is away)."""
         found = self.find_coordinator(CoordinatorKeyType.PRODUCER_ID, str(producer_id))
         if found.broker.broker_id == self.broker_id:
-            return  # begun through this listener, or known to the broker itself
+            # begun through this listener, known to the broker itself, or learnt while
+            # another broker coordinated it (still the same transaction: a new one is
+            # begun through this listener, which then replaces it)
+            return
         open_id = None
         for item in self._remote(found.broker.address).list_transactions():
             if (

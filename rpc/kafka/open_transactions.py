@@ -51,6 +51,8 @@ class OpenTransaction:
     # that lost one refuses the commit. None for a transaction adopted after a restart of
     # the listener (the batches written before are not known): its commit names none.
     batches_written: dict[TopicPartition, int] | None = field(default_factory=dict)
+    # learnt from the producer's coordinator on another broker (``follow``), not begun here
+    followed: bool = False
 
 
 ENTRIES_PRUNE_AT = 10_000
@@ -116,6 +118,10 @@ class OpenTransactions:
         """The producer's open transaction, begun now if it has none."""
         with self._lock:
             found = self._by_producer.get(producer_id)
+            if found is not None and found.followed:
+                # this broker coordinates the producer now: the broker says what is open
+                del self._by_producer[producer_id]
+                found = None
             if found is not None:
                 if found.producer_generation == producer_generation:
                     return found.transaction_id
@@ -191,7 +197,7 @@ class OpenTransactions:
                 return
             self._by_producer.pop(producer_id, None)
             self._by_producer[producer_id] = OpenTransaction(
-                producer_generation, transaction_id, batches_written=None
+                producer_generation, transaction_id, batches_written=None, followed=True
             )
             if len(self._by_producer) > ENTRIES_PRUNE_AT:  # the oldest followed goes
                 del self._by_producer[next(iter(self._by_producer))]
