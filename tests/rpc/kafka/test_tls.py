@@ -30,7 +30,7 @@ from server_process import ServerProcess
 
 from twinlog.engine.base.errors import InvalidConfigError
 from twinlog.engine.broker.broker import Broker
-from twinlog.rpc.cli.serve import kafka_listener_starter
+from twinlog.rpc.cli.serve import kafka_listener_opener
 from twinlog.rpc.client import Admin
 from twinlog.rpc.kafka.listener import KafkaListener
 from twinlog.rpc.kafka.settings import KafkaListenerSettings
@@ -423,4 +423,4 @@ def test_client_certificates_authenticate_kafka_clients_on_any_address(pki: Pki)
         tls_key_file=pki["server.key"],
         tls_client_ca_file=pki["ca.pem"],
     )
-    assert callable(kafka_listener_starter("0.0.0.0:0", config, clustered=False))
+    assert callable(kafka_listener_opener("0.0.0.0:0", config))
