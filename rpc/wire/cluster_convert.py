@@ -27,13 +27,26 @@ KEY_TYPE_TO_PROTO: dict[CoordinatorKeyType, admin_pb2.CoordinatorKeyType] = {
 KEY_TYPE_FROM_PROTO = {value: key for key, value in KEY_TYPE_TO_PROTO.items()}
 
 
+def endpoint_to_proto(broker: BrokerEndpoint) -> admin_pb2.BrokerEndpoint:
+    return admin_pb2.BrokerEndpoint(
+        broker_id=broker.broker_id,
+        host=broker.host,
+        port=broker.port,
+        kafka_host=broker.kafka_host,
+        kafka_port=broker.kafka_port,
+    )
+
+
+def endpoint_from_proto(message: admin_pb2.BrokerEndpoint) -> BrokerEndpoint:
+    return BrokerEndpoint(
+        message.broker_id, message.host, message.port, message.kafka_host, message.kafka_port
+    )
+
+
 def metadata_to_proto(metadata: ClusterMetadata) -> admin_pb2.MetadataResponse:
     response = admin_pb2.MetadataResponse(
         controller_id=metadata.controller_id,
-        brokers=[
-            admin_pb2.BrokerEndpoint(broker_id=item.broker_id, host=item.host, port=item.port)
-            for item in metadata.brokers
-        ],
+        brokers=[endpoint_to_proto(item) for item in metadata.brokers],
         topics=[
             admin_pb2.TopicMetadata(
                 name=topic.name,
@@ -60,9 +73,7 @@ def metadata_from_proto(response: admin_pb2.MetadataResponse) -> ClusterMetadata
     return ClusterMetadata(
         cluster_id=response.cluster_id if response.HasField("cluster_id") else None,
         controller_id=response.controller_id,
-        brokers=tuple(
-            BrokerEndpoint(item.broker_id, item.host, item.port) for item in response.brokers
-        ),
+        brokers=tuple(endpoint_from_proto(item) for item in response.brokers),
         topics=tuple(
             TopicMetadata(
                 topic.name,
@@ -96,14 +107,11 @@ def coordinator_to_proto(found: FoundCoordinator) -> admin_pb2.FindCoordinatorRe
     broker = found.broker
     return admin_pb2.FindCoordinatorResponse(
         coordinator_partition=found.coordinator_partition,
-        coordinator=admin_pb2.BrokerEndpoint(
-            broker_id=broker.broker_id, host=broker.host, port=broker.port
-        ),
+        coordinator=endpoint_to_proto(broker),
     )
 
 
 def coordinator_from_proto(response: admin_pb2.FindCoordinatorResponse) -> FoundCoordinator:
-    broker = response.coordinator
     return FoundCoordinator(
-        response.coordinator_partition, BrokerEndpoint(broker.broker_id, broker.host, broker.port)
+        response.coordinator_partition, endpoint_from_proto(response.coordinator)
     )

@@ -31,9 +31,17 @@ metadata = st.builds(
     ClusterMetadata,
     st.one_of(st.none(), st.just(""), st.text(max_size=32)),
     broker_ids,
-    st.lists(st.builds(BrokerEndpoint, broker_ids, st.text(max_size=20), int32s), max_size=4).map(
-        tuple
-    ),
+    st.lists(
+        st.builds(
+            BrokerEndpoint,
+            broker_ids,
+            st.text(max_size=20),
+            int32s,
+            st.text(max_size=20),  # its Kafka listener's host and port
+            int32s,
+        ),
+        max_size=4,
+    ).map(tuple),
     st.lists(
         st.builds(TopicMetadata, st.text(max_size=20), st.lists(partitions, max_size=4).map(tuple)),
         max_size=3,

@@ -187,14 +187,18 @@ class MetadataRequest(_message.Message):
     def __init__(self, topics: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class BrokerEndpoint(_message.Message):
-    __slots__ = ("broker_id", "host", "port")
+    __slots__ = ("broker_id", "host", "port", "kafka_host", "kafka_port")
     BROKER_ID_FIELD_NUMBER: _ClassVar[int]
     HOST_FIELD_NUMBER: _ClassVar[int]
     PORT_FIELD_NUMBER: _ClassVar[int]
+    KAFKA_HOST_FIELD_NUMBER: _ClassVar[int]
+    KAFKA_PORT_FIELD_NUMBER: _ClassVar[int]
     broker_id: int
     host: str
     port: int
-    def __init__(self, broker_id: _Optional[int] = ..., host: _Optional[str] = ..., port: _Optional[int] = ...) -> None: ...
+    kafka_host: str
+    kafka_port: int
+    def __init__(self, broker_id: _Optional[int] = ..., host: _Optional[str] = ..., port: _Optional[int] = ..., kafka_host: _Optional[str] = ..., kafka_port: _Optional[int] = ...) -> None: ...
 
 class PartitionMetadata(_message.Message):
     __slots__ = ("partition", "leader_id", "leader_epoch", "replicas", "isr")
