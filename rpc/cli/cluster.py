@@ -22,6 +22,7 @@ UP_EXAMPLE = """
 twinlog cluster up --brokers 3 --data-dir ./dev-cluster      # until Ctrl-C
 twinlog topics create orders --partitions 4 --replication-factor 3 \\
     --server BOOTSTRAP_LIST_PRINTED_BY_UP
+twinlog cluster up --data-dir ./dev-cluster --kafka-listeners   # Kafka clients too
 """
 
 
@@ -76,6 +77,12 @@ def register(subparsers: Any) -> None:
         type=positive_int,
         default=500,
         help="ZooKeeper's tickTime; sessions may last 2 to 20 ticks (500)",
+    )
+    up.add_argument(
+        "--kafka-listeners",
+        action="store_true",
+        help="every broker also speaks Kafka's wire protocol, on a free loopback port "
+        "(twinlog serve --kafka-listener); the Kafka bootstrap list is printed",
     )
     up.add_argument(
         "--config",

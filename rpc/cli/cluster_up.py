@@ -32,6 +32,7 @@ from twinlog.engine.zookeeper.local_server import LocalZooKeeper
 from twinlog.rpc.cli.interrupts import EXIT_INTERRUPTED
 
 SERVING = re.compile(r"serving on (\S+):(\d+) ")
+SERVING_KAFKA = re.compile(r"serving Kafka clients on (\S+):(\d+) ")
 BROKER_START_TIMEOUT_S = 60.0  # recovery of a large data directory, on two busy cores
 BROKER_STOP_TIMEOUT_S = 30.0  # controlled shutdown (10 s at most) plus closing the logs
 WATCH_INTERVAL_S = 0.5
@@ -58,6 +59,7 @@ class BrokerChild:
         self.environment = None if environment is None else dict(environment)
         self.process: subprocess.Popen[bytes] | None = None
         self.address = ""
+        self.kafka_address = ""  # with --kafka-listener among the arguments
         self.reported_exit = False
 
     def start(self, stop_requested: threading.Event) -> None:
@@ -71,11 +73,16 @@ class BrokerChild:
                 start_new_session=True,  # the terminal's Ctrl-C is ours to hand on, in order
                 env=self.environment,
             )
+        kafka = "--kafka-listener" in self.arguments
         deadline_s = time.monotonic() + BROKER_START_TIMEOUT_S
         while time.monotonic() < deadline_s and not stop_requested.is_set():
-            found = SERVING.search(self.log_path.read_text(errors="replace")[offset:])
-            if found:
+            written = self.log_path.read_text(errors="replace")[offset:]
+            found = SERVING.search(written)
+            found_kafka = SERVING_KAFKA.search(written) if kafka else None
+            if found and (found_kafka or not kafka):
                 self.address = f"{found.group(1)}:{found.group(2)}"
+                if found_kafka:
+                    self.kafka_address = f"{found_kafka.group(1)}:{found_kafka.group(2)}"
                 return
             if self.process.poll() is not None:
                 raise TwinlogError(
@@ -124,6 +131,8 @@ def broker_arguments(
         "--zookeeper-session-timeout-ms",
         str(args.zookeeper_session_timeout_ms),
     ]
+    if args.kafka_listeners:
+        arguments.extend(["--kafka-listener", "127.0.0.1:0"])
     for pair in args.config:
         arguments.extend(["--config", pair])
     return arguments
@@ -186,13 +195,18 @@ def run(args: argparse.Namespace) -> int:
             brokers.append(child)
             child.start(stop_requested)
             if child.address:
+                kafka = f", Kafka {child.kafka_address}" if child.kafka_address else ""
                 print(
-                    f"broker {broker_id}: {child.address} (data {data_dir}, log {child.log_path})",
+                    f"broker {broker_id}: {child.address}{kafka} (data {data_dir}, log "
+                    f"{child.log_path})",
                     flush=True,
                 )
         if not stop_requested.is_set():
             print(f"cluster: --zookeeper {connect}", flush=True)
             print(f"bootstrap servers: {','.join(child.address for child in brokers)}", flush=True)
+            if args.kafka_listeners:
+                kafka_list = ",".join(child.kafka_address for child in brokers)
+                print(f"Kafka bootstrap servers: {kafka_list}", flush=True)
             print("Ctrl-C or SIGTERM stops the brokers, then ZooKeeper", flush=True)
         status = _watch(brokers, zookeeper, stop_requested)
         if status == 0 and signals_seen and signals_seen[0] == signal.SIGINT:

@@ -201,7 +201,9 @@ def act_start(
     start_zookeeper(zookeeper)
     connect = zookeeper.connect_string + CHROOT
     settings = argparse.Namespace(
-        zookeeper_session_timeout_ms=SESSION_TIMEOUT_MS, config=list(BROKER_SETTINGS)
+        zookeeper_session_timeout_ms=SESSION_TIMEOUT_MS,
+        config=list(BROKER_SETTINGS),
+        kafka_listeners=False,
     )
     never = threading.Event()  # Ctrl-C raises KeyboardInterrupt here instead
     for broker_id in BROKERS:

@@ -3,7 +3,8 @@ processes; ``tests/support/cluster_support.py``): a ``Producer`` and a ``Consume
 the bootstrap list write and read a replication-factor-3 topic while its leader is
 SIGKILLed, with nothing lost and nothing twice; ``twinlog topics create
 --replication-factor 3`` and ``twinlog cluster describe`` (from ZooKeeper and from the
-brokers, text and JSON); ``twinlog cluster up`` starts and stops a whole cluster."""
+brokers, text and JSON); ``twinlog cluster up`` starts and stops a whole cluster (with Kafka
+listeners, which a Kafka client finds through any one of them)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from collections.abc import Iterator
 from concurrent.futures import Future
 from pathlib import Path
 
+import kafka
 import pytest
 from checkout import ROOT
 from cluster_support import LocalCluster, running_cluster, running_zookeeper, wait_for
@@ -147,6 +149,7 @@ def test_cluster_up_starts_a_cluster_and_stops_it_on_sigterm(tmp_path: Path) -> 
         [
             sys.executable, "-m", "twinlog.rpc.cli", "cluster", "up", "--brokers", "3",
             "--data-dir", str(tmp_path / "dev"), "--zookeeper-session-timeout-ms", "4000",
+            "--kafka-listeners",
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -158,18 +161,32 @@ def test_cluster_up_starts_a_cluster_and_stops_it_on_sigterm(tmp_path: Path) -> 
     lines: list[str] = []
     try:
         deadline = time.monotonic() + 90
-        bootstrap = ""
-        while not bootstrap and time.monotonic() < deadline:
+        bootstrap = kafka_bootstrap = ""
+        while not kafka_bootstrap and time.monotonic() < deadline:
             line = process.stdout.readline()
             if not line:
                 break
             lines.append(line)
             if line.startswith("bootstrap servers: "):
                 bootstrap = line.split(": ", 1)[1].strip()
+            if line.startswith("Kafka bootstrap servers: "):
+                kafka_bootstrap = line.split(": ", 1)[1].strip()
         assert bootstrap.count(",") == 2, "".join(lines)
         described = run_cli("cluster", "describe", "--server", bootstrap, "--format", "json")
         assert described.returncode == 0, described.stderr
         assert [broker["id"] for broker in json.loads(described.stdout)["brokers"]] == [1, 2, 3]
+        # --kafka-listeners: a Kafka client bootstrapped at one listener is told of all three
+        assert kafka_bootstrap.count(",") == 2, "".join(lines)
+        client = kafka.KafkaAdminClient(
+            bootstrap_servers=kafka_bootstrap.split(",")[0], request_timeout_ms=10_000
+        )
+        try:
+            kafka_brokers = client.describe_cluster()["brokers"]
+        finally:
+            client.close()
+        assert {f"{b['host']}:{b['port']}" for b in kafka_brokers} == set(
+            kafka_bootstrap.split(",")
+        )
         process.send_signal(signal.SIGTERM)
         output, _ = process.communicate(timeout=90)
     finally:
