@@ -180,12 +180,9 @@ class Consumer:
         self._failures: dict[TopicPartition, int] = {}  # consecutive retriable fetch failures
         self._unreachable = False  # a warning was logged; an info line when it ends
         self._fetchers: ThreadPoolExecutor | None = None
-        # Starting positions being looked up for poll (committed offset, or the reset),
-        # and the assignment round it was asked in: an answer from an earlier round is
-        # dropped (a partition lost meanwhile may have moved on under another owner).
+        # Starting positions being looked up for poll (committed offset, or the reset), for
+        # the current assignment only: dropped when a partition leaves it (``_set_assignment``).
         self._lookup: Future[dict[TopicPartition, int]] | None = None
-        self._lookup_round = 0
-        self._assignment_round = 0  # bumped whenever a partition leaves the assignment
         self._closed = False
         self._metrics = ConsumerMetrics()
         # group membership (subscribe), None while assigned by hand or not at all
@@ -217,11 +214,13 @@ class Consumer:
 
     def _set_assignment(self, assigned: list[TopicPartition]) -> None:
         keep = set(assigned)
-        if not keep.issuperset(self._assigned):
-            # A lookup in flight read committed offsets for the old assignment; a partition
-            # that leaves it and comes back later must be looked up again, else the old
-            # answer would replay what another owner copied meanwhile.
-            self._assignment_round += 1
+        if self._lookup is not None and not keep.issuperset(self._assigned):
+            # The lookup read committed offsets for the old assignment: a partition that
+            # leaves and comes back later must be looked up again, else the old answer
+            # would replay what another owner copied meanwhile (Kafka drops a pending
+            # OffsetFetch of an older generation the same way).
+            self._lookup.cancel()
+            self._lookup = None
         self._assigned = list(dict.fromkeys(assigned))
         for topic_partition in list(self._positions):
             if topic_partition not in keep:
@@ -548,15 +547,10 @@ class Consumer:
                 return True
             if self._lookup is None:
                 self._lookup = self._fetchers.submit(self._look_up_positions, missing)
-                self._lookup_round = self._assignment_round
             wait([self._lookup], timeout=max(0.0, deadline_s - time.monotonic()))
             if not self._lookup.done():
                 return False
             lookup, self._lookup = self._lookup, None
-            if self._lookup_round != self._assignment_round:
-                # Asked before the assignment changed (Kafka's coordinator drops a pending
-                # OffsetFetch of an older generation the same way): ask again.
-                continue
             try:
                 found = lookup.result()
             except TwinlogError as error:
