@@ -278,6 +278,7 @@ def serve(
     opens another front end on the same broker once the server serves (given the
     cluster, if any); a cluster broker registers its address, then it starts. It is
     stopped before the server stops."""
+    from twinlog.engine.base.allocator import keep_freed_memory
     from twinlog.engine.base.crc32c import IMPLEMENTATION, USING_C_EXTENSION
     from twinlog.engine.broker.broker import Broker  # the engine is only needed by a real server
 
@@ -288,7 +289,7 @@ def serve(
     # recovery first (RpcServer reads them again; they are small).
     guard_of(config)
     server_credentials(config)
-    crc = f"crc32c: {IMPLEMENTATION}"
+    crc = f"crc32c: {IMPLEMENTATION}; {keep_freed_memory()}"
     if not USING_C_EXTENSION and IMPLEMENTATION.startswith("crcmod"):
         log.warning(
             "crcmod runs without its C extension: every CRC check is ~45x slower. Install "

@@ -8,6 +8,8 @@ and file-backed parts seen by a sampler thread. The growth must stay under
 at a time. (Entries kept inline in LMDB, as older journals hold them, are streamed as
 zero-copy views, the map's pages released every ``read_chunk_bytes``.)
 
+The child keeps freed memory as ``twinlog serve`` does (``keep_freed_memory``).
+
 Run alone to see the figures: ``pytest tests/test_copier_memory.py -s``.
 """
 
@@ -131,4 +133,7 @@ def test_one_gibibyte_transaction_applies_with_flat_memory(tmp_path: Path) -> No
 
 
 if __name__ == "__main__":
+    from twinlog.engine.base.allocator import keep_freed_memory
+
+    keep_freed_memory()  # as twinlog serve runs: freed memory kept, up to 16 MiB per arena
     print(json.dumps(_measure_apply(sys.argv[1])))
