@@ -27,7 +27,7 @@ from bisect import bisect_right
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import partial
-from itertools import pairwise
+from itertools import chain, pairwise
 from pathlib import Path
 from typing import NamedTuple, TypeVar
 
@@ -320,23 +320,37 @@ class DataLog:
         once; on any error remove every batch of the call (and the epochs it recorded)."""
         self._check_open()
         first_offset, leader_epoch = self._next_offset, self._leader_epoch
-        self._append_marks.started(first_offset)  # readers of the files end here meanwhile
+        marked = False
         try:
-            for batch in batches:
+            # A reader of the files sees one batch whole (its CRC) or not at all: only an
+            # append of two or more needs the mark, which costs a file replaced twice.
+            # The first two are taken before any byte is written, to know which it is.
+            pending = iter(batches)
+            ahead = [
+                batch for batch in (next(pending, None), next(pending, None)) if batch is not None
+            ]
+            if len(ahead) == 2:
+                self._append_marks.started(first_offset)  # readers of the files end here
+                marked = True
+            for batch in chain(ahead, pending):
                 write(memoryview(batch))
             if sync:
                 self._segments[-1].flush()
         except BaseException as error:
             self._roll_back_to(first_offset)  # the epochs recorded meanwhile go too
             self._leader_epoch = leader_epoch
-            self._append_marks.finished()
+            if marked:
+                self._append_marks.finished()
             if isinstance(error, OSError):
                 self._segments[-1].raise_disk_full_or(error, doing, self._segments[-1].size_bytes)
             raise
         if sync:
             self._after_flush()
         self._publish()
-        self._append_marks.finished()
+        if marked:
+            self._append_marks.finished()
+        else:
+            self._append_marks.settle()
         return first_offset, self._next_offset
 
     def _write_replicated(self, view: memoryview, header: BatchHeader) -> None:

@@ -8,8 +8,8 @@ tail the next open will cut). A bad batch anywhere else (an earlier segment,
 or one followed by a valid batch) raises CorruptLogError: it is never skipped.
 
 It never ends inside an ``append_many`` (the copier applying a committed
-transaction, batch by batch): the writer marks one in progress (the
-``append-state`` checkpoint) and the reader stops at its first offset, as the
+transaction, batch by batch): the writer marks one of two or more batches in
+progress (the ``append-state`` checkpoint) and the reader stops at its first offset, as the
 broker's own readers only see it once it is published whole. ``end_offset``
 reads the mark before and after scanning, and scans again if an append started
 or finished meanwhile. A copy torn by a kill stays hidden until the broker's next

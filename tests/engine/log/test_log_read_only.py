@@ -155,3 +155,41 @@ def test_a_copy_cut_short_by_a_kill_stays_hidden_until_the_next_write(tmp_path: 
         assert reader.end_offset() == 1
         log.append(make_batch(1, value_bytes=25))
     assert reader.end_offset() == 2
+
+
+def test_an_append_many_of_one_batch_writes_no_mark(tmp_path: Path) -> None:
+    # One batch is seen whole or not at all (its CRC): the mark, two file replacements
+    # per copy, is written only for two batches or more.
+    mark = tmp_path / "append-state"
+    with DataLog.open(tmp_path, CONFIG) as log:
+        log.append_many([make_batch(2, value_bytes=25, tag=1)])
+        assert not mark.exists()
+        log.append_many([make_batch(2, value_bytes=25, tag=n) for n in range(2)])
+        assert mark.exists()
+        written = mark.read_bytes()
+        log.append_many([make_batch(2, value_bytes=25, tag=3)])
+        assert mark.read_bytes() == written  # finished already: left as it was
+    assert LogReader(tmp_path).end_offset() == 8
+
+
+def test_an_append_many_of_one_batch_clears_a_mark_a_kill_left(tmp_path: Path) -> None:
+    with DataLog.open(tmp_path, CONFIG) as log:
+        log.append(make_batch(1, value_bytes=25))
+
+    def killed() -> Iterator[bytes]:
+        yield make_batch(2, value_bytes=25, tag=1)
+        yield make_batch(2, value_bytes=25, tag=2)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    child = os.fork()
+    if child == 0:  # pragma: no cover (the child dies inside append_many)
+        try:
+            DataLog.open(tmp_path, CONFIG).append_many(killed())
+        finally:
+            os._exit(1)
+    os.waitpid(child, 0)
+    with DataLog.open(tmp_path, CONFIG) as log:
+        log.truncate_to(1)  # what the copier's recovery does with a torn copy
+        assert LogReader(tmp_path).end_offset() == 1
+        log.append_many([make_batch(2, value_bytes=25, tag=3)])
+    assert LogReader(tmp_path).end_offset() == 3
