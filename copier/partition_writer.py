@@ -227,10 +227,12 @@ class PartitionWriter:
         spanned = [copied_end - start]  # offsets the copied batches span, summed as they pass
         self._needs_recovery = True  # until APPLIED: if this fails, the next write resumes it
         try:
-            with closing(
-                self.journal.iter_batches(self.partition, chosen[resume_after:])
-            ) as batches:
-                first, next_offset = self.log.append_many(self._counted(batches, spanned))
+            left = chosen[resume_after:]
+            with closing(self.journal.iter_batches(self.partition, left)) as batches:
+                # One batch (one send_batch per partition) needs no append-in-progress mark.
+                first, next_offset = self.log.append_many(
+                    self._counted(batches, spanned), batch_count=len(left)
+                )
         except CorruptBatchError as error:  # append_many copied nothing
             raise CorruptJournalError(
                 f"local data journal {self.journal.directory}: transaction "

@@ -4,7 +4,8 @@
 them at once; readers of the files cannot see that publication, so the log
 marks the append as in progress before its first byte and as finished after it
 is published (or rolled back). ``read_only.LogReader.end_offset`` honours the mark.
-An ``append_many`` of one batch writes no mark: a reader sees a single batch whole
+An ``append_many`` told it writes one batch (``batch_count=1``, the copier's
+copy of a partition's one batch) writes no mark: a reader sees a single batch whole
 (its length and CRC) or not at all, as for ``DataLog.append``, and each mark costs a
 file replaced (open, write, rename) twice per append, per partition and transaction.
 

@@ -27,7 +27,7 @@ from bisect import bisect_right
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import partial
-from itertools import chain, pairwise
+from itertools import pairwise
 from pathlib import Path
 from typing import NamedTuple, TypeVar
 
@@ -257,7 +257,11 @@ class DataLog:
         return base_offset
 
     def append_many(
-        self, batches: Iterable[bytes | memoryview], *, validate: bool = True
+        self,
+        batches: Iterable[bytes | memoryview],
+        *,
+        validate: bool = True,
+        batch_count: int | None = None,
     ) -> tuple[int, int]:
         """Append ``batches`` contiguously with one fsync at the end; (first, next) offset.
 
@@ -266,18 +270,34 @@ class DataLog:
         once. If anything fails (a bad batch, a full disk, the iterable raising),
         every batch of this call is removed again and the error re-raised.
         ``validate=False`` skips the CRC (for batches validated on the way in) but
-        still checks each header and length.
+        still checks each header and length. ``batch_count`` (when the caller knows it)
+        of 1 writes no append-in-progress mark: a reader of the files sees one batch
+        whole or not at all; a second batch is then refused (ValueError, nothing kept).
         """
         with self._write_lock:
-            return self._append_many_locked(batches, validate=validate)
+            return self._append_many_locked(batches, validate=validate, batch_count=batch_count)
 
     def _append_many_locked(
-        self, batches: Iterable[bytes | memoryview], *, validate: bool = True
+        self,
+        batches: Iterable[bytes | memoryview],
+        *,
+        validate: bool = True,
+        batch_count: int | None = None,
     ) -> tuple[int, int]:
-        def write(view: memoryview) -> None:
-            self._write(view, self._check_batch(view, validate=validate))
+        written = [0]
 
-        return self._append_all_or_nothing(batches, write, "appending many batches")
+        def write(view: memoryview) -> None:
+            if written[0] == batch_count:
+                raise ValueError(
+                    f"{self.directory}: append_many was told of {batch_count} batches and "
+                    "given more; nothing of this call is kept"
+                )
+            self._write(view, self._check_batch(view, validate=validate))
+            written[0] += 1
+
+        return self._append_all_or_nothing(
+            batches, write, "appending many batches", marked=batch_count != 1
+        )
 
     def append_replicated(
         self, batches: Iterable[bytes | memoryview], *, sync: bool = True
@@ -315,24 +335,18 @@ class DataLog:
         doing: str,
         *,
         sync: bool = True,
+        marked: bool = True,
     ) -> tuple[int, int]:
         """``write`` each batch at the log end, fsync once (``sync``), publish them all at
-        once; on any error remove every batch of the call (and the epochs it recorded)."""
+        once; on any error remove every batch of the call (and the epochs it recorded).
+        ``marked``: readers of the files are told of the append while it runs (not
+        needed for one batch, which costs a file replaced twice)."""
         self._check_open()
         first_offset, leader_epoch = self._next_offset, self._leader_epoch
-        marked = False
+        if marked:
+            self._append_marks.started(first_offset)  # readers of the files end here meanwhile
         try:
-            # A reader of the files sees one batch whole (its CRC) or not at all: only an
-            # append of two or more needs the mark, which costs a file replaced twice.
-            # The first two are taken before any byte is written, to know which it is.
-            pending = iter(batches)
-            ahead = [
-                batch for batch in (next(pending, None), next(pending, None)) if batch is not None
-            ]
-            if len(ahead) == 2:
-                self._append_marks.started(first_offset)  # readers of the files end here
-                marked = True
-            for batch in chain(ahead, pending):
+            for batch in batches:
                 write(memoryview(batch))
             if sync:
                 self._segments[-1].flush()

@@ -205,3 +205,15 @@ def test_commit_with_chosen_attempts_copies_them_and_untagged_drops_the_rest(
     # A redelivery, even naming other attempts, answers from the record.
     assert partition.writer.apply_commit(12, attempts=[b"task-1.1"]) == (0, 6)
     partition.j.check()
+
+
+def test_a_copy_of_one_batch_writes_no_append_mark(partition: PartitionFixture) -> None:
+    # A reader of the files sees one batch whole or not at all: the mark (a file
+    # replaced twice per copy) is written only for a copy of two batches or more.
+    mark = partition.log_directory / "append-state"
+    partition.journal_transaction(1, _batches(1, 1))
+    partition.writer.apply_commit(1)
+    assert not mark.exists()
+    partition.journal_transaction(2, _batches(2, 2))
+    partition.writer.apply_commit(2)
+    assert mark.exists()

@@ -162,13 +162,16 @@ def test_an_append_many_of_one_batch_writes_no_mark(tmp_path: Path) -> None:
     # per copy, is written only for two batches or more.
     mark = tmp_path / "append-state"
     with DataLog.open(tmp_path, CONFIG) as log:
-        log.append_many([make_batch(2, value_bytes=25, tag=1)])
+        log.append_many([make_batch(2, value_bytes=25, tag=1)], batch_count=1)
         assert not mark.exists()
         log.append_many([make_batch(2, value_bytes=25, tag=n) for n in range(2)])
         assert mark.exists()
         written = mark.read_bytes()
-        log.append_many([make_batch(2, value_bytes=25, tag=3)])
+        log.append_many([make_batch(2, value_bytes=25, tag=3)], batch_count=1)
         assert mark.read_bytes() == written  # finished already: left as it was
+        with pytest.raises(ValueError, match="told of 1 batches"):
+            log.append_many([make_batch(2, value_bytes=25, tag=n) for n in (4, 5)], batch_count=1)
+        assert log.log_end_offset == 8  # the refused call kept nothing
     assert LogReader(tmp_path).end_offset() == 8
 
 
@@ -191,5 +194,5 @@ def test_an_append_many_of_one_batch_clears_a_mark_a_kill_left(tmp_path: Path) -
     with DataLog.open(tmp_path, CONFIG) as log:
         log.truncate_to(1)  # what the copier's recovery does with a torn copy
         assert LogReader(tmp_path).end_offset() == 1
-        log.append_many([make_batch(2, value_bytes=25, tag=3)])
+        log.append_many([make_batch(2, value_bytes=25, tag=3)], batch_count=1)
     assert LogReader(tmp_path).end_offset() == 3
