@@ -26,7 +26,8 @@ def check_produced_records(
     decompressed_bytes_max: int,
     budget: DecompressionBudget,
 ) -> RecordColumns:
-    """The decoded records of a producer's whole, CRC-checked batch, or an error.
+    """The decoded records of a producer's whole, CRC-checked batch, or an error. Their
+    values are checked but not kept (None): the batch itself is what gets written.
 
     BatchTooLargeError for more than ``records_max`` records or a section declaring more
     than ``decompressed_bytes_max`` (refused before anything is decompressed); InvalidRecordError (naming topic, partition and
@@ -50,7 +51,11 @@ def check_produced_records(
     # An uncompressed section is the request's own bytes: nothing more is allocated for it.
     with budget.reserve(declared_bytes if header.codec else 0):
         try:
-            return decode_records(decompress(header.codec, section, decompressed_bytes_max), header)
+            return decode_records(
+                decompress(header.codec, section, decompressed_bytes_max),
+                header,
+                keep_values=False,  # checked, not kept: only keys are looked at after
+            )
         except InvalidRecordError as error:
             raise InvalidRecordError(
                 f"batch for {where} refused: {error}; build batches with a record batch "

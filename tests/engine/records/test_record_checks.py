@@ -96,3 +96,17 @@ def test_decompress_round_trips_across_pieces() -> None:
     assert decompress(CODEC_ZSTD, frame) == data
     with pytest.raises(CorruptBatchError, match="holds"):
         decompress(CODEC_ZSTD, frame[:-9])
+
+
+def test_values_checked_but_not_kept_are_still_refused_when_they_overrun() -> None:
+    # The door of produce checks every value without copying it out (keep_values=False).
+    section = section_of(0, 1)
+    checked = decode_records(section, header_of(2, 1), keep_values=False)
+    assert checked.values == [None, None] and checked.keys == [b"k", b"k"]
+    assert decode_records(section, header_of(2, 1)).values == [b"v", b"v"]
+    first = encode_record(0, 0, b"k", b"v", None)
+    # The first record's value length says 9 bytes where 1 byte and the header count remain.
+    overrun = bytearray(first)
+    overrun[first.index(b"v") - 1] = 18  # zig-zag varint of 9
+    with pytest.raises(InvalidRecordError, match="record 0 has value length 9"):
+        decode_records(bytes(overrun), header_of(1, 0), keep_values=False)
