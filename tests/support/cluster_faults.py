@@ -122,6 +122,10 @@ def holds_throughout(predicate: Callable[[], bool], what: str, duration_s: float
         time.sleep(POLL_S)
 
 
+PORT_TAKEN = re.compile(r"cannot listen on \S+: the port is in use")
+PORT_MOVES_MAX = 3
+
+
 class BrokerProcess:
     """One ``twinlog serve`` process of the cluster, restartable on the same port.
 
@@ -214,11 +218,25 @@ class BrokerProcess:
         self.paused = False
 
     def wait_serving(self) -> None:
+        """Wait until it serves. A port another process took between ``free_loopback_port``
+        and the bind (an outgoing connection's ephemeral port: ZooKeeper's, a broker's) is
+        not the broker's fault: it moves to a fresh port, behind the same proxies (clients
+        and peers reach it only through them), and starts again, a few times at most."""
         deadline = time.monotonic() + START_TIMEOUT_S
+        moves = 0
         while time.monotonic() < deadline:
-            if SERVING.search(self.log()[self._log_offset :]):
+            started = self.log()[self._log_offset :]
+            if SERVING.search(started):
                 return
             if not self.alive:
+                if PORT_TAKEN.search(started) and moves < PORT_MOVES_MAX:
+                    moves += 1
+                    self.process = None
+                    self.port = free_loopback_port()
+                    self.address = f"127.0.0.1:{self.port}"
+                    self.inbound_link.target = ("127.0.0.1", self.port)
+                    self.start()
+                    continue
                 break
             time.sleep(POLL_S)
         raise AssertionError(
