@@ -129,22 +129,7 @@ def test_a_copy_cut_short_by_a_kill_stays_hidden_until_the_next_write(tmp_path: 
     # A kill in the middle of append_many leaves its batches on disk; the broker's
     # next open cuts or finishes the copy (the copier's recovery), and only its next
     # write says the tail is whole again.
-    with DataLog.open(tmp_path, CONFIG) as log:
-        log.append(make_batch(1, value_bytes=25))
-
-    def killed() -> Iterator[bytes]:
-        yield make_batch(2, value_bytes=25, tag=1)
-        yield make_batch(2, value_bytes=25, tag=2)
-        os.kill(os.getpid(), signal.SIGKILL)
-
-    child = os.fork()
-    if child == 0:  # pragma: no cover (the child dies inside append_many)
-        try:
-            DataLog.open(tmp_path, CONFIG).append_many(killed())
-        finally:
-            os._exit(1)
-    _, status = os.waitpid(child, 0)
-    assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
+    _kill_inside_an_append_many(tmp_path)
     reader = LogReader(tmp_path)
     assert segment_files(tmp_path)[0].stat().st_size > len(make_batch(1, value_bytes=25))
     assert [h.next_offset for h, _ in reader.iter_batches()] == [1]  # the torn copy is not
@@ -176,7 +161,18 @@ def test_an_append_many_of_one_batch_writes_no_mark(tmp_path: Path) -> None:
 
 
 def test_an_append_many_of_one_batch_clears_a_mark_a_kill_left(tmp_path: Path) -> None:
+    _kill_inside_an_append_many(tmp_path)
     with DataLog.open(tmp_path, CONFIG) as log:
+        log.truncate_to(1)  # what the copier's recovery does with a torn copy
+        assert LogReader(tmp_path).end_offset() == 1
+        log.append_many([make_batch(2, value_bytes=25, tag=3)], batch_count=1)
+    assert LogReader(tmp_path).end_offset() == 3
+
+
+def _kill_inside_an_append_many(directory: Path) -> None:
+    """A log of one batch, then a child process SIGKILLed in the middle of an append_many
+    of two more: their bytes stay on disk, the append-in-progress mark in place."""
+    with DataLog.open(directory, CONFIG) as log:
         log.append(make_batch(1, value_bytes=25))
 
     def killed() -> Iterator[bytes]:
@@ -187,12 +183,8 @@ def test_an_append_many_of_one_batch_clears_a_mark_a_kill_left(tmp_path: Path) -
     child = os.fork()
     if child == 0:  # pragma: no cover (the child dies inside append_many)
         try:
-            DataLog.open(tmp_path, CONFIG).append_many(killed())
+            DataLog.open(directory, CONFIG).append_many(killed())
         finally:
             os._exit(1)
-    os.waitpid(child, 0)
-    with DataLog.open(tmp_path, CONFIG) as log:
-        log.truncate_to(1)  # what the copier's recovery does with a torn copy
-        assert LogReader(tmp_path).end_offset() == 1
-        log.append_many([make_batch(2, value_bytes=25, tag=3)], batch_count=1)
-    assert LogReader(tmp_path).end_offset() == 3
+    _, status = os.waitpid(child, 0)
+    assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
