@@ -34,7 +34,6 @@ from collections.abc import Sequence
 
 from twinlog.engine.base.cluster_metadata import ClusterMetadata
 from twinlog.engine.base.errors import TwinlogError
-from twinlog.engine.base.types import TransactionState
 from twinlog.rpc.client.connection_options import ConnectionOptions
 from twinlog.rpc.client.remote import RemoteBroker
 from twinlog.rpc.kafka.error_codes import (
@@ -43,7 +42,7 @@ from twinlog.rpc.kafka.error_codes import (
     UNKNOWN_TOPIC_OR_PARTITION,
     code_of,
 )
-from twinlog.rpc.kafka.open_transactions import OpenTransactions
+from twinlog.rpc.kafka.open_transactions import OpenTransactions, ongoing_transaction_at
 from twinlog.rpc.server.coordinator_source import CoordinatorSource, journal_partitions_of
 from twinlog.rpc.server.metadata_source import MetadataSource
 from twinlog.rpc.wire.broker_api import BrokerApi, CoordinatorKeyType, FoundCoordinator
@@ -85,14 +84,8 @@ class KafkaCluster:
             # another broker coordinated it (still the same transaction: a new one is
             # begun through this listener, which then replaces it)
             return
-        open_id = None
-        for item in self._remote(found.broker.address).list_transactions():
-            if (
-                item.producer_id == producer_id
-                and item.producer_generation == producer_generation
-                and item.state is TransactionState.ONGOING
-            ):
-                open_id = item.transaction_id
+        coordinator = self._remote(found.broker.address)
+        open_id = ongoing_transaction_at(coordinator, producer_id, producer_generation)
         transactions.follow(producer_id, producer_generation, open_id)
 
     def _remote(self, address: str) -> RemoteBroker:

@@ -69,6 +69,21 @@ class EndWithout(Enum):
     NOTHING_OPEN = "for no transaction (never begun, or aborted when it timed out)"
 
 
+def ongoing_transaction_at(
+    broker: BrokerApi, producer_id: int, producer_generation: int
+) -> int | None:
+    """The transaction ``broker`` (the producer's coordinator) has ONGOING for this
+    producer generation, or None."""
+    for item in broker.list_transactions():
+        if (
+            item.producer_id == producer_id
+            and item.producer_generation == producer_generation
+            and item.state is TransactionState.ONGOING
+        ):
+            return item.transaction_id
+    return None
+
+
 class OpenTransactions:
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -138,7 +153,7 @@ class OpenTransactions:
             except InvalidTxnStateError:
                 # It has one open that this table does not know (begun before a restart of
                 # the listener): that is the one the producer goes on with.
-                in_flight = self._in_flight(broker, producer_id, producer_generation)
+                in_flight = ongoing_transaction_at(broker, producer_id, producer_generation)
                 if in_flight is None:
                     raise
                 self._by_producer[producer_id] = OpenTransaction(
@@ -152,23 +167,12 @@ class OpenTransactions:
         """The producer's open transaction at the broker when this table has none (begun
         before the listener restarted), remembered from now on; None when it has none."""
         with self._lock:
-            found = self._in_flight(broker, producer_id, producer_generation)
+            found = ongoing_transaction_at(broker, producer_id, producer_generation)
             if found is not None:
                 self._by_producer[producer_id] = OpenTransaction(
                     producer_generation, found, batches_written=None
                 )
             return found
-
-    @staticmethod
-    def _in_flight(broker: BrokerApi, producer_id: int, producer_generation: int) -> int | None:
-        for item in broker.list_transactions():
-            if (
-                item.producer_id == producer_id
-                and item.producer_generation == producer_generation
-                and item.state is TransactionState.ONGOING
-            ):
-                return item.transaction_id
-        return None
 
     def _prune(self, broker: BrokerApi) -> None:
         """Drop the entries of transactions no longer in flight (timed out, aborted by an
