@@ -1,6 +1,7 @@
 """A real cluster for tests: one local ZooKeeper and N ``twinlog serve --broker-id I
 --zookeeper ...`` processes on loopback, as ``tests/system/test_cluster_replication.py``
-runs them, for any test module to reuse.
+runs them, for any test module to reuse. ``tests/system/conftest.py`` makes the two
+fixtures of the usual shape (a module overrides ``cluster`` for other settings):
 
     @pytest.fixture(scope="module")
     def zookeeper(tmp_path_factory):
@@ -37,6 +38,7 @@ from server_process import ServerProcess
 from twinlog.engine.zookeeper.local_server import LocalZooKeeper
 from twinlog.engine.zookeeper.partition_state import PartitionState, read_partition_state
 from twinlog.engine.zookeeper.session import ZooKeeperSession
+from twinlog.rpc.client import Admin
 from twinlog.rpc.client.connection_options import ConnectionOptions
 from twinlog.rpc.client.remote import RemoteBroker
 
@@ -133,6 +135,15 @@ class LocalCluster:
     def partition_state(self, topic: str, partition: int) -> PartitionState | None:
         assert self.session is not None, "start() first"
         return read_partition_state(self.session, topic, partition)
+
+    def create_replicated_topic(
+        self, topic: str, partitions: int, replicas: int = 3
+    ) -> dict[int, PartitionState]:
+        """Create ``topic`` (through the cluster's clients) with ``replicas`` replicas per
+        partition; the partitions' states once every replica is in sync."""
+        with Admin(self.bootstrap) as admin:
+            admin.create_topic(topic, partitions, {"replication.factor": str(replicas)})
+        return self.wait_for_full_isr(topic, partitions, replicas)
 
     def wait_for_full_isr(
         self, topic: str, partitions: int, replicas: int, timeout_s: float = WAIT_S

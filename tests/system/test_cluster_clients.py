@@ -14,17 +14,15 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from concurrent.futures import Future
 from pathlib import Path
 
 import kafka
 import pytest
 from checkout import ROOT
-from cluster_support import LocalCluster, running_cluster, running_zookeeper, wait_for
+from cluster_support import LocalCluster, wait_for
 from server_process import environment, run_cli
 
-from twinlog.engine.zookeeper.local_server import LocalZooKeeper
 from twinlog.rpc.client import Admin, Consumer, Producer
 from twinlog.rpc.client.records import RecordMetadata
 
@@ -33,18 +31,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.crash]
 RECORDS = 300
 KILL_AFTER = 100  # records acknowledged before the leader of partition 0 is killed
 SEND_INTERVAL_S = 0.01
-
-
-@pytest.fixture(scope="module")
-def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalZooKeeper]:
-    with running_zookeeper(tmp_path_factory.mktemp("zookeeper")) as server:
-        yield server
-
-
-@pytest.fixture()
-def cluster(tmp_path: Path, zookeeper: LocalZooKeeper) -> Iterator[LocalCluster]:
-    with running_cluster(tmp_path, zookeeper) as opened:
-        yield opened
 
 
 def test_topics_create_with_a_replication_factor_and_cluster_describe(

@@ -50,9 +50,7 @@ def produce(bootstrap: str, numbers: range) -> None:
 
 
 def test_a_group_follows_its_coordinator_to_another_broker(cluster: LocalCluster) -> None:
-    with Admin(cluster.bootstrap) as admin:
-        admin.create_topic("work", PARTITIONS, {"replication.factor": "3"})
-    cluster.wait_for_full_isr("work", PARTITIONS, 3)
+    cluster.create_replicated_topic("work", PARTITIONS)
     bootstrap = cluster.bootstrap
     produce(bootstrap, range(RECORDS // 2))
     seen: list[bytes | None] = []

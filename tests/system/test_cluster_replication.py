@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import signal
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,8 +15,6 @@ from broker_support import batch
 from cluster_support import (
     SESSION_TIMEOUT_MS,
     LocalCluster,
-    running_cluster,
-    running_zookeeper,
     wait_for,
 )
 from log_support import read_all
@@ -26,7 +23,6 @@ from twinlog.engine.base.errors import TwinlogError
 from twinlog.engine.base.types import ProducerIdentity
 from twinlog.engine.log import DataLog
 from twinlog.engine.records.batch_reader import iter_batches
-from twinlog.engine.zookeeper.local_server import LocalZooKeeper
 from twinlog.engine.zookeeper.partition_state import PartitionState
 from twinlog.rpc.client.cluster import ClusterBroker
 from twinlog.rpc.client.connection_options import ConnectionOptions
@@ -34,18 +30,6 @@ from twinlog.rpc.client.connection_options import ConnectionOptions
 pytestmark = [pytest.mark.slow, pytest.mark.crash]
 
 TOPIC = "orders"
-
-
-@pytest.fixture(scope="module")
-def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalZooKeeper]:
-    with running_zookeeper(tmp_path_factory.mktemp("zookeeper")) as server:
-        yield server
-
-
-@pytest.fixture()
-def cluster(tmp_path: Path, zookeeper: LocalZooKeeper) -> Iterator[LocalCluster]:
-    with running_cluster(tmp_path, zookeeper) as opened:
-        yield opened
 
 
 def produce_until_acknowledged(

@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from cluster_support import LocalCluster, running_cluster, running_zookeeper, wait_for
+from cluster_support import LocalCluster, running_cluster, wait_for
 from log_support import read_all
 
 from twinlog.engine.broker.internal_topics import TXN_JOURNAL_TOPIC
@@ -48,12 +48,6 @@ SETTINGS = ("replica_lag_time_max_ms=5000", "replica_ack_timeout_ms=15000", "jou
 # and its commit would then miss records. (Not for the test comparing whole journal logs
 # after a stop: a PURGE written just before it may not have reached every follower.)
 PURGING_SETTINGS = (*SETTINGS, "checkpoint_interval_ms=300")
-
-
-@pytest.fixture(scope="module")
-def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalZooKeeper]:
-    with running_zookeeper(tmp_path_factory.mktemp("zookeeper")) as server:
-        yield server
 
 
 @pytest.fixture()

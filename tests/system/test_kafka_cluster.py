@@ -20,13 +20,12 @@ import confluent_kafka
 import kafka
 import kafka.errors
 import pytest
-from cluster_support import LocalCluster, running_cluster, running_zookeeper, wait_for
+from cluster_support import LocalCluster, running_cluster, wait_for
 from kafka.admin import NewTopic
 
 from twinlog.engine.broker.group_offsets import OFFSETS_TOPIC, offsets_partition_for
 from twinlog.engine.zookeeper.cluster_view import read_cluster_metadata
 from twinlog.engine.zookeeper.local_server import LocalZooKeeper
-from twinlog.rpc.client import Admin
 
 pytestmark = [pytest.mark.slow, pytest.mark.crash]
 
@@ -36,12 +35,6 @@ RECORDS = 200
 KILL_AFTER = 80  # records acknowledged before the leader of partition 0 is killed
 SEND_INTERVAL_S = 0.01
 READ_DEADLINE_S = 35.0
-
-
-@pytest.fixture(scope="module")
-def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalZooKeeper]:
-    with running_zookeeper(tmp_path_factory.mktemp("zookeeper")) as server:
-        yield server
 
 
 @pytest.fixture()
@@ -106,9 +99,7 @@ def test_an_idempotent_producer_and_a_consumer_follow_a_killed_leader(
 ) -> None:
     addresses = kafka_addresses(cluster)
     bootstrap = list(addresses.values())
-    with Admin(cluster.bootstrap) as admin:
-        admin.create_topic("kflow", 2, {"replication.factor": "3"})
-    before = cluster.wait_for_full_isr("kflow", 2, 3)[0]
+    before = cluster.create_replicated_topic("kflow", 2)[0]
 
     read: list[tuple[int, int, bytes]] = []
     reading_done = threading.Event()
@@ -205,9 +196,7 @@ def test_a_transactional_producer_commits_and_aborts_through_the_cluster(
     cluster: LocalCluster,
 ) -> None:
     bootstrap = list(kafka_addresses(cluster).values())
-    with Admin(cluster.bootstrap) as admin:
-        admin.create_topic("ktxn", 2, {"replication.factor": "3"})
-    cluster.wait_for_full_isr("ktxn", 2, 3)
+    cluster.create_replicated_topic("ktxn", 2)
     producer = kafka.KafkaProducer(
         bootstrap_servers=bootstrap,
         transactional_id="ktxn-writer",
@@ -234,9 +223,7 @@ def test_a_transactional_producer_commits_and_aborts_through_the_cluster(
 
 def test_a_consumer_group_reads_and_commits_through_the_cluster(cluster: LocalCluster) -> None:
     bootstrap = list(kafka_addresses(cluster).values())
-    with Admin(cluster.bootstrap) as admin:
-        admin.create_topic("kgroup", 2, {"replication.factor": "3"})
-    cluster.wait_for_full_isr("kgroup", 2, 3)
+    cluster.create_replicated_topic("kgroup", 2)
     producer = kafka.KafkaProducer(
         bootstrap_servers=bootstrap, acks="all", request_timeout_ms=CLIENT_TIMEOUT_MS
     )
@@ -283,9 +270,7 @@ def test_a_consumer_group_reads_and_commits_through_the_cluster(cluster: LocalCl
 
 def test_confluent_kafka_produces_and_consumes_through_the_cluster(cluster: LocalCluster) -> None:
     bootstrap = ",".join(kafka_addresses(cluster).values())
-    with Admin(cluster.bootstrap) as admin:
-        admin.create_topic("krd", 2, {"replication.factor": "3"})
-    cluster.wait_for_full_isr("krd", 2, 3)
+    cluster.create_replicated_topic("krd", 2)
     producer = confluent_kafka.Producer(
         {"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all"}
     )
@@ -340,9 +325,7 @@ def _committed_through(consumer: Any, offset: int) -> bool:
 def test_a_consumer_group_follows_its_killed_coordinator(cluster: LocalCluster) -> None:
     addresses = kafka_addresses(cluster)
     bootstrap = list(addresses.values())
-    with Admin(cluster.bootstrap) as admin:
-        admin.create_topic("kfollow", 2, {"replication.factor": "3"})
-    cluster.wait_for_full_isr("kfollow", 2, 3)
+    cluster.create_replicated_topic("kfollow", 2)
     producer = kafka.KafkaProducer(
         bootstrap_servers=bootstrap,
         acks="all",
