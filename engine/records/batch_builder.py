@@ -21,12 +21,20 @@ from twinlog.engine.records.batch_format import (
     pack_header,
 )
 from twinlog.engine.records.compression import CODEC_NONE, ZSTD_LEVEL_DEFAULT, codec_id, compress
-from twinlog.engine.records.varint import MINUS_ONE, encode_varint
+from twinlog.engine.records.varint import (
+    MINUS_ONE,
+    SMALL_VARINTS,
+    SMALL_VARINTS_COUNT,
+    encode_varint,
+)
 
 Header = tuple[str, bytes | None]
 
 _RECORD_ATTRIBUTES = b"\x00"
+_HEADER_ROOM = bytes(RECORDS_OFFSET)  # the first part of every batch: pack_header fills it
 _NO_HEADERS = encode_varint(0)
+assert len(_RECORD_ATTRIBUTES) == len(MINUS_ONE) == len(_NO_HEADERS) == 1  # append_value
+_join = b"".join
 
 
 def _now_ms() -> int:
@@ -59,9 +67,13 @@ class RecordBatchBuilder:
     transactional attribute bit. Which transaction the batch belongs to is not in
     the batch (as in Kafka): the produce request carries it beside the batch.
 
-    Records are encoded straight into one growing buffer that starts with room
-    for the header, so an uncompressed batch is never joined or copied again
-    before the CRC; this keeps the builder near the cost of one CRC pass.
+    Each record is kept as a few parts (its encoded fields, the value itself, not
+    copied) in one list that starts with room for the header; ``build()`` joins
+    them once, then writes the header and the CRC into the joined buffer. A
+    buffer grown record by record instead was reallocated and copied as it grew,
+    and with other allocations between its growths (a producer's futures) that
+    cost more than encoding the records did. So a value given as a bytearray or a
+    memoryview must not change until ``build()`` (the producer's checks copy those).
     """
 
     def __init__(
@@ -80,7 +92,8 @@ class RecordBatchBuilder:
         self.producer_generation = producer_generation
         self.base_sequence = base_sequence
         self.transactional = transactional
-        self._buffer = bytearray(RECORDS_OFFSET)
+        self._parts: list[bytes] = [_HEADER_ROOM]  # joined by build()
+        self._size_bytes = RECORDS_OFFSET  # the joined parts' length
         self._record_count = 0
         self._first_timestamp_ms: int | None = None
         self._max_timestamp_ms = -1
@@ -92,7 +105,7 @@ class RecordBatchBuilder:
     @property
     def estimated_size_bytes(self) -> int:
         """Uncompressed size the batch would have now (an upper bound when compressed)."""
-        return len(self._buffer)
+        return self._size_bytes
 
     def _timestamp_delta(self, timestamp_ms: int) -> bytes:
         """The varint of a record's timestamp delta; notes its timestamp in the batch's
@@ -132,37 +145,51 @@ class RecordBatchBuilder:
             + len(value_bytes)
             + len(headers_bytes)
         )
-        buffer = self._buffer
-        buffer += encode_varint(body_length)
-        buffer += _RECORD_ATTRIBUTES
-        buffer += timestamp_delta
-        buffer += offset
-        buffer += key_length
-        buffer += key_bytes
-        buffer += value_length
-        buffer += value_bytes
-        buffer += headers_bytes
+        length = encode_varint(body_length)
+        self._parts += (
+            length + _RECORD_ATTRIBUTES + timestamp_delta + offset + key_length,
+            key_bytes,
+            value_length,
+            value_bytes,
+            headers_bytes,
+        )
+        self._size_bytes += len(length) + body_length
         self._record_count = offset_delta + 1
         return offset_delta
 
     def append_value(self, value: bytes, timestamp_ms: int) -> int:
         """``append(value, timestamp_ms=timestamp_ms)`` for a key-less, header-less record
-        of bytes: the same bytes, fewer steps (the producer's ``send`` of a bare value)."""
+        of bytes: the same bytes, fewer steps (the producer's ``send`` of a bare value).
+
+        One record per call is the producer's hot path: the record is three parts, its
+        fields before the value, the value and the header count."""
         timestamp_delta = self._timestamp_delta(timestamp_ms)
+        # encode_varint's table looked up here for the values that are in it
         offset_delta = self._record_count
-        offset = encode_varint(offset_delta)
-        value_length = encode_varint(len(value))
-        buffer = self._buffer
-        buffer += encode_varint(
-            len(timestamp_delta) + len(offset) + len(value_length) + len(value) + 3
-        )  # + attributes, the null key's -1 and the header count
-        buffer += _RECORD_ATTRIBUTES
-        buffer += timestamp_delta
-        buffer += offset
-        buffer += MINUS_ONE
-        buffer += value_length
-        buffer += value
-        buffer += _NO_HEADERS
+        offset = (
+            SMALL_VARINTS[offset_delta]
+            if offset_delta < SMALL_VARINTS_COUNT
+            else encode_varint(offset_delta)
+        )
+        value_bytes = len(value)
+        value_length = (
+            SMALL_VARINTS[value_bytes]
+            if value_bytes < SMALL_VARINTS_COUNT
+            else encode_varint(value_bytes)
+        )
+        # + the attributes, the null key's -1 and the header count, one byte each
+        body_bytes = len(timestamp_delta) + len(offset) + len(value_length) + value_bytes + 3
+        length = (
+            SMALL_VARINTS[body_bytes]
+            if body_bytes < SMALL_VARINTS_COUNT
+            else encode_varint(body_bytes)
+        )
+        self._parts += (
+            _join((length, _RECORD_ATTRIBUTES, timestamp_delta, offset, MINUS_ONE, value_length)),
+            value,
+            _NO_HEADERS,
+        )
+        self._size_bytes += len(length) + body_bytes
         self._record_count = offset_delta + 1
         return offset_delta
 
@@ -193,7 +220,8 @@ class RecordBatchBuilder:
         prefix = _RECORD_ATTRIBUTES + self._timestamp_delta(timestamp_ms)
         prefix_bytes = len(prefix)
         limit = size_bytes_max if size_bytes_max is not None else 1 << 62
-        buffer = self._buffer
+        parts = self._parts
+        size_bytes = self._size_bytes
         encode = encode_varint
         no_headers = _NO_HEADERS
         null = MINUS_ONE
@@ -224,18 +252,15 @@ class RecordBatchBuilder:
                 + len(headers_part)
             )
             length = encode(body_length)
-            if delta and len(buffer) + len(length) + body_length > limit:
+            record_bytes = len(length) + body_length
+            if delta and size_bytes + record_bytes > limit:
                 break
-            buffer += length
-            buffer += prefix
-            buffer += offset
-            buffer += key_part
-            buffer += value_length
-            if value is not None:
-                buffer += value
-            buffer += headers_part
+            parts += (length + prefix + offset + key_part + value_length, value or b"")
+            parts.append(headers_part)
+            size_bytes += record_bytes
             delta += 1
             index += 1
+        self._size_bytes = size_bytes
         self._record_count = delta
         return index
 
@@ -249,13 +274,15 @@ class RecordBatchBuilder:
         if not self._record_count:
             raise ValueError("cannot build an empty record batch: append a record first")
         assert self._first_timestamp_ms is not None
-        buffer = self._buffer
+        parts = self._parts
+        assert parts[0] is _HEADER_ROOM
         if self.codec != CODEC_NONE:
-            records_section = compress(
-                self.codec, bytes(memoryview(buffer)[RECORDS_OFFSET:]), self.compression_level
-            )
-            del buffer[RECORDS_OFFSET:]
+            records_section = compress(self.codec, b"".join(parts[1:]), self.compression_level)
+            buffer = bytearray(_HEADER_ROOM)
             buffer += records_section
+        else:
+            buffer = bytearray().join(parts)
+            assert len(buffer) == self._size_bytes, (len(buffer), self._size_bytes)
         attributes = self.codec
         if self.transactional:
             attributes |= TRANSACTIONAL_MASK
@@ -272,7 +299,7 @@ class RecordBatchBuilder:
             record_count=self._record_count,
         )
         self._built = True
-        self._buffer = bytearray()
+        self._parts = []
         return bytes(buffer)
 
 

@@ -37,15 +37,17 @@ def encode_varlong(value: int) -> bytes:
 
 
 # Lengths of keys, values and headers up to 16 KiB, deltas and -1 (null) hit this table.
-_SMALL_TABLE_SIZE = 1 << 14
-_SMALL: list[bytes] = [encode_varlong(n) for n in range(_SMALL_TABLE_SIZE)]
+# ``SMALL_VARINTS[n]`` for 0 <= n < SMALL_VARINTS_COUNT is ``encode_varint(n)``, for a
+# hot loop that saves the call.
+SMALL_VARINTS_COUNT = 1 << 14
+SMALL_VARINTS: tuple[bytes, ...] = tuple(encode_varlong(n) for n in range(SMALL_VARINTS_COUNT))
 MINUS_ONE: bytes = encode_varlong(-1)
 
 
 def encode_varint(value: int) -> bytes:
     """Zig-zag varint bytes of ``value``; fast for 0 <= value < 16384 and -1."""
-    if 0 <= value < _SMALL_TABLE_SIZE:
-        return _SMALL[value]
+    if 0 <= value < SMALL_VARINTS_COUNT:
+        return SMALL_VARINTS[value]
     if value == -1:
         return MINUS_ONE
     return encode_varlong(value)

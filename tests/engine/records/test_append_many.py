@@ -98,3 +98,27 @@ def test_append_value_writes_what_append_writes() -> None:
             value, timestamp_ms
         )
     assert lean.build() == one.build()
+
+
+def test_append_value_past_the_varint_table_and_back_in_time() -> None:
+    """Offset deltas past 16,383 and a timestamp before the first take encode_varint's
+    slow path in append_value; the bytes are still append's."""
+    one = RecordBatchBuilder("none")
+    lean = RecordBatchBuilder("none")
+    for index in range(16_400):
+        timestamp_ms = 5_000 - (index % 3)  # deltas 0, -1, -2
+        assert one.append(b"v", timestamp_ms=timestamp_ms) == lean.append_value(b"v", timestamp_ms)
+    assert lean.estimated_size_bytes == one.estimated_size_bytes
+    assert lean.build() == one.build()
+
+
+def test_the_estimated_size_is_the_built_size_uncompressed() -> None:
+    """The producer fills batches by estimated_size_bytes: for "none" it is exact, after
+    every kind of append."""
+    builder = RecordBatchBuilder("none")
+    builder.append(b"a" * 300, key=b"k", headers=[("h", b"1"), ("n", None)], timestamp_ms=7)
+    builder.append(None, timestamp_ms=9)
+    builder.append_value(b"b" * 20_000, 8)
+    builder.append_many([b"c", None, b"d" * 17_000], keys=[None, b"key", None], timestamp_ms=6)
+    size_bytes = builder.estimated_size_bytes
+    assert len(builder.build()) == size_bytes
