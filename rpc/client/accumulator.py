@@ -114,32 +114,40 @@ class Accumulator:
         the same hash and equality)."""
         queue = self.queues.get((topic, partition))  # type: ignore[call-overload]
         batch = queue[-1] if queue else None
-        if (
-            batch is None
-            or batch.closed
-            or batch.transaction_id != transaction_id
-            or batch.builder.estimated_size_bytes + len(value) + RECORD_OVERHEAD_BYTES
-            > self.batch_bytes
-        ):
+        record_bytes = len(value) + RECORD_OVERHEAD_BYTES
+        before = -1  # the open batch's size, if the record joins it
+        if batch is not None and not batch.closed and batch.transaction_id == transaction_id:
+            before = batch.builder.estimated_size_bytes
+            if before + record_bytes > self.batch_bytes:
+                before = -1
+        if batch is None or before < 0:
             batch = self._open_batch(
                 TopicPartition(topic, partition),
-                len(value) + RECORD_OVERHEAD_BYTES,
+                record_bytes,
                 transaction_id,
                 time.monotonic(),
                 delivery_timeout_s,
             )
+            before = batch.builder.estimated_size_bytes
         builder = batch.builder
-        before = builder.estimated_size_bytes
         offset_delta = builder.append_value(value, timestamp_ms)
+        # _grown, written out for the hot path
+        size_bytes = builder.estimated_size_bytes
+        batch.accounted_bytes += size_bytes - before
+        self.buffered_bytes += size_bytes - before
+        batch.record_count = offset_delta + 1
+        full = size_bytes >= self.batch_bytes
+        if full:
+            batch.closed = True
         future = RecordFuture(
             batch.result,
             topic,
             partition,
             offset_delta,
             timestamp_ms,
-            transactional=transaction_id != NO_TRANSACTION_ID,
+            transaction_id != NO_TRANSACTION_ID,
         )
-        return future, batch, self._grown(batch, before)
+        return future, batch, full
 
     def append_many(
         self,

@@ -34,6 +34,10 @@ class TxnPhase(Enum):
     ABORTABLE = "abortable"  # a send failed; the transaction can only be aborted
     FATAL = "fatal"  # fenced; close the producer
 
+    # Members are singletons compared by identity, so the identity hash agrees with
+    # equality; Enum's own hashes the name in Python, on every send() (``in FAILED_PHASES``).
+    __hash__ = object.__hash__
+
 
 # Which phase may follow which. init_transactions() may be called again in any phase
 # after the first: the broker then bumps the generation and aborts whatever the older
