@@ -279,6 +279,7 @@ def serve(
     cluster, if any); a cluster broker registers its address, then it starts. It is
     stopped before the server stops."""
     from twinlog.engine.base.allocator import keep_freed_memory
+    from twinlog.engine.base.collector import freeze_startup_objects
     from twinlog.engine.base.crc32c import IMPLEMENTATION, USING_C_EXTENSION
     from twinlog.engine.broker.broker import Broker  # the engine is only needed by a real server
 
@@ -289,7 +290,7 @@ def serve(
     # recovery first (RpcServer reads them again; they are small).
     guard_of(config)
     server_credentials(config)
-    crc = f"crc32c: {IMPLEMENTATION}; {keep_freed_memory()}"
+    settings = f"crc32c: {IMPLEMENTATION}; {keep_freed_memory()}"
     if not USING_C_EXTENSION and IMPLEMENTATION.startswith("crcmod"):
         log.warning(
             "crcmod runs without its C extension: every CRC check is ~45x slower. Install "
@@ -342,11 +343,13 @@ def serve(
                     inter_broker_port=cluster.inter_broker_port,
                     kafka_address=None if beside is None else beside.kafka_address,
                 )
+            # Start-up is done: what it made lives as long as the server does.
+            settings += f"; {freeze_startup_objects()}"
             log.info(
                 "serving on %s (%s; %s); stop with SIGTERM or Ctrl-C",
                 server.address,
                 describe_security(config, server.guard),
-                crc,
+                settings,
             )
             if server.metrics_endpoint is not None:
                 log.info("metrics on %s", server.metrics_endpoint.url)
