@@ -23,7 +23,7 @@ from twinlog.engine.records.batch_format import (
     validate_batch,
 )
 from twinlog.engine.records.compression import decompress
-from twinlog.engine.records.record_decoder import Headers, decode_records
+from twinlog.engine.records.record_decoder import Headers, RecordColumns, decode_records
 
 
 class Record(NamedTuple):
@@ -48,14 +48,21 @@ class RecordBatch:
     def __len__(self) -> int:
         return self.header.record_count
 
+    def columns(self) -> RecordColumns:
+        """The batch's records as one list per field, in order (decompressed and decoded
+        now, every time: callers that build their own record objects start here).
+
+        Raises CorruptBatchError if a record does not decode.
+        """
+        header = self.header
+        return decode_records(decompress(header.codec, self.buffer[RECORDS_OFFSET:]), header)
+
     def records(self) -> Iterator[Record]:
         """The batch's records, in order. Decompresses and decodes (all of them) on first use.
 
         Raises CorruptBatchError, before yielding any, if a record does not decode.
         """
-        header = self.header
-        section = decompress(header.codec, self.buffer[RECORDS_OFFSET:])
-        columns = decode_records(section, header)
+        columns = self.columns()
         yield from map(
             Record,
             columns.offsets,

@@ -60,11 +60,13 @@ import functools
 import logging
 import re
 import time
+from bisect import bisect_left
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
-from typing import Any
+from itertools import islice, repeat
+from typing import Any, cast
 
 from twinlog.engine.base.errors import (
     InvalidConfigError,
@@ -74,7 +76,8 @@ from twinlog.engine.base.errors import (
 )
 from twinlog.engine.base.types import FetchResult, TopicPartition
 from twinlog.engine.groups.group_calls import OUTSIDE_ANY_GROUP, GroupMemberRef
-from twinlog.engine.records.batch_reader import Record, RecordBatch, iter_batches
+from twinlog.engine.records.batch_reader import RecordBatch, iter_batches
+from twinlog.engine.records.record_decoder import RecordColumns
 from twinlog.engine.records.undecodable_batch import naming_the_batch
 from twinlog.rpc.client.call_deadline import deadline_at
 from twinlog.rpc.client.client_metrics import ConsumerMetrics
@@ -641,25 +644,34 @@ class Consumer:
         next_offset = offset  # after the last whole batch fetched
         for batch in iter_batches(result.records, allow_partial_tail=True):
             try:
-                decoded = _records_of(batch, topic, partition)
+                columns = _columns_of(batch, topic, partition)
             except InvalidRecordError:
                 if records:
                     break  # hand out the records before it; the next fetch starts at it
                 raise
             next_offset = batch.header.next_offset
-            for record in decoded:
-                if record.offset >= offset:
-                    records.append(
-                        ConsumerRecord(
-                            topic,
-                            partition,
-                            record.offset,
-                            record.key,
-                            record.value,
-                            record.headers,
-                            record.timestamp_ms,
-                        )
-                    )
+            offsets = columns.offsets
+            # The first batch may start before ``offset``; offsets grow within a batch.
+            skipped = bisect_left(offsets, offset) if offsets and offsets[0] < offset else 0
+            # One tuple per record, built in C (a ConsumerRecord(...) call runs Python).
+            records.extend(
+                map(
+                    _new_consumer_record,
+                    islice(
+                        zip(
+                            repeat(topic),
+                            repeat(partition),
+                            offsets,
+                            columns.keys,
+                            columns.values,
+                            columns.headers,
+                            columns.timestamps_ms,
+                        ),
+                        skipped,
+                        None,
+                    ),
+                )
+            )
         if not records and next_offset > offset:
             # Whole batches without a record from ``offset`` on: compaction emptied them
             # (record offsets have gaps in a compacted log). Step over them, as Kafka's does.
@@ -872,7 +884,13 @@ def _log_auto_commit_failure(
         log.warning("auto-commit of %d offset(s) failed: %s", len(offsets), error)
 
 
-def _records_of(batch: RecordBatch, topic: str, partition: int) -> list[Record]:
+def _columns_of(batch: RecordBatch, topic: str, partition: int) -> RecordColumns:
     """The batch's records; InvalidRecordError naming the batch if they do not decode."""
     with naming_the_batch(topic, partition, batch.header):
-        return list(batch.records())
+        return batch.columns()
+
+
+# ConsumerRecord from a tuple of its fields, in C: the NamedTuple's own __new__ is Python.
+_new_consumer_record = cast(
+    Callable[[tuple[Any, ...]], ConsumerRecord], functools.partial(tuple.__new__, ConsumerRecord)
+)
