@@ -285,7 +285,7 @@ def print_table(results: dict[str, Any]) -> None:
         )
     print(
         f"produce-to-visible  p50 {txn['visible_lag_p50_ms']:7.1f} ms   "
-        f"p99 {txn['visible_lag_p99_ms']:7.1f} ms"
+        f"p99 {txn['visible_lag_p99_ms']:7.1f} ms   ({txn['lag_probes']:.0f} probes)"
     )
 
 
