@@ -147,9 +147,17 @@ class RecordBatchBuilder:
         )
         length = encode_varint(body_length)
         self._parts += (
-            length + _RECORD_ATTRIBUTES + timestamp_delta + offset + key_length,
-            key_bytes,
-            value_length,
+            _join(
+                (
+                    length,
+                    _RECORD_ATTRIBUTES,
+                    timestamp_delta,
+                    offset,
+                    key_length,
+                    key_bytes,
+                    value_length,
+                )
+            ),
             value_bytes,
             headers_bytes,
         )
