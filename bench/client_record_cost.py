@@ -15,6 +15,9 @@ as they do over gRPC, where they are another process). Cases:
   kafka_python     kafka-python's DefaultRecordBatchBuilder.append per record, the
                    reference the issue names (it has no producer without a broker;
                    its build() and CRC are left out, so it is a lower bound)
+  poll             Consumer.poll reading the same number of records back, from the
+                   start of the partition (the reader's side: decoding each fetched
+                   batch and building its ConsumerRecords; no ratio is printed for it)
 
 Reported: microseconds per record, median of ``--rounds`` rounds, and each case's ratio
 to kafka_python (lower is cheaper). Ratios from one run are what to compare.
@@ -34,7 +37,7 @@ from pathlib import Path
 
 from twinlog.engine.broker.broker import Broker
 from twinlog.engine.records.batch_builder import RecordBatchBuilder
-from twinlog.rpc.client import Admin, Producer
+from twinlog.rpc.client import Admin, Consumer, Producer
 
 TIMESTAMP_MS = 1_700_000_000_000
 CHUNK_RECORDS = 1_000
@@ -85,6 +88,23 @@ def _builder_many_case(values: list[bytes]) -> None:
         builder.build()
 
 
+def _poll_case(consumer: Consumer, records: int) -> float:
+    """CPU seconds of this thread to poll ``records`` records from the partition's start
+    (the fetches themselves run on the consumer's fetch threads, as over gRPC)."""
+    consumer.assign([("cost", 0)])
+    consumer.seek(("cost", 0), 0)
+    read = 0
+    used_s = 0.0
+    deadline_s = time.monotonic() + 60
+    while read < records and time.monotonic() < deadline_s:
+        began = time.thread_time()
+        read += len(consumer.poll(timeout_ms=1_000))
+        used_s += time.thread_time() - began
+    if read < records:
+        raise RuntimeError(f"poll read {read} of {records} records in 60 s")
+    return used_s * records / read  # the last poll may have read more than asked
+
+
 def measure(record_bytes: int, records: int, rounds: int) -> dict[str, float]:
     values = [os.urandom(record_bytes) for _ in range(records)]
     cases: dict[str, Callable[[], None]] = {
@@ -119,6 +139,9 @@ def measure(record_bytes: int, records: int, rounds: int) -> dict[str, float]:
                         case()
                         found.setdefault(name, []).append(time.thread_time() - began)
                         producer.flush()
+            with Consumer(broker, max_poll_records=records) as consumer:
+                for _ in range(rounds):
+                    found.setdefault("poll", []).append(_poll_case(consumer, records))
     return {name: statistics.median(times) / records * 1e6 for name, times in found.items()}
 
 
@@ -137,7 +160,9 @@ def main(argv: list[str] | None = None) -> int:
         reference = figures.get("kafka_python")
         print(f"\n{record_bytes}-byte records, {args.records:,} per case (µs per record)")
         for name, micros in figures.items():
-            ratio = f"  {micros / reference:5.2f}x kafka-python" if reference else ""
+            ratio = ""
+            if reference is not None and name != "poll":  # poll reads: no builder to compare
+                ratio = f"  {micros / reference:5.2f}x kafka-python"
             print(f"  {name:<14}{micros:8.2f}{ratio}")
         if reference is None:
             print("  (kafka-python is not installed: no reference)")
