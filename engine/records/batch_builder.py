@@ -18,7 +18,7 @@ from twinlog.engine.records.batch_format import (
     NO_SEQUENCE,
     RECORDS_OFFSET,
     TRANSACTIONAL_MASK,
-    pack_header,
+    encode_header,
 )
 from twinlog.engine.records.compression import CODEC_NONE, ZSTD_LEVEL_DEFAULT, codec_id, compress
 from twinlog.engine.records.varint import (
@@ -31,7 +31,6 @@ from twinlog.engine.records.varint import (
 Header = tuple[str, bytes | None]
 
 _RECORD_ATTRIBUTES = b"\x00"
-_HEADER_ROOM = bytes(RECORDS_OFFSET)  # the first part of every batch: pack_header fills it
 _NO_HEADERS = encode_varint(0)
 assert len(_RECORD_ATTRIBUTES) == len(MINUS_ONE) == len(_NO_HEADERS) == 1  # append_value
 _join = b"".join
@@ -68,8 +67,8 @@ class RecordBatchBuilder:
     the batch (as in Kafka): the produce request carries it beside the batch.
 
     Each record is kept as a few parts (its encoded fields, the value itself, not
-    copied) in one list that starts with room for the header; ``build()`` joins
-    them once, then writes the header and the CRC into the joined buffer. A
+    copied) in one list; ``build()`` joins them once into the records section, runs
+    the CRC over it and puts the header in front (``encode_header``). A
     buffer grown record by record instead was reallocated and copied as it grew,
     and with other allocations between its growths (a producer's futures) that
     cost more than encoding the records did. So a value given as a bytearray or a
@@ -92,8 +91,8 @@ class RecordBatchBuilder:
         self.producer_generation = producer_generation
         self.base_sequence = base_sequence
         self.transactional = transactional
-        self._parts: list[bytes] = [_HEADER_ROOM]  # joined by build()
-        self._size_bytes = RECORDS_OFFSET  # the joined parts' length
+        self._parts: list[bytes] = []  # joined by build()
+        self._size_bytes = RECORDS_OFFSET  # the header and the joined parts
         self._record_count = 0
         self._first_timestamp_ms: int | None = None
         self._max_timestamp_ms = -1
@@ -282,20 +281,15 @@ class RecordBatchBuilder:
         if not self._record_count:
             raise ValueError("cannot build an empty record batch: append a record first")
         assert self._first_timestamp_ms is not None
-        parts = self._parts
-        assert parts[0] is _HEADER_ROOM
+        records_section = _join(self._parts)  # the one copy of the records
+        assert len(records_section) == self._size_bytes - RECORDS_OFFSET
         if self.codec != CODEC_NONE:
-            records_section = compress(self.codec, b"".join(parts[1:]), self.compression_level)
-            buffer = bytearray(_HEADER_ROOM)
-            buffer += records_section
-        else:
-            buffer = bytearray().join(parts)
-            assert len(buffer) == self._size_bytes, (len(buffer), self._size_bytes)
+            records_section = compress(self.codec, records_section, self.compression_level)
         attributes = self.codec
         if self.transactional:
             attributes |= TRANSACTIONAL_MASK
-        pack_header(
-            buffer,
+        header = encode_header(
+            records_section,
             base_offset=0,
             attributes=attributes,
             last_offset_delta=self._record_count - 1,
@@ -308,7 +302,7 @@ class RecordBatchBuilder:
         )
         self._built = True
         self._parts = []
-        return bytes(buffer)
+        return _join((header, records_section))
 
 
 def encode_record(

@@ -172,6 +172,50 @@ class BatchHeader(NamedTuple):
         return self.base_sequence + self.last_offset_delta
 
 
+def encode_header(
+    records_section: bytes,
+    *,
+    base_offset: int,
+    attributes: int,
+    last_offset_delta: int,
+    first_timestamp_ms: int,
+    max_timestamp_ms: int,
+    producer_id: int,
+    producer_generation: int,
+    base_sequence: int,
+    record_count: int,
+    partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
+) -> bytearray:
+    """The ``HEADER_BYTES`` of a batch whose (compressed) records section is
+    ``records_section``: the given fields, the magic byte, the batch length and the CRC
+    of everything from the attributes on. The one writer of the header's bytes (the
+    records are not copied: the CRC runs over the header's part, then over them).
+    Raises InvalidProducerGenerationError for a generation int16 cannot hold.
+    """
+    check_producer_generation(producer_generation)
+    header = bytearray(HEADER_BYTES)
+    _HEADER.pack_into(
+        header,
+        0,
+        base_offset,
+        HEADER_BYTES + len(records_section) - LENGTH_PREFIX_BYTES,
+        partition_leader_epoch,
+        MAGIC,
+        0,  # crc: it covers the attributes packed here, so it is computed after them
+        attributes,
+        last_offset_delta,
+        first_timestamp_ms,
+        max_timestamp_ms,
+        producer_id,
+        producer_generation,
+        base_sequence,
+        record_count,
+    )
+    crc = crc32c(records_section, crc32c(bytes(header[ATTRIBUTES_OFFSET:])))
+    CRC_FORMAT.pack_into(header, CRC_OFFSET, crc)
+    return header
+
+
 def pack_header(
     buffer: bytearray,
     *,
@@ -186,35 +230,22 @@ def pack_header(
     record_count: int,
     partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
 ) -> None:
-    """Write the header of the batch that ``buffer`` holds, its records already in place.
-
-    ``buffer[RECORDS_OFFSET:]`` is the (compressed) records section; the first
-    ``HEADER_BYTES`` are overwritten with the given fields, the magic byte, the
-    batch length (from ``len(buffer)``) and the CRC of everything from the
-    attributes on. The one writer of the header's bytes. Raises
-    InvalidProducerGenerationError for a generation int16 cannot hold.
-    """
-    check_producer_generation(producer_generation)
-    _HEADER.pack_into(
-        buffer,
-        0,
-        base_offset,
-        len(buffer) - LENGTH_PREFIX_BYTES,
-        partition_leader_epoch,
-        MAGIC,
-        0,  # crc: it covers the attributes packed here, so it is computed after them
-        attributes,
-        last_offset_delta,
-        first_timestamp_ms,
-        max_timestamp_ms,
-        producer_id,
-        producer_generation,
-        base_sequence,
-        record_count,
+    """Write the header of the batch that ``buffer`` holds, its records already in place:
+    ``buffer[RECORDS_OFFSET:]`` is the (compressed) records section, and its first
+    ``HEADER_BYTES`` become ``encode_header``'s."""
+    buffer[:HEADER_BYTES] = encode_header(
+        bytes(memoryview(buffer)[RECORDS_OFFSET:]),
+        base_offset=base_offset,
+        attributes=attributes,
+        last_offset_delta=last_offset_delta,
+        first_timestamp_ms=first_timestamp_ms,
+        max_timestamp_ms=max_timestamp_ms,
+        producer_id=producer_id,
+        producer_generation=producer_generation,
+        base_sequence=base_sequence,
+        record_count=record_count,
+        partition_leader_epoch=partition_leader_epoch,
     )
-    with memoryview(buffer) as view:
-        crc = crc32c(view[ATTRIBUTES_OFFSET:])
-    CRC_FORMAT.pack_into(buffer, CRC_OFFSET, crc)
 
 
 def unpack_header(buffer: bytes | bytearray | memoryview, position: int = 0) -> BatchHeader:
