@@ -216,36 +216,11 @@ def encode_header(
     return header
 
 
-def pack_header(
-    buffer: bytearray,
-    *,
-    base_offset: int,
-    attributes: int,
-    last_offset_delta: int,
-    first_timestamp_ms: int,
-    max_timestamp_ms: int,
-    producer_id: int,
-    producer_generation: int,
-    base_sequence: int,
-    record_count: int,
-    partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
-) -> None:
+def pack_header(buffer: bytearray, **fields: int) -> None:
     """Write the header of the batch that ``buffer`` holds, its records already in place:
     ``buffer[RECORDS_OFFSET:]`` is the (compressed) records section, and its first
-    ``HEADER_BYTES`` become ``encode_header``'s."""
-    buffer[:HEADER_BYTES] = encode_header(
-        bytes(memoryview(buffer)[RECORDS_OFFSET:]),
-        base_offset=base_offset,
-        attributes=attributes,
-        last_offset_delta=last_offset_delta,
-        first_timestamp_ms=first_timestamp_ms,
-        max_timestamp_ms=max_timestamp_ms,
-        producer_id=producer_id,
-        producer_generation=producer_generation,
-        base_sequence=base_sequence,
-        record_count=record_count,
-        partition_leader_epoch=partition_leader_epoch,
-    )
+    ``HEADER_BYTES`` become ``encode_header``'s for ``fields`` (its keyword arguments)."""
+    buffer[:HEADER_BYTES] = encode_header(bytes(memoryview(buffer)[RECORDS_OFFSET:]), **fields)
 
 
 def unpack_header(buffer: bytes | bytearray | memoryview, position: int = 0) -> BatchHeader:
