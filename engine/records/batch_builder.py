@@ -92,19 +92,20 @@ class RecordBatchBuilder:
         self.base_sequence = base_sequence
         self.transactional = transactional
         self._parts: list[bytes] = []  # joined by build()
-        self._size_bytes = RECORDS_OFFSET  # the header and the joined parts
+        # Uncompressed size the batch would have now (an upper bound when compressed): the
+        # header and the joined parts. A plain attribute, read per record by the producer.
+        self.estimated_size_bytes = RECORDS_OFFSET
         self._record_count = 0
         self._first_timestamp_ms: int | None = None
         self._max_timestamp_ms = -1
         self._built = False  # build() hands the buffer out: no append or build after it
+        # The last timestamp append_value saw and its delta's varint: a producer sends many
+        # records within one millisecond. build() forgets it, so no append follows a build.
+        self._cached_timestamp_ms: int | None = None
+        self._cached_timestamp_delta = b""
 
     def __len__(self) -> int:
         return self._record_count
-
-    @property
-    def estimated_size_bytes(self) -> int:
-        """Uncompressed size the batch would have now (an upper bound when compressed)."""
-        return self._size_bytes
 
     def _timestamp_delta(self, timestamp_ms: int) -> bytes:
         """The varint of a record's timestamp delta; notes its timestamp in the batch's
@@ -160,7 +161,7 @@ class RecordBatchBuilder:
             value_bytes,
             headers_bytes,
         )
-        self._size_bytes += len(length) + body_length
+        self.estimated_size_bytes += len(length) + body_length
         self._record_count = offset_delta + 1
         return offset_delta
 
@@ -170,7 +171,12 @@ class RecordBatchBuilder:
 
         One record per call is the producer's hot path: the record is three parts, its
         fields before the value, the value and the header count."""
-        timestamp_delta = self._timestamp_delta(timestamp_ms)
+        if timestamp_ms == self._cached_timestamp_ms:
+            timestamp_delta = self._cached_timestamp_delta
+        else:
+            timestamp_delta = self._timestamp_delta(timestamp_ms)
+            self._cached_timestamp_ms = timestamp_ms
+            self._cached_timestamp_delta = timestamp_delta
         # encode_varint's table looked up here for the values that are in it
         offset_delta = self._record_count
         offset = (
@@ -196,7 +202,7 @@ class RecordBatchBuilder:
             value,
             _NO_HEADERS,
         )
-        self._size_bytes += len(length) + body_bytes
+        self.estimated_size_bytes += len(length) + body_bytes
         self._record_count = offset_delta + 1
         return offset_delta
 
@@ -228,7 +234,7 @@ class RecordBatchBuilder:
         prefix_bytes = len(prefix)
         limit = size_bytes_max if size_bytes_max is not None else 1 << 62
         parts = self._parts
-        size_bytes = self._size_bytes
+        size_bytes = self.estimated_size_bytes
         encode = encode_varint
         no_headers = _NO_HEADERS
         null = MINUS_ONE
@@ -267,7 +273,7 @@ class RecordBatchBuilder:
             size_bytes += record_bytes
             delta += 1
             index += 1
-        self._size_bytes = size_bytes
+        self.estimated_size_bytes = size_bytes
         self._record_count = delta
         return index
 
@@ -282,7 +288,7 @@ class RecordBatchBuilder:
             raise ValueError("cannot build an empty record batch: append a record first")
         assert self._first_timestamp_ms is not None
         records_section = _join(self._parts)  # the one copy of the records
-        assert len(records_section) == self._size_bytes - RECORDS_OFFSET
+        assert len(records_section) == self.estimated_size_bytes - RECORDS_OFFSET
         if self.codec != CODEC_NONE:
             records_section = compress(self.codec, records_section, self.compression_level)
         attributes = self.codec
@@ -301,6 +307,7 @@ class RecordBatchBuilder:
             record_count=self._record_count,
         )
         self._built = True
+        self._cached_timestamp_ms = None  # the next append_value reaches the check
         self._parts = []
         return _join((header, records_section))
 

@@ -9,6 +9,7 @@ import pytest
 
 from twinlog.engine.records.batch_builder import Header, RecordBatchBuilder
 from twinlog.engine.records.batch_format import RECORDS_OFFSET, read_header
+from twinlog.engine.records.batch_reader import RecordBatch
 from twinlog.engine.records.record_decoder import decode_records
 
 
@@ -110,6 +111,27 @@ def test_append_value_past_the_varint_table_and_back_in_time() -> None:
         assert one.append(b"v", timestamp_ms=timestamp_ms) == lean.append_value(b"v", timestamp_ms)
     assert lean.estimated_size_bytes == one.estimated_size_bytes
     assert lean.build() == one.build()
+
+
+def test_append_value_with_repeated_timestamps_writes_what_append_writes() -> None:
+    """Records within one millisecond reuse the last timestamp delta's varint; a new
+    millisecond, a later one or one going back, is encoded afresh."""
+    timestamps_ms = [900, 900, 900, 1_200, 1_200, 800, 800, 900, 70_000, 70_000]
+    one = RecordBatchBuilder("none")
+    lean = RecordBatchBuilder("none")
+    for timestamp_ms in timestamps_ms:
+        assert one.append(b"v", timestamp_ms=timestamp_ms) == lean.append_value(b"v", timestamp_ms)
+    built = lean.build()
+    assert built == one.build()
+    assert [record.timestamp_ms for record in RecordBatch(built).records()] == timestamps_ms
+
+
+def test_append_value_after_build_is_refused_within_the_same_millisecond() -> None:
+    builder = RecordBatchBuilder("none")
+    builder.append_value(b"first", 5)
+    builder.build()
+    with pytest.raises(RuntimeError, match="built already"):
+        builder.append_value(b"second", 5)
 
 
 def test_the_estimated_size_is_the_built_size_uncompressed() -> None:
