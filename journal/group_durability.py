@@ -9,6 +9,13 @@ took 11.5 ms one after another, 6.1 ms side by side).
 
 A log's own records are made durable in queue order on one thread (the first fsync covers
 the later ones, which then only check J1), so no log is ever synced by two threads at once.
+
+Only syncs worth overlapping go to other threads: a group where fewer than two logs hold
+``OVERLAP_BYTES_MIN`` of new records (a transaction's MARK_APPLYING or MARK_APPLIED on
+its partitions: a few dozen bytes each) is synced on the writer thread, log after log.
+Four fsyncs of 300 bytes took as long one after another as side by side here (0.35 ms
+against 0.37 ms), and the thread hops cost 0.40 ms of CPU against 0.15 ms; four of 256 KiB
+took 1.36 ms one after another against 1.00 ms side by side.
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 
 SYNC_THREADS_MAX = 4  # logs synced at once; more only queue at the disk
+OVERLAP_BYTES_MIN = 64 * 1024  # a log's new bytes in a group below this: synced in line
 
 
 class GroupDurability:
@@ -30,12 +38,16 @@ class GroupDurability:
         self._threads_max = threads_max
         self._pool: ThreadPoolExecutor | None = None  # made at the first group of 2+ logs
 
-    def make_durable(self, calls: Iterable[tuple[object, Callable[[], None]]]) -> None:
-        """``calls``: (the log a call syncs, the call), in queue order."""
+    def make_durable(self, calls: Iterable[tuple[object, Callable[[], None], int]]) -> None:
+        """``calls``: (the log a call syncs, the call, the bytes its record added), in queue
+        order."""
         by_log: dict[object, list[Callable[[], None]]] = {}
-        for log_key, call in calls:
+        bytes_by_log: dict[object, int] = {}
+        for log_key, call, size_bytes in calls:
             by_log.setdefault(log_key, []).append(call)
-        if len(by_log) <= 1:  # nothing to overlap: no thread hop
+            bytes_by_log[log_key] = bytes_by_log.get(log_key, 0) + size_bytes
+        large_logs = sum(size >= OVERLAP_BYTES_MIN for size in bytes_by_log.values())
+        if large_logs <= 1:  # nothing worth a thread hop to overlap
             for log_calls in by_log.values():
                 _run_in_order(log_calls)
             return

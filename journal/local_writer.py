@@ -224,7 +224,11 @@ class GroupWriter:
             try:
                 # the journal-log records are durable first (J1), the logs side by side
                 self._durability.make_durable(
-                    (request.operation.durable_log, request.operation.make_durable)
+                    (
+                        request.operation.durable_log,
+                        request.operation.make_durable,
+                        request.operation.size_bytes,
+                    )
                     for request in group
                     if request.operation.make_durable is not None
                 )
