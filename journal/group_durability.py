@@ -20,8 +20,11 @@ took 1.36 ms one after another against 1.00 ms side by side.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
+
+from twinlog.engine.base.side_by_side import run_side_by_side
 
 SYNC_THREADS_MAX = 4  # logs synced at once; more only queue at the disk
 OVERLAP_BYTES_MIN = 64 * 1024  # a log's new bytes in a group below this: synced in line
@@ -36,7 +39,7 @@ class GroupDurability:
         assert threads_max >= 1, threads_max
         self._name = name
         self._threads_max = threads_max
-        self._pool: ThreadPoolExecutor | None = None  # made at the first group of 2+ logs
+        self._pool: ThreadPoolExecutor | None = None  # made at the first group worth overlapping
 
     def make_durable(self, calls: Iterable[tuple[object, Callable[[], None], int]]) -> None:
         """``calls``: (the log a call syncs, the call, the bytes its record added), in queue
@@ -55,22 +58,11 @@ class GroupDurability:
             self._pool = ThreadPoolExecutor(
                 max_workers=self._threads_max, thread_name_prefix=f"journal-fsync:{self._name}"
             )
-        logs = list(by_log.values())
         # The writer thread syncs the first log itself while the pool syncs the rest.
-        futures: list[Future[None]] = [
-            self._pool.submit(_run_in_order, log_calls) for log_calls in logs[1:]
-        ]
-        first_error: BaseException | None = None
-        try:
-            _run_in_order(logs[0])
-        except BaseException as error:
-            first_error = error
-        for future in futures:  # wait for every sync, even after a failure: none may
-            failure = future.exception()  # still be running when the group is retried
-            if failure is not None and first_error is None:
-                first_error = failure
-        if first_error is not None:
-            raise first_error
+        run_side_by_side(
+            self._pool,
+            [functools.partial(_run_in_order, log_calls) for log_calls in by_log.values()],
+        )
 
     def close(self) -> None:
         if self._pool is not None:

@@ -22,14 +22,16 @@ waits on are the coordinator's); APPLY calls run without it.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor, wait
+from concurrent.futures import ThreadPoolExecutor
 
 from twinlog.engine.base import failpoints
 from twinlog.engine.base.errors import TwinlogError
+from twinlog.engine.base.side_by_side import run_side_by_side
 from twinlog.engine.base.types import TopicPartition, TransactionState
 from twinlog.engine.broker.partition_calls import (
     ApplyAbort,
@@ -227,21 +229,11 @@ class CompletionWorker:
             for topic_partition in topic_partitions:
                 apply(topic_partition)
             return
-        # This thread applies the first partition itself while the pool applies the rest:
-        # one thread hop fewer, and one thread fewer contending for the GIL.
-        futures: list[Future[None]] = [
-            self._apply_pool.submit(apply, p) for p in topic_partitions[1:]
-        ]
-        first_error: BaseException | None = None
-        try:
-            apply(topic_partitions[0])
-        except BaseException as error:
-            first_error = error
-        wait(futures)  # every call finishes, even after a failure, before a retry
-        if first_error is not None:
-            raise first_error
-        for future in futures:
-            future.result()  # raises the partition's error, if it had one
+        # This thread applies the first partition itself while the pool applies the rest.
+        run_side_by_side(
+            self._apply_pool,
+            [functools.partial(apply, topic_partition) for topic_partition in topic_partitions],
+        )
 
     def wait_complete(self, txn: TransactionMetadata, timeout_s: float) -> bool:
         """Wait until ``txn`` is COMMITTED or ABORTED; False if ``timeout_s`` passed first."""

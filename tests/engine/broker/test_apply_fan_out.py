@@ -8,19 +8,13 @@ import threading
 import time
 
 import pytest
+from completion_support import completion_worker, prepared_commit
 
 from twinlog.engine.base.errors import NotLeaderOrFollowerError
 from twinlog.engine.base.types import TopicPartition, TransactionState
 from twinlog.engine.broker.coordinator_completion import CompletionWorker
-from twinlog.engine.broker.partition_calls import (
-    ApplyAbort,
-    ApplyCommit,
-    CallEpochs,
-    CountEntries,
-    EntryCount,
-)
+from twinlog.engine.broker.partition_calls import ApplyAbort, ApplyCommit, CountEntries, EntryCount
 from twinlog.engine.broker.transaction_metadata import TransactionMetadata
-from twinlog.journal.txn_records import CoordinatorRecord
 
 PARTITIONS = [TopicPartition("t", number) for number in range(4)]
 SLOW_S = 0.2
@@ -58,28 +52,8 @@ class RecordingLeaders:
 
 
 def _worker(leaders: RecordingLeaders) -> tuple[CompletionWorker, TransactionMetadata]:
-    txn = TransactionMetadata(
-        transaction_id=7,
-        transactional_id="writer",
-        producer_id=1,
-        producer_generation=0,
-        state=TransactionState.PREPARE_COMMIT,
-        started_ms=0,
-        timeout_ms=60_000,
-        begin_offset=0,
-        request_id=0,
-        partitions=set(PARTITIONS),
-        journaled=tuple((partition, 1) for partition in PARTITIONS),
-    )
-
-    def write(record: CoordinatorRecord) -> int:
-        txn.state = TransactionState.COMMITTED
-        return 0
-
-    worker = CompletionWorker(
-        0, threading.RLock(), {7: txn}.get, write, leaders, lambda _tp: CallEpochs(0, 1, 1)
-    )
-    return worker, txn
+    txn = prepared_commit(PARTITIONS)
+    return completion_worker(leaders, txn), txn
 
 
 def test_the_calling_thread_applies_the_first_partition_and_the_pool_the_rest() -> None:

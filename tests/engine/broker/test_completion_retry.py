@@ -8,18 +8,17 @@ from __future__ import annotations
 import threading
 import time
 
+from completion_support import TRANSACTION_ID, completion_worker, prepared_commit
+
 from twinlog.engine.base.errors import NotLeaderOrFollowerError
-from twinlog.engine.base.types import TopicPartition, TransactionState
-from twinlog.engine.broker.coordinator_completion import RETRIABLE_RETRY_S_MAX, CompletionWorker
+from twinlog.engine.base.types import TopicPartition
+from twinlog.engine.broker.coordinator_completion import RETRIABLE_RETRY_S_MAX
 from twinlog.engine.broker.partition_calls import (
     ApplyAbort,
     ApplyCommit,
-    CallEpochs,
     CountEntries,
     EntryCount,
 )
-from twinlog.engine.broker.transaction_metadata import TransactionMetadata
-from twinlog.journal.txn_records import CoordinatorRecord
 
 PARTITION = TopicPartition("t", 2)
 # Failures at 0.01 * (2**n - 1) s: with the delay doubled beyond a second, the last failure
@@ -52,31 +51,11 @@ class LeaderlessFor:
 
 
 def test_a_committed_transaction_is_applied_within_a_second_of_its_partition_being_back() -> None:
-    lock = threading.RLock()
-    txn = TransactionMetadata(
-        transaction_id=7,
-        transactional_id="writer",
-        producer_id=1,
-        producer_generation=0,
-        state=TransactionState.PREPARE_COMMIT,
-        started_ms=0,
-        timeout_ms=60_000,
-        begin_offset=0,
-        request_id=0,
-        partitions={PARTITION},
-        journaled=((PARTITION, 1),),
-    )
+    txn = prepared_commit([PARTITION])
     leaders = LeaderlessFor(back_at_s=time.monotonic() + LEADERLESS_S)
-
-    def write(record: CoordinatorRecord) -> int:
-        txn.state = TransactionState.COMMITTED
-        return 0
-
-    worker = CompletionWorker(
-        0, lock, {7: txn}.get, write, leaders, lambda _tp: CallEpochs(0, 1, 1)
-    )
+    worker = completion_worker(leaders, txn)
     worker.start()
-    worker.queue(7)
+    worker.queue(TRANSACTION_ID)
     try:
         assert leaders.applied.wait(LEADERLESS_S + RETRIABLE_RETRY_S_MAX + 5)
         assert leaders.applied_at_s is not None
