@@ -537,8 +537,8 @@ class LocalJournal:
         before asking for the next, and close the iterator when done
         (``contextlib.closing``) so its read transaction ends. Memory stays
         flat: nothing is copied, and every ``read_chunk_bytes`` the read
-        transaction is renewed (letting a map resize in) and the pages read so
-        far are released from this process's mapping.
+        transaction is renewed (letting a map resize in) and, if it read batches
+        held in LMDB, the pages read so far are released from this process's mapping.
         """
         for _header, _value, batch in self._iter_values(partition, sequences):
             yield memoryview(batch)
@@ -586,7 +586,12 @@ class LocalJournal:
         value or its journal-log record."""
         index = 0
         while index < len(sequences):
-            with self._reading(release_pages=True) as tables:
+            # The map's pages are given back after each chunk only if it read batches
+            # held in LMDB: an entry whose batch is in the journal log maps a few small
+            # pages, and giving them back (madvise over the whole map, then faulting
+            # them in again) cost more than the copy's other reads.
+            reading = self._reading()
+            with reading as tables:
                 partition_id = self._partition_id(tables, partition)
                 if partition_id is None:
                     raise CorruptJournalError(
@@ -603,6 +608,8 @@ class LocalJournal:
                         )
                     view = memoryview(value)
                     header = decode_entry_header(view, f"{sequence} of {partition}")
+                    if not header.batch_in_log:
+                        reading.release_pages = True
                     batch = self._batch_of(partition, sequence, header, view)
                     yield header, view, batch
                     chunk_bytes += len(view) if not header.batch_in_log else len(batch)
@@ -720,7 +727,7 @@ class _Reading:
 
     def __init__(self, journal: LocalJournal, release_pages: bool) -> None:
         self._journal = journal
-        self._release_pages = release_pages
+        self.release_pages = release_pages  # may be set while reading: released at exit
         self._shared = journal._map_lock.shared()
         self._txn: lmdb.Transaction | None = None
         self._tables: Tables | None = None
@@ -745,7 +752,7 @@ class _Reading:
         try:
             if self._txn is not None:
                 self._txn.abort()
-            if self._releaser is not None and (self._release_pages or self._releaser.releases):
+            if self._releaser is not None and (self.release_pages or self._releaser.releases):
                 self._releaser.release()
         finally:
             self._shared.__exit__(exc_type, error, traceback)
