@@ -33,9 +33,11 @@ Reported: records/s and MiB/s of each, and the ratios of like with like:
                                        SQLite WAL FULL)
     transactional / sqlite-100
 
-and, over gRPC, the commit round trip p50/p99 and the produce-to-visible lag
+and, over gRPC, the commit round trip p50/p99, the produce-to-visible lag
 p50/p99 (commit acknowledged -> a consumer has read the transaction's last record
-on every partition). Numbers depend on the machine (the disk's fsync above all):
+on every partition), and what the server spent per 1,000 records of each gRPC
+contender (CPU, user and system, and context switches: ``process_cost``, Linux
+only). Numbers depend on the machine (the disk's fsync above all):
 compare the ratios printed by one run.
 """
 
@@ -56,6 +58,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from bench.e2e import process_cost
 from bench.e2e.embedded import measure_embedded
 from bench.e2e.sqlite_baseline import run_sqlite
 from bench.e2e.workload import Workload
@@ -171,8 +174,11 @@ def measure(
         with Admin(address) as admin:
             admin.create_topic("bench-plain", workload.partitions)
             admin.create_topic("bench-txn", workload.partitions)
+        before = process_cost.sample(server.pid)
         plain = run_client(address, "bench-plain", "plain", workload, progress)
+        after_plain = process_cost.sample(server.pid)
         transactional = run_client(address, "bench-txn", "transactional", workload, progress)
+        after_transactional = process_cost.sample(server.pid)
     finally:
         server.terminate()
         try:
@@ -227,7 +233,38 @@ def measure(
             "embedded_batch_vs_sqlite_executemany": GOAL_EMBEDDED_BATCH_VS_SQLITE,
         },
         "server_log": str(log_path),
+        # The server's CPU and context switches per 1,000 records each gRPC client sent
+        # (warm-up and lag probes included: the server did that work too); {} off Linux.
+        "server_cost": {
+            "plain": _cost_per_thousand(before, after_plain, plain_records(workload)),
+            "transactional": _cost_per_thousand(
+                after_plain,
+                after_transactional,
+                transactional_records(workload, int(transactional["lag_probes"])),
+            ),
+        },
     }
+
+
+def plain_records(workload: Workload) -> int:
+    """Records the plain client sends: its warm-up and measured batches."""
+    return (workload.warmup_transactions + workload.transactions) * (
+        workload.records_per_transaction
+    )
+
+
+def transactional_records(workload: Workload, lag_probes: int) -> int:
+    """Records the transactional client sends: warm-up, measured and lag-probe transactions."""
+    transactions = workload.warmup_transactions + workload.transactions + lag_probes
+    return transactions * workload.records_per_transaction
+
+
+def _cost_per_thousand(
+    before: process_cost.ProcessCost | None, after: process_cost.ProcessCost | None, records: int
+) -> dict[str, float]:
+    if before is None or after is None or records <= 0:
+        return {}
+    return after.minus(before).per(records / 1000)
 
 
 CONTENDERS = [
@@ -287,6 +324,13 @@ def print_table(results: dict[str, Any]) -> None:
         f"produce-to-visible  p50 {txn['visible_lag_p50_ms']:7.1f} ms   "
         f"p99 {txn['visible_lag_p99_ms']:7.1f} ms   ({txn['lag_probes']:.0f} probes)"
     )
+    for name, cost in results.get("server_cost", {}).items():
+        if cost:
+            print(
+                f"server per 1,000 records ({name}): CPU {cost['cpu_ms']:.1f} ms "
+                f"(user {cost['user_ms']:.1f}, system {cost['system_ms']:.1f}), "
+                f"{cost['context_switches']:.0f} context switches"
+            )
 
 
 EXAMPLE = """
