@@ -423,9 +423,9 @@ class LocalJournal:
 
     # --- reads (in the caller's thread) --------------------------------------------
 
-    def _reading(self, release_pages: bool = False) -> _Reading:
+    def _reading(self) -> _Reading:
         self._check_open()
-        return _Reading(self, release_pages)
+        return _Reading(self)
 
     def _partition_id(self, tables: Tables, partition: str) -> int | None:
         partition_id = self._partition_ids.get(partition)
@@ -725,9 +725,10 @@ class LocalJournal:
 class _Reading:
     """A read transaction under the map lock's shared side; yields ``Tables``."""
 
-    def __init__(self, journal: LocalJournal, release_pages: bool) -> None:
+    def __init__(self, journal: LocalJournal) -> None:
         self._journal = journal
-        self.release_pages = release_pages  # may be set while reading: released at exit
+        # Set while reading (a batch held in LMDB was read): the pages go at exit.
+        self.release_pages = False
         self._shared = journal._map_lock.shared()
         self._txn: lmdb.Transaction | None = None
         self._tables: Tables | None = None

@@ -224,15 +224,13 @@ class CompletionWorker:
                 self._applier.apply_abort(ApplyAbort(txn.transaction_id, topic_partition, epochs))
             failpoints.hit("coordinator.during_apply")  # one partition applied, maybe not all
 
-        topic_partitions = sorted(txn.partitions)
-        if len(topic_partitions) <= 1:
-            for topic_partition in topic_partitions:
-                apply(topic_partition)
-            return
         # This thread applies the first partition itself while the pool applies the rest.
         run_side_by_side(
             self._apply_pool,
-            [functools.partial(apply, topic_partition) for topic_partition in topic_partitions],
+            [
+                functools.partial(apply, topic_partition)
+                for topic_partition in sorted(txn.partitions)
+            ],
         )
 
     def wait_complete(self, txn: TransactionMetadata, timeout_s: float) -> bool:

@@ -885,7 +885,8 @@ def _log_auto_commit_failure(
 
 
 def _columns_of(batch: RecordBatch, topic: str, partition: int) -> RecordColumns:
-    """The batch's records; InvalidRecordError naming the batch if they do not decode."""
+    """The batch's records as columns; InvalidRecordError naming the batch if they do not
+    decode."""
     with naming_the_batch(topic, partition, batch.header):
         return batch.columns()
 

@@ -156,8 +156,6 @@ class Producer:
         self.delivery_timeout_ms = delivery_timeout_ms
         self.delivery_timeout_s = delivery_timeout_ms / 1000
         self.batch_bytes_max = batch_bytes_max
-        # The largest bare value (no key, no headers) whose record fits in batch_bytes_max.
-        self._bare_value_bytes_max = batch_bytes_max - RECORDS_OFFSET - RECORD_OVERHEAD_BYTES
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
         self._accumulator = Accumulator(compression, batch_bytes, linger_ms)
@@ -236,7 +234,7 @@ class Producer:
             and timestamp_ms is None
             and type(value) is bytes
             and type(partition) is int
-            and len(value) <= self._bare_value_bytes_max
+            and RECORDS_OFFSET + RECORD_OVERHEAD_BYTES + len(value) <= self.batch_bytes_max
         ):
             # A bare value to a given partition while the buffer has room: the common
             # case, in fewer steps (written out here, not in a method: a call is a tenth
