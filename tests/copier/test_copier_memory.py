@@ -135,5 +135,5 @@ def test_one_gibibyte_transaction_applies_with_flat_memory(tmp_path: Path) -> No
 if __name__ == "__main__":
     from twinlog.engine.base.allocator import keep_freed_memory
 
-    keep_freed_memory()  # as twinlog serve runs: freed memory kept, up to 16 MiB per arena
+    keep_freed_memory()  # as twinlog serve runs: freed memory kept, up to 64 MiB per arena
     print(json.dumps(_measure_apply(sys.argv[1])))
