@@ -6,8 +6,9 @@ then applied to LMDB in offset order (``twinlog.journal.journal_logs``). A recor
 offset in that log is its *journal offset*; an ENTRY's journal offset is its entry
 sequence in LMDB, so the reverse links are the same on every copy of the log.
 
-Each record is one batch (built with the batch builder's defaults) holding one record
-whose key is empty and whose value is:
+Each record is one batch (the bytes the batch builder's defaults give; ``build_batch_pieces``
+writes them without copying an ENTRY's batch) holding one record whose key is null and
+whose value is:
 
     JournalLogRecord := type int8, field*                    (fields per type, below)
 
@@ -34,7 +35,14 @@ from dataclasses import dataclass
 from enum import IntEnum
 
 from twinlog.engine.base.errors import CorruptJournalError
-from twinlog.engine.records.batch_builder import RecordBatchBuilder
+from twinlog.engine.records.batch_format import (
+    NO_PRODUCER_GENERATION,
+    NO_PRODUCER_ID,
+    NO_SEQUENCE,
+    encode_header,
+)
+from twinlog.engine.records.compression import CODEC_NONE
+from twinlog.engine.records.varint import encode_varint
 
 
 class JournalLogRecordType(IntEnum):
@@ -100,21 +108,29 @@ ENTRY_OVERHEAD_BYTES_MAX = _TYPE.size + _ENTRY.size + (1 << 16) + 256
 
 
 def encode(record: JournalLogRecord) -> bytes:
+    """The value of ``record``'s journal-log record."""
+    return b"".join(encode_pieces(record))
+
+
+def encode_pieces(record: JournalLogRecord) -> list[bytes | memoryview]:
+    """``encode(record)`` as pieces: an ENTRY's batch is its own piece, not copied."""
     if isinstance(record, Entry):
-        return b"".join(
-            (
-                _TYPE.pack(JournalLogRecordType.ENTRY),
-                _ENTRY.pack(
-                    record.transaction_id,
-                    record.producer_id,
-                    record.producer_generation,
-                    record.base_sequence,
-                    len(record.attempt),
-                ),
-                record.attempt,
-                record.batch,
-            )
-        )
+        return [
+            b"".join(
+                (
+                    _TYPE.pack(JournalLogRecordType.ENTRY),
+                    _ENTRY.pack(
+                        record.transaction_id,
+                        record.producer_id,
+                        record.producer_generation,
+                        record.base_sequence,
+                        len(record.attempt),
+                    ),
+                    record.attempt,
+                )
+            ),
+            record.batch,
+        ]
     if isinstance(record, MarkApplying):
         attempts = record.attempts
         parts = [
@@ -127,21 +143,54 @@ def encode(record: JournalLogRecord) -> bytes:
         ]
         for attempt in attempts or ():
             parts += [_LENGTH.pack(len(attempt)), attempt]
-        return b"".join(parts)
+        return [b"".join(parts)]
     if isinstance(record, MarkApplied):
-        return _TYPE.pack(JournalLogRecordType.MARK_APPLIED) + _APPLIED.pack(
-            record.transaction_id, record.first_offset, record.next_offset
-        )
+        return [
+            _TYPE.pack(JournalLogRecordType.MARK_APPLIED)
+            + _APPLIED.pack(record.transaction_id, record.first_offset, record.next_offset)
+        ]
     if isinstance(record, MarkAborted):
-        return _TYPE.pack(JournalLogRecordType.MARK_ABORTED) + _ID.pack(record.transaction_id)
-    return _TYPE.pack(JournalLogRecordType.PURGE) + _ID.pack(record.low_watermark)
+        return [_TYPE.pack(JournalLogRecordType.MARK_ABORTED) + _ID.pack(record.transaction_id)]
+    return [_TYPE.pack(JournalLogRecordType.PURGE) + _ID.pack(record.low_watermark)]
+
+
+_ZERO = encode_varint(0)  # attributes, timestamp and offset deltas, header count
+_NULL = encode_varint(-1)  # the record's key
+
+
+def build_batch_pieces(record: JournalLogRecord, timestamp_ms: int) -> list[bytes | memoryview]:
+    """One journal-log batch holding ``record``, as pieces for one ``pwritev``: an ENTRY's
+    batch, most of what a journal writes, is one of them, never copied (joining it into
+    the record's value and then into the batch cost two copies of every journaled byte).
+
+    Joined, the pieces are the batch ``RecordBatchBuilder("none")`` builds of
+    ``encode(record)`` at ``timestamp_ms`` (the tests pin it): one record, timestamp and
+    offset delta 0, a null key, no headers; no producer, not transactional.
+    """
+    value = encode_pieces(record)
+    value_length = encode_varint(sum(len(piece) for piece in value))
+    # attributes, timestamp delta, offset delta, key length: 1 byte each; the header count: 1
+    body_bytes = 4 + len(value_length) + sum(len(piece) for piece in value) + 1
+    head = b"".join((encode_varint(body_bytes), _ZERO, _ZERO, _ZERO, _NULL, value_length, value[0]))
+    records: list[bytes | memoryview] = [head, *value[1:], _ZERO]
+    header = encode_header(
+        records,
+        base_offset=0,
+        attributes=CODEC_NONE,
+        last_offset_delta=0,
+        first_timestamp_ms=timestamp_ms,
+        max_timestamp_ms=timestamp_ms,
+        producer_id=NO_PRODUCER_ID,
+        producer_generation=NO_PRODUCER_GENERATION,
+        base_sequence=NO_SEQUENCE,
+        record_count=1,
+    )
+    return [bytes(header) + head, *records[1:]]
 
 
 def build_batch(record: JournalLogRecord, timestamp_ms: int) -> bytes:
-    """One journal-log batch holding ``record`` (the builder's defaults: no compression)."""
-    builder = RecordBatchBuilder("none")
-    builder.append(encode(record), timestamp_ms=timestamp_ms)
-    return builder.build()
+    """One journal-log batch holding ``record``, whole."""
+    return b"".join(build_batch_pieces(record, timestamp_ms))
 
 
 def decode(value: bytes, where: str) -> JournalLogRecord:
@@ -158,8 +207,13 @@ def decode(value: bytes, where: str) -> JournalLogRecord:
             if len(attempt) != attempt_bytes:
                 raise struct.error("attempt tag cut short")
             position += attempt_bytes
-            return Entry(
-                transaction_id, producer_id, generation, base_sequence, attempt, value[position:]
+            return Entry(  # the batch a view: it is most of the value, and read to be copied
+                transaction_id,
+                producer_id,
+                generation,
+                base_sequence,
+                attempt,
+                memoryview(value)[position:],
             )
         if kind == JournalLogRecordType.MARK_APPLYING:
             transaction_id, start_offset, count = _APPLYING.unpack_from(value, position)

@@ -69,7 +69,7 @@ from twinlog.journal import journal_log_records as records
 from twinlog.journal.journal_log_records import (
     ENTRY_OVERHEAD_BYTES_MAX,
     JournalLogRecord,
-    build_batch,
+    build_batch_pieces,
     decode,
 )
 from twinlog.journal.local_format import CopyRecord, CopyState
@@ -299,7 +299,7 @@ class JournalLogs:
                 f"journal log ends at {journal_log.log.log_end_offset}; see docs/formats.md, "
                 "'Local data journal: Damage'"
             )
-        for batch in iter_batches(chunk):
+        for batch in iter_batches(chunk, crc_checked=True):  # the log's read checked it
             for record in batch.records():
                 if record.offset != sequence:
                     continue
@@ -399,7 +399,8 @@ class JournalLogs:
         ``on_appended(offset)``: on a replicated leader, called once the record is in the
         log, before the wait for its replicas (whatever that wait's outcome)."""
         journal_log = self._journal_log(partition)
-        batch = build_batch(record, int(time.time() * 1000))
+        # In pieces: an ENTRY's batch goes to the file as the producer sent it, uncopied.
+        batch = build_batch_pieces(record, int(time.time() * 1000))
         if journal_log.replicated:
             return self._write_replicated(journal_log, record, batch, on_appended)
         with journal_log.order_lock:
@@ -408,7 +409,7 @@ class JournalLogs:
             failpoints.hit("journal_log.before_append")
             # Built just above, so its CRC is fresh: checking it again would hash every
             # journaled byte a second time. Fsynced by the writer, before applying.
-            offset = journal_log.log.append(batch, validate=False)
+            offset = journal_log.log.append_pieces(batch)
             try:
                 failpoints.hit("journal_log.before_apply")
                 pending = self._enqueue(journal_log, offset, record)
@@ -431,7 +432,7 @@ class JournalLogs:
         self,
         journal_log: _JournalLog,
         record: JournalLogRecord,
-        batch: bytes,
+        batch: list[bytes | memoryview],
         on_appended: Callable[[int], None] | None = None,
     ) -> Any:
         """A replicated leader's write: append, wait until the in-sync replicas hold it
@@ -450,7 +451,7 @@ class JournalLogs:
             if journal_log.needs_repair:
                 self._repair(journal_log)
             failpoints.hit("journal_log.before_append")
-            offset = journal_log.log.append(batch, validate=False)
+            offset = journal_log.log.append_pieces(batch)
             journal_log.pending[offset] = waiter
             if on_appended is not None:
                 on_appended(offset)

@@ -62,8 +62,11 @@ from twinlog.engine.log.segment import Segment, fsync_segment_fd, wall_clock_ms
 from twinlog.engine.log.segment_index import RELATIVE_OFFSET_MAX, IndexDamagedError
 from twinlog.engine.log.segments_view import SegmentsView
 from twinlog.engine.records.batch_format import (
+    HEADER_BYTES,
     BatchHeader,
+    check_header,
     read_header,
+    unpack_header,
     validate_batch,
     with_log_position,
 )
@@ -237,12 +240,28 @@ class DataLog:
         with self._write_lock:
             return self._append_locked(batch, validate)
 
-    def _append_locked(self, batch: bytes | memoryview, validate: bool = True) -> int:
+    def append_pieces(self, pieces: Sequence[bytes | memoryview]) -> int:
+        """``append(b"".join(pieces), validate=False)`` without the join: one batch that its
+        caller built as pieces (the first holding the whole header), written with one
+        ``pwritev``. Its CRC is not checked (the caller just computed it over these very
+        pieces); its header and its length against the pieces' are."""
+        with self._write_lock:
+            return self._append_locked(pieces, validate=False)
+
+    def _append_locked(
+        self, batch: bytes | memoryview | Sequence[bytes | memoryview], validate: bool = True
+    ) -> int:
         self._check_open()
-        view = memoryview(batch)
-        header = self._check_batch(view, validate=validate)
+        if isinstance(batch, (bytes, memoryview)):
+            view = memoryview(batch)
+            views = [view]
+            header = self._check_batch(view, validate=validate)
+        else:
+            assert not validate, "a batch in pieces is its caller's: its CRC is not checked"
+            views = [memoryview(piece) for piece in batch]
+            header = self._check_pieces(views)
         base_offset = self._next_offset
-        active, position = self._write(view, header)
+        active, position = self._write(views, header)
         if self._flush_policy.note_append(header.size_bytes):
             try:
                 active.flush()
@@ -292,7 +311,7 @@ class DataLog:
                     f"{self.directory}: append_many was told of {batch_count} batches and "
                     "given more; nothing of this call is kept"
                 )
-            self._write(view, self._check_batch(view, validate=validate))
+            self._write([view], self._check_batch(view, validate=validate))
             written[0] += 1
 
         return self._append_all_or_nothing(
@@ -932,7 +951,30 @@ class DataLog:
             )
         return header
 
-    def _write(self, view: memoryview, header: BatchHeader) -> tuple[Segment, int]:
+    def _check_pieces(self, views: list[memoryview]) -> BatchHeader:
+        """``_check_batch`` without the CRC, for a batch in pieces (the first holding the
+        whole header)."""
+        size_bytes = sum(len(view) for view in views)
+        if size_bytes > self.config.batch_bytes_max:
+            raise BatchTooLargeError(
+                f"batch is {size_bytes} bytes, larger than this log's batch_bytes_max of "
+                f"{self.config.batch_bytes_max}: split it, or raise batch_bytes_max "
+                "(topic config max.message.bytes)"
+            )
+        if len(views[0]) < HEADER_BYTES:
+            raise CorruptBatchError(
+                f"the first piece of a batch holds {len(views[0])} bytes, less than the "
+                f"{HEADER_BYTES} of its header"
+            )
+        header = check_header(unpack_header(views[0]))
+        if header.size_bytes != size_bytes:
+            raise CorruptBatchError(
+                f"batch pieces hold {size_bytes} bytes, its length field says "
+                f"{header.size_bytes}: pass exactly one batch"
+            )
+        return header
+
+    def _write(self, views: list[memoryview], header: BatchHeader) -> tuple[Segment, int]:
         """Write one checked batch at the log end (rolling first if due); (segment, position).
 
         The batch gets its offsets and this log's leader epoch by a patch of its first
@@ -947,7 +989,11 @@ class DataLog:
         if self._roll_due(active, header):
             active = self._roll()
         position = active.append(
-            with_log_position(view, header.base_offset, header.partition_leader_epoch), header
+            [
+                *with_log_position(views[0], header.base_offset, header.partition_leader_epoch),
+                *views[1:],
+            ],
+            header,
         )
         self._next_offset = header.next_offset
         self._last_header = header

@@ -173,7 +173,7 @@ class BatchHeader(NamedTuple):
 
 
 def encode_header(
-    records_section: bytes,
+    records_section: bytes | list[bytes | memoryview],
     *,
     base_offset: int,
     attributes: int,
@@ -190,15 +190,18 @@ def encode_header(
     ``records_section``: the given fields, the magic byte, the batch length and the CRC
     of everything from the attributes on. The one writer of the header's bytes (the
     records are not copied: the CRC runs over the header's part, then over them).
+    ``records_section`` may be a list of pieces, written after the header in that order
+    (the journal's ENTRY: the producer's batch is one of them, never joined).
     Raises InvalidProducerGenerationError for a generation int16 cannot hold.
     """
     check_producer_generation(producer_generation)
+    pieces = records_section if isinstance(records_section, list) else (records_section,)
     header = bytearray(HEADER_BYTES)
     _HEADER.pack_into(
         header,
         0,
         base_offset,
-        HEADER_BYTES + len(records_section) - LENGTH_PREFIX_BYTES,
+        HEADER_BYTES + sum(len(piece) for piece in pieces) - LENGTH_PREFIX_BYTES,
         partition_leader_epoch,
         MAGIC,
         0,  # crc: it covers the attributes packed here, so it is computed after them
@@ -211,7 +214,9 @@ def encode_header(
         base_sequence,
         record_count,
     )
-    crc = crc32c(records_section, crc32c(bytes(header[ATTRIBUTES_OFFSET:])))
+    crc = crc32c(bytes(header[ATTRIBUTES_OFFSET:]))
+    for piece in pieces:
+        crc = crc32c(piece, crc)
     CRC_FORMAT.pack_into(header, CRC_OFFSET, crc)
     return header
 
@@ -271,7 +276,13 @@ def read_header(buffer: bytes | memoryview, position: int = 0) -> BatchHeader:
             f"only {available} present (torn or truncated batch)",
             position,
         )
-    header = unpack_header(buffer, position)
+    return check_header(unpack_header(buffer, position), position)
+
+
+def check_header(header: BatchHeader, position: int = 0) -> BatchHeader:
+    """``read_header``'s checks of the fields themselves (magic byte, codec, attribute
+    bits, count/delta); ``position`` names the batch in errors. For a batch held as
+    pieces, whose length its caller checks against the pieces'."""
     if header.magic != MAGIC:
         raise CorruptBatchError(f"batch magic byte is {header.magic}, expected {MAGIC}", position)
     if header.codec not in CODEC_NAMES:

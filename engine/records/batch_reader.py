@@ -19,6 +19,7 @@ from twinlog.engine.records.batch_format import (
     LENGTH_PREFIX_BYTES,
     RECORDS_OFFSET,
     BatchHeader,
+    read_header,
     read_length_prefix,
     validate_batch,
 )
@@ -39,9 +40,15 @@ class RecordBatch:
 
     __slots__ = ("buffer", "header")
 
-    def __init__(self, buffer: bytes | memoryview, position: int = 0) -> None:
-        """Validate (length, magic, codec, CRC) the batch at ``position`` of ``buffer``."""
-        self.header: BatchHeader = validate_batch(buffer, position)
+    def __init__(
+        self, buffer: bytes | memoryview, position: int = 0, *, crc_checked: bool = False
+    ) -> None:
+        """Validate (length, magic, codec, CRC) the batch at ``position`` of ``buffer``.
+        ``crc_checked``: its source checked the CRC already (a ``DataLog.read`` returns
+        only checked batches), so only the header is read and checked."""
+        self.header: BatchHeader = (
+            read_header(buffer, position) if crc_checked else validate_batch(buffer, position)
+        )
         end = position + self.header.size_bytes
         self.buffer = memoryview(buffer)[position:end]
 
@@ -74,12 +81,13 @@ class RecordBatch:
 
 
 def iter_batches(
-    buffer: bytes | memoryview, *, allow_partial_tail: bool = False
+    buffer: bytes | memoryview, *, allow_partial_tail: bool = False, crc_checked: bool = False
 ) -> Iterator[RecordBatch]:
     """Each batch of a buffer of consecutive batches, validated.
 
     With ``allow_partial_tail`` a last incomplete batch (as a fetch cut at a byte
-    limit may return) ends the iteration instead of raising.
+    limit may return) ends the iteration instead of raising. ``crc_checked``: as
+    ``RecordBatch``'s (the buffer came from a ``DataLog.read``).
     """
     position = 0
     end = len(buffer)
@@ -90,7 +98,7 @@ def iter_batches(
             _, batch_length = read_length_prefix(buffer, position)
             if position + LENGTH_PREFIX_BYTES + batch_length > end:
                 return
-        batch = RecordBatch(buffer, position)
+        batch = RecordBatch(buffer, position, crc_checked=crc_checked)
         yield batch
         position += batch.header.size_bytes
 

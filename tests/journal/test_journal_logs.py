@@ -4,6 +4,7 @@ after a failed application, and retention bounded by open transactions."""
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 from pathlib import Path
 
@@ -13,6 +14,8 @@ from copier_support import transactional_batch
 from twinlog.engine.base import failpoints
 from twinlog.engine.base.errors import CorruptJournalError, TransactionCompletedError
 from twinlog.engine.broker import Broker
+from twinlog.engine.records.batch_builder import RecordBatchBuilder
+from twinlog.engine.records.batch_format import validate_batch
 from twinlog.journal import CopyState, JournalLogs, LocalJournal
 from twinlog.journal import journal_log_records as records
 from twinlog.journal.journal_logs import JOURNAL_LOG_DIRECTORY, read_records
@@ -47,6 +50,52 @@ def _disarm():
 )
 def test_records_round_trip(record: records.JournalLogRecord) -> None:
     assert records.decode(records.encode(record), "test") == record
+
+
+@pytest.mark.parametrize("timestamp_ms", [0, 1_700_000_000_123])
+@pytest.mark.parametrize("as_view", [False, True])
+@pytest.mark.parametrize(
+    "record",
+    [
+        records.Entry(7, 42, 3, 10, b"task-1.0", transactional_batch(7, 10)),
+        records.Entry(
+            7, 42, 3, 10, b"", transactional_batch(7, 10, record_count=300, value_bytes=900)
+        ),
+        records.MarkApplying(7, 100, None),
+        records.MarkApplying(7, 100, (b"a", b"task-2.1")),
+        records.MarkApplied(7, 100, 120),
+        records.MarkAborted(1 << 40),
+        records.Purge(12345),
+    ],
+)
+def test_the_journal_batch_in_pieces_is_the_builders_batch_and_keeps_the_entrys_batch_uncopied(
+    record: records.JournalLogRecord, as_view: bool, timestamp_ms: int
+) -> None:
+    if as_view and isinstance(record, records.Entry):
+        record = dataclasses.replace(record, batch=memoryview(bytes(record.batch)))
+    builder = RecordBatchBuilder("none")  # the reference encoder of every batch
+    builder.append(records.encode(record), timestamp_ms=timestamp_ms)
+    pieces = records.build_batch_pieces(record, timestamp_ms)
+    assert b"".join(pieces) == builder.build() == records.build_batch(record, timestamp_ms)
+    assert validate_batch(b"".join(pieces)).record_count == 1
+    if isinstance(record, records.Entry):
+        assert any(piece is record.batch for piece in pieces)  # written as given, not copied
+
+
+def test_an_entry_read_back_holds_a_view_of_the_value_not_a_copy() -> None:
+    value = records.encode(records.Entry(7, 42, 3, 10, b"t", transactional_batch(7, 10)))
+    entry = records.decode(value, "test")
+    assert isinstance(entry, records.Entry) and isinstance(entry.batch, memoryview)
+    assert entry.batch.obj is value
+
+
+def test_an_entry_journaled_and_read_for_its_copy_is_the_producers_batch(tmp_path: Path) -> None:
+    batch = transactional_batch(7, 10, record_count=50)
+    with _open(tmp_path) as journal:
+        sequence = journal.append(P0, 7, batch)
+        (read,) = journal.iter_batches(P0, [sequence])
+        assert bytes(read) == batch
+        assert validate_batch(journal.journal_log(P0).read(sequence, 1)).record_count == 1
 
 
 def test_a_record_that_does_not_decode_is_corrupt_journal() -> None:

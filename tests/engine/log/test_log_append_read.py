@@ -171,6 +171,36 @@ def test_trailing_bytes_after_a_batch_are_refused(log: DataLog) -> None:
     assert log.log_end_offset == 0
 
 
+def test_a_batch_in_pieces_is_written_as_the_same_batch_whole(log: DataLog) -> None:
+    first, second = make_batch(3, tag=1), make_batch(2, tag=2)
+    assert log.append(first) == 0
+    pieces = [second[: HEADER_BYTES + 5], memoryview(second)[HEADER_BYTES + 5 : -7], second[-7:]]
+    assert log.append_pieces(pieces) == 3
+    assert log.log_end_offset == 5
+    stored = log.read(3, 10_000)
+    assert stored[:8] == (3).to_bytes(8, "big")  # its offsets given by the log
+    assert stored[8:12] == second[8:12] and stored[16:] == second[16:]  # the rest as given
+    assert batch_values(stored) == batch_values(second)
+    log.check()  # the CRC, not checked on the way in, holds
+
+
+def test_a_batch_in_pieces_is_checked_like_a_whole_one_and_nothing_is_written(
+    log: DataLog,
+) -> None:
+    batch = make_batch(2)
+    with pytest.raises(CorruptBatchError, match="first piece of a batch holds 20 bytes"):
+        log.append_pieces([batch[:20], batch[20:]])
+    with pytest.raises(CorruptBatchError, match=r"pieces hold .* bytes, its length field says"):
+        log.append_pieces([batch, b"\x00"])
+    with pytest.raises(CorruptBatchError, match=r"pieces hold .* bytes, its length field says"):
+        log.append_pieces([batch[:-1]])
+    bad_magic = bytearray(batch)
+    bad_magic[16] = 1
+    with pytest.raises(CorruptBatchError, match="magic"):
+        log.append_pieces([bytes(bad_magic)])
+    assert log.log_end_offset == 0 and log.size_bytes() == 0
+
+
 def test_too_large_batch_names_the_limit_and_how_to_raise_it(tmp_path: Path) -> None:
     with DataLog.open(tmp_path, LogConfig(batch_bytes_max=200)) as log:
         with pytest.raises(BatchTooLargeError, match=r"batch_bytes_max of 200.*max.message.bytes"):

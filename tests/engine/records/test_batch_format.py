@@ -34,6 +34,7 @@ from twinlog.engine.records.batch_format import (
     NO_PARTITION_LEADER_EPOCH,
     BatchHeader,
     check_producer_batch,
+    encode_header,
     pack_header,
     read_header,
     unpack_header,
@@ -603,3 +604,31 @@ def test_iter_batches_walks_consecutive_batches() -> None:
     ] == [0]
     with pytest.raises(CorruptBatchError):
         list(iter_batches(first + second[:-3]))
+
+
+def test_a_header_over_records_in_pieces_is_the_header_over_them_joined() -> None:
+    records = [b"a" * 100, memoryview(b"b" * 5000), b"", b"c"]
+    fields = dict(
+        base_offset=0,
+        attributes=CODEC_NONE,
+        last_offset_delta=0,
+        first_timestamp_ms=5,
+        max_timestamp_ms=9,
+        producer_id=-1,
+        producer_generation=-1,
+        base_sequence=-1,
+        record_count=1,
+    )
+    joined = b"".join(records)
+    assert encode_header(records, **fields) == encode_header(joined, **fields)
+
+
+def test_iter_batches_of_crc_checked_bytes_reads_headers_only() -> None:
+    batch = bytearray(build_batch([b"1", b"2"], "none"))
+    batch[CRC_OFFSET] ^= 1  # a CRC the reader would refuse: here, it is not checked again
+    values = [r.value for b in iter_batches(bytes(batch), crc_checked=True) for r in b.records()]
+    assert values == [b"1", b"2"]
+    with pytest.raises(CorruptBatchError, match="CRC"):
+        list(iter_batches(bytes(batch)))
+    with pytest.raises(CorruptBatchError, match="only 20 present"):
+        list(iter_batches(bytes(batch[:20]), crc_checked=True))  # the header still is
