@@ -193,8 +193,9 @@ def build_batch(record: JournalLogRecord, timestamp_ms: int) -> bytes:
     return b"".join(build_batch_pieces(record, timestamp_ms))
 
 
-def decode(value: bytes, where: str) -> JournalLogRecord:
-    """The record of a journal-log record value; ``where`` names it in errors."""
+def decode(value: bytes | memoryview, where: str) -> JournalLogRecord:
+    """The record of a journal-log record value; ``where`` names it in errors. An ENTRY's
+    batch is a view of ``value``; its other fields are copied out."""
     try:
         (kind,) = _TYPE.unpack_from(value)
         position = _TYPE.size
@@ -203,7 +204,7 @@ def decode(value: bytes, where: str) -> JournalLogRecord:
                 _ENTRY.unpack_from(value, position)
             )
             position += _ENTRY.size
-            attempt = value[position : position + attempt_bytes]
+            attempt = bytes(value[position : position + attempt_bytes])
             if len(attempt) != attempt_bytes:
                 raise struct.error("attempt tag cut short")
             position += attempt_bytes
@@ -222,7 +223,7 @@ def decode(value: bytes, where: str) -> JournalLogRecord:
             for _ in range(max(count, 0)):
                 (length,) = _LENGTH.unpack_from(value, position)
                 position += _LENGTH.size
-                attempt = value[position : position + length]
+                attempt = bytes(value[position : position + length])
                 if len(attempt) != length:
                     raise struct.error("attempt cut short")
                 position += length
@@ -249,6 +250,6 @@ def decode(value: bytes, where: str) -> JournalLogRecord:
     )
 
 
-def _check_end(value: bytes, position: int) -> None:
+def _check_end(value: bytes | memoryview, position: int) -> None:
     if position != len(value):
         raise struct.error(f"{len(value) - position} bytes after the record's fields")

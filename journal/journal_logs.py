@@ -300,12 +300,14 @@ class JournalLogs:
                 "'Local data journal: Damage'"
             )
         for batch in iter_batches(chunk, crc_checked=True):  # the log's read checked it
-            for record in batch.records():
-                if record.offset != sequence:
+            # Views, not copies: the batch is copied once, by the copy's write.
+            columns = batch.columns(views=True)
+            for offset, value in zip(columns.offsets, columns.values, strict=True):
+                if offset != sequence:
                     continue
-                if record.value is None:
+                if value is None:
                     break
-                entry = records.decode(record.value, f"{sequence} of {partition}")
+                entry = records.decode(value, f"{sequence} of {partition}")
                 if not isinstance(entry, records.Entry):
                     break
                 return entry.transaction_id, memoryview(entry.batch)

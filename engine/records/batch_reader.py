@@ -55,14 +55,18 @@ class RecordBatch:
     def __len__(self) -> int:
         return self.header.record_count
 
-    def columns(self) -> RecordColumns:
+    def columns(self, *, views: bool = False) -> RecordColumns:
         """The batch's records as one list per field, in order (decompressed and decoded
         now, every time: callers that build their own record objects start here).
+        ``views``: an uncompressed batch's keys and values are views of its buffer, not
+        copies (``decode_records``).
 
         Raises CorruptBatchError if a record does not decode.
         """
         header = self.header
-        return decode_records(decompress(header.codec, self.buffer[RECORDS_OFFSET:]), header)
+        return decode_records(
+            decompress(header.codec, self.buffer[RECORDS_OFFSET:]), header, views=views
+        )
 
     def records(self) -> Iterator[Record]:
         """The batch's records, in order. Decompresses and decodes (all of them) on first use.

@@ -55,6 +55,7 @@ def check_produced_records(
                 decompress(header.codec, section, decompressed_bytes_max),
                 header,
                 keep_values=False,  # checked, not kept: only keys are looked at after
+                views=True,  # nor is the request's section copied
             )
         except InvalidRecordError as error:
             raise InvalidRecordError(

@@ -20,7 +20,7 @@ IndexError, struct.error or UnicodeDecodeError. Offset deltas must climb strictl
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from twinlog.engine.base.errors import CorruptBatchError, InvalidRecordError
 from twinlog.engine.records.batch_format import BatchHeader
@@ -125,6 +125,7 @@ def decode_records(
     columns: RecordColumns | None = None,
     *,
     keep_values: bool = True,
+    views: bool = False,
 ) -> RecordColumns:
     """Decode the ``header.record_count`` records of ``section`` (decompressed) into ``columns``.
 
@@ -132,12 +133,18 @@ def decode_records(
     InvalidRecordError for any malformed record; ``columns`` may then hold the
     records before it. ``keep_values=False`` checks every value as well but keeps
     None in its place (the check at the door of produce: copying each value out
-    was a third of its cost, and only keys are looked at there).
+    was a third of its cost, and only keys are looked at there). ``views``: a
+    ``section`` that is not bytes is not copied, and its keys and values are views
+    of it (for a caller that only looks at them or copies them onward itself); header
+    values are copied still.
     """
     if columns is None:
         columns = RecordColumns()
-    if type(section) is not bytes:
+    if type(section) is not bytes and not views:
         section = bytes(section)  # one copy, so that each key and value slice is bytes
+    # With ``views`` a memoryview, read like bytes here; its slices are views (the
+    # columns say bytes: the callers that ask for views know what they hold).
+    section = cast(bytes, section)
     # Bound methods and header fields in locals: this loop runs once per record read.
     add_end = columns.ends.append
     add_offset = columns.offsets.append
@@ -317,7 +324,7 @@ def _decode_headers(
             what = "a null key" if size == -1 else f"key length {size}"
             raise _corrupt(header, index, position, f"has a header with {what}")
         try:
-            name = section[position : position + size].decode("utf-8")
+            name = str(section[position : position + size], "utf-8")  # bytes or a view
         except UnicodeDecodeError:
             raise _corrupt(header, index, position, "has a header key that is not UTF-8") from None
         position += size
@@ -330,7 +337,8 @@ def _decode_headers(
         if size == -1:
             headers.append((name, None))
         elif 0 <= size <= record_end - position:
-            headers.append((name, section[position : position + size]))
+            value = section[position : position + size]
+            headers.append((name, value if type(value) is bytes else bytes(value)))
             position += size
         else:
             raise _corrupt(header, index, position, f"has a header value length {size}")

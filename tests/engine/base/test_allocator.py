@@ -1,14 +1,15 @@
-"""``keep_freed_memory``: with it, transactions and large fetches stop faulting fresh
-pages in.
+"""``keep_freed_memory``: with it, large fetches stop faulting fresh pages in.
 
-Each side runs in its own process (the setting is process-wide and cannot be
-undone), counting the minor page faults its work causes:
+Each side runs in its own process (the setting is process-wide and cannot be undone),
+counting the minor page faults of 20 fetches of 8 MiB (the Spark reader's size) from an
+embedded broker. With blocks over 4 MiB mapped on their own (the thresholds before),
+each fetch faulted in its 2,048 pages; with them kept in the arena, none.
 
-* 20 transactions of 4 x 250 x 1 KiB through an embedded broker. The gap measured
-  when this was written: ≈ 20,000 without, ≈ 1,600 with.
-* 20 fetches of 8 MiB (the Spark reader's size): with blocks over 4 MiB mapped on
-  their own (the thresholds before), each fetch faulted in its 2,048 pages; with
-  them kept in the arena, a few.
+Transactions through an embedded broker no longer show the setting reliably: once the
+journal stopped copying each batch, 20 transactions of 4 x 250 x 1 KiB faulted
+1,616-3,378 pages without it and 1,455-1,707 with it (glibc's own adaptive threshold
+covers the rest). The server's gRPC buffers still do: 211-250 page faults per
+transaction without it, 16-17 with it (docs/operations.md).
 """
 
 from __future__ import annotations
@@ -24,38 +25,6 @@ from twinlog.engine.base.allocator import keep_freed_memory
 pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux"), reason="glibc's mallopt: Linux only"
 )
-
-WORKLOAD = textwrap.dedent(
-    """
-    import os, resource, sys, tempfile
-    from pathlib import Path
-    if sys.argv[1] == "keep":
-        from twinlog.engine.base.allocator import keep_freed_memory
-        keep_freed_memory()
-    from twinlog.engine.broker.broker import Broker
-    from twinlog.rpc.client import Producer
-
-    values = [os.urandom(1024) for _ in range(250)]
-    with tempfile.TemporaryDirectory() as directory, Broker.open(Path(directory)) as broker:
-        broker.create_topic("t", 4)
-        producer = Producer(broker, transactional_id="faults", compression="none",
-                            linger_ms=1000, batch_bytes=1 << 20)
-        producer.init_transactions()
-        def transaction():
-            producer.begin_transaction()
-            for partition in range(4):
-                producer.send_batch("t", partition, values)
-            producer.commit_transaction()
-        for _ in range(5):  # warm up: imports, first segments, LMDB's map
-            transaction()
-        before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-        for _ in range(20):
-            transaction()
-        print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
-        producer.close()
-    """
-)
-
 
 FETCHES = textwrap.dedent(
     """
@@ -90,7 +59,7 @@ FETCHES = textwrap.dedent(
 )
 
 
-def _page_faults(mode: str, workload: str = WORKLOAD) -> int:
+def _page_faults(mode: str, workload: str) -> int:
     finished = subprocess.run(
         [sys.executable, "-c", workload, mode],
         capture_output=True,
@@ -99,12 +68,6 @@ def _page_faults(mode: str, workload: str = WORKLOAD) -> int:
         check=True,
     )
     return int(finished.stdout.split()[-1])
-
-
-def test_transactions_fault_far_fewer_pages_in_with_freed_memory_kept() -> None:
-    default = _page_faults("default")
-    kept = _page_faults("keep")
-    assert kept * 3 < default, (kept, default)
 
 
 def test_large_fetches_reuse_arena_memory_instead_of_fresh_mappings() -> None:

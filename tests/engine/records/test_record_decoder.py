@@ -259,3 +259,39 @@ def test_records_and_spans_accept_and_refuse_the_same_bytes(
         (offset, timestamp_ms, key, value is None)
         for offset, timestamp_ms, key, value, _ in records
     ]
+
+
+@settings(max_examples=400, deadline=None)
+@given(damaged=damaged_sections(), keep_values=st.booleans())
+def test_views_decode_and_refuse_as_copies_do_and_copy_nothing(
+    damaged: tuple[bytes, int, int], keep_values: bool
+) -> None:
+    """``views=True`` (the door check, the journal's read for a copy) over a memoryview:
+    the same records, or the same refusal with the same message, as over bytes."""
+    section, record_count, last_offset_delta = damaged
+    header = validate_batch(batch_of(section, record_count, last_offset_delta))
+    outcomes = []
+    for given_section, views in ((section, False), (memoryview(section), True)):
+        try:
+            columns = decode_records(given_section, header, keep_values=keep_values, views=views)
+        except CorruptBatchError as error:
+            outcomes.append(str(error))
+            continue
+        outcomes.append(
+            [
+                columns.ends,
+                columns.offsets,
+                columns.timestamps_ms,
+                [None if k is None else bytes(k) for k in columns.keys],
+                [None if v is None else bytes(v) for v in columns.values],
+                columns.headers,
+            ]
+        )
+        if views:  # every key and value a view of the section, never a copy
+            for part in (*columns.keys, *columns.values):
+                assert part is None or (
+                    isinstance(part, memoryview) and part.obj is given_section.obj
+                )
+            for _, value in (h for headers in columns.headers for h in headers):
+                assert value is None or type(value) is bytes
+    assert outcomes[0] == outcomes[1]
