@@ -246,20 +246,20 @@ class DataLog:
         ``pwritev``. Its CRC is not checked (the caller just computed it over these very
         pieces); its header and its length against the pieces' are."""
         with self._write_lock:
-            return self._append_locked(pieces, validate=False)
+            return self._append_locked(list(pieces), validate=False)
 
     def _append_locked(
-        self, batch: bytes | memoryview | Sequence[bytes | memoryview], validate: bool = True
+        self, batch: bytes | memoryview | list[bytes | memoryview], validate: bool = True
     ) -> int:
         self._check_open()
-        if isinstance(batch, (bytes, memoryview)):
-            view = memoryview(batch)
-            views = [view]
-            header = self._check_batch(view, validate=validate)
-        else:
+        if isinstance(batch, list):  # pieces (append_pieces)
             assert not validate, "a batch in pieces is its caller's: its CRC is not checked"
             views = [memoryview(piece) for piece in batch]
             header = self._check_pieces(views)
+        else:
+            view = memoryview(batch)
+            views = [view]
+            header = self._check_batch(view, validate=validate)
         base_offset = self._next_offset
         active, position = self._write(views, header)
         if self._flush_policy.note_append(header.size_bytes):

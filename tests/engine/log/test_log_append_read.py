@@ -184,6 +184,17 @@ def test_a_batch_in_pieces_is_written_as_the_same_batch_whole(log: DataLog) -> N
     log.check()  # the CRC, not checked on the way in, holds
 
 
+def test_a_batch_in_any_one_buffer_is_a_whole_batch_not_pieces(log: DataLog) -> None:
+    batch = make_batch(2)
+    assert log.append(bytearray(batch)) == 0
+    assert log.append(memoryview(batch)) == 2
+    bad = bytearray(batch)
+    bad[CRC_OFFSET] ^= 1
+    with pytest.raises(CorruptBatchError, match="CRC"):  # checked: it is not a caller's pieces
+        log.append(bad)
+    assert log.log_end_offset == 4
+
+
 def test_a_batch_in_pieces_is_checked_like_a_whole_one_and_nothing_is_written(
     log: DataLog,
 ) -> None:
