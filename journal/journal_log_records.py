@@ -168,9 +168,10 @@ def build_batch_pieces(record: JournalLogRecord, timestamp_ms: int) -> list[byte
     offset delta 0, a null key, no headers; no producer, not transactional.
     """
     value = encode_pieces(record)
-    value_length = encode_varint(sum(len(piece) for piece in value))
+    value_bytes = sum(len(piece) for piece in value)
+    value_length = encode_varint(value_bytes)
     # attributes, timestamp delta, offset delta, key length: 1 byte each; the header count: 1
-    body_bytes = 4 + len(value_length) + sum(len(piece) for piece in value) + 1
+    body_bytes = 4 + len(value_length) + value_bytes + 1
     head = b"".join((encode_varint(body_bytes), _ZERO, _ZERO, _ZERO, _NULL, value_length, value[0]))
     records: list[bytes | memoryview] = [head, *value[1:], _ZERO]
     header = encode_header(

@@ -937,12 +937,7 @@ class DataLog:
         )
 
     def _check_batch(self, view: memoryview, validate: bool) -> BatchHeader:
-        if len(view) > self.config.batch_bytes_max:
-            raise BatchTooLargeError(
-                f"batch is {len(view)} bytes, larger than this log's batch_bytes_max of "
-                f"{self.config.batch_bytes_max}: split it, or raise batch_bytes_max "
-                "(topic config max.message.bytes)"
-            )
+        self._check_size(len(view))
         header = validate_batch(view) if validate else read_header(view)
         if header.size_bytes != len(view):
             raise CorruptBatchError(
@@ -955,12 +950,7 @@ class DataLog:
         """``_check_batch`` without the CRC, for a batch in pieces (the first holding the
         whole header)."""
         size_bytes = sum(len(view) for view in views)
-        if size_bytes > self.config.batch_bytes_max:
-            raise BatchTooLargeError(
-                f"batch is {size_bytes} bytes, larger than this log's batch_bytes_max of "
-                f"{self.config.batch_bytes_max}: split it, or raise batch_bytes_max "
-                "(topic config max.message.bytes)"
-            )
+        self._check_size(size_bytes)
         if len(views[0]) < HEADER_BYTES:
             raise CorruptBatchError(
                 f"the first piece of a batch holds {len(views[0])} bytes, less than the "
@@ -973,6 +963,14 @@ class DataLog:
                 f"{header.size_bytes}: pass exactly one batch"
             )
         return header
+
+    def _check_size(self, size_bytes: int) -> None:
+        if size_bytes > self.config.batch_bytes_max:
+            raise BatchTooLargeError(
+                f"batch is {size_bytes} bytes, larger than this log's batch_bytes_max of "
+                f"{self.config.batch_bytes_max}: split it, or raise batch_bytes_max "
+                "(topic config max.message.bytes)"
+            )
 
     def _write(self, views: list[memoryview], header: BatchHeader) -> tuple[Segment, int]:
         """Write one checked batch at the log end (rolling first if due); (segment, position).
