@@ -43,6 +43,13 @@ def current_deadline_s() -> float | None:
     return _deadline_s.get()
 
 
+def deadline_passed() -> bool:
+    """Whether the call under way has no time left: a loop over brokers stops asking (a
+    request it sent now would fail unsent, and say nothing of the broker)."""
+    deadline_s = _deadline_s.get()
+    return deadline_s is not None and time.monotonic() >= deadline_s
+
+
 def request_timeout_s(default_s: float) -> float:
     """The gRPC timeout of a request made now: ``default_s``, cut to the call's deadline.
 

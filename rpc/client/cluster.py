@@ -32,7 +32,8 @@ it (``metadata_cache``), and sends:
 
 Following coordinators: NotCoordinatorError, an unreachable broker, or a request that
 timed out there: the cached coordinator is forgotten, found again, and the call sent
-there. CoordinatorLoadInProgressError: the same broker again after a pause. Pauses grow
+there; a broker that was unreachable or timed out is asked FindCoordinator last (a paused
+coordinator is often the broker that answered the metadata, asked first otherwise). CoordinatorLoadInProgressError: the same broker again after a pause. Pauses grow
 as a leader's (``ROUTING_BACKOFF``), within the call's deadline. Every coordinator call
 is safe to send again: a retried begin carries its request id, offsets are committed or
 sent again as they are, and a commit whose first attempt may have been applied (the
@@ -91,7 +92,7 @@ from twinlog.engine.groups.group_calls import (
 from twinlog.engine.records.batch_format import NO_TRANSACTION_ID
 from twinlog.rpc.client.bootstrap import parse_bootstrap
 from twinlog.rpc.client.broker_pool import BrokerPool, NodeBroker, NodeOpener
-from twinlog.rpc.client.call_deadline import current_deadline_s, deadline_at
+from twinlog.rpc.client.call_deadline import current_deadline_s, deadline_at, deadline_passed
 from twinlog.rpc.client.cluster_pipe import ROUTING_ERRORS, ClusterProducePipe
 from twinlog.rpc.client.connection_options import ConnectionOptions
 from twinlog.rpc.client.coordinator_cache import CoordinatorCache
@@ -210,15 +211,15 @@ class ClusterBroker:
         with deadline_at(deadline_s):
             attempt = 0
             while True:
-                address = "(no metadata)"
+                address = ""
                 try:
                     address = self.leader_address(topic, partition)
                     return call(self.pool.get(address))
-                except RequestTimedOutError:
-                    self.metadata.invalidate()  # stalled? the next call asks where it leads
+                except RequestTimedOutError as error:
+                    self._routing_failed(address, error)  # stalled? ask where it leads now
                     raise
                 except ROUTING_ERRORS as error:
-                    self.metadata.invalidate()
+                    self._routing_failed(address, error)
                     attempt += 1
                     pause_s = max(
                         self._backoff.pause_ms(attempt) / 1000, self.metadata.refresh_wait_s()
@@ -229,7 +230,7 @@ class ClusterBroker:
                         "%s-%d at %s: %s: %s; routing again in %.0f ms",
                         topic,
                         partition,
-                        address,
+                        address or "(no metadata)",
                         type(error).__name__,
                         error,
                         pause_s * 1000,
@@ -273,7 +274,8 @@ class ClusterBroker:
         group (a cluster from before groups had them); the caller's fallback, as before.
 
         Raises NotCoordinatorError while no broker coordinates the key (retriable), and
-        BrokerUnavailableError when no broker answers."""
+        BrokerUnavailableError or RequestTimedOutError when no broker answers (a broker
+        that fails to answer is asked last from then on: ``MetadataCache.suspect``)."""
         snapshot = self.metadata.current()
         if snapshot.metadata.standalone:
             return snapshot.answered_by
@@ -281,12 +283,16 @@ class ClusterBroker:
         cached = self.coordinators.address_of(key_type, partition)
         if cached is not None:
             return cached
-        last: BrokerUnavailableError | None = None
+        last: BrokerUnavailableError | RequestTimedOutError | None = None
         for address in self.metadata.addresses():
+            if last is not None and deadline_passed():
+                break  # the rest would fail unsent: not suspects
             try:
                 found = self.pool.get(address).find_coordinator(key_type, key)
-            except BrokerUnavailableError as error:
-                self.metadata.invalidate()
+            except (BrokerUnavailableError, RequestTimedOutError) as error:
+                # A paused broker times out: ask the next one, and this one last from now
+                # (it is often the first address: the one that answered the metadata).
+                self._routing_failed(address, error)
                 last = error
                 continue
             if found is None:
@@ -314,7 +320,7 @@ class ClusterBroker:
         with deadline_at(deadline_s):
             attempt = 0
             while True:
-                address = "(not found)"
+                address = ""
                 try:
                     found = self.coordinator_address(key_type, key)
                     if found is not None:
@@ -325,8 +331,8 @@ class ClusterBroker:
                         # Found again at the next attempt; the key's partition stays known.
                         partition = self.coordinators.partition_of(key_type, key)
                         self.coordinators.forget(key_type, partition, address)
-                        if isinstance(error, BrokerUnavailableError):
-                            self.metadata.invalidate()
+                        if not isinstance(error, NotCoordinatorError):
+                            self._routing_failed(address, error)
                     attempt += 1
                     pause_s = self._pause_or_give_up(attempt, deadline_s)
                     if not pause_s:
@@ -335,7 +341,7 @@ class ClusterBroker:
                         "coordinator of %s %s at %s: %s: %s; again in %.0f ms",
                         key_type.value,
                         key,
-                        address,
+                        address or "(not found)",
                         type(error).__name__,
                         error,
                         pause_s * 1000,
@@ -422,8 +428,15 @@ class ClusterBroker:
         return ClusterProducePipe(
             self.leader_address,
             lambda address: self.pool.get(address).open_produce_stream(),
-            self.metadata.invalidate,
+            self._routing_failed,
         )
+
+    def _routing_failed(self, address: str, error: TwinlogError) -> None:
+        """A call at ``address`` says the metadata is stale; a broker that timed out or was
+        unreachable is asked last for the next metadata (it may be paused)."""
+        self.metadata.invalidate()
+        if address and isinstance(error, (RequestTimedOutError, BrokerUnavailableError)):
+            self.metadata.suspect(address)
 
     def begin_transaction(
         self, producer_id: int, producer_generation: int, request_id: int = 0

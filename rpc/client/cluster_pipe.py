@@ -53,10 +53,11 @@ class ClusterProducePipe:
         self,
         route: Callable[[str, int], str],
         open_pipe_at: Callable[[str], ProducePipe],
-        on_routing_error: Callable[[], None],
+        on_routing_error: Callable[[str, TwinlogError], None],
     ) -> None:
         """``route(topic, partition)``: the leader's address; ``open_pipe_at(address)``: a
-        pipe to it; ``on_routing_error()``: mark the metadata stale."""
+        pipe to it; ``on_routing_error(address, error)``: mark the metadata stale (and
+        the broker at ``address`` suspect, when it timed out or was unreachable)."""
         self._route = route
         self._open_pipe_at = open_pipe_at
         self._on_routing_error = on_routing_error
@@ -67,15 +68,16 @@ class ClusterProducePipe:
     def submit(
         self, topic: str, partition: int, batch: bytes, transaction_id: int = NO_TRANSACTION_ID
     ) -> Future[ProduceResult]:
+        address = ""
         try:
-            pipe = self._pipe_at(self._route(topic, partition))
-            future = pipe.submit(topic, partition, batch, transaction_id)
+            address = self._route(topic, partition)
+            future = self._pipe_at(address).submit(topic, partition, batch, transaction_id)
         except TwinlogError as error:  # no metadata, a closed pipe: the sender decides
             future = Future()
             future.set_exception(error)
         # Registered before the sender's own callback: the metadata is stale by the time
         # the sender schedules its retry.
-        future.add_done_callback(self._check_answer)
+        future.add_done_callback(lambda done: self._check_answer(address, done))
         return future
 
     def _pipe_at(self, address: str) -> ProducePipe:
@@ -87,9 +89,12 @@ class ClusterProducePipe:
                 pipe = self._pipes[address] = self._open_pipe_at(address)
             return pipe
 
-    def _check_answer(self, done: Future[ProduceResult]) -> None:
-        if not done.cancelled() and isinstance(done.exception(), STALE_METADATA_ERRORS):
-            self._on_routing_error()
+    def _check_answer(self, address: str, done: Future[ProduceResult]) -> None:
+        if done.cancelled():
+            return
+        error = done.exception()
+        if isinstance(error, STALE_METADATA_ERRORS):
+            self._on_routing_error(address, error)
 
     def close(self, timeout_s: float | None = None) -> None:
         """Close every broker's pipe; ``timeout_s`` bounds them all together."""

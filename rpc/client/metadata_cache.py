@@ -9,7 +9,8 @@ instead of asking again.
 
 A refresh asks one broker at a time, each within ``attempt_timeout_ms``: first the one
 that answered last, then the other live brokers of the metadata, then the bootstrap
-list, brokers that failed in the last ``SUSPECT_MS`` last of all. A single-node server
+list, brokers that failed in the last ``SUSPECT_MS`` last of all (a failed refresh, or
+any call that met an unreachable or stalled broker: ``suspect``). A single-node server
 answers without a cluster id (``ClusterMetadata.standalone``): its advertised address
 may not be reachable from here (``--host 0.0.0.0``, a proxy), so only the addresses the
 client was given are asked again, and every call goes to the one that answered.
@@ -31,8 +32,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from twinlog.engine.base.cluster_metadata import ClusterMetadata
-from twinlog.engine.base.errors import BrokerUnavailableError, TwinlogError
+from twinlog.engine.base.errors import BrokerUnavailableError, RequestTimedOutError, TwinlogError
 from twinlog.rpc.client.broker_pool import BrokerPool
+from twinlog.rpc.client.call_deadline import deadline_passed
 
 log = logging.getLogger("twinlog.client")
 
@@ -119,6 +121,12 @@ class MetadataCache:
             ready_s = self._attempted_s + self.refresh_backoff_ms / 1000
             return max(0.0, ready_s - self._clock())
 
+    def suspect(self, address: str) -> None:
+        """``address`` failed to answer a call (unreachable, or timed out: paused): ask it
+        last, for metadata and for a coordinator, for ``SUSPECT_MS``."""
+        with self._lock:
+            self._suspects[address] = self._clock()
+
     def home(self) -> str:
         """The first address that answered (a fetch first, when none has)."""
         if self._home is None:
@@ -187,6 +195,12 @@ class MetadataCache:
     def _fetch(self, candidates: list[str], topics: list[str]) -> Snapshot:
         failures: list[str] = []
         for address in candidates:
+            if deadline_passed():
+                # The rest would fail unsent: not suspects (that would undo the order).
+                raise RequestTimedOutError(
+                    "the call's deadline passed while asking for the cluster's metadata: "
+                    + "; ".join(failures)
+                )
             try:
                 metadata = self.pool.get(address).cluster_metadata(
                     topics or None, self.attempt_timeout_ms

@@ -4,7 +4,9 @@
 addresses are down) and the metadata the brokers answer, which a test may hold back
 (``serve_metadata``) to play a controller that has not noticed a change yet. Its
 ``opener`` makes one ``FakeNode`` per address, as ``BrokerPool`` expects. Every call
-is recorded as (address, method). Produce deduplicates by the batch's bytes, as a
+is recorded as (address, method); a call to an address in ``stalled`` times out
+(RequestTimedOutError after its request timeout, cut to the call's deadline: a paused
+broker, its connection still open). Produce deduplicates by the batch's bytes, as a
 broker deduplicates by producer id and sequence.
 
 Transaction coordinators: with ``coordinators`` None (the default) the brokers are older
@@ -29,6 +31,7 @@ kept per (group, topic-partition) in ``offsets``. No tests here.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from typing import Any
@@ -45,6 +48,7 @@ from twinlog.engine.base.errors import (
     InvalidTxnStateError,
     NotCoordinatorError,
     NotLeaderOrFollowerError,
+    RequestTimedOutError,
     TwinlogError,
     UnknownTopicOrPartitionError,
 )
@@ -59,6 +63,7 @@ from twinlog.engine.base.types import (
 from twinlog.engine.broker.group_offsets import offsets_partition_for
 from twinlog.engine.broker.internal_topics import coordinator_partition_of_transactional_id
 from twinlog.engine.broker.partition_calls import PARTITION_BITS, coordinator_partition_of
+from twinlog.rpc.client.call_deadline import request_timeout_s
 from twinlog.rpc.client.connection_options import ConnectionOptions
 from twinlog.rpc.client.produce_stream import ExecutorPipe, ProducePipe
 from twinlog.rpc.wire.broker_api import CoordinatorKeyType, FoundCoordinator
@@ -78,6 +83,7 @@ class FakeCluster:
         self.leaders: dict[tuple[str, int], int] = {}
         self.logs: dict[tuple[str, int], list[bytes]] = {}
         self.down: set[str] = set()
+        self.stalled: set[str] = set()  # paused: every call there times out
         self.calls: list[tuple[str, str]] = []
         self.frozen_metadata: ClusterMetadata | None = None  # served instead of the truth
         self.ambiguous_once: set[tuple[str, int]] = set()  # append, then fail as unreachable
@@ -161,7 +167,7 @@ class FakeCluster:
             self.frozen_metadata = None
 
     def opener(self, address: str, options: ConnectionOptions) -> FakeNode:
-        return FakeNode(self, address)
+        return FakeNode(self, address, options)
 
     def calls_of(self, method: str) -> list[str]:
         with self.lock:
@@ -169,9 +175,12 @@ class FakeCluster:
 
 
 class FakeNode:
-    def __init__(self, cluster: FakeCluster, address: str) -> None:
+    def __init__(
+        self, cluster: FakeCluster, address: str, options: ConnectionOptions | None = None
+    ) -> None:
         self.cluster = cluster
         self.address = address
+        self.options = options or ConnectionOptions()
         self.broker_id = int(address.split(":")[0].rsplit(".", 1)[1])
         self.closed = False
 
@@ -180,6 +189,10 @@ class FakeNode:
             self.cluster.calls.append((self.address, method))
             if self.address in self.cluster.down:
                 raise BrokerUnavailableError(f"UNAVAILABLE: {self.address} is down")
+            stalled = self.address in self.cluster.stalled
+        if stalled:  # no answer until the request's timeout, as gRPC's deadline ends it
+            time.sleep(request_timeout_s(self.options.request_timeout_ms / 1000))
+            raise RequestTimedOutError(f"DEADLINE_EXCEEDED: {self.address} is paused")
 
     def _lead(self, topic: str, partition: int) -> tuple[str, int]:
         key = (topic, partition)

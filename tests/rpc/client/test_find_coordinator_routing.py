@@ -197,6 +197,35 @@ def test_a_coordinator_that_moved_or_died_is_found_again(cluster: FakeCluster, h
     assert len(cluster.calls_of("find_coordinator")) == 2
 
 
+def test_a_paused_coordinator_is_asked_last_when_the_coordinator_is_found_again(
+    cluster: FakeCluster,
+) -> None:
+    """The coordinator's broker is paused (F12): each request there takes its whole
+    timeout, and it answered the metadata, so a refresh or a FindCoordinator asks it
+    first. The producer's commit, retried per request timeout, must not ask it first at
+    every attempt (that spends each attempt there, until the commit's own timeout): a
+    broker that timed out is asked last, and the brokers a spent deadline left unasked
+    are not suspects."""
+    cluster.coordinate({n: 1 if n == APP_PARTITION else 2 for n in range(4)})
+    with (
+        client(cluster, request_timeout_ms=300) as broker,
+        Producer(broker, APP, linger_ms=0, retry=QUICK, default_api_timeout_ms=5_000) as producer,
+    ):
+        producer.init_transactions()
+        assert broker.metadata.addresses()[0] == address_of(1)  # it answered last
+        producer.begin_transaction()
+        producer.send("orders", b"v", partition=1)  # at broker 2
+        cluster.stalled.add(address_of(1))
+        cluster.coordinate({n: 2 for n in range(4)})  # its successor, elected meanwhile
+        started = time.monotonic()
+        producer.commit_transaction()
+        elapsed_s = time.monotonic() - started
+    assert cluster.committed and cluster.calls_of("commit_transaction")[-1] == address_of(2)
+    # A timeout at the coordinator, at most one more at the refresh or FindCoordinator.
+    assert elapsed_s < 3 * 0.3 + 0.5, f"{elapsed_s:.1f} s to find the new coordinator"
+    assert len(cluster.calls_of("commit_transaction")) <= 3
+
+
 def test_a_coordinator_still_loading_is_asked_again_after_a_pause(cluster: FakeCluster) -> None:
     sleeps: list[float] = []
     with client(cluster, sleeps=sleeps) as broker:

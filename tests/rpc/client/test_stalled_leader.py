@@ -16,7 +16,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from cluster_fakes import FakeCluster, FakeNode, address_of
+from cluster_fakes import FakeCluster, address_of
 
 from twinlog.engine.base.errors import RequestTimedOutError
 from twinlog.rpc.client import Producer
@@ -29,20 +29,6 @@ QUICK = RetryPolicy(backoff_ms=5, backoff_max_ms=40)
 REQUEST_TIMEOUT_MS = 2_000
 
 
-class StallingNode(FakeNode):
-    """A fake broker that answers nothing while its address is in ``stalled``: each call
-    ends as the client's deadline ends it."""
-
-    def __init__(self, cluster: FakeCluster, address: str, stalled: set[str]) -> None:
-        super().__init__(cluster, address)
-        self.stalled = stalled
-
-    def _enter(self, method: str) -> None:
-        super()._enter(method)
-        if self.address in self.stalled:
-            raise RequestTimedOutError(f"DEADLINE_EXCEEDED: {self.address} does not answer")
-
-
 @pytest.fixture()
 def cluster() -> FakeCluster:
     fake = FakeCluster()
@@ -51,29 +37,24 @@ def cluster() -> FakeCluster:
 
 
 @pytest.fixture()
-def stalled() -> set[str]:
-    return set()
-
-
-@pytest.fixture()
-def broker(cluster: FakeCluster, stalled: set[str]) -> Iterator[ClusterBroker]:
+def broker(cluster: FakeCluster) -> Iterator[ClusterBroker]:
     with ClusterBroker(
         BOOTSTRAP,
         ConnectionOptions(request_timeout_ms=REQUEST_TIMEOUT_MS),
-        opener=lambda address, options: StallingNode(cluster, address, stalled),
+        opener=cluster.opener,
         backoff=QUICK,
     ) as opened:
         yield opened
 
 
-def stall_leader(cluster: FakeCluster, stalled: set[str]) -> None:
+def stall_leader(cluster: FakeCluster) -> None:
     """Broker 1, leader of orders-0, stalls; broker 2 leads orders-0 in its place."""
-    stalled.add(address_of(1))
+    cluster.stalled.add(address_of(1))
     cluster.move_leader("orders", 0, 2)
 
 
 def test_a_producer_retries_a_batch_timed_out_at_a_stalled_leader_at_its_successor(
-    cluster: FakeCluster, stalled: set[str], broker: ClusterBroker
+    cluster: FakeCluster, broker: ClusterBroker
 ) -> None:
     delivery_timeout_ms = REQUEST_TIMEOUT_MS + 1_000
     with Producer(
@@ -84,20 +65,25 @@ def test_a_producer_retries_a_batch_timed_out_at_a_stalled_leader_at_its_success
         request_timeout_ms=REQUEST_TIMEOUT_MS,
     ) as producer:
         assert producer.send("orders", b"first", partition=0).result(timeout=10).offset == 0
-        stall_leader(cluster, stalled)
+        stall_leader(cluster)
+        asked_before = len(cluster.calls_of("cluster_metadata"))
         second = producer.send("orders", b"second", partition=0)
         producer.flush()
         error = second.exception(timeout=10)
     assert error is None, f"retried at the stalled leader only: {error}"
     assert cluster.calls_of("produce")[-1] == address_of(2)
+    # The refresh asked another broker: the stalled one is asked last for a while.
+    assert address_of(1) not in cluster.calls_of("cluster_metadata")[asked_before:]
     assert len(cluster.logs[("orders", 0)]) == 2  # each batch once
 
 
 def test_a_call_timed_out_at_a_stalled_leader_sends_the_next_to_its_successor(
-    cluster: FakeCluster, stalled: set[str], broker: ClusterBroker
+    cluster: FakeCluster, broker: ClusterBroker
 ) -> None:
     broker.produce("orders", 0, b"first")
-    stall_leader(cluster, stalled)
+    assert broker.metadata.addresses()[0] == address_of(1)  # it answered the metadata
+    stall_leader(cluster)
+    asked_before = len(cluster.calls_of("cluster_metadata"))
     try:
         broker.fetch("orders", 0, 0)
     except RequestTimedOutError:
@@ -105,3 +91,5 @@ def test_a_call_timed_out_at_a_stalled_leader_sends_the_next_to_its_successor(
     time.sleep(broker.metadata.refresh_wait_s())  # as a real timed-out call would have
     assert broker.produce("orders", 0, b"second").base_offset == 1
     assert cluster.calls_of("produce")[-1] == address_of(2)
+    # The refresh asked another broker: the stalled one is asked last for a while.
+    assert address_of(1) not in cluster.calls_of("cluster_metadata")[asked_before:]
