@@ -330,7 +330,9 @@ class FaultCluster:
 
     def heal(self) -> None:
         """Undo every fault: links flow, disks have room, paused brokers run, dead ones are
-        restarted; then every broker is registered."""
+        restarted; then every broker is registered. A broker resumed after its session
+        expired exits (EXIT_SESSION_LOST) moments later: it is waited for, and restarted."""
+        resumed: list[BrokerProcess] = []
         for broker in self.brokers.values():
             if broker.zookeeper_link is not None:
                 broker.zookeeper_link.release()
@@ -340,6 +342,13 @@ class FaultCluster:
             broker.disarm_crashes()
             if broker.paused:
                 broker.resume()
+                resumed.append(broker)
+        if resumed:
+            wait_until(
+                lambda: all(not b.alive or b.broker_id in self.registered() for b in resumed),
+                f"the resumed brokers {[b.broker_id for b in resumed]} registered or exited",
+                EXPIRY_S,
+            )
         dead = [broker_id for broker_id, broker in self.brokers.items() if not broker.alive]
         if dead:
             self.restart(*dead)
@@ -454,7 +463,14 @@ class FaultCluster:
         ``Consumer`` is given. (Metadata then names the addresses brokers advertise, their
         client proxies: such a client is cut with ``client_link``, or with ``inbound_link``
         as brokers are.)"""
-        return ",".join(broker.address for broker in self.brokers.values())
+        return self.bootstrap_from(BROKER_IDS[0])
+
+    def bootstrap_from(self, broker_id: int) -> str:
+        """``bootstrap`` with broker ``broker_id`` first: the broker the client asks first,
+        for metadata and FindCoordinator, while it answers."""
+        first = self.brokers[broker_id].address
+        others = [b.address for b in self.brokers.values() if b.broker_id != broker_id]
+        return ",".join([first, *others])
 
     def create_topic(self, topic: str, partitions: int = 1) -> PartitionState:
         """A topic of replication factor 3, created through any running broker; the state

@@ -309,8 +309,11 @@ class TransactionalWriter:
         abort_ratio: float = 0.0,
         rng: random.Random | None = None,
         api_timeout_ms: int = TXN_API_TIMEOUT_MS,
+        bootstrap: str | None = None,
     ) -> None:
+        """``bootstrap``: the producer's (``cluster.bootstrap`` when None)."""
         self.cluster = cluster
+        self.bootstrap = bootstrap or cluster.bootstrap
         self.topic = topic
         self.partitions = partitions
         self.tag = tag
@@ -327,7 +330,7 @@ class TransactionalWriter:
     def producer(self) -> Producer:
         if self._producer is None:
             producer = Producer(
-                self.cluster.bootstrap,
+                self.bootstrap,
                 transactional_id=f"{self.tag}-writer",
                 request_timeout_ms=TXN_REQUEST_TIMEOUT_MS,
                 default_api_timeout_ms=self.api_timeout_ms,

@@ -13,7 +13,9 @@ F12: the same, and the coordinator's broker is paused past its session with the 
 in flight there: a new coordinator (next epoch) loads, the client follows and commits
 there; its next transaction, sent while the paused broker is still named leader of one
 of its partitions in the client's metadata, follows that partition's new leader within a
-few request timeouts; the paused one, resumed, goes on at the old epoch (its calls
+few request timeouts (the paused broker is also the first of the client's bootstrap list,
+asked first for metadata and FindCoordinator: a client that asked it again at each
+attempt never found the new coordinator); the paused one, resumed, goes on at the old epoch (its calls
 refused, its journal writes unacknowledged) and exits on its lost session; nothing
 duplicated.
 F17: the coordinator's broker is cut from ZooKeeper while a producer keeps committing:
@@ -103,7 +105,11 @@ class CutCommit:
         self.partition, self.cut = next(
             (p, leader) for p, leader in leaders.items() if leader != self.coordinator
         )
-        self.writer = TransactionalWriter(cluster, topic, PARTITIONS, tag)
+        # The coordinator's broker first in the bootstrap list: the client asks it first
+        # for metadata and FindCoordinator too, so F12 pauses the broker it asks first.
+        self.writer = TransactionalWriter(
+            cluster, topic, PARTITIONS, tag, bootstrap=cluster.bootstrap_from(self.coordinator)
+        )
         assert self.writer.run_one().outcome == COMMITTED  # it caches the coordinator
         self.txn = self.writer.new_txn()
         self.values = set(self.txn.values[self.partition])
