@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 from typing import Protocol
 
 from twinlog.engine.base.cluster_metadata import ClusterMetadata
-from twinlog.engine.base.errors import BrokerUnavailableError
+from twinlog.engine.base.errors import LogClosedError
 from twinlog.rpc.client.connection_options import ConnectionOptions
 from twinlog.rpc.client.produce_stream import ProducePipe
 from twinlog.rpc.client.remote import RemoteBroker
@@ -47,7 +47,9 @@ class BrokerPool:
     def get(self, address: str) -> NodeBroker:
         with self._lock:
             if self._closed:
-                raise BrokerUnavailableError(f"the client is closed; {address} is not called")
+                # Not retriable: a call still under way when its client closed (a fetch
+                # the consumer left running) ends here instead of routing again.
+                raise LogClosedError(f"the client is closed; {address} is not called")
             broker = self._brokers.get(address)
             if broker is None:
                 # Opening a channel connects lazily: nothing here waits on the network.

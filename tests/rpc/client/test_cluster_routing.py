@@ -16,6 +16,7 @@ from twinlog.engine.base.errors import (
     AuthenticationError,
     BrokerUnavailableError,
     InvalidConfigError,
+    LogClosedError,
     NotLeaderOrFollowerError,
 )
 from twinlog.rpc.client import Producer
@@ -258,3 +259,18 @@ def test_not_leader_errors_reach_the_caller_when_time_runs_out(cluster: FakeClus
     cluster.move_leader("orders", 0, 2)  # the metadata keeps naming broker 1
     with client(cluster, request_timeout_ms=200) as broker, pytest.raises(NotLeaderOrFollowerError):
         broker.list_offset("orders", 0, "latest")
+
+
+def test_a_call_on_a_closed_client_fails_at_once_and_is_not_routed_again(
+    cluster: FakeCluster,
+) -> None:
+    """A fetch still under way when its consumer closed (its fetch threads are left to
+    finish) used to route again and again on the closed connections until its deadline."""
+    broker = client(cluster, request_timeout_ms=10_000)
+    broker.produce("orders", 0, b"first")
+    broker.close()
+    started = time.monotonic()
+    with pytest.raises(LogClosedError, match="client is closed") as caught:
+        broker.fetch("orders", 0, 0)
+    assert not caught.value.retriable
+    assert time.monotonic() - started < 1.0
