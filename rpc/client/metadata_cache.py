@@ -198,8 +198,9 @@ class MetadataCache:
             if deadline_passed():
                 # The rest would fail unsent: not suspects (that would undo the order).
                 raise RequestTimedOutError(
-                    "the call's deadline passed while asking for the cluster's metadata: "
-                    + "; ".join(failures)
+                    "the call's deadline passed while asking for the cluster's metadata ("
+                    + ("; ".join(failures) or "no broker asked yet")
+                    + "); retry it, with a larger timeout if brokers are slow to answer"
                 )
             try:
                 metadata = self.pool.get(address).cluster_metadata(

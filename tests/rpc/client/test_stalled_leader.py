@@ -20,6 +20,7 @@ from cluster_fakes import FakeCluster, address_of
 
 from twinlog.engine.base.errors import RequestTimedOutError
 from twinlog.rpc.client import Producer
+from twinlog.rpc.client.call_deadline import deadline_at
 from twinlog.rpc.client.cluster import ClusterBroker
 from twinlog.rpc.client.connection_options import ConnectionOptions
 from twinlog.rpc.client.retry import RetryPolicy
@@ -93,3 +94,23 @@ def test_a_call_timed_out_at_a_stalled_leader_sends_the_next_to_its_successor(
     assert cluster.calls_of("produce")[-1] == address_of(2)
     # The refresh asked another broker: the stalled one is asked last for a while.
     assert address_of(1) not in cluster.calls_of("cluster_metadata")[asked_before:]
+
+
+def test_a_refresh_whose_deadline_a_stalled_broker_spent_suspects_that_broker_alone(
+    cluster: FakeCluster, broker: ClusterBroker
+) -> None:
+    """The brokers a spent deadline left unasked are not suspects: marking them too put
+    every broker back in its old order, the stalled one first (CI's F12 failure)."""
+    broker.produce("orders", 0, b"first")  # broker 1 answered the metadata: asked first
+    cluster.stalled.add(address_of(1))
+    asked_before = len(cluster.calls_of("cluster_metadata"))
+    with (
+        deadline_at(time.monotonic() + 0.3),
+        pytest.raises(RequestTimedOutError, match="deadline passed while asking"),
+    ):
+        broker.metadata.refresh()
+    assert cluster.calls_of("cluster_metadata")[asked_before:] == [address_of(1)]
+    assert broker.metadata.addresses()[-1] == address_of(1)
+    assert broker.metadata.addresses()[0] == address_of(2)
+    broker.metadata.refresh()  # no deadline: the next broker answers at once
+    assert cluster.calls_of("cluster_metadata")[-1] == address_of(2)
