@@ -22,6 +22,8 @@ from twinlog.engine.base.errors import BrokerUnavailableError, RequestTimedOutEr
 # timed out; after an answer (DiskFullError, say), that answer says more.
 NO_ANSWER_ERRORS = (BrokerUnavailableError, RequestTimedOutError)
 
+UNSENT = "the call's deadline passed before this request was sent"
+
 _deadline_s: ContextVar[float | None] = ContextVar("twinlog_call_deadline_s", default=None)
 
 
@@ -50,6 +52,12 @@ def deadline_passed() -> bool:
     return deadline_s is not None and time.monotonic() >= deadline_s
 
 
+def sent_nothing(error: BaseException) -> bool:
+    """Whether ``error`` is ``request_timeout_s``'s refusal to send: it says nothing of
+    the broker the request was for (no broker is suspected of it)."""
+    return isinstance(error, RequestTimedOutError) and str(error).startswith(UNSENT)
+
+
 def request_timeout_s(default_s: float) -> float:
     """The gRPC timeout of a request made now: ``default_s``, cut to the call's deadline.
 
@@ -61,7 +69,5 @@ def request_timeout_s(default_s: float) -> float:
         return default_s
     remaining_s = deadline_s - time.monotonic()
     if remaining_s <= 0:
-        raise RequestTimedOutError(
-            "the call's deadline passed before this request was sent; nothing was sent"
-        )
+        raise RequestTimedOutError(f"{UNSENT}; nothing was sent")
     return min(default_s, remaining_s)

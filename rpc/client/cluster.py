@@ -33,8 +33,9 @@ it (``metadata_cache``), and sends:
 Following coordinators: NotCoordinatorError, an unreachable broker, or a request that
 timed out there: the cached coordinator is forgotten, found again, and the call sent
 there; a broker that was unreachable or timed out is asked FindCoordinator last (a paused
-coordinator is often the broker that answered the metadata, asked first otherwise). CoordinatorLoadInProgressError: the same broker again after a pause. Pauses grow
-as a leader's (``ROUTING_BACKOFF``), within the call's deadline. Every coordinator call
+coordinator is often the broker that answered the metadata, asked first otherwise).
+CoordinatorLoadInProgressError: the same broker again after a pause. Pauses grow as a
+leader's (``ROUTING_BACKOFF``), within the call's deadline. Every coordinator call
 is safe to send again: a retried begin carries its request id, offsets are committed or
 sent again as they are, and a commit whose first attempt may have been applied (the
 broker went away or the request timed out mid-commit) is sent again as a commit, never
@@ -92,7 +93,12 @@ from twinlog.engine.groups.group_calls import (
 from twinlog.engine.records.batch_format import NO_TRANSACTION_ID
 from twinlog.rpc.client.bootstrap import parse_bootstrap
 from twinlog.rpc.client.broker_pool import BrokerPool, NodeBroker, NodeOpener
-from twinlog.rpc.client.call_deadline import current_deadline_s, deadline_at, deadline_passed
+from twinlog.rpc.client.call_deadline import (
+    current_deadline_s,
+    deadline_at,
+    deadline_passed,
+    sent_nothing,
+)
 from twinlog.rpc.client.cluster_pipe import ROUTING_ERRORS, ClusterProducePipe
 from twinlog.rpc.client.connection_options import ConnectionOptions
 from twinlog.rpc.client.coordinator_cache import CoordinatorCache
@@ -435,7 +441,11 @@ class ClusterBroker:
         """A call at ``address`` says the metadata is stale; a broker that timed out or was
         unreachable is asked last for the next metadata (it may be paused)."""
         self.metadata.invalidate()
-        if address and isinstance(error, (RequestTimedOutError, BrokerUnavailableError)):
+        if (
+            address
+            and isinstance(error, (RequestTimedOutError, BrokerUnavailableError))
+            and not sent_nothing(error)
+        ):
             self.metadata.suspect(address)
 
     def begin_transaction(

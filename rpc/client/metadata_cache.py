@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from twinlog.engine.base.cluster_metadata import ClusterMetadata
 from twinlog.engine.base.errors import BrokerUnavailableError, RequestTimedOutError, TwinlogError
 from twinlog.rpc.client.broker_pool import BrokerPool
-from twinlog.rpc.client.call_deadline import deadline_passed
+from twinlog.rpc.client.call_deadline import deadline_passed, sent_nothing
 
 log = logging.getLogger("twinlog.client")
 
@@ -209,8 +209,9 @@ class MetadataCache:
             except TwinlogError as error:
                 if not error.retriable:
                     raise  # a bad token, a server too old for Metadata: asking others won't help
-                with self._lock:
-                    self._suspects[address] = self._clock()
+                if not sent_nothing(error):
+                    with self._lock:
+                        self._suspects[address] = self._clock()
                 failures.append(f"{address}: {type(error).__name__}: {error}")
                 log.debug("metadata from %s failed: %s", address, error)
                 continue

@@ -185,13 +185,15 @@ class FakeNode:
         self.closed = False
 
     def _enter(self, method: str) -> None:
+        # As RemoteBroker: a request whose call's deadline has passed is not sent.
+        timeout_s = request_timeout_s(self.options.request_timeout_ms / 1000)
         with self.cluster.lock:
             self.cluster.calls.append((self.address, method))
             if self.address in self.cluster.down:
                 raise BrokerUnavailableError(f"UNAVAILABLE: {self.address} is down")
             stalled = self.address in self.cluster.stalled
         if stalled:  # no answer until the request's timeout, as gRPC's deadline ends it
-            time.sleep(request_timeout_s(self.options.request_timeout_ms / 1000))
+            time.sleep(timeout_s)
             raise RequestTimedOutError(f"DEADLINE_EXCEEDED: {self.address} is paused")
 
     def _lead(self, topic: str, partition: int) -> tuple[str, int]:

@@ -114,3 +114,15 @@ def test_a_refresh_whose_deadline_a_stalled_broker_spent_suspects_that_broker_al
     assert broker.metadata.addresses()[0] == address_of(2)
     broker.metadata.refresh()  # no deadline: the next broker answers at once
     assert cluster.calls_of("cluster_metadata")[-1] == address_of(2)
+
+
+def test_a_request_never_sent_for_want_of_time_suspects_no_broker(
+    cluster: FakeCluster, broker: ClusterBroker
+) -> None:
+    broker.produce("orders", 0, b"first")  # broker 1 answered the metadata: asked first
+    with (
+        deadline_at(time.monotonic() - 1.0),
+        pytest.raises(RequestTimedOutError, match="nothing was sent"),
+    ):
+        broker.fetch("orders", 0, 0)
+    assert broker.metadata.addresses()[0] == address_of(1)
