@@ -3,8 +3,9 @@
 One local ZooKeeper (``LocalZooKeeper``: PySpark's jars, 127.0.0.1, a free port) and N
 ``twinlog serve --broker-id I --zookeeper ...`` processes on free loopback ports, each
 with ``DATA_DIR/broker-I`` and its log in ``DATA_DIR/broker-I.log``. It prints the
-bootstrap list and waits; Ctrl-C or SIGTERM stops the brokers one by one (each with its
-controlled shutdown: leaderships move to the brokers still up), then ZooKeeper. The
+bootstrap list once every leader answers (``wait_until_ready``) and waits; Ctrl-C or
+SIGTERM stops the brokers one by one (each with its controlled shutdown: leaderships
+move to the brokers still up), then ZooKeeper. The
 data directory keeps the znodes and the logs, so ``cluster up`` again restarts the same
 cluster (on new ports).
 
@@ -29,11 +30,17 @@ from types import FrameType
 
 from twinlog.engine.base.errors import TwinlogError
 from twinlog.engine.zookeeper.local_server import LocalZooKeeper
+from twinlog.rpc.cli.cluster_describe import from_servers
 from twinlog.rpc.cli.interrupts import EXIT_INTERRUPTED
+from twinlog.rpc.client.connection_options import ConnectionOptions
 
 SERVING = re.compile(r"serving on (\S+):(\d+) ")
 SERVING_KAFKA = re.compile(r"serving Kafka clients on (\S+):(\d+) ")
 BROKER_START_TIMEOUT_S = 60.0  # recovery of a large data directory, on two busy cores
+# Every registered broker and every partition's leader answering: what "up" means before
+# the bootstrap list is printed (leaderships are handed out after the brokers serve).
+CLUSTER_READY_TIMEOUT_S = 60.0
+READY_PROBE_INTERVAL_S = 0.2
 BROKER_STOP_TIMEOUT_S = 30.0  # controlled shutdown (10 s at most) plus closing the logs
 WATCH_INTERVAL_S = 0.5
 PROBE_INTERVAL_S = 0.05
@@ -202,6 +209,8 @@ def run(args: argparse.Namespace) -> int:
                     flush=True,
                 )
         if not stop_requested.is_set():
+            wait_until_ready(brokers, stop_requested)
+        if not stop_requested.is_set():
             print(f"cluster: --zookeeper {connect}", flush=True)
             print(f"bootstrap servers: {','.join(child.address for child in brokers)}", flush=True)
             if args.kafka_listeners:
@@ -216,6 +225,44 @@ def run(args: argparse.Namespace) -> int:
         stop_cluster(brokers, zookeeper, _print)
         for number, handler in previous.items():
             signal.signal(number, handler)
+
+
+def wait_until_ready(brokers: list[BrokerChild], stop_requested: threading.Event) -> None:
+    """Until the cluster's metadata names every broker and every partition's leader
+    answers for it (the internal topics' leaderships are given out after the brokers
+    serve: a client sent there sooner is told "not the leader"). Raises TwinlogError
+    naming what is still missing after ``CLUSTER_READY_TIMEOUT_S``."""
+    servers = ",".join(child.address for child in brokers)
+    options = ConnectionOptions(request_timeout_ms=5_000)
+    deadline_s = time.monotonic() + CLUSTER_READY_TIMEOUT_S
+    missing = "no answer yet"
+    while not stop_requested.is_set():
+        try:
+            report = from_servers(servers, options, [])
+        except TwinlogError as error:
+            missing = f"{type(error).__name__}: {error}"
+        else:
+            registered = len(report.metadata.brokers)
+            leaderless = [
+                f"{topic.name}-{item.partition}"
+                for topic in report.metadata.topics
+                for item in topic.partitions
+                if item.offline
+            ]
+            if registered < len(brokers):
+                missing = f"{registered} of {len(brokers)} brokers registered"
+            elif leaderless:
+                missing = f"no leader yet for {', '.join(leaderless[:5])}"
+            elif report.unreachable:
+                missing = "; ".join(f"{a}: {why}" for a, why in report.unreachable.items())
+            else:
+                return
+        if time.monotonic() >= deadline_s:
+            raise TwinlogError(
+                f"the cluster did not become ready within {CLUSTER_READY_TIMEOUT_S:.0f} s "
+                f"({missing}); see the brokers' logs in their data directories"
+            )
+        stop_requested.wait(READY_PROBE_INTERVAL_S)
 
 
 def _watch(

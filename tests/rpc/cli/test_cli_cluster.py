@@ -4,12 +4,23 @@ brokers are not there. (A real cluster: tests/system/test_cluster_clients.py.)""
 
 from __future__ import annotations
 
+import threading
 import time
+from types import SimpleNamespace
 
 import pytest
 from rpc_fakes import fake_server
 
+from twinlog.engine.base.cluster_metadata import (
+    BrokerEndpoint,
+    ClusterMetadata,
+    PartitionMetadata,
+    TopicMetadata,
+)
+from twinlog.engine.base.errors import TwinlogError
 from twinlog.engine.zookeeper.local_server import free_loopback_port
+from twinlog.rpc.cli import cluster_up
+from twinlog.rpc.cli.cluster_describe import ClusterReport
 from twinlog.rpc.cli.main import main
 
 
@@ -76,3 +87,50 @@ def test_replication_factor_is_a_topic_setting_given_once(
         )
         assert broker.configs["t"]["replication.factor"] == "3"
     assert "(replication factor 3)" in capsys.readouterr().out
+
+
+def _report(brokers: int, leader_id: int, unreachable: dict[str, str]) -> ClusterReport:
+    partition = PartitionMetadata(0, leader_id, 0, (1, 2), (1, 2))
+    return ClusterReport(
+        ClusterMetadata(
+            "c1",
+            1,
+            tuple(BrokerEndpoint(n, "127.0.0.1", 9000 + n) for n in range(1, brokers + 1)),
+            (TopicMetadata("__txn_journal", (partition,)),),
+        ),
+        unreachable=unreachable,
+    )
+
+
+def test_cluster_up_prints_the_bootstrap_list_only_once_every_leader_answers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Brokers serve before their leaderships are handed out: a client sent to a leader
+    named in the metadata was told "not the leader" (the cluster-up system test's
+    describe, on a busy machine). ``cluster up`` waits for registered brokers, leaders,
+    and leaders that answer."""
+    not_yet = {"127.0.0.1:9001": "NotLeaderOrFollowerError: not its leader yet"}
+    answers = iter(
+        [
+            _report(1, 1, {}),  # one of two brokers registered
+            _report(2, -1, {}),  # no leader yet
+            _report(2, 1, not_yet),  # the leader does not know it leads yet
+            _report(2, 1, {}),
+        ]
+    )
+    asked: list[str] = []
+
+    def from_servers(servers: str, options: object, topics: list[str]) -> ClusterReport:
+        asked.append(servers)
+        return next(answers)
+
+    monkeypatch.setattr(cluster_up, "from_servers", from_servers)
+    monkeypatch.setattr(cluster_up, "READY_PROBE_INTERVAL_S", 0.0)
+    children = [SimpleNamespace(address=f"127.0.0.1:{9000 + n}") for n in (1, 2)]
+    cluster_up.wait_until_ready(children, threading.Event())  # type: ignore[arg-type]
+    assert asked == ["127.0.0.1:9001,127.0.0.1:9002"] * 4
+    # Never ready: a typed error naming what is missing, at the deadline.
+    monkeypatch.setattr(cluster_up, "from_servers", lambda *a: _report(2, 1, not_yet))
+    monkeypatch.setattr(cluster_up, "CLUSTER_READY_TIMEOUT_S", 0.2)
+    with pytest.raises(TwinlogError, match=r"did not become ready within .*not its leader yet"):
+        cluster_up.wait_until_ready(children, threading.Event())  # type: ignore[arg-type]
