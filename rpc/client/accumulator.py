@@ -16,14 +16,13 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Container, Iterator
-from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 from twinlog.engine.base.errors import TwinlogError
 from twinlog.engine.base.types import TopicPartition
 from twinlog.engine.records.batch_builder import RecordBatchBuilder
 from twinlog.engine.records.batch_format import NO_TRANSACTION_ID
-from twinlog.rpc.client.futures import BatchFuture, RecordFuture
+from twinlog.rpc.client.futures import BatchFuture, BatchResult, RecordFuture
 from twinlog.rpc.client.record_fields import (
     RECORD_OVERHEAD_BYTES,
     PreparedRecord,
@@ -38,7 +37,7 @@ class ProducerBatch:
     created_s: float  # monotonic
     deadline_s: float  # monotonic; a retry after this fails the batch
     transaction_id: int = NO_TRANSACTION_ID
-    result: Future[int] = field(default_factory=Future)  # base offset, or the error
+    result: BatchResult = field(init=False)  # base offset, or the error
     record_count: int = 0
     closed: bool = False  # no more appends
     payload: bytes | None = None  # the built batch; once set, resent unchanged
@@ -48,6 +47,13 @@ class ProducerBatch:
     accounted_bytes: int = 0  # this batch's share of Accumulator.buffered_bytes
     expired: bool = False  # failed at its delivery deadline while its request was unanswered
     last_error: TwinlogError | None = None  # of its latest failed attempt
+
+    def __post_init__(self) -> None:
+        self.result = BatchResult(
+            self.topic_partition.topic,
+            self.topic_partition.partition,
+            self.transaction_id != NO_TRANSACTION_ID,
+        )
 
     @property
     def size_bytes(self) -> int:
@@ -89,14 +95,7 @@ class Accumulator:
         builder = batch.builder
         before = builder.estimated_size_bytes
         offset_delta = builder.append(record.value, record.key, record.headers, timestamp_ms)
-        future = RecordFuture(
-            batch.result,
-            topic_partition.topic,
-            topic_partition.partition,
-            offset_delta,
-            timestamp_ms,
-            transactional=transaction_id != NO_TRANSACTION_ID,
-        )
+        future = RecordFuture(batch.result, offset_delta, timestamp_ms)
         return future, batch, self._grown(batch, before)
 
     def append_value(
@@ -139,14 +138,7 @@ class Accumulator:
         full = size_bytes >= self.batch_bytes
         if full:
             batch.closed = True
-        future = RecordFuture(
-            batch.result,
-            topic,
-            partition,
-            offset_delta,
-            timestamp_ms,
-            transaction_id != NO_TRANSACTION_ID,
-        )
+        future = RecordFuture(batch.result, offset_delta, timestamp_ms)
         return future, batch, full
 
     def append_many(

@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-from concurrent.futures import Future
-
 from twinlog.engine.base.errors import RequestTimedOutError, UnknownTopicOrPartitionError
 from twinlog.rpc.cli.delivery_report import DeliveryTracker
-from twinlog.rpc.client.futures import RecordFuture
+from twinlog.rpc.client.futures import BatchResult, RecordFuture
 
 
-def futures(count: int) -> tuple[Future[int], list[RecordFuture]]:
-    batch: Future[int] = Future()
-    return batch, [RecordFuture(batch, "t", 0, delta, 0) for delta in range(count)]
+def futures(count: int) -> tuple[BatchResult, list[RecordFuture]]:
+    batch = BatchResult("t", 0, transactional=False)
+    return batch, [RecordFuture(batch, delta, 0) for delta in range(count)]
 
 
 def test_acknowledged_records_are_delivered() -> None:
