@@ -99,10 +99,15 @@ class RecordBatchBuilder:
         self._first_timestamp_ms: int | None = None
         self._max_timestamp_ms = -1
         self._built = False  # build() hands the buffer out: no append or build after it
-        # The last timestamp append_value saw and its delta's varint: a producer sends many
-        # records within one millisecond. build() forgets it, so no append follows a build.
+        # The last timestamp append_value saw and its delta's varint (after the attributes
+        # byte): a producer sends many records within one millisecond. build() forgets it,
+        # so no append follows a build.
         self._cached_timestamp_ms: int | None = None
-        self._cached_timestamp_delta = b""
+        self._cached_attributes_and_delta = b""
+        # The last value length append_value saw, and the null key's -1 with its varint:
+        # a producer's values are often all of one size.
+        self._cached_value_bytes = -1
+        self._cached_value_length = b""
 
     def __len__(self) -> int:
         return self._record_count
@@ -169,14 +174,16 @@ class RecordBatchBuilder:
         """``append(value, timestamp_ms=timestamp_ms)`` for a key-less, header-less record
         of bytes: the same bytes, fewer steps (the producer's ``send`` of a bare value).
 
-        One record per call is the producer's hot path: the record is three parts, its
-        fields before the value, the value and the header count."""
+        One record per call is the producer's hot path: the record goes in as six parts
+        (length, attributes and timestamp delta, offset delta, null key and value length,
+        value, header count) that ``build()`` joins with the others, two of them cached
+        from the record before: no bytes are made for the record itself."""
         if timestamp_ms == self._cached_timestamp_ms:
-            timestamp_delta = self._cached_timestamp_delta
+            attributes_and_delta = self._cached_attributes_and_delta
         else:
-            timestamp_delta = self._timestamp_delta(timestamp_ms)
+            attributes_and_delta = _RECORD_ATTRIBUTES + self._timestamp_delta(timestamp_ms)
             self._cached_timestamp_ms = timestamp_ms
-            self._cached_timestamp_delta = timestamp_delta
+            self._cached_attributes_and_delta = attributes_and_delta
         # encode_varint's table looked up here for the values that are in it
         offset_delta = self._record_count
         offset = (
@@ -185,20 +192,31 @@ class RecordBatchBuilder:
             else encode_varint(offset_delta)
         )
         value_bytes = len(value)
-        value_length = (
-            SMALL_VARINTS[value_bytes]
-            if value_bytes < SMALL_VARINTS_COUNT
-            else encode_varint(value_bytes)
+        if value_bytes == self._cached_value_bytes:
+            null_key_and_value_length = self._cached_value_length
+        else:
+            null_key_and_value_length = MINUS_ONE + encode_varint(value_bytes)
+            self._cached_value_bytes = value_bytes
+            self._cached_value_length = null_key_and_value_length
+        # + the header count's one byte
+        body_bytes = (
+            len(attributes_and_delta)
+            + len(offset)
+            + len(null_key_and_value_length)
+            + value_bytes
+            + 1
         )
-        # + the attributes, the null key's -1 and the header count, one byte each
-        body_bytes = len(timestamp_delta) + len(offset) + len(value_length) + value_bytes + 3
         length = (
             SMALL_VARINTS[body_bytes]
             if body_bytes < SMALL_VARINTS_COUNT
             else encode_varint(body_bytes)
         )
+        # Not joined here: build() joins every part once.
         self._parts += (
-            _join((length, _RECORD_ATTRIBUTES, timestamp_delta, offset, MINUS_ONE, value_length)),
+            length,
+            attributes_and_delta,
+            offset,
+            null_key_and_value_length,
             value,
             _NO_HEADERS,
         )

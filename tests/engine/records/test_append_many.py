@@ -126,6 +126,21 @@ def test_append_value_with_repeated_timestamps_writes_what_append_writes() -> No
     assert [record.timestamp_ms for record in RecordBatch(built).records()] == timestamps_ms
 
 
+def test_append_value_with_repeated_value_sizes_writes_what_append_writes() -> None:
+    """Values of the last value's size reuse its length's varint; another size (one or
+    two or three varint bytes) is encoded afresh."""
+    sizes = [10, 10, 200, 10, 10, 20_000, 20_000, 0, 0, 200]
+    one = RecordBatchBuilder("none")
+    lean = RecordBatchBuilder("none")
+    for index, size in enumerate(sizes):
+        value = bytes([index]) * size
+        assert one.append(value, timestamp_ms=7) == lean.append_value(value, 7)
+    assert lean.estimated_size_bytes == one.estimated_size_bytes
+    built = lean.build()
+    assert built == one.build()
+    assert [len(record.value or b"") for record in RecordBatch(built).records()] == sizes
+
+
 def test_append_value_after_build_is_refused_within_the_same_millisecond() -> None:
     builder = RecordBatchBuilder("none")
     builder.append_value(b"first", 5)
