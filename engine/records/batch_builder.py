@@ -286,8 +286,8 @@ class RecordBatchBuilder:
             record_bytes = len(length) + body_length
             if delta and size_bytes + record_bytes > limit:
                 break
-            parts += (length + prefix + offset + key_part + value_length, value or b"")
-            parts.append(headers_part)
+            # Not joined here: build() joins every part once.
+            parts += (length, prefix, offset, key_part, value_length, value or b"", headers_part)
             size_bytes += record_bytes
             delta += 1
             index += 1
