@@ -73,8 +73,17 @@ class ProducerMetrics:
         self.batch_size_bytes = Mean()
 
     def watch(self, batch: ProducerBatch) -> None:
-        """Count ``batch``'s records when it is acknowledged or fails (call once per batch)."""
-        batch.result.add_done_callback(lambda done: self._batch_done(batch, done))
+        """Count ``batch``'s records when it is acknowledged or fails (call once per batch).
+
+        A future keeps its callbacks for as long as it lives, and every record's future
+        holds its batch's result: the callback lets go of the batch once it has counted
+        it, or an application holding its futures would hold every batch's bytes too."""
+        held = [batch]
+
+        def counted(done: Future[int]) -> None:
+            self._batch_done(held.pop(), done)
+
+        batch.result.add_done_callback(counted)
 
     def _batch_done(self, batch: ProducerBatch, done: Future[int]) -> None:
         failed = done.cancelled() or done.exception() is not None

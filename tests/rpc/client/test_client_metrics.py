@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import time
 from collections.abc import Iterator
 from concurrent.futures import Future
@@ -13,6 +14,7 @@ from twinlog.engine.base.errors import TwinlogError
 from twinlog.engine.base.types import ProduceResult
 from twinlog.engine.broker.broker import Broker
 from twinlog.rpc.client import Admin, Consumer, Producer
+from twinlog.rpc.client.accumulator import ProducerBatch
 from twinlog.rpc.client.client_metrics import Mean, MeasuredPipe, ProducerMetrics
 
 BATCHES = 10
@@ -120,3 +122,39 @@ def test_mean_of_nothing_is_zero() -> None:
     mean.add(2)
     mean.add(4)
     assert (mean.average, mean.maximum, mean.count) == (3.0, 4.0, 2)
+
+
+def _reachable_batches(root: object, depth: int = 10) -> list[ProducerBatch]:
+    """The producer batches reachable from ``root`` by references (closures included)."""
+    seen = {id(root)}
+    frontier = [root]
+    found: list[ProducerBatch] = []
+    for _ in range(depth):
+        reached = []
+        for held in frontier:
+            for referent in gc.get_referents(held):
+                if id(referent) in seen or isinstance(referent, type):
+                    continue
+                seen.add(id(referent))
+                reached.append(referent)
+                if isinstance(referent, ProducerBatch):
+                    found.append(referent)
+        frontier = reached
+    return found
+
+
+def test_a_future_held_after_its_batch_is_answered_holds_none_of_the_batch(
+    broker: Broker,
+) -> None:
+    """The metrics' callback on the batch's result let go of the batch once it counted it:
+    an application holding a million futures must not hold every batch's bytes too."""
+    with Producer(broker, linger_ms=0) as producer:
+        future = producer.send("metered", b"x" * 100_000, partition=0)
+        batch_future = producer.send_batch("metered", 0, [b"y" * 100_000])
+        producer.flush()
+        future.result(10)
+        batch_future.result(10)
+        gc.collect()
+        assert _reachable_batches(future) == []
+        assert _reachable_batches(batch_future) == []
+        assert producer_figures(producer)["record-send-total"] == 2
