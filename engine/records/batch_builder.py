@@ -248,6 +248,8 @@ class RecordBatchBuilder:
         for the common parts (the batch-API and Spark path)."""
         if timestamp_ms is None:
             timestamp_ms = _now_ms()
+        # Put back if no record fits: the batch's timestamps are its records' only.
+        timestamps_before = (self._first_timestamp_ms, self._max_timestamp_ms)
         prefix = _RECORD_ATTRIBUTES + self._timestamp_delta(timestamp_ms)
         prefix_bytes = len(prefix)
         limit = size_bytes_max if size_bytes_max is not None else 1 << 62
@@ -291,6 +293,8 @@ class RecordBatchBuilder:
             size_bytes += record_bytes
             delta += 1
             index += 1
+        if index == start:
+            self._first_timestamp_ms, self._max_timestamp_ms = timestamps_before
         self.estimated_size_bytes = size_bytes
         self._record_count = delta
         return index

@@ -8,7 +8,7 @@ import random
 import pytest
 
 from twinlog.engine.records.batch_builder import Header, RecordBatchBuilder
-from twinlog.engine.records.batch_format import RECORDS_OFFSET, read_header
+from twinlog.engine.records.batch_format import RECORDS_OFFSET, read_header, unpack_header
 from twinlog.engine.records.batch_reader import RecordBatch
 from twinlog.engine.records.record_decoder import decode_records
 
@@ -87,6 +87,17 @@ def test_an_empty_builder_takes_one_record_larger_than_the_limit() -> None:
     builder = RecordBatchBuilder("none")
     assert builder.append_many([b"y" * 5_000, b"z"], timestamp_ms=5, size_bytes_max=1_000) == 1
     assert len(builder) == 1
+
+
+def test_a_call_that_adds_no_record_leaves_the_batch_timestamps_alone() -> None:
+    """A full batch refuses the next call's first record: the batch's max timestamp stays
+    its records' (the Spark writer builds and sends the batch right after)."""
+    builder = RecordBatchBuilder("none")
+    builder.append(b"a", timestamp_ms=100)
+    size_bytes = builder.estimated_size_bytes
+    assert builder.append_many([b"x" * 500], timestamp_ms=999, size_bytes_max=size_bytes + 10) == 0
+    header = unpack_header(builder.build())
+    assert (header.first_timestamp_ms, header.max_timestamp_ms) == (100, 100)
 
 
 def test_append_value_writes_what_append_writes() -> None:
