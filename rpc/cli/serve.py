@@ -131,8 +131,26 @@ def register(subparsers: Any) -> None:
     observability.add_argument(
         "--metrics-port",
         type=int,
-        help="serve Prometheus metrics on http://HOST:PORT/metrics (0 picks a free port and "
-        "logs it; default: no endpoint)",
+        help="serve Prometheus metrics on http://METRICS-HOST:PORT/metrics (0 picks a free "
+        "port and logs it; default: no endpoint)",
+    )
+    observability.add_argument(
+        "--metrics-host",
+        help="address the metrics endpoint listens on, whatever --host is (default "
+        "127.0.0.1); a non-loopback one without --metrics-token-file logs a warning",
+    )
+    observability.add_argument(
+        "--metrics-token-file",
+        metavar="FILE",
+        help="a file holding one token (16 characters or more) that scrapes must send as "
+        "'Authorization: Bearer TOKEN' (Prometheus: authorization: credentials_file:); "
+        "others get 401 and an audit line",
+    )
+    observability.add_argument(
+        "--metrics-tls-cert", metavar="FILE", help="PEM certificate: serve metrics over HTTPS"
+    )
+    observability.add_argument(
+        "--metrics-tls-key", metavar="FILE", help="PEM private key of --metrics-tls-cert"
     )
     observability.add_argument(
         "--log-level",
@@ -169,6 +187,10 @@ def run(args: argparse.Namespace) -> int:
         "acl_file": args.acl_file,
         "insecure": args.insecure or None,
         "metrics_port": args.metrics_port,
+        "metrics_host": args.metrics_host,
+        "metrics_token_file": args.metrics_token_file,
+        "metrics_tls_cert_file": args.metrics_tls_cert,
+        "metrics_tls_key_file": args.metrics_tls_key,
     }
     server_values.update({key: value for key, value in flags.items() if value is not None})
     cluster = None

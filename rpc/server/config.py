@@ -49,7 +49,13 @@ class ServerConfig:
     long_polls_per_connection_max: int = -1
     shutdown_grace_ms: int = 10_000  # in-flight requests get this long on SIGTERM
     # Observability (docs/operations.md)
-    metrics_port: int = -1  # Prometheus /metrics on host:port; -1: none, 0: any free port
+    metrics_port: int = -1  # Prometheus /metrics on metrics_host:port; -1: none, 0: any free
+    # Loopback unless told otherwise, whatever ``host`` is: the metrics name every topic
+    # and group. Elsewhere, give it a token (and TLS, so the token is not sent in clear).
+    metrics_host: str = "127.0.0.1"
+    metrics_token_file: str | None = None  # the bearer token a scrape must send
+    metrics_tls_cert_file: str | None = None  # with the key: HTTPS only
+    metrics_tls_key_file: str | None = None
     request_log_slow_ms: int = 1_000  # a unary call this slow is logged at INFO, not DEBUG
     # Security
     insecure: bool = False  # allow a non-loopback address without authentication
@@ -97,6 +103,15 @@ class ServerConfig:
             raise InvalidConfigError(
                 f"server config metrics_port is {self.metrics_port}; use 0..65535, or -1 for "
                 "no metrics endpoint"
+            )
+        if not self.metrics_host.strip("[]"):
+            raise InvalidConfigError(
+                "server config metrics_host is empty; give an address (0.0.0.0 for every "
+                "interface, with --metrics-token-file)"
+            )
+        if (self.metrics_tls_cert_file is None) != (self.metrics_tls_key_file is None):
+            raise InvalidConfigError(
+                "metrics over TLS needs both --metrics-tls-cert and --metrics-tls-key"
             )
         if self.request_log_slow_ms < 0:
             raise InvalidConfigError("server config request_log_slow_ms must be >= 0")
@@ -156,7 +171,30 @@ class ServerConfig:
         return bool(self.tokens_file or self.tls_client_ca_file)
 
     def check_exposure(self) -> str | None:
-        """Refuse a non-loopback bind without authentication; the warning to log, if any."""
+        """Refuse a non-loopback bind without authentication; the warning to log, if any
+        (the gRPC server's and the metrics endpoint's, joined by "; ")."""
+        warnings = [self._grpc_exposure(), self.metrics_exposure()]
+        return "; ".join(warning for warning in warnings if warning) or None
+
+    def metrics_exposure(self) -> str | None:
+        """The warning for a metrics endpoint others can reach, if any. Only a warning:
+        the metrics show names and sizes, never records or credentials."""
+        if self.metrics_port < 0 or ServerConfig(host=self.metrics_host).is_loopback:
+            return None
+        if self.metrics_token_file is None:
+            return (
+                f"serving metrics on {self.metrics_host} without a token: anyone who can reach "
+                "it sees every topic and group name; add --metrics-token-file (and "
+                "--metrics-tls-cert/--metrics-tls-key), or --metrics-host 127.0.0.1"
+            )
+        if self.metrics_tls_cert_file is None:
+            return (
+                f"serving metrics on {self.metrics_host} without TLS: the metrics token "
+                "travels in clear; add --metrics-tls-cert and --metrics-tls-key"
+            )
+        return None
+
+    def _grpc_exposure(self) -> str | None:
         if self.is_loopback:
             return None
         if self.authentication_configured:

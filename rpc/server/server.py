@@ -165,7 +165,14 @@ class RpcServer:
         self.port = port
         self.tls = credentials is not None
         self.metrics_endpoint = (
-            MetricsEndpoint(self.metrics.registry, config.host, config.metrics_port)
+            MetricsEndpoint(
+                self.metrics.registry,
+                config.metrics_host,
+                config.metrics_port,
+                token_file=config.metrics_token_file,
+                tls_cert_file=config.metrics_tls_cert_file,
+                tls_key_file=config.metrics_tls_key_file,
+            )
             if config.metrics_port >= 0
             else None
         )

@@ -37,7 +37,15 @@ def test_a_mistyped_choice_is_one_error_line_and_exit_2(
 def test_help_names_the_observability_flags() -> None:
     result = run_cli("serve", "--help")
     assert result.returncode == 0
-    for flag in ("--metrics-port", "--log-level", "--log-format"):
+    for flag in (
+        "--metrics-port",
+        "--metrics-host",
+        "--metrics-token-file",
+        "--metrics-tls-cert",
+        "--metrics-tls-key",
+        "--log-level",
+        "--log-format",
+    ):
         assert flag in result.stdout
     assert "DEBUG,INFO,WARNING,ERROR" in result.stdout
 
@@ -95,4 +103,18 @@ def test_a_metrics_port_in_use_is_refused_before_serving(tmp_path: Path) -> None
     assert "Traceback" not in result.stderr
     [line] = error_lines(result.stderr)
     assert f"cannot serve metrics on 127.0.0.1:{port}" in line
+    assert "serving on" not in result.stderr
+
+
+def test_an_unreadable_metrics_token_file_is_one_line_and_exit_1(tmp_path: Path) -> None:
+    missing = tmp_path / "no-such-token"
+    result = run_cli(
+        "serve", "--data-dir", str(tmp_path / "data"), "--port", "0",
+        "--metrics-port", "0", "--metrics-token-file", str(missing),
+    )  # fmt: skip
+    assert result.returncode == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    [line] = error_lines(result.stderr)
+    assert f"cannot read metrics token file {missing}" in line
+    assert "--metrics-token-file" in line
     assert "serving on" not in result.stderr
