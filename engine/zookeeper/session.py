@@ -6,6 +6,13 @@
 The chroot is created if missing (kazoo only warns when it is absent). The connect
 is bounded: ZooKeeperUnavailableError names the address when no session comes.
 
+With a ``credential`` (``twinlog.engine.zookeeper.credentials``) the session
+authenticates with it at every connect, and every znode it creates, through any
+kazoo call that takes no explicit ACL (create, ensure_path, a multi's create, the
+chroot and whichever of its parents are missing), gets the credential's ACL: all
+permissions for that identity, none for anyone else. Without one, znodes are
+world-open, as ZooKeeper's default.
+
 Connection states are kazoo's: CONNECTED, SUSPENDED (the connection dropped; the
 session may still live on the server), LOST (the session expired or was closed:
 ephemeral znodes and watches are gone). kazoo calls the listener on its one event
@@ -39,10 +46,16 @@ from types import TracebackType
 from typing import Any
 
 from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import ConnectionLoss, OperationTimeoutError, SessionExpiredError
+from kazoo.exceptions import (
+    ConnectionLoss,
+    NoAuthError,
+    OperationTimeoutError,
+    SessionExpiredError,
+)
 from kazoo.handlers.threading import KazooTimeoutError
 
 from twinlog.engine.base.errors import BrokerUnavailableError, InvalidConfigError
+from twinlog.engine.zookeeper.credentials import ZooKeeperCredential
 
 SESSION_TIMEOUT_MS = 6000  # Kafka's zookeeper.session.timeout.ms is 18 s; tests use less
 CONNECT_TIMEOUT_MS = 15_000
@@ -72,11 +85,14 @@ class ZooKeeperSession:
         request_timeout_ms: int = REQUEST_TIMEOUT_MS,
         *,
         create_chroot: bool = True,
+        credential: ZooKeeperCredential | None = None,
     ) -> None:
         """Connect to ``host:port[,host:port...][/chroot]``, creating the chroot; with
         ``create_chroot=False`` (a read-only tool) a missing chroot is an
-        InvalidConfigError instead, and nothing is written."""
+        InvalidConfigError instead, and nothing is written. ``credential``: authenticate
+        with it and create every znode readable and writable by it alone."""
         self.connect = connect
+        self.credential = credential  # None: world-open znodes, no authentication
         self.session_timeout_ms = session_timeout_ms
         self.request_timeout_s = request_timeout_ms / 1000
         self.events: queue.SimpleQueue[str] = queue.SimpleQueue()
@@ -89,28 +105,59 @@ class ZooKeeperSession:
         hosts, chroot = split_connect_string(connect)
         if chroot:
             self._create_chroot(hosts, chroot, connect_timeout_ms, create_chroot)
-        self.client = KazooClient(hosts=connect, timeout=session_timeout_ms / 1000)
+        self.client = self._kazoo_client(connect)
         self.client.add_listener(self._on_state)
         self._start(self.client, connect_timeout_ms)
 
     def _create_chroot(
         self, hosts: str, chroot: str, connect_timeout_ms: int, create: bool
     ) -> None:
-        bare = KazooClient(hosts=hosts, timeout=self.session_timeout_ms / 1000)
+        bare = self._kazoo_client(hosts)
         self._start(bare, connect_timeout_ms)
         try:
+            try:
+                found = self.wait(bare.exists_async(chroot))
+            except NoAuthError:  # ZooKeeper checks READ on exists: it is there, not for us
+                raise InvalidConfigError(
+                    f"{self.connect}: ZooKeeper refused to let {self.describe_identity()} look "
+                    f"at {chroot} (NoAuth): the chroot is locked with another credential. Give "
+                    "this broker the cluster's ZooKeeper credentials file (the one the other "
+                    "brokers were given), or point it at another chroot; nothing was written"
+                ) from None
+            if found is not None:
+                return  # its contents and ACLs are checked at join, before any write
             if not create:
-                if self.wait(bare.exists_async(chroot)) is None:
-                    raise InvalidConfigError(
-                        f"{self.connect}: ZooKeeper has no {chroot}: no twinlog cluster was "
-                        "started there; give the chroot the brokers were given (twinlog serve "
-                        "--zookeeper HOST:PORT/CHROOT)"
-                    )
-                return
+                raise InvalidConfigError(
+                    f"{self.connect}: ZooKeeper has no {chroot}: no twinlog cluster was "
+                    "started there; give the chroot the brokers were given (twinlog serve "
+                    "--zookeeper HOST:PORT/CHROOT)"
+                )
             self.wait(bare.ensure_path_async(chroot))
+        except NoAuthError:
+            raise InvalidConfigError(
+                f"{self.connect}: ZooKeeper refused to create {chroot} (NoAuth): a parent of "
+                f"it is locked with an ACL that {self.describe_identity()} may not use; use a "
+                "chroot outside it, or have the parent's owner create the chroot"
+            ) from None
         finally:
             bare.stop()
             bare.close()
+
+    def _kazoo_client(self, hosts: str) -> KazooClient:
+        if self.credential is None:
+            return KazooClient(hosts=hosts, timeout=self.session_timeout_ms / 1000)
+        return KazooClient(
+            hosts=hosts,
+            timeout=self.session_timeout_ms / 1000,
+            auth_data=self.credential.auth_data,
+            default_acl=self.credential.acl,  # kazoo's ACL for every create given none
+        )
+
+    def describe_identity(self) -> str:
+        """This session's identity, for errors (never the password)."""
+        if self.credential is None:
+            return "a client without a credential"
+        return f"the credential {self.credential}"
 
     def _start(self, client: KazooClient, connect_timeout_ms: int) -> None:
         try:
