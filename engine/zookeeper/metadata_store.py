@@ -4,9 +4,14 @@ The znodes are ``twinlog.engine.zookeeper.znodes``'s (CLUSTER.md §3.2). The fir
 store to open an empty chroot creates the cluster by one create of ``cluster_id`` (a
 random id, and ``journal_partitions`` fixed for the cluster's life); every later
 store, on any broker, reads it. The parents ``topics``, ``coordinators`` and
-``id_blocks`` are made by whoever needs them first (creating them is idempotent). ``data_dir_id`` names the disk, so it stays a local file beside the data
+``id_blocks`` are made by whoever needs them first (creating them is idempotent).
+``data_dir_id`` names the disk, so it stays a local file beside the data
 (``twinlog.engine.zookeeper.data_dir_identity``), which also refuses a data directory
 of another cluster.
+
+Opening a store only reads until the chroot is known to be this broker's to join
+(``join_check``: no other application's znodes, ACLs this session may use, the
+cluster the data directory was claimed for): a refused broker has written nothing.
 
 Topics are created, never overwritten: ``add_topic`` is a ZooKeeper create, and the
 broker that loses a race for a name gets TopicExistsError. A topic's ``version`` is
@@ -36,10 +41,14 @@ from twinlog.engine.base.errors import (
 from twinlog.engine.broker.topic_registry import PARTITIONS_MAX, TopicMeta, validate_topic_name
 from twinlog.engine.zookeeper import znodes
 from twinlog.engine.zookeeper.checkpoint_pointer import ZooKeeperCheckpointPointer
-from twinlog.engine.zookeeper.data_dir_identity import claim_data_dir
+from twinlog.engine.zookeeper.data_dir_identity import (
+    claim_data_dir,
+    recorded_cluster_id,
+    refuse_other_cluster,
+)
+from twinlog.engine.zookeeper.join_check import CLUSTER_KEYS, read_cluster_before_join
 from twinlog.engine.zookeeper.session import ZooKeeperSession
 
-CLUSTER_KEYS = ("cluster_id", "journal_partitions")
 TOPIC_KEYS = ("id", "partitions", "config")
 
 
@@ -51,9 +60,20 @@ class ZooKeeperMetadataStore:
         journal_partitions: int,
     ) -> None:
         """Join the cluster below the session's chroot, creating it (with
-        ``journal_partitions``) if the chroot holds none; claim ``data_dir`` for it."""
+        ``journal_partitions``) if the chroot holds none; claim ``data_dir`` for it.
+
+        InvalidConfigError, before anything is written, for a chroot that is not this
+        broker's to join (``join_check``) or a data directory of another cluster."""
         self.session = session
-        cluster = self._create_or_read_cluster(journal_partitions)
+        recorded = recorded_cluster_id(data_dir)
+        found = read_cluster_before_join(session)
+        if recorded is not None:
+            where = f"ZooKeeper {session.connect}"
+            refuse_other_cluster(
+                data_dir, recorded, None if found is None else found["cluster_id"], where
+            )
+        cluster = self._create_or_read_cluster(journal_partitions) if found is None else found
+        self._ensure_parents()
         self._cluster_id = str(cluster["cluster_id"])
         self._journal_partitions = cluster["journal_partitions"]
         if not isinstance(self._journal_partitions, int) or self._journal_partitions < 1:
@@ -71,9 +91,11 @@ class ZooKeeperMetadataStore:
         except NodeExistsError:  # the cluster exists (another broker may have just made it)
             data, _ = self.session.wait(client.get_async(znodes.CLUSTER_ID))
             cluster = znodes.decode(znodes.CLUSTER_ID, data, CLUSTER_KEYS)
-        for parent in znodes.PARENTS:  # idempotent: whoever comes first creates them
-            self.session.wait(client.ensure_path_async(parent))
         return cluster
+
+    def _ensure_parents(self) -> None:
+        for parent in znodes.PARENTS:  # idempotent: whoever comes first creates them
+            self.session.wait(self.session.client.ensure_path_async(parent))
 
     @property
     def cluster_id(self) -> str:

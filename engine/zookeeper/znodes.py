@@ -37,6 +37,22 @@ BROKER_IDS = "/brokers/ids"
 SHUTTING_DOWN = "/brokers/shutting_down"
 CONTROLLER = "/controller"
 CONTROLLER_EPOCH = "/controller_epoch"
+# The names a twinlog cluster may have directly below its chroot: anything else there is
+# another application's, and a broker refuses to join (``join_check``). Every path
+# above must start with one of these.
+TOP_LEVEL = frozenset(
+    path.split("/")[1]
+    for path in (
+        CLUSTER_ID,
+        TOPICS,
+        COORDINATORS,
+        ID_BLOCKS,
+        BROKER_IDS,
+        SHUTTING_DOWN,
+        CONTROLLER,
+        CONTROLLER_EPOCH,
+    )
+)
 
 
 def topic_path(name: str) -> str:
