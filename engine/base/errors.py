@@ -409,6 +409,23 @@ class AuthorizationError(TwinlogError):
     abortable = True
 
 
+class ClusterAuthorizationError(TwinlogError):
+    """A broker-to-broker call from a caller the cluster does not allow to make it: no broker
+    certificate, another broker's id, a broker that does not lead the coordinator or
+    partition it speaks for. Nothing was changed. Fatal: what is wrong is who calls (Kafka's
+    CLUSTER_AUTHORIZATION_FAILED); fix the broker's certificate or its configuration."""
+
+    fatal = True
+
+
+class StaleBrokerEpochError(TwinlogError):
+    """A replica fetch carried a broker epoch that is not its broker's registration in
+    ZooKeeper (a former incarnation of that broker, KIP-380): nothing was acknowledged.
+    Retriable: the broker registers again or its current incarnation fetches."""
+
+    retriable = True
+
+
 class BrokerUnavailableError(TwinlogError):
     """The broker could not be reached (not running, wrong address, TLS mismatch); retry later."""
 

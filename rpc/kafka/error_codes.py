@@ -102,6 +102,9 @@ CODE_OF_ERROR: dict[type[errors.TwinlogError], int] = {
     # access and transport
     errors.AuthenticationError: SASL_AUTHENTICATION_FAILED,
     errors.AuthorizationError: TOPIC_AUTHORIZATION_FAILED,
+    errors.ClusterAuthorizationError: kafka_errors.ClusterAuthorizationFailedError.errno,
+    # only between brokers; Kafka's STALE_BROKER_EPOCH is not retriable to its clients
+    errors.StaleBrokerEpochError: NOT_LEADER_OR_FOLLOWER,
     errors.BrokerUnavailableError: NOT_LEADER_OR_FOLLOWER,
     errors.RequestTimedOutError: REQUEST_TIMED_OUT,
     # the cluster's metadata store

@@ -82,6 +82,8 @@ STATUS_OF_ERROR: dict[type[TwinlogError], grpc.StatusCode] = {
     # access and transport
     errors.AuthenticationError: Code.UNAUTHENTICATED,
     errors.AuthorizationError: Code.PERMISSION_DENIED,
+    errors.ClusterAuthorizationError: Code.PERMISSION_DENIED,
+    errors.StaleBrokerEpochError: Code.FAILED_PRECONDITION,
     errors.BrokerUnavailableError: Code.UNAVAILABLE,
     errors.RequestTimedOutError: Code.DEADLINE_EXCEEDED,
     # the cluster's metadata store
