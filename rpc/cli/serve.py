@@ -118,7 +118,27 @@ def register(subparsers: Any) -> None:
         "--inter-broker-port",
         type=int,
         help="the port other brokers reach this one at, when not the advertised one "
-        "(default: the advertised port)",
+        "(default: the inter-broker listener's, else the advertised port)",
+    )
+    cluster.add_argument(
+        "--inter-broker-listener",
+        metavar="HOST:PORT",
+        help="serve replication and coordination to other brokers only, on this address "
+        "(mutual TLS with the --inter-broker-tls-* files; default with them: --host and a "
+        "free port, registered in ZooKeeper)",
+    )
+    cluster.add_argument(
+        "--inter-broker-tls-cert",
+        metavar="PEM",
+        help="this broker's certificate (CN=twinlog-broker-ID, signed by the cluster CA); "
+        "required on a cluster whose clients need tokens, ACLs or certificates "
+        "('twinlog cluster certs' makes a development set)",
+    )
+    cluster.add_argument("--inter-broker-tls-key", metavar="PEM", help="its private key")
+    cluster.add_argument(
+        "--inter-broker-tls-ca",
+        metavar="PEM",
+        help="the cluster CA: only brokers with a certificate it signed are served",
     )
     cluster.add_argument(
         "--zookeeper-session-timeout-ms",
@@ -169,6 +189,7 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from twinlog.rpc.server.inter_broker import InterBrokerFlags
     from twinlog.rpc.server.server import ClusterFlags, serve
 
     configure_server_logging(args.log_level, args.log_format)
@@ -214,6 +235,17 @@ def run(args: argparse.Namespace) -> int:
             args.advertised_port,
             args.inter_broker_host,
             args.inter_broker_port,
+            InterBrokerFlags(
+                args.inter_broker_listener,
+                args.inter_broker_tls_cert,
+                args.inter_broker_tls_key,
+                args.inter_broker_tls_ca,
+            ),
+        )
+    elif args.inter_broker_listener or args.inter_broker_tls_cert:
+        raise SystemExit(
+            "twinlog serve: --inter-broker-* flags are for a cluster broker (with --zookeeper "
+            "and --broker-id)"
         )
     config = server_config_from(server_values)
     open_kafka = None

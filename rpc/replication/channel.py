@@ -1,4 +1,5 @@
-"""The channel a follower opens to a leader broker: the client's limits and keepalive.
+"""The channel a broker opens to another (a follower to its leader, a coordinator to a
+partition leader): the client's limits and keepalive, and the broker's certificate.
 
 The values repeat ``rpc/client/remote.py``'s (this floor sits below the client, so it
 cannot import them; tests/rpc/replication checks they stay equal). Reconnect backoff is
@@ -11,6 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 import grpc
+
+from twinlog.rpc.replication.broker_identity import BrokerTls
 
 MESSAGE_BYTES_MAX = 64 * 1024 * 1024  # rpc/client/request_size.MESSAGE_BYTES_MAX
 KEEPALIVE_OPTIONS: tuple[tuple[str, int], ...] = (  # rpc/client/remote.KEEPALIVE_OPTIONS
@@ -33,7 +36,19 @@ CHANNEL_OPTIONS: tuple[tuple[str, Any], ...] = (
 
 
 def open_channel(
-    address: str, options: tuple[tuple[str, Any], ...] = CHANNEL_OPTIONS
+    address: str,
+    options: tuple[tuple[str, Any], ...] = CHANNEL_OPTIONS,
+    tls: BrokerTls | None = None,
+    broker_id: int | None = None,
 ) -> grpc.Channel:
-    """A plaintext channel (TLS and tokens between brokers come later: CLUSTER.md phase 2)."""
-    return grpc.insecure_channel(address, options=list(options))
+    """A channel to ``address``: with ``tls``, mutual TLS that accepts only broker
+    ``broker_id``'s certificate (``broker_identity``); plaintext without (a cluster whose
+    brokers have no certificates, or a client)."""
+    if tls is None:
+        return grpc.insecure_channel(address, options=list(options))
+    assert broker_id is not None, "a broker channel with TLS names the broker it reaches"
+    return grpc.secure_channel(
+        address,
+        tls.channel_credentials(),
+        options=[*options, *tls.channel_options(broker_id)],
+    )

@@ -67,6 +67,7 @@ from twinlog.engine.broker.partition_calls import (
     coordinator_partition_of,
 )
 from twinlog.rpc.generated.twinlog.v1 import coordination_pb2_grpc
+from twinlog.rpc.replication.broker_identity import BrokerTls
 from twinlog.rpc.replication.channel import CHANNEL_OPTIONS, open_channel
 from twinlog.rpc.replication.coordination_convert import (
     abort_to_proto,
@@ -122,9 +123,11 @@ class BrokerChannels:
         address_of: Callable[[int], str | None],
         options: tuple[tuple[str, Any], ...] = CHANNEL_OPTIONS,
         retire_after_s: float = TIMEOUT_S,
+        tls: BrokerTls | None = None,
     ) -> None:
         self.address_of = address_of
         self.options = options
+        self.tls = tls
         self.retire_after_s = retire_after_s
         self._lock = threading.Lock()
         self._open: dict[int, tuple[str, grpc.Channel, Stub]] = {}
@@ -150,7 +153,7 @@ class BrokerChannels:
                 return current[2], address
             if current is not None:
                 self._retired.append((time.monotonic(), current[1]))
-            channel = open_channel(address, self.options)
+            channel = open_channel(address, self.options, self.tls, broker_id)
             stub = coordination_pb2_grpc.CoordinationStub(channel)
             self._open[broker_id] = (address, channel, stub)
             return stub, address
@@ -195,15 +198,19 @@ class _Transport(Generic[Local]):
         *,
         timeout_s: float = TIMEOUT_S,
         channel_options: tuple[tuple[str, Any], ...] = CHANNEL_OPTIONS,
+        tls: BrokerTls | None = None,
     ) -> None:
-        """``local``: what calls answered by this broker go to, in-process."""
+        """``local``: what calls answered by this broker go to, in-process; ``tls``: this
+        broker's certificate, when brokers authenticate each other."""
         if timeout_s <= 0:
             raise ValueError(f"timeout_s must be positive, got {timeout_s}")
         self.broker_id = broker_id
         self.local = local
         self.locator = locator
         self.timeout_s = timeout_s
-        self.channels = BrokerChannels(address_of, channel_options, retire_after_s=timeout_s)
+        self.channels = BrokerChannels(
+            address_of, channel_options, retire_after_s=timeout_s, tls=tls
+        )
 
     def _send(
         self,

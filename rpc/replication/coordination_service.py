@@ -16,8 +16,11 @@ does not coordinate, is refused by the broker (NotLeaderOrFollowerError, a stale
 NotCoordinatorError), and the caller locates again. Every exception leaves as the status
 code and trailing metadata of ``rpc/wire/errors.py``, so the caller rebuilds the class.
 
-Like ``Replication``, the service trusts whoever reaches the port (broker-to-broker TLS
-and tokens are not here yet): it is served only by cluster brokers (``RpcServer``).
+Like ``Replication``, every call passes the ``InternalGuard`` first (``internal_checks``):
+a coordinator's calls only from the broker leading its ``__txn_journal`` partition, at no
+higher epoch than ZooKeeper records; a registration only from the partition's leader; a
+settlement only from the group's coordinator. It is served only by cluster brokers, on the
+inter-broker listener when they have certificates (``RpcServer``).
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from twinlog.rpc.replication.coordination_convert import (
     register_from_proto,
     settle_from_proto,
 )
+from twinlog.rpc.replication.internal_guard import InternalGuard
 from twinlog.rpc.wire.call_errors import answering_errors
 
 log = logging.getLogger("twinlog.coordination")
@@ -64,47 +68,86 @@ answering = answering_errors(log, retriable_level=logging.DEBUG)
 class CoordinationService(coordination_pb2_grpc.CoordinationServicer):
     """Thread rule: any number of calls at once (the broker's own rule)."""
 
-    def __init__(self, broker: CoordinationHost) -> None:
+    def __init__(self, broker: CoordinationHost, guard: InternalGuard | None = None) -> None:
         self.broker = broker
+        self.guard = guard or InternalGuard()
 
     @answering
     def RegisterPartition(
         self, request: coordination_pb2.RegisterPartitionRequest, context: grpc.ServicerContext
     ) -> coordination_pb2.RegisterPartitionResponse:
-        self.broker.register_partition_here(register_from_proto(request))
+        register = register_from_proto(request)
+        self.guard.admit(
+            context,
+            "coordination.register_partition",
+            lambda checks, caller: checks.check_register(caller, register),
+        )
+        self.broker.register_partition_here(register)
         return coordination_pb2.RegisterPartitionResponse()
 
     @answering
     def CountEntries(
         self, request: coordination_pb2.CountEntriesRequest, context: grpc.ServicerContext
     ) -> coordination_pb2.CountEntriesResponse:
-        answer = self.broker.local_partition_leaders.count_entries(count_from_proto(request))
+        count = count_from_proto(request)
+        self.guard.admit(
+            context,
+            "coordination.count_entries",
+            lambda checks, caller: checks.check_coordinator(
+                caller, count.transaction_id, count.epochs
+            ),
+        )
+        answer = self.broker.local_partition_leaders.count_entries(count)
         return entry_count_to_proto(answer)
 
     @answering
     def ApplyCommit(
         self, request: coordination_pb2.ApplyCommitRequest, context: grpc.ServicerContext
     ) -> coordination_pb2.ApplyCommitResponse:
-        self.broker.local_partition_leaders.apply_commit(commit_from_proto(request))
+        commit = commit_from_proto(request)
+        self.guard.admit(
+            context,
+            "coordination.apply_commit",
+            lambda checks, caller: checks.check_coordinator(
+                caller, commit.transaction_id, commit.epochs
+            ),
+        )
+        self.broker.local_partition_leaders.apply_commit(commit)
         return coordination_pb2.ApplyCommitResponse()
 
     @answering
     def ApplyAbort(
         self, request: coordination_pb2.ApplyAbortRequest, context: grpc.ServicerContext
     ) -> coordination_pb2.ApplyAbortResponse:
-        self.broker.local_partition_leaders.apply_abort(abort_from_proto(request))
+        abort = abort_from_proto(request)
+        self.guard.admit(
+            context,
+            "coordination.apply_abort",
+            lambda checks, caller: checks.check_coordinator(
+                caller, abort.transaction_id, abort.epochs
+            ),
+        )
+        self.broker.local_partition_leaders.apply_abort(abort)
         return coordination_pb2.ApplyAbortResponse()
 
     @answering
     def SettleOffsetsHolder(
         self, request: coordination_pb2.SettleOffsetsHolderRequest, context: grpc.ServicerContext
     ) -> coordination_pb2.SettleOffsetsHolderResponse:
-        self.broker.settle_offsets_holder_here(settle_from_proto(request))
+        settle = settle_from_proto(request)
+        self.guard.admit(
+            context,
+            "coordination.settle_offsets_holder",
+            lambda checks, caller: checks.check_settle(caller, settle),
+        )
+        self.broker.settle_offsets_holder_here(settle)
         return coordination_pb2.SettleOffsetsHolderResponse()
 
 
-def add_coordination_service(server: grpc.Server, broker: CoordinationHost) -> CoordinationService:
+def add_coordination_service(
+    server: grpc.Server, broker: CoordinationHost, guard: InternalGuard | None = None
+) -> CoordinationService:
     """Serve ``twinlog.v1.Coordination`` for ``broker`` on ``server`` (before it starts)."""
-    service = CoordinationService(broker)
+    service = CoordinationService(broker, guard)
     coordination_pb2_grpc.add_CoordinationServicer_to_server(service, server)
     return service

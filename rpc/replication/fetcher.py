@@ -27,6 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from twinlog.rpc.replication.broker_identity import BrokerTls
 from twinlog.rpc.replication.channel import CHANNEL_OPTIONS
 from twinlog.rpc.replication.leader_fetcher import LeaderFetcher, Settings
 from twinlog.rpc.replication.roles import ReplicaFollower
@@ -59,6 +60,7 @@ class ReplicaFetchers:
         backoff_max_ms: int = BACKOFF_MAX_MS,
         idle_wait_ms: int = IDLE_WAIT_MS,
         channel_options: tuple[tuple[str, Any], ...] = CHANNEL_OPTIONS,
+        tls: BrokerTls | None = None,
     ) -> None:
         for name, value in (
             ("request_timeout_ms", request_timeout_ms),
@@ -69,7 +71,7 @@ class ReplicaFetchers:
         self.broker = broker
         self.address_of = address_of
         self.settings = Settings(
-            request_timeout_ms, backoff_ms, backoff_max_ms, idle_wait_ms, channel_options
+            request_timeout_ms, backoff_ms, backoff_max_ms, idle_wait_ms, channel_options, tls
         )
         self.settings.backoff()  # refuses a bad pair now, not in a thread later
         self._lock = threading.Lock()  # guards the slots; never held across a wait

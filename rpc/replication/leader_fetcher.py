@@ -23,6 +23,7 @@ from twinlog.engine.base.errors import (
 from twinlog.engine.replication.fetch_calls import FetchedPartition, ReplicaFetch
 from twinlog.rpc.generated.twinlog.v1 import replication_pb2, replication_pb2_grpc
 from twinlog.rpc.replication.backoff import Backoff
+from twinlog.rpc.replication.broker_identity import BrokerTls
 from twinlog.rpc.replication.channel import open_channel
 from twinlog.rpc.replication.convert import fetch_to_proto, response_from_proto
 from twinlog.rpc.replication.roles import ReplicaFollower
@@ -42,6 +43,7 @@ class Settings:
     backoff_max_ms: int
     idle_wait_ms: int
     channel_options: tuple[tuple[str, Any], ...]
+    tls: BrokerTls | None = None  # this broker's certificate, when brokers authenticate
 
     def backoff(self) -> Backoff:
         return Backoff(self.backoff_ms, self.backoff_max_ms)
@@ -204,7 +206,9 @@ class LeaderFetcher:
             self._resolve = True
             return None
         if self._stub is None:
-            self._channel = open_channel(self._address, self.settings.channel_options)
+            self._channel = open_channel(
+                self._address, self.settings.channel_options, self.settings.tls, self.leader_id
+            )
             self._stub = replication_pb2_grpc.ReplicationStub(self._channel)
         return self._stub
 

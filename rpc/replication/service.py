@@ -4,8 +4,9 @@ A partition the broker refuses answers in its own ``FetchedPartition.error`` (th
 broker decides that); an exception of the whole call leaves as the status code and
 trailing metadata of ``rpc/wire/errors.py``, so the follower rebuilds the same class.
 
-Inter-broker authentication (TLS, tokens) is not here yet: the service trusts whoever
-reaches the port.
+Every fetch passes the ``InternalGuard`` first: on a cluster with broker certificates
+only a broker may fetch, and only in its own name and with its registered broker epoch
+(``internal_checks``); a refused fetch acknowledges nothing.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import grpc
 from twinlog.engine.replication.fetch_calls import FetchedPartition
 from twinlog.rpc.generated.twinlog.v1 import replication_pb2, replication_pb2_grpc
 from twinlog.rpc.replication.convert import fetch_from_proto, response_to_proto
+from twinlog.rpc.replication.internal_guard import InternalGuard
 from twinlog.rpc.replication.roles import ReplicaLeader
 from twinlog.rpc.wire.call_errors import answering_errors
 
@@ -56,26 +58,41 @@ answering = answering_errors(log, retriable_level=logging.DEBUG)
 class ReplicationService(replication_pb2_grpc.ReplicationServicer):
     """Thread rule: any number of calls at once (the broker's own rule)."""
 
-    def __init__(self, broker: ReplicaLeader, *, response_bytes_max: int | None = None) -> None:
+    def __init__(
+        self,
+        broker: ReplicaLeader,
+        *,
+        response_bytes_max: int | None = None,
+        guard: InternalGuard | None = None,
+    ) -> None:
         self.broker = broker
         self.response_bytes_max = response_bytes_max
+        self.guard = guard or InternalGuard()
 
     @answering
     def Fetch(
         self, request: replication_pb2.ReplicaFetchRequest, context: grpc.ServicerContext
     ) -> replication_pb2.ReplicaFetchResponse:
-        fetched = self.broker.replica_fetch(fetch_from_proto(request))
+        fetch = fetch_from_proto(request)
+        self.guard.admit(
+            context, "replication.fetch", lambda checks, caller: checks.check_fetch(caller, fetch)
+        )
+        fetched = self.broker.replica_fetch(fetch)
         return response_to_proto(within_bytes(fetched, self.response_bytes_max))
 
 
 def add_replication_service(
-    server: grpc.Server, broker: ReplicaLeader, *, response_bytes_max: int | None = None
+    server: grpc.Server,
+    broker: ReplicaLeader,
+    *,
+    response_bytes_max: int | None = None,
+    guard: InternalGuard | None = None,
 ) -> ReplicationService:
     """Serve ``twinlog.v1.Replication`` for ``broker`` on ``server`` (before it starts).
 
     ``response_bytes_max``: the server's ``grpc.max_send_message_length`` less a margin
     for the fields (RpcServer: ``config.fetch_bytes_max``); None sends every answer whole.
     """
-    service = ReplicationService(broker, response_bytes_max=response_bytes_max)
+    service = ReplicationService(broker, response_bytes_max=response_bytes_max, guard=guard)
     replication_pb2_grpc.add_ReplicationServicer_to_server(service, server)
     return service

@@ -57,6 +57,7 @@ from twinlog.engine.zookeeper.controller import Controller
 from twinlog.engine.zookeeper.partition_roles import PartitionRoles, change_isr
 from twinlog.engine.zookeeper.partition_state import IsrMember, PartitionState
 from twinlog.engine.zookeeper.session import ZooKeeperSession, ZooKeeperUnavailableError
+from twinlog.rpc.replication.broker_identity import BrokerTls
 from twinlog.rpc.replication.coordination_client import (
     HereCoordinators,
     RemotePartitionLeaders,
@@ -118,15 +119,18 @@ class ClusterMember:
         inter_broker_host: str | None = None,
         inter_broker_port: int | None = None,
         kafka_address: tuple[str, int] | None = None,
+        tls: BrokerTls | None = None,
     ) -> None:
         """``host``/``port`` (or ``advertised_port``): where clients reach this broker;
         ``inter_broker_*``: where other brokers do, when not there; ``kafka_address``:
-        where Kafka clients reach its Kafka listener, when it has one."""
+        where Kafka clients reach its Kafka listener, when it has one; ``tls``: this
+        broker's certificate, which its calls to other brokers present."""
         assert broker.broker_id is not None, "a cluster member's broker has a broker_id"
         self.broker = broker
         self.broker_id = broker.broker_id
         self.session = session
         self.isr_interval_s = isr_interval_s
+        self.tls = tls
         self._stopping = threading.Event()
         self._brokers: dict[int, BrokerInfo] = {}
         self._brokers_lock = threading.Lock()
@@ -152,7 +156,7 @@ class ClusterMember:
             self.registration.info.inter_broker_address,
             self.registration.broker_epoch,
         )
-        self.fetchers = ReplicaFetchers(broker, self._address_of)
+        self.fetchers = ReplicaFetchers(broker, self._address_of, tls=tls)
         self._join_coordination()
         self.roles = PartitionRoles(session, self.broker_id, self._take_role, on_lost=on_lost)
         self.controller = Controller(session, self.broker_id, on_lost=on_lost)
@@ -172,10 +176,14 @@ class ClusterMember:
         in-process."""
         locator = ZooKeeperLeaderLocator(self.session)
         self.partition_leaders = RemotePartitionLeaders(
-            self.broker_id, self.broker.local_partition_leaders, locator, self._address_of
+            self.broker_id,
+            self.broker.local_partition_leaders,
+            locator,
+            self._address_of,
+            tls=self.tls,
         )
         self.transaction_coordinators = RemoteTransactionCoordinators(
-            self.broker_id, HereCoordinators(self.broker), locator, self._address_of
+            self.broker_id, HereCoordinators(self.broker), locator, self._address_of, tls=self.tls
         )
         self.broker.partition_leaders = self.partition_leaders
         self.broker.transaction_coordinators = self.transaction_coordinators

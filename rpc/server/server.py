@@ -17,7 +17,7 @@ import signal
 import threading
 from collections.abc import Callable
 from concurrent import futures
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from types import FrameType
@@ -27,15 +27,29 @@ import grpc
 
 from twinlog.engine.base.errors import InvalidConfigError
 from twinlog.rpc.generated.twinlog.v1 import admin_pb2_grpc, consume_pb2_grpc, produce_pb2_grpc
+from twinlog.rpc.replication.broker_identity import BrokerTls
 from twinlog.rpc.replication.coordination_service import add_coordination_service
+from twinlog.rpc.replication.internal_guard import InternalGuard
 from twinlog.rpc.replication.service import add_replication_service
 from twinlog.rpc.server.auth import Acl, Guard, TokenTable
 from twinlog.rpc.server.config import ServerConfig
 from twinlog.rpc.server.decode import DecodeGuard
 from twinlog.rpc.server.health import HealthReporter
+from twinlog.rpc.server.inter_broker import (
+    InterBrokerDoor,
+    InterBrokerFlags,
+    InterBrokerServer,
+    check_cluster_security,
+    internal_guard,
+    listener_address,
+)
 from twinlog.rpc.server.metadata_source import MetadataSource, StandaloneMetadata
 from twinlog.rpc.server.metrics import ServerMetrics
-from twinlog.rpc.server.metrics_endpoint import MetricsEndpoint
+from twinlog.rpc.server.metrics_endpoint import (
+    MetricsEndpoint,
+    metrics_tls_context,
+    read_metrics_token,
+)
 from twinlog.rpc.server.request_observer import RequestObserver
 from twinlog.rpc.server.service_admin import AdministrationService
 from twinlog.rpc.server.service_consume import ConsumingService
@@ -97,13 +111,16 @@ class RpcServer:
     """Serves one broker. Thread rule: ``start``/``stop`` from the owning thread.
 
     ``metadata_source`` answers the Metadata call: a cluster broker's ZooKeeper view;
-    None (a single node) answers this server as broker 0 leading everything."""
+    None (a single node) answers this server as broker 0 leading everything.
+    ``inter_broker``: how a cluster broker serves the internal services (``serve`` always
+    gives it; None, for in-process tests only, serves them unchecked on the client port)."""
 
     def __init__(
         self,
         broker: BrokerApi,
         config: ServerConfig,
         metadata_source: MetadataSource | None = None,
+        inter_broker: InterBrokerDoor | None = None,
     ) -> None:
         self.broker = broker
         self.config = config
@@ -141,14 +158,24 @@ class RpcServer:
         admin_pb2_grpc.add_AdministrationServicer_to_server(
             AdministrationService(broker, guard, metadata_source), self._server
         )
+        self.inter_broker: InterBrokerServer | None = None
         if getattr(broker, "replication", None) is not None:  # a cluster broker: followers fetch
-            add_replication_service(
-                self._server, cast(Any, broker), response_bytes_max=config.fetch_bytes_max
-            )
-            # Other brokers' coordinators and partition leaders call this one. Not on a
-            # single node: nothing calls it there, and like Replication it trusts whoever
-            # reaches the port (no tokens or ACLs between brokers yet).
-            add_coordination_service(self._server, cast(Any, broker))
+            # Other brokers' followers, coordinators and partition leaders call this one;
+            # not on a single node, where nothing does. With broker certificates only on a
+            # listener of their own, to brokers only (rpc/server/inter_broker.py).
+            door = inter_broker or InterBrokerDoor(InternalGuard())
+            if door.tls is not None:
+                self.inter_broker = InterBrokerServer(
+                    broker, door, options, response_bytes_max=config.fetch_bytes_max
+                )
+            else:
+                add_replication_service(
+                    self._server,
+                    cast(Any, broker),
+                    response_bytes_max=config.fetch_bytes_max,
+                    guard=door.guard,
+                )
+                add_coordination_service(self._server, cast(Any, broker), door.guard)
         credentials = server_credentials(config)
         try:
             if credentials is None:
@@ -162,7 +189,7 @@ class RpcServer:
                 f"cannot listen on {config.address}: the port is in use or the address is "
                 "not local; pick another --port (0 picks a free one) or --host"
             )
-        self.port = port
+        self.port: int = port
         self.tls = credentials is not None
         self.metrics_endpoint = (
             MetricsEndpoint(
@@ -186,6 +213,8 @@ class RpcServer:
         """Serve; the metrics endpoint (if configured) first, so a port clash starts nothing."""
         if self.metrics_endpoint is not None:
             self.metrics_endpoint.start()
+        if self.inter_broker is not None:
+            self.inter_broker.start()
         self._server.start()
         self.health.serving()
 
@@ -195,6 +224,8 @@ class RpcServer:
         self.stopping.set()  # long polls end at their next slice
         grace = self.config.shutdown_grace_ms if grace_ms is None else grace_ms
         self._server.stop(grace / 1000).wait()
+        if self.inter_broker is not None:
+            self.inter_broker.stop(grace / 1000)
         if self.metrics_endpoint is not None:
             self.metrics_endpoint.stop()
 
@@ -249,6 +280,8 @@ class ClusterFlags:
     advertised_port: int | None = None
     inter_broker_host: str | None = None
     inter_broker_port: int | None = None
+    # where brokers call this one, and with which certificates (rpc/server/inter_broker.py)
+    inter_broker: InterBrokerFlags = field(default_factory=InterBrokerFlags)
 
 
 @dataclass(frozen=True)
@@ -297,6 +330,18 @@ def serve(
     # recovery first (RpcServer reads them again; they are small).
     guard_of(config)
     server_credentials(config)
+    if config.metrics_port >= 0:  # a bad metrics token or certificate: before recovery too
+        if config.metrics_token_file:
+            read_metrics_token(config.metrics_token_file)
+        if config.metrics_tls_cert_file and config.metrics_tls_key_file:
+            metrics_tls_context(config.metrics_tls_cert_file, config.metrics_tls_key_file)
+    broker_tls = None
+    if cluster is not None:
+        check_cluster_security(config, cluster.inter_broker)
+        listener_address(cluster.inter_broker, config)  # a malformed flag: before recovery
+        files = cluster.inter_broker.tls_files
+        if files is not None:
+            broker_tls = BrokerTls.load(cluster.broker_id, *files)
     settings = f"crc32c: {IMPLEMENTATION}; {keep_freed_memory()}"
     if not USING_C_EXTENSION and IMPLEMENTATION.startswith("crcmod"):
         log.warning(
@@ -329,7 +374,15 @@ def serve(
         member = None
         beside: FrontEnd | None = None
         try:
-            server = RpcServer(broker, config, metadata_source)
+            door = None
+            if cluster is not None and session is not None:
+                offsets_partition_of = cast(Any, broker).group_offsets.partition_for
+                door = InterBrokerDoor(
+                    internal_guard(session, offsets_partition_of, broker_tls is not None),
+                    broker_tls,
+                    None if broker_tls is None else listener_address(cluster.inter_broker, config),
+                )
+            server = RpcServer(broker, config, metadata_source, door)
             server.start()
             if open_beside is not None:
                 served = None
@@ -337,18 +390,31 @@ def serve(
                     served = ServedCluster(cluster.broker_id, metadata_source)
                 beside = open_beside(broker, served)
             if cluster is not None and session is not None:
-                from twinlog.rpc.server.cluster_member import ClusterMember
+                from twinlog.rpc.server.cluster_member import (
+                    INTER_BROKER_PORT_VARIABLE,
+                    ClusterMember,
+                    registered_port,
+                )
 
                 host = cluster.advertised_host or config.host
+                inter_broker_host = cluster.inter_broker_host
+                inter_broker_port = cluster.inter_broker_port
+                if server.inter_broker is not None:  # brokers call its own listener
+                    inter_broker_host = inter_broker_host or server.inter_broker.host
+                    if inter_broker_port is None:
+                        inter_broker_port = registered_port(
+                            server.inter_broker.port, None, INTER_BROKER_PORT_VARIABLE
+                        )
                 member = ClusterMember(
                     cast(Any, broker),
                     session,
                     host,
                     server.port,
                     advertised_port=cluster.advertised_port,
-                    inter_broker_host=cluster.inter_broker_host,
-                    inter_broker_port=cluster.inter_broker_port,
+                    inter_broker_host=inter_broker_host,
+                    inter_broker_port=inter_broker_port,
                     kafka_address=None if beside is None else beside.kafka_address,
+                    tls=broker_tls,
                 )
             # Start-up is done: what it made lives as long as the server does.
             settings += f"; {freeze_startup_objects()}"

@@ -1,0 +1,192 @@
+"""The inter-broker door: where a cluster broker serves Replication and Coordination, and to whom.
+
+    twinlog serve ... --broker-id 1 --zookeeper ZK \\
+        --inter-broker-listener 127.0.0.1:7071 \\
+        --inter-broker-tls-cert broker-1.pem --inter-broker-tls-key broker-1.key \\
+        --inter-broker-tls-ca cluster-ca.pem
+
+With broker certificates (``InterBrokerFlags.tls``) the internal services get a listener
+of their own, bound separately (Kafka's inter-broker listener), whose TLS requires a client
+certificate the cluster CA signed; ``InternalGuard`` then requires a broker's name in it,
+and the client port does not serve them at all (a client with any token is refused:
+UNIMPLEMENTED). Without certificates they are served on the client port, as before,
+which ``check_cluster_security`` allows only while clients need no credentials either: a
+cluster started with tokens, ACLs or client certificates refuses to start without broker
+certificates, saying what to add.
+
+Every refusal at the door is audited (``internal.refused``) with the peer, the broker its
+certificate names (if any) and why.
+
+Thread rule: ``start``/``stop`` from the owning thread.
+"""
+
+from __future__ import annotations
+
+from concurrent import futures
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import grpc
+
+from twinlog.engine.base.errors import InvalidConfigError, TwinlogError
+from twinlog.engine.base.types import TopicPartition
+from twinlog.rpc.replication.broker_identity import BrokerTls
+from twinlog.rpc.replication.coordination_service import add_coordination_service
+from twinlog.rpc.replication.internal_checks import InternalCallChecks, RegisteredEpochs
+from twinlog.rpc.replication.internal_guard import InternalGuard
+from twinlog.rpc.replication.service import add_replication_service
+from twinlog.rpc.server.audit import audit
+from twinlog.rpc.server.config import ServerConfig
+
+if TYPE_CHECKING:
+    from twinlog.engine.zookeeper.session import ZooKeeperSession
+
+INTERNAL_WORKER_THREADS = 16  # fetcher long polls (one per follower broker) and calls
+
+
+@dataclass(frozen=True)
+class InterBrokerFlags:
+    """``--inter-broker-listener HOST:PORT`` and the three ``--inter-broker-tls-*`` files."""
+
+    listener: str | None = None
+    tls_cert_file: str | None = None
+    tls_key_file: str | None = None
+    tls_ca_file: str | None = None
+
+    @property
+    def tls_files(self) -> tuple[str, str, str] | None:
+        files = (self.tls_cert_file, self.tls_key_file, self.tls_ca_file)
+        given = [name for name in files if name]
+        if not given:
+            return None
+        if len(given) != 3:
+            raise InvalidConfigError(
+                "give all three of --inter-broker-tls-cert, --inter-broker-tls-key and "
+                "--inter-broker-tls-ca (this broker's certificate and key, the cluster CA), "
+                "or none"
+            )
+        return (given[0], given[1], given[2])
+
+
+def check_cluster_security(config: ServerConfig, flags: InterBrokerFlags) -> None:
+    """A cluster whose clients need credentials needs brokers that do too: refuse to start
+    otherwise, before anything is opened or written."""
+    files = flags.tls_files
+    clients_authenticate = bool(config.tokens_file or config.acl_file or config.tls_client_ca_file)
+    if clients_authenticate and files is None:
+        raise InvalidConfigError(
+            "this cluster broker requires credentials of its clients (tokens, ACLs or client "
+            "certificates) but would serve its internal services (replication, coordination) "
+            "to anyone who reaches its port: add --inter-broker-tls-cert, "
+            "--inter-broker-tls-key and --inter-broker-tls-ca (make them with "
+            "'twinlog cluster certs'; see 'Securing a cluster' in docs/operations.md)"
+        )
+    if flags.listener and files is None:
+        raise InvalidConfigError(
+            "--inter-broker-listener serves the internal services to brokers only, which "
+            "needs their certificates: add --inter-broker-tls-cert, --inter-broker-tls-key "
+            "and --inter-broker-tls-ca"
+        )
+
+
+def listener_address(flags: InterBrokerFlags, config: ServerConfig) -> tuple[str, int]:
+    """Where the inter-broker listener binds: the flag's HOST:PORT, else the client
+    host and a free port (registered in ZooKeeper, so brokers find it)."""
+    if not flags.listener:
+        return config.host, 0
+    host, separator, port = flags.listener.rpartition(":")
+    if not separator or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise InvalidConfigError(
+            f"--inter-broker-listener is {flags.listener!r}: give HOST:PORT, e.g. "
+            "127.0.0.1:7071 (port 0 picks a free one)"
+        )
+    return host.strip("[]"), int(port)
+
+
+def audit_refusal(method: str, peer: str, caller: int | None, error: TwinlogError) -> None:
+    audit(
+        "internal.refused",
+        method=method,
+        peer=peer,
+        broker="none" if caller is None else caller,
+        error=type(error).__name__,
+        reason=str(error),
+    )
+
+
+def internal_guard(
+    session: ZooKeeperSession, offsets_partition_of: Any, brokers_authenticate: bool
+) -> InternalGuard:
+    """The checks against ZooKeeper every internal call of a cluster broker passes."""
+    from twinlog.engine.zookeeper.broker_registration import live_brokers
+    from twinlog.rpc.replication.coordination_locator import ZooKeeperLeaderLocator
+
+    def registered() -> dict[int, int]:
+        return {broker_id: info.broker_epoch for broker_id, info in live_brokers(session).items()}
+
+    def offsets_partition(group_id: str) -> TopicPartition:
+        found: TopicPartition = offsets_partition_of(group_id)
+        return found
+
+    checks = InternalCallChecks(
+        ZooKeeperLeaderLocator(session), RegisteredEpochs(registered), offsets_partition
+    )
+    return InternalGuard(
+        checks, brokers_authenticate=brokers_authenticate, on_refused=audit_refusal
+    )
+
+
+@dataclass(frozen=True)
+class InterBrokerDoor:
+    """How a cluster broker's server serves the internal services: ``tls`` and ``address``
+    set, on a listener of their own; neither, on the client port."""
+
+    guard: InternalGuard
+    tls: BrokerTls | None = None
+    address: tuple[str, int] | None = None
+
+
+class InterBrokerServer:
+    """The internal services on their own port, to brokers only (mutual TLS)."""
+
+    def __init__(
+        self,
+        broker: Any,
+        door: InterBrokerDoor,
+        options: list[tuple[str, Any]],
+        response_bytes_max: int,
+    ) -> None:
+        assert door.tls is not None and door.address is not None
+        self._server = grpc.server(
+            futures.ThreadPoolExecutor(
+                max_workers=INTERNAL_WORKER_THREADS, thread_name_prefix="twinlog-inter-broker"
+            ),
+            options=options,
+        )
+        add_replication_service(
+            self._server, broker, response_bytes_max=response_bytes_max, guard=door.guard
+        )
+        add_coordination_service(self._server, broker, door.guard)
+        host, port = door.address
+        address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        try:
+            bound = self._server.add_secure_port(address, door.tls.server_credentials())
+        except RuntimeError:
+            bound = 0
+        if bound == 0:
+            raise InvalidConfigError(
+                f"cannot listen for brokers on {address}: the port is in use or the address "
+                "is not local; pick another --inter-broker-listener (port 0 picks a free one)"
+            )
+        self.host = host
+        self.port = bound
+
+    @property
+    def address(self) -> str:
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+
+    def start(self) -> None:
+        self._server.start()
+
+    def stop(self, grace_s: float) -> None:
+        self._server.stop(grace_s).wait()
