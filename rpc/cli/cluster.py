@@ -24,6 +24,12 @@ twinlog topics create orders --partitions 4 --replication-factor 3 \\
     --server BOOTSTRAP_LIST_PRINTED_BY_UP
 twinlog cluster up --data-dir ./dev-cluster --kafka-listeners   # Kafka clients too
 """
+CERTS_EXAMPLE = """
+twinlog cluster certs --out ./certs --brokers 1,2,3
+twinlog serve --data-dir d1 --broker-id 1 --zookeeper 127.0.0.1:2181/twinlog/prod \\
+    --inter-broker-tls-cert certs/broker-1.pem --inter-broker-tls-key certs/broker-1.key \\
+    --inter-broker-tls-ca certs/ca.pem --tokens-file tokens.txt --acl-file acl.txt
+"""
 
 
 def register(subparsers: Any) -> None:
@@ -92,6 +98,25 @@ def register(subparsers: Any) -> None:
         help="a setting for every broker (repeatable), as twinlog serve --config",
     )
     up.set_defaults(run=_run_up)
+    certs = add_command(
+        actions,
+        "certs",
+        "make a throwaway cluster CA and a certificate per broker (CN=twinlog-broker-ID), "
+        "for twinlog serve --inter-broker-tls-*; an existing CA in --out is reused",
+        CERTS_EXAMPLE,
+        [],
+    )
+    certs.add_argument("--out", required=True, help="the folder to write them in (made)")
+    certs.add_argument(
+        "--brokers",
+        required=True,
+        metavar="ID[,ID...]",
+        help="the broker ids to make certificates for, e.g. 1,2,3",
+    )
+    certs.add_argument(
+        "--days", type=positive_int, default=365, help="how long they are valid (365)"
+    )
+    certs.set_defaults(run=_run_certs, validate=_validate_certs)
 
 
 def _validate_describe(args: argparse.Namespace) -> str | None:
@@ -104,6 +129,34 @@ def _run_describe(args: argparse.Namespace) -> int:
     from twinlog.rpc.cli import cluster_describe
 
     return cluster_describe.run(args)
+
+
+def _broker_ids(text: str) -> list[int] | None:
+    words = [word.strip() for word in text.split(",")]
+    if not words or not all(word.isdigit() for word in words):
+        return None
+    return sorted({int(word) for word in words})
+
+
+def _validate_certs(args: argparse.Namespace) -> str | None:
+    if _broker_ids(args.brokers) is None:
+        return f"--brokers {args.brokers!r}: give broker ids (0 or more) separated by commas"
+    return None
+
+
+def _run_certs(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from twinlog.rpc.cli.cluster_certs import make_broker_certificates
+
+    ids = _broker_ids(args.brokers) or []
+    made = make_broker_certificates(Path(args.out), ids, args.days)
+    for broker_id, files in made.items():
+        print(f"broker {broker_id}: {' '.join(files.serve_arguments())}")
+    print(
+        f"keep {Path(args.out) / 'ca.key'} off the brokers: it signs new brokers into the cluster"
+    )
+    return 0
 
 
 def _run_up(args: argparse.Namespace) -> int:

@@ -30,6 +30,7 @@ from types import FrameType
 
 from twinlog.engine.base.errors import TwinlogError
 from twinlog.engine.zookeeper.local_server import LocalZooKeeper
+from twinlog.rpc.cli.cluster_certs import make_broker_certificates
 from twinlog.rpc.cli.cluster_describe import from_servers
 from twinlog.rpc.cli.interrupts import EXIT_INTERRUPTED
 from twinlog.rpc.client.connection_options import ConnectionOptions
@@ -140,6 +141,10 @@ def broker_arguments(
     ]
     if args.kafka_listeners:
         arguments.extend(["--kafka-listener", "127.0.0.1:0"])
+    # Brokers authenticate each other (a certificate each, from a throwaway CA kept
+    # beside the data): the internal services answer no one else.
+    certificates = make_broker_certificates(Path(args.data_dir) / "certs", [broker_id])
+    arguments.extend(certificates[broker_id].serve_arguments())
     for pair in args.config:
         arguments.extend(["--config", pair])
     return arguments
