@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import os
+import secrets
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -149,6 +150,30 @@ def load_zookeeper_credential(path: str | os.PathLike[str]) -> ZooKeeperCredenti
         )
     log.info("ZooKeeper credential from %s: %s", file, credential)
     return credential
+
+
+def ensure_zookeeper_credential_file(
+    path: str | os.PathLike[str], user: str = "twinlog"
+) -> ZooKeeperCredential:
+    """The credential in ``path``, made first if there is no file: a random password for
+    ``user``, written with mode 600 (for a development cluster, ``twinlog cluster up``).
+    An existing file is loaded, never replaced: its cluster's znodes are locked with it."""
+    file = Path(path)
+    if not file.exists():
+        credential = ZooKeeperCredential(user, secrets.token_hex(16))
+        file.parent.mkdir(parents=True, exist_ok=True)
+        # O_EXCL: of two makers, the second fails here and then loads the first's file.
+        try:
+            descriptor = os.open(file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            return load_zookeeper_credential(file)
+        with os.fdopen(descriptor, "w", encoding="ascii") as out:
+            out.write(
+                "# ZooKeeper credential of a twinlog cluster (docs/zookeeper.md): every znode\n"
+                "# the brokers create is readable and writable with it only.\n"
+                f"{DIGEST_SCHEME} {credential.user}:{credential.password}\n"
+            )
+    return load_zookeeper_credential(file)
 
 
 def _plain_ascii(text: str) -> bool:

@@ -14,6 +14,7 @@ from twinlog.engine.base.errors import InvalidConfigError
 from twinlog.engine.zookeeper.credentials import (
     PASSWORD_LENGTH_MIN,
     ZooKeeperCredential,
+    ensure_zookeeper_credential_file,
     load_zookeeper_credential,
 )
 
@@ -95,3 +96,13 @@ def test_a_credential_made_in_code_is_checked_too() -> None:
         ZooKeeperCredential("a:b", PASSWORD)
     with pytest.raises(InvalidConfigError, match="without spaces"):
         ZooKeeperCredential("twinlog", "with a space in it")
+
+
+def test_a_credential_file_is_made_once_private_and_then_kept(tmp_path: Path) -> None:
+    path = tmp_path / "cluster" / "zookeeper.auth"
+    made = ensure_zookeeper_credential_file(path)
+    assert made.user == "twinlog" and len(made.password) == 32
+    assert path.stat().st_mode & 0o777 == 0o600
+    assert load_zookeeper_credential(path) == made
+    assert ensure_zookeeper_credential_file(path, user="other") == made  # never replaced
+    assert ensure_zookeeper_credential_file(tmp_path / "b.auth").password != made.password
