@@ -3,9 +3,13 @@
 Each request's section is bounded by ``batch_decompressed_bytes_max``; this bounds their
 sum, so that many requests at once (128 worker threads) cannot add up to gigabytes.
 A request reserves what its section declares before decompressing it; when the budget
-is spent it waits a little for others to finish, then is refused as retriable.
+is spent it waits a little for others to finish, then is refused as retriable. The
+Kafka listener's rewrite of gzip and size-less zstd batches reserves from the budget
+it is given (``twinlog.rpc.kafka.batch_recompression``): the broker's, so that one
+bound holds for both doors.
 
-Thread rule: any thread; the condition guards ``_reserved_bytes``.
+Thread rule: any thread; the condition guards ``_reserved_bytes`` and
+``_peak_reserved_bytes``.
 """
 
 from __future__ import annotations
@@ -25,11 +29,17 @@ class DecompressionBudget:
         self.bytes_max = bytes_max
         self.wait_ms = wait_ms
         self._reserved_bytes = 0
+        self._peak_reserved_bytes = 0
         self._changed = threading.Condition()
 
     @property
     def reserved_bytes(self) -> int:
         return self._reserved_bytes
+
+    @property
+    def peak_reserved_bytes(self) -> int:
+        """The most ever reserved at once: what shows the bound held (tests, diagnostics)."""
+        return self._peak_reserved_bytes
 
     @contextmanager
     def reserve(self, size_bytes: int) -> Iterator[None]:
@@ -47,6 +57,7 @@ class DecompressionBudget:
                     )
                 self._changed.wait(remaining_s)
             self._reserved_bytes += size_bytes
+            self._peak_reserved_bytes = max(self._peak_reserved_bytes, self._reserved_bytes)
         try:
             yield
         finally:

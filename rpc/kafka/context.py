@@ -1,6 +1,7 @@
 """What every request handler gets: the broker, where clients reach this listener, the
 limits, the open transactions of Kafka producers, the shutdown flag, the guard (tokens and
-ACLs), the calling connection's state and, on a cluster broker, the cluster. One per
+ACLs), the calling connection's state, the decompression budget of produced batches'
+rewrites and, on a cluster broker, the cluster. One per
 connection: a copy of the listener's, sharing everything but ``connection``."""
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from twinlog.engine.base.errors import TwinlogError
+from twinlog.engine.records.decompression_budget import DecompressionBudget
 from twinlog.rpc.kafka.access import ConnectionState
 from twinlog.rpc.kafka.classic_members import ClassicMembers
 from twinlog.rpc.kafka.cluster import KafkaCluster
@@ -39,6 +41,8 @@ class KafkaContext:
     guard: Guard
     access: TransactionalAccess  # who may use a producer id
     connection: ConnectionState
+    # Shared by every connection (and, when the broker gives its own, with the gRPC door).
+    decompression_budget: DecompressionBudget
     classic_members: ClassicMembers = field(default_factory=ClassicMembers)
     cluster: KafkaCluster | None = None  # None: a single node
 

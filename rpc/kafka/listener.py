@@ -7,7 +7,9 @@ Fetch holds its own connection only. Everything is bounded: the connections
 (``connections_max``; one more is accepted, logged and closed), a frame's size
 (``frame_bytes_max``; a larger one is logged and the connection closed before its
 bytes are read), an idle connection's life (``connection_idle_ms``), a TLS handshake's
-time (``tls_handshake_ms``; ``twinlog.rpc.kafka.tls``).
+time (``tls_handshake_ms``; ``twinlog.rpc.kafka.tls``). Produced batches that are
+decompressed to be rewritten take their bytes from one decompression budget (the
+broker's when it shares it: ``decompression_budget``).
 
 ``stop()`` closes the listening socket, lets requests in flight finish within the
 grace period (a waiting Fetch ends at its next slice), then closes every connection.
@@ -28,6 +30,7 @@ import threading
 import time
 
 from twinlog.engine.base.errors import InvalidConfigError
+from twinlog.engine.records.decompression_budget import DecompressionBudget
 from twinlog.rpc.kafka.access import new_connection
 from twinlog.rpc.kafka.cluster import KafkaCluster
 from twinlog.rpc.kafka.context import KafkaContext
@@ -64,6 +67,12 @@ def _read_exactly(connection: socket.socket, size: int) -> bytes:
     return b"".join(chunks)
 
 
+def _broker_budget(broker: object) -> DecompressionBudget | None:
+    """The broker's own decompression budget, when it shares it (the gRPC door's)."""
+    budget = getattr(broker, "decompression_budget", None)
+    return budget if isinstance(budget, DecompressionBudget) else None
+
+
 def parse_address(text: str) -> tuple[str, int]:
     """``HOST:PORT`` (``[IPv6]:PORT`` too) as a pair; InvalidConfigError names the trouble."""
     host, separator, port_text = text.rpartition(":")
@@ -90,16 +99,31 @@ class KafkaListener:
         guard: Guard | None = None,
         tls: ssl.SSLContext | None = None,
         cluster: KafkaCluster | None = None,
+        decompression_budget: DecompressionBudget | None = None,
     ) -> None:
         """``guard``: the gRPC server's tokens and ACLs (``twinlog.rpc.server.server.guard_of``);
         None serves everyone as the anonymous principal, unchecked. ``tls``: serve TLS
         (``twinlog.rpc.kafka.tls.server_tls_context``); None: plaintext. ``cluster``: the
-        cluster ``broker`` is a member of (None: a single node)."""
+        cluster ``broker`` is a member of (None: a single node). ``decompression_budget``:
+        what produced batches' rewrites reserve their decompressed bytes from; None: the
+        broker's ``decompression_budget`` if it has one (the gRPC door's, so that one bound
+        holds for both), else one of the listener's own (``decompressed_bytes_in_flight_max``)."""
         self.settings = settings or KafkaListenerSettings()
         self.tls = tls
         self.stopping = threading.Event()
         self._lock = threading.Lock()
         self._connections: dict[threading.Thread, socket.socket] = {}
+        if decompression_budget is None:
+            decompression_budget = _broker_budget(broker)
+        if decompression_budget is None:
+            decompression_budget = DecompressionBudget(
+                self.settings.decompressed_bytes_in_flight_max
+            )
+            log.info(
+                "Kafka listener: the broker shares no decompression budget; produced batches "
+                "rewritten here reserve from one of %d bytes (decompressed_bytes_in_flight_max)",
+                self.settings.decompressed_bytes_in_flight_max,
+            )
         try:
             self._socket = socket.create_server((host, port), backlog=BACKLOG)
         except OSError as error:
@@ -122,6 +146,7 @@ class KafkaListener:
             guard=guard,
             access=TransactionalAccess(guard, broker),
             connection=new_connection(guard),
+            decompression_budget=decompression_budget,
             cluster=cluster,
         )
         self._acceptor = threading.Thread(

@@ -1,7 +1,8 @@
 """Produce: each partition's batch goes to ``broker.produce`` as the client built it.
 
 A Kafka client's batch is already twinlog's format (RecordBatch v2), so it is passed on
-as it is (but for the codecs ``batch_recompression`` compresses again): the broker
+as it is (but for the codecs ``batch_recompression`` compresses again, within the
+decompression budget the broker's own check uses): the broker
 validates it (CRC, records, idempotent sequences of the producer id
 and epoch InitProducerId gave) and appends it, or journals it in the producer's open
 transaction when its transactional bit is set (offsets are known only when the
@@ -73,7 +74,11 @@ def _append(context: KafkaContext, topic: str, partition: int, records: bytes | 
         try:
             principal = context.connection.principal
             require(context.guard, principal, Operation.WRITE, (topic,))
-            batch = storable_batch(bytes(records), context.settings.produce_decompressed_bytes_max)
+            batch = storable_batch(
+                bytes(records),
+                context.settings.produce_decompressed_bytes_max,
+                context.decompression_budget,  # a spent budget: REQUEST_TIMED_OUT, retried
+            )
             # a producer id only from a principal that may use it (the gRPC server's rule)
             context.access.require_batch(principal, batch)
             if context.cluster is not None:

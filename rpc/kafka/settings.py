@@ -26,5 +26,10 @@ class KafkaListenerSettings:
     # A waiting Fetch re-reads its partitions (and checks for shutdown) this often; it waits
     # on one partition at a time, so another partition's records may wait this long.
     fetch_wait_slice_ms: int = 100
-    # A produced batch compressed again (batch_recompression) may decompress to this much.
-    produce_decompressed_bytes_max: int = 64 * MEBIBYTE
+    # A produced batch compressed again (batch_recompression) may decompress to this much:
+    # the broker's batch_decompressed_bytes_max by default, which refuses a larger one anyway.
+    produce_decompressed_bytes_max: int = 32 * MEBIBYTE
+    # The rewrites' decompression budget when the broker shares none of its own (it does
+    # through a ``decompression_budget`` attribute; the broker's
+    # decompressed_bytes_in_flight_max by default).
+    decompressed_bytes_in_flight_max: int = 128 * MEBIBYTE
