@@ -99,6 +99,14 @@ def open_cluster(connect: str, data_dir: Path, credential: ZooKeeperCredential |
                 what="the controller created the partition states",
             )
             request_controlled_shutdown(session, 1, timeout_ms=100)
+            expected = OPEN_ACL_UNSAFE if credential is None else credential.acl
+            wait_until(lambda: session.client.exists(znodes.CONTROLLER), what="a controller")
+            for ephemeral in (
+                znodes.broker_path(1),
+                znodes.shutting_down_path(1),
+                znodes.CONTROLLER,
+            ):
+                assert session.client.get_acls(ephemeral)[0] == expected, ephemeral
         finally:
             controller.close()
 
