@@ -4,19 +4,23 @@ size-prefixed frames.
 A connection's requests are answered one at a time, in order, as a Kafka broker does
 (it reads the next request only after answering the previous one), so a long-polling
 Fetch holds its own connection only. Everything is bounded: the connections
-(``connections_max``; one more is accepted, logged and closed), a frame's size
-(``frame_bytes_max``; a larger one is logged and the connection closed before its
-bytes are read), an idle connection's life (``connection_idle_ms``), a TLS handshake's
-time (``tls_handshake_ms``; ``twinlog.rpc.kafka.tls``). Produced batches that are
-decompressed to be rewritten take their bytes from one decompression budget (the
-broker's when it shares it: ``decompression_budget``).
+(``connections_max``, and ``connections_per_address_max`` from one IP address; one more
+is accepted, logged and closed), a frame's size (``frame_bytes_max``; a larger one is
+logged and the connection closed before its bytes are read), an idle connection's life
+(``connection_idle_ms``), a TLS handshake's time (``tls_handshake_ms``;
+``twinlog.rpc.kafka.tls``), the wait for a connection's first request
+(``first_request_ms``) and, with a tokens file, for its SASL authentication
+(``authentication_ms``): a connection that misses either is logged and closed, so
+connections that say nothing cannot keep the slots from real clients. Produced batches
+that are decompressed to be rewritten take their bytes from one decompression budget
+(the broker's when it shares it: ``decompression_budget``).
 
 ``stop()`` closes the listening socket, lets requests in flight finish within the
 grace period (a waiting Fetch ends at its next slice), then closes every connection.
 
 Thread rule: ``start``/``stop`` from the owning thread; the accept loop and the
 connection threads share ``_connections`` (each connection's thread and its socket: the
-TLS one once wrapped) under ``_lock``.
+TLS one once wrapped) and ``_connections_by_address`` under ``_lock``.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ import ssl
 import struct
 import threading
 import time
+from collections import Counter
 
 from twinlog.engine.base.errors import InvalidConfigError
 from twinlog.engine.records.decompression_budget import DecompressionBudget
@@ -55,10 +60,22 @@ class _Closed(Exception):
     """The peer closed the connection (or it timed out idle)."""
 
 
-def _read_exactly(connection: socket.socket, size: int) -> bytes:
+class ConnectionDeadlineMissed(Exception):
+    """A connection did not send its first request, or did not authenticate, in time; the
+    message says which limit it missed (logged, then the connection is closed)."""
+
+
+def _read_exactly(connection: socket.socket, size: int, due: float | None = None) -> bytes:
+    """``size`` bytes; with ``due`` (a time.monotonic() instant), TimeoutError once it has
+    passed, however slowly the bytes trickle in (each read waits only what is left)."""
     chunks = []
     remaining = size
     while remaining > 0:
+        if due is not None:
+            left_s = due - time.monotonic()
+            if left_s <= 0:
+                raise TimeoutError()
+            connection.settimeout(left_s)
         chunk = connection.recv(min(remaining, 1 << 20))
         if not chunk:
             raise _Closed()
@@ -113,6 +130,7 @@ class KafkaListener:
         self.stopping = threading.Event()
         self._lock = threading.Lock()
         self._connections: dict[threading.Thread, socket.socket] = {}
+        self._connections_by_address: Counter[str] = Counter()
         if decompression_budget is None:
             decompression_budget = _broker_budget(broker)
         if decompression_budget is None:
@@ -202,29 +220,40 @@ class KafkaListener:
                 log.exception("Kafka listener: accept failed")
                 time.sleep(ACCEPT_POLL_S)
                 continue
-            peer_text = f"{peer[0]}:{peer[1]}"
+            address = str(peer[0])
+            peer_text = f"{address}:{peer[1]}"
             with self._lock:
-                full = len(self._connections) >= self.settings.connections_max
-                if not full:
+                refusal = self._refusal(address)
+                if refusal is None:
                     thread = threading.Thread(
                         target=self._serve,
-                        args=(connection, peer_text),
+                        args=(connection, peer_text, address),
                         name=f"twinlog-kafka-{peer_text}",
                         daemon=True,
                     )
                     self._connections[thread] = connection
-            if full:
+                    self._connections_by_address[address] += 1
+            if refusal is not None:
                 log.warning(
-                    "Kafka connection from %s refused: %d connections are open "
-                    "(connections_max); it is closed",
-                    peer_text,
-                    self.settings.connections_max,
+                    "Kafka connection from %s refused: %s; it is closed", peer_text, refusal
                 )
                 connection.close()
                 continue
             thread.start()
 
-    def _serve(self, connection: socket.socket, peer: str) -> None:
+    def _refusal(self, address: str) -> str | None:
+        """Why one more connection from ``address`` is refused; None: it is served.
+        Under ``_lock``."""
+        if len(self._connections) >= self.settings.connections_max:
+            return f"{self.settings.connections_max} connections are open (connections_max)"
+        if self._connections_by_address[address] >= self.settings.connections_per_address_max:
+            return (
+                f"{self.settings.connections_per_address_max} connections from {address} are "
+                "open (connections_per_address_max)"
+            )
+        return None
+
+    def _serve(self, connection: socket.socket, peer: str, address: str) -> None:
         context = dataclasses.replace(self.context, connection=new_connection(self.context.guard))
         try:
             connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -238,6 +267,8 @@ class KafkaListener:
             self._answer_requests(connection, context, peer)
         except (_Closed, TimeoutError, ConnectionError):
             pass  # the client went away or idled out: nothing to say
+        except ConnectionDeadlineMissed as missed:
+            log.warning("Kafka connection from %s closed: %s", peer, missed)
         except OSError as error:
             if not self.stopping.is_set():
                 log.info("Kafka connection from %s ended: %s", peer, error)
@@ -245,6 +276,9 @@ class KafkaListener:
             with self._lock:
                 # The TLS socket, once wrapped: the plain one no longer owns the descriptor.
                 connection = self._connections.pop(threading.current_thread(), connection)
+                self._connections_by_address[address] -= 1
+                if not self._connections_by_address[address]:
+                    del self._connections_by_address[address]
             try:
                 connection.close()
             except OSError:
@@ -275,12 +309,52 @@ class KafkaListener:
         if guard.mutual_tls and guard.tokens is None:
             context.connection.principal = guard.authenticate((), peer_common_name(connection))
 
+    def _deadline(
+        self, context: KafkaContext, ready: float, first: bool
+    ) -> tuple[float | None, str]:
+        """When the next request must have been read (time.monotonic(); None: only
+        connection_idle_ms holds) and the limit named if it is not. ``ready``: when the
+        connection was ready for requests; ``first``: none was read yet."""
+        settings = self.settings
+        due: float | None = None
+        missed = ""
+        if not context.connection.authenticated:
+            due = ready + settings.authentication_ms / 1000
+            missed = (
+                f"SASL authentication not done within {settings.authentication_ms} ms "
+                "(authentication_ms)"
+            )
+        first_request_due = ready + settings.first_request_ms / 1000
+        if first and (due is None or first_request_due <= due):
+            due = first_request_due
+            missed = f"no request within {settings.first_request_ms} ms (first_request_ms)"
+        return due, missed
+
     def _answer_requests(self, connection: socket.socket, context: KafkaContext, peer: str) -> None:
         """Reads and answers requests in order until the client leaves, the listener stops
-        or a request closes the connection (raises _Closed, TimeoutError, OSError)."""
+        or a request closes the connection (raises _Closed, TimeoutError, OSError,
+        ConnectionDeadlineMissed)."""
+        settings = self.settings
+        ready = time.monotonic()
+        first = True
+        timed_by_deadline = False
         while not self.stopping.is_set():
-            (size,) = FRAME_SIZE.unpack(_read_exactly(connection, FRAME_SIZE.size))
-            if not REQUEST_BYTES_MIN <= size <= self.settings.frame_bytes_max:
+            # Until the first request is read and SASL is done (with a tokens file), reads
+            # wait for the nearer deadline (setting the socket's timeout), then idle_ms again.
+            due, missed = self._deadline(context, ready, first)
+            if due is None and timed_by_deadline:
+                connection.settimeout(settings.connection_idle_ms / 1000)
+                timed_by_deadline = False
+            timed_by_deadline = timed_by_deadline or due is not None
+            try:
+                (size,) = FRAME_SIZE.unpack(_read_exactly(connection, FRAME_SIZE.size, due))
+                frame_bytes_ok = REQUEST_BYTES_MIN <= size <= settings.frame_bytes_max
+                frame = _read_exactly(connection, size, due) if frame_bytes_ok else b""
+            except TimeoutError:
+                if due is None:
+                    raise  # idle: nothing to say
+                raise ConnectionDeadlineMissed(missed) from None  # each read waited for due
+            if not frame_bytes_ok:
                 log.warning(
                     "Kafka connection from %s closed: a request frame of %d bytes (the "
                     "limit is frame_bytes_max, %d bytes, and a request has at least %d)",
@@ -290,7 +364,7 @@ class KafkaListener:
                     REQUEST_BYTES_MIN,
                 )
                 return
-            frame = _read_exactly(connection, size)
+            first = False
             try:
                 answer = answer_frame(frame, context, peer)
             except CloseConnection as reason:

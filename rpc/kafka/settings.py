@@ -16,11 +16,22 @@ class KafkaListenerSettings:
     # naming the size (Kafka's socket.request.max.bytes does the same, at 100 MiB).
     frame_bytes_max: int = 16 * MEBIBYTE + FRAME_BYTES_MARGIN
     connections_max: int = 256  # more are accepted, logged and closed at once
+    # Connections open at once from one IP address (more are accepted, logged and closed,
+    # as over connections_max), so that one address cannot take every slot. Loopback
+    # clients all share 127.0.0.1: keep it well above what one host's clients open.
+    connections_per_address_max: int = 64
     # An idle connection is closed after this long (Kafka's connections.max.idle.ms).
     connection_idle_ms: int = 600_000
     # A TLS listener's client must finish its handshake within this long of connecting,
     # or it is logged and closed (one that sends nothing or garbage holds a thread no longer).
     tls_handshake_ms: int = 10_000
+    # A connection's first request must have arrived this long after it is ready for
+    # requests (connected, or its TLS handshake done); else it is logged and closed, so a
+    # client that connects and says nothing holds a slot seconds, not connection_idle_ms.
+    first_request_ms: int = 5_000
+    # With a tokens file, SASL authentication must be done this long after the connection
+    # is ready for requests, however busy it keeps with ApiVersions; else logged and closed.
+    authentication_ms: int = 10_000
     fetch_bytes_max: int = 16 * MEBIBYTE  # a Fetch asking for more gets this much
     fetch_wait_ms_max: int = 30_000  # a Fetch never waits longer, whatever it asks
     # A waiting Fetch re-reads its partitions (and checks for shutdown) this often; it waits

@@ -1,6 +1,7 @@
-"""What a client with write access to one topic can hold at the Kafka door: decompressed
-bytes, within the decompression budget. Each test has a broker and a listener of its
-own, with small limits so that it runs fast."""
+"""What a client without credentials, or with write access to one topic, can hold at the
+Kafka door: connection slots (per address, and only seconds before its first request
+or its SASL authentication) and decompressed bytes (the decompression budget). Each
+test has a broker and a listener of its own, with small limits so that it runs fast."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import re
 import socket
 import struct
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, cast
@@ -17,7 +19,14 @@ from typing import Any, cast
 import kafka
 import kafka.errors
 import pytest
+from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
 from kafka.protocol.producer import ProduceRequest, ProduceResponse
+from kafka.protocol.sasl import (
+    SaslAuthenticateRequest,
+    SaslAuthenticateResponse,
+    SaslHandshakeRequest,
+    SaslHandshakeResponse,
+)
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
 from twinlog.engine.broker.broker import Broker
@@ -26,8 +35,12 @@ from twinlog.rpc.client import Admin
 from twinlog.rpc.kafka.error_codes import CORRUPT_MESSAGE, NONE, REQUEST_TIMED_OUT
 from twinlog.rpc.kafka.listener import KafkaListener
 from twinlog.rpc.kafka.settings import MEBIBYTE, KafkaListenerSettings
+from twinlog.rpc.server.auth import Guard, TokenTable
 
 CLIENT_TIMEOUT_S = 5
+# An address of this host other than the clients' 127.0.0.1 (Linux routes 127/8 to lo).
+OTHER_LOOPBACK = "127.0.0.2"
+TOKEN = "door-token"
 
 
 @pytest.fixture()
@@ -81,6 +94,132 @@ def _call(connection: socket.socket, request: Any, response_class: Any, version:
     assert len(prefix) == 4, "the listener closed the connection"
     (size,) = struct.unpack(">i", prefix)
     return response_class.decode(io.BytesIO(_read(connection, size)), version=version, header=True)
+
+
+def _seconds_until_closed(connection: socket.socket) -> float:
+    """How long until the listener closes ``connection`` (which sends nothing more);
+    fails after CLIENT_TIMEOUT_S."""
+    started = time.monotonic()
+    try:
+        assert connection.recv(1) == b"", "the listener sent bytes nobody asked for"
+    except TimeoutError:
+        pytest.fail(f"the connection was still open after {CLIENT_TIMEOUT_S} s")
+    return time.monotonic() - started
+
+
+def _wait_for_connections(listener: KafkaListener, count: int) -> None:
+    deadline = time.monotonic() + CLIENT_TIMEOUT_S
+    while listener.connection_count() != count:
+        assert time.monotonic() < deadline, f"{listener.connection_count()} connections open"
+        time.sleep(0.01)
+
+
+# --- connection slots ------------------------------------------------------------------
+
+
+def test_idle_connections_from_one_address_leave_room_for_real_clients(
+    broker: Broker, listeners: list[KafkaListener], caplog: pytest.LogCaptureFixture
+) -> None:
+    try:
+        socket.create_connection(("127.0.0.1", 1), timeout=1, source_address=(OTHER_LOOPBACK, 0))
+    except ConnectionRefusedError:
+        pass  # the address exists; nothing listens on port 1
+    except OSError as error:
+        pytest.skip(f"{OTHER_LOOPBACK} is not a local address here: {error}")
+    Admin(broker).create_topic("crowded", partitions=1)
+    settings = KafkaListenerSettings(
+        connections_max=10, connections_per_address_max=3, first_request_ms=60_000
+    )
+    listener = _start(listeners, broker, settings=settings)
+    caplog.set_level(logging.WARNING, logger="twinlog.kafka")
+    idle = [_connect(listener, OTHER_LOOPBACK) for _ in range(12)]  # more than every slot
+    try:
+        _wait_for_connections(listener, 3)
+        closed = 0
+        for connection in idle:
+            connection.settimeout(0.5)
+            try:
+                closed += connection.recv(1) == b""
+            except TimeoutError:
+                pass  # one of the three held open
+        assert closed == 9
+        assert "connections_per_address_max" in caplog.text and OTHER_LOOPBACK in caplog.text
+        bootstrap = f"127.0.0.1:{listener.port}"
+        producer = kafka.KafkaProducer(
+            bootstrap_servers=bootstrap, request_timeout_ms=5_000, max_block_ms=5_000
+        )
+        try:
+            producer.send("crowded", b"through", partition=0).get(timeout=CLIENT_TIMEOUT_S)
+        finally:
+            producer.close(timeout=5)
+        consumer = kafka.KafkaConsumer(
+            bootstrap_servers=bootstrap, consumer_timeout_ms=1_500, request_timeout_ms=5_000
+        )
+        try:
+            consumer.assign([kafka.TopicPartition("crowded", 0)])
+            consumer.seek_to_beginning()
+            assert [record.value for record in consumer] == [b"through"]
+        finally:
+            consumer.close()
+    finally:
+        for connection in idle:
+            connection.close()
+
+
+def test_a_connection_that_sends_nothing_is_closed_after_first_request_ms(
+    broker: Broker, listeners: list[KafkaListener], caplog: pytest.LogCaptureFixture
+) -> None:
+    listener = _start(listeners, broker, settings=KafkaListenerSettings(first_request_ms=300))
+    caplog.set_level(logging.WARNING, logger="twinlog.kafka")
+    silent = _connect(listener)
+    trickling = _connect(listener)
+    talking = _connect(listener)
+    try:
+        trickling.sendall(b"\x00\x00")  # half a size prefix: bytes, but never a request
+        assert _call(talking, ApiVersionsRequest(), ApiVersionsResponse, 3).error_code == 0
+        assert 0.2 < _seconds_until_closed(silent) < 3
+        assert _seconds_until_closed(trickling) < 3
+        peer = f"127.0.0.1:{silent.getsockname()[1]}"
+        assert f"{peer} closed: no request within 300 ms (first_request_ms)" in caplog.text
+        # Once it has asked something, a connection may be quiet (connection_idle_ms).
+        time.sleep(0.4)
+        assert _call(talking, ApiVersionsRequest(), ApiVersionsResponse, 3).error_code == 0
+    finally:
+        for connection in (silent, trickling, talking):
+            connection.close()
+
+
+def test_a_connection_that_does_not_finish_sasl_is_closed_after_authentication_ms(
+    broker: Broker, listeners: list[KafkaListener], caplog: pytest.LogCaptureFixture
+) -> None:
+    guard = Guard(TokenTable([(TOKEN, "alice")]), None, mutual_tls=False)
+    settings = KafkaListenerSettings(first_request_ms=5_000, authentication_ms=600)
+    listener = _start(listeners, broker, settings=settings, guard=guard)
+    caplog.set_level(logging.WARNING, logger="twinlog.kafka")
+    stalling = _connect(listener)
+    authenticated = None
+    try:
+        started = time.monotonic()
+        handshake = SaslHandshakeRequest(mechanism="PLAIN")
+        assert _call(stalling, handshake, SaslHandshakeResponse, 1).error_code == NONE
+        # Busy with ApiVersions, never authenticating: the deadline holds all the same.
+        with pytest.raises(AssertionError, match="closed the connection"):
+            while time.monotonic() - started < CLIENT_TIMEOUT_S:
+                _call(stalling, ApiVersionsRequest(), ApiVersionsResponse, 3)
+                time.sleep(0.1)
+        assert 0.5 < time.monotonic() - started < 3
+        assert "SASL authentication not done within 600 ms (authentication_ms)" in caplog.text
+        # One that authenticates in time stays, past the deadline.
+        authenticated = _connect(listener)
+        assert _call(authenticated, handshake, SaslHandshakeResponse, 1).error_code == NONE
+        plain = SaslAuthenticateRequest(auth_bytes=f"\x00alice\x00{TOKEN}".encode())
+        assert _call(authenticated, plain, SaslAuthenticateResponse, 1).error_code == NONE
+        time.sleep(0.8)
+        assert _call(authenticated, ApiVersionsRequest(), ApiVersionsResponse, 3).error_code == 0
+    finally:
+        stalling.close()
+        if authenticated is not None:
+            authenticated.close()
 
 
 # --- decompressed bytes --------------------------------------------------------------------
