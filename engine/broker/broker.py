@@ -55,6 +55,7 @@ from types import TracebackType
 from typing import Any
 
 from twinlog.engine.base.atomic_file import probe_space
+from twinlog.engine.base.bounded_cache import BoundedCache
 from twinlog.engine.base.errors import (
     BatchTooLargeError,
     CorruptBatchError,
@@ -109,6 +110,8 @@ from twinlog.engine.broker.partition_calls import (
     ApplyCommit,
     CountEntries,
     EntryCount,
+    IssuedProducer,
+    LookupProducer,
     PartitionLeaders,
     RegisterPartition,
     SettleOffsetsHolder,
@@ -160,6 +163,11 @@ INTERNAL_TOPICS_CHECK_MS = 1_000  # a cluster broker creates __txn_journal once 
 
 FILES_PER_PARTITION = 4  # a segment's log (opened twice), offset index and time index
 FILES_RESERVED = 256  # sockets, LMDB, transaction journals, ...
+
+
+# Producer ids whose transactional id this broker keeps after asking their coordinator
+# elsewhere (about 100 bytes each).
+ISSUED_IDS_CACHED_MAX = 100_000
 
 
 class _LocalApplier:
@@ -259,6 +267,12 @@ class _LocalCoordinators:
             return
         self._broker.settle_offsets_holder_here(request)
 
+    def lookup_producer(self, request: LookupProducer) -> IssuedProducer:
+        elsewhere = self._broker.transaction_coordinators
+        if elsewhere is not None:
+            return elsewhere.lookup_producer(request)
+        return self._broker.lookup_producer_here(request)
+
 
 class _ToPartitionLeaders:
     """The coordinators' ``PartitionLeaders``: the broker's ``partition_leaders`` as it is
@@ -334,6 +348,9 @@ class Broker:
         self.local_partition_leaders: PartitionLeaders = _LocalApplier(self)
         self.partition_leaders: PartitionLeaders = self.local_partition_leaders
         self.transaction_coordinators: TransactionCoordinators | None = None
+        # producer id -> the transactional id it was issued for, asked of other brokers'
+        # coordinators (never changes once issued; bounded, the oldest dropped first)
+        self._issued_transactional_ids = BoundedCache[int, str](ISSUED_IDS_CACHED_MAX)
 
     # --- life cycle ---------------------------------------------------------------------
 
@@ -1239,6 +1256,25 @@ class Broker:
                 newcomer_is_member=bool(member.member_id),
             )
 
+    def lookup_producer_here(self, request: LookupProducer) -> IssuedProducer:
+        """What this broker's coordinator of ``request.producer_id`` knows of it (the
+        transport's server side calls this); NotCoordinatorError when another broker
+        coordinates it."""
+        self._check_open()
+        coordinator = self._coordinator_for_id(request.producer_id)
+        return IssuedProducer(
+            coordinator.transactional_id_of(request.producer_id),
+            coordinator.ongoing_transaction_of(request.producer_id, request.producer_generation),
+        )
+
+    def lookup_producer(self, producer_id: int, producer_generation: int) -> IssuedProducer:
+        """What ``producer_id``'s coordinator knows of it, wherever it is (another broker's,
+        on a cluster); raises retriably when it cannot be reached."""
+        self._check_open()
+        return _LocalCoordinators(self).lookup_producer(
+            LookupProducer(producer_id, producer_generation)
+        )
+
     def settle_offsets_holder_here(self, request: SettleOffsetsHolder) -> None:
         """KIP-447's fence at the holder's coordinator, on this broker (the transport's
         server side calls this; ``TransactionCoordinators.settle_offsets_holder``)."""
@@ -1552,7 +1588,18 @@ class Broker:
         coordinator_index = coordinator_partition_of(producer_id)
         if producer_id < 0 or coordinator_index >= self.metadata.journal_partitions:
             return None
-        return self._coordinator_at(coordinator_index).transactional_id_of(producer_id)
+        if self.transaction_coordinators is None:  # every coordinator is here
+            return self._coordinator_at(coordinator_index).transactional_id_of(producer_id)
+        # A cluster: the producer's coordinator may be another broker. An id is issued for
+        # one transactional id for good, so a known answer is kept (a bounded cache: a
+        # partition leader checks every batch's producer id).
+        known = self._issued_transactional_ids.get(producer_id)
+        if known is not None:
+            return known
+        found = self.lookup_producer(producer_id, 0).transactional_id
+        if found is not None:
+            self._issued_transactional_ids.put(producer_id, found)
+        return found
 
     # --- observability ---------------------------------------------------------------------------
 

@@ -716,6 +716,18 @@ class Coordinator:
                 )
             return txn.transaction_id
 
+    def ongoing_transaction_of(self, producer_id: int, producer_generation: int) -> int | None:
+        """The transaction this producer generation has ONGOING, or None (none open, or
+        another generation, or an unknown producer): a look, never a refusal."""
+        with self._lock:
+            entry = self._memory.producers_by_id.get(producer_id)
+            if entry is None or entry.producer_generation != producer_generation:
+                return None
+            txn = self._memory.transactions.get(entry.transaction_id or -1)
+            if txn is None or txn.state is not TransactionState.ONGOING:
+                return None
+            return txn.transaction_id
+
     def transaction(self, transaction_id: int) -> TransactionMetadata | None:
         with self._lock:
             return self._memory.transactions.get(transaction_id)

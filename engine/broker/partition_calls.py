@@ -104,6 +104,25 @@ class SettleOffsetsHolder:
     newcomer_is_member: bool = False
 
 
+@dataclass(frozen=True)
+class LookupProducer:
+    """Asked of ``producer_id``'s coordinator by any broker: a partition leader checking
+    who may write with the id (ACLs), a Kafka listener learning the producer's open
+    transaction."""
+
+    producer_id: int
+    producer_generation: int
+
+
+@dataclass(frozen=True)
+class IssuedProducer:
+    """``transactional_id``: what the id was issued for (None: never issued there);
+    ``ongoing_transaction_id``: the transaction that generation has ONGOING, if any."""
+
+    transactional_id: str | None
+    ongoing_transaction_id: int | None = None
+
+
 class PartitionLeaders(Protocol):
     """The calls a coordinator makes on partition leaders. Each is idempotent."""
 
@@ -144,4 +163,8 @@ class TransactionCoordinators(Protocol):
         ProducerFencedError when the holder began later and is open (the newcomer is the
         zombie), PendingTransactionError while the holder's commit is being decided or
         applied (retry shortly)."""
+        ...
+
+    def lookup_producer(self, request: LookupProducer) -> IssuedProducer:
+        """What the producer id's coordinator knows of it (nothing changes)."""
         ...

@@ -12,9 +12,10 @@ left out of the broker list; a partition it leads is answered LISTENER_NOT_FOUND
 
 A transactional batch comes to the partition's leader, while the producer's transaction
 was begun at its coordinator (AddPartitionsToTxn), maybe on another broker: the leader's
-listener asks that coordinator, over gRPC, which transaction the producer has open
-(``follow_transaction``, once per transactional batch), and names it to its broker as a
-single node's listener names the one it began.
+listener asks that coordinator which transaction the producer has open
+(``follow_transaction``, once per transactional batch: ``Broker.lookup_producer``, an
+internal Coordination call that carries this broker's certificate, not a client's
+token), and names it to its broker as a single node's listener names the one it began.
 
 The engine itself refuses what this broker does not lead (NotLeaderOrFollowerError,
 NotCoordinatorError; UnknownTopicOrPartitionError for a partition it holds no replica
@@ -29,20 +30,18 @@ Thread rule: any thread (the connections' threads call it concurrently; nothing 
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Sequence
+from typing import Any, cast
 
 from twinlog.engine.base.cluster_metadata import ClusterMetadata
 from twinlog.engine.base.errors import TwinlogError
-from twinlog.rpc.client.connection_options import ConnectionOptions
-from twinlog.rpc.client.remote import RemoteBroker
 from twinlog.rpc.kafka.error_codes import (
     LEADER_NOT_AVAILABLE,
     NOT_LEADER_OR_FOLLOWER,
     UNKNOWN_TOPIC_OR_PARTITION,
     code_of,
 )
-from twinlog.rpc.kafka.open_transactions import OpenTransactions, ongoing_transaction_at
+from twinlog.rpc.kafka.open_transactions import OpenTransactions
 from twinlog.rpc.server.coordinator_source import CoordinatorSource, journal_partitions_of
 from twinlog.rpc.server.metadata_source import MetadataSource
 from twinlog.rpc.wire.broker_api import BrokerApi, CoordinatorKeyType, FoundCoordinator
@@ -51,7 +50,6 @@ log = logging.getLogger("twinlog.kafka")
 
 # Refusals that may only mean "not here": the cluster's state says which.
 NOT_HERE_CODES = (NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION)
-COORDINATOR_CALL_TIMEOUT_MS = 5_000  # below a Kafka client's request timeout (30 s default)
 
 
 class KafkaCluster:
@@ -61,8 +59,7 @@ class KafkaCluster:
         self.coordinators = CoordinatorSource(
             metadata_source, journal_partitions=lambda: journal_partitions_of(broker)
         )
-        self._lock = threading.Lock()
-        self._remotes: dict[str, RemoteBroker] = {}  # gRPC address -> client
+        self.broker = cast(Any, broker)  # a cluster Broker: lookup_producer
 
     def metadata(self, topics: Sequence[str] | None = None) -> ClusterMetadata:
         """Raises what the view raises (ZooKeeper unreachable: retriable)."""
@@ -84,23 +81,11 @@ class KafkaCluster:
             # another broker coordinated it (still the same transaction: a new one is
             # begun through this listener, which then replaces it)
             return
-        coordinator = self._remote(found.broker.address)
-        open_id = ongoing_transaction_at(coordinator, producer_id, producer_generation)
-        transactions.follow(producer_id, producer_generation, open_id)
-
-    def _remote(self, address: str) -> RemoteBroker:
-        with self._lock:
-            remote = self._remotes.get(address)
-            if remote is None:
-                options = ConnectionOptions(request_timeout_ms=COORDINATOR_CALL_TIMEOUT_MS)
-                remote = self._remotes[address] = RemoteBroker(address, options)
-            return remote
+        issued = self.broker.lookup_producer(producer_id, producer_generation)
+        transactions.follow(producer_id, producer_generation, issued.ongoing_transaction_id)
 
     def close(self) -> None:
-        with self._lock:
-            remotes, self._remotes = list(self._remotes.values()), {}
-        for remote in remotes:
-            remote.close()
+        """Nothing to close: the calls to other brokers are the broker's own."""
 
     def partition_code(self, error: TwinlogError, api_key: int, topic: str, partition: int) -> int:
         """The code for the engine's refusal of a partition request: a "not here" refusal

@@ -60,6 +60,8 @@ from twinlog.engine.broker.partition_calls import (
     ApplyCommit,
     CountEntries,
     EntryCount,
+    IssuedProducer,
+    LookupProducer,
     PartitionLeaders,
     RegisterPartition,
     SettleOffsetsHolder,
@@ -74,6 +76,8 @@ from twinlog.rpc.replication.coordination_convert import (
     commit_to_proto,
     count_to_proto,
     entry_count_from_proto,
+    issued_from_proto,
+    lookup_to_proto,
     register_to_proto,
     settle_to_proto,
 )
@@ -93,6 +97,8 @@ class RegisterHere(Protocol):
 
     def settle_offsets_holder_here(self, request: SettleOffsetsHolder) -> None: ...
 
+    def lookup_producer_here(self, request: LookupProducer) -> IssuedProducer: ...
+
 
 class HereCoordinators:
     """This broker's own coordinators (``Broker.register_partition_here``,
@@ -108,6 +114,9 @@ class HereCoordinators:
 
     def settle_offsets_holder(self, request: SettleOffsetsHolder) -> None:
         self._broker.settle_offsets_holder_here(request)
+
+    def lookup_producer(self, request: LookupProducer) -> IssuedProducer:
+        return self._broker.lookup_producer_here(request)
 
 
 class BrokerChannels:
@@ -373,39 +382,52 @@ class RemoteTransactionCoordinators(_Transport[TransactionCoordinators]):
             f"{request.newcomer_id} with coordinator {coordinator_partition}",
         )
 
+    def lookup_producer(self, request: LookupProducer) -> IssuedProducer:
+        coordinator_partition = coordinator_partition_of(request.producer_id)
+        answer = self._route(
+            coordinator_partition,
+            lambda: self.local.lookup_producer(request),
+            lambda stub: stub.LookupProducer,
+            lookup_to_proto(request),
+            f"LookupProducer of producer {request.producer_id} with coordinator "
+            f"{coordinator_partition}",
+        )
+        if isinstance(answer, IssuedProducer):  # answered in-process
+            return answer
+        return issued_from_proto(answer)
+
     def _route(
         self,
         coordinator_partition: int,
-        here: Callable[[], None],
+        here: Callable[[], Any],
         method: Callable[[Stub], Callable[..., Any]],
         message: Any,
         what: str,
-    ) -> None:
+    ) -> Any:
+        """The answer of coordinator ``coordinator_partition`` (in-process when here)."""
         deadline = time.monotonic() + self.timeout_s
         target = self._locate(coordinator_partition, refresh=False)
         try:
-            self._at(target, here, method, message, deadline, what)
-            return
+            return self._at(target, here, method, message, deadline, what)
         except (NotCoordinatorError, BrokerUnavailableError):
             moved = self._locate(coordinator_partition, refresh=True)
             if moved == target and (target == self.broker_id or not self.channels.moved(target)):
                 raise  # nothing moved: the caller retries later
             log.debug("%s: retrying at broker %d (was %d)", what, moved, target)
-        self._at(moved, here, method, message, deadline, what)
+        return self._at(moved, here, method, message, deadline, what)
 
     def _at(
         self,
         target: int,
-        here: Callable[[], None],
+        here: Callable[[], Any],
         method: Callable[[Stub], Callable[..., Any]],
         message: Any,
         deadline: float,
         what: str,
-    ) -> None:
+    ) -> Any:
         if target == self.broker_id:
-            here()
-            return
-        self._send(target, method, message, deadline, what)
+            return here()
+        return self._send(target, method, message, deadline, what)
 
     def _locate(self, coordinator_partition: int, refresh: bool) -> int:
         found = self.locator.coordinator(coordinator_partition, refresh=refresh)

@@ -14,6 +14,8 @@ from twinlog.engine.broker.partition_calls import (
     CallEpochs,
     CountEntries,
     EntryCount,
+    IssuedProducer,
+    LookupProducer,
     RegisterPartition,
     SettleOffsetsHolder,
 )
@@ -139,4 +141,31 @@ def settle_from_proto(message: coordination_pb2.SettleOffsetsHolderRequest) -> S
         group_id=message.group_id,
         topic_partition=tp_from_proto(message.topic_partition),
         newcomer_is_member=message.newcomer_is_member,
+    )
+
+
+def lookup_to_proto(request: LookupProducer) -> coordination_pb2.LookupProducerRequest:
+    return coordination_pb2.LookupProducerRequest(
+        producer_id=request.producer_id, producer_generation=request.producer_generation
+    )
+
+
+def lookup_from_proto(message: coordination_pb2.LookupProducerRequest) -> LookupProducer:
+    return LookupProducer(message.producer_id, message.producer_generation)
+
+
+def issued_to_proto(answer: IssuedProducer) -> coordination_pb2.LookupProducerResponse:
+    message = coordination_pb2.LookupProducerResponse(known=answer.transactional_id is not None)
+    if answer.transactional_id is not None:
+        message.transactional_id = answer.transactional_id
+    if answer.ongoing_transaction_id is not None:
+        message.has_ongoing = True
+        message.ongoing_transaction_id = answer.ongoing_transaction_id
+    return message
+
+
+def issued_from_proto(message: coordination_pb2.LookupProducerResponse) -> IssuedProducer:
+    return IssuedProducer(
+        message.transactional_id if message.known else None,
+        message.ongoing_transaction_id if message.has_ongoing else None,
     )

@@ -31,6 +31,8 @@ from typing import Protocol
 import grpc
 
 from twinlog.engine.broker.partition_calls import (
+    IssuedProducer,
+    LookupProducer,
     PartitionLeaders,
     RegisterPartition,
     SettleOffsetsHolder,
@@ -41,6 +43,8 @@ from twinlog.rpc.replication.coordination_convert import (
     commit_from_proto,
     count_from_proto,
     entry_count_to_proto,
+    issued_to_proto,
+    lookup_from_proto,
     register_from_proto,
     settle_from_proto,
 )
@@ -59,6 +63,8 @@ class CoordinationHost(Protocol):
     def register_partition_here(self, request: RegisterPartition) -> None: ...
 
     def settle_offsets_holder_here(self, request: SettleOffsetsHolder) -> None: ...
+
+    def lookup_producer_here(self, request: LookupProducer) -> IssuedProducer: ...
 
 
 # Stale epochs and moved leaders are routine during a leader change: DEBUG.
@@ -142,6 +148,16 @@ class CoordinationService(coordination_pb2_grpc.CoordinationServicer):
         )
         self.broker.settle_offsets_holder_here(settle)
         return coordination_pb2.SettleOffsetsHolderResponse()
+
+    @answering
+    def LookupProducer(
+        self, request: coordination_pb2.LookupProducerRequest, context: grpc.ServicerContext
+    ) -> coordination_pb2.LookupProducerResponse:
+        lookup = lookup_from_proto(request)
+        # any broker may ask (a partition leader checking a batch's producer id): the
+        # door admits brokers only; nothing changes
+        self.guard.admit(context, "coordination.lookup_producer")
+        return issued_to_proto(self.broker.lookup_producer_here(lookup))
 
 
 def add_coordination_service(

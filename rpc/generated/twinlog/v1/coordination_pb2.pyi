@@ -106,3 +106,23 @@ class SettleOffsetsHolderRequest(_message.Message):
 class SettleOffsetsHolderResponse(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
+
+class LookupProducerRequest(_message.Message):
+    __slots__ = ("producer_id", "producer_generation")
+    PRODUCER_ID_FIELD_NUMBER: _ClassVar[int]
+    PRODUCER_GENERATION_FIELD_NUMBER: _ClassVar[int]
+    producer_id: int
+    producer_generation: int
+    def __init__(self, producer_id: _Optional[int] = ..., producer_generation: _Optional[int] = ...) -> None: ...
+
+class LookupProducerResponse(_message.Message):
+    __slots__ = ("known", "transactional_id", "has_ongoing", "ongoing_transaction_id")
+    KNOWN_FIELD_NUMBER: _ClassVar[int]
+    TRANSACTIONAL_ID_FIELD_NUMBER: _ClassVar[int]
+    HAS_ONGOING_FIELD_NUMBER: _ClassVar[int]
+    ONGOING_TRANSACTION_ID_FIELD_NUMBER: _ClassVar[int]
+    known: bool
+    transactional_id: str
+    has_ongoing: bool
+    ongoing_transaction_id: int
+    def __init__(self, known: _Optional[bool] = ..., transactional_id: _Optional[str] = ..., has_ongoing: _Optional[bool] = ..., ongoing_transaction_id: _Optional[int] = ...) -> None: ...

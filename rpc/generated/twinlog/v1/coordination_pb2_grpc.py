@@ -59,6 +59,11 @@ class CoordinationStub:
                 request_serializer=twinlog_dot_v1_dot_coordination__pb2.SettleOffsetsHolderRequest.SerializeToString,
                 response_deserializer=twinlog_dot_v1_dot_coordination__pb2.SettleOffsetsHolderResponse.FromString,
                 _registered_method=True)
+        self.LookupProducer = channel.unary_unary(
+                '/twinlog.v1.Coordination/LookupProducer',
+                request_serializer=twinlog_dot_v1_dot_coordination__pb2.LookupProducerRequest.SerializeToString,
+                response_deserializer=twinlog_dot_v1_dot_coordination__pb2.LookupProducerResponse.FromString,
+                _registered_method=True)
 
 
 class CoordinationServicer:
@@ -101,6 +106,14 @@ class CoordinationServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def LookupProducer(self, request, context):
+        """any broker -> a producer id's coordinator: which transactional id the id was issued
+        for (its owner, with an ACL file) and which transaction that generation has open.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_CoordinationServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -128,6 +141,11 @@ def add_CoordinationServicer_to_server(servicer, server):
                     servicer.SettleOffsetsHolder,
                     request_deserializer=twinlog_dot_v1_dot_coordination__pb2.SettleOffsetsHolderRequest.FromString,
                     response_serializer=twinlog_dot_v1_dot_coordination__pb2.SettleOffsetsHolderResponse.SerializeToString,
+            ),
+            'LookupProducer': grpc.unary_unary_rpc_method_handler(
+                    servicer.LookupProducer,
+                    request_deserializer=twinlog_dot_v1_dot_coordination__pb2.LookupProducerRequest.FromString,
+                    response_serializer=twinlog_dot_v1_dot_coordination__pb2.LookupProducerResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -265,6 +283,33 @@ class Coordination:
             '/twinlog.v1.Coordination/SettleOffsetsHolder',
             twinlog_dot_v1_dot_coordination__pb2.SettleOffsetsHolderRequest.SerializeToString,
             twinlog_dot_v1_dot_coordination__pb2.SettleOffsetsHolderResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def LookupProducer(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/twinlog.v1.Coordination/LookupProducer',
+            twinlog_dot_v1_dot_coordination__pb2.LookupProducerRequest.SerializeToString,
+            twinlog_dot_v1_dot_coordination__pb2.LookupProducerResponse.FromString,
             options,
             channel_credentials,
             insecure,
