@@ -1256,6 +1256,12 @@ class Broker:
                 newcomer_is_member=bool(member.member_id),
             )
 
+    @property
+    def decompression_budget(self) -> DecompressionBudget:
+        """What every produced batch's records check reserves decompressed bytes from; the
+        Kafka listener's rewrites reserve from it too (one bound for both doors)."""
+        return self._decompression_budget
+
     def lookup_producer_here(self, request: LookupProducer) -> IssuedProducer:
         """What this broker's coordinator of ``request.producer_id`` knows of it (the
         transport's server side calls this); NotCoordinatorError when another broker
