@@ -56,6 +56,12 @@ def register(subparsers: Any) -> None:
         "any broker of --server",
     )
     describe.add_argument(
+        "--zookeeper-auth-file",
+        metavar="FILE",
+        help="the brokers' ZooKeeper credentials file, for a cluster whose znodes are locked "
+        "(twinlog serve --zookeeper-auth-file)",
+    )
+    describe.add_argument(
         "--topic", action="append", metavar="NAME", help="only this topic (repeatable)"
     )
     describe.add_argument(

@@ -68,13 +68,25 @@ def gather(
     return report
 
 
-def from_zookeeper(connect: str, options: ConnectionOptions, topics: list[str]) -> ClusterReport:
+def from_zookeeper(
+    connect: str,
+    options: ConnectionOptions,
+    topics: list[str],
+    auth_file: str | None = None,
+) -> ClusterReport:
+    """``auth_file``: the brokers' ZooKeeper credentials file, for a locked cluster."""
     from twinlog.engine.zookeeper.cluster_view import read_cluster_metadata
+    from twinlog.engine.zookeeper.credentials import load_zookeeper_credential
     from twinlog.engine.zookeeper.session import ZooKeeperSession
 
     timeout_ms = options.request_timeout_ms
+    credential = None if auth_file is None else load_zookeeper_credential(auth_file)
     with ZooKeeperSession(  # read-only: a mistyped chroot is reported, not created
-        connect, connect_timeout_ms=timeout_ms, request_timeout_ms=timeout_ms, create_chroot=False
+        connect,
+        connect_timeout_ms=timeout_ms,
+        request_timeout_ms=timeout_ms,
+        create_chroot=False,
+        credential=credential,
     ) as session:
         metadata = read_cluster_metadata(session, topics or None, timeout_ms)
     if not metadata.cluster_id and not metadata.brokers:
@@ -116,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
     options = connection_options(args)
     topics = list(args.topic or [])
     if args.zookeeper:
-        report = from_zookeeper(args.zookeeper, options, topics)
+        report = from_zookeeper(args.zookeeper, options, topics, args.zookeeper_auth_file)
     else:
         report = from_servers(args.server, options, topics)
     if args.format == "json":

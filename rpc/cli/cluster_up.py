@@ -29,6 +29,7 @@ from pathlib import Path
 from types import FrameType
 
 from twinlog.engine.base.errors import TwinlogError
+from twinlog.engine.zookeeper.credentials import ensure_zookeeper_credential_file
 from twinlog.engine.zookeeper.local_server import LocalZooKeeper
 from twinlog.rpc.cli.cluster_certs import make_broker_certificates
 from twinlog.rpc.cli.cluster_describe import from_servers
@@ -142,12 +143,19 @@ def broker_arguments(
     if args.kafka_listeners:
         arguments.extend(["--kafka-listener", "127.0.0.1:0"])
     # Brokers authenticate each other (a certificate each, from a throwaway CA kept
-    # beside the data): the internal services answer no one else.
+    # beside the data): the internal services answer no one else. Their znodes are
+    # readable and writable by their ZooKeeper credential alone.
     certificates = make_broker_certificates(Path(args.data_dir) / "certs", [broker_id])
     arguments.extend(certificates[broker_id].serve_arguments())
+    arguments.extend(["--zookeeper-auth-file", str(zookeeper_auth_file(args))])
     for pair in args.config:
         arguments.extend(["--config", pair])
     return arguments
+
+
+def zookeeper_auth_file(args: argparse.Namespace) -> Path:
+    """The development cluster's ZooKeeper credential, made at its first start."""
+    return Path(args.data_dir) / "zookeeper.auth"
 
 
 def start_zookeeper(zookeeper: LocalZooKeeper) -> None:
@@ -181,6 +189,7 @@ def _print(line: str) -> None:
 def run(args: argparse.Namespace) -> int:
     root = Path(args.data_dir)
     root.mkdir(parents=True, exist_ok=True)
+    ensure_zookeeper_credential_file(zookeeper_auth_file(args))
     stop_requested = threading.Event()
     signals_seen: list[int] = []
 
@@ -216,7 +225,10 @@ def run(args: argparse.Namespace) -> int:
         if not stop_requested.is_set():
             wait_until_ready(brokers, stop_requested)
         if not stop_requested.is_set():
-            print(f"cluster: --zookeeper {connect}", flush=True)
+            print(
+                f"cluster: --zookeeper {connect} --zookeeper-auth-file {zookeeper_auth_file(args)}",
+                flush=True,
+            )
             print(f"bootstrap servers: {','.join(child.address for child in brokers)}", flush=True)
             if args.kafka_listeners:
                 kafka_list = ",".join(child.kafka_address for child in brokers)

@@ -99,6 +99,13 @@ def register(subparsers: Any) -> None:
         "--broker-id", type=int, help="this broker's id in the cluster (0 or more)"
     )
     cluster.add_argument(
+        "--zookeeper-auth-file",
+        metavar="FILE",
+        help="ZooKeeper credentials file ('digest USER:PASSWORD', mode 600): the broker "
+        "authenticates with it and creates every znode readable and writable by it alone "
+        "(docs/zookeeper.md, 'Locking ZooKeeper down')",
+    )
+    cluster.add_argument(
         "--advertised-host",
         help="the host other brokers and clients reach this one at (default: --host)",
     )
@@ -241,11 +248,12 @@ def run(args: argparse.Namespace) -> int:
                 args.inter_broker_tls_key,
                 args.inter_broker_tls_ca,
             ),
+            args.zookeeper_auth_file,
         )
-    elif args.inter_broker_listener or args.inter_broker_tls_cert:
+    elif args.inter_broker_listener or args.inter_broker_tls_cert or args.zookeeper_auth_file:
         raise SystemExit(
-            "twinlog serve: --inter-broker-* flags are for a cluster broker (with --zookeeper "
-            "and --broker-id)"
+            "twinlog serve: --inter-broker-* and --zookeeper-auth-file are for a cluster "
+            "broker (with --zookeeper and --broker-id)"
         )
     config = server_config_from(server_values)
     open_kafka = None

@@ -282,6 +282,8 @@ class ClusterFlags:
     inter_broker_port: int | None = None
     # where brokers call this one, and with which certificates (rpc/server/inter_broker.py)
     inter_broker: InterBrokerFlags = field(default_factory=InterBrokerFlags)
+    # ZooKeeper credentials file (docs/zookeeper.md); None: world-open znodes
+    zookeeper_auth_file: str | None = None
 
 
 @dataclass(frozen=True)
@@ -470,13 +472,19 @@ def _join_zookeeper(
     """The ZooKeeper session and a broker opener on the cluster's metadata and ids."""
     from twinlog.engine.broker.broker import Broker
     from twinlog.engine.broker.config import BrokerConfig
+    from twinlog.engine.zookeeper.credentials import load_zookeeper_credential
     from twinlog.engine.zookeeper.id_source import ZooKeeperIdSource
     from twinlog.engine.zookeeper.metadata_store import ZooKeeperMetadataStore
     from twinlog.engine.zookeeper.session import ZooKeeperSession
 
     journal_partitions = BrokerConfig.from_mapping(broker_config).journal_partitions
     log.info("joining the cluster at %s as broker %d", cluster.zookeeper, cluster.broker_id)
-    session = ZooKeeperSession(cluster.zookeeper, session_timeout_ms=cluster.session_timeout_ms)
+    credential = None
+    if cluster.zookeeper_auth_file is not None:
+        credential = load_zookeeper_credential(cluster.zookeeper_auth_file)
+    session = ZooKeeperSession(
+        cluster.zookeeper, session_timeout_ms=cluster.session_timeout_ms, credential=credential
+    )
     try:
         metadata = ZooKeeperMetadataStore(session, data_dir, journal_partitions)
         ids = ZooKeeperIdSource(session)
