@@ -13,8 +13,18 @@ fixtures of the usual shape (a module overrides ``cluster`` for other settings):
         with running_cluster(tmp_path, zookeeper) as opened:   # brokers 1, 2, 3
             yield opened
 
-Each cluster gets a chroot of its own (``/twinlog/<random>``), so one ZooKeeper serves
-every test of a module. Test settings (CLUSTER.md §3.9): 4 s sessions, ZooKeeper ticks
+Each cluster gets a chroot of its own (``/twinlog-<random>``, at the top: a parent made
+by one cluster is locked with its ZooKeeper credential, which the next one does not
+have), so one ZooKeeper serves every test of a module.
+
+Secure by default (``secure=True``, ``cluster_security``): every broker requires tokens,
+checks the ACL file, authenticates the other brokers with mutual TLS on its inter-broker
+listener (broker certificates from a throwaway CA) and locks its znodes with the
+ZooKeeper credential, which the test's own session uses too. Every client the cluster
+hands out (``remote``, ``create_replicated_topic``) carries the operator's token
+(``cluster.token``; ``client_options()`` and ``client_arguments()`` for a test's own
+clients; ``cli_arguments()`` for the ``twinlog`` commands). ``secure=False`` runs the
+brokers with only the ``arguments`` given (a test bringing its own security flags). Test settings (CLUSTER.md §3.9): 4 s sessions, ZooKeeper ticks
 of 500 ms, a follower lagging 6 s leaves the ISR, acks wait at most 10 s. On a failing
 test each broker's log tail is printed. Every wait is ``wait_for(what, probe,
 timeout_s)``, never a bare sleep. No tests here.
@@ -30,9 +40,10 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import pytest
+from cluster_security import OPERATOR, ClusterSecurity
 from server_process import ServerProcess
 
 from twinlog.engine.zookeeper.local_server import LocalZooKeeper
@@ -86,14 +97,50 @@ class LocalCluster:
         broker_ids: Iterable[int] = (1, 2, 3),
         settings: Iterable[str] = BROKER_SETTINGS,
         arguments: Iterable[str] = (),
+        *,
+        secure: bool = True,
     ) -> None:
-        """``arguments``: more ``twinlog serve`` flags for every broker."""
+        """``arguments``: more ``twinlog serve`` flags for every broker. ``secure``: tokens,
+        ACLs, broker certificates and the ZooKeeper credential (``cluster_security``)."""
         self.root = root
-        self.connect = f"{zookeeper.connect_string}/twinlog/{uuid.uuid4().hex[:12]}"
+        self.connect = f"{zookeeper.connect_string}/twinlog-{uuid.uuid4().hex[:12]}"
         self.settings = list(settings)
         self.arguments = list(arguments)
+        broker_ids = list(broker_ids)
+        self.security = ClusterSecurity.write(root / "security", broker_ids) if secure else None
         self.brokers = {broker_id: self._process(broker_id) for broker_id in broker_ids}
         self.session: ZooKeeperSession | None = None
+
+    # --- credentials -------------------------------------------------------------------
+
+    def token_of(self, principal: str = OPERATOR) -> str | None:
+        """``principal``'s token (``cluster_security.PRINCIPALS``); None when not secure."""
+        return None if self.security is None else self.security.token(principal)
+
+    @property
+    def token(self) -> str | None:
+        """The operator's token (may do everything); None when the cluster is not secure."""
+        return self.token_of(OPERATOR)
+
+    def client_options(self, request_timeout_ms: int = 20_000) -> ConnectionOptions:
+        return ConnectionOptions(token=self.token, request_timeout_ms=request_timeout_ms)
+
+    def client_arguments(self, principal: str = OPERATOR) -> dict[str, Any]:
+        """Keyword arguments for a ``Producer``, ``Consumer`` or ``Admin`` of ``principal``."""
+        token = self.token_of(principal)
+        return {} if token is None else {"token": token}
+
+    def cli_arguments(self) -> list[str]:
+        """``--token ...`` for a ``twinlog`` command run against the cluster's brokers."""
+        return [] if self.token is None else ["--token", self.token]
+
+    def zookeeper_cli_arguments(self) -> list[str]:
+        """``--zookeeper CONNECT [--zookeeper-auth-file FILE]``: a ``twinlog`` command
+        reading the cluster's znodes."""
+        found = ["--zookeeper", self.connect]
+        if self.security is not None:
+            found += ["--zookeeper-auth-file", str(self.security.zookeeper_auth_file)]
+        return found
 
     def _process(self, broker_id: int) -> ServerProcess:
         arguments = [
@@ -106,13 +153,19 @@ class LocalCluster:
         ]
         for setting in self.settings:
             arguments.extend(["--config", setting])
+        if self.security is not None:
+            arguments.extend(self.security.broker_arguments(broker_id))
         arguments.extend(self.arguments)
         return ServerProcess(self.root / f"b{broker_id}", *arguments)
 
     def start(self) -> LocalCluster:
         for process in self.brokers.values():
             process.start()
-        self.session = ZooKeeperSession(self.connect, session_timeout_ms=SESSION_TIMEOUT_MS)
+        self.session = ZooKeeperSession(
+            self.connect,
+            session_timeout_ms=SESSION_TIMEOUT_MS,
+            credential=None if self.security is None else self.security.credential,
+        )
         return self
 
     def running(self, broker_id: int) -> bool:
@@ -129,8 +182,9 @@ class LocalCluster:
         )
 
     def remote(self, broker_id: int, request_timeout_ms: int = 20_000) -> RemoteBroker:
-        options = ConnectionOptions(request_timeout_ms=request_timeout_ms)
-        return RemoteBroker(self.brokers[broker_id].address, options)
+        return RemoteBroker(
+            self.brokers[broker_id].address, self.client_options(request_timeout_ms)
+        )
 
     def partition_state(self, topic: str, partition: int) -> PartitionState | None:
         assert self.session is not None, "start() first"
@@ -141,7 +195,7 @@ class LocalCluster:
     ) -> dict[int, PartitionState]:
         """Create ``topic`` (through the cluster's clients) with ``replicas`` replicas per
         partition; the partitions' states once every replica is in sync."""
-        with Admin(self.bootstrap) as admin:
+        with Admin(self.bootstrap, **self.client_arguments()) as admin:
             admin.create_topic(topic, partitions, {"replication.factor": str(replicas)})
         return self.wait_for_full_isr(topic, partitions, replicas)
 
@@ -195,9 +249,11 @@ def running_cluster(
     broker_ids: Iterable[int] = (1, 2, 3),
     settings: Iterable[str] = BROKER_SETTINGS,
     arguments: Iterable[str] = (),
+    *,
+    secure: bool = True,
 ) -> Iterator[LocalCluster]:
     """A started cluster for the block; its brokers' logs printed if the block fails."""
-    cluster = LocalCluster(root, zookeeper, broker_ids, settings, arguments)
+    cluster = LocalCluster(root, zookeeper, broker_ids, settings, arguments, secure=secure)
     try:
         yield cluster.start()
     except BaseException:

@@ -38,17 +38,25 @@ def test_topics_create_with_a_replication_factor_and_cluster_describe(
 ) -> None:
     created = run_cli(
         "topics", "create", "rf3", "--partitions", "2", "--replication-factor", "3",
-        "--server", cluster.bootstrap,
+        "--server", cluster.bootstrap, *cluster.cli_arguments(),
     )  # fmt: skip
     assert created.returncode == 0, created.stderr
     assert "replication factor 3" in created.stdout
+    # The cluster is secured (cluster_support): without a token nothing is created.
+    refused = run_cli(
+        "topics", "create", "rf3-anonymous", "--partitions", "1", "--server", cluster.bootstrap
+    )  # fmt: skip
+    assert refused.returncode != 0 and "rf3-anonymous" not in refused.stdout, refused.stdout
     states = cluster.wait_for_full_isr("rf3", 2, 3)
-    with Producer(cluster.bootstrap) as producer:
+    with Producer(cluster.bootstrap, **cluster.client_arguments()) as producer:
         for number in range(10):
             producer.send("rf3", b"r%d" % number, partition=number % 2)
         producer.flush(timeout_ms=30_000)
 
-    described = run_cli("cluster", "describe", "--zookeeper", cluster.connect, "--format", "json")
+    described = run_cli(
+        "cluster", "describe", *cluster.zookeeper_cli_arguments(), *cluster.cli_arguments(),
+        "--format", "json",
+    )  # fmt: skip
     assert described.returncode == 0, described.stderr
     report = json.loads(described.stdout)
     assert [broker["id"] for broker in report["brokers"]] == [1, 2, 3]
@@ -61,7 +69,10 @@ def test_topics_create_with_a_replication_factor_and_cluster_describe(
         assert item["high_watermark"] == 5 and not item["under_replicated"]
     assert report["under_replicated"] == []
 
-    text = run_cli("cluster", "describe", "--server", cluster.bootstrap, "--topic", "rf3")
+    text = run_cli(
+        "cluster", "describe", "--server", cluster.bootstrap, *cluster.cli_arguments(),
+        "--topic", "rf3",
+    )  # fmt: skip
     assert text.returncode == 0, text.stderr
     rows = [line.split() for line in text.stdout.splitlines() if line.startswith("rf3 ")]
     assert [(row[1], row[2], row[6]) for row in rows] == [
@@ -74,7 +85,8 @@ def test_topics_create_with_a_replication_factor_and_cluster_describe(
 
 def test_a_producer_and_a_consumer_follow_a_killed_leader(cluster: LocalCluster) -> None:
     bootstrap = cluster.bootstrap
-    with Admin(bootstrap) as admin:
+    credentials = cluster.client_arguments()
+    with Admin(bootstrap, **credentials) as admin:
         admin.create_topic("flow", 2, {"replication.factor": "3"})
     before = cluster.wait_for_full_isr("flow", 2, 3)[0]
 
@@ -82,7 +94,7 @@ def test_a_producer_and_a_consumer_follow_a_killed_leader(cluster: LocalCluster)
     reading_done = threading.Event()
 
     def consume() -> None:
-        with Consumer(bootstrap, request_timeout_ms=10_000) as consumer:
+        with Consumer(bootstrap, request_timeout_ms=10_000, **credentials) as consumer:
             consumer.assign([("flow", 0), ("flow", 1)])
             consumer.seek_to_beginning()
             deadline = time.monotonic() + 90
@@ -96,7 +108,7 @@ def test_a_producer_and_a_consumer_follow_a_killed_leader(cluster: LocalCluster)
     acked_at: dict[int, float] = {}
     killed_at = 0.0
     futures: list[Future[RecordMetadata]] = []
-    with Producer(bootstrap, linger_ms=0, request_timeout_ms=10_000) as producer:
+    with Producer(bootstrap, linger_ms=0, request_timeout_ms=10_000, **credentials) as producer:
         for number in range(RECORDS):
             if number == KILL_AFTER:
                 wait_for("the first records acknowledged", lambda: len(acked_at) >= KILL_AFTER)

@@ -42,8 +42,10 @@ def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
         yield opened
 
 
-def produce(bootstrap: str, numbers: range) -> None:
-    with Producer(bootstrap, request_timeout_ms=10_000) as producer:
+def produce(cluster: LocalCluster, numbers: range) -> None:
+    with Producer(
+        cluster.bootstrap, request_timeout_ms=10_000, **cluster.client_arguments()
+    ) as producer:
         for number in numbers:
             producer.send("work", b"%d" % number, partition=number % PARTITIONS)
         producer.flush(timeout_ms=60_000)
@@ -52,7 +54,7 @@ def produce(bootstrap: str, numbers: range) -> None:
 def test_a_group_follows_its_coordinator_to_another_broker(cluster: LocalCluster) -> None:
     cluster.create_replicated_topic("work", PARTITIONS)
     bootstrap = cluster.bootstrap
-    produce(bootstrap, range(RECORDS // 2))
+    produce(cluster, range(RECORDS // 2))
     seen: list[bytes | None] = []
     lock = threading.Lock()
     stop = threading.Event()
@@ -67,6 +69,7 @@ def test_a_group_follows_its_coordinator_to_another_broker(cluster: LocalCluster
                 auto_commit_interval_ms=200,
                 session_timeout_ms=6_000,
                 request_timeout_ms=10_000,
+                **cluster.client_arguments(),
             ) as consumer:
                 consumer.subscribe(["work"])
                 while not stop.is_set():
@@ -84,14 +87,14 @@ def test_a_group_follows_its_coordinator_to_another_broker(cluster: LocalCluster
         offsets_partition = offsets_partition_for(GROUP, OFFSETS_PARTITIONS).partition
         state = cluster.partition_state(OFFSETS_TOPIC, offsets_partition)
         assert state is not None
-        with Admin(bootstrap) as admin:
+        with Admin(bootstrap, **cluster.client_arguments()) as admin:
             epoch_before = admin.describe_group(GROUP).group_epoch
         cluster.kill(state.leader)  # the group's coordinator
         cluster.wait_for_new_leader(OFFSETS_TOPIC, offsets_partition, state, timeout_s=30)
-        produce(cluster.bootstrap, range(RECORDS // 2, RECORDS))
+        produce(cluster, range(RECORDS // 2, RECORDS))
         wanted = {b"%d" % n for n in range(RECORDS)}
         wait_for("every record read", lambda: wanted <= set(seen), timeout_s=90)
-        with Admin(cluster.bootstrap) as admin:
+        with Admin(cluster.bootstrap, **cluster.client_arguments()) as admin:
             description = wait_for(
                 "both members at the new coordinator",
                 lambda: (

@@ -25,7 +25,6 @@ from twinlog.engine.log import DataLog
 from twinlog.engine.records.batch_reader import iter_batches
 from twinlog.engine.zookeeper.partition_state import PartitionState
 from twinlog.rpc.client.cluster import ClusterBroker
-from twinlog.rpc.client.connection_options import ConnectionOptions
 
 pytestmark = [pytest.mark.slow, pytest.mark.crash]
 
@@ -61,7 +60,7 @@ def test_leader_killed_during_acks_all_produce_loses_nothing(cluster: LocalClust
     admin.create_topic(TOPIC, 1, {"replication.factor": "3"})
     admin.close()
     # any broker that coordinates a journal partition gives the id (the client finds one)
-    with ClusterBroker(cluster.bootstrap, ConnectionOptions(request_timeout_ms=60_000)) as client:
+    with ClusterBroker(cluster.bootstrap, cluster.client_options(60_000)) as client:
         identity: ProducerIdentity = client.init_producer()
     first = wait_for("a leader with a full ISR", lambda: _full(cluster.partition_state(TOPIC, 0)))
     acknowledged = []

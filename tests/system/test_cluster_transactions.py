@@ -83,7 +83,10 @@ def test_transactions_survive_a_follower_kill_and_replicas_agree(
     leader = brokers[first.leader]
     follower_id = next(b for b in (1, 2, 3) if b != first.leader)
     producer = Producer(
-        cluster.bootstrap, transactional_id="payments-loader", request_timeout_ms=30_000
+        cluster.bootstrap,
+        transactional_id="payments-loader",
+        request_timeout_ms=30_000,
+        **cluster.client_arguments(),
     )
     producer.init_transactions()
     committed: list[bytes] = []
@@ -111,7 +114,7 @@ def test_transactions_survive_a_follower_kill_and_replicas_agree(
         commit(number)
     producer.close()
 
-    consumer = Consumer(leader.address)
+    consumer = Consumer(leader.address, **cluster.client_arguments())
     consumer.assign([(TOPIC, 0)])
     consumer.seek_to_beginning()
     received: list[bytes] = []
@@ -155,7 +158,10 @@ def test_the_coordinator_broker_dies_mid_stream_and_every_commit_is_read_once(
     cluster.wait_for_full_isr("ledger", partitions=PARTITIONS, replicas=3)
     cluster.wait_for_full_isr(TXN_JOURNAL_TOPIC, partitions=1, replicas=3)
     producer = Producer(
-        cluster.bootstrap, transactional_id="ledger-writer", request_timeout_ms=60_000
+        cluster.bootstrap,
+        transactional_id="ledger-writer",
+        request_timeout_ms=60_000,
+        **cluster.client_arguments(),
     )
     producer.init_transactions()
     committed: dict[int, list[bytes]] = {p: [] for p in range(PARTITIONS)}
@@ -201,7 +207,7 @@ def test_the_coordinator_broker_dies_mid_stream_and_every_commit_is_read_once(
     # the cluster's partitions were led by more than one broker: the commits crossed brokers
     assert any(leader != coordinator.leader for leader in leaders.values()), leaders
 
-    consumer = Consumer(cluster.bootstrap)
+    consumer = Consumer(cluster.bootstrap, **cluster.client_arguments())
     consumer.assign([("ledger", p) for p in range(PARTITIONS)])
     consumer.seek_to_beginning()
     received: dict[int, list[bytes]] = {p: [] for p in range(PARTITIONS)}

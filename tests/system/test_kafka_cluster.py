@@ -20,6 +20,7 @@ import confluent_kafka
 import kafka
 import kafka.errors
 import pytest
+from cluster_security import OPERATOR
 from cluster_support import LocalCluster, running_cluster, wait_for
 from kafka.admin import NewTopic
 
@@ -45,6 +46,31 @@ def cluster(tmp_path: Path, zookeeper: LocalZooKeeper) -> Iterator[LocalCluster]
         yield opened
 
 
+def sasl(cluster: LocalCluster) -> dict[str, Any]:
+    """kafka-python's settings for SASL/PLAIN as the cluster's operator (its token the
+    password: the Kafka door reads the same tokens file)."""
+    if cluster.token is None:
+        return {}
+    return {
+        "security_protocol": "SASL_PLAINTEXT",
+        "sasl_mechanism": "PLAIN",
+        "sasl_plain_username": OPERATOR,
+        "sasl_plain_password": cluster.token,
+    }
+
+
+def confluent_sasl(cluster: LocalCluster) -> dict[str, Any]:
+    """The same for confluent-kafka."""
+    if cluster.token is None:
+        return {}
+    return {
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanisms": "PLAIN",
+        "sasl.username": OPERATOR,
+        "sasl.password": cluster.token,
+    }
+
+
 def kafka_addresses(cluster: LocalCluster) -> dict[int, str]:
     """Each broker's Kafka listener, from its log (it logs once it serves)."""
 
@@ -63,7 +89,9 @@ def kafka_addresses(cluster: LocalCluster) -> dict[int, str]:
 def test_metadata_names_every_broker_and_each_partitions_leader(cluster: LocalCluster) -> None:
     addresses = kafka_addresses(cluster)
     creator = kafka.KafkaAdminClient(
-        bootstrap_servers=list(addresses.values()), request_timeout_ms=CLIENT_TIMEOUT_MS
+        bootstrap_servers=list(addresses.values()),
+        request_timeout_ms=CLIENT_TIMEOUT_MS,
+        **sasl(cluster),
     )
     try:  # through the Kafka listener: CreateTopics with a replication factor
         creator.create_topics([NewTopic("kmeta", num_partitions=2, replication_factor=3)])
@@ -72,7 +100,9 @@ def test_metadata_names_every_broker_and_each_partitions_leader(cluster: LocalCl
     states = cluster.wait_for_full_isr("kmeta", 2, 3)
     for broker_id in (1, 2, 3):  # the same answer from every broker's listener
         client = kafka.KafkaAdminClient(
-            bootstrap_servers=addresses[broker_id], request_timeout_ms=CLIENT_TIMEOUT_MS
+            bootstrap_servers=addresses[broker_id],
+            request_timeout_ms=CLIENT_TIMEOUT_MS,
+            **sasl(cluster),
         )
         try:
             [topic] = client.describe_topics(["kmeta"])
@@ -107,6 +137,7 @@ def test_an_idempotent_producer_and_a_consumer_follow_a_killed_leader(
     def consume() -> None:
         consumer = kafka.KafkaConsumer(
             bootstrap_servers=bootstrap,
+            **sasl(cluster),
             request_timeout_ms=CLIENT_TIMEOUT_MS,
             retry_backoff_ms=100,
             reconnect_backoff_max_ms=1000,
@@ -129,6 +160,7 @@ def test_an_idempotent_producer_and_a_consumer_follow_a_killed_leader(
     failed: dict[int, BaseException] = {}
     producer = kafka.KafkaProducer(
         bootstrap_servers=bootstrap,
+        **sasl(cluster),
         acks="all",
         enable_idempotence=True,
         linger_ms=0,
@@ -169,10 +201,13 @@ def test_an_idempotent_producer_and_a_consumer_follow_a_killed_leader(
         )
 
 
-def _read_all(bootstrap: list[str], topic: str, partitions: int, count: int) -> list[Any]:
+def _read_all(
+    cluster: LocalCluster, bootstrap: list[str], topic: str, partitions: int, count: int
+) -> list[Any]:
     """Every record of ``topic`` up to ``count`` of them, within READ_DEADLINE_S."""
     consumer = kafka.KafkaConsumer(
         bootstrap_servers=bootstrap,
+        **sasl(cluster),
         isolation_level="read_committed",
         request_timeout_ms=CLIENT_TIMEOUT_MS,
     )
@@ -199,6 +234,7 @@ def test_a_transactional_producer_commits_and_aborts_through_the_cluster(
     cluster.create_replicated_topic("ktxn", 2)
     producer = kafka.KafkaProducer(
         bootstrap_servers=bootstrap,
+        **sasl(cluster),
         transactional_id="ktxn-writer",
         request_timeout_ms=CLIENT_TIMEOUT_MS,
         max_block_ms=30_000,
@@ -215,7 +251,7 @@ def test_a_transactional_producer_commits_and_aborts_through_the_cluster(
                 producer.abort_transaction()
     finally:
         producer.close(timeout=5)
-    found = _read_all(bootstrap, "ktxn", 2, 12)
+    found = _read_all(cluster, bootstrap, "ktxn", 2, 12)
     values = sorted(record.value for record in found)
     expected = sorted(b"%s-%d" % (name, n) for name in (b"first", b"second") for n in range(6))
     assert values == expected  # both commits, once; never the aborted transaction
@@ -225,7 +261,10 @@ def test_a_consumer_group_reads_and_commits_through_the_cluster(cluster: LocalCl
     bootstrap = list(kafka_addresses(cluster).values())
     cluster.create_replicated_topic("kgroup", 2)
     producer = kafka.KafkaProducer(
-        bootstrap_servers=bootstrap, acks="all", request_timeout_ms=CLIENT_TIMEOUT_MS
+        bootstrap_servers=bootstrap,
+        acks="all",
+        request_timeout_ms=CLIENT_TIMEOUT_MS,
+        **sasl(cluster),
     )
     try:
         for number in range(20):
@@ -236,6 +275,7 @@ def test_a_consumer_group_reads_and_commits_through_the_cluster(cluster: LocalCl
     consumer = kafka.KafkaConsumer(
         "kgroup",
         bootstrap_servers=bootstrap,
+        **sasl(cluster),
         group_id="kgroup-readers",
         auto_offset_reset="earliest",
         enable_auto_commit=False,
@@ -257,6 +297,7 @@ def test_a_consumer_group_reads_and_commits_through_the_cluster(cluster: LocalCl
     assert sorted(read) == sorted(b"g%d" % number for number in range(20))
     checker = kafka.KafkaConsumer(
         bootstrap_servers=bootstrap,
+        **sasl(cluster),
         group_id="kgroup-readers",
         enable_auto_commit=False,
         request_timeout_ms=CLIENT_TIMEOUT_MS,
@@ -272,7 +313,12 @@ def test_confluent_kafka_produces_and_consumes_through_the_cluster(cluster: Loca
     bootstrap = ",".join(kafka_addresses(cluster).values())
     cluster.create_replicated_topic("krd", 2)
     producer = confluent_kafka.Producer(
-        {"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all"}
+        {
+            "bootstrap.servers": bootstrap,
+            "enable.idempotence": True,
+            "acks": "all",
+            **confluent_sasl(cluster),
+        }
     )
     delivered: list[Any] = []
     for number in range(20):
@@ -285,7 +331,12 @@ def test_confluent_kafka_produces_and_consumes_through_the_cluster(cluster: Loca
     assert producer.flush(20) == 0
     assert sorted(delivered) == sorted(list(range(10)) * 2)  # every one, offsets 0..9 each
     consumer = confluent_kafka.Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": "krd-readers", "auto.offset.reset": "earliest"}
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "krd-readers",
+            "auto.offset.reset": "earliest",
+            **confluent_sasl(cluster),
+        }
     )
     read: list[bytes] = []
     try:
@@ -328,6 +379,7 @@ def test_a_consumer_group_follows_its_killed_coordinator(cluster: LocalCluster) 
     cluster.create_replicated_topic("kfollow", 2)
     producer = kafka.KafkaProducer(
         bootstrap_servers=bootstrap,
+        **sasl(cluster),
         acks="all",
         enable_idempotence=True,
         request_timeout_ms=CLIENT_TIMEOUT_MS,
@@ -338,6 +390,7 @@ def test_a_consumer_group_follows_its_killed_coordinator(cluster: LocalCluster) 
     consumer = kafka.KafkaConsumer(
         "kfollow",
         bootstrap_servers=bootstrap,
+        **sasl(cluster),
         group_id="kfollow-readers",
         auto_offset_reset="earliest",
         enable_auto_commit=False,
@@ -391,6 +444,7 @@ def test_a_consumer_group_follows_its_killed_coordinator(cluster: LocalCluster) 
     assert set(read) == {b"f%d" % number for number in range(40)}
     checker = kafka.KafkaConsumer(
         bootstrap_servers=bootstrap,
+        **sasl(cluster),
         group_id="kfollow-readers",
         enable_auto_commit=False,
         request_timeout_ms=CLIENT_TIMEOUT_MS,
