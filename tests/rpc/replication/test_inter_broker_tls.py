@@ -371,7 +371,7 @@ def test_every_twinlog_error_reaches_the_audit(pki: Pki) -> None:
         on_refused=report,
     )
     context = Context()
-    assert guard.admit(context, "m.ok") == 2  # type: ignore[arg-type]
+    assert guard.admit(context, "m.ok") == 2
     with pytest.raises(ClusterAuthorizationError, match="no, 2"):
-        guard.admit(context, "m.refused", check)  # type: ignore[arg-type]
+        guard.admit(context, "m.refused", check)
     assert seen == [("m.refused", 2, "ClusterAuthorizationError")]
