@@ -37,7 +37,7 @@ def register(subparsers: Any) -> None:
         subparsers,
         "cluster",
         "describe a cluster (brokers, leaders, ISRs, high watermarks), or run one locally",
-        DESCRIBE_EXAMPLE + UP_EXAMPLE,
+        DESCRIBE_EXAMPLE + UP_EXAMPLE + CERTS_EXAMPLE,
         [],
     )
     actions = cluster.add_subparsers(dest="cluster_action", required=True, metavar="ACTION")

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from twinlog.engine.base.errors import InvalidConfigError
 from twinlog.rpc.replication.broker_identity import broker_name
 
 CA_NAME = "twinlog cluster CA"
@@ -51,6 +52,7 @@ class BrokerCertFiles:
 
 def _write_private(path: Path, data: bytes) -> None:
     descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(descriptor, 0o600)  # the mode above applies only to a file it creates
     with os.fdopen(descriptor, "wb") as file:
         file.write(data)
 
@@ -85,7 +87,16 @@ def _certificate_authority(directory: Path, days: int) -> tuple[Any, Any]:
     from cryptography.hazmat.primitives import hashes, serialization
 
     certificate_path, key_path = directory / "ca.pem", directory / "ca.key"
-    if certificate_path.exists() and key_path.exists():
+    if certificate_path.exists() != key_path.exists():
+        # A CA without its key (kept off this machine, as it should be) cannot sign, and a
+        # new one would leave every existing broker certificate unverifiable.
+        raise InvalidConfigError(
+            f"{directory} holds {'ca.pem' if certificate_path.exists() else 'ca.key'} "
+            f"without {'ca.key' if certificate_path.exists() else 'ca.pem'}: put the cluster "
+            "CA's key back beside its certificate to sign new brokers, or use an empty "
+            "folder for a new cluster"
+        )
+    if certificate_path.exists():
         certificate = x509.load_pem_x509_certificate(certificate_path.read_bytes())
         key = serialization.load_pem_private_key(key_path.read_bytes(), password=None)
         return certificate, key
@@ -136,7 +147,19 @@ def make_broker_certificates(
         name = broker_name(broker_id)
         certificate_path = directory / f"broker-{broker_id}.pem"
         key_path = directory / f"broker-{broker_id}.key"
-        if not (certificate_path.exists() and key_path.exists()):
+        if certificate_path.exists() and key_path.exists():
+            kept = x509.load_pem_x509_certificate(certificate_path.read_bytes())
+            try:
+                kept.verify_directly_issued_by(ca_certificate)
+                signed = True
+            except Exception:  # a wrong signature, or another kind of key: not this CA's
+                signed = False
+            if not signed:
+                raise InvalidConfigError(
+                    f"{certificate_path} was not issued by the CA in {directory / 'ca.pem'}: "
+                    "remove it (and its key) to make a new one"
+                )
+        else:
             key = _new_key()
             now = datetime.datetime.now(datetime.UTC)
             certificate = (

@@ -145,17 +145,19 @@ def broker_arguments(
     # Brokers authenticate each other (a certificate each, from a throwaway CA kept
     # beside the data): the internal services answer no one else. Their znodes are
     # readable and writable by their ZooKeeper credential alone.
-    certificates = make_broker_certificates(Path(args.data_dir) / "certs", [broker_id])
+    root = data_dir.parent  # the cluster's folder: every broker's data, the CA, the credential
+    certificates = make_broker_certificates(root / "certs", [broker_id])
     arguments.extend(certificates[broker_id].serve_arguments())
-    arguments.extend(["--zookeeper-auth-file", str(zookeeper_auth_file(args))])
+    ensure_zookeeper_credential_file(zookeeper_auth_file(root))
+    arguments.extend(["--zookeeper-auth-file", str(zookeeper_auth_file(root))])
     for pair in args.config:
         arguments.extend(["--config", pair])
     return arguments
 
 
-def zookeeper_auth_file(args: argparse.Namespace) -> Path:
+def zookeeper_auth_file(root: Path) -> Path:
     """The development cluster's ZooKeeper credential, made at its first start."""
-    return Path(args.data_dir) / "zookeeper.auth"
+    return root / "zookeeper.auth"
 
 
 def start_zookeeper(zookeeper: LocalZooKeeper) -> None:
@@ -189,7 +191,6 @@ def _print(line: str) -> None:
 def run(args: argparse.Namespace) -> int:
     root = Path(args.data_dir)
     root.mkdir(parents=True, exist_ok=True)
-    ensure_zookeeper_credential_file(zookeeper_auth_file(args))
     stop_requested = threading.Event()
     signals_seen: list[int] = []
 
@@ -226,7 +227,7 @@ def run(args: argparse.Namespace) -> int:
             wait_until_ready(brokers, stop_requested)
         if not stop_requested.is_set():
             print(
-                f"cluster: --zookeeper {connect} --zookeeper-auth-file {zookeeper_auth_file(args)}",
+                f"cluster: --zookeeper {connect} --zookeeper-auth-file {zookeeper_auth_file(root)}",
                 flush=True,
             )
             print(f"bootstrap servers: {','.join(child.address for child in brokers)}", flush=True)

@@ -95,3 +95,31 @@ def test_certs_help_shows_an_example() -> None:
     assert "example:" in result.stdout
     assert "twinlog cluster certs --out ./certs --brokers 1,2,3" in result.stdout
     assert "--inter-broker-tls-cert certs/broker-1.pem" in result.stdout
+
+
+def test_a_ca_certificate_without_its_key_is_refused_not_replaced(tmp_path: Path) -> None:
+    """A new CA would leave the kept broker certificates unverifiable."""
+    from twinlog.engine.base.errors import InvalidConfigError
+    from twinlog.rpc.cli.cluster_certs import make_broker_certificates
+
+    make_broker_certificates(tmp_path, [1])
+    (tmp_path / "ca.key").unlink()
+    ca_before = (tmp_path / "ca.pem").read_bytes()
+    with pytest.raises(InvalidConfigError, match=r"without ca\.key"):
+        make_broker_certificates(tmp_path, [1, 2])
+    assert (tmp_path / "ca.pem").read_bytes() == ca_before
+    assert not (tmp_path / "broker-2.pem").exists()
+
+
+def test_a_kept_broker_certificate_of_another_ca_is_refused(tmp_path: Path) -> None:
+    from twinlog.engine.base.errors import InvalidConfigError
+    from twinlog.rpc.cli.cluster_certs import make_broker_certificates
+
+    make_broker_certificates(tmp_path / "old", [1])
+    make_broker_certificates(tmp_path / "new", [2])
+    for suffix in ("pem", "key"):
+        (tmp_path / "new" / f"broker-1.{suffix}").write_bytes(
+            (tmp_path / "old" / f"broker-1.{suffix}").read_bytes()
+        )
+    with pytest.raises(InvalidConfigError, match="not issued by the CA"):
+        make_broker_certificates(tmp_path / "new", [1])
