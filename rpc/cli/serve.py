@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from twinlog.rpc.cli.common import add_command
+from twinlog.rpc.kafka.settings import KafkaListenerSettings
 from twinlog.rpc.server.config import (
     ServerConfig,
     parse_pairs,
@@ -71,6 +72,15 @@ def register(subparsers: Any) -> None:
         "broker, so Kafka clients bootstrapped at any broker's listener find every "
         "partition's leader and every coordinator: HOST must then be one clients reach "
         "(a listener on 0.0.0.0 registers --advertised-host) (docs/kafka-protocol.md)",
+    )
+    parser.add_argument(
+        "--kafka-connections-per-address-max",
+        type=int,
+        default=KafkaListenerSettings.connections_per_address_max,
+        metavar="N",
+        help="Kafka connections open at once from one IP address; more are logged and "
+        "closed, so one address cannot take every slot (default %(default)s; raise it for "
+        "clients behind one NAT or proxy)",
     )
     security = parser.add_argument_group("security")
     security.add_argument("--tls-cert", help="PEM certificate of the server")
@@ -258,7 +268,14 @@ def run(args: argparse.Namespace) -> int:
     config = server_config_from(server_values)
     open_kafka = None
     if args.kafka_listener:
-        open_kafka = kafka_listener_opener(args.kafka_listener, config, args.advertised_host)
+        if args.kafka_connections_per_address_max < 1:
+            raise SystemExit("twinlog serve: --kafka-connections-per-address-max must be 1 or more")
+        open_kafka = kafka_listener_opener(
+            args.kafka_listener,
+            config,
+            args.advertised_host,
+            connections_per_address_max=args.kafka_connections_per_address_max,
+        )
     return serve(args.data_dir, config, broker_values, cluster, open_kafka)
 
 
@@ -288,7 +305,10 @@ class _KafkaFrontEnd:
 
 
 def kafka_listener_opener(
-    address: str, config: ServerConfig, advertised_host: str | None = None
+    address: str,
+    config: ServerConfig,
+    advertised_host: str | None = None,
+    connections_per_address_max: int = KafkaListenerSettings.connections_per_address_max,
 ) -> Callable[[BrokerApi, ServedCluster | None], FrontEnd]:
     """What opens the Kafka listener on the served broker (checked now, before the broker
     opens: a refused flag or an unusable certificate costs no recovery); on a cluster
@@ -296,7 +316,7 @@ def kafka_listener_opener(
     certificate. ``advertised_host``: the host a cluster broker registers for it when it
     listens on a wildcard address (0.0.0.0, ::)."""
     from twinlog.rpc.kafka.listener import KafkaListener, parse_address
-    from twinlog.rpc.kafka.settings import FRAME_BYTES_MARGIN, KafkaListenerSettings
+    from twinlog.rpc.kafka.settings import FRAME_BYTES_MARGIN
     from twinlog.rpc.kafka.tls import server_tls_context
     from twinlog.rpc.server.server import guard_of
 
@@ -328,6 +348,7 @@ def kafka_listener_opener(
             frame_bytes_max=config.request_bytes_max + FRAME_BYTES_MARGIN,
             fetch_bytes_max=config.fetch_bytes_max,
             fetch_wait_ms_max=config.fetch_wait_ms_max,
+            connections_per_address_max=connections_per_address_max,
         )
         cluster = None
         if served is not None:

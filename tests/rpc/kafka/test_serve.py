@@ -98,3 +98,27 @@ def test_serve_refuses_before_opening_the_broker(tmp_path: Path) -> None:
     assert completed.returncode != 0
     assert "loopback address only" in completed.stderr
     assert not (tmp_path / "data").exists()
+
+
+def test_the_per_address_connection_cap_is_a_serve_flag(tmp_path: Path) -> None:
+    """--kafka-connections-per-address-max 2: a third connection from 127.0.0.1 is closed
+    at once while the first two stay open."""
+    process = ServerProcess(
+        tmp_path / "data",
+        "--kafka-listener", "127.0.0.1:0",
+        "--kafka-connections-per-address-max", "2",
+    ).start()  # fmt: skip
+    sockets = []
+    try:
+        kafka_port = _kafka_port(process)
+        for _ in range(3):
+            sockets.append(socket.create_connection(("127.0.0.1", kafka_port), timeout=5))
+        sockets[2].settimeout(5)
+        assert sockets[2].recv(1) == b""  # closed by the server: over the cap
+        sockets[0].settimeout(0.3)
+        with pytest.raises(TimeoutError):
+            sockets[0].recv(1)  # still open: within the cap (and its first-request time)
+    finally:
+        for opened in sockets:
+            opened.close()
+        process.stop()
