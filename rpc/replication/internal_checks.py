@@ -82,14 +82,16 @@ class RegisteredEpochs:
         with self._lock:
             found = self._epochs.get(broker_id)
             now = time.monotonic()
-            if found != expected and now - self._read_at >= self.refresh_interval_s:
-                self._read_at = now
-                try:
-                    self._epochs = self._read()
-                except Exception:  # ZooKeeper away: keep what was known
-                    return found
-                found = self._epochs.get(broker_id)
+            if found == expected or now - self._read_at < self.refresh_interval_s:
+                return found
+            self._read_at = now  # one reader per interval; the others answer from memory
+        try:  # not under the lock: a slow ZooKeeper must not stall every other fetch
+            fresh = self._read()
+        except Exception:  # ZooKeeper away: keep what was known
             return found
+        with self._lock:
+            self._epochs = fresh
+            return fresh.get(broker_id)
 
 
 class InternalCallChecks:
