@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cluster_faults import WAIT_S, FaultCluster, wait_until
+from cluster_security import READER
 from cluster_workload import (
     ABORTED,
     COMMITTED,
@@ -196,7 +197,9 @@ def read_topic(
         with cluster.client(state.leader) as remote:
             ends[partition] = remote.list_offset(topic, partition, "latest")
     found: dict[int, list[tuple[int, bytes | None]]] = {p: [] for p in range(partitions)}
-    consumer = Consumer(cluster.bootstrap, request_timeout_ms=5000)
+    consumer = Consumer(
+        cluster.bootstrap, request_timeout_ms=5000, **cluster.client_arguments(READER)
+    )
     try:
         consumer.assign([(topic, p) for p in range(partitions)])
         consumer.seek_to_beginning()

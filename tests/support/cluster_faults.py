@@ -1,33 +1,48 @@
 """Three real brokers on one ZooKeeper, and the faults a test does to them (CLUSTER.md §4.2).
 
 ``FaultCluster(root, zookeeper)`` runs ``twinlog serve --broker-id N --zookeeper ...``
-for N = 1, 2, 3, each wired so that a test can cut it:
+for N = 1, 2, 3, secured as a production cluster is (``cluster_security``: tokens, an
+ACL file, broker certificates for mutual TLS between brokers, the ZooKeeper credential;
+``secure=False`` for none of it), each wired so that a test can cut it:
 
     broker N --(its own ZooKeeper proxy)--> ZooKeeper    cut: brokers[N].zookeeper_link.hold()
-    other brokers --(N's inbound proxy)--> broker N       cut: brokers[N].inbound_link.hold()
-    cluster clients --(N's client proxy)--(N's inbound proxy)--> broker N
-                                                          cut: brokers[N].client_link.hold()
+    other brokers --(N's broker inbound proxy)--> N's inter-broker listener
+    cluster clients --(N's client proxy)--(N's client inbound proxy)--> N's client port
+        the two inbound proxies are one link:             cut: brokers[N].inbound_link.hold()
+        the client proxy alone:                           cut: brokers[N].client_link.hold()
     test clients (``client(N)``) -----------> broker N     never cut
 
 ``hold(UP)`` or ``hold(DOWN)`` on a link cuts one direction only (``tcp_proxy``).
 
 (On an ensemble, ``h:p,h:p,h:p``, brokers reach ZooKeeper directly: no ZooKeeper link.)
 
-Broker N listens on a port fixed for its life (so a restart keeps it, and the proxies
-stay valid) and registers the client proxy's port for clients (``TWINLOG_ADVERTISED_PORT``)
-and the inbound proxy's for brokers (``TWINLOG_INTER_BROKER_PORT``, both read by
-``rpc/server/cluster_member.py``): other brokers fetch through the inbound proxy; a
+Broker N listens on ports fixed for its life (so a restart keeps them, and the proxies
+stay valid): its client port, and its inter-broker listener (``--inter-broker-listener
+127.0.0.1:PORT``, where, with broker certificates, replication and coordination are
+served, and only there). It registers the client proxy's port for clients
+(``TWINLOG_ADVERTISED_PORT``) and the broker inbound proxy's for brokers
+(``TWINLOG_INTER_BROKER_PORT``, both read by ``rpc/server/cluster_member.py``): other
+brokers fetch and coordinate through the broker inbound proxy (TLS passes through it
+untouched; the certificate's name is checked against the broker id, not the port); a
 cluster client (a bootstrap list) follows Metadata to the client proxy, which forwards
-through the inbound one, so cutting the inbound link cuts clients too, and cutting the
-client link cuts clients only. Its data log writes fail with ENOSPC while the file
-``cluster.disk_full_flag(N)`` exists (the ``log.before_write`` failpoint).
+through the client inbound one, so cutting the inbound link cuts brokers and clients
+alike, and cutting the client link cuts clients only. (Without security the internal
+services are on the client port: one inbound proxy then carries both.) Its data log
+writes fail with ENOSPC while the file ``cluster.disk_full_flag(N)`` exists (the
+``log.before_write`` failpoint).
+
+Every client the cluster hands out carries a principal's token: ``client(N)`` the
+operator's (who may do everything) unless told another; ``client_arguments(principal)``
+for a ``Producer`` or ``Consumer`` on ``bootstrap``. The workload (``cluster_workload``)
+acts as narrower principals.
 
 A broker that exits is not restarted by anyone but the test: ``restart(N)`` is the
 supervisor, and waits (as a supervisor's restart delay would) until ZooKeeper has
 expired the old session's registration, which a new one would otherwise meet.
 
-State is read from ZooKeeper directly, through the test's own session (never proxied).
-Every wait polls with a deadline (``wait_until``); nothing here sleeps to synchronise.
+State is read from ZooKeeper directly, through the test's own session (never proxied,
+authenticated with the cluster's ZooKeeper credential). Every wait polls with a deadline
+(``wait_until``); nothing here sleeps to synchronise.
 
 No tests here. Thread rule: the test's thread, except ``client`` and ``state``, which
 the workload threads (``cluster_workload``) call too.
@@ -45,11 +60,12 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from checkout import ROOT
+from cluster_security import OPERATOR, ClusterSecurity
 from server_process import environment
-from tcp_proxy import HoldingProxy
+from tcp_proxy import HoldingProxy, ProxyGroup
 
 from twinlog.engine.base.failpoints import ENVIRONMENT_VARIABLE as FAILPOINTS_VARIABLE
 from twinlog.engine.broker.internal_topics import TXN_JOURNAL_TOPIC
@@ -123,6 +139,7 @@ def holds_throughout(predicate: Callable[[], bool], what: str, duration_s: float
 
 
 PORT_TAKEN = re.compile(r"cannot listen on \S+: the port is in use")
+INTER_BROKER_PORT_TAKEN = re.compile(r"cannot listen for brokers on \S+: the port is in use")
 PORT_MOVES_MAX = 3
 
 
@@ -131,9 +148,17 @@ class BrokerProcess:
 
     Thread rule: the test's thread."""
 
-    def __init__(self, broker_id: int, root: Path, zookeeper_hosts: str, chroot: str) -> None:
+    def __init__(
+        self,
+        broker_id: int,
+        root: Path,
+        zookeeper_hosts: str,
+        chroot: str,
+        security: ClusterSecurity | None = None,
+    ) -> None:
         """``zookeeper_hosts``: ``127.0.0.1:PORT`` (reached through a proxy the test can
-        cut), or an ensemble's ``h:p,h:p,...`` (reached directly)."""
+        cut), or an ensemble's ``h:p,h:p,...`` (reached directly). ``security``: the
+        cluster's credentials (None: an open cluster)."""
         self.broker_id = broker_id
         self.data_dir = root / f"b{broker_id}"
         self.log_path = root / f"b{broker_id}-server.log"
@@ -145,8 +170,22 @@ class BrokerProcess:
         if "," not in zookeeper_hosts:
             self.zookeeper_link = HoldingProxy(int(zookeeper_hosts.rsplit(":", 1)[1]))
             self.zookeeper_hosts = self.zookeeper_link.address
-        self.inbound_link = HoldingProxy(self.port)
-        self.client_link = HoldingProxy(self.inbound_link.port)
+        self.security = security
+        # Where the internal services are served: the inter-broker listener (with broker
+        # certificates), else the client port.
+        self.inter_broker_port: int | None = free_loopback_port() if security else None
+        self.client_inbound = HoldingProxy(self.port)
+        self.broker_inbound = (
+            HoldingProxy(self.inter_broker_port)
+            if self.inter_broker_port is not None
+            else self.client_inbound
+        )
+        self.inbound_link = (
+            ProxyGroup(self.client_inbound, self.broker_inbound)
+            if self.broker_inbound is not self.client_inbound
+            else ProxyGroup(self.client_inbound)
+        )
+        self.client_link = HoldingProxy(self.client_inbound.port)
         self.chroot = chroot
         self.process: subprocess.Popen[bytes] | None = None
         self.paused = False
@@ -185,7 +224,7 @@ class BrokerProcess:
         self._log_offset = self.log_path.stat().st_size if self.log_path.exists() else 0
         env = environment()
         env[ADVERTISED_PORT_VARIABLE] = str(self.client_link.port)
-        env[INTER_BROKER_PORT_VARIABLE] = str(self.inbound_link.port)
+        env[INTER_BROKER_PORT_VARIABLE] = str(self.broker_inbound.port)
         env[FAILPOINTS_VARIABLE] = ";".join(
             [f"log.before_write=enospc?{self.disk_full_flag}"]
             + [f"{point}=crash?{self.crash_flag(point)}" for point in CRASH_POINTS]
@@ -208,6 +247,12 @@ class BrokerProcess:
         ]
         for key, value in BROKER_CONFIG.items():
             arguments += ["--config", f"{key}={value}"]
+        if self.security is not None:
+            arguments += [
+                "--inter-broker-listener",
+                f"127.0.0.1:{self.inter_broker_port}",
+                *self.security.broker_arguments(self.broker_id),
+            ]
         with self.log_path.open("ab") as log_file:
             log_file.write(f"--- start {self.starts + 1} of broker {self.broker_id}\n".encode())
             log_file.flush()
@@ -220,8 +265,9 @@ class BrokerProcess:
     def wait_serving(self) -> None:
         """Wait until it serves. A port another process took between ``free_loopback_port``
         and the bind (an outgoing connection's ephemeral port: ZooKeeper's, a broker's) is
-        not the broker's fault: it moves to a fresh port, behind the same proxies (clients
-        and peers reach it only through them), and starts again, a few times at most."""
+        not the broker's fault: it moves to a fresh port (client port or inter-broker
+        listener, whichever was taken), behind the same proxies (clients and peers reach it
+        only through them), and starts again, a few times at most."""
         deadline = time.monotonic() + START_TIMEOUT_S
         moves = 0
         while time.monotonic() < deadline:
@@ -234,7 +280,14 @@ class BrokerProcess:
                     self.process = None
                     self.port = free_loopback_port()
                     self.address = f"127.0.0.1:{self.port}"
-                    self.inbound_link.target = ("127.0.0.1", self.port)
+                    self.client_inbound.target = ("127.0.0.1", self.port)
+                    self.start()
+                    continue
+                if INTER_BROKER_PORT_TAKEN.search(started) and moves < PORT_MOVES_MAX:
+                    moves += 1
+                    self.process = None
+                    self.inter_broker_port = free_loopback_port()
+                    self.broker_inbound.target = ("127.0.0.1", self.inter_broker_port)
                     self.start()
                     continue
                 break
@@ -293,17 +346,33 @@ class BrokerProcess:
 class FaultCluster:
     """Thread rule: the test's thread; ``client`` and ``state`` from any thread."""
 
-    def __init__(self, root: Path, zookeeper_hosts: str, name: str) -> None:
+    def __init__(self, root: Path, zookeeper_hosts: str, name: str, *, secure: bool = True) -> None:
         """``zookeeper_hosts``: a standalone server's ``127.0.0.1:PORT`` or an ensemble's
-        ``h:p,h:p,h:p``; the cluster lives below the chroot ``/twinlog/<name>``."""
+        ``h:p,h:p,h:p``; the cluster lives below the chroot ``/twinlog-<name>`` (at the
+        top: a parent another cluster made is locked with that cluster's credential).
+        ``secure``: tokens, ACLs, broker certificates and the ZooKeeper credential."""
         self.root = root
-        self.chroot = f"/twinlog/{name}"
+        self.chroot = f"/twinlog-{name}"
         self.connect = f"{zookeeper_hosts}{self.chroot}"
+        self.security = ClusterSecurity.write(root / "security", BROKER_IDS) if secure else None
         self.brokers = {
-            broker_id: BrokerProcess(broker_id, root, zookeeper_hosts, self.chroot)
+            broker_id: BrokerProcess(broker_id, root, zookeeper_hosts, self.chroot, self.security)
             for broker_id in BROKER_IDS
         }
-        self.session = ZooKeeperSession(self.connect, session_timeout_ms=SESSION_TIMEOUT_MS)
+        self.session = ZooKeeperSession(
+            self.connect,
+            session_timeout_ms=SESSION_TIMEOUT_MS,
+            credential=None if self.security is None else self.security.credential,
+        )
+
+    def token(self, principal: str = OPERATOR) -> str | None:
+        """``principal``'s token (``cluster_security.PRINCIPALS``); None when not secure."""
+        return None if self.security is None else self.security.token(principal)
+
+    def client_arguments(self, principal: str = OPERATOR) -> dict[str, Any]:
+        """Keyword arguments for a ``Producer``, ``Consumer`` or ``Admin`` of ``principal``."""
+        token = self.token(principal)
+        return {} if token is None else {"token": token}
 
     # --- lifecycle ---------------------------------------------------------------------
 
@@ -445,12 +514,16 @@ class FaultCluster:
 
     @contextmanager
     def client(
-        self, broker_id: int, request_timeout_ms: int = CLIENT_REQUEST_TIMEOUT_MS
+        self,
+        broker_id: int,
+        request_timeout_ms: int = CLIENT_REQUEST_TIMEOUT_MS,
+        principal: str = OPERATOR,
     ) -> Iterator[RemoteBroker]:
-        """A client straight to broker ``broker_id`` (never through a proxy)."""
+        """A client straight to broker ``broker_id`` (never through a proxy), acting as
+        ``principal``."""
         remote = RemoteBroker(
             self.brokers[broker_id].address,
-            ConnectionOptions(request_timeout_ms=request_timeout_ms),
+            ConnectionOptions(token=self.token(principal), request_timeout_ms=request_timeout_ms),
         )
         try:
             yield remote

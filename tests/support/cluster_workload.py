@@ -16,6 +16,12 @@ A consumer reads the leader's log from offset 0, following the leader as it move
 records each (offset, value) it was given: whatever a consumer saw was committed, so the
 final log must hold the same value at that offset (F23).
 
+Each acts as a principal of its own (``cluster_security``), with the narrow grants it
+needs: a producer as ``producer`` (write), a consumer as ``reader`` (read), a
+transactional writer as ``txn-writer`` (write, and its ``*-writer`` transactional id).
+Each keeps when it met which error (``error_times``), so a run can tell the errors of a
+fault from those of a quiet cluster.
+
 Thread rule: ``AckedProducer`` and ``TailingConsumer`` from one thread each (the
 background ones run their own); their records are read once they are stopped.
 """
@@ -32,6 +38,7 @@ from types import TracebackType
 
 from broker_support import batch
 from cluster_faults import FaultCluster
+from cluster_security import PRODUCER, READER, TXN_WRITER
 
 from twinlog.engine.base.errors import (
     BrokerUnavailableError,
@@ -64,7 +71,9 @@ def _init_idempotent(cluster: FaultCluster) -> ProducerIdentity:
             if not broker.alive:
                 continue
             try:
-                with cluster.client(broker_id, request_timeout_ms=20_000) as remote:
+                with cluster.client(
+                    broker_id, request_timeout_ms=20_000, principal=PRODUCER
+                ) as remote:
                     return remote.init_producer()
             except (
                 NotCoordinatorError,
@@ -87,6 +96,7 @@ class AckedProducer:
         self.sequence = 0
         self.acknowledged: dict[bytes, int] = {}
         self.errors: Counter[str] = Counter()
+        self.error_times: list[tuple[float, str]] = []  # (monotonic time, error class)
 
     def next_value(self) -> bytes:
         return f"{self.tag}-{self.sequence}-".encode().ljust(self.value_bytes, b"v")
@@ -109,10 +119,11 @@ class AckedProducer:
             leader = self.cluster.running_leader(self.topic) if broker_id is None else broker_id
             if leader is not None:
                 try:
-                    with self.cluster.client(leader) as remote:
+                    with self.cluster.client(leader, principal=PRODUCER) as remote:
                         offset = remote.produce(self.topic, 0, payload).base_offset
                 except TwinlogError as error:
                     self.errors[type(error).__name__] += 1
+                    self.error_times.append((time.monotonic(), type(error).__name__))
                     if not error.retriable:
                         raise
                 else:
@@ -175,6 +186,7 @@ class TailingConsumer:
         self.topic = topic
         self.seen: list[tuple[int, bytes | None]] = []
         self.errors: Counter[str] = Counter()
+        self.error_times: list[tuple[float, str]] = []  # (monotonic time, error class)
         self.reads_from: set[int] = set()  # the brokers it read from
         self._stop = threading.Event()
         self._failure: BaseException | None = None
@@ -189,10 +201,11 @@ class TailingConsumer:
                     time.sleep(RETRY_PAUSE_S)
                     continue
                 try:
-                    with self.cluster.client(leader) as remote:
+                    with self.cluster.client(leader, principal=READER) as remote:
                         result = remote.fetch(self.topic, 0, offset, max_wait_ms=FETCH_WAIT_MS)
                 except TwinlogError as error:
                     self.errors[type(error).__name__] += 1
+                    self.error_times.append((time.monotonic(), type(error).__name__))
                     time.sleep(RETRY_PAUSE_S)
                     continue
                 for one in iter_batches(result.records):
@@ -237,7 +250,9 @@ class OneProduce:
 
     def _run(self, cluster: FaultCluster, topic: str, broker_id: int, timeout_ms: int) -> None:
         try:
-            with cluster.client(broker_id, request_timeout_ms=timeout_ms) as remote:
+            with cluster.client(
+                broker_id, request_timeout_ms=timeout_ms, principal=PRODUCER
+            ) as remote:
                 self.outcome = remote.produce(topic, 0, batch([self.value])).base_offset
         except BaseException as error:  # the expected ending: read by the test
             self.outcome = error
@@ -253,7 +268,7 @@ def refuses_writes(cluster: FaultCluster, topic: str, leader: int) -> bool:
     Until it has read the state ZooKeeper holds it may not lead yet (NotLeaderOrFollower),
     or may append and then answer NotEnoughReplicasAfterAppendError (the batch may or may
     not be kept): False. An acknowledgement fails the test."""
-    with cluster.client(leader) as remote:
+    with cluster.client(leader, principal=PRODUCER) as remote:
         try:
             remote.produce(topic, 0, batch([b"refused"]))
         except NotEnoughReplicasError:
@@ -322,6 +337,7 @@ class TransactionalWriter:
         self.api_timeout_ms = api_timeout_ms
         self.transactions: list[Txn] = []
         self.errors: Counter[str] = Counter()
+        self.error_times: list[tuple[float, str]] = []  # (monotonic time, error class)
         self._producer: Producer | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -337,6 +353,7 @@ class TransactionalWriter:
                 delivery_timeout_ms=self.api_timeout_ms,
                 max_block_ms=self.api_timeout_ms,
                 linger_ms=0,
+                **self.cluster.client_arguments(TXN_WRITER),
             )
             try:
                 producer.init_transactions()
@@ -394,6 +411,7 @@ class TransactionalWriter:
         except (TwinlogError, OSError) as error:
             txn.error = f"{type(error).__name__}: {error}"
             self.errors[type(error).__name__] += 1
+            self.error_times.append((time.monotonic(), type(error).__name__))
             self._drop_producer()
         return txn
 

@@ -6,7 +6,9 @@ open (as a partition that drops packets, or a peer that stopped reading: the sen
 sees no error, just no answer); ``hold(UP)`` only what the connecting side sends
 (requests reach nobody), ``hold(DOWN)`` only what comes back (requests arrive and are
 acted on, their answers are lost: a one-way cut); ``release()`` forwards again, bytes
-held included. No tests here.
+held included. ``ProxyGroup(a, b, ...)`` holds and releases several proxies together: one
+link carrying more than one port (a broker's client port and its inter-broker
+listener). No tests here.
 
 Thread rule: ``hold``, ``release`` and ``close`` from the test's thread; one accept
 thread and two pump threads per connection, all ended by ``close``.
@@ -137,3 +139,26 @@ class HoldingProxy:
                 if source in self._sockets:
                     self._sockets.remove(source)
                 self._threads = [t for t in self._threads if t.is_alive()]
+
+
+class ProxyGroup:
+    """Proxies cut and healed as one link. Thread rule: as ``HoldingProxy``."""
+
+    def __init__(self, *proxies: HoldingProxy) -> None:
+        self.proxies = list(proxies)
+
+    def hold(self, direction: str = BOTH) -> None:
+        for proxy in self.proxies:
+            proxy.hold(direction)
+
+    @property
+    def held(self) -> bool:
+        return any(proxy.held for proxy in self.proxies)
+
+    def release(self) -> None:
+        for proxy in self.proxies:
+            proxy.release()
+
+    def close(self) -> None:
+        for proxy in self.proxies:
+            proxy.close()

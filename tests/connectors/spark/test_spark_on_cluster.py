@@ -48,11 +48,12 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FaultCluster]:
             started.close()
 
 
-def _read(spark: Any, servers: str, topic: str) -> list[tuple[int, int, str]]:
+def _read(spark: Any, servers: str, token: str, topic: str) -> list[tuple[int, int, str]]:
     """(partition, offset, value) of every row the batch read gives, sorted."""
     rows = (
         spark.read.format("twinlog")
         .option("servers", servers)
+        .option("token", token)
         .option("subscribe", topic)
         .option("requestTimeoutMs", REQUEST_TIMEOUT_MS)
         .load()
@@ -71,6 +72,8 @@ def test_write_and_read_through_the_bootstrap_list_and_across_a_leader_kill(
         cluster.create_topic(topic, PARTITIONS)  # replication factor 3, every replica in sync
         servers = cluster.bootstrap
         assert len(servers.split(",")) == 3
+        token = cluster.token()  # the operator's: the cluster requires tokens and ACLs
+        assert token is not None
 
         frame = spark.range(0, ROWS, 1, 2).selectExpr(
             "CONCAT('v', CAST(id AS STRING)) AS value",
@@ -80,6 +83,7 @@ def test_write_and_read_through_the_bootstrap_list_and_across_a_leader_kill(
             frame.write.format("twinlog")
             .mode("append")
             .option("servers", servers)
+            .option("token", token)
             .option("topic", topic)
             .option("batchBytes", "2048")  # several batches per partition and task
             .option("requestTimeoutMs", REQUEST_TIMEOUT_MS)
@@ -87,7 +91,7 @@ def test_write_and_read_through_the_bootstrap_list_and_across_a_leader_kill(
         )
         written_s = time.monotonic()
 
-        rows = _read(spark, servers, topic)
+        rows = _read(spark, servers, token, topic)
         values = [value for _, _, value in rows]
         assert len(values) == ROWS, f"{len(values)} rows read, {ROWS} written"
         assert sorted(values) == sorted(f"v{n}" for n in range(ROWS))
@@ -114,7 +118,7 @@ def test_write_and_read_through_the_bootstrap_list_and_across_a_leader_kill(
         assert successor.leader != victim
         failed_over_s = time.monotonic()
 
-        assert _read(spark, servers, topic) == rows
+        assert _read(spark, servers, token, topic) == rows
         print(
             f"write {written_s - started_s:.1f} s, read {read_s - written_s:.1f} s, "
             f"failover of partition {victim_partition} from broker {victim} to "

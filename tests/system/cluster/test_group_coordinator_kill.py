@@ -28,6 +28,7 @@ def _consumer(cluster: FaultCluster) -> Consumer:
         group_id=GROUP,
         request_timeout_ms=REQUEST_TIMEOUT_MS,
         default_api_timeout_ms=API_TIMEOUT_MS,
+        **cluster.client_arguments(),
     )
 
 
@@ -57,6 +58,7 @@ def test_group_offsets_survive_their_coordinator_killed(cluster: FaultCluster, t
         max_block_ms=API_TIMEOUT_MS,
         delivery_timeout_ms=API_TIMEOUT_MS,
         linger_ms=0,
+        **cluster.client_arguments(),
     )
     try:
         producer.init_transactions()

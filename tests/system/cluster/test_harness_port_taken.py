@@ -28,7 +28,7 @@ def test_a_broker_whose_port_was_taken_starts_on_another(
             broker = cluster.brokers[1]
             assert broker.port != taken_port and broker.alive
             assert "the port is in use" in broker.log()  # it did meet the taken port
-            assert broker.inbound_link.target == ("127.0.0.1", broker.port)
+            assert broker.client_inbound.target == ("127.0.0.1", broker.port)
             state = cluster.create_topic(f"port-{uuid.uuid4().hex[:8]}")
             assert {member.broker_id for member in state.isr} == {
                 1,
