@@ -26,13 +26,26 @@ undone before the next (``FaultCluster.heal``: restarts what died):
                  COMMITTED) on the coordinator's broker: it SIGKILLs itself there
     zk-restart   SIGKILL ZooKeeper and start it again (when the run is given it): each
                  broker keeps its session or exits on its loss and is restarted
+    forge        (a secured cluster) every forged internal call of ``cluster_attack``
+                 at every broker's client port and inter-broker listener, while every
+                 broker runs: each must be refused with the status its door gives
 
 (ZooKeeper paused, which stops every broker's clock at once, is in
 ``test_f21_zookeeper_faults.py``, not here.)
 
+The cluster is secured (``cluster_faults``): the workload's clients act as principals
+with narrow grants (``cluster_workload``), and, besides the ``forge`` fault, an attacker
+thread sends a few forged internal calls every second throughout (``BackgroundAttacker``):
+whatever state the brokers are in, none may be answered. Every NotCoordinatorError an
+honest client meets is timed (the transactional producers' routing log, the workers'
+errors): one outside a fault that moved the coordinator (its journal partition's leader
+epoch grew), or more than ``MOVE_GRACE_S`` after it, is a ``stray-not-coordinator``.
+
 Then quiesce (heal, stop the workload, wait for full ISRs) and check, counting anomalies
 by class rather than stopping at the first: lost, aborted-read, duplicate, torn,
-non-contiguous, unknown-partial (``cluster_checks.transaction_anomalies``), plain-history
+non-contiguous, unknown-partial (``cluster_checks.transaction_anomalies``),
+forged-internal (a forged call answered, or a ``forge`` call refused with a status its
+door does not give), stray-not-coordinator, plain-history
 (an acknowledged plain write lost or doubled, a consumer's read undone or its offsets
 non-monotonic: ``check_history``), replica-divergence (``check_replicas_agree`` on every
 partition, the journal partition included), inconsistent-read (a tailing consumer saw an
@@ -43,12 +56,16 @@ Thread rule: the test's thread.
 
 from __future__ import annotations
 
+import logging
 import os
 import random
 import time
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from cluster_attack import BackgroundAttacker, ForgeryTally, InternalAttacker
 from cluster_checks import (
     check_history,
     check_replicas_agree,
@@ -89,7 +106,14 @@ KINDS = {
     "cut-zk": 1,
     "crash-step": 2,
     "zk-restart": 1,
+    "forge": 1,
 }
+# After a fault that moved the coordinator, clients may still meet NotCoordinatorError at
+# the old one for this long: until each has made its next call there (a paused call's
+# timeout, a writer's reconnection backoff) and found the new one.
+MOVE_GRACE_S = 20.0
+CLIENT_ROUTING_LOGGER = "twinlog.client"  # rpc/client/cluster.py logs there
+NOT_COORDINATOR = "NotCoordinatorError"
 # A restarted ZooKeeper expires, a session timeout after it serves again, the restored
 # sessions of brokers that did not reconnect (as test_f21_zookeeper_faults.py waits).
 RESTORED_EXPIRY_S = SESSION_TIMEOUT_MS / 1000 + 1.0
@@ -116,6 +140,9 @@ class Summary:
     anomalies: dict[str, list[str]] = field(default_factory=dict)
     # committed transactions missing at the first final read, found whole in a later one
     late: list[str] = field(default_factory=list)
+    forgeries: ForgeryTally | None = None  # the forge faults' strict rounds
+    background_forgeries: ForgeryTally | None = None  # the attacker thread's
+    not_coordinator_in_moves: int = 0
 
     def anomalies_found(self) -> dict[str, list[str]]:
         return {kind: items for kind, items in self.anomalies.items() if items}
@@ -131,6 +158,17 @@ class Summary:
             f"plain writes acknowledged: {self.plain_acknowledged}",
             f"  committed but readable only after the first final read: {len(self.late)}"
             + (f" {self.late[:5]}" if self.late else ""),
+            "  forge faults: "
+            + (self.forgeries.render() if self.forgeries else "none (an open cluster)"),
+            "  forgeries across the faults: "
+            + (
+                self.background_forgeries.render()
+                if self.background_forgeries
+                else "none (an open cluster)"
+            ),
+            f"  honest clients' NotCoordinatorErrors: {self.not_coordinator_in_moves} while "
+            f"the coordinator moved, "
+            f"{len(self.anomalies.get('stray-not-coordinator', []))} outside any move",
             "  anomalies by class: "
             + ", ".join(f"{kind} {len(items)}" for kind, items in sorted(self.anomalies.items())),
         ]
@@ -154,6 +192,11 @@ class Nemesis:
         self.summary = Summary(seed)
         self.topic = f"{name}-txn"
         self.plain_topic = f"{name}-plain"
+        self.name = name
+        self.attacker: InternalAttacker | None = None
+        # (start, end, the coordinator moved) of each fault, monotonic seconds
+        self.windows: list[tuple[float, float, bool]] = []
+        self.routing = NotCoordinatorLog()
 
     def _epochs(self) -> dict[tuple[str, int], int]:
         epochs = {}
@@ -168,9 +211,25 @@ class Nemesis:
     # --- faults ----------------------------------------------------------------------
 
     def _fault(self, kind: str) -> None:
+        started = time.monotonic()
+        epoch = self._journal_epoch()
+        try:
+            self._do_fault(kind)
+        finally:
+            self.windows.append((started, time.monotonic(), self._journal_epoch() != epoch))
+
+    def _journal_epoch(self) -> int:
+        state = self.cluster.state(TXN_JOURNAL_TOPIC, 0)
+        return -1 if state is None else state.leader_epoch
+
+    def _do_fault(self, kind: str) -> None:
         cluster, rng = self.cluster, self.rng
         victim = cluster.brokers[rng.choice(BROKER_IDS)]
-        if kind == "kill":
+        if kind == "forge":
+            # Right after a heal every broker runs and is registered: a strict round.
+            assert self.attacker is not None
+            self.attacker.round(rng, strict=True)
+        elif kind == "kill":
             if rng.random() < 0.5:  # the coordinator's broker half the time
                 victim = cluster.brokers[cluster.coordinator().leader]
             victim.kill()
@@ -237,14 +296,32 @@ class Nemesis:
             for n in range(WRITERS)
         ]
         plain = AckedProducer(cluster, self.plain_topic, f"{self.plain_topic}-v")
+        background: InternalAttacker | None = None
+        if cluster.security is not None:
+            background = InternalAttacker(
+                cluster, cluster.root / f"{self.name}-attacker", self.topic, PARTITIONS
+            )
+            self.attacker = InternalAttacker(
+                cluster, cluster.root, self.topic, PARTITIONS, background.credentials
+            )
+            for one in (background, self.attacker):
+                one.aim_at_producer(plain.identity.producer_id, plain.identity.producer_generation)
         started = time.monotonic()
-        chosen = {k: w for k, w in KINDS.items() if k != "zk-restart" or self.zookeeper}
+        chosen = {
+            k: w
+            for k, w in KINDS.items()
+            if (k != "zk-restart" or self.zookeeper) and (k != "forge" or self.attacker)
+        }
         kinds, weights = list(chosen), list(chosen.values())
         first_round = rng.sample(kinds, len(kinds))
         with (
+            self.routing,
             TailingConsumer(cluster, self.plain_topic) as plain_consumer,
             TailingConsumer(cluster, self.topic) as txn_consumer,
             BackgroundProducer(plain),
+            BackgroundAttacker(background, rng.randrange(1 << 30))
+            if background is not None
+            else _nothing(),
         ):
             for writer in writers:
                 writer.start()
@@ -270,7 +347,49 @@ class Nemesis:
                     writer.stop()
         self.summary.minutes = (time.monotonic() - started) / 60
         self._check(writers, plain, plain_consumer, txn_consumer, before)
+        self._check_security(writers, plain, plain_consumer, txn_consumer, background)
         return self.summary
+
+    def _check_security(
+        self,
+        writers: list[TransactionalWriter],
+        plain: AckedProducer,
+        plain_consumer: TailingConsumer,
+        txn_consumer: TailingConsumer,
+        background: InternalAttacker | None,
+    ) -> None:
+        """Forgeries answered (or, in a strict round, refused with a status their door
+        does not give); honest NotCoordinatorErrors outside the coordinator's moves."""
+        summary = self.summary
+        forged: list[str] = []
+        for attacker in (self.attacker, background):
+            if attacker is not None:
+                forged += attacker.tally.accepted + attacker.tally.unexpected
+        summary.anomalies["forged-internal"] = forged
+        summary.forgeries = None if self.attacker is None else self.attacker.tally
+        summary.background_forgeries = None if background is None else background.tally
+        met = [(at, f"routing: {where}") for at, where in self.routing.seen]
+        for name, times in (
+            [(w.tag, w.error_times) for w in writers]
+            + [("plain producer", plain.error_times)]
+            + [("plain consumer", plain_consumer.error_times)]
+            + [("txn consumer", txn_consumer.error_times)]
+        ):
+            met += [(at, name) for at, error in times if error == NOT_COORDINATOR]
+        in_moves = [
+            (at, who)
+            for at, who in met
+            if any(
+                moved and start <= at <= end + MOVE_GRACE_S for start, end, moved in self.windows
+            )
+        ]
+        summary.not_coordinator_in_moves = len(in_moves)
+        first = self.windows[0][0] if self.windows else 0.0
+        summary.anomalies["stray-not-coordinator"] = [
+            f"{at - first:.1f} s after the first fault: {who}"
+            for at, who in sorted(met)
+            if (at, who) not in in_moves
+        ]
 
     def _check(
         self,
@@ -333,3 +452,45 @@ class Nemesis:
 def _missing_tags(anomalies: dict[str, list[str]]) -> set[str]:
     """Tags of the committed transactions missing, whole or in part, from a read."""
     return {item.split(":")[0] for kind in ("lost", "torn") for item in anomalies[kind]}
+
+
+class NotCoordinatorLog(logging.Handler):
+    """Times every NotCoordinatorError the in-process clients' routing met (``rpc/client/
+    cluster.py`` logs each at DEBUG before it finds the coordinator again), while the
+    ``with`` lasts. Thread rule: ``emit`` from any client thread; ``seen`` read after."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.seen: list[tuple[float, str]] = []  # (monotonic time, the call's key and broker)
+        self._logger = logging.getLogger(CLIENT_ROUTING_LOGGER)
+        self._level = self._logger.level
+        self._effective = self._logger.getEffectiveLevel()
+        self._propagate = self._logger.propagate
+
+    def emit(self, record: logging.LogRecord) -> None:
+        arguments = record.args if isinstance(record.args, tuple) else ()
+        if str(record.msg).startswith("coordinator of") and NOT_COORDINATOR in arguments:
+            self.seen.append((time.monotonic(), " ".join(str(a) for a in arguments[:3])))
+        # What the logger let through before goes on as before; the DEBUG records it lets
+        # through only for this count go no further (a long run would pile them up).
+        if record.levelno >= self._effective and self._logger.parent is not None:
+            self._logger.parent.handle(record)
+
+    def __enter__(self) -> NotCoordinatorLog:
+        self._level = self._logger.level
+        self._effective = self._logger.getEffectiveLevel()
+        self._propagate = self._logger.propagate
+        self._logger.setLevel(logging.DEBUG)
+        self._logger.propagate = False
+        self._logger.addHandler(self)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._logger.removeHandler(self)
+        self._logger.setLevel(self._level)
+        self._logger.propagate = self._propagate
+
+
+@contextmanager
+def _nothing() -> Iterator[None]:
+    yield None

@@ -1,6 +1,7 @@
-"""A short randomized nemesis run over the shared cluster (``cluster_nemesis``): 30 faults
-(every kind at least once, the first eight in a random order) against transactional and
-plain producers, then every anomaly class checked. The seed is printed (``TWINLOG_NEMESIS_SEED`` repeats a run);
+"""A short randomized nemesis run over the shared, secured cluster (``cluster_nemesis``): 30
+faults (every kind at least once, the first nine in a random order, forged internal calls
+among them) against transactional and plain producers acting as principals of their own,
+then every anomaly class checked. The seed is printed (``TWINLOG_NEMESIS_SEED`` repeats a run);
 ``TWINLOG_NEMESIS_MINUTES=N`` runs for N minutes instead (by hand: docs/testing-cluster.md)."""
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ import os
 import uuid
 
 import pytest
+from cluster_attack import EXPECTED
 from cluster_faults import FaultCluster
 from cluster_nemesis import (
     FAULTS_VARIABLE,
@@ -35,3 +37,7 @@ def test_nemesis(cluster: FaultCluster, zookeeper: LocalZooKeeper) -> None:
     print(summary.render())
     assert not summary.anomalies_found(), summary.render()
     assert set(summary.faults) == set(KINDS), summary.render()  # every kind ran
+    # The forge faults did reach every door: each (door, caller) refused with its status.
+    assert summary.forgeries is not None, "the shared cluster is secured"
+    refused_at = {key.split(":")[0] for key in summary.forgeries.refused}
+    assert refused_at == {f"{door} {caller}" for door, caller in EXPECTED}, summary.render()
