@@ -281,20 +281,27 @@ def _leader(cluster: SecureCluster, topic: str, partition: int) -> int:
 def test_a_broker_fetching_in_another_brokers_name_or_with_a_stale_epoch_is_refused(
     cluster: SecureCluster,
 ) -> None:
-    """The attack that lost acknowledged writes: a fetch naming a follower, far ahead of
-    what it holds, moved the high watermark."""
+    """The attack that lost acknowledged writes: fetches naming each follower, with its
+    registered broker epoch, at the leader's log end (which the leader's answer tells),
+    acknowledged a record no follower held; after the leader's death it was gone."""
     leader = _leader(cluster, TOPIC, 0)
     follower, forger = [b for b in cluster.brokers if b != leader][:2]
     tp = TopicPartition(TOPIC, 0)
+    admin = Admin(cluster.bootstrap, connection=cluster.options("admin"))
+    try:
+        log_end = admin.describe_topic(TOPIC).partitions[0].log_end_offset
+    finally:
+        admin.close()
     before = cluster.settled_fingerprint()
     with cluster.internal_channel(leader, cluster.broker_certificate(forger)) as channel:
-        as_other = ReplicaFetch(follower, cluster.broker_epoch(follower),
-                                (ReplicaFetchPartition(tp, 1 << 40, -1, 0),), max_wait_ms=0)  # fmt: skip
-        answer = _send(channel, "replication", "Fetch", fetch_to_proto(as_other))
-        assert isinstance(answer, grpc.RpcError)
-        assert _error_name(answer) == "ClusterAuthorizationError", answer.details()
+        for offset in (log_end, log_end + 1, 1 << 40):
+            as_other = ReplicaFetch(follower, cluster.broker_epoch(follower),
+                                    (ReplicaFetchPartition(tp, offset, -1, 0),), max_wait_ms=0)  # fmt: skip
+            answer = _send(channel, "replication", "Fetch", fetch_to_proto(as_other))
+            assert isinstance(answer, grpc.RpcError), offset
+            assert _error_name(answer) == "ClusterAuthorizationError", answer.details()
         stale = ReplicaFetch(forger, HUGE_EPOCH,
-                             (ReplicaFetchPartition(tp, 1 << 40, -1, 0),), max_wait_ms=0)  # fmt: skip
+                             (ReplicaFetchPartition(tp, log_end, -1, 0),), max_wait_ms=0)  # fmt: skip
         answer = _send(channel, "replication", "Fetch", fetch_to_proto(stale))
         assert isinstance(answer, grpc.RpcError)
         assert _error_name(answer) == "StaleBrokerEpochError", answer.details()
@@ -538,8 +545,27 @@ def test_kafka_clients_send_idempotent_and_transactional_batches_to_every_leader
 def test_a_client_with_a_token_cannot_read_a_topic_or_open_transactions_it_is_not_granted(
     cluster: SecureCluster,
 ) -> None:
-    """The internal Fetch read any topic and the journal's open batches; the client API
-    refuses mallory, and no other port serves her."""
+    """The internal Fetch read any topic and the journal's open batches (a transaction's
+    records before its commit); the client API refuses mallory, and no port serves her
+    the internal Fetch, with her token or without."""
+    leader = _leader(cluster, TOPIC, 0)
+    tp = TopicPartition(TOPIC, 0)
+    fetch = ReplicaFetch(
+        2 if leader != 2 else 3,
+        0,
+        (ReplicaFetchPartition(tp, 0, -1, 0), ReplicaFetchPartition(tp, 0, -1, 0, LogKind.JOURNAL)),
+        max_wait_ms=0,
+    )
+    for who, channel_of, token in (
+        ("client port", lambda: _client_port_channel(cluster, leader, True), TOKENS["mallory"]),
+        ("inter-broker port", lambda: cluster.internal_channel(leader, None), TOKENS["mallory"]),
+        ("inter-broker port, plain", lambda: grpc.insecure_channel(
+            cluster.inter_broker_address(leader)), None),
+    ):  # fmt: skip
+        with channel_of() as channel:
+            answer = _send(channel, "replication", "Fetch", fetch_to_proto(fetch), token)
+        assert isinstance(answer, grpc.RpcError), (who, answer)
+        assert answer.code() in REFUSED_AT_THE_DOOR, (who, answer.code())
     consumer = Consumer(cluster.bootstrap, connection=cluster.options("mallory"))
     try:
         with pytest.raises(AuthorizationError) as raised:
