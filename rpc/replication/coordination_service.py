@@ -25,11 +25,15 @@ inter-broker listener when they have certificates (``RpcServer``).
 
 from __future__ import annotations
 
+import functools
 import logging
-from typing import Protocol
+import threading
+from collections.abc import Callable
+from typing import Any, Protocol, TypeVar
 
 import grpc
 
+from twinlog.engine.base.errors import NotEnoughResourcesError
 from twinlog.engine.broker.partition_calls import (
     IssuedProducer,
     LookupProducer,
@@ -70,15 +74,53 @@ class CoordinationHost(Protocol):
 # Stale epochs and moved leaders are routine during a leader change: DEBUG.
 answering = answering_errors(log, retriable_level=logging.DEBUG)
 
+# A call waits this long for a slot before it is refused (retriable): its caller retries.
+SLOT_WAIT_S = 1.0
+Method = TypeVar("Method", bound=Callable[..., Any])
+
+
+def in_a_slot(method: Method) -> Method:
+    """Run the call in one of the service's slots. An ApplyCommit waits for its copy to be
+    replicated and a RegisterPartition for its journal append: both wait for follower
+    fetches, which the same server's threads serve. The slots are fewer than its threads,
+    so that fetches always find one (else 16 waiting calls would starve the fetches they
+    wait for, until the acknowledgement timeout)."""
+
+    @functools.wraps(method)
+    def bounded(self: CoordinationService, request: Any, context: grpc.ServicerContext) -> Any:
+        slots = self.slots
+        if slots is None:
+            return method(self, request, context)
+        if not slots.acquire(timeout=SLOT_WAIT_S):
+            raise NotEnoughResourcesError(
+                f"this broker runs {self.slots_max} coordination calls already (the rest of "
+                "its inter-broker threads are kept for replica fetches); retry shortly"
+            )
+        try:
+            return method(self, request, context)
+        finally:
+            slots.release()
+
+    return bounded  # type: ignore[return-value]
+
 
 class CoordinationService(coordination_pb2_grpc.CoordinationServicer):
     """Thread rule: any number of calls at once (the broker's own rule)."""
 
-    def __init__(self, broker: CoordinationHost, guard: InternalGuard | None = None) -> None:
+    def __init__(
+        self,
+        broker: CoordinationHost,
+        guard: InternalGuard | None = None,
+        slots_max: int | None = None,
+    ) -> None:
+        """``slots_max``: how many calls run at once (None: no bound)."""
         self.broker = broker
         self.guard = guard or InternalGuard()
+        self.slots_max = slots_max
+        self.slots = None if slots_max is None else threading.BoundedSemaphore(slots_max)
 
     @answering
+    @in_a_slot
     def RegisterPartition(
         self, request: coordination_pb2.RegisterPartitionRequest, context: grpc.ServicerContext
     ) -> coordination_pb2.RegisterPartitionResponse:
@@ -92,6 +134,7 @@ class CoordinationService(coordination_pb2_grpc.CoordinationServicer):
         return coordination_pb2.RegisterPartitionResponse()
 
     @answering
+    @in_a_slot
     def CountEntries(
         self, request: coordination_pb2.CountEntriesRequest, context: grpc.ServicerContext
     ) -> coordination_pb2.CountEntriesResponse:
@@ -107,6 +150,7 @@ class CoordinationService(coordination_pb2_grpc.CoordinationServicer):
         return entry_count_to_proto(answer)
 
     @answering
+    @in_a_slot
     def ApplyCommit(
         self, request: coordination_pb2.ApplyCommitRequest, context: grpc.ServicerContext
     ) -> coordination_pb2.ApplyCommitResponse:
@@ -122,6 +166,7 @@ class CoordinationService(coordination_pb2_grpc.CoordinationServicer):
         return coordination_pb2.ApplyCommitResponse()
 
     @answering
+    @in_a_slot
     def ApplyAbort(
         self, request: coordination_pb2.ApplyAbortRequest, context: grpc.ServicerContext
     ) -> coordination_pb2.ApplyAbortResponse:
@@ -137,6 +182,7 @@ class CoordinationService(coordination_pb2_grpc.CoordinationServicer):
         return coordination_pb2.ApplyAbortResponse()
 
     @answering
+    @in_a_slot
     def SettleOffsetsHolder(
         self, request: coordination_pb2.SettleOffsetsHolderRequest, context: grpc.ServicerContext
     ) -> coordination_pb2.SettleOffsetsHolderResponse:
@@ -150,6 +196,7 @@ class CoordinationService(coordination_pb2_grpc.CoordinationServicer):
         return coordination_pb2.SettleOffsetsHolderResponse()
 
     @answering
+    @in_a_slot
     def LookupProducer(
         self, request: coordination_pb2.LookupProducerRequest, context: grpc.ServicerContext
     ) -> coordination_pb2.LookupProducerResponse:
@@ -160,10 +207,20 @@ class CoordinationService(coordination_pb2_grpc.CoordinationServicer):
         return issued_to_proto(self.broker.lookup_producer_here(lookup))
 
 
+def coordination_slots(worker_threads: int) -> int:
+    """Of a server's ``worker_threads``, how many may run coordination calls: a quarter (at
+    least 8) is kept for replica fetches, one long poll per follower broker."""
+    return max(1, worker_threads - max(8, worker_threads // 4))
+
+
 def add_coordination_service(
-    server: grpc.Server, broker: CoordinationHost, guard: InternalGuard | None = None
+    server: grpc.Server,
+    broker: CoordinationHost,
+    guard: InternalGuard | None = None,
+    slots_max: int | None = None,
 ) -> CoordinationService:
-    """Serve ``twinlog.v1.Coordination`` for ``broker`` on ``server`` (before it starts)."""
-    service = CoordinationService(broker, guard)
+    """Serve ``twinlog.v1.Coordination`` for ``broker`` on ``server`` (before it starts);
+    ``slots_max``: at most that many of its calls at once (``coordination_slots``)."""
+    service = CoordinationService(broker, guard, slots_max)
     coordination_pb2_grpc.add_CoordinationServicer_to_server(service, server)
     return service

@@ -31,7 +31,10 @@ import grpc
 from twinlog.engine.base.errors import InvalidConfigError, TwinlogError
 from twinlog.engine.base.types import TopicPartition
 from twinlog.rpc.replication.broker_identity import BrokerTls
-from twinlog.rpc.replication.coordination_service import add_coordination_service
+from twinlog.rpc.replication.coordination_service import (
+    add_coordination_service,
+    coordination_slots,
+)
 from twinlog.rpc.replication.internal_checks import InternalCallChecks, RegisteredEpochs
 from twinlog.rpc.replication.internal_guard import InternalGuard
 from twinlog.rpc.replication.service import add_replication_service
@@ -40,8 +43,6 @@ from twinlog.rpc.server.config import ServerConfig
 
 if TYPE_CHECKING:
     from twinlog.engine.zookeeper.session import ZooKeeperSession
-
-INTERNAL_WORKER_THREADS = 16  # fetcher long polls (one per follower broker) and calls
 
 
 @dataclass(frozen=True)
@@ -68,16 +69,23 @@ class InterBrokerFlags:
         return (given[0], given[1], given[2])
 
 
-def check_cluster_security(config: ServerConfig, flags: InterBrokerFlags) -> None:
-    """A cluster whose clients need credentials needs brokers that do too: refuse to start
-    otherwise, before anything is opened or written."""
+def check_cluster_security(
+    config: ServerConfig, flags: InterBrokerFlags, zookeeper_locked: bool = False
+) -> None:
+    """A cluster whose clients need credentials (or whose ZooKeeper is locked) needs
+    brokers that do too: refuse to start otherwise, before anything is opened or written."""
     files = flags.tls_files
     clients_authenticate = bool(config.tokens_file or config.acl_file or config.tls_client_ca_file)
-    if clients_authenticate and files is None:
+    if (clients_authenticate or zookeeper_locked) and files is None:
+        what = (
+            "credentials of its clients (tokens, ACLs or client certificates)"
+            if clients_authenticate
+            else "a ZooKeeper credential (--zookeeper-auth-file)"
+        )
         raise InvalidConfigError(
-            "this cluster broker requires credentials of its clients (tokens, ACLs or client "
-            "certificates) but would serve its internal services (replication, coordination) "
-            "to anyone who reaches its port: add --inter-broker-tls-cert, "
+            f"this cluster broker requires {what} but would serve its internal services "
+            "(replication, coordination) to anyone who reaches its port: add "
+            "--inter-broker-tls-cert, "
             "--inter-broker-tls-key and --inter-broker-tls-ca (make them with "
             "'twinlog cluster certs'; see 'Securing a cluster' in docs/operations.md)"
         )
@@ -155,18 +163,23 @@ class InterBrokerServer:
         door: InterBrokerDoor,
         options: list[tuple[str, Any]],
         response_bytes_max: int,
+        worker_threads: int,
     ) -> None:
+        """``worker_threads``: the client server's count; coordination calls may take all
+        but a reserve for replica fetches (``coordination_slots``)."""
         assert door.tls is not None and door.address is not None
         self._server = grpc.server(
             futures.ThreadPoolExecutor(
-                max_workers=INTERNAL_WORKER_THREADS, thread_name_prefix="twinlog-inter-broker"
+                max_workers=worker_threads, thread_name_prefix="twinlog-inter-broker"
             ),
             options=options,
         )
         add_replication_service(
             self._server, broker, response_bytes_max=response_bytes_max, guard=door.guard
         )
-        add_coordination_service(self._server, broker, door.guard)
+        add_coordination_service(
+            self._server, broker, door.guard, coordination_slots(worker_threads)
+        )
         host, port = door.address
         address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
         try:

@@ -28,7 +28,10 @@ import grpc
 from twinlog.engine.base.errors import InvalidConfigError
 from twinlog.rpc.generated.twinlog.v1 import admin_pb2_grpc, consume_pb2_grpc, produce_pb2_grpc
 from twinlog.rpc.replication.broker_identity import BrokerTls
-from twinlog.rpc.replication.coordination_service import add_coordination_service
+from twinlog.rpc.replication.coordination_service import (
+    add_coordination_service,
+    coordination_slots,
+)
 from twinlog.rpc.replication.internal_guard import InternalGuard
 from twinlog.rpc.replication.service import add_replication_service
 from twinlog.rpc.server.auth import Acl, Guard, TokenTable
@@ -56,6 +59,7 @@ from twinlog.rpc.server.service_consume import ConsumingService
 from twinlog.rpc.server.service_produce import ProducingService
 from twinlog.rpc.wire.broker_api import BrokerApi
 
+WILDCARD_HOSTS = ("0.0.0.0", "::", "")  # a listener bound to every address
 EXIT_INTERRUPTED = 130  # 128 + SIGINT: a server stopped by Ctrl-C, as the CLI's commands
 log = logging.getLogger("twinlog.server")
 
@@ -159,23 +163,25 @@ class RpcServer:
             AdministrationService(broker, guard, metadata_source), self._server
         )
         self.inter_broker: InterBrokerServer | None = None
+        door = None
         if getattr(broker, "replication", None) is not None:  # a cluster broker: followers fetch
             # Other brokers' followers, coordinators and partition leaders call this one;
             # not on a single node, where nothing does. With broker certificates only on a
             # listener of their own, to brokers only (rpc/server/inter_broker.py).
             door = inter_broker or InterBrokerDoor(InternalGuard())
-            if door.tls is not None:
-                self.inter_broker = InterBrokerServer(
-                    broker, door, options, response_bytes_max=config.fetch_bytes_max
-                )
-            else:
+            if door.tls is None:
                 add_replication_service(
                     self._server,
                     cast(Any, broker),
                     response_bytes_max=config.fetch_bytes_max,
                     guard=door.guard,
                 )
-                add_coordination_service(self._server, cast(Any, broker), door.guard)
+                add_coordination_service(
+                    self._server,
+                    cast(Any, broker),
+                    door.guard,
+                    coordination_slots(config.worker_threads),
+                )
         credentials = server_credentials(config)
         try:
             if credentials is None:
@@ -191,6 +197,15 @@ class RpcServer:
             )
         self.port: int = port
         self.tls = credentials is not None
+        if door is not None and door.tls is not None:  # bound after the client port: a
+            # refused client port leaves no listener behind
+            self.inter_broker = InterBrokerServer(
+                broker,
+                door,
+                options,
+                response_bytes_max=config.fetch_bytes_max,
+                worker_threads=config.worker_threads,
+            )
         self.metrics_endpoint = (
             MetricsEndpoint(
                 self.metrics.registry,
@@ -339,7 +354,9 @@ def serve(
             metrics_tls_context(config.metrics_tls_cert_file, config.metrics_tls_key_file)
     broker_tls = None
     if cluster is not None:
-        check_cluster_security(config, cluster.inter_broker)
+        check_cluster_security(
+            config, cluster.inter_broker, zookeeper_locked=cluster.zookeeper_auth_file is not None
+        )
         listener_address(cluster.inter_broker, config)  # a malformed flag: before recovery
         files = cluster.inter_broker.tls_files
         if files is not None:
@@ -402,7 +419,10 @@ def serve(
                 inter_broker_host = cluster.inter_broker_host
                 inter_broker_port = cluster.inter_broker_port
                 if server.inter_broker is not None:  # brokers call its own listener
-                    inter_broker_host = inter_broker_host or server.inter_broker.host
+                    bound = server.inter_broker.host
+                    if bound in WILDCARD_HOSTS:  # not an address anyone can reach
+                        bound = host
+                    inter_broker_host = inter_broker_host or bound
                     if inter_broker_port is None:
                         inter_broker_port = registered_port(
                             server.inter_broker.port, None, INTER_BROKER_PORT_VARIABLE

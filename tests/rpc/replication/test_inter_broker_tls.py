@@ -162,6 +162,7 @@ def door(pki: Pki) -> Iterator[Door]:
         InterBrokerDoor(guard, loaded(SERVER_BROKER, pki.cluster[SERVER_BROKER]), ("127.0.0.1", 0)),
         options=[],
         response_bytes_max=1 << 20,
+        worker_threads=16,
     )
     server.start()
     try:
