@@ -102,6 +102,9 @@ class ZooKeeperLeaderLocator:
         self._lock = threading.Lock()  # guards the two dicts; never held across a read
         self._topics: dict[str, _Topic] = {}
         self._reading: dict[str, threading.Lock] = {}
+        # topic -> when its last failed read began: callers that asked before then take
+        # that failure as theirs, instead of each waiting for a failing read of its own
+        self._failed_at: dict[str, float] = {}
         self._failing = False  # a read failed last: logged once per outage
 
     def partition_leader(
@@ -132,6 +135,8 @@ class ZooKeeperLeaderLocator:
                 cached = self._topics.get(topic)
                 if cached is not None and cached.read_at >= asked_at:
                     return cached
+                if self._failed_at.get(topic, float("-inf")) >= asked_at:
+                    return None if refresh else cached
             started = time.monotonic()
             try:
                 metadata = read_cluster_metadata(self.session, [topic], self.read_timeout_ms)
@@ -145,6 +150,8 @@ class ZooKeeperLeaderLocator:
                         error,
                     )
                 self._failing = True
+                with self._lock:
+                    self._failed_at[topic] = started
                 # A refresh was asked because the cache misled a call: no answer then.
                 return None if refresh else cached
             if self._failing:

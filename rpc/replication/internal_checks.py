@@ -10,7 +10,7 @@ without broker certificates, where only the epochs can be checked):
 | call | the caller must be | refused with |
 | --- | --- | --- |
 | replica Fetch | the broker it names, registered with the broker epoch it carries | ClusterAuthorizationError; StaleBrokerEpochError |
-| CountEntries, ApplyCommit, ApplyAbort | the leader of ``__txn_journal-N``, N owning the transaction, at most ZooKeeper's epoch of it | ClusterAuthorizationError; TransactionCoordinatorFencedError |
+| CountEntries, ApplyCommit, ApplyAbort | the leader of ``__txn_journal-N``, N owning the transaction, at most ZooKeeper's epoch of it | ClusterAuthorizationError (N does not own it); NotCoordinatorError (another broker leads N); TransactionCoordinatorFencedError (an epoch above ZooKeeper's) |
 | RegisterPartition | the leader of the partition it registers | NotLeaderOrFollowerError |
 | SettleOffsetsHolder | the leader of the group's ``__consumer_offsets`` partition | NotCoordinatorError |
 
@@ -58,6 +58,9 @@ if TYPE_CHECKING:  # the locator reads ZooKeeper (kazoo): a single node never lo
 # A fetch with an unknown broker epoch reads the registrations again at most this often
 # (a former incarnation fetching in a loop must not read ZooKeeper at every fetch).
 EPOCH_REFRESH_INTERVAL_S = 1.0
+# A known epoch is trusted this long after the read that found it: a broker whose session
+# expired (and whose registration is gone) is refused within it.
+EPOCH_MATCH_AGE_MAX_S = 10.0
 
 
 class RegisteredEpochs:
@@ -69,12 +72,15 @@ class RegisteredEpochs:
         self,
         read: Callable[[], dict[int, int]],
         refresh_interval_s: float = EPOCH_REFRESH_INTERVAL_S,
+        match_age_max_s: float = EPOCH_MATCH_AGE_MAX_S,
     ) -> None:
         self._read = read
         self.refresh_interval_s = refresh_interval_s
+        self.match_age_max_s = match_age_max_s
         self._lock = threading.Lock()
         self._epochs: dict[int, int] = {}
-        self._read_at = float("-inf")
+        self._read_at = float("-inf")  # when the last read began (one per interval)
+        self._stored_at = float("-inf")  # when the read held in _epochs began
 
     def epoch_of(self, broker_id: int, expected: int) -> int | None:
         """``broker_id``'s registered epoch; read again when it is not ``expected`` and the
@@ -82,7 +88,9 @@ class RegisteredEpochs:
         with self._lock:
             found = self._epochs.get(broker_id)
             now = time.monotonic()
-            if found == expected or now - self._read_at < self.refresh_interval_s:
+            if found == expected and now - self._stored_at < self.match_age_max_s:
+                return found
+            if now - self._read_at < self.refresh_interval_s:
                 return found
             self._read_at = now  # one reader per interval; the others answer from memory
         try:  # not under the lock: a slow ZooKeeper must not stall every other fetch
@@ -90,8 +98,9 @@ class RegisteredEpochs:
         except Exception:  # ZooKeeper away: keep what was known
             return found
         with self._lock:
-            self._epochs = fresh
-            return fresh.get(broker_id)
+            if now > self._stored_at:  # a slower, older read never replaces a newer one
+                self._epochs, self._stored_at = fresh, now
+            return self._epochs.get(broker_id)
 
 
 class InternalCallChecks:
@@ -145,10 +154,13 @@ class InternalCallChecks:
                 "(no live leader, or ZooKeeper unreadable); retry shortly"
             )
         if caller is not None and location.broker_id != caller:
-            raise TransactionCoordinatorFencedError(
+            # Retriable, as the deposed coordinator's own journal append would say: its
+            # producer follows the coordinator to its new broker (a fatal answer would kill
+            # a producer whose commit merely arrived during the move).
+            raise NotCoordinatorError(
                 f"broker {caller} called as coordinator {owner}, which broker "
-                f"{location.broker_id} leads (epoch {location.leader_epoch}): a deposed "
-                "coordinator stops; nothing was changed"
+                f"{location.broker_id} leads (epoch {location.leader_epoch}): find the "
+                "coordinator again; nothing was changed"
             )
         if epochs.coordinator_epoch > location.leader_epoch:
             raise TransactionCoordinatorFencedError(

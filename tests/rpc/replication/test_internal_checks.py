@@ -260,10 +260,15 @@ def test_a_call_naming_a_coordinator_that_does_not_own_the_transaction_is_refuse
     assert setup.locator.asks == []
 
 
-def test_a_broker_that_does_not_lead_the_coordinator_partition_is_fenced(setup: Setup) -> None:
+def test_a_broker_that_does_not_lead_the_coordinator_partition_is_refused_retriably(
+    setup: Setup,
+) -> None:
+    """A deposed coordinator (or one posing as it) is told to find the coordinator again:
+    retriable, so a producer whose commit arrived during the move follows it."""
     setup.locator.both(JOURNAL, Location(B, EPOCH))
-    with pytest.raises(TransactionCoordinatorFencedError, match=f"which broker {B} leads"):
+    with pytest.raises(NotCoordinatorError, match=f"which broker {B} leads") as raised:
         setup.checks.check_coordinator(A, TRANSACTION_ID, epochs(EPOCH))
+    assert raised.value.retriable
     assert setup.locator.refreshes() == 1  # looked up once more before refusing
 
 
