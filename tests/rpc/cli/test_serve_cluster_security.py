@@ -69,6 +69,13 @@ def test_a_cluster_without_any_credentials_may_run_without_certificates() -> Non
     check_cluster_security(ServerConfig(), InterBrokerFlags())  # a development cluster
 
 
+def test_a_locked_zookeeper_without_broker_certificates_is_refused() -> None:
+    """Znodes only the brokers may touch, and internal services anyone may call, would be
+    a lock on the back door with the front one open."""
+    with pytest.raises(InvalidConfigError, match="--zookeeper-auth-file"):
+        check_cluster_security(ServerConfig(), InterBrokerFlags(), zookeeper_locked=True)
+
+
 @pytest.mark.parametrize("given", [(0,), (1,), (2,), (0, 1), (0, 2), (1, 2)])
 def test_partial_tls_files_are_refused(given: tuple[int, ...]) -> None:
     files = ["c.pem", "k.pem", "ca.pem"]
