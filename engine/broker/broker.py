@@ -168,6 +168,7 @@ FILES_RESERVED = 256  # sockets, LMDB, transaction journals, ...
 # Producer ids whose transactional id this broker keeps after asking their coordinator
 # elsewhere (about 100 bytes each).
 ISSUED_IDS_CACHED_MAX = 100_000
+UNKNOWN_ID_KEPT_S = 5.0
 
 
 class _LocalApplier:
@@ -351,6 +352,9 @@ class Broker:
         # producer id -> the transactional id it was issued for, asked of other brokers'
         # coordinators (never changes once issued; bounded, the oldest dropped first)
         self._issued_transactional_ids = BoundedCache[int, str](ISSUED_IDS_CACHED_MAX)
+        # producer id -> when its coordinator said it never issued it (kept a few seconds:
+        # an id is issued before its producer sends, so "unknown" does not last)
+        self._unknown_producer_ids = BoundedCache[int, float](ISSUED_IDS_CACHED_MAX)
 
     # --- life cycle ---------------------------------------------------------------------
 
@@ -1602,9 +1606,14 @@ class Broker:
         known = self._issued_transactional_ids.get(producer_id)
         if known is not None:
             return known
+        unknown_at = self._unknown_producer_ids.get(producer_id)
+        if unknown_at is not None and time.monotonic() - unknown_at < UNKNOWN_ID_KEPT_S:
+            return None  # batches with made-up ids do not each cost a call to another broker
         found = self.lookup_producer(producer_id, 0).transactional_id
         if found is not None:
             self._issued_transactional_ids.put(producer_id, found)
+        else:
+            self._unknown_producer_ids.put(producer_id, time.monotonic())
         return found
 
     # --- observability ---------------------------------------------------------------------------
