@@ -39,7 +39,8 @@ thread sends a few forged internal calls every second throughout (``BackgroundAt
 whatever state the brokers are in, none may be answered. Every NotCoordinatorError an
 honest client meets is timed (the transactional producers' routing log, the workers'
 errors): one outside a fault that moved the coordinator (its journal partition's leader
-epoch grew), or more than ``MOVE_GRACE_S`` after it, is a ``stray-not-coordinator``.
+epoch grew, or the fault stopped the coordinator's broker or restarted ZooKeeper), or
+more than ``MOVE_GRACE_S`` after it, is a ``stray-not-coordinator``.
 
 Then quiesce (heal, stop the workload, wait for full ISRs) and check, counting anomalies
 by class rather than stopping at the first: lost, aborted-read, duplicate, torn,
@@ -112,6 +113,9 @@ KINDS = {
 # the old one for this long: until each has made its next call there (a paused call's
 # timeout, a writer's reconnection backoff) and found the new one.
 MOVE_GRACE_S = 20.0
+# Faults that stop their victim broker for a while (its partitions' leaders move, or are
+# offline until it returns).
+STOPS_THE_VICTIM = ("kill", "pause", "cut-zk", "crash-step")
 CLIENT_ROUTING_LOGGER = "twinlog.client"  # rpc/client/cluster.py logs there
 NOT_COORDINATOR = "NotCoordinatorError"
 # A restarted ZooKeeper expires, a session timeout after it serves again, the restored
@@ -213,16 +217,32 @@ class Nemesis:
     def _fault(self, kind: str) -> None:
         started = time.monotonic()
         epoch = self._journal_epoch()
+        coordinator = self._journal_leader()
+        victim: int | None = None
         try:
-            self._do_fault(kind)
+            victim = self._do_fault(kind)
         finally:
-            self.windows.append((started, time.monotonic(), self._journal_epoch() != epoch))
+            # The coordinator moved, or was down for a while: its journal partition's
+            # leader epoch grew, or the fault stopped the coordinator's broker or every
+            # broker's ZooKeeper (its partition may come back to the same broker at the
+            # same epoch, yet clients found no coordinator meanwhile).
+            moved = (
+                self._journal_epoch() != epoch
+                or kind == "zk-restart"
+                or (kind in STOPS_THE_VICTIM and victim == coordinator)
+            )
+            self.windows.append((started, time.monotonic(), moved))
+
+    def _journal_leader(self) -> int:
+        state = self.cluster.state(TXN_JOURNAL_TOPIC, 0)
+        return -1 if state is None else state.leader
 
     def _journal_epoch(self) -> int:
         state = self.cluster.state(TXN_JOURNAL_TOPIC, 0)
         return -1 if state is None else state.leader_epoch
 
-    def _do_fault(self, kind: str) -> None:
+    def _do_fault(self, kind: str) -> int | None:
+        """Do one fault and heal it; the broker it struck, if it struck one."""
         cluster, rng = self.cluster, self.rng
         victim = cluster.brokers[rng.choice(BROKER_IDS)]
         if kind == "forge":
@@ -275,6 +295,7 @@ class Nemesis:
             raise AssertionError(kind)
         self.summary.faults[kind] += 1
         cluster.heal()
+        return None if kind in ("forge", "zk-restart") else victim.broker_id
 
     # --- the run ---------------------------------------------------------------------
 

@@ -112,9 +112,16 @@ def test_waiting_coordination_calls_leave_threads_for_the_fetches_they_wait_for(
     assert time.monotonic() - started < 5
     for thread in threads:
         thread.join(WAIT_S + 5)
-    # each call was answered, or refused retriably if no slot freed within a second
-    assert set(answers) <= {grpc.StatusCode.OK, grpc.StatusCode.RESOURCE_EXHAUSTED}, answers
+    # every call ended (answered, or refused retriably: no slot within a second, or a
+    # connection a loaded machine did not set up in time), and those in a slot were served
     assert len(answers) == len(threads)
+    assert grpc.StatusCode.OK in answers, answers
+    retriable = {
+        grpc.StatusCode.OK,
+        grpc.StatusCode.RESOURCE_EXHAUSTED,
+        grpc.StatusCode.UNAVAILABLE,
+    }
+    assert set(answers) <= retriable, answers
 
 
 def test_callers_waiting_for_a_failing_zookeeper_read_share_its_failure(
