@@ -139,6 +139,11 @@ class ZooKeeperLeaderLocator:
                     return None if refresh else cached
             started = time.monotonic()
             try:
+                if refresh:
+                    # A refresh decides a refusal or a relocation: read what the ensemble's
+                    # leader holds, not what this broker's server has caught up to (another
+                    # broker learnt its new role from a server that may be ahead of ours).
+                    self.session.wait(self.session.client.sync_async("/"))
                 metadata = read_cluster_metadata(self.session, [topic], self.read_timeout_ms)
             except Exception as error:  # ZooKeeper away, a damaged znode: say once
                 if not self._failing:

@@ -189,3 +189,37 @@ def test_a_known_epoch_is_read_again_once_old() -> None:
     assert epochs.epoch_of(1, 100) == 100  # trusted while young
     time.sleep(0.25)
     assert epochs.epoch_of(1, 100) is None
+
+
+class SyncCountingSession:
+    """A session whose ``sync_async`` is counted (the reads are stubbed)."""
+
+    def __init__(self) -> None:
+        self.syncs = 0
+        self.client = self
+
+    def sync_async(self, path: str) -> SyncCountingSession:
+        self.syncs += 1
+        return self
+
+    def wait(self, pending: object) -> None:
+        return None
+
+
+def test_a_refresh_syncs_with_the_ensembles_leader_before_reading(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """On an ensemble this broker's ZooKeeper server may lag the one a new leader learnt
+    its role from: a refresh (which decides a refusal) syncs first; a cached read does not."""
+    import twinlog.rpc.replication.coordination_locator as module
+    from twinlog.engine.base.cluster_metadata import ClusterMetadata
+
+    monkeypatch.setattr(
+        module, "read_cluster_metadata", lambda session, topics, timeout_ms: ClusterMetadata()
+    )
+    session = SyncCountingSession()
+    locator = ZooKeeperLeaderLocator(session)  # type: ignore[arg-type]
+    locator.partition_leader(TopicPartition("orders", 0))
+    assert session.syncs == 0
+    locator.partition_leader(TopicPartition("orders", 0), refresh=True)
+    assert session.syncs == 1
