@@ -22,7 +22,7 @@ class TopicPartition(NamedTuple):
 
 
 class TransactionState(Enum):
-    """A transaction's state at its coordinator (table: ``twinlog.engine.broker.txn_state``); not the local journal's per-partition ``CopyState``."""
+    """A transaction's state at its coordinator (table: ``twinlog.engine.transactions.txn_state``); not the local journal's per-partition ``CopyState``."""
 
     ONGOING = "ONGOING"
     PREPARE_COMMIT = "PREPARE_COMMIT"

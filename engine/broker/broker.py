@@ -14,7 +14,7 @@ directory layout (``docs/design.md``):
       meta                    topics and their configuration, cluster and directory ids
                               (the local MetadataStore: engine.broker.local_metadata_store)
       ids                     producer and transaction id blocks (the local IdSource:
-                              engine.broker.id_allocator)
+                              engine.transactions.id_allocator)
       logs/TOPIC-PARTITION/   data log segments and indexes (engine.log)
         journal/              the partition's journal log (journal.journal_logs)
       journal/                LMDB: local data journals + transaction index, applied
@@ -82,8 +82,6 @@ from twinlog.engine.base.types import (
 from twinlog.engine.broker.broker_stats import BrokerStats, collect_stats
 from twinlog.engine.broker.config import BrokerConfig
 from twinlog.engine.broker.consumer_groups import ConsumerGroups, append_group_records
-from twinlog.engine.broker.coordinator import Coordinator
-from twinlog.engine.broker.coordinator_slots import CoordinatorSlots
 from twinlog.engine.broker.data_dir_format import check_data_dir_format
 from twinlog.engine.broker.group_coordinators import LoadedGroups, load_groups, records_between
 from twinlog.engine.broker.group_offset_fencing import GroupOffsetFence, settle_holder
@@ -93,8 +91,6 @@ from twinlog.engine.broker.group_offsets import (
     build_offsets_batch,
     offsets_topic_config,
 )
-from twinlog.engine.broker.id_allocator import LocalIdSource
-from twinlog.engine.broker.id_source import IdSource
 from twinlog.engine.broker.internal_topics import (
     TXN_JOURNAL_TOPIC,
     TXN_JOURNAL_TOPIC_CONFIG,
@@ -104,29 +100,12 @@ from twinlog.engine.broker.internal_topics import (
 from twinlog.engine.broker.local_metadata_store import LocalMetadataStore
 from twinlog.engine.broker.metadata_store import MetadataStore
 from twinlog.engine.broker.partition import Partition
-from twinlog.engine.broker.partition_calls import (
-    PARTITION_GONE,
-    ApplyAbort,
-    ApplyCommit,
-    CountEntries,
-    EntryCount,
-    IssuedProducer,
-    LookupProducer,
-    PartitionLeaders,
-    RegisterPartition,
-    SettleOffsetsHolder,
-    TransactionCoordinators,
-    coordinator_partition_of,
-)
 from twinlog.engine.broker.partition_role import PartitionRole, Role
 from twinlog.engine.broker.producer_owner import idempotent_transactional_id, is_idempotent
 from twinlog.engine.broker.replicated_journal_append import ReplicatedJournalAppend
 from twinlog.engine.broker.scheduler import ScheduledTask, Scheduler, broker_tasks
 from twinlog.engine.broker.topic_deletion import end_transactions_touching
 from twinlog.engine.broker.topic_registry import PARTITIONS_MAX, validate_topic_name
-from twinlog.engine.broker.transaction_metadata import now_ms
-from twinlog.engine.broker.transaction_timings import TransactionTimings
-from twinlog.engine.broker.txn_state import TransactionEvent
 from twinlog.engine.groups.group_calls import (
     OUTSIDE_ANY_GROUP,
     GroupDescription,
@@ -153,6 +132,27 @@ from twinlog.engine.replication.fetch_calls import (
 )
 from twinlog.engine.replication.replica_set import IsrChange
 from twinlog.engine.replication.replication_settings import ReplicationSettings
+from twinlog.engine.transactions.coordinator import Coordinator
+from twinlog.engine.transactions.coordinator_slots import CoordinatorSlots
+from twinlog.engine.transactions.id_allocator import LocalIdSource
+from twinlog.engine.transactions.id_source import IdSource
+from twinlog.engine.transactions.partition_calls import (
+    PARTITION_GONE,
+    ApplyAbort,
+    ApplyCommit,
+    CountEntries,
+    EntryCount,
+    IssuedProducer,
+    LookupProducer,
+    PartitionLeaders,
+    RegisterPartition,
+    SettleOffsetsHolder,
+    TransactionCoordinators,
+    coordinator_partition_of,
+)
+from twinlog.engine.transactions.transaction_metadata import now_ms
+from twinlog.engine.transactions.transaction_timings import TransactionTimings
+from twinlog.engine.transactions.txn_state import TransactionEvent
 from twinlog.journal import JournalLogs, LocalJournal
 from twinlog.journal.txn_journal import TxnJournal
 

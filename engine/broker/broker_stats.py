@@ -19,10 +19,10 @@ from twinlog.engine.base import fsync_latency
 from twinlog.engine.base.errors import LogClosedError
 from twinlog.engine.base.latency_histogram import LatencySnapshot
 from twinlog.engine.base.types import TopicPartition
-from twinlog.engine.broker.coordinator import Coordinator
 from twinlog.engine.broker.partition import Partition
-from twinlog.engine.broker.transaction_metadata import now_ms
-from twinlog.engine.broker.transaction_timings import TransactionTimings
+from twinlog.engine.transactions.coordinator import Coordinator
+from twinlog.engine.transactions.transaction_metadata import now_ms
+from twinlog.engine.transactions.transaction_timings import TransactionTimings
 from twinlog.journal import JournalLogs
 
 

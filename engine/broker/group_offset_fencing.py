@@ -47,10 +47,10 @@ from collections.abc import Callable, Mapping
 from twinlog.engine.base.crc32c import crc32c
 from twinlog.engine.base.errors import PendingTransactionError, ProducerFencedError
 from twinlog.engine.base.types import TopicPartition, TransactionState
-from twinlog.engine.broker.coordinator import Coordinator
 from twinlog.engine.broker.group_offsets import GroupOffsets
-from twinlog.engine.broker.partition_calls import SettleOffsetsHolder
-from twinlog.engine.broker.transaction_metadata import TransactionMetadata
+from twinlog.engine.transactions.coordinator import Coordinator
+from twinlog.engine.transactions.partition_calls import SettleOffsetsHolder
+from twinlog.engine.transactions.transaction_metadata import TransactionMetadata
 
 log = logging.getLogger(__name__)
 

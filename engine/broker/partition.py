@@ -62,12 +62,6 @@ from twinlog.engine.base.types import (
     ProduceResult,
     TopicPartition,
 )
-from twinlog.engine.broker.partition_calls import (
-    CallEpochs,
-    RegisterPartition,
-    TransactionCoordinators,
-    coordinator_partition_of,
-)
 from twinlog.engine.broker.partition_epochs import PartitionEpochs
 from twinlog.engine.broker.partition_role import (
     NO_ROLE,
@@ -93,6 +87,12 @@ from twinlog.engine.replication.fetch_calls import (
 )
 from twinlog.engine.replication.replica_set import IsrChange, ReplicaSet
 from twinlog.engine.replication.replication_settings import ReplicationSettings
+from twinlog.engine.transactions.partition_calls import (
+    CallEpochs,
+    RegisterPartition,
+    TransactionCoordinators,
+    coordinator_partition_of,
+)
 from twinlog.journal import CopyState, JournalLogs
 
 log = logging.getLogger(__name__)

@@ -23,7 +23,7 @@ from twinlog.engine.base.errors import (
     TransactionCoordinatorFencedError,
     UnknownLeaderEpochError,
 )
-from twinlog.engine.broker.partition_calls import CallEpochs
+from twinlog.engine.transactions.partition_calls import CallEpochs
 
 
 class EpochStampingLog(Protocol):

@@ -27,10 +27,10 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from twinlog.engine.broker.config import BrokerConfig
-from twinlog.engine.broker.coordinator import Coordinator
 from twinlog.engine.broker.partition import Partition
 from twinlog.engine.log import LogConfig
 from twinlog.engine.log.config import FLUSH_INTERVAL
+from twinlog.engine.transactions.coordinator import Coordinator
 from twinlog.journal import JournalLogs
 
 log = logging.getLogger(__name__)

@@ -32,7 +32,7 @@ from twinlog.engine.base.errors import (
     UnknownTransactionError,
 )
 from twinlog.engine.base.types import TransactionState
-from twinlog.engine.broker.coordinator import Coordinator
+from twinlog.engine.transactions.coordinator import Coordinator
 
 log = logging.getLogger(__name__)
 

@@ -23,7 +23,7 @@ import threading
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from twinlog.engine.base.errors import ConditionalWriteLostError, CorruptJournalError
-from twinlog.engine.broker.id_source import ID_KINDS
+from twinlog.engine.transactions.id_source import ID_KINDS
 from twinlog.engine.zookeeper import znodes
 from twinlog.engine.zookeeper.session import ZooKeeperSession
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 
-from twinlog.engine.broker.partition_calls import coordinator_partition_of
+from twinlog.engine.transactions.partition_calls import coordinator_partition_of
 from twinlog.rpc.wire.broker_api import (
     NO_COORDINATOR_PARTITION,
     CoordinatorKeyType,

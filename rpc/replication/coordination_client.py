@@ -55,7 +55,7 @@ from twinlog.engine.base.errors import (
 )
 from twinlog.engine.base.types import TopicPartition
 from twinlog.engine.broker.internal_topics import TXN_JOURNAL_TOPIC
-from twinlog.engine.broker.partition_calls import (
+from twinlog.engine.transactions.partition_calls import (
     ApplyAbort,
     ApplyCommit,
     CountEntries,

@@ -1,6 +1,6 @@
 """The coordination calls' values to protobuf messages and back (no I/O).
 
-The one encoder and decoder between ``engine/broker/partition_calls.py`` and
+The one encoder and decoder between ``engine/transactions/partition_calls.py`` and
 ``twinlog.v1.Coordination``: the service and the client both use it, so a field added
 to a dataclass is added here once. Every field travels as it is; ``ApplyCommit.attempts``
 is the one optional field: absent is None (every attempt), present and empty is ``()``.
@@ -8,7 +8,7 @@ is the one optional field: absent is None (every attempt), present and empty is 
 
 from __future__ import annotations
 
-from twinlog.engine.broker.partition_calls import (
+from twinlog.engine.transactions.partition_calls import (
     ApplyAbort,
     ApplyCommit,
     CallEpochs,

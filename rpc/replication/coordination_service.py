@@ -34,7 +34,7 @@ from typing import Any, Protocol, TypeVar
 import grpc
 
 from twinlog.engine.base.errors import NotEnoughResourcesError
-from twinlog.engine.broker.partition_calls import (
+from twinlog.engine.transactions.partition_calls import (
     IssuedProducer,
     LookupProducer,
     PartitionLeaders,

@@ -44,13 +44,13 @@ from twinlog.engine.base.errors import (
 )
 from twinlog.engine.base.types import TopicPartition
 from twinlog.engine.broker.internal_topics import TXN_JOURNAL_TOPIC
-from twinlog.engine.broker.partition_calls import (
+from twinlog.engine.replication.fetch_calls import ReplicaFetch
+from twinlog.engine.transactions.partition_calls import (
     CallEpochs,
     RegisterPartition,
     SettleOffsetsHolder,
     coordinator_partition_of,
 )
-from twinlog.engine.replication.fetch_calls import ReplicaFetch
 
 if TYPE_CHECKING:  # the locator reads ZooKeeper (kazoo): a single node never loads it
     from twinlog.rpc.replication.coordination_locator import LeaderLocator, Location

@@ -39,7 +39,7 @@ from twinlog.engine.broker.internal_topics import (
     TXN_JOURNAL_TOPIC,
     coordinator_partition_of_transactional_id,
 )
-from twinlog.engine.broker.partition_calls import coordinator_partition_of
+from twinlog.engine.transactions.partition_calls import coordinator_partition_of
 from twinlog.rpc.server.metadata_source import MetadataSource
 from twinlog.rpc.wire.broker_api import (
     NO_COORDINATOR_PARTITION,

@@ -51,7 +51,8 @@ from pki_support import openssl
 
 from twinlog.engine.base.types import TopicPartition
 from twinlog.engine.broker.internal_topics import TXN_JOURNAL_TOPIC
-from twinlog.engine.broker.partition_calls import (
+from twinlog.engine.replication.fetch_calls import ReplicaFetch, ReplicaFetchPartition
+from twinlog.engine.transactions.partition_calls import (
     ApplyAbort,
     ApplyCommit,
     CallEpochs,
@@ -59,7 +60,6 @@ from twinlog.engine.broker.partition_calls import (
     LookupProducer,
     SettleOffsetsHolder,
 )
-from twinlog.engine.replication.fetch_calls import ReplicaFetch, ReplicaFetchPartition
 from twinlog.rpc.cli.cluster_certs import make_broker_certificates
 from twinlog.rpc.generated.twinlog.v1 import coordination_pb2_grpc, replication_pb2_grpc
 from twinlog.rpc.replication import coordination_convert

@@ -5,9 +5,9 @@ from __future__ import annotations
 import threading
 
 from twinlog.engine.base.types import TopicPartition, TransactionState
-from twinlog.engine.broker.coordinator_completion import CompletionWorker
-from twinlog.engine.broker.partition_calls import CallEpochs, PartitionLeaders
-from twinlog.engine.broker.transaction_metadata import TransactionMetadata
+from twinlog.engine.transactions.coordinator_completion import CompletionWorker
+from twinlog.engine.transactions.partition_calls import CallEpochs, PartitionLeaders
+from twinlog.engine.transactions.transaction_metadata import TransactionMetadata
 from twinlog.journal.txn_records import CoordinatorRecord
 
 TRANSACTION_ID = 7

@@ -27,7 +27,9 @@ from twinlog.engine.base.failpoints import FailpointError
 from twinlog.engine.base.types import TopicPartition
 from twinlog.engine.broker.broker import Broker
 from twinlog.engine.broker.internal_topics import TXN_JOURNAL_TOPIC
-from twinlog.engine.broker.partition_calls import (
+from twinlog.engine.broker.partition_role import Role
+from twinlog.engine.records.batch_reader import iter_batches
+from twinlog.engine.transactions.partition_calls import (
     ApplyAbort,
     ApplyCommit,
     CountEntries,
@@ -36,8 +38,6 @@ from twinlog.engine.broker.partition_calls import (
     RegisterPartition,
     SettleOffsetsHolder,
 )
-from twinlog.engine.broker.partition_role import Role
-from twinlog.engine.records.batch_reader import iter_batches
 
 TOPIC = TopicPartition("orders", 0)
 TXN_JOURNAL = TopicPartition(TXN_JOURNAL_TOPIC, 0)

@@ -27,7 +27,8 @@ from secure_cluster import TOKENS, SecureCluster, make_client_certificate, runni
 from twinlog.engine.base.errors import AuthorizationError
 from twinlog.engine.base.types import TopicPartition
 from twinlog.engine.broker.internal_topics import TXN_JOURNAL_TOPIC
-from twinlog.engine.broker.partition_calls import (
+from twinlog.engine.replication.fetch_calls import LogKind, ReplicaFetch, ReplicaFetchPartition
+from twinlog.engine.transactions.partition_calls import (
     ApplyAbort,
     ApplyCommit,
     CallEpochs,
@@ -37,7 +38,6 @@ from twinlog.engine.broker.partition_calls import (
     SettleOffsetsHolder,
     coordinator_partition_of,
 )
-from twinlog.engine.replication.fetch_calls import LogKind, ReplicaFetch, ReplicaFetchPartition
 from twinlog.engine.zookeeper.local_server import LocalZooKeeper
 from twinlog.rpc.client import Admin, Consumer, Producer
 from twinlog.rpc.generated.twinlog.v1 import coordination_pb2_grpc, replication_pb2_grpc

@@ -35,8 +35,8 @@ from harness_security import ATTACKS, AttackTally
 from twinlog.engine.base.errors import InvalidTxnStateError
 from twinlog.engine.base.types import TransactionState
 from twinlog.engine.broker.broker import Broker
-from twinlog.engine.broker.txn_state import TransactionEvent, next_state
 from twinlog.engine.records.batch_builder import build_batch
+from twinlog.engine.transactions.txn_state import TransactionEvent, next_state
 
 
 def txn(name: str, outcome: str, values: dict[int, list[bytes]], reason: str = "") -> Transaction:

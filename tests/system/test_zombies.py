@@ -33,9 +33,9 @@ from server_process import ROOT, ServerProcess, environment
 from twinlog.engine.base.errors import InvalidTxnStateError, TransactionCompletedError
 from twinlog.engine.base.types import ProducerIdentity, TopicPartition
 from twinlog.engine.broker.broker import Broker, _LocalApplier
-from twinlog.engine.broker.partition_calls import ApplyAbort, ApplyCommit, CallEpochs
 from twinlog.engine.records.batch_builder import build_batch
 from twinlog.engine.records.batch_reader import iter_batches
+from twinlog.engine.transactions.partition_calls import ApplyAbort, ApplyCommit, CallEpochs
 from twinlog.rpc.client import Admin
 from twinlog.rpc.client.remote import RemoteBroker
 

@@ -1,2 +1,2 @@
-"""Tests of ``twinlog.engine.broker``: the embedded broker, the transaction coordinator,
-group offsets, and a broker SIGKILLed at every failpoint then reopened."""
+"""Tests of ``twinlog.engine.broker``: the embedded broker, group offsets, the partitions
+and their replicas, and a broker SIGKILLed at every failpoint then reopened."""

@@ -23,7 +23,7 @@ from twinlog.engine.base.errors import (
 )
 from twinlog.engine.base.types import ProducerIdentity, TopicPartition, TransactionState
 from twinlog.engine.broker.broker import Broker
-from twinlog.engine.broker.transaction_metadata import TransactionMetadata
+from twinlog.engine.transactions.transaction_metadata import TransactionMetadata
 
 GROUP = "billing"
 CONSUMED = TopicPartition("payments", 3)  # the offsets are the group's of another topic

@@ -9,20 +9,20 @@ from pathlib import Path
 
 import pytest
 from broker_support import batch
+from coordinator_support import RecordingApplier
 from metadata_fakes import InMemoryIdSource, InMemoryMetadataStore, InMemoryPointer
-from test_coordinator import RecordingApplier
 
 from twinlog.engine.base.atomic_file import read_checked, replace_file, with_checksum
 from twinlog.engine.base.errors import ProducerFencedError, TopicExistsError
 from twinlog.engine.base.types import TopicPartition
 from twinlog.engine.broker.broker import Broker
-from twinlog.engine.broker.coordinator import PARTITION_BITS, Coordinator
-from twinlog.engine.broker.id_allocator import LocalIdSource
-from twinlog.engine.broker.id_source import IdSource
 from twinlog.engine.broker.local_metadata_store import LocalMetadataStore
 from twinlog.engine.broker.metadata_store import MetadataStore
 from twinlog.engine.broker.topic_registry import TopicRegistry
 from twinlog.engine.records.batch_reader import iter_batches
+from twinlog.engine.transactions.coordinator import PARTITION_BITS, Coordinator
+from twinlog.engine.transactions.id_allocator import LocalIdSource
+from twinlog.engine.transactions.id_source import IdSource
 from twinlog.journal.txn_checkpoint_pointer import CheckpointPointer
 from twinlog.journal.txn_journal import TxnJournal
 

@@ -23,7 +23,8 @@ from twinlog.engine.base.errors import (
 )
 from twinlog.engine.base.types import ProducerIdentity, TopicPartition, TransactionState
 from twinlog.engine.broker.broker import Broker, _LocalApplier
-from twinlog.engine.broker.partition_calls import (
+from twinlog.engine.records.batch_reader import iter_batches
+from twinlog.engine.transactions.partition_calls import (
     ApplyAbort,
     ApplyCommit,
     CallEpochs,
@@ -31,7 +32,6 @@ from twinlog.engine.broker.partition_calls import (
     RegisterPartition,
     coordinator_partition_of,
 )
-from twinlog.engine.records.batch_reader import iter_batches
 from twinlog.journal.txn_records import PrepareCommit
 
 TOPIC = "seam"

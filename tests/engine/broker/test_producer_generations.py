@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from broker_support import batch
-from test_coordinator import A0, make
+from coordinator_support import A0, make
 
 from twinlog.engine.base.crc32c import crc32c
 from twinlog.engine.base.errors import (
@@ -17,7 +17,6 @@ from twinlog.engine.base.errors import (
 )
 from twinlog.engine.base.types import ProducerIdentity
 from twinlog.engine.broker.broker import Broker
-from twinlog.engine.broker.coordinator import GENERATION_EXHAUSTED_FROM
 from twinlog.engine.records.batch_builder import RecordBatchBuilder
 from twinlog.engine.records.batch_format import (
     ATTRIBUTES_OFFSET,
@@ -25,6 +24,7 @@ from twinlog.engine.records.batch_format import (
     CRC_OFFSET,
     PRODUCER_GENERATION_MAX,
 )
+from twinlog.engine.transactions.coordinator import GENERATION_EXHAUSTED_FROM
 from twinlog.journal.txn_journal import TxnJournal
 from twinlog.journal.txn_records import InitProducer
 

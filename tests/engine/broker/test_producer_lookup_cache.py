@@ -12,7 +12,7 @@ import pytest
 
 import twinlog.engine.broker.broker as broker_module
 from twinlog.engine.broker.broker import Broker
-from twinlog.engine.broker.partition_calls import (
+from twinlog.engine.transactions.partition_calls import (
     IssuedProducer,
     LookupProducer,
     RegisterPartition,

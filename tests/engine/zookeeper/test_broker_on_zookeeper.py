@@ -10,10 +10,10 @@ from broker_support import batch
 
 from twinlog.engine.base.errors import ProducerFencedError
 from twinlog.engine.broker.broker import Broker
-from twinlog.engine.broker.coordinator import PARTITION_BITS
 from twinlog.engine.broker.group_offsets import OFFSETS_TOPIC
 from twinlog.engine.broker.topic_registry import TopicMeta
 from twinlog.engine.records.batch_reader import iter_batches
+from twinlog.engine.transactions.coordinator import PARTITION_BITS
 from twinlog.engine.zookeeper import znodes
 from twinlog.engine.zookeeper.id_source import ZooKeeperIdSource
 from twinlog.engine.zookeeper.metadata_store import ZooKeeperMetadataStore

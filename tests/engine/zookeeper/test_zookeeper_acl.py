@@ -19,7 +19,7 @@ from kazoo.security import OPEN_ACL_UNSAFE, make_digest_acl
 from zookeeper_support import SESSION_TIMEOUT_MS, wait_until
 
 from twinlog.engine.base.errors import InvalidConfigError
-from twinlog.engine.broker.id_source import ID_KINDS
+from twinlog.engine.transactions.id_source import ID_KINDS
 from twinlog.engine.zookeeper import znodes
 from twinlog.engine.zookeeper.broker_registration import register_broker
 from twinlog.engine.zookeeper.controlled_shutdown import request_controlled_shutdown

@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from twinlog.engine.broker.id_source import IdSource
+from twinlog.engine.transactions.id_source import IdSource
 from twinlog.engine.zookeeper.id_source import ZooKeeperIdSource
 from twinlog.engine.zookeeper.session import ZooKeeperSession
 

@@ -62,7 +62,7 @@ from twinlog.engine.base.types import (
 )
 from twinlog.engine.broker.group_offsets import offsets_partition_for
 from twinlog.engine.broker.internal_topics import coordinator_partition_of_transactional_id
-from twinlog.engine.broker.partition_calls import PARTITION_BITS, coordinator_partition_of
+from twinlog.engine.transactions.partition_calls import PARTITION_BITS, coordinator_partition_of
 from twinlog.rpc.client.call_deadline import request_timeout_s
 from twinlog.rpc.client.connection_options import ConnectionOptions
 from twinlog.rpc.client.produce_stream import ExecutorPipe, ProducePipe

@@ -33,7 +33,7 @@ from twinlog.engine.broker.internal_topics import (
     TXN_JOURNAL_TOPIC,
     coordinator_partition_of_transactional_id,
 )
-from twinlog.engine.broker.partition_calls import coordinator_partition_of
+from twinlog.engine.transactions.partition_calls import coordinator_partition_of
 from twinlog.rpc.client.connection_options import ConnectionOptions
 from twinlog.rpc.client.remote import RemoteBroker
 from twinlog.rpc.generated.twinlog.v1 import admin_pb2, admin_pb2_grpc

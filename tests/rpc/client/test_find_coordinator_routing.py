@@ -24,7 +24,7 @@ from twinlog.engine.base.errors import (
 from twinlog.engine.base.types import TopicPartition
 from twinlog.engine.broker.group_offsets import offsets_partition_for
 from twinlog.engine.broker.internal_topics import coordinator_partition_of_transactional_id
-from twinlog.engine.broker.partition_calls import coordinator_partition_of
+from twinlog.engine.transactions.partition_calls import coordinator_partition_of
 from twinlog.rpc.client import Producer
 from twinlog.rpc.client.call_deadline import deadline_at
 from twinlog.rpc.client.cluster import ClusterBroker

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from twinlog.engine.base.types import TopicPartition
-from twinlog.engine.broker.partition_calls import (
+from twinlog.engine.transactions.partition_calls import (
     PARTITION_GONE,
     ApplyAbort,
     ApplyCommit,

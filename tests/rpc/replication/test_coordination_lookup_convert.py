@@ -7,7 +7,7 @@ from dataclasses import fields
 
 import pytest
 
-from twinlog.engine.broker.partition_calls import IssuedProducer, LookupProducer
+from twinlog.engine.transactions.partition_calls import IssuedProducer, LookupProducer
 from twinlog.rpc.generated.twinlog.v1 import coordination_pb2
 from twinlog.rpc.replication.coordination_convert import (
     issued_from_proto,

@@ -32,7 +32,8 @@ from twinlog.engine.base.errors import (
 )
 from twinlog.engine.base.types import ProducerIdentity, TopicPartition, TransactionState
 from twinlog.engine.broker.broker import Broker
-from twinlog.engine.broker.partition_calls import (
+from twinlog.engine.records.batch_reader import iter_batches
+from twinlog.engine.transactions.partition_calls import (
     ApplyAbort,
     ApplyCommit,
     CallEpochs,
@@ -42,7 +43,6 @@ from twinlog.engine.broker.partition_calls import (
     SettleOffsetsHolder,
     coordinator_partition_of,
 )
-from twinlog.engine.records.batch_reader import iter_batches
 from twinlog.rpc.generated.twinlog.v1 import coordination_pb2, coordination_pb2_grpc
 from twinlog.rpc.replication.coordination_client import (
     HereCoordinators,

@@ -14,12 +14,12 @@ import grpc
 import pytest
 
 from twinlog.engine.base.types import TopicPartition
-from twinlog.engine.broker.partition_calls import ApplyCommit, CallEpochs
 from twinlog.engine.replication.fetch_calls import (
     FetchedPartition,
     ReplicaFetch,
     ReplicaFetchPartition,
 )
+from twinlog.engine.transactions.partition_calls import ApplyCommit, CallEpochs
 from twinlog.rpc.cli.cluster_certs import make_broker_certificates
 from twinlog.rpc.generated.twinlog.v1 import coordination_pb2_grpc, replication_pb2_grpc
 from twinlog.rpc.replication.broker_identity import BrokerTls

@@ -24,8 +24,8 @@ from twinlog.engine.base.errors import (
     TwinlogError,
 )
 from twinlog.engine.base.types import TopicPartition
-from twinlog.engine.broker.partition_calls import IssuedProducer, LookupProducer
 from twinlog.engine.replication.fetch_calls import FetchedPartition, ReplicaFetch
+from twinlog.engine.transactions.partition_calls import IssuedProducer, LookupProducer
 from twinlog.rpc.cli.cluster_certs import BrokerCertFiles, make_broker_certificates
 from twinlog.rpc.generated.twinlog.v1 import (
     coordination_pb2,

@@ -17,14 +17,14 @@ from twinlog.engine.base.errors import (
 )
 from twinlog.engine.base.types import TopicPartition
 from twinlog.engine.broker.internal_topics import TXN_JOURNAL_TOPIC
-from twinlog.engine.broker.partition_calls import (
+from twinlog.engine.replication.fetch_calls import ReplicaFetch
+from twinlog.engine.transactions.partition_calls import (
     JOURNAL_PARTITIONS_MAX,
     CallEpochs,
     RegisterPartition,
     SettleOffsetsHolder,
     coordinator_partition_of,
 )
-from twinlog.engine.replication.fetch_calls import ReplicaFetch
 from twinlog.rpc.replication import internal_checks
 from twinlog.rpc.replication.coordination_locator import GONE, Location
 from twinlog.rpc.replication.internal_checks import InternalCallChecks, RegisteredEpochs

@@ -7,7 +7,7 @@ only increase, also across restarts and, in a cluster, across the brokers that
 take turns as a coordinator; a restart skips what was unused of its last block.
 
 Kinds: "producer_id" and "transaction_id". The coordinator adds its partition in
-the low bits (``twinlog.engine.broker.coordinator``), so each source id is used once.
+the low bits (``twinlog.engine.transactions.coordinator``), so each source id is used once.
 """
 
 from __future__ import annotations

@@ -9,13 +9,13 @@ import time
 from pathlib import Path
 
 import pytest
-from test_coordinator import A0, B1, RecordingApplier, make
+from coordinator_support import A0, B1, RecordingApplier, make
 
 from twinlog.engine.base.errors import ConcurrentTransactionsError, InvalidTxnStateError
 from twinlog.engine.base.types import TransactionState
-from twinlog.engine.broker import coordinator as coordinator_module
-from twinlog.engine.broker.coordinator import Coordinator
-from twinlog.engine.broker.id_allocator import IdAllocator
+from twinlog.engine.transactions import coordinator as coordinator_module
+from twinlog.engine.transactions.coordinator import Coordinator
+from twinlog.engine.transactions.id_allocator import IdAllocator
 from twinlog.journal.txn_journal import TxnJournal
 
 

@@ -12,9 +12,14 @@ from completion_support import completion_worker, prepared_commit
 
 from twinlog.engine.base.errors import NotLeaderOrFollowerError
 from twinlog.engine.base.types import TopicPartition, TransactionState
-from twinlog.engine.broker.coordinator_completion import CompletionWorker
-from twinlog.engine.broker.partition_calls import ApplyAbort, ApplyCommit, CountEntries, EntryCount
-from twinlog.engine.broker.transaction_metadata import TransactionMetadata
+from twinlog.engine.transactions.coordinator_completion import CompletionWorker
+from twinlog.engine.transactions.partition_calls import (
+    ApplyAbort,
+    ApplyCommit,
+    CountEntries,
+    EntryCount,
+)
+from twinlog.engine.transactions.transaction_metadata import TransactionMetadata
 
 PARTITIONS = [TopicPartition("t", number) for number in range(4)]
 SLOW_S = 0.2

@@ -7,13 +7,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from test_coordinator import RecordingApplier
+from coordinator_support import RecordingApplier
 
 from twinlog.engine.base import failpoints
 from twinlog.engine.base.errors import CorruptJournalError, ProducerFencedError
-from twinlog.engine.broker.coordinator import Coordinator
-from twinlog.engine.broker.coordinator_replay import CoordinatorMemory
-from twinlog.engine.broker.id_allocator import LocalIdSource
+from twinlog.engine.transactions.coordinator import Coordinator
+from twinlog.engine.transactions.coordinator_replay import CoordinatorMemory
+from twinlog.engine.transactions.id_allocator import LocalIdSource
 from twinlog.journal.txn_checkpoint_pointer import CheckpointPointer
 from twinlog.journal.txn_journal import TxnJournal
 from twinlog.journal.txn_records import Begin, CheckpointPart, InitProducer, ProducerSnapshot

@@ -1,6 +1,6 @@
 """``LocalIdSource``: producer ids and transaction ids from blocks kept in a local file.
 
-64-bit, increasing, never reused across restarts (``twinlog.engine.broker.id_source``).
+64-bit, increasing, never reused across restarts (``twinlog.engine.transactions.id_source``).
 
 Ids are handed out from blocks: before the first id of a block is given, the
 block's end is written durably to ``DATA_DIR/ids``. After a crash the broker
@@ -20,7 +20,7 @@ from pathlib import Path
 
 from twinlog.engine.base.atomic_file import read_checked, replace_file, with_checksum
 from twinlog.engine.base.errors import CorruptJournalError
-from twinlog.engine.broker.id_source import ID_KINDS
+from twinlog.engine.transactions.id_source import ID_KINDS
 
 BLOCK_SIZE = 1000
 KINDS = ID_KINDS

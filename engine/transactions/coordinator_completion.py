@@ -33,14 +33,14 @@ from twinlog.engine.base import failpoints
 from twinlog.engine.base.errors import TwinlogError
 from twinlog.engine.base.side_by_side import run_side_by_side
 from twinlog.engine.base.types import TopicPartition, TransactionState
-from twinlog.engine.broker.partition_calls import (
+from twinlog.engine.transactions.partition_calls import (
     ApplyAbort,
     ApplyCommit,
     CallEpochs,
     PartitionLeaders,
 )
-from twinlog.engine.broker.transaction_metadata import TransactionMetadata, now_ms
-from twinlog.engine.broker.txn_state import Outcome, TransactionEvent, next_state
+from twinlog.engine.transactions.transaction_metadata import TransactionMetadata, now_ms
+from twinlog.engine.transactions.txn_state import Outcome, TransactionEvent, next_state
 from twinlog.journal.txn_records import Aborted, Committed, CoordinatorRecord
 
 log = logging.getLogger(__name__)

@@ -10,8 +10,8 @@ from typing import Any, cast
 import pytest
 
 from twinlog.engine.base.errors import CoordinatorLoadInProgressError, NotCoordinatorError
-from twinlog.engine.broker.coordinator import Coordinator
-from twinlog.engine.broker.coordinator_slots import (
+from twinlog.engine.transactions.coordinator import Coordinator
+from twinlog.engine.transactions.coordinator_slots import (
     ABSENT,
     Action,
     CoordinatorSlots,

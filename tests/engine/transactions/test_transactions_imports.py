@@ -1,8 +1,8 @@
-"""The broker floor's modules import one another without a ring.
+"""The transaction coordinator's parts know nothing of its request API.
 
-Each module of ``twinlog.engine.broker`` has one job; a cycle between them would mean two
-jobs that cannot be read (or loaded) apart. The coordinator's parts in particular:
-replay, completion and the in-memory records know nothing of the request API.
+Each module of ``twinlog.engine.transactions`` has one job (the import contract's
+acyclic-siblings rule already refuses a ring). Replay, completion and the in-memory
+records are read and loaded apart from the request API that uses them.
 """
 
 from __future__ import annotations
@@ -12,12 +12,12 @@ from pathlib import Path
 
 from checkout import ROOT
 
-PACKAGE = "twinlog.engine.broker"
-FOLDER = ROOT / "engine" / "broker"
+PACKAGE = "twinlog.engine.transactions"
+FOLDER = ROOT / "engine" / "transactions"
 
 
-def broker_imports(path: Path) -> set[str]:
-    """Modules of the broker floor that ``path`` imports (by module name, without the package)."""
+def floor_imports(path: Path) -> set[str]:
+    """Modules of the transactions floor that ``path`` imports (by module name, without the package)."""
     found = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom) and node.module:
@@ -34,7 +34,7 @@ def broker_imports(path: Path) -> set[str]:
 
 def import_graph() -> dict[str, set[str]]:
     return {
-        path.stem: broker_imports(path)
+        path.stem: floor_imports(path)
         for path in sorted(FOLDER.glob("*.py"))
         if path.stem != "__init__"
     }
@@ -68,7 +68,7 @@ def test_find_cycle_finds_a_ring() -> None:
     assert find_cycle({"a": {"b"}, "b": set(), "c": {"a", "b"}}) is None
 
 
-def test_the_broker_floor_has_no_import_cycle() -> None:
+def test_the_transactions_floor_has_no_import_cycle() -> None:
     graph = import_graph()
     assert {"coordinator", "coordinator_replay", "coordinator_completion"} <= graph.keys()
     assert find_cycle(graph) is None, f"import cycle: {' -> '.join(find_cycle(graph) or [])}"

@@ -3,7 +3,7 @@
 Each state lists the states it may be entered from (as Kafka's
 TransactionMetadata does); each event a producer or the coordinator can raise
 is a row saying, per current state, what happens. A change is written to the
-transaction journal first and applied to memory after (``twinlog.engine.broker.coordinator``).
+transaction journal first and applied to memory after (``twinlog.engine.transactions.coordinator``).
 
     state            entered from            journal record
     ONGOING          (begin), ONGOING        BEGIN, ADD_PARTITIONS, ADD_OFFSETS

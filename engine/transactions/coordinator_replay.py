@@ -20,7 +20,11 @@ from __future__ import annotations
 from collections import OrderedDict
 
 from twinlog.engine.base.types import TransactionState
-from twinlog.engine.broker.transaction_metadata import ProducerEntry, TransactionMetadata, now_ms
+from twinlog.engine.transactions.transaction_metadata import (
+    ProducerEntry,
+    TransactionMetadata,
+    now_ms,
+)
 from twinlog.journal.txn_checkpoint import Checkpoint, ProducerSnapshot
 from twinlog.journal.txn_journal import TxnJournal
 from twinlog.journal.txn_records import (

@@ -3,7 +3,7 @@
 It owns the in-memory state of its producers and in-flight transactions and
 the journal that makes that state durable. Every change follows one order,
 as Kafka's TransactionMetadata: check the change against the state table
-(``twinlog.engine.broker.txn_state``), append the record to the journal (fsynced), then
+(``twinlog.engine.transactions.txn_state``), append the record to the journal (fsynced), then
 apply it to memory. So memory never runs ahead of the journal, and a restart
 rebuilds exactly the acknowledged state by replay.
 
@@ -79,10 +79,11 @@ from twinlog.engine.base.types import (
     TransactionDescription,
     TransactionState,
 )
-from twinlog.engine.broker.coordinator_completion import CompletionHook, CompletionWorker
-from twinlog.engine.broker.coordinator_replay import CoordinatorMemory
-from twinlog.engine.broker.id_source import IdSource
-from twinlog.engine.broker.partition_calls import (
+from twinlog.engine.records.batch_format import PRODUCER_GENERATION_MAX, check_producer_generation
+from twinlog.engine.transactions.coordinator_completion import CompletionHook, CompletionWorker
+from twinlog.engine.transactions.coordinator_replay import CoordinatorMemory
+from twinlog.engine.transactions.id_source import IdSource
+from twinlog.engine.transactions.partition_calls import (
     PARTITION_BITS,
     PARTITION_GONE,
     CallEpochs,
@@ -90,10 +91,13 @@ from twinlog.engine.broker.partition_calls import (
     PartitionLeaders,
     RegisterPartition,
 )
-from twinlog.engine.broker.transaction_metadata import ProducerEntry, TransactionMetadata, now_ms
-from twinlog.engine.broker.transaction_timings import TransactionTimings
-from twinlog.engine.broker.txn_state import Outcome, TransactionEvent, next_state
-from twinlog.engine.records.batch_format import PRODUCER_GENERATION_MAX, check_producer_generation
+from twinlog.engine.transactions.transaction_metadata import (
+    ProducerEntry,
+    TransactionMetadata,
+    now_ms,
+)
+from twinlog.engine.transactions.transaction_timings import TransactionTimings
+from twinlog.engine.transactions.txn_state import Outcome, TransactionEvent, next_state
 from twinlog.journal.txn_checkpoint import Checkpoint
 from twinlog.journal.txn_journal import TxnJournal
 from twinlog.journal.txn_records import (

@@ -12,8 +12,8 @@ from completion_support import TRANSACTION_ID, completion_worker, prepared_commi
 
 from twinlog.engine.base.errors import NotLeaderOrFollowerError
 from twinlog.engine.base.types import TopicPartition
-from twinlog.engine.broker.coordinator_completion import RETRIABLE_RETRY_S_MAX
-from twinlog.engine.broker.partition_calls import (
+from twinlog.engine.transactions.coordinator_completion import RETRIABLE_RETRY_S_MAX
+from twinlog.engine.transactions.partition_calls import (
     ApplyAbort,
     ApplyCommit,
     CountEntries,

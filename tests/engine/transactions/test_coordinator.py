@@ -8,10 +8,10 @@ both the transaction and its state).
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 
 import pytest
+from coordinator_support import A0, B1, OFFSETS, RecordingApplier, make
 from metadata_fakes import InMemoryPointer
 
 from twinlog.engine.base.errors import (
@@ -20,64 +20,17 @@ from twinlog.engine.base.errors import (
     UnknownProducerIdError,
     UnknownTransactionError,
 )
-from twinlog.engine.base.types import TopicPartition, TransactionState
-from twinlog.engine.broker.coordinator import Coordinator
-from twinlog.engine.broker.id_allocator import IdAllocator
-from twinlog.engine.broker.partition_calls import (
-    ApplyAbort,
-    ApplyCommit,
+from twinlog.engine.base.types import TransactionState
+from twinlog.engine.transactions.coordinator import Coordinator
+from twinlog.engine.transactions.id_allocator import IdAllocator
+from twinlog.engine.transactions.partition_calls import (
     CallEpochs,
-    CountEntries,
-    EntryCount,
     RegisterPartition,
 )
-from twinlog.engine.broker.transaction_metadata import TransactionMetadata
-from twinlog.engine.broker.txn_state import TRANSITIONS, Outcome, TransactionEvent, next_state
+from twinlog.engine.transactions.transaction_metadata import TransactionMetadata
+from twinlog.engine.transactions.txn_state import TRANSITIONS, Outcome, TransactionEvent, next_state
 from twinlog.journal.txn_journal import TxnJournal
 from twinlog.journal.txn_records import Aborted, Committed, PrepareAbort, PrepareCommit
-
-A0 = TopicPartition("a", 0)
-B1 = TopicPartition("b", 1)
-OFFSETS = TopicPartition("__consumer_offsets", 0)
-
-
-class RecordingApplier:
-    """Records apply calls; can be held back to keep a transaction in PREPARE_*."""
-
-    def __init__(self) -> None:
-        self.calls: list[tuple[str, TopicPartition, int]] = []
-        self.gate = threading.Event()
-        self.gate.set()
-        self.entries: dict[TopicPartition, int] = {}  # journaled entries per partition (else 1)
-        self.journaled: dict[TopicPartition, int] = {}  # what the last apply_commit was told
-
-    def leader_epoch(self, topic_partition: TopicPartition) -> int:
-        return 0
-
-    def count_entries(self, request: CountEntries) -> EntryCount:
-        return EntryCount(self.entries.get(request.topic_partition, 1))
-
-    def apply_commit(self, request: ApplyCommit) -> None:
-        self.gate.wait()
-        self.calls.append(("commit", request.topic_partition, request.transaction_id))
-        self.attempts = request.attempts
-        self.journaled[request.topic_partition] = request.entry_count
-
-    def apply_abort(self, request: ApplyAbort) -> None:
-        self.gate.wait()
-        self.calls.append(("abort", request.topic_partition, request.transaction_id))
-
-
-def make(
-    tmp_path: Path, applier: RecordingApplier | None = None
-) -> tuple[Coordinator, RecordingApplier]:
-    applier = applier or RecordingApplier()
-    coordinator = Coordinator(
-        0, TxnJournal(tmp_path / "txn" / "0"), IdAllocator(tmp_path / "ids"), applier
-    )
-    coordinator.recover()
-    coordinator.start()
-    return coordinator, applier
 
 
 def journal_types(coordinator: Coordinator) -> list[str]:
