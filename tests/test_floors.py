@@ -115,3 +115,25 @@ def test_import_twinlog_gives_every_error_class_and_the_everyday_names() -> None
     assert not missing, f"add to twinlog/__init__.py: {missing}"
     for name in ("Broker", "Producer", "Consumer", "Admin", "TopicPartition", "__version__"):
         assert name in twinlog.__all__ and getattr(twinlog, name) is not None
+
+
+def _readme_floor_rows() -> list[list[str]]:
+    """The floor column of the README's floor table, a list of names per row, top first."""
+    text = (ROOT / "README.md").read_text()
+    table = text[text.index("| floor | folder | holds |") :].split("\n\n", 1)[0]
+    rows = [line for line in table.splitlines()[2:] if line.startswith("| `")]
+    return [[name.strip().strip("`") for name in row.split("|")[1].split(",")] for row in rows]
+
+
+def test_the_readme_floor_table_is_the_import_contract() -> None:
+    """One list of the floors: the README's table, row for row the contract's layers."""
+    config = configparser.ConfigParser()
+    config.read(ROOT / "setup.cfg")
+    layers = [
+        sorted(name.strip() for name in line.split("|") if name.strip())
+        for line in config["importlinter:contract:floors"]["layers"].split("\n")
+        if line.strip()
+    ]
+    assert [sorted(row) for row in _readme_floor_rows()] == layers, (
+        "the README's floor table (Layout) and setup.cfg's layers disagree: change both"
+    )
