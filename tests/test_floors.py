@@ -137,3 +137,37 @@ def test_the_readme_floor_table_is_the_import_contract() -> None:
     assert [sorted(row) for row in _readme_floor_rows()] == layers, (
         "the README's floor table (Layout) and setup.cfg's layers disagree: change both"
     )
+
+
+PROCESS_MODULES = {"subprocess", "multiprocessing", "pty"}
+
+
+def _starts_processes(path: Path) -> list[str]:
+    """The process-starting modules ``path`` imports, and calls of os.fork/os.exec*/os.spawn*."""
+    import ast
+
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found += [a.name for a in node.names if a.name.split(".")[0] in PROCESS_MODULES]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            if node.module.split(".")[0] in PROCESS_MODULES:
+                found.append(node.module)
+        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+            if node.value.id == "os" and node.attr.startswith(
+                ("fork", "exec", "spawn", "posix_spawn")
+            ):
+                found.append(f"os.{node.attr}")
+    return found
+
+
+def test_nothing_below_rpc_starts_a_process() -> None:
+    """engine/, journal/ and copier/ run embedded: starting a JVM or a broker is rpc/cli's."""
+    offenders = {
+        str(path.relative_to(ROOT)): found
+        for root in ("engine", "journal", "copier")
+        for path in sorted((ROOT / root).rglob("*.py"))
+        if (found := _starts_processes(path))
+    }
+    assert not offenders, f"these start processes; move that to rpc/cli: {offenders}"
+    assert _starts_processes(ROOT / "rpc" / "cli" / "local_zookeeper.py")  # the check sees one

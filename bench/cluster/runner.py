@@ -42,7 +42,7 @@ from bench.cluster.report import add_ratios, machine_note, print_report
 from bench.cluster.server_process import ServerProcess
 from bench.cluster.settings import TINY, BenchSettings
 from bench.e2e.runner import work_directory, write_json
-from twinlog.engine.zookeeper.local_server import LocalZooKeeper
+from twinlog.rpc.cli.local_zookeeper import LocalZooKeeper
 from twinlog.rpc.client.connection_options import ConnectionOptions
 from twinlog.rpc.client.remote import RemoteBroker
 

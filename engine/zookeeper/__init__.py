@@ -8,8 +8,8 @@ brokers, broker epochs), ``partition_state`` (a partition's leader, epoch and IS
 ``controller`` (every broker runs one; the elected one decides, by the rules of
 ``leader_election``, in multis fenced by ``controller_epoch``), ``partition_roles`` (a
 broker's view of its partitions, and a leader's ISR write), ``controlled_shutdown``,
-and ``session_gate`` (what a worker may do per session state). ``local_server`` starts
-a standalone ZooKeeper from PySpark's jars for tests and trying things out. The floors
+and ``session_gate`` (what a worker may do per session state). Starting a ZooKeeper
+server (a JVM) is not this floor's: ``twinlog.rpc.cli.local_zookeeper`` does it. The floors
 below never import kazoo: the embedded broker runs without ZooKeeper. Nothing is
 imported here.
 """

@@ -30,10 +30,10 @@ from types import FrameType
 
 from twinlog.engine.base.errors import TwinlogError
 from twinlog.engine.zookeeper.credentials import ensure_zookeeper_credential_file
-from twinlog.engine.zookeeper.local_server import LocalZooKeeper
 from twinlog.rpc.cli.cluster_certs import make_broker_certificates
 from twinlog.rpc.cli.cluster_describe import from_servers
 from twinlog.rpc.cli.interrupts import EXIT_INTERRUPTED
+from twinlog.rpc.cli.local_zookeeper import LocalZooKeeper
 from twinlog.rpc.client.connection_options import ConnectionOptions
 
 SERVING = re.compile(r"serving on (\S+):(\d+) ")

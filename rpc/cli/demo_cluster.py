@@ -50,10 +50,10 @@ from twinlog.engine.base.cluster_metadata import ClusterMetadata, PartitionMetad
 from twinlog.engine.base.errors import TwinlogError
 from twinlog.engine.base.failpoints import ENVIRONMENT_VARIABLE as FAILPOINTS_VARIABLE
 from twinlog.engine.broker.internal_topics import TXN_JOURNAL_TOPIC
-from twinlog.engine.zookeeper.local_server import LocalZooKeeper
 from twinlog.rpc.cli.arguments import UsageError
 from twinlog.rpc.cli.cluster_up import BrokerChild, broker_arguments, start_zookeeper, stop_cluster
 from twinlog.rpc.cli.common import print_table
+from twinlog.rpc.cli.local_zookeeper import LocalZooKeeper
 from twinlog.rpc.client import Consumer, Producer
 from twinlog.rpc.client.cluster import ClusterBroker
 from twinlog.rpc.client.connection_options import ConnectionOptions

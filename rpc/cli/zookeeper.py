@@ -51,7 +51,7 @@ def register(subparsers: Any) -> None:
 
 
 def run_start(args: argparse.Namespace) -> int:
-    from twinlog.engine.zookeeper.local_server import LocalZooKeeper
+    from twinlog.rpc.cli.local_zookeeper import LocalZooKeeper
 
     stop_requested = threading.Event()
 

@@ -71,9 +71,9 @@ from twinlog.engine.base.failpoints import ENVIRONMENT_VARIABLE as FAILPOINTS_VA
 from twinlog.engine.broker.internal_topics import TXN_JOURNAL_TOPIC
 from twinlog.engine.zookeeper.broker_registration import BrokerInfo, live_brokers
 from twinlog.engine.zookeeper.controller_epoch import read_controller
-from twinlog.engine.zookeeper.local_server import free_loopback_port
 from twinlog.engine.zookeeper.partition_state import PartitionState, read_partition_state
 from twinlog.engine.zookeeper.session import ZooKeeperSession, ZooKeeperUnavailableError
+from twinlog.rpc.cli.local_zookeeper import free_loopback_port
 from twinlog.rpc.client.connection_options import ConnectionOptions
 from twinlog.rpc.client.remote import RemoteBroker
 from twinlog.rpc.server.cluster_member import (

@@ -90,7 +90,7 @@ from cluster_workload import (
 from tcp_proxy import BOTH, DOWN, UP
 
 from twinlog.engine.broker.internal_topics import TXN_JOURNAL_TOPIC
-from twinlog.engine.zookeeper.local_server import LocalZooKeeper
+from twinlog.rpc.cli.local_zookeeper import LocalZooKeeper
 
 SEED_VARIABLE = "TWINLOG_NEMESIS_SEED"
 MINUTES_VARIABLE = "TWINLOG_NEMESIS_MINUTES"

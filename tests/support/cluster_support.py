@@ -46,9 +46,9 @@ import pytest
 from cluster_security import OPERATOR, ClusterSecurity
 from server_process import ServerProcess
 
-from twinlog.engine.zookeeper.local_server import LocalZooKeeper
 from twinlog.engine.zookeeper.partition_state import PartitionState, read_partition_state
 from twinlog.engine.zookeeper.session import ZooKeeperSession
+from twinlog.rpc.cli.local_zookeeper import LocalZooKeeper
 from twinlog.rpc.client import Admin
 from twinlog.rpc.client.connection_options import ConnectionOptions
 from twinlog.rpc.client.remote import RemoteBroker

@@ -35,10 +35,10 @@ from twinlog.engine.zookeeper.credentials import (
     ZooKeeperCredential,
     ensure_zookeeper_credential_file,
 )
-from twinlog.engine.zookeeper.local_server import LocalZooKeeper
 from twinlog.engine.zookeeper.partition_state import PartitionState, read_partition_state
 from twinlog.engine.zookeeper.session import ZooKeeperSession
 from twinlog.rpc.cli.cluster_certs import make_broker_certificates
+from twinlog.rpc.cli.local_zookeeper import LocalZooKeeper
 from twinlog.rpc.client.connection_options import ConnectionOptions
 
 SESSION_TIMEOUT_MS = 4000

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from types import TracebackType
 
-from twinlog.engine.zookeeper.local_server import (
+from twinlog.rpc.cli.local_zookeeper import (
     HEAP_MB,
     LOG4J2_CONFIG,
     LOG4J2_FILE,

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from cluster_support import LocalCluster, running_cluster, running_zookeeper
 
-from twinlog.engine.zookeeper.local_server import LocalZooKeeper
+from twinlog.rpc.cli.local_zookeeper import LocalZooKeeper
 
 
 @pytest.fixture(scope="module")

@@ -38,7 +38,7 @@ from twinlog.engine.transactions.partition_calls import (
     SettleOffsetsHolder,
     coordinator_partition_of,
 )
-from twinlog.engine.zookeeper.local_server import LocalZooKeeper
+from twinlog.rpc.cli.local_zookeeper import LocalZooKeeper
 from twinlog.rpc.client import Admin, Consumer, Producer
 from twinlog.rpc.generated.twinlog.v1 import coordination_pb2_grpc, replication_pb2_grpc
 from twinlog.rpc.replication import coordination_convert as convert

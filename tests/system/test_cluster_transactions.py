@@ -33,8 +33,8 @@ from twinlog.engine.broker.internal_topics import TXN_JOURNAL_TOPIC
 from twinlog.engine.log import DataLog
 from twinlog.engine.records.batch_reader import iter_batches
 from twinlog.engine.zookeeper.checkpoint_pointer import ZooKeeperCheckpointPointer
-from twinlog.engine.zookeeper.local_server import LocalZooKeeper
 from twinlog.journal.journal_logs import JOURNAL_LOG_DIRECTORY
+from twinlog.rpc.cli.local_zookeeper import LocalZooKeeper
 from twinlog.rpc.client.consumer import Consumer
 from twinlog.rpc.client.producer import Producer
 

@@ -26,7 +26,7 @@ from kafka.admin import NewTopic
 
 from twinlog.engine.broker.group_offsets import OFFSETS_TOPIC, offsets_partition_for
 from twinlog.engine.zookeeper.cluster_view import read_cluster_metadata
-from twinlog.engine.zookeeper.local_server import LocalZooKeeper
+from twinlog.rpc.cli.local_zookeeper import LocalZooKeeper
 
 pytestmark = [pytest.mark.slow, pytest.mark.crash]
 

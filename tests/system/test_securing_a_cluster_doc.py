@@ -35,7 +35,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from server_process import ROOT, environment
 
-from twinlog.engine.zookeeper.local_server import LocalZooKeeper
+from twinlog.rpc.cli.local_zookeeper import LocalZooKeeper
 from twinlog.rpc.generated.twinlog.v1 import coordination_pb2, coordination_pb2_grpc
 from twinlog.rpc.replication.broker_identity import BrokerTls, broker_name
 from twinlog.rpc.replication.channel import CHANNEL_OPTIONS, open_channel

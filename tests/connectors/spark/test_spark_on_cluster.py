@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from cluster_faults import EXPIRY_S, FaultCluster
 
-from twinlog.engine.zookeeper.local_server import LocalZooKeeper
+from twinlog.rpc.cli.local_zookeeper import LocalZooKeeper
 
 pytest.register_assert_rewrite("spark_support")  # before the import below, or pytest warns
 from spark_support import spark_marks, unique  # noqa: E402

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from twinlog.engine.zookeeper.local_server import LocalZooKeeper
 from twinlog.engine.zookeeper.session import ZooKeeperSession
+from twinlog.rpc.cli.local_zookeeper import LocalZooKeeper
 
 TICK_TIME_MS = 500  # sessions of 1..10 s
 SESSION_TIMEOUT_MS = 4000

@@ -26,11 +26,11 @@ from twinlog.engine.zookeeper.controlled_shutdown import request_controlled_shut
 from twinlog.engine.zookeeper.controller import Controller
 from twinlog.engine.zookeeper.credentials import ZooKeeperCredential
 from twinlog.engine.zookeeper.id_source import ZooKeeperIdSource
-from twinlog.engine.zookeeper.local_server import LocalZooKeeper
 from twinlog.engine.zookeeper.metadata_store import ZooKeeperMetadataStore
 from twinlog.engine.zookeeper.partition_state import read_topic_partition_states
 from twinlog.engine.zookeeper.session import ZooKeeperSession, split_connect_string
 from twinlog.journal.txn_checkpoint_pointer import CheckpointPointer
+from twinlog.rpc.cli.local_zookeeper import LocalZooKeeper
 
 OWNER = ZooKeeperCredential("twinlog", "owner-secret-0123456789")
 WRONG_PASSWORD = ZooKeeperCredential("twinlog", "not-the-owner-secret-0")

@@ -10,12 +10,12 @@ import time
 import pytest
 
 from twinlog.engine.base.errors import InvalidConfigError
-from twinlog.engine.zookeeper.local_server import LocalZooKeeper, free_loopback_port
 from twinlog.engine.zookeeper.session import (
     ZooKeeperSession,
     ZooKeeperUnavailableError,
     split_connect_string,
 )
+from twinlog.rpc.cli.local_zookeeper import LocalZooKeeper, free_loopback_port
 
 WAIT_S = 20.0  # generous: a JVM and kazoo share two busy cores
 SHORT_SESSION_TIMEOUT_MS = 2000  # the server's tick allows 1..10 s

@@ -18,9 +18,9 @@ from twinlog.engine.base.cluster_metadata import (
     TopicMetadata,
 )
 from twinlog.engine.base.errors import TwinlogError
-from twinlog.engine.zookeeper.local_server import free_loopback_port
 from twinlog.rpc.cli import cluster_up
 from twinlog.rpc.cli.cluster_describe import ClusterReport
+from twinlog.rpc.cli.local_zookeeper import free_loopback_port
 from twinlog.rpc.cli.main import main
 
 

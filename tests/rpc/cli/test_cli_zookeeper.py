@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from server_process import ROOT, environment, run_cli
 
-from twinlog.engine.zookeeper.local_server import four_letter_word
+from twinlog.rpc.cli.local_zookeeper import four_letter_word
 
 START_TIMEOUT_S = 90.0  # a JVM on two busy cores
 

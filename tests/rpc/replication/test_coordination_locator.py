@@ -15,9 +15,9 @@ from twinlog.engine.base.types import TopicPartition
 from twinlog.engine.broker.internal_topics import TXN_JOURNAL_TOPIC
 from twinlog.engine.zookeeper import znodes
 from twinlog.engine.zookeeper.broker_registration import register_broker
-from twinlog.engine.zookeeper.local_server import LocalZooKeeper
 from twinlog.engine.zookeeper.partition_state import IsrMember, PartitionState
 from twinlog.engine.zookeeper.session import ZooKeeperSession
+from twinlog.rpc.cli.local_zookeeper import LocalZooKeeper
 from twinlog.rpc.replication.coordination_locator import GONE, Location, ZooKeeperLeaderLocator
 
 pytestmark = pytest.mark.slow  # a real ZooKeeper (a JVM) starts first

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 import pytest
 from cluster_faults import FaultCluster
 
-from twinlog.engine.zookeeper.local_server import LocalZooKeeper
+from twinlog.rpc.cli.local_zookeeper import LocalZooKeeper
 
 TICK_TIME_MS = 500  # sessions of 1..10 s; the tests use 4 s
 

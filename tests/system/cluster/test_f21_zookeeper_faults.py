@@ -24,7 +24,7 @@ from cluster_faults import (
 )
 from cluster_workload import AckedProducer, BackgroundProducer, TailingConsumer
 
-from twinlog.engine.zookeeper.local_server import LocalZooKeeper
+from twinlog.rpc.cli.local_zookeeper import LocalZooKeeper
 
 pytestmark = [pytest.mark.slow, pytest.mark.crash]
 

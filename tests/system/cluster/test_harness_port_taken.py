@@ -14,7 +14,7 @@ from pathlib import Path
 
 from cluster_faults import FaultCluster
 
-from twinlog.engine.zookeeper.local_server import LocalZooKeeper
+from twinlog.rpc.cli.local_zookeeper import LocalZooKeeper
 
 
 def test_a_broker_whose_port_was_taken_starts_on_another(

@@ -20,7 +20,7 @@ from cluster_nemesis import (
     seed_from_environment,
 )
 
-from twinlog.engine.zookeeper.local_server import LocalZooKeeper
+from twinlog.rpc.cli.local_zookeeper import LocalZooKeeper
 
 pytestmark = [pytest.mark.slow, pytest.mark.crash]
 

@@ -5,19 +5,29 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from twinlog.engine.zookeeper import local_server
-from twinlog.engine.zookeeper.local_server import (
+from twinlog.engine.zookeeper.session import ZooKeeperSession
+from twinlog.rpc.cli import local_zookeeper as local_server
+from twinlog.rpc.cli.local_zookeeper import (
     LocalZooKeeper,
     LocalZooKeeperError,
     four_letter_word,
 )
-from twinlog.engine.zookeeper.session import ZooKeeperSession
 
 LISTEN = "0A"  # TCP_LISTEN in /proc/net/tcp
+
+
+@pytest.fixture(scope="module")
+def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalZooKeeper]:
+    if shutil.which("java") is None:
+        pytest.skip("no java on PATH: the ZooKeeper tests need Java 17")
+    with LocalZooKeeper(tmp_path_factory.mktemp("zookeeper")) as server:
+        yield server
 
 
 def listening_addresses(pid: int) -> list[tuple[str, int]]:

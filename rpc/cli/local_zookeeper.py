@@ -192,7 +192,10 @@ class LocalZooKeeper:
             )
 
     def _wait_until_ok(self, java: str, jars: Path, last_attempt: bool) -> bool:
-        """True once ``imok``; False if the port was taken under us (and not the last try)."""
+        """True once serving; False if the port was taken under us (and not the last try).
+
+        ``imok`` only says the process runs: until its database is loaded ``srvr`` answers
+        "not currently serving requests" and clients are turned away, so both are asked."""
         assert self.process is not None
         deadline = time.monotonic() + self.start_timeout_s
         while time.monotonic() < deadline:
@@ -201,13 +204,17 @@ class LocalZooKeeper:
                     return False
                 raise self._start_error(java, jars, f"it exited with {self.process.returncode}")
             try:
-                if four_letter_word(self.port, "ruok") == "imok":
+                if four_letter_word(self.port, "ruok") == "imok" and "Mode:" in four_letter_word(
+                    self.port, "srvr"
+                ):
                     return True
             except OSError:
                 pass  # not listening yet
             time.sleep(PROBE_INTERVAL_S)
         self.stop()
-        raise self._start_error(java, jars, f"no imok within {self.start_timeout_s:.0f} s")
+        raise self._start_error(
+            java, jars, f"not serving (imok and a mode) within {self.start_timeout_s:.0f} s"
+        )
 
     def _start_error(self, java: str, jars: Path, what: str) -> LocalZooKeeperError:
         return LocalZooKeeperError(
