@@ -55,19 +55,15 @@ from types import TracebackType
 from typing import Any
 
 from twinlog.engine.base.atomic_file import probe_space
-from twinlog.engine.base.bounded_cache import BoundedCache
 from twinlog.engine.base.errors import (
     BatchTooLargeError,
     CorruptBatchError,
     DiskFullError,
     InvalidConfigError,
-    InvalidTxnStateError,
     LogClosedError,
-    NotCoordinatorError,
     NotEnoughResourcesError,
     TopicExistsError,
     UnknownTopicOrPartitionError,
-    UnknownTransactionError,
 )
 from twinlog.engine.base.types import (
     FetchResult,
@@ -82,6 +78,7 @@ from twinlog.engine.base.types import (
 from twinlog.engine.broker.broker_stats import BrokerStats, collect_stats
 from twinlog.engine.broker.config import BrokerConfig
 from twinlog.engine.broker.consumer_groups import ConsumerGroups, append_group_records
+from twinlog.engine.broker.coordinator_manager import CoordinatorManager
 from twinlog.engine.broker.data_dir_format import check_data_dir_format
 from twinlog.engine.broker.group_coordinators import LoadedGroups, load_groups, records_between
 from twinlog.engine.broker.group_offset_fencing import GroupOffsetFence, settle_holder
@@ -94,16 +91,20 @@ from twinlog.engine.broker.group_offsets import (
 from twinlog.engine.broker.internal_topics import (
     TXN_JOURNAL_TOPIC,
     TXN_JOURNAL_TOPIC_CONFIG,
-    coordinator_partition_of_transactional_id,
     is_internal,
 )
 from twinlog.engine.broker.local_metadata_store import LocalMetadataStore
 from twinlog.engine.broker.metadata_store import MetadataStore
 from twinlog.engine.broker.partition import Partition
-from twinlog.engine.broker.partition_role import PartitionRole, Role
-from twinlog.engine.broker.producer_owner import idempotent_transactional_id, is_idempotent
-from twinlog.engine.broker.replicated_journal_append import ReplicatedJournalAppend
+from twinlog.engine.broker.partition_manager import PartitionManager
+from twinlog.engine.broker.partition_role import Role
+from twinlog.engine.broker.producer_owner import is_idempotent
 from twinlog.engine.broker.scheduler import ScheduledTask, Scheduler, broker_tasks
+from twinlog.engine.broker.seam_adapters import (
+    CurrentPartitionLeaders,
+    LocalCoordinators,
+    LocalPartitionLeaders,
+)
 from twinlog.engine.broker.topic_deletion import end_transactions_touching
 from twinlog.engine.broker.topic_registry import PARTITIONS_MAX, validate_topic_name
 from twinlog.engine.groups.group_calls import (
@@ -114,7 +115,6 @@ from twinlog.engine.groups.group_calls import (
     GroupListing,
     GroupMemberRef,
 )
-from twinlog.engine.log import LogConfig
 from twinlog.engine.records.batch_format import (
     NO_PRODUCER_ID,
     NO_TRANSACTION_ID,
@@ -128,7 +128,6 @@ from twinlog.engine.records.rewrite import require_keys
 from twinlog.engine.replication.fetch_calls import (
     FetchedPartition,
     ReplicaFetch,
-    ReplicaFetchPartition,
 )
 from twinlog.engine.replication.replica_set import IsrChange
 from twinlog.engine.replication.replication_settings import ReplicationSettings
@@ -137,162 +136,24 @@ from twinlog.engine.transactions.coordinator_slots import CoordinatorSlots
 from twinlog.engine.transactions.id_allocator import LocalIdSource
 from twinlog.engine.transactions.id_source import IdSource
 from twinlog.engine.transactions.partition_calls import (
-    PARTITION_GONE,
-    ApplyAbort,
-    ApplyCommit,
-    CountEntries,
-    EntryCount,
     IssuedProducer,
     LookupProducer,
     PartitionLeaders,
     RegisterPartition,
     SettleOffsetsHolder,
     TransactionCoordinators,
-    coordinator_partition_of,
 )
 from twinlog.engine.transactions.transaction_metadata import now_ms
 from twinlog.engine.transactions.transaction_timings import TransactionTimings
 from twinlog.engine.transactions.txn_state import TransactionEvent
 from twinlog.journal import JournalLogs, LocalJournal
-from twinlog.journal.txn_journal import TxnJournal
 
 log = logging.getLogger(__name__)
 
-IDEMPOTENT_ID_TRIES_PER_PARTITION = 20
 INTERNAL_TOPICS_CHECK_MS = 1_000  # a cluster broker creates __txn_journal once enough are live
 
 FILES_PER_PARTITION = 4  # a segment's log (opened twice), offset index and time index
 FILES_RESERVED = 256  # sockets, LMDB, transaction journals, ...
-
-
-# Producer ids whose transactional id this broker keeps after asking their coordinator
-# elsewhere (about 100 bytes each).
-ISSUED_IDS_CACHED_MAX = 100_000
-UNKNOWN_ID_KEPT_S = 5.0
-
-
-class _LocalApplier:
-    """Coordinator -> partition leader calls, in-process (``partition_calls.PartitionLeaders``).
-
-    Each call passes the partition's epoch check first; a gRPC transport replaces this
-    in a cluster.
-    """
-
-    def __init__(self, broker: Broker) -> None:
-        self._broker = broker
-
-    def _partition(self, topic_partition: TopicPartition) -> Partition | None:
-        """The partition, None once its topic is deleted. A cluster broker opens a partition
-        of a topic created since it started (its answer then says it does not lead it),
-        never taking a live topic for a deleted one."""
-        partition = self._broker._partitions.get(topic_partition)
-        if partition is None and self._broker.replication is not None:
-            try:  # one read of that topic's metadata, refused if it is gone
-                return self._broker._cluster_partition(topic_partition)
-            except UnknownTopicOrPartitionError:
-                return None
-        return partition
-
-    def leader_epoch(self, topic_partition: TopicPartition) -> int:
-        partition = self._partition(topic_partition)
-        return 0 if partition is None else partition.epochs.leader_epoch
-
-    def count_entries(self, request: CountEntries) -> EntryCount:
-        partition = self._partition(request.topic_partition)
-        if partition is None:
-            return EntryCount(PARTITION_GONE)
-        partition.epochs.check(request.epochs)
-        return EntryCount(partition.count_entries(request.transaction_id))
-
-    def apply_commit(self, request: ApplyCommit) -> None:
-        transaction_id, topic_partition = request.transaction_id, request.topic_partition
-        partition = self._partition(topic_partition)
-        if partition is None:
-            log.warning(
-                "APPLY_COMMIT %d: partition %s no longer exists; skipped",
-                transaction_id,
-                topic_partition,
-            )
-            return
-        partition.epochs.check(request.epochs)
-        journaled_entries = request.entry_count
-        if journaled_entries and self._broker.config.accept_journal_loss:
-            log.error(
-                "APPLY_COMMIT %d on %s: not checking the %d journal entries its commit counted "
-                "(accept_journal_loss): whatever the journal lost of it stays lost",
-                transaction_id,
-                topic_partition,
-                journaled_entries,
-            )
-            journaled_entries = 0
-        first_offset, next_offset = partition.apply_commit(
-            transaction_id, request.attempts, journaled_entries
-        )
-        if topic_partition.topic == OFFSETS_TOPIC:
-            if next_offset > first_offset:
-                self._broker._observe_offsets(partition, first_offset, next_offset)
-            self._broker.group_offsets.clear_pending_of(
-                request.transaction_id, request.topic_partition.partition
-            )
-
-    def apply_abort(self, request: ApplyAbort) -> None:
-        partition = self._partition(request.topic_partition)
-        if partition is not None:
-            partition.epochs.check(request.epochs)
-            partition.apply_abort(request.transaction_id)
-            if request.topic_partition.topic == OFFSETS_TOPIC:
-                self._broker.group_offsets.clear_pending_of(
-                    request.transaction_id, request.topic_partition.partition
-                )
-
-
-class _LocalCoordinators:
-    """Partition -> coordinator calls (``partition_calls.TransactionCoordinators``): to the
-    broker's ``transaction_coordinators`` when one is set (a cluster transport), else to
-    this broker's own coordinators, in-process."""
-
-    def __init__(self, broker: Broker) -> None:
-        self._broker = broker
-
-    def register_partition(self, request: RegisterPartition) -> None:
-        elsewhere = self._broker.transaction_coordinators
-        if elsewhere is not None:
-            elsewhere.register_partition(request)
-            return
-        self._broker.register_partition_here(request)
-
-    def settle_offsets_holder(self, request: SettleOffsetsHolder) -> None:
-        elsewhere = self._broker.transaction_coordinators
-        if elsewhere is not None:
-            elsewhere.settle_offsets_holder(request)
-            return
-        self._broker.settle_offsets_holder_here(request)
-
-    def lookup_producer(self, request: LookupProducer) -> IssuedProducer:
-        elsewhere = self._broker.transaction_coordinators
-        if elsewhere is not None:
-            return elsewhere.lookup_producer(request)
-        return self._broker.lookup_producer_here(request)
-
-
-class _ToPartitionLeaders:
-    """The coordinators' ``PartitionLeaders``: the broker's ``partition_leaders`` as it is
-    at each call (in-process by default; a cluster transport replaces it)."""
-
-    def __init__(self, broker: Broker) -> None:
-        self._broker = broker
-
-    def leader_epoch(self, topic_partition: TopicPartition) -> int:
-        return self._broker.partition_leaders.leader_epoch(topic_partition)
-
-    def count_entries(self, request: CountEntries) -> EntryCount:
-        return self._broker.partition_leaders.count_entries(request)
-
-    def apply_commit(self, request: ApplyCommit) -> None:
-        self._broker.partition_leaders.apply_commit(request)
-
-    def apply_abort(self, request: ApplyAbort) -> None:
-        self._broker.partition_leaders.apply_abort(request)
 
 
 class Broker:
@@ -307,8 +168,6 @@ class Broker:
     ) -> None:
         """Use ``Broker.open``."""
         self._given_coordinator_ids = coordinator_ids
-        self._local_coordinators: list[Coordinator] = []  # a single-node broker's, by partition
-        self._coordinator_slots: CoordinatorSlots[Coordinator] | None = None  # a cluster's
         # a cluster broker's group coordinators (group_coordinators), and the lock that keeps
         # a partition's load and an APPLY's fold of offsets apart
         self._group_slots: CoordinatorSlots[LoadedGroups] | None = None
@@ -319,8 +178,7 @@ class Broker:
         self.config = config
         self.broker_id = broker_id
         # A cluster broker's partitions are replicated; they wake the followers' long polls
-        # waiting in replica_fetch through this condition.
-        self._replica_data = threading.Condition()
+        # waiting in replica_fetch (partition_manager).
         self.replication = (
             None
             if broker_id is None
@@ -337,24 +195,17 @@ class Broker:
         self._given_ids = ids
         self._closed = False
         self._admin_lock = threading.RLock()
-        self._partitions: dict[TopicPartition, Partition] = {}
         self.scheduler = Scheduler()
         self._decompression_budget = DecompressionBudget(config.decompressed_bytes_in_flight_max)
         self.transaction_timings = TransactionTimings()  # shared by the coordinators
-        # The coordinator <-> partition seam (partition_calls): in-process by default. In a
-        # cluster a transport replaces them, so a coordinator reaches partitions led
-        # elsewhere and a partition reaches the coordinator of a transaction begun elsewhere.
-        # ``local_partition_leaders`` and ``register_partition_here`` are what a transport's
-        # server side calls: this broker's own partitions and coordinators, never forwarded.
-        self.local_partition_leaders: PartitionLeaders = _LocalApplier(self)
-        self.partition_leaders: PartitionLeaders = self.local_partition_leaders
+        # The coordinator <-> partition seam (partition_calls, seam_adapters): in-process by
+        # default. In a cluster a transport replaces them, so a coordinator reaches
+        # partitions led elsewhere and a partition reaches the coordinator of a transaction
+        # begun elsewhere. ``local_partition_leaders`` (set at start-up) and
+        # ``register_partition_here`` are what a transport's server side calls: this
+        # broker's own partitions and coordinators, never forwarded.
         self.transaction_coordinators: TransactionCoordinators | None = None
-        # producer id -> the transactional id it was issued for, asked of other brokers'
-        # coordinators (never changes once issued; bounded, the oldest dropped first)
-        self._issued_transactional_ids = BoundedCache[int, str](ISSUED_IDS_CACHED_MAX)
-        # producer id -> when its coordinator said it never issued it (kept a few seconds:
-        # an id is issued before its producer sends, so "unknown" does not last)
-        self._unknown_producer_ids = BoundedCache[int, float](ISSUED_IDS_CACHED_MAX)
+        self.broker_epoch = -1  # the cluster registration's (KIP-380); set by the cluster member
 
     # --- life cycle ---------------------------------------------------------------------
 
@@ -460,6 +311,23 @@ class Broker:
                 )
             except TopicExistsError:
                 pass  # another broker on the same ZooKeeper metadata created it first
+        self.partition_manager = PartitionManager(
+            self.data_dir,
+            config,
+            self.journal,
+            self.metadata,
+            LocalCoordinators(self),
+            self.replication,
+            self._admin_lock,
+            lambda: self._closed,
+        )
+        self.local_partition_leaders: PartitionLeaders = LocalPartitionLeaders(
+            self.partition_manager,
+            config.accept_journal_loss,
+            self._observe_offsets,
+            self._offsets_settled,
+        )
+        self.partition_leaders: PartitionLeaders = self.local_partition_leaders
         topics = self.metadata.topics()  # one read (ZooKeeper's, in a cluster)
         offsets_partitions = config.offsets_partitions
         offsets_topic = topics.get(OFFSETS_TOPIC)
@@ -470,13 +338,13 @@ class Broker:
             offsets_partitions = offsets_topic.partitions
         for name, topic in topics.items():
             for partition_index in range(topic.partitions):
-                self._open_partition(TopicPartition(name, partition_index), topic.config)
+                self.partition_manager.open(TopicPartition(name, partition_index), topic.config)
         # 4. group offsets: a single-node broker's, all folded now; a cluster broker's, each
         # partition's as it comes to lead it (group_coordinators)
         self.group_offsets = GroupOffsets(offsets_partitions)
         if self.replication is None:
             for partition_index in range(self.group_offsets.partition_count):
-                partition = self._partitions[TopicPartition(OFFSETS_TOPIC, partition_index)]
+                partition = self.partition(TopicPartition(OFFSETS_TOPIC, partition_index))
                 self._observe_offsets(
                     partition, partition.log.log_start_offset, partition.log.log_end_offset
                 )
@@ -490,7 +358,7 @@ class Broker:
                 topic=OFFSETS_TOPIC,
             )
         self.offset_fence = GroupOffsetFence(
-            self.group_offsets, _LocalCoordinators(self).settle_offsets_holder
+            self.group_offsets, LocalCoordinators(self).settle_offsets_holder
         )
         self._append_group_records = append_group_records(self._observe_offsets)
         self.consumer_groups = ConsumerGroups(
@@ -503,34 +371,22 @@ class Broker:
         )
         # 5. coordinators: a single-node broker's, each over its local journal; a cluster
         # broker's load as it comes to lead their __txn_journal partitions (coordinator_slots)
-        self._applier = _ToPartitionLeaders(self)
+        self.coordinator_manager = CoordinatorManager(
+            self.data_dir,
+            self.metadata,
+            self.ids,
+            self._given_coordinator_ids,
+            CurrentPartitionLeaders(self),
+            self.offset_fence,
+            self.transaction_timings,
+            self.partition_manager,
+        )
         replayed = 0
         if self.replication is None:
-            self._local_coordinators = [
-                Coordinator(
-                    journal_partition_index,
-                    TxnJournal(
-                        self.data_dir / "txn" / str(journal_partition_index),
-                        pointers=self.metadata.checkpoint_pointers(journal_partition_index),
-                    ),
-                    self.ids,
-                    self._applier,
-                    on_complete=self.offset_fence.release,
-                    timings=self.transaction_timings,
-                )
-                for journal_partition_index in range(self.metadata.journal_partitions)
-            ]
-            replayed = sum(coordinator.recover() for coordinator in self._local_coordinators)
-            for coordinator in self._local_coordinators:
-                self._restore_offset_fence(coordinator)
+            replayed = self.coordinator_manager.load_local()
         else:
             self.ensure_internal_topics()
-            self._coordinator_slots = CoordinatorSlots(
-                self.metadata.journal_partitions,
-                self._load_coordinator,
-                self._unload_coordinator,
-                self.scheduler.is_stopping,
-            )
+            self.coordinator_manager.start_slots(self.scheduler.is_stopping)
         # 6. purge leftovers of transactions no coordinator knows (a cluster broker leads
         # nothing yet: its leaders purge in the checkpoint rounds)
         try:
@@ -554,7 +410,7 @@ class Broker:
                     lambda: self.coordinators,
                     self.journal,
                     self.low_watermark,
-                    partitions=lambda: list(self._partitions.values()),
+                    partitions=self.partition_manager.all,
                     should_stop=self.scheduler.is_stopping,
                     expire_group_members=self.consumer_groups.membership.expire,
                 ),
@@ -566,7 +422,7 @@ class Broker:
             "journal entries purged, %.0f ms",
             self.data_dir,
             len(self.metadata.topics()),
-            len(self._partitions),
+            self.partition_manager.count(),
             replayed,
             purged,
             (time.monotonic() - started) * 1000,
@@ -576,15 +432,12 @@ class Broker:
     def coordinators(self) -> list[Coordinator]:
         """The coordinators active on this broker: all of a single-node broker's; those of
         the journal partitions a cluster broker leads and has loaded."""
-        if self._coordinator_slots is not None:
-            return self._coordinator_slots.active()
-        return self._local_coordinators
+        return self.coordinator_manager.active
 
-    def _restore_offset_fence(self, coordinator: Coordinator) -> None:
-        for described in coordinator.list_transactions():
-            txn = coordinator.transaction(described.transaction_id)
-            if txn is not None:
-                self.offset_fence.restore(txn)
+    def partition(self, topic_partition: TopicPartition) -> Partition:
+        """The partition ``topic_partition`` names, as this broker holds it (its log, high
+        watermark, role and producers): UnknownTopicOrPartitionError when there is none."""
+        return self.partition_manager.partition(TopicPartition(*topic_partition))
 
     # --- a cluster broker's coordinators (CLUSTER.md §3.5) ---------------------------------
 
@@ -654,7 +507,9 @@ class Broker:
         """Group coordinator ``partition_index``: fold ``__consumer_offsets-P`` in, as its
         leader at ``leader_epoch`` (group_coordinators)."""
         started = time.monotonic()
-        partition = self._cluster_partition(TopicPartition(OFFSETS_TOPIC, partition_index))
+        partition = self.partition_manager.get_or_open(
+            TopicPartition(OFFSETS_TOPIC, partition_index)
+        )
         self.consumer_groups.drop_partition(partition_index)  # members of an earlier term
         loaded = load_groups(
             partition, self.journal, self.group_offsets, leader_epoch, self._offsets_load_lock
@@ -679,91 +534,13 @@ class Broker:
         NotCoordinatorError or CoordinatorLoadInProgressError (retriable) otherwise."""
         topic_partition = self.group_offsets.partition_for(group_id)
         if self._group_slots is None:
-            return self._partitions[topic_partition]
+            return self.partition(topic_partition)
         self._group_slots.get(topic_partition.partition)
-        return self._cluster_partition(topic_partition)
-
-    def _load_coordinator(self, journal_partition: int, leader_epoch: int) -> Coordinator:
-        """Coordinator ``journal_partition`` from its replicated journal, as the leader of
-        ``__txn_journal-N`` at ``leader_epoch``: barrier, replay, redo, start."""
-        partition = self._cluster_partition(TopicPartition(TXN_JOURNAL_TOPIC, journal_partition))
-        committed_end = partition.wait_committed_to_end(leader_epoch)
-        slots = self._coordinator_slots
-        assert slots is not None
-        journal = TxnJournal(
-            partition.directory,
-            log=partition.log,
-            append=ReplicatedJournalAppend(
-                partition,
-                leader_epoch,
-                lambda: slots.write_lost(journal_partition, leader_epoch),
-            ),
-            pointers=self.metadata.checkpoint_pointers(journal_partition, leader_epoch),
-        )
-        coordinator = Coordinator(
-            journal_partition,
-            journal,
-            self._coordinator_ids(),
-            self._applier,
-            on_complete=self.offset_fence.release,
-            timings=self.transaction_timings,
-            coordinator_epoch=leader_epoch,
-        )
-        started = time.monotonic()
-        replayed = coordinator.recover()
-        self._restore_offset_fence(coordinator)
-        coordinator.start()
-        log.info(
-            "transaction coordinator %d loaded at epoch %d: %d journal records replayed "
-            "(committed end %d), %d transactions in flight, %.0f ms",
-            journal_partition,
-            leader_epoch,
-            replayed,
-            committed_end,
-            coordinator.in_flight_count(),
-            (time.monotonic() - started) * 1000,
-        )
-        return coordinator
-
-    def _coordinator_ids(self) -> IdSource:
-        given = self._given_coordinator_ids
-        return self.ids if given is None else given()
-
-    def _unload_coordinator(self, coordinator: Coordinator) -> None:
-        """Stop a coordinator this broker no longer leads as a crash would: it completes
-        nothing more (its successor redoes what it left) and writes nothing more."""
-        coordinator.abandon()
-        log.info("transaction coordinator %d unloaded", coordinator.partition_index)
+        return self.partition_manager.get_or_open(topic_partition)
 
     def wait_coordinator(self, journal_partition: int, timeout_s: float) -> bool:
         """Until this cluster broker's coordinator ``journal_partition`` is active."""
-        slots = self._coordinator_slots
-        return slots is not None and slots.wait_active(journal_partition, timeout_s)
-
-    def _open_partition(
-        self, topic_partition: TopicPartition, topic_config: Mapping[str, str]
-    ) -> Partition:
-        directory = self.data_dir / "logs" / str(topic_partition)
-        partition = Partition(
-            topic_partition,
-            directory,
-            self._log_config(topic_config),
-            self.journal,
-            coordinators=_LocalCoordinators(self),
-            replication=self.replication,
-        )
-        self._partitions[topic_partition] = partition
-        return partition
-
-    def _log_config(self, topic_config: Mapping[str, str]) -> LogConfig:
-        defaults = {
-            "segment_bytes": self.config.log_segment_bytes,
-            "retention_ms": self.config.log_retention_ms,
-            "retention_bytes": self.config.log_retention_bytes,
-            "flush_policy": self.config.log_flush_policy,
-            "batch_bytes_max": self.config.batch_bytes_max,
-        }
-        return LogConfig.from_mapping({**defaults, **topic_config})
+        return self.coordinator_manager.wait_active(journal_partition, timeout_s)
 
     def close(self) -> None:
         """Stop background work, finish completions in progress, flush and close everything."""
@@ -780,14 +557,15 @@ class Broker:
         On a full disk a part may fail to save a checkpoint: the others must still be
         closed (the journal's lock released), so the next start is not refused.
         """
-        if self._coordinator_slots is not None:
-            for coordinator in self._coordinator_slots.close():
-                coordinator.abandon()  # nothing more is written; the next leader redoes it
+        coordinators: CoordinatorManager | None = getattr(self, "coordinator_manager", None)
+        partitions: PartitionManager | None = getattr(self, "partition_manager", None)
+        if coordinators is not None:
+            coordinators.abandon_led()  # nothing more is written; the next leader redoes it
         if self._group_slots is not None:
             self._group_slots.close()
         parts: list[Any] = [
-            *self._local_coordinators,
-            *self._partitions.values(),
+            *(coordinators.local if coordinators is not None else []),
+            *(partitions.all() if partitions is not None else []),
             getattr(self, "journal", None),
         ]
         first_error: BaseException | None = None
@@ -820,35 +598,8 @@ class Broker:
     # --- transaction ids ----------------------------------------------------------------------
 
     def low_watermark(self) -> int:
-        """Smallest transaction id that may still be in flight: ids below it are all complete.
-
-        The next id is read *before* the coordinators: a transaction begun after that
-        read has an id at or above it, and one begun before it is in its coordinator's
-        table by then (begin allocates the id and registers the transaction under one
-        lock). Read the other way round, a begin in between would get an id below the
-        watermark, and the journal purge would drop its acknowledged batches.
-        """
-        if self.replication is not None:
-            return self._cluster_low_watermark()
-        next_transaction_id = self.ids.peek("transaction_id") << 8
-        marks = [mark for c in self.coordinators if (mark := c.low_watermark()) is not None]
-        return min([*marks, next_transaction_id])
-
-    def _cluster_low_watermark(self) -> int:
-        """A cluster broker's: the smallest low watermark the coordinators published with
-        their checkpoint pointers (CLUSTER.md §3.7), 0 while any has published none.
-
-        Another broker's coordinator may hold in-flight transactions with ids below this
-        broker's next id, so only the coordinators' own word counts. A published mark
-        stays a lower bound for good: a coordinator's ids only grow, also across failover.
-        """
-        marks = []
-        for journal_partition in range(self.metadata.journal_partitions):
-            pointer = self.metadata.checkpoint_pointers(journal_partition).read()
-            if pointer is None or pointer.low_watermark is None:
-                return 0
-            marks.append(pointer.low_watermark)
-        return min(marks)
+        """Smallest transaction id that may still be in flight (``coordinator_manager``)."""
+        return self.coordinator_manager.low_watermark()
 
     # --- topics -----------------------------------------------------------------------------
 
@@ -858,7 +609,7 @@ class Broker:
         self._check_open()
         config = dict(config or {})
         replication_factor = self._replication_factor(config)  # taken out of the config
-        self._log_config(config)  # refuse a bad config before anything is written
+        self.partition_manager.log_config(config)  # refuse a bad config before any write
         with self._admin_lock:
             self._check_open_files(partitions)
             self._remove_leftovers(name, partitions)
@@ -866,7 +617,7 @@ class Broker:
                 name, partitions, config, replication_factor=replication_factor or 1
             )
             for partition_index in range(partitions):
-                self._open_partition(TopicPartition(name, partition_index), config)
+                self.partition_manager.open(TopicPartition(name, partition_index), config)
         log.info("created topic %s with %d partitions", name, partitions)
         return self.describe_topic(name)
 
@@ -910,7 +661,7 @@ class Broker:
         """Refuse a topic whose partitions would exhaust the process's open-files limit."""
         limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
         wanted = partition_count if isinstance(partition_count, int) and partition_count > 0 else 0
-        needed = (len(self._partitions) + wanted) * FILES_PER_PARTITION + FILES_RESERVED
+        needed = (self.partition_manager.count() + wanted) * FILES_PER_PARTITION + FILES_RESERVED
         if limit != resource.RLIM_INFINITY and needed > limit:
             raise NotEnoughResourcesError(
                 f"{wanted} more partitions would need about {needed} open files, above this "
@@ -924,7 +675,7 @@ class Broker:
         with self._admin_lock:
             topic = self.metadata.get_topic(name)
             gates = [
-                self._partitions[TopicPartition(name, index)].send_gate
+                self.partition(TopicPartition(name, index)).send_gate
                 for index in range(topic.partitions)
             ]
             for gate in gates:
@@ -937,7 +688,7 @@ class Broker:
                 raise
             self.metadata.remove_topic(name)
             for partition_index in range(topic.partitions):
-                partition = self._partitions.pop(TopicPartition(name, partition_index))
+                partition = self.partition_manager.remove(TopicPartition(name, partition_index))
                 partition.close()
                 # The journal log goes with the directory: LMDB forgets what it applied
                 # from it, or a topic created again would find a log shorter than that.
@@ -961,7 +712,7 @@ class Broker:
         pending = self.journal.statistics().pending_by_partition
         partitions = []
         for partition_index in range(topic.partitions):
-            partition = self._partition(name, partition_index)
+            partition = self.partition(TopicPartition(name, partition_index))
             entries, size_bytes = pending.get(partition.name, (0, 0))
             partitions.append(
                 PartitionDescription(
@@ -974,44 +725,7 @@ class Broker:
             )
         return TopicDescription(name, tuple(partitions), dict(topic.config), topic.topic_id)
 
-    def _partition(self, topic: str, partition_index: int) -> Partition:
-        found = self._partitions.get(TopicPartition(topic, partition_index))
-        if found is None and self.replication is not None and topic in self.metadata.topics():
-            # a topic another broker created: opened with no role, it refuses clients
-            # (NotLeaderOrFollowerError) until the cluster names its leader
-            found = self._cluster_partition(TopicPartition(topic, partition_index))
-        if found is None:
-            known = self.metadata.topics().get(topic)
-            if known is not None:
-                raise UnknownTopicOrPartitionError(
-                    f"topic {topic!r} has partitions 0..{known.partitions - 1}, "
-                    f"not {partition_index}"
-                )
-            self.metadata.get_topic(topic)  # raises the "create it first" error
-        assert found is not None
-        return found
-
     # --- producing ------------------------------------------------------------------------------
-
-    def _coordinator_at(self, journal_partition: int) -> Coordinator:
-        """Coordinator N: NotCoordinatorError / CoordinatorLoadInProgressError on a cluster
-        broker that does not lead (or is loading) ``__txn_journal-N``."""
-        if self._coordinator_slots is not None:
-            return self._coordinator_slots.get(journal_partition)
-        return self._local_coordinators[journal_partition]
-
-    def _coordinator_for_id(self, identifier: int) -> Coordinator:
-        coordinator_index = coordinator_partition_of(identifier)
-        if coordinator_index >= self.metadata.journal_partitions:
-            raise InvalidTxnStateError(f"id {identifier} was not issued by this broker")
-        return self._coordinator_at(coordinator_index)
-
-    def _coordinator_for_transactional_id(self, transactional_id: str) -> Coordinator:
-        return self._coordinator_at(
-            coordinator_partition_of_transactional_id(
-                transactional_id, self.metadata.journal_partitions
-            )
-        )
 
     def init_producer(
         self,
@@ -1023,7 +737,7 @@ class Broker:
         given to principal ``owner`` if named (``producer_owner``)."""
         self._check_open()
         if transactional_id is None:
-            transactional_id = self._idempotent_transactional_id(owner)
+            transactional_id = self.coordinator_manager.idempotent_transactional_id(owner)
         elif not transactional_id or is_idempotent(transactional_id):
             raise InvalidConfigError(f"transactional id {transactional_id!r} is not allowed")
         if (
@@ -1034,30 +748,9 @@ class Broker:
                 f"transaction timeout {transaction_timeout_ms} ms is above the broker's maximum "
                 f"{self.config.transaction_timeout_ms_max} ms (transaction_timeout_ms_max)"
             )
-        coordinator = self._coordinator_for_transactional_id(transactional_id)
+        coordinator = self.coordinator_manager.for_transactional_id(transactional_id)
         return coordinator.init_producer(
             transactional_id, transaction_timeout_ms or self.config.transaction_timeout_ms_default
-        )
-
-    def _idempotent_transactional_id(self, owner: str | None) -> str:
-        """A made-up transactional id for an idempotent producer; in a cluster, one that one
-        of this broker's active coordinators owns (made up again until it is: each try
-        uses an id, and one in ``journal_partitions`` lands on a given coordinator)."""
-        if self._coordinator_slots is None:
-            return idempotent_transactional_id(self.ids.next("producer_id"), owner)
-        active = {c.partition_index for c in self.coordinators}
-        if not active:
-            raise NotCoordinatorError(
-                "this broker coordinates no transaction journal partition yet, so it cannot "
-                "give an idempotent producer its id; ask another broker"
-            )
-        partitions = self.metadata.journal_partitions
-        for _ in range(IDEMPOTENT_ID_TRIES_PER_PARTITION * partitions):
-            candidate = idempotent_transactional_id(self.ids.next("producer_id"), owner)
-            if coordinator_partition_of_transactional_id(candidate, partitions) in active:
-                return candidate
-        raise NotCoordinatorError(
-            f"no made-up idempotent id landed on this broker's coordinators {sorted(active)}; retry"
         )
 
     def produce(
@@ -1076,7 +769,7 @@ class Broker:
         transactional bit, as in Kafka); when not given, the producer's open one.
         """
         self._check_open()
-        target = self._partition(topic, partition)
+        target = self.partition(TopicPartition(topic, partition))
         if len(batch) > self.config.batch_bytes_max:
             raise BatchTooLargeError(
                 f"batch of {len(batch)} bytes is larger than batch_bytes_max "
@@ -1123,7 +816,7 @@ class Broker:
         if transaction_id == NO_TRANSACTION_ID:
             # On a cluster broker the producer's coordinator may be elsewhere: then this
             # raises NotCoordinatorError, and the client must name the transaction.
-            coordinator = self._coordinator_for_id(header.producer_id)
+            coordinator = self.coordinator_manager.for_id(header.producer_id)
             # A client that does not name the transaction (Kafka's protocol has no field for
             # it): the producer's open transaction, refused when it has none, so a late batch
             # never joins a transaction begun after its own ended. The window that remains: a
@@ -1142,28 +835,19 @@ class Broker:
         """A partition leader's first batch of a transaction this broker coordinates
         (``partition_calls``); NotCoordinatorError when another broker coordinates it."""
         self._check_open()
-        self._coordinator_for_id(request.transaction_id).register_partition(request)
-
-    def _coordinator_of_transaction(self, transaction_id: int, producer_id: int) -> Coordinator:
-        coordinator = self._coordinator_for_id(transaction_id)
-        if coordinator is not self._coordinator_for_id(producer_id):
-            raise InvalidTxnStateError(
-                f"transaction {transaction_id} and producer {producer_id} belong to different "
-                "coordinators: the transaction is not this producer's"
-            )
-        return coordinator
+        self.coordinator_manager.for_id(request.transaction_id).register_partition(request)
 
     def begin_transaction(
         self, producer_id: int, producer_generation: int, request_id: int = 0
     ) -> int:
         self._check_open()
-        open_count = sum(c.in_flight_count() for c in self.coordinators)
+        open_count = self.coordinator_manager.in_flight_count()
         if open_count >= self.config.open_transactions_max:
             raise NotEnoughResourcesError(
                 f"{open_count} transactions are open, the broker's limit (open_transactions_max); "
                 "retry when some complete, or raise the limit"
             )
-        return self._coordinator_for_id(producer_id).begin(
+        return self.coordinator_manager.for_id(producer_id).begin(
             producer_id, producer_generation, request_id
         )
 
@@ -1177,8 +861,8 @@ class Broker:
         self._check_open()
         wanted = [TopicPartition(*p) for p in partitions]
         for topic_partition in wanted:
-            self._partition(topic_partition.topic, topic_partition.partition)
-        self._coordinator_of_transaction(transaction_id, producer_id).add_partitions(
+            self.partition(topic_partition)
+        self.coordinator_manager.of_transaction(transaction_id, producer_id).add_partitions(
             transaction_id, producer_id, producer_generation, wanted
         )
 
@@ -1202,7 +886,7 @@ class Broker:
                 transaction_id, producer_id, producer_generation, group_id, wanted, member
             )
             return
-        coordinator = self._coordinator_of_transaction(transaction_id, producer_id)
+        coordinator = self.coordinator_manager.of_transaction(transaction_id, producer_id)
         # The request's own transaction first (writes nothing): a stale or made-up one
         # must not abort the transaction that holds the offsets.
         coordinator.add_partitions(transaction_id, producer_id, producer_generation, ())
@@ -1223,7 +907,7 @@ class Broker:
                 newcomer_is_member=bool(member.member_id),
             )
             batch = build_offsets_batch(group_id, wanted, transactional=True)
-            target = self._partitions[offsets_partition]
+            target = self.partition(offsets_partition)
             target.append_transactional(
                 transaction_id,
                 batch,
@@ -1271,7 +955,7 @@ class Broker:
         transport's server side calls this); NotCoordinatorError when another broker
         coordinates it."""
         self._check_open()
-        coordinator = self._coordinator_for_id(request.producer_id)
+        coordinator = self.coordinator_manager.for_id(request.producer_id)
         return IssuedProducer(
             coordinator.transactional_id_of(request.producer_id),
             coordinator.ongoing_transaction_of(request.producer_id, request.producer_generation),
@@ -1281,7 +965,7 @@ class Broker:
         """What ``producer_id``'s coordinator knows of it, wherever it is (another broker's,
         on a cluster); raises retriably when it cannot be reached."""
         self._check_open()
-        return _LocalCoordinators(self).lookup_producer(
+        return LocalCoordinators(self).lookup_producer(
             LookupProducer(producer_id, producer_generation)
         )
 
@@ -1289,7 +973,7 @@ class Broker:
         """KIP-447's fence at the holder's coordinator, on this broker (the transport's
         server side calls this; ``TransactionCoordinators.settle_offsets_holder``)."""
         self._check_open()
-        settle_holder(self._coordinator_for_id(request.holder_id), request)
+        settle_holder(self.coordinator_manager.for_id(request.holder_id), request)
 
     def commit_transaction(
         self,
@@ -1308,7 +992,7 @@ class Broker:
         holds fewer refuses the commit (TransactionDataMissingError: abort).
         """
         self._check_open()
-        self._coordinator_of_transaction(transaction_id, producer_id).commit(
+        self.coordinator_manager.of_transaction(transaction_id, producer_id).commit(
             transaction_id,
             producer_id,
             producer_generation,
@@ -1326,33 +1010,14 @@ class Broker:
     ) -> None:
         """Abort: returns once PREPARE_ABORT is durable (or applied, with ``wait_for_applied``)."""
         self._check_open()
-        self._coordinator_of_transaction(transaction_id, producer_id).abort(
+        self.coordinator_manager.of_transaction(transaction_id, producer_id).abort(
             transaction_id, producer_id, producer_generation, wait_for_applied
         )
 
-    # --- consuming -----------------------------------------------------------------------------
-
-    # --- replication (a cluster broker; engine.replication) -----------------------------
+    # --- replication (a cluster broker; engine.replication, partition_manager) ---------------
 
     def _notify_replica_data(self) -> None:
-        with self._replica_data:
-            self._replica_data.notify_all()
-
-    def _cluster_partition(self, topic_partition: TopicPartition) -> Partition:
-        """The partition, opened on first use: the cluster may name a topic another broker
-        created after this one started."""
-        if self.replication is None:
-            raise InvalidConfigError("this broker is not part of a cluster (no broker_id)")
-        partition = self._partitions.get(topic_partition)
-        if partition is None:
-            with self._admin_lock:
-                partition = self._partitions.get(topic_partition)
-                if partition is None:
-                    topic = self.metadata.get_topic(topic_partition.topic)
-                    if not 0 <= topic_partition.partition < topic.partitions:
-                        raise UnknownTopicOrPartitionError(f"no partition {topic_partition}")
-                    partition = self._open_partition(topic_partition, topic.config)
-        return partition
+        self.partition_manager.notify_replica_data()
 
     def take_partition_role(
         self,
@@ -1364,20 +1029,15 @@ class Broker:
     ) -> None:
         """The cluster's word on a partition: ``leader_id`` leads it at ``leader_epoch``
         with ``isr`` ({broker id: broker epoch}). This broker leads or follows accordingly
-        (stale words are ignored: ``partition_role``)."""
-        assert self.replication is not None
+        (stale words are ignored: ``partition_role``), and so do the coordinator or group
+        slot of an internal topic's partition."""
         topic_partition = TopicPartition(*topic_partition)
-        partition = self._cluster_partition(topic_partition)
-        role = Role.LEADER if leader_id == self.replication.broker_id else Role.FOLLOWER
-        partition.take_role(
-            PartitionRole(role, leader_id, leader_epoch),
-            tuple(replicas),
-            dict(isr),
-            now_ms(),
+        role = self.partition_manager.take_role(
+            topic_partition, leader_id, leader_epoch, replicas, isr
         )
         slots: CoordinatorSlots[Any] | None = None
         if topic_partition.topic == TXN_JOURNAL_TOPIC:
-            slots = self._coordinator_slots
+            slots = self.coordinator_manager.slots
         elif topic_partition.topic == OFFSETS_TOPIC:
             slots = self._group_slots
         if slots is not None and topic_partition.partition < slots.count:
@@ -1387,93 +1047,30 @@ class Broker:
                 slots.follow(topic_partition.partition)
 
     def replica_fetch(self, request: ReplicaFetch) -> list[FetchedPartition]:
-        """A follower's fetch (leader side): every partition's answer, waiting up to
-        ``max_wait_ms`` while none has anything new for it (a long poll, woken by appends
-        and high-watermark moves)."""
+        """A follower's fetch (leader side; ``PartitionManager.replica_fetch``)."""
         self._check_open()
-        deadline = time.monotonic() + max(0, request.max_wait_ms) / 1000
-        while True:
-            answers = [
-                self._replica_read(request, wanted, now_ms()) for wanted in request.partitions
-            ]
-            # Followers learn a moved high watermark with their next batches, or when the
-            # poll ends: only batches, errors and divergences end it early.
-            news = any(
-                answer.records or answer.error or answer.diverging is not None for answer in answers
-            )
-            remaining_s = deadline - time.monotonic()
-            if news or remaining_s <= 0 or self._closed:
-                return answers
-            with self._replica_data:
-                self._replica_data.wait(min(remaining_s, 0.1))
-
-    def _replica_read(
-        self, request: ReplicaFetch, wanted: ReplicaFetchPartition, now: int
-    ) -> FetchedPartition:
-        partition = self._partitions.get(TopicPartition(*wanted.topic_partition))
-        if partition is None:
-            return FetchedPartition(
-                wanted.topic_partition,
-                error=UnknownTopicOrPartitionError.__name__,
-                message=f"this broker holds no partition {wanted.topic_partition}",
-            )
-        return partition.replica_read(
-            request.replica_id, request.broker_epoch, wanted, request.max_bytes, now
-        )
+        return self.partition_manager.replica_fetch(request)
 
     def replica_fetch_request(self, leader_id: int, max_wait_ms: int = 500) -> ReplicaFetch | None:
         """What this follower fetches from ``leader_id`` now (None: it follows it nowhere)."""
-        assert self.replication is not None
-        positions = []
-        for partition in list(self._partitions.values()):
-            if partition.role.role is Role.FOLLOWER and partition.role.leader_id == leader_id:
-                positions.extend(partition.replica_fetch_positions())
-        if not positions:
-            return None
-        # Rotate the order: a leader caps its answer's bytes, and the partitions it would
-        # leave out are always the last ones.
-        self._fetch_rotation = (self._fetch_rotation + 1) % len(positions)
-        positions = positions[self._fetch_rotation :] + positions[: self._fetch_rotation]
-        return ReplicaFetch(
-            self.replication.broker_id,
-            self.broker_epoch,
-            tuple(positions),
-            max_wait_ms=max_wait_ms,
+        return self.partition_manager.replica_fetch_request(
+            leader_id, self.broker_epoch, max_wait_ms
         )
 
-    broker_epoch = -1  # the cluster registration's (KIP-380); set by the cluster member
-    _fetch_rotation = 0
-
     def apply_replica_fetch(self, leader_id: int, fetched: Iterable[FetchedPartition]) -> None:
-        """The answers of ``leader_id`` to this follower's fetch. A partition that follows
-        another leader by now drops its answer (``Partition.apply_fetched``); refused
-        partitions are the fetcher's to report."""
-        for answer in fetched:
-            partition = self._partitions.get(TopicPartition(*answer.topic_partition))
-            if partition is not None and not answer.error:
-                partition.apply_fetched(answer, leader_id)
+        """The answers of ``leader_id`` to this follower's fetch."""
+        self.partition_manager.apply_replica_fetch(leader_id, fetched)
 
     def isr_changes_due(
         self, registered_epochs: Mapping[int, int]
     ) -> list[tuple[TopicPartition, int, IsrChange]]:
-        """The ISR changes this broker's led partitions should write now (KIP-497), each with
-        the leader epoch it was decided at; each is marked proposed until
-        ``isr_change_done``."""
-        changes = []
-        now = now_ms()
-        for topic_partition, partition in list(self._partitions.items()):
-            if partition.role.role is Role.LEADER:
-                change = partition.isr_change_due(now, registered_epochs)
-                if change is not None:
-                    changes.append((topic_partition, partition.role.leader_epoch, change))
-        return changes
+        """The ISR changes this broker's led partitions should write now (KIP-497)."""
+        return self.partition_manager.isr_changes_due(registered_epochs)
 
     def isr_change_done(
         self, topic_partition: TopicPartition, isr: Mapping[int, int] | None
     ) -> None:
-        partition = self._partitions.get(TopicPartition(*topic_partition))
-        if partition is not None:
-            partition.isr_change_done(isr)
+        self.partition_manager.isr_change_done(topic_partition, isr)
 
     def fetch(
         self,
@@ -1487,7 +1084,9 @@ class Broker:
         self._check_open()
         if max_bytes <= 0:
             raise InvalidConfigError(f"max_bytes must be > 0, got {max_bytes}")
-        return self._partition(topic, partition).fetch(offset, max_bytes, max_wait_ms, min_bytes)
+        return self.partition(TopicPartition(topic, partition)).fetch(
+            offset, max_bytes, max_wait_ms, min_bytes
+        )
 
     def list_offset(self, topic: str, partition: int, spec: str | int) -> int:
         """``"earliest"``, ``"latest"`` or a timestamp in ms (first offset at or after it).
@@ -1495,7 +1094,7 @@ class Broker:
         "latest", and a timestamp after every committed record, answer the high
         watermark: a consumer never learns an offset it may not read.
         """
-        target = self._partition(topic, partition)
+        target = self.partition(TopicPartition(topic, partition))
         target.check_serves_clients()
         if spec == "earliest":
             return target.log.log_start_offset
@@ -1555,6 +1154,10 @@ class Broker:
         self._group_coordinator(group_id)
         return self.group_offsets.fetch(group_id, partitions)
 
+    def _offsets_settled(self, transaction_id: int, offsets_partition_index: int) -> None:
+        """A transaction's offsets on that offsets partition are applied or aborted."""
+        self.group_offsets.clear_pending_of(transaction_id, offsets_partition_index)
+
     def _observe_offsets(self, partition: Partition, first_offset: int, next_offset: int) -> None:
         """Fold offsets records just written into the view; in a cluster only while this
         broker coordinates the partition's groups (a load folds them otherwise)."""
@@ -1567,54 +1170,21 @@ class Broker:
     # --- administration ---------------------------------------------------------------------------
 
     def list_transactions(self) -> list[TransactionDescription]:
-        found = []
-        for coordinator in self.coordinators:
-            found.extend(coordinator.list_transactions())
-        return sorted(found, key=lambda t: t.transaction_id)
+        return self.coordinator_manager.list_transactions()
 
     def admin_abort_transaction(self, transaction_id: int) -> None:
         self._check_open()
-        coordinator_index = coordinator_partition_of(transaction_id)
-        coordinator = (
-            self._coordinator_at(coordinator_index)
-            if coordinator_index < self.metadata.journal_partitions
-            else None
-        )
-        # One answer for every id that is not in flight, whichever coordinator its low bits name.
-        if coordinator is None or coordinator.transaction(transaction_id) is None:
-            raise UnknownTransactionError(
-                f"transaction {transaction_id} is not in flight (never begun, already "
-                "completed, or not issued by this broker); list those in flight with "
-                "`twinlog txn list` (Admin.list_transactions())"
-            )
-        coordinator.admin_abort(transaction_id)
+        self.coordinator_manager.admin_abort(transaction_id)
 
     def describe_producers(self, topic: str, partition: int) -> list[ProducerDescription]:
-        return self._partition(topic, partition).describe_producers()
+        return self.partition(TopicPartition(topic, partition)).describe_producers()
 
     def transactional_id_of(self, producer_id: int) -> str | None:
         """The transactional id a producer id belongs to (None: unknown); the server's ACLs
         need it. Producer ids survive restarts and re-inits, so this answer does too."""
-        coordinator_index = coordinator_partition_of(producer_id)
-        if producer_id < 0 or coordinator_index >= self.metadata.journal_partitions:
-            return None
-        if self.transaction_coordinators is None:  # every coordinator is here
-            return self._coordinator_at(coordinator_index).transactional_id_of(producer_id)
-        # A cluster: the producer's coordinator may be another broker. An id is issued for
-        # one transactional id for good, so a known answer is kept (a bounded cache: a
-        # partition leader checks every batch's producer id).
-        known = self._issued_transactional_ids.get(producer_id)
-        if known is not None:
-            return known
-        unknown_at = self._unknown_producer_ids.get(producer_id)
-        if unknown_at is not None and time.monotonic() - unknown_at < UNKNOWN_ID_KEPT_S:
-            return None  # batches with made-up ids do not each cost a call to another broker
-        found = self.lookup_producer(producer_id, 0).transactional_id
-        if found is not None:
-            self._issued_transactional_ids.put(producer_id, found)
-        else:
-            self._unknown_producer_ids.put(producer_id, time.monotonic())
-        return found
+        return self.coordinator_manager.transactional_id_of(
+            producer_id, self.transaction_coordinators
+        )
 
     # --- observability ---------------------------------------------------------------------------
 
@@ -1622,7 +1192,7 @@ class Broker:
         """Figures for an operator (``broker_stats``): read-only, costs a walk of the state."""
         self._check_open()
         with self._admin_lock:  # topics come and go under it
-            partitions = list(self._partitions.values())
+            partitions = self.partition_manager.all()
         return collect_stats(
             self.coordinators,
             partitions,
@@ -1635,10 +1205,7 @@ class Broker:
 
     def expire_transactions(self, now: int | None = None) -> list[int]:
         """Run the timeout check now (the background task runs it every interval)."""
-        aborted = []
-        for coordinator in self.coordinators:
-            aborted.extend(coordinator.expire(now if now is not None else now_ms()))
-        return aborted
+        return self.coordinator_manager.expire(now if now is not None else now_ms())
 
 
 __all__ = ["Broker", "TransactionEvent"]

@@ -103,7 +103,7 @@ class RegisterHere(Protocol):
 class HereCoordinators:
     """This broker's own coordinators (``Broker.register_partition_here``,
     ``Broker.settle_offsets_holder_here``): the local side of
-    ``RemoteTransactionCoordinators``. Never the broker's ``_LocalCoordinators``, which
+    ``RemoteTransactionCoordinators``. Never the broker's ``LocalCoordinators`` (``seam_adapters``), which
     forwards to ``transaction_coordinators`` (the remote one) and would loop."""
 
     def __init__(self, broker: RegisterHere) -> None:

@@ -138,14 +138,14 @@ class Cluster:
         return coordinator
 
     def partition(self, broker_id: int):
-        return self.brokers[broker_id]._partitions[TOPIC]
+        return self.brokers[broker_id].partition(TOPIC)
 
     def log_bytes(self, broker_id: int) -> bytes:
         return read_all(self.partition(broker_id).log)
 
     def values(self, broker: Broker) -> list[bytes | None]:
         """The record values of ``broker``'s data log of TOPIC (past any high watermark)."""
-        data = read_all(broker._partitions[TOPIC].log)
+        data = read_all(broker.partition(TOPIC).log)
         return [record.value for item in iter_batches(data) for record in item.records()]
 
     def journal_log_bytes(self, broker_id: int) -> bytes:
@@ -169,7 +169,7 @@ class RoutingLeaders:
         for broker_id, broker in self.cluster.brokers.items():
             if broker_id in self.cluster.cut or broker_id in self.cluster.crashed:
                 continue
-            partition = broker._partitions.get(topic_partition)
+            partition = broker.partition_manager.get(topic_partition)
             if partition is not None and partition.role.role is Role.LEADER:
                 return broker_id
         raise NotLeaderOrFollowerError(f"{topic_partition}: no live leader reachable")

@@ -161,7 +161,7 @@ def _build(directory: Path) -> tuple[int, ProducerIdentity]:
             broker.produce(
                 "trimmed", 0, batch([f"old-{number}".encode() * 10], codec="none", keyed=True)
             )
-        broker._partitions[TopicPartition("trimmed", 0)].log.apply_retention()
+        broker.partition(TopicPartition("trimmed", 0)).log.apply_retention()
         broker.coordinators[0].checkpoint()
         # Still open at close: journaled in LMDB, never to be read from a data log.
         transactions.begin()
@@ -414,7 +414,7 @@ def _commit_the_open_transaction(broker: Broker, damaged: Path, pristine: Pristi
         assert damaged.parent.name == "0" and damaged.parent.parent.name == "txn", error
         _assert_unchanged(broker, ends)
         return f"refused at commit: {type(error).__name__}: {error}"
-    coordinator = broker._coordinator_for_id(pristine.open_transaction_id)
+    coordinator = broker.coordinator_manager.for_id(pristine.open_transaction_id)
     txn = coordinator.transaction(pristine.open_transaction_id)
     complete = txn is None or coordinator.wait_complete(txn, APPLY_WAIT_S)
     # A partition's copy is whole or absent; if one was refused (a damaged batch or index

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from twinlog.engine.base.types import TopicPartition
 from twinlog.engine.broker.broker import Broker
 from twinlog.engine.log import compact
 from twinlog.engine.log.files import SEGMENT_SUFFIX
@@ -81,7 +82,7 @@ def fill(broker: Broker) -> None:
             keyed_batch([(b"a", b"a%d" % round_number, []), (b"b", b"b%d" % round_number, [])]),
         )
     broker.produce("state", 0, keyed_batch([(b"a", None, [])]))  # a tombstone
-    report = compact(broker._partition("state", 0).log)
+    report = compact(broker.partition(TopicPartition("state", 0)).log)
     assert report.records_dropped > 0  # the proof covers rebuilt batches and fillers too
 
 

@@ -32,7 +32,7 @@ from server_process import ROOT, ServerProcess, environment
 
 from twinlog.engine.base.errors import InvalidTxnStateError, TransactionCompletedError
 from twinlog.engine.base.types import ProducerIdentity, TopicPartition
-from twinlog.engine.broker.broker import Broker, _LocalApplier
+from twinlog.engine.broker.broker import Broker
 from twinlog.engine.records.batch_builder import build_batch
 from twinlog.engine.records.batch_reader import iter_batches
 from twinlog.engine.transactions.partition_calls import ApplyAbort, ApplyCommit, CallEpochs
@@ -311,7 +311,7 @@ def test_stale_apply_deliveries_change_nothing(tmp_path: Path) -> None:
     broker = Broker.open(tmp_path / "data", transaction_check_interval_ms=60_000)
     try:
         broker.create_topic(TOPIC, partitions=2)
-        applier = _LocalApplier(broker)  # the coordinator's seam to partitions
+        applier = broker.local_partition_leaders  # the coordinator's seam to partitions
         producer = Txn(broker, "stale-producer")
         committed = producer.begin()  # T1: committed on both partitions
         producer.send(0, [b"t1-a", b"t1-b"])
@@ -392,7 +392,7 @@ def test_stale_apply_deliveries_change_nothing(tmp_path: Path) -> None:
     # late deliveries find no record at all, and still change no data log.
     broker = Broker.open(tmp_path / "data", transaction_check_interval_ms=60_000)
     try:
-        applier = _LocalApplier(broker)
+        applier = broker.local_partition_leaders
         assert data_logs(broker) == logs_after_t3
         for tp in (P0, P1):
             for transaction_id in (committed, aborted, later):

@@ -322,7 +322,7 @@ def test_an_older_generation_cannot_begin_while_it_is_being_fenced(
     old = Txn(broker, "app")
     old.begin()
     old.send("orders", 0, [b"old-1"])
-    coordinator = broker._coordinator_for_transactional_id("app")
+    coordinator = broker.coordinator_manager.for_transactional_id("app")
     wait_complete = coordinator._wait_complete
     zombie_begin: list[BaseException] = []
 

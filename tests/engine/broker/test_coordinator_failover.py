@@ -67,11 +67,11 @@ def test_an_open_transaction_survives_the_coordinator_moving(cluster: Cluster) -
     )
     assert cluster.values(cluster.brokers[1]) == [b"a", b"b"]
     # every replica of the journal partition holds the same records
-    journals = {read_all(cluster.brokers[b]._partitions[TXN_JOURNAL].log) for b in (1, 2, 3)}
+    journals = {read_all(cluster.brokers[b].partition(TXN_JOURNAL).log) for b in (1, 2, 3)}
     wait_for(
         "the journal replicas to agree",
         lambda: (
-            len({read_all(cluster.brokers[b]._partitions[TXN_JOURNAL].log) for b in (1, 2, 3)}) == 1
+            len({read_all(cluster.brokers[b].partition(TXN_JOURNAL).log) for b in (1, 2, 3)}) == 1
         ),
     )
     assert journals  # read at least once

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from twinlog.engine.base.types import TopicPartition
 from twinlog.engine.broker.broker import Broker
 from twinlog.rpc.client import Producer
 
@@ -17,7 +18,7 @@ def test_a_long_poll_sees_the_copy_before_its_applied_record(
 ) -> None:
     with Broker.open(tmp_path / "data") as broker:
         broker.create_topic("t", 1)
-        partition = broker._partition("t", 0)
+        partition = broker.partition(TopicPartition("t", 0))
         journal = partition.writer.journal
         real_mark_applied = journal.mark_applied
         release = threading.Event()

@@ -49,7 +49,7 @@ def _offset(broker: Broker) -> int:
 
 def _offsets_log(cluster: Cluster, broker_id: int) -> bytes:
     broker = cluster.brokers[broker_id]
-    return read_all(broker._partitions[broker.group_offsets.partition_for(GROUP)].log)
+    return read_all(broker.partition(broker.group_offsets.partition_for(GROUP)).log)
 
 
 def _transaction(cluster: Cluster, name: str) -> tuple[ProducerIdentity, int]:

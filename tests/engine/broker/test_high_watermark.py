@@ -59,7 +59,7 @@ def held(tmp_path: Path):  # type: ignore[no-untyped-def]
     broker.create_topic(TOPIC, 1)
     broker.produce(TOPIC, 0, batch(b"a0", b"a1"))
     broker.produce(TOPIC, 0, batch(b"b0", b"b1"))
-    partition = broker._partition(TOPIC, 0)
+    partition = broker.partition(TopicPartition(TOPIC, 0))
     assert partition.high_watermark.value == HELD
     partition.replicated_end = lambda: HELD  # type: ignore[method-assign]
     broker.produce(TOPIC, 0, batch(b"c0", b"c1", timestamp_ms=5_000))  # plain, past the HW
@@ -87,14 +87,14 @@ def test_fetch_stops_at_the_high_watermark(held: Broker) -> None:
     # Between the HW and the log end (Kafka's rule): a valid offset that answers nothing yet.
     between = held.fetch(TOPIC, 0, HELD + 2, max_bytes=1 << 20)
     assert between.records == b"" and between.log_end_offset == HELD
-    log_end = held._partition(TOPIC, 0).log.log_end_offset
+    log_end = held.partition(TopicPartition(TOPIC, 0)).log.log_end_offset
     with pytest.raises(OffsetOutOfRangeError) as raised:
         held.fetch(TOPIC, 0, log_end + 1, max_bytes=1 << 20)
     assert raised.value.log_end_offset == HELD  # where a consumer may seek: the HW
 
 
 def test_group_lag_and_the_metric_count_to_the_high_watermark(held: Broker) -> None:
-    partition = held._partition(TOPIC, 0)
+    partition = held.partition(TopicPartition(TOPIC, 0))
     held.commit_offsets("lagging", {TP: 1})
     stats = held.stats()
     (ours,) = [p for p in stats.partitions if p.topic_partition == TP]
@@ -111,7 +111,7 @@ def test_a_long_poll_is_not_woken_by_appends_past_the_high_watermark(held: Broke
     appender.join()
     assert result.records == b""
     assert time.monotonic() - started >= 0.25  # it waited out its time, not woken to read
-    assert held._partition(TOPIC, 0).log.log_end_offset == 9
+    assert held.partition(TopicPartition(TOPIC, 0)).log.log_end_offset == 9
 
 
 def test_list_offset_and_describe_answer_the_high_watermark(held: Broker) -> None:
@@ -150,7 +150,7 @@ def test_a_spark_scan_reads_below_the_high_watermark(held: Broker) -> None:
 
 
 def test_released_the_high_watermark_reaches_the_log_end_and_its_file_goes(held: Broker) -> None:
-    partition = held._partition(TOPIC, 0)
+    partition = held.partition(TopicPartition(TOPIC, 0))
     del partition.replicated_end  # back to the one-node rule: the log end
     held.produce(TOPIC, 0, batch(b"f0"))
     end = partition.log.log_end_offset

@@ -94,7 +94,7 @@ def test_a_decided_commit_whose_batches_were_lost_is_not_applied_empty(tmp_path:
             failpoints.disarm_all()
     _lose_journaled_entries(tmp_path, decided)
     with Broker.open(tmp_path) as broker:
-        coordinator = broker._coordinator_for_id(decided)
+        coordinator = broker.coordinator_manager.for_id(decided)
         (prepared,) = broker.list_transactions()
         assert prepared.state is TransactionState.PREPARE_COMMIT
         txn = coordinator.transaction(decided)
@@ -112,8 +112,8 @@ def test_a_decided_commit_whose_batches_were_lost_is_not_applied_empty(tmp_path:
         )  # waits for the journal to be restored
     # No backup: the operator accepts the loss, and the decided commit completes as empty.
     with Broker.open(tmp_path, accept_journal_loss="true") as broker:
-        txn = broker._coordinator_for_id(decided).transaction(decided)
-        assert txn is None or broker._coordinator_for_id(decided).wait_complete(txn, 10.0)
+        txn = broker.coordinator_manager.for_id(decided).transaction(decided)
+        assert txn is None or broker.coordinator_manager.for_id(decided).wait_complete(txn, 10.0)
         assert broker.list_transactions() == []
         assert read_all(broker, "orders", 0) == [b"other"]
 

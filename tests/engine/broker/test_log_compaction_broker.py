@@ -65,7 +65,7 @@ def test_consumer_offsets_is_compacted_and_folds_to_the_same_answers(tmp_path: P
     partitions = [TopicPartition("orders", p) for p in range(4)]  # one never committed
     with Broker.open(tmp_path, **SMALL) as broker:
         broker.create_topic("orders", partitions=3)
-        log_config = broker._partitions[TopicPartition(OFFSETS_TOPIC, 0)].log.config
+        log_config = broker.partition(TopicPartition(OFFSETS_TOPIC, 0)).log.config
         assert log_config.compacts and not log_config.deletes
         assert log_config.segment_bytes == 2048
         expected = commit_many(broker, 120)
@@ -75,7 +75,7 @@ def test_consumer_offsets_is_compacted_and_folds_to_the_same_answers(tmp_path: P
         records_before = sum(
             len(records)
             for p in range(2)
-            for _, records in all_batches(broker._partitions[TopicPartition(OFFSETS_TOPIC, p)].log)
+            for _, records in all_batches(broker.partition(TopicPartition(OFFSETS_TOPIC, p)).log)
         )
         broker.scheduler.run_round("compaction")  # what the background task runs
         assert offsets_bytes(tmp_path) < bytes_before / 4
@@ -87,7 +87,7 @@ def test_consumer_offsets_is_compacted_and_folds_to_the_same_answers(tmp_path: P
         records_after = sum(
             len(records)
             for p in range(2)
-            for _, records in all_batches(broker._partitions[TopicPartition(OFFSETS_TOPIC, p)].log)
+            for _, records in all_batches(broker.partition(TopicPartition(OFFSETS_TOPIC, p)).log)
         )
         assert records_after < records_before / 10  # the fold reads live keys, not history
 
@@ -96,7 +96,7 @@ def test_the_background_task_compacts(tmp_path: Path) -> None:
     with Broker.open(tmp_path, compaction_check_interval_ms=20, **SMALL) as broker:
         broker.create_topic("orders", partitions=3)
         commit_many(broker, 60)
-        logs = [broker._partitions[TopicPartition(OFFSETS_TOPIC, p)].log for p in range(2)]
+        logs = [broker.partition(TopicPartition(OFFSETS_TOPIC, p)).log for p in range(2)]
 
         def sealed_records_and_keys() -> tuple[int, int]:
             records = [
@@ -122,7 +122,7 @@ def test_a_deleted_offset_stays_deleted_after_its_tombstone_expires(tmp_path: Pa
     with Broker.open(tmp_path, **SMALL) as broker:
         broker.create_topic("orders")
         broker.commit_offsets("gone", {tp: 7})
-        target = broker._partitions[broker.group_offsets.partition_for("gone")]
+        target = broker.partition(broker.group_offsets.partition_for("gone"))
         builder = RecordBatchBuilder("none")
         builder.append(None, key=encode_key("gone", tp))  # a deletion of the group's offset
         deletion = builder.build()
@@ -141,7 +141,7 @@ def test_an_older_data_directory_gets_a_compacted_offsets_topic(tmp_path: Path) 
     meta["topics"][OFFSETS_TOPIC]["config"] = {"retention.ms": "-1"}  # as before compaction
     replace_file(tmp_path / "meta", with_checksum(json.dumps(meta).encode()))
     with Broker.open(tmp_path) as broker:
-        config = broker._partitions[TopicPartition(OFFSETS_TOPIC, 0)].log.config
+        config = broker.partition(TopicPartition(OFFSETS_TOPIC, 0)).log.config
         assert config.compacts and config.retention_ms == -1
 
 
@@ -259,7 +259,7 @@ def test_a_consumer_reads_past_batches_that_compaction_emptied(tmp_path: Path) -
         for name in (b"bbb", b"ccc"):  # each rolls a segment: the first one ends there
             value = name + b"".ljust(900, b"v")
             broker.produce("state", 0, batch([value], keyed=True, codec="none"))
-        report = broker._partitions[TopicPartition("state", 0)].compact_log()
+        report = broker.partition(TopicPartition("state", 0)).compact_log()
         assert report.tombstones_dropped == 1  # the first segment now ends in a filler
         consumer = Consumer(broker)
         consumer.assign([("state", 0)])

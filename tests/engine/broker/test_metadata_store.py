@@ -159,4 +159,6 @@ def test_every_partition_of_a_topic_opened_through_the_store(tmp_path: Path) -> 
         assert broker.list_topics() == ["pre"]
         broker.produce("pre", 1, batch([b"x"]))
         assert broker.describe_topic("pre").partitions[1].log_end_offset == 1
-        assert TopicPartition("pre", 1) in broker._partitions
+        assert TopicPartition("pre", 1) in {
+            p.topic_partition for p in broker.partition_manager.all()
+        }

@@ -22,7 +22,7 @@ from twinlog.engine.base.errors import (
     UnknownLeaderEpochError,
 )
 from twinlog.engine.base.types import ProducerIdentity, TopicPartition, TransactionState
-from twinlog.engine.broker.broker import Broker, _LocalApplier
+from twinlog.engine.broker.broker import Broker
 from twinlog.engine.records.batch_reader import iter_batches
 from twinlog.engine.transactions.partition_calls import (
     ApplyAbort,
@@ -66,8 +66,8 @@ def values_in_log(broker: Broker, partition: int) -> list[bytes]:
 def test_a_stale_coordinator_epoch_is_refused_and_changes_nothing(broker: Broker) -> None:
     identity, transaction_id = open_transaction(broker, "epochs")
     broker.produce(TOPIC, 0, batch([b"kept"], identity, 0, transaction_id))
-    leaders = _LocalApplier(broker)
-    partition = broker._partition(TOPIC, 0)
+    leaders = broker.local_partition_leaders
+    partition = broker.partition(TopicPartition(TOPIC, 0))
     owner = coordinator_partition_of(transaction_id)
     newer = CallEpochs(owner, 1, 0)
     assert leaders.count_entries(CountEntries(transaction_id, P0, newer)).entry_count == 1
@@ -95,8 +95,8 @@ def test_a_stale_coordinator_epoch_is_refused_and_changes_nothing(broker: Broker
 def test_a_leader_epoch_older_or_newer_than_the_partitions_is_refused(broker: Broker) -> None:
     identity, transaction_id = open_transaction(broker, "leaders")
     broker.produce(TOPIC, 0, batch([b"v"], identity, 0, transaction_id))
-    leaders = _LocalApplier(broker)
-    partition = broker._partition(TOPIC, 0)
+    leaders = broker.local_partition_leaders
+    partition = broker.partition(TopicPartition(TOPIC, 0))
     partition.epochs.become_leader(2)
     owner = coordinator_partition_of(transaction_id)
     with pytest.raises(FencedLeaderEpochError) as fenced:
@@ -121,7 +121,7 @@ def test_a_leader_epoch_older_or_newer_than_the_partitions_is_refused(broker: Br
 
 def test_register_partition_refuses_stale_epochs(broker: Broker) -> None:
     identity, transaction_id = open_transaction(broker, "register")
-    coordinator = broker._coordinator_for_id(transaction_id)
+    coordinator = broker.coordinator_manager.for_id(transaction_id)
     owner = coordinator_partition_of(transaction_id)
 
     def register(epochs: CallEpochs) -> None:
@@ -133,7 +133,7 @@ def test_register_partition_refuses_stale_epochs(broker: Broker) -> None:
 
     with pytest.raises(TransactionCoordinatorFencedError):
         register(CallEpochs(owner, 1, 0))  # a coordinator epoch this coordinator is not at
-    broker._partition(TOPIC, 0).epochs.become_leader(1)
+    broker.partition(TopicPartition(TOPIC, 0)).epochs.become_leader(1)
     with pytest.raises(FencedLeaderEpochError):
         register(CallEpochs(owner, 0, 0))  # a deposed leader of the partition
     with pytest.raises(UnknownLeaderEpochError):
@@ -151,8 +151,8 @@ def test_a_send_after_a_commit_is_decided_is_refused_abortable(broker: Broker) -
     with pytest.raises(InvalidTxnStateError) as raised:
         broker.produce(TOPIC, 0, batch([b"late"], identity, 1, transaction_id))
     assert raised.value.abortable
-    txn = broker._coordinator_for_id(transaction_id).transaction(transaction_id)
-    assert txn is None or broker._coordinator_for_id(transaction_id).wait_complete(txn, 10)
+    txn = broker.coordinator_manager.for_id(transaction_id).transaction(transaction_id)
+    assert txn is None or broker.coordinator_manager.for_id(transaction_id).wait_complete(txn, 10)
     assert values_in_log(broker, 0) == [b"in"]
 
 
@@ -163,7 +163,7 @@ def test_a_count_without_a_decision_does_not_shut_the_transaction(
     write did) leaves the transaction open, and its next batch is taken and counted."""
     identity, transaction_id = open_transaction(broker, "undecided")
     broker.produce(TOPIC, 0, batch([b"first"], identity, 0, transaction_id))
-    coordinator = broker._coordinator_for_id(transaction_id)
+    coordinator = broker.coordinator_manager.for_id(transaction_id)
     journal_append = coordinator.journal.append
 
     def full_disk(record: object) -> int:
@@ -177,7 +177,9 @@ def test_a_count_without_a_decision_does_not_shut_the_transaction(
             transaction_id, identity.producer_id, identity.producer_generation
         )
     monkeypatch.setattr(coordinator.journal, "append", journal_append)
-    assert broker._partition(TOPIC, 0).transaction_gate.open_count() == 1  # frozen, kept
+    assert (
+        broker.partition(TopicPartition(TOPIC, 0)).transaction_gate.open_count() == 1
+    )  # frozen, kept
     broker.produce(TOPIC, 0, batch([b"second"], identity, 1, transaction_id))  # taken
     broker.commit_transaction(
         transaction_id, identity.producer_id, identity.producer_generation, wait_for_applied=True
@@ -193,7 +195,7 @@ def test_an_aborted_transaction_leaves_no_gate_and_refuses_later_sends(broker: B
     broker.abort_transaction(
         transaction_id, identity.producer_id, identity.producer_generation, wait_for_applied=True
     )
-    partition = broker._partition(TOPIC, 0)
+    partition = broker.partition(TopicPartition(TOPIC, 0))
     assert partition.transaction_gate.open_count() == 0  # nothing kept per transaction
     with pytest.raises(InvalidTxnStateError):
         broker.produce(TOPIC, 0, batch([b"late"], identity, 1, transaction_id))
@@ -257,7 +259,7 @@ def test_every_acknowledged_send_racing_a_commit_is_counted_and_copied(
         for sender in senders:
             sender.start()
         time.sleep(0.02 + 0.01 * round_index)
-        txn = broker._coordinator_for_id(transaction_id).transaction(transaction_id)
+        txn = broker.coordinator_manager.for_id(transaction_id).transaction(transaction_id)
         assert txn is not None
         broker.commit_transaction(
             transaction_id,
@@ -286,7 +288,7 @@ def test_a_promotion_is_stamped_into_the_next_batches_and_checked_by_the_seam(
     promotion on and records where it starts; the seam checks calls against the same value."""
     identity, transaction_id = open_transaction(broker, "stamped")
     broker.produce(TOPIC, 0, batch([b"before"]))
-    partition = broker._partition(TOPIC, 0)
+    partition = broker.partition(TopicPartition(TOPIC, 0))
     partition.epochs.become_leader(5)
     assert partition.log.leader_epoch == 5
     broker.produce(TOPIC, 0, batch([b"plain"]))

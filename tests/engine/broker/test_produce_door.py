@@ -19,6 +19,7 @@ from twinlog.engine.base.errors import (
     InvalidConfigError,
     InvalidRecordError,
 )
+from twinlog.engine.base.types import TopicPartition
 from twinlog.engine.broker.broker import Broker
 from twinlog.engine.records.batch_builder import build_batch, encode_record
 from twinlog.engine.records.batch_reader import iter_batches
@@ -114,7 +115,7 @@ def test_a_transactional_batch_with_bad_records_is_refused_before_the_journal(
     )
     with pytest.raises(InvalidRecordError, match=r"orders-0.*record 1 has offset delta 0"):
         broker.produce("orders", 0, batch, transaction_id=transaction_id)
-    assert broker._partition("orders", 0).journaled_entries(transaction_id) == 0
+    assert broker.partition(TopicPartition("orders", 0)).journaled_entries(transaction_id) == 0
 
 
 def test_good_batches_still_pass_and_read_back(broker: Broker) -> None:

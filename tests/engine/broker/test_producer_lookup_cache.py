@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-import twinlog.engine.broker.broker as broker_module
+import twinlog.engine.broker.coordinator_manager as coordinator_manager_module
 from twinlog.engine.broker.broker import Broker
 from twinlog.engine.transactions.partition_calls import (
     IssuedProducer,
@@ -55,12 +55,12 @@ def test_an_unknown_id_is_asked_again_only_after_a_few_seconds(
     broker: Broker, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     now = [1000.0]
-    monkeypatch.setattr(broker_module.time, "monotonic", lambda: now[0])
+    monkeypatch.setattr(coordinator_manager_module.time, "monotonic", lambda: now[0])
     elsewhere = CountingCoordinators()
     broker.transaction_coordinators = elsewhere
     made_up = 7 << 8  # coordinator 0's, never issued
     assert [broker.transactional_id_of(made_up) for _ in range(50)] == [None] * 50
     assert elsewhere.lookups == [made_up]
-    now[0] += broker_module.UNKNOWN_ID_KEPT_S + 0.1
+    now[0] += coordinator_manager_module.UNKNOWN_ID_KEPT_S + 0.1
     assert broker.transactional_id_of(made_up) is None
     assert elsewhere.lookups == [made_up, made_up]

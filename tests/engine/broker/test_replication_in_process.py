@@ -36,13 +36,13 @@ def test_acks_all_waits_for_every_in_sync_replica(cluster: Cluster) -> None:
     cluster.start_pumping()
     for number in range(5):
         cluster.brokers[1].produce(TOPIC.topic, 0, batch([b"v%d" % number]))
-    leader_partition = cluster.brokers[1]._partitions[TOPIC]
+    leader_partition = cluster.brokers[1].partition(TOPIC)
     assert leader_partition.high_watermark.value == 5  # acknowledged means replicated
     cluster.stop_pumping()
     cluster.pump_once()  # the followers learn the last high watermark
     assert cluster.log_bytes(2) == cluster.log_bytes(1) == cluster.log_bytes(3)
     for follower in (2, 3):
-        assert cluster.brokers[follower]._partitions[TOPIC].high_watermark.value == 5
+        assert cluster.brokers[follower].partition(TOPIC).high_watermark.value == 5
         with pytest.raises(NotLeaderOrFollowerError, match="leader: broker 1"):
             cluster.brokers[follower].fetch(TOPIC.topic, 0, 0)
         with pytest.raises(NotLeaderOrFollowerError):
@@ -59,7 +59,7 @@ def test_below_min_isr_nothing_is_written(cluster: Cluster) -> None:
     cluster.roles(leader=1, epoch=1, isr=(1,))
     with pytest.raises(NotEnoughReplicasError, match="below min_insync_replicas 2"):
         cluster.brokers[1].produce(TOPIC.topic, 0, batch([b"x"]))
-    assert cluster.brokers[1]._partitions[TOPIC].log.log_end_offset == 0
+    assert cluster.brokers[1].partition(TOPIC).log.log_end_offset == 0
 
 
 def test_an_unacknowledged_write_times_out_and_is_cut_after_failover(cluster: Cluster) -> None:
@@ -69,7 +69,7 @@ def test_an_unacknowledged_write_times_out_and_is_cut_after_failover(cluster: Cl
     cluster.stop_pumping()
     with pytest.raises(NotEnoughReplicasAfterAppendError, match="did not acknowledge"):
         cluster.brokers[1].produce(TOPIC.topic, 0, batch([b"never acknowledged"]))
-    assert cluster.brokers[1]._partitions[TOPIC].log.log_end_offset == 2
+    assert cluster.brokers[1].partition(TOPIC).log.log_end_offset == 2
     cluster.roles(leader=2, epoch=2, isr=(2, 3))  # the controller moved leadership
     cluster.start_pumping()
     cluster.brokers[2].produce(TOPIC.topic, 0, batch([b"new leader"]))
@@ -121,7 +121,7 @@ def test_a_lagging_follower_leaves_the_isr_and_rejoins_when_caught_up(cluster: C
 
 
 def _values(broker: Broker) -> list[tuple[int, bytes | None]]:
-    data = read_all(broker._partitions[TOPIC].log)
+    data = read_all(broker.partition(TOPIC).log)
     return [(r.offset, r.value) for b in iter_batches(data) for r in b.records()]
 
 

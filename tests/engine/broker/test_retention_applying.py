@@ -16,6 +16,7 @@ import pytest
 from broker_support import batch
 
 from twinlog.engine.base import failpoints
+from twinlog.engine.base.types import TopicPartition
 from twinlog.engine.broker.broker import Broker
 from twinlog.engine.broker.scheduler import apply_retention
 from twinlog.engine.records.batch_reader import iter_batches
@@ -54,7 +55,7 @@ def test_retention_keeps_a_copy_not_yet_recorded_applied(tmp_path: Path, action:
                 batch(values, producer, 2 * number, transaction_id, "none"),
                 transaction_id=transaction_id,
             )
-        partition = broker._partition("t", 0)
+        partition = broker.partition(TopicPartition("t", 0))
         # Recording APPLYING succeeds (hit 1), recording APPLIED fails until disarmed.
         failpoints.arm("journal.before_sync", action, on_hit=2, times=1_000_000)
         broker.commit_transaction(
@@ -62,7 +63,9 @@ def test_retention_keeps_a_copy_not_yet_recorded_applied(tmp_path: Path, action:
         )
 
         def copied_not_applied() -> bool:
-            record = broker._partition("t", 0).journal.transaction("t-0", transaction_id)
+            record = broker.partition(TopicPartition("t", 0)).journal.transaction(
+                "t-0", transaction_id
+            )
             return (
                 partition.log.log_end_offset == 2 * BATCHES
                 and record is not None
@@ -110,7 +113,7 @@ def test_a_directory_whose_applying_copy_lost_its_start_opens_and_completes(
                 batch(values, producer, 2 * number, transaction_id, "none"),
                 transaction_id=transaction_id,
             )
-        partition = broker._partition("t", 0)
+        partition = broker.partition(TopicPartition("t", 0))
         failpoints.arm("journal.before_sync", "enospc", on_hit=2, times=1_000_000)
         broker.commit_transaction(
             transaction_id, producer.producer_id, producer.producer_generation
@@ -121,7 +124,7 @@ def test_a_directory_whose_applying_copy_lost_its_start_opens_and_completes(
         broker.close()
         failpoints.disarm_all()
     with Broker.open(directory, **CONFIG) as broker:
-        partition = broker._partition("t", 0)
+        partition = broker.partition(TopicPartition("t", 0))
         record = partition.journal.transaction("t-0", transaction_id)
         assert record is not None and record.state is CopyState.APPLIED
         assert record.applied_range == (0, 2 * BATCHES)

@@ -72,7 +72,7 @@ def test_retention_never_moves_the_log_start_past_the_high_watermark(
     )
     try:
         broker.create_topic(TOPIC, 1, {"segment_bytes": "1024", "retention_bytes": "1024"})
-        partition = broker._partition(TOPIC, 0)
+        partition = broker.partition(TopicPartition(TOPIC, 0))
         broker.produce(TOPIC, 0, batch([b"x" * 100]))
         held = partition.log.log_end_offset
         monkeypatch.setattr(partition, "replicated_end", lambda: held)  # followers stuck
@@ -99,10 +99,10 @@ def test_a_deposed_callers_epoch_is_refused_after_a_restart(tmp_path: Path) -> N
     with Broker.open(tmp_path / "d", transaction_check_interval_ms=60_000) as broker:
         broker.create_topic(TOPIC, 1)
         broker.produce(TOPIC, 0, batch([b"a"]))
-        broker._partition(TOPIC, 0).epochs.become_leader(3)
+        broker.partition(TopicPartition(TOPIC, 0)).epochs.become_leader(3)
     with Broker.open(tmp_path / "d", transaction_check_interval_ms=60_000) as broker:
         with pytest.raises(FencedLeaderEpochError):
-            broker._partition(TOPIC, 0).epochs.check_leader_epoch(0)
+            broker.partition(TopicPartition(TOPIC, 0)).epochs.check_leader_epoch(0)
 
 
 def test_a_newer_coordinator_takes_the_first_batch_of_a_partition_it_never_called(
@@ -114,7 +114,7 @@ def test_a_newer_coordinator_takes_the_first_batch_of_a_partition_it_never_calle
         broker.create_topic(TOPIC, 1)
         identity = broker.init_producer("x")
         txn = broker.begin_transaction(identity.producer_id, identity.producer_generation)
-        broker._coordinator_for_id(txn).coordinator_epoch = 1  # the journal's new leader
+        broker.coordinator_manager.for_id(txn).coordinator_epoch = 1  # the journal's new leader
         broker.produce(TOPIC, 0, batch([b"v"], identity, 0, txn), transaction_id=txn)
         broker.commit_transaction(
             txn, identity.producer_id, identity.producer_generation, wait_for_applied=True

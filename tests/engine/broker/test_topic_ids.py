@@ -22,6 +22,7 @@ from twinlog.engine.base.errors import (
     InvalidTxnStateError,
     UnknownTopicOrPartitionError,
 )
+from twinlog.engine.base.types import TopicPartition
 from twinlog.engine.broker.broker import Broker
 from twinlog.engine.records.batch_format import read_header
 from twinlog.engine.records.batch_reader import iter_batches
@@ -128,7 +129,9 @@ def test_a_send_racing_a_delete_is_refused_not_journaled(tmp_path: Path) -> None
         transaction_id = broker.begin_transaction(
             producer.producer_id, producer.producer_generation
         )
-        old_partition = broker._partition("t", 0)  # as a send holds it while the delete runs
+        old_partition = broker.partition(
+            TopicPartition("t", 0)
+        )  # as a send holds it while the delete runs
         broker.delete_topic("t")
         broker.create_topic("t")
         sent = batch([b"late"], producer, 0, transaction_id)
@@ -187,8 +190,8 @@ def test_a_decided_copy_that_does_not_finish_refuses_the_deletion(
             broker.produce("t", 0, batch([b"later"], other, 0, second), transaction_id=second)
         finally:
             failpoints.disarm_all()
-        txn = broker._coordinator_for_id(transaction_id).transaction(transaction_id)
+        txn = broker.coordinator_manager.for_id(transaction_id).transaction(transaction_id)
         if txn is not None:
-            assert broker._coordinator_for_id(transaction_id).wait_complete(txn, 10.0)
+            assert broker.coordinator_manager.for_id(transaction_id).wait_complete(txn, 10.0)
         broker.delete_topic("t")  # aborts the open one, the decided one is done
         assert "t" not in broker.list_topics()

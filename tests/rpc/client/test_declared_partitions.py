@@ -16,7 +16,7 @@ from twinlog.rpc.client import Admin, Consumer, Producer
 
 
 def _add_partitions_records(broker: Broker, producer_id: int) -> list[AddPartitions]:
-    coordinator = broker._coordinator_for_id(producer_id)
+    coordinator = broker.coordinator_manager.for_id(producer_id)
     return [
         record for _, record in coordinator.journal.replay(0) if isinstance(record, AddPartitions)
     ]
@@ -96,7 +96,7 @@ def test_a_commit_names_the_batches_written_and_a_lost_one_aborts_it(tmp_path: P
             # back (what a damaged journal, or an abort applied by a deposed coordinator,
             # leaves): it now counts none.
             lost = producer._transactions.transaction_id
-            broker._partitions[TopicPartition("orders", 1)].apply_abort(lost)
+            broker.partition(TopicPartition("orders", 1)).apply_abort(lost)
             with pytest.raises(TransactionDataMissingError, match="orders-1"):
                 producer.commit_transaction()
             producer.abort_transaction()

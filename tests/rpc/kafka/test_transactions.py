@@ -322,7 +322,7 @@ def test_a_kafka_commit_whose_journaled_batches_were_lost_is_refused(kafka_serve
         (open_transaction,) = kafka_server.broker.list_transactions()
         # The partition's journal drops the transaction's entries behind the coordinator's
         # back (what a damaged journal leaves): it now counts none of the two.
-        partition = kafka_server.broker._partitions[TopicPartition(topic, 0)]
+        partition = kafka_server.broker.partition(TopicPartition(topic, 0))
         partition.apply_abort(open_transaction.transaction_id)
         with pytest.raises(kafka.errors.KafkaError):
             producer.commit_transaction()

@@ -238,7 +238,7 @@ def test_count_commit_and_abort_act_on_the_broker_the_locator_names(world: World
 
     other, aborted = open_transaction(world.b, "aborted")
     world.b.produce(TOPIC, 1, batch([b"gone"], other, 0, aborted))
-    partition = world.b._partition(TOPIC, 1)
+    partition = world.b.partition(TopicPartition(TOPIC, 1))
     assert partition.journaled_entries(aborted) == 1
     leaders.apply_abort(ApplyAbort(aborted, P1, epochs_of(aborted)))
     assert partition.journaled_entries(aborted) == 0
@@ -277,7 +277,9 @@ def test_a_stale_coordinator_epoch_comes_back_fenced(world: World) -> None:
     assert raised.value.fatal and not raised.value.retriable
     with pytest.raises(TransactionCoordinatorFencedError):
         leaders.apply_abort(ApplyAbort(transaction_id, P0, stale))
-    assert world.b._partition(TOPIC, 0).journaled_entries(transaction_id) == 1  # untouched
+    assert (
+        world.b.partition(TopicPartition(TOPIC, 0)).journaled_entries(transaction_id) == 1
+    )  # untouched
     assert values_in_log(world.b, 0) == []
     assert world.locator.refreshes == 0  # not a question of where the leader is
 
@@ -287,7 +289,7 @@ def test_a_stale_leader_epoch_comes_back_fenced_and_refreshes_the_locator(world:
     leaders = world.leaders()
     identity, transaction_id = open_transaction(world.b, "leader-epochs")
     world.b.produce(TOPIC, 0, batch([b"v"], identity, 0, transaction_id))
-    world.b._partition(TOPIC, 0).epochs.become_leader(2)
+    world.b.partition(TopicPartition(TOPIC, 0)).epochs.become_leader(2)
     with pytest.raises(FencedLeaderEpochError) as fenced:
         leaders.apply_commit(
             ApplyCommit(transaction_id, P0, None, 1, epochs_of(transaction_id, leader_epoch=1))
@@ -296,7 +298,7 @@ def test_a_stale_leader_epoch_comes_back_fenced_and_refreshes_the_locator(world:
     assert world.locator.refreshes == 1  # the caller's next epochs come from a fresh read
     with pytest.raises(UnknownLeaderEpochError):
         leaders.apply_abort(ApplyAbort(transaction_id, P0, epochs_of(transaction_id, 0, 3)))
-    assert world.b._partition(TOPIC, 0).journaled_entries(transaction_id) == 1
+    assert world.b.partition(TopicPartition(TOPIC, 0)).journaled_entries(transaction_id) == 1
     # The epoch a coordinator puts in its calls: what the locator says.
     assert leaders.leader_epoch(P0) == 2
     leaders.apply_commit(ApplyCommit(transaction_id, P0, None, 1, epochs_of(transaction_id, 0, 2)))
@@ -431,7 +433,9 @@ def test_leader_epoch_is_the_locators_and_never_older_than_this_brokers(world: W
     leaders = world.leaders()
     assert leaders.leader_epoch(P0) == 5
     assert leaders.leader_epoch(P1) == 0  # unknown
-    world.a._partition(TOPIC, 0).epochs.become_leader(7)  # this broker knows a newer one
+    world.a.partition(TopicPartition(TOPIC, 0)).epochs.become_leader(
+        7
+    )  # this broker knows a newer one
     world.locator.asked.clear()
     assert leaders.leader_epoch(P0) == 7
     assert (P0, True) in world.locator.asked  # and the stale answer was read again

@@ -18,6 +18,7 @@ from twinlog.engine.base.errors import (
     NotEnoughResourcesError,
     TwinlogError,
 )
+from twinlog.engine.base.types import TopicPartition
 from twinlog.engine.broker.broker import Broker
 from twinlog.engine.records.batch_builder import RecordBatchBuilder, build_batch, encode_record
 from twinlog.rpc.client import Consumer
@@ -167,7 +168,9 @@ def test_a_consumer_meeting_an_old_bad_batch_is_told_where_to_skip(tmp_path: Pat
         broker.create_topic("old", partitions=1)
         broker.produce("old", 0, build_batch([b"a", b"b"]))
         # Written as a broker that did not check records would have: straight to the log.
-        broker._partition("old", 0).writer.append_plain(bad_deltas_batch(), validate=False)
+        broker.partition(TopicPartition("old", 0)).writer.append_plain(
+            bad_deltas_batch(), validate=False
+        )
         broker.produce("old", 0, build_batch([b"c"]))
         with Consumer(broker, auto_offset_reset="earliest") as consumer:
             consumer.assign([("old", 0)])

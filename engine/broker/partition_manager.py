@@ -1,0 +1,276 @@
+"""The broker's partitions: the table, their roles, the followers' fetches and ISR hand-off.
+
+Kafka's ``ReplicaManager``. It opens each partition of ``DATA_DIR/logs/TOPIC-PARTITION``
+(``partition``), finds one by its topic and index (``partition(tp)``, the public view
+the broker, the seam and the tests use), gives each the role the cluster names
+(``take_role``), answers followers' fetches as a leader (``replica_fetch``, a long poll
+woken by appends), builds and applies this broker's own fetches as a follower, and
+hands led partitions' ISR changes to the cluster member (``isr_changes_due``).
+
+State, and who changes it:
+    _partitions   topic partition -> Partition. Added by ``open`` (start-up, topic
+                  creation, first use of a topic another broker created: under the
+                  broker's admin lock), removed by ``remove`` (topic deletion, under the
+                  same lock). Read from any thread without it: dict reads and ``list()``
+                  snapshots are atomic in CPython, and a partition removed meanwhile is
+                  closed and refuses calls.
+    _replica_data a condition the followers' long polls wait on; every append and
+                  high-watermark move notifies it (``notify_replica_data``).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+
+from twinlog.engine.base.errors import InvalidConfigError, UnknownTopicOrPartitionError
+from twinlog.engine.base.types import TopicPartition
+from twinlog.engine.broker.config import BrokerConfig
+from twinlog.engine.broker.metadata_store import MetadataStore
+from twinlog.engine.broker.partition import Partition
+from twinlog.engine.broker.partition_role import PartitionRole, Role
+from twinlog.engine.log import LogConfig
+from twinlog.engine.replication.fetch_calls import (
+    FetchedPartition,
+    ReplicaFetch,
+    ReplicaFetchPartition,
+)
+from twinlog.engine.replication.replica_set import IsrChange
+from twinlog.engine.replication.replication_settings import ReplicationSettings
+from twinlog.engine.transactions.partition_calls import TransactionCoordinators
+from twinlog.engine.transactions.transaction_metadata import now_ms
+from twinlog.journal import JournalLogs
+
+log = logging.getLogger(__name__)
+
+REPLICA_POLL_SLICE_S = 0.1  # a follower's long poll re-reads at least this often
+
+
+class PartitionManager:
+    def __init__(
+        self,
+        data_dir: Path,
+        config: BrokerConfig,
+        journal: JournalLogs,
+        metadata: MetadataStore,
+        coordinators: TransactionCoordinators,
+        replication: ReplicationSettings | None,
+        admin_lock: threading.RLock,
+        is_closed: Callable[[], bool],
+    ) -> None:
+        """Called once, by the broker's start-up (step 3), before any partition opens."""
+        self._data_dir = data_dir
+        self._config = config
+        self._journal = journal
+        self._metadata = metadata
+        self._coordinators = coordinators  # each partition's seam to the coordinators
+        self.replication = replication  # None: a single-node broker
+        self._admin_lock = admin_lock
+        self._is_closed = is_closed
+        self._partitions: dict[TopicPartition, Partition] = {}
+        self._replica_data = threading.Condition()
+        # the fetcher threads (one per leader) move it; a lost update only changes which
+        # partition comes first in one fetch
+        self._fetch_rotation = 0
+
+    # --- the table -------------------------------------------------------------------------
+
+    def log_config(self, topic_config: Mapping[str, str]) -> LogConfig:
+        """A topic's log configuration over the broker's defaults; InvalidConfigError if bad."""
+        defaults = {
+            "segment_bytes": self._config.log_segment_bytes,
+            "retention_ms": self._config.log_retention_ms,
+            "retention_bytes": self._config.log_retention_bytes,
+            "flush_policy": self._config.log_flush_policy,
+            "batch_bytes_max": self._config.batch_bytes_max,
+        }
+        return LogConfig.from_mapping({**defaults, **topic_config})
+
+    def open(self, topic_partition: TopicPartition, topic_config: Mapping[str, str]) -> Partition:
+        """Open (recovering) one partition and add it to the table. Start-up, or a caller
+        holding the admin lock."""
+        directory = self._data_dir / "logs" / str(topic_partition)
+        partition = Partition(
+            topic_partition,
+            directory,
+            self.log_config(topic_config),
+            self._journal,
+            coordinators=self._coordinators,
+            replication=self.replication,
+        )
+        self._partitions[topic_partition] = partition
+        return partition
+
+    def get(self, topic_partition: TopicPartition) -> Partition | None:
+        """The partition if this broker has opened it; None otherwise (never opens one)."""
+        return self._partitions.get(topic_partition)
+
+    def get_or_open(self, topic_partition: TopicPartition) -> Partition:
+        """A cluster broker's partition, opened on first use: the cluster may name a topic
+        another broker created after this one started. UnknownTopicOrPartitionError when
+        the metadata has no such partition."""
+        if self.replication is None:
+            raise InvalidConfigError("this broker is not part of a cluster (no broker_id)")
+        partition = self._partitions.get(topic_partition)
+        if partition is None:
+            with self._admin_lock:
+                partition = self._partitions.get(topic_partition)
+                if partition is None:
+                    topic = self._metadata.get_topic(topic_partition.topic)
+                    if not 0 <= topic_partition.partition < topic.partitions:
+                        raise UnknownTopicOrPartitionError(f"no partition {topic_partition}")
+                    partition = self.open(topic_partition, topic.config)
+        return partition
+
+    def partition(self, topic_partition: TopicPartition) -> Partition:
+        """The partition ``topic_partition`` names: UnknownTopicOrPartitionError (saying
+        which partitions the topic has, or to create it) when there is none."""
+        topic, partition_index = topic_partition
+        found = self._partitions.get(TopicPartition(topic, partition_index))
+        if found is None and self.replication is not None and topic in self._metadata.topics():
+            # a topic another broker created: opened with no role, it refuses clients
+            # (NotLeaderOrFollowerError) until the cluster names its leader
+            found = self.get_or_open(TopicPartition(topic, partition_index))
+        if found is None:
+            known = self._metadata.topics().get(topic)
+            if known is not None:
+                raise UnknownTopicOrPartitionError(
+                    f"topic {topic!r} has partitions 0..{known.partitions - 1}, "
+                    f"not {partition_index}"
+                )
+            self._metadata.get_topic(topic)  # raises the "create it first" error
+        assert found is not None
+        return found
+
+    def all(self) -> list[Partition]:
+        """A snapshot of every open partition."""
+        return list(self._partitions.values())
+
+    def count(self) -> int:
+        return len(self._partitions)
+
+    def remove(self, topic_partition: TopicPartition) -> Partition:
+        """Take a partition out of the table (topic deletion, under the admin lock); the
+        caller closes it."""
+        return self._partitions.pop(topic_partition)
+
+    # --- roles --------------------------------------------------------------------------------
+
+    def take_role(
+        self,
+        topic_partition: TopicPartition,
+        leader_id: int,
+        leader_epoch: int,
+        replicas: Iterable[int],
+        isr: Mapping[int, int],
+    ) -> Role:
+        """The cluster's word on a partition (the cluster member's thread): lead or follow
+        ``leader_id`` at ``leader_epoch`` with ``isr`` ({broker id: broker epoch}); stale
+        words are ignored (``partition_role``). The role this broker takes."""
+        assert self.replication is not None
+        partition = self.get_or_open(topic_partition)
+        role = Role.LEADER if leader_id == self.replication.broker_id else Role.FOLLOWER
+        partition.take_role(
+            PartitionRole(role, leader_id, leader_epoch), tuple(replicas), dict(isr), now_ms()
+        )
+        return role
+
+    # --- the leader's side of replication -----------------------------------------------------
+
+    def notify_replica_data(self) -> None:
+        """Wake the followers' long polls (a partition's append or high-watermark move)."""
+        with self._replica_data:
+            self._replica_data.notify_all()
+
+    def replica_fetch(self, request: ReplicaFetch) -> list[FetchedPartition]:
+        """A follower's fetch (the replication service's threads): every partition's
+        answer, waiting up to ``max_wait_ms`` while none has anything new for it (a long
+        poll, woken by appends and high-watermark moves)."""
+        deadline = time.monotonic() + max(0, request.max_wait_ms) / 1000
+        while True:
+            answers = [
+                self._replica_read(request, wanted, now_ms()) for wanted in request.partitions
+            ]
+            # Followers learn a moved high watermark with their next batches, or when the
+            # poll ends: only batches, errors and divergences end it early.
+            news = any(
+                answer.records or answer.error or answer.diverging is not None for answer in answers
+            )
+            remaining_s = deadline - time.monotonic()
+            if news or remaining_s <= 0 or self._is_closed():
+                return answers
+            with self._replica_data:
+                self._replica_data.wait(min(remaining_s, REPLICA_POLL_SLICE_S))
+
+    def _replica_read(
+        self, request: ReplicaFetch, wanted: ReplicaFetchPartition, now: int
+    ) -> FetchedPartition:
+        partition = self._partitions.get(TopicPartition(*wanted.topic_partition))
+        if partition is None:
+            return FetchedPartition(
+                wanted.topic_partition,
+                error=UnknownTopicOrPartitionError.__name__,
+                message=f"this broker holds no partition {wanted.topic_partition}",
+            )
+        return partition.replica_read(
+            request.replica_id, request.broker_epoch, wanted, request.max_bytes, now
+        )
+
+    def isr_changes_due(
+        self, registered_epochs: Mapping[int, int]
+    ) -> list[tuple[TopicPartition, int, IsrChange]]:
+        """The ISR changes this broker's led partitions should write now (KIP-497), each with
+        the leader epoch it was decided at; each is marked proposed until
+        ``isr_change_done``. The cluster member's thread."""
+        changes = []
+        now = now_ms()
+        for topic_partition, partition in list(self._partitions.items()):
+            if partition.role.role is Role.LEADER:
+                change = partition.isr_change_due(now, registered_epochs)
+                if change is not None:
+                    changes.append((topic_partition, partition.role.leader_epoch, change))
+        return changes
+
+    def isr_change_done(
+        self, topic_partition: TopicPartition, isr: Mapping[int, int] | None
+    ) -> None:
+        partition = self._partitions.get(TopicPartition(*topic_partition))
+        if partition is not None:
+            partition.isr_change_done(isr)
+
+    # --- the follower's side of replication ------------------------------------------------
+
+    def replica_fetch_request(
+        self, leader_id: int, broker_epoch: int, max_wait_ms: int
+    ) -> ReplicaFetch | None:
+        """What this follower fetches from ``leader_id`` now (None: it follows it nowhere).
+        The fetcher thread of that leader."""
+        assert self.replication is not None
+        positions = []
+        for partition in list(self._partitions.values()):
+            if partition.role.role is Role.FOLLOWER and partition.role.leader_id == leader_id:
+                positions.extend(partition.replica_fetch_positions())
+        if not positions:
+            return None
+        # Rotate the order: a leader caps its answer's bytes, and the partitions it would
+        # leave out are always the last ones.
+        self._fetch_rotation = (self._fetch_rotation + 1) % len(positions)
+        positions = positions[self._fetch_rotation :] + positions[: self._fetch_rotation]
+        return ReplicaFetch(
+            self.replication.broker_id, broker_epoch, tuple(positions), max_wait_ms=max_wait_ms
+        )
+
+    def apply_replica_fetch(self, leader_id: int, fetched: Iterable[FetchedPartition]) -> None:
+        """The answers of ``leader_id`` to this follower's fetch (its fetcher thread). A
+        partition that follows another leader by now drops its answer
+        (``Partition.apply_fetched``); refused partitions are the fetcher's to report."""
+        for answer in fetched:
+            partition = self._partitions.get(TopicPartition(*answer.topic_partition))
+            if partition is not None and not answer.error:
+                partition.apply_fetched(answer, leader_id)
+
+
+__all__ = ["PartitionManager"]

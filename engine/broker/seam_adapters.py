@@ -1,0 +1,190 @@
+"""The coordinator <-> partition seam on this broker: the in-process ends of its calls.
+
+The calls and their Protocols are ``twinlog.engine.transactions.partition_calls``
+(docs/seam.md). Three adapters plug them in:
+
+    LocalPartitionLeaders    coordinator -> this broker's own partitions (what a
+                             transport's server side calls, and every call embedded)
+    LocalCoordinators        partition -> the transaction's coordinator: the broker's
+                             ``transaction_coordinators`` when a cluster transport is set,
+                             else this broker's own coordinators
+    CurrentPartitionLeaders  what coordinators call: the broker's ``partition_leaders``
+                             as it is at each call (in-process until a transport replaces it)
+
+Each call passes the partition's epoch check first (``partition_epochs``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Protocol
+
+from twinlog.engine.base.errors import UnknownTopicOrPartitionError
+from twinlog.engine.base.types import TopicPartition
+from twinlog.engine.broker.group_offsets import OFFSETS_TOPIC
+from twinlog.engine.broker.partition import Partition
+from twinlog.engine.broker.partition_manager import PartitionManager
+from twinlog.engine.transactions.partition_calls import (
+    PARTITION_GONE,
+    ApplyAbort,
+    ApplyCommit,
+    CountEntries,
+    EntryCount,
+    IssuedProducer,
+    LookupProducer,
+    PartitionLeaders,
+    RegisterPartition,
+    SettleOffsetsHolder,
+    TransactionCoordinators,
+)
+
+log = logging.getLogger(__name__)
+
+
+class SeamHost(Protocol):
+    """What the adapters need of the broker: its current transports and its own
+    coordinators' answers."""
+
+    partition_leaders: PartitionLeaders
+    transaction_coordinators: TransactionCoordinators | None
+
+    def register_partition_here(self, request: RegisterPartition) -> None: ...
+
+    def settle_offsets_holder_here(self, request: SettleOffsetsHolder) -> None: ...
+
+    def lookup_producer_here(self, request: LookupProducer) -> IssuedProducer: ...
+
+
+class LocalPartitionLeaders:
+    """Coordinator -> partition leader calls on this broker's partitions
+    (``PartitionLeaders``). Called by completion workers, and by the coordination
+    service's threads for other brokers' coordinators."""
+
+    def __init__(
+        self,
+        partitions: PartitionManager,
+        accept_journal_loss: bool,
+        offsets_applied: Callable[[Partition, int, int], None],
+        offsets_settled: Callable[[int, int], None],
+    ) -> None:
+        self._partitions = partitions
+        self._accept_journal_loss = accept_journal_loss
+        # __consumer_offsets records just copied into the log (partition, first, next
+        # offset): the group offsets fold them; and a transaction's pending offsets on an
+        # offsets partition (transaction id, partition index) are settled either way
+        self._offsets_applied = offsets_applied
+        self._offsets_settled = offsets_settled
+
+    def _partition(self, topic_partition: TopicPartition) -> Partition | None:
+        """The partition, None once its topic is deleted. A cluster broker opens a partition
+        of a topic created since it started (its answer then says it does not lead it),
+        never taking a live topic for a deleted one."""
+        partition = self._partitions.get(topic_partition)
+        if partition is None and self._partitions.replication is not None:
+            try:  # one read of that topic's metadata, refused if it is gone
+                return self._partitions.get_or_open(topic_partition)
+            except UnknownTopicOrPartitionError:
+                return None
+        return partition
+
+    def leader_epoch(self, topic_partition: TopicPartition) -> int:
+        partition = self._partition(topic_partition)
+        return 0 if partition is None else partition.epochs.leader_epoch
+
+    def count_entries(self, request: CountEntries) -> EntryCount:
+        partition = self._partition(request.topic_partition)
+        if partition is None:
+            return EntryCount(PARTITION_GONE)
+        partition.epochs.check(request.epochs)
+        return EntryCount(partition.count_entries(request.transaction_id))
+
+    def apply_commit(self, request: ApplyCommit) -> None:
+        transaction_id, topic_partition = request.transaction_id, request.topic_partition
+        partition = self._partition(topic_partition)
+        if partition is None:
+            log.warning(
+                "APPLY_COMMIT %d: partition %s no longer exists; skipped",
+                transaction_id,
+                topic_partition,
+            )
+            return
+        partition.epochs.check(request.epochs)
+        journaled_entries = request.entry_count
+        if journaled_entries and self._accept_journal_loss:
+            log.error(
+                "APPLY_COMMIT %d on %s: not checking the %d journal entries its commit counted "
+                "(accept_journal_loss): whatever the journal lost of it stays lost",
+                transaction_id,
+                topic_partition,
+                journaled_entries,
+            )
+            journaled_entries = 0
+        first_offset, next_offset = partition.apply_commit(
+            transaction_id, request.attempts, journaled_entries
+        )
+        if topic_partition.topic == OFFSETS_TOPIC:
+            if next_offset > first_offset:
+                self._offsets_applied(partition, first_offset, next_offset)
+            self._offsets_settled(request.transaction_id, request.topic_partition.partition)
+
+    def apply_abort(self, request: ApplyAbort) -> None:
+        partition = self._partition(request.topic_partition)
+        if partition is not None:
+            partition.epochs.check(request.epochs)
+            partition.apply_abort(request.transaction_id)
+            if request.topic_partition.topic == OFFSETS_TOPIC:
+                self._offsets_settled(request.transaction_id, request.topic_partition.partition)
+
+
+class LocalCoordinators:
+    """Partition -> coordinator calls (``TransactionCoordinators``): to the host's
+    ``transaction_coordinators`` when one is set (a cluster transport), else to the
+    host's own coordinators, in-process. Called by partitions' produce paths and by the
+    offsets fence."""
+
+    def __init__(self, host: SeamHost) -> None:
+        self._host = host
+
+    def register_partition(self, request: RegisterPartition) -> None:
+        elsewhere = self._host.transaction_coordinators
+        if elsewhere is not None:
+            elsewhere.register_partition(request)
+            return
+        self._host.register_partition_here(request)
+
+    def settle_offsets_holder(self, request: SettleOffsetsHolder) -> None:
+        elsewhere = self._host.transaction_coordinators
+        if elsewhere is not None:
+            elsewhere.settle_offsets_holder(request)
+            return
+        self._host.settle_offsets_holder_here(request)
+
+    def lookup_producer(self, request: LookupProducer) -> IssuedProducer:
+        elsewhere = self._host.transaction_coordinators
+        if elsewhere is not None:
+            return elsewhere.lookup_producer(request)
+        return self._host.lookup_producer_here(request)
+
+
+class CurrentPartitionLeaders:
+    """The coordinators' ``PartitionLeaders``: the host's ``partition_leaders`` as it is at
+    each call (in-process by default; a cluster transport replaces it after open)."""
+
+    def __init__(self, host: SeamHost) -> None:
+        self._host = host
+
+    def leader_epoch(self, topic_partition: TopicPartition) -> int:
+        return self._host.partition_leaders.leader_epoch(topic_partition)
+
+    def count_entries(self, request: CountEntries) -> EntryCount:
+        return self._host.partition_leaders.count_entries(request)
+
+    def apply_commit(self, request: ApplyCommit) -> None:
+        self._host.partition_leaders.apply_commit(request)
+
+    def apply_abort(self, request: ApplyAbort) -> None:
+        self._host.partition_leaders.apply_abort(request)
+
+
+__all__ = ["CurrentPartitionLeaders", "LocalCoordinators", "LocalPartitionLeaders", "SeamHost"]
