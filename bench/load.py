@@ -40,12 +40,12 @@ from typing import Any
 
 from bench.e2e.runner import ROOT, environment, start_server, work_directory, write_json
 from bench.e2e.workload import percentile
+from twinlog.engine.base.units import MEBIBYTE
 
 TOPIC = "load"
 HELD_TIMEOUT_MS = 15 * 60_000  # the broker's maximum: held transactions outlive any run
 HOLDER_THREADS = 8  # per client process, to open the held transactions
 SAMPLE_INTERVAL_S = 0.25
-MIB = 1 << 20
 
 
 # --- the client process -----------------------------------------------------------------------
@@ -244,7 +244,7 @@ class Fetcher:
             started_s = time.monotonic()
             try:
                 result = self.broker.fetch(
-                    TOPIC, partition, self.positions[partition], max_bytes=MIB, max_wait_ms=0
+                    TOPIC, partition, self.positions[partition], max_bytes=MEBIBYTE, max_wait_ms=0
                 )
             except TwinlogError as error:
                 self.errors.append(f"{type(error).__name__}: {error}")
@@ -279,7 +279,7 @@ def read_topic(address: str, partitions: int) -> Counter[bytes]:
             offset = 0
             end = broker.list_offset(TOPIC, partition, "latest")
             while offset < end:
-                fetched = broker.fetch(TOPIC, partition, offset, max_bytes=8 * MIB)
+                fetched = broker.fetch(TOPIC, partition, offset, max_bytes=8 * MEBIBYTE)
                 for batch in iter_batches(fetched.records):
                     for record in batch.records():
                         if record.offset >= offset:
@@ -487,14 +487,14 @@ def run(settings: Settings, directory: Path, say: Any) -> dict[str, Any]:
         "fetch_p50_ms": percentile(fetcher.latencies_s, 0.5) * 1000,
         "fetch_p99_ms": percentile(fetcher.latencies_s, 0.99) * 1000,
         "fetch_max_ms": max(fetcher.latencies_s, default=0.0) * 1000,
-        "fetched_mib": fetcher.bytes_read / MIB,
+        "fetched_mib": fetcher.bytes_read / MEBIBYTE,
         "rss_mib": {
-            "idle": rss_idle / MIB,
-            "holding": rss_holding / MIB,
-            "max": rss_max / MIB,
-            "end": rss_end / MIB,
-            "released": rss_released / MIB,
-            "quarters": [value / MIB for value in rss_quarters],
+            "idle": rss_idle / MEBIBYTE,
+            "holding": rss_holding / MEBIBYTE,
+            "max": rss_max / MEBIBYTE,
+            "end": rss_end / MEBIBYTE,
+            "released": rss_released / MEBIBYTE,
+            "quarters": [value / MEBIBYTE for value in rss_quarters],
         },
         "records_read": sum(found.values()),
         "producer_errors": errors[:10],

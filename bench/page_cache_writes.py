@@ -29,7 +29,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-MEBIBYTE = 1 << 20
+from twinlog.engine.base.units import MEBIBYTE
+
 WRITE_BYTES = 512 * 1024  # one pwrite
 BUFFERS = 8  # distinct source buffers, reused: the source stays in the CPU's caches
 

@@ -28,10 +28,9 @@ from batch_support import batch_around
 from server_process import ServerProcess
 
 from twinlog.engine.base.errors import TwinlogError
+from twinlog.engine.base.units import MEBIBYTE
 from twinlog.engine.records.batch_builder import RecordBatchBuilder, encode_record
 from twinlog.rpc.client.remote import RemoteBroker
-
-MEBIBYTE = 1 << 20
 
 
 def peak_rss_mib(server: ServerProcess) -> float:

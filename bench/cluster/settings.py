@@ -6,8 +6,10 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
+from twinlog.engine.base.units import MEBIBYTE
+
 PAYLOAD_POOL = 256  # distinct random payloads, reused in turn (incompressible)
-MIB = 1 << 20
+MIB = MEBIBYTE  # the unit under the short name this bench's modules use
 
 
 @dataclass(frozen=True)

@@ -17,9 +17,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from twinlog.connectors.spark.errors import OptionError
+from twinlog.engine.base.units import MEBIBYTE
 from twinlog.rpc.client.connection import ConnectionOptions
-
-MEBIBYTE = 1 << 20
 
 FETCH_BYTES_DEFAULT = 8 * MEBIBYTE  # one fetch; the server caps it (fetch_bytes_max, 16 MiB)
 BATCH_BYTES_DEFAULT = 1 * MEBIBYTE  # one produced record batch, before compression

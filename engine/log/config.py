@@ -44,9 +44,9 @@ from dataclasses import dataclass
 
 from twinlog.engine.base.errors import InvalidConfigError
 from twinlog.engine.base.renamed_keys import canonical_key
+from twinlog.engine.base.units import GIBIBYTE, MEBIBYTE
 from twinlog.engine.records.batch_format import BATCH_BYTES_HARD_MAX, HEADER_BYTES
 
-MEBIBYTE = 1 << 20
 DAY_MS = 24 * 60 * 60 * 1000
 UNLIMITED = -1
 
@@ -121,7 +121,7 @@ def _key_names(field: str) -> str:
 class LogConfig:
     """Settings of one data log. Immutable; share freely between threads."""
 
-    segment_bytes: int = 1 << 30  # roll when the active segment would pass this size
+    segment_bytes: int = 1 * GIBIBYTE  # roll when the active segment would pass this size
     segment_ms: int = 7 * DAY_MS  # roll when a batch is this much newer than the segment's first
     index_interval_bytes: int = 4096  # bytes of batches between two sparse index entries
     retention_bytes: int = UNLIMITED  # delete old segments while the log stays at least this big

@@ -49,6 +49,7 @@ from twinlog.engine.base.errors import (
     TwinlogError,
 )
 from twinlog.engine.base.types import ProducerIdentity, TopicPartition
+from twinlog.engine.base.units import KIBIBYTE, MEBIBYTE
 from twinlog.engine.groups.group_calls import OUTSIDE_ANY_GROUP
 from twinlog.engine.records.batch_builder import Header
 from twinlog.engine.records.batch_format import NO_TRANSACTION_ID, RECORDS_OFFSET
@@ -77,10 +78,9 @@ from twinlog.rpc.client.transaction_manager import OPEN_PHASES, TransactionManag
 log = logging.getLogger("twinlog.client")
 
 COMPRESSIONS = ("zstd", "none")
-KIBIBYTE = 1024
 # The largest batch (so the largest record) a producer sends: the server's default
 # batch_bytes_max, so that a record the server would refuse is refused before queuing.
-MAX_BATCH_BYTES_DEFAULT = 8 * 1024 * KIBIBYTE
+MAX_BATCH_BYTES_DEFAULT = 8 * MEBIBYTE
 
 
 def _now_ms() -> int:
@@ -111,7 +111,7 @@ class Producer:
         linger_ms: int = 5,
         batch_bytes: int = 256 * KIBIBYTE,
         batch_bytes_max: int = MAX_BATCH_BYTES_DEFAULT,
-        buffer_bytes_max: int = 32 * 1024 * KIBIBYTE,
+        buffer_bytes_max: int = 32 * MEBIBYTE,
         max_block_ms: int = 60_000,
         delivery_timeout_ms: int | None = None,  # None: 120000, or linger + request if more
         transaction_timeout_ms: int | None = None,

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-MEBIBYTE = 1 << 20
+from twinlog.engine.base.units import KIBIBYTE, MEBIBYTE
+
 # A frame may be this much larger than the largest request body it carries (headers and
 # the request's own fields around the records).
-FRAME_BYTES_MARGIN = 64 * 1024
+FRAME_BYTES_MARGIN = 64 * KIBIBYTE
 
 
 @dataclass(frozen=True)

@@ -17,8 +17,8 @@ from typing import Any
 
 from twinlog.engine.base.errors import InvalidConfigError
 from twinlog.engine.base.renamed_keys import canonical_key
+from twinlog.engine.base.units import MEBIBYTE
 
-MEBIBYTE = 1 << 20
 LOOPBACK_NAMES = ("localhost",)
 
 

@@ -20,12 +20,11 @@ from twinlog.engine.base.errors import (
     InvalidRecordError,
 )
 from twinlog.engine.base.types import TopicPartition
+from twinlog.engine.base.units import MEBIBYTE
 from twinlog.engine.broker.broker import Broker
 from twinlog.engine.records.batch_builder import build_batch, encode_record
 from twinlog.engine.records.batch_reader import iter_batches
 from twinlog.engine.records.compression import CODEC_NONE, CODEC_ZSTD
-
-MEBIBYTE = 1 << 20
 
 
 @pytest.fixture

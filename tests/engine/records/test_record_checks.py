@@ -9,12 +9,11 @@ import pytest
 import zstandard
 
 from twinlog.engine.base.errors import CorruptBatchError, InvalidRecordError
+from twinlog.engine.base.units import MEBIBYTE
 from twinlog.engine.records.batch_builder import encode_record
 from twinlog.engine.records.batch_format import BatchHeader
 from twinlog.engine.records.compression import CODEC_ZSTD, decompress
 from twinlog.engine.records.record_decoder import decode_records
-
-MEBIBYTE = 1 << 20
 
 
 def header_of(record_count: int, last_offset_delta: int) -> BatchHeader:

@@ -29,12 +29,13 @@ from kafka.protocol.sasl import (
 )
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
+from twinlog.engine.base.units import MEBIBYTE
 from twinlog.engine.broker.broker import Broker
 from twinlog.engine.records.decompression_budget import DecompressionBudget
 from twinlog.rpc.client import Admin
 from twinlog.rpc.kafka.error_codes import CORRUPT_MESSAGE, NONE, REQUEST_TIMED_OUT
 from twinlog.rpc.kafka.listener import KafkaListener
-from twinlog.rpc.kafka.settings import MEBIBYTE, KafkaListenerSettings
+from twinlog.rpc.kafka.settings import KafkaListenerSettings
 from twinlog.rpc.server.auth import Guard, TokenTable
 
 CLIENT_TIMEOUT_S = 5

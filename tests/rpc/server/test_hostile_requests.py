@@ -54,6 +54,7 @@ from zstandard import ZstdCompressor
 from twinlog.engine.base.crc32c import crc32c
 from twinlog.engine.base.errors import InvalidRecordError
 from twinlog.engine.base.types import TopicPartition
+from twinlog.engine.base.units import MEBIBYTE
 from twinlog.engine.broker.config import BrokerConfig
 from twinlog.engine.records.batch_builder import RecordBatchBuilder, encode_record
 from twinlog.engine.records.batch_format import (
@@ -647,7 +648,6 @@ def _owner_of(batch: bytes) -> tuple[bool, int, int]:
 INVALID_RECORD = InvalidRecordError.__name__
 TOO_LARGE = "BatchTooLargeError"
 BROKER_DEFAULTS = BrokerConfig()  # the hostile servers keep the door's default limits
-MEBIBYTE = 1 << 20
 
 
 def forged_batch(
