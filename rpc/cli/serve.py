@@ -7,6 +7,8 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from twinlog.engine.base.addresses import check_port, parse_host_port
+from twinlog.engine.base.errors import InvalidConfigError
 from twinlog.rpc.cli.common import add_command
 from twinlog.rpc.kafka.settings import KafkaListenerSettings
 from twinlog.rpc.server.config import (
@@ -242,8 +244,12 @@ def run(args: argparse.Namespace) -> int:
             ("--advertised-port", args.advertised_port),
             ("--inter-broker-port", args.inter_broker_port),
         ):
-            if port is not None and not 0 < port < 65536:
-                raise SystemExit(f"twinlog serve: {flag} {port}: give a TCP port (1..65535)")
+            if port is None:
+                continue
+            try:
+                check_port(port, flag)  # registered for others to connect to: never 0
+            except InvalidConfigError as error:
+                raise SystemExit(f"twinlog serve: {error}") from None
         cluster = ClusterFlags(
             args.broker_id,
             args.zookeeper,
@@ -315,12 +321,12 @@ def kafka_listener_opener(
     broker it answers for the cluster. It serves TLS when the gRPC server does, with its
     certificate. ``advertised_host``: the host a cluster broker registers for it when it
     listens on a wildcard address (0.0.0.0, ::)."""
-    from twinlog.rpc.kafka.listener import KafkaListener, parse_address
+    from twinlog.rpc.kafka.listener import KafkaListener
     from twinlog.rpc.kafka.settings import FRAME_BYTES_MARGIN
     from twinlog.rpc.kafka.tls import server_tls_context
     from twinlog.rpc.server.server import guard_of
 
-    host, port = parse_address(address)
+    host, port = parse_host_port(address, "--kafka-listener", any_port=True)
     loopback = ServerConfig(host=host).is_loopback
     if not loopback and not config.authentication_configured and not config.insecure:
         raise SystemExit(

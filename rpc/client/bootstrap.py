@@ -8,9 +8,8 @@ cluster's metadata: after that it talks to the brokers the metadata names.
 
 from __future__ import annotations
 
+from twinlog.engine.base.addresses import parse_host_port
 from twinlog.engine.base.errors import InvalidConfigError
-
-PORT_MAX = 65_535
 
 
 def is_bootstrap_list(target: str) -> bool:
@@ -24,12 +23,7 @@ def parse_bootstrap(text: str) -> list[str]:
         address = part.strip()
         if not address:
             continue
-        host, colon, port = address.rpartition(":")
-        if not colon or not host or not port.isdigit() or not 0 < int(port) <= PORT_MAX:
-            raise InvalidConfigError(
-                f"bootstrap address {address!r} in {text!r} is not host:port "
-                "(e.g. 127.0.0.1:7070,127.0.0.1:7071; an IPv6 host in brackets, [::1]:7070)"
-            )
+        parse_host_port(address, "bootstrap address", example="127.0.0.1:7070")
         if address not in addresses:
             addresses.append(address)
     if not addresses:

@@ -34,6 +34,7 @@ import threading
 import time
 from collections import Counter
 
+from twinlog.engine.base.addresses import join_host_port
 from twinlog.engine.base.errors import InvalidConfigError
 from twinlog.engine.records.decompression_budget import DecompressionBudget
 from twinlog.rpc.kafka.access import new_connection
@@ -90,18 +91,6 @@ def _broker_budget(broker: object) -> DecompressionBudget | None:
     return budget if isinstance(budget, DecompressionBudget) else None
 
 
-def parse_address(text: str) -> tuple[str, int]:
-    """``HOST:PORT`` (``[IPv6]:PORT`` too) as a pair; InvalidConfigError names the trouble."""
-    host, separator, port_text = text.rpartition(":")
-    host = host.removeprefix("[").removesuffix("]")
-    if not separator or not host or not port_text.isdigit() or not 0 <= int(port_text) < 65536:
-        raise InvalidConfigError(
-            f"Kafka listener address {text!r}: give HOST:PORT, e.g. 127.0.0.1:9092 (port 0 "
-            "picks a free one)"
-        )
-    return host, int(port_text)
-
-
 class KafkaListener:
     """Speaks Kafka's protocol on ``host:port`` in front of ``broker`` (any object with
     the broker API: the one the gRPC server serves)."""
@@ -146,8 +135,8 @@ class KafkaListener:
             self._socket = socket.create_server((host, port), backlog=BACKLOG)
         except OSError as error:
             raise InvalidConfigError(
-                f"cannot listen for Kafka clients on {host}:{port}: {error.strerror}; pick "
-                "another --kafka-listener port (0 picks a free one)"
+                f"cannot listen for Kafka clients on {join_host_port(host, port)}: "
+                f"{error.strerror}; pick another --kafka-listener port (0 picks a free one)"
             ) from None
         self._socket.settimeout(ACCEPT_POLL_S)
         self.host = host
@@ -173,7 +162,7 @@ class KafkaListener:
 
     @property
     def address(self) -> str:
-        return f"{self.host}:{self.port}"
+        return join_host_port(self.host, self.port)
 
     def start(self) -> None:
         self._acceptor.start()

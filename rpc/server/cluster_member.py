@@ -40,11 +40,8 @@ import os
 import threading
 from collections.abc import Callable
 
-from twinlog.engine.base.errors import (
-    ConditionalWriteLostError,
-    InvalidConfigError,
-    TwinlogError,
-)
+from twinlog.engine.base.addresses import parse_port
+from twinlog.engine.base.errors import ConditionalWriteLostError, TwinlogError
 from twinlog.engine.base.types import TopicPartition
 from twinlog.engine.broker.broker import Broker
 from twinlog.engine.zookeeper.broker_registration import (
@@ -85,12 +82,7 @@ def registered_port(
     text = os.environ.get(variable, "").strip()
     if not text:
         return listening_port
-    if not text.isdigit() or not 0 < int(text) < 65536:
-        raise InvalidConfigError(
-            f"{variable} is {text!r}: give a TCP port (1..65535), or unset it to use "
-            f"{listening_port}"
-        )
-    return int(text)
+    return parse_port(text, variable, otherwise=f"or unset it to use {listening_port}")
 
 
 def exit_on_session_loss() -> None:

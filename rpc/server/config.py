@@ -15,6 +15,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from twinlog.engine.base.addresses import check_port, join_host_port
 from twinlog.engine.base.errors import InvalidConfigError
 from twinlog.engine.base.renamed_keys import canonical_key
 from twinlog.engine.base.units import MEBIBYTE
@@ -97,12 +98,13 @@ class ServerConfig:
                 f"({self.produce_streams_limit}) must stay below worker_threads "
                 f"({self.worker_threads}), so that other calls always find a thread"
             )
-        if not 0 <= self.port <= 65535:
-            raise InvalidConfigError(f"server config port is {self.port}; use 0..65535")
-        if not -1 <= self.metrics_port <= 65535:
-            raise InvalidConfigError(
-                f"server config metrics_port is {self.metrics_port}; use 0..65535, or -1 for "
-                "no metrics endpoint"
+        check_port(self.port, "server config port", any_port=True)
+        if self.metrics_port != -1:
+            check_port(
+                self.metrics_port,
+                "server config metrics_port",
+                any_port=True,
+                otherwise="or -1 for no metrics endpoint",
             )
         if not self.metrics_host.strip("[]"):
             raise InvalidConfigError(
@@ -152,10 +154,7 @@ class ServerConfig:
 
     @property
     def address(self) -> str:
-        host = self.host
-        if ":" in host and not host.startswith("["):
-            host = f"[{host}]"  # an IPv6 literal
-        return f"{host}:{self.port}"
+        return join_host_port(self.host, self.port)
 
     @property
     def is_loopback(self) -> bool:

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import grpc
 
+from twinlog.engine.base.addresses import join_host_port, parse_host_port
 from twinlog.engine.base.errors import InvalidConfigError, TwinlogError
 from twinlog.engine.base.types import TopicPartition
 from twinlog.rpc.replication.broker_identity import BrokerTls
@@ -102,13 +103,9 @@ def listener_address(flags: InterBrokerFlags, config: ServerConfig) -> tuple[str
     host and a free port (registered in ZooKeeper, so brokers find it)."""
     if not flags.listener:
         return config.host, 0
-    host, separator, port = flags.listener.rpartition(":")
-    if not separator or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise InvalidConfigError(
-            f"--inter-broker-listener is {flags.listener!r}: give HOST:PORT, e.g. "
-            "127.0.0.1:7071 (port 0 picks a free one)"
-        )
-    return host.strip("[]"), int(port)
+    return parse_host_port(
+        flags.listener, "--inter-broker-listener", any_port=True, example="127.0.0.1:7071"
+    )
 
 
 def audit_refusal(method: str, peer: str, caller: int | None, error: TwinlogError) -> None:
@@ -181,7 +178,7 @@ class InterBrokerServer:
             self._server, broker, door.guard, coordination_slots(worker_threads)
         )
         host, port = door.address
-        address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        address = join_host_port(host, port)
         try:
             bound = self._server.add_secure_port(address, door.tls.server_credentials())
         except RuntimeError:
@@ -196,7 +193,7 @@ class InterBrokerServer:
 
     @property
     def address(self) -> str:
-        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+        return join_host_port(self.host, self.port)
 
     def start(self) -> None:
         self._server.start()

@@ -93,7 +93,7 @@ def test_a_listener_without_certificates_is_refused() -> None:
     "listener", ["7071", "127.0.0.1", "127.0.0.1:", ":7071", "127.0.0.1:x", "127.0.0.1:70000"]
 )
 def test_a_malformed_listener_is_refused(listener: str) -> None:
-    with pytest.raises(InvalidConfigError, match=re.escape("give HOST:PORT, e.g. 127.0.0.1:7071")):
+    with pytest.raises(InvalidConfigError, match=re.escape("write HOST:PORT, e.g. 127.0.0.1:7071")):
         listener_address(InterBrokerFlags(listener), ServerConfig())
 
 
@@ -170,7 +170,7 @@ def test_serve_refuses_a_malformed_listener(
         "--inter-broker-tls-key", str(files.key),
         "--inter-broker-tls-ca", str(files.ca),
     )  # fmt: skip
-    assert "--inter-broker-listener is '127.0.0.1:port': give HOST:PORT" in line
+    assert "--inter-broker-listener '127.0.0.1:port': port 'port' is not a number" in line
 
 
 @pytest.mark.slow

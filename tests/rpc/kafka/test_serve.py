@@ -66,7 +66,7 @@ def test_serve_with_a_kafka_listener(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     "address, config, refusal",
     [
-        ("127.0.0.1", ServerConfig(), "give HOST:PORT"),
+        ("127.0.0.1", ServerConfig(), "write HOST:PORT"),
         ("0.0.0.0:9092", ServerConfig(), "loopback address only"),
         (
             "127.0.0.1:0",
