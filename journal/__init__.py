@@ -1,7 +1,8 @@
 """The journals: the local data journal (LMDB, per broker) and the transaction journal.
 
 The local data journal's public surface is re-exported here (``JournalLogs``: the
-per-partition journal logs in front of LMDB, which ``LocalJournal`` holds); the transaction
+registry of the per-partition journal logs, ``journal_log`` and ``journal_log_replicated``,
+in front of the one LMDB, ``LocalJournal``, that they are applied to); the transaction
 journal lives in ``twinlog.journal.txn_journal``, ``twinlog.journal.txn_records`` and
 ``twinlog.journal.txn_checkpoint``.
 

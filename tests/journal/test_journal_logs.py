@@ -18,7 +18,7 @@ from twinlog.engine.records.batch_builder import RecordBatchBuilder
 from twinlog.engine.records.batch_format import validate_batch
 from twinlog.journal import CopyState, JournalLogs, LocalJournal
 from twinlog.journal import journal_log_records as records
-from twinlog.journal.journal_logs import JOURNAL_LOG_DIRECTORY, read_records
+from twinlog.journal.journal_log import JOURNAL_LOG_DIRECTORY, read_records
 
 P0 = "orders-0"
 
@@ -145,7 +145,7 @@ def test_open_counts_every_record_replayed_across_queue_bounds(
         for sequence in range(5):
             journal.append(P0, 5, transactional_batch(5, sequence))
     shutil.rmtree(tmp_path / "journal")  # LMDB lost: rebuilt from the journal log
-    monkeypatch.setattr("twinlog.journal.journal_logs.REPLAY_PENDING_MAX", 2)
+    monkeypatch.setattr("twinlog.journal.journal_log.REPLAY_PENDING_MAX", 2)
     with JournalLogs(LocalJournal.open(tmp_path / "journal")) as journal:
         assert journal.open_partition(P0, tmp_path / "logs" / P0) == 5
         assert journal.transaction(P0, 5).entry_count == 5

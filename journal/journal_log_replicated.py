@@ -1,0 +1,216 @@
+"""A cluster partition's journal log: replicated, applied to LMDB only below what its
+in-sync replicas hold.
+
+A ``JournalLog`` whose high watermark is not its durable end but ``commit_to``'s word
+(``committed_end``). Its leader's writes append, wait until the partition says the
+record is committed (``wait_committed``: the in-sync replicas hold it), then wait for
+LMDB; a follower appends what its leader sent (``append_replicated``) and applies what
+the leader's high watermark covers. A replica never cuts a committed record: a
+divergent suffix (``truncate``) lies above everything queued for LMDB, and a failed
+application is queued again from LMDB's applied offset instead of being cut (the
+record may be on the other replicas already).
+
+Rules of the cluster design (CLUSTER.md section 3.4), where this module holds them:
+
+    J1 commit-then-apply   only records below ``committed_end`` are queued for LMDB
+                           (``commit_to``; the assertion in ``JournalLog.make_durable``)
+    J2 acknowledged means committed   a leader's write returns once its record is on
+                           the in-sync replicas (``wait_committed``) and applied
+    J5 followers never decide   a replica appends records of its own only while it
+                           leads (``leads``, read under the order lock with the append)
+
+Made by the registry (``journal_logs.JournalLogs.open_partition`` with
+``wait_committed``: a cluster broker's partitions), which routes the partition's
+replication calls (``engine/broker/partition.py``) here.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from twinlog.engine.base import failpoints
+from twinlog.engine.base.errors import CorruptJournalError, NotLeaderOrFollowerError
+from twinlog.engine.log import DataLog
+from twinlog.journal.journal_log import (
+    DETERMINISTIC_REFUSALS,
+    JournalLog,
+    WaitingWrite,
+    wait_replayed,
+)
+from twinlog.journal.journal_log_records import JournalLogRecord, build_batch_pieces
+from twinlog.journal.local_journal import LocalJournal
+
+log = logging.getLogger(__name__)
+
+
+class ReplicatedJournalLog(JournalLog):
+    """One cluster partition's journal log (see the module).
+
+    At open only what LMDB applied is known to be committed: the rest may be a suffix
+    no other replica holds, so nothing beyond it is replayed; it waits for ``commit_to``.
+    """
+
+    def __init__(
+        self,
+        local: LocalJournal,
+        partition: str,
+        data_log: DataLog,
+        wait_committed: Callable[[int], None],
+    ) -> None:
+        super().__init__(local, partition, data_log)
+        # The partition's wait for "the in-sync replicas hold every record below this
+        # offset" (raises when that cannot come: leadership moved, a timeout).
+        self.wait_committed = wait_committed
+        # The offset below which the in-sync replicas hold the log, as this replica knows it.
+        self.committed_end = self.enqueued_end
+        # May this replica append records of its own? Only while it leads (J5): set by
+        # ``become_leader``, cleared by ``step_down``, read under the order lock with the
+        # append, so no record is appended after the step-down.
+        self.leads = False
+
+    @property
+    def high_watermark(self) -> int:
+        """Offset below which records are committed: what the in-sync replicas hold."""
+        return self.committed_end
+
+    # --- a leader's writes ----------------------------------------------------------
+
+    def write(
+        self, record: JournalLogRecord, on_appended: Callable[[int], None] | None = None
+    ) -> Any:
+        """A replicated leader's write: append, wait until the in-sync replicas hold it
+        (J2), then until LMDB applied it (J1: ``commit_to`` queued it). A failure while
+        waiting leaves the record in the log: the leader that follows decides its fate
+        (a retry of the same batch is recognised by its sequence). ``on_appended(offset)``:
+        called once the record is in the log, before the wait for its replicas (whatever
+        that wait's outcome)."""
+        batch = build_batch_pieces(record, int(time.time() * 1000))
+        waiter = WaitingWrite(record)
+        with self.order_lock:
+            if not self.leads:
+                raise NotLeaderOrFollowerError(
+                    f"{self.partition}: this replica does not lead the partition; its "
+                    "journal log takes only its leader's records (refresh metadata and send to "
+                    "the leader)"
+                )
+            if self.needs_repair:
+                self._repair()
+            failpoints.hit("journal_log.before_append")
+            offset = self.log.append_pieces(batch)
+            self.pending[offset] = waiter
+            if on_appended is not None:
+                on_appended(offset)
+        try:
+            failpoints.hit("journal_log.before_apply")
+            self.wait_committed(offset + 1)
+        except BaseException:
+            with self.order_lock:
+                self.pending.pop(offset, None)  # queued from the log if committed later
+            raise
+        # The wait ended on the journal high watermark, which only commit_to moves, under
+        # the order lock, queueing the waiters it covers: taking the lock waits that out.
+        with self.order_lock:
+            pending = waiter.pending_write
+        if pending is None:  # cut by a truncation, or dropped when leadership moved
+            raise NotLeaderOrFollowerError(
+                f"{self.partition}: the journal-log record at {offset} is no longer this "
+                "leader's to apply (leadership moved); it may or may not be kept: retry at the "
+                "new leader (a retried batch is recognised by its sequence)"
+            )
+        try:
+            return pending.wait()
+        except DETERMINISTIC_REFUSALS:
+            raise
+        except BaseException:
+            self.needs_repair = True  # LMDB stopped at this record: queue it again
+            raise
+
+    def wait_log_committed(self) -> None:
+        """A leader: wait until the in-sync replicas hold the whole journal log and LMDB
+        applied it (raising what the wait raises: too few replicas, a timeout). A record
+        left in the log by a failed wait (a MARK_APPLYING whose replicas did not answer)
+        is then in LMDB, where the copier's recovery sees it, instead of committing later
+        beside a newer one."""
+        end = self.log.log_end_offset
+        if end > self.committed_end:
+            self.wait_committed(end)
+        self.local.barrier()
+
+    def _repair(self) -> None:
+        """Queue again the records LMDB did not apply: they may be on other replicas, so
+        they are never cut. Called under the order lock."""
+        applied_end = self._lmdb_applied_end()
+        if applied_end < self.enqueued_end:
+            self.enqueued_end = applied_end
+            wait_replayed(self.enqueue_committed())
+            log.warning(
+                "%s: journal-log records from %d applied again after a failed application",
+                self.partition,
+                applied_end,
+            )
+        self.needs_repair = False
+
+    # --- roles and a follower's records ---------------------------------------------
+
+    def become_leader(self, leader_epoch: int) -> None:
+        """This replica leads at ``leader_epoch``: its own records may be appended from
+        now on, stamped with that epoch."""
+        with self.order_lock:
+            self.log.become_leader(leader_epoch)
+            self.leads = True
+
+    def step_down(self) -> None:
+        """This replica follows now: it appends no record of its own, and its writes still
+        waiting for the replicas are no longer its to apply (committed ones are queued
+        from the log by ``commit_to``)."""
+        with self.order_lock:
+            self.leads = False
+            self.pending.clear()
+
+    def append_replicated(self, batches: Iterable[memoryview], *, sync: bool) -> None:
+        """A follower's append of its leader's records, as they are (offsets and epochs
+        kept); applied once ``commit_to`` covers them."""
+        with self.order_lock:
+            self.log.append_replicated(batches, sync=sync)
+            if sync:
+                self.durable_end = self.log.log_end_offset
+
+    def commit_to(self, high_watermark: int, *, wait: bool = False) -> int:
+        """The in-sync replicas hold the log below ``high_watermark``: queue those records
+        for LMDB, in order (J1); the journal high watermark now.
+
+        ``wait``: until LMDB applied them (a follower's fetcher; a failure raises, and
+        the next call queues them again). A leader does not wait: its writers do."""
+        with self.order_lock:
+            if self.needs_repair:
+                self._repair()
+            committed = min(high_watermark, self.log.log_end_offset)
+            self.committed_end = max(self.committed_end, committed)
+            unowned = self.enqueue_committed()
+            if wait:
+                try:
+                    wait_replayed(unowned)
+                except BaseException:
+                    self.needs_repair = True
+                    raise
+            return self.committed_end
+
+    def truncate(self, offset: int) -> None:
+        """Cut a replica's divergent suffix (KIP-101). Never below a record queued for LMDB:
+        those are committed, and a committed record is on every in-sync replica."""
+        with self.order_lock:
+            if offset < self.enqueued_end:
+                raise CorruptJournalError(
+                    f"{self.partition}: asked to cut the journal log at {offset}, below "
+                    f"{self.enqueued_end}, which is committed and applied to the local "
+                    "journal: the replicas disagree on committed records. Stop the broker and "
+                    "copy its data directory aside"
+                )
+            self.log.truncate_to(offset)
+            self.durable_end = min(self.durable_end, offset)
+            self.committed_end = min(self.committed_end, offset)
+            for cut in [key for key in self.pending if key >= offset]:
+                del self.pending[cut]  # their writers' waits fail: leadership moved
