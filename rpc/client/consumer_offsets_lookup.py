@@ -1,4 +1,11 @@
-"""``Consumer.offsets_for_times``: the first record at or after a time, per partition.
+"""Offsets of the logs, as a consumer looks them up: ``list_offset`` (one partition's
+earliest or latest offset, or its offset for a time; ``Consumer.beginning_offsets``,
+``end_offsets``, ``seek_to_*`` and ``consumer_positions`` call it) and ``offsets_for_times``
+(``Consumer.offsets_for_times``: the first record at or after a time, per partition).
+
+Functions of the consumer's broker, run on the thread that calls them; each lookup retries
+within ``timeout_ms``, and ``list_offsets`` and ``offsets_for_times`` end all of theirs
+within it.
 
 The broker answers ListOffset for a timestamp with the offset of the first record whose
 timestamp is at or after it, or the log end when there is none. Kafka's answer also has
@@ -9,12 +16,14 @@ small fetch per partition that has one.
 from __future__ import annotations
 
 import functools
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from twinlog.engine.base.types import TopicPartition
 from twinlog.engine.records.batch_reader import iter_batches
+from twinlog.rpc.client.call_deadline import deadline_at
 from twinlog.rpc.client.retry import RetryPolicy, call_with_retry
 from twinlog.rpc.wire.broker_api import BrokerApi
 
@@ -27,19 +36,64 @@ class OffsetAndTimestamp:
     timestamp: int  # ms, the record's own
 
 
+def list_offset(
+    broker: BrokerApi,
+    topic_partition: TopicPartition,
+    spec: str | int,
+    retry: RetryPolicy,
+    timeout_ms: int,
+    what: str,
+) -> int:
+    """The partition's offset for ``spec`` ("earliest", "latest", or a timestamp in ms);
+    ``what`` names the lookup in a timeout's error."""
+    return call_with_retry(
+        retry,
+        functools.partial(
+            broker.list_offset, topic_partition.topic, topic_partition.partition, spec
+        ),
+        what,
+        timeout_ms=timeout_ms,
+    )
+
+
+def list_offsets(
+    broker: BrokerApi,
+    partitions: list[TopicPartition],
+    spec: str,
+    retry: RetryPolicy,
+    timeout_ms: int,
+) -> dict[TopicPartition, int]:
+    """Each partition's offset for ``spec``; all of them within ``timeout_ms``."""
+    with deadline_at(time.monotonic() + timeout_ms / 1000):
+        return {
+            tp: list_offset(broker, tp, spec, retry, timeout_ms, f"{spec} offset of {tp}")
+            for tp in partitions
+        }
+
+
 def offsets_for_times(
+    broker: BrokerApi, timestamps: Mapping[Any, int], retry: RetryPolicy, timeout_ms: int
+) -> dict[TopicPartition, OffsetAndTimestamp | None]:
+    """For each partition, the first record at or after its time, all of them within
+    ``timeout_ms``."""
+    with deadline_at(time.monotonic() + timeout_ms / 1000):
+        return _offsets_for_times(broker, timestamps, retry, timeout_ms)
+
+
+def _offsets_for_times(
     broker: BrokerApi, timestamps: Mapping[Any, int], retry: RetryPolicy, timeout_ms: int
 ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
     found: dict[TopicPartition, OffsetAndTimestamp | None] = {}
     for key, timestamp_ms in timestamps.items():
         topic_partition = TopicPartition(*key)
-        topic, partition = topic_partition
         offset, end = (
-            call_with_retry(
+            list_offset(
+                broker,
+                topic_partition,
+                spec,
                 retry,
-                functools.partial(broker.list_offset, topic, partition, spec),
+                timeout_ms,
                 f"offset of {topic_partition} for {spec}",
-                timeout_ms=timeout_ms,
             )
             for spec in (int(timestamp_ms), "latest")
         )

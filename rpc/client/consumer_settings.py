@@ -1,0 +1,43 @@
+"""``ConsumerSettings``: the settings of a ``Consumer`` that its parts read
+(``consumer_fetcher``, ``consumer_commits``, ``consumer_positions``, ``consumer_rebalance``).
+
+The parts are handed the consumer itself as their settings and read an attribute each time
+they need it, so a setting is kept in one place: the ``Consumer``'s public attribute of that
+name (docs/client-config.md). Read on the consumer's thread, or on a fetcher thread by a
+starting-position lookup; nothing here changes them.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from twinlog.rpc.client.retry import RetryPolicy
+
+
+class ConsumerSettings(Protocol):
+    @property
+    def group_id(self) -> str | None: ...
+    @property
+    def group_instance_id(self) -> str | None: ...
+    @property
+    def auto_offset_reset(self) -> str: ...
+    @property
+    def enable_auto_commit(self) -> bool: ...
+    @property
+    def auto_commit_interval_ms(self) -> int: ...
+    @property
+    def fetch_max_bytes(self) -> int: ...
+    @property
+    def fetch_max_wait_ms(self) -> int: ...
+    @property
+    def max_poll_records(self) -> int: ...
+    @property
+    def session_timeout_ms(self) -> int: ...
+    @property
+    def max_poll_interval_ms(self) -> int: ...
+    @property
+    def metadata_max_age_ms(self) -> int: ...
+    @property
+    def default_api_timeout_ms(self) -> int: ...
+    @property
+    def retry(self) -> RetryPolicy: ...
