@@ -45,8 +45,6 @@ from __future__ import annotations
 
 import logging
 import os
-import resource
-import shutil
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -63,11 +61,9 @@ from twinlog.engine.base.errors import (
     LogClosedError,
     NotEnoughResourcesError,
     TopicExistsError,
-    UnknownTopicOrPartitionError,
 )
 from twinlog.engine.base.types import (
     FetchResult,
-    PartitionDescription,
     ProducerDescription,
     ProduceResult,
     ProducerIdentity,
@@ -80,7 +76,7 @@ from twinlog.engine.broker.config import BrokerConfig
 from twinlog.engine.broker.consumer_groups import ConsumerGroups, append_group_records
 from twinlog.engine.broker.coordinator_manager import CoordinatorManager
 from twinlog.engine.broker.data_dir_format import check_data_dir_format
-from twinlog.engine.broker.group_coordinators import LoadedGroups, load_groups, records_between
+from twinlog.engine.broker.group_coordinators import GroupCoordinators
 from twinlog.engine.broker.group_offset_fencing import GroupOffsetFence, settle_holder
 from twinlog.engine.broker.group_offsets import (
     OFFSETS_TOPIC,
@@ -90,8 +86,6 @@ from twinlog.engine.broker.group_offsets import (
 )
 from twinlog.engine.broker.internal_topics import (
     TXN_JOURNAL_TOPIC,
-    TXN_JOURNAL_TOPIC_CONFIG,
-    is_internal,
 )
 from twinlog.engine.broker.local_metadata_store import LocalMetadataStore
 from twinlog.engine.broker.metadata_store import MetadataStore
@@ -99,14 +93,13 @@ from twinlog.engine.broker.partition import Partition
 from twinlog.engine.broker.partition_manager import PartitionManager
 from twinlog.engine.broker.partition_role import Role
 from twinlog.engine.broker.producer_owner import is_idempotent
-from twinlog.engine.broker.scheduler import ScheduledTask, Scheduler, broker_tasks
+from twinlog.engine.broker.scheduler import Scheduler, broker_tasks
 from twinlog.engine.broker.seam_adapters import (
     CurrentPartitionLeaders,
     LocalCoordinators,
     LocalPartitionLeaders,
 )
-from twinlog.engine.broker.topic_deletion import end_transactions_touching
-from twinlog.engine.broker.topic_registry import PARTITIONS_MAX, validate_topic_name
+from twinlog.engine.broker.topic_manager import TopicManager
 from twinlog.engine.groups.group_calls import (
     OUTSIDE_ANY_GROUP,
     GroupDescription,
@@ -168,12 +161,6 @@ class Broker:
     ) -> None:
         """Use ``Broker.open``."""
         self._given_coordinator_ids = coordinator_ids
-        # a cluster broker's group coordinators (group_coordinators), and the lock that keeps
-        # a partition's load and an APPLY's fold of offsets apart
-        self._group_slots: CoordinatorSlots[LoadedGroups] | None = None
-        self._offsets_load_lock = threading.RLock()
-        # a cluster broker's internal topics not seen yet (ensure_internal_topics)
-        self._internal_topics_missing = {TXN_JOURNAL_TOPIC, OFFSETS_TOPIC}
         self.data_dir = data_dir
         self.config = config
         self.broker_id = broker_id
@@ -206,6 +193,12 @@ class Broker:
         # broker's own partitions and coordinators, never forwarded.
         self.transaction_coordinators: TransactionCoordinators | None = None
         self.broker_epoch = -1  # the cluster registration's (KIP-380); set by the cluster member
+        # The parts, each set once by _start in the order its docstring gives.
+        self.partition_manager: PartitionManager
+        self.topic_manager: TopicManager
+        self.group_coordinators: GroupCoordinators
+        self.consumer_groups: ConsumerGroups
+        self.coordinator_manager: CoordinatorManager
 
     # --- life cycle ---------------------------------------------------------------------
 
@@ -324,8 +317,8 @@ class Broker:
         self.local_partition_leaders: PartitionLeaders = LocalPartitionLeaders(
             self.partition_manager,
             config.accept_journal_loss,
-            self._observe_offsets,
-            self._offsets_settled,
+            lambda partition, first, end: self.group_coordinators.observe(partition, first, end),
+            lambda transaction_id, index: self.group_coordinators.settled(transaction_id, index),
         )
         self.partition_leaders: PartitionLeaders = self.local_partition_leaders
         topics = self.metadata.topics()  # one read (ZooKeeper's, in a cluster)
@@ -339,34 +332,40 @@ class Broker:
         for name, topic in topics.items():
             for partition_index in range(topic.partitions):
                 self.partition_manager.open(TopicPartition(name, partition_index), topic.config)
+        self.topic_manager = TopicManager(
+            self.data_dir,
+            config,
+            self.metadata,
+            self.journal,
+            self.partition_manager,
+            self.replication,
+            offsets_partitions,
+            lambda: self.coordinators,
+            self._admin_lock,
+            lambda: self._closed,
+        )
         # 4. group offsets: a single-node broker's, all folded now; a cluster broker's, each
         # partition's as it comes to lead it (group_coordinators)
         self.group_offsets = GroupOffsets(offsets_partitions)
+        self.group_coordinators = GroupCoordinators(
+            self.group_offsets,
+            self.partition_manager,
+            self.journal,
+            lambda partition_index: self.consumer_groups.drop_partition(partition_index),
+            None if self.replication is None else self.scheduler.is_stopping,
+        )
         if self.replication is None:
-            for partition_index in range(self.group_offsets.partition_count):
-                partition = self.partition(TopicPartition(OFFSETS_TOPIC, partition_index))
-                self._observe_offsets(
-                    partition, partition.log.log_start_offset, partition.log.log_end_offset
-                )
-        else:
-            self._group_slots = CoordinatorSlots(
-                offsets_partitions,
-                self._load_groups,
-                self._unload_groups,
-                self.scheduler.is_stopping,
-                kind="group coordinator",
-                topic=OFFSETS_TOPIC,
-            )
+            self.group_coordinators.fold_all()
         self.offset_fence = GroupOffsetFence(
             self.group_offsets, LocalCoordinators(self).settle_offsets_holder
         )
-        self._append_group_records = append_group_records(self._observe_offsets)
+        self._append_group_records = append_group_records(self.group_coordinators.observe)
         self.consumer_groups = ConsumerGroups(
             self.group_offsets,
             self.offset_fence,
-            self._group_coordinator,
+            self.group_coordinators.coordinator_of,
             self._append_group_records,
-            self._topic_partition_counts,
+            self.topic_manager.partition_counts,
             config.group_heartbeat_interval_ms,
         )
         # 5. coordinators: a single-node broker's, each over its local journal; a cluster
@@ -385,7 +384,7 @@ class Broker:
         if self.replication is None:
             replayed = self.coordinator_manager.load_local()
         else:
-            self.ensure_internal_topics()
+            self.topic_manager.ensure_internal_topics()
             self.coordinator_manager.start_slots(self.scheduler.is_stopping)
         # 6. purge leftovers of transactions no coordinator knows (a cluster broker leads
         # nothing yet: its leaders purge in the checkpoint rounds)
@@ -414,7 +413,7 @@ class Broker:
                     should_stop=self.scheduler.is_stopping,
                     expire_group_members=self.consumer_groups.membership.expire,
                 ),
-                *self._cluster_tasks(),
+                *self.topic_manager.cluster_tasks(),
             ]
         )
         log.info(
@@ -439,105 +438,6 @@ class Broker:
         watermark, role and producers): UnknownTopicOrPartitionError when there is none."""
         return self.partition_manager.partition(TopicPartition(*topic_partition))
 
-    # --- a cluster broker's coordinators (CLUSTER.md §3.5) ---------------------------------
-
-    def _ensure_internal_topic(self, name: str, partitions: int, config: dict[str, str]) -> bool:
-        """Create internal topic ``name`` (RF ``default_replication_factor``, Kafka's
-        transaction.state.log / offsets.topic replication factors) if no broker has: refused
-        while fewer brokers are live than that, so the ``internal-topics`` task tries again
-        every second. True once it exists (the caller stops asking); reads that one topic."""
-        try:
-            existing = self.metadata.get_topic(name)
-        except UnknownTopicOrPartitionError:
-            pass
-        else:
-            if existing.partitions != partitions:
-                log.error(
-                    "%s has %d partitions, this broker expected %d: keys would hash to other "
-                    "partitions here than at the other brokers; restart this broker with the "
-                    "cluster's count (journal_partitions / offsets_partitions=%d)",
-                    name,
-                    existing.partitions,
-                    partitions,
-                    existing.partitions,
-                )
-            return True
-        try:
-            self.metadata.add_topic(
-                name, partitions, config, replication_factor=self.config.default_replication_factor
-            )
-            log.info(
-                "created %s: %d partitions, replication factor %d",
-                name,
-                partitions,
-                self.config.default_replication_factor,
-            )
-        except TopicExistsError:
-            pass  # another broker created it first
-        except InvalidConfigError as error:  # too few live brokers yet
-            log.info("%s not created yet: %s", name, error)
-        return False
-
-    def _cluster_tasks(self) -> list[ScheduledTask]:
-        if self.replication is None:
-            return []
-        return [
-            ScheduledTask(
-                "internal-topics", lambda: INTERNAL_TOPICS_CHECK_MS, self.ensure_internal_topics
-            )
-        ]
-
-    def ensure_internal_topics(self) -> None:
-        """A cluster broker's periodic check that its internal topics exist."""
-        if self.replication is None or self._closed:
-            return
-        missing = self._internal_topics_missing
-        if TXN_JOURNAL_TOPIC in missing and self._ensure_internal_topic(
-            TXN_JOURNAL_TOPIC, self.metadata.journal_partitions, dict(TXN_JOURNAL_TOPIC_CONFIG)
-        ):
-            missing.discard(TXN_JOURNAL_TOPIC)
-        if OFFSETS_TOPIC in missing and self._ensure_internal_topic(
-            OFFSETS_TOPIC,
-            self.group_offsets.partition_count,
-            offsets_topic_config({}, self.config.offsets_segment_bytes),
-        ):
-            missing.discard(OFFSETS_TOPIC)
-
-    def _load_groups(self, partition_index: int, leader_epoch: int) -> LoadedGroups:
-        """Group coordinator ``partition_index``: fold ``__consumer_offsets-P`` in, as its
-        leader at ``leader_epoch`` (group_coordinators)."""
-        started = time.monotonic()
-        partition = self.partition_manager.get_or_open(
-            TopicPartition(OFFSETS_TOPIC, partition_index)
-        )
-        self.consumer_groups.drop_partition(partition_index)  # members of an earlier term
-        loaded = load_groups(
-            partition, self.journal, self.group_offsets, leader_epoch, self._offsets_load_lock
-        )
-        log.info(
-            "group coordinator %d loaded at epoch %d: %d committed offsets, %.0f ms",
-            partition_index,
-            leader_epoch,
-            loaded.keys,
-            (time.monotonic() - started) * 1000,
-        )
-        return loaded
-
-    def _unload_groups(self, loaded: LoadedGroups) -> None:
-        with self._offsets_load_lock:
-            self.group_offsets.drop_partition(loaded.partition_index)
-        self.consumer_groups.drop_partition(loaded.partition_index)  # they join the new one
-        log.info("group coordinator %d unloaded", loaded.partition_index)
-
-    def _group_coordinator(self, group_id: str) -> Partition:
-        """The offsets partition of ``group_id``, once this broker is its group coordinator:
-        NotCoordinatorError or CoordinatorLoadInProgressError (retriable) otherwise."""
-        topic_partition = self.group_offsets.partition_for(group_id)
-        if self._group_slots is None:
-            return self.partition(topic_partition)
-        self._group_slots.get(topic_partition.partition)
-        return self.partition_manager.get_or_open(topic_partition)
-
     def wait_coordinator(self, journal_partition: int, timeout_s: float) -> bool:
         """Until this cluster broker's coordinator ``journal_partition`` is active."""
         return self.coordinator_manager.wait_active(journal_partition, timeout_s)
@@ -561,8 +461,9 @@ class Broker:
         partitions: PartitionManager | None = getattr(self, "partition_manager", None)
         if coordinators is not None:
             coordinators.abandon_led()  # nothing more is written; the next leader redoes it
-        if self._group_slots is not None:
-            self._group_slots.close()
+        groups: GroupCoordinators | None = getattr(self, "group_coordinators", None)
+        if groups is not None:
+            groups.close()
         parts: list[Any] = [
             *(coordinators.local if coordinators is not None else []),
             *(partitions.all() if partitions is not None else []),
@@ -601,129 +502,23 @@ class Broker:
         """Smallest transaction id that may still be in flight (``coordinator_manager``)."""
         return self.coordinator_manager.low_watermark()
 
-    # --- topics -----------------------------------------------------------------------------
+    # --- topics (topic_manager) ------------------------------------------------------------
 
     def create_topic(
         self, name: str, partitions: int = 1, config: Mapping[str, str] | None = None
     ) -> TopicDescription:
         self._check_open()
-        config = dict(config or {})
-        replication_factor = self._replication_factor(config)  # taken out of the config
-        self.partition_manager.log_config(config)  # refuse a bad config before any write
-        with self._admin_lock:
-            self._check_open_files(partitions)
-            self._remove_leftovers(name, partitions)
-            self.metadata.add_topic(
-                name, partitions, config, replication_factor=replication_factor or 1
-            )
-            for partition_index in range(partitions):
-                self.partition_manager.open(TopicPartition(name, partition_index), config)
-        log.info("created topic %s with %d partitions", name, partitions)
-        return self.describe_topic(name)
-
-    def _replication_factor(self, config: dict[str, str]) -> int | None:
-        """``replication.factor`` of a new topic, removed from ``config`` (it is the
-        cluster's, not the log's); None on a single-node broker, which keeps one copy."""
-        given = config.pop("replication.factor", config.pop("replication_factor", None))
-        if self.replication is None:
-            if given not in (None, "1", 1):
-                raise InvalidConfigError(
-                    f"replication.factor {given!r}: a single-node broker keeps one copy of "
-                    "each partition; start a cluster (twinlog serve --zookeeper) to replicate"
-                )
-            return None
-        try:
-            factor = self.config.default_replication_factor if given is None else int(given)
-        except ValueError:
-            raise InvalidConfigError(
-                f"replication.factor {given!r} is not a whole number"
-            ) from None
-        if factor < 1:
-            raise InvalidConfigError(f"replication.factor {factor}: use 1 or more")
-        return factor
-
-    def _remove_leftovers(self, name: str, partition_count: object) -> None:
-        """Remove the partition directories a deleted topic of this name left (the broker
-        stopped between writing meta and removing them): a new topic is another topic."""
-        validate_topic_name(name)  # first: the name becomes a path
-        if name in self.metadata.topics() or not isinstance(partition_count, int):
-            return  # refused by the registry below
-        for partition_index in range(min(max(partition_count, 0), PARTITIONS_MAX)):
-            leftover = self.data_dir / "logs" / str(TopicPartition(name, partition_index))
-            if leftover.exists():
-                log.warning("removing %s, left by a deleted topic of the same name", leftover)
-                shutil.rmtree(leftover)
-            # What LMDB applied from that partition's journal log (a crash before the
-            # delete told it) must go too: the new partition's journal log starts at 0.
-            self.journal.delete_partition(str(TopicPartition(name, partition_index)))
-
-    def _check_open_files(self, partition_count: object) -> None:
-        """Refuse a topic whose partitions would exhaust the process's open-files limit."""
-        limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
-        wanted = partition_count if isinstance(partition_count, int) and partition_count > 0 else 0
-        needed = (self.partition_manager.count() + wanted) * FILES_PER_PARTITION + FILES_RESERVED
-        if limit != resource.RLIM_INFINITY and needed > limit:
-            raise NotEnoughResourcesError(
-                f"{wanted} more partitions would need about {needed} open files, above this "
-                f"process's limit of {limit} (ulimit -n); raise the limit or use fewer partitions"
-            )
+        return self.topic_manager.create(name, partitions, config)
 
     def delete_topic(self, name: str) -> None:
         self._check_open()
-        if is_internal(name):
-            raise InvalidConfigError(f"{name} is internal and cannot be deleted")
-        with self._admin_lock:
-            topic = self.metadata.get_topic(name)
-            gates = [
-                self.partition(TopicPartition(name, index)).send_gate
-                for index in range(topic.partitions)
-            ]
-            for gate in gates:
-                gate.close()
-            try:  # topic_deletion.py: its open transactions must not outlive it
-                end_transactions_touching(name, self.coordinators)
-            except BaseException:
-                for gate in gates:
-                    gate.reopen()
-                raise
-            self.metadata.remove_topic(name)
-            for partition_index in range(topic.partitions):
-                partition = self.partition_manager.remove(TopicPartition(name, partition_index))
-                partition.close()
-                # The journal log goes with the directory: LMDB forgets what it applied
-                # from it, or a topic created again would find a log shorter than that.
-                self.journal.delete_partition(partition.name)
-                shutil.rmtree(partition.directory, ignore_errors=True)
-        log.info("deleted topic %s", name)
+        self.topic_manager.delete(name)
 
     def list_topics(self) -> list[str]:
-        return sorted(name for name in self.metadata.topics() if not is_internal(name))
-
-    def _topic_partition_counts(self) -> dict[str, int]:
-        """Every topic a group may subscribe to, with its partition count."""
-        return {
-            name: topic.partitions
-            for name, topic in self.metadata.topics().items()
-            if not is_internal(name)
-        }
+        return self.topic_manager.names()
 
     def describe_topic(self, name: str) -> TopicDescription:
-        topic = self.metadata.get_topic(name)
-        pending = self.journal.statistics().pending_by_partition
-        partitions = []
-        for partition_index in range(topic.partitions):
-            partition = self.partition(TopicPartition(name, partition_index))
-            entries, size_bytes = pending.get(partition.name, (0, 0))
-            partitions.append(
-                PartitionDescription(
-                    partition=partition_index,
-                    log_start_offset=partition.log.log_start_offset,
-                    log_end_offset=partition.high_watermark.value,  # what consumers may read
-                    journal_entries_pending=entries,
-                    journal_bytes_pending=size_bytes,
-                )
-            )
-        return TopicDescription(name, tuple(partitions), dict(topic.config), topic.topic_id)
+        return self.topic_manager.describe(name)
 
     # --- producing ------------------------------------------------------------------------------
 
@@ -930,7 +725,7 @@ class Broker:
         in it, so a stale or made-up transaction aborts nobody), then the fence settles the
         offsets' holders with their coordinators, then the offsets batch is journaled on P
         like any transactional batch; it is folded into memory when its APPLY comes."""
-        target = self._group_coordinator(group_id)
+        target = self.group_coordinators.coordinator_of(group_id)
         with self.consumer_groups.committing(group_id, member, offsets):
             sender = (producer_id, producer_generation)
             target.register_transaction(transaction_id, sender)
@@ -1039,7 +834,7 @@ class Broker:
         if topic_partition.topic == TXN_JOURNAL_TOPIC:
             slots = self.coordinator_manager.slots
         elif topic_partition.topic == OFFSETS_TOPIC:
-            slots = self._group_slots
+            slots = self.group_coordinators.slots
         if slots is not None and topic_partition.partition < slots.count:
             if role is Role.LEADER:
                 slots.lead(topic_partition.partition, leader_epoch)
@@ -1122,7 +917,7 @@ class Broker:
         wanted = {TopicPartition(*p): int(o) for p, o in offsets.items()}
         if not wanted:
             return
-        target = self._group_coordinator(group_id)
+        target = self.group_coordinators.coordinator_of(group_id)
         with self.consumer_groups.committing(group_id, member, wanted):
             self.offset_fence.check_plain_commit(group_id, wanted)
             # a cluster leader answers once the in-sync replicas hold it (acks=all); folded
@@ -1151,21 +946,8 @@ class Broker:
         self, group_id: str, partitions: Iterable[TopicPartition]
     ) -> dict[TopicPartition, int]:
         self._check_open()
-        self._group_coordinator(group_id)
+        self.group_coordinators.coordinator_of(group_id)
         return self.group_offsets.fetch(group_id, partitions)
-
-    def _offsets_settled(self, transaction_id: int, offsets_partition_index: int) -> None:
-        """A transaction's offsets on that offsets partition are applied or aborted."""
-        self.group_offsets.clear_pending_of(transaction_id, offsets_partition_index)
-
-    def _observe_offsets(self, partition: Partition, first_offset: int, next_offset: int) -> None:
-        """Fold offsets records just written into the view; in a cluster only while this
-        broker coordinates the partition's groups (a load folds them otherwise)."""
-        slots = self._group_slots
-        with self._offsets_load_lock:
-            if slots is not None and not slots.is_active(partition.topic_partition.partition):
-                return
-            self.group_offsets.observe(records_between(partition, first_offset, next_offset))
 
     # --- administration ---------------------------------------------------------------------------
 

@@ -1,4 +1,4 @@
-"""A cluster broker's group coordinators: partition P of ``__consumer_offsets`` is
+"""The group coordinators this broker runs: partition P of ``__consumer_offsets`` is
 replicated like any partition, and its leader coordinates the groups that hash to P
 (Kafka's rule; CLUSTER.md §3.5).
 
@@ -16,20 +16,34 @@ any transactional batch and folded when its APPLY_COMMIT copies it (the pending 
 then goes, on APPLY_ABORT too).
 
 ``load_lock``: a fold of P and an APPLY's fold of new records must not interleave (the
-APPLY's would be lost under the load's replace); the broker takes it around both.
+APPLY's would be lost under the load's replace); ``GroupCoordinators`` takes it around both.
+
+A single-node broker coordinates every group: ``fold_all`` reads every partition of
+``__consumer_offsets`` at start-up, and ``slots`` is None.
+
+State, and who changes it (``GroupCoordinators``):
+    slots       a cluster broker's, one per offsets partition; ``lead``/``follow`` from the
+                cluster member's thread, loads on the slots' loader threads
+    _load_lock  held by a load's fold and by every fold of new records (``observe``)
 """
 
 from __future__ import annotations
 
+import logging
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from twinlog.engine.base.types import TopicPartition
-from twinlog.engine.broker.group_offsets import GroupOffsets, pending_offsets
+from twinlog.engine.broker.group_offsets import OFFSETS_TOPIC, GroupOffsets, pending_offsets
 from twinlog.engine.broker.partition import Partition
+from twinlog.engine.broker.partition_manager import PartitionManager
 from twinlog.engine.records.batch_reader import Record, iter_batches
+from twinlog.engine.transactions.coordinator_slots import CoordinatorSlots
 from twinlog.journal import CopyState, JournalLogs
+
+log = logging.getLogger(__name__)
 
 READ_BYTES_MAX = 1 << 20  # one read of the offsets log while folding it
 
@@ -82,3 +96,93 @@ def load_groups(
             sorted(pending),
         )
     return LoadedGroups(partition.topic_partition.partition, leader_epoch, keys)
+
+
+class GroupCoordinators:
+    """Which offsets partitions this broker coordinates groups for, and the fold of their
+    records into ``GroupOffsets``."""
+
+    def __init__(
+        self,
+        group_offsets: GroupOffsets,
+        partitions: PartitionManager,
+        journal: JournalLogs,
+        drop_members: Callable[[int], None],
+        is_stopping: Callable[[], bool] | None,
+    ) -> None:
+        """Called once by the broker's start-up (step 4). ``is_stopping`` None: a
+        single-node broker, which coordinates every group (``fold_all`` next);
+        ``drop_members(P)``: forget the members of P's groups (they join the next
+        coordinator)."""
+        self._offsets = group_offsets
+        self._partitions = partitions
+        self._journal = journal
+        self._drop_members = drop_members
+        self._load_lock = threading.RLock()
+        self.slots: CoordinatorSlots[LoadedGroups] | None = (
+            None
+            if is_stopping is None
+            else CoordinatorSlots(
+                group_offsets.partition_count,
+                self._load,
+                self._unload,
+                is_stopping,
+                kind="group coordinator",
+                topic=OFFSETS_TOPIC,
+            )
+        )
+
+    def fold_all(self) -> None:
+        """A single-node broker's start-up: every offsets partition folded in."""
+        for partition_index in range(self._offsets.partition_count):
+            partition = self._partitions.partition(TopicPartition(OFFSETS_TOPIC, partition_index))
+            self.observe(partition, partition.log.log_start_offset, partition.log.log_end_offset)
+
+    def _load(self, partition_index: int, leader_epoch: int) -> LoadedGroups:
+        """Group coordinator ``partition_index``: fold ``__consumer_offsets-P`` in, as its
+        leader at ``leader_epoch`` (a slot's loader thread)."""
+        started = time.monotonic()
+        partition = self._partitions.get_or_open(TopicPartition(OFFSETS_TOPIC, partition_index))
+        self._drop_members(partition_index)  # members of an earlier term
+        loaded = load_groups(partition, self._journal, self._offsets, leader_epoch, self._load_lock)
+        log.info(
+            "group coordinator %d loaded at epoch %d: %d committed offsets, %.0f ms",
+            partition_index,
+            leader_epoch,
+            loaded.keys,
+            (time.monotonic() - started) * 1000,
+        )
+        return loaded
+
+    def _unload(self, loaded: LoadedGroups) -> None:
+        with self._load_lock:
+            self._offsets.drop_partition(loaded.partition_index)
+        self._drop_members(loaded.partition_index)  # they join the new one
+        log.info("group coordinator %d unloaded", loaded.partition_index)
+
+    def coordinator_of(self, group_id: str) -> Partition:
+        """The offsets partition of ``group_id``, once this broker is its group coordinator:
+        NotCoordinatorError or CoordinatorLoadInProgressError (retriable) otherwise."""
+        topic_partition = self._offsets.partition_for(group_id)
+        if self.slots is None:
+            return self._partitions.partition(topic_partition)
+        self.slots.get(topic_partition.partition)
+        return self._partitions.get_or_open(topic_partition)
+
+    def observe(self, partition: Partition, first_offset: int, next_offset: int) -> None:
+        """Fold offsets records just written into the view; in a cluster only while this
+        broker coordinates the partition's groups (a load folds them otherwise)."""
+        with self._load_lock:
+            if self.slots is not None and not self.slots.is_active(
+                partition.topic_partition.partition
+            ):
+                return
+            self._offsets.observe(records_between(partition, first_offset, next_offset))
+
+    def settled(self, transaction_id: int, offsets_partition_index: int) -> None:
+        """A transaction's offsets on that offsets partition are applied or aborted."""
+        self._offsets.clear_pending_of(transaction_id, offsets_partition_index)
+
+    def close(self) -> None:
+        if self.slots is not None:
+            self.slots.close()

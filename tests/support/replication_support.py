@@ -112,7 +112,7 @@ class Cluster:
         offsets_partition = broker.group_offsets.partition_for(group_id)
         for each in self.brokers.values():
             each.take_partition_role(offsets_partition, broker_id, epoch, BROKER_IDS, dict(EPOCHS))
-        slots = broker._group_slots
+        slots = broker.group_coordinators.slots
         assert slots is not None
         if not slots.wait_active(offsets_partition.partition, timeout_s=10):
             raise AssertionError(f"broker {broker_id}'s group coordinator did not load")

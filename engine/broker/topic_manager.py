@@ -1,0 +1,278 @@
+"""Topics: create, delete, list and describe them; a cluster broker's internal topics.
+
+Creating a topic checks its name, configuration (``LogConfig``), replication factor and
+the process's open-files limit before anything is written, removes what a deleted topic
+of the same name left, records it in the metadata store and opens its partitions.
+Deleting one closes its partitions' sends, ends the open transactions that touch it
+(``topic_deletion``), then removes it from the metadata and its partitions from disk.
+
+A cluster broker also creates ``__txn_journal`` and ``__consumer_offsets`` once enough
+brokers are live for their replication factor (``ensure_internal_topics``, a scheduler
+task every second until both exist).
+
+Thread rule: create and delete run under the broker's admin lock (topics come and go
+under it); ``ensure_internal_topics`` runs on the scheduler's thread; reads from any
+thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import resource
+import shutil
+import threading
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+from twinlog.engine.base.errors import (
+    InvalidConfigError,
+    NotEnoughResourcesError,
+    TopicExistsError,
+    UnknownTopicOrPartitionError,
+)
+from twinlog.engine.base.types import PartitionDescription, TopicDescription, TopicPartition
+from twinlog.engine.broker.config import BrokerConfig
+from twinlog.engine.broker.group_offsets import OFFSETS_TOPIC, offsets_topic_config
+from twinlog.engine.broker.internal_topics import (
+    TXN_JOURNAL_TOPIC,
+    TXN_JOURNAL_TOPIC_CONFIG,
+    is_internal,
+)
+from twinlog.engine.broker.metadata_store import MetadataStore
+from twinlog.engine.broker.partition_manager import PartitionManager
+from twinlog.engine.broker.scheduler import ScheduledTask
+from twinlog.engine.broker.topic_deletion import end_transactions_touching
+from twinlog.engine.broker.topic_registry import PARTITIONS_MAX, validate_topic_name
+from twinlog.engine.replication.replication_settings import ReplicationSettings
+from twinlog.engine.transactions.coordinator import Coordinator
+from twinlog.journal import JournalLogs
+
+log = logging.getLogger(__name__)
+
+INTERNAL_TOPICS_CHECK_MS = 1_000  # a cluster broker creates __txn_journal once enough are live
+
+FILES_PER_PARTITION = 4  # a segment's log (opened twice), offset index and time index
+FILES_RESERVED = 256  # sockets, LMDB, transaction journals, ...
+
+
+class TopicManager:
+    def __init__(
+        self,
+        data_dir: Path,
+        config: BrokerConfig,
+        metadata: MetadataStore,
+        journal: JournalLogs,
+        partitions: PartitionManager,
+        replication: ReplicationSettings | None,
+        offsets_partitions: int,
+        coordinators: Callable[[], list[Coordinator]],
+        admin_lock: threading.RLock,
+        is_closed: Callable[[], bool],
+    ) -> None:
+        """Called once, by the broker's start-up, once its partitions are open."""
+        self._data_dir = data_dir
+        self._config = config
+        self._metadata = metadata
+        self._journal = journal
+        self._partitions = partitions
+        self._replication = replication  # None: a single-node broker
+        self._offsets_partitions = offsets_partitions
+        self._coordinators = coordinators  # the active ones, as they are at each call
+        self._admin_lock = admin_lock
+        self._is_closed = is_closed
+        # a cluster broker's internal topics not seen yet (ensure_internal_topics)
+        self._internal_topics_missing = {TXN_JOURNAL_TOPIC, OFFSETS_TOPIC}
+
+    def create(
+        self, name: str, partitions: int = 1, config: Mapping[str, str] | None = None
+    ) -> TopicDescription:
+        """A new topic: its name, configuration and partition count checked before anything
+        is written, leftovers of a deleted namesake removed, its partitions opened."""
+        config = dict(config or {})
+        replication_factor = self._replication_factor(config)  # taken out of the config
+        self._partitions.log_config(config)  # refuse a bad config before any write
+        with self._admin_lock:
+            self._check_open_files(partitions)
+            self._remove_leftovers(name, partitions)
+            self._metadata.add_topic(
+                name, partitions, config, replication_factor=replication_factor or 1
+            )
+            for partition_index in range(partitions):
+                self._partitions.open(TopicPartition(name, partition_index), config)
+        log.info("created topic %s with %d partitions", name, partitions)
+        return self.describe(name)
+
+    def _replication_factor(self, config: dict[str, str]) -> int | None:
+        """``replication.factor`` of a new topic, removed from ``config`` (it is the
+        cluster's, not the log's); None on a single-node broker, which keeps one copy."""
+        given = config.pop("replication.factor", config.pop("replication_factor", None))
+        if self._replication is None:
+            if given not in (None, "1", 1):
+                raise InvalidConfigError(
+                    f"replication.factor {given!r}: a single-node broker keeps one copy of "
+                    "each partition; start a cluster (twinlog serve --zookeeper) to replicate"
+                )
+            return None
+        try:
+            factor = self._config.default_replication_factor if given is None else int(given)
+        except ValueError:
+            raise InvalidConfigError(
+                f"replication.factor {given!r} is not a whole number"
+            ) from None
+        if factor < 1:
+            raise InvalidConfigError(f"replication.factor {factor}: use 1 or more")
+        return factor
+
+    def _remove_leftovers(self, name: str, partition_count: object) -> None:
+        """Remove the partition directories a deleted topic of this name left (the broker
+        stopped between writing meta and removing them): a new topic is another topic."""
+        validate_topic_name(name)  # first: the name becomes a path
+        if name in self._metadata.topics() or not isinstance(partition_count, int):
+            return  # refused by the registry below
+        for partition_index in range(min(max(partition_count, 0), PARTITIONS_MAX)):
+            leftover = self._data_dir / "logs" / str(TopicPartition(name, partition_index))
+            if leftover.exists():
+                log.warning("removing %s, left by a deleted topic of the same name", leftover)
+                shutil.rmtree(leftover)
+            # What LMDB applied from that partition's journal log (a crash before the
+            # delete told it) must go too: the new partition's journal log starts at 0.
+            self._journal.delete_partition(str(TopicPartition(name, partition_index)))
+
+    def _check_open_files(self, partition_count: object) -> None:
+        """Refuse a topic whose partitions would exhaust the process's open-files limit."""
+        limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        wanted = partition_count if isinstance(partition_count, int) and partition_count > 0 else 0
+        needed = (self._partitions.count() + wanted) * FILES_PER_PARTITION + FILES_RESERVED
+        if limit != resource.RLIM_INFINITY and needed > limit:
+            raise NotEnoughResourcesError(
+                f"{wanted} more partitions would need about {needed} open files, above this "
+                f"process's limit of {limit} (ulimit -n); raise the limit or use fewer partitions"
+            )
+
+    def delete(self, name: str) -> None:
+        """Delete a topic: sends to it closed, its open transactions ended, its partitions
+        closed and their directories and journal logs removed."""
+        if is_internal(name):
+            raise InvalidConfigError(f"{name} is internal and cannot be deleted")
+        with self._admin_lock:
+            topic = self._metadata.get_topic(name)
+            gates = [
+                self._partitions.partition(TopicPartition(name, index)).send_gate
+                for index in range(topic.partitions)
+            ]
+            for gate in gates:
+                gate.close()
+            try:  # topic_deletion.py: its open transactions must not outlive it
+                end_transactions_touching(name, self._coordinators())
+            except BaseException:
+                for gate in gates:
+                    gate.reopen()
+                raise
+            self._metadata.remove_topic(name)
+            for partition_index in range(topic.partitions):
+                partition = self._partitions.remove(TopicPartition(name, partition_index))
+                partition.close()
+                # The journal log goes with the directory: LMDB forgets what it applied
+                # from it, or a topic created again would find a log shorter than that.
+                self._journal.delete_partition(partition.name)
+                shutil.rmtree(partition.directory, ignore_errors=True)
+        log.info("deleted topic %s", name)
+
+    def names(self) -> list[str]:
+        """Every topic but the internal ones, by name."""
+        return sorted(name for name in self._metadata.topics() if not is_internal(name))
+
+    def partition_counts(self) -> dict[str, int]:
+        """Every topic a group may subscribe to, with its partition count."""
+        return {
+            name: topic.partitions
+            for name, topic in self._metadata.topics().items()
+            if not is_internal(name)
+        }
+
+    def describe(self, name: str) -> TopicDescription:
+        topic = self._metadata.get_topic(name)
+        pending = self._journal.statistics().pending_by_partition
+        partitions = []
+        for partition_index in range(topic.partitions):
+            partition = self._partitions.partition(TopicPartition(name, partition_index))
+            entries, size_bytes = pending.get(partition.name, (0, 0))
+            partitions.append(
+                PartitionDescription(
+                    partition=partition_index,
+                    log_start_offset=partition.log.log_start_offset,
+                    log_end_offset=partition.high_watermark.value,  # what consumers may read
+                    journal_entries_pending=entries,
+                    journal_bytes_pending=size_bytes,
+                )
+            )
+        return TopicDescription(name, tuple(partitions), dict(topic.config), topic.topic_id)
+
+    # --- a cluster broker's internal topics (CLUSTER.md §3.5) ----------------------------
+
+    def _ensure_internal_topic(self, name: str, partitions: int, config: dict[str, str]) -> bool:
+        """Create internal topic ``name`` (RF ``default_replication_factor``, Kafka's
+        transaction.state.log / offsets.topic replication factors) if no broker has: refused
+        while fewer brokers are live than that, so the ``internal-topics`` task tries again
+        every second. True once it exists (the caller stops asking); reads that one topic."""
+        try:
+            existing = self._metadata.get_topic(name)
+        except UnknownTopicOrPartitionError:
+            pass
+        else:
+            if existing.partitions != partitions:
+                log.error(
+                    "%s has %d partitions, this broker expected %d: keys would hash to other "
+                    "partitions here than at the other brokers; restart this broker with the "
+                    "cluster's count (journal_partitions / offsets_partitions=%d)",
+                    name,
+                    existing.partitions,
+                    partitions,
+                    existing.partitions,
+                )
+            return True
+        try:
+            self._metadata.add_topic(
+                name, partitions, config, replication_factor=self._config.default_replication_factor
+            )
+            log.info(
+                "created %s: %d partitions, replication factor %d",
+                name,
+                partitions,
+                self._config.default_replication_factor,
+            )
+        except TopicExistsError:
+            pass  # another broker created it first
+        except InvalidConfigError as error:  # too few live brokers yet
+            log.info("%s not created yet: %s", name, error)
+        return False
+
+    def cluster_tasks(self) -> list[ScheduledTask]:
+        """A cluster broker's scheduler task that creates the internal topics (none on a
+        single-node broker)."""
+        if self._replication is None:
+            return []
+        return [
+            ScheduledTask(
+                "internal-topics", lambda: INTERNAL_TOPICS_CHECK_MS, self.ensure_internal_topics
+            )
+        ]
+
+    def ensure_internal_topics(self) -> None:
+        """A cluster broker's periodic check that its internal topics exist."""
+        if self._replication is None or self._is_closed():
+            return
+        missing = self._internal_topics_missing
+        if TXN_JOURNAL_TOPIC in missing and self._ensure_internal_topic(
+            TXN_JOURNAL_TOPIC, self._metadata.journal_partitions, dict(TXN_JOURNAL_TOPIC_CONFIG)
+        ):
+            missing.discard(TXN_JOURNAL_TOPIC)
+        if OFFSETS_TOPIC in missing and self._ensure_internal_topic(
+            OFFSETS_TOPIC,
+            self._offsets_partitions,
+            offsets_topic_config({}, self._config.offsets_segment_bytes),
+        ):
+            missing.discard(OFFSETS_TOPIC)
+
+
+__all__ = ["TopicManager"]
