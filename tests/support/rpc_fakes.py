@@ -35,6 +35,7 @@ from twinlog.engine.base.types import (
     TransactionState,
 )
 from twinlog.engine.broker.producer_owner import idempotent_transactional_id
+from twinlog.engine.groups.group_calls import OUTSIDE_ANY_GROUP, GroupMemberRef
 from twinlog.engine.records.batch_format import BASE_OFFSET_FORMAT
 from twinlog.engine.records.batch_reader import RecordBatch
 from twinlog.rpc.server.config import ServerConfig
@@ -228,7 +229,7 @@ class FakeBroker:
         producer_generation: int,
         group_id: str,
         offsets: Mapping[TopicPartition, int],
-        member: object = None,
+        member: GroupMemberRef = OUTSIDE_ANY_GROUP,
     ) -> None:
         with self._lock:
             txn = self._txn(transaction_id, producer_id, producer_generation)
@@ -310,7 +311,10 @@ class FakeBroker:
         raise GroupIdNotFoundError(f"no group {group_id!r}")
 
     def commit_offsets(
-        self, group_id: str, offsets: Mapping[TopicPartition, int], member: object = None
+        self,
+        group_id: str,
+        offsets: Mapping[TopicPartition, int],
+        member: GroupMemberRef = OUTSIDE_ANY_GROUP,
     ) -> None:
         with self._lock:
             for tp, offset in offsets.items():
