@@ -2,7 +2,7 @@
 
 Every change to the local data journal's LMDB tables is first one of these records,
 appended to the partition's journal log (a ``DataLog`` in ``<partition dir>/journal``),
-then applied to LMDB in offset order (``twinlog.journal.journal_logs``). A record's
+then applied to LMDB in offset order (``twinlog.journal.journal_log``). A record's
 offset in that log is its *journal offset*; an ENTRY's journal offset is its entry
 sequence in LMDB, so the reverse links are the same on every copy of the log.
 
@@ -26,23 +26,29 @@ whose value is:
 
 All integers are big-endian. The batch CRC protects the bytes; a value that still does
 not decode (a bug, not line noise) raises CorruptJournalError.
+
+``make_entry`` and ``make_mark_applying`` build the records of a caller's arguments,
+checked before they reach a journal log (``journal_logs.JournalLogs`` writes them).
 """
 
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import IntEnum
 
-from twinlog.engine.base.errors import CorruptJournalError
+from twinlog.engine.base.errors import CorruptJournalError, InvalidTxnStateError
 from twinlog.engine.records.batch_format import (
     NO_PRODUCER_GENERATION,
     NO_PRODUCER_ID,
     NO_SEQUENCE,
     encode_header,
+    read_header,
 )
 from twinlog.engine.records.compression import CODEC_NONE
 from twinlog.engine.records.varint import encode_varint
+from twinlog.journal.local_format import ATTEMPT_BYTES_MAX
 
 
 class JournalLogRecordType(IntEnum):
@@ -105,6 +111,50 @@ ALL_ATTEMPTS = -1
 # What an ENTRY adds to the producer's batch: type, fixed fields, the attempt tag
 # (up to 64 KiB), and the journal log batch's own header and record framing.
 ENTRY_OVERHEAD_BYTES_MAX = _TYPE.size + _ENTRY.size + (1 << 16) + 256
+
+
+def make_entry(
+    transaction_id: int,
+    batch: bytes | memoryview,
+    *,
+    producer_id: int | None = None,
+    producer_generation: int | None = None,
+    base_sequence: int | None = None,
+    attempt: bytes = b"",
+) -> Entry:
+    """The ENTRY record of ``batch``, checked (before it reaches a journal log, so that a
+    replay never meets a record it cannot apply); ids default to the batch header's."""
+    if transaction_id < 0:
+        raise InvalidTxnStateError(f"transaction id {transaction_id} is negative; expected >= 0")
+    if len(attempt) > ATTEMPT_BYTES_MAX:
+        raise InvalidTxnStateError(
+            f"attempt tag is {len(attempt)} bytes, at most {ATTEMPT_BYTES_MAX}"
+        )
+    header = read_header(batch)
+    if not header.is_transactional:  # the transaction id is the caller's, not the batch's
+        raise InvalidTxnStateError(
+            f"the batch for transaction {transaction_id} is not transactional (attributes "
+            "bit 4); not journaled"
+        )
+    return Entry(
+        transaction_id=transaction_id,
+        producer_id=header.producer_id if producer_id is None else producer_id,
+        producer_generation=(
+            header.producer_generation if producer_generation is None else producer_generation
+        ),
+        base_sequence=header.base_sequence if base_sequence is None else base_sequence,
+        attempt=attempt,
+        batch=batch,
+    )
+
+
+def make_mark_applying(
+    transaction_id: int, start_offset: int, attempts: Iterable[bytes] | None
+) -> MarkApplying:
+    """The MARK_APPLYING record of a copy choosing ``attempts`` (None: every attempt), in
+    one order whatever order they came in."""
+    chosen = None if attempts is None else tuple(sorted(set(attempts)))
+    return MarkApplying(transaction_id, start_offset, chosen)
 
 
 def encode(record: JournalLogRecord) -> bytes:

@@ -43,6 +43,7 @@ from twinlog.journal.journal_log import (
     journal_log_config,
     retention_bound,
 )
+from twinlog.journal.journal_log_records import make_entry, make_mark_applying
 from twinlog.journal.journal_log_replicated import ReplicatedJournalLog
 from twinlog.journal.local_format import CopyRecord, CopyState
 from twinlog.journal.local_journal import (
@@ -50,8 +51,6 @@ from twinlog.journal.local_journal import (
     JournalStatistics,
     JournalUsage,
     LocalJournal,
-    make_entry,
-    make_mark_applying,
 )
 
 log = logging.getLogger(__name__)

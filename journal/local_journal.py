@@ -1,19 +1,22 @@
 """The local data journal: every partition's uncommitted transactional batches, in LMDB.
 
-A transactional produce lands here (``append``) once its ENTRY record is in the
-partition's journal log (``journal_logs``: every write here applies one
-journal-log record, and records the partition's applied offset in the same
-LMDB write transaction), linked to the previous entry of the same transaction
-on the same partition; the transaction index row is updated in that same
-transaction. On APPLY_COMMIT the copier walks
-the links back from the last entry, streams the batches into the data log and
-records APPLIED while deleting the entries; on APPLY_ABORT the entries are
-deleted and ABORTED recorded. The layout is in ``journal/local_format.py`` and
-``docs/formats.md (Local data journal)``.
+LMDB here is a view of the partitions' journal logs: it is written only by applying
+their records (``enqueue_record``), in each log's offset order, by the journal's writer
+thread, which records the partition's applied offset in the same LMDB write
+transaction. The journal logs (``journal_log.JournalLog``, opened through
+``journal_logs.JournalLogs``) are its one writer; everything else reads.
 
-    journal = LocalJournal.open(DATA_DIR / "journal")
-    journal.append("orders-0", transaction_id, batch, sequence=journal_offset)
-    journal.transaction("orders-0", transaction_id).state  -> CopyState.OPEN
+A transactional produce's ENTRY lands here linked to the previous entry of the same
+transaction on the same partition; the transaction index row is updated in that same
+transaction. On APPLY_COMMIT the copier walks the links back from the last entry,
+streams the batches into the data log and records APPLIED while deleting the entries;
+on APPLY_ABORT the entries are deleted and ABORTED recorded. The layout is in
+``journal/local_format.py`` and ``docs/formats.md (Local data journal)``.
+
+    journal = JournalLogs(LocalJournal.open(DATA_DIR / "journal"))
+    journal.open_partition("orders-0", DATA_DIR / "orders-0")
+    journal.append("orders-0", transaction_id, batch)     # ENTRY: log, then LMDB
+    journal.local.transaction("orders-0", transaction_id).state  -> CopyState.OPEN
 """
 
 from __future__ import annotations
@@ -42,7 +45,6 @@ from twinlog.journal.journal_log_records import JournalLogRecord
 from twinlog.journal.lmdb_pages import LmdbPageDamage, check_pages
 from twinlog.journal.local_config import BATCHES_IN_LMDB, SYNC_COMMIT, JournalConfig
 from twinlog.journal.local_format import (
-    ATTEMPT_BYTES_MAX,
     DATABASE_NAMES,
     LAYOUT_VERSION,
     MAX_DBS,
@@ -126,8 +128,9 @@ LoggedBatchReader = Callable[[str, int], tuple[int, bytes | memoryview]]
 class LocalJournal:
     """The local data journal of one broker (one LMDB environment, all partitions).
 
-    Thread rule: any thread may call any method, concurrently. Writes (append,
-    mark_*, purge_below) are handed to the journal's single writer thread,
+    Thread rule: any thread may call any method, concurrently. Writes (the
+    application of a journal-log record, ``barrier``, ``drop_partition``) are handed
+    to the journal's single writer thread,
     which owns every LMDB write transaction (py-lmdb ties a write transaction
     to the thread that began it) and commits the writes of concurrent callers
     as one group with one sync; each caller returns once its group is synced.
@@ -291,9 +294,6 @@ class LocalJournal:
 
     # --- writes (through the writer thread) ----------------------------------------
 
-    def _submit(self, operation: Operation) -> Any:
-        return self._writer.submit(operation)
-
     def enqueue_record(
         self,
         partition: str,
@@ -321,90 +321,6 @@ class LocalJournal:
         operation.durable_log = durable_log
         return self._writer.enqueue(operation)
 
-    def apply_record(self, partition: str, journal_offset: int, record: JournalLogRecord) -> Any:
-        """``enqueue_record`` and wait."""
-        return self.enqueue_record(partition, journal_offset, record).wait()
-
-    def append(
-        self,
-        partition: str,
-        transaction_id: int,
-        batch: bytes | memoryview,
-        *,
-        sequence: int,
-        producer_id: int | None = None,
-        producer_generation: int | None = None,
-        base_sequence: int | None = None,
-        attempt: bytes = b"",
-    ) -> int:
-        """Apply the ENTRY at journal offset ``sequence``: journal ``batch`` of an OPEN
-        transaction under that sequence; return it once synced.
-
-        Producer id, generation and base sequence default to the batch header's.
-        Raises TransactionCompletedError (nothing written but the applied offset)
-        when the transaction is APPLYING, APPLIED or ABORTED here, or below the
-        partition's purge watermark.
-        """
-        entry = make_entry(
-            transaction_id,
-            batch,
-            producer_id=producer_id,
-            producer_generation=producer_generation,
-            base_sequence=base_sequence,
-            attempt=attempt,
-        )
-        return int(self.apply_record(partition, sequence, entry))
-
-    def mark_applying(
-        self,
-        partition: str,
-        transaction_id: int,
-        start_offset: int,
-        attempts: Iterable[bytes] | None = None,
-        *,
-        journal_offset: int,
-    ) -> CopyRecord:
-        """Apply MARK_APPLYING: the copy of ``transaction_id`` starts at ``start_offset``.
-
-        ``attempts`` (None: all) are the attempt tags the commit copies; untagged
-        entries are always copied. Kept in the record, so recovery makes the same
-        choice. Re-recording a lower start (the log lost its tail) keeps them.
-        """
-        mark = make_mark_applying(transaction_id, start_offset, attempts)
-        return self._record(self.apply_record(partition, journal_offset, mark))
-
-    def mark_applied(
-        self,
-        partition: str,
-        transaction_id: int,
-        first_offset: int,
-        next_offset: int,
-        *,
-        journal_offset: int,
-    ) -> CopyRecord:
-        """Apply MARK_APPLIED(first, next): record the range and delete the entries."""
-        mark = records.MarkApplied(transaction_id, first_offset, next_offset)
-        return self._record(self.apply_record(partition, journal_offset, mark))
-
-    def mark_aborted(
-        self, partition: str, transaction_id: int, *, journal_offset: int
-    ) -> CopyRecord:
-        """Apply MARK_ABORTED: delete the transaction's entries and record ABORTED."""
-        mark = records.MarkAborted(transaction_id)
-        return self._record(self.apply_record(partition, journal_offset, mark))
-
-    def purge_below(
-        self, partition: str, low_watermark_transaction_id: int, *, journal_offset: int
-    ) -> int:
-        """Apply PURGE: drop rows and leftover entries of ``partition``'s transactions below
-        the coordinators' low watermark.
-
-        Returns the number of entries dropped. From now on, appends for a
-        transaction id below the watermark are refused on this partition.
-        """
-        purge = records.Purge(low_watermark_transaction_id)
-        return int(self.apply_record(partition, journal_offset, purge))
-
     def barrier(self) -> None:
         """Return once every write queued before this call is done (committed or failed)."""
         self._writer.submit(Barrier())
@@ -416,10 +332,6 @@ class LocalJournal:
             self._partition_ids_valid_from_txn = self._env.info()["last_txnid"]
             self._partition_ids.pop(partition, None)
         return dropped
-
-    @staticmethod
-    def _record(record: CopyRecord) -> CopyRecord:
-        return record
 
     # --- reads (in the caller's thread) --------------------------------------------
 
@@ -766,48 +678,6 @@ class _Reading:
                 f"{type(error).__name__}: {error}. Stop the broker, copy the directory aside, "
                 "and restore it from a backup (docs/formats.md, 'Local data journal: Damage')"
             ) from error
-
-
-def make_entry(
-    transaction_id: int,
-    batch: bytes | memoryview,
-    *,
-    producer_id: int | None = None,
-    producer_generation: int | None = None,
-    base_sequence: int | None = None,
-    attempt: bytes = b"",
-) -> records.Entry:
-    """The ENTRY record of ``batch``, checked (before it reaches a journal log, so that a
-    replay never meets a record it cannot apply); ids default to the batch header's."""
-    if transaction_id < 0:
-        raise InvalidTxnStateError(f"transaction id {transaction_id} is negative; expected >= 0")
-    if len(attempt) > ATTEMPT_BYTES_MAX:
-        raise InvalidTxnStateError(
-            f"attempt tag is {len(attempt)} bytes, at most {ATTEMPT_BYTES_MAX}"
-        )
-    header = read_header(batch)
-    if not header.is_transactional:  # the transaction id is the caller's, not the batch's
-        raise InvalidTxnStateError(
-            f"the batch for transaction {transaction_id} is not transactional (attributes "
-            "bit 4); not journaled"
-        )
-    return records.Entry(
-        transaction_id=transaction_id,
-        producer_id=header.producer_id if producer_id is None else producer_id,
-        producer_generation=(
-            header.producer_generation if producer_generation is None else producer_generation
-        ),
-        base_sequence=header.base_sequence if base_sequence is None else base_sequence,
-        attempt=attempt,
-        batch=batch,
-    )
-
-
-def make_mark_applying(
-    transaction_id: int, start_offset: int, attempts: Iterable[bytes] | None
-) -> records.MarkApplying:
-    chosen = None if attempts is None else tuple(sorted(set(attempts)))
-    return records.MarkApplying(transaction_id, start_offset, chosen)
 
 
 def _operation_for(

@@ -89,17 +89,15 @@ def test_entry_value_round_trip(
 
 def test_the_journal_stores_what_encode_entry_value_encodes(tmp_path: Path) -> None:
     # The pinned encoder is the one appends run: the stored values are its bytes, with
-    # ``previous`` patched by the writer thread.
+    # ``previous`` patched by the writer thread (batches kept in LMDB, so whole).
     first, second = transactional_batch(7, 0), transactional_batch(7, 2, producer_generation=3)
-    with LocalJournal.open(tmp_path) as journal:
+    with JournalLogs(LocalJournal.open(tmp_path / "journal", entry_batches="lmdb")) as journal:
+        journal.open_partition("p-0", tmp_path / "logs" / "p-0")
         sequences = [
-            journal.append("p-0", 7, first, sequence=0, attempt=b"a1"),
-            journal.append("p-0", 7, second, sequence=1, producer_id=11, base_sequence=5),
+            journal.append("p-0", 7, first, attempt=b"a1"),
+            journal.append("p-0", 7, second, producer_id=11, base_sequence=5),
         ]
-    with lmdb.open(str(tmp_path), max_dbs=MAX_DBS, readonly=True, lock=False) as env:
-        entries = env.open_db(DB_ENTRIES, create=False)
-        with env.begin(db=entries) as txn:
-            stored = [bytes(value) for _, value in txn.cursor()]
+    stored = _stored_entry_values(tmp_path / "journal")
     producer_id = decode_entry_header(stored[0], "first").producer_id
     assert sequences == [0, 1]
     assert stored == [

@@ -16,6 +16,7 @@ from twinlog.engine.base.errors import (
     TwinlogError,
 )
 from twinlog.journal import CopyState, JournalConfig, JournalLogs, LocalJournal
+from twinlog.journal import journal_log_records as records
 from twinlog.journal.local_format import NO_OFFSET, NO_PREVIOUS
 from twinlog.journal.local_ops import JournalOrderError
 
@@ -159,10 +160,11 @@ def test_state_changes_outside_the_table_are_refused(journal: JournalLogs) -> No
     assert (restarted.first_offset, restarted.attempts) == (2, (b"a",))  # the choice is kept
     # LMDB applies only the next record of the journal log, once.
     applied_end = journal.journal_log(P0).log_end_offset
+    mark = records.MarkApplied(3, 0, 2)
     with pytest.raises(JournalOrderError, match=f"applies record {applied_end} next"):
-        journal.local.mark_applied(P0, 3, 0, 2, journal_offset=applied_end - 1)
+        journal.local.enqueue_record(P0, applied_end - 1, mark).wait()
     with pytest.raises(JournalOrderError):
-        journal.local.mark_applied(P0, 3, 0, 2, journal_offset=applied_end + 1)
+        journal.local.enqueue_record(P0, applied_end + 1, mark).wait()
     assert journal.transaction(P0, 3).state is CopyState.APPLYING
     journal.check()
 
@@ -295,7 +297,7 @@ def test_broken_chain_raises_corrupt_journal(journal: JournalLogs) -> None:
 
 def test_argument_checks(journal: JournalLogs) -> None:
     with pytest.raises(InvalidTxnStateError, match="partition name"):
-        journal.local.append("", 1, transactional_batch(1, 0), sequence=0)
+        journal.local.enqueue_record("", 0, records.make_entry(1, transactional_batch(1, 0)))
     with pytest.raises(InvalidTxnStateError, match="negative"):
         journal.append(P0, -1, transactional_batch(-1, 0))
     with pytest.raises(InvalidTxnStateError, match="attempt tag"):
