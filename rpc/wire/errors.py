@@ -1,6 +1,7 @@
-"""The one table between engine errors and gRPC status codes, both directions.
+"""Engine errors over gRPC, both directions.
 
-Server side, ``describe(error)`` gives the status code, and the trailing metadata
+Server side, ``describe(error)`` gives the status code (the one error table's,
+``twinlog.rpc.wire.error_table``), and the trailing metadata
 that names the error class, its ``retriable``, ``abortable`` and ``fatal`` flags
 and its extra attributes (for example ``log_start_offset`` of
 OffsetOutOfRangeError). Client side, ``error_from_status`` rebuilds the same
@@ -26,69 +27,10 @@ import grpc
 from twinlog.engine.base import errors
 from twinlog.engine.base.errors import TwinlogError
 from twinlog.rpc.generated.twinlog.v1 import common_pb2
+from twinlog.rpc.wire.error_table import ERROR_CLASSES_BY_NAME, row_of
+from twinlog.rpc.wire.error_table import status_of as status_of  # for callers of this module
 
 Code = grpc.StatusCode
-
-# Every engine error class, with the gRPC status code it travels as.
-# tests/test_rpc_errors.py fails when a class of engine.errors is missing here.
-STATUS_OF_ERROR: dict[type[TwinlogError], grpc.StatusCode] = {
-    errors.TwinlogError: Code.INTERNAL,
-    # bytes
-    errors.CorruptBatchError: Code.INVALID_ARGUMENT,
-    errors.InvalidRecordError: Code.INVALID_ARGUMENT,
-    errors.CorruptLogError: Code.DATA_LOSS,
-    errors.CorruptJournalError: Code.DATA_LOSS,
-    errors.DataDirFormatError: Code.FAILED_PRECONDITION,
-    errors.BatchTooLargeError: Code.INVALID_ARGUMENT,
-    errors.RecordTooLargeError: Code.INVALID_ARGUMENT,
-    # offsets and topics
-    errors.OffsetOutOfRangeError: Code.OUT_OF_RANGE,
-    errors.UnknownTopicOrPartitionError: Code.NOT_FOUND,
-    errors.TopicExistsError: Code.ALREADY_EXISTS,
-    errors.InvalidConfigError: Code.INVALID_ARGUMENT,
-    errors.LogClosedError: Code.UNAVAILABLE,
-    # producers and transactions
-    errors.ProducerFencedError: Code.FAILED_PRECONDITION,
-    errors.InvalidTxnStateError: Code.FAILED_PRECONDITION,
-    errors.TransactionCompletedError: Code.FAILED_PRECONDITION,
-    errors.TransactionDataMissingError: Code.FAILED_PRECONDITION,
-    errors.UnknownTransactionError: Code.NOT_FOUND,
-    errors.UnknownProducerIdError: Code.FAILED_PRECONDITION,
-    errors.InvalidProducerGenerationError: Code.INVALID_ARGUMENT,
-    errors.OutOfOrderSequenceError: Code.FAILED_PRECONDITION,
-    errors.DuplicateSequenceError: Code.ALREADY_EXISTS,
-    errors.PendingTransactionError: Code.UNAVAILABLE,
-    errors.ConcurrentTransactionsError: Code.ABORTED,
-    # consumer group membership
-    errors.UnknownMemberIdError: Code.FAILED_PRECONDITION,
-    errors.FencedMemberEpochError: Code.FAILED_PRECONDITION,
-    errors.StaleMemberEpochError: Code.FAILED_PRECONDITION,
-    errors.FencedInstanceIdError: Code.FAILED_PRECONDITION,
-    errors.GroupIdNotFoundError: Code.NOT_FOUND,
-    errors.NonEmptyGroupError: Code.FAILED_PRECONDITION,
-    # epochs between coordinators and partition leaders
-    errors.TransactionCoordinatorFencedError: Code.FAILED_PRECONDITION,
-    errors.FencedLeaderEpochError: Code.FAILED_PRECONDITION,
-    errors.UnknownLeaderEpochError: Code.UNAVAILABLE,
-    # replication
-    errors.NotLeaderOrFollowerError: Code.UNAVAILABLE,
-    errors.NotEnoughReplicasError: Code.UNAVAILABLE,
-    errors.NotCoordinatorError: Code.UNAVAILABLE,
-    errors.CoordinatorLoadInProgressError: Code.UNAVAILABLE,
-    errors.NotEnoughReplicasAfterAppendError: Code.UNAVAILABLE,
-    # resources
-    errors.DiskFullError: Code.RESOURCE_EXHAUSTED,
-    errors.NotEnoughResourcesError: Code.RESOURCE_EXHAUSTED,
-    # access and transport
-    errors.AuthenticationError: Code.UNAUTHENTICATED,
-    errors.AuthorizationError: Code.PERMISSION_DENIED,
-    errors.ClusterAuthorizationError: Code.PERMISSION_DENIED,
-    errors.StaleBrokerEpochError: Code.FAILED_PRECONDITION,
-    errors.BrokerUnavailableError: Code.UNAVAILABLE,
-    errors.RequestTimedOutError: Code.DEADLINE_EXCEEDED,
-    # the cluster's metadata store
-    errors.ConditionalWriteLostError: Code.ABORTED,
-}
 
 # Statuses that reach a client without twinlog metadata: produced by gRPC itself.
 TRANSPORT_STATUS_ERRORS: dict[grpc.StatusCode, type[TwinlogError]] = {
@@ -122,18 +64,6 @@ ABORTABLE_KEY = "twinlog-error-abortable"
 FATAL_KEY = "twinlog-error-fatal"
 FLAG_NAMES = ("retriable", "abortable", "fatal")
 ATTRIBUTES_KEY = "twinlog-error-attributes"
-
-ERROR_CLASSES_BY_NAME: dict[str, type[TwinlogError]] = {
-    cls.__name__: cls for cls in STATUS_OF_ERROR
-}
-
-
-def status_of(error_class: type[TwinlogError]) -> grpc.StatusCode:
-    """Status code of an error class; a class not in the table travels as its nearest base."""
-    for cls in error_class.__mro__:
-        if cls in STATUS_OF_ERROR:
-            return STATUS_OF_ERROR[cls]
-    return Code.INTERNAL
 
 
 def _attributes(error: TwinlogError) -> dict[str, Any]:
@@ -193,12 +123,11 @@ def describe(error: BaseException) -> ErrorDescription:
             False,
             "",
         )
-    cls = type(error)
-    name = cls.__name__ if cls in STATUS_OF_ERROR else _nearest_known(cls).__name__
+    row = row_of(type(error))
     attributes = _attributes(error)
     return ErrorDescription(
-        status_of(cls),
-        name,
+        row.status,
+        row.error.__name__,
         str(error),
         bool(error.retriable),
         json.dumps(attributes, sort_keys=True) if attributes else "",
@@ -214,13 +143,6 @@ def _flag_text(flag: bool) -> str:
 def _flag_of(metadata: dict[str, str], key: str) -> bool | None:
     text = metadata.get(key)
     return None if text is None else text == "true"
-
-
-def _nearest_known(cls: type[TwinlogError]) -> type[TwinlogError]:
-    for base in cls.__mro__:
-        if base in STATUS_OF_ERROR:
-            return base
-    return TwinlogError
 
 
 def rebuild(

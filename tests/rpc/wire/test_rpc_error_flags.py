@@ -3,9 +3,6 @@ and as the Error message of a stream; the server's verdict wins over the class."
 
 from __future__ import annotations
 
-import re
-from pathlib import Path
-
 import grpc
 import pytest
 
@@ -17,14 +14,12 @@ from twinlog.rpc.wire.errors import (
     FATAL_KEY,
     NAME_KEY,
     RETRIABLE_KEY,
-    STATUS_OF_ERROR,
     describe,
     error_from_proto,
     error_from_status,
 )
 
 FLAGS = ("retriable", "abortable", "fatal")
-DOCS = Path(__file__).resolve().parents[3] / "docs" / "errors.md"
 
 
 def _engine_errors() -> list[type[TwinlogError]]:
@@ -101,14 +96,3 @@ def test_an_older_server_without_the_new_flags_leaves_the_class_verdict() -> Non
     streamed = error_from_proto(common_pb2.Error(name="OutOfOrderSequenceError", message="gap"))
     assert streamed.abortable and not streamed.fatal
     assert ABORTABLE_KEY != FATAL_KEY != RETRIABLE_KEY
-
-
-def test_docs_give_each_class_the_status_it_travels_as() -> None:
-    row = re.compile(r"^\| `(\w+)` \| [a-z-]+ \| ([A-Z_]+) \|")
-    documented = {
-        match.group(1): match.group(2)
-        for match in map(row.match, DOCS.read_text().splitlines())
-        if match
-    }
-    for cls, code in STATUS_OF_ERROR.items():
-        assert documented.get(cls.__name__) == code.name, cls.__name__
