@@ -21,6 +21,11 @@ record_columns (bytes to Arrow; sections, arrow_records and arrow_slices its
 fast path), reader / stream_reader, transaction /
 task_sender / writer / stream_writer / sink_progress (exactly-once writes),
 source (the DataSource).
+
+The floor above the Kafka listener and the clients: it reads and writes through
+``rpc.client`` (a server, a cluster, or an embedded ``Broker``) and can read a data
+directory's logs without a broker (``engine.log``'s ``LogReader``). Only ``rpc.cli``
+imports it (``twinlog demo`` ends by reading with it). docs/spark.md has every option.
 """
 
 from __future__ import annotations

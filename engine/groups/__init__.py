@@ -6,4 +6,8 @@ their targets without two ever owning a partition (``member_assignment``: KIP-84
 incremental reconciliation), and fences commits by generation (KIP-447). The calls and
 answers are plain values (``group_calls``). Nothing here touches disk or the network:
 the broker gives it the topics and a way to make epochs durable.
+
+It stands on ``engine.base`` only. ``engine.broker`` runs it (and keeps the offsets in
+``__consumer_offsets``); its values travel in ``rpc.wire``, ``rpc.client`` and
+``rpc.kafka``.
 """

@@ -9,7 +9,10 @@ the completion worker that carries a decision to the partitions
 (``partition_calls``), where producer and transaction ids come from (``id_source``,
 ``id_allocator``), and how long commits take (``transaction_timings``).
 
-It serves the broker (``twinlog.engine.broker``), which gives each coordinator its
-journal and the partition leaders it calls; it knows nothing of partitions' data logs,
-the network or ZooKeeper.
+It stands on the transaction journal (``twinlog.journal``) and serves the broker
+(``twinlog.engine.broker``), which gives each coordinator its journal and the partition
+leaders it calls; it knows nothing of partitions' data logs, the network or ZooKeeper.
+Above the broker, ``rpc.replication`` carries the seam's calls between brokers,
+``engine.zookeeper`` gives coordinators their ids, and clients route by the coordinator
+partition an id carries.
 """
