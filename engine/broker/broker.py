@@ -84,9 +84,7 @@ from twinlog.engine.broker.group_offsets import (
     build_offsets_batch,
     offsets_topic_config,
 )
-from twinlog.engine.broker.internal_topics import (
-    TXN_JOURNAL_TOPIC,
-)
+from twinlog.engine.broker.internal_topics import TXN_JOURNAL_TOPIC, refuse_internal
 from twinlog.engine.broker.local_metadata_store import LocalMetadataStore
 from twinlog.engine.broker.metadata_store import MetadataStore
 from twinlog.engine.broker.partition import Partition
@@ -578,10 +576,7 @@ class Broker:
             )
         check_producer_batch(header)  # else one record could move the log end by 2**31
         check_producer_generation(header.producer_generation)
-        if topic == OFFSETS_TOPIC:  # its records are the broker's own (group offsets)
-            raise InvalidConfigError(f"{OFFSETS_TOPIC} is internal: commit offsets instead")
-        if topic == TXN_JOURNAL_TOPIC:  # the coordinators' own records
-            raise InvalidConfigError(f"{TXN_JOURNAL_TOPIC} is internal: no client writes it")
+        refuse_internal(topic, "produce to")  # its records are the broker's own
         # Every record, before anything is written: what the log stores, every reader accepts.
         records = check_produced_records(
             batch,

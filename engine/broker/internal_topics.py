@@ -8,21 +8,45 @@
                          is coordinator N (CLUSTER.md §3.5). A single-node broker keeps
                          its journals in ``DATA_DIR/txn/N`` instead.
 
-Clients may read neither by name through ``list_topics``; a cluster's Metadata and
-FindCoordinator name their leaders.
+The one rule (``is_internal``): a topic whose name starts with ``__`` is the broker's.
+No client creates, deletes or produces to one; ``list_topics`` leaves them out; an ACL
+glob reaches one only when the pattern itself starts with ``__`` (``read *`` does not:
+``__consumer_offsets`` holds every group's offsets). The broker creates its own
+(``topic_manager``) and writes them through their partitions, never through the client
+calls. A cluster's Metadata and FindCoordinator name their leaders.
 """
 
 from __future__ import annotations
 
 from twinlog.engine.base.crc32c import crc32c
+from twinlog.engine.base.errors import InvalidConfigError
 from twinlog.engine.broker.group_offsets import OFFSETS_TOPIC
 
 TXN_JOURNAL_TOPIC = "__txn_journal"
-INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TXN_JOURNAL_TOPIC})
+INTERNAL_TOPIC_PREFIX = "__"  # every name the broker keeps for itself starts with it
+INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TXN_JOURNAL_TOPIC})  # the ones it creates
+assert all(name.startswith(INTERNAL_TOPIC_PREFIX) for name in INTERNAL_TOPICS)
+
+# What a client does instead of writing an internal topic itself.
+_INSTEAD = {
+    OFFSETS_TOPIC: "commit offsets instead",
+    TXN_JOURNAL_TOPIC: "the coordinators write it",
+}
 
 
 def is_internal(topic: str) -> bool:
-    return topic in INTERNAL_TOPICS
+    """The one rule: a name starting with ``__`` is the broker's own topic."""
+    return topic.startswith(INTERNAL_TOPIC_PREFIX)
+
+
+def refuse_internal(topic: str, action: str) -> None:
+    """InvalidConfigError if ``topic`` is internal: no client may ``action`` it."""
+    if is_internal(topic):
+        instead = _INSTEAD.get(topic, f"names starting {INTERNAL_TOPIC_PREFIX!r} are reserved")
+        raise InvalidConfigError(
+            f"{topic} is internal: a client may not {action} it ({instead}); "
+            f"choose a name that does not start with {INTERNAL_TOPIC_PREFIX!r}"
+        )
 
 
 def coordinator_partition_of_transactional_id(

@@ -37,6 +37,7 @@ from twinlog.engine.broker.internal_topics import (
     TXN_JOURNAL_TOPIC,
     TXN_JOURNAL_TOPIC_CONFIG,
     is_internal,
+    refuse_internal,
 )
 from twinlog.engine.broker.metadata_store import MetadataStore
 from twinlog.engine.broker.partition_manager import PartitionManager
@@ -88,6 +89,7 @@ class TopicManager:
     ) -> TopicDescription:
         """A new topic: its name, configuration and partition count checked before anything
         is written, leftovers of a deleted namesake removed, its partitions opened."""
+        refuse_internal(name, "create")
         config = dict(config or {})
         replication_factor = self._replication_factor(config)  # taken out of the config
         self._partitions.log_config(config)  # refuse a bad config before any write
@@ -152,8 +154,7 @@ class TopicManager:
     def delete(self, name: str) -> None:
         """Delete a topic: sends to it closed, its open transactions ended, its partitions
         closed and their directories and journal logs removed."""
-        if is_internal(name):
-            raise InvalidConfigError(f"{name} is internal and cannot be deleted")
+        refuse_internal(name, "delete")
         with self._admin_lock:
             topic = self._metadata.get_topic(name)
             gates = [

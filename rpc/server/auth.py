@@ -77,6 +77,7 @@ from enum import Enum
 from pathlib import Path
 
 from twinlog.engine.base.errors import AuthenticationError, AuthorizationError, InvalidConfigError
+from twinlog.engine.broker.internal_topics import INTERNAL_TOPIC_PREFIX, is_internal
 from twinlog.rpc.server.audit import audit
 from twinlog.rpc.wire.metadata import AUTHORIZATION_KEY
 
@@ -120,17 +121,13 @@ IMPLIES_DESCRIBE = {
     Resource.GROUP: (Operation.DESCRIBE, Operation.READ),
 }
 # Internal topics hold what belongs to everyone (``__consumer_offsets``: every group's
-# offsets), so a glob reaches them only when it names them: ``read *`` does not.
-INTERNAL_TOPIC_PREFIX = "__"
+# offsets), so a glob reaches them only when it names them: ``read *`` does not. Which
+# topics are internal is the engine's one rule (``internal_topics.is_internal``).
 
 
 def resource_pattern(resource: Resource, name: str) -> str:
     """How a grant for exactly this resource is written in the ACL file."""
     return PREFIXES[resource] + name
-
-
-def is_internal_topic(name: str) -> bool:
-    return name.startswith(INTERNAL_TOPIC_PREFIX)
 
 
 @dataclass(frozen=True)
@@ -165,7 +162,7 @@ class Grant:
     def _matches(self, name: str, resource: Resource) -> bool:
         if (
             resource is Resource.TOPIC
-            and is_internal_topic(name)
+            and is_internal(name)
             and not self.pattern.startswith(INTERNAL_TOPIC_PREFIX)
         ):
             return False
@@ -348,7 +345,7 @@ class Guard:
                     name=name,
                 )
                 what = f"{name!r}" if resource is Resource.TOPIC else f"{resource.value} {name!r}"
-                internal = resource is Resource.TOPIC and is_internal_topic(name)
+                internal = resource is Resource.TOPIC and is_internal(name)
                 raise AuthorizationError(
                     f"principal {principal.name!r} may not {operation.value} {what}; "
                     f"nothing was changed. Ask an operator for a grant in the ACL file "
