@@ -1,5 +1,7 @@
 """The segmented data log of a partition: ``DataLog`` to write and serve it,
-``LogReader`` to read a log directory without one (e.g. from a Spark job).
+``LogReader`` to read a log directory without one (e.g. from a Spark job). A
+``DataLog`` keeps its segments in a segment list (segment_list.py; the reads by offset
+in segment_reads.py).
 
 The on-disk format is described in ``docs/formats.md (Data log)`` and at the top of
 files.py, segment.py, segment_index.py, checkpoints.py and recovery.py; log

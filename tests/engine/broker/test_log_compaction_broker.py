@@ -103,7 +103,7 @@ def test_the_background_task_compacts(tmp_path: Path) -> None:
                 record
                 for log in logs
                 for header, batch_records in all_batches(log)
-                if header.base_offset < log._published.base_offsets[-1]  # sealed segments
+                if header.base_offset < log._segment_list.published.base_offsets[-1]  # sealed
                 for record in batch_records
             ]
             return len(records), len({record.key for record in records})

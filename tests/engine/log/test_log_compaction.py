@@ -55,9 +55,10 @@ def keyed_batch(
 
 def roll(log: DataLog) -> None:
     """Seal the active segment now (the active segment is never compacted)."""
-    with log._write_lock:
-        log._roll()
-        log._publish()
+    segments = log._segment_list
+    with segments.write_lock:
+        segments._roll()
+        segments.publish()
 
 
 def active_size_bytes(log: DataLog) -> int:

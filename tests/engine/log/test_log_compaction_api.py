@@ -27,13 +27,16 @@ from twinlog.engine.log import compaction as compaction_module
 from twinlog.engine.log.compaction_files import CleanedSegmentWriter
 from twinlog.engine.log.compaction_turns import RUNNING
 from twinlog.engine.log.segment import Segment
+from twinlog.engine.log.segment_list import SegmentList
 from twinlog.engine.records.batch_reader import iter_batches
 
 
 def private_data_log_members(directory: Path) -> set[str]:
-    """Every private name of a DataLog: its class's and an open instance's attributes."""
+    """Every private name of a DataLog and of its segment list: their classes' and an open
+    instance's attributes."""
     with DataLog.open(directory, compacted()) as log:
         names = set(dir(DataLog)) | set(vars(log))
+        names |= set(dir(SegmentList)) | set(vars(log._segment_list))
     return {name for name in names if name.startswith("_") and not name.startswith("__")}
 
 
@@ -51,7 +54,7 @@ def private_names_touched(source: str, private: set[str]) -> list[str]:
 
 def test_compaction_touches_no_private_member_of_data_log(tmp_path: Path) -> None:
     private = private_data_log_members(tmp_path)
-    assert {"_segments", "_write_lock", "_publish", "_truncations"} <= private  # it sees them
+    assert {"_segment_list", "_segments", "_write_lock", "_truncations"} <= private  # it sees them
     source = Path(compaction_module.__file__).read_text()
     assert private_names_touched(source, private) == []
 
@@ -62,13 +65,13 @@ def test_the_private_member_check_catches_each_way_in(tmp_path: Path) -> None:
         "with log._write_lock:\n"
         "    target = log\n"
         "    target._segments[0:2] = [cleaned]\n"
-        "    getattr(log, '_publish')()\n"
+        "    getattr(log, '_roll')()\n"
         "header._replace(crc=0)\n"  # another type's private name is not DataLog's
     )
     assert private_names_touched(source, private) == [
         "line 1: ._write_lock",
         "line 3: ._segments",
-        "line 4: '_publish'",
+        "line 4: '_roll'",
     ]
 
 

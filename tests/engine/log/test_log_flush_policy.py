@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from log_support import make_batch
 
-import twinlog.engine.log.data_log as data_log_module
+import twinlog.engine.log.segment_list as segment_list_module
 from twinlog.engine.base import failpoints
 from twinlog.engine.base.errors import DiskFullError
 from twinlog.engine.broker.broker import Broker
@@ -162,7 +162,7 @@ def test_flush_beside_appends_lets_appends_go_on_during_its_fsync(
     wait for that fsync (else appends and fsyncs take turns and groups stay at one)."""
     in_fsync = threading.Event()
     release = threading.Event()
-    real_fsync = data_log_module.fsync_segment_fd
+    real_fsync = segment_list_module.fsync_segment_fd
 
     def slow_fsync(fd: int) -> None:
         in_fsync.set()
@@ -173,7 +173,7 @@ def test_flush_beside_appends_lets_appends_go_on_during_its_fsync(
     log = DataLog.open(tmp_path, config)
     for n in range(3):
         log.append(make_batch(1, value_bytes=90, tag=n))
-    monkeypatch.setattr(data_log_module, "fsync_segment_fd", slow_fsync)
+    monkeypatch.setattr(segment_list_module, "fsync_segment_fd", slow_fsync)
     durable: list[int] = []
     flusher = threading.Thread(target=lambda: durable.append(log.flush_beside_appends()))
     flusher.start()
@@ -186,7 +186,7 @@ def test_flush_beside_appends_lets_appends_go_on_during_its_fsync(
     flusher.join(10)
     assert durable == [3]  # what was written before the call, not the appends during it
     assert offsets == [3, 4, 5]
-    monkeypatch.setattr(data_log_module, "fsync_segment_fd", real_fsync)
+    monkeypatch.setattr(segment_list_module, "fsync_segment_fd", real_fsync)
     assert log.flush_beside_appends() == 6
     log.close()
     with DataLog.open(tmp_path, config) as reopened:

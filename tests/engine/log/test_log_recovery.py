@@ -371,7 +371,7 @@ def test_a_wrong_recovery_point_never_cuts_good_batches(
 def test_recovery_point_advances_inside_a_segment(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("twinlog.engine.log.data_log.RECOVERY_POINT_INTERVAL_BYTES", 500)
+    monkeypatch.setattr("twinlog.engine.log.segment_list.RECOVERY_POINT_INTERVAL_BYTES", 500)
     log = DataLog.open(tmp_path, CONFIG)
     for n in range(20):
         log.append(make_batch(2, value_bytes=40, tag=n))
