@@ -2,10 +2,10 @@
 
 Ratios to report (raw time / log time, goal >= 0.7 for both):
 
-* append: ``DataLog.append`` of ~1 MiB batches with an fsync each ("every_append")
-  vs ``os.write`` + ``os.fsync`` of the same bytes. ``append`` checks each
+* append: ``DataLog.append_as_leader`` of ~1 MiB batches with an fsync each
+  ("every_append") vs ``os.write`` + ``os.fsync`` of the same bytes. It checks each
   batch's CRC-32C, so the CRC-only benchmark in the same group shows how much of
-  the gap is the checksum. ``append_many(validate=False)`` (the copier's path:
+  the gap is the checksum. ``append_all_as_leader(validate=False)`` (the copier's path:
   no CRC, one fsync at the end) is measured against raw writes with one fsync.
 * read: the whole log read sequentially with ``read(offset, 1 MiB)`` vs
   ``os.read`` of the segment file in 1 MiB chunks, both from the page cache.
@@ -103,7 +103,7 @@ def test_log_append_fsync_each(
 
     def append_all(log: DataLog) -> None:
         for _ in range(APPEND_BATCHES):
-            log.append(batch, validate=validate)
+            log.append_as_leader(batch, validate=validate)
 
     benchmark.pedantic(append_all, setup=setup, rounds=5, iterations=1, warmup_rounds=1)
     log = rounds.last
@@ -151,7 +151,7 @@ def test_log_append_many_without_crc(benchmark: Any, batch: bytes, rounds: Round
         return (rounds.last,), {}
 
     def append_all(log: DataLog) -> tuple[int, int]:
-        return log.append_many((batch for _ in range(APPEND_BATCHES)), validate=False)
+        return log.append_all_as_leader((batch for _ in range(APPEND_BATCHES)), validate=False)
 
     benchmark.pedantic(append_all, setup=setup, rounds=5, iterations=1, warmup_rounds=1)
     assert rounds.last.log_end_offset == APPEND_BATCHES * RECORDS_PER_BATCH
@@ -182,7 +182,7 @@ def test_raw_write_one_fsync(benchmark: Any, batch: bytes, rounds: Rounds) -> No
 @pytest.fixture(scope="module")
 def full_log(tmp_path_factory: pytest.TempPathFactory, batch: bytes) -> Iterator[DataLog]:
     log = DataLog.open(tmp_path_factory.mktemp("read") / "log", CONFIG)
-    log.append_many(batch for _ in range(READ_BATCHES))
+    log.append_all_as_leader(batch for _ in range(READ_BATCHES))
     yield log
     log.close()
 
@@ -228,7 +228,7 @@ for _ in range({records}):
     builder.append(os.urandom({record_bytes}), timestamp_ms=1_700_000_000_000)
 batch = builder.build()
 with DataLog.open(sys.argv[1], LogConfig(batch_bytes_max={batch_bytes_max})) as log:
-    log.append_many(batch for _ in range({batches}))
+    log.append_all_as_leader(batch for _ in range({batches}))
 """
 
 
@@ -295,7 +295,7 @@ def test_print_log_ratios(batch: bytes) -> None:
 
                         def append_all(log: DataLog = log, validate: bool = validate) -> None:
                             for _ in range(APPEND_BATCHES):
-                                log.append(batch, validate=validate)
+                                log.append_as_leader(batch, validate=validate)
 
                         times[kind].append(_timed(append_all))
                         assert log.log_end_offset == APPEND_BATCHES * RECORDS_PER_BATCH

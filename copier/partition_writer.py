@@ -12,7 +12,8 @@ APPLY_COMMIT (``apply_commit``):
     2. walk the reverse links back from the last entry, keeping only the
        journal sequences (8 bytes per entry, never a payload)
     3. stream the batches, in append order, zero-copy from LMDB into ONE
-       ``data_log.append_many`` (contiguous, one fsync)           -> copier.after_batch (each)
+       ``data_log.append_all_as_leader`` (contiguous, one fsync)
+                                                                 -> copier.after_batch (each)
                                                                  -> copier.after_log_fsync
        on a cluster leader, wait until the in-sync replicas hold the copy (J4:
        ``wait_replicated``), so a replica that holds APPLIED holds every byte
@@ -125,11 +126,11 @@ class PartitionWriter:
     def append_plain(self, batch: bytes | memoryview, *, validate: bool = True) -> int:
         """Append a non-transactional batch to the data log; its base offset.
 
-        ``validate=False``: the caller checked the CRC already (see DataLog.append).
+        ``validate=False``: the caller checked the CRC already (see DataLog.append_as_leader).
         """
         with self._lock:
             self._recover_if_needed()
-            return self.log.append(batch, validate=validate)
+            return self.log.append_as_leader(batch, validate=validate)
 
     def apply_commit(
         self,
@@ -230,10 +231,10 @@ class PartitionWriter:
             left = chosen[resume_after:]
             with closing(self.journal.iter_batches(self.partition, left)) as batches:
                 # One batch (one send_batch per partition) needs no append-in-progress mark.
-                first, next_offset = self.log.append_many(
+                first, next_offset = self.log.append_all_as_leader(
                     self._counted(batches, spanned), batch_count=len(left)
                 )
-        except CorruptBatchError as error:  # append_many copied nothing
+        except CorruptBatchError as error:  # append_all_as_leader copied nothing
             raise CorruptJournalError(
                 f"local data journal {self.journal.directory}: transaction "
                 f"{record.transaction_id} on {self.partition} holds a damaged batch ({error}); "
@@ -277,7 +278,7 @@ class PartitionWriter:
                 raise CorruptBatchError(f"batch of {len(batch)} bytes is shorter than its header")
             spanned[0] += unpack_header(batch).last_offset_delta + 1
             yield batch
-            # Resumed: append_many has written this batch (it writes each before
+            # Resumed: append_all_as_leader has written this batch (it writes each before
             # asking for the next).
             failpoints.hit("copier.after_batch")
 
@@ -399,7 +400,7 @@ class PartitionWriter:
             applied = self._copy(record)
         elif row.action is Action.RECORD_APPLIED:
             # The copy may be whole only in the page cache (the process died before
-            # append_many's fsync): make it durable before the journal forgets it.
+            # append_all_as_leader's fsync): make it durable before the journal forgets it.
             self.log.flush()
             end = self.log.log_end_offset
             if self.wait_replicated is not None:

@@ -243,7 +243,7 @@ class JournalLog:
             failpoints.hit("journal_log.before_append")
             # Built just above, so its CRC is fresh: checking it again would hash every
             # journaled byte a second time. Fsynced by the writer, before applying.
-            offset = self.log.append_pieces(batch)
+            offset = self.log.append_as_leader(batch, validate=False)
             try:
                 failpoints.hit("journal_log.before_apply")
                 pending = self._enqueue(offset, record)

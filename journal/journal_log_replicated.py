@@ -99,7 +99,7 @@ class ReplicatedJournalLog(JournalLog):
             if self.needs_repair:
                 self._repair()
             failpoints.hit("journal_log.before_append")
-            offset = self.log.append_pieces(batch)
+            offset = self.log.append_as_leader(batch, validate=False)
             self.pending[offset] = waiter
             if on_appended is not None:
                 on_appended(offset)
@@ -174,7 +174,7 @@ class ReplicatedJournalLog(JournalLog):
         """A follower's append of its leader's records, as they are (offsets and epochs
         kept); applied once ``commit_to`` covers them."""
         with self.order_lock:
-            self.log.append_replicated(batches, sync=sync)
+            self.log.append_as_follower(batches, sync=sync)
             if sync:
                 self.durable_end = self.log.log_end_offset
 

@@ -76,7 +76,7 @@ class TxnJournal:
             )
             log = DataLog.open(self.directory, config)
         self.log = log
-        self._append = append or log.append
+        self._append = append or log.append_as_leader
         self.pointers = pointers or LocalCheckpointPointerFile(self.directory / CHECKPOINT_FILE)
         self._checkpoint_part_bytes_max = checkpoint_part_bytes_max
         # The checkpoint this process wrote last, and the log end just after its records:
@@ -93,7 +93,7 @@ class TxnJournal:
         local log; one by one on a replicated one (a checkpoint whose parts are not all
         there is refused at read, and its pointer is written only after the last)."""
         if self._owns_log:
-            return self.log.append_many(batches)
+            return self.log.append_all_as_leader(batches)
         offsets = [self._append(batch) for batch in batches]
         return offsets[0], offsets[-1] + 1
 

@@ -751,7 +751,7 @@ class Partition:
             if fetched.records:
                 if read_header(fetched.records).base_offset != self.log.log_end_offset:
                     return  # an answer to an older fetch offset
-                self.log.append_replicated(
+                self.log.append_as_follower(
                     split_batches(fetched.records), sync=self.replication.replica_fsync
                 )
                 for view in split_batches(fetched.records):

@@ -1,12 +1,12 @@
 """The writer's side of the ``append-state`` mark (format: ``checkpoints``).
 
-``DataLog.append_many`` writes a transaction's batches one by one and publishes
+``DataLog.append_all_as_leader`` writes a transaction's batches one by one and publishes
 them at once; readers of the files cannot see that publication, so the log
 marks the append as in progress before its first byte and as finished after it
 is published (or rolled back). ``read_only.LogReader.end_offset`` honours the mark.
-An ``append_many`` told it writes one batch (``batch_count=1``, the copier's
+An ``append_all_as_leader`` told it writes one batch (``batch_count=1``, the copier's
 copy of a partition's one batch) writes no mark: a reader sees a single batch whole
-(its length and CRC) or not at all, as for ``DataLog.append``, and each mark costs a
+(its length and CRC) or not at all, as for ``DataLog.append_as_leader``, and each mark costs a
 file replaced (open, write, rename) twice per append, per partition and transaction.
 
 A mark left in progress by a killed process stays until this log's next write

@@ -28,7 +28,7 @@ lost data, not a torn tail (recovery.py).
 next open deletes instead of serving again.
 
 ``append-state`` (``sequence``, ``in_progress``, ``first_offset``) says whether an
-``append_many`` (the copier applying a committed transaction) is writing its
+``append_all_as_leader`` (the copier applying a committed transaction) is writing its
 batches now, and from which offset. The data log publishes such batches to its
 readers all at once; a reader of the files (``read_only.LogReader``) ends at
 ``first_offset`` while ``in_progress`` is 1, so it never ends inside a
@@ -36,7 +36,7 @@ transaction either. ``sequence`` grows with every change, so a reader can tell
 that an append started or finished while it scanned (and scan again). It is
 written without fsync: it must outlive the process (a kill leaves a torn copy
 that the broker's next open cuts or finishes), not the machine. Missing (a log
-no append_many has written since this file existed) reads as nothing in progress.
+no append_all_as_leader has written since this file existed) reads as nothing in progress.
 
 ``cleaner-offset`` (``first_dirty_offset``) is where log compaction stopped
 last time: offsets below it were compacted. It only decides *when* compaction
@@ -221,9 +221,9 @@ def read_cleaner_offset(directory: Path) -> int | None:
 
 
 class AppendState(NamedTuple):
-    sequence: int  # changes with every start and finish of an append_many
-    in_progress: int  # 1 while an append_many writes its batches, else 0
-    first_offset: int  # where the append_many in progress (or the last one) started
+    sequence: int  # changes with every start and finish of an append_all_as_leader
+    in_progress: int  # 1 while an append_all_as_leader writes its batches, else 0
+    first_offset: int  # where the append_all_as_leader in progress (or the last one) started
 
 
 NO_APPEND = AppendState(0, 0, 0)

@@ -1,5 +1,5 @@
-"""The data log of one partition: its offsets and leader epochs, its appends and
-truncations, retention, and the doors compaction and readers use (Kafka's
+"""The data log of one partition: its offsets and leader epochs, the appends by origin,
+its truncations, retention, and the doors compaction and readers use (Kafka's
 UnifiedLog). The segments themselves, and every change to them, are the segment
 list's (segment_list.py, Kafka's LocalLog); this log decides what is written, when it
 is durable, and which cut is allowed.
@@ -7,6 +7,21 @@ is durable, and which cut is allowed.
 Callers: a partition (engine/broker/partition.py) and its copier
 (copier/partition_writer.py) for the data log, the journal logs (journal/) for theirs,
 compaction (compaction.py) through its own API below.
+
+Appends, named by where the batches come from:
+
+* ``append_as_leader``: one batch this log is the leader of (a producer's, a journal
+  or coordinator record); it gets its offsets and this log's leader epoch here.
+* ``append_all_as_leader``: several such batches as one, all or nothing, seen at once
+  (the copier's copy of a committed transaction, a checkpoint in parts).
+* ``append_as_follower``: a follower's copy of its leader's batches, offsets and
+  leader epochs kept as the leader gave them.
+
+Truncations, named by what they do: ``truncate_to`` cuts the tail at an offset (a
+follower's divergent suffix, a torn copy, journal records never applied);
+``truncate_fully_and_start_at`` drops everything and starts empty further on (a
+follower behind its leader's log start); ``delete_segments_before`` and retention take
+whole segments from the head. Recovery cuts a torn tail on open (recovery.py).
 
 Watermarks (offsets, never positions):
 
@@ -58,18 +73,17 @@ from twinlog.engine.records.batch_format import (
 class DataLog:
     """An append-only, segmented log of record batches in one directory.
 
-    Thread rule: ONE writer thread per log calls ``append``, ``append_many``,
-    ``flush``, ``flush_if_due``, ``truncate_to``, ``apply_retention``,
-    ``delete_segments_before`` and ``close``. (An internal lock serializes these
-    calls anyway, so a background retention or flush thread cannot tear an append;
-    but appends from several threads would interleave in no promised order.) Any
-    number of reader threads may call ``read``, ``iter_headers``,
-    ``last_batch_header``, ``offset_for_timestamp``, ``size_bytes`` and the offset
-    properties while it appends: readers take the published state (segments and end
-    position, replaced whole after each append) and read with ``os.pread`` up to
-    that end, so they see whole batches only, never a batch being written. Readers
-    racing ``truncate_to`` may fail on the bytes it cuts; callers truncate during
-    recovery, before serving reads.
+    Thread rule: ONE writer thread per log calls the appends, ``flush``,
+    ``flush_if_due``, the truncations, ``apply_retention``, ``delete_segments_before``
+    and ``close``. (An internal lock serializes these calls anyway, so a background
+    retention or flush thread cannot tear an append; but appends from several threads
+    would interleave in no promised order.) Any number of reader threads may call
+    ``read``, ``iter_headers``, ``last_batch_header``, ``offset_for_timestamp``,
+    ``size_bytes`` and the offset properties while it appends: readers take the
+    published state (segments and end position, replaced whole after each append) and
+    read with ``os.pread`` up to that end, so they see whole batches only, never a
+    batch being written. A ``read`` racing ``truncate_to`` reads again from the cut
+    log; the other reads may fail on the bytes it cuts.
 
     ``compact`` (cleanup.policy compact) may run in any thread, next to the
     writer: it reads sealed segments without the lock, through the compaction
@@ -122,10 +136,7 @@ class DataLog:
         None keeps the latest epoch the log knows (0 for a new log).
         """
         return cls(
-            Path(directory),
-            config or LogConfig(),
-            clock_ms=clock_ms,
-            leader_epoch=leader_epoch,
+            Path(directory), config or LogConfig(), clock_ms=clock_ms, leader_epoch=leader_epoch
         )
 
     def __enter__(self) -> DataLog:
@@ -176,62 +187,61 @@ class DataLog:
 
     # --- appends (the writer thread) ----------------------------------------------
 
-    def append(self, batch: bytes | memoryview, *, validate: bool = True) -> int:
-        """Validate ``batch``, give it the next offsets, write it; return its base offset.
+    def append_as_leader(
+        self, batch: bytes | memoryview | list[bytes | memoryview], *, validate: bool = True
+    ) -> int:
+        """The leader's append of one batch: checked, given the next offsets and this log's
+        leader epoch, written; return its base offset.
 
         Durable per the flush policy before returning. Raises CorruptBatchError or
         BatchTooLargeError (nothing written), DiskFullError (nothing kept; retry
         after freeing space). ``validate=False`` skips only the CRC, for a caller
         that checked it already (the broker checks every batch once, at the door);
         the header is still parsed and checked.
+
+        ``batch`` may be a list of pieces its caller built (the first holding the whole
+        header), written with one ``pwritev`` without joining them. Their CRC is the
+        caller's, who just computed it over these very pieces (``validate=False``, else
+        ValueError); the header and its length against the pieces' are checked.
         """
         with self._write_lock:
-            return self._append_locked(batch, validate)
+            self._segment_list.check_open()
+            if isinstance(batch, list):
+                if validate:
+                    raise ValueError(
+                        "a batch in pieces is its caller's: its CRC is not checked here; "
+                        "pass validate=False"
+                    )
+                views = [memoryview(piece) for piece in batch]
+                header = self._check_pieces(views)
+            else:
+                views = [memoryview(batch)]
+                header = self._check_batch(views[0], validate=validate)
+            base_offset = self._segment_list.next_offset
+            active, position = self._write_as_leader(views, header)
+            if self._flush_policy.note_append(header.size_bytes):
+                try:
+                    active.flush()
+                except Exception as error:
+                    self._segment_list.undo_append(active, position)
+                    if isinstance(error, OSError):
+                        active.raise_disk_full_or(error, "fsyncing a batch", position)
+                    raise
+                self._after_flush()
+            self._segment_list.publish()
+            self._append_marks.settle()
+            return base_offset
 
-    def append_pieces(self, pieces: Sequence[bytes | memoryview]) -> int:
-        """``append(b"".join(pieces), validate=False)`` without the join: one batch that its
-        caller built as pieces (the first holding the whole header), written with one
-        ``pwritev``. Its CRC is not checked (the caller just computed it over these very
-        pieces); its header and its length against the pieces' are."""
-        with self._write_lock:
-            return self._append_locked(list(pieces), validate=False)
-
-    def _append_locked(
-        self,
-        batch: bytes | memoryview | list[bytes | memoryview],
-        validate: bool = True,
-    ) -> int:
-        self._segment_list.check_open()
-        if isinstance(batch, list):  # pieces (append_pieces)
-            assert not validate, "a batch in pieces is its caller's: its CRC is not checked"
-            views = [memoryview(piece) for piece in batch]
-            header = self._check_pieces(views)
-        else:
-            views = [memoryview(batch)]
-            header = self._check_batch(views[0], validate=validate)
-        base_offset = self._segment_list.next_offset
-        active, position = self._write(views, header)
-        if self._flush_policy.note_append(header.size_bytes):
-            try:
-                active.flush()
-            except Exception as error:
-                self._segment_list.undo_append(active, position)
-                if isinstance(error, OSError):
-                    active.raise_disk_full_or(error, "fsyncing a batch", position)
-                raise
-            self._after_flush()
-        self._segment_list.publish()
-        self._append_marks.settle()
-        return base_offset
-
-    def append_many(
+    def append_all_as_leader(
         self,
         batches: Iterable[bytes | memoryview],
         *,
         validate: bool = True,
         batch_count: int | None = None,
     ) -> tuple[int, int]:
-        """Append ``batches`` contiguously with one fsync at the end; (first, next) offset.
+        """The leader's append of ``batches`` as one (the copier's copy of a committed
+        transaction, a checkpoint in parts): contiguous, one fsync at the end; (first,
+        next) offset.
 
         Streams: each batch is written as it comes, none is kept. May roll
         segments in between. Readers see the batches only after the fsync, all at
@@ -247,10 +257,10 @@ class DataLog:
         def write(view: memoryview) -> None:
             if written[0] == batch_count:
                 raise ValueError(
-                    f"{self.directory}: append_many was told of {batch_count} "
+                    f"{self.directory}: append_all_as_leader was told of {batch_count} "
                     "batches and given more; nothing of this call is kept"
                 )
-            self._write([view], self._check_batch(view, validate=validate))
+            self._write_as_leader([view], self._check_batch(view, validate=validate))
             written[0] += 1
 
         with self._write_lock:
@@ -258,7 +268,7 @@ class DataLog:
                 batches, write, "appending many batches", marked=batch_count != 1
             )
 
-    def append_replicated(
+    def append_as_follower(
         self, batches: Iterable[bytes | memoryview], *, sync: bool = True
     ) -> tuple[int, int]:
         """A follower's append: ``batches`` as its leader wrote them, offsets and leader
@@ -269,7 +279,7 @@ class DataLog:
         this log can answer ``end_offset_for_epoch`` like its leader (KIP-101). With
         ``sync`` the batches are fsynced before returning (a follower acknowledges by its
         next fetch offset, which must then be durable). All or nothing, as
-        ``append_many``: on any error every batch of this call is removed again.
+        ``append_all_as_leader``: on any error every batch of this call is removed again.
         """
 
         def write(view: memoryview) -> None:
@@ -333,15 +343,14 @@ class DataLog:
             self._append_marks.settle()
         return first_offset, segments.next_offset
 
-    def _write(self, views: list[memoryview], header: BatchHeader) -> tuple[Segment, int]:
+    def _write_as_leader(self, views: list[memoryview], header: BatchHeader) -> tuple[Segment, int]:
         """Write one checked batch at the log end; (segment, position).
 
         The batch gets its offsets and this log's leader epoch by a patch of its first
         16 bytes (outside the CRC); the epoch's start is recorded first if it is new.
         """
         header = header._replace(
-            base_offset=self._segment_list.next_offset,
-            partition_leader_epoch=self._leader_epoch,
+            base_offset=self._segment_list.next_offset, partition_leader_epoch=self._leader_epoch
         )
         if self._leader_epoch > self.epochs.latest_epoch:  # a log truncated below its start
             self.epochs.assign(self._leader_epoch, header.base_offset)
@@ -410,7 +419,7 @@ class DataLog:
     def flush_if_due(self) -> bool:
         """fsync if the interval policy's time is up for unflushed bytes; True if it did.
 
-        The policy is otherwise checked only by ``append``, so without this call
+        The policy is otherwise checked only by ``append_as_leader``, so without this call
         the last appends of a burst stay unflushed until the next append. Call it
         every ``flush_interval_ms / 2`` or so (the broker does). Cheap when nothing
         is due; a no-op on a closed log (``close`` flushed it). Raises DiskFullError

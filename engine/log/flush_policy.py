@@ -1,12 +1,12 @@
 """When the log fsyncs: after every append, or once enough bytes or time have piled up.
 
-"every_append" (the default) fsyncs before ``append`` returns, so an
+"every_append" (the default) fsyncs before ``append_as_leader`` returns, so an
 acknowledged batch survives a crash of the machine. "interval" fsyncs when
 ``flush_interval_bytes`` are unflushed or the last fsync is
 ``flush_interval_ms`` old, checked on each append: an acknowledged batch
 survives a crash of the process (it is in the page cache), but a power loss
 may take the batches since the last fsync, as Kafka's default settings allow.
-``append_many`` always fsyncs once at its end.
+``append_all_as_leader`` always fsyncs once at its end.
 
 A check on append alone would leave the last appends of a burst unflushed
 until the next append, however late that comes; so the log's owner also calls

@@ -7,7 +7,7 @@ valid batch follows: that is a batch the writer is still writing (or a torn
 tail the next open will cut). A bad batch anywhere else (an earlier segment,
 or one followed by a valid batch) raises CorruptLogError: it is never skipped.
 
-It never ends inside an ``append_many`` (the copier applying a committed
+It never ends inside an ``append_all_as_leader`` (the copier applying a committed
 transaction, batch by batch): the writer marks one of two or more batches in
 progress (the ``append-state`` checkpoint) and the reader stops at its first offset, as the
 broker's own readers only see it once it is published whole. ``end_offset``

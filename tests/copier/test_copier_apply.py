@@ -170,7 +170,7 @@ def test_a_copy_that_fails_half_way_is_finished_before_the_next_write(
     with pytest.raises(failpoints.FailpointError):
         partition.writer.apply_commit(9)
     failpoints.disarm_all()
-    # append_many rolled its batches back; the record still says APPLYING.
+    # append_all_as_leader rolled its batches back; the record still says APPLYING.
     assert partition.log.log_end_offset == 0
     assert partition.j.transaction(partition.name, 9).state is CopyState.APPLYING
     # A plain append must not slip in before the decided commit: the copy goes first.

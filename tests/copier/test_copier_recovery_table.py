@@ -140,7 +140,7 @@ def test_row_prefix_of_whole_batches_resumes_after_it(partition: PartitionFixtur
     # J6: the prefix stays (a reader may have seen it); only the rest is appended.
     batches = _journal(partition)
     partition.j.mark_applying(partition.name, TXN, partition.log.log_end_offset)
-    partition.log.append_many(batches[:2])
+    partition.log.append_all_as_leader(batches[:2])
     partition.close()
     partition.open(recover=False)
     prefix_end = partition.log.log_end_offset
@@ -159,7 +159,7 @@ def test_row_prefix_of_whole_batches_resumes_after_it(partition: PartitionFixtur
 def test_row_torn_copy_cut_inside_a_batch(partition: PartitionFixture) -> None:
     batches = _journal(partition)
     partition.j.mark_applying(partition.name, TXN, partition.log.log_end_offset)
-    partition.log.append_many(batches)
+    partition.log.append_all_as_leader(batches)
     partition.log.close()
     segment = next(partition.log_directory.glob("*.log"))
     with open(segment, "r+b") as file:  # the page cache lost the end of the last batch
@@ -171,7 +171,7 @@ def test_row_torn_copy_cut_inside_a_batch(partition: PartitionFixture) -> None:
 def test_row_whole_copy(partition: PartitionFixture) -> None:
     batches = _journal(partition)
     partition.j.mark_applying(partition.name, TXN, partition.log.log_end_offset)
-    partition.log.append_many(batches)
+    partition.log.append_all_as_leader(batches)
     _recover_and_check(partition, batches, "whole copy", [body(plain_batch(0))])
 
 
@@ -186,7 +186,7 @@ def test_row_log_lost_its_tail_with_part_of_the_copy(partition: PartitionFixture
     batches = _journal(partition)
     partition.writer.append_plain(plain_batch(1))
     partition.j.mark_applying(partition.name, TXN, partition.log.log_end_offset)
-    partition.log.append_many(batches[:1])
+    partition.log.append_all_as_leader(batches[:1])
     partition.log.truncate_to(1)  # the log came back shorter than the start
     _recover_and_check(partition, batches, "log lost its tail", [body(plain_batch(0))])
 
@@ -194,7 +194,7 @@ def test_row_log_lost_its_tail_with_part_of_the_copy(partition: PartitionFixture
 def test_row_foreign_tail_refuses(partition: PartitionFixture) -> None:
     _journal(partition)
     partition.j.mark_applying(partition.name, TXN, partition.log.log_end_offset)
-    partition.log.append(plain_batch(9))  # behind the writer's back
+    partition.log.append_as_leader(plain_batch(9))  # behind the writer's back
     partition.close()
     partition.open(recover=False)
     with pytest.raises(CorruptJournalError, match="log tail foreign"):
@@ -247,5 +247,5 @@ def test_recovery_keeps_the_commits_choice_of_attempts(partition: PartitionFixtu
             partition.name, TXN, transactional_batch(TXN, 2 * i, value_bytes=33), attempt=b"zombie"
         )
     partition.j.mark_applying(partition.name, TXN, partition.log.log_end_offset, [b"good"])
-    partition.log.append_many(chosen[:2])  # a part of the copy of the chosen attempt
+    partition.log.append_all_as_leader(chosen[:2])  # a part of the copy of the chosen attempt
     _recover_and_check(partition, chosen, "prefix of whole batches", [body(plain_batch(0))])

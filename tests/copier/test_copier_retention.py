@@ -67,7 +67,7 @@ def test_a_copy_whose_kept_part_differs_is_still_refused(partition: PartitionFix
     _copy_without_recording_applied(partition)
     assert partition.log.apply_retention() > 0
     partition.log.truncate_to(partition.log.log_end_offset - 2)  # the copy's last batch gone
-    partition.log.append(transactional_batch(TRANSACTION + 1, 0))  # someone else's batch there
+    partition.log.append_as_leader(transactional_batch(TRANSACTION + 1, 0))  # someone else's
     partition.close()
 
     with pytest.raises(CorruptJournalError, match=r"Retention deleted offsets 0\.\."):

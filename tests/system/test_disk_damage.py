@@ -560,7 +560,7 @@ def test_read_only_reader_refuses_a_bad_batch_followed_by_good_ones(tmp_path: Pa
 
     with DataLog.open(tmp_path, LogConfig()) as log:
         for number in range(5):
-            log.append(batch([f"value-{number}".encode() * 5], codec="none", keyed=True))
+            log.append_as_leader(batch([f"value-{number}".encode() * 5], codec="none", keyed=True))
     segment = next(tmp_path.glob("*.log"))
     data = bytearray(segment.read_bytes())
     middle = len(data) // 2
@@ -579,7 +579,7 @@ def test_verified_recovery_point_past_the_end_refuses(tmp_path: Path) -> None:
 
     with DataLog.open(tmp_path, LogConfig()) as log:
         for number in range(3):
-            log.append(batch([f"value-{number}".encode()], codec="none", keyed=True))
+            log.append_as_leader(batch([f"value-{number}".encode()], codec="none", keyed=True))
     segment = next(tmp_path.glob("*.log"))
     size = segment.stat().st_size
     os.truncate(segment, size - 20)

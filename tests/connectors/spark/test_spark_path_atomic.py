@@ -1,7 +1,7 @@
 """Reads with ``path`` (a live broker's files) end at the last whole transaction.
 
 The copier applies a committed transaction by appending its batches to the data
-log one by one (``append_many``), and publishes them to the broker's readers at
+log one by one (``append_all_as_leader``), and publishes them to the broker's readers at
 once. A Spark query planned from the files at that moment must not end inside
 the copy: it would read half a transaction, and the next query the other half.
 The copier is paused at its failpoint ``copier.after_batch`` (after its second

@@ -57,7 +57,7 @@ def test_a_new_log_whose_leader_epoch_starts_with_byte_2_is_not_taken_for_old(
     tmp_path: Path,
 ) -> None:
     with DataLog.open(tmp_path, leader_epoch=2 << 24) as log:  # byte 12 is 2, CRC says no
-        log.append(batch([b"new"]))
+        log.append_as_leader(batch([b"new"]))
     with DataLog.open(tmp_path) as log:
         assert log.log_end_offset == 1
 

@@ -87,7 +87,7 @@ def test_retention_never_moves_the_log_start_past_the_high_watermark(
 
 def test_a_promotion_is_remembered_across_a_reopen_before_any_batch(tmp_path: Path) -> None:
     with DataLog.open(tmp_path) as log:
-        log.append(batch([b"a"]))
+        log.append_as_leader(batch([b"a"]))
         log.become_leader(5)  # promoted; nothing appended under epoch 5 yet
     with DataLog.open(tmp_path) as log:
         assert log.leader_epoch == 5

@@ -95,10 +95,10 @@ def stamped_epochs(log: DataLog) -> list[tuple[int, int]]:
 def test_the_log_stamps_its_epoch_and_the_crc_still_holds(tmp_path: Path) -> None:
     with DataLog.open(tmp_path) as log:
         assert log.leader_epoch == 0
-        log.append(make_batch(2))
+        log.append_as_leader(make_batch(2))
         log.become_leader(3)
-        log.append(make_batch(1))
-        log.append_many([make_batch(1), make_batch(2)])
+        log.append_as_leader(make_batch(1))
+        log.append_all_as_leader([make_batch(1), make_batch(2)])
         assert stamped_epochs(log) == [(0, 0), (2, 3), (3, 3), (4, 3)]
         data = log.read(0, 1 << 24)
         for batch in iter_batches(data):
@@ -114,15 +114,17 @@ def test_the_log_stamps_its_epoch_and_the_crc_still_holds(tmp_path: Path) -> Non
 
 def test_truncation_trims_the_epochs(tmp_path: Path) -> None:
     with DataLog.open(tmp_path) as log:
-        log.append(make_batch(2))
+        log.append_as_leader(make_batch(2))
         log.become_leader(1)
-        log.append(make_batch(2))
+        log.append_as_leader(make_batch(2))
         log.become_leader(2)
-        log.append(make_batch(2))
+        log.append_as_leader(make_batch(2))
         log.truncate_to(2)
         assert log.epochs.entries == (EpochEntry(0, 0),)
         assert log.epochs.end_offset_for_epoch(2, log.log_end_offset) == EpochEnd(0, 2)
-        log.append(make_batch(1))  # still epoch 2: its start is recorded again, at the end
+        log.append_as_leader(
+            make_batch(1)
+        )  # still epoch 2: its start is recorded again, at the end
         assert log.epochs.entries == (EpochEntry(0, 0), EpochEntry(2, 2))
         assert stamped_epochs(log) == [(0, 0), (2, 2)]
 
@@ -131,7 +133,7 @@ def test_retention_moves_the_first_epoch_up(tmp_path: Path) -> None:
     config = LogConfig(segment_bytes=200, retention_bytes=1)
     with DataLog.open(tmp_path, config) as log:
         for _ in range(4):
-            log.append(make_batch(3, value_bytes=40))
+            log.append_as_leader(make_batch(3, value_bytes=40))
         log.apply_retention()
         assert log.log_start_offset > 0
         assert log.epochs.entries == (EpochEntry(0, log.log_start_offset),)
@@ -140,11 +142,11 @@ def test_retention_moves_the_first_epoch_up(tmp_path: Path) -> None:
 @pytest.mark.parametrize("damage", ["missing", "garbage"])
 def test_a_missing_or_damaged_file_is_rebuilt_from_the_batches(tmp_path: Path, damage: str) -> None:
     with DataLog.open(tmp_path) as log:
-        log.append(make_batch(2))
+        log.append_as_leader(make_batch(2))
         log.become_leader(4)
-        log.append(make_batch(1))
+        log.append_as_leader(make_batch(1))
         log.become_leader(6)
-        log.append(make_batch(1))
+        log.append_as_leader(make_batch(1))
         written = log.epochs.entries
     path = tmp_path / LEADER_EPOCH_CHECKPOINT_NAME
     if damage == "missing":
@@ -162,7 +164,7 @@ def test_a_missing_or_damaged_file_is_rebuilt_from_the_batches(tmp_path: Path, d
 def test_entries_past_the_log_end_are_dropped_at_open(tmp_path: Path) -> None:
     # A crash between a truncation and the checkpoint's rewrite leaves such entries.
     with DataLog.open(tmp_path) as log:
-        log.append(make_batch(2))
+        log.append_as_leader(make_batch(2))
     (tmp_path / LEADER_EPOCH_CHECKPOINT_NAME).write_bytes(
         encode_checkpoint([EpochEntry(0, 0), EpochEntry(1, 9)])
     )

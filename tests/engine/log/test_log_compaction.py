@@ -94,7 +94,7 @@ def fill(log: DataLog, rounds: int, keys: int = 5, per_batch: int = 3) -> dict[b
             key, value = f"k{number % keys}".encode(), f"v{number}".encode()
             writes.append((key, value))
             model[key] = value
-        log.append(keyed_batch(writes, codec="zstd" if round_number % 2 else "none"))
+        log.append_as_leader(keyed_batch(writes, codec="zstd" if round_number % 2 else "none"))
     return model
 
 
@@ -169,10 +169,10 @@ def test_the_active_segment_is_never_compacted(tmp_path: Path) -> None:
 
 def test_a_rewritten_batch_keeps_its_header_and_codec(tmp_path: Path) -> None:
     with DataLog.open(tmp_path, compacted()) as log:
-        first = log.append(
+        first = log.append_as_leader(
             keyed_batch([(b"a", b"1"), (b"b", b"1"), (b"c", b"1")], "zstd", producer=(7, 2, 0))
         )
-        log.append(keyed_batch([(b"b", b"2")], producer=(7, 2, 3)))
+        log.append_as_leader(keyed_batch([(b"b", b"2")], producer=(7, 2, 3)))
         fill(log, 30, keys=3)  # keys k0..k2: a and c stay the latest of theirs
         original = validate_batch(log.read(first, 1))
         compact(log, NOW_MS)
@@ -190,10 +190,10 @@ def test_a_rewritten_batch_keeps_its_header_and_codec(tmp_path: Path) -> None:
 def test_batches_that_keep_nothing_become_one_filler(tmp_path: Path) -> None:
     with DataLog.open(tmp_path, compacted(segment_bytes=1 << 20)) as log:
         for number in range(10):  # ten batches, all superseded below
-            log.append(keyed_batch([(b"k", b"%d" % number), (b"j", b"%d" % number)]))
-        log.append(keyed_batch([(b"k", b"last"), (b"j", b"last")]))
+            log.append_as_leader(keyed_batch([(b"k", b"%d" % number), (b"j", b"%d" % number)]))
+        log.append_as_leader(keyed_batch([(b"k", b"last"), (b"j", b"last")]))
         roll(log)
-        log.append(keyed_batch([(b"x", b"y")]))
+        log.append_as_leader(keyed_batch([(b"x", b"y")]))
         compact(log, NOW_MS)
         batches = all_batches(log)
         filler, kept = batches[0][0], batches[1]
@@ -208,12 +208,14 @@ def test_batches_that_keep_nothing_become_one_filler(tmp_path: Path) -> None:
 
 def test_a_producers_last_batch_keeps_its_header_so_sequences_survive(tmp_path: Path) -> None:
     with DataLog.open(tmp_path, compacted(segment_bytes=1 << 20)) as log:
-        log.append(keyed_batch([(b"k", b"1"), (b"k", b"2")], producer=(9, 1, 0)))
-        log.append(keyed_batch([(b"k", b"3"), (b"j", b"1")], producer=(9, 1, 2)))
+        log.append_as_leader(keyed_batch([(b"k", b"1"), (b"k", b"2")], producer=(9, 1, 0)))
+        log.append_as_leader(keyed_batch([(b"k", b"3"), (b"j", b"1")], producer=(9, 1, 2)))
         roll(log)
-        log.append(keyed_batch([(b"k", b"4"), (b"j", b"2")]))  # supersedes all of producer 9
+        log.append_as_leader(
+            keyed_batch([(b"k", b"4"), (b"j", b"2")])
+        )  # supersedes all of producer 9
         roll(log)
-        log.append(keyed_batch([(b"z", b"1")]))
+        log.append_as_leader(keyed_batch([(b"z", b"1")]))
         compact(log, NOW_MS)
         headers = [header for header, _ in all_batches(log)]
         empty = headers[1]  # producer 9's last batch: no records, header kept
@@ -229,8 +231,8 @@ def test_a_producers_last_batch_keeps_its_header_so_sequences_survive(tmp_path: 
 def test_tombstones_are_kept_for_delete_retention_then_dropped(tmp_path: Path) -> None:
     config = compacted(delete_retention_ms=DAY_MS)
     with DataLog.open(tmp_path, config) as log:
-        log.append(keyed_batch([(b"gone", b"1"), (b"stays", b"1")]))
-        log.append(keyed_batch([(b"gone", None)]))
+        log.append_as_leader(keyed_batch([(b"gone", b"1"), (b"stays", b"1")]))
+        log.append_as_leader(keyed_batch([(b"gone", None)]))
         fill(log, 30)
         compact(log, NOW_MS)
         assert latest_by_key(log)[b"gone"] is None  # the tombstone is still there
@@ -249,7 +251,7 @@ def test_null_keys_are_refused_at_the_door_and_kept_if_present(tmp_path: Path) -
         require_keys(batch, validate_batch(batch), "topic t")
     require_keys(keyed_batch([(b"k", b"1")]), read_header(keyed_batch([(b"k", b"1")])), "t")
     with DataLog.open(tmp_path, compacted()) as log:  # the log itself does not refuse it
-        log.append(batch)
+        log.append_as_leader(batch)
         fill(log, 40, keys=1)
         compact(log, NOW_MS)
         first = all_batches(log)[0][1]  # k0 was replaced; nothing replaces a keyless record
@@ -269,7 +271,7 @@ def test_dirty_ratio_and_checkpoint_decide_when(tmp_path: Path) -> None:
         assert compact(log, NOW_MS).skipped.startswith("nothing dirty")
         fill(log, 2)  # a little: the sealed part is mostly clean
         roll(log)
-        log.append(keyed_batch([(b"x", b"y")]))
+        log.append_as_leader(keyed_batch([(b"x", b"y")]))
         assert compact(log, NOW_MS).skipped.startswith("dirty ratio")
     (tmp_path / CLEANER_OFFSET_NAME).unlink()  # lost: everything is dirty again
     with DataLog.open(tmp_path, compacted(min_cleanable_dirty_ratio=0.5)) as log:
@@ -322,10 +324,10 @@ def test_small_cleaned_segments_are_merged_and_indexes_match_a_rebuild(tmp_path:
         assert len(segment_files(tmp_path)) == 2  # one compacted segment and the active one
         assert latest_by_key(log) == model
         for number in range(12):  # more dirty segments: merged with the compacted one
-            log.append(keyed_batch([(b"k%d" % (number % 5), b"late%d" % number)] * 3))
+            log.append_as_leader(keyed_batch([(b"k%d" % (number % 5), b"late%d" % number)] * 3))
             model[b"k%d" % (number % 5)] = b"late%d" % number
         roll(log)
-        log.append(keyed_batch([(b"x", b"y")]))
+        log.append_as_leader(keyed_batch([(b"x", b"y")]))
         model[b"x"] = b"y"
         compact(log, NOW_MS)
         assert len(segment_files(tmp_path)) == 2
@@ -394,7 +396,7 @@ def test_appends_and_reads_go_on_while_compacting(tmp_path: Path) -> None:
                     if stop.is_set():
                         return
                     key, value = f"w{number % 4}".encode(), f"n{number}".encode()
-                    log.append(keyed_batch([(key, value)]))
+                    log.append_as_leader(keyed_batch([(key, value)]))
                     appended[key] = value
                     read_all(log, log.log_start_offset, max_bytes=200)
             except BaseException as error:

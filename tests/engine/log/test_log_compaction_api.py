@@ -166,7 +166,9 @@ def test_replace_segments_refuses_after_a_truncation_and_deletes_the_new_files(
             with log.segments_view() as view:
                 old = view.sealed[:2]
             new = merged(log, old)
-            log.truncate_to(log.append(keyed_batch([(b"k", b"cut")])))  # cuts nothing sealed
+            log.truncate_to(
+                log.append_as_leader(keyed_batch([(b"k", b"cut")]))
+            )  # cuts nothing sealed
             before = read_all(log)
             assert not log.replace_segments(old, new, view)
         assert leftovers(tmp_path) == [] and not new.finished

@@ -162,7 +162,7 @@ COMPACTOR = textwrap.dedent(
         value = None if number % 13 == 5 else f"{number}:".encode().ljust(60, b"v")
         builder = RecordBatchBuilder("zstd" if number % 3 else "none")
         builder.append(value, key=key, timestamp_ms=1_700_000_000_000)
-        return log.append(builder.build())
+        return log.append_as_leader(builder.build())
 
     if mode == "compact":  # the failpoint in the environment kills it in the compaction
         for number in range(log.log_end_offset, log.log_end_offset + 100):  # surely dirty

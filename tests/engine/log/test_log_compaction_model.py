@@ -66,7 +66,7 @@ class CompactedLogMachine(RuleBasedStateMachine):
     @rule(writes=writes_strategy, zstd=st.booleans())
     def append(self, writes: list[tuple[bytes, bytes | None]], zstd: bool) -> None:
         batch = keyed_batch(list(writes), "zstd" if zstd else "none", timestamp_ms=self.now_ms)
-        assert self.log.append(batch) == self.next_offset
+        assert self.log.append_as_leader(batch) == self.next_offset
         for key, value in writes:
             self.latest[key] = (self.next_offset, value)
             self.next_offset += 1

@@ -58,9 +58,9 @@ def test_readers_see_whole_batches_while_the_writer_appends(tmp_path: Path) -> N
         thread.start()
     for tag in range(BATCHES):
         if tag % 50 == 49:
-            log.append_many([make_batch(3, tag=tag)])
+            log.append_all_as_leader([make_batch(3, tag=tag)])
         else:
-            log.append(make_batch(3, tag=tag))
+            log.append_as_leader(make_batch(3, tag=tag))
     done.set()
     for thread in threads:
         thread.join(timeout=60)
@@ -75,7 +75,7 @@ def test_retention_while_a_reader_holds_a_deleted_segment(tmp_path: Path) -> Non
     config = LogConfig(segment_bytes=400, retention_bytes=400)
     with DataLog.open(tmp_path, config) as log:
         for tag in range(20):
-            log.append(make_batch(3, tag=tag))
+            log.append_as_leader(make_batch(3, tag=tag))
         iterator = log.iter_headers(0)
         first = next(iterator)
         assert log.apply_retention() > 0

@@ -43,11 +43,11 @@ WRITER = textwrap.dedent(
 
     tags = range(int(first_tag), int(first_tag) + int(count))
     if many == "many":
-        first, next_offset = log.append_many(batch(tag) for tag in tags)
+        first, next_offset = log.append_all_as_leader(batch(tag) for tag in tags)
         print("many", first, next_offset, flush=True)
     else:
         for tag in tags:
-            print(tag, log.append(batch(tag)), flush=True)
+            print(tag, log.append_as_leader(batch(tag)), flush=True)
     log.close()
     print("done", flush=True)
     """
@@ -100,7 +100,7 @@ def _check_acknowledged(directory: Path, acknowledged: dict[int, int]) -> DataLo
     offsets = sorted(acknowledged.values())
     assert offsets == [acknowledged[tag] for tag in sorted(acknowledged)]  # in order
     # The whole log is CRC-clean, contiguous, and the read-only reader agrees, up to
-    # an append_many the kill cut short (its batches are hidden until a write).
+    # an append_all_as_leader the kill cut short (its batches are hidden until a write).
     headers = list(log.iter_headers(log.log_start_offset)) if log.log_end_offset else []
     for earlier, later in itertools.pairwise(headers):
         assert earlier.next_offset == later.base_offset
@@ -156,7 +156,7 @@ def test_failpoint_crash_loses_no_acknowledged_batch(
     log.close()
 
 
-def test_crash_inside_append_many_leaves_a_clean_prefix(tmp_path: Path) -> None:
+def test_crash_inside_append_all_as_leader_leaves_a_clean_prefix(tmp_path: Path) -> None:
     writer = _start_writer(
         tmp_path, 0, 40, segment_bytes=2_000, many=True, failpoint="log.before_write=crash@25"
     )

@@ -26,15 +26,17 @@ def _state(log: DataLog) -> tuple[int, int, bytes, list[int]]:
 @pytest.mark.parametrize("point", ["log.before_write", "log.before_fsync"])
 def test_enospc_leaves_the_log_unchanged(tmp_path: Path, point: str) -> None:
     with DataLog.open(tmp_path, CONFIG) as log:
-        log.append(make_batch(2, tag=1))
+        log.append_as_leader(make_batch(2, tag=1))
         before = _state(log)
         failpoints.arm(point, "enospc")
         with pytest.raises(DiskFullError, match=r"disk full while .*Free space") as caught:
-            log.append(make_batch(3, tag=2))
+            log.append_as_leader(make_batch(3, tag=2))
         assert caught.value.retriable
         assert _state(log) == before
         log.check()
-        assert log.append(make_batch(3, tag=3)) == 2  # the failpoint fired once; space is back
+        assert (
+            log.append_as_leader(make_batch(3, tag=3)) == 2
+        )  # the failpoint fired once; space is back
         assert batch_values(read_all(log))[-1] == b"3:2:".ljust(10, b"v")
 
 
@@ -50,40 +52,40 @@ def test_a_partial_write_is_cut_back(tmp_path: Path, monkeypatch: pytest.MonkeyP
         raise OSError(errno.ENOSPC, "No space left on device")
 
     with DataLog.open(tmp_path, CONFIG) as log:
-        log.append(make_batch(2))
+        log.append_as_leader(make_batch(2))
         before = _state(log)
         monkeypatch.setattr(os, "pwritev", half_then_full)
         with pytest.raises(DiskFullError, match="nothing was kept"):
-            log.append(make_batch(4, value_bytes=40))
+            log.append_as_leader(make_batch(4, value_bytes=40))
         monkeypatch.setattr(os, "pwritev", real_pwritev)
         assert len(calls) == 2  # a short write, then the full disk
         assert _state(log) == before
-        assert log.append(make_batch(1)) == 2
+        assert log.append_as_leader(make_batch(1)) == 2
         log.check()
 
 
 @pytest.mark.usefixtures("disarmed")
-def test_append_many_rolls_back_every_batch_and_segment(tmp_path: Path) -> None:
+def test_append_all_as_leader_rolls_back_every_batch_and_segment(tmp_path: Path) -> None:
     with DataLog.open(tmp_path, CONFIG) as log:
-        log.append(make_batch(2))
+        log.append_as_leader(make_batch(2))
         before = _state(log)
         failpoints.arm("log.before_write", "enospc", on_hit=12)
         batches = [make_batch(2, value_bytes=40, tag=n) for n in range(20)]
         with pytest.raises(DiskFullError):
-            log.append_many(batches)
+            log.append_all_as_leader(batches)
         assert _state(log) == before
         log.check()
-        assert log.append_many(batches) == (2, 42)
+        assert log.append_all_as_leader(batches) == (2, 42)
         log.check()
 
 
 @pytest.mark.usefixtures("disarmed")
-def test_enospc_on_the_final_fsync_of_append_many(tmp_path: Path) -> None:
+def test_enospc_on_the_final_fsync_of_append_all_as_leader(tmp_path: Path) -> None:
     with DataLog.open(tmp_path, CONFIG) as log:
         before = _state(log)
         failpoints.arm("log.before_fsync", "enospc", on_hit=1)
         with pytest.raises(DiskFullError):
-            log.append_many([make_batch(2, value_bytes=40, tag=n) for n in range(3)])
+            log.append_all_as_leader([make_batch(2, value_bytes=40, tag=n) for n in range(3)])
         assert _state(log) == before
         log.check()
 
@@ -99,17 +101,17 @@ def test_enospc_while_rolling_leaves_no_new_files(
     with DataLog.open(tmp_path, CONFIG) as log:
         batch_bytes = len(make_batch(2, value_bytes=40))
         while log.size_bytes() + batch_bytes <= CONFIG.segment_bytes:
-            log.append(make_batch(2, value_bytes=40))
+            log.append_as_leader(make_batch(2, value_bytes=40))
         assert len(segment_files(tmp_path)) == 1  # the next append must roll
         files_before = sorted(p.name for p in tmp_path.iterdir())
         before = _state(log)
         monkeypatch.setattr(segment.SegmentIndex, "create", full_disk)
         with pytest.raises(DiskFullError, match="rolling to a new segment"):
-            log.append(make_batch(2, value_bytes=40))
+            log.append_as_leader(make_batch(2, value_bytes=40))
         monkeypatch.setattr(segment.SegmentIndex, "create", real_create)
         assert sorted(p.name for p in tmp_path.iterdir()) == files_before
         assert _state(log) == before
-        log.append(make_batch(2, value_bytes=40))
+        log.append_as_leader(make_batch(2, value_bytes=40))
         assert len(segment_files(tmp_path)) == 2
         log.check()
 
@@ -120,7 +122,7 @@ def test_a_log_opens_on_a_full_disk_without_its_recovery_point(tmp_path: Path) -
     # checkpoint is an optimisation: the log opens, the next open scans again.
     with DataLog.open(tmp_path, CONFIG) as log:
         for tag in range(5):
-            log.append(make_batch(2, value_bytes=40, tag=tag))
+            log.append_as_leader(make_batch(2, value_bytes=40, tag=tag))
         expected = read_all(log)
     (tmp_path / "recovery-point").unlink()  # as after a kill: recovery must scan
     failpoints.arm("file.before_write", "enospc", times=1000)
@@ -137,7 +139,7 @@ def test_a_checkpoint_on_a_full_disk_raises_disk_full(tmp_path: Path) -> None:
     # write fails typed and retriable, and nothing is deleted.
     with DataLog.open(tmp_path, CONFIG) as log:
         for tag in range(12):
-            log.append(make_batch(2, value_bytes=40, tag=tag))
+            log.append_as_leader(make_batch(2, value_bytes=40, tag=tag))
         files_before = segment_files(tmp_path)
         assert len(files_before) > 2
         failpoints.arm("file.before_write", "enospc")
@@ -158,10 +160,10 @@ def test_truncate_to_on_a_full_disk_deletes_the_recovery_point(tmp_path: Path) -
     # back (no space) it goes (no space needed), and the next open scans everything.
     with DataLog.open(tmp_path, CONFIG) as log:
         for tag in range(3):
-            log.append(make_batch(2, value_bytes=40, tag=tag))
+            log.append_as_leader(make_batch(2, value_bytes=40, tag=tag))
         log.flush()
         expected = read_all(log)
-        log.append_many([make_batch(2, value_bytes=40, tag=9)])  # a copy to cut
+        log.append_all_as_leader([make_batch(2, value_bytes=40, tag=9)])  # a copy to cut
         failpoints.arm("file.before_write", "enospc", times=1000)
         assert log.truncate_to(6) > 0
         assert not (tmp_path / "recovery-point").exists()

@@ -1,4 +1,4 @@
-"""Flush policies: every_append fsyncs per append, interval by bytes or time, append_many once."""
+"""Flush policies: every_append fsyncs per append, interval by bytes or time, append_all_as_leader once."""
 
 from __future__ import annotations
 
@@ -52,10 +52,10 @@ def _count_fsyncs(directory: Path, config: LogConfig, appends: int, many: bool =
         failpoints.arm("log.before_fsync", "raise", on_hit=NEVER)  # counts, never fires
         batches = [make_batch(1, value_bytes=90, tag=n) for n in range(appends)]
         if many:
-            log.append_many(batches)
+            log.append_all_as_leader(batches)
         else:
             for batch in batches:
-                log.append(batch)
+                log.append_as_leader(batch)
         count = failpoints.hits("log.before_fsync")
         failpoints.disarm_all()
         return count
@@ -77,7 +77,7 @@ def test_interval_policy_data_is_readable_before_the_fsync(tmp_path: Path) -> No
     config = LogConfig(flush_policy="interval", flush_interval_bytes=NEVER, flush_interval_ms=NEVER)
     with DataLog.open(tmp_path, config) as log:
         failpoints.arm("log.before_fsync", "raise", on_hit=NEVER)
-        log.append(make_batch(1))
+        log.append_as_leader(make_batch(1))
         assert failpoints.hits("log.before_fsync") == 0
         assert log.read(0, 100)
         log.flush()
@@ -111,7 +111,7 @@ def test_flush_if_due_fsyncs_the_end_of_a_burst(tmp_path: Path) -> None:
         assert not log.flush_if_due()  # nothing unflushed
         clock.now_ms = 10
         for n in range(3):
-            log.append(make_batch(1, tag=n))
+            log.append_as_leader(make_batch(1, tag=n))
         clock.now_ms = 49
         assert not log.flush_if_due()
         assert failpoints.hits("log.before_fsync") == 0
@@ -130,7 +130,7 @@ def test_flush_if_due_failure_keeps_the_bytes_due(tmp_path: Path) -> None:
     clock = FakeClock()
     config = LogConfig(flush_policy="interval", flush_interval_bytes=NEVER, flush_interval_ms=50)
     with DataLog.open(tmp_path, config, clock_ms=clock) as log:
-        log.append(make_batch(1))
+        log.append_as_leader(make_batch(1))
         clock.now_ms = 50
         failpoints.arm("log.before_fsync", "enospc", on_hit=1)
         with pytest.raises(DiskFullError):
@@ -172,14 +172,14 @@ def test_flush_beside_appends_lets_appends_go_on_during_its_fsync(
     config = LogConfig(flush_policy="interval", flush_interval_ms=NEVER, flush_interval_bytes=NEVER)
     log = DataLog.open(tmp_path, config)
     for n in range(3):
-        log.append(make_batch(1, value_bytes=90, tag=n))
+        log.append_as_leader(make_batch(1, value_bytes=90, tag=n))
     monkeypatch.setattr(segment_list_module, "fsync_segment_fd", slow_fsync)
     durable: list[int] = []
     flusher = threading.Thread(target=lambda: durable.append(log.flush_beside_appends()))
     flusher.start()
     assert in_fsync.wait(10)
     appended_at = time.monotonic()
-    offsets = [log.append(make_batch(1, value_bytes=90, tag=n)) for n in range(3, 6)]
+    offsets = [log.append_as_leader(make_batch(1, value_bytes=90, tag=n)) for n in range(3, 6)]
     assert time.monotonic() - appended_at < 5  # not held back by the fsync in progress
     assert flusher.is_alive()  # the fsync is still going on
     release.set()

@@ -1,4 +1,4 @@
-"""A follower's append (``DataLog.append_replicated``): a leader's batches kept byte for byte,
+"""A follower's append (``DataLog.append_as_follower``): a leader's batches kept byte for byte,
 offsets and epochs included, so replicas of one log are identical (CLUSTER.md §3.3)."""
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ SMALL_SEGMENTS = LogConfig(segment_bytes=600)
 def _leader_with_two_epochs(directory: Path) -> DataLog:
     leader = DataLog.open(directory, SMALL_SEGMENTS, leader_epoch=3)
     for tag in range(4):
-        leader.append(make_batch(record_count=2, tag=tag))
+        leader.append_as_leader(make_batch(record_count=2, tag=tag))
     leader.become_leader(5)
     for tag in range(4, 7):
-        leader.append(make_batch(record_count=3, tag=tag))
+        leader.append_as_leader(make_batch(record_count=3, tag=tag))
     return leader
 
 
@@ -31,7 +31,7 @@ def test_replicated_batches_are_the_leaders_bytes_and_epochs(tmp_path: Path) -> 
     offset = 0
     while offset < leader.log_end_offset:  # as a fetcher does: a few batches per round
         fetched = leader.read(offset, 300)
-        _, offset = follower.append_replicated(split_batches(fetched))
+        _, offset = follower.append_as_follower(split_batches(fetched))
     assert read_all(follower) == read_all(leader)
     assert follower.epochs.entries == leader.epochs.entries
     assert follower.leader_epoch == 5
@@ -48,13 +48,13 @@ def test_a_gap_or_a_damaged_batch_appends_nothing_of_the_call(tmp_path: Path) ->
     leader = _leader_with_two_epochs(tmp_path / "leader")
     follower = DataLog.open(tmp_path / "follower", SMALL_SEGMENTS)
     batches = list(split_batches(read_all(leader)))
-    follower.append_replicated(batches[:2])
+    follower.append_as_follower(batches[:2])
     with pytest.raises(CorruptBatchError, match="starts at offset"):
-        follower.append_replicated(batches[3:5])  # batch 2 missing
+        follower.append_as_follower(batches[3:5])  # batch 2 missing
     damaged = bytearray(batches[5])
     damaged[-1] ^= 1
     with pytest.raises(CorruptBatchError):
-        follower.append_replicated([*batches[2:5], bytes(damaged)])  # 4 opens epoch 5
+        follower.append_as_follower([*batches[2:5], bytes(damaged)])  # 4 opens epoch 5
     assert read_all(follower) == b"".join(bytes(batch) for batch in batches[:2])
     assert follower.epochs.latest_epoch == 3  # epoch 5 of the refused batches is forgotten
     assert follower.leader_epoch == 3
@@ -63,12 +63,12 @@ def test_a_gap_or_a_damaged_batch_appends_nothing_of_the_call(tmp_path: Path) ->
 def test_truncating_a_follower_forgets_the_epochs_of_the_cut_suffix(tmp_path: Path) -> None:
     leader = _leader_with_two_epochs(tmp_path / "leader")
     follower = DataLog.open(tmp_path / "follower", SMALL_SEGMENTS)
-    follower.append_replicated(split_batches(read_all(leader)))
+    follower.append_as_follower(split_batches(read_all(leader)))
     epoch_five_start = leader.epochs.entries[-1].start_offset
     follower.truncate_to(epoch_five_start)
     assert follower.epochs.latest_epoch == 3
     follower.become_leader(6)  # promoted after the cut: epoch 6 starts at its end
-    follower.append(make_batch(tag=9))
+    follower.append_as_leader(make_batch(tag=9))
     assert follower.epochs.entries[-1] == (6, epoch_five_start)
 
 
@@ -90,13 +90,13 @@ def _leader_past_its_first_segments(directory: Path) -> tuple[DataLog, int]:
 def test_a_follower_behind_its_leaders_log_start_restarts_there(tmp_path: Path) -> None:
     leader, start = _leader_past_its_first_segments(tmp_path / "leader")
     follower = DataLog.open(tmp_path / "follower", SMALL_SEGMENTS)
-    follower.append_replicated(split_batches(make_batch(record_count=1, tag=99)))  # stale
+    follower.append_as_follower(split_batches(make_batch(record_count=1, tag=99)))  # stale
     assert follower.log_end_offset < start
     assert follower.truncate_fully_and_start_at(start) == 1
     assert (follower.log_start_offset, follower.log_end_offset) == (start, start)
     assert follower.epochs.entries == ()
     assert read_all(follower) == b""
-    follower.append_replicated(split_batches(leader.read(start, 1 << 20)))
+    follower.append_as_follower(split_batches(leader.read(start, 1 << 20)))
     assert read_all(follower) == read_all(leader)
     follower.close()
     reopened = DataLog.open(tmp_path / "follower", SMALL_SEGMENTS)
@@ -114,7 +114,7 @@ def test_a_crash_between_deleting_and_creating_opens_empty_at_the_new_start(
 ) -> None:
     directory = tmp_path / "follower"
     follower = DataLog.open(directory, SMALL_SEGMENTS)
-    follower.append_replicated(split_batches(make_batch(record_count=2, tag=1)))
+    follower.append_as_follower(split_batches(make_batch(record_count=2, tag=1)))
     follower.truncate_fully_and_start_at(40)
     follower.close()
     for path in segment_files(directory):  # as if the new segment was never created

@@ -65,10 +65,10 @@ def pristine(tmp_path_factory: pytest.TempPathFactory) -> Pristine:
         make_batch(1 + n % 3, value_bytes=20, tag=n) for n in range(CLEAN_BATCHES + CRASHED_BATCHES)
     ]
     with DataLog.open(directory, CONFIG) as log:
-        log.append_many(batches[:CLEAN_BATCHES])
+        log.append_all_as_leader(batches[:CLEAN_BATCHES])
     log = DataLog.open(directory, CONFIG)
     for batch in batches[CLEAN_BATCHES:]:
-        log.append(batch)
+        log.append_as_leader(batch)
     crashed = directory.parent / "crashed"
     shutil.copytree(directory, crashed)  # what a kill -9 leaves: every write is in the files
     log.close()
@@ -120,7 +120,9 @@ def check_recovery(pristine: Pristine, corruptor: Corruptor, expected: Expected)
             assert batch_values(read_all(log)) == batch_values(b"".join(survivors))
             assert log.log_end_offset == sum(len(RecordBatch(b)) for b in survivors)
             log.check()
-            log.append(make_batch(1, tag=99))  # the log goes on where the good batches end
+            log.append_as_leader(
+                make_batch(1, tag=99)
+            )  # the log goes on where the good batches end
         with DataLog.open(directory, CONFIG) as log:  # and a second open finds nothing to do
             assert log.recovery_report.bytes_truncated == 0
             assert log.recovery_report.batches_checked == 0
@@ -288,12 +290,12 @@ def test_a_torn_batch_holding_a_batch_in_a_record_is_cut_not_refused(
     # the bad spot", whatever base offset it carries.
     with DataLog.open(tmp_path, CONFIG) as log:
         for tag in range(3):
-            log.append(make_batch(tag=tag))
+            log.append_as_leader(make_batch(tag=tag))
         nested = bytearray(make_batch(value_bytes=20, tag=9))
         nested[:8] = nested_base_offset.to_bytes(8, "big")
         builder = RecordBatchBuilder("none")
         builder.append(bytes(nested) + b"tail" * 50, timestamp_ms=1)
-        log.append(builder.build())
+        log.append_as_leader(builder.build())
     segment = tmp_path / SEGMENT_NAME
     torn_at = batch_positions(segment)[-1][0]
     os.truncate(segment, segment.stat().st_size - 100)  # the nested batch survives whole
@@ -309,7 +311,7 @@ def test_a_torn_batch_holding_a_batch_in_a_record_is_cut_not_refused(
 
 def test_a_cleanly_closed_log_is_not_rescanned(tmp_path: Path) -> None:
     with DataLog.open(tmp_path, CONFIG) as log:
-        log.append_many(make_batch(2, tag=n) for n in range(50))
+        log.append_all_as_leader(make_batch(2, tag=n) for n in range(50))
     with DataLog.open(tmp_path, CONFIG) as log:
         report = log.recovery_report
         assert (report.segments_checked, report.batches_checked) == (0, 0)
@@ -374,7 +376,7 @@ def test_recovery_point_advances_inside_a_segment(
     monkeypatch.setattr("twinlog.engine.log.segment_list.RECOVERY_POINT_INTERVAL_BYTES", 500)
     log = DataLog.open(tmp_path, CONFIG)
     for n in range(20):
-        log.append(make_batch(2, value_bytes=40, tag=n))
+        log.append_as_leader(make_batch(2, value_bytes=40, tag=n))
     point = read_recovery_point(tmp_path)
     assert point is not None and point.position >= 1000  # moved without a roll or a close
     crashed = tmp_path.parent / (tmp_path.name + "-crashed")
@@ -391,7 +393,7 @@ def test_torn_tail_in_a_segment_followed_by_an_empty_one(tmp_path: Path) -> None
     config = LogConfig(segment_bytes=400)
     with DataLog.open(tmp_path, config) as log:
         for n in range(6):
-            log.append(make_batch(2, value_bytes=30, tag=n))
+            log.append_as_leader(make_batch(2, value_bytes=30, tag=n))
     segments = sorted(tmp_path.glob("*.log"))
     last = segments[-1]
     (tmp_path / "recovery-point").unlink()
@@ -410,7 +412,7 @@ def test_bad_batch_in_a_segment_before_others_is_refused(tmp_path: Path) -> None
     config = LogConfig(segment_bytes=400)
     with DataLog.open(tmp_path, config) as log:
         for n in range(12):
-            log.append(make_batch(2, value_bytes=30, tag=n))
+            log.append_as_leader(make_batch(2, value_bytes=30, tag=n))
     first = sorted(tmp_path.glob("*.log"))[0]
     (tmp_path / "recovery-point").unlink()
     os.truncate(first, first.stat().st_size - 5)  # a "torn tail", but data follows it
@@ -422,7 +424,7 @@ def test_a_missing_segment_in_the_middle_is_refused(tmp_path: Path) -> None:
     config = LogConfig(segment_bytes=400)
     with DataLog.open(tmp_path, config) as log:
         for n in range(12):
-            log.append(make_batch(2, value_bytes=30, tag=n))
+            log.append_as_leader(make_batch(2, value_bytes=30, tag=n))
     segments = sorted(tmp_path.glob("*.log"))
     (tmp_path / "recovery-point").unlink()
     segments[1].unlink()
@@ -437,7 +439,7 @@ def test_iter_headers_names_a_damaged_first_batch_of_a_later_segment(tmp_path: P
     config = LogConfig(segment_bytes=500)
     with DataLog.open(tmp_path, config) as log:
         for _ in range(20):
-            log.append(build_batch([b"v" * 50], "none"))
+            log.append_as_leader(build_batch([b"v" * 50], "none"))
     second = sorted(tmp_path.glob("*.log"))[1]
     with open(second, "r+b") as file:
         file.write(bytes(20))
@@ -454,7 +456,7 @@ def test_iter_headers_names_a_damaged_first_batch_of_a_later_segment(tmp_path: P
 
 def test_leftover_files_are_tidied(tmp_path: Path) -> None:
     with DataLog.open(tmp_path, CONFIG) as log:
-        log.append(make_batch(1))
+        log.append_as_leader(make_batch(1))
     (tmp_path / "recovery-point.tmp").write_text("half")
     (tmp_path / "00000000000000000777.index").write_bytes(b"")
     with DataLog.open(tmp_path, CONFIG) as log:
@@ -465,7 +467,7 @@ def test_leftover_files_are_tidied(tmp_path: Path) -> None:
 
 def test_a_second_cut_at_the_same_position_keeps_the_first_copy(tmp_path: Path) -> None:
     with DataLog.open(tmp_path, CONFIG) as log:
-        log.append(make_batch(1))
+        log.append_as_leader(make_batch(1))
     segment = tmp_path / SEGMENT_NAME
     end = segment.stat().st_size
     for garbage in (b"first", b"second"):

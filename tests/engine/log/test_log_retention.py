@@ -47,7 +47,9 @@ def test_count_segments_to_delete(retention_bytes: int, retention_ms: int, expec
 def _filled_log(directory: Path, config: LogConfig, batches: int = 30) -> DataLog:
     log = DataLog.open(directory, config)
     for n in range(batches):
-        log.append(make_batch(2, value_bytes=30, timestamp_ms=TIMESTAMP_MS + n * 1000, tag=n))
+        log.append_as_leader(
+            make_batch(2, value_bytes=30, timestamp_ms=TIMESTAMP_MS + n * 1000, tag=n)
+        )
     return log
 
 
@@ -100,7 +102,7 @@ def test_the_active_segment_is_never_deleted(tmp_path: Path) -> None:
         assert log.log_end_offset == end
         assert log.log_start_offset == int(segment_files(tmp_path)[0].stem)
         assert read_all(log)  # the active segment's batches are all there
-        assert log.append(make_batch(1)) == end
+        assert log.append_as_leader(make_batch(1)) == end
 
 
 def test_log_start_offset_survives_reopen(tmp_path: Path) -> None:
@@ -157,7 +159,7 @@ def test_retention_keeps_the_segments_from_a_protected_offset(tmp_path: Path) ->
     config = LogConfig(segment_bytes=400, retention_bytes=400, retention_ms=-1)
     with DataLog.open(tmp_path, config) as log:
         for tag in range(20):
-            log.append(make_batch(3, tag=tag))
+            log.append_as_leader(make_batch(3, tag=tag))
         bases = [int(path.stem) for path in segment_files(tmp_path)]
         protected = bases[2] + 1  # inside the third segment
         assert log.apply_retention(protected_from_offset=lambda: protected) == 2

@@ -31,7 +31,7 @@ def test_segment_files_are_named_by_base_offset(tmp_path: Path) -> None:
     config = LogConfig(segment_bytes=3 * len(batch))
     with DataLog.open(tmp_path, config) as log:
         for tag in range(7):
-            log.append(make_batch(5, value_bytes=20, tag=tag))
+            log.append_as_leader(make_batch(5, value_bytes=20, tag=tag))
         names = [path.name for path in segment_files(tmp_path)]
         assert names == [
             "00000000000000000000.log",
@@ -50,7 +50,7 @@ def test_roll_by_size_keeps_segments_within_segment_bytes(tmp_path: Path) -> Non
     config = LogConfig(segment_bytes=1000)
     with DataLog.open(tmp_path, config) as log:
         for tag in range(60):
-            log.append(make_batch(1 + tag % 4, value_bytes=30, tag=tag))
+            log.append_as_leader(make_batch(1 + tag % 4, value_bytes=30, tag=tag))
         sizes = [path.stat().st_size for path in segment_files(tmp_path)]
         assert len(sizes) > 5
         assert all(size <= 1000 for size in sizes)
@@ -62,9 +62,9 @@ def test_a_batch_larger_than_a_segment_gets_a_segment_of_its_own(tmp_path: Path)
     config = LogConfig(segment_bytes=200)
     big = make_batch(10, value_bytes=50)
     with DataLog.open(tmp_path, config) as log:
-        log.append(make_batch(1))
-        log.append(big)
-        log.append(make_batch(1))
+        log.append_as_leader(make_batch(1))
+        log.append_as_leader(big)
+        log.append_as_leader(make_batch(1))
         sizes = [path.stat().st_size for path in segment_files(tmp_path)]
         assert sizes == [len(make_batch(1)), len(big), len(make_batch(1))]
         stored = log.read(1, 10)
@@ -74,15 +74,19 @@ def test_a_batch_larger_than_a_segment_gets_a_segment_of_its_own(tmp_path: Path)
 def test_roll_by_age_uses_batch_timestamps(tmp_path: Path) -> None:
     config = LogConfig(segment_ms=HOUR_MS)
     with DataLog.open(tmp_path, config) as log:
-        log.append(make_batch(1, timestamp_ms=TIMESTAMP_MS))
-        log.append(make_batch(1, timestamp_ms=TIMESTAMP_MS + HOUR_MS))  # exactly the limit: stays
+        log.append_as_leader(make_batch(1, timestamp_ms=TIMESTAMP_MS))
+        log.append_as_leader(
+            make_batch(1, timestamp_ms=TIMESTAMP_MS + HOUR_MS)
+        )  # exactly the limit: stays
         assert len(segment_files(tmp_path)) == 1
-        log.append(make_batch(1, timestamp_ms=TIMESTAMP_MS + HOUR_MS + 1))  # past it: rolls
+        log.append_as_leader(
+            make_batch(1, timestamp_ms=TIMESTAMP_MS + HOUR_MS + 1)
+        )  # past it: rolls
         assert [p.name for p in segment_files(tmp_path)][-1] == "00000000000000000002.log"
-        log.append(make_batch(1, timestamp_ms=TIMESTAMP_MS + HOUR_MS + 2))
+        log.append_as_leader(make_batch(1, timestamp_ms=TIMESTAMP_MS + HOUR_MS + 2))
         assert len(segment_files(tmp_path)) == 2
     with DataLog.open(tmp_path, config) as log:  # the basis survives a reopen
-        log.append(make_batch(1, timestamp_ms=TIMESTAMP_MS + 2 * HOUR_MS + 2))
+        log.append_as_leader(make_batch(1, timestamp_ms=TIMESTAMP_MS + 2 * HOUR_MS + 2))
         assert len(segment_files(tmp_path)) == 3
 
 
@@ -97,7 +101,7 @@ def test_index_entries_follow_the_interval_rule(tmp_path: Path) -> None:
         for t in range(40)
     ]
     with DataLog.open(tmp_path, config) as log:
-        log.append_many(batches)
+        log.append_all_as_leader(batches)
     segment = segment_files(tmp_path)[0]
     entries = _index_entries(segment.with_suffix(".index"), OFFSET_ENTRY)
     time_entries = _index_entries(segment.with_suffix(".timeindex"), TIME_ENTRY)
@@ -164,7 +168,7 @@ def test_damaged_index_is_rebuilt_and_reads_stay_right(
         make_batch(3, value_bytes=20, timestamp_ms=TIMESTAMP_MS + t, tag=t) for t in range(45)
     ]
     with DataLog.open(tmp_path / "log", config) as log:
-        log.append_many(batches)
+        log.append_all_as_leader(batches)
     pristine = {p.name: p.read_bytes() for p in (tmp_path / "log").iterdir()}
     segments = segment_files(tmp_path / "log")
     assert len(segments) >= 3
@@ -191,7 +195,7 @@ def test_index_rebuild_is_reported_on_open(tmp_path: Path) -> None:
     config = LogConfig(segment_bytes=1000, index_interval_bytes=100)
     with DataLog.open(tmp_path, config) as log:
         for tag in range(40):
-            log.append(make_batch(2, tag=tag))
+            log.append_as_leader(make_batch(2, tag=tag))
     sealed = segment_files(tmp_path)[1]
     sealed.with_suffix(".timeindex").unlink()
     with DataLog.open(tmp_path, config) as log:
@@ -217,7 +221,7 @@ def test_offset_for_timestamp_matches_a_model(
         make_batch(2, timestamp_ms=TIMESTAMP_MS + ts, tag=n) for n, ts in enumerate(timestamps)
     ]
     with DataLog.open(directory, config) as log:
-        log.append_many(batches)
+        log.append_all_as_leader(batches)
         for probe in probes:
             expected = next((2 * n for n, ts in enumerate(timestamps) if ts >= probe), None)
             assert log.offset_for_timestamp(TIMESTAMP_MS + probe) == expected, probe
@@ -227,7 +231,7 @@ def test_offset_for_timestamp_after_reopen_and_on_empty_log(tmp_path: Path) -> N
     with DataLog.open(tmp_path, LogConfig(segment_bytes=300)) as log:
         assert log.offset_for_timestamp(0) is None
         for n in range(20):
-            log.append(make_batch(1, timestamp_ms=1000 * n))
+            log.append_as_leader(make_batch(1, timestamp_ms=1000 * n))
     with DataLog.open(tmp_path, LogConfig(segment_bytes=300)) as log:
         assert log.offset_for_timestamp(0) == 0
         assert log.offset_for_timestamp(12_500) == 13
@@ -242,8 +246,8 @@ def test_offset_for_timestamp_finds_the_record_inside_a_batch(tmp_path: Path) ->
     for n in range(4):
         builder.append(b"%d" % n, timestamp_ms=TIMESTAMP_MS + 10 * n)
     with DataLog.open(tmp_path, LogConfig()) as log:
-        log.append(make_batch(1, timestamp_ms=TIMESTAMP_MS - 100))
-        log.append(builder.build())
+        log.append_as_leader(make_batch(1, timestamp_ms=TIMESTAMP_MS - 100))
+        log.append_as_leader(builder.build())
         assert log.offset_for_timestamp(TIMESTAMP_MS + 15) == 3
         assert log.offset_for_timestamp(TIMESTAMP_MS + 30) == 4
         assert log.offset_for_timestamp(TIMESTAMP_MS - 50) == 1

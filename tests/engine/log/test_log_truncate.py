@@ -17,7 +17,7 @@ CONFIG = LogConfig(segment_bytes=400, index_interval_bytes=100)
 def _log_with(directory: Path, batches: int = 20) -> tuple[DataLog, list[bytes]]:
     log = DataLog.open(directory, CONFIG)
     written = [make_batch(3, value_bytes=20, tag=n) for n in range(batches)]
-    log.append_many(written)
+    log.append_all_as_leader(written)
     return log, written
 
 
@@ -33,7 +33,7 @@ def test_truncate_to_every_kind_of_boundary(tmp_path: Path, keep_batches: int) -
     last = log.last_batch_header()
     assert (last.next_offset if last else 0) == 3 * keep_batches
     log.check()
-    assert log.append(make_batch(1, tag=77)) == 3 * keep_batches
+    assert log.append_as_leader(make_batch(1, tag=77)) == 3 * keep_batches
     log.close()
     with DataLog.open(tmp_path, CONFIG) as reopened:
         assert reopened.recovery_report.batches_checked == 0  # the cut was checkpointed
@@ -77,7 +77,7 @@ def test_a_read_racing_a_truncation_is_answered_from_the_cut_log(tmp_path: Path)
     tool): the read meets a shorter file, which is the cut, not damage; it is read again."""
     log = DataLog.open(tmp_path / "log")
     for number in range(40):
-        log.append(make_batch(tag=number))
+        log.append_as_leader(make_batch(tag=number))
     stop = threading.Event()
     cuts = []
 
@@ -85,7 +85,7 @@ def test_a_read_racing_a_truncation_is_answered_from_the_cut_log(tmp_path: Path)
         while not stop.is_set() and len(cuts) < 400:
             cuts.append(log.truncate_to(2))
             for number in range(38):
-                log.append(make_batch(tag=number))
+                log.append_as_leader(make_batch(tag=number))
 
     cutter = threading.Thread(target=cut_and_grow)
     cutter.start()

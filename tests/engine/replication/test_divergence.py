@@ -17,7 +17,7 @@ from twinlog.engine.replication.divergence import diverging_epoch, truncation_of
 def _append(log: DataLog, epoch: int, count: int, tag: int) -> None:
     log.become_leader(epoch)
     for number in range(count):
-        log.append(make_batch(tag=tag * 100 + number))
+        log.append_as_leader(make_batch(tag=tag * 100 + number))
 
 
 def _converge(leader: DataLog, follower: DataLog, rounds_max: int = 5) -> int:
@@ -36,13 +36,13 @@ def _converge(leader: DataLog, follower: DataLog, rounds_max: int = 5) -> int:
             continue
         if end == leader.log_end_offset:
             return truncations
-        follower.append_replicated(split_batches(leader.read(end, 1 << 20)))
+        follower.append_as_follower(split_batches(leader.read(end, 1 << 20)))
     raise AssertionError("the follower did not converge")
 
 
 def _replica_of(leader: DataLog, directory: Path) -> DataLog:
     follower = DataLog.open(directory)
-    follower.append_replicated(split_batches(read_all(leader)))
+    follower.append_as_follower(split_batches(read_all(leader)))
     return follower
 
 
