@@ -1,17 +1,20 @@
-"""The local data journal: every partition's uncommitted transactional batches, in LMDB.
+"""The local data journal: LMDB, the index of every partition's uncommitted transactional batches.
 
-LMDB here is a view of the partitions' journal logs: it is written only by applying
+Their bytes are in the partitions' journal logs, the durable store (LMDB keeps a copy only
+with ``entry_batches="lmdb"``, for measurement); LMDB here is an index applied from those
+logs, and can be rebuilt from them. It is written only by applying
 their records (``enqueue_record``), in each log's offset order, by the journal's writer
 thread, which records the partition's applied offset in the same LMDB write
 transaction. The journal logs (``journal_log.JournalLog``, opened through
 ``journal_logs.JournalLogs``) are its one writer; everything else reads.
 
-A transactional produce's ENTRY lands here linked to the previous entry of the same
-transaction on the same partition; the transaction index row is updated in that same
-transaction. On APPLY_COMMIT the copier walks the links back from the last entry,
-streams the batches into the data log and records APPLIED while deleting the entries;
-on APPLY_ABORT the entries are deleted and ABORTED recorded. The layout is in
-``journal/local_format.py`` and ``docs/formats.md (Local data journal)``.
+A transactional produce's ENTRY lands here as a row naming its journal-log record, linked
+to the previous entry of the same transaction on the same partition; the transaction index
+row is updated in that same transaction. On APPLY_COMMIT the copier walks the links back
+from the last entry, streams the batches from the journal log into the data log and records
+APPLIED while deleting the entries; on APPLY_ABORT the entries are deleted and ABORTED
+recorded. The layout is in ``journal/local_format.py`` and ``docs/formats.md (Local data
+journal)``.
 
     journal = JournalLogs(LocalJournal.open(DATA_DIR / "journal"))
     journal.open_partition("orders-0", DATA_DIR / "orders-0")
