@@ -1,7 +1,8 @@
-"""twinlog's engine: the floors a broker is made of, each a folder (lowest first).
+"""twinlog's engine: the floors a broker is made of, each a folder.
 
-``base`` (errors, failpoints, CRC-32C, atomic files, value types) <- ``records`` (the
-batch format) <- ``log`` (the data log) <- [``twinlog.journal``, ``twinlog.copier``]
-<- ``broker`` (partitions, coordinator, the embedded ``Broker``). Nothing is
-imported here: import from the floor you need.
+The README's "Layout" table is the one list of the floors, highest first (``setup.cfg``
+states it as the import contract). The engine floors (these folders, with ``journal/``
+and ``copier/``) run embedded in any Python process: no network code, and no ZooKeeper
+client below ``engine/zookeeper``, the only one with kazoo. Nothing is imported here:
+import from the floor you need.
 """

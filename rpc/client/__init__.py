@@ -3,6 +3,12 @@
 Each takes a target: a server address (``"127.0.0.1:7070"``) or an embedded
 ``twinlog.Broker`` (same API, no network). Errors are the engine's own classes
 (``twinlog.engine.base.errors``), whichever the target.
+
+It stands on ``rpc.wire`` (the broker API as a Protocol, conversions, the error table that
+turns a server's answer back into its class) and ``rpc.generated`` (the gRPC stubs), and
+on the engine's plain values: its errors, the record batch format, group values and the
+coordinator partition an id carries. The Spark connector and ``rpc.cli`` use it (and
+``import twinlog`` re-exports its everyday names). It never imports the server.
 """
 
 from twinlog.engine.base.types import TopicPartition
