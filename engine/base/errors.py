@@ -11,9 +11,10 @@ says how):
     fatal       the producer (or client) can do nothing more: close it, or call
                 init_transactions() again for a new generation
 
-A caller (and the gRPC layer, which maps classes to status codes in one table
-and carries the flags) needs no list of its own. ``docs/errors.md`` has the table
-of every class. An instance may say more than its class (``classify``): an error
+A caller needs no list of its own; nor do the doors: the one error table,
+``rpc/wire/error_table.py``, gives each class its gRPC status and its Kafka code
+(the gRPC layer carries the flags too). ``docs/errors.md`` has the table of every
+class. An instance may say more than its class (``classify``): an error
 that ended a transaction's send is abortable whatever its class.
 Messages say what was wrong and, where there is one, what to do about it.
 
@@ -384,7 +385,8 @@ class NotEnoughResourcesError(TwinlogError):
 
 
 def all_error_classes() -> list[type[TwinlogError]]:
-    """Every error class, base included (for the one table that maps them to gRPC codes)."""
+    """Every error class, base included (for the one error table, ``rpc/wire/error_table.py``:
+    class, gRPC status, Kafka code)."""
     found: list[type[TwinlogError]] = [TwinlogError]
     for cls in found:
         found.extend(sub for sub in cls.__subclasses__() if sub not in found)
