@@ -28,10 +28,10 @@ makes every data log and journal write fail while /tmp/full exists; add
 ``file.before_write=enospc?/tmp/full`` for the small files (ids, topic metadata,
 checkpoints, producer-state snapshots: ``atomic_file.replace_file``).
 
-The local data journal's journal logs (``journal/journal_logs.py``) have two:
-``journal_log.before_append`` (nothing of the record written yet) and
-``journal_log.before_apply`` (the record is durable in the journal log, LMDB has
-not applied it: a crash there is replayed at open).
+The journal logs (``journal/journal_log.py`` and ``journal/journal_log_replicated.py``)
+have two: ``journal_log.before_append`` (nothing of the record written yet) and
+``journal_log.before_apply`` (the record is in the journal log, LMDB has not applied
+it: a crash there is replayed at open).
 """
 
 from __future__ import annotations
