@@ -13,8 +13,12 @@ from twinlog.engine.base.errors import TwinlogError, all_error_classes
 
 DOCS = Path(__file__).resolve().parents[3] / "docs" / "errors.md"
 FLAGS = ("retriable", "abortable", "fatal")
-# A row of the "Every class" table: | `Name` | kind | STATUS | when | what to do |
-ROW = re.compile(r"^\| `(\w+)` \| (retriable|abortable|fatal|-) \| ([A-Z_]+) \| (.+) \| (.+) \|$")
+# The "Every class" table: its header, and a row | `Name` | kind | STATUS | CODE (n) | when | what |
+HEADER = "| Class | Kind | gRPC status | Kafka code | When raised | What to do |"
+ROW = re.compile(
+    r"^\| `(\w+)` \| (retriable|abortable|fatal|-) \| ([A-Z_]+) \| ([A-Z_]+ \(-?\d+\))"
+    r" \| ([^|]+) \| ([^|]+) \|$"
+)
 
 
 def engine_error_classes() -> list[type[TwinlogError]]:
@@ -27,14 +31,19 @@ def kind_of(flagged: TwinlogError | type[TwinlogError]) -> str:
     return set_flags[0] if set_flags else "-"
 
 
-def documented_rows() -> dict[str, tuple[str, str, str, str]]:
-    rows: dict[str, tuple[str, str, str, str]] = {}
-    for line in DOCS.read_text().splitlines():
+def documented_rows() -> dict[str, tuple[str, str, str, str, str]]:
+    """The "Every class" table of docs/errors.md by class: kind, status, Kafka code, when, what."""
+    lines = DOCS.read_text().splitlines()
+    assert HEADER in lines, f"{DOCS.name}'s table of every class no longer has the columns {HEADER}"
+    rows: dict[str, tuple[str, str, str, str, str]] = {}
+    for line in lines[lines.index(HEADER) + 2 :]:
+        if not line.startswith("|"):
+            break
         match = ROW.match(line)
-        if match:
-            name, kind, status, when, what = match.groups()
-            assert name not in rows, f"{name} is listed twice in {DOCS.name}"
-            rows[name] = (kind, status, when, what)
+        assert match, f"a row of {DOCS.name}'s table that does not have its columns: {line}"
+        name, kind, status, kafka_code, when, what = match.groups()
+        assert name not in rows, f"{name} is listed twice in {DOCS.name}"
+        rows[name] = (kind, status, kafka_code, when, what)
     return rows
 
 
@@ -88,6 +97,6 @@ def test_docs_list_every_class_with_its_kind_and_what_to_do() -> None:
     assert not missing, f"add these to the table in docs/errors.md: {missing}"
     assert not sorted(set(rows) - names), "docs/errors.md lists classes that do not exist"
     for cls in engine_error_classes():
-        kind, _status, when, what = rows[cls.__name__]
+        kind, _status, _kafka_code, when, what = rows[cls.__name__]
         assert kind == kind_of(cls), f"docs/errors.md says {cls.__name__} is {kind}"
         assert len(when) > 10 and len(what) > 5, cls.__name__
