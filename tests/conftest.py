@@ -8,14 +8,21 @@ folders import (it is on the path through pytest's ``pythonpath`` setting).
 
 Markers (``--strict-markers``): ``slow`` is left out of the fast lane
 (``pytest -m "not slow"``, under a minute); ``crash`` kills a real process with
-SIGKILL; ``spark`` needs PySpark and Java. Every ``crash`` test and every test in
-``tests/system`` counts as ``slow`` too (marked below, at collection).
+SIGKILL; ``spark`` needs PySpark and Java; ``jvm`` starts a Java process (ZooKeeper,
+Spark); ``kafka_client`` runs a Kafka client library against the listener. Every
+``crash``, ``spark``, ``jvm`` and ``kafka_client`` test and every test in
+``tests/system`` counts as ``slow`` too (marked below, at collection): the fast lane
+starts no JVM and no Kafka client. A guard holds it to that: a test outside ``slow``
+that starts ``java`` or builds a kafka-python client fails, saying to mark it.
 """
 
 from __future__ import annotations
 
+import re
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -27,12 +34,74 @@ pytest_plugins = ["spark_support"]
 
 
 SYSTEM_TESTS = Path(__file__).resolve().parent / "system"
+JVM_FIXTURES = {"zookeeper", "spark"}  # each starts a Java process for the session
+SLOW_MARKERS = ("crash", "spark", "jvm", "kafka_client")
+# A test module naming one of these runs Kafka clients against the listener.
+KAFKA_CLIENT_NAMES = re.compile(r"\bconfluent_kafka\b|\bKafka(Producer|Consumer|AdminClient)\b")
+
+
+def _runs_a_kafka_client(path: Path, seen: dict[Path, bool]) -> bool:
+    if path not in seen:
+        seen[path] = KAFKA_CLIENT_NAMES.search(path.read_text()) is not None
+    return seen[path]
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    kafka_modules: dict[Path, bool] = {}
     for item in items:
-        if item.get_closest_marker("crash") or item.path.is_relative_to(SYSTEM_TESTS):
+        if JVM_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.jvm)
+        if _runs_a_kafka_client(item.path, kafka_modules):
+            item.add_marker(pytest.mark.kafka_client)
+        if item.path.is_relative_to(SYSTEM_TESTS) or any(
+            item.get_closest_marker(name) for name in SLOW_MARKERS
+        ):
             item.add_marker(pytest.mark.slow)
+
+
+# The guard: which test runs now, and whether it may start a JVM or a Kafka client.
+_running: dict[str, Any] = {"item": None}
+
+
+def _refuse_in_the_fast_lane(what: str) -> None:
+    item = _running["item"]
+    if item is not None and not item.get_closest_marker("slow"):
+        raise AssertionError(
+            f"{item.nodeid} {what} but is in the fast lane: mark it "
+            "@pytest.mark.jvm or @pytest.mark.kafka_client (both count as slow)"
+        )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    real_popen_init = subprocess.Popen.__init__
+
+    def guarded_popen_init(self: subprocess.Popen[Any], args: Any, *rest: Any, **kw: Any) -> None:
+        program = args[0] if isinstance(args, (list, tuple)) and args else args
+        if isinstance(program, (str, Path)) and Path(str(program)).name == "java":
+            _refuse_in_the_fast_lane("starts java")
+        real_popen_init(self, args, *rest, **kw)
+
+    subprocess.Popen.__init__ = guarded_popen_init  # type: ignore[method-assign]
+    try:
+        import kafka.client_async
+    except ImportError:
+        return
+    real_client_init = kafka.client_async.KafkaClient.__init__
+
+    def guarded_client_init(self: Any, *args: Any, **kwargs: Any) -> None:
+        _refuse_in_the_fast_lane("builds a kafka-python client")
+        real_client_init(self, *args, **kwargs)
+
+    kafka.client_async.KafkaClient.__init__ = guarded_client_init  # type: ignore[method-assign]
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
+    _running["item"] = item
+    try:
+        yield
+    finally:
+        _running["item"] = None
 
 
 @pytest.fixture()

@@ -19,6 +19,8 @@ from twinlog.rpc.cli.local_zookeeper import (
     four_letter_word,
 )
 
+pytestmark = pytest.mark.jvm  # every test starts or stops a ZooKeeper server
+
 LISTEN = "0A"  # TCP_LISTEN in /proc/net/tcp
 
 
