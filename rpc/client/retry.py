@@ -9,17 +9,22 @@ a call's own ``timeout_ms`` (``default_api_timeout_ms`` or the caller's) is a ha
 deadline on the whole call: each request's gRPC timeout is cut to what is left of it
 (``call_deadline``), and when it passes without an answer from the server the call
 raises RequestTimedOutError naming it (after an answer, that answer's error).
+
+The pauses between attempts are ``RetryPolicy.backoff``: the one backoff policy
+(``engine.base.backoff``) with the policy's numbers. The producer's resends, the
+consumer's fetch backoff and a group member's heartbeats take theirs from it too
+(``pause_ms``).
 """
 
 from __future__ import annotations
 
 import logging
-import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TypeVar
 
+from twinlog.engine.base.backoff import Backoff
 from twinlog.engine.base.errors import RequestTimedOutError, TwinlogError
 from twinlog.rpc.client.call_deadline import NO_ANSWER_ERRORS, current_deadline_s, deadline_at
 
@@ -31,13 +36,17 @@ Result = TypeVar("Result")
 @dataclass(frozen=True)
 class RetryPolicy:
     timeout_ms: int = 30_000  # give up (raise the last error) after this long
-    backoff_ms: int = 50  # first pause; doubles each attempt
-    backoff_max_ms: int = 1_000
+    backoff_ms: int = 50  # first pause; doubles each attempt (Kafka's retry.backoff.ms)
+    backoff_max_ms: int = 1_000  # the longest pause (retry.backoff.max.ms)
+    # The pauses, by the one policy: backoff_ms doubling to backoff_max_ms, +-20% jitter.
+    backoff: Backoff = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "backoff", Backoff(self.backoff_ms, self.backoff_max_ms))
 
     def pause_ms(self, attempt: int) -> float:
-        """Pause before retry number ``attempt`` (1-based), with +-20% jitter."""
-        base = min(self.backoff_max_ms, self.backoff_ms * (2 ** (attempt - 1)))
-        return base * random.uniform(0.8, 1.2)
+        """Pause before retry number ``attempt`` (1-based): ``Backoff.delay_ms``."""
+        return self.backoff.delay_ms(attempt)
 
 
 def call_with_retry(
