@@ -13,7 +13,9 @@ The partition's journal log lives in ``DIRECTORY/journal`` (``twinlog.journal.jo
 so it goes with the partition's directory when the topic is deleted.
 
 In a cluster both logs are replicated, co-led (one leader, one ISR, one epoch;
-CLUSTER.md §3.3, §3.4): a transactional batch is acknowledged once its ENTRY is
+CLUSTER.md §3.3, §3.4; the replica half of the class is ``partition_replica``'s
+``PartitionReplica``: roles, the leader's waits and answers, the follower's appends, the
+high watermark): a transactional batch is acknowledged once its ENTRY is
 committed and applied (J2), the copier waits for the copy's replication before
 MARK_APPLIED (J4), followers apply only committed records and never copy (J1, J5),
 and a new leader writes, copies and decides nothing until its in-sync replicas hold
@@ -41,19 +43,16 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 
 from twinlog.copier import PartitionWriter
 from twinlog.engine.base.errors import (
     DiskFullError,
     InvalidTxnStateError,
-    NotEnoughReplicasAfterAppendError,
-    NotEnoughReplicasError,
     NotLeaderOrFollowerError,
     OffsetOutOfRangeError,
     ProducerFencedError,
-    TwinlogError,
     UnknownTransactionError,
 )
 from twinlog.engine.base.types import (
@@ -63,29 +62,23 @@ from twinlog.engine.base.types import (
     TopicPartition,
 )
 from twinlog.engine.broker.partition_epochs import PartitionEpochs
+from twinlog.engine.broker.partition_replica import PartitionReplica
 from twinlog.engine.broker.partition_role import (
     NO_ROLE,
     SOLE,
     PartitionRole,
     Role,
-    Transition,
-    next_role,
 )
 from twinlog.engine.broker.producer_state import SequenceTracker
 from twinlog.engine.broker.send_gate import SendGate
 from twinlog.engine.broker.transaction_gate import GateEntry, TransactionGate
 from twinlog.engine.log import CompactionReport, DataLog, LogConfig, compact
 from twinlog.engine.log.high_watermark import HighWatermark, batches_below
-from twinlog.engine.log.leader_epochs import NO_EPOCH
 from twinlog.engine.records.batch_format import NO_PRODUCER_ID, BatchHeader, read_header
-from twinlog.engine.records.batch_reader import split_batches
-from twinlog.engine.replication.divergence import diverging_epoch, truncation_offset
 from twinlog.engine.replication.fetch_calls import (
-    FetchedPartition,
     LogKind,
-    ReplicaFetchPartition,
 )
-from twinlog.engine.replication.replica_set import IsrChange, ReplicaSet
+from twinlog.engine.replication.replica_set import ReplicaSet
 from twinlog.engine.replication.replication_settings import ReplicationSettings
 from twinlog.engine.transactions.partition_calls import (
     CallEpochs,
@@ -98,7 +91,7 @@ from twinlog.journal import CopyState, JournalLogs
 log = logging.getLogger(__name__)
 
 
-class Partition:
+class Partition(PartitionReplica):
     def __init__(
         self,
         topic_partition: TopicPartition,
@@ -227,134 +220,6 @@ class Partition:
             self._advance_high_watermark()
         self._wake_fetchers()
         return base_offset, base_offset + read_header(batch).last_offset_delta + 1
-
-    def wait_acknowledged(self, end_offset: int, leader_epoch: int) -> None:
-        """Until the in-sync replicas hold the data log below ``end_offset`` (raises when
-        leadership of ``leader_epoch`` is lost or ``replica_ack_timeout_ms`` passes: the
-        write may or may not be kept)."""
-        role = self.role
-        if role.role is not Role.LEADER or role.leader_epoch != leader_epoch:
-            raise NotLeaderOrFollowerError(
-                f"{self.name}: led at epoch {leader_epoch} no longer; the write below offset "
-                f"{end_offset} may or may not be kept"
-            )
-        self._wait_replicated(LogKind.DATA, end_offset, role)
-
-    def wait_committed_to_end(self, leader_epoch: int) -> int:
-        """A leader loading its state from its own log (a coordinator): through the
-        promotion barrier, then until the in-sync replicas hold all of it; the log end,
-        below which everything is committed. Raises as ``wait_acknowledged``."""
-        self._wait_promoted()
-        end_offset = self.log.log_end_offset
-        self.wait_acknowledged(end_offset, leader_epoch)
-        return end_offset
-
-    def _check_enough_in_sync(self, replicas: ReplicaSet | None) -> None:
-        if replicas is not None and not replicas.enough_in_sync():
-            raise NotEnoughReplicasError(
-                f"{self.name}: {len(replicas.isr)} in-sync replica(s) "
-                f"{sorted(replicas.isr)}, below min_insync_replicas "
-                f"{replicas.min_insync_replicas}; nothing was written: retry when the "
-                "replicas are back"
-            )
-
-    def _high_watermark_of(self, kind: LogKind) -> int:
-        if kind is LogKind.DATA:
-            return self.high_watermark.value
-        return self.journal.high_watermark(self.name)
-
-    def _wait_replicated(self, kind: LogKind, end_offset: int, role: PartitionRole) -> None:
-        """Until the ``kind`` log's high watermark reaches ``end_offset`` with enough
-        replicas in sync (Kafka's checkEnoughReplicasReachOffset), this broker stays
-        leader of ``role``'s epoch, and ``ack_timeout_ms`` lasts."""
-        assert self.replication is not None
-        deadline = time.monotonic() + self.replication.ack_timeout_ms / 1000
-        what = "batch" if kind is LogKind.DATA else "journal-log record"
-        with self.data_arrived:
-            while True:
-                replicas = self.replicas
-                if self.role != role or replicas is None or self._asked_epoch > role.leader_epoch:
-                    raise NotLeaderOrFollowerError(
-                        f"{self.name}: leadership moved (now {self.role.role.value}, epoch "
-                        f"{max(self.role.leader_epoch, self._asked_epoch)}) before the in-sync "
-                        f"replicas acknowledged the {what}; it may or may not be kept: retry "
-                        "at the new leader (an idempotent retry is never written twice)"
-                    )
-                high_watermark = self._high_watermark_of(kind)
-                if high_watermark >= end_offset:
-                    if replicas.enough_in_sync():
-                        return
-                    raise NotEnoughReplicasAfterAppendError(
-                        f"{self.name}: the {what} is replicated, but only to "
-                        f"{sorted(replicas.isr)}, below min_insync_replicas "
-                        f"{replicas.min_insync_replicas}; retry (never written twice)"
-                    )
-                remaining_s = deadline - time.monotonic()
-                if remaining_s <= 0:
-                    raise NotEnoughReplicasAfterAppendError(
-                        f"{self.name}: the in-sync replicas {sorted(replicas.isr)} did not "
-                        f"acknowledge {kind.value}-log offset {end_offset - 1} within "
-                        f"{self.replication.ack_timeout_ms} ms (high watermark "
-                        f"{high_watermark}); it may or may not be kept: retry (never "
-                        "written twice)"
-                    )
-                self.data_arrived.wait(remaining_s)
-
-    def _wait_journal_committed(self, end_offset: int) -> None:
-        """The journal log's wait (``JournalLogs``): the record below ``end_offset`` is held
-        by the in-sync replicas (J2)."""
-        self._wait_own_write(LogKind.JOURNAL, end_offset)
-
-    def _wait_copy_replicated(self, end_offset: int) -> None:
-        """The copier's wait before MARK_APPLIED (J4): the copy is on the in-sync replicas."""
-        self._wait_own_write(LogKind.DATA, end_offset)
-
-    def _wait_own_write(self, kind: LogKind, end_offset: int) -> None:
-        """This leader wrote the ``kind`` log up to ``end_offset``: tell the followers, then
-        wait for them."""
-        role = self.role
-        if role.role is not Role.LEADER:
-            self.check_serves_clients()
-            raise NotLeaderOrFollowerError(f"{self.name}: this broker no longer leads it")
-        self._advance_high_watermark()
-        self._wake_fetchers()
-        self._wait_replicated(kind, end_offset, role)
-
-    def _wait_promoted(self) -> None:
-        """A new leader acts only once its in-sync replicas hold both logs as it held them
-        at promotion (the promotion barrier, Raft's "commit an entry of your own term"):
-        then everything it holds is committed, and it may finish copies and decide."""
-        ends = self._promotion_ends
-        if ends is None:
-            return
-        assert self.replication is not None
-        role = self.role
-        deadline = time.monotonic() + self.replication.ack_timeout_ms / 1000
-        self._wake_fetchers()
-        with self.data_arrived:
-            while True:
-                ends = self._promotion_ends
-                if ends is None:
-                    return
-                if self.role != role:
-                    break
-                if all(self._high_watermark_of(kind) >= end for kind, end in ends.items()):
-                    # Everything held at promotion is committed: LMDB applies it before the
-                    # leader reads its state (sequences, counts, the copier's recovery).
-                    self.journal.wait_applied()
-                    self._promotion_ends = None
-                    log.info("%s: through the promotion barrier at %s", self.name, ends)
-                    return
-                remaining_s = deadline - time.monotonic()
-                if remaining_s <= 0:
-                    break
-                self.data_arrived.wait(min(remaining_s, 0.1))
-        self.check_serves_clients()
-        raise NotLeaderOrFollowerError(
-            f"{self.name}: leader since epoch {role.leader_epoch}, waiting for its in-sync "
-            f"replicas to hold what it held at promotion ({ends}) before it writes, copies or "
-            "decides; retry shortly"
-        )
 
     def _transaction_tracker(self, transaction_id: int, attempt: str) -> SequenceTracker:
         tracker = self.transaction_sequences.get((transaction_id, attempt))
@@ -548,330 +413,6 @@ class Partition:
         applying = self.journal.transactions(self.name, [CopyState.APPLYING])
         return min((record.first_offset for record in applying), default=None)
 
-    # --- roles and replication in a cluster (partition_role, engine.replication) --------
-
-    def _check_leads(self) -> None:
-        """A coordinator's call: only the leader (through its barrier) counts, copies or
-        drops a transaction's entries; a follower never decides (J5)."""
-        self.check_serves_clients()
-        self._wait_promoted()
-
-    def check_serves_clients(self) -> None:
-        role = self.role
-        if not role.serves_clients:
-            leader = f"broker {role.leader_id}" if role.leader_id >= 0 else "not known yet"
-            raise NotLeaderOrFollowerError(
-                f"{self.name}: this broker is not its leader (it is {role.role.value} at "
-                f"leader epoch {role.leader_epoch}; leader: {leader}); refresh metadata and "
-                "send to the leader (a client given one broker's address talks to that broker "
-                "only: give it the cluster's bootstrap list, 'h1:p1,h2:p2', or 'h1:p1,')"
-            )
-
-    def take_role(
-        self, asked: PartitionRole, replicas: tuple[int, ...], isr: Mapping[int, int], now_ms: int
-    ) -> Transition:
-        """Become what the cluster's metadata says (``partition_role.next_role``'s table).
-
-        A new leader's epoch starts at its log end (recorded in the epoch checkpoint, so
-        followers that hold more of an older epoch truncate to it: KIP-279's fix). A
-        leader that steps down stops taking writes at once; produce calls waiting for
-        their acknowledgement fail with NotLeaderOrFollowerError.
-        """
-        settings = self.replication
-        assert settings is not None, f"{self.name}: a single-node partition takes no role"
-        if asked.leader_epoch > self._asked_epoch:
-            self._asked_epoch = asked.leader_epoch
-            self._wake_fetchers()  # waiting writers of the old epoch let go of the locks
-        with self._plain_lock:
-            transition = next_role(self.role, asked)
-            if transition is Transition.LEAD:
-                self.epochs.become_leader(asked.leader_epoch)
-                self.journal.become_leader(self.name, asked.leader_epoch)
-                ends = {
-                    LogKind.DATA: self.log.log_end_offset,
-                    LogKind.JOURNAL: self.journal.journal_log(self.name).log_end_offset,
-                }
-                self.replicas = ReplicaSet(
-                    self.name,
-                    settings.broker_id,
-                    replicas,
-                    isr,
-                    min_insync_replicas=settings.min_insync_replicas,
-                    lag_time_max_ms=settings.lag_time_max_ms,
-                    now_ms=now_ms,
-                    epoch_start_offsets=ends,
-                )
-                self._promotion_ends = ends
-                self.writer.recover_before_next_write()  # J6, after the barrier
-                self.transaction_sequences.clear()  # rebuilt from what is committed
-                self.role = asked
-            elif transition is Transition.UPDATE:
-                assert self.replicas is not None
-                self.replicas.confirm(isr)
-            elif transition is Transition.FOLLOW:
-                self.replicas = None
-                self._promotion_ends = None
-                self.journal.step_down(self.name)
-                self.transaction_sequences.clear()
-                self.role = asked
-            if transition is not Transition.IGNORE:
-                self._advance_high_watermark()
-        if transition is not Transition.IGNORE:
-            log.info(
-                "%s: %s (leader %d, epoch %d, ISR %s)",
-                self.name,
-                transition.value,
-                asked.leader_id,
-                asked.leader_epoch,
-                sorted(isr),
-            )
-            self._wake_fetchers()
-        return transition
-
-    def _replicated_log(self, kind: LogKind) -> DataLog:
-        return self.log if kind is LogKind.DATA else self.journal.journal_log(self.name)
-
-    def replica_read(
-        self,
-        replica_id: int,
-        broker_epoch: int,
-        request: ReplicaFetchPartition,
-        max_bytes: int,
-        now_ms: int,
-    ) -> FetchedPartition:
-        """The leader's answer to a follower's fetch of one of its logs: batches from its
-        fetch offset (past the high watermark too: followers copy everything), or where
-        their logs part. The fetch offset acknowledges everything below it."""
-        topic_partition, kind = self.topic_partition, request.log
-        role, replicas = self.role, self.replicas
-        try:
-            if role.role is not Role.LEADER or replicas is None:
-                self.check_serves_clients()
-                raise NotLeaderOrFollowerError(f"{self.name}: this broker is not a leader")
-            self.epochs.check_leader_epoch(request.current_leader_epoch)
-            replicated = self._replicated_log(kind)
-            start, end = replicated.log_start_offset, replicated.log_end_offset
-            if kind is LogKind.DATA and request.fetch_offset < start:
-                # What follows the follower's log end is gone here (retention, a coordinator's
-                # checkpoint): it restarts empty at our log start (apply_fetched), as Kafka's
-                # follower does on OFFSET_OUT_OF_RANGE. Not an acknowledgement of anything.
-                return FetchedPartition(
-                    topic_partition, b"", self._high_watermark_of(kind), start, end, log=kind
-                )
-            diverging = diverging_epoch(
-                replicated.epochs, start, end, request.fetch_offset, request.last_fetched_epoch
-            )
-            if diverging is not None:
-                return FetchedPartition(
-                    topic_partition,
-                    b"",
-                    self._high_watermark_of(kind),
-                    start,
-                    end,
-                    diverging,
-                    log=kind,
-                )
-            if not start <= request.fetch_offset <= end:
-                raise OffsetOutOfRangeError(
-                    f"{self.name}: follower {replica_id} fetches its {kind.value} log at "
-                    f"{request.fetch_offset}, the leader holds [{start}, {end}]; a follower "
-                    "behind the log start must be rebuilt (remove its copy of the partition)",
-                    start,
-                    end,
-                )
-            replicas.record_fetch(
-                replica_id, broker_epoch, request.fetch_offset, end, now_ms, log=kind
-            )
-            before = self._high_watermark_of(kind)
-            self._advance_high_watermark()
-            if self._high_watermark_of(kind) != before:
-                self._wake_fetchers()  # producers waiting for their acknowledgement
-            records = (
-                replicated.read(request.fetch_offset, max_bytes)
-                if request.fetch_offset < end
-                else b""
-            )
-            return FetchedPartition(
-                topic_partition, records, self._high_watermark_of(kind), start, end, log=kind
-            )
-        except TwinlogError as error:  # per partition: the fetch goes on for the others
-            return FetchedPartition(
-                topic_partition, error=type(error).__name__, message=str(error), log=kind
-            )
-
-    def replica_fetch_positions(self) -> list[ReplicaFetchPartition]:
-        """Where this follower fetches each log next (none: it follows nobody)."""
-        role = self.role
-        if role.role is not Role.FOLLOWER:
-            return []
-        positions = []
-        for kind in LogKind:
-            replicated = self._replicated_log(kind)
-            last = replicated.last_batch_header()
-            positions.append(
-                ReplicaFetchPartition(
-                    self.topic_partition,
-                    replicated.log_end_offset,
-                    NO_EPOCH if last is None else last.partition_leader_epoch,
-                    role.leader_epoch,
-                    log=kind,
-                )
-            )
-        return positions
-
-    def apply_fetched(self, fetched: FetchedPartition, leader_id: int) -> None:
-        """A follower takes its leader's answer for one log: cut where the logs part, or
-        append the batches as they are (fsynced with ``replica_fsync``: the next fetch
-        offset acknowledges them) and learn the high watermark; the journal log's
-        committed records are applied to LMDB then (J1), and only those.
-
-        An answer from a broker this partition no longer follows, or to a fetch from
-        before a cut (its batches do not start at the log end), is dropped. A late answer
-        of the same leader from an older epoch is safe to take: that leader's log held it,
-        and if it cut it since, the next fetch's epoch check cuts it here too (KIP-320);
-        the high watermark it brings covered only what was committed then."""
-        assert self.replication is not None
-        with self._plain_lock:
-            role = self.role
-            if role.role is not Role.FOLLOWER or role.leader_id != leader_id:
-                return
-            if fetched.error:
-                return
-            if fetched.log is LogKind.JOURNAL:
-                self._apply_fetched_journal(fetched)
-                return
-            if fetched.diverging is not None:
-                end = self.log.log_end_offset
-                cut = truncation_offset(self.log.epochs, end, fetched.diverging)
-                self._truncate_follower(cut)
-                return
-            if not fetched.records and fetched.log_start_offset > self.log.log_end_offset:
-                self._restart_at(fetched.log_start_offset)
-                return
-            if fetched.records:
-                if read_header(fetched.records).base_offset != self.log.log_end_offset:
-                    return  # an answer to an older fetch offset
-                self.log.append_as_follower(
-                    split_batches(fetched.records), sync=self.replication.replica_fsync
-                )
-                for view in split_batches(fetched.records):
-                    header = read_header(view)
-                    self.sequences.observe(header, header.base_offset)
-            self.high_watermark.advance_to(min(fetched.high_watermark, self.log.log_end_offset))
-        self._wake_fetchers()
-
-    def _apply_fetched_journal(self, fetched: FetchedPartition) -> None:
-        """``apply_fetched`` for the journal log (under the partition's lock)."""
-        assert self.replication is not None
-        journal_log = self.journal.journal_log(self.name)
-        if fetched.diverging is not None:
-            end = journal_log.log_end_offset
-            cut = truncation_offset(journal_log.epochs, end, fetched.diverging)
-            if cut < end:
-                log.warning(
-                    "%s: truncating journal-log records %d..%d, which the leader does not hold",
-                    self.name,
-                    cut,
-                    end,
-                )
-                self.journal.truncate(self.name, cut)
-            return
-        if fetched.records:
-            if read_header(fetched.records).base_offset != journal_log.log_end_offset:
-                return  # an answer to an older fetch offset
-            self.journal.append_replicated(
-                self.name, split_batches(fetched.records), sync=self.replication.replica_fsync
-            )
-        # J1: LMDB applies what the leader says is committed, before the next fetch
-        # (a failed application raises to the fetcher and is queued again next time).
-        self.journal.commit_to(self.name, fetched.high_watermark, wait=True)
-
-    def _restart_at(self, leader_log_start_offset: int) -> None:
-        """The leader no longer holds what follows this replica's log end: drop the whole
-        log and start empty at the leader's log start (Kafka's truncateFullyAndStartAt);
-        the fetcher then copies from there. Producer state is rebuilt from what comes."""
-        log.warning(
-            "%s: this replica ends at %d, below its leader's log start %d: dropping its "
-            "log and restarting at %d",
-            self.name,
-            self.log.log_end_offset,
-            leader_log_start_offset,
-            leader_log_start_offset,
-        )
-        self.log.truncate_fully_and_start_at(leader_log_start_offset)
-        self.high_watermark.advance_to(leader_log_start_offset)
-        self.sequences = self._load_sequences()
-
-    def _truncate_follower(self, offset: int) -> None:
-        """Cut what this replica holds and its leader does not (KIP-101): the idempotence
-        state is rebuilt from what stays."""
-        if offset < self.log.log_start_offset:
-            raise OffsetOutOfRangeError(
-                f"{self.name}: the logs part at {offset}, below this replica's log start "
-                f"{self.log.log_start_offset}; remove this replica's copy to rebuild it",
-                self.log.log_start_offset,
-                self.log.log_end_offset,
-            )
-        if offset < self.log.log_end_offset:
-            log.warning(
-                "%s: truncating %d..%d, which the leader does not hold",
-                self.name,
-                offset,
-                self.log.log_end_offset,
-            )
-            self.high_watermark.truncate_to(min(self.high_watermark.value, offset))
-            self.log.truncate_to(offset)
-            self.sequences = self._load_sequences()
-
-    def isr_change_due(self, now_ms: int, registered_epochs: Mapping[int, int]) -> IsrChange | None:
-        """The ISR this leader should write now (KIP-497), marked as proposed; None if none."""
-        replicas = self.replicas
-        if replicas is None:
-            return None
-        high_watermarks = {kind: self._high_watermark_of(kind) for kind in LogKind}
-        change = replicas.isr_change_due(now_ms, high_watermarks, registered_epochs)
-        if change is not None:
-            replicas.propose(change)
-            with self._plain_lock:
-                self._advance_high_watermark()
-        return change
-
-    def isr_change_done(self, isr: Mapping[int, int] | None) -> None:
-        """The proposed ISR was written (``isr``) or not (None: it stays as it was)."""
-        replicas = self.replicas
-        if replicas is None:
-            return
-        if isr is None:
-            replicas.abandon()
-        else:
-            replicas.confirm(isr)
-        with self._plain_lock:
-            self._advance_high_watermark()
-        self._wake_fetchers()
-
-    # --- high watermark ----------------------------------------------------------------
-
-    def replicated_end(self) -> int:
-        """The offset below which every in-sync replica holds the log: on one node, the
-        log end; on a cluster leader, what its maximal ISR holds; a follower learns it from
-        its leader (``apply_fetched``). Tests hold it back."""
-        if self.role.role is Role.SOLE:
-            return self.log.log_end_offset
-        replicas = self.replicas
-        if self.role.role is Role.LEADER and replicas is not None:
-            return replicas.high_watermark_candidate(self.log.log_end_offset)
-        return self.high_watermark.value
-
-    def _advance_high_watermark(self) -> None:
-        self.high_watermark.advance_to(self.replicated_end())
-        replicas = self.replicas
-        if self.role.role is Role.LEADER and replicas is not None:
-            # The journal log's: its records below it are committed, and go to LMDB (J1).
-            journal_end = self.journal.journal_log(self.name).log_end_offset
-            candidate = replicas.high_watermark_candidate(journal_end, LogKind.JOURNAL)
-            if candidate > self.journal.high_watermark(self.name):
-                self.journal.commit_to(self.name, candidate)
-
     # --- reads -----------------------------------------------------------------------
 
     def _publish_copied(self) -> None:
@@ -879,12 +420,6 @@ class Partition:
         waiting for it are woken now, a journal sync before apply_commit returns."""
         self._advance_high_watermark()
         self._wake_fetchers()
-
-    def _wake_fetchers(self) -> None:
-        with self.data_arrived:
-            self.data_arrived.notify_all()
-        if self.replication is not None:
-            self.replication.on_data()
 
     def fetch(
         self, offset: int, max_bytes: int, max_wait_ms: int = 0, min_bytes: int = 1
