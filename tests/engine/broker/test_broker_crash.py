@@ -189,7 +189,7 @@ def test_restart_completes_prepared_transactions_and_keeps_ongoing_ones(tmp_path
         described = json.loads(line)
     finally:
         process.send_signal(signal.SIGKILL)
-        process.wait()
+        process.communicate(timeout=60)  # reaps it and closes its pipes
     killed_at = time.monotonic()
     with Broker.open(data_dir, transaction_check_interval_ms=100) as broker:
         states = {t.transactional_id: t.state.value for t in broker.list_transactions()}
