@@ -9,9 +9,10 @@
 
 A failed round (the leader unreachable, a TwinlogError from it, an exception from the
 broker) is logged once per change of what failed, not per attempt, then backed off
-(capped exponential) and the leader's address asked of ``address_of`` again: the leader
-may have moved. No lock is held while a thread waits on the network; ``stop`` and
-``close`` cancel an in-flight long poll instead of waiting it out.
+(``engine.base.backoff``: ``backoff_ms`` doubling to ``backoff_max_ms``, not jittered)
+and the leader's address asked of ``address_of`` again: the leader may have moved. No
+lock is held while a thread waits on the network; ``stop`` and ``close`` cancel an
+in-flight long poll instead of waiting it out.
 
 A response that arrives after ``stop`` is not applied, but one already being applied
 finishes: ``apply_replica_fetch`` must itself ignore partitions this broker no longer
@@ -70,10 +71,10 @@ class ReplicaFetchers:
                 raise ValueError(f"{name} must be positive, got {value}")
         self.broker = broker
         self.address_of = address_of
+        # Refuses a bad backoff pair now, not in a thread later.
         self.settings = Settings(
             request_timeout_ms, backoff_ms, backoff_max_ms, idle_wait_ms, channel_options, tls
         )
-        self.settings.backoff()  # refuses a bad pair now, not in a thread later
         self._lock = threading.Lock()  # guards the slots; never held across a wait
         self._slots: dict[int, _Slot] = {}
         self._closed = False

@@ -14,6 +14,7 @@ from typing import Any
 
 import grpc
 
+from twinlog.engine.base.backoff import Backoff
 from twinlog.engine.base.errors import (
     BrokerUnavailableError,
     NotLeaderOrFollowerError,
@@ -22,7 +23,6 @@ from twinlog.engine.base.errors import (
 )
 from twinlog.engine.replication.fetch_calls import FetchedPartition, ReplicaFetch
 from twinlog.rpc.generated.twinlog.v1 import replication_pb2, replication_pb2_grpc
-from twinlog.rpc.replication.backoff import Backoff
 from twinlog.rpc.replication.broker_identity import BrokerTls
 from twinlog.rpc.replication.channel import open_channel
 from twinlog.rpc.replication.convert import fetch_to_proto, response_from_proto
@@ -45,8 +45,20 @@ class Settings:
     channel_options: tuple[tuple[str, Any], ...]
     tls: BrokerTls | None = None  # this broker's certificate, when brokers authenticate
 
+    def __post_init__(self) -> None:
+        if self.backoff_ms <= 0 or self.backoff_max_ms < self.backoff_ms:
+            raise ValueError(
+                "backoff needs 0 < backoff_ms <= backoff_max_ms, got "
+                f"{self.backoff_ms}, {self.backoff_max_ms}"
+            )
+
+    @property
     def backoff(self) -> Backoff:
-        return Backoff(self.backoff_ms, self.backoff_max_ms)
+        """The pause after failed rounds in a row: backoff_ms doubling to backoff_max_ms.
+
+        Not jittered: one fetcher per leader, so followers of a restarted leader retrying
+        in step cost a handful of calls, not a storm."""
+        return Backoff(self.backoff_ms, self.backoff_max_ms, jitter=0)
 
 
 def _from_twinlog(error: grpc.RpcError) -> bool:
@@ -87,7 +99,7 @@ class LeaderFetcher:
         self._wake = threading.Event()
         self._call_lock = threading.Lock()  # guards _call only; never held across a wait
         self._call: grpc.Future | None = None
-        self._backoff = settings.backoff()
+        self._failures = 0  # failed rounds in a row: the backoff's retry count
         self._address: str | None = None
         self._channel: grpc.Channel | None = None
         self._stub: replication_pb2_grpc.ReplicationStub | None = None
@@ -244,9 +256,10 @@ class LeaderFetcher:
             # A live broker whose role is on its way (a new leader that has not taken it
             # yet, during a controlled shutdown): its barrier waits for this fetch, so ask
             # again soon instead of backing off towards a second.
-            self._stopping.wait(self.settings.backoff_ms / 1000)
+            self._stopping.wait(self.settings.backoff.delay_s(1))
             return
-        self._stopping.wait(self._backoff.next_s())
+        self._failures += 1
+        self._stopping.wait(self.settings.backoff.delay_s(self._failures))
 
     def _succeeded(self) -> None:
         if self._problem is not None:
@@ -254,4 +267,4 @@ class LeaderFetcher:
                 "%s: fetching from leader %d at %s again", self.name, self.leader_id, self._address
             )
             self._problem = None
-        self._backoff.reset()
+        self._failures = 0

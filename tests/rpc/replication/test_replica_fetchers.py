@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import random
 import threading
 import time
 from collections.abc import Iterator
@@ -11,9 +12,9 @@ import grpc
 import pytest
 from replication_fakes import WAIT_S, FakeFollower, FakeLeader, LeaderServer, records
 
+from twinlog.engine.base.backoff import Backoff
 from twinlog.engine.base.errors import InvalidConfigError, NotLeaderOrFollowerError
 from twinlog.engine.base.types import TopicPartition
-from twinlog.rpc.replication.backoff import Backoff
 from twinlog.rpc.replication.fetcher import ReplicaFetchers
 from twinlog.rpc.replication.leader_fetcher import LeaderFetcher
 
@@ -257,22 +258,22 @@ def test_a_leader_whose_role_is_on_its_way_is_asked_again_at_the_first_backoff_s
     its promotion barrier waits for this follower, so the fetcher retries at the first
     backoff step and never doubles it (a controlled shutdown's failover took a second
     while it did). Other failures still back off."""
-    doubled: list[float] = []
-    next_s = Backoff.next_s
+    steps: list[int] = []  # the retry number of every pause taken from the backoff
+    delay_s = Backoff.delay_s
 
-    def counting(backoff: Backoff) -> float:
-        doubled.append(next_s(backoff))
-        return doubled[-1]
+    def counting(backoff: Backoff, attempt: int, rng: random.Random | None = None) -> float:
+        steps.append(attempt)
+        return delay_s(backoff, attempt, rng)
 
-    monkeypatch.setattr(Backoff, "next_s", counting)
+    monkeypatch.setattr(Backoff, "delay_s", counting)
     leader.raise_whole = NotLeaderOrFollowerError("broker 1 does not lead orders-0 yet")
     follower = FakeFollower([TP0])
     with _fetchers(follower, server.address) as fetchers:
         fetchers.ensure(LEADER_ID)
         leader.wait(lambda: len(leader.requests) >= 6, "five retries")
-        assert doubled == []
+        assert len(steps) >= 5 and set(steps) == {1}  # the first step, never doubled
         leader.raise_whole = InvalidConfigError("orders-0 is misconfigured")
-        leader.wait(lambda: len(leader.requests) >= 8, "two more attempts")
-        assert doubled  # a refusal that is not a role in transit backs off as before
+        leader.wait(lambda: len(leader.requests) >= 10, "three more attempts")
+        assert 2 in steps  # a refusal that is not a role in transit backs off as before
         leader.raise_whole = None
         follower.wait(lambda: follower.count(TP0) == 5, "records once the role arrived")

@@ -1,27 +1,29 @@
-"""The small parts: backoff, the answer's size cap, the follower's channel options."""
+"""The small parts: the fetchers' backoff, the answer's size cap, the follower's channel options."""
 
 from __future__ import annotations
 
 import pytest
+from replication_fakes import FakeFollower
 
+from twinlog.engine.base.backoff import Backoff
 from twinlog.engine.base.types import TopicPartition
 from twinlog.engine.replication.fetch_calls import FetchedPartition
 from twinlog.rpc.client.remote import KEEPALIVE_OPTIONS
 from twinlog.rpc.client.request_size import MESSAGE_BYTES_MAX
 from twinlog.rpc.replication import channel
-from twinlog.rpc.replication.backoff import Backoff
+from twinlog.rpc.replication.fetcher import ReplicaFetchers
 from twinlog.rpc.replication.service import within_bytes
 
 
-def test_backoff_doubles_up_to_its_cap_and_resets() -> None:
-    backoff = Backoff(50, 1_000)
-    assert [backoff.next_s() for _ in range(7)] == [0.05, 0.1, 0.2, 0.4, 0.8, 1.0, 1.0]
-    backoff.reset()
-    assert backoff.next_s() == 0.05
+def test_a_fetcher_s_backoff_doubles_up_to_its_cap_without_jitter() -> None:
+    settings = ReplicaFetchers(FakeFollower([]), lambda _: None).settings
+    assert settings.backoff == Backoff(50, 1_000, jitter=0)  # the one policy, its numbers
+    pauses = [settings.backoff.delay_s(failures) for failures in range(1, 8)]
+    assert pauses == [0.05, 0.1, 0.2, 0.4, 0.8, 1.0, 1.0]
     with pytest.raises(ValueError):
-        Backoff(0, 10)
+        ReplicaFetchers(FakeFollower([]), lambda _: None, backoff_ms=0, backoff_max_ms=10)
     with pytest.raises(ValueError):
-        Backoff(20, 10)
+        ReplicaFetchers(FakeFollower([]), lambda _: None, backoff_ms=20, backoff_max_ms=10)
 
 
 def _part(partition: int, size: int) -> FetchedPartition:
