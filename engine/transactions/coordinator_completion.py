@@ -30,6 +30,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from twinlog.engine.base import failpoints
+from twinlog.engine.base.backoff import Backoff
 from twinlog.engine.base.errors import TwinlogError
 from twinlog.engine.base.side_by_side import run_side_by_side
 from twinlog.engine.base.types import TopicPartition, TransactionState
@@ -45,11 +46,16 @@ from twinlog.journal.txn_records import Aborted, Committed, CoordinatorRecord
 
 log = logging.getLogger(__name__)
 
-COMPLETION_RETRY_S_MAX = 30.0  # a failing completion is retried at least this often
-# ... and at least this often when its error is retriable (a leader moving, a broker away):
-# a committed transaction becomes readable within about this long of its partitions being
+# A failed completion is retried 10 ms later, the delay doubling per failure up to 30 s:
+# a failing completion is retried at least this often. The one backoff policy, not
+# jittered: one worker per coordinator.
+COMPLETION_BACKOFF = Backoff(initial_ms=10, max_ms=30_000, jitter=0)
+# ... and up to 1 s when its error is retriable (a leader moving, a broker away): a
+# committed transaction becomes readable within about this long of its partitions being
 # served again, not up to 30 s later. Such a retry is one call per partition, cheap.
-RETRIABLE_RETRY_S_MAX = 1.0
+RETRIABLE_BACKOFF = Backoff(initial_ms=10, max_ms=1_000, jitter=0)
+COMPLETION_RETRY_S_MAX = COMPLETION_BACKOFF.max_ms / 1000
+RETRIABLE_RETRY_S_MAX = RETRIABLE_BACKOFF.max_ms / 1000
 APPLY_THREADS = 8  # partitions of one transaction applied at once (each mostly waits on fsync)
 
 
@@ -57,6 +63,12 @@ CompletionHook = Callable[[TransactionMetadata], None]
 TransactionLookup = Callable[[int], TransactionMetadata | None]
 JournalWrite = Callable[[CoordinatorRecord], int]  # append (fsynced), then apply to memory
 EpochsFor = Callable[[TopicPartition], CallEpochs]  # the epochs a call to a partition carries
+
+
+def retry_delay_s(failures: int, retriable: bool) -> float:
+    """How long a completion that failed ``failures`` times in a row waits before the next
+    try: ``RETRIABLE_BACKOFF`` after a retriable error, else ``COMPLETION_BACKOFF``."""
+    return (RETRIABLE_BACKOFF if retriable else COMPLETION_BACKOFF).delay_s(failures)
 
 
 class CompletionWorker:
@@ -107,8 +119,8 @@ class CompletionWorker:
         The decision is durable, so a failed completion (a full disk, a damaged
         journal) is retried, with a delay that doubles per failure up to
         ``COMPLETION_RETRY_S_MAX`` (``RETRIABLE_RETRY_S_MAX`` for a retriable error: a
-        leader moving); meanwhile the transactions queued behind it go ahead: one stuck
-        partition must not hold up every other commit.
+        leader moving; ``retry_delay_s``); meanwhile the transactions queued behind it
+        go ahead: one stuck partition must not hold up every other commit.
         """
         retry_at_s: dict[int, float] = {}  # transaction id -> when it may be tried again
         failures: dict[int, int] = {}
@@ -128,10 +140,7 @@ class CompletionWorker:
                     return  # shutting down: recovery at the next start redoes it
                 failed = failures[transaction_id] = failures.get(transaction_id, 0) + 1
                 retriable = isinstance(error, TwinlogError) and error.retriable
-                delay_s = min(
-                    0.01 * 2 ** (failed - 1),
-                    RETRIABLE_RETRY_S_MAX if retriable else COMPLETION_RETRY_S_MAX,
-                )
+                delay_s = retry_delay_s(failed, retriable)
                 retry_at_s[transaction_id] = time.monotonic() + delay_s
                 if retriable:
                     if failed & (failed - 1):

@@ -10,9 +10,16 @@ import time
 
 from completion_support import TRANSACTION_ID, completion_worker, prepared_commit
 
+from twinlog.engine.base.backoff import Backoff
 from twinlog.engine.base.errors import NotLeaderOrFollowerError
 from twinlog.engine.base.types import TopicPartition
-from twinlog.engine.transactions.coordinator_completion import RETRIABLE_RETRY_S_MAX
+from twinlog.engine.transactions.coordinator_completion import (
+    COMPLETION_BACKOFF,
+    COMPLETION_RETRY_S_MAX,
+    RETRIABLE_BACKOFF,
+    RETRIABLE_RETRY_S_MAX,
+    retry_delay_s,
+)
 from twinlog.engine.transactions.partition_calls import (
     ApplyAbort,
     ApplyCommit,
@@ -63,3 +70,16 @@ def test_a_committed_transaction_is_applied_within_a_second_of_its_partition_bei
         assert late_s <= RETRIABLE_RETRY_S_MAX + 0.8, f"applied {late_s:.2f} s after"
     finally:
         worker.close()
+
+
+def test_the_retry_delays_double_to_their_ceilings_and_stay_there() -> None:
+    """The one backoff policy with the worker's numbers. A retriable failure reaches its
+    ceiling of a second after 8 failures and stays there: counted past a thousand (a
+    partition leaderless for 17 minutes), the delay is still a second (2 ** 1024 once
+    overflowed a float, and the exception ended the worker's thread)."""
+    assert RETRIABLE_BACKOFF == Backoff(10, 1_000, jitter=0)
+    assert COMPLETION_BACKOFF == Backoff(10, 30_000, jitter=0)
+    assert [retry_delay_s(n, retriable=True) for n in (1, 2, 7, 8)] == [0.01, 0.02, 0.64, 1.0]
+    assert retry_delay_s(1_100, retriable=True) == RETRIABLE_RETRY_S_MAX
+    assert retry_delay_s(12, retriable=False) == 20.48
+    assert retry_delay_s(1_000_000, retriable=False) == COMPLETION_RETRY_S_MAX == 30.0
