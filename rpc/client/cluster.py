@@ -35,7 +35,7 @@ timed out there: the cached coordinator is forgotten, found again, and the call 
 there; a broker that was unreachable or timed out is asked FindCoordinator last (a paused
 coordinator is often the broker that answered the metadata, asked first otherwise).
 CoordinatorLoadInProgressError: the same broker again after a pause. Pauses grow as a
-leader's (``ROUTING_BACKOFF``), within the call's deadline. Every coordinator call
+leader's, within the call's deadline. Every coordinator call
 is safe to send again: a retried begin carries its request id, offsets are committed or
 sent again as they are, and a commit whose first attempt may have been applied (the
 broker went away or the request timed out mid-commit) is sent again as a commit, never
@@ -49,7 +49,13 @@ A produce retried here keeps its bytes (producer id, generation, sequence): a le
 that has the first attempt (it was replicated before the old leader died) answers it
 as a duplicate, so nothing is written twice. The deadline of a routed call is the
 client call's own (``call_deadline``), else ``request_timeout_ms`` (plus a fetch's
-long-poll wait); never longer, and at most ``ROUTING_ATTEMPTS_MAX`` attempts.
+long-poll wait); never longer, and at most ``cluster_retry.ROUTING_ATTEMPTS_MAX``
+attempts.
+
+The leader's, the coordinator's and the idempotent id's routes retry in one loop,
+``cluster_retry.retry_routed``: each gives what one attempt does (where it goes, what
+it forgets when the target moved) and which answers mean "again"; the pauses are
+``ROUTING_BACKOFF``'s (``engine.base.backoff``), 50 ms doubling to 1 s, jittered.
 
 A single-node server answers the Metadata call as a standalone broker 0: then every
 call goes to the address that answered, exactly as ``RemoteBroker`` would send it
@@ -60,11 +66,11 @@ Thread rule: every method may be called from any thread.
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TypeVar
 
+from twinlog.engine.base.backoff import Backoff
 from twinlog.engine.base.cluster_metadata import ClusterMetadata
 from twinlog.engine.base.errors import (
     BrokerUnavailableError,
@@ -99,22 +105,23 @@ from twinlog.rpc.client.call_deadline import (
     deadline_passed,
     sent_nothing,
 )
-from twinlog.rpc.client.cluster_pipe import ROUTING_ERRORS, ClusterProducePipe
+from twinlog.rpc.client.cluster_pipe import (
+    ROUTING_ERRORS,
+    STALE_METADATA_ERRORS,
+    ClusterProducePipe,
+)
+from twinlog.rpc.client.cluster_retry import retry_routed
 from twinlog.rpc.client.connection_options import ConnectionOptions
 from twinlog.rpc.client.coordinator_cache import CoordinatorCache
 from twinlog.rpc.client.metadata_cache import MetadataCache
 from twinlog.rpc.client.remote import RemoteBroker
-from twinlog.rpc.client.retry import RetryPolicy
 from twinlog.rpc.wire.broker_api import NO_COORDINATOR_PARTITION, CoordinatorKeyType
-
-log = logging.getLogger("twinlog.client")
 
 Result = TypeVar("Result")
 
 # Pauses between two attempts of a routed call: 50 ms doubling to 1 s (with jitter), the
 # producer's own; a leader change takes a ZooKeeper session timeout to be noticed.
-ROUTING_BACKOFF = RetryPolicy(backoff_ms=50, backoff_max_ms=1_000)
-ROUTING_ATTEMPTS_MAX = 100  # with 1 s pauses, a bound far above any deadline's
+ROUTING_BACKOFF = Backoff(initial_ms=50, max_ms=1_000)
 
 # Answers that mean "the coordinator is elsewhere now, or out of reach": find it again.
 # A request that timed out at the coordinator may have been applied; every coordinator
@@ -137,6 +144,14 @@ NO_ID_HERE_ERRORS: tuple[type[TwinlogError], ...] = (
 )
 
 
+class _Unplaced:
+    """A coordinator route's attempt found no coordinator to send to: the servers name
+    none (older ones, or groups on a cluster that does not place them)."""
+
+
+UNPLACED = _Unplaced()
+
+
 class ClusterBroker:
     def __init__(
         self,
@@ -145,7 +160,7 @@ class ClusterBroker:
         *,
         opener: NodeOpener = RemoteBroker,
         sleep: Callable[[float], None] = time.sleep,
-        backoff: RetryPolicy = ROUTING_BACKOFF,
+        backoff: Backoff = ROUTING_BACKOFF,
         metadata_cache: Callable[[list[str], BrokerPool], MetadataCache] = MetadataCache,
     ) -> None:
         addresses = parse_bootstrap(
@@ -212,36 +227,31 @@ class ClusterBroker:
         call: Callable[[NodeBroker], Result],
         extra_wait_ms: int = 0,
     ) -> Result:
-        """``call`` on the partition's leader, routed again after a ROUTING_ERRORS answer."""
-        deadline_s = self._deadline_s(extra_wait_ms)
-        with deadline_at(deadline_s):
-            attempt = 0
-            while True:
-                address = ""
-                try:
-                    address = self.leader_address(topic, partition)
-                    return call(self.pool.get(address))
-                except RequestTimedOutError as error:
-                    self._routing_failed(address, error)  # stalled? ask where it leads now
-                    raise
-                except ROUTING_ERRORS as error:
-                    self._routing_failed(address, error)
-                    attempt += 1
-                    pause_s = max(
-                        self._backoff.pause_ms(attempt) / 1000, self.metadata.refresh_wait_s()
-                    )
-                    if attempt >= ROUTING_ATTEMPTS_MAX or time.monotonic() + pause_s >= deadline_s:
-                        raise
-                    log.debug(
-                        "%s-%d at %s: %s: %s; routing again in %.0f ms",
-                        topic,
-                        partition,
-                        address or "(no metadata)",
-                        type(error).__name__,
-                        error,
-                        pause_s * 1000,
-                    )
-                    self._sleep(pause_s)
+        """``call`` on the partition's leader, routed again after a ROUTING_ERRORS answer
+        (not before a refresh is allowed: asking the same broker again would be in vain)."""
+        address = ""
+
+        def attempt() -> Result:
+            nonlocal address
+            address = ""
+            try:
+                address = self.leader_address(topic, partition)
+                return call(self.pool.get(address))
+            except STALE_METADATA_ERRORS as error:
+                # A moved leader, or a stalled one (timed out: not sent again, the call's
+                # time is spent): ask where it leads now.
+                self._routing_failed(address, error)
+                raise
+
+        return retry_routed(
+            attempt,
+            retry_on=ROUTING_ERRORS,
+            deadline_s=self._deadline_s(extra_wait_ms),
+            backoff=self._backoff,
+            what=lambda: f"{topic}-{partition} at {address or '(no metadata)'}",
+            sleep=self._sleep,
+            pause_floor_s=self.metadata.refresh_wait_s,
+        )
 
     def _on_any(self, call: Callable[[NodeBroker], Result]) -> Result:
         """``call`` on the home broker, or the next live one while brokers are unreachable.
@@ -262,14 +272,6 @@ class ClusterBroker:
 
     def _on_home(self, call: Callable[[NodeBroker], Result]) -> Result:
         return call(self.pool.get(self.metadata.home()))
-
-    def _pause_or_give_up(self, attempt: int, deadline_s: float) -> float:
-        """The pause before attempt ``attempt + 1``; 0 when the call must give up (no
-        time left for it, or ROUTING_ATTEMPTS_MAX reached)."""
-        pause_s = self._backoff.pause_ms(attempt) / 1000
-        if attempt >= ROUTING_ATTEMPTS_MAX or time.monotonic() + pause_s >= deadline_s:
-            return 0.0
-        return pause_s
 
     # --- coordinators -----------------------------------------------------------------------
 
@@ -322,41 +324,40 @@ class ClusterBroker:
         """``call`` on ``key``'s coordinator, followed while it moves (see the module).
         ``unplaced``: what to do when the servers name no coordinator (``coordinator_address``
         None); the home broker, once, unless given."""
+        address = ""
+
+        def attempt() -> Result | _Unplaced:
+            nonlocal address
+            address = ""
+            try:
+                found = self.coordinator_address(key_type, key)
+                if found is None:
+                    return UNPLACED
+                address = found
+                return call(self.pool.get(address))
+            except COORDINATOR_MOVED_ERRORS as error:
+                # Found again at the next attempt; the key's partition stays known.
+                partition = self.coordinators.partition_of(key_type, key)
+                self.coordinators.forget(key_type, partition, address)
+                if not isinstance(error, NotCoordinatorError):
+                    self._routing_failed(address, error)
+                raise
+
         deadline_s = self._deadline_s()
+        answer = retry_routed(
+            attempt,
+            retry_on=COORDINATOR_RETRY_ERRORS,
+            deadline_s=deadline_s,
+            backoff=self._backoff,
+            what=lambda: f"coordinator of {key_type.value} {key} at {address or '(not found)'}",
+            sleep=self._sleep,
+        )
+        if not isinstance(answer, _Unplaced):
+            return answer
         with deadline_at(deadline_s):
-            attempt = 0
-            while True:
-                address = ""
-                try:
-                    found = self.coordinator_address(key_type, key)
-                    if found is not None:
-                        address = found
-                        return call(self.pool.get(address))
-                except COORDINATOR_RETRY_ERRORS as error:
-                    if not isinstance(error, CoordinatorLoadInProgressError):
-                        # Found again at the next attempt; the key's partition stays known.
-                        partition = self.coordinators.partition_of(key_type, key)
-                        self.coordinators.forget(key_type, partition, address)
-                        if not isinstance(error, NotCoordinatorError):
-                            self._routing_failed(address, error)
-                    attempt += 1
-                    pause_s = self._pause_or_give_up(attempt, deadline_s)
-                    if not pause_s:
-                        raise
-                    log.debug(
-                        "coordinator of %s %s at %s: %s: %s; again in %.0f ms",
-                        key_type.value,
-                        key,
-                        address or "(not found)",
-                        type(error).__name__,
-                        error,
-                        pause_s * 1000,
-                    )
-                    self._sleep(pause_s)
-                    continue
-                if unplaced is not None:
-                    return unplaced()
-                return self._on_home(call)  # older servers: the home broker, once, as before
+            if unplaced is not None:
+                return unplaced()
+            return self._on_home(call)  # older servers: the home broker, once, as before
 
     def _init_idempotent(self, transaction_timeout_ms: int | None) -> ProducerIdentity:
         """An idempotent producer's id, from any broker that coordinates something: the one
@@ -364,28 +365,34 @@ class ClusterBroker:
         whole round again after a pause while none can, until the call's deadline."""
         deadline_s = self._deadline_s()
         with deadline_at(deadline_s):
-            attempt = 0
-            while True:
-                home = self.metadata.home()
-                addresses = [self._id_giver or home, home, *self.metadata.addresses()]
-                failures: list[TwinlogError] = []
-                for address in dict.fromkeys(addresses):
-                    try:
-                        identity = self.pool.get(address).init_producer(
-                            None, transaction_timeout_ms
-                        )
-                    except NO_ID_HERE_ERRORS as error:
-                        if isinstance(error, BrokerUnavailableError):
-                            self.metadata.invalidate()
-                        failures.append(error)
-                        continue
-                    self._id_giver = address
-                    return identity
-                attempt += 1
-                pause_s = self._pause_or_give_up(attempt, deadline_s)
-                if not pause_s:
-                    raise failures[-1]
-                self._sleep(pause_s)
+            # Once known, the home broker never changes: only the first call asks for
+            # metadata here, and when no broker answers that, it fails at once.
+            home = self.metadata.home()
+
+        def ask_round() -> ProducerIdentity:
+            addresses = [self._id_giver or home, home, *self.metadata.addresses()]
+            last: TwinlogError | None = None
+            for address in dict.fromkeys(addresses):
+                try:
+                    identity = self.pool.get(address).init_producer(None, transaction_timeout_ms)
+                except NO_ID_HERE_ERRORS as error:
+                    if isinstance(error, BrokerUnavailableError):
+                        self.metadata.invalidate()
+                    last = error
+                    continue
+                self._id_giver = address
+                return identity
+            assert last is not None  # the home broker at least was asked
+            raise last
+
+        return retry_routed(
+            ask_round,
+            retry_on=NO_ID_HERE_ERRORS,
+            deadline_s=deadline_s,
+            backoff=self._backoff,
+            what=lambda: "an idempotent producer's id, from every broker",
+            sleep=self._sleep,
+        )
 
     # --- topics ---------------------------------------------------------------------------
 

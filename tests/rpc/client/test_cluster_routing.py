@@ -46,7 +46,7 @@ def client(
         bootstrap,
         ConnectionOptions(request_timeout_ms=request_timeout_ms),
         opener=cluster.opener,
-        backoff=QUICK,
+        backoff=QUICK.backoff,
     )
 
 

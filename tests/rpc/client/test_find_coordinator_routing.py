@@ -121,7 +121,7 @@ def client(
         BOOTSTRAP,
         ConnectionOptions(request_timeout_ms=request_timeout_ms),
         opener=cluster.opener,
-        backoff=QUICK,
+        backoff=QUICK.backoff,
         sleep=sleep,
     )
 

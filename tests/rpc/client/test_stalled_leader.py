@@ -43,7 +43,7 @@ def broker(cluster: FakeCluster) -> Iterator[ClusterBroker]:
         BOOTSTRAP,
         ConnectionOptions(request_timeout_ms=REQUEST_TIMEOUT_MS),
         opener=cluster.opener,
-        backoff=QUICK,
+        backoff=QUICK.backoff,
     ) as opened:
         yield opened
 
