@@ -14,6 +14,13 @@ ceiling is a ceiling. An ``initial_ms`` above ``max_ms`` is ``max_ms``.
 Each user keeps its own numbers; what they share is the rule. A value, not a counter:
 the caller counts its failures (and starts again at 1 after a success), so one policy
 serves any number of threads and retry loops.
+
+The users: the client's ``RetryPolicy`` (``rpc.client.retry``: ``call_with_retry``, the
+producer's resends, the consumer's fetch backoff, a group member's heartbeats), the
+cluster client's routing (``rpc.client.cluster_retry``), the follower's replica
+fetchers (``rpc.replication.leader_fetcher``, not jittered) and the transaction
+coordinator's completion worker (``engine.transactions.coordinator_completion``, not
+jittered).
 """
 
 from __future__ import annotations
