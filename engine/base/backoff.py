@@ -20,7 +20,8 @@ producer's resends, the consumer's fetch backoff, a group member's heartbeats), 
 cluster client's routing (``rpc.client.cluster_retry``), the follower's replica
 fetchers (``rpc.replication.leader_fetcher``, not jittered) and the transaction
 coordinator's completion worker (``engine.transactions.coordinator_completion``, not
-jittered).
+jittered) and a coordinator slot's load retries (``engine.transactions.coordinator_slots``,
+not jittered).
 """
 
 from __future__ import annotations

@@ -50,6 +50,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+from twinlog.engine.base.backoff import Backoff
 from twinlog.engine.base.errors import (
     CoordinatorLoadInProgressError,
     NotCoordinatorError,
@@ -60,8 +61,10 @@ log = logging.getLogger(__name__)
 
 Loaded = TypeVar("Loaded")
 
-LOAD_RETRY_S = 0.2  # a failed load is tried again after this (doubling up to the max)
-LOAD_RETRY_S_MAX = 2.0
+# A failed load is tried again after 0.2 s, doubling up to 2 s (not jittered: one loader
+# per slot, nothing to spread out).
+LOAD_BACKOFF = Backoff(200, 2_000, jitter=0)
+LOAD_RETRY_S_MAX = LOAD_BACKOFF.max_ms / 1000
 
 
 class Phase(enum.Enum):
@@ -195,7 +198,7 @@ class CoordinatorSlots(Generic[Loaded]):
         return state.phase is Phase.LOADING and state.epoch == epoch and not self._is_stopping()
 
     def _load_while_wanted(self, partition: int, epoch: int) -> None:
-        pause_s = LOAD_RETRY_S
+        failed = 0
         while True:
             with self._lock:
                 if not self._still_loading(partition, epoch):
@@ -203,6 +206,7 @@ class CoordinatorSlots(Generic[Loaded]):
             try:
                 coordinator = self._load(partition, epoch)
             except Exception as error:  # retried while the slot still loads this epoch
+                failed += 1
                 if isinstance(error, TwinlogError) and error.retriable:  # replicas, a move
                     log.warning(
                         "%s %d (epoch %d): loading failed (%s); retrying",
@@ -223,9 +227,9 @@ class CoordinatorSlots(Generic[Loaded]):
                     )
                 with self._lock:
                     self._wake.wait_for(
-                        lambda: not self._still_loading(partition, epoch), timeout=pause_s
+                        lambda: not self._still_loading(partition, epoch),
+                        timeout=LOAD_BACKOFF.delay_s(failed),
                     )
-                pause_s = min(pause_s * 2, LOAD_RETRY_S_MAX)
                 continue
             self._on(partition, EventKind.LOADED, epoch, loaded=coordinator)
             return
