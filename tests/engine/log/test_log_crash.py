@@ -126,7 +126,8 @@ def test_sigkill_mid_append_loses_no_acknowledged_batch(tmp_path: Path) -> None:
         for line in writer.stdout:  # acknowledgements already in the pipe count too
             tag, base_offset = map(int, line.split())
             acknowledged[tag] = base_offset
-        assert writer.wait(timeout=30) == -signal.SIGKILL
+        writer.communicate(timeout=30)  # reaps it and closes its pipes
+        assert writer.returncode == -signal.SIGKILL
         log = _check_acknowledged(tmp_path, acknowledged)
         assert log.recovery_report.batches_checked > 0  # it was an unclean open
         assert len(list(tmp_path.glob("*.log"))) > round_number + 1  # rolls happened
