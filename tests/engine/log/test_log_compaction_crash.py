@@ -220,7 +220,7 @@ def fill_for_compactor(directory: Path) -> int:
         if int(line) >= 300:
             break
     writer.kill()
-    writer.wait()
+    writer.communicate(timeout=60)  # reaps it and closes its pipes
     return reopen_and_check(directory, 301)
 
 
@@ -257,6 +257,6 @@ def test_sigkill_at_random_moments_while_writing_and_compacting(tmp_path: Path) 
             if time.monotonic() > deadline:
                 break
         process.send_signal(signal.SIGKILL)
-        process.wait()
+        process.communicate(timeout=60)  # reaps it and closes its pipes
         acknowledged = reopen_and_check(tmp_path, acknowledged)
     assert len(segment_files(tmp_path)) < acknowledged * 80 / 3000  # it did compact
