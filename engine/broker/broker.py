@@ -54,7 +54,6 @@ from typing import Any
 
 from twinlog.engine.base.atomic_file import probe_space
 from twinlog.engine.base.errors import (
-    BatchTooLargeError,
     CorruptBatchError,
     DiskFullError,
     InvalidConfigError,
@@ -563,11 +562,10 @@ class Broker:
         """
         self._check_open()
         target = self.partition(TopicPartition(topic, partition))
-        if len(batch) > self.config.batch_bytes_max:
-            raise BatchTooLargeError(
-                f"batch of {len(batch)} bytes is larger than batch_bytes_max "
-                f"({self.config.batch_bytes_max}); send smaller batches or raise the limit"
-            )
+        # The check of a batch's size that counts, for both doors, plain and transactional
+        # alike, before anything is decoded, journaled or written: against its topic's limit
+        # (max.message.bytes, else the broker's batch_bytes_max).
+        target.log.config.check_batch_bytes(len(batch), target.name)
         header = validate_batch(batch)
         if header.size_bytes != len(batch):  # the copier could never apply the extra bytes
             raise CorruptBatchError(

@@ -42,7 +42,7 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from twinlog.engine.base.errors import InvalidConfigError
+from twinlog.engine.base.errors import BatchTooLargeError, InvalidConfigError
 from twinlog.engine.base.renamed_keys import canonical_key
 from twinlog.engine.base.units import GIBIBYTE, MEBIBYTE
 from twinlog.engine.records.batch_format import BATCH_BYTES_HARD_MAX, HEADER_BYTES
@@ -129,7 +129,9 @@ class LogConfig:
     flush_policy: str = FLUSH_EVERY_APPEND  # "every_append" or "interval"
     flush_interval_ms: int = 1000  # "interval": fsync when the last fsync is this old
     flush_interval_bytes: int = MEBIBYTE  # "interval": fsync when this much is unflushed
-    batch_bytes_max: int = 8 * MEBIBYTE  # larger batches are refused (BatchTooLargeError)
+    # Kafka's max.message.bytes: larger batches are refused (BatchTooLargeError, by
+    # check_batch_bytes); a topic that does not set it takes the broker's batch_bytes_max
+    batch_bytes_max: int = 8 * MEBIBYTE
     cleanup_policy: str = CLEANUP_DELETE  # "delete", "compact" or "compact,delete"
     min_compaction_lag_ms: int = 0  # a sealed segment newer than this is not compacted yet
     min_cleanable_dirty_ratio: float = 0.5  # compact when dirty bytes / cleanable bytes >= this
@@ -173,6 +175,24 @@ class LogConfig:
     def deletes(self) -> bool:
         """Does retention delete old segments (cleanup.policy delete)?"""
         return self.cleanup_policy in (CLEANUP_DELETE, CLEANUP_COMPACT_DELETE)
+
+    def check_batch_bytes(self, size_bytes: int, where: object) -> None:
+        """BatchTooLargeError when a batch of ``size_bytes`` is over ``batch_bytes_max``.
+
+        The one rule of a batch's size: ``Broker.produce`` applies it to a producer's batch
+        (both doors', plain and transactional) against its topic's log config before
+        anything is read or written, and a data log to every batch it is given.
+        ``where``: the partition (or log) the batch was for.
+        """
+        if size_bytes > self.batch_bytes_max:
+            raise BatchTooLargeError(
+                f"a batch of {size_bytes} bytes for {where} is over its topic's limit of "
+                f"{self.batch_bytes_max} bytes: send smaller batches, or raise the topic's "
+                "max.message.bytes (the broker's batch_bytes_max, Kafka's message.max.bytes, "
+                "for topics that do not set it); the producer's batch_bytes_max (Kafka's "
+                "max.request.size) should match the limit, so that it refuses a larger "
+                "record before sending"
+            )
 
     @classmethod
     def from_mapping(cls, mapping: Mapping[str, object]) -> LogConfig:

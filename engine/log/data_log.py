@@ -44,11 +44,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 
-from twinlog.engine.base.errors import (
-    BatchTooLargeError,
-    CorruptBatchError,
-    OffsetOutOfRangeError,
-)
+from twinlog.engine.base.errors import CorruptBatchError, OffsetOutOfRangeError
 from twinlog.engine.log.append_marks import AppendMarks
 from twinlog.engine.log.compaction_files import CleanedSegmentWriter
 from twinlog.engine.log.config import LogConfig
@@ -389,12 +385,9 @@ class DataLog:
         return header
 
     def _check_size(self, size_bytes: int) -> None:
-        if size_bytes > self.config.batch_bytes_max:
-            raise BatchTooLargeError(
-                f"batch is {size_bytes} bytes, larger than this log's batch_bytes_max of "
-                f"{self.config.batch_bytes_max}: split it, or raise batch_bytes_max "
-                "(topic config max.message.bytes)"
-            )
+        # Broker.produce applied the same rule to a producer's batch before it was journaled
+        # or written; here it holds for every writer (the copier, a checkpoint, a follower).
+        self.config.check_batch_bytes(size_bytes, self.directory)
 
     # --- durability ---------------------------------------------------------------
 

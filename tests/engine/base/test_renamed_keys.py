@@ -41,7 +41,7 @@ def test_a_data_directory_and_a_producer_keep_the_old_names(tmp_path: Path) -> N
         broker.create_topic("small", partitions=1, config={"max_batch_bytes": "4096"})
         builder = RecordBatchBuilder("none")
         builder.append(b"x" * 5000)
-        with pytest.raises(BatchTooLargeError, match="batch_bytes_max of 4096"):
+        with pytest.raises(BatchTooLargeError, match="its topic's limit of 4096 bytes"):
             broker.produce("small", 0, builder.build())
         producer = Producer(broker, max_batch_bytes=8192, batch_bytes=4096)
         assert producer.batch_bytes_max == 8192

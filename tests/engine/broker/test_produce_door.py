@@ -19,7 +19,7 @@ from twinlog.engine.base.errors import (
     InvalidConfigError,
     InvalidRecordError,
 )
-from twinlog.engine.base.types import TopicPartition
+from twinlog.engine.base.types import ProducerIdentity, TopicPartition
 from twinlog.engine.base.units import MEBIBYTE
 from twinlog.engine.broker.broker import Broker
 from twinlog.engine.records.batch_builder import build_batch, encode_record
@@ -123,6 +123,65 @@ def test_good_batches_still_pass_and_read_back(broker: Broker) -> None:
     result = broker.fetch("orders", 0, 0)
     offsets = [r.offset for b in iter_batches(result.records) for r in b.records()]
     assert offsets == [0, 1, 2, 3, 4, 5]
+
+
+# --- a batch's size: its topic's limit ---------------------------------------------------
+
+KIB = 1024
+
+
+def _transactional(broker: Broker, topic: str, value: bytes) -> tuple[ProducerIdentity, int, bytes]:
+    """A producer of ``topic``, its open transaction and a batch of ``value`` in it."""
+    identity = broker.init_producer(f"txn-{topic}")
+    transaction_id = broker.begin_transaction(identity.producer_id, identity.producer_generation)
+    batch = build_batch(
+        [value],
+        "none",
+        producer_id=identity.producer_id,
+        producer_generation=identity.producer_generation,
+        base_sequence=0,
+        transactional=True,
+    )
+    return identity, transaction_id, batch
+
+
+def test_a_batch_is_held_to_its_topics_limit_plain_or_transactional(tmp_path: Path) -> None:
+    """The broker's batch_bytes_max is the default; a topic's max.message.bytes, larger or
+    smaller, is the limit its batches are held to, before anything is journaled or written."""
+    with Broker.open(tmp_path / "data", batch_bytes_max=64 * KIB) as broker:
+        broker.create_topic("default")
+        broker.create_topic("large", config={"max.message.bytes": str(256 * KIB)})
+        broker.create_topic("small", config={"max.message.bytes": str(16 * KIB)})
+        over_default = build_batch([bytes(100 * KIB)], "none")
+        with pytest.raises(BatchTooLargeError) as refused:
+            broker.produce("default", 0, over_default)
+        message = str(refused.value)
+        assert f"a batch of {len(over_default)} bytes for default-0" in message
+        assert f"its topic's limit of {64 * KIB} bytes" in message
+        for setting in ("max.message.bytes", "broker's batch_bytes_max", "max.request.size"):
+            assert setting in message
+        assert broker.fetch("default", 0, 0).log_end_offset == 0
+        # A topic that allows more takes the batch: plain, and journaled then copied.
+        assert broker.produce("large", 0, over_default).base_offset == 0
+        identity, transaction_id, batch = _transactional(broker, "large", bytes(100 * KIB))
+        broker.produce("large", 0, batch, transaction_id=transaction_id)
+        broker.commit_transaction(
+            transaction_id, identity.producer_id, identity.producer_generation, True
+        )
+        assert broker.fetch("large", 0, 0).log_end_offset == 2
+        # One that allows less refuses a batch the broker's default would take.
+        small = build_batch([bytes(20 * KIB)], "none")
+        with pytest.raises(
+            BatchTooLargeError, match=f"small-0 is over its topic's limit of {16 * KIB}"
+        ):
+            broker.produce("small", 0, small)
+        identity, transaction_id, batch = _transactional(broker, "small", bytes(20 * KIB))
+        with pytest.raises(
+            BatchTooLargeError, match=f"small-0 is over its topic's limit of {16 * KIB}"
+        ):
+            broker.produce("small", 0, batch, transaction_id=transaction_id)
+        assert broker.partition(TopicPartition("small", 0)).journaled_entries(transaction_id) == 0
+        assert broker.fetch("small", 0, 0).log_end_offset == 0
 
 
 # --- bounded cost -------------------------------------------------------------------------

@@ -223,7 +223,9 @@ def test_a_batch_in_pieces_is_refused_unless_its_caller_vouches_for_the_crc(log:
 
 def test_too_large_batch_names_the_limit_and_how_to_raise_it(tmp_path: Path) -> None:
     with DataLog.open(tmp_path, LogConfig(batch_bytes_max=200)) as log:
-        with pytest.raises(BatchTooLargeError, match=r"batch_bytes_max of 200.*max.message.bytes"):
+        with pytest.raises(
+            BatchTooLargeError, match=r"over its topic's limit of 200 bytes.*max.message.bytes"
+        ):
             log.append_as_leader(make_batch(10, value_bytes=50))
         assert log.log_end_offset == 0 and log.size_bytes() == 0
 

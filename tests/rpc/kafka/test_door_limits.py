@@ -31,17 +31,20 @@ from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchB
 
 from twinlog.engine.base.units import MEBIBYTE
 from twinlog.engine.broker.broker import Broker
+from twinlog.engine.records.batch_builder import build_batch
 from twinlog.engine.records.decompression_budget import DecompressionBudget
 from twinlog.rpc.client import Admin
 from twinlog.rpc.kafka.error_codes import CORRUPT_MESSAGE, NONE, REQUEST_TIMED_OUT
 from twinlog.rpc.kafka.listener import KafkaListener
 from twinlog.rpc.kafka.settings import KafkaListenerSettings
 from twinlog.rpc.server.auth import Guard, TokenTable
+from twinlog.rpc.wire.error_table import KafkaCode
 
 CLIENT_TIMEOUT_S = 5
 # An address of this host other than the clients' 127.0.0.1 (Linux routes 127/8 to lo).
 OTHER_LOOPBACK = "127.0.0.2"
 TOKEN = "door-token"
+RECORD_LIST_TOO_LARGE = int(KafkaCode.RECORD_LIST_TOO_LARGE)  # the table's BatchTooLargeError
 
 
 @pytest.fixture()
@@ -318,6 +321,28 @@ def test_a_batch_over_produce_decompressed_bytes_max_reserves_nothing(
     assert answer.error_code == CORRUPT_MESSAGE
     assert "produce_decompressed_bytes_max" in answer.error_message
     assert budget.peak_reserved_bytes == 0  # counted, never held
+
+
+def test_a_batch_is_held_to_its_topics_limit_by_the_broker(
+    tmp_path: Path, listeners: list[KafkaListener]
+) -> None:
+    """The listener keeps no batch limit of its own: the broker holds a batch to its topic's
+    max.message.bytes (else the broker's batch_bytes_max), as it does for the gRPC door."""
+    with Broker.open(tmp_path / "own", batch_bytes_max=16 * 1024) as broker:
+        broker.create_topic("default")
+        broker.create_topic("large", config={"max.message.bytes": str(64 * 1024)})
+        listener = _start(listeners, broker)
+        batch = build_batch([bytes(20 * 1024)], "none")
+        refused = _produce(listener, "default", batch)
+        assert refused.error_code == RECORD_LIST_TOO_LARGE
+        assert f"a batch of {len(batch)} bytes for default-0" in refused.error_message
+        assert "over its topic's limit of 16384 bytes" in refused.error_message
+        assert "max.message.bytes" in refused.error_message
+        assert broker.list_offset("default", 0, "latest") == 0
+        assert _produce(listener, "large", batch).error_code == NONE
+        assert broker.list_offset("large", 0, "latest") == 1
+        listener.stop(grace_ms=1_000)
+        listeners.remove(listener)
 
 
 class _SharingBroker:
