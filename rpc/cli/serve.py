@@ -13,6 +13,7 @@ from twinlog.rpc.cli.common import add_command
 from twinlog.rpc.kafka.settings import KafkaListenerSettings
 from twinlog.rpc.server.config import (
     ServerConfig,
+    check_a_batch_fits_a_request,
     parse_pairs,
     read_config_file,
     server_config_from,
@@ -58,7 +59,8 @@ def register(subparsers: Any) -> None:
         default=[],
         metavar="KEY=VALUE",
         help="a server or broker setting (repeatable); see rpc/server/config.py and "
-        "engine/broker/config.py for the keys",
+        "engine/broker/config.py for the keys (batch_bytes_max, the largest batch a topic "
+        "takes unless its max.message.bytes says otherwise, is the broker's)",
     )
     parser.add_argument("--config-file", help="file of KEY=VALUE lines (# comments)")
     parser.add_argument(
@@ -272,6 +274,7 @@ def run(args: argparse.Namespace) -> int:
             "broker (with --zookeeper and --broker-id)"
         )
     config = server_config_from(server_values)
+    check_a_batch_fits_a_request(config, broker_values)
     open_kafka = None
     if args.kafka_listener:
         if args.kafka_connections_per_address_max < 1:

@@ -28,8 +28,10 @@ class ServerConfig:
     host: str = "127.0.0.1"
     port: int = 7070  # 0: any free port (the chosen one is logged)
     # Limits (TigerBeetle style: every queue and request has one, and they live here)
-    request_bytes_max: int = 16 * MEBIBYTE  # one gRPC message; larger: BatchTooLargeError
-    batch_bytes_max: int = 8 * MEBIBYTE  # one record batch (the broker has its own per topic)
+    # One gRPC message, refused (BatchTooLargeError) before it is decoded: a guard of the
+    # server's memory. A batch's own limit is its topic's, checked by the broker (the
+    # broker key batch_bytes_max, per topic max.message.bytes).
+    request_bytes_max: int = 16 * MEBIBYTE
     fetch_bytes_max: int = 16 * MEBIBYTE  # a fetch asking for more gets this much
     fetch_wait_ms_max: int = 30_000  # a long poll never waits longer
     long_poll_slice_ms: int = 200  # a long poll rechecks shutdown and cancellation this often
@@ -69,7 +71,6 @@ class ServerConfig:
     def __post_init__(self) -> None:
         for name in (
             "request_bytes_max",
-            "batch_bytes_max",
             "fetch_bytes_max",
             "fetch_wait_ms_max",
             "long_poll_slice_ms",
@@ -121,11 +122,6 @@ class ServerConfig:
             raise InvalidConfigError("TLS needs both --tls-cert and --tls-key")
         if self.tls_client_ca_file and not self.tls_cert_file:
             raise InvalidConfigError("--tls-client-ca (mutual TLS) needs --tls-cert and --tls-key")
-        if self.batch_bytes_max > self.request_bytes_max:
-            raise InvalidConfigError(
-                f"server config batch_bytes_max ({self.batch_bytes_max}) exceeds "
-                f"request_bytes_max ({self.request_bytes_max}); a batch must fit in a request"
-            )
 
     @property
     def produce_streams_limit(self) -> int:
@@ -247,7 +243,8 @@ def _normalise(key: str) -> str:
 def split_config(values: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     """(server keys, broker keys) of one mapping; a key known to neither is refused.
 
-    A key both know (``batch_bytes_max``) goes to both.
+    A key is one side's only: ``batch_bytes_max`` is the broker's (the default of its
+    topics' limit), and the server has no second one.
     """
     from twinlog.engine.broker.config import BrokerConfig
 
@@ -258,14 +255,29 @@ def split_config(values: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, A
         name = _normalise(key)
         if name in SERVER_KEYS:
             server[name] = value
-        if name in broker_keys:  # batch_bytes_max is both: one limit, checked twice
+        elif name in broker_keys:
             broker[key] = value
-        if name not in SERVER_KEYS and name not in broker_keys:
+        else:
             raise InvalidConfigError(
                 f"unknown config key {key!r}. Server keys: {', '.join(sorted(SERVER_KEYS))}. "
                 f"Broker keys: {', '.join(sorted(broker_keys))}"
             )
     return server, broker
+
+
+def check_a_batch_fits_a_request(config: ServerConfig, broker_values: Mapping[str, Any]) -> None:
+    """InvalidConfigError (before the broker opens) when the broker's ``batch_bytes_max``,
+    its topics' default limit, is over ``request_bytes_max``: such a batch could never
+    reach the broker through either door."""
+    from twinlog.engine.broker.config import BrokerConfig
+
+    batch_bytes_max = BrokerConfig.from_mapping(broker_values).batch_bytes_max
+    if batch_bytes_max > config.request_bytes_max:
+        raise InvalidConfigError(
+            f"broker config batch_bytes_max ({batch_bytes_max}) exceeds server config "
+            f"request_bytes_max ({config.request_bytes_max}); a batch must fit in a request: "
+            "raise request_bytes_max too"
+        )
 
 
 def server_config_from(values: Mapping[str, Any]) -> ServerConfig:

@@ -118,3 +118,18 @@ def test_an_unreadable_metrics_token_file_is_one_line_and_exit_1(tmp_path: Path)
     assert f"cannot read metrics token file {missing}" in line
     assert "--metrics-token-file" in line
     assert "serving on" not in result.stderr
+
+
+def test_a_batch_limit_over_the_request_limit_is_refused_before_opening(tmp_path: Path) -> None:
+    """--config batch_bytes_max is the broker's (its topics' default limit); a batch that
+    large must still fit in a request, or no door could ever bring one."""
+    result = run_cli(
+        "serve", "--data-dir", str(tmp_path / "data"), "--port", "0",
+        "--config", "batch_bytes_max=2097152", "--config", "request_bytes_max=1048576",
+    )  # fmt: skip
+    assert result.returncode == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    [line] = error_lines(result.stderr)
+    assert "broker config batch_bytes_max (2097152) exceeds server config" in line
+    assert "request_bytes_max (1048576)" in line
+    assert not (tmp_path / "data").exists()  # refused before anything was opened

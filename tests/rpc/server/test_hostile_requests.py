@@ -529,7 +529,7 @@ def corrupted(batches: st.SearchStrategy[bytes]) -> st.SearchStrategy[bytes]:
 
 
 def huge_batches() -> st.SearchStrategy[bytes]:
-    """Over the server's batch_bytes_max, or over gRPC's message limit."""
+    """Over the broker's batch_bytes_max (the topics' limit), or over gRPC's message limit."""
     return st.builds(
         lambda size, byte: bytes([byte]) * size,
         st.sampled_from(
