@@ -254,27 +254,35 @@ def test_ctrl_c_against_a_stalled_server_still_exits_within_a_second(
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         text=True, cwd=ROOT, env=environment(),
     )  # fmt: skip
-    assert process.stdin is not None
-    process.stdin.write("one\ntwo\n")
-    process.stdin.flush()  # stdin stays open: the transaction stays open
-    with Admin(stalled.server.address) as admin:
-        deadline_s = time.monotonic() + 20
-        while not any(t.transactional_id == "stalled" for t in admin.list_transactions()):
-            assert time.monotonic() < deadline_s and process.poll() is None
-            time.sleep(0.1)
-    time.sleep(0.5)  # the two records sent
-    stalled.stall()
-    started_s = time.monotonic()
-    process.send_signal(signal.SIGINT)
-    process.wait(timeout=10)
-    elapsed_s = time.monotonic() - started_s
-    assert process.stderr is not None
-    stderr = process.stderr.read()
-    process.stdin.close()
-    assert process.returncode == 130, stderr
-    assert stderr.startswith("interrupted: could not abort transaction "), stderr
-    assert stderr.endswith(
-        " within 0.5 s; the broker aborts it when it times out; "
-        "0 records delivered, 2 not delivered\n"
-    ), stderr
-    assert elapsed_s < 1.5, elapsed_s
+    try:
+        assert process.stdin is not None
+        process.stdin.write("one\ntwo\n")
+        process.stdin.flush()  # stdin stays open: the transaction stays open
+        with Admin(stalled.server.address) as admin:
+            deadline_s = time.monotonic() + 20
+            while not any(t.transactional_id == "stalled" for t in admin.list_transactions()):
+                assert time.monotonic() < deadline_s and process.poll() is None
+                time.sleep(0.1)
+        time.sleep(0.5)  # the two records sent
+        stalled.stall()
+        started_s = time.monotonic()
+        process.send_signal(signal.SIGINT)
+        process.wait(timeout=10)
+        elapsed_s = time.monotonic() - started_s
+        assert process.stderr is not None
+        stderr = process.stderr.read()
+        process.stdin.close()
+        assert process.returncode == 130, stderr
+        assert stderr.startswith("interrupted: could not abort transaction "), stderr
+        assert stderr.endswith(
+            " within 0.5 s; the broker aborts it when it times out; "
+            "0 records delivered, 2 not delivered\n"
+        ), stderr
+        assert elapsed_s < 1.5, elapsed_s
+    finally:  # reaped and its three pipes closed, whatever the test saw
+        if process.poll() is None:
+            process.kill()
+        process.wait()
+        for pipe in (process.stdin, process.stdout, process.stderr):
+            if pipe is not None:
+                pipe.close()
