@@ -15,6 +15,7 @@ from typing import Any
 
 from twinlog.engine.base.errors import InvalidConfigError
 from twinlog.engine.base.renamed_keys import canonical_key
+from twinlog.engine.records.batch_format import BATCH_BYTES_HARD_MAX, HEADER_BYTES
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,10 @@ class BrokerConfig:
     # Their records on this broker are gone; only for starting again after such a loss.
     accept_journal_loss: bool = False
     # Limits on produce
+    # One produced batch, Kafka's message.max.bytes: the default of every topic's limit,
+    # which a topic may set for itself (max.message.bytes, in LogConfig). Broker.produce
+    # checks each batch against its topic's limit; ``twinlog serve --config
+    # batch_bytes_max=...`` sets this one value (the server has no limit of its own).
     batch_bytes_max: int = 8 * 1024 * 1024
     # Records in one produced batch: each costs every reader ~6 us and ~85 bytes, so a
     # 1 KiB batch of two million empty records would cost each consumer 12 s. A 1 MiB
@@ -100,7 +105,6 @@ class BrokerConfig:
         for name in (
             "transaction_check_interval_ms",
             "checkpoint_interval_ms",
-            "batch_bytes_max",
             "retention_check_interval_ms",
             "compaction_check_interval_ms",
             "offsets_segment_bytes",
@@ -116,6 +120,11 @@ class BrokerConfig:
         ):
             if getattr(self, name) <= 0:
                 raise InvalidConfigError(f"config {name} must be > 0")
+        if not HEADER_BYTES <= self.batch_bytes_max <= BATCH_BYTES_HARD_MAX:
+            raise InvalidConfigError(
+                f"config batch_bytes_max (message.max.bytes) is {self.batch_bytes_max}, "
+                f"expected {HEADER_BYTES}..{BATCH_BYTES_HARD_MAX}, as a topic's max.message.bytes"
+            )
         if self.decompressed_bytes_in_flight_max < self.batch_decompressed_bytes_max:
             raise InvalidConfigError(
                 f"config decompressed_bytes_in_flight_max "

@@ -282,6 +282,10 @@ def test_decompression_in_flight_is_bounded_across_requests(tmp_path: Path) -> N
 def test_limits_are_checked(tmp_path: Path) -> None:
     with pytest.raises(InvalidConfigError, match="batch_records_max"):
         Broker.open(tmp_path / "a", batch_records_max=0)
+    with pytest.raises(
+        InvalidConfigError, match=r"batch_bytes_max \(message.max.bytes\) is 1073741825"
+    ):
+        Broker.open(tmp_path / "c", batch_bytes_max=(1 << 30) + 1)  # a topic's could not be
     with pytest.raises(InvalidConfigError, match="decompressed_bytes_in_flight_max"):
         Broker.open(
             tmp_path / "b",
