@@ -16,6 +16,7 @@ import ssl
 import struct
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ import confluent_kafka
 import kafka
 import kafka.errors
 import pytest
+from kafka.net.compat import KafkaNetClient
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
 from pki_support import make_pki
 from server_process import ServerProcess
@@ -122,6 +124,25 @@ def _kafka_python(**options: Any) -> dict[str, Any]:
         "reconnect_backoff_max_ms": 200,
         **options,
     }
+
+
+@contextmanager
+def _refused_kafka_python() -> Iterator[dict[str, Any]]:
+    """``kafka_client=`` for a KafkaProducer whose constructor is expected to fail:
+    kafka-python does not close the client it made then (its wakeup socket pair stays
+    open), so the clients made are closed here."""
+    clients: list[KafkaNetClient] = []
+
+    def make_client(**configs: Any) -> KafkaNetClient:
+        client = KafkaNetClient(**configs)
+        clients.append(client)
+        return client
+
+    try:
+        yield {"kafka_client": make_client}
+    finally:
+        for client in clients:
+            client.close()
 
 
 def _sasl_ssl_kafka_python(pki: Pki) -> dict[str, Any]:
@@ -234,10 +255,10 @@ def test_a_client_without_a_certificate_is_refused_under_mutual_tls(
     listeners: Listeners, pki: Pki, caplog: pytest.LogCaptureFixture
 ) -> None:
     started = time.monotonic()
-    with pytest.raises(kafka.errors.KafkaTimeoutError):
+    with _refused_kafka_python() as closing, pytest.raises(kafka.errors.KafkaTimeoutError):
         kafka.KafkaProducer(
             bootstrap_servers=_bootstrap(listeners.mutual),
-            **_kafka_python(security_protocol="SSL", ssl_cafile=pki["ca.pem"]),
+            **_kafka_python(security_protocol="SSL", ssl_cafile=pki["ca.pem"], **closing),
         )
     assert time.monotonic() - started < 5
     assert "TLS handshake failed" in caplog.text and "certificate" in caplog.text
@@ -247,8 +268,8 @@ def test_a_plaintext_client_on_the_tls_port_fails_promptly(
     listeners: Listeners, caplog: pytest.LogCaptureFixture
 ) -> None:
     started = time.monotonic()
-    with pytest.raises(kafka.errors.KafkaTimeoutError):
-        kafka.KafkaProducer(bootstrap_servers=_bootstrap(listeners.ssl), **_kafka_python())
+    with _refused_kafka_python() as closing, pytest.raises(kafka.errors.KafkaTimeoutError):
+        kafka.KafkaProducer(bootstrap_servers=_bootstrap(listeners.ssl), **_kafka_python(**closing))
     assert time.monotonic() - started < 5
     assert "plaintext Kafka request to this TLS listener" in caplog.text
     # What the client sees: the connection closed, unanswered, at once (reset: the
@@ -274,10 +295,10 @@ def test_clients_that_trust_another_ca_fail_their_handshake(
     bootstrap = _bootstrap(listeners.ssl)
     wrong_ca = str(pki.other / "ca.pem")
     started = time.monotonic()
-    with pytest.raises(kafka.errors.KafkaTimeoutError):
+    with _refused_kafka_python() as closing, pytest.raises(kafka.errors.KafkaTimeoutError):
         kafka.KafkaProducer(
             bootstrap_servers=bootstrap,
-            **_kafka_python(security_protocol="SSL", ssl_cafile=wrong_ca),
+            **_kafka_python(security_protocol="SSL", ssl_cafile=wrong_ca, **closing),
         )
     assert time.monotonic() - started < 5
     errors: list[confluent_kafka.KafkaError] = []
