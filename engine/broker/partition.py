@@ -257,10 +257,36 @@ class Partition(PartitionReplica):
             self._register(
                 transaction_id, sender or (header.producer_id, header.producer_generation), gate
             )
+            return self._append_checked(transaction_id, batch, header, attempt, gate)
+
+    def _append_checked(
+        self,
+        transaction_id: int,
+        batch: bytes,
+        header: BatchHeader,
+        attempt: str,
+        gate: GateEntry,
+    ) -> ProduceResult:
+        """``append_transactional``'s sequence check and journal append as one step per
+        transaction: T's append lock is held from the check until the tracker has recorded
+        the batch, so a retry racing its original finds it recorded (a duplicate). A
+        replicated leader records it once it is in the journal log (before the wait for
+        its replicas, which the lock does not cover); one node once it is durable."""
+        lock = gate.append_lock
+        lock.acquire()
+        held = [True]
+
+        def release() -> None:
+            if held[0]:
+                held[0] = False
+                lock.release()
+
+        try:
             tracker = self._transaction_tracker(transaction_id, attempt)
             where = f"{self.name} in transaction {transaction_id}"
             check = tracker.check(header, f"{where} attempt {attempt!r}" if attempt else where)
             if check.duplicate:
+                release()
                 if self.replicas is not None and check.base_offset >= 0:
                     # The first copy was appended here but its wait was not answered: a
                     # duplicate is acknowledged once that entry is committed (J2), as Kafka
@@ -273,9 +299,10 @@ class Partition(PartitionReplica):
             # failed (too few replicas, a timeout) is then a duplicate, not a second entry.
             observed: list[int] = []
 
-            def on_appended(journal_offset: int) -> None:
+            def on_appended(journal_offset: int) -> None:  # this thread, in the append
                 tracker.observe(header, journal_offset)
                 observed.append(journal_offset)
+                release()
 
             self.journal.append(
                 self.name,
@@ -289,6 +316,8 @@ class Partition(PartitionReplica):
             )
             if not observed:
                 tracker.observe(header, -1)
+        finally:
+            release()
         return ProduceResult(-1)
 
     def register_transaction(self, transaction_id: int, sender: tuple[int, int]) -> None:

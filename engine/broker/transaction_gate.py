@@ -24,7 +24,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(slots=True)
@@ -33,6 +33,10 @@ class GateEntry:
     frozen: bool = False
     freezes: int = 0  # how many freezes this entry has seen (a thaw names the one it undoes)
     registered: tuple[int, int] | None = None  # (producer id, generation) the coordinator took
+    # Held by one append of T at a time from its sequence check until the tracker has
+    # recorded it: a retry racing its original then finds it recorded (a duplicate),
+    # as Kafka checks and appends under the log's lock.
+    append_lock: threading.Lock = field(default_factory=threading.Lock)
 
 
 class TransactionGate:
