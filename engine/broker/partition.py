@@ -274,11 +274,12 @@ class Partition(PartitionReplica):
         its replicas, which the lock does not cover); one node once it is durable."""
         lock = gate.append_lock
         lock.acquire()
-        held = [True]
+        held = True
 
         def release() -> None:
-            if held[0]:
-                held[0] = False
+            nonlocal held
+            if held:
+                held = False
                 lock.release()
 
         try:
