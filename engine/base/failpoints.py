@@ -110,6 +110,19 @@ def arm(
         enabled = True
 
 
+def arm_specification(specification: str) -> None:
+    """Arm every ``name=action`` item of ``specification`` (the environment variable's
+    syntax) in this process now: a worker that arms its failpoints once set up counts
+    only the hits of the work it is meant to crash in."""
+    global enabled
+    parsed = _parse(specification)
+    with _lock:
+        for name, armed in parsed.items():
+            _armed[name] = armed
+            _hits.pop(name, None)
+        enabled = enabled or bool(parsed)
+
+
 def disarm_all() -> None:
     global enabled
     with _lock:

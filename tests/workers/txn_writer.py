@@ -4,19 +4,24 @@
 
 Prints ``COMMITTED <n>`` (flushed) after commit_transaction(n) returns, i.e. after
 the broker promised the commit. Values are ``t<n>-p<partition>-<i>``. Meant to be
-killed: by a failpoint (TWINLOG_FAILPOINTS) or by the test's SIGKILL.
+killed: by a failpoint or by the test's SIGKILL. ``TXN_WRITER_FAILPOINTS`` (the syntax
+of TWINLOG_FAILPOINTS) is armed once the broker is open and the topic created, so a
+failpoint's count is the count of its hits in the transactions.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 
+from twinlog.engine.base import failpoints
 from twinlog.engine.base.errors import TopicExistsError
 from twinlog.engine.broker.broker import Broker
 from twinlog.engine.records.batch_builder import RecordBatchBuilder
 
 TOPIC = "crash"
 PARTITIONS = 3
+FAILPOINTS_VARIABLE = "TXN_WRITER_FAILPOINTS"
 
 
 def main() -> None:
@@ -27,6 +32,7 @@ def main() -> None:
     except TopicExistsError:
         pass
     identity = broker.init_producer("crash-writer")
+    failpoints.arm_specification(os.environ.get(FAILPOINTS_VARIABLE, ""))
     start = int(sys.argv[3]) if len(sys.argv) > 3 else 0
     for number in range(start, start + transactions):
         txn_id = broker.begin_transaction(identity.producer_id, identity.producer_generation)

@@ -41,10 +41,9 @@ def run_worker(
     start: int = 0,
 ) -> tuple[set[int], int]:
     environment = dict(os.environ)
-    if failpoint:
-        environment["TWINLOG_FAILPOINTS"] = failpoint
-    else:
-        environment.pop("TWINLOG_FAILPOINTS", None)
+    environment.pop("TWINLOG_FAILPOINTS", None)
+    # armed by the worker once open, the topic created and its producer initialised
+    environment["TXN_WRITER_FAILPOINTS"] = failpoint or ""
     process = subprocess.Popen(
         [
             sys.executable,
@@ -138,12 +137,11 @@ FAILPOINTS = [
     "copier.after_batch=crash@3",
     "copier.after_log_fsync=crash@2",
     "copier.after_applied_record=crash@4",
-    "journal.before_sync=crash@5",
-    "journal.after_sync=crash@7",
-    # Opening and creating the topic take 7 log fsyncs (data and journal logs): these land
-    # in the transactions that follow.
-    "log.before_fsync=crash@10",
-    "log.after_fsync=crash@11",
+    # Counted from the first transaction on (the worker arms them once set up).
+    "journal.before_sync=crash@2",
+    "journal.after_sync=crash@4",
+    "log.before_fsync=crash@3",
+    "log.after_fsync=crash@4",
 ]
 
 
