@@ -113,6 +113,9 @@ class PartitionWriter:
         self.journal = journal
         self.wait_replicated = wait_replicated
         self.on_copied = on_copied
+        # Called when a recovery ends (its half-done copies finished, or none found): the
+        # partition lets readers past where such a copy began.
+        self.on_recovered: Callable[[], None] | None = None
         self._lock = threading.Lock()
         self._needs_recovery = True
 
@@ -312,6 +315,8 @@ class PartitionWriter:
             )
         outcomes = [self._recover_one(record) for record in applying]
         self._needs_recovery = False
+        if self.on_recovered is not None:
+            self.on_recovered()
         return outcomes
 
     def inspect(self, record: CopyRecord | None) -> Case:

@@ -12,7 +12,7 @@ ZooKeeper (``coordinators/<N>``, with the coordinator epoch and a conditional wr
 so coordinators read and write it only through ``CheckpointPointerStore``. The
 ``MetadataStore`` of the broker hands out one store per journal partition.
 
-The local version is a file, ``DATA_DIR/txn/N/checkpoint``, replaced atomically:
+The local version is a file, ``DATA_DIR/logs/__txn_journal-N/checkpoint``, replaced atomically:
 
     pointer  := document "\\n" crc "\\n"
     document := JSON {"version": 2, "checkpoint_offset": int, "replay_from_offset": int}

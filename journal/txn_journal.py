@@ -1,9 +1,9 @@
 """The transaction journal: the coordinator's log of decisions, one per journal partition.
 
 It is stored like a data log (``twinlog.engine.log``: segments, indexes, CRCs,
-recovery), in ``DATA_DIR/txn/<journal partition>/``, one batch per record
-(``twinlog.journal.txn_records``). Every append is fsynced before it returns: the
-coordinator answers a producer only after its decision is durable.
+recovery), one batch per record (``twinlog.journal.txn_records``). Every append is
+fsynced before it returns: the coordinator answers a producer only after its decision
+is durable.
 
 Its checkpoint (``twinlog.journal.txn_checkpoint``) is CHECKPOINT records in
 the log plus a pointer to them in a ``CheckpointPointerStore`` (by default the
@@ -11,10 +11,12 @@ file ``checkpoint`` in the journal's directory). Retention follows the pointer:
 segments wholly below min(replay_from_offset, checkpoint_offset) are deleted
 once the pointer is durable, never the one holding either offset.
 
-In a cluster the journal is partition N of the replicated topic ``__txn_journal``
-(CLUSTER.md §3.5): the broker hands in that partition's log and an ``append`` that
-returns only once the in-sync replicas hold the record (so the coordinator acts on
-committed records only), and the journal neither opens nor closes the log.
+In a broker (one node or a cluster) the journal is partition N of the replicated topic
+``__txn_journal`` (CLUSTER.md §3.5), in ``DATA_DIR/logs/__txn_journal-N/``: the broker
+hands in that partition's log and an ``append`` that returns only once the in-sync
+replicas hold the record (so the coordinator acts on committed records only), and the
+journal neither opens nor closes the log. Standing alone (its tests, tools) it opens its
+own log in ``directory``.
 
 Thread rule: one coordinator thread appends at a time (the coordinator holds
 its lock); ``replay`` runs at start-up before any append.

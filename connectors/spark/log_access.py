@@ -33,7 +33,7 @@ from twinlog.connectors.spark.fetch_ahead import FetchAhead, next_fetch_offset
 from twinlog.connectors.spark.options import Connection
 from twinlog.engine.base.errors import OffsetOutOfRangeError, UnknownTopicOrPartitionError
 from twinlog.engine.base.types import FetchResult, TopicPartition
-from twinlog.engine.broker.group_offsets import OFFSETS_TOPIC
+from twinlog.engine.broker.internal_topics import is_internal
 from twinlog.engine.broker.topic_registry import TopicRegistry
 from twinlog.engine.log import LogReader
 from twinlog.engine.records.batch_format import BatchHeader
@@ -111,7 +111,7 @@ class BrokerLogAccess:
         self.broker.close()
 
     def topic_names(self) -> list[str]:
-        return [t for t in retried(self.broker.list_topics, "list topics") if t != OFFSETS_TOPIC]
+        return [t for t in retried(self.broker.list_topics, "list topics") if not is_internal(t)]
 
     def describe(self, topic: str) -> list[Bounds]:
         described = retried(lambda: self.broker.describe_topic(topic), f"describe {topic}")
@@ -229,7 +229,7 @@ class DirectoryLogAccess:
         return LogReader(self.data_dir / "logs" / str(partition))
 
     def topic_names(self) -> list[str]:
-        return sorted(t for t in self.registry.topics if t != OFFSETS_TOPIC)
+        return sorted(t for t in self.registry.topics if not is_internal(t))
 
     def describe(self, topic: str) -> list[Bounds]:
         count = self.registry.get(topic).partitions

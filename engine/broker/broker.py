@@ -17,32 +17,43 @@ directory layout (``docs/design.md``):
                               engine.transactions.id_allocator)
       logs/TOPIC-PARTITION/   data log segments and indexes (engine.log)
         journal/              the partition's journal log (journal.journal_logs)
+      logs/__txn_journal-N/   transaction journal partition N (a partition like any
+                              other) + its checkpoint pointer ``checkpoint``
       journal/                LMDB: local data journals + transaction index, applied
                               from the journal logs (journal)
-      txn/N/                  transaction journal partition N + its checkpoint pointer
 
 Topics, ids and checkpoint pointers come through two Protocols, ``MetadataStore``
 and ``IdSource``: the local files by default, a shared store when given to ``open``.
+
+One node and a cluster run the same code: a single node is a cluster of one, whose
+sole member (``membership``) leads every partition with ISR {itself}; a cluster broker's
+ZooKeeper member (``rpc.server.cluster_member``) gives the roles the controller decides.
 
 Start-up, in order (each step needs the one before):
 
     1. topics and ids            the metadata store and the id source
     2. local data journal        open LMDB
-    3. partitions                open each data log (log recovery), replay its journal log
-                                 into LMDB, then the copier's recovery of half-done
-                                 copies against the journal
-    4. group offsets             read __consumer_offsets into memory
-    5. coordinators              replay each transaction journal from its checkpoint;
-                                 prepared transactions are queued for completion
-    6. purge                     drop journal leftovers below the coordinators' low watermark
-    7. background threads        completers; the scheduler's timeouts, checkpoints,
-                                 retention, compaction and log flush
+    3. partitions                (a single node's old ``txn/N`` journals moved into
+                                 ``__txn_journal`` once) open each data log (log recovery)
+                                 and replay its journal log into LMDB; the internal topics
+                                 created if missing (on a cluster, once enough brokers live)
+    4. group coordinators        one slot per __consumer_offsets partition
+    5. coordinators              one slot per __txn_journal partition
+    6. roles                     the sole member leads every partition: each leader's first
+                                 write finishes a half-done copy (J6), each slot loads (a
+                                 coordinator replays its journal from the checkpoint and
+                                 queues its prepared transactions), and the open waits
+                                 for them; a cluster broker's roles come once it joins
+    7. background threads        the scheduler's timeouts, checkpoints (and the journal
+                                 purge below the coordinators' low watermark), retention,
+                                 compaction and log flush
 
 Thread rule: every public method may be called from any thread.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import threading
@@ -59,7 +70,6 @@ from twinlog.engine.base.errors import (
     InvalidConfigError,
     LogClosedError,
     NotEnoughResourcesError,
-    TopicExistsError,
 )
 from twinlog.engine.base.types import (
     FetchResult,
@@ -85,6 +95,13 @@ from twinlog.engine.broker.group_offsets import (
 )
 from twinlog.engine.broker.internal_topics import TXN_JOURNAL_TOPIC, refuse_internal
 from twinlog.engine.broker.local_metadata_store import LocalMetadataStore
+from twinlog.engine.broker.membership import (
+    SOLE_BROKER_EPOCH,
+    SOLE_BROKER_ID,
+    AwaitingCluster,
+    Membership,
+    SoleMember,
+)
 from twinlog.engine.broker.metadata_store import MetadataStore
 from twinlog.engine.broker.partition import Partition
 from twinlog.engine.broker.partition_manager import PartitionManager
@@ -93,10 +110,12 @@ from twinlog.engine.broker.producer_owner import is_idempotent
 from twinlog.engine.broker.scheduler import Scheduler, broker_tasks
 from twinlog.engine.broker.seam_adapters import (
     CurrentPartitionLeaders,
+    HereCoordinators,
     LocalCoordinators,
     LocalPartitionLeaders,
 )
 from twinlog.engine.broker.topic_manager import TopicManager
+from twinlog.engine.broker.txn_journal_migration import migrate_txn_journals
 from twinlog.engine.groups.group_calls import (
     OUTSIDE_ANY_GROUP,
     GroupDescription,
@@ -159,22 +178,30 @@ class Broker:
         """Use ``Broker.open``."""
         self._given_coordinator_ids = coordinator_ids
         self.data_dir = data_dir
-        self.config = config
-        self.broker_id = broker_id
-        # A cluster broker's partitions are replicated; they wake the followers' long polls
-        # waiting in replica_fetch (partition_manager).
-        self.replication = (
-            None
-            if broker_id is None
-            else ReplicationSettings(
-                broker_id,
-                min_insync_replicas=config.min_insync_replicas,
-                lag_time_max_ms=config.replica_lag_time_max_ms,
-                ack_timeout_ms=config.replica_ack_timeout_ms,
-                replica_fsync=config.replica_fsync,
-                on_data=self._notify_replica_data,
+        # One node is a cluster of one (``membership``): its sole member leads every
+        # partition with ISR {itself}, so the cluster's replication settings that assume
+        # more copies (a topic's default replication factor, min_insync_replicas) are 1.
+        if broker_id is None:
+            config = dataclasses.replace(
+                config, default_replication_factor=1, min_insync_replicas=1
             )
+        self.config = config
+        self.broker_id = SOLE_BROKER_ID if broker_id is None else broker_id
+        # The partitions are replicated (on one node, to nobody); they wake the followers'
+        # long polls waiting in replica_fetch (partition_manager).
+        self.replication = ReplicationSettings(
+            self.broker_id,
+            min_insync_replicas=config.min_insync_replicas,
+            lag_time_max_ms=config.replica_lag_time_max_ms,
+            ack_timeout_ms=config.replica_ack_timeout_ms,
+            replica_fsync=config.replica_fsync,
+            on_data=self._notify_replica_data,
         )
+        # What gives the partitions and coordinators their roles: the sole member of a
+        # single node (set at start-up), or a ZooKeeper member (``rpc.server``'s
+        # ClusterMember sets itself here once it joins).
+        self._sole_member = broker_id is None
+        self.membership: Membership = AwaitingCluster()
         self._given_metadata = metadata  # None: the local files, opened by _start
         self._given_ids = ids
         self._closed = False
@@ -186,10 +213,12 @@ class Broker:
         # default. In a cluster a transport replaces them, so a coordinator reaches
         # partitions led elsewhere and a partition reaches the coordinator of a transaction
         # begun elsewhere. ``local_partition_leaders`` (set at start-up) and
-        # ``register_partition_here`` are what a transport's server side calls: this
-        # broker's own partitions and coordinators, never forwarded.
-        self.transaction_coordinators: TransactionCoordinators | None = None
-        self.broker_epoch = -1  # the cluster registration's (KIP-380); set by the cluster member
+        # ``here_coordinators`` are what a transport's server side calls: this broker's own
+        # partitions and coordinators, never forwarded.
+        self.here_coordinators = HereCoordinators(self)
+        self.transaction_coordinators: TransactionCoordinators = self.here_coordinators
+        # the cluster registration's (KIP-380), set by a ZooKeeper member; the sole member's
+        self.broker_epoch = SOLE_BROKER_EPOCH
         # The parts, each set once by _start in the order its docstring gives.
         self.partition_manager: PartitionManager
         self.topic_manager: TopicManager
@@ -214,8 +243,10 @@ class Broker:
 
         ``metadata`` and ``ids`` default to the data directory's own files
         (``LocalMetadataStore``, ``LocalIdSource``). ``broker_id``: a cluster broker,
-        whose partitions are replicated and serve nothing until the cluster gives each
-        a role (``take_partition_role``); None: the single-node broker.
+        whose partitions serve nothing until the cluster gives each a role
+        (``take_partition_role``, from its ZooKeeper member); None: a single node, a
+        cluster of one whose sole member (``membership``) leads everything before
+        ``open`` returns.
         ``coordinator_ids``: a cluster broker's source of ids for each coordinator it
         loads, taking a fresh block so ids stay increasing per coordinator across
         brokers (``ZooKeeperIdSource``); default ``ids``.
@@ -290,17 +321,9 @@ class Broker:
                 entry_batches=config.journal_entry_batches,
             )
         )
-        # 3. partitions (data log recovery, then copier recovery); a cluster's
-        # __consumer_offsets is created like __txn_journal, replicated (ensure_internal_topics)
-        if self.replication is None and OFFSETS_TOPIC not in self.metadata.topics():
-            try:
-                self.metadata.add_topic(
-                    OFFSETS_TOPIC,
-                    config.offsets_partitions,
-                    offsets_topic_config({}, config.offsets_segment_bytes),
-                )
-            except TopicExistsError:
-                pass  # another broker on the same ZooKeeper metadata created it first
+        # 3. partitions (data log recovery; each replays its journal log into LMDB); a
+        # single node's journals of before it was a cluster of one move into __txn_journal
+        migrate_txn_journals(self.data_dir, self.metadata, self._given_metadata is None)
         self.partition_manager = PartitionManager(
             self.data_dir,
             config,
@@ -335,24 +358,25 @@ class Broker:
             self.metadata,
             self.journal,
             self.partition_manager,
-            self.replication,
+            lambda: self.membership,
             offsets_partitions,
             lambda: self.coordinators,
             self._admin_lock,
             lambda: self._closed,
         )
-        # 4. group offsets: a single-node broker's, all folded now; a cluster broker's, each
-        # partition's as it comes to lead it (group_coordinators)
+        # __txn_journal and __consumer_offsets: on one node created now (the first open);
+        # on a cluster once enough brokers are live (a scheduler task asks every second)
+        self.topic_manager.ensure_internal_topics()
+        # 4. group offsets: each offsets partition's folded in as this broker comes to
+        # lead it (group_coordinators)
         self.group_offsets = GroupOffsets(offsets_partitions)
         self.group_coordinators = GroupCoordinators(
             self.group_offsets,
             self.partition_manager,
             self.journal,
             lambda partition_index: self.consumer_groups.drop_partition(partition_index),
-            None if self.replication is None else self.scheduler.is_stopping,
+            self.scheduler.is_stopping,
         )
-        if self.replication is None:
-            self.group_coordinators.fold_all()
         self.offset_fence = GroupOffsetFence(
             self.group_offsets, LocalCoordinators(self).settle_offsets_holder
         )
@@ -365,8 +389,10 @@ class Broker:
             self.topic_manager.partition_counts,
             config.group_heartbeat_interval_ms,
         )
-        # 5. coordinators: a single-node broker's, each over its local journal; a cluster
-        # broker's load as it comes to lead their __txn_journal partitions (coordinator_slots)
+        # 5. coordinators: each loads as this broker comes to lead its __txn_journal
+        # partition (coordinator_slots): replay from the checkpoint, redo the prepared
+        # decisions; journal leftovers below the coordinators' low watermark are purged by
+        # the checkpoint rounds
         self.coordinator_manager = CoordinatorManager(
             self.data_dir,
             self.metadata,
@@ -376,29 +402,16 @@ class Broker:
             self.offset_fence,
             self.transaction_timings,
             self.partition_manager,
+            self.scheduler.is_stopping,
         )
-        replayed = 0
-        if self.replication is None:
-            replayed = self.coordinator_manager.load_local()
-        else:
-            self.topic_manager.ensure_internal_topics()
-            self.coordinator_manager.start_slots(self.scheduler.is_stopping)
-        # 6. purge leftovers of transactions no coordinator knows (a cluster broker leads
-        # nothing yet: its leaders purge in the checkpoint rounds)
-        try:
-            purged = (
-                0
-                if self.replication is not None
-                else self.journal.purge_below(self.low_watermark())
-            )
-        except DiskFullError as error:
-            # A tidy-up, not a step the next ones need: the scheduler's checkpoint round
-            # purges again once space returns.
-            log.warning("journal purge deferred: %s", error)
-            purged = 0
+        # 6. roles: on one node its sole member leads everything now, and the open waits
+        # until every coordinator has loaded; a cluster broker waits for its ZooKeeper
+        # member to join (``rpc.server``)
+        if self._sole_member:
+            sole_member = SoleMember(self)
+            self.membership = sole_member
+            sole_member.start()
         # 7. background work
-        for coordinator in self.coordinators:
-            coordinator.start()
         self.scheduler.start(
             [
                 *broker_tasks(
@@ -414,21 +427,26 @@ class Broker:
             ]
         )
         log.info(
-            "broker open in %s: %d topics, %d partitions, %d journal records replayed, %d leftover "
-            "journal entries purged, %.0f ms",
+            "broker %d open in %s: %d topics, %d partitions, %d coordinators active, %.0f ms",
+            self.broker_id,
             self.data_dir,
             len(self.metadata.topics()),
             self.partition_manager.count(),
-            replayed,
-            purged,
+            len(self.coordinators),
             (time.monotonic() - started) * 1000,
         )
 
     @property
     def coordinators(self) -> list[Coordinator]:
-        """The coordinators active on this broker: all of a single-node broker's; those of
-        the journal partitions a cluster broker leads and has loaded."""
+        """The coordinators active on this broker: those of the journal partitions it leads
+        and has loaded (on one node, all of them once open)."""
         return self.coordinator_manager.active
+
+    @property
+    def is_sole_member(self) -> bool:
+        """A single node: its sole member leads everything and no other broker exists, so
+        nothing calls its broker-to-broker services (the server leaves them out)."""
+        return self._sole_member
 
     def partition(self, topic_partition: TopicPartition) -> Partition:
         """The partition ``topic_partition`` names, as this broker holds it (its log, high
@@ -462,7 +480,6 @@ class Broker:
         if groups is not None:
             groups.close()
         parts: list[Any] = [
-            *(coordinators.local if coordinators is not None else []),
             *(partitions.all() if partitions is not None else []),
             getattr(self, "journal", None),
         ]
@@ -669,65 +686,22 @@ class Broker:
         wanted = {TopicPartition(*p): int(o) for p, o in offsets.items()}
         if not group_id:
             raise InvalidConfigError("group id must not be empty")
-        if self.replication is not None:
-            self._send_offsets_as_group_coordinator(
-                transaction_id, producer_id, producer_generation, group_id, wanted, member
-            )
-            return
-        coordinator = self.coordinator_manager.of_transaction(transaction_id, producer_id)
-        # The request's own transaction first (writes nothing): a stale or made-up one
-        # must not abort the transaction that holds the offsets.
-        coordinator.add_partitions(transaction_id, producer_id, producer_generation, ())
-        offsets_partition = self.group_offsets.partition_for(group_id)
-        with self.consumer_groups.committing(group_id, member, wanted):
-            self.offset_fence.take(
-                transaction_id,
-                group_id,
-                wanted,
-                lambda: coordinator.add_offsets(
-                    transaction_id,
-                    producer_id,
-                    producer_generation,
-                    group_id,
-                    offsets_partition,
-                    wanted,
-                ),
-                newcomer_is_member=bool(member.member_id),
-            )
-            batch = build_offsets_batch(group_id, wanted, transactional=True)
-            target = self.partition(offsets_partition)
-            target.append_transactional(
-                transaction_id,
-                batch,
-                validate_batch(batch),
-                sender=(producer_id, producer_generation),
-            )
-
-    def _send_offsets_as_group_coordinator(
-        self,
-        transaction_id: int,
-        producer_id: int,
-        producer_generation: int,
-        group_id: str,
-        offsets: Mapping[TopicPartition, int],
-        member: GroupMemberRef,
-    ) -> None:
-        """A cluster broker, as the group's coordinator (the leader of its offsets
-        partition P), which the transaction's coordinator may not be: P registers with the
-        transaction first (its coordinator checks the producer and the state, and journals P
-        in it, so a stale or made-up transaction aborts nobody), then the fence settles the
-        offsets' holders with their coordinators, then the offsets batch is journaled on P
-        like any transactional batch; it is folded into memory when its APPLY comes."""
+        # As the group's coordinator (the leader of its offsets partition P), which the
+        # transaction's coordinator may not be: P registers with the transaction first (its
+        # coordinator checks the producer and the state, and journals P in it, so a stale
+        # or made-up transaction aborts nobody), then the fence settles the offsets'
+        # holders with their coordinators, then the offsets batch is journaled on P like
+        # any transactional batch; it is folded into memory when its APPLY comes.
         target = self.group_coordinators.coordinator_of(group_id)
-        with self.consumer_groups.committing(group_id, member, offsets):
+        with self.consumer_groups.committing(group_id, member, wanted):
             sender = (producer_id, producer_generation)
             target.register_transaction(transaction_id, sender)
-            batch = build_offsets_batch(group_id, offsets, transactional=True)
+            batch = build_offsets_batch(group_id, wanted, transactional=True)
             header = validate_batch(batch)
             self.offset_fence.take(
                 transaction_id,
                 group_id,
-                offsets,
+                wanted,
                 lambda: target.append_transactional(transaction_id, batch, header, sender=sender),
                 newcomer_is_member=bool(member.member_id),
             )
@@ -834,6 +808,14 @@ class Broker:
             else:
                 slots.follow(topic_partition.partition)
 
+    def topic_partition_counts(self) -> dict[str, int]:
+        """Every topic (internal ones too) and its partition count (the sole member)."""
+        return {name: topic.partitions for name, topic in self.metadata.topics().items()}
+
+    def internal_slots(self) -> list[CoordinatorSlots[Any]]:
+        """The transaction coordinators' and group coordinators' slots."""
+        return [self.coordinator_manager.slots, self.group_coordinators.slots]
+
     def replica_fetch(self, request: ReplicaFetch) -> list[FetchedPartition]:
         """A follower's fetch (leader side; ``PartitionManager.replica_fetch``)."""
         self._check_open()
@@ -886,7 +868,7 @@ class Broker:
         target.check_serves_clients()
         if spec == "earliest":
             return target.log.log_start_offset
-        high_watermark = target.high_watermark.value
+        high_watermark = target.readable_end
         if spec == "latest":
             return high_watermark
         if isinstance(spec, int) and not isinstance(spec, bool):

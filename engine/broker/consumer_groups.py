@@ -2,8 +2,8 @@
 broker keeps in ``__consumer_offsets``, for the group calls and the group tools.
 
 Every call runs at the group's coordinator (``coordinator_of``: the group's offsets
-partition on a single node; on a cluster the partition once this broker leads it, else
-NotCoordinatorError or CoordinatorLoadInProgressError, both retriable). A group's new epoch
+partition once this broker leads it, on one node always, else NotCoordinatorError or
+CoordinatorLoadInProgressError, both retriable). A group's new epoch
 is appended to that partition (a plain append, ``acks=all`` on a cluster) before any
 member is told it: the epoch fence stays monotonic across coordinator moves.
 

@@ -1,21 +1,18 @@
 """The transaction coordinators this broker runs, and finding the one a request belongs to.
 
-A single-node broker runs every coordinator, each over its local journal ``txn/N``
-(``load_local``). A cluster broker runs coordinator N while it leads
-``__txn_journal-N``: the slots (``twinlog.engine.transactions.coordinator_slots``)
-load it from the replicated journal when the partition's leadership comes here and
-abandon it when it goes (``start_slots``, ``lead``/``follow`` through ``slots``).
+A broker runs coordinator N while it leads ``__txn_journal-N`` (on one node, its sole
+member leads them all): the slots (``twinlog.engine.transactions.coordinator_slots``)
+load it from the journal partition when its leadership comes here and abandon it when
+it goes (``lead``/``follow`` through ``slots``).
 
 A producer id, a transaction id and a transactional id each name their coordinator
 (``coordinator_partition_of``); ``for_id`` and ``for_transactional_id`` answer it, or
-raise NotCoordinatorError / CoordinatorLoadInProgressError (retriable) on a cluster
-broker that does not lead (or is loading) that journal partition.
+raise NotCoordinatorError / CoordinatorLoadInProgressError (retriable) on a broker that
+does not lead (or is loading) that journal partition.
 
 State, and who changes it:
-    _local   a single-node broker's coordinators, by journal partition; set once at
-             start-up, closed by ``close``.
-    slots    a cluster broker's slots; ``lead``/``follow`` come from the cluster
-             member's thread, reads from any thread (the slots lock themselves).
+    slots    one per journal partition; ``lead``/``follow`` come from the member's
+             thread, reads from any thread (the slots lock themselves).
     _issued_transactional_ids / _unknown_producer_ids   bounded caches of other
              brokers' answers (``transactional_id_of``), from any request thread.
 """
@@ -76,11 +73,11 @@ class CoordinatorManager:
         offset_fence: GroupOffsetFence,
         timings: TransactionTimings,
         partitions: PartitionManager,
+        is_stopping: Callable[[], bool],
     ) -> None:
-        """Called once by the broker's start-up (step 5); ``load_local`` or ``start_slots``
-        follows. ``coordinator_ids``: a cluster broker's source of ids for each coordinator
-        it loads (a fresh block, so ids stay increasing per coordinator across brokers);
-        default ``ids``."""
+        """Called once by the broker's start-up (step 5). ``coordinator_ids``: a cluster
+        broker's source of ids for each coordinator it loads (a fresh block, so ids stay
+        increasing per coordinator across brokers); default ``ids``."""
         self._data_dir = data_dir
         self._metadata = metadata
         self._ids = ids
@@ -89,8 +86,9 @@ class CoordinatorManager:
         self._offset_fence = offset_fence
         self._timings = timings
         self._partitions = partitions
-        self._local: list[Coordinator] = []
-        self.slots: CoordinatorSlots[Coordinator] | None = None
+        self.slots = CoordinatorSlots(
+            self._metadata.journal_partitions, self._load, self._unload, is_stopping
+        )
         # producer id -> the transactional id it was issued for, asked of other brokers'
         # coordinators (never changes once issued; bounded, the oldest dropped first)
         self._issued_transactional_ids = BoundedCache[int, str](ISSUED_IDS_CACHED_MAX)
@@ -99,35 +97,6 @@ class CoordinatorManager:
         self._unknown_producer_ids = BoundedCache[int, float](ISSUED_IDS_CACHED_MAX)
 
     # --- life cycle ---------------------------------------------------------------------------
-
-    def load_local(self) -> int:
-        """A single-node broker's coordinators, each over ``txn/N``, recovered; the number
-        of journal records replayed."""
-        self._local = [
-            Coordinator(
-                journal_partition_index,
-                TxnJournal(
-                    self._data_dir / "txn" / str(journal_partition_index),
-                    pointers=self._metadata.checkpoint_pointers(journal_partition_index),
-                ),
-                self._ids,
-                self._leaders,
-                on_complete=self._offset_fence.release,
-                timings=self._timings,
-            )
-            for journal_partition_index in range(self._metadata.journal_partitions)
-        ]
-        replayed = sum(coordinator.recover() for coordinator in self._local)
-        for coordinator in self._local:
-            self._restore_offset_fence(coordinator)
-        return replayed
-
-    def start_slots(self, is_stopping: Callable[[], bool]) -> None:
-        """A cluster broker's slots: coordinator N loads when ``__txn_journal-N``'s
-        leadership comes here."""
-        self.slots = CoordinatorSlots(
-            self._metadata.journal_partitions, self._load, self._unload, is_stopping
-        )
 
     def _restore_offset_fence(self, coordinator: Coordinator) -> None:
         for described in coordinator.list_transactions():
@@ -144,7 +113,6 @@ class CoordinatorManager:
         )
         committed_end = partition.wait_committed_to_end(leader_epoch)
         slots = self.slots
-        assert slots is not None
         journal = TxnJournal(
             partition.directory,
             log=partition.log,
@@ -187,38 +155,27 @@ class CoordinatorManager:
         log.info("transaction coordinator %d unloaded", coordinator.partition_index)
 
     def wait_active(self, journal_partition: int, timeout_s: float) -> bool:
-        """Until this cluster broker's coordinator ``journal_partition`` is active."""
-        return self.slots is not None and self.slots.wait_active(journal_partition, timeout_s)
+        """Until this broker's coordinator ``journal_partition`` is active."""
+        return self.slots.wait_active(journal_partition, timeout_s)
 
     def abandon_led(self) -> None:
-        """Closing a cluster broker: its coordinators write nothing more; the next leader
-        redoes what they left."""
-        if self.slots is not None:
-            for coordinator in self.slots.close():
-                coordinator.abandon()
-
-    @property
-    def local(self) -> list[Coordinator]:
-        """A single-node broker's coordinators (empty on a cluster broker): the broker
-        closes them with its other parts."""
-        return self._local
+        """Closing the broker: its coordinators write nothing more, as after a crash; the
+        next leader (on one node, the next open) redoes what they left."""
+        for coordinator in self.slots.close():
+            coordinator.abandon()
 
     @property
     def active(self) -> list[Coordinator]:
-        """The coordinators active on this broker: all of a single-node broker's; those of
-        the journal partitions a cluster broker leads and has loaded."""
-        if self.slots is not None:
-            return self.slots.active()
-        return self._local
+        """The coordinators active on this broker: those of the journal partitions it
+        leads and has loaded (on one node, all of them once open)."""
+        return self.slots.active()
 
     # --- which coordinator -------------------------------------------------------------------
 
     def at(self, journal_partition: int) -> Coordinator:
         """Coordinator N: NotCoordinatorError / CoordinatorLoadInProgressError on a cluster
         broker that does not lead (or is loading) ``__txn_journal-N``."""
-        if self.slots is not None:
-            return self.slots.get(journal_partition)
-        return self._local[journal_partition]
+        return self.slots.get(journal_partition)
 
     def for_id(self, identifier: int) -> Coordinator:
         """The coordinator of a producer id or a transaction id (their low bits name it)."""
@@ -246,11 +203,9 @@ class CoordinatorManager:
         return coordinator
 
     def idempotent_transactional_id(self, owner: str | None) -> str:
-        """A made-up transactional id for an idempotent producer; in a cluster, one that one
-        of this broker's active coordinators owns (made up again until it is: each try
-        uses an id, and one in ``journal_partitions`` lands on a given coordinator)."""
-        if self.slots is None:
-            return idempotent_transactional_id(self._ids.next("producer_id"), owner)
+        """A made-up transactional id for an idempotent producer, one that one of this
+        broker's active coordinators owns (made up again until it is: each try uses an id,
+        and one in ``journal_partitions`` lands on a given coordinator)."""
         active = {c.partition_index for c in self.active}
         if not active:
             raise NotCoordinatorError(
@@ -267,17 +222,20 @@ class CoordinatorManager:
         )
 
     def transactional_id_of(
-        self, producer_id: int, elsewhere: TransactionCoordinators | None
+        self, producer_id: int, coordinators: TransactionCoordinators
     ) -> str | None:
         """The transactional id a producer id belongs to (None: unknown), asking
-        ``elsewhere`` (a cluster transport) when its coordinator may be another broker."""
+        ``coordinators`` (this broker's own, or a cluster transport to the others)."""
         coordinator_index = coordinator_partition_of(producer_id)
         if producer_id < 0 or coordinator_index >= self._metadata.journal_partitions:
             return None
-        if elsewhere is None:  # every coordinator is here
-            return self.at(coordinator_index).transactional_id_of(producer_id)
-        # A cluster: the producer's coordinator may be another broker. An id is issued for
-        # one transactional id for good, so a known answer is kept (a bounded cache: a
+        if self.slots.is_active(coordinator_index):  # its coordinator is here: ask it
+            try:
+                return self.slots.get(coordinator_index).transactional_id_of(producer_id)
+            except NotCoordinatorError:
+                pass  # unloaded meanwhile: ask where it went
+        # The producer's coordinator may be another broker. An id is issued for one
+        # transactional id for good, so a known answer is kept (a bounded cache: a
         # partition leader checks every batch's producer id).
         known = self._issued_transactional_ids.get(producer_id)
         if known is not None:
@@ -285,7 +243,7 @@ class CoordinatorManager:
         unknown_at = self._unknown_producer_ids.get(producer_id)
         if unknown_at is not None and time.monotonic() - unknown_at < UNKNOWN_ID_KEPT_S:
             return None  # batches with made-up ids do not each cost a call to another broker
-        found = elsewhere.lookup_producer(LookupProducer(producer_id, 0)).transactional_id
+        found = coordinators.lookup_producer(LookupProducer(producer_id, 0)).transactional_id
         if found is not None:
             self._issued_transactional_ids.put(producer_id, found)
         else:
@@ -295,30 +253,23 @@ class CoordinatorManager:
     # --- transaction ids ------------------------------------------------------------------------
 
     def low_watermark(self) -> int:
-        """Smallest transaction id that may still be in flight: ids below it are all complete.
+        """Smallest transaction id that may still be in flight: ids below it are all
+        complete (the journal purge drops their leftovers).
 
-        The next id is read *before* the coordinators: a transaction begun after that
-        read has an id at or above it, and one begun before it is in its coordinator's
-        table by then (begin allocates the id and registers the transaction under one
-        lock). Read the other way round, a begin in between would get an id below the
-        watermark, and the journal purge would drop its acknowledged batches.
-        """
-        if self.slots is not None:
-            return self._cluster_low_watermark()
-        next_transaction_id = self._ids.peek("transaction_id") << 8
-        marks = [mark for c in self.active if (mark := c.low_watermark()) is not None]
-        return min([*marks, next_transaction_id])
-
-    def _cluster_low_watermark(self) -> int:
-        """A cluster broker's: the smallest low watermark the coordinators published with
-        their checkpoint pointers (CLUSTER.md §3.7), 0 while any has published none.
-
-        Another broker's coordinator may hold in-flight transactions with ids below this
-        broker's next id, so only the coordinators' own word counts. A published mark
-        stays a lower bound for good: a coordinator's ids only grow, also across failover.
+        Per coordinator: an active one's own mark (the smallest id in flight, else the
+        next it would hand out: read under its lock, so a begin cannot slip below it);
+        another broker's, the mark it published with its checkpoint pointer (CLUSTER.md
+        §3.7), 0 while it has published none. A published mark stays a lower bound for
+        good: a coordinator's ids only grow, also across failover.
         """
         marks = []
         for journal_partition in range(self._metadata.journal_partitions):
+            if self.slots.is_active(journal_partition):
+                try:
+                    marks.append(self.slots.get(journal_partition).current_low_watermark())
+                    continue
+                except NotCoordinatorError:
+                    pass  # unloaded meanwhile: its published mark
             pointer = self._metadata.checkpoint_pointers(journal_partition).read()
             if pointer is None or pointer.low_watermark is None:
                 return 0

@@ -18,12 +18,12 @@ then goes, on APPLY_ABORT too).
 ``load_lock``: a fold of P and an APPLY's fold of new records must not interleave (the
 APPLY's would be lost under the load's replace); ``GroupCoordinators`` takes it around both.
 
-A single-node broker coordinates every group: ``fold_all`` reads every partition of
-``__consumer_offsets`` at start-up, and ``slots`` is None.
+A single node leads every partition of ``__consumer_offsets`` (its sole member), so it
+coordinates every group, loaded the same way.
 
 State, and who changes it (``GroupCoordinators``):
-    slots       a cluster broker's, one per offsets partition; ``lead``/``follow`` from the
-                cluster member's thread, loads on the slots' loader threads
+    slots       one per offsets partition; ``lead``/``follow`` from the member's thread,
+                loads on the slots' loader threads
     _load_lock  held by a load's fold and by every fold of new records (``observe``)
 """
 
@@ -108,35 +108,23 @@ class GroupCoordinators:
         partitions: PartitionManager,
         journal: JournalLogs,
         drop_members: Callable[[int], None],
-        is_stopping: Callable[[], bool] | None,
+        is_stopping: Callable[[], bool],
     ) -> None:
-        """Called once by the broker's start-up (step 4). ``is_stopping`` None: a
-        single-node broker, which coordinates every group (``fold_all`` next);
-        ``drop_members(P)``: forget the members of P's groups (they join the next
-        coordinator)."""
+        """Called once by the broker's start-up (step 4). ``drop_members(P)``: forget the
+        members of P's groups (they join the next coordinator)."""
         self._offsets = group_offsets
         self._partitions = partitions
         self._journal = journal
         self._drop_members = drop_members
         self._load_lock = threading.RLock()
-        self.slots: CoordinatorSlots[LoadedGroups] | None = (
-            None
-            if is_stopping is None
-            else CoordinatorSlots(
-                group_offsets.partition_count,
-                self._load,
-                self._unload,
-                is_stopping,
-                kind="group coordinator",
-                topic=OFFSETS_TOPIC,
-            )
+        self.slots: CoordinatorSlots[LoadedGroups] = CoordinatorSlots(
+            group_offsets.partition_count,
+            self._load,
+            self._unload,
+            is_stopping,
+            kind="group coordinator",
+            topic=OFFSETS_TOPIC,
         )
-
-    def fold_all(self) -> None:
-        """A single-node broker's start-up: every offsets partition folded in."""
-        for partition_index in range(self._offsets.partition_count):
-            partition = self._partitions.partition(TopicPartition(OFFSETS_TOPIC, partition_index))
-            self.observe(partition, partition.log.log_start_offset, partition.log.log_end_offset)
 
     def _load(self, partition_index: int, leader_epoch: int) -> LoadedGroups:
         """Group coordinator ``partition_index``: fold ``__consumer_offsets-P`` in, as its
@@ -164,18 +152,14 @@ class GroupCoordinators:
         """The offsets partition of ``group_id``, once this broker is its group coordinator:
         NotCoordinatorError or CoordinatorLoadInProgressError (retriable) otherwise."""
         topic_partition = self._offsets.partition_for(group_id)
-        if self.slots is None:
-            return self._partitions.partition(topic_partition)
         self.slots.get(topic_partition.partition)
         return self._partitions.get_or_open(topic_partition)
 
     def observe(self, partition: Partition, first_offset: int, next_offset: int) -> None:
-        """Fold offsets records just written into the view; in a cluster only while this
-        broker coordinates the partition's groups (a load folds them otherwise)."""
+        """Fold offsets records just written into the view, only while this broker
+        coordinates the partition's groups (a load folds them otherwise)."""
         with self._load_lock:
-            if self.slots is not None and not self.slots.is_active(
-                partition.topic_partition.partition
-            ):
+            if not self.slots.is_active(partition.topic_partition.partition):
                 return
             self._offsets.observe(records_between(partition, first_offset, next_offset))
 
@@ -184,5 +168,4 @@ class GroupCoordinators:
         self._offsets.clear_pending_of(transaction_id, offsets_partition_index)
 
     def close(self) -> None:
-        if self.slots is not None:
-            self.slots.close()
+        self.slots.close()

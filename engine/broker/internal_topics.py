@@ -3,10 +3,10 @@
     __consumer_offsets   group offsets (``group_offsets``): in a cluster replicated like any
                          topic, and partition P's leader is the coordinator of the groups
                          that hash to P (``group_coordinators``)
-    __txn_journal        the transaction journal in a cluster: partition N is the journal
-                         of coordinator N, replicated like any partition, and its leader
-                         is coordinator N (CLUSTER.md §3.5). A single-node broker keeps
-                         its journals in ``DATA_DIR/txn/N`` instead.
+    __txn_journal        the transaction journal: partition N is the journal of
+                         coordinator N, replicated like any partition, and its leader is
+                         coordinator N (CLUSTER.md §3.5); on one node, too (a cluster of
+                         one; ``txn_journal_migration`` moved the old ``txn/N``)
 
 The one rule (``is_internal``): a topic whose name starts with ``__`` is the broker's.
 No client creates, deletes or produces to one; ``list_topics`` leaves them out; an ACL

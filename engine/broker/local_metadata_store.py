@@ -2,11 +2,14 @@
 
     DATA_DIR/meta             topics, journal_partitions, cluster_id, data_dir_id
                               (``twinlog.engine.broker.topic_registry``)
-    DATA_DIR/txn/N/checkpoint coordinator N's checkpoint pointer
+    DATA_DIR/logs/__txn_journal-N/checkpoint
+                              coordinator N's checkpoint pointer, beside the journal
+                              partition it points into
                               (``twinlog.journal.txn_checkpoint_pointer``)
 
 On one node the cluster is the data directory, so ``cluster_id`` is given with it
-like ``data_dir_id``; both are written at the first open that lacks them.
+like ``data_dir_id``; both are written at the first open that lacks them. The
+replication factor is not kept (the sole member refuses one above 1 before it comes here).
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from types import MappingProxyType
 
+from twinlog.engine.base.types import TopicPartition
+from twinlog.engine.broker.internal_topics import TXN_JOURNAL_TOPIC
 from twinlog.engine.broker.topic_registry import TopicMeta, TopicRegistry
 from twinlog.journal.txn_checkpoint_pointer import LocalCheckpointPointerFile
 
@@ -72,5 +77,8 @@ class LocalMetadataStore:
     ) -> LocalCheckpointPointerFile:
         """The pointer file of coordinator ``journal_partition`` in ``data_dir``."""
         return LocalCheckpointPointerFile(
-            data_dir / "txn" / str(journal_partition) / CHECKPOINT_POINTER_FILE
+            data_dir
+            / "logs"
+            / str(TopicPartition(TXN_JOURNAL_TOPIC, journal_partition))
+            / CHECKPOINT_POINTER_FILE
         )

@@ -12,8 +12,8 @@ with anything:
 The partition's journal log lives in ``DIRECTORY/journal`` (``twinlog.journal.journal_logs``),
 so it goes with the partition's directory when the topic is deleted.
 
-In a cluster both logs are replicated, co-led (one leader, one ISR, one epoch;
-CLUSTER.md §3.3, §3.4; the replica half of the class is ``partition_replica``'s
+Both logs are replicated (on one node, to nobody: a cluster of one), co-led (one
+leader, one ISR, one epoch; CLUSTER.md §3.3, §3.4; the replica half of the class is ``partition_replica``'s
 ``PartitionReplica``: roles, the leader's waits and answers, the follower's appends, the
 high watermark): a transactional batch is acknowledged once its ENTRY is
 committed and applied (J2), the copier waits for the copy's replication before
@@ -23,9 +23,10 @@ both logs as it held them at promotion (the promotion barrier); its first write 
 finishes a half-done copy (J6).
 
 Fetch is a long poll: a reader waits on ``data_arrived`` until enough bytes
-lie past its offset or its wait runs out. Consumers read below the high
-watermark only (``high_watermark``); on one node it follows the log end, moved
-after each append by the thread that made it.
+lie past its offset or its wait runs out. Consumers read below ``readable_end``: the
+high watermark (what the in-sync replicas hold; on one node, the log end, moved after
+each append by the thread that made it), held below a copy an earlier term left
+half-done until it is finished.
 
 The coordinator is reached through ``TransactionCoordinators`` only
 (``partition_calls``): the first batch of a transaction here registers the
@@ -63,12 +64,7 @@ from twinlog.engine.base.types import (
 )
 from twinlog.engine.broker.partition_epochs import PartitionEpochs
 from twinlog.engine.broker.partition_replica import PartitionReplica
-from twinlog.engine.broker.partition_role import (
-    NO_ROLE,
-    SOLE,
-    PartitionRole,
-    Role,
-)
+from twinlog.engine.broker.partition_role import NO_ROLE, PartitionRole, Role
 from twinlog.engine.broker.producer_state import SequenceTracker
 from twinlog.engine.broker.send_gate import SendGate
 from twinlog.engine.broker.transaction_gate import GateEntry, TransactionGate
@@ -98,12 +94,12 @@ class Partition(PartitionReplica):
         directory: Path,
         config: LogConfig,
         journal: JournalLogs,
+        replication: ReplicationSettings,
         coordinators: TransactionCoordinators | None = None,
-        replication: ReplicationSettings | None = None,
     ) -> None:
-        """``replication``: a cluster broker's settings; None for the single-node broker
-        (role SOLE). A cluster partition starts with no role and serves nothing until
-        ``take_role`` (``partition_role``)."""
+        """``replication``: the broker's settings (one node is a cluster of one). The
+        partition starts with no role and serves nothing until ``take_role``
+        (``partition_role``): the sole member of a single node gives it at once."""
         self.topic_partition = topic_partition
         self.name = str(topic_partition)
         self.directory = directory
@@ -114,41 +110,35 @@ class Partition(PartitionReplica):
                 self.name,
                 directory,
                 config.batch_bytes_max,
-                wait_committed=None if replication is None else self._wait_journal_committed,
+                wait_committed=self._wait_journal_committed,
             )
         except BaseException:
             self.log.close()
             raise
         self.writer = PartitionWriter(
-            self.name,
-            self.log,
-            journal,
-            wait_replicated=None if replication is None else self._wait_copy_replicated,
+            self.name, self.log, journal, wait_replicated=self._wait_copy_replicated
         )
-        if replication is None:
-            try:
-                self.writer.recover()
-            except DiskFullError as error:
-                # A torn copy is cut by now (that needs no space); the writer finishes the
-                # copy before its next write, once space returns. Reads are served meanwhile.
-                log.warning("%s: finishing a copy deferred: %s", self.name, error)
-        # A cluster replica recovers its copies only once it leads and has passed the
-        # promotion barrier (J5: followers never decide; J6: resume on promotion).
-        # A copy recovery could not finish (a full disk) leaves part of a transaction in the
-        # log: it stays below the high watermark's reach until the copy is done.
-        # In a cluster a restarted replica's log may end in what no other replica holds:
-        # nothing is readable until the in-sync replicas say so (Kafka checkpoints the HW;
-        # this starts from the log start and catches up at the first fetches).
-        start_below = self._applying_start_offset()
-        if replication is not None:
-            start_below = self.log.log_start_offset
-        self.high_watermark = HighWatermark(self.log, directory, start_below=start_below)
+        # A replica recovers its copies only once it leads and has passed the promotion
+        # barrier (J5: followers never decide; J6: resume on promotion); until then the
+        # high watermark stays below a half-done copy (``_unfinished_copy_from``).
+        # A restarted replica's log may end in what no other replica holds: nothing is
+        # readable until the in-sync replicas say so (Kafka checkpoints the HW; this
+        # starts from the log start and catches up at promotion or the first fetches).
+        self.high_watermark = HighWatermark(
+            self.log, directory, start_below=self.log.log_start_offset
+        )
         self.replication = replication
-        self.role: PartitionRole = SOLE if replication is None else NO_ROLE
+        self.role: PartitionRole = NO_ROLE
         self.replicas: ReplicaSet | None = None  # while LEADER
         # While LEADER and not yet through the promotion barrier: each log's end at
         # promotion, which the in-sync replicas must hold before this leader acts.
         self._promotion_ends: dict[LogKind, int] | None = None
+        # While LEADER with a copy left half-done by an earlier term (a crash, a full
+        # disk): its first offset, above which consumers read nothing until the copy is
+        # finished (the writer's recovery, at this leader's first write or APPLY): the
+        # high watermark passes it (it is committed), ``readable_end`` does not.
+        self._unfinished_copy_from: int | None = None
+        self.writer.on_recovered = self._copies_finished
         # The newest leader epoch asked for, set before a role change takes the lock:
         # writers waiting for their replicas give up at once instead of holding it back.
         self._asked_epoch = -1
@@ -158,8 +148,6 @@ class Partition(PartitionReplica):
         self.epochs = PartitionEpochs(self.name, self.log)
         self.coordinators = coordinators  # None: no coordinator to register with (tools)
         self.data_arrived = threading.Condition()
-        if replication is None:  # a cluster's followers advance the watermark as they fetch
-            self.writer.on_copied = self._publish_copied  # from here on (not in recovery)
         self.sequences = self._load_sequences()
         # (transaction id, attempt) -> sequences of its batches on this partition
         self.transaction_sequences: dict[tuple[int, str], SequenceTracker] = {}
@@ -269,9 +257,9 @@ class Partition(PartitionReplica):
     ) -> ProduceResult:
         """``append_transactional``'s sequence check and journal append as one step per
         transaction: T's append lock is held from the check until the tracker has recorded
-        the batch, so a retry racing its original finds it recorded (a duplicate). A
-        replicated leader records it once it is in the journal log (before the wait for
-        its replicas, which the lock does not cover); one node once it is durable."""
+        the batch, so a retry racing its original finds it recorded (a duplicate). It is
+        recorded once it is in the journal log, before the wait for its replicas, which
+        the lock does not cover."""
         lock = gate.append_lock
         lock.acquire()
         held = True
@@ -288,7 +276,7 @@ class Partition(PartitionReplica):
             check = tracker.check(header, f"{where} attempt {attempt!r}" if attempt else where)
             if check.duplicate:
                 release()
-                if self.replicas is not None and check.base_offset >= 0:
+                if check.base_offset >= 0:
                     # The first copy was appended here but its wait was not answered: a
                     # duplicate is acknowledged once that entry is committed (J2), as Kafka
                     # answers a duplicate only once the original is replicated.
@@ -313,7 +301,7 @@ class Partition(PartitionReplica):
                 producer_generation=header.producer_generation,
                 base_sequence=header.base_sequence,
                 attempt=attempt.encode("utf-8"),
-                on_appended=on_appended if self.replicas is not None else None,
+                on_appended=on_appended,
             )
             if not observed:
                 tracker.observe(header, -1)
@@ -445,11 +433,34 @@ class Partition(PartitionReplica):
 
     # --- reads -----------------------------------------------------------------------
 
-    def _publish_copied(self) -> None:
-        """A copy is durable in the data log (its APPLIED record comes next): readers
-        waiting for it are woken now, a journal sync before apply_commit returns."""
-        self._advance_high_watermark()
-        self._wake_fetchers()
+    def finish_copies(self) -> None:
+        """A leader through its promotion barrier: finish now the copies an earlier term
+        left half-done (J6), instead of at its first write or APPLY (the sole member, at
+        open). A full disk defers it: the first write once space returns finishes it, and
+        readers stay below it meanwhile."""
+        self._check_leads()
+        try:
+            self.writer.recover()
+        except DiskFullError as error:
+            log.warning("%s: finishing a copy deferred: %s", self.name, error)
+
+    def _copies_finished(self) -> None:
+        """The writer finished (or found none) the copies an earlier term left half-done:
+        readers may pass where they began (the writer's thread, under its lock)."""
+        if self._unfinished_copy_from is not None:
+            self._unfinished_copy_from = None
+            self._wake_fetchers()
+
+    @property
+    def readable_end(self) -> int:
+        """What a consumer may read below: the high watermark, held below a copy an
+        earlier term left half-done until this leader finishes it (a transaction is read
+        whole or not at all; the copy is committed in the log, only not finished)."""
+        high_watermark = self.high_watermark.value
+        unfinished = self._unfinished_copy_from
+        if unfinished is None:
+            return high_watermark
+        return max(self.log.log_start_offset, min(high_watermark, unfinished))
 
     def fetch(
         self, offset: int, max_bytes: int, max_wait_ms: int = 0, min_bytes: int = 1
@@ -459,7 +470,7 @@ class Partition(PartitionReplica):
         self.check_serves_clients()
         deadline = time.monotonic() + max(0, max_wait_ms) / 1000
         while True:
-            start, end = self.log.log_start_offset, self.high_watermark.value
+            start, end = self.log.log_start_offset, self.readable_end
             # Kafka's rule: an offset the log holds but the high watermark has not reached
             # yet is valid and answers nothing (yet); only one past the log end is out of range.
             log_end = max(end, self.log.log_end_offset)
@@ -475,7 +486,7 @@ class Partition(PartitionReplica):
             if len(records) >= min_bytes or remaining_s <= 0:
                 return FetchResult(records, start, end)
             with self.data_arrived:
-                if self.high_watermark.value == end:
+                if self.readable_end == end:
                     self.data_arrived.wait(remaining_s)
 
     def _untouched_transaction_trackers(

@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
-from twinlog.engine.base.errors import InvalidConfigError, UnknownTopicOrPartitionError
+from twinlog.engine.base.errors import UnknownTopicOrPartitionError
 from twinlog.engine.base.types import TopicPartition
 from twinlog.engine.broker.config import BrokerConfig
 from twinlog.engine.broker.metadata_store import MetadataStore
@@ -57,7 +57,7 @@ class PartitionManager:
         journal: JournalLogs,
         metadata: MetadataStore,
         coordinators: TransactionCoordinators,
-        replication: ReplicationSettings | None,
+        replication: ReplicationSettings,
         admin_lock: threading.RLock,
         is_closed: Callable[[], bool],
     ) -> None:
@@ -67,7 +67,7 @@ class PartitionManager:
         self._journal = journal
         self._metadata = metadata
         self._coordinators = coordinators  # each partition's seam to the coordinators
-        self.replication = replication  # None: a single-node broker
+        self.replication = replication
         self._admin_lock = admin_lock
         self._is_closed = is_closed
         self._partitions: dict[TopicPartition, Partition] = {}
@@ -109,11 +109,9 @@ class PartitionManager:
         return self._partitions.get(topic_partition)
 
     def get_or_open(self, topic_partition: TopicPartition) -> Partition:
-        """A cluster broker's partition, opened on first use: the cluster may name a topic
-        another broker created after this one started. UnknownTopicOrPartitionError when
-        the metadata has no such partition."""
-        if self.replication is None:
-            raise InvalidConfigError("this broker is not part of a cluster (no broker_id)")
+        """The partition, opened on first use: the cluster may name a topic another broker
+        created after this one started. UnknownTopicOrPartitionError when the metadata
+        has no such partition."""
         partition = self._partitions.get(topic_partition)
         if partition is None:
             with self._admin_lock:
@@ -121,7 +119,10 @@ class PartitionManager:
                 if partition is None:
                     topic = self._metadata.get_topic(topic_partition.topic)
                     if not 0 <= topic_partition.partition < topic.partitions:
-                        raise UnknownTopicOrPartitionError(f"no partition {topic_partition}")
+                        raise UnknownTopicOrPartitionError(
+                            f"topic {topic_partition.topic!r} has partitions "
+                            f"0..{topic.partitions - 1}, not {topic_partition.partition}"
+                        )
                     partition = self.open(topic_partition, topic.config)
         return partition
 
@@ -130,7 +131,7 @@ class PartitionManager:
         which partitions the topic has, or to create it) when there is none."""
         topic, partition_index = topic_partition
         found = self._partitions.get(TopicPartition(topic, partition_index))
-        if found is None and self.replication is not None and topic in self._metadata.topics():
+        if found is None and topic in self._metadata.topics():
             # a topic another broker created: opened with no role, it refuses clients
             # (NotLeaderOrFollowerError) until the cluster names its leader
             found = self.get_or_open(TopicPartition(topic, partition_index))
@@ -170,7 +171,6 @@ class PartitionManager:
         """The cluster's word on a partition (the cluster member's thread): lead or follow
         ``leader_id`` at ``leader_epoch`` with ``isr`` ({broker id: broker epoch}); stale
         words are ignored (``partition_role``). The role this broker takes."""
-        assert self.replication is not None
         partition = self.get_or_open(topic_partition)
         role = Role.LEADER if leader_id == self.replication.broker_id else Role.FOLLOWER
         partition.take_role(
@@ -248,7 +248,6 @@ class PartitionManager:
     ) -> ReplicaFetch | None:
         """What this follower fetches from ``leader_id`` now (None: it follows it nowhere).
         The fetcher thread of that leader."""
-        assert self.replication is not None
         positions = []
         for partition in list(self._partitions.values()):
             if partition.role.role is Role.FOLLOWER and partition.role.leader_id == leader_id:

@@ -5,8 +5,9 @@ replication, the high watermark (CLUSTER.md §3.3, §3.4; ``engine.replication``
 holds the other half (appends, the transactions' journal entries, copies, reads). They
 share one state, declared below and set by ``Partition.__init__``:
 
-    role            SOLE on one node; a cluster partition starts with NO_ROLE and takes
-                    what the cluster says (``take_role``: ``partition_role``'s table)
+    role            NO_ROLE at open, then what the cluster says (``take_role``:
+                    ``partition_role``'s table); one node is a cluster of one, whose sole
+                    member makes every partition LEADER with ISR {itself}
     replicas        the leader's view of its followers (``ReplicaSet``); None unless LEADER
     _promotion_ends while LEADER and not yet through the promotion barrier: each log's end
                     at promotion, which the in-sync replicas must hold before it acts
@@ -76,7 +77,8 @@ class PartitionReplica:
     log: DataLog
     journal: JournalLogs
     writer: PartitionWriter  # the copier: a new leader finishes a half-done copy (J6)
-    replication: ReplicationSettings | None  # None: a single-node broker's partition
+    replication: ReplicationSettings
+    _unfinished_copy_from: int | None  # while LEADER: a half-done copy's start (unread)
     role: PartitionRole
     replicas: ReplicaSet | None
     _promotion_ends: dict[LogKind, int] | None
@@ -90,6 +92,9 @@ class PartitionReplica:
 
     def _load_sequences(self) -> SequenceTracker:
         raise NotImplementedError  # Partition's: idempotence state from the log
+
+    def _applying_start_offset(self) -> int | None:
+        raise NotImplementedError  # Partition's: the start of a copy not yet APPLIED
 
     # --- roles (partition_role) ---------------------------------------------------
 
@@ -121,7 +126,6 @@ class PartitionReplica:
         their acknowledgement fail with NotLeaderOrFollowerError.
         """
         settings = self.replication
-        assert settings is not None, f"{self.name}: a single-node partition takes no role"
         if asked.leader_epoch > self._asked_epoch:
             self._asked_epoch = asked.leader_epoch
             self._wake_fetchers()  # waiting writers of the old epoch let go of the locks
@@ -146,6 +150,8 @@ class PartitionReplica:
                 )
                 self._promotion_ends = ends
                 self.writer.recover_before_next_write()  # J6, after the barrier
+                # Readers stay below a copy an earlier term left half-done until then.
+                self._unfinished_copy_from = self._applying_start_offset()
                 self.transaction_sequences.clear()  # rebuilt from what is committed
                 self.role = asked
             elif transition is Transition.UPDATE:
@@ -153,6 +159,7 @@ class PartitionReplica:
                 self.replicas.confirm(isr)
             elif transition is Transition.FOLLOW:
                 self.replicas = None
+                self._unfinished_copy_from = None
                 self._promotion_ends = None
                 self.journal.step_down(self.name)
                 self.transaction_sequences.clear()
@@ -212,7 +219,6 @@ class PartitionReplica:
         """Until the ``kind`` log's high watermark reaches ``end_offset`` with enough
         replicas in sync (Kafka's checkEnoughReplicasReachOffset), this broker stays
         leader of ``role``'s epoch, and ``ack_timeout_ms`` lasts."""
-        assert self.replication is not None
         deadline = time.monotonic() + self.replication.ack_timeout_ms / 1000
         what = "batch" if kind is LogKind.DATA else "journal-log record"
         with self.data_arrived:
@@ -272,7 +278,6 @@ class PartitionReplica:
         ends = self._promotion_ends
         if ends is None:
             return
-        assert self.replication is not None
         role = self.role
         deadline = time.monotonic() + self.replication.ack_timeout_ms / 1000
         self._wake_fetchers()
@@ -433,7 +438,6 @@ class PartitionReplica:
         of the same leader from an older epoch is safe to take: that leader's log held it,
         and if it cut it since, the next fetch's epoch check cuts it here too (KIP-320);
         the high watermark it brings covered only what was committed then."""
-        assert self.replication is not None
         with self._plain_lock:
             role = self.role
             if role.role is not Role.FOLLOWER or role.leader_id != leader_id:
@@ -465,7 +469,6 @@ class PartitionReplica:
 
     def _apply_fetched_journal(self, fetched: FetchedPartition) -> None:
         """``apply_fetched`` for the journal log (under the partition's lock)."""
-        assert self.replication is not None
         journal_log = self.journal.journal_log(self.name)
         if fetched.diverging is not None:
             end = journal_log.log_end_offset
@@ -532,8 +535,6 @@ class PartitionReplica:
         """The offset below which every in-sync replica holds the log: on one node, the
         log end; on a cluster leader, what its maximal ISR holds; a follower learns it from
         its leader (``apply_fetched``). Tests hold it back."""
-        if self.role.role is Role.SOLE:
-            return self.log.log_end_offset
         replicas = self.replicas
         if self.role.role is Role.LEADER and replicas is not None:
             return replicas.high_watermark_candidate(self.log.log_end_offset)
@@ -552,8 +553,7 @@ class PartitionReplica:
     def _wake_fetchers(self) -> None:
         with self.data_arrived:
             self.data_arrived.notify_all()
-        if self.replication is not None:
-            self.replication.on_data()
+        self.replication.on_data()
 
 
 __all__ = ["PartitionReplica"]

@@ -1,8 +1,9 @@
-"""What a broker is to one partition: its sole owner, its leader, a follower, or nothing yet.
+"""What a broker is to one partition: its leader, a follower, or nothing yet.
 
-    SOLE      the single-node broker: leads itself, no replicas; the high watermark follows
-              the log end (every test and user without a cluster)
-    NONE      a cluster broker before the controller's word: serves nothing
+A single node is a cluster of one (its sole member leads every partition, ISR {itself}),
+so these roles are the only ones, on one node as on three.
+
+    NONE      before the cluster's word (the sole member's, or ZooKeeper's): serves nothing
     LEADER    takes produce and serves consumers and followers at ``leader_epoch``; the
               high watermark is what every in-sync replica holds (``replica_set``)
     FOLLOWER  copies ``leader_id``'s log at ``leader_epoch``; serves no client
@@ -13,7 +14,6 @@ same epoch again only updates the ISR. The one transition function is ``next_rol
 its table:
 
     held \\ asked         LEADER(e)                 FOLLOWER(e)
-    SOLE                 never (a single node has no cluster)
     NONE                 take it                   take it
     LEADER(h)            e > h: new term           e > h: step down
                          e == h: ISR update        e == h: impossible (the controller
@@ -31,7 +31,6 @@ NO_LEADER = -1
 
 
 class Role(enum.Enum):
-    SOLE = "sole"
     NONE = "none"
     LEADER = "leader"
     FOLLOWER = "follower"
@@ -45,10 +44,9 @@ class PartitionRole:
 
     @property
     def serves_clients(self) -> bool:
-        return self.role in (Role.SOLE, Role.LEADER)
+        return self.role is Role.LEADER
 
 
-SOLE = PartitionRole(Role.SOLE)
 NO_ROLE = PartitionRole(Role.NONE)
 
 
@@ -62,8 +60,6 @@ class Transition(enum.Enum):
 def next_role(held: PartitionRole, asked: PartitionRole) -> Transition:
     """The table above, as code: what to do when the metadata asks for ``asked``."""
     assert asked.role in (Role.LEADER, Role.FOLLOWER), asked
-    if held.role is Role.SOLE:
-        raise AssertionError("a single-node partition takes no cluster role")
     if held.role is Role.NONE or asked.leader_epoch > held.leader_epoch:
         return Transition.LEAD if asked.role is Role.LEADER else Transition.FOLLOW
     if asked.leader_epoch < held.leader_epoch:

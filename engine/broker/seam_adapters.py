@@ -6,8 +6,11 @@ The calls and their Protocols are ``twinlog.engine.transactions.partition_calls`
     LocalPartitionLeaders    coordinator -> this broker's own partitions (what a
                              transport's server side calls, and every call embedded)
     LocalCoordinators        partition -> the transaction's coordinator: the broker's
-                             ``transaction_coordinators`` when a cluster transport is set,
-                             else this broker's own coordinators
+                             ``transaction_coordinators`` as it is at each call
+    HereCoordinators         this broker's own coordinators: the broker's
+                             ``transaction_coordinators`` until a cluster transport
+                             replaces it (the sole member never does), and the local
+                             side of that transport
     CurrentPartitionLeaders  what coordinators call: the broker's ``partition_leaders``
                              as it is at each call (in-process until a transport replaces it)
 
@@ -42,12 +45,22 @@ from twinlog.engine.transactions.partition_calls import (
 log = logging.getLogger(__name__)
 
 
+class OwnCoordinators(Protocol):
+    """This broker's own coordinators' answers (the broker's ``*_here`` calls)."""
+
+    def register_partition_here(self, request: RegisterPartition) -> None: ...
+
+    def settle_offsets_holder_here(self, request: SettleOffsetsHolder) -> None: ...
+
+    def lookup_producer_here(self, request: LookupProducer) -> IssuedProducer: ...
+
+
 class SeamHost(Protocol):
     """What the adapters need of the broker: its current transports and its own
     coordinators' answers."""
 
     partition_leaders: PartitionLeaders
-    transaction_coordinators: TransactionCoordinators | None
+    transaction_coordinators: TransactionCoordinators
 
     def register_partition_here(self, request: RegisterPartition) -> None: ...
 
@@ -77,11 +90,11 @@ class LocalPartitionLeaders:
         self._offsets_settled = offsets_settled
 
     def _partition(self, topic_partition: TopicPartition) -> Partition | None:
-        """The partition, None once its topic is deleted. A cluster broker opens a partition
-        of a topic created since it started (its answer then says it does not lead it),
-        never taking a live topic for a deleted one."""
+        """The partition, None once its topic is deleted. A broker opens a partition of a
+        topic created since it started (its answer then says it does not lead it), never
+        taking a live topic for a deleted one."""
         partition = self._partitions.get(topic_partition)
-        if partition is None and self._partitions.replication is not None:
+        if partition is None:
             try:  # one read of that topic's metadata, refused if it is gone
                 return self._partitions.get_or_open(topic_partition)
             except UnknownTopicOrPartitionError:
@@ -139,31 +152,39 @@ class LocalPartitionLeaders:
 
 class LocalCoordinators:
     """Partition -> coordinator calls (``TransactionCoordinators``): to the host's
-    ``transaction_coordinators`` when one is set (a cluster transport), else to the
-    host's own coordinators, in-process. Called by partitions' produce paths and by the
-    offsets fence."""
+    ``transaction_coordinators`` as it is at each call (this broker's own coordinators,
+    or a cluster transport that reaches the others). Called by partitions' produce
+    paths and by the offsets fence."""
 
     def __init__(self, host: SeamHost) -> None:
         self._host = host
 
     def register_partition(self, request: RegisterPartition) -> None:
-        elsewhere = self._host.transaction_coordinators
-        if elsewhere is not None:
-            elsewhere.register_partition(request)
-            return
+        self._host.transaction_coordinators.register_partition(request)
+
+    def settle_offsets_holder(self, request: SettleOffsetsHolder) -> None:
+        self._host.transaction_coordinators.settle_offsets_holder(request)
+
+    def lookup_producer(self, request: LookupProducer) -> IssuedProducer:
+        return self._host.transaction_coordinators.lookup_producer(request)
+
+
+class HereCoordinators:
+    """This broker's own coordinators (``Broker.register_partition_here``, ...): what the
+    broker's ``transaction_coordinators`` is until a cluster transport replaces it, and
+    that transport's local side. Never ``LocalCoordinators``, which forwards to
+    ``transaction_coordinators`` and would loop."""
+
+    def __init__(self, host: OwnCoordinators) -> None:
+        self._host = host
+
+    def register_partition(self, request: RegisterPartition) -> None:
         self._host.register_partition_here(request)
 
     def settle_offsets_holder(self, request: SettleOffsetsHolder) -> None:
-        elsewhere = self._host.transaction_coordinators
-        if elsewhere is not None:
-            elsewhere.settle_offsets_holder(request)
-            return
         self._host.settle_offsets_holder_here(request)
 
     def lookup_producer(self, request: LookupProducer) -> IssuedProducer:
-        elsewhere = self._host.transaction_coordinators
-        if elsewhere is not None:
-            return elsewhere.lookup_producer(request)
         return self._host.lookup_producer_here(request)
 
 
@@ -187,4 +208,11 @@ class CurrentPartitionLeaders:
         self._host.partition_leaders.apply_abort(request)
 
 
-__all__ = ["CurrentPartitionLeaders", "LocalCoordinators", "LocalPartitionLeaders", "SeamHost"]
+__all__ = [
+    "CurrentPartitionLeaders",
+    "HereCoordinators",
+    "LocalCoordinators",
+    "LocalPartitionLeaders",
+    "OwnCoordinators",
+    "SeamHost",
+]

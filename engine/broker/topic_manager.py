@@ -39,12 +39,12 @@ from twinlog.engine.broker.internal_topics import (
     is_internal,
     refuse_internal,
 )
+from twinlog.engine.broker.membership import Membership
 from twinlog.engine.broker.metadata_store import MetadataStore
 from twinlog.engine.broker.partition_manager import PartitionManager
 from twinlog.engine.broker.scheduler import ScheduledTask
 from twinlog.engine.broker.topic_deletion import end_transactions_touching
 from twinlog.engine.broker.topic_registry import PARTITIONS_MAX, validate_topic_name
-from twinlog.engine.replication.replication_settings import ReplicationSettings
 from twinlog.engine.transactions.coordinator import Coordinator
 from twinlog.journal import JournalLogs
 
@@ -64,7 +64,7 @@ class TopicManager:
         metadata: MetadataStore,
         journal: JournalLogs,
         partitions: PartitionManager,
-        replication: ReplicationSettings | None,
+        membership: Callable[[], Membership],
         offsets_partitions: int,
         coordinators: Callable[[], list[Coordinator]],
         admin_lock: threading.RLock,
@@ -76,12 +76,12 @@ class TopicManager:
         self._metadata = metadata
         self._journal = journal
         self._partitions = partitions
-        self._replication = replication  # None: a single-node broker
+        self._membership = membership  # gives a new topic's partitions their roles
         self._offsets_partitions = offsets_partitions
         self._coordinators = coordinators  # the active ones, as they are at each call
         self._admin_lock = admin_lock
         self._is_closed = is_closed
-        # a cluster broker's internal topics not seen yet (ensure_internal_topics)
+        # internal topics not seen yet (ensure_internal_topics)
         self._internal_topics_missing = {TXN_JOURNAL_TOPIC, OFFSETS_TOPIC}
 
     def create(
@@ -92,29 +92,24 @@ class TopicManager:
         refuse_internal(name, "create")
         config = dict(config or {})
         replication_factor = self._replication_factor(config)  # taken out of the config
+        self._membership().check_replication_factor(name, replication_factor)
         self._partitions.log_config(config)  # refuse a bad config before any write
         with self._admin_lock:
             self._check_open_files(partitions)
             self._remove_leftovers(name, partitions)
             self._metadata.add_topic(
-                name, partitions, config, replication_factor=replication_factor or 1
+                name, partitions, config, replication_factor=replication_factor
             )
             for partition_index in range(partitions):
                 self._partitions.open(TopicPartition(name, partition_index), config)
+            self._membership().topic_created(name, partitions)
         log.info("created topic %s with %d partitions", name, partitions)
         return self.describe(name)
 
-    def _replication_factor(self, config: dict[str, str]) -> int | None:
+    def _replication_factor(self, config: dict[str, str]) -> int:
         """``replication.factor`` of a new topic, removed from ``config`` (it is the
-        cluster's, not the log's); None on a single-node broker, which keeps one copy."""
+        cluster's, not the log's); the metadata store refuses one above its live brokers."""
         given = config.pop("replication.factor", config.pop("replication_factor", None))
-        if self._replication is None:
-            if given not in (None, "1", 1):
-                raise InvalidConfigError(
-                    f"replication.factor {given!r}: a single-node broker keeps one copy of "
-                    "each partition; start a cluster (twinlog serve --zookeeper) to replicate"
-                )
-            return None
         try:
             factor = self._config.default_replication_factor if given is None else int(given)
         except ValueError:
@@ -202,14 +197,14 @@ class TopicManager:
                 PartitionDescription(
                     partition=partition_index,
                     log_start_offset=partition.log.log_start_offset,
-                    log_end_offset=partition.high_watermark.value,  # what consumers may read
+                    log_end_offset=partition.readable_end,  # what consumers may read
                     journal_entries_pending=entries,
                     journal_bytes_pending=size_bytes,
                 )
             )
         return TopicDescription(name, tuple(partitions), dict(topic.config), topic.topic_id)
 
-    # --- a cluster broker's internal topics (CLUSTER.md §3.5) ----------------------------
+    # --- the internal topics (CLUSTER.md §3.5) ----------------------------------------------
 
     def _ensure_internal_topic(self, name: str, partitions: int, config: dict[str, str]) -> bool:
         """Create internal topic ``name`` (RF ``default_replication_factor``, Kafka's
@@ -249,10 +244,8 @@ class TopicManager:
         return False
 
     def cluster_tasks(self) -> list[ScheduledTask]:
-        """A cluster broker's scheduler task that creates the internal topics (none on a
-        single-node broker)."""
-        if self._replication is None:
-            return []
+        """The scheduler task that creates the internal topics once enough brokers are
+        live (on one node they exist from the first open: it stops asking at once)."""
         return [
             ScheduledTask(
                 "internal-topics", lambda: INTERNAL_TOPICS_CHECK_MS, self.ensure_internal_topics
@@ -260,8 +253,8 @@ class TopicManager:
         ]
 
     def ensure_internal_topics(self) -> None:
-        """A cluster broker's periodic check that its internal topics exist."""
-        if self._replication is None or self._is_closed():
+        """The periodic check that the internal topics exist (also the first open's step)."""
+        if self._is_closed() or not self._internal_topics_missing:
             return
         missing = self._internal_topics_missing
         if TXN_JOURNAL_TOPIC in missing and self._ensure_internal_topic(

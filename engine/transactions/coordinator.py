@@ -698,6 +698,11 @@ class Coordinator:
 
     # --- views -------------------------------------------------------------------------
 
+    def current_low_watermark(self) -> int:
+        """``published_low_watermark`` now, under the lock (the broker's journal purge)."""
+        with self._lock:
+            return self.published_low_watermark()
+
     def low_watermark(self) -> int | None:
         """Smallest transaction id still in flight here, or None."""
         with self._lock:

@@ -1,5 +1,5 @@
-"""A cluster broker's coordinators: one slot per partition of an internal topic, following
-its leadership (CLUSTER.md §3.5).
+"""A broker's coordinators: one slot per partition of an internal topic, following its
+leadership (CLUSTER.md §3.5; on one node its sole member leads them all).
 
 Transaction coordinator N is whoever leads partition N of the replicated journal topic
 ``__txn_journal``; group coordinator P is whoever leads partition P of
@@ -143,6 +143,9 @@ class CoordinatorSlots(Generic[Loaded]):
         self.count = count
         self._states = [ABSENT] * count
         self._installed: dict[int, Loaded] = {}
+        # partition -> why its last load failed (cleared when one succeeds): a single
+        # node's open reports a damaged journal instead of waiting for it to heal
+        self._load_errors: dict[int, BaseException] = {}
         self._wake = threading.Condition(self._lock)
 
     # --- events -----------------------------------------------------------------------
@@ -207,6 +210,9 @@ class CoordinatorSlots(Generic[Loaded]):
                 coordinator = self._load(partition, epoch)
             except Exception as error:  # retried while the slot still loads this epoch
                 failed += 1
+                with self._lock:
+                    self._load_errors[partition] = error
+                    self._wake.notify_all()
                 if isinstance(error, TwinlogError) and error.retriable:  # replicas, a move
                     log.warning(
                         "%s %d (epoch %d): loading failed (%s); retrying",
@@ -231,6 +237,8 @@ class CoordinatorSlots(Generic[Loaded]):
                         timeout=LOAD_BACKOFF.delay_s(failed),
                     )
                 continue
+            with self._lock:
+                self._load_errors.pop(partition, None)
             self._on(partition, EventKind.LOADED, epoch, loaded=coordinator)
             return
 
@@ -261,6 +269,12 @@ class CoordinatorSlots(Generic[Loaded]):
     def active(self) -> list[Loaded]:
         with self._lock:
             return [self._installed[index] for index in sorted(self._installed)]
+
+    def load_error(self, partition: int) -> BaseException | None:
+        """Why the last load of slot ``partition`` failed; None if none failed since the
+        last that succeeded."""
+        with self._lock:
+            return self._load_errors.get(partition)
 
     def wait_active(self, partition: int, timeout_s: float) -> bool:
         """Until coordinator ``partition`` is active here (for tests and the demo)."""

@@ -7,7 +7,8 @@
                                    (``partition_calls.TransactionCoordinators``)
 
 ``ClusterMember`` sets them as ``Broker.partition_leaders`` and
-``Broker.transaction_coordinators`` when a broker joins a cluster. Each call:
+``Broker.transaction_coordinators`` when a broker joins a cluster (its local side is the
+broker's own ``HereCoordinators``, ``engine.broker.seam_adapters``). Each call:
 
 1. locates its target (``coordination_locator``): the live leader of the partition
    (``__consumer_offsets`` partitions included: a group coordinator leads its own), or
@@ -42,7 +43,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, TypeVar
 
 import grpc
 
@@ -90,33 +91,6 @@ TIMEOUT_S = 10.0  # every call's deadline, the retry after a refresh included
 Result = TypeVar("Result")
 Local = TypeVar("Local")  # the in-process side of a direction
 Stub = Any  # coordination_pb2_grpc.CoordinationStub (generated without type hints)
-
-
-class RegisterHere(Protocol):
-    def register_partition_here(self, request: RegisterPartition) -> None: ...
-
-    def settle_offsets_holder_here(self, request: SettleOffsetsHolder) -> None: ...
-
-    def lookup_producer_here(self, request: LookupProducer) -> IssuedProducer: ...
-
-
-class HereCoordinators:
-    """This broker's own coordinators (``Broker.register_partition_here``,
-    ``Broker.settle_offsets_holder_here``): the local side of
-    ``RemoteTransactionCoordinators``. Never the broker's ``LocalCoordinators`` (``seam_adapters``), which
-    forwards to ``transaction_coordinators`` (the remote one) and would loop."""
-
-    def __init__(self, broker: RegisterHere) -> None:
-        self._broker = broker
-
-    def register_partition(self, request: RegisterPartition) -> None:
-        self._broker.register_partition_here(request)
-
-    def settle_offsets_holder(self, request: SettleOffsetsHolder) -> None:
-        self._broker.settle_offsets_holder_here(request)
-
-    def lookup_producer(self, request: LookupProducer) -> IssuedProducer:
-        return self._broker.lookup_producer_here(request)
 
 
 class BrokerChannels:

@@ -19,7 +19,7 @@ class ReplicaLeader(Protocol):
 
 
 class ReplicaFollower(Protocol):
-    broker_id: int | None  # None: a single-node broker (it follows nobody)
+    broker_id: int
 
     def replica_fetch_request(self, leader_id: int) -> ReplicaFetch | None:
         """What this broker fetches from ``leader_id`` now; None: nothing."""

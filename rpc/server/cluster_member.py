@@ -56,7 +56,6 @@ from twinlog.engine.zookeeper.partition_state import IsrMember, PartitionState
 from twinlog.engine.zookeeper.session import ZooKeeperSession, ZooKeeperUnavailableError
 from twinlog.rpc.replication.broker_identity import BrokerTls
 from twinlog.rpc.replication.coordination_client import (
-    HereCoordinators,
     RemotePartitionLeaders,
     RemoteTransactionCoordinators,
 )
@@ -150,6 +149,7 @@ class ClusterMember:
         )
         self.fetchers = ReplicaFetchers(broker, self._address_of, tls=tls)
         self._join_coordination()
+        broker.membership = self  # what gives the broker's partitions their roles
         self.roles = PartitionRoles(session, self.broker_id, self._take_role, on_lost=on_lost)
         self.controller = Controller(session, self.broker_id, on_lost=on_lost)
         self._isr_thread = threading.Thread(
@@ -175,12 +175,20 @@ class ClusterMember:
             tls=self.tls,
         )
         self.transaction_coordinators = RemoteTransactionCoordinators(
-            self.broker_id, HereCoordinators(self.broker), locator, self._address_of, tls=self.tls
+            self.broker_id, self.broker.here_coordinators, locator, self._address_of, tls=self.tls
         )
         self.broker.partition_leaders = self.partition_leaders
         self.broker.transaction_coordinators = self.transaction_coordinators
 
-    # --- roles ------------------------------------------------------------------------
+    # --- roles (``engine.broker.membership.Membership``) --------------------------------
+
+    def check_replication_factor(self, topic: str, replication_factor: int) -> None:
+        """ZooKeeper's metadata store refuses a factor above the brokers live then."""
+        return None
+
+    def topic_created(self, topic: str, partitions: int) -> None:
+        """The controller gives the new partitions their roles (a ZooKeeper watch)."""
+        return None
 
     def _take_role(self, topic: str, partition: int, state: PartitionState) -> None:
         if state.leader < 0:

@@ -164,9 +164,9 @@ class RpcServer:
         )
         self.inter_broker: InterBrokerServer | None = None
         door = None
-        if getattr(broker, "replication", None) is not None:  # a cluster broker: followers fetch
+        if not getattr(broker, "is_sole_member", True):  # a cluster broker: followers fetch
             # Other brokers' followers, coordinators and partition leaders call this one;
-            # not on a single node, where nothing does. With broker certificates only on a
+            # not on a single node (a cluster of one), where nothing does. With broker certificates only on a
             # listener of their own, to brokers only (rpc/server/inter_broker.py).
             door = inter_broker or InterBrokerDoor(InternalGuard())
             if door.tls is None:

@@ -133,7 +133,9 @@ class Cluster:
         for broker_id, broker in self.brokers.items():
             broker.partition_leaders = router
             broker.transaction_coordinators = (
-                None if broker_id == coordinator_id else ToCoordinatorBroker(coordinator)
+                broker.here_coordinators
+                if broker_id == coordinator_id
+                else ToCoordinatorBroker(coordinator)
             )
         return coordinator
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from twinlog.connectors.spark.log_access import BrokerLogAccess, DirectoryLogAccess
-from twinlog.engine.base.errors import OffsetOutOfRangeError
+from twinlog.engine.base.errors import NotEnoughReplicasAfterAppendError, OffsetOutOfRangeError
 from twinlog.engine.base.types import TopicPartition
 from twinlog.engine.broker.broker import Broker
 from twinlog.engine.log.high_watermark import (
@@ -55,14 +55,22 @@ def fetch_all(broker: Broker, offset: int = 0) -> list[int]:
 @pytest.fixture
 def held(tmp_path: Path):  # type: ignore[no-untyped-def]
     """A broker whose partition holds offsets 0..7 (plain and copied) and a HW of 4."""
-    broker = Broker.open(tmp_path / "data", transaction_check_interval_ms=60_000)
+    # acks=all: a write past a held HW is written but never acknowledged (a leader whose
+    # followers are stuck), so the wait for it is short
+    broker = Broker.open(
+        tmp_path / "data", transaction_check_interval_ms=60_000, replica_ack_timeout_ms=50
+    )
     broker.create_topic(TOPIC, 1)
     broker.produce(TOPIC, 0, batch(b"a0", b"a1"))
     broker.produce(TOPIC, 0, batch(b"b0", b"b1"))
     partition = broker.partition(TopicPartition(TOPIC, 0))
     assert partition.high_watermark.value == HELD
     partition.replicated_end = lambda: HELD  # type: ignore[method-assign]
-    broker.produce(TOPIC, 0, batch(b"c0", b"c1", timestamp_ms=5_000))  # plain, past the HW
+    # The copier's wait for its copy's replicas is let through (these tests are about what
+    # readers see), so a copy past the HW is recorded APPLIED and the next write goes on.
+    partition.writer.wait_replicated = lambda end_offset: None
+    with pytest.raises(NotEnoughReplicasAfterAppendError):  # plain, past the HW
+        broker.produce(TOPIC, 0, batch(b"c0", b"c1", timestamp_ms=5_000))
     with Producer(broker, transactional_id="past-hw") as producer:  # a copy, past the HW
         producer.init_transactions()
         with producer.transaction():
@@ -103,8 +111,14 @@ def test_group_lag_and_the_metric_count_to_the_high_watermark(held: Broker) -> N
     assert lag.lag == HELD - 1  # not log end - 1: the group cannot read past the HW
 
 
+def produce_unacknowledged(broker: Broker, value: bytes) -> None:
+    """A write past the held HW: appended, never acknowledged (acks=all)."""
+    with pytest.raises(NotEnoughReplicasAfterAppendError):
+        broker.produce(TOPIC, 0, batch(value))
+
+
 def test_a_long_poll_is_not_woken_by_appends_past_the_high_watermark(held: Broker) -> None:
-    appender = threading.Timer(0.05, lambda: held.produce(TOPIC, 0, batch(b"e0")))
+    appender = threading.Timer(0.05, lambda: produce_unacknowledged(held, b"e0"))
     appender.start()
     started = time.monotonic()
     result = held.fetch(TOPIC, 0, HELD, max_bytes=1 << 20, max_wait_ms=300)

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from broker_support import batch
 from log_support import all_batches
+from partition_support import led_partition
 from test_broker import Txn
 
 from twinlog.engine.base import failpoints
@@ -176,7 +177,7 @@ def _partition_with_an_unrecorded_copy(tmp_path: Path) -> tuple[JournalLogs, Par
         cleanup_policy="compact",
         min_cleanable_dirty_ratio=0.0,
     )
-    partition = Partition(TopicPartition("state", 0), tmp_path / "log", config, journal)
+    partition = led_partition(TopicPartition("state", 0), tmp_path / "log", config, journal)
     transaction_id = 7 << 8
     for sequence in range(12):
         writes: list[tuple[bytes | None, bytes | None]] = [
@@ -222,7 +223,7 @@ def test_a_copy_not_yet_applied_is_not_rewritten(tmp_path: Path) -> None:
     assert report.skipped == "no sealed segment may be compacted yet"
     assert partition.log.read(0, 1 << 20) == copied
     partition.close()
-    reopened = Partition(
+    reopened = led_partition(
         TopicPartition("state", 0), tmp_path / "log", partition.log.config, journal
     )
     assert reopened.log.read(0, 1 << 20) == copied  # recovery recognised its whole copy
@@ -237,7 +238,7 @@ def test_without_that_bound_the_copiers_recovery_would_refuse_the_log(tmp_path: 
     assert compact(partition.log).records_dropped > 0  # no protected offset: it rewrites
     partition.close()
     with pytest.raises(CorruptJournalError):
-        Partition(TopicPartition("state", 0), tmp_path / "log", partition.log.config, journal)
+        led_partition(TopicPartition("state", 0), tmp_path / "log", partition.log.config, journal)
     journal.close()
 
 

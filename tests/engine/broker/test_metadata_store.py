@@ -55,13 +55,13 @@ def test_the_broker_runs_on_in_memory_metadata_and_ids(tmp_path: Path) -> None:
         checkpoint = broker.coordinators[0].checkpoint()
     assert identity.producer_id >> PARTITION_BITS == 1  # the fake's first producer id
     assert ids.blocks_taken == 2  # one block per kind
-    assert set(metadata.topics()) == {"t", "__consumer_offsets"}
+    assert set(metadata.topics()) == {"t", "__consumer_offsets", "__txn_journal"}
     pointer = metadata.checkpoint_pointers(0).read()
     assert pointer is not None and pointer.low_watermark is not None  # published with it
     assert pointer == CheckpointPointer(
         checkpoint.checkpoint_offset, checkpoint.replay_from_offset, pointer.low_watermark
     )
-    for local_file in ("meta", "ids", "txn/0/checkpoint"):
+    for local_file in ("meta", "ids", "logs/__txn_journal-0/checkpoint"):
         assert not (data_dir / local_file).exists(), local_file
 
     restarted_ids = ids.restart()
@@ -76,7 +76,7 @@ def test_the_broker_runs_on_in_memory_metadata_and_ids(tmp_path: Path) -> None:
         next_transaction = broker.begin_transaction(again.producer_id, again.producer_generation)
         assert next_transaction > transaction_id  # the restart took a fresh, higher block
         broker.delete_topic("t")
-    assert set(metadata.topics()) == {"__consumer_offsets"}
+    assert set(metadata.topics()) == {"__consumer_offsets", "__txn_journal"}
 
 
 def test_the_coordinator_takes_ids_and_pointers_from_the_protocols(tmp_path: Path) -> None:
@@ -121,7 +121,8 @@ def test_local_store_adds_topics_as_creates(tmp_path: Path) -> None:
         store.add_topic("t", 3, {})
     store.remove_topic("t")
     assert "t" not in store.topics()
-    assert store.checkpoint_pointers(3).path == tmp_path / "txn" / "3" / "checkpoint"
+    # beside the journal partition it points into
+    assert store.checkpoint_pointers(3).path == tmp_path / "logs" / "__txn_journal-3" / "checkpoint"
 
 
 def test_a_meta_file_without_ids_is_read_and_given_them_by_the_broker_only(

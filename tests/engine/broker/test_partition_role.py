@@ -7,7 +7,6 @@ import pytest
 
 from twinlog.engine.broker.partition_role import (
     NO_ROLE,
-    SOLE,
     PartitionRole,
     Role,
     Transition,
@@ -47,5 +46,3 @@ def test_every_row(held: PartitionRole, asked: PartitionRole, expected: Transiti
 def test_impossible_rows_are_assertions() -> None:
     with pytest.raises(AssertionError, match="two leaders"):
         next_role(leader(3), follower(3))
-    with pytest.raises(AssertionError, match="single-node"):
-        next_role(SOLE, leader(1))

@@ -12,13 +12,18 @@ from pathlib import Path
 import pytest
 from broker_support import batch
 from copier_support import PartitionFixture, plain_batch, transactional_batch
+from partition_support import led_partition
 from test_old_data_dir import write_old_segment
 
 from twinlog.copier import PartitionWriter
-from twinlog.engine.base.errors import DataDirFormatError, DiskFullError, FencedLeaderEpochError
+from twinlog.engine.base.errors import (
+    DataDirFormatError,
+    DiskFullError,
+    FencedLeaderEpochError,
+    NotEnoughReplicasAfterAppendError,
+)
 from twinlog.engine.base.types import TopicPartition
 from twinlog.engine.broker.broker import Broker
-from twinlog.engine.broker.partition import Partition
 from twinlog.engine.log import DataLog, LogConfig
 from twinlog.engine.log.read_only import LogReader
 from twinlog.engine.records.batch_reader import iter_batches
@@ -49,14 +54,14 @@ def test_a_copy_whose_finish_is_deferred_stays_above_the_high_watermark(
 
     monkeypatch.setattr(PartitionWriter, "_copy", full)
     journal = JournalLogs(LocalJournal.open(tmp_path / "journal"))
-    partition = Partition(
+    partition = led_partition(
         TopicPartition("orders", 0), tmp_path / "logs" / "orders-0", LogConfig(), journal
     )
     try:
         record = journal.transaction("orders-0", 10)
         assert record is not None and record.state is CopyState.APPLYING
         assert partition.log.log_end_offset > record.first_offset  # part of it is there
-        assert partition.high_watermark.value == record.first_offset
+        assert partition.readable_end == record.first_offset  # what consumers may read
         served = partition.fetch(0, 1 << 20).records
         assert [b.header.base_offset for b in iter_batches(served)] == [0]
     finally:
@@ -68,7 +73,10 @@ def test_retention_never_moves_the_log_start_past_the_high_watermark(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     broker = Broker.open(
-        tmp_path / "d", transaction_check_interval_ms=60_000, retention_check_interval_ms=3_600_000
+        tmp_path / "d",
+        transaction_check_interval_ms=60_000,
+        retention_check_interval_ms=3_600_000,
+        replica_ack_timeout_ms=20,
     )
     try:
         broker.create_topic(TOPIC, 1, {"segment_bytes": "1024", "retention_bytes": "1024"})
@@ -76,11 +84,13 @@ def test_retention_never_moves_the_log_start_past_the_high_watermark(
         broker.produce(TOPIC, 0, batch([b"x" * 100]))
         held = partition.log.log_end_offset
         monkeypatch.setattr(partition, "replicated_end", lambda: held)  # followers stuck
-        for i in range(40):
-            broker.produce(TOPIC, 0, batch([b"y%03d" % i + b"z" * 200]))
+        for i in range(40):  # written, never acknowledged (acks=all)
+            with pytest.raises(NotEnoughReplicasAfterAppendError):
+                broker.produce(TOPIC, 0, batch([b"y%03d" % i + b"z" * 200]))
         partition.apply_retention()
         assert partition.log.log_start_offset <= partition.high_watermark.value == held
-        broker.produce(TOPIC, 0, batch([b"after"]))  # no failed invariant on the next append
+        with pytest.raises(NotEnoughReplicasAfterAppendError):  # no failed invariant either
+            broker.produce(TOPIC, 0, batch([b"after"]))
     finally:
         broker.close()
 

@@ -32,6 +32,7 @@ from twinlog.engine.base.errors import (
 )
 from twinlog.engine.base.types import ProducerIdentity, TopicPartition, TransactionState
 from twinlog.engine.broker.broker import Broker
+from twinlog.engine.broker.seam_adapters import HereCoordinators
 from twinlog.engine.records.batch_reader import iter_batches
 from twinlog.engine.transactions.partition_calls import (
     ApplyAbort,
@@ -45,7 +46,6 @@ from twinlog.engine.transactions.partition_calls import (
 )
 from twinlog.rpc.generated.twinlog.v1 import coordination_pb2, coordination_pb2_grpc
 from twinlog.rpc.replication.coordination_client import (
-    HereCoordinators,
     RemotePartitionLeaders,
     RemoteTransactionCoordinators,
 )
