@@ -6,21 +6,11 @@
 
 It runs in-process with no network; ``rpc`` is a thin layer over it. ``Broker`` is
 the facade: it opens the parts, checks each request and hands it to the part that
-owns it. Background rounds are in ``scheduler``; who may take a group's offsets
-into a transaction (KIP-447) is in ``group_offset_fencing``. Data
-directory layout (``docs/design.md``):
-
-    DATA_DIR/
-      meta                    topics and their configuration, cluster and directory ids
-                              (the local MetadataStore: engine.broker.local_metadata_store)
-      ids                     producer and transaction id blocks (the local IdSource:
-                              engine.transactions.id_allocator)
-      logs/TOPIC-PARTITION/   data log segments and indexes (engine.log)
-        journal/              the partition's journal log (journal.journal_logs)
-      logs/__txn_journal-N/   transaction journal partition N (a partition like any
-                              other) + its checkpoint pointer ``checkpoint``
-      journal/                LMDB: local data journals + transaction index, applied
-                              from the journal logs (journal)
+owns it: partitions (``partition_manager``), transaction coordinators
+(``coordinator_manager``), group coordinators (``group_coordinators``, ``consumer_groups``),
+topics (``topic_manager``); a batch's checks are ``produce_checks``. Background rounds
+are in ``scheduler``; who may take a group's offsets into a transaction (KIP-447) is in
+``group_offset_fencing``. The data directory's layout is in ``docs/design.md``, "On disk".
 
 Topics, ids and checkpoint pointers come through two Protocols, ``MetadataStore``
 and ``IdSource``: the local files by default, a shared store when given to ``open``.
@@ -29,24 +19,7 @@ One node and a cluster run the same code: a single node is a cluster of one, who
 sole member (``membership``) leads every partition with ISR {itself}; a cluster broker's
 ZooKeeper member (``rpc.server.cluster_member``) gives the roles the controller decides.
 
-Start-up, in order (each step needs the one before):
-
-    1. topics and ids            the metadata store and the id source
-    2. local data journal        open LMDB
-    3. partitions                (a single node's old ``txn/N`` journals moved into
-                                 ``__txn_journal`` once) open each data log (log recovery)
-                                 and replay its journal log into LMDB; the internal topics
-                                 created if missing (on a cluster, once enough brokers live)
-    4. group coordinators        one slot per __consumer_offsets partition
-    5. coordinators              one slot per __txn_journal partition
-    6. roles                     the sole member leads every partition: each leader's first
-                                 write finishes a half-done copy (J6), each slot loads (a
-                                 coordinator replays its journal from the checkpoint and
-                                 queues its prepared transactions), and the open waits
-                                 for them; a cluster broker's roles come once it joins
-    7. background threads        the scheduler's timeouts, checkpoints (and the journal
-                                 purge below the coordinators' low watermark), retention,
-                                 compaction and log flush
+Start-up and closing are ``broker_lifecycle``'s.
 
 Thread rule: every public method may be called from any thread.
 """
@@ -57,16 +30,12 @@ import dataclasses
 import logging
 import os
 import threading
-import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from twinlog.engine.base.atomic_file import probe_space
 from twinlog.engine.base.errors import (
-    CorruptBatchError,
-    DiskFullError,
     InvalidConfigError,
     LogClosedError,
     NotEnoughResourcesError,
@@ -80,42 +49,36 @@ from twinlog.engine.base.types import (
     TopicPartition,
     TransactionDescription,
 )
+from twinlog.engine.broker.broker_lifecycle import BrokerLifecycle, prepare_data_dir
 from twinlog.engine.broker.broker_stats import BrokerStats, collect_stats
 from twinlog.engine.broker.config import BrokerConfig
-from twinlog.engine.broker.consumer_groups import ConsumerGroups, append_group_records
+from twinlog.engine.broker.consumer_groups import ConsumerGroups
 from twinlog.engine.broker.coordinator_manager import CoordinatorManager
-from twinlog.engine.broker.data_dir_format import check_data_dir_format
 from twinlog.engine.broker.group_coordinators import GroupCoordinators
-from twinlog.engine.broker.group_offset_fencing import GroupOffsetFence, settle_holder
+from twinlog.engine.broker.group_offset_fencing import settle_holder
 from twinlog.engine.broker.group_offsets import (
     OFFSETS_TOPIC,
-    GroupOffsets,
     build_offsets_batch,
-    offsets_topic_config,
 )
-from twinlog.engine.broker.internal_topics import TXN_JOURNAL_TOPIC, refuse_internal
-from twinlog.engine.broker.local_metadata_store import LocalMetadataStore
+from twinlog.engine.broker.internal_topics import TXN_JOURNAL_TOPIC
 from twinlog.engine.broker.membership import (
     SOLE_BROKER_EPOCH,
     SOLE_BROKER_ID,
     AwaitingCluster,
     Membership,
-    SoleMember,
 )
 from twinlog.engine.broker.metadata_store import MetadataStore
 from twinlog.engine.broker.partition import Partition
 from twinlog.engine.broker.partition_manager import PartitionManager
 from twinlog.engine.broker.partition_role import Role
+from twinlog.engine.broker.produce_checks import check_produced_batch, check_request_matches_batch
 from twinlog.engine.broker.producer_owner import is_idempotent
-from twinlog.engine.broker.scheduler import Scheduler, broker_tasks
+from twinlog.engine.broker.scheduler import Scheduler
 from twinlog.engine.broker.seam_adapters import (
-    CurrentPartitionLeaders,
     HereCoordinators,
     LocalCoordinators,
-    LocalPartitionLeaders,
 )
 from twinlog.engine.broker.topic_manager import TopicManager
-from twinlog.engine.broker.txn_journal_migration import migrate_txn_journals
 from twinlog.engine.groups.group_calls import (
     OUTSIDE_ANY_GROUP,
     GroupDescription,
@@ -125,15 +88,10 @@ from twinlog.engine.groups.group_calls import (
     GroupMemberRef,
 )
 from twinlog.engine.records.batch_format import (
-    NO_PRODUCER_ID,
     NO_TRANSACTION_ID,
-    check_producer_batch,
-    check_producer_generation,
     validate_batch,
 )
 from twinlog.engine.records.decompression_budget import DecompressionBudget
-from twinlog.engine.records.produced_records import check_produced_records
-from twinlog.engine.records.rewrite import require_keys
 from twinlog.engine.replication.fetch_calls import (
     FetchedPartition,
     ReplicaFetch,
@@ -142,12 +100,10 @@ from twinlog.engine.replication.replica_set import IsrChange
 from twinlog.engine.replication.replication_settings import ReplicationSettings
 from twinlog.engine.transactions.coordinator import Coordinator
 from twinlog.engine.transactions.coordinator_slots import CoordinatorSlots
-from twinlog.engine.transactions.id_allocator import LocalIdSource
 from twinlog.engine.transactions.id_source import IdSource
 from twinlog.engine.transactions.partition_calls import (
     IssuedProducer,
     LookupProducer,
-    PartitionLeaders,
     RegisterPartition,
     SettleOffsetsHolder,
     TransactionCoordinators,
@@ -155,7 +111,6 @@ from twinlog.engine.transactions.partition_calls import (
 from twinlog.engine.transactions.transaction_metadata import now_ms
 from twinlog.engine.transactions.transaction_timings import TransactionTimings
 from twinlog.engine.transactions.txn_state import TransactionEvent
-from twinlog.journal import JournalLogs, LocalJournal
 
 log = logging.getLogger(__name__)
 
@@ -165,7 +120,7 @@ FILES_PER_PARTITION = 4  # a segment's log (opened twice), offset index and time
 FILES_RESERVED = 256  # sockets, LMDB, transaction journals, ...
 
 
-class Broker:
+class Broker(BrokerLifecycle):
     def __init__(
         self,
         data_dir: Path,
@@ -251,20 +206,7 @@ class Broker:
         loads, taking a fresh block so ids stay increasing per coordinator across
         brokers (``ZooKeeperIdSource``); default ``ids``.
         """
-        directory = Path(data_dir)
-        try:
-            directory.mkdir(parents=True, exist_ok=True)
-        except OSError as error:  # a file, or a parent we may not write: the user's path
-            reason = "it is not a directory" if directory.exists() else error.strerror or error
-            raise InvalidConfigError(
-                f"cannot use {str(directory)!r} as the data directory: {reason}; pass a "
-                "directory this user may write (it is created if missing)"
-            ) from None
-        if not os.access(directory, os.W_OK | os.X_OK):
-            raise InvalidConfigError(
-                f"cannot use {str(directory)!r} as the data directory: this user may not "
-                "write in it; pass a directory this user may write"
-            )
+        directory = prepare_data_dir(Path(data_dir))
         broker = cls(
             directory, BrokerConfig.from_mapping(config), metadata, ids, broker_id, coordinator_ids
         )
@@ -278,163 +220,6 @@ class Broker:
             raise
         broker._say_if_disk_full()
         return broker
-
-    def _say_if_disk_full(self) -> None:
-        """One line if the data directory's volume is full: the broker serves reads only.
-
-        Nothing is switched off: every write fails on its own with DiskFullError
-        (retriable) and works again as soon as space returns.
-        """
-        try:
-            probe_space(self.data_dir)
-        except DiskFullError as error:
-            log.warning(
-                "the disk is full (%s): the broker started read-only; fetches work, produce, "
-                "commits and topic changes fail with DiskFullError (retriable) until you free "
-                "space on the volume of %s",
-                error.__cause__ or error,
-                self.data_dir,
-            )
-
-    def _start(self) -> None:
-        started = time.monotonic()
-        config = self.config
-        # 0. the batch format, before anything is opened (an old one is refused, not "repaired")
-        check_data_dir_format(self.data_dir)
-        # 1. topics and ids
-        self.metadata = self._given_metadata or LocalMetadataStore(
-            self.data_dir, config.journal_partitions
-        )
-        if self.metadata.journal_partitions != config.journal_partitions:
-            log.info(
-                "data directory has %d transaction journal partitions; using that (config says %d)",
-                self.metadata.journal_partitions,
-                config.journal_partitions,
-            )
-        self.ids = self._given_ids or LocalIdSource(self.data_dir / "ids")
-        # 2. local data journal
-        self.journal = JournalLogs(
-            LocalJournal.open(
-                self.data_dir / "journal",
-                map_size_bytes=config.journal_map_bytes_initial,
-                sync_mode=config.journal_sync_mode,
-                entry_batches=config.journal_entry_batches,
-            )
-        )
-        # 3. partitions (data log recovery; each replays its journal log into LMDB); a
-        # single node's journals of before it was a cluster of one move into __txn_journal
-        migrate_txn_journals(self.data_dir, self.metadata, self._given_metadata is None)
-        self.partition_manager = PartitionManager(
-            self.data_dir,
-            config,
-            self.journal,
-            self.metadata,
-            LocalCoordinators(self),
-            self.replication,
-            self._admin_lock,
-            lambda: self._closed,
-        )
-        self.local_partition_leaders: PartitionLeaders = LocalPartitionLeaders(
-            self.partition_manager,
-            config.accept_journal_loss,
-            lambda partition, first, end: self.group_coordinators.observe(partition, first, end),
-            lambda transaction_id, index: self.group_coordinators.settled(transaction_id, index),
-        )
-        self.partition_leaders: PartitionLeaders = self.local_partition_leaders
-        topics = self.metadata.topics()  # one read (ZooKeeper's, in a cluster)
-        offsets_partitions = config.offsets_partitions
-        offsets_topic = topics.get(OFFSETS_TOPIC)
-        if offsets_topic is not None:  # older directories: not compacted
-            offsets_topic.config = offsets_topic_config(
-                offsets_topic.config, config.offsets_segment_bytes
-            )
-            offsets_partitions = offsets_topic.partitions
-        for name, topic in topics.items():
-            for partition_index in range(topic.partitions):
-                self.partition_manager.open(TopicPartition(name, partition_index), topic.config)
-        self.topic_manager = TopicManager(
-            self.data_dir,
-            config,
-            self.metadata,
-            self.journal,
-            self.partition_manager,
-            lambda: self.membership,
-            offsets_partitions,
-            lambda: self.coordinators,
-            self._admin_lock,
-            lambda: self._closed,
-        )
-        # __txn_journal and __consumer_offsets: on one node created now (the first open);
-        # on a cluster once enough brokers are live (a scheduler task asks every second)
-        self.topic_manager.ensure_internal_topics()
-        # 4. group offsets: each offsets partition's folded in as this broker comes to
-        # lead it (group_coordinators)
-        self.group_offsets = GroupOffsets(offsets_partitions)
-        self.group_coordinators = GroupCoordinators(
-            self.group_offsets,
-            self.partition_manager,
-            self.journal,
-            lambda partition_index: self.consumer_groups.drop_partition(partition_index),
-            self.scheduler.is_stopping,
-        )
-        self.offset_fence = GroupOffsetFence(
-            self.group_offsets, LocalCoordinators(self).settle_offsets_holder
-        )
-        self._append_group_records = append_group_records(self.group_coordinators.observe)
-        self.consumer_groups = ConsumerGroups(
-            self.group_offsets,
-            self.offset_fence,
-            self.group_coordinators.coordinator_of,
-            self._append_group_records,
-            self.topic_manager.partition_counts,
-            config.group_heartbeat_interval_ms,
-        )
-        # 5. coordinators: each loads as this broker comes to lead its __txn_journal
-        # partition (coordinator_slots): replay from the checkpoint, redo the prepared
-        # decisions; journal leftovers below the coordinators' low watermark are purged by
-        # the checkpoint rounds
-        self.coordinator_manager = CoordinatorManager(
-            self.data_dir,
-            self.metadata,
-            self.ids,
-            self._given_coordinator_ids,
-            CurrentPartitionLeaders(self),
-            self.offset_fence,
-            self.transaction_timings,
-            self.partition_manager,
-            self.scheduler.is_stopping,
-        )
-        # 6. roles: on one node its sole member leads everything now, and the open waits
-        # until every coordinator has loaded; a cluster broker waits for its ZooKeeper
-        # member to join (``rpc.server``)
-        if self._sole_member:
-            sole_member = SoleMember(self)
-            self.membership = sole_member
-            sole_member.start()
-        # 7. background work
-        self.scheduler.start(
-            [
-                *broker_tasks(
-                    config,
-                    lambda: self.coordinators,
-                    self.journal,
-                    self.low_watermark,
-                    partitions=self.partition_manager.all,
-                    should_stop=self.scheduler.is_stopping,
-                    expire_group_members=self.consumer_groups.membership.expire,
-                ),
-                *self.topic_manager.cluster_tasks(),
-            ]
-        )
-        log.info(
-            "broker %d open in %s: %d topics, %d partitions, %d coordinators active, %.0f ms",
-            self.broker_id,
-            self.data_dir,
-            len(self.metadata.topics()),
-            self.partition_manager.count(),
-            len(self.coordinators),
-            (time.monotonic() - started) * 1000,
-        )
 
     @property
     def coordinators(self) -> list[Coordinator]:
@@ -465,35 +250,6 @@ class Broker:
         self.scheduler.stop()
         self._close_opened()
         log.info("broker closed")
-
-    def _close_opened(self) -> None:
-        """Close every part that was opened, even when one fails; raise the first error.
-
-        On a full disk a part may fail to save a checkpoint: the others must still be
-        closed (the journal's lock released), so the next start is not refused.
-        """
-        coordinators: CoordinatorManager | None = getattr(self, "coordinator_manager", None)
-        partitions: PartitionManager | None = getattr(self, "partition_manager", None)
-        if coordinators is not None:
-            coordinators.abandon_led()  # nothing more is written; the next leader redoes it
-        groups: GroupCoordinators | None = getattr(self, "group_coordinators", None)
-        if groups is not None:
-            groups.close()
-        parts: list[Any] = [
-            *(partitions.all() if partitions is not None else []),
-            getattr(self, "journal", None),
-        ]
-        first_error: BaseException | None = None
-        for part in parts:
-            if part is None:
-                continue
-            try:
-                part.close()
-            except BaseException as error:
-                log.warning("closing %r failed: %s", part, error)
-                first_error = first_error or error
-        if first_error is not None:
-            raise first_error
 
     def __enter__(self) -> Broker:
         return self
@@ -579,45 +335,10 @@ class Broker:
         """
         self._check_open()
         target = self.partition(TopicPartition(topic, partition))
-        # The check of a batch's size that counts, for both doors, plain and transactional
-        # alike, before anything is decoded, journaled or written: against its topic's limit
-        # (max.message.bytes, else the broker's batch_bytes_max).
-        target.log.config.check_batch_bytes(len(batch), target.name)
-        header = validate_batch(batch)
-        if header.size_bytes != len(batch):  # the copier could never apply the extra bytes
-            raise CorruptBatchError(
-                f"request holds {len(batch)} bytes, its batch's length field says "
-                f"{header.size_bytes}: send exactly one batch per request"
-            )
-        check_producer_batch(header)  # else one record could move the log end by 2**31
-        check_producer_generation(header.producer_generation)
-        refuse_internal(topic, "produce to")  # its records are the broker's own
-        # Every record, before anything is written: what the log stores, every reader accepts.
-        records = check_produced_records(
-            batch,
-            header,
-            topic=topic,
-            partition=partition,
-            records_max=self.config.batch_records_max,
-            decompressed_bytes_max=self.config.batch_decompressed_bytes_max,
-            budget=self._decompression_budget,
-        )
-        if target.log.config.compacts:  # a keyless record could never be compacted away
-            require_keys(batch, header, f"topic {topic}", records)
+        header = check_produced_batch(target, batch, self.config, self._decompression_budget)
+        check_request_matches_batch(header, transaction_id, attempt)
         if not header.is_transactional:
-            if transaction_id != NO_TRANSACTION_ID:
-                raise InvalidConfigError(
-                    f"the request names transaction {transaction_id}, but its batch is not "
-                    "transactional (attributes bit 4): build it with transactional=True"
-                )
-            if attempt:
-                raise InvalidConfigError("an attempt tag needs a transactional batch")
             return target.append_plain(batch, header)
-        if header.producer_id == NO_PRODUCER_ID:
-            raise InvalidConfigError(
-                "a transactional batch needs the producer id and generation init_producer() "
-                "returned; this one carries none"
-            )
         if transaction_id == NO_TRANSACTION_ID:
             # On a cluster broker the producer's coordinator may be elsewhere: then this
             # raises NotCoordinatorError, and the client must name the transaction.
