@@ -17,7 +17,7 @@ and ``IdSource``: the local files by default, a shared store when given to ``ope
 
 One node and a cluster run the same code: a single node is a cluster of one, whose
 sole member (``membership``) leads every partition with ISR {itself}; a cluster broker's
-ZooKeeper member (``rpc.server.cluster_member``) gives the roles the controller decides.
+ZooKeeper member (``rpc.cluster.cluster_member``) gives the roles the controller decides.
 
 Start-up and closing are ``broker_lifecycle``'s.
 

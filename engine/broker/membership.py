@@ -8,7 +8,7 @@ the roles, and where coordinator <-> partition calls go, differs:
                       partition last led, with the replica set and ISR {itself}; every
                       coordinator and group coordinator slot follows those leaderships;
                       the seam's calls stay in-process (``seam_adapters``)
-    ClusterMember     (``rpc.server.cluster_member``) a ZooKeeper member: the controller
+    ClusterMember     (``rpc.cluster.cluster_member``) a ZooKeeper member: the controller
                       decides, ZooKeeper's watches hand each role over, and the seam's
                       calls reach other brokers over gRPC
 

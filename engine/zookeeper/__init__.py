@@ -16,7 +16,7 @@ floor's: ``twinlog.rpc.cli.local_zookeeper`` does it. The floors below never imp
 kazoo: the embedded broker runs without ZooKeeper.
 
 It stands on the broker's Protocols (``MetadataStore``, ``IdSource``, the checkpoint
-pointer store) and serves ``rpc.server`` (``cluster_member`` joins a broker to its
+pointer store) and serves ``rpc.cluster`` (``cluster_member`` joins a broker to its
 cluster; the Metadata and FindCoordinator answers), ``rpc.replication`` (where leaders
 are, who may call) and ``rpc.cli`` (``twinlog cluster describe``, ``cluster up``'s
 credential). Nothing is imported here.

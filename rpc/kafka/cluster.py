@@ -35,6 +35,8 @@ from typing import Any, cast
 
 from twinlog.engine.base.cluster_metadata import ClusterMetadata
 from twinlog.engine.base.errors import TwinlogError
+from twinlog.rpc.cluster.coordinator_source import CoordinatorSource, journal_partitions_of
+from twinlog.rpc.cluster.metadata_source import MetadataSource
 from twinlog.rpc.kafka.error_codes import (
     LEADER_NOT_AVAILABLE,
     NOT_LEADER_OR_FOLLOWER,
@@ -42,8 +44,6 @@ from twinlog.rpc.kafka.error_codes import (
     code_of,
 )
 from twinlog.rpc.kafka.open_transactions import OpenTransactions
-from twinlog.rpc.server.coordinator_source import CoordinatorSource, journal_partitions_of
-from twinlog.rpc.server.metadata_source import MetadataSource
 from twinlog.rpc.wire.broker_api import BrokerApi, CoordinatorKeyType, FoundCoordinator
 
 log = logging.getLogger("twinlog.kafka")

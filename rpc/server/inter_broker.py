@@ -32,6 +32,7 @@ from twinlog.engine.base.addresses import join_host_port, parse_host_port
 from twinlog.engine.base.errors import InvalidConfigError, TwinlogError
 from twinlog.engine.base.types import TopicPartition
 from twinlog.rpc.replication.broker_identity import BrokerTls
+from twinlog.rpc.replication.coordination_locator import LeaderLocator
 from twinlog.rpc.replication.coordination_service import (
     add_coordination_service,
     coordination_slots,
@@ -120,11 +121,15 @@ def audit_refusal(method: str, peer: str, caller: int | None, error: TwinlogErro
 
 
 def internal_guard(
-    session: ZooKeeperSession, offsets_partition_of: Any, brokers_authenticate: bool
+    session: ZooKeeperSession,
+    locator: LeaderLocator,
+    offsets_partition_of: Any,
+    brokers_authenticate: bool,
 ) -> InternalGuard:
-    """The checks against ZooKeeper every internal call of a cluster broker passes."""
+    """The checks against ZooKeeper every internal call of a cluster broker passes;
+    ``locator``: the broker's one (``rpc.cluster.leader_locator``), its cache shared with
+    the coordination clients."""
     from twinlog.engine.zookeeper.broker_registration import live_brokers
-    from twinlog.rpc.replication.coordination_locator import ZooKeeperLeaderLocator
 
     def registered() -> dict[int, int]:
         return {broker_id: info.broker_epoch for broker_id, info in live_brokers(session).items()}
@@ -133,9 +138,7 @@ def internal_guard(
         found: TopicPartition = offsets_partition_of(group_id)
         return found
 
-    checks = InternalCallChecks(
-        ZooKeeperLeaderLocator(session), RegisteredEpochs(registered), offsets_partition
-    )
+    checks = InternalCallChecks(locator, RegisteredEpochs(registered), offsets_partition)
     return InternalGuard(
         checks, brokers_authenticate=brokers_authenticate, on_refused=audit_refusal
     )

@@ -18,7 +18,6 @@ import threading
 from collections.abc import Callable
 from concurrent import futures
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
 from types import FrameType
 from typing import Any, Protocol, cast
@@ -26,8 +25,10 @@ from typing import Any, Protocol, cast
 import grpc
 
 from twinlog.engine.base.errors import InvalidConfigError
+from twinlog.rpc.cluster.metadata_source import MetadataSource, StandaloneMetadata
 from twinlog.rpc.generated.twinlog.v1 import admin_pb2_grpc, consume_pb2_grpc, produce_pb2_grpc
 from twinlog.rpc.replication.broker_identity import BrokerTls
+from twinlog.rpc.replication.coordination_locator import LeaderLocator
 from twinlog.rpc.replication.coordination_service import (
     add_coordination_service,
     coordination_slots,
@@ -46,7 +47,6 @@ from twinlog.rpc.server.inter_broker import (
     internal_guard,
     listener_address,
 )
-from twinlog.rpc.server.metadata_source import MetadataSource, StandaloneMetadata
 from twinlog.rpc.server.metrics import ServerMetrics
 from twinlog.rpc.server.metrics_endpoint import (
     MetricsEndpoint,
@@ -382,22 +382,36 @@ def serve(
     session = None
     opener: Callable[..., Any] = Broker.open
     metadata_source: MetadataSource | None = None
+    locator: LeaderLocator | None = None
     try:
         if cluster is not None:
             from twinlog.engine.zookeeper.cluster_view import ZooKeeperClusterView
+            from twinlog.rpc.cluster.joining import join_zookeeper
+            from twinlog.rpc.cluster.leader_locator import ZooKeeperLeaderLocator
 
-            session, opener = _join_zookeeper(data_dir, broker_config, cluster)
+            session, opener = join_zookeeper(
+                data_dir,
+                broker_config,
+                cluster.zookeeper,
+                cluster.broker_id,
+                cluster.session_timeout_ms,
+                cluster.zookeeper_auth_file,
+            )
+            # The broker's one view of its cluster: its Metadata and FindCoordinator answers
+            # (both front doors), and one leader locator whose cache the internal checks
+            # and the coordination clients share.
             metadata_source = ZooKeeperClusterView(session)
+            locator = ZooKeeperLeaderLocator(session)
         log.info("opening broker in %s", data_dir)
         broker = open_broker(opener, data_dir, broker_config)
         member = None
         beside: FrontEnd | None = None
         try:
             door = None
-            if cluster is not None and session is not None:
+            if cluster is not None and session is not None and locator is not None:
                 offsets_partition_of = cast(Any, broker).group_offsets.partition_for
                 door = InterBrokerDoor(
-                    internal_guard(session, offsets_partition_of, broker_tls is not None),
+                    internal_guard(session, locator, offsets_partition_of, broker_tls is not None),
                     broker_tls,
                     None if broker_tls is None else listener_address(cluster.inter_broker, config),
                 )
@@ -408,8 +422,8 @@ def serve(
                 if cluster is not None and metadata_source is not None:
                     served = ServedCluster(cluster.broker_id, metadata_source)
                 beside = open_beside(broker, served)
-            if cluster is not None and session is not None:
-                from twinlog.rpc.server.cluster_member import (
+            if cluster is not None and session is not None and locator is not None:
+                from twinlog.rpc.cluster.cluster_member import (
                     INTER_BROKER_PORT_VARIABLE,
                     ClusterMember,
                     registered_port,
@@ -430,6 +444,7 @@ def serve(
                 member = ClusterMember(
                     cast(Any, broker),
                     session,
+                    locator,
                     host,
                     server.port,
                     advertised_port=cluster.advertised_port,
@@ -484,40 +499,3 @@ def serve(
             session.close()
         for number, handler in previous.items():
             signal.signal(number, handler)
-
-
-def _join_zookeeper(
-    data_dir: str | os.PathLike[str], broker_config: dict[str, Any], cluster: ClusterFlags
-) -> tuple[Any, Callable[..., Any]]:
-    """The ZooKeeper session and a broker opener on the cluster's metadata and ids."""
-    from twinlog.engine.broker.broker import Broker
-    from twinlog.engine.broker.config import BrokerConfig
-    from twinlog.engine.zookeeper.credentials import load_zookeeper_credential
-    from twinlog.engine.zookeeper.id_source import ZooKeeperIdSource
-    from twinlog.engine.zookeeper.metadata_store import ZooKeeperMetadataStore
-    from twinlog.engine.zookeeper.session import ZooKeeperSession
-
-    journal_partitions = BrokerConfig.from_mapping(broker_config).journal_partitions
-    log.info("joining the cluster at %s as broker %d", cluster.zookeeper, cluster.broker_id)
-    credential = None
-    if cluster.zookeeper_auth_file is not None:
-        credential = load_zookeeper_credential(cluster.zookeeper_auth_file)
-    session = ZooKeeperSession(
-        cluster.zookeeper, session_timeout_ms=cluster.session_timeout_ms, credential=credential
-    )
-    try:
-        metadata = ZooKeeperMetadataStore(session, data_dir, journal_partitions)
-        ids = ZooKeeperIdSource(session)
-    except BaseException:
-        session.close()
-        raise
-    # Each coordinator this broker loads takes fresh id blocks: its ids then stay above
-    # every id its journal partition's earlier leaders handed out (CLUSTER.md §3.7).
-    opener = partial(
-        Broker.open,
-        metadata=metadata,
-        ids=ids,
-        broker_id=cluster.broker_id,
-        coordinator_ids=lambda: ZooKeeperIdSource(session),
-    )
-    return session, opener

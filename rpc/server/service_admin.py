@@ -18,15 +18,15 @@ from __future__ import annotations
 
 import grpc
 
+from twinlog.rpc.cluster.coordinator_source import (
+    CoordinatorSource,
+    journal_partitions_of,
+)
+from twinlog.rpc.cluster.metadata_source import MetadataSource
 from twinlog.rpc.generated.twinlog.v1 import admin_pb2, admin_pb2_grpc
 from twinlog.rpc.server.audit import audited
 from twinlog.rpc.server.auth import Guard, Operation, Resource
 from twinlog.rpc.server.call import principal_of, unary
-from twinlog.rpc.server.coordinator_source import (
-    CoordinatorSource,
-    journal_partitions_of,
-)
-from twinlog.rpc.server.metadata_source import MetadataSource
 from twinlog.rpc.server.txn_access import TransactionalAccess
 from twinlog.rpc.wire.broker_api import BrokerApi, CoordinatorKeyType
 from twinlog.rpc.wire.cluster_convert import (

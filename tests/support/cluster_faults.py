@@ -21,7 +21,7 @@ stay valid): its client port, and its inter-broker listener (``--inter-broker-li
 127.0.0.1:PORT``, where, with broker certificates, replication and coordination are
 served, and only there). It registers the client proxy's port for clients
 (``TWINLOG_ADVERTISED_PORT``) and the broker inbound proxy's for brokers
-(``TWINLOG_INTER_BROKER_PORT``, both read by ``rpc/server/cluster_member.py``): other
+(``TWINLOG_INTER_BROKER_PORT``, both read by ``rpc/cluster/cluster_member.py``): other
 brokers fetch and coordinate through the broker inbound proxy (TLS passes through it
 untouched; the certificate's name is checked against the broker id, not the port); a
 cluster client (a bootstrap list) follows Metadata to the client proxy, which forwards
@@ -76,7 +76,7 @@ from twinlog.engine.zookeeper.session import ZooKeeperSession, ZooKeeperUnavaila
 from twinlog.rpc.cli.local_zookeeper import free_loopback_port
 from twinlog.rpc.client.connection_options import ConnectionOptions
 from twinlog.rpc.client.remote import RemoteBroker
-from twinlog.rpc.server.cluster_member import (
+from twinlog.rpc.cluster.cluster_member import (
     ADVERTISED_PORT_VARIABLE,
     EXIT_SESSION_LOST,
     INTER_BROKER_PORT_VARIABLE,

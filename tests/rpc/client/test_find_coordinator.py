@@ -36,9 +36,9 @@ from twinlog.engine.broker.internal_topics import (
 from twinlog.engine.transactions.partition_calls import coordinator_partition_of
 from twinlog.rpc.client.connection_options import ConnectionOptions
 from twinlog.rpc.client.remote import RemoteBroker
+from twinlog.rpc.cluster.coordinator_source import CoordinatorSource
 from twinlog.rpc.generated.twinlog.v1 import admin_pb2, admin_pb2_grpc
 from twinlog.rpc.server.config import ServerConfig
-from twinlog.rpc.server.coordinator_source import CoordinatorSource
 from twinlog.rpc.server.server import RpcServer
 from twinlog.rpc.wire.broker_api import (
     NO_COORDINATOR_PARTITION,

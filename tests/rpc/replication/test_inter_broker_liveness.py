@@ -21,12 +21,12 @@ from twinlog.engine.replication.fetch_calls import (
 )
 from twinlog.engine.transactions.partition_calls import ApplyCommit, CallEpochs
 from twinlog.rpc.cli.cluster_certs import make_broker_certificates
+from twinlog.rpc.cluster.leader_locator import ZooKeeperLeaderLocator
 from twinlog.rpc.generated.twinlog.v1 import coordination_pb2_grpc, replication_pb2_grpc
 from twinlog.rpc.replication.broker_identity import BrokerTls
 from twinlog.rpc.replication.channel import open_channel
 from twinlog.rpc.replication.convert import fetch_to_proto
 from twinlog.rpc.replication.coordination_convert import commit_to_proto
-from twinlog.rpc.replication.coordination_locator import ZooKeeperLeaderLocator
 from twinlog.rpc.replication.internal_checks import RegisteredEpochs
 from twinlog.rpc.replication.internal_guard import InternalGuard
 from twinlog.rpc.server.inter_broker import InterBrokerDoor, InterBrokerServer
@@ -128,7 +128,7 @@ def test_callers_waiting_for_a_failing_zookeeper_read_share_its_failure(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Eight callers ask while a read fails after 0.5 s: one read, not eight in a row."""
-    import twinlog.rpc.replication.coordination_locator as module
+    import twinlog.rpc.cluster.leader_locator as module
 
     reads: list[float] = []
 
@@ -211,7 +211,7 @@ def test_a_refresh_syncs_with_the_ensembles_leader_before_reading(
 ) -> None:
     """On an ensemble this broker's ZooKeeper server may lag the one a new leader learnt
     its role from: a refresh (which decides a refusal) syncs first; a cached read does not."""
-    import twinlog.rpc.replication.coordination_locator as module
+    import twinlog.rpc.cluster.leader_locator as module
     from twinlog.engine.base.cluster_metadata import ClusterMetadata
 
     monkeypatch.setattr(

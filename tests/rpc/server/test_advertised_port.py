@@ -7,7 +7,7 @@ import pytest
 
 from twinlog.engine.base.errors import InvalidConfigError
 from twinlog.rpc.cli.main import main
-from twinlog.rpc.server.cluster_member import (
+from twinlog.rpc.cluster.cluster_member import (
     ADVERTISED_PORT_VARIABLE,
     INTER_BROKER_PORT_VARIABLE,
     registered_port,

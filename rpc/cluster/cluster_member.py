@@ -59,7 +59,7 @@ from twinlog.rpc.replication.coordination_client import (
     RemotePartitionLeaders,
     RemoteTransactionCoordinators,
 )
-from twinlog.rpc.replication.coordination_locator import ZooKeeperLeaderLocator
+from twinlog.rpc.replication.coordination_locator import LeaderLocator
 from twinlog.rpc.replication.fetcher import ReplicaFetchers
 
 log = logging.getLogger("twinlog.cluster")
@@ -101,6 +101,7 @@ class ClusterMember:
         self,
         broker: Broker,
         session: ZooKeeperSession,
+        locator: LeaderLocator,
         host: str,
         port: int,
         *,
@@ -112,7 +113,9 @@ class ClusterMember:
         kafka_address: tuple[str, int] | None = None,
         tls: BrokerTls | None = None,
     ) -> None:
-        """``host``/``port`` (or ``advertised_port``): where clients reach this broker;
+        """``locator``: the broker's one leader locator (``leader_locator``), whose cache
+        the coordination clients share with the internal checks; ``host``/``port`` (or
+        ``advertised_port``): where clients reach this broker;
         ``inter_broker_*``: where other brokers do, when not there; ``kafka_address``:
         where Kafka clients reach its Kafka listener, when it has one; ``tls``: this
         broker's certificate, which its calls to other brokers present."""
@@ -120,6 +123,7 @@ class ClusterMember:
         self.broker = broker
         self.broker_id = broker.broker_id
         self.session = session
+        self.locator = locator
         self.isr_interval_s = isr_interval_s
         self.tls = tls
         self._stopping = threading.Event()
@@ -166,7 +170,7 @@ class ClusterMember:
         partitions and group coordinators the transaction coordinators elsewhere, over gRPC
         (``coordination_client``); what this broker leads or coordinates is still called
         in-process."""
-        locator = ZooKeeperLeaderLocator(self.session)
+        locator = self.locator
         self.partition_leaders = RemotePartitionLeaders(
             self.broker_id,
             self.broker.local_partition_leaders,

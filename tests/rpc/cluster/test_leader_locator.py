@@ -18,7 +18,8 @@ from twinlog.engine.zookeeper.broker_registration import register_broker
 from twinlog.engine.zookeeper.partition_state import IsrMember, PartitionState
 from twinlog.engine.zookeeper.session import ZooKeeperSession
 from twinlog.rpc.cli.local_zookeeper import LocalZooKeeper
-from twinlog.rpc.replication.coordination_locator import GONE, Location, ZooKeeperLeaderLocator
+from twinlog.rpc.cluster.leader_locator import ZooKeeperLeaderLocator
+from twinlog.rpc.replication.coordination_locator import GONE, Location
 
 pytestmark = pytest.mark.slow  # a real ZooKeeper (a JVM) starts first
 

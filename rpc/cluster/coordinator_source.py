@@ -40,7 +40,7 @@ from twinlog.engine.broker.internal_topics import (
     coordinator_partition_of_transactional_id,
 )
 from twinlog.engine.transactions.partition_calls import coordinator_partition_of
-from twinlog.rpc.server.metadata_source import MetadataSource
+from twinlog.rpc.cluster.metadata_source import MetadataSource
 from twinlog.rpc.wire.broker_api import (
     NO_COORDINATOR_PARTITION,
     CoordinatorKeyType,
