@@ -325,7 +325,11 @@ class LocalJournal:
         return self._writer.enqueue(operation)
 
     def barrier(self) -> None:
-        """Return once every write queued before this call is done (committed or failed)."""
+        """Return once every write queued before this call is done (committed or failed):
+        at once when none is pending (a leader's promotion and a copier's recovery ask for
+        one per partition, thousands at a broker's open)."""
+        if self._writer.idle():
+            return
         self._writer.submit(Barrier())
 
     def drop_partition(self, partition: str) -> int:

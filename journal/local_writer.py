@@ -140,6 +140,10 @@ class GroupWriter:
         self._releaser = PageReleaser(map_addresses)
         self._durability = GroupDurability(path)
         self._submit_lock = threading.Lock()  # orders submit() against close()
+        # Requests queued (under _submit_lock) and finished, committed or failed (by the
+        # writer thread, before it wakes their callers): equal means nothing is pending.
+        self._requests_queued = 0
+        self._requests_done = 0
         # Counters, written by the writer thread only (reads may be a group stale).
         self.groups_committed = 0
         self.requests_committed = 0
@@ -168,7 +172,14 @@ class GroupWriter:
                 self._slots.release()
                 raise LogClosedError(f"the local data journal {self._path} is closed; reopen it")
             self._queue.put(request)
+            self._requests_queued += 1
         return request
+
+    def idle(self) -> bool:
+        """Is every request queued so far finished? (A barrier then has nothing to wait
+        for: it returns at once instead of committing an empty group.)"""
+        with self._submit_lock:
+            return not self._closing and self._requests_done == self._requests_queued
 
     def close(self) -> None:
         """Finish every request queued so far, then stop the thread."""
@@ -212,6 +223,7 @@ class GroupWriter:
                     request.error = request.error or error
                 log.exception("journal writer: group of %d failed", len(group))
             finally:
+                self._requests_done += len(group)
                 for request in group:
                     request.done.release()
 
