@@ -133,10 +133,11 @@ class Partition(PartitionReplica):
         # While LEADER and not yet through the promotion barrier: each log's end at
         # promotion, which the in-sync replicas must hold before this leader acts.
         self._promotion_ends: dict[LogKind, int] | None = None
-        # While LEADER with a copy left half-done by an earlier term (a crash, a full
-        # disk): its first offset, above which consumers read nothing until the copy is
-        # finished (the writer's recovery, at this leader's first write or APPLY): the
-        # high watermark passes it (it is committed), ``readable_end`` does not.
+        # While LEADER with a copy a killed process left torn in the data log (its
+        # append-in-progress mark, ``DataLog.unfinished_append_from``): its first offset,
+        # above which consumers read nothing until the copy is finished (the writer's
+        # recovery, at this leader's first write or APPLY): the high watermark passes it
+        # (it is committed), ``readable_end`` does not.
         self._unfinished_copy_from: int | None = None
         self.writer.on_recovered = self._copies_finished
         # The newest leader epoch asked for, set before a role change takes the lock:
@@ -434,10 +435,14 @@ class Partition(PartitionReplica):
     # --- reads -----------------------------------------------------------------------
 
     def finish_copies(self) -> None:
-        """A leader through its promotion barrier: finish now the copies an earlier term
-        left half-done (J6), instead of at its first write or APPLY (the sole member, at
-        open). A full disk defers it: the first write once space returns finishes it, and
-        readers stay below it meanwhile."""
+        """A leader: finish now a copy a killed process left torn in the data log (J6),
+        instead of at its first write or APPLY (the sole member, at open), so readers get
+        past it. Other half-done copies (nothing of it copied yet, or all of it) show
+        readers nothing partial: they are finished at the first write or APPLY, which
+        spares a journal barrier per partition at open. A full disk defers it: the first
+        write once space returns finishes it, and readers stay below it meanwhile."""
+        if self._unfinished_copy_from is None:
+            return
         self._check_leads()
         try:
             self.writer.recover()

@@ -93,9 +93,6 @@ class PartitionReplica:
     def _load_sequences(self) -> SequenceTracker:
         raise NotImplementedError  # Partition's: idempotence state from the log
 
-    def _applying_start_offset(self) -> int | None:
-        raise NotImplementedError  # Partition's: the start of a copy not yet APPLIED
-
     # --- roles (partition_role) ---------------------------------------------------
 
     def check_serves_clients(self) -> None:
@@ -150,8 +147,8 @@ class PartitionReplica:
                 )
                 self._promotion_ends = ends
                 self.writer.recover_before_next_write()  # J6, after the barrier
-                # Readers stay below a copy an earlier term left half-done until then.
-                self._unfinished_copy_from = self._applying_start_offset()
+                # Readers stay below a copy a killed process left torn until then.
+                self._unfinished_copy_from = self.log.unfinished_append_from
                 self.transaction_sequences.clear()  # rebuilt from what is committed
                 self.role = asked
             elif transition is Transition.UPDATE:

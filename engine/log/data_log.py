@@ -161,6 +161,14 @@ class DataLog:
         return self._segment_list.snapshot().log_end_offset
 
     @property
+    def unfinished_append_from(self) -> int | None:
+        """Where an ``append_all_as_leader`` a killed process left torn begins (its
+        ``append-state`` mark is still in progress); None when none is. It stays until
+        this log's next write succeeds (the copier's recovery cuts or finishes the copy)."""
+        state = self._append_marks.state
+        return state.first_offset if state.in_progress else None
+
+    @property
     def leader_epoch(self) -> int:
         """The epoch this log stamps on the batches it appends."""
         return self._leader_epoch
