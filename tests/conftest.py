@@ -104,9 +104,10 @@ def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
         _running["item"] = None
 
 
-@pytest.fixture()
+@pytest.fixture(autouse=True)
 def disarmed() -> Iterator[None]:
-    """Disarms every failpoint before and after the test, whatever happened."""
+    """Disarms every failpoint before and after every test, whatever happened: a test
+    that fails with one armed must not fail every test after it."""
     failpoints.disarm_all()
     try:
         yield
