@@ -416,7 +416,7 @@ class Broker(BrokerLifecycle):
         target = self.group_coordinators.coordinator_of(group_id)
         with self.consumer_groups.committing(group_id, member, wanted):
             sender = (producer_id, producer_generation)
-            target.register_transaction(transaction_id, sender)
+            target.register_transaction(transaction_id, sender, group_id)
             batch = build_offsets_batch(group_id, wanted, transactional=True)
             header = validate_batch(batch)
             self.offset_fence.take(

@@ -310,21 +310,27 @@ class Partition(PartitionReplica):
             release()
         return ProduceResult(-1)
 
-    def register_transaction(self, transaction_id: int, sender: tuple[int, int]) -> None:
-        """Register this partition with the transaction's coordinator, writing nothing
-        here yet: the broker's own offsets batch checks its transaction (``sender``:
-        producer id, generation) before it fences the offsets' other holders."""
+    def register_transaction(
+        self, transaction_id: int, sender: tuple[int, int], group_id: str
+    ) -> None:
+        """Register this offsets partition with the transaction's coordinator for
+        ``group_id``'s offsets, writing nothing here yet: the broker's own offsets batch
+        checks its transaction (``sender``: producer id, generation) before it fences the
+        offsets' other holders, and the coordinator records the group with it."""
         self.check_serves_clients()
         self._wait_promoted()
         with self.send_gate.send(), self.transaction_gate.appending(transaction_id) as gate:
-            self._register(transaction_id, sender, gate)
+            self._register(transaction_id, sender, gate, group_id)
 
-    def _register(self, transaction_id: int, sender: tuple[int, int], gate: GateEntry) -> None:
-        """Ask the coordinator on the transaction's first batch here, and on any batch
-        while it is frozen; check the others against what it accepted (Kafka's KIP-890:
-        verified once, cached)."""
+    def _register(
+        self, transaction_id: int, sender: tuple[int, int], gate: GateEntry, group_id: str = ""
+    ) -> None:
+        """Ask the coordinator on the transaction's first batch here, on any batch while
+        it is frozen, and for each group's offsets first sent here; check the others
+        against what it accepted (Kafka's KIP-890: verified once, cached)."""
         frozen_at = self.transaction_gate.frozen_at(gate)
-        if gate.registered == sender and frozen_at is None:
+        told = not group_id or group_id in gate.groups
+        if gate.registered == sender and frozen_at is None and told:
             return
         if gate.registered is not None and gate.registered != sender:
             producer_id, generation = gate.registered
@@ -350,9 +356,11 @@ class Partition(PartitionReplica):
                 self.epochs.leader_epoch,
             )
             self.coordinators.register_partition(
-                RegisterPartition(transaction_id, self.topic_partition, *sender, epochs)
+                RegisterPartition(transaction_id, self.topic_partition, *sender, epochs, group_id)
             )
         gate.registered = sender
+        if group_id:
+            gate.groups.add(group_id)
         if frozen_at is not None:  # the decision that froze it failed: T is open again
             self.transaction_gate.thaw(gate, frozen_at)
 

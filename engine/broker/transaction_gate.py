@@ -33,6 +33,7 @@ class GateEntry:
     frozen: bool = False
     freezes: int = 0  # how many freezes this entry has seen (a thaw names the one it undoes)
     registered: tuple[int, int] | None = None  # (producer id, generation) the coordinator took
+    groups: set[str] = field(default_factory=set)  # groups whose offsets it recorded (ADD_OFFSETS)
     # Held by one append of T at a time from its sequence check until the tracker has
     # recorded it: a retry racing its original then finds it recorded (a duplicate),
     # as Kafka checks and appends under the log's lock.

@@ -430,6 +430,10 @@ class Coordinator:
                 self._write(
                     AddPartitions(now_ms(), transaction_id, (request.topic_partition,), by_send=1)
                 )
+            if request.group_id and request.group_id not in txn.groups:
+                # The group whose offsets the offsets partition takes in: listed with the
+                # transaction (list_transactions, the ACLs on it) and released with it.
+                self._write(AddOffsets(now_ms(), transaction_id, request.group_id, ()))
 
     def commit(
         self,

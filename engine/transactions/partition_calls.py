@@ -60,6 +60,10 @@ class RegisterPartition:
     producer_id: int
     producer_generation: int
     epochs: CallEpochs
+    # An offsets partition's registration for a group's offsets (send_offsets): the
+    # coordinator records the group with the transaction (ADD_OFFSETS), as Kafka's
+    # AddOffsetsToTxn does; "" for a data batch.
+    group_id: str = ""
 
 
 @dataclass(frozen=True)

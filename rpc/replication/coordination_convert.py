@@ -46,6 +46,7 @@ def register_to_proto(request: RegisterPartition) -> coordination_pb2.RegisterPa
         producer_id=request.producer_id,
         producer_generation=request.producer_generation,
         epochs=epochs_to_proto(request.epochs),
+        group_id=request.group_id,
     )
 
 
@@ -56,6 +57,7 @@ def register_from_proto(message: coordination_pb2.RegisterPartitionRequest) -> R
         producer_id=message.producer_id,
         producer_generation=message.producer_generation,
         epochs=epochs_from_proto(message.epochs),
+        group_id=message.group_id,
     )
 
 

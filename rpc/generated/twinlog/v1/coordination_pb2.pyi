@@ -18,18 +18,20 @@ class CallEpochs(_message.Message):
     def __init__(self, coordinator_partition: _Optional[int] = ..., coordinator_epoch: _Optional[int] = ..., leader_epoch: _Optional[int] = ...) -> None: ...
 
 class RegisterPartitionRequest(_message.Message):
-    __slots__ = ("transaction_id", "topic_partition", "producer_id", "producer_generation", "epochs")
+    __slots__ = ("transaction_id", "topic_partition", "producer_id", "producer_generation", "epochs", "group_id")
     TRANSACTION_ID_FIELD_NUMBER: _ClassVar[int]
     TOPIC_PARTITION_FIELD_NUMBER: _ClassVar[int]
     PRODUCER_ID_FIELD_NUMBER: _ClassVar[int]
     PRODUCER_GENERATION_FIELD_NUMBER: _ClassVar[int]
     EPOCHS_FIELD_NUMBER: _ClassVar[int]
+    GROUP_ID_FIELD_NUMBER: _ClassVar[int]
     transaction_id: int
     topic_partition: _common_pb2.TopicPartition
     producer_id: int
     producer_generation: int
     epochs: CallEpochs
-    def __init__(self, transaction_id: _Optional[int] = ..., topic_partition: _Optional[_Union[_common_pb2.TopicPartition, _Mapping]] = ..., producer_id: _Optional[int] = ..., producer_generation: _Optional[int] = ..., epochs: _Optional[_Union[CallEpochs, _Mapping]] = ...) -> None: ...
+    group_id: str
+    def __init__(self, transaction_id: _Optional[int] = ..., topic_partition: _Optional[_Union[_common_pb2.TopicPartition, _Mapping]] = ..., producer_id: _Optional[int] = ..., producer_generation: _Optional[int] = ..., epochs: _Optional[_Union[CallEpochs, _Mapping]] = ..., group_id: _Optional[str] = ...) -> None: ...
 
 class RegisterPartitionResponse(_message.Message):
     __slots__ = ()
