@@ -231,7 +231,7 @@ def _files(directory: Path) -> dict[str, Path]:
     t0 = directory / "logs" / "t-0"
     segments = sorted(t0.glob("*.log"))
     assert len(segments) >= 3, segments
-    txn = directory / "txn" / "0"
+    txn = directory / "logs" / "__txn_journal-0"  # coordinator 0's journal
     offsets = sorted(
         path
         for path in (directory / "logs").glob("__consumer_offsets-*/*.log")
@@ -411,7 +411,7 @@ def _commit_the_open_transaction(broker: Broker, damaged: Path, pristine: Pristi
     except (UnknownTransactionError, InvalidTxnStateError) as error:
         # The transaction journal lost the open transaction (its BEGIN was in a torn
         # tail): the producer learns it must begin again; nothing of it is visible.
-        assert damaged.parent.name == "0" and damaged.parent.parent.name == "txn", error
+        assert damaged.parent.name == "__txn_journal-0", error
         _assert_unchanged(broker, ends)
         return f"refused at commit: {type(error).__name__}: {error}"
     coordinator = broker.coordinator_manager.for_id(pristine.open_transaction_id)

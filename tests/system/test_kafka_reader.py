@@ -159,6 +159,6 @@ def test_kafkas_reader_decodes_every_segment_as_twinlog_serves_it(
 def test_kafkas_reader_checks_the_transaction_journal_too(tmp_path: Path) -> None:
     with Broker.open(tmp_path, **CONFIG) as broker:
         fill(broker)
-    segment_files = sorted((tmp_path / "txn" / "0").glob(f"*{SEGMENT_SUFFIX}"))
+    segment_files = sorted((tmp_path / "logs" / "__txn_journal-0").glob(f"*{SEGMENT_SUFFIX}"))
     _, batches = decoded_by_kafka(segment_files)  # every CRC checked by Kafka's code
     assert batches

@@ -52,7 +52,11 @@ def test_a_broker_on_zookeeper_keeps_topics_ids_and_its_checkpoint_there(
             wait_for_applied=True,
         )
         checkpoint = broker.coordinators[0].checkpoint()
-        assert sorted(session.client.get_children(znodes.TOPICS)) == ["__consumer_offsets", "t"]
+        assert sorted(session.client.get_children(znodes.TOPICS)) == [
+            "__consumer_offsets",
+            "__txn_journal",
+            "t",
+        ]
         assert sorted(session.client.get_children(znodes.ID_BLOCKS)) == [
             "producer_id",
             "transaction_id",
@@ -79,7 +83,7 @@ def test_a_broker_on_zookeeper_keeps_topics_ids_and_its_checkpoint_there(
         next_transaction = broker.begin_transaction(again.producer_id, again.producer_generation)
         assert next_transaction > transaction_id  # a fresh, higher block from ZooKeeper
         broker.delete_topic("t")
-        assert session.client.get_children(znodes.TOPICS) == ["__consumer_offsets"]
+        assert session.client.get_children(znodes.TOPICS) == ["__consumer_offsets", "__txn_journal"]
 
 
 class _ListingBeforeAnotherBrokersCreate(ZooKeeperMetadataStore):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import stat
 from pathlib import Path
 
@@ -56,15 +57,14 @@ def make_unwritable(data_dir: Path) -> tuple[str, tuple[str, ...]]:
     As a normal user: the files of a transaction journal partition become read-only.
     As root, whom permissions do not stop: a file stands where that directory belongs.
     """
-    journal = data_dir / "txn" / "0"
+    journal = data_dir / "logs" / "__txn_journal-0"
     if os.geteuid() != 0:
         for path in journal.iterdir():
-            path.chmod(stat.S_IRUSR)
+            if path.is_file():
+                path.chmod(stat.S_IRUSR)
         journal.chmod(stat.S_IRUSR | stat.S_IXUSR)
         return str(journal), ("EACCES", "EPERM")
-    for path in journal.iterdir():
-        path.unlink()
-    journal.rmdir()
+    shutil.rmtree(journal)
     journal.write_text("not a directory\n")
     return str(journal), ("EEXIST", "ENOTDIR")
 
