@@ -76,7 +76,6 @@ from twinlog.engine.broker.producer_owner import is_idempotent
 from twinlog.engine.broker.scheduler import Scheduler
 from twinlog.engine.broker.seam_adapters import (
     HereCoordinators,
-    LocalCoordinators,
 )
 from twinlog.engine.broker.topic_manager import TopicManager
 from twinlog.engine.groups.group_calls import (
@@ -448,7 +447,7 @@ class Broker(BrokerLifecycle):
         """What ``producer_id``'s coordinator knows of it, wherever it is (another broker's,
         on a cluster); raises retriably when it cannot be reached."""
         self._check_open()
-        return LocalCoordinators(self).lookup_producer(
+        return self.transaction_coordinators.lookup_producer(
             LookupProducer(producer_id, producer_generation)
         )
 

@@ -50,19 +50,15 @@ from twinlog.engine.broker.seam_adapters import (
     CurrentPartitionLeaders,
     LocalCoordinators,
     LocalPartitionLeaders,
+    SeamHost,
 )
 from twinlog.engine.broker.topic_manager import TopicManager
 from twinlog.engine.broker.txn_journal_migration import migrate_txn_journals
 from twinlog.engine.replication.replication_settings import ReplicationSettings
-from twinlog.engine.transactions.coordinator import Coordinator
 from twinlog.engine.transactions.id_allocator import LocalIdSource
 from twinlog.engine.transactions.id_source import IdSource
 from twinlog.engine.transactions.partition_calls import (
-    IssuedProducer,
-    LookupProducer,
     PartitionLeaders,
-    RegisterPartition,
-    SettleOffsetsHolder,
     TransactionCoordinators,
 )
 from twinlog.engine.transactions.transaction_timings import TransactionTimings
@@ -122,22 +118,6 @@ class BrokerLifecycle:
     consumer_groups: ConsumerGroups
     coordinator_manager: CoordinatorManager
 
-    @property
-    def coordinators(self) -> list[Coordinator]:
-        raise NotImplementedError  # Broker's
-
-    def low_watermark(self) -> int:
-        raise NotImplementedError  # Broker's
-
-    def register_partition_here(self, request: RegisterPartition) -> None:
-        raise NotImplementedError  # Broker's
-
-    def settle_offsets_holder_here(self, request: SettleOffsetsHolder) -> None:
-        raise NotImplementedError  # Broker's
-
-    def lookup_producer_here(self, request: LookupProducer) -> IssuedProducer:
-        raise NotImplementedError  # Broker's
-
     def _say_if_disk_full(self) -> None:
         """One line if the data directory's volume is full: the broker serves reads only.
 
@@ -158,6 +138,8 @@ class BrokerLifecycle:
     def _start(self) -> None:
         started = time.monotonic()
         config = self.config
+        # The Broker this is half of, as the seam's adapters and the sole member see it.
+        host = cast(SeamHost, self)
         # 0. the batch format, before anything is opened (an old one is refused, not "repaired")
         check_data_dir_format(self.data_dir)
         # 1. topics and ids
@@ -188,7 +170,7 @@ class BrokerLifecycle:
             config,
             self.journal,
             self.metadata,
-            LocalCoordinators(self),
+            LocalCoordinators(host),
             self.replication,
             self._admin_lock,
             lambda: self._closed,
@@ -219,7 +201,7 @@ class BrokerLifecycle:
             self.partition_manager,
             lambda: self.membership,
             offsets_partitions,
-            lambda: self.coordinators,
+            lambda: self.coordinator_manager.active,
             self._admin_lock,
             lambda: self._closed,
         )
@@ -237,7 +219,7 @@ class BrokerLifecycle:
             self.scheduler.is_stopping,
         )
         self.offset_fence = GroupOffsetFence(
-            self.group_offsets, LocalCoordinators(self).settle_offsets_holder
+            self.group_offsets, LocalCoordinators(host).settle_offsets_holder
         )
         self._append_group_records = append_group_records(self.group_coordinators.observe)
         self.consumer_groups = ConsumerGroups(
@@ -257,7 +239,7 @@ class BrokerLifecycle:
             self.metadata,
             self.ids,
             self._given_coordinator_ids,
-            CurrentPartitionLeaders(self),
+            CurrentPartitionLeaders(host),
             self.offset_fence,
             self.transaction_timings,
             self.partition_manager,
@@ -267,7 +249,7 @@ class BrokerLifecycle:
         # until every coordinator has loaded; a cluster broker waits for its ZooKeeper
         # member to join (``rpc.server``)
         if self._sole_member:
-            sole_member = SoleMember(cast(RoleTaker, self))  # the Broker this is half of
+            sole_member = SoleMember(cast(RoleTaker, host))
             self.membership = sole_member
             sole_member.start()
         # 7. background work
@@ -275,9 +257,9 @@ class BrokerLifecycle:
             [
                 *broker_tasks(
                     config,
-                    lambda: self.coordinators,
+                    lambda: self.coordinator_manager.active,
                     self.journal,
-                    self.low_watermark,
+                    self.coordinator_manager.low_watermark,
                     partitions=self.partition_manager.all,
                     should_stop=self.scheduler.is_stopping,
                     expire_group_members=self.consumer_groups.membership.expire,
@@ -291,7 +273,7 @@ class BrokerLifecycle:
             self.data_dir,
             len(self.metadata.topics()),
             self.partition_manager.count(),
-            len(self.coordinators),
+            len(self.coordinator_manager.active),
             (time.monotonic() - started) * 1000,
         )
 
