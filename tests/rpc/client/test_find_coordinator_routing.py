@@ -317,10 +317,17 @@ def test_a_producer_never_aborts_after_a_commit_whose_outcome_is_unknown(
         cluster.ambiguous_commits.append(BrokerUnavailableError("UNAVAILABLE: broke mid-commit"))
         cluster.after_commit = lose_the_coordinator
         started = time.monotonic()
-        with pytest.raises(NotCoordinatorError), producer.transaction():  # typed, at 600 ms
+        # Typed and retriable, at the 600 ms deadline: NotCoordinatorError when the last attempt
+        # got the cluster's answer, RequestTimedOutError when a loaded machine let the deadline
+        # pass before it was sent. Either way the outcome stays unknown and no abort may follow.
+        with (
+            pytest.raises((NotCoordinatorError, RequestTimedOutError)) as raised,
+            producer.transaction(),
+        ):
             first = producer.transaction_id
             producer.send("orders", b"v", partition=0)
-        assert time.monotonic() - started < 2.0
+        assert raised.value.retriable
+        assert time.monotonic() - started < 5.0
         assert cluster.calls_of("abort_transaction") == []
         assert producer.transaction_id == first  # still open: only a commit may follow
         cluster.coordinate({APP_PARTITION: 2})  # elected at last, with the journal
