@@ -95,7 +95,7 @@ def register(subparsers: Any) -> None:
         "--acl-file",
         help="'PRINCIPAL OPERATION PATTERN' lines; PATTERN globs topic names (internal ones, "
         "__*, only when it starts __), transactional ids written transactional-id:GLOB, or "
-        "consumer groups written group:GLOB (see rpc/server/auth.py)",
+        "consumer groups written group:GLOB (see rpc/policy/auth.py)",
     )
     security.add_argument(
         "--insecure",

@@ -6,7 +6,8 @@ kafka-python's ``kafka.protocol``, whose classes are generated from Kafka's publ
 JSON schemas: nothing here types a schema by hand. ``docs/kafka-protocol.md`` lists
 the API keys and versions served and the errors a client gets for the rest.
 
-It uses ``rpc.server``'s authentication, ACLs and audit (and its metadata and coordinator
-sources) for its own door, and the one error table of ``rpc.wire`` for its error codes.
+It asks ``rpc.policy`` who is calling and what they may do (the same guard the gRPC
+server asks), ``rpc.cluster`` for the metadata and coordinator answers, and the one
+error table of ``rpc.wire`` for its error codes. It imports nothing of ``rpc.server``.
 Only ``rpc.cli`` starts it (``twinlog serve --kafka-listener``).
 """

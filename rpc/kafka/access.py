@@ -1,5 +1,5 @@
 """Who is calling on a connection, and may they: SASL/PLAIN onto twinlog's tokens, and the
-gRPC server's ACLs (``twinlog.rpc.server.auth``) on every request.
+gRPC server's ACLs (``twinlog.rpc.policy.auth``) on every request.
 
 A connection starts as the anonymous principal. With a tokens file, it must authenticate
 first (SaslHandshake, then SaslAuthenticate with mechanism PLAIN: the user name is the
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from twinlog.engine.base.errors import AuthorizationError
 from twinlog.rpc.kafka.error_codes import AUTHORIZATION_FAILED_CODES, NONE
-from twinlog.rpc.server.auth import ANONYMOUS, Guard, Operation, Principal, Resource
+from twinlog.rpc.policy.auth import ANONYMOUS, Guard, Operation, Principal, Resource
 
 
 @dataclass

@@ -18,8 +18,8 @@ from twinlog.rpc.kafka.cluster import KafkaCluster
 from twinlog.rpc.kafka.error_codes import code_of
 from twinlog.rpc.kafka.open_transactions import OpenTransactions
 from twinlog.rpc.kafka.settings import KafkaListenerSettings
-from twinlog.rpc.server.auth import Guard
-from twinlog.rpc.server.txn_access import TransactionalAccess
+from twinlog.rpc.policy.auth import Guard
+from twinlog.rpc.policy.producer_access import TransactionalAccess
 from twinlog.rpc.wire.broker_api import BrokerApi
 
 # A single node's listener is the only broker a Kafka client sees: it leads every

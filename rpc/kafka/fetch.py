@@ -29,7 +29,7 @@ from twinlog.engine.base.errors import OffsetOutOfRangeError, TwinlogError
 from twinlog.rpc.kafka.access import authorize
 from twinlog.rpc.kafka.context import KafkaContext
 from twinlog.rpc.kafka.error_codes import FETCH_SESSION_ID_NOT_FOUND, NONE, code_of
-from twinlog.rpc.server.auth import Operation
+from twinlog.rpc.policy.auth import Operation
 
 NO_SESSION = 0
 NO_READ_REPLICA = -1

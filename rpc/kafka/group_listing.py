@@ -30,8 +30,8 @@ from twinlog.rpc.kafka.access import require
 from twinlog.rpc.kafka.context import KafkaContext
 from twinlog.rpc.kafka.error_codes import AUTHORIZATION_FAILED_CODES, NONE, code_of
 from twinlog.rpc.kafka.groups import CONSUMER_PROTOCOL_TYPE, assignment_bytes
-from twinlog.rpc.server.audit import audited
-from twinlog.rpc.server.auth import Operation, Resource
+from twinlog.rpc.policy.audit import audited
+from twinlog.rpc.policy.auth import Operation, Resource
 
 KAFKA_STATE = {
     "empty": "Empty",

@@ -53,7 +53,7 @@ from twinlog.rpc.kafka.error_codes import (
     UNKNOWN_MEMBER_ID,
     code_of,
 )
-from twinlog.rpc.server.auth import Operation, Resource
+from twinlog.rpc.policy.auth import Operation, Resource
 
 CONSUMER_PROTOCOL_TYPE = "consumer"
 COORDINATOR_ASSIGNS = "twinlog-coordinator-assigns"  # no member's id: nobody leads

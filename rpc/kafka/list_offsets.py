@@ -16,7 +16,7 @@ from twinlog.engine.base.errors import TwinlogError
 from twinlog.rpc.kafka.access import authorize
 from twinlog.rpc.kafka.context import LEADER_EPOCH, KafkaContext
 from twinlog.rpc.kafka.error_codes import INVALID_REQUEST, NONE
-from twinlog.rpc.server.auth import Operation
+from twinlog.rpc.policy.auth import Operation
 
 LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2

@@ -44,8 +44,8 @@ from twinlog.rpc.kafka.dispatch import CloseConnection, advertised_versions, ans
 from twinlog.rpc.kafka.open_transactions import OpenTransactions
 from twinlog.rpc.kafka.settings import KafkaListenerSettings
 from twinlog.rpc.kafka.tls import TlsHandshakeError, peer_common_name, secure
-from twinlog.rpc.server.auth import Guard
-from twinlog.rpc.server.txn_access import TransactionalAccess
+from twinlog.rpc.policy.auth import Guard
+from twinlog.rpc.policy.producer_access import TransactionalAccess
 from twinlog.rpc.wire.broker_api import BrokerApi
 
 log = logging.getLogger("twinlog.kafka")
@@ -107,8 +107,8 @@ class KafkaListener:
         cluster: KafkaCluster | None = None,
         decompression_budget: DecompressionBudget | None = None,
     ) -> None:
-        """``guard``: the gRPC server's tokens and ACLs (``twinlog.rpc.server.server.guard_of``);
-        None serves everyone as the anonymous principal, unchecked. ``tls``: serve TLS
+        """``guard``: the tokens and ACLs both doors ask (``twinlog.rpc.policy.auth.Guard``,
+        the one the gRPC server was given); None serves everyone as the anonymous principal, unchecked. ``tls``: serve TLS
         (``twinlog.rpc.kafka.tls.server_tls_context``); None: plaintext. ``cluster``: the
         cluster ``broker`` is a member of (None: a single node). ``decompression_budget``:
         what produced batches' rewrites reserve their decompressed bytes from; None: the

@@ -38,7 +38,7 @@ from twinlog.rpc.kafka.error_codes import (
     UNKNOWN_TOPIC_OR_PARTITION,
     code_of,
 )
-from twinlog.rpc.server.auth import Operation, Resource
+from twinlog.rpc.policy.auth import Operation, Resource
 
 Topic = MetadataResponse.MetadataResponseTopic
 Partition = Topic.MetadataResponsePartition

@@ -28,7 +28,7 @@ from twinlog.engine.groups.group_calls import (
 from twinlog.rpc.kafka.access import may, require
 from twinlog.rpc.kafka.context import KafkaContext
 from twinlog.rpc.kafka.error_codes import NONE, code_of
-from twinlog.rpc.server.auth import Operation, Resource
+from twinlog.rpc.policy.auth import Operation, Resource
 
 NO_OFFSET = -1
 NO_LEADER_EPOCH = -1

@@ -41,7 +41,7 @@ from twinlog.rpc.kafka.error_codes import (
     UNSUPPORTED_COMPRESSION_TYPE,
 )
 from twinlog.rpc.kafka.transaction_sequences import in_transaction_terms
-from twinlog.rpc.server.auth import Operation
+from twinlog.rpc.policy.auth import Operation
 
 log = logging.getLogger("twinlog.kafka")
 

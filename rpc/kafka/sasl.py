@@ -26,7 +26,7 @@ from twinlog.rpc.kafka.error_codes import (
     SASL_AUTHENTICATION_FAILED,
     UNSUPPORTED_SASL_MECHANISM,
 )
-from twinlog.rpc.server.auth import Principal
+from twinlog.rpc.policy.auth import Principal
 
 log = logging.getLogger("twinlog.kafka")
 

@@ -32,7 +32,7 @@ from twinlog.rpc.kafka.error_codes import (
     code_of,
 )
 from twinlog.rpc.kafka.metadata import topic_uuid
-from twinlog.rpc.server.auth import Operation
+from twinlog.rpc.policy.auth import Operation
 
 DEFAULT = -1  # Kafka's "the broker's default" for partitions and replication factor
 REPLICAS = 1  # a single node

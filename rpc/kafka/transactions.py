@@ -44,7 +44,7 @@ from twinlog.rpc.kafka.error_codes import (
 )
 from twinlog.rpc.kafka.offsets import member_of
 from twinlog.rpc.kafka.open_transactions import EndWithout
-from twinlog.rpc.server.auth import Operation, Resource
+from twinlog.rpc.policy.auth import Operation, Resource
 
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1

@@ -14,8 +14,8 @@ from typing import Any, TypeVar
 import grpc
 
 from twinlog.engine.base.errors import AuthenticationError
-from twinlog.rpc.server.audit import audit
-from twinlog.rpc.server.auth import Guard, Principal
+from twinlog.rpc.policy.audit import audit
+from twinlog.rpc.policy.auth import Guard, Principal
 from twinlog.rpc.wire import call_errors
 
 log = logging.getLogger("twinlog.server")

@@ -25,7 +25,7 @@ from typing import Any
 import grpc
 
 from twinlog.engine.base.errors import BatchTooLargeError, InvalidConfigError, TwinlogError
-from twinlog.rpc.server.auth import Guard
+from twinlog.rpc.policy.auth import Guard
 from twinlog.rpc.server.call import abort_with, principal_of
 from twinlog.rpc.server.health import HEALTH_SERVICE_PREFIX
 

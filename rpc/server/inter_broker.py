@@ -31,6 +31,7 @@ import grpc
 from twinlog.engine.base.addresses import join_host_port, parse_host_port
 from twinlog.engine.base.errors import InvalidConfigError, TwinlogError
 from twinlog.engine.base.types import TopicPartition
+from twinlog.rpc.policy.audit import audit
 from twinlog.rpc.replication.broker_identity import BrokerTls
 from twinlog.rpc.replication.coordination_locator import LeaderLocator
 from twinlog.rpc.replication.coordination_service import (
@@ -40,7 +41,6 @@ from twinlog.rpc.replication.coordination_service import (
 from twinlog.rpc.replication.internal_checks import InternalCallChecks, RegisteredEpochs
 from twinlog.rpc.replication.internal_guard import InternalGuard
 from twinlog.rpc.replication.service import add_replication_service
-from twinlog.rpc.server.audit import audit
 from twinlog.rpc.server.config import ServerConfig
 
 if TYPE_CHECKING:

@@ -15,7 +15,7 @@ import sys
 import time
 from typing import Any
 
-from twinlog.rpc.server.structured_log import FIELDS_ATTRIBUTE
+from twinlog.rpc.policy.structured_log import FIELDS_ATTRIBUTE
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 LOG_FORMATS = ("text", "json")

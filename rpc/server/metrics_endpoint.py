@@ -37,8 +37,8 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
 from prometheus_client import CollectorRegistry, make_wsgi_app
 
 from twinlog.engine.base.errors import InvalidConfigError
-from twinlog.rpc.server.audit import audit
-from twinlog.rpc.server.auth import TOKEN_BYTES_MIN
+from twinlog.rpc.policy.audit import audit
+from twinlog.rpc.policy.auth import TOKEN_BYTES_MIN
 
 log = logging.getLogger("twinlog.server")
 

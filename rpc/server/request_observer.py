@@ -28,10 +28,10 @@ from typing import Any
 import grpc
 
 from twinlog.rpc.generated.twinlog.v1 import consume_pb2, produce_pb2
-from twinlog.rpc.server.auth import Guard
+from twinlog.rpc.policy.auth import Guard
+from twinlog.rpc.policy.structured_log import log_event
 from twinlog.rpc.server.call import identify
 from twinlog.rpc.server.metrics import ServerMetrics
-from twinlog.rpc.server.structured_log import log_event
 
 REQUEST_LOGGER = "twinlog.request"
 request_log = logging.getLogger(REQUEST_LOGGER)

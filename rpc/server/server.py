@@ -27,6 +27,7 @@ import grpc
 from twinlog.engine.base.errors import InvalidConfigError
 from twinlog.rpc.cluster.metadata_source import MetadataSource, StandaloneMetadata
 from twinlog.rpc.generated.twinlog.v1 import admin_pb2_grpc, consume_pb2_grpc, produce_pb2_grpc
+from twinlog.rpc.policy.auth import Acl, Guard, TokenTable
 from twinlog.rpc.replication.broker_identity import BrokerTls
 from twinlog.rpc.replication.coordination_locator import LeaderLocator
 from twinlog.rpc.replication.coordination_service import (
@@ -35,7 +36,6 @@ from twinlog.rpc.replication.coordination_service import (
 )
 from twinlog.rpc.replication.internal_guard import InternalGuard
 from twinlog.rpc.replication.service import add_replication_service
-from twinlog.rpc.server.auth import Acl, Guard, TokenTable
 from twinlog.rpc.server.config import ServerConfig
 from twinlog.rpc.server.decode import DecodeGuard
 from twinlog.rpc.server.health import HealthReporter

@@ -1,7 +1,7 @@
 """twinlog.v1.Administration on top of a broker.
 
 With an ACL file, ListTransactions and DescribeProducers show only what the
-principal may describe (``twinlog.rpc.server.txn_access``): transaction and producer ids are
+principal may describe (``twinlog.rpc.policy.producer_access``): transaction and producer ids are
 what a request needs to act on a transaction, so they are not shown to everyone;
 the groups a listed transaction holds offsets of need DESCRIBE on each group.
 ``Metadata`` answers who leads what (``metadata_source``: ZooKeeper's view on a cluster
@@ -24,10 +24,10 @@ from twinlog.rpc.cluster.coordinator_source import (
 )
 from twinlog.rpc.cluster.metadata_source import MetadataSource
 from twinlog.rpc.generated.twinlog.v1 import admin_pb2, admin_pb2_grpc
-from twinlog.rpc.server.audit import audited
-from twinlog.rpc.server.auth import Guard, Operation, Resource
+from twinlog.rpc.policy.audit import audited
+from twinlog.rpc.policy.auth import Guard, Operation, Resource
+from twinlog.rpc.policy.producer_access import TransactionalAccess
 from twinlog.rpc.server.call import principal_of, unary
-from twinlog.rpc.server.txn_access import TransactionalAccess
 from twinlog.rpc.wire.broker_api import BrokerApi, CoordinatorKeyType
 from twinlog.rpc.wire.cluster_convert import (
     coordinator_to_proto,

@@ -1,7 +1,7 @@
 """twinlog.v1.Consuming on top of a broker: long-poll fetch, offsets, group offsets.
 
 With an ACL file, a group's offsets need READ on the group (``group:`` grants,
-``twinlog.rpc.server.auth``) as well as READ on their topics, as Kafka's OffsetCommit
+``twinlog.rpc.policy.auth``) as well as READ on their topics, as Kafka's OffsetCommit
 and OffsetFetch do: reading an input topic does not let one move or see another
 principal's position in it.
 
@@ -26,7 +26,7 @@ import grpc
 from twinlog.engine.base.errors import InvalidConfigError, NotEnoughResourcesError
 from twinlog.engine.base.types import FetchResult
 from twinlog.rpc.generated.twinlog.v1 import consume_pb2, consume_pb2_grpc
-from twinlog.rpc.server.auth import ANONYMOUS, Guard, Operation, Principal, Resource
+from twinlog.rpc.policy.auth import ANONYMOUS, Guard, Operation, Principal, Resource
 from twinlog.rpc.server.call import principal_of, unary
 from twinlog.rpc.server.config import ServerConfig
 from twinlog.rpc.server.long_poll_slots import LongPollSlots

@@ -2,7 +2,7 @@
 
 Batches go to the broker as the client encoded them; the broker checks the CRC.
 With an ACL file, every transaction request needs WRITE on its transactional id
-(``twinlog.rpc.server.txn_access``), so one principal cannot begin, commit, abort or fence
+(``twinlog.rpc.policy.producer_access``), so one principal cannot begin, commit, abort or fence
 another's transactions.
 Thread rule: one instance serves every worker thread; it holds no mutable state (a
 produce stream's reader and workers are the stream's own).
@@ -20,11 +20,11 @@ import grpc
 
 from twinlog.engine.base.errors import NotEnoughResourcesError
 from twinlog.rpc.generated.twinlog.v1 import produce_pb2, produce_pb2_grpc
-from twinlog.rpc.server.auth import Guard, Operation, Principal, Resource
+from twinlog.rpc.policy.auth import Guard, Operation, Principal, Resource
+from twinlog.rpc.policy.producer_access import TransactionalAccess
 from twinlog.rpc.server.call import log_failure, principal_of, unary
 from twinlog.rpc.server.config import ServerConfig
 from twinlog.rpc.server.decode import UndecodableRequest
-from twinlog.rpc.server.txn_access import TransactionalAccess
 from twinlog.rpc.wire.broker_api import BrokerApi
 from twinlog.rpc.wire.convert import (
     counts_from_proto,

@@ -6,7 +6,7 @@ ZooKeeper credential, written once into a folder (no tests here).
     security.token()               # the operator's token: every client the support hands out
     security.credential            # for the test's own ZooKeeper session
 
-Principals (``PRINCIPALS``) and their grants (``ACL``, formats in ``rpc/server/auth.py``):
+Principals (``PRINCIPALS``) and their grants (``ACL``, formats in ``rpc/policy/auth.py``):
 
     operator    everything: every topic, the internal ones, every transactional id and
                 group (creates topics, reads logs back for the checks, admin tools)

@@ -1,7 +1,7 @@
 """The fault harness with authentication and ACLs on: principals, grants, and the attacker's attacks.
 
 Three principals share one server (``--tokens-file``, ``--acl-file``; formats in
-``twinlog.rpc.server.auth``):
+``twinlog.rpc.policy.auth``):
 
     operator   creates the topic, watches transactions, reads everything back at the end
     victim     every transactional worker and the plain producer; one transactional

@@ -11,7 +11,7 @@ from twinlog.engine.base.errors import InvalidConfigError
 from twinlog.engine.broker.broker import Broker
 from twinlog.engine.broker.internal_topics import INTERNAL_TOPICS, is_internal
 from twinlog.engine.records.batch_builder import build_batch
-from twinlog.rpc.server.auth import Acl, Operation, Principal, parse_grant
+from twinlog.rpc.policy.auth import Acl, Operation, Principal, parse_grant
 
 
 def test_the_rule_names_the_brokers_topics_and_any_double_underscore_name() -> None:

@@ -37,7 +37,7 @@ from twinlog.rpc.client import Admin
 from twinlog.rpc.kafka.error_codes import CORRUPT_MESSAGE, NONE, REQUEST_TIMED_OUT
 from twinlog.rpc.kafka.listener import KafkaListener
 from twinlog.rpc.kafka.settings import KafkaListenerSettings
-from twinlog.rpc.server.auth import Guard, TokenTable
+from twinlog.rpc.policy.auth import Guard, TokenTable
 from twinlog.rpc.wire.error_table import KafkaCode
 
 CLIENT_TIMEOUT_S = 5

@@ -26,7 +26,7 @@ from kafka.protocol.sasl import (
 from twinlog.engine.broker.broker import Broker
 from twinlog.rpc.client import Admin
 from twinlog.rpc.kafka.listener import KafkaListener
-from twinlog.rpc.server.auth import Acl, Guard, TokenTable
+from twinlog.rpc.policy.auth import Acl, Guard, TokenTable
 
 CLIENT_TIMEOUT_MS = 10_000
 ALICE_TOKEN = "alice-secret-token"

@@ -37,7 +37,7 @@ from twinlog.rpc.client import Admin
 from twinlog.rpc.kafka.listener import KafkaListener
 from twinlog.rpc.kafka.settings import KafkaListenerSettings
 from twinlog.rpc.kafka.tls import server_tls_context
-from twinlog.rpc.server.auth import Acl, Guard, TokenTable
+from twinlog.rpc.policy.auth import Acl, Guard, TokenTable
 from twinlog.rpc.server.config import ServerConfig
 
 CLIENT_TIMEOUT_MS = 5_000

@@ -32,13 +32,13 @@ from twinlog.rpc.generated.twinlog.v1 import (
     coordination_pb2_grpc,
     replication_pb2_grpc,
 )
+from twinlog.rpc.policy.audit import AUDIT_LOGGER
 from twinlog.rpc.replication.broker_identity import BrokerTls, broker_id_of_name, broker_name
 from twinlog.rpc.replication.channel import CHANNEL_OPTIONS, open_channel
 from twinlog.rpc.replication.convert import fetch_to_proto
 from twinlog.rpc.replication.coordination_locator import Location
 from twinlog.rpc.replication.internal_checks import InternalCallChecks, RegisteredEpochs
 from twinlog.rpc.replication.internal_guard import InternalGuard
-from twinlog.rpc.server.audit import AUDIT_LOGGER
 from twinlog.rpc.server.inter_broker import InterBrokerDoor, InterBrokerServer, audit_refusal
 from twinlog.rpc.wire.errors import error_from_rpc_error
 

@@ -10,8 +10,8 @@ from twinlog.engine.base.errors import AuthorizationError, InvalidConfigError
 from twinlog.engine.base.types import ProducerIdentity
 from twinlog.engine.broker.producer_owner import idempotent_transactional_id, owner_of
 from twinlog.engine.records.batch_builder import build_batch
-from twinlog.rpc.server.auth import Acl, Guard, Operation, Principal, Resource
-from twinlog.rpc.server.txn_access import TransactionalAccess
+from twinlog.rpc.policy.auth import Acl, Guard, Operation, Principal, Resource
+from twinlog.rpc.policy.producer_access import TransactionalAccess
 
 ALICE, BOB, OPS = Principal("alice"), Principal("bob"), Principal("ops")
 

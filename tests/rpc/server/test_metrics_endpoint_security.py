@@ -24,7 +24,7 @@ from rpc_fakes import FakeBroker
 
 from twinlog.engine.base.errors import InvalidConfigError
 from twinlog.rpc.cli.main import build_parser
-from twinlog.rpc.server.audit import AUDIT_LOGGER
+from twinlog.rpc.policy.audit import AUDIT_LOGGER
 from twinlog.rpc.server.config import ServerConfig, server_config_from
 from twinlog.rpc.server.metrics_endpoint import CONNECTIONS_MAX, MetricsEndpoint
 from twinlog.rpc.server.server import RpcServer

@@ -25,13 +25,13 @@ from twinlog.engine.broker.broker import Broker
 from twinlog.engine.broker.broker_stats import BrokerStats
 from twinlog.rpc.client.connection import ConnectionOptions
 from twinlog.rpc.client.remote import RemoteBroker
+from twinlog.rpc.policy.structured_log import FIELDS_ATTRIBUTE, format_pairs, log_event
 from twinlog.rpc.server.config import ServerConfig
 from twinlog.rpc.server.engine_collector import EngineCollector
 from twinlog.rpc.server.log_format import JsonFormatter, configure_server_logging
 from twinlog.rpc.server.metrics import ServerMetrics, split_method
 from twinlog.rpc.server.request_observer import REQUEST_LOGGER
 from twinlog.rpc.server.server import RpcServer
-from twinlog.rpc.server.structured_log import FIELDS_ATTRIBUTE, format_pairs, log_event
 
 NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
 SERVING = health_pb2.HealthCheckResponse.SERVING

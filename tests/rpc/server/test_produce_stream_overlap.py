@@ -10,7 +10,7 @@ from twinlog.engine.base.errors import UnknownTopicOrPartitionError
 from twinlog.engine.base.types import ProduceResult
 from twinlog.engine.records.batch_builder import build_batch
 from twinlog.rpc.generated.twinlog.v1 import produce_pb2
-from twinlog.rpc.server.auth import Guard, Principal
+from twinlog.rpc.policy.auth import Guard, Principal
 from twinlog.rpc.server.config import ServerConfig
 from twinlog.rpc.server.service_produce import ProducingService
 

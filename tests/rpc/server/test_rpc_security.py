@@ -1,6 +1,6 @@
 """TLS (a CA and certificates made at test time: ``pki_support``), tokens and ACLs, end to end.
 
-Transactional ids are ACL resources (``twinlog.rpc.server.auth``): bob, who may write the same
+Transactional ids are ACL resources (``twinlog.rpc.policy.auth``): bob, who may write the same
 topic as alice, can neither fence, begin, send into, commit nor abort alice's
 transactions, nor see them listed; what he tries changes nothing.
 """

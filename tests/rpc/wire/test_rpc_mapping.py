@@ -360,7 +360,7 @@ def test_exposure_rules() -> None:
 
 def test_token_table_and_acl_files(tmp_path: Path) -> None:
     from twinlog.engine.base.errors import InvalidConfigError
-    from twinlog.rpc.server.auth import Acl, Operation, Principal, TokenTable
+    from twinlog.rpc.policy.auth import Acl, Operation, Principal, TokenTable
 
     table = TokenTable.load(_write(tmp_path / "t", "abcdefghijklmnop alice\n"))
     assert table.principal_of("abcdefghijklmnop") == Principal("alice")
@@ -381,7 +381,7 @@ def test_token_table_and_acl_files(tmp_path: Path) -> None:
 
 def test_transactional_id_grants(tmp_path: Path) -> None:
     from twinlog.engine.base.errors import InvalidConfigError
-    from twinlog.rpc.server.auth import Acl, Guard, Operation, Principal, Resource
+    from twinlog.rpc.policy.auth import Acl, Guard, Operation, Principal, Resource
 
     text = (
         "alice write transactional-id:loader-*\nalice write orders\n"

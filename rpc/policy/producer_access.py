@@ -35,8 +35,8 @@ from twinlog.engine.base.types import (
 )
 from twinlog.engine.broker.producer_owner import is_idempotent, owner_of
 from twinlog.engine.records.batch_format import NO_PRODUCER_ID, read_header
-from twinlog.rpc.server.audit import audit
-from twinlog.rpc.server.auth import Guard, Operation, Principal, Resource
+from twinlog.rpc.policy.audit import audit
+from twinlog.rpc.policy.auth import Guard, Operation, Principal, Resource
 from twinlog.rpc.wire.broker_api import BrokerApi
 
 # An idempotent producer id is initialised once (each InitProducer without a transactional

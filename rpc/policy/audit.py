@@ -1,6 +1,6 @@
 """The audit log: who changed what, and who was refused, on logger ``twinlog.audit`` at INFO.
 
-Each event is one structured line (``twinlog.rpc.server.structured_log``)::
+Each event is one structured line (``twinlog.rpc.policy.structured_log``)::
 
     topic.create principal=ops peer=ipv4:127.0.0.1:50312 topic=orders partitions=3 outcome=ok
     transaction.abort principal=ops peer=... transaction_id=4353 transactional_id=loader outcome=ok
@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from twinlog.engine.base.errors import AuthorizationError
-from twinlog.rpc.server.structured_log import log_event
+from twinlog.rpc.policy.structured_log import log_event
 
 AUDIT_LOGGER = "twinlog.audit"
 audit_log = logging.getLogger(AUDIT_LOGGER)

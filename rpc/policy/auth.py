@@ -78,7 +78,7 @@ from pathlib import Path
 
 from twinlog.engine.base.errors import AuthenticationError, AuthorizationError, InvalidConfigError
 from twinlog.engine.broker.internal_topics import INTERNAL_TOPIC_PREFIX, is_internal
-from twinlog.rpc.server.audit import audit
+from twinlog.rpc.policy.audit import audit
 from twinlog.rpc.wire.metadata import AUTHORIZATION_KEY
 
 BEARER_PREFIX = "bearer "
