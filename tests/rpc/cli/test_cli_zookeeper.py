@@ -41,22 +41,26 @@ def _start(data_dir: Path) -> tuple[subprocess.Popen[str], int]:
     assert process.stdout is not None
     line = process.stdout.readline()  # blocks until the server answers imok, or fails
     found = re.search(r"serving on 127\.0\.0\.1:(\d+)", line)
-    assert found, f"no 'serving on' line: {line!r}"
+    if not found:
+        with process:  # closes its pipe and waits, once it is killed
+            process.kill()
+        pytest.fail(f"no 'serving on' line: {line!r}")
     return process, int(found.group(1))
 
 
 @pytest.mark.parametrize("stop_signal", [signal.SIGTERM, signal.SIGINT], ids=["sigterm", "ctrl-c"])
 def test_start_serves_until_a_signal_stops_it(tmp_path: Path, stop_signal: int) -> None:
     process, port = _start(tmp_path / "zk")
-    try:
-        assert four_letter_word(port, "ruok") == "imok"
-        process.send_signal(stop_signal)
-        assert process.wait(timeout=30) == 0
-    finally:
-        if process.poll() is None:
-            process.kill()
-    assert process.stdout is not None
-    assert "stopping ZooKeeper" in process.stdout.read()
+    with process:  # its pipe closed, whatever happens
+        try:
+            assert four_letter_word(port, "ruok") == "imok"
+            process.send_signal(stop_signal)
+            assert process.wait(timeout=30) == 0
+        finally:
+            if process.poll() is None:
+                process.kill()
+        assert process.stdout is not None
+        assert "stopping ZooKeeper" in process.stdout.read()
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:  # the JVM went with it: nothing listens any more
         try:
