@@ -78,7 +78,8 @@ def scrape(
         with urllib.request.urlopen(request, timeout=SCRAPE_TIMEOUT_S, context=context) as answer:
             return answer.status, answer.read().decode()
     except urllib.error.HTTPError as error:
-        return error.code, error.read().decode()
+        with error:  # the refusal holds the connection's socket until closed
+            return error.code, error.read().decode()
 
 
 def metric_names(text: str) -> set[str]:
@@ -147,8 +148,9 @@ def test_another_scheme_than_bearer_is_refused(
     with caplog.at_level(logging.INFO, logger=AUDIT_LOGGER):
         with pytest.raises(urllib.error.HTTPError) as refused:
             urllib.request.urlopen(request, timeout=SCRAPE_TIMEOUT_S)
-    assert refused.value.code == 401
-    assert refused.value.headers["WWW-Authenticate"].startswith("Bearer")
+    with refused.value:  # the refusal holds the connection's socket until closed
+        assert refused.value.code == 401
+        assert refused.value.headers["WWW-Authenticate"].startswith("Bearer")
     assert any('reason="not a bearer token"' in message for message in caplog.messages)
 
 
