@@ -155,25 +155,29 @@ except ProducerFencedError as error:
 
 def test_fencing_across_two_processes(server: ServerProcess, admin: Admin) -> None:
     admin.create_topic("fence", 1)
-    zombie = subprocess.Popen(
+    with subprocess.Popen(  # its pipes closed and it reaped, whatever the test saw
         [sys.executable, "-c", FENCED_CLIENT, server.address],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
         cwd=ROOT,
         env=environment(),
-    )
-    assert zombie.stdin is not None and zombie.stdout is not None
-    assert zombie.stdout.readline().strip() == "began"
-    with Producer(server.address, transactional_id="e2e-fence") as successor:
-        successor.init_transactions()
-        zombie.stdin.write("go\n")
-        zombie.stdin.flush()
-        answer = zombie.stdout.readline()
-        zombie.wait(timeout=30)
-        assert answer.startswith("fenced:"), answer
-        with successor.transaction():
-            successor.send("fence", b"from the successor", partition=0)
+    ) as zombie:
+        try:
+            assert zombie.stdin is not None and zombie.stdout is not None
+            assert zombie.stdout.readline().strip() == "began"
+            with Producer(server.address, transactional_id="e2e-fence") as successor:
+                successor.init_transactions()
+                zombie.stdin.write("go\n")
+                zombie.stdin.flush()
+                answer = zombie.stdout.readline()
+                zombie.wait(timeout=30)
+                assert answer.startswith("fenced:"), answer
+                with successor.transaction():
+                    successor.send("fence", b"from the successor", partition=0)
+        finally:
+            if zombie.poll() is None:
+                zombie.kill()
     assert [r.value for r in read(server.address, "fence", 1, 1)] == [b"from the successor"]
 
 
