@@ -61,12 +61,14 @@ class Worker:
         )
         self.lines: queue.Queue[str] = queue.Queue()
         self.seen: list[str] = []
-        threading.Thread(target=self._read, daemon=True).start()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
 
     def _read(self) -> None:
         assert self.process.stdout is not None
-        for raw in self.process.stdout:
-            self.lines.put(raw.decode(errors="replace").rstrip("\n"))
+        with self.process.stdout:  # the reader closes the pipe it reads, at its end
+            for raw in self.process.stdout:
+                self.lines.put(raw.decode(errors="replace").rstrip("\n"))
 
     def wait_for(self, prefix: str, timeout_s: float = LINE_TIMEOUT_S) -> str:
         deadline = time.monotonic() + timeout_s
@@ -99,6 +101,7 @@ class Worker:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+        self.reader.join(timeout=LINE_TIMEOUT_S)  # the pipe ends with the process
 
 
 @pytest.fixture
