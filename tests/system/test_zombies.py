@@ -66,12 +66,14 @@ class Worker:
         )
         self.lines: queue.Queue[str | None] = queue.Queue()
         self.seen: list[str] = []
-        threading.Thread(target=self._read, daemon=True).start()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
 
     def _read(self) -> None:
         assert self.process.stdout is not None
-        for line in self.process.stdout:
-            self.lines.put(line.rstrip("\n"))
+        with self.process.stdout:  # the reader closes the pipe it reads, at its end
+            for line in self.process.stdout:
+                self.lines.put(line.rstrip("\n"))
         self.lines.put(None)
 
     def next_line(self, timeout_s: float = LINE_TIMEOUT_S) -> str:
@@ -99,14 +101,23 @@ class Worker:
 
     def finish(self, timeout_s: float = 30) -> None:
         assert self.process.wait(timeout=timeout_s) == 0, self.seen
-        self.process.stdout.close()  # type: ignore[union-attr]
-        self.process.stdin.close()  # type: ignore[union-attr]
+        self._close()
+
+    def _close(self) -> None:
+        """Its stdin closed and its reader (which closes stdout) ended: the process is gone."""
+        assert self.process.stdin is not None
+        try:
+            self.process.stdin.close()
+        except BrokenPipeError:
+            pass  # a line the dead process never read
+        self.reader.join(timeout=LINE_TIMEOUT_S)
 
     def kill(self) -> None:
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGCONT)  # a stopped process cannot die otherwise
             self.process.kill()
             self.process.wait()
+        self._close()
 
 
 @pytest.fixture(scope="module")
