@@ -78,6 +78,7 @@ from twinlog.engine.broker.seam_adapters import (
     HereCoordinators,
 )
 from twinlog.engine.broker.topic_manager import TopicManager
+from twinlog.engine.broker.unnamed_transactions import open_or_begin, transaction_of_batch
 from twinlog.engine.groups.group_calls import (
     OUTSIDE_ANY_GROUP,
     GroupDescription,
@@ -338,23 +339,28 @@ class Broker(BrokerLifecycle):
         check_request_matches_batch(header, transaction_id, attempt)
         if not header.is_transactional:
             return target.append_plain(batch, header)
-        if transaction_id == NO_TRANSACTION_ID:
-            # On a cluster broker the producer's coordinator may be elsewhere: then this
-            # raises NotCoordinatorError, and the client must name the transaction.
-            coordinator = self.coordinator_manager.for_id(header.producer_id)
-            # A client that does not name the transaction (Kafka's protocol has no field for
-            # it): the producer's open transaction, refused when it has none, so a late batch
-            # never joins a transaction begun after its own ended. The window that remains: a
-            # batch delayed past its transaction's end *and* the next one's begin joins that
-            # next one (KAFKA-17754); KIP-890 closes it by bumping the producer epoch at every
-            # transaction end, for the Kafka-protocol issue. Clients of this broker name the
-            # transaction, and for them the checks below already refuse such a batch.
-            transaction_id = coordinator.open_transaction_of(
-                header.producer_id, header.producer_generation
-            )
+        sequences_per_epoch = transaction_id == NO_TRANSACTION_ID
+        if sequences_per_epoch:  # a Kafka producer's batch (unnamed_transactions)
+            transaction_id = transaction_of_batch(target, header, self.transaction_coordinators)
         # The partition registers itself with the transaction's coordinator on the first
         # batch, and checks the later ones itself (partition_calls).
-        return target.append_transactional(transaction_id, batch, header, attempt)
+        return target.append_transactional(
+            transaction_id, batch, header, attempt, sequences_per_epoch=sequences_per_epoch
+        )
+
+    def open_transaction(self, producer_id: int, producer_generation: int) -> int:
+        """The producer generation's open transaction, begun if it has none: Kafka's implicit
+        begin at AddPartitionsToTxn (``unnamed_transactions``)."""
+        self._check_open()
+        coordinator = self.coordinator_manager.for_id(producer_id)
+        return open_or_begin(coordinator, producer_id, producer_generation, self.begin_transaction)
+
+    def latest_transaction(self, producer_id: int, producer_generation: int) -> int | None:
+        """The transaction an EndTxn of this producer generation ends: its open one, else the
+        last it ended (a retried EndTxn); None if it never had one."""
+        self._check_open()
+        coordinator = self.coordinator_manager.for_id(producer_id)
+        return coordinator.latest_transaction_of(producer_id, producer_generation)
 
     def register_partition_here(self, request: RegisterPartition) -> None:
         """A partition leader's first batch of a transaction this broker coordinates

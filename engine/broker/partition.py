@@ -230,6 +230,7 @@ class Partition(PartitionReplica):
         header: BatchHeader,
         attempt: str = "",
         sender: tuple[int, int] | None = None,
+        sequences_per_epoch: bool = False,
     ) -> ProduceResult:
         """Journal a batch of an open transaction, registering this partition with the
         transaction's coordinator first if it is the transaction's first batch here.
@@ -237,6 +238,9 @@ class Partition(PartitionReplica):
         Sequences are checked per (transaction, attempt): every task attempt of a
         Spark job numbers its own batches from 0. ``sender``: (producer id, generation)
         when the batch does not carry them (the broker's own group offsets batch).
+        ``sequences_per_epoch``: the producer numbers its batches to this partition for
+        its whole epoch, across transactions (a Kafka producer), so the transaction's
+        first batch here may carry any sequence; the later ones follow it.
         """
         self.check_serves_clients()
         self._wait_promoted()
@@ -246,7 +250,9 @@ class Partition(PartitionReplica):
             self._register(
                 transaction_id, sender or (header.producer_id, header.producer_generation), gate
             )
-            return self._append_checked(transaction_id, batch, header, attempt, gate)
+            return self._append_checked(
+                transaction_id, batch, header, attempt, gate, sequences_per_epoch
+            )
 
     def _append_checked(
         self,
@@ -255,6 +261,7 @@ class Partition(PartitionReplica):
         header: BatchHeader,
         attempt: str,
         gate: GateEntry,
+        sequences_per_epoch: bool,
     ) -> ProduceResult:
         """``append_transactional``'s sequence check and journal append as one step per
         transaction: T's append lock is held from the check until the tracker has recorded
@@ -274,7 +281,11 @@ class Partition(PartitionReplica):
         try:
             tracker = self._transaction_tracker(transaction_id, attempt)
             where = f"{self.name} in transaction {transaction_id}"
-            check = tracker.check(header, f"{where} attempt {attempt!r}" if attempt else where)
+            check = tracker.check(
+                header,
+                f"{where} attempt {attempt!r}" if attempt else where,
+                first_sequence_any=sequences_per_epoch,
+            )
             if check.duplicate:
                 release()
                 if check.base_offset >= 0:
@@ -358,7 +369,7 @@ class Partition(PartitionReplica):
             self.coordinators.register_partition(
                 RegisterPartition(transaction_id, self.topic_partition, *sender, epochs, group_id)
             )
-        gate.registered = sender
+        self.transaction_gate.mark_registered(transaction_id, gate, sender)
         if group_id:
             gate.groups.add(group_id)
         if frozen_at is not None:  # the decision that froze it failed: T is open again

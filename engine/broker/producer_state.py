@@ -79,14 +79,20 @@ class SequenceTracker:
     def __init__(self) -> None:
         self.producers: dict[int, ProducerSequences] = {}
 
-    def check(self, header: BatchHeader, where: str) -> SequenceCheck:
-        """Decide about a batch before writing it; raises for fenced, gap or stale duplicates."""
+    def check(
+        self, header: BatchHeader, where: str, first_sequence_any: bool = False
+    ) -> SequenceCheck:
+        """Decide about a batch before writing it; raises for fenced, gap or stale duplicates.
+
+        ``first_sequence_any``: the producer's first batch here may carry any sequence (a
+        Kafka producer's transaction: its sequences count on from its earlier transactions
+        on the partition, which this transaction's table does not hold)."""
         producer_id = header.producer_id
         if producer_id == NO_PRODUCER_ID or header.base_sequence < 0:
             return ACCEPT
         known = self.producers.get(producer_id)
         if known is None or header.producer_generation > known.producer_generation:
-            if header.base_sequence == 0:
+            if header.base_sequence == 0 or first_sequence_any:
                 return ACCEPT
             raise OutOfOrderSequenceError(
                 f"producer {producer_id} generation {header.producer_generation} sent sequence "

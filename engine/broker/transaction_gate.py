@@ -16,6 +16,13 @@ the gate. A thaw loses to any freeze that came after the batch looked.
 An entry lives from T's first append (or its freeze) until APPLY forgets it; a
 refused first append leaves nothing behind.
 
+A batch that does not name its transaction (Kafka's protocol has no field for it) is
+T's when an entry here was registered for its producer generation and is not frozen
+(``open_transaction_of``): every end of T (commit, abort, a timeout's or a fenced
+producer's abort) freezes T on each partition registered with it before the decision
+is written, so an entry registered and not frozen is a transaction its coordinator
+still has open. Only the first batch of T here asks the coordinator which it is.
+
 Thread rule: any thread; one condition variable per partition.
 """
 
@@ -45,6 +52,9 @@ class TransactionGate:
         self._where = where
         self._condition = threading.Condition()
         self._entries: dict[int, GateEntry] = {}
+        # (producer id, generation) -> the transaction whose entry it registered: at most
+        # one open transaction per producer generation, so the newest registration wins
+        self._registered_by: dict[tuple[int, int], int] = {}
 
     @contextmanager
     def appending(self, transaction_id: int) -> Iterator[GateEntry]:
@@ -61,7 +71,34 @@ class TransactionGate:
                 if entry.in_flight == 0:
                     self._condition.notify_all()
                     if entry.registered is None and not entry.frozen:
-                        self._entries.pop(transaction_id, None)  # refused before registering
+                        self._drop(transaction_id)  # refused before registering
+
+    def mark_registered(
+        self, transaction_id: int, entry: GateEntry, sender: tuple[int, int]
+    ) -> None:
+        """T's coordinator accepted ``sender``'s registration of this partition."""
+        with self._condition:
+            entry.registered = sender
+            self._registered_by[sender] = transaction_id
+
+    def open_transaction_of(self, sender: tuple[int, int]) -> int | None:
+        """The transaction ``sender`` (producer id, generation) registered here and nobody
+        has frozen, or None: then only its coordinator knows."""
+        with self._condition:
+            transaction_id = self._registered_by.get(sender)
+            if transaction_id is None:
+                return None
+            entry = self._entries.get(transaction_id)
+            if entry is None or entry.frozen or entry.registered != sender:
+                return None
+            return transaction_id
+
+    def _drop(self, transaction_id: int) -> None:
+        """Remove T's entry and its registration index. Under ``_condition``."""
+        entry = self._entries.pop(transaction_id, None)
+        if entry is not None and entry.registered is not None:
+            if self._registered_by.get(entry.registered) == transaction_id:
+                del self._registered_by[entry.registered]
 
     def freeze(self, transaction_id: int) -> None:
         """Mark T frozen; return once the appends in progress have finished."""
@@ -89,7 +126,7 @@ class TransactionGate:
         with self._condition:
             entry = self._entries.get(transaction_id)
             if entry is not None and entry.in_flight == 0:
-                del self._entries[transaction_id]
+                self._drop(transaction_id)
 
     def open_count(self) -> int:
         """Transactions with an entry here (for tests and figures)."""

@@ -712,23 +712,6 @@ class Coordinator:
         with self._lock:
             return self._memory.low_watermark()
 
-    def open_transaction_of(self, producer_id: int, producer_generation: int) -> int:
-        """The transaction ``producer_id`` has open, for a batch that does not name one.
-
-        Raises (as any request of the producer would) when the generation is fenced or
-        unknown, and InvalidTxnStateError when no transaction is open: a late batch of an
-        ended transaction must not join a later one.
-        """
-        with self._lock:
-            producer = self._producer(producer_id, producer_generation)
-            txn = self._memory.transactions.get(producer.transaction_id or -1)
-            if txn is None or txn.state is not TransactionState.ONGOING:
-                raise InvalidTxnStateError(
-                    f"producer {producer_id} has no open transaction for this transactional "
-                    "batch (begin one first; a batch of an ended transaction is refused)"
-                )
-            return txn.transaction_id
-
     def ongoing_transaction_of(self, producer_id: int, producer_generation: int) -> int | None:
         """The transaction this producer generation has ONGOING, or None (none open, or
         another generation, or an unknown producer): a look, never a refusal."""
@@ -740,6 +723,20 @@ class Coordinator:
             if txn is None or txn.state is not TransactionState.ONGOING:
                 return None
             return txn.transaction_id
+
+    def latest_transaction_of(self, producer_id: int, producer_generation: int) -> int | None:
+        """The transaction an end request of this producer generation is about when it
+        names none (Kafka's EndTxn): the open one, else the last it ended (so a retried end
+        is answered as the first was, by ``commit`` or ``abort``); None if it never had one.
+        Raises as any request of the producer does (fenced, unknown)."""
+        with self._lock:
+            producer = self._producer(producer_id, producer_generation)
+            latest = self._memory.transactions.get(producer.transaction_id or -1)
+            if latest is not None and latest.producer_generation == producer_generation:
+                return latest.transaction_id
+            if producer.last_outcome is not None:  # this generation's (replay keeps it so)
+                return producer.last_outcome[0]
+            return None
 
     def transaction(self, transaction_id: int) -> TransactionMetadata | None:
         with self._lock:

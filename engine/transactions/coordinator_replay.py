@@ -73,6 +73,8 @@ class CoordinatorMemory:
                 entry.producer_id = record.producer_id
                 entry.producer_generation = record.producer_generation
                 entry.timeout_ms = record.timeout_ms
+                # an outcome is the generation's that ended it: the new one has ended nothing
+                entry.last_outcome = None
             self.producers_by_id[entry.producer_id] = entry
         elif isinstance(record, Begin):
             self.transactions[record.transaction_id] = TransactionMetadata(
@@ -132,7 +134,7 @@ class CoordinatorMemory:
             producer.transaction_id = None
         if producer is not None and producer.completing == txn.transaction_id:
             producer.completing = None
-        if producer is not None:
+        if producer is not None and producer.producer_generation == txn.producer_generation:
             producer.last_outcome = (txn.transaction_id, txn.state)
 
     def replay(self, journal: TxnJournal) -> int:

@@ -80,7 +80,8 @@ class ProducerEntry:
     # Derived from the journal (a BEGIN while the previous transaction is in flight).
     completing: int | None = None
     last_begin: tuple[int, int] = (-1, -1)  # (request id, transaction id) to answer a retried begin
-    # (transaction id, COMMITTED/ABORTED) of its last completed transaction: kept in the
-    # checkpoint, so a retried commit or abort is answered across restarts
+    # (transaction id, COMMITTED/ABORTED) of this generation's last completed transaction
+    # (None after a re-init): kept in the checkpoint, so a retried commit or abort is
+    # answered across restarts, and an end naming no transaction (Kafka's EndTxn) finds it
     last_outcome: tuple[int, TransactionState] | None = None
     reinitialising: int = 0  # init_producer calls under way: this generation may not begin
