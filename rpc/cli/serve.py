@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from twinlog.engine.base.addresses import check_port, parse_host_port
 from twinlog.engine.base.errors import InvalidConfigError
+from twinlog.engine.broker.broker import Broker
 from twinlog.rpc.cli.common import add_command
 from twinlog.rpc.kafka.settings import KafkaListenerSettings
 from twinlog.rpc.server.config import (
@@ -362,6 +363,8 @@ def kafka_listener_opener(
         cluster = None
         if served is not None:
             cluster = KafkaCluster(served.broker_id, served.metadata_source, broker)
+        # the served broker is the engine's: it answers for requests naming no transaction
+        assert isinstance(broker, Broker), type(broker)
         listener = KafkaListener(
             broker,
             host,

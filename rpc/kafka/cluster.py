@@ -12,10 +12,8 @@ left out of the broker list; a partition it leads is answered LISTENER_NOT_FOUND
 
 A transactional batch comes to the partition's leader, while the producer's transaction
 was begun at its coordinator (AddPartitionsToTxn), maybe on another broker: the leader's
-listener asks that coordinator which transaction the producer has open
-(``follow_transaction``, once per transactional batch: ``Broker.lookup_producer``, an
-internal Coordination call that carries this broker's certificate, not a client's
-token), and names it to its broker as a single node's listener names the one it began.
+engine finds it (``engine.broker.unnamed_transactions``: its partition's gate once the
+transaction registered there, the coordinator for the first batch), as on a single node.
 
 The engine itself refuses what this broker does not lead (NotLeaderOrFollowerError,
 NotCoordinatorError; UnknownTopicOrPartitionError for a partition it holds no replica
@@ -31,7 +29,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import Any, cast
 
 from twinlog.engine.base.cluster_metadata import ClusterMetadata
 from twinlog.engine.base.errors import TwinlogError
@@ -43,7 +40,6 @@ from twinlog.rpc.kafka.error_codes import (
     UNKNOWN_TOPIC_OR_PARTITION,
     code_of,
 )
-from twinlog.rpc.kafka.open_transactions import OpenTransactions
 from twinlog.rpc.wire.broker_api import BrokerApi, CoordinatorKeyType, FoundCoordinator
 
 log = logging.getLogger("twinlog.kafka")
@@ -59,7 +55,6 @@ class KafkaCluster:
         self.coordinators = CoordinatorSource(
             metadata_source, journal_partitions=lambda: journal_partitions_of(broker)
         )
-        self.broker = cast(Any, broker)  # a cluster Broker: lookup_producer
 
     def metadata(self, topics: Sequence[str] | None = None) -> ClusterMetadata:
         """Raises what the view raises (ZooKeeper unreachable: retriable)."""
@@ -68,21 +63,6 @@ class KafkaCluster:
     def find_coordinator(self, key_type: CoordinatorKeyType, key: str) -> FoundCoordinator:
         """The broker coordinating ``key``; NotCoordinatorError when none does yet."""
         return self.coordinators.find(key_type, key)
-
-    def follow_transaction(
-        self, producer_id: int, producer_generation: int, transactions: OpenTransactions
-    ) -> None:
-        """Learn the producer's open transaction from its coordinator when another broker
-        coordinates it (``transactions.follow``); nothing when this one does. Raises what
-        finding or asking the coordinator raises (retriable when it moved or is away)."""
-        found = self.find_coordinator(CoordinatorKeyType.PRODUCER_ID, str(producer_id))
-        if found.broker.broker_id == self.broker_id:
-            # begun through this listener, known to the broker itself, or learnt while
-            # another broker coordinated it (still the same transaction: a new one is
-            # begun through this listener, which then replaces it)
-            return
-        issued = self.broker.lookup_producer(producer_id, producer_generation)
-        transactions.follow(producer_id, producer_generation, issued.ongoing_transaction_id)
 
     def close(self) -> None:
         """Nothing to close: the calls to other brokers are the broker's own."""

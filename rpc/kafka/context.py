@@ -1,14 +1,16 @@
 """What every request handler gets: the broker, where clients reach this listener, the
-limits, the open transactions of Kafka producers, the shutdown flag, the guard (tokens and
-ACLs), the calling connection's state, the decompression budget of produced batches'
-rewrites and, on a cluster broker, the cluster. One per
-connection: a copy of the listener's, sharing everything but ``connection``."""
+limits, the shutdown flag, the guard (tokens and ACLs), the calling connection's state,
+the decompression budget of produced batches' rewrites and, on a cluster broker, the
+cluster. One per connection: a copy of the listener's, sharing everything but
+``connection``. The listener keeps no transaction state: which transaction a Kafka
+producer's requests belong to is the engine's answer (``KafkaBroker``)."""
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from twinlog.engine.base.errors import TwinlogError
 from twinlog.engine.records.decompression_budget import DecompressionBudget
@@ -16,7 +18,6 @@ from twinlog.rpc.kafka.access import ConnectionState
 from twinlog.rpc.kafka.classic_members import ClassicMembers
 from twinlog.rpc.kafka.cluster import KafkaCluster
 from twinlog.rpc.kafka.error_codes import code_of
-from twinlog.rpc.kafka.open_transactions import OpenTransactions
 from twinlog.rpc.kafka.settings import KafkaListenerSettings
 from twinlog.rpc.policy.auth import Guard
 from twinlog.rpc.policy.producer_access import TransactionalAccess
@@ -29,13 +30,22 @@ NODE_ID = 0
 LEADER_EPOCH = 0
 
 
+class KafkaBroker(BrokerApi, Protocol):
+    """The broker API plus the engine's answers for requests that name no transaction
+    (``twinlog.engine.broker.unnamed_transactions``): the listener serves an in-process
+    ``Broker``."""
+
+    def open_transaction(self, producer_id: int, producer_generation: int) -> int: ...
+
+    def latest_transaction(self, producer_id: int, producer_generation: int) -> int | None: ...
+
+
 @dataclass
 class KafkaContext:
-    broker: BrokerApi
+    broker: KafkaBroker
     endpoint: Callable[[], tuple[str, int]]  # (host, port) clients reach, known once bound
     settings: KafkaListenerSettings
     stopping: threading.Event
-    transactions: OpenTransactions
     # api key -> (min, max) versions advertised in ApiVersions
     advertised_versions: Mapping[int, tuple[int, int]]
     guard: Guard

@@ -39,14 +39,12 @@ from twinlog.engine.base.errors import InvalidConfigError
 from twinlog.engine.records.decompression_budget import DecompressionBudget
 from twinlog.rpc.kafka.access import new_connection
 from twinlog.rpc.kafka.cluster import KafkaCluster
-from twinlog.rpc.kafka.context import KafkaContext
+from twinlog.rpc.kafka.context import KafkaBroker, KafkaContext
 from twinlog.rpc.kafka.dispatch import CloseConnection, advertised_versions, answer_frame
-from twinlog.rpc.kafka.open_transactions import OpenTransactions
 from twinlog.rpc.kafka.settings import KafkaListenerSettings
 from twinlog.rpc.kafka.tls import TlsHandshakeError, peer_common_name, secure
 from twinlog.rpc.policy.auth import Guard
 from twinlog.rpc.policy.producer_access import TransactionalAccess
-from twinlog.rpc.wire.broker_api import BrokerApi
 
 log = logging.getLogger("twinlog.kafka")
 
@@ -97,7 +95,7 @@ class KafkaListener:
 
     def __init__(
         self,
-        broker: BrokerApi,
+        broker: KafkaBroker,
         host: str = "127.0.0.1",
         port: int = 9092,
         settings: KafkaListenerSettings | None = None,
@@ -148,7 +146,6 @@ class KafkaListener:
             endpoint=lambda: (self.advertised_host, self.port),
             settings=self.settings,
             stopping=self.stopping,
-            transactions=OpenTransactions(),
             advertised_versions=advertised_versions(),
             guard=guard,
             access=TransactionalAccess(guard, broker),

@@ -5,8 +5,9 @@ as it is (but for the codecs ``batch_recompression`` compresses again, within th
 decompression budget the broker's own check uses): the broker
 validates it (CRC, records, idempotent sequences of the producer id
 and epoch InitProducerId gave) and appends it, or journals it in the producer's open
-transaction when its transactional bit is set (offsets are known only when the
-transaction is applied, so such a batch is answered base offset -1).
+transaction when its transactional bit is set: the engine knows which transaction that
+is, and takes Kafka's sequences, counted per partition for the whole epoch (offsets are
+known only when the transaction is applied, so such a batch is answered base offset -1).
 
 ``acks``: 0 gets no answer at all (a refusal closes the connection, as Kafka does), 1 and -1 (all) are
 answered once the broker returns, which on a single node is the same moment; a cluster
@@ -24,13 +25,6 @@ from typing import Any
 from kafka.protocol.producer import ProduceRequest, ProduceResponse
 
 from twinlog.engine.base.errors import TwinlogError
-from twinlog.engine.base.types import TopicPartition
-from twinlog.engine.records.batch_format import (
-    NO_PRODUCER_ID,
-    NO_TRANSACTION_ID,
-    RECORDS_OFFSET,
-    read_header,
-)
 from twinlog.rpc.kafka.access import require
 from twinlog.rpc.kafka.batch_recompression import UnsupportedCompressionError, storable_batch
 from twinlog.rpc.kafka.context import KafkaContext
@@ -40,7 +34,6 @@ from twinlog.rpc.kafka.error_codes import (
     NONE,
     UNSUPPORTED_COMPRESSION_TYPE,
 )
-from twinlog.rpc.kafka.transaction_sequences import in_transaction_terms
 from twinlog.rpc.policy.auth import Operation
 
 log = logging.getLogger("twinlog.kafka")
@@ -51,18 +44,6 @@ NO_APPEND_TIME = -1  # the batch keeps its producer's timestamps (CreateTime)
 
 TopicAnswer = ProduceResponse.TopicProduceResponse
 PartitionAnswer = TopicAnswer.PartitionProduceResponse
-
-
-def _follow_transaction(context: KafkaContext, batch: bytes) -> None:
-    """A cluster broker: a transactional batch's transaction, from its coordinator."""
-    assert context.cluster is not None
-    if len(batch) < RECORDS_OFFSET:
-        return  # the broker refuses it, naming the length
-    header = read_header(batch)
-    if header.is_transactional and header.producer_id != NO_PRODUCER_ID:
-        context.cluster.follow_transaction(
-            header.producer_id, header.producer_generation, context.transactions
-        )
 
 
 def _append(context: KafkaContext, topic: str, partition: int, records: bytes | None) -> Any:
@@ -81,20 +62,9 @@ def _append(context: KafkaContext, topic: str, partition: int, records: bytes | 
             )
             # a producer id only from a principal that may use it (the gRPC server's rule)
             context.access.require_batch(principal, batch)
-            if context.cluster is not None:
-                _follow_transaction(context, batch)
-            batch, transaction_id = in_transaction_terms(
-                batch, topic, partition, context.transactions
-            )
-            result = context.broker.produce(topic, partition, batch, transaction_id=transaction_id)
-            base_offset = result.base_offset
-            if transaction_id != NO_TRANSACTION_ID and not result.duplicate:
-                # a retry answered as a duplicate was counted when it was first written
-                context.transactions.batch_written(
-                    read_header(batch).producer_id,
-                    transaction_id,
-                    TopicPartition(topic, partition),
-                )
+            # A transactional batch names no transaction: the engine finds its producer's
+            # open one (``unnamed_transactions``), and takes Kafka's sequence numbering.
+            base_offset = context.broker.produce(topic, partition, batch).base_offset
             error_code = NONE
         except UnsupportedCompressionError as error:
             error_code, message = UNSUPPORTED_COMPRESSION_TYPE, str(error)

@@ -1,9 +1,10 @@
 """The transactional calls: InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn,
 TxnOffsetCommit, EndTxn, onto the broker's transaction coordinator.
 
-A Kafka producer's transaction has no id of its own; ``OpenTransactions`` begins a
-twinlog transaction at its first AddPartitionsToTxn or AddOffsetsToTxn and ends it at
-EndTxn. Commit answers once the commit decision is durable (PREPARE_COMMIT, as Kafka's
+A Kafka producer's transaction has no id of its own; the engine begins one at its first
+AddPartitionsToTxn, AddOffsetsToTxn or TxnOffsetCommit (``Broker.open_transaction``) and
+EndTxn ends the generation's latest (``Broker.latest_transaction``: its open one, or the
+one a retried EndTxn already ended, which the coordinator answers as it did). Commit answers once the commit decision is durable (PREPARE_COMMIT, as Kafka's
 EndTxn does); the partitions' data logs receive the records when the transaction is
 applied, and only then does a consumer see them, all of them.
 
@@ -39,11 +40,9 @@ from twinlog.rpc.kafka.error_codes import (
     INVALID_TXN_STATE,
     NONE,
     NOT_COORDINATOR,
-    PRODUCER_FENCED,
     code_of,
 )
 from twinlog.rpc.kafka.offsets import member_of
-from twinlog.rpc.kafka.open_transactions import EndWithout
 from twinlog.rpc.policy.auth import Operation, Resource
 
 NO_PRODUCER_ID = -1
@@ -74,7 +73,6 @@ def handle_init_producer_id(
             producer_id=NO_PRODUCER_ID,
             producer_epoch=NO_PRODUCER_EPOCH,
         )
-    context.transactions.initialised(identity.producer_id, identity.producer_generation)
     return InitProducerIdResponse(
         version=version,
         throttle_time_ms=0,
@@ -99,9 +97,7 @@ def handle_add_partitions_to_txn(
     try:
         context.access.require_producer(principal, producer_id)
         require(context.guard, principal, Operation.WRITE, sorted({tp.topic for tp in wanted}))
-        transaction_id = context.transactions.ensure_open(
-            context.broker, producer_id, producer_generation
-        )
+        transaction_id = context.broker.open_transaction(producer_id, producer_generation)
         context.broker.add_partitions_to_transaction(
             transaction_id, producer_id, producer_generation, wanted
         )
@@ -132,9 +128,7 @@ def handle_add_offsets_to_txn(
     try:
         context.access.require_producer(principal, request.producer_id)
         require(context.guard, principal, Operation.READ, (request.group_id,), Resource.GROUP)
-        context.transactions.ensure_open(
-            context.broker, request.producer_id, request.producer_epoch
-        )
+        context.broker.open_transaction(request.producer_id, request.producer_epoch)
         error_code = NONE
     except TwinlogError as error:
         error_code = code_of(error, AddOffsetsToTxnRequest.API_KEY)
@@ -155,8 +149,8 @@ def handle_txn_offset_commit(
         context.access.require_producer(principal, request.producer_id)
         require(context.guard, principal, Operation.READ, (request.group_id,), Resource.GROUP)
         require(context.guard, principal, Operation.READ, sorted({tp.topic for tp in offsets}))
-        transaction_id = context.transactions.ensure_open(
-            context.broker, request.producer_id, request.producer_epoch
+        transaction_id = context.broker.open_transaction(
+            request.producer_id, request.producer_epoch
         )
         context.broker.send_offsets_to_transaction(
             transaction_id,
@@ -186,51 +180,22 @@ def handle_txn_offset_commit(
 
 def handle_end_txn(request: EndTxnRequest, version: int, context: KafkaContext) -> EndTxnResponse:
     producer_id, producer_generation = request.producer_id, request.producer_epoch
-    transaction_id = context.transactions.current(producer_id, producer_generation)
-    if transaction_id is None:
-        try:
-            context.access.require_producer(context.connection.principal, producer_id)
-            transaction_id = context.transactions.adopt(
-                context.broker, producer_id, producer_generation
-            )
-        except TwinlogError as error:
-            return EndTxnResponse(
-                version=version,
-                throttle_time_ms=0,
-                error_code=code_of(error, EndTxnRequest.API_KEY),
-            )
+    broker = context.broker
     error_code = NONE
-    if transaction_id is None:
-        # Nothing open: a retry of an end that succeeded is answered NONE (as Kafka does);
-        # a fenced generation PRODUCER_FENCED; a commit of nothing INVALID_TXN_STATE, never
-        # a success for a commit that did not happen (an abort of nothing is harmless).
-        verdict = context.transactions.end_without_transaction(
-            producer_id, producer_generation, request.committed
-        )
-        if verdict is EndWithout.FENCED:
-            error_code = PRODUCER_FENCED
-        elif verdict is EndWithout.NOTHING_OPEN and request.committed:
-            error_code = INVALID_TXN_STATE
-    else:
-        broker = context.broker
-        try:
-            context.access.require_producer(context.connection.principal, producer_id)
+    try:
+        context.access.require_producer(context.connection.principal, producer_id)
+        transaction_id = broker.latest_transaction(producer_id, producer_generation)
+        if transaction_id is None:
+            # Nothing was ever begun: a commit of nothing is INVALID_TXN_STATE, never a
+            # success for a commit that did not happen (an abort of nothing is harmless).
             if request.committed:
-                broker.commit_transaction(
-                    transaction_id,
-                    producer_id,
-                    producer_generation,
-                    batches_written=context.transactions.batches_written(
-                        producer_id, transaction_id
-                    ),
-                )
-            else:
-                broker.abort_transaction(transaction_id, producer_id, producer_generation)
-            context.transactions.ended(
-                producer_id, producer_generation, transaction_id, request.committed
-            )
-        except TwinlogError as error:
-            error_code = code_of(error, EndTxnRequest.API_KEY)
-            if not error.retriable:  # the transaction is over (fenced, timed out): not retried
-                context.transactions.forget(producer_id, transaction_id)
+                error_code = INVALID_TXN_STATE
+        elif request.committed:
+            # The coordinator answers a retry of an end that succeeded as the first (NONE,
+            # as Kafka does), and an end contrary to the one that happened INVALID_TXN_STATE.
+            broker.commit_transaction(transaction_id, producer_id, producer_generation)
+        else:
+            broker.abort_transaction(transaction_id, producer_id, producer_generation)
+    except TwinlogError as error:
+        error_code = code_of(error, EndTxnRequest.API_KEY)
     return EndTxnResponse(version=version, throttle_time_ms=0, error_code=error_code)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import confluent_kafka
@@ -17,7 +18,10 @@ from kafka.structs import OffsetAndMetadata
 
 from twinlog.engine.base.errors import PendingTransactionError
 from twinlog.engine.base.types import TopicPartition
+from twinlog.engine.broker.broker import Broker
 from twinlog.rpc.client import Producer
+from twinlog.rpc.kafka.listener import KafkaListener
+from twinlog.rpc.kafka.settings import KafkaListenerSettings
 
 CLIENT_TIMEOUT_MS = 10_000
 
@@ -310,22 +314,34 @@ def test_a_newer_kafka_python_producer_fences_the_older(kafka_server: Any) -> No
     assert [r.value for r in kafka_python_consume(kafka_server.bootstrap, topic, 1)] == [b"alive"]
 
 
-def test_a_kafka_commit_whose_journaled_batches_were_lost_is_refused(kafka_server: Any) -> None:
-    """The listener's commit names the batches it wrote for the transaction, as twinlog's
-    Producer does: a journal that lost one refuses the commit instead of committing less."""
-    topic = kafka_server.topic()
-    producer = transactional_kafka_python(kafka_server.bootstrap, f"{topic}-lost")
-    try:
-        producer.begin_transaction()
-        producer.send(topic, b"kept", partition=0).get(timeout=10)
-        producer.send(topic, b"lost", partition=0).get(timeout=10)  # a second batch
-        (open_transaction,) = kafka_server.broker.list_transactions()
-        # The partition's journal drops the transaction's entries behind the coordinator's
-        # back (what a damaged journal leaves): it now counts none of the two.
-        partition = kafka_server.broker.partition(TopicPartition(topic, 0))
-        partition.apply_abort(open_transaction.transaction_id)
-        with pytest.raises(kafka.errors.KafkaError):
+def test_a_transaction_outlives_a_restart_of_the_listener(tmp_path: Path) -> None:
+    """The listener keeps no transaction state (the engine knows which transaction a Kafka
+    producer has open): a producer that began and sent through one listener commits
+    through the next one on the same port, and its epoch's sequences run on there."""
+    settings = KafkaListenerSettings(frame_bytes_max=4 << 20, fetch_wait_slice_ms=50)
+    with Broker.open(tmp_path / "data") as broker:
+        broker.create_topic("orders", partitions=1)
+        first = KafkaListener(broker, "127.0.0.1", 0, settings)
+        first.start()
+        port = first.port
+        bootstrap = f"127.0.0.1:{port}"
+        producer = transactional_kafka_python(bootstrap, "restarted")
+        second = None
+        try:
+            producer.begin_transaction()
+            producer.send("orders", b"before", partition=0).get(timeout=10)
+            first.stop(grace_ms=2_000)
+            second = KafkaListener(broker, "127.0.0.1", port, settings)
+            second.start()
+            producer.send("orders", b"after", partition=0).get(timeout=10)
             producer.commit_transaction()
-    finally:
-        producer.close(timeout=5)
-    assert kafka_python_consume(kafka_server.bootstrap, topic, 1, timeout_s=1) == []
+            producer.begin_transaction()
+            producer.send("orders", b"next", partition=0).get(timeout=10)
+            producer.commit_transaction()
+        finally:
+            producer.close(timeout=5)
+        try:
+            found = kafka_python_consume(f"127.0.0.1:{port}", "orders", 3)
+            assert [r.value for r in found] == [b"before", b"after", b"next"]
+        finally:
+            second.stop(grace_ms=2_000)
