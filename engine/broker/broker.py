@@ -79,6 +79,7 @@ from twinlog.engine.broker.seam_adapters import (
 )
 from twinlog.engine.broker.topic_manager import TopicManager
 from twinlog.engine.broker.unnamed_transactions import open_or_begin, transaction_of_batch
+from twinlog.engine.groups.classic_member import ClassicMember
 from twinlog.engine.groups.group_calls import (
     OUTSIDE_ANY_GROUP,
     GroupDescription,
@@ -629,6 +630,17 @@ class Broker(BrokerLifecycle):
         """A member's heartbeat at its group's coordinator (join, leave, keep-alive)."""
         self._check_open()
         return self.consumer_groups.heartbeat(call)
+
+    def classic_member(self, group_id: str, member_id: str) -> ClassicMember | None:
+        """What Kafka's classic protocol keeps of a member between its calls (None: the
+        group's coordinator has no such member, or it is not a classic one)."""
+        self._check_open()
+        return self.consumer_groups.membership.classic_member(group_id, member_id)
+
+    def keep_classic_member(self, classic: ClassicMember) -> bool:
+        """Keep it with the coordinator's member (False: that member is gone)."""
+        self._check_open()
+        return self.consumer_groups.membership.keep_classic_member(classic)
 
     def list_groups(self) -> list[GroupListing]:
         """The groups this broker coordinates (a cluster client asks every broker)."""

@@ -47,6 +47,7 @@ from twinlog.engine.base.errors import (
 )
 from twinlog.engine.base.types import TopicPartition
 from twinlog.engine.groups.assignor import assign_uniform
+from twinlog.engine.groups.classic_member import ClassicMember
 from twinlog.engine.groups.group_calls import (
     JOIN_EPOCH,
     LEAVE_EPOCH,
@@ -77,6 +78,9 @@ class Member:
     previous_member_epoch: int = -1  # a heartbeat whose answer was lost carries this one
     revoke_deadline_s: float | None = None  # monotonic, while UNREVOKED_PARTITIONS
     left_static: bool = False  # left with STATIC_LEAVE_EPOCH: kept for its restart
+    # a member of Kafka's classic protocol: what it keeps between calls (its lifetime is
+    # this member's: removed with it)
+    classic: ClassicMember | None = None
 
 
 @dataclass(frozen=True)

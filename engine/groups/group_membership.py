@@ -24,6 +24,7 @@ from contextlib import contextmanager
 
 from twinlog.engine.base.errors import InvalidConfigError, NonEmptyGroupError, UnknownMemberIdError
 from twinlog.engine.base.types import TopicPartition
+from twinlog.engine.groups.classic_member import ClassicMember
 from twinlog.engine.groups.consumer_group import ConsumerGroup
 from twinlog.engine.groups.group_calls import (
     GroupDescription,
@@ -197,6 +198,26 @@ class GroupMembership:
                     f"consumers (or wait for their sessions to expire) before {what}"
                 )
             yield
+
+    def classic_member(self, group_id: str, member_id: str) -> ClassicMember | None:
+        """What the classic protocol keeps of the member, while the coordinator has it."""
+        with self._holding(group_id):
+            with self._lock:
+                group = self._groups.get(group_id)
+            member = None if group is None else group.members.get(member_id)
+            return None if member is None else member.classic
+
+    def keep_classic_member(self, classic: ClassicMember) -> bool:
+        """Attach ``classic`` to the coordinator's member of its id (after a heartbeat that
+        joined or kept it); False when the coordinator no longer has that member."""
+        with self._holding(classic.group_id):
+            with self._lock:
+                group = self._groups.get(classic.group_id)
+            member = None if group is None else group.members.get(classic.member_id)
+            if member is None:
+                return False
+            member.classic = classic
+            return True
 
     def describe(self, group_id: str) -> GroupDescription | None:
         """None when this coordinator has never seen the group's members."""

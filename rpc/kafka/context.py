@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Protocol
 
 from twinlog.engine.base.errors import TwinlogError
+from twinlog.engine.groups.classic_member import ClassicMember
 from twinlog.engine.records.decompression_budget import DecompressionBudget
 from twinlog.rpc.kafka.access import ConnectionState
-from twinlog.rpc.kafka.classic_members import ClassicMembers
 from twinlog.rpc.kafka.cluster import KafkaCluster
 from twinlog.rpc.kafka.error_codes import code_of
 from twinlog.rpc.kafka.settings import KafkaListenerSettings
@@ -31,13 +31,17 @@ LEADER_EPOCH = 0
 
 
 class KafkaBroker(BrokerApi, Protocol):
-    """The broker API plus the engine's answers for requests that name no transaction
-    (``twinlog.engine.broker.unnamed_transactions``): the listener serves an in-process
-    ``Broker``."""
+    """The broker API plus what Kafka's protocol needs of the engine beyond it: the answers
+    for requests that name no transaction (``twinlog.engine.broker.unnamed_transactions``)
+    and the classic group members' state. The listener serves an in-process ``Broker``."""
 
     def open_transaction(self, producer_id: int, producer_generation: int) -> int: ...
 
     def latest_transaction(self, producer_id: int, producer_generation: int) -> int | None: ...
+
+    def classic_member(self, group_id: str, member_id: str) -> ClassicMember | None: ...
+
+    def keep_classic_member(self, classic: ClassicMember) -> bool: ...
 
 
 @dataclass
@@ -53,7 +57,6 @@ class KafkaContext:
     connection: ConnectionState
     # Shared by every connection (and, when the broker gives its own, with the gRPC door).
     decompression_budget: DecompressionBudget
-    classic_members: ClassicMembers = field(default_factory=ClassicMembers)
     cluster: KafkaCluster | None = None  # None: a single node
 
     def partition_code(self, error: TwinlogError, api_key: int, topic: str, partition: int) -> int:

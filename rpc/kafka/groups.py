@@ -14,12 +14,13 @@ REBALANCE_IN_PROGRESS and joins again. An eager client (range, roundrobin, stick
 given up every partition by then; a cooperative one (cooperative-sticky) still reports
 the ones it kept, in its subscription's owned partitions.
 
-``classic_members`` remembers each member between its calls.
+What the protocol keeps of a member between its calls (``ClassicMember``) is kept with
+the coordinator's own member (``Broker.keep_classic_member``): it goes when the member
+does (timed out, left, fenced, its group moved), and a restarted listener finds it.
 """
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from kafka.protocol.consumer import (
@@ -41,9 +42,9 @@ from twinlog.engine.base.errors import (
     UnknownMemberIdError,
 )
 from twinlog.engine.base.types import TopicPartition
+from twinlog.engine.groups.classic_member import ClassicMember
 from twinlog.engine.groups.group_calls import JOIN_EPOCH, LEAVE_EPOCH, GroupHeartbeatAnswer
 from twinlog.rpc.kafka.access import authorize
-from twinlog.rpc.kafka.classic_members import ClassicMember, ClassicMembers
 from twinlog.rpc.kafka.context import KafkaContext
 from twinlog.rpc.kafka.error_codes import (
     ILLEGAL_GENERATION,
@@ -128,10 +129,10 @@ def handle_join_group(
     if request.protocol_type != CONSUMER_PROTOCOL_TYPE or chosen is None:
         return _join_answer(version, INCONSISTENT_GROUP_PROTOCOL)
     protocol_name, subscription = chosen
-    members: ClassicMembers = context.classic_members
-    known = members.get(request.group_id, request.member_id) if request.member_id else None
-    if known is None and members.full():
-        return _join_answer(version, REBALANCE_IN_PROGRESS)  # retriable: try again later
+    broker = context.broker
+    known = (
+        broker.classic_member(request.group_id, request.member_id) if request.member_id else None
+    )
     member = known or ClassicMember(
         group_id=request.group_id,
         member_id=request.member_id,
@@ -146,7 +147,6 @@ def handle_join_group(
         generation=JOIN_EPOCH,
         member_epoch=JOIN_EPOCH,
         given=(),
-        last_call_s=time.monotonic(),
     )
     member.protocol_name = protocol_name
     member.subscribed_topics = tuple(sorted(set(subscription.topics)))
@@ -165,7 +165,7 @@ def handle_join_group(
                 answer = context.broker.group_heartbeat(member.heartbeat((), JOIN_EPOCH))
     except TwinlogError as error:
         return _join_answer(version, code_of(error, JoinGroupRequest.API_KEY))
-    _remember(members, member, answer)
+    _remember(context, member, answer)
     return _join_answer(
         version,
         NONE,
@@ -175,20 +175,18 @@ def handle_join_group(
     )
 
 
-def _remember(members: ClassicMembers, member: ClassicMember, answer: GroupHeartbeatAnswer) -> None:
-    if answer.member_id != member.member_id:
-        members.remove(member.group_id, member.member_id)
+def _remember(context: KafkaContext, member: ClassicMember, answer: GroupHeartbeatAnswer) -> None:
+    """Keep the joined member with the coordinator's (the id it named, when it named one)."""
     member.member_id = answer.member_id
     member.member_epoch = member.generation = answer.member_epoch
     member.given = answer.assigned
-    member.last_call_s = time.monotonic()
-    members.put(member)
+    context.broker.keep_classic_member(member)  # False: gone at once; its next call rejoins
 
 
 def handle_sync_group(
     request: SyncGroupRequest, version: int, context: KafkaContext
 ) -> SyncGroupResponse:
-    member = context.classic_members.get(request.group_id, request.member_id)
+    member = context.broker.classic_member(request.group_id, request.member_id)
     given: tuple[TopicPartition, ...] = ()
     denied = _group_denied(context, request.group_id)
     if denied:
@@ -212,7 +210,7 @@ def handle_sync_group(
 def handle_heartbeat(
     request: HeartbeatRequest, version: int, context: KafkaContext
 ) -> HeartbeatResponse:
-    member = context.classic_members.get(request.group_id, request.member_id)
+    member = context.broker.classic_member(request.group_id, request.member_id)
     denied = _group_denied(context, request.group_id)
     if denied:
         error_code = denied
@@ -229,9 +227,7 @@ def handle_heartbeat(
             # stay valid: the partitions were given in its generation or before).
             changed = set(answer.assigned) != set(member.given)
             error_code = REBALANCE_IN_PROGRESS if changed else NONE
-        except TwinlogError as error:
-            if isinstance(error, (FencedMemberEpochError, UnknownMemberIdError)):
-                context.classic_members.remove(request.group_id, request.member_id)
+        except TwinlogError as error:  # a fenced or unknown member is gone with its state
             error_code = code_of(error, HeartbeatRequest.API_KEY)
     return HeartbeatResponse(version=version, throttle_time_ms=0, error_code=error_code)
 
@@ -250,7 +246,7 @@ def handle_leave_group(
         leaving = [(item.member_id, item.group_instance_id) for item in request.members]
     results = []
     for member_id, instance_id in leaving:
-        member = context.classic_members.get(request.group_id, member_id)
+        member = context.broker.classic_member(request.group_id, member_id)
         error_code = NONE
         if member is None:
             error_code = UNKNOWN_MEMBER_ID
@@ -261,7 +257,6 @@ def handle_leave_group(
                 pass  # gone already: what leaving wants
             except TwinlogError as error:
                 error_code = code_of(error, LeaveGroupRequest.API_KEY)
-            context.classic_members.remove(request.group_id, member_id)
         results.append(
             LeaveGroupResponse.MemberResponse(
                 member_id=member_id, group_instance_id=instance_id, error_code=error_code

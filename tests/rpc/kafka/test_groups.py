@@ -5,6 +5,7 @@ commits from members are fenced by their generation."""
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 import confluent_kafka
@@ -17,7 +18,10 @@ from kafka.structs import OffsetAndMetadata
 
 from twinlog.engine.base.errors import GroupIdNotFoundError
 from twinlog.engine.base.types import TopicPartition
+from twinlog.engine.broker.broker import Broker
 from twinlog.rpc.client import Producer
+from twinlog.rpc.kafka.listener import KafkaListener
+from twinlog.rpc.kafka.settings import KafkaListenerSettings
 
 CLIENT_TIMEOUT_MS = 10_000
 
@@ -233,3 +237,41 @@ def test_admin_clients_list_and_describe_groups(kafka_server: Any) -> None:
     deleted[group].result(timeout=15)
     with pytest.raises(GroupIdNotFoundError):
         kafka_server.broker.describe_group(group)
+
+
+def test_a_member_goes_on_through_a_restarted_listener(tmp_path: Path) -> None:
+    """A classic member's state is kept with the coordinator's member, not in the listener:
+    after a restart of the listener the member keeps its id and generation (no rejoin),
+    reads on and commits in its generation."""
+    settings = KafkaListenerSettings(frame_bytes_max=4 << 20, fetch_wait_slice_ms=50)
+    with Broker.open(tmp_path / "data") as broker:
+        broker.create_topic("orders", partitions=2)
+        with Producer(broker) as producer:
+            for number in range(4):
+                producer.send("orders", f"{number}".encode(), partition=number % 2)
+        first = KafkaListener(broker, "127.0.0.1", 0, settings)
+        first.start()
+        port = first.port
+        second = None
+        consumer = group_consumer(f"127.0.0.1:{port}", "billing", "orders")
+        try:
+            poll_until([consumer], lambda found: len(found[0]) >= 4)
+            (before,) = broker.describe_group("billing").members
+            first.stop(grace_ms=2_000)
+            second = KafkaListener(broker, "127.0.0.1", port, settings)
+            second.start()
+            with Producer(broker) as producer:
+                for number in range(4, 8):
+                    producer.send("orders", f"{number}".encode(), partition=number % 2)
+            found = poll_until([consumer], lambda found: len(found[0]) >= 4)
+            assert sorted(int(r.value) for r in found[0]) == [4, 5, 6, 7]
+            consumer.commit()  # in the generation it joined with before the restart
+            (after,) = broker.describe_group("billing").members
+            assert after.member_id == before.member_id  # never asked to join again
+            assert after.member_epoch == before.member_epoch
+            committed = dict(broker.describe_group("billing").committed)
+            assert committed == {TopicPartition("orders", 0): 4, TopicPartition("orders", 1): 4}
+        finally:
+            consumer.close()
+            if second is not None:
+                second.stop(grace_ms=2_000)
