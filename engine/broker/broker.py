@@ -30,7 +30,7 @@ import dataclasses
 import logging
 import os
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -143,15 +143,14 @@ class Broker(BrokerLifecycle):
             )
         self.config = config
         self.broker_id = SOLE_BROKER_ID if broker_id is None else broker_id
-        # The partitions are replicated (on one node, to nobody); they wake the followers'
-        # long polls waiting in replica_fetch (partition_manager).
+        # The partitions are replicated (on one node, to nobody); they wake the long polls
+        # of consumers and followers in the settings' one purgatory (``long_poll``).
         self.replication = ReplicationSettings(
             self.broker_id,
             min_insync_replicas=config.min_insync_replicas,
             lag_time_max_ms=config.replica_lag_time_max_ms,
             ack_timeout_ms=config.replica_ack_timeout_ms,
             replica_fsync=config.replica_fsync,
-            on_data=self._notify_replica_data,
         )
         # What gives the partitions and coordinators their roles: the sole member of a
         # single node (set at start-up), or a ZooKeeper member (``rpc.server``'s
@@ -248,6 +247,7 @@ class Broker(BrokerLifecycle):
         if self._closed:
             return
         self._closed = True
+        self.replication.long_poll.wake_all()  # followers' polls see it and return
         self.scheduler.stop()
         self._close_opened()
         log.info("broker closed")
@@ -505,9 +505,6 @@ class Broker(BrokerLifecycle):
 
     # --- replication (a cluster broker; engine.replication, partition_manager) ---------------
 
-    def _notify_replica_data(self) -> None:
-        self.partition_manager.notify_replica_data()
-
     def take_partition_role(
         self,
         topic_partition: TopicPartition,
@@ -584,6 +581,13 @@ class Broker(BrokerLifecycle):
         return self.partition(TopicPartition(topic, partition)).fetch(
             offset, max_bytes, max_wait_ms, min_bytes
         )
+
+    def wait_for_records(
+        self, positions: Sequence[tuple[TopicPartition, int]], max_wait_ms: int
+    ) -> bool:
+        """A long poll over many partitions (``PartitionManager.wait_for_records``)."""
+        self._check_open()
+        return self.partition_manager.wait_for_records(positions, max_wait_ms)
 
     def list_offset(self, topic: str, partition: int, spec: str | int) -> int:
         """``"earliest"``, ``"latest"`` or a timestamp in ms (first offset at or after it).

@@ -22,8 +22,9 @@ and a new leader writes, copies and decides nothing until its in-sync replicas h
 both logs as it held them at promotion (the promotion barrier); its first write then
 finishes a half-done copy (J6).
 
-Fetch is a long poll: a reader waits on ``data_arrived`` until enough bytes
-lie past its offset or its wait runs out. Consumers read below ``readable_end``: the
+Fetch is a long poll in the broker's one purgatory (``engine.base.long_poll``, keyed by
+this partition): a reader waits until enough bytes lie past its offset or its wait runs
+out; every move of what readers see wakes it (``_wake_fetchers``). Consumers read below ``readable_end``: the
 high watermark (what the in-sync replicas hold; on one node, the log end, moved after
 each append by the thread that made it), held below a copy an earlier term left
 half-done until it is finished.
@@ -43,7 +44,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -492,8 +492,8 @@ class Partition(PartitionReplica):
         """Whole batches from ``offset`` below the high watermark; waits up to ``max_wait_ms``
         for ``min_bytes``. The result's end is the high watermark, not the log end."""
         self.check_serves_clients()
-        deadline = time.monotonic() + max(0, max_wait_ms) / 1000
-        while True:
+
+        def read() -> FetchResult:
             start, end = self.log.log_start_offset, self.readable_end
             # Kafka's rule: an offset the log holds but the high watermark has not reached
             # yet is valid and answers nothing (yet); only one past the log end is out of range.
@@ -506,12 +506,14 @@ class Partition(PartitionReplica):
                     end,
                 )
             records = batches_below(self.log.read(offset, max_bytes), end) if offset < end else b""
-            remaining_s = deadline - time.monotonic()
-            if len(records) >= min_bytes or remaining_s <= 0:
-                return FetchResult(records, start, end)
-            with self.data_arrived:
-                if self.readable_end == end:
-                    self.data_arrived.wait(remaining_s)
+            return FetchResult(records, start, end)
+
+        return self.replication.long_poll.poll(
+            (self.topic_partition,),
+            read,
+            lambda result: len(result.records) >= min_bytes,
+            max(0, max_wait_ms) / 1000,
+        )
 
     def _untouched_transaction_trackers(
         self, touched: dict[tuple[int, str], SequenceTracker]

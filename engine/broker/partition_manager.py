@@ -14,19 +14,19 @@ State, and who changes it:
                   same lock). Read from any thread without it: dict reads and ``list()``
                   snapshots are atomic in CPython, and a partition removed meanwhile is
                   closed and refuses calls.
-    _replica_data a condition the followers' long polls wait on; every append and
-                  high-watermark move notifies it (``notify_replica_data``).
+Followers' long polls wait in the broker's one purgatory (``replication.long_poll``),
+keyed by the partitions they fetch: each append, high-watermark or role move of one of
+them wakes the poll.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
-from twinlog.engine.base.errors import UnknownTopicOrPartitionError
+from twinlog.engine.base.errors import TwinlogError, UnknownTopicOrPartitionError
 from twinlog.engine.base.types import TopicPartition
 from twinlog.engine.broker.config import BrokerConfig
 from twinlog.engine.broker.metadata_store import MetadataStore
@@ -71,7 +71,6 @@ class PartitionManager:
         self._admin_lock = admin_lock
         self._is_closed = is_closed
         self._partitions: dict[TopicPartition, Partition] = {}
-        self._replica_data = threading.Condition()
         # the fetcher threads (one per leader) move it; a lost update only changes which
         # partition comes first in one fetch
         self._fetch_rotation = 0
@@ -180,30 +179,54 @@ class PartitionManager:
 
     # --- the leader's side of replication -----------------------------------------------------
 
-    def notify_replica_data(self) -> None:
-        """Wake the followers' long polls (a partition's append or high-watermark move)."""
-        with self._replica_data:
-            self._replica_data.notify_all()
+    def wait_for_records(
+        self, positions: Sequence[tuple[TopicPartition, int]], max_wait_ms: int
+    ) -> bool:
+        """Wait until a consumer at one of these (partition, offset) positions has something
+        to read, or to be told (True: records past it, an offset out of range, a partition
+        gone or not served here; the caller's next read answers it), or ``max_wait_ms``
+        passed (False). A front door's fetch of many partitions waits on all at once."""
+
+        def ready() -> bool:
+            for topic_partition, offset in positions:
+                partition = self._partitions.get(topic_partition)
+                if partition is None:
+                    return True
+                try:
+                    partition.check_serves_clients()
+                except TwinlogError:
+                    return True
+                end = partition.readable_end
+                if partition.log.log_start_offset <= offset < end:
+                    return True  # records to read
+                if not end <= offset <= max(end, partition.log.log_end_offset):
+                    return True  # out of range: to be told
+            return False  # each at or past its readable end: nothing yet
+
+        keys = [topic_partition for topic_partition, _ in positions]
+        return self.replication.long_poll.poll(keys, ready, bool, max(0, max_wait_ms) / 1000)
 
     def replica_fetch(self, request: ReplicaFetch) -> list[FetchedPartition]:
         """A follower's fetch (the replication service's threads): every partition's
         answer, waiting up to ``max_wait_ms`` while none has anything new for it (a long
         poll, woken by appends and high-watermark moves)."""
-        deadline = time.monotonic() + max(0, request.max_wait_ms) / 1000
-        while True:
-            answers = [
-                self._replica_read(request, wanted, now_ms()) for wanted in request.partitions
-            ]
+        keys = [TopicPartition(*wanted.topic_partition) for wanted in request.partitions]
+
+        def read() -> list[FetchedPartition]:
+            return [self._replica_read(request, wanted, now_ms()) for wanted in request.partitions]
+
+        def enough(answers: list[FetchedPartition]) -> bool:
             # Followers learn a moved high watermark with their next batches, or when the
             # poll ends: only batches, errors and divergences end it early.
-            news = any(
+            return self._is_closed() or any(
                 answer.records or answer.error or answer.diverging is not None for answer in answers
             )
-            remaining_s = deadline - time.monotonic()
-            if news or remaining_s <= 0 or self._is_closed():
-                return answers
-            with self._replica_data:
-                self._replica_data.wait(min(remaining_s, REPLICA_POLL_SLICE_S))
+
+        # Read again every REPLICA_POLL_SLICE_S anyway: a partition opened meanwhile (a topic
+        # created) wakes nobody yet.
+        return self.replication.long_poll.poll(
+            keys, read, enough, max(0, request.max_wait_ms) / 1000, REPLICA_POLL_SLICE_S
+        )
 
     def _replica_read(
         self, request: ReplicaFetch, wanted: ReplicaFetchPartition, now: int

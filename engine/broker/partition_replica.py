@@ -548,9 +548,9 @@ class PartitionReplica:
                 self.journal.commit_to(self.name, candidate)
 
     def _wake_fetchers(self) -> None:
-        with self.data_arrived:
+        with self.data_arrived:  # writers waiting for their acknowledgement, promotions
             self.data_arrived.notify_all()
-        self.replication.on_data()
+        self.replication.long_poll.wake(self.topic_partition)  # consumers' and followers' polls
 
 
 __all__ = ["PartitionReplica"]

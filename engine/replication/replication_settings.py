@@ -10,12 +10,9 @@ fetched before its next fetch acknowledges it; off is Kafka's page-cache model.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
-
-def _nothing() -> None:
-    return None
+from twinlog.engine.base.long_poll import LongPoll
 
 
 @dataclass(frozen=True)
@@ -25,6 +22,7 @@ class ReplicationSettings:
     lag_time_max_ms: int = 30_000
     ack_timeout_ms: int = 30_000
     replica_fsync: bool = True
-    # Called after a partition's log or high watermark moved: wakes the followers' long
-    # polls waiting on this broker (the broker passes its own).
-    on_data: Callable[[], None] = field(default=_nothing, compare=False)
+    # The broker's one purgatory: a partition wakes its key (its TopicPartition) after its
+    # log, high watermark or role moved, and its consumers' and followers' long polls
+    # waiting there read again.
+    long_poll: LongPoll = field(default_factory=LongPoll, compare=False)

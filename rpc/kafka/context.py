@@ -8,11 +8,12 @@ producer's requests belong to is the engine's answer (``KafkaBroker``)."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from twinlog.engine.base.errors import TwinlogError
+from twinlog.engine.base.types import TopicPartition
 from twinlog.engine.groups.classic_member import ClassicMember
 from twinlog.engine.records.decompression_budget import DecompressionBudget
 from twinlog.rpc.kafka.access import ConnectionState
@@ -33,11 +34,16 @@ LEADER_EPOCH = 0
 class KafkaBroker(BrokerApi, Protocol):
     """The broker API plus what Kafka's protocol needs of the engine beyond it: the answers
     for requests that name no transaction (``twinlog.engine.broker.unnamed_transactions``)
-    and the classic group members' state. The listener serves an in-process ``Broker``."""
+    the classic group members' state, and a long poll over many partitions at once. The
+    listener serves an in-process ``Broker``."""
 
     def open_transaction(self, producer_id: int, producer_generation: int) -> int: ...
 
     def latest_transaction(self, producer_id: int, producer_generation: int) -> int | None: ...
+
+    def wait_for_records(
+        self, positions: Sequence[tuple[TopicPartition, int]], max_wait_ms: int
+    ) -> bool: ...
 
     def classic_member(self, group_id: str, member_id: str) -> ClassicMember | None: ...
 

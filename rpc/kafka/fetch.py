@@ -8,10 +8,12 @@ answer at most ``max_bytes`` (and the listener's ``fetch_bytes_max``), except th
 first partition with records always gets one whole batch, however large, so a consumer
 never stalls on a batch bigger than its limits.
 
-A Fetch with less than ``min_bytes`` ready (and no partition in error) waits up to ``max_wait_ms`` (at most
-``fetch_wait_ms_max``) in slices of ``fetch_wait_slice_ms``, on one of its partitions at a
-time, then reads them all again; it holds its own connection's thread only, so other
-connections are served meanwhile, and a shutdown ends the wait at the next slice.
+A Fetch with less than ``min_bytes`` ready (and no partition in error) waits up to
+``max_wait_ms`` (at most ``fetch_wait_ms_max``) in the broker's one purgatory, on all its
+partitions at once (``Broker.wait_for_records``: an append to any of them wakes it), in
+slices of ``fetch_wait_slice_ms``, then reads them all again; it holds its own
+connection's thread only, so other connections are served meanwhile, and a shutdown ends
+the wait at the next slice.
 
 Fetch sessions (KIP-227) are not kept: every answer says session id 0 ("no session"), so a
 client sends full fetches; an incremental fetch naming a session gets
@@ -26,6 +28,7 @@ from typing import Any
 from kafka.protocol.consumer import FetchRequest, FetchResponse
 
 from twinlog.engine.base.errors import OffsetOutOfRangeError, TwinlogError
+from twinlog.engine.base.types import TopicPartition
 from twinlog.rpc.kafka.access import authorize
 from twinlog.rpc.kafka.context import KafkaContext
 from twinlog.rpc.kafka.error_codes import FETCH_SESSION_ID_NOT_FOUND, NONE, code_of
@@ -148,7 +151,6 @@ def handle_fetch(request: FetchRequest, version: int, context: KafkaContext) -> 
     min_bytes = max(1, request.min_bytes)
     wait_ms = min(max(0, request.max_wait_ms), settings.fetch_wait_ms_max)
     deadline = time.monotonic() + wait_ms / 1000
-    turn = 0
     denied = {}
     for topic in {topic.topic for topic in request.topics}:
         code = authorize(context.guard, context.connection.principal, Operation.READ, (topic,))
@@ -174,9 +176,10 @@ def handle_fetch(request: FetchRequest, version: int, context: KafkaContext) -> 
                 responses=reading.answers,
             )
         slice_ms = max(1, min(int(remaining_s * 1000), settings.fetch_wait_slice_ms))
-        topic, partition, offset = reading.waitable[turn % len(reading.waitable)]
-        turn += 1
+        positions = [
+            (TopicPartition(topic, index), offset) for topic, index, offset in reading.waitable
+        ]
         try:
-            context.broker.fetch(topic, partition, offset, max_bytes=1, max_wait_ms=slice_ms)
+            context.broker.wait_for_records(positions, slice_ms)  # woken by any of them
         except TwinlogError:
             pass  # the next pass answers it

@@ -126,9 +126,60 @@ def test_stop_ends_a_waiting_fetch_and_closes_the_listener(broker: Broker) -> No
         connection.close()
 
 
+def test_a_fetch_of_many_partitions_wakes_on_any_of_them(broker: Broker) -> None:
+    """The wait is on all the fetch's partitions at once (the broker's one purgatory): a
+    record on the last of three answers the fetch at once, not after a slice on each of
+    the others (a slice here is longer than the whole test)."""
+    Admin(broker).create_topic("quiet", partitions=3)
+    settings = KafkaListenerSettings(fetch_wait_slice_ms=15_000, fetch_wait_ms_max=20_000)
+    listener = KafkaListener(broker, "127.0.0.1", 0, settings)
+    listener.start()
+    connection = socket.create_connection(("127.0.0.1", listener.port), timeout=30)
+    Topic = FetchRequest.FetchTopic
+    request = FetchRequest(
+        replica_id=-1,
+        max_wait_ms=20_000,
+        min_bytes=1,
+        max_bytes=1 << 20,
+        isolation_level=1,
+        session_id=0,
+        session_epoch=-1,
+        topics=[
+            Topic(
+                topic="quiet",
+                partitions=[
+                    Topic.FetchPartition(
+                        partition=index, fetch_offset=0, partition_max_bytes=1 << 20
+                    )
+                    for index in range(3)
+                ],
+            )
+        ],
+        forgotten_topics_data=[],
+        rack_id="",
+    )
+    answers: list[Any] = []
+    waiting = threading.Thread(
+        target=lambda: answers.append(_call(connection, request, FetchResponse, 12))
+    )
+    try:
+        waiting.start()
+        time.sleep(0.3)  # the fetch waits
+        started = time.monotonic()
+        broker.produce("quiet", 2, build_batch([b"late"]))
+        waiting.join(10)
+        assert answers, "the fetch was not answered within 10 s"
+        assert time.monotonic() - started < 5
+        by_partition = {p.partition_index: p for p in answers[0].responses[0].partitions}
+        assert by_partition[2].records and not by_partition[0].records
+    finally:
+        connection.close()
+        listener.stop(grace_ms=1_000)
+
+
 def test_a_transaction_begun_before_a_listener_restart_commits_after_it(broker: Broker) -> None:
-    """A listener remembers Kafka producers' open transactions in its process; a new one
-    finds them at the broker, so a commit after a restart commits (never a silent NONE)."""
+    """The engine knows Kafka producers' open transactions, not the listener: a commit after
+    a restart of the listener commits what was sent before it (never a silent NONE)."""
     Admin(broker).create_topic("moved", partitions=1)
     before = KafkaListener(broker, "127.0.0.1", 0)
     before.start()

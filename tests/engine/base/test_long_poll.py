@@ -1,0 +1,96 @@
+"""The one purgatory: a waiter reads again when one of its keys is woken, never misses a
+wake that came between its read and its sleep, is not woken by other keys, and leaves
+nothing behind."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from twinlog.engine.base.long_poll import LongPoll
+
+
+def test_a_waiter_returns_when_its_key_is_woken() -> None:
+    long_poll = LongPoll()
+    box: list[int] = []
+    threading.Timer(0.2, lambda: (box.append(1), long_poll.wake("p0"))).start()
+    started = time.monotonic()
+    result = long_poll.poll(["p0", "p1"], lambda: list(box), bool, max_wait_s=10)
+    assert result == [1]
+    assert time.monotonic() - started < 5
+    assert long_poll.waiting_count() == 0
+
+
+def test_a_wake_between_the_read_and_the_sleep_is_not_lost() -> None:
+    long_poll = LongPoll()
+    box: list[int] = []
+    reads = 0
+
+    def read() -> list[int]:
+        nonlocal reads
+        reads += 1
+        seen = list(box)
+        if reads == 1:  # data arrives, and is announced, right after this read
+            box.append(1)
+            long_poll.wake("p0")
+        return seen
+
+    started = time.monotonic()
+    assert long_poll.poll(["p0"], read, bool, max_wait_s=10) == [1]
+    assert time.monotonic() - started < 5 and reads == 2
+
+
+def test_other_keys_do_not_wake_it_and_the_wait_ends_at_its_time() -> None:
+    long_poll = LongPoll()
+    reads = 0
+
+    def read() -> None:
+        nonlocal reads
+        reads += 1
+
+    stop = threading.Event()
+
+    def wake_others() -> None:
+        while not stop.is_set():
+            long_poll.wake("other")
+            time.sleep(0.01)
+
+    waker = threading.Thread(target=wake_others)
+    waker.start()
+    try:
+        started = time.monotonic()
+        long_poll.poll(["mine"], read, lambda _: False, max_wait_s=0.3)
+        assert 0.25 <= time.monotonic() - started < 5
+    finally:
+        stop.set()
+        waker.join()
+    assert reads == 2  # once at the start, once when its time was up
+
+
+def test_wake_all_and_the_slice_read_again() -> None:
+    long_poll = LongPoll()
+    reads = 0
+
+    def read() -> int:
+        nonlocal reads
+        reads += 1
+        return reads
+
+    threading.Timer(0.2, long_poll.wake_all).start()
+    assert long_poll.poll(["p0"], read, lambda n: n >= 2, max_wait_s=10) == 2
+    started = time.monotonic()
+    assert long_poll.poll(["p0"], read, lambda n: n >= 5, max_wait_s=10, slice_s=0.05) == 5
+    assert time.monotonic() - started < 5
+
+
+def test_what_read_raises_ends_the_poll_and_unregisters() -> None:
+    long_poll = LongPoll()
+
+    def read() -> None:
+        raise ValueError("gone")
+
+    with pytest.raises(ValueError, match="gone"):
+        long_poll.poll(["p0"], read, bool, max_wait_s=10)
+    assert long_poll.waiting_count() == 0
