@@ -83,13 +83,10 @@ def test_connections_over_the_limit_are_closed(broker: Broker) -> None:
         listener.stop(grace_ms=1_000)
 
 
-def test_stop_ends_a_waiting_fetch_and_closes_the_listener(broker: Broker) -> None:
-    Admin(broker).create_topic("idle", partitions=1)
-    listener = KafkaListener(broker, "127.0.0.1", 0)
-    listener.start()
-    connection = socket.create_connection(("127.0.0.1", listener.port), timeout=10)
+def waiting_fetch(topic: str, partitions: int) -> Any:
+    """A Fetch (v12) of the topic's partitions from offset 0 that may wait 20 s."""
     Topic = FetchRequest.FetchTopic
-    request = FetchRequest(
+    return FetchRequest(
         replica_id=-1,
         max_wait_ms=20_000,
         min_bytes=1,
@@ -99,15 +96,26 @@ def test_stop_ends_a_waiting_fetch_and_closes_the_listener(broker: Broker) -> No
         session_epoch=-1,
         topics=[
             Topic(
-                topic="idle",
+                topic=topic,
                 partitions=[
-                    Topic.FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1 << 20)
+                    Topic.FetchPartition(
+                        partition=index, fetch_offset=0, partition_max_bytes=1 << 20
+                    )
+                    for index in range(partitions)
                 ],
             )
         ],
         forgotten_topics_data=[],
         rack_id="",
     )
+
+
+def test_stop_ends_a_waiting_fetch_and_closes_the_listener(broker: Broker) -> None:
+    Admin(broker).create_topic("idle", partitions=1)
+    listener = KafkaListener(broker, "127.0.0.1", 0)
+    listener.start()
+    connection = socket.create_connection(("127.0.0.1", listener.port), timeout=10)
+    request = waiting_fetch("idle", 1)
     answers: list[Any] = []
     waiting = threading.Thread(
         target=lambda: answers.append(_call(connection, request, FetchResponse, 12))
@@ -135,29 +143,7 @@ def test_a_fetch_of_many_partitions_wakes_on_any_of_them(broker: Broker) -> None
     listener = KafkaListener(broker, "127.0.0.1", 0, settings)
     listener.start()
     connection = socket.create_connection(("127.0.0.1", listener.port), timeout=30)
-    Topic = FetchRequest.FetchTopic
-    request = FetchRequest(
-        replica_id=-1,
-        max_wait_ms=20_000,
-        min_bytes=1,
-        max_bytes=1 << 20,
-        isolation_level=1,
-        session_id=0,
-        session_epoch=-1,
-        topics=[
-            Topic(
-                topic="quiet",
-                partitions=[
-                    Topic.FetchPartition(
-                        partition=index, fetch_offset=0, partition_max_bytes=1 << 20
-                    )
-                    for index in range(3)
-                ],
-            )
-        ],
-        forgotten_topics_data=[],
-        rack_id="",
-    )
+    request = waiting_fetch("quiet", 3)
     answers: list[Any] = []
     waiting = threading.Thread(
         target=lambda: answers.append(_call(connection, request, FetchResponse, 12))
