@@ -357,32 +357,6 @@ class Coordinator:
             if new:
                 self._write(AddPartitions(now_ms(), transaction_id, new))
 
-    def add_offsets(
-        self,
-        transaction_id: int,
-        producer_id: int,
-        producer_generation: int,
-        group_id: str,
-        offsets_partition: TopicPartition,
-        partitions: Iterable[TopicPartition],
-    ) -> None:
-        """Journal that the transaction commits ``group_id``'s offsets of ``partitions``.
-
-        The group's ``__consumer_offsets`` partition joins the transaction too.
-        """
-        with self._lock:
-            txn = self._transaction(
-                transaction_id, producer_id, producer_generation, TransactionEvent.ADD_OFFSETS
-            )
-            assert txn is not None
-            if offsets_partition not in txn.partitions:
-                self._write(AddPartitions(now_ms(), transaction_id, (offsets_partition,)))
-            new = tuple(
-                sorted({TopicPartition(*p) for p in partitions} - txn.groups.get(group_id, set()))
-            )
-            if new or group_id not in txn.groups:
-                self._write(AddOffsets(now_ms(), transaction_id, group_id, new))
-
     def register_partition(self, request: RegisterPartition) -> None:
         """A partition's first batch of a transaction: check the producer and the state,
         journal the partition into the transaction (durably: a partition must be in the
@@ -414,11 +388,10 @@ class Coordinator:
             )
         transaction_id = request.transaction_id
         with self._lock:
+            # An offsets partition registering for a group is Kafka's AddOffsetsToTxn.
+            event = TransactionEvent.ADD_OFFSETS if request.group_id else TransactionEvent.SEND
             txn = self._transaction(
-                transaction_id,
-                request.producer_id,
-                request.producer_generation,
-                TransactionEvent.SEND,
+                transaction_id, request.producer_id, request.producer_generation, event
             )
             assert txn is not None
             if transaction_id in self._counting:

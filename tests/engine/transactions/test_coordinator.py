@@ -294,7 +294,8 @@ def _fire(
     if event is TransactionEvent.ADD_PARTITIONS:
         coordinator.add_partitions(txn_id, pid, gen, [B1])
     elif event is TransactionEvent.ADD_OFFSETS:
-        coordinator.add_offsets(txn_id, pid, gen, "group", OFFSETS, [A0])
+        registration = RegisterPartition(txn_id, OFFSETS, pid, gen, CallEpochs(0, 0, 0), "group")
+        coordinator.register_partition(registration)
     elif event is TransactionEvent.SEND:
         coordinator.register_partition(RegisterPartition(txn_id, A0, pid, gen, CallEpochs(0, 0, 0)))
     elif event is TransactionEvent.COMMIT:
