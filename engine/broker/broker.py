@@ -243,7 +243,10 @@ class Broker(BrokerLifecycle):
         return self.coordinator_manager.wait_active(journal_partition, timeout_s)
 
     def close(self) -> None:
-        """Stop background work, finish completions in progress, flush and close everything."""
+        """Stop background work, flush and close everything. The coordinators write nothing
+        more, as after a crash: a commit decided but not yet applied everywhere is applied by
+        the next leader of its journal partition (on one node, at the next open), from the
+        journal, idempotently."""
         if self._closed:
             return
         self._closed = True
