@@ -16,6 +16,7 @@ import pytest
 from server_process import ROOT, ServerProcess, environment, run_cli
 from tcp_proxy import HoldingProxy
 
+from twinlog.engine.base.errors import TwinlogError
 from twinlog.rpc.client import Admin, Consumer, Producer
 
 pytestmark = pytest.mark.slow  # every test starts processes (server and CLI)
@@ -199,6 +200,18 @@ class Stall:
             self.proxy.close()
         assert self.server.process is not None
         self.server.process.send_signal(signal.SIGCONT)
+        # Serving again before it is asked to stop: a server resumed from a long pause has
+        # every timer and every held request due at once, and on a loaded machine that
+        # backlog, not the stop, is what the fixture's stop would be waiting on.
+        deadline_s = time.monotonic() + 30
+        while True:
+            try:
+                with Admin(self.server.address, request_timeout_ms=2_000) as admin:
+                    admin.list_topics()
+                return
+            except TwinlogError:
+                assert time.monotonic() < deadline_s, "the server did not serve again"
+                time.sleep(0.2)
 
 
 @pytest.fixture(params=["sigstop", "proxy"])
