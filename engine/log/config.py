@@ -1,7 +1,8 @@
 """Configuration of one data log (one partition), with units in every name.
 
-``LogConfig`` is frozen and validated on construction: a bad value raises
-``InvalidConfigError`` naming the field (and its Kafka-style key). Topic
+``LogConfig`` is frozen and checked on construction by its rules (``RULES``,
+``engine/base/config_rules.py``): a bad value raises an ``InvalidConfigError`` of one
+line naming the field (and its Kafka-style key), the value and what is allowed. Topic
 configuration arrives as a mapping of strings, as Kafka's does, so
 ``LogConfig.from_mapping`` accepts either the field names or these keys:
 
@@ -38,12 +39,11 @@ keys name the same field, the later one in the mapping wins, so
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from twinlog.engine.base.errors import BatchTooLargeError, InvalidConfigError
-from twinlog.engine.base.renamed_keys import canonical_key
+from twinlog.engine.base.config_rules import ConfigRules, Integer, Number, OneOf
+from twinlog.engine.base.errors import BatchTooLargeError
 from twinlog.engine.base.units import GIBIBYTE, MEBIBYTE
 from twinlog.engine.records.batch_format import BATCH_BYTES_HARD_MAX, HEADER_BYTES
 
@@ -95,26 +95,26 @@ REFUSED_KAFKA_KEYS: dict[str, str] = {
     "log.flush.interval.messages": "twinlog flushes by bytes, not records: use flush.bytes",
 }
 
-# field -> (smallest, largest, allow UNLIMITED)
-_INTEGER_RANGES: dict[str, tuple[int, int, bool]] = {
-    "segment_bytes": (HEADER_BYTES, SEGMENT_BYTES_MAX, False),
-    "segment_ms": (1, INT64_MAX, False),
-    "index_interval_bytes": (0, SEGMENT_BYTES_MAX, False),
-    "retention_bytes": (0, INT64_MAX, True),
-    "retention_ms": (0, INT64_MAX, True),
-    "flush_interval_ms": (0, INT64_MAX, False),
-    "flush_interval_bytes": (0, INT64_MAX, False),
-    "batch_bytes_max": (HEADER_BYTES, BATCH_BYTES_HARD_MAX, False),
-    "min_compaction_lag_ms": (0, INT64_MAX, False),
-    "delete_retention_ms": (0, INT64_MAX, False),
-}
-_STRING_FIELDS = ("flush_policy", "cleanup_policy")
-
-
-def _key_names(field: str) -> str:
-    """'segment_bytes (segment.bytes)': how a message names a field."""
-    aliases = [key for key, target in KAFKA_KEYS.items() if target == field]
-    return f"{field} ({aliases[0]})" if aliases else field
+RULES = ConfigRules(
+    "log config",
+    {
+        "segment_bytes": Integer(HEADER_BYTES, SEGMENT_BYTES_MAX),
+        "segment_ms": Integer(1, INT64_MAX),
+        "index_interval_bytes": Integer(0, SEGMENT_BYTES_MAX),
+        "retention_bytes": Integer(0, INT64_MAX, minus_one="unlimited"),
+        "retention_ms": Integer(0, INT64_MAX, minus_one="unlimited"),
+        "flush_policy": OneOf(FLUSH_POLICIES),
+        "flush_interval_ms": Integer(0, INT64_MAX),
+        "flush_interval_bytes": Integer(0, INT64_MAX),
+        "batch_bytes_max": Integer(HEADER_BYTES, BATCH_BYTES_HARD_MAX),
+        "cleanup_policy": OneOf(CLEANUP_POLICIES),
+        "min_compaction_lag_ms": Integer(0, INT64_MAX),
+        "min_cleanable_dirty_ratio": Number(0, 1),
+        "delete_retention_ms": Integer(0, INT64_MAX),
+    },
+    aliases=KAFKA_KEYS,
+    refused_keys=REFUSED_KAFKA_KEYS,
+)
 
 
 @dataclass(frozen=True)
@@ -138,33 +138,9 @@ class LogConfig:
     delete_retention_ms: int = DAY_MS  # a tombstone (null value) is kept this long, then dropped
 
     def __post_init__(self) -> None:
-        for field, (smallest, largest, allow_unlimited) in _INTEGER_RANGES.items():
-            value = getattr(self, field)
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise InvalidConfigError(
-                    f"log config {_key_names(field)} must be an integer, got {value!r}"
-                )
-            if allow_unlimited and value == UNLIMITED:
-                continue
-            if not smallest <= value <= largest:
-                unlimited = " or -1 (unlimited)" if allow_unlimited else ""
-                raise InvalidConfigError(
-                    f"log config {_key_names(field)} is {value}, expected "
-                    f"{smallest}..{largest}{unlimited}"
-                )
-        if self.flush_policy not in FLUSH_POLICIES:
-            raise InvalidConfigError(
-                f"log config {_key_names('flush_policy')} is {self.flush_policy!r}, "
-                f"expected one of {', '.join(FLUSH_POLICIES)}"
-            )
         # Frozen: normalise through object.__setattr__ ("delete, compact" -> "compact,delete").
         object.__setattr__(self, "cleanup_policy", _normal_cleanup_policy(self.cleanup_policy))
-        ratio = self.min_cleanable_dirty_ratio
-        if isinstance(ratio, bool) or not isinstance(ratio, int | float) or not 0.0 <= ratio <= 1.0:
-            raise InvalidConfigError(
-                f"log config {_key_names('min_cleanable_dirty_ratio')} is {ratio!r}, "
-                "expected a number from 0 to 1"
-            )
+        RULES.check(self)
 
     @property
     def compacts(self) -> bool:
@@ -197,49 +173,16 @@ class LogConfig:
     @classmethod
     def from_mapping(cls, mapping: Mapping[str, object]) -> LogConfig:
         """A config from field names or Kafka-style keys; unset fields keep their defaults."""
-        fields = {field.name: field for field in dataclasses.fields(cls)}
-        values: dict[str, object] = {}
-        for key, raw_value in mapping.items():
-            if key in REFUSED_KAFKA_KEYS:
-                raise InvalidConfigError(
-                    f"log config key {key!r} is not supported: {REFUSED_KAFKA_KEYS[key]}"
-                )
-            field = canonical_key(KAFKA_KEYS.get(key, key))
-            if field not in fields:
-                known = sorted([*fields, *KAFKA_KEYS])
-                raise InvalidConfigError(
-                    f"unknown log config key {key!r}; known keys: {', '.join(known)}"
-                )
-            values[field] = _parse_value(field, raw_value)
-        return cls(**values)  # type: ignore[arg-type]  # each value was parsed for its field
+        return cls(**RULES.values_from(mapping))  # type: ignore[arg-type]  # checked by RULES
 
 
-def _normal_cleanup_policy(policy: object) -> str:
+def _normal_cleanup_policy(policy: object) -> object:
+    """One spelling of each policy ("delete, compact" -> "compact,delete"); anything else
+    as it is, for the rules to refuse."""
     words = policy.split(",") if isinstance(policy, str) else []
     chosen = {word.strip() for word in words}
     if not words or not chosen <= {CLEANUP_DELETE, CLEANUP_COMPACT}:
-        raise InvalidConfigError(
-            f"log config {_key_names('cleanup_policy')} is {policy!r}, expected one of "
-            f"{', '.join(CLEANUP_POLICIES)}"
-        )
+        return policy
     if chosen == {CLEANUP_DELETE, CLEANUP_COMPACT}:
         return CLEANUP_COMPACT_DELETE
     return chosen.pop()
-
-
-def _parse_value(field: str, raw_value: object) -> object:
-    if field in _STRING_FIELDS or not isinstance(raw_value, str):
-        return raw_value  # types are checked by __post_init__
-    if field == "min_cleanable_dirty_ratio":
-        try:
-            return float(raw_value.strip())
-        except ValueError:
-            raise InvalidConfigError(
-                f"log config {_key_names(field)} must be a number from 0 to 1, got {raw_value!r}"
-            ) from None
-    try:
-        return int(raw_value.strip())
-    except ValueError:
-        raise InvalidConfigError(
-            f"log config {_key_names(field)} must be an integer, got {raw_value!r}"
-        ) from None
