@@ -10,12 +10,13 @@ topics.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
-from twinlog.engine.base.errors import InvalidConfigError
-from twinlog.engine.base.renamed_keys import canonical_key
+from twinlog.engine.base.config_rules import POSITIVE, ConfigRules, Flag, Integer, OneOf
+from twinlog.engine.log.config import RULES as LOG_RULES
 from twinlog.engine.records.batch_format import BATCH_BYTES_HARD_MAX, HEADER_BYTES
+from twinlog.journal.local_config import ENTRY_BATCHES, PAGE_BYTES, SYNC_MODES
 
 
 @dataclass(frozen=True)
@@ -83,83 +84,62 @@ class BrokerConfig:
     compaction_check_interval_ms: int = 15_000  # compacted topics (Kafka's log.cleaner.backoff.ms)
 
     def __post_init__(self) -> None:
-        for item in fields(self):
-            value = getattr(self, item.name)
-            if item.type in ("int", int) and (
-                not isinstance(value, int) or isinstance(value, bool)
-            ):
-                raise InvalidConfigError(f"config {item.name} must be an integer, got {value!r}")
-        if not 1 <= self.journal_partitions <= 256:
-            raise InvalidConfigError(
-                f"config journal_partitions is {self.journal_partitions}; use 1..256"
-            )
-        if not 1 <= self.offsets_partitions <= 1024:
-            raise InvalidConfigError(
-                f"config offsets_partitions is {self.offsets_partitions}; use 1..1024"
-            )
-        if not 0 < self.transaction_timeout_ms_default <= self.transaction_timeout_ms_max:
-            raise InvalidConfigError(
-                "config transaction_timeout_ms_default must be > 0 and <= "
-                f"transaction_timeout_ms_max ({self.transaction_timeout_ms_max})"
-            )
-        for name in (
-            "transaction_check_interval_ms",
-            "checkpoint_interval_ms",
-            "retention_check_interval_ms",
-            "compaction_check_interval_ms",
-            "offsets_segment_bytes",
-            "group_heartbeat_interval_ms",
-            "group_session_check_interval_ms",
-            "open_transactions_max",
-            "batch_records_max",
-            "batch_decompressed_bytes_max",
-            "min_insync_replicas",
-            "default_replication_factor",
-            "replica_lag_time_max_ms",
-            "replica_ack_timeout_ms",
-        ):
-            if getattr(self, name) <= 0:
-                raise InvalidConfigError(f"config {name} must be > 0")
-        if not HEADER_BYTES <= self.batch_bytes_max <= BATCH_BYTES_HARD_MAX:
-            raise InvalidConfigError(
-                f"config batch_bytes_max (message.max.bytes) is {self.batch_bytes_max}, "
-                f"expected {HEADER_BYTES}..{BATCH_BYTES_HARD_MAX}, as a topic's max.message.bytes"
+        RULES.check(self)
+        if self.transaction_timeout_ms_default > self.transaction_timeout_ms_max:
+            raise RULES.refuse(
+                "transaction_timeout_ms_default",
+                self.transaction_timeout_ms_default,
+                f"at most transaction_timeout_ms_max ({self.transaction_timeout_ms_max})",
             )
         if self.decompressed_bytes_in_flight_max < self.batch_decompressed_bytes_max:
-            raise InvalidConfigError(
-                f"config decompressed_bytes_in_flight_max "
-                f"({self.decompressed_bytes_in_flight_max}) is below "
-                f"batch_decompressed_bytes_max ({self.batch_decompressed_bytes_max}): one "
-                "batch must fit"
-            )
-        if self.log_flush_policy not in ("every_append", "interval"):
-            raise InvalidConfigError(
-                f"config log_flush_policy is {self.log_flush_policy!r}; use every_append or interval"
+            raise RULES.refuse(
+                "decompressed_bytes_in_flight_max",
+                self.decompressed_bytes_in_flight_max,
+                f"at least batch_decompressed_bytes_max ({self.batch_decompressed_bytes_max}): "
+                "one batch must fit",
             )
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> BrokerConfig:
         """Build from keys as given by a user: underscores or dots, values as str or int."""
-        known = {item.name: item for item in fields(cls)}
-        parsed: dict[str, Any] = {}
-        for raw_key, raw_value in values.items():
-            key = canonical_key(raw_key.replace(".", "_").replace("-", "_"))
-            if key not in known:
-                raise InvalidConfigError(
-                    f"unknown broker config key {raw_key!r}; known keys: {', '.join(sorted(known))}"
-                )
-            if known[key].type in ("bool", bool) and isinstance(raw_value, str):
-                if raw_value.lower() not in ("true", "false"):
-                    raise InvalidConfigError(
-                        f"config {raw_key} must be true or false, got {raw_value!r}"
-                    )
-                raw_value = raw_value.lower() == "true"
-            if known[key].type in ("int", int) and isinstance(raw_value, str):
-                try:
-                    raw_value = int(raw_value)
-                except ValueError:
-                    raise InvalidConfigError(
-                        f"config {raw_key} must be an integer, got {raw_value!r}"
-                    ) from None
-            parsed[key] = raw_value
-        return cls(**parsed)
+        return cls(**RULES.values_from(values))
+
+
+RULES = ConfigRules(
+    "broker config",
+    {
+        "journal_partitions": Integer(1, 256),
+        "transaction_timeout_ms_default": POSITIVE,  # and at most the max, below
+        "transaction_timeout_ms_max": POSITIVE,
+        "transaction_check_interval_ms": POSITIVE,
+        "checkpoint_interval_ms": POSITIVE,
+        "open_transactions_max": POSITIVE,
+        "offsets_partitions": Integer(1, 1024),
+        "offsets_segment_bytes": POSITIVE,
+        "group_heartbeat_interval_ms": POSITIVE,
+        "group_session_check_interval_ms": POSITIVE,
+        # The journal's own limits, refused here before anything is opened
+        "journal_map_bytes_initial": Integer(16 * PAGE_BYTES),
+        "journal_sync_mode": OneOf(SYNC_MODES),
+        "journal_entry_batches": OneOf(ENTRY_BATCHES),
+        "accept_journal_loss": Flag(),
+        # As a topic's max.message.bytes (LogConfig's batch_bytes_max)
+        "batch_bytes_max": Integer(HEADER_BYTES, BATCH_BYTES_HARD_MAX),
+        "batch_records_max": POSITIVE,
+        "batch_decompressed_bytes_max": POSITIVE,
+        "decompressed_bytes_in_flight_max": POSITIVE,  # and room for one batch, below
+        # The defaults of new topics take the topics' own rules
+        "log_segment_bytes": LOG_RULES.rules["segment_bytes"],
+        "log_retention_ms": LOG_RULES.rules["retention_ms"],
+        "log_retention_bytes": LOG_RULES.rules["retention_bytes"],
+        "log_flush_policy": LOG_RULES.rules["flush_policy"],
+        "default_replication_factor": POSITIVE,
+        "min_insync_replicas": POSITIVE,
+        "replica_lag_time_max_ms": POSITIVE,
+        "replica_ack_timeout_ms": POSITIVE,
+        "replica_fsync": Flag(),
+        "retention_check_interval_ms": POSITIVE,
+        "compaction_check_interval_ms": POSITIVE,
+    },
+    loose_keys=True,  # Kafka-style dotted names (transaction.timeout.ms) and dashes too
+)
