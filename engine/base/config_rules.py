@@ -33,6 +33,7 @@ import dataclasses
 import difflib
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from twinlog.engine.base.addresses import is_port, port_range
 from twinlog.engine.base.errors import InvalidConfigError
@@ -272,10 +273,10 @@ class ConfigRules:
             raise unknown_key(self.name, key, [*self.fields, *self.aliases])
         return name
 
-    def values_from(self, mapping: Mapping[str, object]) -> dict[str, object]:
+    def values_from(self, mapping: Mapping[str, object]) -> dict[str, Any]:
         """``mapping``'s keys as fields, text read as each field's rule reads it (a free
         field's value as it is). A later key for the same field wins."""
-        values: dict[str, object] = {}
+        values: dict[str, Any] = {}  # Any: the config's own rules check each value
         for key, value in mapping.items():
             name = self.field_of(key)
             rule = self.rules.get(name)
