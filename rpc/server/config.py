@@ -15,12 +15,60 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from twinlog.engine.base.addresses import check_port, join_host_port
+from twinlog.engine.base.addresses import join_host_port
+from twinlog.engine.base.config_rules import (
+    NON_NEGATIVE,
+    POSITIVE,
+    ConfigRules,
+    Flag,
+    Integer,
+    Port,
+    Text,
+    unknown_key,
+)
 from twinlog.engine.base.errors import InvalidConfigError
 from twinlog.engine.base.renamed_keys import canonical_key
 from twinlog.engine.base.units import MEBIBYTE
 
 LOOPBACK_NAMES = ("localhost",)
+
+RULES = ConfigRules(
+    "server config",
+    {
+        "port": Port(any_port=True),
+        "request_bytes_max": POSITIVE,
+        "fetch_bytes_max": POSITIVE,
+        "fetch_wait_ms_max": POSITIVE,
+        "long_poll_slice_ms": POSITIVE,
+        "worker_threads": POSITIVE,
+        "produce_streams_max": Integer(0, minus_one="auto"),  # and below worker_threads
+        "long_polls_max": Integer(0, minus_one="auto"),  # and, with streams, below threads
+        "long_polls_per_principal_max": Integer(0, minus_one="auto"),
+        "long_polls_per_connection_max": Integer(0, minus_one="auto"),
+        "shutdown_grace_ms": NON_NEGATIVE,
+        "metrics_port": Port(any_port=True, minus_one="no metrics endpoint"),
+        "metrics_host": Text(
+            lambda host: bool(host.strip("[]")),
+            "an address (0.0.0.0 for every interface, with --metrics-token-file)",
+        ),
+        "request_log_slow_ms": NON_NEGATIVE,
+        "insecure": Flag(),
+    },
+    # Hosts and files: their use says what is wrong with them (a host that does not
+    # resolve, a file that cannot be read); the pairs of TLS files are checked below.
+    free=(
+        "host",
+        "metrics_token_file",
+        "metrics_tls_cert_file",
+        "metrics_tls_key_file",
+        "tokens_file",
+        "acl_file",
+        "tls_cert_file",
+        "tls_key_file",
+        "tls_client_ca_file",
+    ),
+    loose_keys=True,  # dots and dashes for underscores, as the broker's keys
+)
 
 
 @dataclass(frozen=True)
@@ -69,55 +117,27 @@ class ServerConfig:
     tls_client_ca_file: str | None = None  # set: clients must present a certificate (mTLS)
 
     def __post_init__(self) -> None:
-        for name in (
-            "request_bytes_max",
-            "fetch_bytes_max",
-            "fetch_wait_ms_max",
-            "long_poll_slice_ms",
-            "worker_threads",
-        ):
-            if getattr(self, name) <= 0:
-                raise InvalidConfigError(f"server config {name} must be > 0")
-        if self.produce_streams_max != -1 and not (
-            0 <= self.produce_streams_max < self.worker_threads
-        ):
-            raise InvalidConfigError(
-                f"server config produce_streams_max is {self.produce_streams_max}; use -1 (auto) "
-                f"or 0..{self.worker_threads - 1} (below worker_threads, so unary calls get a "
-                "thread)"
+        RULES.check(self)
+        if self.produce_streams_max >= self.worker_threads:
+            raise RULES.refuse(
+                "produce_streams_max",
+                self.produce_streams_max,
+                f"-1 (auto) or 0..{self.worker_threads - 1} (below worker_threads, so unary "
+                "calls get a thread)",
             )
-        for name in (
-            "long_polls_max",
-            "long_polls_per_principal_max",
-            "long_polls_per_connection_max",
-        ):
-            if getattr(self, name) < -1:
-                raise InvalidConfigError(f"server config {name} must be -1 (auto) or >= 0")
         if self.produce_streams_limit + self.long_polls_limit >= self.worker_threads:
-            raise InvalidConfigError(
-                f"server config long_polls_max ({self.long_polls_limit}) plus produce_streams_max "
-                f"({self.produce_streams_limit}) must stay below worker_threads "
-                f"({self.worker_threads}), so that other calls always find a thread"
-            )
-        check_port(self.port, "server config port", any_port=True)
-        if self.metrics_port != -1:
-            check_port(
-                self.metrics_port,
-                "server config metrics_port",
-                any_port=True,
-                otherwise="or -1 for no metrics endpoint",
-            )
-        if not self.metrics_host.strip("[]"):
-            raise InvalidConfigError(
-                "server config metrics_host is empty; give an address (0.0.0.0 for every "
-                "interface, with --metrics-token-file)"
+            room = self.worker_threads - self.produce_streams_limit - 1
+            raise RULES.refuse(
+                "long_polls_max",
+                self.long_polls_max,
+                f"-1 (auto) or 0..{room}: with produce_streams_max "
+                f"({self.produce_streams_limit}) it stays below worker_threads "
+                f"({self.worker_threads}), so that other calls always find a thread",
             )
         if (self.metrics_tls_cert_file is None) != (self.metrics_tls_key_file is None):
             raise InvalidConfigError(
                 "metrics over TLS needs both --metrics-tls-cert and --metrics-tls-key"
             )
-        if self.request_log_slow_ms < 0:
-            raise InvalidConfigError("server config request_log_slow_ms must be >= 0")
         if (self.tls_cert_file is None) != (self.tls_key_file is None):
             raise InvalidConfigError("TLS needs both --tls-cert and --tls-key")
         if self.tls_client_ca_file and not self.tls_cert_file:
@@ -258,10 +278,7 @@ def split_config(values: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, A
         elif name in broker_keys:
             broker[key] = value
         else:
-            raise InvalidConfigError(
-                f"unknown config key {key!r}. Server keys: {', '.join(sorted(SERVER_KEYS))}. "
-                f"Broker keys: {', '.join(sorted(broker_keys))}"
-            )
+            raise unknown_key("server or broker config", key, SERVER_KEYS | broker_keys)
     return server, broker
 
 
@@ -282,23 +299,4 @@ def check_a_batch_fits_a_request(config: ServerConfig, broker_values: Mapping[st
 
 def server_config_from(values: Mapping[str, Any]) -> ServerConfig:
     """Build from strings (files, --config) or typed values (flags)."""
-    types = {item.name: item.type for item in fields(ServerConfig)}
-    typed: dict[str, Any] = {}
-    for key, value in values.items():
-        name = _normalise(key)
-        if name not in types:
-            raise InvalidConfigError(f"unknown server config key {key!r}")
-        kind = str(types[name])
-        if isinstance(value, str) and kind == "int":
-            try:
-                value = int(value)
-            except ValueError:
-                raise InvalidConfigError(
-                    f"server config {key} must be an integer, got {value!r}"
-                ) from None
-        elif isinstance(value, str) and kind == "bool":
-            if value.lower() not in ("true", "false", "1", "0", "yes", "no"):
-                raise InvalidConfigError(f"server config {key} must be true or false")
-            value = value.lower() in ("true", "1", "yes")
-        typed[name] = value
-    return dataclasses.replace(ServerConfig(), **typed)
+    return dataclasses.replace(ServerConfig(), **RULES.values_from(values))

@@ -308,7 +308,7 @@ def test_a_reachable_endpoint_without_a_token_or_tls_is_warned_about() -> None:
 
 
 def test_the_metrics_host_must_not_be_empty() -> None:
-    with pytest.raises(InvalidConfigError, match="metrics_host is empty"):
+    with pytest.raises(InvalidConfigError, match="metrics_host is '', expected an address"):
         ServerConfig(metrics_host="")
 
 
