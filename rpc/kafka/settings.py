@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from twinlog.engine.base.config_rules import POSITIVE, ConfigRules
 from twinlog.engine.base.units import KIBIBYTE, MEBIBYTE
 
 # A frame may be this much larger than the largest request body it carries (headers and
@@ -35,8 +36,8 @@ class KafkaListenerSettings:
     authentication_ms: int = 10_000
     fetch_bytes_max: int = 16 * MEBIBYTE  # a Fetch asking for more gets this much
     fetch_wait_ms_max: int = 30_000  # a Fetch never waits longer, whatever it asks
-    # A waiting Fetch re-reads its partitions (and checks for shutdown) this often; it waits
-    # on one partition at a time, so another partition's records may wait this long.
+    # A waiting Fetch waits on all its partitions at once in the broker's purgatory (an
+    # append to any of them wakes it), and re-reads them and checks for shutdown this often.
     fetch_wait_slice_ms: int = 100
     # A produced batch compressed again (batch_recompression) may decompress to this much:
     # the broker's batch_decompressed_bytes_max by default, which refuses a larger one anyway.
@@ -45,3 +46,27 @@ class KafkaListenerSettings:
     # through a ``decompression_budget`` attribute; the broker's
     # decompressed_bytes_in_flight_max by default).
     decompressed_bytes_in_flight_max: int = 128 * MEBIBYTE
+
+    def __post_init__(self) -> None:
+        RULES.check(self)
+
+
+# Every limit is a size, a count or a wait: at least 1 (0 connections would refuse every
+# client; a wait of 0 would spin).
+RULES = ConfigRules(
+    "Kafka listener setting",
+    {
+        "frame_bytes_max": POSITIVE,
+        "connections_max": POSITIVE,
+        "connections_per_address_max": POSITIVE,
+        "connection_idle_ms": POSITIVE,
+        "tls_handshake_ms": POSITIVE,
+        "first_request_ms": POSITIVE,
+        "authentication_ms": POSITIVE,
+        "fetch_bytes_max": POSITIVE,
+        "fetch_wait_ms_max": POSITIVE,
+        "fetch_wait_slice_ms": POSITIVE,
+        "produce_decompressed_bytes_max": POSITIVE,
+        "decompressed_bytes_in_flight_max": POSITIVE,
+    },
+)
