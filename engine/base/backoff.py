@@ -30,6 +30,8 @@ import math
 import random
 from dataclasses import dataclass
 
+from twinlog.engine.base.config_rules import ConfigRules, Number
+
 
 @dataclass(frozen=True)
 class Backoff:
@@ -39,15 +41,7 @@ class Backoff:
     jitter: float = 0.2  # each pause is times a random factor in [1 - jitter, 1 + jitter]
 
     def __post_init__(self) -> None:
-        if self.initial_ms < 0 or self.max_ms < 0:
-            raise ValueError(
-                f"a backoff's pauses cannot be negative: initial_ms={self.initial_ms}, "
-                f"max_ms={self.max_ms}"
-            )
-        if self.multiplier < 1:
-            raise ValueError(f"a backoff's multiplier must be at least 1, got {self.multiplier}")
-        if not 0 <= self.jitter < 1:
-            raise ValueError(f"a backoff's jitter must be in [0, 1), got {self.jitter}")
+        RULES.check(self)
 
     def delay_ms(self, attempt: int, rng: random.Random | None = None) -> float:
         """The pause before retry number ``attempt`` (1: the first), in milliseconds.
@@ -71,3 +65,14 @@ class Backoff:
     def delay_s(self, attempt: int, rng: random.Random | None = None) -> float:
         """``delay_ms`` in seconds, as ``time.sleep`` and ``Event.wait`` take it."""
         return self.delay_ms(attempt, rng) / 1000
+
+
+RULES = ConfigRules(
+    "backoff",
+    {
+        "initial_ms": Number(0),  # a pause cannot be negative
+        "max_ms": Number(0),
+        "multiplier": Number(1),  # pauses never shrink
+        "jitter": Number(0, 1, largest_excluded=True),  # at 1, a pause could be none at all
+    },
+)

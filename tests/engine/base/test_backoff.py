@@ -4,10 +4,12 @@ the same pauses from the same seed."""
 from __future__ import annotations
 
 import random
+import re
 
 import pytest
 
 from twinlog.engine.base.backoff import Backoff
+from twinlog.engine.base.errors import InvalidConfigError
 
 
 def test_pauses_double_from_the_first_up_to_the_ceiling() -> None:
@@ -58,18 +60,30 @@ def test_a_first_pause_above_the_ceiling_is_the_ceiling() -> None:
 
 
 @pytest.mark.parametrize(
-    "arguments",
+    ("arguments", "message"),
     [
-        {"initial_ms": -1, "max_ms": 10},
-        {"initial_ms": 1, "max_ms": -10},
-        {"initial_ms": 1, "max_ms": 10, "multiplier": 0.5},
-        {"initial_ms": 1, "max_ms": 10, "jitter": 1.0},
-        {"initial_ms": 1, "max_ms": 10, "jitter": -0.1},
+        ({"initial_ms": -1, "max_ms": 10}, "backoff initial_ms is -1, expected a number 0 or more"),
+        ({"initial_ms": 1, "max_ms": -10}, "backoff max_ms is -10, expected a number 0 or more"),
+        (
+            {"initial_ms": 1, "max_ms": 10, "multiplier": 0.5},
+            "multiplier is 0.5, expected a number 1",
+        ),
+        (
+            {"initial_ms": 1, "max_ms": 10, "jitter": 1.0},
+            "jitter is 1.0, expected a number 0..1 (1",
+        ),
+        ({"initial_ms": 1, "max_ms": 10, "jitter": -0.1}, "jitter is -0.1, expected a number 0..1"),
+        ({"initial_ms": "1", "max_ms": 10}, "initial_ms is '1', expected a number 0 or more"),
     ],
 )
-def test_a_policy_that_makes_no_sense_is_refused(arguments: dict[str, float]) -> None:
-    with pytest.raises(ValueError):
+def test_a_policy_that_makes_no_sense_is_refused(arguments: dict[str, float], message: str) -> None:
+    with pytest.raises(InvalidConfigError, match=re.escape(message)):
         Backoff(**arguments)
+
+
+def test_the_edges_are_taken() -> None:
+    assert Backoff(0, 0, multiplier=1, jitter=0).delay_ms(3) == 0
+    assert Backoff(1, 2, jitter=0.99).jitter == 0.99
 
 
 def test_retries_are_counted_from_one() -> None:
