@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from twinlog.engine.base.config_rules import POSITIVE, ConfigRules, Flag
 from twinlog.engine.base.errors import InvalidConfigError
-from twinlog.rpc.client.timeouts import require_positive_ms
 
 DEFAULT_SERVER = "127.0.0.1:7070"
 TOKEN_ENVIRONMENT = "TWINLOG_TOKEN"
@@ -25,6 +25,7 @@ class ConnectionOptions:
     request_timeout_ms: int = 30_000  # deadline of one request (a long poll adds its wait)
 
     def __post_init__(self) -> None:
+        RULES.check(self)
         # gRPC aborts the whole process (SIGABRT) on a key without its certificate or the
         # reverse; refuse it here, as the server does, with the flags to fix.
         if bool(self.tls_cert_file) != bool(self.tls_key_file):
@@ -37,7 +38,6 @@ class ConnectionOptions:
                 f"a client certificate for mutual TLS needs both files: {given} is set, "
                 f"{missing} is not; pass both, or neither"
             )
-        require_positive_ms("request_timeout_ms", self.request_timeout_ms)
 
     @property
     def uses_tls(self) -> bool:
@@ -45,3 +45,12 @@ class ConnectionOptions:
 
     def resolved_token(self) -> str | None:
         return self.token or os.environ.get(TOKEN_ENVIRONMENT) or None
+
+
+RULES = ConfigRules(
+    "connection option",
+    {"tls": Flag(), "request_timeout_ms": POSITIVE},
+    # The token and the files are used as given: the server, or reading them, says what
+    # is wrong; the certificate and key go in pairs, checked above.
+    free=("token", "tls_ca_file", "tls_cert_file", "tls_key_file", "tls_server_name"),
+)

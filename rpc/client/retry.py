@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from twinlog.engine.base.backoff import Backoff
+from twinlog.engine.base.config_rules import NON_NEGATIVE, POSITIVE, ConfigRules
 from twinlog.engine.base.errors import RequestTimedOutError, TwinlogError
 from twinlog.rpc.client.call_deadline import NO_ANSWER_ERRORS, current_deadline_s, deadline_at
 
@@ -42,11 +43,18 @@ class RetryPolicy:
     backoff: Backoff = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        RULES.check(self)
         object.__setattr__(self, "backoff", Backoff(self.backoff_ms, self.backoff_max_ms))
 
     def pause_ms(self, attempt: int) -> float:
         """Pause before retry number ``attempt`` (1-based): ``Backoff.delay_ms``."""
         return self.backoff.delay_ms(attempt)
+
+
+RULES = ConfigRules(
+    "retry policy",
+    {"timeout_ms": POSITIVE, "backoff_ms": NON_NEGATIVE, "backoff_max_ms": NON_NEGATIVE},
+)
 
 
 def call_with_retry(
