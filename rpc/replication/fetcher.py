@@ -63,15 +63,9 @@ class ReplicaFetchers:
         channel_options: tuple[tuple[str, Any], ...] = CHANNEL_OPTIONS,
         tls: BrokerTls | None = None,
     ) -> None:
-        for name, value in (
-            ("request_timeout_ms", request_timeout_ms),
-            ("idle_wait_ms", idle_wait_ms),
-        ):
-            if value <= 0:
-                raise ValueError(f"{name} must be positive, got {value}")
         self.broker = broker
         self.address_of = address_of
-        # Refuses a bad backoff pair now, not in a thread later.
+        # Refuses bad settings (leader_fetcher.SETTINGS_RULES) now, not in a thread later.
         self.settings = Settings(
             request_timeout_ms, backoff_ms, backoff_max_ms, idle_wait_ms, channel_options, tls
         )

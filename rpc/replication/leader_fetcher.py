@@ -15,6 +15,7 @@ from typing import Any
 import grpc
 
 from twinlog.engine.base.backoff import Backoff
+from twinlog.engine.base.config_rules import POSITIVE, ConfigRules
 from twinlog.engine.base.errors import (
     BrokerUnavailableError,
     NotLeaderOrFollowerError,
@@ -46,10 +47,10 @@ class Settings:
     tls: BrokerTls | None = None  # this broker's certificate, when brokers authenticate
 
     def __post_init__(self) -> None:
-        if self.backoff_ms <= 0 or self.backoff_max_ms < self.backoff_ms:
-            raise ValueError(
-                "backoff needs 0 < backoff_ms <= backoff_max_ms, got "
-                f"{self.backoff_ms}, {self.backoff_max_ms}"
+        SETTINGS_RULES.check(self)
+        if self.backoff_max_ms < self.backoff_ms:
+            raise SETTINGS_RULES.refuse(
+                "backoff_max_ms", self.backoff_max_ms, f"at least backoff_ms ({self.backoff_ms})"
             )
 
     @property
@@ -59,6 +60,18 @@ class Settings:
         Not jittered: one fetcher per leader, so followers of a restarted leader retrying
         in step cost a handful of calls, not a storm."""
         return Backoff(self.backoff_ms, self.backoff_max_ms, jitter=0)
+
+
+SETTINGS_RULES = ConfigRules(
+    "replica fetcher setting",
+    {
+        "request_timeout_ms": POSITIVE,
+        "backoff_ms": POSITIVE,
+        "backoff_max_ms": POSITIVE,  # and at least backoff_ms
+        "idle_wait_ms": POSITIVE,
+    },
+    free=("channel_options", "tls"),  # gRPC's options and the broker's certificate, as given
+)
 
 
 def _from_twinlog(error: grpc.RpcError) -> bool:

@@ -6,6 +6,7 @@ import pytest
 from replication_fakes import FakeFollower
 
 from twinlog.engine.base.backoff import Backoff
+from twinlog.engine.base.errors import InvalidConfigError
 from twinlog.engine.base.types import TopicPartition
 from twinlog.engine.replication.fetch_calls import FetchedPartition
 from twinlog.rpc.client.remote import KEEPALIVE_OPTIONS
@@ -20,10 +21,15 @@ def test_a_fetcher_s_backoff_doubles_up_to_its_cap_without_jitter() -> None:
     assert settings.backoff == Backoff(50, 1_000, jitter=0)  # the one policy, its numbers
     pauses = [settings.backoff.delay_s(failures) for failures in range(1, 8)]
     assert pauses == [0.05, 0.1, 0.2, 0.4, 0.8, 1.0, 1.0]
-    with pytest.raises(ValueError):
+    with pytest.raises(InvalidConfigError, match="backoff_ms is 0, expected 1 or more"):
         ReplicaFetchers(FakeFollower([]), lambda _: None, backoff_ms=0, backoff_max_ms=10)
-    with pytest.raises(ValueError):
+    with pytest.raises(
+        InvalidConfigError, match=r"backoff_max_ms is 10, expected at least backoff_ms \(20\)"
+    ):
         ReplicaFetchers(FakeFollower([]), lambda _: None, backoff_ms=20, backoff_max_ms=10)
+    for name in ("request_timeout_ms", "idle_wait_ms"):
+        with pytest.raises(InvalidConfigError, match=f"replica fetcher setting {name} is 0, "):
+            ReplicaFetchers(FakeFollower([]), lambda _: None, **{name: 0})
 
 
 def _part(partition: int, size: int) -> FetchedPartition:
