@@ -28,6 +28,7 @@ from pathlib import Path
 
 from kazoo.security import ACL, Permissions, make_digest_acl, make_digest_acl_credential
 
+from twinlog.engine.base.config_rules import ConfigRules, Text
 from twinlog.engine.base.errors import InvalidConfigError
 
 log = logging.getLogger(__name__)
@@ -49,19 +50,7 @@ class ZooKeeperCredential:
     password: str = field(repr=False)
 
     def __post_init__(self) -> None:
-        if not self.user or not _plain_ascii(self.user) or ":" in self.user:
-            raise InvalidConfigError(
-                "ZooKeeper credential: the user must be printable ASCII without ':' or spaces"
-            )
-        if not _plain_ascii(self.password):
-            raise InvalidConfigError(
-                "ZooKeeper credential: the password must be printable ASCII without spaces"
-            )
-        if len(self.password) < PASSWORD_LENGTH_MIN:
-            raise InvalidConfigError(
-                f"ZooKeeper credential: the password has {len(self.password)} characters, at least {PASSWORD_LENGTH_MIN} are needed "
-                "(e.g. python -c 'import secrets; print(secrets.token_hex(16))')"
-            )
+        RULES.check(self)
 
     @property
     def auth_data(self) -> list[tuple[str, str]]:
@@ -87,6 +76,25 @@ class ZooKeeperCredential:
 
     def __str__(self) -> str:
         return f"{DIGEST_SCHEME} user {self.user!r}"
+
+
+# Both secret: a refusal gives their lengths, never their text.
+RULES = ConfigRules(
+    "ZooKeeper credential",
+    {
+        "user": Text(
+            lambda user: bool(user) and _plain_ascii(user) and ":" not in user,
+            "printable ASCII without ':' or spaces",
+            secret=True,
+        ),
+        "password": Text(
+            lambda password: _plain_ascii(password) and len(password) >= PASSWORD_LENGTH_MIN,
+            f"at least {PASSWORD_LENGTH_MIN} characters of printable ASCII without spaces "
+            "(e.g. python -c 'import secrets; print(secrets.token_hex(16))')",
+            secret=True,
+        ),
+    },
+)
 
 
 def load_zookeeper_credential(path: str | os.PathLike[str]) -> ZooKeeperCredential:
