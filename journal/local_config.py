@@ -38,7 +38,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from twinlog.engine.base.errors import InvalidConfigError
+from twinlog.engine.base.config_rules import POSITIVE, ConfigRules, Integer, OneOf
 
 MEBIBYTE = 1 << 20
 SYNC_COMMIT = "commit"
@@ -49,6 +49,7 @@ BATCHES_IN_LOG = "journal_log"
 BATCHES_IN_LMDB = "lmdb"
 ENTRY_BATCHES = (BATCHES_IN_LOG, BATCHES_IN_LMDB)
 PAGE_BYTES = 4096
+MAP_SIZE_BYTES_MIN = 16 * PAGE_BYTES  # an LMDB map smaller than this holds next to nothing
 
 
 @dataclass(frozen=True)
@@ -64,29 +65,29 @@ class JournalConfig:
     entry_batches: str = BATCHES_IN_LOG
 
     def __post_init__(self) -> None:
-        for field in dataclasses.fields(self):
-            value = getattr(self, field.name)
-            if field.name == "sync_mode":
-                if value not in SYNC_MODES:
-                    raise InvalidConfigError(
-                        f"journal sync_mode is {value!r}, expected one of {SYNC_MODES}"
-                    )
-            elif field.name == "entry_batches":
-                if value not in ENTRY_BATCHES:
-                    raise InvalidConfigError(
-                        f"journal entry_batches is {value!r}, expected one of {ENTRY_BATCHES}"
-                    )
-            elif not isinstance(value, int) or value < 1:
-                raise InvalidConfigError(f"journal {field.name} is {value!r}, expected an int >= 1")
-        if self.map_size_bytes < 16 * PAGE_BYTES:
-            raise InvalidConfigError(
-                f"journal map_size_bytes is {self.map_size_bytes}, expected >= {16 * PAGE_BYTES}"
-            )
+        RULES.check(self)
         if self.map_size_bytes_max < self.map_size_bytes:
-            raise InvalidConfigError(
-                f"journal map_size_bytes_max ({self.map_size_bytes_max}) is below map_size_bytes "
-                f"({self.map_size_bytes})"
+            raise RULES.refuse(
+                "map_size_bytes_max",
+                self.map_size_bytes_max,
+                f"at least map_size_bytes ({self.map_size_bytes})",
             )
 
     def replace(self, **changes: Any) -> JournalConfig:
         return dataclasses.replace(self, **changes)
+
+
+RULES = ConfigRules(
+    "journal config",
+    {
+        "map_size_bytes": Integer(MAP_SIZE_BYTES_MIN),
+        "map_size_bytes_max": POSITIVE,  # and at least map_size_bytes
+        "group_entries_max": POSITIVE,
+        "group_bytes_max": POSITIVE,
+        "queue_entries_max": POSITIVE,
+        "read_chunk_bytes": POSITIVE,
+        "sync_mode": OneOf(SYNC_MODES),
+        "max_readers": POSITIVE,
+        "entry_batches": OneOf(ENTRY_BATCHES),
+    },
+)

@@ -16,7 +16,7 @@ from typing import Any
 from twinlog.engine.base.config_rules import POSITIVE, ConfigRules, Flag, Integer, OneOf
 from twinlog.engine.log.config import RULES as LOG_RULES
 from twinlog.engine.records.batch_format import BATCH_BYTES_HARD_MAX, HEADER_BYTES
-from twinlog.journal.local_config import ENTRY_BATCHES, PAGE_BYTES, SYNC_MODES
+from twinlog.journal.local_config import ENTRY_BATCHES, MAP_SIZE_BYTES_MIN, SYNC_MODES
 
 
 @dataclass(frozen=True)
@@ -119,7 +119,7 @@ RULES = ConfigRules(
         "group_heartbeat_interval_ms": POSITIVE,
         "group_session_check_interval_ms": POSITIVE,
         # The journal's own limits, refused here before anything is opened
-        "journal_map_bytes_initial": Integer(16 * PAGE_BYTES),
+        "journal_map_bytes_initial": Integer(MAP_SIZE_BYTES_MIN),
         "journal_sync_mode": OneOf(SYNC_MODES),
         "journal_entry_batches": OneOf(ENTRY_BATCHES),
         "accept_journal_loss": Flag(),
