@@ -220,7 +220,8 @@ class ConfigRules:
     ..."); ``free``: the fields no rule checks (paths, hosts, objects); ``aliases``:
     other keys of fields (Kafka's dotted names), key -> field, the first of a field's
     named in its refusals; ``loose_keys``: dots and dashes in a key read as underscores;
-    ``refused_keys``: keys refused outright, key -> why.
+    ``refused_keys``: keys refused outright, key -> why; ``labels``: how refusals name a
+    field when not by its first alias (field -> label, e.g. a Kafka name it is known by).
     """
 
     name: str
@@ -229,6 +230,7 @@ class ConfigRules:
     aliases: Mapping[str, str] = field(default_factory=dict)
     loose_keys: bool = False
     refused_keys: Mapping[str, str] = field(default_factory=dict)
+    labels: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def fields(self) -> frozenset[str]:
@@ -255,6 +257,8 @@ class ConfigRules:
 
     def label(self, field_name: str) -> str:
         """'segment_bytes (segment.bytes)': a field and its first alias, as refusals name it."""
+        if field_name in self.labels:
+            return self.labels[field_name]
         alias = next((key for key, target in self.aliases.items() if target == field_name), None)
         return f"{field_name} ({alias})" if alias else field_name
 

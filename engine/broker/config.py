@@ -142,4 +142,5 @@ RULES = ConfigRules(
         "compaction_check_interval_ms": POSITIVE,
     },
     loose_keys=True,  # Kafka-style dotted names (transaction.timeout.ms) and dashes too
+    labels={"batch_bytes_max": "batch_bytes_max (message.max.bytes)"},  # Kafka's name for it
 )

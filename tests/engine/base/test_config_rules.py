@@ -169,6 +169,16 @@ def test_a_refused_key_says_why() -> None:
         RULES.field_of("size.records")
 
 
+def test_a_label_names_a_field_in_refusals() -> None:
+    labelled = ConfigRules(
+        "sample config", RULES.rules, RULES.free, labels={"lag_ms": "lag_ms (x.y)"}
+    )
+    assert (
+        str(labelled.refuse("lag_ms", 7, "less"))
+        == "sample config lag_ms (x.y) is 7, expected less"
+    )
+
+
 def test_a_rule_between_fields_is_refused_in_the_same_words() -> None:
     message = str(RULES.refuse("lag_ms", 7, "at most interval_ms (5)"))
     assert message == "sample config lag_ms is 7, expected at most interval_ms (5)"

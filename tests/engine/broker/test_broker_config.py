@@ -31,7 +31,10 @@ from twinlog.engine.broker.config import BrokerConfig
         ({"default_replication_factor": 0}, "default_replication_factor is 0"),
         ({"replica_lag_time_max_ms": 0}, "replica_lag_time_max_ms is 0"),
         ({"replica_ack_timeout_ms": 0}, "replica_ack_timeout_ms is 0"),
-        ({"batch_bytes_max": 60}, "batch_bytes_max is 60, expected 61.."),
+        (
+            {"batch_bytes_max": 60},
+            "broker config batch_bytes_max (message.max.bytes) is 60, expected 61..",
+        ),
         ({"journal_map_bytes_initial": 4096}, "journal_map_bytes_initial is 4096, expected 65536"),
         ({"journal_sync_mode": "sometimes"}, "journal_sync_mode is 'sometimes', expected one of"),
         ({"journal_entry_batches": "disk"}, "journal_entry_batches is 'disk', expected one of"),
