@@ -212,13 +212,17 @@ class MemberProcess:
         self._reader.start()
 
     def _read(self) -> None:
-        assert self.process.stdout is not None
-        for line in self.process.stdout:
-            if line.startswith("assigned "):
-                pairs = json.loads(line[len("assigned ") :])
-                self.assigned = frozenset((topic, partition) for topic, partition in pairs)
-            elif line.startswith("beat "):
-                self.last_beat_s = float(line.split()[1])
+        stdout = self.process.stdout
+        assert stdout is not None
+        try:
+            for line in stdout:
+                if line.startswith("assigned "):
+                    pairs = json.loads(line[len("assigned ") :])
+                    self.assigned = frozenset((topic, partition) for topic, partition in pairs)
+                elif line.startswith("beat "):
+                    self.last_beat_s = float(line.split()[1])
+        finally:
+            stdout.close()  # by its reader, once the process is gone: never under its feet
 
     def check(self) -> None:
         if self.process.poll() is not None:
@@ -229,13 +233,18 @@ class MemberProcess:
         """SIGKILL; the monotonic time just before it."""
         killed_s = time.monotonic()
         self.process.kill()
-        self.process.wait(timeout=JOIN_TIMEOUT_S)
+        self._reap()
         return killed_s
 
     def end(self) -> None:
         if self.process.poll() is None:
             self.process.kill()
-            self.process.wait(timeout=JOIN_TIMEOUT_S)
+        self._reap()
+
+    def _reap(self) -> None:
+        """Wait for the process and for its reader, which closes the stdout pipe."""
+        self.process.wait(timeout=JOIN_TIMEOUT_S)
+        self._reader.join(timeout=JOIN_TIMEOUT_S)
 
 
 def member_process_main(args: argparse.Namespace) -> int:

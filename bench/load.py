@@ -458,6 +458,9 @@ def run(settings: Settings, directory: Path, say: Any) -> dict[str, Any]:
             if process.poll() is None:
                 process.kill()
                 process.wait()
+            for pipe in (process.stdin, process.stdout):
+                if pipe is not None:
+                    pipe.close()
         sampler.close()
         server.terminate()
         try:

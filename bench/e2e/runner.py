@@ -153,12 +153,13 @@ def run_client(
     )  # fmt: skip
     assert process.stdout is not None
     result: dict[str, float] | None = None
-    for line in process.stdout:
-        if line.startswith("progress "):
-            _, done, total = line.split()
-            progress.update(mode, int(done), int(total))
-        elif line.startswith("result "):
-            result = json.loads(line[len("result ") :])
+    with process.stdout:  # closed once read to its end
+        for line in process.stdout:
+            if line.startswith("progress "):
+                _, done, total = line.split()
+                progress.update(mode, int(done), int(total))
+            elif line.startswith("result "):
+                result = json.loads(line[len("result ") :])
     if process.wait() != 0 or result is None:
         raise RuntimeError(f"the {mode} client failed (exit status {process.returncode})")
     return result

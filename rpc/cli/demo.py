@@ -189,12 +189,16 @@ def act_zombie(broker: Any, address: str) -> None:
         env=environment,
     )
     assert zombie.stdout is not None
-    line = zombie.stdout.readline().strip()
-    if not line:
-        zombie.kill()
-        raise RuntimeError("the zombie producer process exited before beginning its transaction")
-    zombie.send_signal(signal.SIGKILL)
-    zombie.wait()
+    with zombie.stdout:  # closed with the process, whatever happens
+        line = zombie.stdout.readline().strip()
+        if not line:
+            zombie.kill()
+            zombie.wait()
+            raise RuntimeError(
+                "the zombie producer process exited before beginning its transaction"
+            )
+        zombie.send_signal(signal.SIGKILL)
+        zombie.wait()
     say(f"   process {zombie.pid} began transaction {line}, sent {PARTITIONS} records, was killed")
     say("   transactions in flight right after:")
     print_table(transaction_rows(Admin(broker).list_transactions()), TRANSACTION_HEADER, INDENT)
