@@ -31,7 +31,7 @@ from typing import TypeVar
 
 from twinlog.engine.base.backoff import Backoff
 from twinlog.engine.base.errors import TwinlogError
-from twinlog.rpc.client.call_deadline import deadline_at
+from twinlog.rpc.client.call_deadline import deadline_at, sent_nothing
 
 log = logging.getLogger("twinlog.client")
 
@@ -61,10 +61,18 @@ def retry_routed(
     the shortest pause worth taking now (the leader route's wait for a refresh)."""
     with deadline_at(deadline_s):
         failures = 0
+        answered: TwinlogError | None = None  # the last refusal a broker gave
         while True:
             try:
                 return attempt()
-            except retry_on as error:
+            except TwinlogError as error:
+                if answered is not None and sent_nothing(error):
+                    # The deadline passed before the retry went out: the broker's own last
+                    # answer says more than "nothing was sent" (as call_with_retry does).
+                    raise answered from error
+                if not isinstance(error, retry_on):
+                    raise
+                answered = error
                 failures += 1
                 pause_s = max(backoff.delay_s(failures), pause_floor_s())
                 if failures >= ROUTING_ATTEMPTS_MAX or time.monotonic() + pause_s >= deadline_s:

@@ -13,10 +13,11 @@ from twinlog.engine.base.backoff import Backoff
 from twinlog.engine.base.errors import (
     BrokerUnavailableError,
     NotLeaderOrFollowerError,
+    RequestTimedOutError,
     TwinlogError,
     UnknownTopicOrPartitionError,
 )
-from twinlog.rpc.client.call_deadline import current_deadline_s
+from twinlog.rpc.client.call_deadline import UNSENT, current_deadline_s
 from twinlog.rpc.client.cluster_retry import ROUTING_ATTEMPTS_MAX, retry_routed
 
 STEADY = Backoff(10, 40, jitter=0)
@@ -106,3 +107,27 @@ def test_the_attempts_are_bounded_whatever_the_deadline() -> None:
     with pytest.raises(BrokerUnavailableError):
         routed(attempt, DOWN, time.monotonic() + 3_600, sleep=lambda _: None)
     assert attempt.calls == ROUTING_ATTEMPTS_MAX
+
+
+def test_a_retry_the_deadline_stopped_before_sending_raises_the_last_answer() -> None:
+    """On a loaded machine the deadline can pass between the pause and the send: the caller
+    gets the broker's last answer, not "nothing was sent"."""
+    answers = iter(
+        [
+            NotLeaderOrFollowerError("orders-0 moved"),
+            RequestTimedOutError(f"{UNSENT}; nothing was sent"),
+        ]
+    )
+
+    def attempt() -> str:
+        raise next(answers)
+
+    with pytest.raises(NotLeaderOrFollowerError, match="moved"):
+        routed(attempt, MOVED, time.monotonic() + 10, sleep=lambda _: None)
+    first_unsent = iter([RequestTimedOutError(f"{UNSENT}; nothing was sent")])
+
+    def unsent_at_once() -> str:
+        raise next(first_unsent)
+
+    with pytest.raises(RequestTimedOutError):  # no answer before it: the timeout is the news
+        routed(unsent_at_once, MOVED, time.monotonic() + 10)
