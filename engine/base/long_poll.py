@@ -5,8 +5,9 @@ new data on the partitions they read, instead of each polling in a loop of its o
 
     long_poll.poll(keys, read, enough, max_wait_s)
 
-registers the waiter under each key (a partition), then calls ``read()`` until
-``enough(result)`` or the time is up, sleeping in between until one of its keys is woken.
+calls ``read()`` once; if that is not enough and it may wait, it registers the waiter
+under each key (a partition), then calls ``read()`` until ``enough(result)`` or the time
+is up, sleeping in between until one of its keys is woken.
 Whoever moves what a reader may see (an append, a high watermark, a copy applied, a role
 change) calls ``wake(key)``; a closing broker calls ``wake_all()``. The waiter is
 registered before it reads, so a wake between its read and its sleep is never lost.
@@ -59,6 +60,9 @@ class LongPoll:
         ``slice_s``: read again at least this often even if no key is woken (a safety net
         for a change nobody wakes). What ``read`` raises ends the poll."""
         deadline_s = time.monotonic() + max(0.0, max_wait_s)
+        result = read()  # the common case (data there, or no wait) costs no registration
+        if enough(result) or max_wait_s <= 0:
+            return result
         woken = threading.Event()
         with self._lock:
             for key in keys:
