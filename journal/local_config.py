@@ -39,8 +39,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from twinlog.engine.base.config_rules import POSITIVE, ConfigRules, Integer, OneOf
+from twinlog.engine.base.units import MEBIBYTE
 
-MEBIBYTE = 1 << 20
 SYNC_COMMIT = "commit"
 SYNC_ENV = "env_sync"
 SYNC_LOG = "journal_log"

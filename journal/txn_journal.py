@@ -30,6 +30,7 @@ from pathlib import Path
 
 from twinlog.engine.base import failpoints
 from twinlog.engine.base.errors import CorruptJournalError
+from twinlog.engine.base.units import MEBIBYTE
 from twinlog.engine.log import DataLog, LogConfig
 from twinlog.engine.records.batch_builder import RecordBatchBuilder
 from twinlog.engine.records.batch_reader import iter_batches
@@ -48,9 +49,9 @@ from twinlog.journal.txn_checkpoint_pointer import (
 from twinlog.journal.txn_records import CoordinatorRecord, decode, encode
 
 CHECKPOINT_FILE = "checkpoint"
-REPLAY_READ_BYTES = 1 << 20
+REPLAY_READ_BYTES = MEBIBYTE
 # Journal records are small; small segments let the checkpoint free space soon.
-TXN_JOURNAL_SEGMENT_BYTES = 64 * 1024 * 1024
+TXN_JOURNAL_SEGMENT_BYTES = 64 * MEBIBYTE
 
 
 class TxnJournal:

@@ -49,6 +49,7 @@ from twinlog.engine.base.types import (
     TopicPartition,
     TransactionDescription,
 )
+from twinlog.engine.base.units import MEBIBYTE
 from twinlog.engine.broker.broker_lifecycle import BrokerLifecycle, prepare_data_dir
 from twinlog.engine.broker.broker_stats import BrokerStats, collect_stats
 from twinlog.engine.broker.config import BrokerConfig
@@ -574,7 +575,7 @@ class Broker(BrokerLifecycle):
         topic: str,
         partition: int,
         offset: int,
-        max_bytes: int = 1 << 20,
+        max_bytes: int = MEBIBYTE,
         max_wait_ms: int = 0,
         min_bytes: int = 1,
     ) -> FetchResult:

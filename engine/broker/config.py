@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from twinlog.engine.base.config_rules import POSITIVE, ConfigRules, Flag, Integer, OneOf
+from twinlog.engine.base.units import GIBIBYTE, MEBIBYTE
 from twinlog.engine.log.config import RULES as LOG_RULES
 from twinlog.engine.records.batch_format import BATCH_BYTES_HARD_MAX, HEADER_BYTES
 from twinlog.journal.local_config import ENTRY_BATCHES, MAP_SIZE_BYTES_MIN, SYNC_MODES
@@ -32,7 +33,7 @@ class BrokerConfig:
     offsets_partitions: int = 4  # partitions of __consumer_offsets
     # its segment size when it is created (Kafka's offsets.topic.segment.bytes); it is
     # compacted, which touches sealed segments only
-    offsets_segment_bytes: int = 100 * 1024 * 1024
+    offsets_segment_bytes: int = 100 * MEBIBYTE
     # Consumer group membership (engine/groups): the interval a member heartbeats at while
     # its group is stable (Kafka's group.consumer.heartbeat.interval.ms is 5 s; 3 s, the
     # classic consumer's, makes a member that joins or leaves settle sooner), and how often
@@ -40,7 +41,7 @@ class BrokerConfig:
     group_heartbeat_interval_ms: int = 3_000
     group_session_check_interval_ms: int = 250
     # Local data journal (LMDB)
-    journal_map_bytes_initial: int = 256 * 1024 * 1024  # grows when full
+    journal_map_bytes_initial: int = 256 * MEBIBYTE  # grows when full
     # How LMDB (the local data journal's view) syncs: "journal_log" leaves durability to the
     # partitions' journal logs (journal/local_config.py has the modes and their trade-offs).
     journal_sync_mode: str = "journal_log"
@@ -57,19 +58,19 @@ class BrokerConfig:
     # which a topic may set for itself (max.message.bytes, in LogConfig). Broker.produce
     # checks each batch against its topic's limit; ``twinlog serve --config
     # batch_bytes_max=...`` sets this one value (the server has no limit of its own).
-    batch_bytes_max: int = 8 * 1024 * 1024
+    batch_bytes_max: int = 8 * MEBIBYTE
     # Records in one produced batch: each costs every reader ~6 us and ~85 bytes, so a
     # 1 KiB batch of two million empty records would cost each consumer 12 s. A 1 MiB
     # batch (the Spark sink's) of the smallest records holds ~150,000.
     batch_records_max: int = 262_144
     # A produced batch's records section, decompressed (a zstd "bomb" of 8 KiB may declare
     # 256 MiB): refused from its frame header before anything is decompressed.
-    batch_decompressed_bytes_max: int = 32 * 1024 * 1024
+    batch_decompressed_bytes_max: int = 32 * MEBIBYTE
     # Decompressed sections held at once by all produce requests together (memory per
     # broker); a request past it waits a little, then is refused as retriable.
-    decompressed_bytes_in_flight_max: int = 128 * 1024 * 1024
+    decompressed_bytes_in_flight_max: int = 128 * MEBIBYTE
     # Defaults for new topics (see twinlog.engine.log.LogConfig)
-    log_segment_bytes: int = 1024 * 1024 * 1024
+    log_segment_bytes: int = GIBIBYTE
     log_retention_ms: int = 7 * 24 * 3600 * 1000
     log_retention_bytes: int = -1
     log_flush_policy: str = "every_append"

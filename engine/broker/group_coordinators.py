@@ -36,6 +36,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from twinlog.engine.base.types import TopicPartition
+from twinlog.engine.base.units import MEBIBYTE
 from twinlog.engine.broker.group_offsets import OFFSETS_TOPIC, GroupOffsets, pending_offsets
 from twinlog.engine.broker.partition import Partition
 from twinlog.engine.broker.partition_manager import PartitionManager
@@ -45,7 +46,7 @@ from twinlog.journal import CopyState, JournalLogs
 
 log = logging.getLogger(__name__)
 
-READ_BYTES_MAX = 1 << 20  # one read of the offsets log while folding it
+READ_BYTES_MAX = MEBIBYTE  # one read of the offsets log while folding it
 
 
 @dataclass(frozen=True)

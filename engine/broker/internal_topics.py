@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from twinlog.engine.base.crc32c import crc32c
 from twinlog.engine.base.errors import InvalidConfigError
+from twinlog.engine.base.units import MEBIBYTE
 from twinlog.engine.broker.group_offsets import OFFSETS_TOPIC
 
 TXN_JOURNAL_TOPIC = "__txn_journal"
@@ -63,7 +64,7 @@ def coordinator_partition_of_transactional_id(
 # before the coordinator acts; the coordinator's checkpoints free the segments (retention
 # by time or size would drop records replay still needs).
 TXN_JOURNAL_TOPIC_CONFIG = {
-    "segment_bytes": str(64 * 1024 * 1024),
+    "segment_bytes": str(64 * MEBIBYTE),
     "retention_ms": "-1",
     "retention_bytes": "-1",
     "flush_policy": "every_append",

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from twinlog.engine.base.errors import CorruptBatchError
+from twinlog.engine.base.units import MEBIBYTE
 from twinlog.engine.records.batch_format import (
     HEADER_BYTES,
     LENGTH_PREFIX,
@@ -26,7 +27,7 @@ from twinlog.engine.records.batch_format import (
     validate_batch,
 )
 
-SCAN_CHUNK_BYTES = 1 << 20
+SCAN_CHUNK_BYTES = MEBIBYTE
 # Offsets of one segment fit a u32 relative offset; a "valid" batch further
 # than that from the expected offset is old garbage, not our data.
 PLAUSIBLE_OFFSET_DISTANCE_MAX = 1 << 32

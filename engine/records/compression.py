@@ -15,6 +15,7 @@ import threading
 import zstandard
 
 from twinlog.engine.base.errors import CorruptBatchError
+from twinlog.engine.base.units import MEBIBYTE
 
 CODEC_NONE = 0
 CODEC_ZSTD = 4
@@ -26,7 +27,7 @@ ZSTD_LEVEL_DEFAULT = 3
 # A decompressed records section larger than this is refused rather than
 # allocated: it protects readers from a "zip bomb" in a hostile batch. The produce
 # path passes a far smaller cap (the broker's batch_decompressed_bytes_max).
-DECOMPRESSED_BYTES_MAX = 256 * 1024 * 1024
+DECOMPRESSED_BYTES_MAX = 256 * MEBIBYTE
 # zstandard's (de)compressor objects are not thread-safe; keep one per thread.
 _local = threading.local()
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from twinlog.engine.base.types import TopicPartition
+from twinlog.engine.base.units import MEBIBYTE
 from twinlog.engine.log.leader_epochs import EpochEnd
 
 
@@ -47,7 +48,7 @@ class ReplicaFetch:
     broker_epoch: int  # the follower's registration (KIP-380): a stale one may not join the ISR
     partitions: tuple[ReplicaFetchPartition, ...]
     max_wait_ms: int = 500
-    max_bytes: int = 8 * 1024 * 1024  # per partition
+    max_bytes: int = 8 * MEBIBYTE  # per partition
 
 
 @dataclass(frozen=True)
