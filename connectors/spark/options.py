@@ -18,11 +18,12 @@ from dataclasses import dataclass
 
 from twinlog.connectors.spark.errors import OptionError
 from twinlog.engine.base.units import MEBIBYTE
+from twinlog.engine.log.config import BATCH_BYTES_MAX_DEFAULT
 from twinlog.rpc.client.connection import ConnectionOptions
 
 FETCH_BYTES_DEFAULT = 8 * MEBIBYTE  # one fetch; the server caps it (fetch_bytes_max, 16 MiB)
 BATCH_BYTES_DEFAULT = 1 * MEBIBYTE  # one produced record batch, before compression
-BATCH_BYTES_MAX = 8 * MEBIBYTE  # the broker's default batch_bytes_max
+BATCH_BYTES_MAX = BATCH_BYTES_MAX_DEFAULT  # the broker's default batch_bytes_max
 # zstd level of the batches a write produces. Level 1, not the producer's 3: on text-like
 # values (the bench's hex: 1 GB/s against 170 MB/s on one core here) it compresses some
 # five times faster, and as small, and compression is a write task's largest cost.

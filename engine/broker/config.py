@@ -15,6 +15,7 @@ from typing import Any
 
 from twinlog.engine.base.config_rules import POSITIVE, ConfigRules, Flag, Integer, OneOf
 from twinlog.engine.base.units import GIBIBYTE, MEBIBYTE
+from twinlog.engine.log.config import BATCH_BYTES_MAX_DEFAULT
 from twinlog.engine.log.config import RULES as LOG_RULES
 from twinlog.engine.records.batch_format import BATCH_BYTES_HARD_MAX, HEADER_BYTES
 from twinlog.journal.local_config import ENTRY_BATCHES, MAP_SIZE_BYTES_MIN, SYNC_MODES
@@ -58,7 +59,7 @@ class BrokerConfig:
     # which a topic may set for itself (max.message.bytes, in LogConfig). Broker.produce
     # checks each batch against its topic's limit; ``twinlog serve --config
     # batch_bytes_max=...`` sets this one value (the server has no limit of its own).
-    batch_bytes_max: int = 8 * MEBIBYTE
+    batch_bytes_max: int = BATCH_BYTES_MAX_DEFAULT
     # Records in one produced batch: each costs every reader ~6 us and ~85 bytes, so a
     # 1 KiB batch of two million empty records would cost each consumer 12 s. A 1 MiB
     # batch (the Spark sink's) of the smallest records holds ~150,000.

@@ -47,6 +47,11 @@ from twinlog.engine.base.errors import BatchTooLargeError
 from twinlog.engine.base.units import GIBIBYTE, MEBIBYTE
 from twinlog.engine.records.batch_format import BATCH_BYTES_HARD_MAX, HEADER_BYTES
 
+# One produced batch at most, unless configured: the one default of the broker's
+# batch_bytes_max (Kafka's message.max.bytes), every topic's max.message.bytes, the
+# producer's batch_bytes_max and the Spark sink's batch limit.
+BATCH_BYTES_MAX_DEFAULT = 8 * MEBIBYTE
+
 DAY_MS = 24 * 60 * 60 * 1000
 UNLIMITED = -1
 
@@ -131,7 +136,7 @@ class LogConfig:
     flush_interval_bytes: int = MEBIBYTE  # "interval": fsync when this much is unflushed
     # Kafka's max.message.bytes: larger batches are refused (BatchTooLargeError, by
     # check_batch_bytes); a topic that does not set it takes the broker's batch_bytes_max
-    batch_bytes_max: int = 8 * MEBIBYTE
+    batch_bytes_max: int = BATCH_BYTES_MAX_DEFAULT
     cleanup_policy: str = CLEANUP_DELETE  # "delete", "compact" or "compact,delete"
     min_compaction_lag_ms: int = 0  # a sealed segment newer than this is not compacted yet
     min_cleanable_dirty_ratio: float = 0.5  # compact when dirty bytes / cleanable bytes >= this

@@ -51,6 +51,7 @@ from twinlog.engine.base.errors import (
 from twinlog.engine.base.types import ProducerIdentity, TopicPartition
 from twinlog.engine.base.units import KIBIBYTE, MEBIBYTE
 from twinlog.engine.groups.group_calls import OUTSIDE_ANY_GROUP
+from twinlog.engine.log.config import BATCH_BYTES_MAX_DEFAULT
 from twinlog.engine.records.batch_builder import Header
 from twinlog.engine.records.batch_format import NO_TRANSACTION_ID, RECORDS_OFFSET
 from twinlog.rpc.client.accumulator import Accumulator
@@ -78,9 +79,6 @@ from twinlog.rpc.client.transaction_manager import OPEN_PHASES, TransactionManag
 log = logging.getLogger("twinlog.client")
 
 COMPRESSIONS = ("zstd", "none")
-# The largest batch (so the largest record) a producer sends: the server's default
-# batch_bytes_max, so that a record the server would refuse is refused before queuing.
-MAX_BATCH_BYTES_DEFAULT = 8 * MEBIBYTE
 
 
 def _now_ms() -> int:
@@ -110,7 +108,9 @@ class Producer:
         compression: str = "zstd",
         linger_ms: int = 5,
         batch_bytes: int = 256 * KIBIBYTE,
-        batch_bytes_max: int = MAX_BATCH_BYTES_DEFAULT,
+        # The largest batch (so record) sent: the server's default limit, so that a record
+        # the server would refuse is refused before it is queued.
+        batch_bytes_max: int = BATCH_BYTES_MAX_DEFAULT,
         buffer_bytes_max: int = 32 * MEBIBYTE,
         max_block_ms: int = 60_000,
         delivery_timeout_ms: int | None = None,  # None: 120000, or linger + request if more
