@@ -116,8 +116,6 @@ from twinlog.engine.transactions.txn_state import TransactionEvent
 
 log = logging.getLogger(__name__)
 
-INTERNAL_TOPICS_CHECK_MS = 1_000  # a cluster broker creates __txn_journal once enough are live
-
 FILES_PER_PARTITION = 4  # a segment's log (opened twice), offset index and time index
 FILES_RESERVED = 256  # sockets, LMDB, transaction journals, ...
 
