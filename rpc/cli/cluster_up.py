@@ -2,8 +2,10 @@
 
 One local ZooKeeper (``LocalZooKeeper``: PySpark's jars, 127.0.0.1, a free port) and N
 ``twinlog serve --broker-id I --zookeeper ...`` processes on free loopback ports, each
-with ``DATA_DIR/broker-I`` and its log in ``DATA_DIR/broker-I.log``. It prints the
-bootstrap list once every leader answers (``wait_until_ready``) and waits; Ctrl-C or
+with ``DATA_DIR/broker-I`` and its log in ``DATA_DIR/broker-I.log``; topics are
+replicated min(3, N) times unless ``--config default_replication_factor=`` says otherwise.
+It prints the bootstrap list once the internal topics exist and every leader answers
+(``wait_until_ready``) and waits; Ctrl-C or
 SIGTERM stops the brokers one by one (each with its controlled shutdown: leaderships
 move to the brokers still up), then ZooKeeper. The
 data directory keeps the znodes and the logs, so ``cluster up`` again restarts the same
@@ -29,6 +31,7 @@ from pathlib import Path
 from types import FrameType
 
 from twinlog.engine.base.errors import TwinlogError
+from twinlog.engine.broker.internal_topics import INTERNAL_TOPICS
 from twinlog.engine.zookeeper.credentials import ensure_zookeeper_credential_file
 from twinlog.rpc.cli.cluster_certs import make_broker_certificates
 from twinlog.rpc.cli.cluster_describe import from_servers
@@ -42,6 +45,12 @@ BROKER_START_TIMEOUT_S = 60.0  # recovery of a large data directory, on two busy
 # Every registered broker and every partition's leader answering: what "up" means before
 # the bootstrap list is printed (leaderships are handed out after the brokers serve).
 CLUSTER_READY_TIMEOUT_S = 60.0
+# A development cluster's new topics, and its internal ones, are replicated this many
+# times at most (fewer brokers: once per broker), unless --config says otherwise: the
+# internal topics are created only once that many brokers are live, so a cluster of one or
+# two brokers at the broker's default of 3 would never have a transaction journal.
+REPLICATION_FACTOR_MAX = 3
+REPLICATION_FACTOR_KEY = "default_replication_factor"
 READY_PROBE_INTERVAL_S = 0.2
 BROKER_STOP_TIMEOUT_S = 30.0  # controlled shutdown (10 s at most) plus closing the logs
 WATCH_INTERVAL_S = 0.5
@@ -155,6 +164,16 @@ def broker_arguments(
     return arguments
 
 
+def with_replication_factor(config: list[str], brokers: int) -> list[str]:
+    """``config`` (``--config key=value`` pairs) with the cluster's replication factor,
+    ``min(REPLICATION_FACTOR_MAX, brokers)``, unless one of them sets it already."""
+    for pair in config:
+        key = pair.partition("=")[0].strip().replace(".", "_").replace("-", "_")
+        if key == REPLICATION_FACTOR_KEY:
+            return config
+    return [*config, f"{REPLICATION_FACTOR_KEY}={min(REPLICATION_FACTOR_MAX, brokers)}"]
+
+
 def zookeeper_auth_file(root: Path) -> Path:
     """The development cluster's ZooKeeper credential, made at its first start."""
     return root / "zookeeper.auth"
@@ -203,6 +222,7 @@ def run(args: argparse.Namespace) -> int:
     }
     zookeeper = LocalZooKeeper(root / "zookeeper", tick_time_ms=args.tick_time_ms)
     brokers: list[BrokerChild] = []
+    args.config = with_replication_factor(args.config, args.brokers)
     try:
         start_zookeeper(zookeeper)
         connect = f"{zookeeper.connect_string}/twinlog/{args.name}"
@@ -246,9 +266,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def wait_until_ready(brokers: list[BrokerChild], stop_requested: threading.Event) -> None:
-    """Until the cluster's metadata names every broker and every partition's leader
-    answers for it (the internal topics' leaderships are given out after the brokers
-    serve: a client sent there sooner is told "not the leader"). Raises TwinlogError
+    """Until the cluster's metadata names every broker and the internal topics, and every
+    partition's leader answers for it (the internal topics are created once enough
+    brokers are live, and their leaderships given out after that: a client sent there
+    sooner is told "not the leader", or finds no coordinator). Raises TwinlogError
     naming what is still missing after ``CLUSTER_READY_TIMEOUT_S``."""
     servers = ",".join(child.address for child in brokers)
     options = ConnectionOptions(request_timeout_ms=5_000)
@@ -267,8 +288,11 @@ def wait_until_ready(brokers: list[BrokerChild], stop_requested: threading.Event
                 for item in topic.partitions
                 if item.offline
             ]
+            absent = sorted(INTERNAL_TOPICS - {topic.name for topic in report.metadata.topics})
             if registered < len(brokers):
                 missing = f"{registered} of {len(brokers)} brokers registered"
+            elif absent:
+                missing = f"{', '.join(absent)} not created yet"
             elif leaderless:
                 missing = f"no leader yet for {', '.join(leaderless[:5])}"
             elif report.unreachable:

@@ -89,14 +89,19 @@ def test_replication_factor_is_a_topic_setting_given_once(
     assert "(replication factor 3)" in capsys.readouterr().out
 
 
-def _report(brokers: int, leader_id: int, unreachable: dict[str, str]) -> ClusterReport:
+def _report(
+    brokers: int,
+    leader_id: int,
+    unreachable: dict[str, str],
+    internal_topics: tuple[str, ...] = ("__consumer_offsets", "__txn_journal"),
+) -> ClusterReport:
     partition = PartitionMetadata(0, leader_id, 0, (1, 2), (1, 2))
     return ClusterReport(
         ClusterMetadata(
             "c1",
             1,
             tuple(BrokerEndpoint(n, "127.0.0.1", 9000 + n) for n in range(1, brokers + 1)),
-            (TopicMetadata("__txn_journal", (partition,)),),
+            tuple(TopicMetadata(name, (partition,)) for name in internal_topics),
         ),
         unreachable=unreachable,
     )
@@ -105,14 +110,15 @@ def _report(brokers: int, leader_id: int, unreachable: dict[str, str]) -> Cluste
 def test_cluster_up_prints_the_bootstrap_list_only_once_every_leader_answers(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Brokers serve before their leaderships are handed out: a client sent to a leader
-    named in the metadata was told "not the leader" (the cluster-up system test's
-    describe, on a busy machine). ``cluster up`` waits for registered brokers, leaders,
-    and leaders that answer."""
+    """Brokers serve before the internal topics are created and their leaderships handed
+    out: a client sent to a leader named in the metadata was told "not the leader" (the
+    cluster-up system test's describe, on a busy machine). ``cluster up`` waits for
+    registered brokers, the internal topics, leaders, and leaders that answer."""
     not_yet = {"127.0.0.1:9001": "NotLeaderOrFollowerError: not its leader yet"}
     answers = iter(
         [
             _report(1, 1, {}),  # one of two brokers registered
+            _report(2, 1, {}, ("__txn_journal",)),  # __consumer_offsets not created yet
             _report(2, -1, {}),  # no leader yet
             _report(2, 1, not_yet),  # the leader does not know it leads yet
             _report(2, 1, {}),
@@ -128,9 +134,28 @@ def test_cluster_up_prints_the_bootstrap_list_only_once_every_leader_answers(
     monkeypatch.setattr(cluster_up, "READY_PROBE_INTERVAL_S", 0.0)
     children = [SimpleNamespace(address=f"127.0.0.1:{9000 + n}") for n in (1, 2)]
     cluster_up.wait_until_ready(children, threading.Event())  # type: ignore[arg-type]
-    assert asked == ["127.0.0.1:9001,127.0.0.1:9002"] * 4
+    assert asked == ["127.0.0.1:9001,127.0.0.1:9002"] * 5
+    # Never created (too few brokers for their replication factor): named at the deadline.
+    monkeypatch.setattr(cluster_up, "from_servers", lambda *a: _report(2, 1, {}, ()))
+    monkeypatch.setattr(cluster_up, "CLUSTER_READY_TIMEOUT_S", 0.2)
+    with pytest.raises(TwinlogError, match=r"__consumer_offsets, __txn_journal not created yet"):
+        cluster_up.wait_until_ready(children, threading.Event())  # type: ignore[arg-type]
     # Never ready: a typed error naming what is missing, at the deadline.
     monkeypatch.setattr(cluster_up, "from_servers", lambda *a: _report(2, 1, not_yet))
     monkeypatch.setattr(cluster_up, "CLUSTER_READY_TIMEOUT_S", 0.2)
     with pytest.raises(TwinlogError, match=r"did not become ready within .*not its leader yet"):
         cluster_up.wait_until_ready(children, threading.Event())  # type: ignore[arg-type]
+
+
+def test_cluster_up_replicates_at_most_once_per_broker_unless_configured() -> None:
+    """The broker's default replication factor is 3: a cluster of one or two brokers at
+    that would never create its internal topics (no transaction journal, no group
+    offsets), and ``cluster up`` would wait for them in vain."""
+    assert cluster_up.with_replication_factor([], 1) == ["default_replication_factor=1"]
+    assert cluster_up.with_replication_factor(["a=b"], 2) == [
+        "a=b",
+        "default_replication_factor=2",
+    ]
+    assert cluster_up.with_replication_factor([], 5) == ["default_replication_factor=3"]
+    given = ["default.replication.factor=2"]
+    assert cluster_up.with_replication_factor(given, 5) == given
