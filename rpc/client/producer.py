@@ -43,15 +43,12 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from twinlog.engine.base.errors import (
-    InvalidConfigError,
     InvalidTxnStateError,
     NotEnoughResourcesError,
     TwinlogError,
 )
 from twinlog.engine.base.types import ProducerIdentity, TopicPartition
-from twinlog.engine.base.units import KIBIBYTE, MEBIBYTE
 from twinlog.engine.groups.group_calls import OUTSIDE_ANY_GROUP
-from twinlog.engine.log.config import BATCH_BYTES_MAX_DEFAULT
 from twinlog.engine.records.batch_builder import Header
 from twinlog.engine.records.batch_format import NO_TRANSACTION_ID, RECORDS_OFFSET
 from twinlog.rpc.client.accumulator import Accumulator
@@ -60,6 +57,7 @@ from twinlog.rpc.client.connection import ConnectionOptions, Target, connect
 from twinlog.rpc.client.futures import BatchFuture, RecordFuture
 from twinlog.rpc.client.kafka_config import accepts_kafka_names
 from twinlog.rpc.client.partitioner import StickyPartitioner
+from twinlog.rpc.client.producer_config import ProducerConfig
 from twinlog.rpc.client.rebalance_listener import ConsumerGroupMetadata
 from twinlog.rpc.client.record_fields import (
     RECORD_OVERHEAD_BYTES,
@@ -68,17 +66,10 @@ from twinlog.rpc.client.record_fields import (
 )
 from twinlog.rpc.client.retry import RetryPolicy, call_with_retry
 from twinlog.rpc.client.sender import Sender
-from twinlog.rpc.client.timeouts import (
-    DEFAULT_API_TIMEOUT_MS,
-    require_int,
-    require_positive_ms,
-    resolve_delivery_timeout_ms,
-)
+from twinlog.rpc.client.timeouts import require_positive_ms, resolve_delivery_timeout_ms
 from twinlog.rpc.client.transaction_manager import OPEN_PHASES, TransactionManager, TxnPhase
 
 log = logging.getLogger("twinlog.client")
-
-COMPRESSIONS = ("zstd", "none")
 
 
 def _now_ms() -> int:
@@ -105,66 +96,55 @@ class Producer:
         target: Target,
         transactional_id: str | None = None,
         *,
-        compression: str = "zstd",
-        linger_ms: int = 5,
-        batch_bytes: int = 256 * KIBIBYTE,
-        # The largest batch (so record) sent: the server's default limit, so that a record
-        # the server would refuse is refused before it is queued.
-        batch_bytes_max: int = BATCH_BYTES_MAX_DEFAULT,
-        buffer_bytes_max: int = 32 * MEBIBYTE,
-        max_block_ms: int = 60_000,
+        # The defaults, and the rules each setting is checked by: ProducerConfig's.
+        compression: str = ProducerConfig.compression,
+        linger_ms: int = ProducerConfig.linger_ms,
+        batch_bytes: int = ProducerConfig.batch_bytes,
+        batch_bytes_max: int = ProducerConfig.batch_bytes_max,
+        buffer_bytes_max: int = ProducerConfig.buffer_bytes_max,
+        max_block_ms: int = ProducerConfig.max_block_ms,
         delivery_timeout_ms: int | None = None,  # None: 120000, or linger + request if more
         transaction_timeout_ms: int | None = None,
-        default_api_timeout_ms: int = DEFAULT_API_TIMEOUT_MS,
+        default_api_timeout_ms: int = ProducerConfig.default_api_timeout_ms,
         retry: RetryPolicy | None = None,
         connection: ConnectionOptions | None = None,
         **connection_options: Any,
     ) -> None:
-        if compression not in COMPRESSIONS:
-            raise InvalidConfigError(
-                f"compression {compression!r} is not one of {', '.join(COMPRESSIONS)}"
-            )
-        for name, value, minimum, unit in (
-            ("linger_ms", linger_ms, 0, "milliseconds"),
-            ("max_block_ms", max_block_ms, 0, "milliseconds"),
-            ("batch_bytes", batch_bytes, 1, "bytes"),
-            ("batch_bytes_max", batch_bytes_max, 1, "bytes"),
-            ("buffer_bytes_max", buffer_bytes_max, 1, "bytes"),
-        ):
-            require_int(name, value, minimum, unit)
-        if buffer_bytes_max < batch_bytes:
-            raise InvalidConfigError(
-                f"buffer_bytes_max ({buffer_bytes_max}) is below batch_bytes ({batch_bytes}); "
-                "the buffer must hold at least one batch"
-            )
-        if batch_bytes_max < batch_bytes:
-            raise InvalidConfigError(
-                f"batch_bytes_max ({batch_bytes_max}) is below batch_bytes ({batch_bytes}); "
-                "batch_bytes is the size batches aim at, batch_bytes_max the hard limit"
-            )
         options = connection or ConnectionOptions(**connection_options)
+        config = ProducerConfig(
+            compression=compression,
+            linger_ms=linger_ms,
+            batch_bytes=batch_bytes,
+            batch_bytes_max=batch_bytes_max,
+            buffer_bytes_max=buffer_bytes_max,
+            max_block_ms=max_block_ms,
+            delivery_timeout_ms=delivery_timeout_ms,
+            transaction_timeout_ms=transaction_timeout_ms,
+            default_api_timeout_ms=default_api_timeout_ms,
+            request_timeout_ms=options.request_timeout_ms,
+        )
         delivery_timeout_ms = resolve_delivery_timeout_ms(
-            delivery_timeout_ms, linger_ms, options.request_timeout_ms
+            config.delivery_timeout_ms, config.linger_ms, config.request_timeout_ms
         )
-        self.default_api_timeout_ms = require_positive_ms(
-            "default_api_timeout_ms", default_api_timeout_ms
-        )
+        self.default_api_timeout_ms = config.default_api_timeout_ms
         self._broker, self._owns_broker = connect(target, options)
         self.transactional_id = transactional_id
-        self.transaction_timeout_ms = transaction_timeout_ms
-        self.max_block_s = max_block_ms / 1000
+        self.transaction_timeout_ms = config.transaction_timeout_ms
+        self.max_block_s = config.max_block_ms / 1000
         self.delivery_timeout_ms = delivery_timeout_ms
         self.delivery_timeout_s = delivery_timeout_ms / 1000
-        self.batch_bytes_max = batch_bytes_max
+        self.batch_bytes_max = config.batch_bytes_max
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
-        self._accumulator = Accumulator(compression, batch_bytes, linger_ms)
-        self._buffer_bytes_max = buffer_bytes_max
+        self._accumulator = Accumulator(config.compression, config.batch_bytes, config.linger_ms)
+        self._buffer_bytes_max = config.buffer_bytes_max
         self._partitioner = StickyPartitioner()
         self._partition_counts: dict[str, int] = {}
         self._transactions = TransactionManager(transactional_id)
         self._request_ids = itertools.count(secrets.randbits(40) << 20)
-        self._metrics = ProducerMetrics(buffer_bytes_max, lambda: self._accumulator.buffered_bytes)
+        self._metrics = ProducerMetrics(
+            config.buffer_bytes_max, lambda: self._accumulator.buffered_bytes
+        )
         self._sender = Sender(
             self._broker,
             self._accumulator,
