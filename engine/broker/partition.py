@@ -48,6 +48,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from twinlog.copier import PartitionWriter
+from twinlog.engine.base.bounded_cache import BoundedCache
 from twinlog.engine.base.errors import (
     DiskFullError,
     InvalidTxnStateError,
@@ -65,7 +66,7 @@ from twinlog.engine.base.types import (
 from twinlog.engine.broker.partition_epochs import PartitionEpochs
 from twinlog.engine.broker.partition_replica import PartitionReplica
 from twinlog.engine.broker.partition_role import NO_ROLE, PartitionRole, Role
-from twinlog.engine.broker.producer_state import SequenceTracker
+from twinlog.engine.broker.producer_state import FIRST_SEQUENCES, SequenceTracker
 from twinlog.engine.broker.send_gate import SendGate
 from twinlog.engine.broker.transaction_gate import GateEntry, TransactionGate
 from twinlog.engine.log import CompactionReport, DataLog, LogConfig, compact
@@ -85,6 +86,9 @@ from twinlog.engine.transactions.partition_calls import (
 from twinlog.journal import CopyState, JournalLogs
 
 log = logging.getLogger(__name__)
+
+SEQUENCE_WRAP = 1 << 31  # a Kafka producer's sequence after 2**31 - 1 is 0
+EPOCH_SEQUENCES_MAX = 10_000  # per-epoch producers remembered per partition (~100 bytes each)
 
 
 class Partition(PartitionReplica):
@@ -152,6 +156,16 @@ class Partition(PartitionReplica):
         self.sequences = self._load_sequences()
         # (transaction id, attempt) -> sequences of its batches on this partition
         self.transaction_sequences: dict[tuple[int, str], SequenceTracker] = {}
+        # Producer id -> (generation, the sequence after its last batch here) of producers
+        # that number their batches per epoch across transactions (Kafka's): a
+        # transaction's first batch here must carry that sequence (or 0), so a first batch
+        # that failed while the next one went through is a gap, not a silent loss. Known
+        # for the batches this replica journaled while it led since it opened; otherwise
+        # (a restart, a failover, an evicted producer) the first batch takes any sequence,
+        # as Kafka's broker does for a producer it has no state for.
+        self._epoch_sequences: BoundedCache[int, tuple[int, int]] = BoundedCache(
+            EPOCH_SEQUENCES_MAX
+        )
 
     def _load_sequences(self) -> SequenceTracker:
         """Rebuild idempotence state: snapshot (if any, and not past the log end) + log tail."""
@@ -284,7 +298,7 @@ class Partition(PartitionReplica):
             check = tracker.check(
                 header,
                 f"{where} attempt {attempt!r}" if attempt else where,
-                first_sequence_any=sequences_per_epoch,
+                self._first_sequences(header) if sequences_per_epoch else FIRST_SEQUENCES,
             )
             if check.duplicate:
                 release()
@@ -300,9 +314,17 @@ class Partition(PartitionReplica):
             # failed (too few replicas, a timeout) is then a duplicate, not a second entry.
             observed: list[int] = []
 
-            def on_appended(journal_offset: int) -> None:  # this thread, in the append
+            def record(journal_offset: int) -> None:
                 tracker.observe(header, journal_offset)
+                if sequences_per_epoch:
+                    after = (header.base_sequence + header.record_count) % SEQUENCE_WRAP
+                    self._epoch_sequences.put(
+                        header.producer_id, (header.producer_generation, after)
+                    )
                 observed.append(journal_offset)
+
+            def on_appended(journal_offset: int) -> None:  # this thread, in the append
+                record(journal_offset)
                 release()
 
             self.journal.append(
@@ -316,10 +338,19 @@ class Partition(PartitionReplica):
                 on_appended=on_appended,
             )
             if not observed:
-                tracker.observe(header, -1)
+                record(-1)
         finally:
             release()
         return ProduceResult(-1)
+
+    def _first_sequences(self, header: BatchHeader) -> tuple[int, ...] | None:
+        """What the first batch of a per-epoch producer's transaction here may carry: 0,
+        or the sequence after its last batch here in this generation; None (any) when this
+        replica does not know it (``_epoch_sequences``)."""
+        known = self._epoch_sequences.get(header.producer_id)
+        if known is None or known[0] != header.producer_generation:
+            return None
+        return (0, known[1])
 
     def register_transaction(
         self, transaction_id: int, sender: tuple[int, int], group_id: str

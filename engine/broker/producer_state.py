@@ -30,6 +30,7 @@ from __future__ import annotations
 import json
 import os
 from collections import deque
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -42,6 +43,7 @@ from twinlog.engine.base.errors import (
 from twinlog.engine.records.batch_format import NO_PRODUCER_ID, BatchHeader
 
 DEDUPLICATION_WINDOW = 5
+FIRST_SEQUENCES = (0,)  # a producer's sequences start at 0 on each partition
 SNAPSHOT_FILE = "producer-state.json"
 
 
@@ -80,25 +82,33 @@ class SequenceTracker:
         self.producers: dict[int, ProducerSequences] = {}
 
     def check(
-        self, header: BatchHeader, where: str, first_sequence_any: bool = False
+        self,
+        header: BatchHeader,
+        where: str,
+        first_sequences: Collection[int] | None = FIRST_SEQUENCES,
     ) -> SequenceCheck:
         """Decide about a batch before writing it; raises for fenced, gap or stale duplicates.
 
-        ``first_sequence_any``: the producer's first batch here may carry any sequence (a
-        Kafka producer's transaction: its sequences count on from its earlier transactions
-        on the partition, which this transaction's table does not hold)."""
+        ``first_sequences``: what the producer's first batch here may carry (None: any).
+        A Kafka producer's transaction counts on from the producer's earlier transactions
+        on the partition, which this transaction's table does not hold: the partition
+        passes 0 and the sequence that follows them when it knows it, None when not."""
         producer_id = header.producer_id
         if producer_id == NO_PRODUCER_ID or header.base_sequence < 0:
             return ACCEPT
         known = self.producers.get(producer_id)
         if known is None or header.producer_generation > known.producer_generation:
-            if header.base_sequence == 0 or first_sequence_any:
+            if first_sequences is None or header.base_sequence in first_sequences:
                 return ACCEPT
+            base = header.base_sequence
+            expected = " or ".join(str(sequence) for sequence in sorted(first_sequences))
+            below = [sequence for sequence in first_sequences if sequence < base]
+            missing = f"batches {max(below)}..{base - 1}" if below else "the batches before it"
             raise OutOfOrderSequenceError(
                 f"producer {producer_id} generation {header.producer_generation} sent sequence "
-                f"{header.base_sequence} as its first batch to {where}; its sequences start at "
-                f"0 there, so batches 0..{header.base_sequence - 1} never arrived. The producer "
-                "must not skip failed batches; reinitialise it"
+                f"{base} as its first batch to {where}; it starts at {expected} there, so "
+                f"{missing} never arrived. The producer must not skip failed batches; "
+                "reinitialise it"
             )
         if header.producer_generation < known.producer_generation:
             raise ProducerFencedError(

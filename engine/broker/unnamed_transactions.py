@@ -19,9 +19,12 @@ same ones:
   next one (KAFKA-17754; KIP-890 closes it by bumping the epoch at every end).
 
 Such a producer numbers its batches per partition for its whole epoch (a transaction's
-first batch may carry sequence 120); ``Partition.append_transactional`` takes the first
-sequence of each transaction as it comes (``sequences_per_epoch``), and the journal keeps
-the producer's own numbers, so a retry is recognised after a restart or a failover too.
+first batch may carry sequence 120); ``Partition.append_transactional`` checks the first
+sequence of each transaction against the sequence after the producer's last batch there,
+when the partition knows it (``sequences_per_epoch``; any sequence when it does not, after
+a restart or a failover, as Kafka takes a producer it has no state for), and the journal
+keeps the producer's own numbers, so a retry is recognised after a restart or a failover
+too.
 
 Thread rule: stateless; any thread.
 """

@@ -164,6 +164,38 @@ def test_kafka_sequences_run_on_across_transactions_and_retries_are_duplicates(
     assert committed_values(broker, 0) == [b"a", b"b", b"c", b"d"]
 
 
+def test_a_transactions_first_batch_on_a_partition_follows_the_epochs_last(
+    broker: Broker,
+) -> None:
+    """A Kafka producer pipelines its batches: when the first batch of a transaction on a
+    partition fails (a retriable error) and the next one goes through, the next must be
+    refused as a gap, or the retried first would look like an old duplicate and be
+    dropped while the producer counts it written."""
+    identity = broker.init_producer("app")
+    broker.open_transaction(*ids(identity))
+    send(broker, identity, 0, 0, b"a", b"b")
+    commit(broker, identity)
+    broker.open_transaction(*ids(identity))
+    with pytest.raises(
+        OutOfOrderSequenceError, match=r"it starts at 0 or 2 there, so batches 2\.\.2 never arrived"
+    ):
+        send(broker, identity, 0, 3, b"d")  # 2 failed on its way
+    send(broker, identity, 0, 2, b"c")  # its retry
+    send(broker, identity, 0, 3, b"d")
+    commit(broker, identity)
+    broker.open_transaction(*ids(identity))
+    send(broker, identity, 0, 0, b"e")  # a producer that numbers from 0 again is taken
+    commit(broker, identity)
+    assert committed_values(broker, 0) == [b"a", b"b", b"c", b"d", b"e"]
+    # Another partition, and a new generation, start from what they know: nothing yet.
+    renewed = broker.init_producer("app")
+    broker.open_transaction(*ids(renewed))
+    send(broker, renewed, 1, 7, b"f")
+    send(broker, renewed, 0, 9, b"g")
+    commit(broker, renewed)
+    assert committed_values(broker, 1) == [b"f"]
+
+
 def test_a_retry_after_a_restart_is_still_a_duplicate(tmp_path: Path) -> None:
     """The journal keeps the producer's own sequences, so the transaction's table rebuilt
     from it after a restart recognises a retry."""
