@@ -72,6 +72,8 @@ from twinlog.engine.base.types import TopicPartition
 from twinlog.rpc.client.client_metrics import ConsumerMetrics
 from twinlog.rpc.client.connection import ConnectionOptions, Target, connect
 from twinlog.rpc.client.consumer_commits import OffsetCommitter
+from twinlog.rpc.client.consumer_config import RULES as CONFIG_RULES
+from twinlog.rpc.client.consumer_config import ConsumerConfig
 from twinlog.rpc.client.consumer_fetcher import Fetcher
 from twinlog.rpc.client.consumer_offsets_lookup import (
     OffsetAndTimestamp,
@@ -81,7 +83,6 @@ from twinlog.rpc.client.consumer_offsets_lookup import (
 from twinlog.rpc.client.consumer_positions import PositionLookup
 from twinlog.rpc.client.consumer_rebalance import Rebalancer
 from twinlog.rpc.client.consumer_subscription import (
-    OFFSET_RESETS,
     SubscriptionState,
     as_topic_partitions,
     listener_of,
@@ -95,7 +96,6 @@ from twinlog.rpc.client.rebalance_listener import (
 )
 from twinlog.rpc.client.records import ConsumerRecord
 from twinlog.rpc.client.retry import RetryPolicy
-from twinlog.rpc.client.timeouts import DEFAULT_API_TIMEOUT_MS, require_positive_ms
 
 log = logging.getLogger("twinlog.client")
 
@@ -110,52 +110,56 @@ class Consumer:
         target: Target,
         group_id: str | None = None,
         *,
-        auto_offset_reset: str = "latest",
-        fetch_max_bytes: int = 1 << 20,
-        fetch_max_wait_ms: int = 500,
-        max_poll_records: int = 500,
-        enable_auto_commit: bool = True,
-        auto_commit_interval_ms: int = 5_000,
+        # The defaults, and the rules each setting is checked by: ConsumerConfig's.
+        auto_offset_reset: str = ConsumerConfig.auto_offset_reset,
+        fetch_max_bytes: int = ConsumerConfig.fetch_max_bytes,
+        fetch_max_wait_ms: int = ConsumerConfig.fetch_max_wait_ms,
+        max_poll_records: int = ConsumerConfig.max_poll_records,
+        enable_auto_commit: bool = ConsumerConfig.enable_auto_commit,
+        auto_commit_interval_ms: int = ConsumerConfig.auto_commit_interval_ms,
         group_instance_id: str | None = None,
-        session_timeout_ms: int = 45_000,
-        max_poll_interval_ms: int = 300_000,
-        metadata_max_age_ms: int = 300_000,
+        session_timeout_ms: int = ConsumerConfig.session_timeout_ms,
+        max_poll_interval_ms: int = ConsumerConfig.max_poll_interval_ms,
+        metadata_max_age_ms: int = ConsumerConfig.metadata_max_age_ms,
         consumer_timeout_ms: int | None = None,
-        default_api_timeout_ms: int = DEFAULT_API_TIMEOUT_MS,
+        default_api_timeout_ms: int = ConsumerConfig.default_api_timeout_ms,
         retry: RetryPolicy | None = None,
         connection: ConnectionOptions | None = None,
         **connection_options: Any,
     ) -> None:
-        if auto_offset_reset not in OFFSET_RESETS:
-            raise InvalidConfigError(
-                f"auto_offset_reset {auto_offset_reset!r} is not one of {', '.join(OFFSET_RESETS)}"
-            )
-        if group_instance_id is not None and not group_id:
-            raise InvalidConfigError("group_instance_id needs a group: pass group_id= too")
-        options = connection or ConnectionOptions(**connection_options)
-        self.default_api_timeout_ms = require_positive_ms(
-            "default_api_timeout_ms", default_api_timeout_ms
+        auto_commit: Any = enable_auto_commit
+        if isinstance(auto_commit, str):  # a config= mapping's "false" (Kafka's are text)
+            auto_commit = CONFIG_RULES.rules["enable_auto_commit"].from_text(auto_commit)
+        config = ConsumerConfig(
+            group_id=group_id,
+            auto_offset_reset=auto_offset_reset,
+            fetch_max_bytes=fetch_max_bytes,
+            fetch_max_wait_ms=fetch_max_wait_ms,
+            max_poll_records=max_poll_records,
+            enable_auto_commit=auto_commit,
+            auto_commit_interval_ms=auto_commit_interval_ms,
+            group_instance_id=group_instance_id,
+            session_timeout_ms=session_timeout_ms,
+            max_poll_interval_ms=max_poll_interval_ms,
+            metadata_max_age_ms=metadata_max_age_ms,
+            consumer_timeout_ms=consumer_timeout_ms,
+            default_api_timeout_ms=default_api_timeout_ms,
         )
-        for name, value in (
-            ("auto_commit_interval_ms", auto_commit_interval_ms),
-            ("session_timeout_ms", session_timeout_ms),
-            ("max_poll_interval_ms", max_poll_interval_ms),
-            ("metadata_max_age_ms", metadata_max_age_ms),
-        ):
-            require_positive_ms(name, value)
+        options = connection or ConnectionOptions(**connection_options)
         self._broker, self._owns_broker = connect(target, options)
-        self.group_id = group_id
-        self.enable_auto_commit = bool(enable_auto_commit) and bool(group_id)
-        self.auto_commit_interval_ms = auto_commit_interval_ms
-        self.group_instance_id = group_instance_id
-        self.session_timeout_ms = session_timeout_ms
-        self.max_poll_interval_ms = max_poll_interval_ms
-        self.metadata_max_age_ms = metadata_max_age_ms
-        self.consumer_timeout_ms = consumer_timeout_ms
-        self.auto_offset_reset = auto_offset_reset
-        self.fetch_max_bytes = fetch_max_bytes
-        self.fetch_max_wait_ms = fetch_max_wait_ms
-        self.max_poll_records = max_poll_records
+        self.group_id = config.group_id
+        self.enable_auto_commit = config.enable_auto_commit and bool(config.group_id)
+        self.auto_commit_interval_ms = config.auto_commit_interval_ms
+        self.group_instance_id = config.group_instance_id
+        self.session_timeout_ms = config.session_timeout_ms
+        self.max_poll_interval_ms = config.max_poll_interval_ms
+        self.metadata_max_age_ms = config.metadata_max_age_ms
+        self.consumer_timeout_ms = config.consumer_timeout_ms
+        self.auto_offset_reset = config.auto_offset_reset
+        self.fetch_max_bytes = config.fetch_max_bytes
+        self.fetch_max_wait_ms = config.fetch_max_wait_ms
+        self.max_poll_records = config.max_poll_records
+        self.default_api_timeout_ms = config.default_api_timeout_ms
         # Without a policy of its own, a call retries for as long as its deadline allows,
         # and then says it timed out (RequestTimedOutError), as default_api_timeout_ms promises.
         self.retry = retry or RetryPolicy(timeout_ms=self.default_api_timeout_ms)

@@ -221,6 +221,7 @@ def test_a_kafka_python_style_client_works_end_to_end_on_an_embedded_broker(
             }
         ) as consumer:
             assert consumer.max_poll_records == 10
+            assert consumer.enable_auto_commit is False  # the text "false", read as a flag
             consumer.assign([("kafka-style", 0)])
             values: list[bytes | None] = []
             deadline = time.monotonic() + 10
