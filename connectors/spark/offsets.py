@@ -31,7 +31,6 @@ from twinlog.engine.base.types import TopicPartition
 
 EARLIEST = -2
 LATEST = -1
-TIMESTAMP_STRATEGIES = ("error", "latest")
 
 
 class SpecKind(Enum):
@@ -101,7 +100,7 @@ def offsets_from_json(document: Mapping[str, Mapping[str, int]]) -> dict[TopicPa
 
 
 def _timestamp(options: Options, name: str) -> int:
-    value = options.integer(name, None, minimum=0)
+    value = options.integer(name, None)
     assert value is not None
     return value
 
@@ -187,11 +186,7 @@ def ending_spec(options: Options, streaming: bool) -> OffsetSpec | None:
 
 def timestamp_strategy(options: Options) -> str:
     """What a starting timestamp with no record at or after it means: fail, or start at the end."""
-    name = "startingOffsetsByTimestampStrategy"
-    strategy = (options.text(name) or "error").strip().lower()
-    if strategy not in TIMESTAMP_STRATEGIES:
-        raise OptionError(name, f"is {strategy!r}; use error or latest")
-    return strategy
+    return options.choice("startingOffsetsByTimestampStrategy", "error")
 
 
 def check_names_partitions(spec: OffsetSpec, partitions: Iterable[TopicPartition]) -> None:

@@ -9,6 +9,17 @@ typo fails the query before any task runs.
 Option names follow Spark's Kafka source and sink where they mean the same
 thing (``subscribe``, ``startingOffsets``, ``failOnDataLoss``, ...); ``servers``
 plays the part of ``kafka.bootstrap.servers``.
+
+The options with a number, a flag or a word for a value are read by the rules of
+every twinlog configuration (``engine.base.config_rules``), one per option in
+``OPTION_RULES``: text is read as the rule reads it, and a refusal names the option as
+documented, the value and what the rule allows:
+
+    twinlog option fetchMaxBytes: is 100, expected 1024 or more
+    twinlog option failOnDataLoss: is 'maybe', expected true or false
+
+Options with structured values (JSON offsets, topic lists, a pattern) have their own
+parsers (``offsets``, ``subscription``).
 """
 
 from __future__ import annotations
@@ -17,9 +28,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from twinlog.connectors.spark.errors import OptionError
+from twinlog.engine.base.config_rules import NON_NEGATIVE, POSITIVE, Flag, Integer, OneOf, Rule
 from twinlog.engine.base.units import MEBIBYTE
 from twinlog.engine.log.config import BATCH_BYTES_MAX_DEFAULT
+from twinlog.engine.records.compression import CODEC_BY_NAME
 from twinlog.rpc.client.connection import ConnectionOptions
+from twinlog.rpc.client.connection_options import RULES as CONNECTION_RULES
 
 FETCH_BYTES_DEFAULT = 8 * MEBIBYTE  # one fetch; the server caps it (fetch_bytes_max, 16 MiB)
 BATCH_BYTES_DEFAULT = 1 * MEBIBYTE  # one produced record batch, before compression
@@ -31,6 +45,8 @@ COMPRESSION_LEVEL_DEFAULT = 1
 COMPRESSION_LEVEL_MAX = 22  # zstd's
 TRANSACTION_TIMEOUT_MS_DEFAULT = 15 * 60_000  # the broker's transaction_timeout_ms_max
 REQUEST_TIMEOUT_MS_DEFAULT = 120_000  # one request; a commit that applies a big job takes long
+# What a starting timestamp past every record means: fail, or start at the end.
+TIMESTAMP_STRATEGIES = ("error", "latest")
 
 CONNECTION_OPTIONS = ("servers", "path", "token", "tls", "tlsCaFile", "requestTimeoutMs")
 READ_OPTIONS = (
@@ -61,6 +77,23 @@ WRITE_OPTIONS = (
     "sinkId",
     "checkpointLocation",
 )
+# The rule of each option whose value is a number, a flag or a word (words in any case).
+OPTION_RULES: dict[str, Rule] = {
+    "tls": CONNECTION_RULES.rules["tls"],
+    "requestTimeoutMs": CONNECTION_RULES.rules["request_timeout_ms"],
+    "startingTimestamp": NON_NEGATIVE,
+    "endingTimestamp": NON_NEGATIVE,
+    "startingOffsetsByTimestampStrategy": OneOf(TIMESTAMP_STRATEGIES),
+    "failOnDataLoss": Flag(),
+    "minPartitions": POSITIVE,
+    "maxOffsetsPerTrigger": POSITIVE,
+    "includeHeaders": Flag(),
+    "fetchMaxBytes": Integer(1024),
+    "transactionTimeoutMs": Integer(1000),
+    "batchBytes": Integer(1024, BATCH_BYTES_MAX),  # the broker refuses a larger batch
+    "compression": OneOf(tuple(CODEC_BY_NAME)),
+    "compressionLevel": Integer(1, COMPRESSION_LEVEL_MAX),
+}
 # Options users bring along to the wrong place (Kafka's spellings, or a write option on a
 # read), and what to set instead.
 MISPLACED_OPTIONS = {
@@ -73,7 +106,7 @@ MISPLACED_OPTIONS = {
 
 
 class Options:
-    """Case-insensitive, typed access to the raw option strings.
+    """Case-insensitive, typed access to the raw option strings (typed: by ``OPTION_RULES``).
 
     Thread rule: immutable after construction; picklable (it travels to executors).
     """
@@ -103,29 +136,40 @@ class Options:
         return value.strip()
 
     def boolean(self, name: str, default: bool) -> bool:
-        value = self.text(name)
-        if value is None:
-            return default
-        lowered = value.strip().lower()
-        if lowered not in ("true", "false"):
-            raise OptionError(name, f"is {value!r}; use true or false")
-        return lowered == "true"
+        value = self._typed(name)
+        assert value is None or isinstance(value, bool)
+        return default if value is None else value
 
-    def integer(self, name: str, default: int | None, minimum: int = 0) -> int | None:
-        value = self.text(name)
-        if value is None:
-            return default
-        try:
-            number = int(value.strip())
-        except ValueError:
-            raise OptionError(name, f"is {value!r}; use a whole number") from None
-        if number < minimum:
-            raise OptionError(name, f"is {number}; use a number >= {minimum}")
-        return number
+    def integer(self, name: str, default: int | None) -> int | None:
+        value = self._typed(name)
+        assert value is None or isinstance(value, int)
+        return default if value is None else value
+
+    def choice(self, name: str, default: str) -> str:
+        value = self._typed(name)
+        assert value is None or isinstance(value, str)
+        return default if value is None else value
+
+    def _typed(self, name: str) -> object:
+        text = self.text(name)
+        return None if text is None else option_value(name, text)
 
     def present(self, *names: str) -> list[str]:
         """The documented spelling of each of ``names`` that was given."""
         return [name for name in names if self.has(name)]
+
+
+def option_value(name: str, text: str) -> object:
+    """``text``, the value of option ``name``, as its rule in ``OPTION_RULES`` reads it;
+    OptionError when the rule refuses it."""
+    rule = OPTION_RULES[name]
+    text = text.strip()
+    if isinstance(rule, OneOf):
+        text = text.lower()  # words in any case, as Spark's Kafka source reads them
+    value = rule.from_text(text)
+    if not rule.accepts(value):
+        raise OptionError(name, f"is {rule.shown(value)}, expected {rule.allowed(value)}")
+    return value
 
 
 @dataclass(frozen=True)
@@ -167,7 +211,7 @@ def parse_connection(options: Options, *, allow_path: bool) -> Connection:
             "is required: set servers to the broker's address (e.g. 127.0.0.1:7070)"
             + (", or path to a data directory to read without a broker" if allow_path else ""),
         )
-    timeout_ms = options.integer("requestTimeoutMs", REQUEST_TIMEOUT_MS_DEFAULT, minimum=1)
+    timeout_ms = options.integer("requestTimeoutMs", REQUEST_TIMEOUT_MS_DEFAULT)
     assert timeout_ms is not None
     connection_options = ConnectionOptions(
         token=options.text("token"),

@@ -38,9 +38,9 @@ class ReadSettings:
 
 def parse_read_settings(raw: Mapping[str, str], streaming: bool) -> ReadSettings:
     options = Options(raw, READ_OPTIONS)
-    fetch_max_bytes = options.integer("fetchMaxBytes", FETCH_BYTES_DEFAULT, minimum=1024)
+    fetch_max_bytes = options.integer("fetchMaxBytes", FETCH_BYTES_DEFAULT)
     assert fetch_max_bytes is not None
-    max_offsets = options.integer("maxOffsetsPerTrigger", None, minimum=1)
+    max_offsets = options.integer("maxOffsetsPerTrigger", None)
     if max_offsets is not None and not streaming:
         raise OptionError(
             "maxOffsetsPerTrigger",
@@ -53,7 +53,7 @@ def parse_read_settings(raw: Mapping[str, str], streaming: bool) -> ReadSettings
         ending=ending_spec(options, streaming),
         timestamp_strategy=timestamp_strategy(options),
         fail_on_data_loss=options.boolean("failOnDataLoss", True),
-        min_partitions=options.integer("minPartitions", None, minimum=1),
+        min_partitions=options.integer("minPartitions", None),
         max_offsets_per_trigger=max_offsets,
         include_headers=options.boolean("includeHeaders", False),
         fetch_max_bytes=fetch_max_bytes,

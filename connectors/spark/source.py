@@ -16,7 +16,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from twinlog.connectors.spark.errors import OptionError
+from twinlog.connectors.spark.options import option_value
 from twinlog.connectors.spark.read_settings import parse_read_settings
 from twinlog.connectors.spark.reader import TwinlogBatchReader
 from twinlog.connectors.spark.schema import source_schema
@@ -35,10 +35,8 @@ class TwinlogDataSource(DataSource):
         return SHORT_NAME
 
     def _include_headers(self) -> bool:
-        value = {k.lower(): v for k, v in self.options.items()}.get("includeheaders", "false")
-        if value.strip().lower() not in ("true", "false"):
-            raise OptionError("includeHeaders", f"is {value!r}; use true or false")
-        return value.strip().lower() == "true"
+        text = {k.lower(): v for k, v in self.options.items()}.get("includeheaders")
+        return text is not None and option_value("includeHeaders", text) is True
 
     def schema(self) -> StructType:
         return source_schema(self._include_headers())

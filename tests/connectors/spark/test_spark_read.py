@@ -143,7 +143,7 @@ def test_offset_json_and_sentinels(spark: Any, server: ServerProcess, remote: Re
         ({"subscribe": None}, "none is set"),
         ({"subscribe": "no-such-topic-anywhere"}, "does not exist"),
         ({"kafka.bootstrap.servers": "x"}, "twinlog calls it servers"),
-        ({"minPartitions": "0"}, "minPartitions: is 0"),
+        ({"minPartitions": "0"}, "minPartitions: is 0, expected 1 or more"),
         ({"maxOffsetsPerTrigger": "10"}, "is for streaming queries"),
         ({"startingTimestamp": "9999999999999"}, "no record stamped at or after"),
     ],

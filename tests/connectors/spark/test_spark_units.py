@@ -67,8 +67,8 @@ def test_options_are_case_insensitive_and_unknown_ones_are_named() -> None:
         read_options(topic="orders")
     assert "with subscribe (e.g. orders,payments), assign or subscribePattern" in str(raised.value)
     assert "calls it subscribe" not in str(raised.value)
-    with pytest.raises(OptionError, match="includeHeaders: is 'yes'; use true or false"):
-        read_options(includeHeaders="yes").boolean("includeHeaders", False)
+    with pytest.raises(OptionError, match="includeHeaders: is 'maybe', expected true or false"):
+        read_options(includeHeaders="maybe").boolean("includeHeaders", False)
 
 
 def test_exactly_one_of_servers_and_path() -> None:
@@ -79,6 +79,79 @@ def test_exactly_one_of_servers_and_path() -> None:
         parse_read_settings({**base, "servers": "h:1", "path": "/d"}, streaming=False)
     settings = parse_read_settings({**base, "servers": "h:1,h:2"}, streaming=False)
     assert settings.connection.server == "h:1"
+
+
+def test_typed_options_are_read_by_their_rules() -> None:
+    read = parse_read_settings(
+        {
+            "servers": "h:1",
+            "subscribe": "orders",
+            "fetchMaxBytes": " 2048 ",
+            "failOnDataLoss": "FALSE",
+            "includeHeaders": "true",
+            "minPartitions": "3",
+            "maxOffsetsPerTrigger": "100",
+            "startingTimestamp": "0",
+            "startingOffsetsByTimestampStrategy": "Latest",
+            "requestTimeoutMs": "5000",
+            "tls": "True",
+        },
+        streaming=True,
+    )
+    assert read.fetch_max_bytes == 2048 and read.min_partitions == 3
+    assert read.fail_on_data_loss is False and read.include_headers is True
+    assert read.max_offsets_per_trigger == 100
+    assert read.starting.timestamp_ms == 0 and read.timestamp_strategy == "latest"
+    assert read.connection.connection_options.request_timeout_ms == 5000
+    assert read.connection.connection_options.tls is True
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"fetchMaxBytes": "100"}, "twinlog option fetchMaxBytes: is 100, expected 1024 or more"),
+        ({"fetchMaxBytes": "8MiB"}, "fetchMaxBytes: is '8MiB', expected an integer 1024 or more"),
+        ({"minPartitions": "0"}, "twinlog option minPartitions: is 0, expected 1 or more"),
+        ({"maxOffsetsPerTrigger": "-5"}, "maxOffsetsPerTrigger: is -5, expected 1 or more"),
+        ({"failOnDataLoss": "maybe"}, "failOnDataLoss: is 'maybe', expected true or false"),
+        ({"includeHeaders": ""}, "includeHeaders: is '', expected true or false"),
+        ({"startingTimestamp": "-1"}, "startingTimestamp: is -1, expected 0 or more"),
+        ({"startingTimestamp": "1.5"}, "startingTimestamp: is '1.5', expected an integer 0 or"),
+        (
+            {"startingOffsetsByTimestampStrategy": "first"},
+            "twinlog option startingOffsetsByTimestampStrategy: is 'first', expected one of "
+            "error, latest",
+        ),
+        ({"requestTimeoutMs": "0"}, "twinlog option requestTimeoutMs: is 0, expected 1 or more"),
+        ({"tls": "on"}, "twinlog option tls: is 'on', expected true or false"),
+    ],
+)
+def test_a_typed_read_option_is_refused_naming_it_as_documented(
+    options: dict[str, str], message: str
+) -> None:
+    # Spark hands the options over lower-cased; the refusal spells them as the docs do.
+    raw = {"servers": "h:1", "subscribe": "orders"} | {k.lower(): v for k, v in options.items()}
+    with pytest.raises(OptionError, match=re.escape(message)) as refused:
+        parse_read_settings(raw, streaming=True)
+    assert refused.value.option == next(iter(options))
+
+
+def test_the_schema_reads_include_headers_by_its_rule() -> None:
+    from twinlog.connectors.spark.source import TwinlogDataSource
+
+    assert "headers" in TwinlogDataSource({"includeheaders": " TRUE "}).schema().fieldNames()
+    assert "headers" not in TwinlogDataSource({}).schema().fieldNames()
+    with pytest.raises(OptionError, match="includeHeaders: is 'maybe', expected true or false"):
+        TwinlogDataSource({"includeheaders": "maybe"}).schema()
+
+
+def test_every_option_rule_is_a_documented_option_s() -> None:
+    from twinlog.connectors.spark.options import OPTION_RULES
+    from twinlog.rpc.client.connection_options import RULES as CONNECTION_RULES
+
+    assert set(OPTION_RULES) <= set(READ_OPTIONS) | set(WRITE_OPTIONS)
+    assert OPTION_RULES["requestTimeoutMs"] is CONNECTION_RULES.rules["request_timeout_ms"]
+    assert OPTION_RULES["tls"] is CONNECTION_RULES.rules["tls"]
 
 
 # --- offsets -----------------------------------------------------------------------------
@@ -231,9 +304,63 @@ def test_write_columns_follow_kafkas_sink() -> None:
     base = {"servers": "h:1", "topic": "t"}
     leveled = parse_write_settings({**base, "compressionLevel": "19"}, schema(value=StringType()))
     assert leveled.compression_level == 19
-    for wrong in ("0", "23", "fast"):
-        with pytest.raises(OptionError, match="compressionLevel"):
+    for wrong, expected in (
+        ("0", "is 0, expected 1..22"),
+        ("23", "is 23, expected 1..22"),
+        ("fast", "is 'fast', expected an integer 1..22"),
+    ):
+        with pytest.raises(OptionError, match=re.escape(f"compressionLevel: {expected}")):
             parse_write_settings({**base, "compressionLevel": wrong}, schema(value=StringType()))
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (
+            {"transactionTimeoutMs": "999"},
+            "twinlog option transactionTimeoutMs: is 999, expected 1000 or more",
+        ),
+        (
+            {"batchBytes": "16777216"},
+            "twinlog option batchBytes: is 16777216, expected 1024..8388608",
+        ),
+        ({"batchBytes": "512"}, "twinlog option batchBytes: is 512, expected 1024..8388608"),
+        (
+            {"compression": "gzip"},
+            "twinlog option compression: is 'gzip', expected one of none, zstd",
+        ),
+        ({"compressionLevel": "23"}, "twinlog option compressionLevel: is 23, expected 1..22"),
+    ],
+)
+def test_a_typed_write_option_is_refused_naming_it_as_documented(
+    options: dict[str, str], message: str
+) -> None:
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    schema = StructType([StructField("value", StringType(), True)])
+    raw = {"servers": "h:1", "topic": "t"} | {k.lower(): v for k, v in options.items()}
+    with pytest.raises(OptionError, match=re.escape(message)) as refused:
+        parse_write_settings(raw, schema)
+    assert refused.value.option == next(iter(options))
+
+
+def test_typed_write_options_are_read_by_their_rules() -> None:
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    schema = StructType([StructField("value", StringType(), True)])
+    written = parse_write_settings(
+        {
+            "servers": "h:1",
+            "topic": "t",
+            "transactionTimeoutMs": "60000",
+            "batchBytes": "8388608",
+            "compression": " ZSTD ",
+            "compressionLevel": "22",
+        },
+        schema,
+    )
+    assert written.transaction_timeout_ms == 60_000 and written.batch_bytes == 8 * 1024 * 1024
+    assert written.compression == "zstd" and written.compression_level == 22
 
 
 # --- decoding ------------------------------------------------------------------------------
