@@ -772,7 +772,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--json", metavar="PATH", help="also write the results as JSON ('-': stdout)"
     )
     parser.add_argument(
-        "--work-dir", help="where data and logs go (default: a temporary directory)"
+        "--work-dir", help="where data and logs go: a new folder inside it per run, kept"
     )
     parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     # The SIGKILLed member process runs this module too:

@@ -575,7 +575,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--json", metavar="PATH", help="also write the results as JSON ('-': stdout)"
     )
-    parser.add_argument("--work-dir", help="where data goes (default: a temporary directory)")
+    parser.add_argument("--work-dir", help="where data goes: a new folder inside it per run, kept")
     parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     # The client processes run this module too:
     parser.add_argument("--worker", type=int, help=argparse.SUPPRESS)

@@ -69,3 +69,22 @@ def test_records_per_transaction_is_checked_and_sets_the_goal(e2e: dict[str, Any
             runner.records_per_transaction(wrong)
     assert runner.goal_vs_plain(1000) == 0.8
     assert runner.goal_vs_plain(4000) == 0.9
+
+
+def test_each_run_in_a_work_dir_starts_empty(e2e: dict[str, Any], tmp_path: Path) -> None:
+    """A second run with the same --work-dir failed on a topic the first had left there:
+    each run gets a folder of its own inside it, kept; without one, a temporary directory
+    is removed afterwards."""
+    work_directory = e2e["runner"].work_directory
+    work = tmp_path / "work"
+    made = []
+    for _ in range(2):
+        with work_directory(str(work), "twinlog-bench-") as directory:
+            assert not any(directory.iterdir())
+            (directory / "data").write_text("left")
+            made.append(directory)
+    assert made[0] != made[1] and all(directory.parent == work for directory in made)
+    assert all((directory / "data").exists() for directory in made)
+    with work_directory(None, "twinlog-bench-") as temporary:
+        (temporary / "data").write_text("left")
+    assert not temporary.exists()

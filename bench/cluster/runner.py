@@ -307,7 +307,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument(
         "--work-dir",
-        help="where data and logs go (default: a temporary directory, removed afterwards)",
+        help="where data and logs go: a new folder inside it per run, kept (default: a "
+        "temporary directory, removed)",
     )
     parser.add_argument("--quiet", action="store_true", help="no phase lines on stderr")
     args = parser.parse_args(argv)

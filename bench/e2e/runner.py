@@ -364,7 +364,11 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m bench") -> in
     parser.add_argument(
         "--json", metavar="PATH", help="also write the results as JSON ('-': stdout)"
     )
-    parser.add_argument("--work-dir", help="where data goes (default: a temporary directory)")
+    parser.add_argument(
+        "--work-dir",
+        help="where data goes: a new folder inside it per run, kept (default: a temporary "
+        "directory, removed)",
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.add_argument(
         "--server-config",
@@ -389,9 +393,11 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m bench") -> in
 
 @contextlib.contextmanager
 def work_directory(work_dir: str | None, prefix: str) -> Iterator[Path]:
-    """``work_dir`` (created if need be, kept), or a temporary directory removed afterwards."""
-    directory = Path(work_dir or tempfile.mkdtemp(prefix=prefix))
-    directory.mkdir(parents=True, exist_ok=True)
+    """A new folder inside ``work_dir`` (created if need be), kept, so that a second run
+    there starts as empty as the first; or a temporary directory removed afterwards."""
+    if work_dir:
+        Path(work_dir).mkdir(parents=True, exist_ok=True)
+    directory = Path(tempfile.mkdtemp(prefix=prefix, dir=work_dir or None))
     try:
         yield directory
     finally:
