@@ -278,8 +278,6 @@ def run(args: argparse.Namespace) -> int:
     check_a_batch_fits_a_request(config, broker_values)
     open_kafka = None
     if args.kafka_listener:
-        if args.kafka_connections_per_address_max < 1:
-            raise SystemExit("twinlog serve: --kafka-connections-per-address-max must be 1 or more")
         open_kafka = kafka_listener_opener(
             args.kafka_listener,
             config,
@@ -338,6 +336,16 @@ def kafka_listener_opener(
             "--tls-client-ca) Kafka clients are not authenticated, so it listens on a loopback "
             "address only, unless --insecure"
         )
+    try:
+        # The server's limits hold on both doors (--config request_bytes_max=..., ...).
+        settings = KafkaListenerSettings(
+            frame_bytes_max=config.request_bytes_max + FRAME_BYTES_MARGIN,
+            fetch_bytes_max=config.fetch_bytes_max,
+            fetch_wait_ms_max=config.fetch_wait_ms_max,
+            connections_per_address_max=connections_per_address_max,
+        )
+    except InvalidConfigError as error:
+        raise SystemExit(f"twinlog serve: {error}") from None
     tls = None
     if config.tls_cert_file and config.tls_key_file:
         tls = server_tls_context(
@@ -353,13 +361,6 @@ def kafka_listener_opener(
                 "--tls-key",
                 address,
             )
-        # The server's limits hold on both doors (--config request_bytes_max=..., ...).
-        settings = KafkaListenerSettings(
-            frame_bytes_max=config.request_bytes_max + FRAME_BYTES_MARGIN,
-            fetch_bytes_max=config.fetch_bytes_max,
-            fetch_wait_ms_max=config.fetch_wait_ms_max,
-            connections_per_address_max=connections_per_address_max,
-        )
         cluster = None
         if served is not None:
             cluster = KafkaCluster(served.broker_id, served.metadata_source, broker)

@@ -133,3 +133,16 @@ def test_a_batch_limit_over_the_request_limit_is_refused_before_opening(tmp_path
     assert "broker config batch_bytes_max (2097152) exceeds server config" in line
     assert "request_bytes_max (1048576)" in line
     assert not (tmp_path / "data").exists()  # refused before anything was opened
+
+
+def test_a_kafka_connection_limit_below_one_is_refused_before_opening(tmp_path: Path) -> None:
+    result = run_cli(
+        "serve", "--data-dir", str(tmp_path / "data"), "--port", "0",
+        "--kafka-listener", "127.0.0.1:0", "--kafka-connections-per-address-max", "0",
+    )  # fmt: skip
+    assert result.returncode == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines()[-1] == (
+        "twinlog serve: Kafka listener setting connections_per_address_max is 0, expected 1 or more"
+    )
+    assert not (tmp_path / "data").exists()  # refused before anything was opened
