@@ -185,11 +185,15 @@ def test_a_failed_job_leaves_nothing_visible(
             "'partition' is bigint",
         ),
         (["CAST(id AS STRING) AS value"], {}, "topic: is required"),
-        (["CAST(id AS STRING) AS value"], {"topic": "T", "compression": "lz4"}, "use none or zstd"),
+        (
+            ["CAST(id AS STRING) AS value"],
+            {"topic": "T", "compression": "lz4"},
+            "compression: is 'lz4', expected one of none, zstd",
+        ),
         (
             ["CAST(id AS STRING) AS value"],
             {"topic": "T", "batchBytes": "999999999"},
-            "refuses batches",
+            "batchBytes: is 999999999, expected 1024..8388608",
         ),
         (
             ["CAST(id AS STRING) AS value", "CAST(id + 5 AS INT) AS partition"],
