@@ -1,0 +1,1 @@
+"""``python -m bench.scale``: many producers committing small transactions at once."""

@@ -1,0 +1,3 @@
+from bench.scale.runner import main
+
+raise SystemExit(main())

@@ -1,0 +1,153 @@
+"""``python -m bench.scale``: do many producers committing small transactions get more
+throughput than one?
+
+Each producer is an OS process (``bench.scale.producer``) with a transactional
+``Producer`` of its own transactional id, committing transactions back to back:
+begin, 10 records of 1 KiB random bytes spread over the 4 partitions of one topic,
+flush, commit. For every producer count (1, 2, 4, 8, 16), for ``--seconds`` each, on
+
+    one node        a ``twinlog serve`` (default settings)
+    three brokers   ``twinlog serve --broker-id N --zookeeper ...`` x 3 on a local
+                    ZooKeeper, as ``bench.cluster`` starts them: replication factor 3,
+                    acks=all, min ISR 2 (skipped with --no-cluster)
+
+it reports the transactions committed per second (all producers together), the commit
+call's p50 and p99, the flush before it, and the servers' CPU time and context switches
+per transaction (from /proc: every thread of every server process). Then the ratios:
+N producers / 1 producer on each deployment (1.00 throughout means commits are served
+one at a time), RF 3 / one node at each count, and one node at 8 producers / SQLite
+(WAL, synchronous=FULL, one writer, the same 10 rows per transaction).
+
+Everything runs on this machine, on loopback: compare ratios, not absolute figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from bench.cluster.report import machine_note
+from bench.cluster.runner import Announcer, parse_counts, sigterm_as_exit
+from bench.e2e.runner import work_directory, write_json
+from bench.scale.baseline import sqlite_baseline
+from bench.scale.deployment import one_node, three_brokers
+from bench.scale.report import add_ratios, print_table
+from bench.scale.rounds import measure_deployment
+from bench.scale.settings import TINY, ScaleSettings
+from twinlog.rpc.cli.interrupts import EXIT_INTERRUPTED
+
+
+def run(
+    settings: ScaleSettings, root: Path, server_config: Sequence[str], quiet: bool
+) -> dict[str, Any]:
+    announce = Announcer(quiet)
+    results: dict[str, Any] = {
+        "settings": dataclasses.asdict(settings),
+        "server_config": list(server_config),
+        "machine": machine_note(),
+        "deployments": {},
+    }
+    announce.part = "sqlite"
+    announce("WAL synchronous=FULL, one writer")
+    results["sqlite"] = sqlite_baseline(root / "sqlite", settings)
+    starts = [one_node] + ([three_brokers] if settings.cluster else [])
+    for start in starts:
+        announce.part = "one node" if start is one_node else "three brokers"
+        with start(root, settings, server_config, announce) as deployment:
+            results["deployments"][deployment.key] = measure_deployment(
+                deployment, settings, announce
+            )
+    results["machine"]["load_average_at_end"] = os.getloadavg()
+    results["elapsed_s"] = time.monotonic() - announce.started_s
+    add_ratios(results)
+    return results
+
+
+def failures(results: dict[str, Any]) -> int:
+    """Failed and unknown transactions of the whole run."""
+    return sum(
+        row["failed"] + row["unknown"]
+        for deployment in results["deployments"].values()
+        for row in deployment["rows"]
+    )
+
+
+EXAMPLE = """
+example:
+  python -m bench.scale                         # about 4 minutes on two cores
+  python -m bench.scale --no-cluster --json scale.json
+  python -m bench.scale --producers 1,4,8 --seconds 20
+  python -m bench.scale --tiny                  # producers 1,2 for 2 s: a check, not figures
+"""
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.scale",
+        description=__doc__,
+        epilog=EXAMPLE,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    defaults = ScaleSettings()
+    parser.add_argument(
+        "--producers",
+        metavar="N,N,...",
+        help="producer counts, one row each, ascending "
+        f"({','.join(map(str, defaults.producers))}; --tiny: "
+        f"{','.join(map(str, TINY.producers))})",
+    )
+    parser.add_argument(
+        "--seconds",
+        type=float,
+        help=f"how long each count commits ({defaults.seconds:g}; --tiny: {TINY.seconds:g})",
+    )
+    parser.add_argument(
+        "--no-cluster", action="store_true", help="one node only (no ZooKeeper, no brokers)"
+    )
+    parser.add_argument(
+        "--tiny", action="store_true", help="tiny sizes: checks that it all works, no figures"
+    )
+    parser.add_argument(
+        "--server-config",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="passed to every twinlog serve as --config (e.g. log_flush_policy=interval)",
+    )
+    parser.add_argument(
+        "--json", metavar="PATH", help="also write the results as JSON ('-': stdout)"
+    )
+    parser.add_argument(
+        "--work-dir",
+        help="where data and logs go: a new folder inside it per run, kept (default: a "
+        "temporary directory, removed)",
+    )
+    parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    args = parser.parse_args(argv)
+    settings = TINY if args.tiny else defaults
+    changes: dict[str, Any] = {"cluster": not args.no_cluster}
+    if args.producers is not None:
+        counts = parse_counts("--producers", args.producers)
+        if min(counts) < 1 or list(counts) != sorted(set(counts)):
+            parser.error("--producers takes counts >= 1, ascending, each once: 1,2,4")
+        changes["producers"] = counts
+    if args.seconds is not None:
+        if args.seconds <= 0:
+            parser.error("--seconds must be > 0")
+        changes["seconds"] = args.seconds
+    settings = dataclasses.replace(settings, **changes)
+    try:
+        with sigterm_as_exit(), work_directory(args.work_dir, "twinlog-bench-scale-") as root:
+            results = run(settings, root, args.server_config, args.quiet)
+    except KeyboardInterrupt:  # every process it started is stopped by then
+        print("bench.scale: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    print_table(results)
+    write_json(results, args.json)
+    return 1 if failures(results) else 0
