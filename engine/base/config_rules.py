@@ -213,6 +213,27 @@ class Text(Rule):
 
 
 @dataclass(frozen=True)
+class Optional(Rule):
+    """None, or what ``rule`` accepts; ``none_means``: what None stands for ("the
+    default", "never"), said in a refusal."""
+
+    rule: Rule
+    none_means: str
+
+    def accepts(self, value: object) -> bool:
+        return value is None or self.rule.accepts(value)
+
+    def allowed(self, value: object) -> str:
+        return f"None ({self.none_means}) or {self.rule.allowed(value)}"
+
+    def from_text(self, text: str) -> object:
+        return self.rule.from_text(text)
+
+    def shown(self, value: object) -> str:
+        return self.rule.shown(value)
+
+
+@dataclass(frozen=True)
 class ConfigRules:
     """The rules of one configuration's fields, and how its refusals name it.
 

@@ -8,8 +8,8 @@ is allowed (``engine.base.config_rules``):
     consumer config max_poll_records is 0, expected 1 or more
     consumer config auto_offset_reset is 'smallest', expected one of earliest, latest, none
 
-``consumer_timeout_ms`` may be None (iteration never stops by itself), so it is
-checked by hand, in the same words; so is the rule between settings: a static member
+``consumer_timeout_ms`` may be None (iteration never stops by itself). The rule between
+settings is checked after the table, in the same words: a static member
 (``group_instance_id``) is a member of a group.
 """
 
@@ -24,6 +24,7 @@ from twinlog.engine.base.config_rules import (
     Flag,
     Number,
     OneOf,
+    Optional,
 )
 from twinlog.engine.base.units import MEBIBYTE
 from twinlog.rpc.client.consumer_subscription import OFFSET_RESETS
@@ -51,14 +52,6 @@ class ConsumerConfig:
 
     def __post_init__(self) -> None:
         RULES.check(self)
-        timeout = self.consumer_timeout_ms
-        if timeout is not None and not CONSUMER_TIMEOUT.accepts(timeout):
-            raise RULES.refuse(
-                "consumer_timeout_ms",
-                CONSUMER_TIMEOUT.shown(timeout),
-                f"None (never) or {CONSUMER_TIMEOUT.allowed(timeout)}",
-                quoted=True,
-            )
         if self.group_instance_id is not None and not self.group_id:
             raise RULES.refuse(
                 "group_instance_id",
@@ -80,8 +73,9 @@ RULES = ConfigRules(
         "max_poll_interval_ms": POSITIVE,
         "metadata_max_age_ms": POSITIVE,
         "default_api_timeout_ms": POSITIVE,
+        "consumer_timeout_ms": Optional(CONSUMER_TIMEOUT, "never"),
     },
     # Names, used as given (the group's coordinator says what is wrong with one); a
-    # static member needs a group, and consumer_timeout_ms is None or a number: above.
-    free=("group_id", "group_instance_id", "consumer_timeout_ms"),
+    # static member needs a group: above.
+    free=("group_id", "group_instance_id"),
 )

@@ -8,8 +8,8 @@ what is allowed (``engine.base.config_rules``):
     producer config batch_bytes_max is 1024, expected at least batch_bytes (16384): ...
 
 ``delivery_timeout_ms`` and ``transaction_timeout_ms`` may be None (a default is
-chosen), so they are checked by hand, in the same words; so are the rules between
-settings: the buffer holds a batch, the hard limit of a batch is at least the size
+chosen). The rules between settings are checked after the table, in the same words:
+the buffer holds a batch, the hard limit of a batch is at least the size
 batches aim at, and a record may wait its linger and one whole request before it expires
 (Kafka refuses a delivery timeout below that too).
 """
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from twinlog.engine.base.config_rules import NON_NEGATIVE, POSITIVE, ConfigRules, OneOf
+from twinlog.engine.base.config_rules import NON_NEGATIVE, POSITIVE, ConfigRules, OneOf, Optional
 from twinlog.engine.base.units import KIBIBYTE, MEBIBYTE
 from twinlog.engine.log.config import BATCH_BYTES_MAX_DEFAULT
 from twinlog.rpc.client.connection_options import RULES as CONNECTION_RULES
@@ -46,15 +46,6 @@ class ProducerConfig:
 
     def __post_init__(self) -> None:
         RULES.check(self)
-        for name in ("delivery_timeout_ms", "transaction_timeout_ms"):
-            value = getattr(self, name)
-            if value is not None and not POSITIVE.accepts(value):
-                raise RULES.refuse(
-                    name,
-                    POSITIVE.shown(value),
-                    f"None (the default) or {POSITIVE.allowed(value)}",
-                    quoted=True,
-                )
         if self.buffer_bytes_max < self.batch_bytes:
             raise RULES.refuse(
                 "buffer_bytes_max",
@@ -91,7 +82,8 @@ RULES = ConfigRules(
         "max_block_ms": NON_NEGATIVE,
         "default_api_timeout_ms": POSITIVE,
         "request_timeout_ms": CONNECTION_RULES.rules["request_timeout_ms"],
+        # and the delivery timeout at least linger + request, above
+        "delivery_timeout_ms": Optional(POSITIVE, "the default"),
+        "transaction_timeout_ms": Optional(POSITIVE, "the default"),
     },
-    # None, or 1 or more; the delivery timeout at least linger + request: above.
-    free=("delivery_timeout_ms", "transaction_timeout_ms"),
 )

@@ -17,6 +17,7 @@ from twinlog.engine.base.config_rules import (
     Integer,
     Number,
     OneOf,
+    Optional,
     Port,
     Text,
     unknown_key,
@@ -208,3 +209,12 @@ def test_a_rule_for_a_field_that_went_is_a_programming_error() -> None:
 
     with pytest.raises(TypeError, match=r"no field for \['gone_ms'\]"):
         Shrunk()
+
+
+def test_an_optional_rule_takes_none_and_says_what_none_means() -> None:
+    rule = Optional(POSITIVE, "the default")
+    assert rule.accepts(None) and rule.accepts(5)
+    assert not rule.accepts(0) and not rule.accepts("5")
+    assert rule.allowed(0) == "None (the default) or 1 or more"
+    assert rule.allowed("5") == "None (the default) or an integer 1 or more"
+    assert rule.from_text("7") == 7
