@@ -72,7 +72,6 @@ from twinlog.engine.base.types import TopicPartition
 from twinlog.rpc.client.client_metrics import ConsumerMetrics
 from twinlog.rpc.client.connection import ConnectionOptions, Target, connect
 from twinlog.rpc.client.consumer_commits import OffsetCommitter
-from twinlog.rpc.client.consumer_config import RULES as CONFIG_RULES
 from twinlog.rpc.client.consumer_config import ConsumerConfig
 from twinlog.rpc.client.consumer_fetcher import Fetcher
 from twinlog.rpc.client.consumer_offsets_lookup import (
@@ -127,16 +126,13 @@ class Consumer:
         connection: ConnectionOptions | None = None,
         **connection_options: Any,
     ) -> None:
-        auto_commit: Any = enable_auto_commit
-        if isinstance(auto_commit, str):  # a config= mapping's "false" (Kafka's are text)
-            auto_commit = CONFIG_RULES.rules["enable_auto_commit"].from_text(auto_commit)
         config = ConsumerConfig(
             group_id=group_id,
             auto_offset_reset=auto_offset_reset,
             fetch_max_bytes=fetch_max_bytes,
             fetch_max_wait_ms=fetch_max_wait_ms,
             max_poll_records=max_poll_records,
-            enable_auto_commit=auto_commit,
+            enable_auto_commit=enable_auto_commit,
             auto_commit_interval_ms=auto_commit_interval_ms,
             group_instance_id=group_instance_id,
             session_timeout_ms=session_timeout_ms,

@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
+from twinlog.engine.base.config_rules import Flag
 from twinlog.engine.base.errors import InvalidConfigError
 from twinlog.engine.base.renamed_keys import canonical_key
 from twinlog.rpc.client.connection_options import ConnectionOptions
@@ -409,10 +410,13 @@ def _unknown(
 
 
 def _from_text(parameters: ClientParameters, name: str, value: Any) -> Any:
-    """A ``config`` value of one of the client's own integer settings may be text, as Kafka
-    configs copied from properties files are."""
+    """A ``config`` value of one of the client's own integer or true/false settings may be
+    text, as Kafka configs copied from properties files are ("false" is not bool("false"));
+    text that is neither is left as it is, for the setting's rule to refuse."""
     default = parameters.defaults.get(name)
-    if isinstance(value, str) and isinstance(default, int) and not isinstance(default, bool):
+    if isinstance(value, str) and isinstance(default, bool):
+        return Flag().from_text(value)
+    if isinstance(value, str) and isinstance(default, int):
         return _as_int(name, value)
     return value
 

@@ -99,7 +99,13 @@ def test_the_consumer_refuses_through_its_config_before_it_connects(
 
 
 def test_a_flag_given_as_text_is_read_as_the_rule_reads_text() -> None:
-    with Consumer(ADDRESS, "billing", enable_auto_commit="false") as consumer:  # type: ignore[arg-type]
+    """A config mapping's values are text, as Kafka's properties are: "false" is read as
+    False (bool("false") would have turned auto-commit on); a keyword is a bool."""
+    with Consumer(ADDRESS, "billing", config={"enable.auto.commit": "false"}) as consumer:
         assert consumer.enable_auto_commit is False
     with Consumer(ADDRESS, "billing", config={"enable.auto.commit": "TRUE"}) as consumer:
         assert consumer.enable_auto_commit is True
+    with pytest.raises(InvalidConfigError, match="enable_auto_commit is 'maybe', expected true"):
+        Consumer(ADDRESS, "billing", config={"enable.auto.commit": "maybe"})
+    with pytest.raises(InvalidConfigError, match="enable_auto_commit is 'false', expected true"):
+        Consumer(ADDRESS, "billing", enable_auto_commit="false")  # type: ignore[arg-type]
