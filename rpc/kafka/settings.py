@@ -70,4 +70,10 @@ RULES = ConfigRules(
         "produce_decompressed_bytes_max": POSITIVE,
         "decompressed_bytes_in_flight_max": POSITIVE,
     },
+    # The one set by a flag of its own (the others by their defaults)
+    labels={
+        "connections_per_address_max": (
+            "connections_per_address_max (twinlog serve --kafka-connections-per-address-max)"
+        )
+    },
 )

@@ -14,8 +14,8 @@ def test_a_connection_limit_below_one_is_refused_by_the_listener_s_rules(value: 
     with pytest.raises(SystemExit) as refused:
         kafka_listener_opener("127.0.0.1:0", ServerConfig(), connections_per_address_max=value)
     assert str(refused.value.code) == (
-        f"twinlog serve: Kafka listener setting connections_per_address_max is {value}, "
-        "expected 1 or more"
+        "twinlog serve: Kafka listener setting connections_per_address_max (twinlog serve "
+        f"--kafka-connections-per-address-max) is {value}, expected 1 or more"
     )
 
 
