@@ -8,6 +8,7 @@ import re
 from dataclasses import dataclass, field
 
 import pytest
+from config_support import refusal as config_refusal
 
 from twinlog.engine.base.config_rules import (
     NON_NEGATIVE,
@@ -68,11 +69,7 @@ class Sample:
 
 
 def refusal(**changes: object) -> str:
-    with pytest.raises(InvalidConfigError) as refused:
-        Sample(**changes)  # type: ignore[arg-type]
-    message = str(refused.value)
-    assert "\n" not in message
-    return message
+    return config_refusal(Sample, **changes)
 
 
 def test_the_defaults_pass() -> None:

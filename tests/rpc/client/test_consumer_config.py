@@ -4,11 +4,11 @@ before it connects."""
 
 from __future__ import annotations
 
-import dataclasses
-import inspect
 import re
 
 import pytest
+from config_support import assert_defaults_are_the_config_s
+from config_support import refusal as config_refusal
 
 from twinlog.engine.base.errors import InvalidConfigError
 from twinlog.rpc.client import Consumer
@@ -18,18 +18,11 @@ ADDRESS = "127.0.0.1:1"  # never contacted: the checks come first
 
 
 def refusal(**changes: object) -> str:
-    with pytest.raises(InvalidConfigError) as refused:
-        ConsumerConfig(**changes)  # type: ignore[arg-type]
-    message = str(refused.value)
-    assert "\n" not in message
-    return message
+    return config_refusal(ConsumerConfig, **changes)
 
 
 def test_the_defaults_pass_and_are_the_consumer_s() -> None:
-    config = ConsumerConfig()
-    parameters = inspect.signature(Consumer.__init__).parameters
-    for item in dataclasses.fields(ConsumerConfig):
-        assert parameters[item.name].default == getattr(config, item.name), item.name
+    assert_defaults_are_the_config_s(ConsumerConfig, Consumer.__init__)
 
 
 @pytest.mark.parametrize(

@@ -4,11 +4,11 @@ before it connects."""
 
 from __future__ import annotations
 
-import dataclasses
-import inspect
 import re
 
 import pytest
+from config_support import assert_defaults_are_the_config_s
+from config_support import refusal as config_refusal
 
 from twinlog.engine.base.errors import InvalidConfigError
 from twinlog.rpc.client import Producer
@@ -18,19 +18,12 @@ ADDRESS = "127.0.0.1:1"  # never contacted: the checks come first
 
 
 def refusal(**changes: object) -> str:
-    with pytest.raises(InvalidConfigError) as refused:
-        ProducerConfig(**changes)  # type: ignore[arg-type]
-    message = str(refused.value)
-    assert "\n" not in message
-    return message
+    return config_refusal(ProducerConfig, **changes)
 
 
 def test_the_defaults_pass_and_are_the_producer_s() -> None:
-    config = ProducerConfig()
-    parameters = inspect.signature(Producer.__init__).parameters
-    for item in dataclasses.fields(ProducerConfig):
-        if item.name in parameters:
-            assert parameters[item.name].default == getattr(config, item.name), item.name
+    # request_timeout_ms: the connection's (ConnectionOptions)
+    assert_defaults_are_the_config_s(ProducerConfig, Producer.__init__, {"request_timeout_ms"})
 
 
 @pytest.mark.parametrize(
