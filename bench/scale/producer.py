@@ -6,9 +6,10 @@ for each ``go SECONDS`` line on stdin, it commits transactions back to back for 
 long and prints one ``result {json}`` line; it exits at the end of stdin.
 
 A transaction: begin, ``records`` sends of ``record_bytes`` random bytes (record i to
-partition i mod ``partitions``), flush, commit. The flush and the commit are timed
-alone: the commit is the ``commit_transaction()`` call's round trip, its records being
-acknowledged already. An error ends that transaction: ``RequestTimedOutError`` leaves
+partition i mod ``partitions``), flush, commit. The begin, the flush and the commit are
+timed alone: the commit is the ``commit_transaction()`` call's round trip, its records
+being acknowledged already; the begin waits until the producer's transaction before the
+previous one is complete (applied). An error ends that transaction: ``RequestTimedOutError`` leaves
 its outcome unknown and ends the count for this process (the producer's state is
 unknown too); any other ``TwinlogError`` fails it, and it is aborted.
 """
@@ -38,6 +39,7 @@ class CountReport:
     committed: int = 0
     failed: int = 0  # refused or aborted
     unknown: int = 0  # commit outcome unknown
+    begin_s: list[float] = field(default_factory=list)
     flush_s: list[float] = field(default_factory=list)
     commit_s: list[float] = field(default_factory=list)
     transaction_s: list[float] = field(default_factory=list)  # begin -> commit answered
@@ -60,6 +62,7 @@ class Committer:
         """One transaction; its times go to ``report`` (None: a warm-up)."""
         begun_s = time.monotonic()
         self.producer.begin_transaction()
+        sending_s = time.monotonic()
         futures = []
         for index in range(self.records):
             payload = self.payloads[self.next_payload % len(self.payloads)]
@@ -77,6 +80,7 @@ class Committer:
         self.producer.commit_transaction()
         ended_s = time.monotonic()
         if report is not None:
+            report.begin_s.append(sending_s - begun_s)
             report.flush_s.append(commit_started_s - flush_started_s)
             report.commit_s.append(ended_s - commit_started_s)
             report.transaction_s.append(ended_s - begun_s)

@@ -57,8 +57,8 @@ def print_table(results: dict[str, Any]) -> None:
     deployments = results["deployments"]
     fewest = settings["producers"][0]
     header = (
-        f"{'':<24}{'producers':>9}{'txn/s':>9}{f'vs {fewest}':>7}{'commit p50':>12}"
-        f"{'p99':>10}{'flush p50':>11}{'CPU/txn':>10}{'switches':>10}"
+        f"{'':<20}{'producers':>9}{'txn/s':>8}{f'vs {fewest}':>6}{'begin p50':>11}"
+        f"{'flush p50':>11}{'commit p50':>12}{'p99':>10}{'CPU/txn':>10}{'switches':>9}"
     )
     if "rf3" in deployments:
         header += f"{'RF3/one node':>14}"
@@ -66,13 +66,13 @@ def print_table(results: dict[str, Any]) -> None:
     for deployment in deployments.values():
         for row in deployment["rows"]:
             line = (
-                f"{deployment['name']:<24}{row['producers']:>9}"
-                f"{_cell(row['transactions_per_s'], 9, 1)}"
-                f"{_cell(row['vs_fewest_producers'], 7, 2)}"
+                f"{deployment['name']:<20}{row['producers']:>9}"
+                f"{_cell(row['transactions_per_s'], 8, 1)}"
+                f"{_cell(row['vs_fewest_producers'], 6, 2)}"
+                f"{_cell(row['begin_p50_ms'], 8, 1)} ms{_cell(row['flush_p50_ms'], 8, 1)} ms"
                 f"{_cell(row['commit_p50_ms'], 9, 1)} ms{_cell(row['commit_p99_ms'], 7, 1)} ms"
-                f"{_cell(row['flush_p50_ms'], 8, 1)} ms"
                 f"{_cell(row['server_cpu_ms_per_transaction'], 7, 2)} ms"
-                f"{_cell(row['context_switches_per_transaction'], 10, 0)}"
+                f"{_cell(row['context_switches_per_transaction'], 9, 0)}"
             )
             if "rf3_vs_one_node" in row:
                 line += _cell(row["rf3_vs_one_node"], 14, 2)

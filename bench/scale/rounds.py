@@ -67,6 +67,7 @@ def summarize(
         ),
         "commit_p50_ms": percentile(samples("commit_s"), 0.5) * 1000,
         "commit_p99_ms": percentile(samples("commit_s"), 0.99) * 1000,
+        "begin_p50_ms": percentile(samples("begin_s"), 0.5) * 1000,
         "flush_p50_ms": percentile(samples("flush_s"), 0.5) * 1000,
         "transaction_p50_ms": percentile(samples("transaction_s"), 0.5) * 1000,
         "server_cpu_ms_per_transaction": cost["cpu_ms"],

@@ -11,9 +11,9 @@ flush, commit. For every producer count (1, 2, 4, 8, 16), for ``--seconds`` each
                     ZooKeeper, as ``bench.cluster`` starts them: replication factor 3,
                     acks=all, min ISR 2 (skipped with --no-cluster)
 
-it reports the transactions committed per second (all producers together), the commit
-call's p50 and p99, the flush before it, and the servers' CPU time and context switches
-per transaction (from /proc: every thread of every server process). Then the ratios:
+it reports the transactions committed per second (all producers together), the p50 of
+the begin, flush and commit calls and the commit's p99, and the servers' CPU time and
+context switches per transaction (from /proc: every thread of every server process). Then the ratios:
 N producers / 1 producer on each deployment (1.00 throughout means commits are served
 one at a time), RF 3 / one node at each count, and one node at 8 producers / SQLite
 (WAL, synchronous=FULL, one writer, the same 10 rows per transaction).
