@@ -5,7 +5,8 @@ count then runs the first N of them for ``seconds``. Around each count the serve
 CPU time and context switches are read from /proc (``bench.e2e.process_cost``, summed
 over the servers of the deployment), so that the cost per transaction covers exactly
 the transactions the count committed; and once, before the first count, over
-``idle_seconds`` with every producer connected and idle: the servers' cost per second
+``idle_seconds`` with every producer connected and idle (``settle_seconds`` after the
+warm-ups, whose completion runs on after their commits): the servers' cost per second
 without transactions, which each count's cost per transaction includes too.
 """
 
@@ -87,6 +88,7 @@ def measure_deployment(
     rows = []
     with ProducerGroup(deployment.bootstrap, TOPIC, size, prefix, settings) as group:
         announce(f"the servers idle for {settings.idle_seconds:g} s")
+        time.sleep(settings.settle_seconds)  # the warm-ups' completion (apply) ends first
         before = servers_cost(deployment.pids)
         time.sleep(settings.idle_seconds)
         idle = cost_per(before, servers_cost(deployment.pids), settings.idle_seconds)
