@@ -5,8 +5,9 @@ count then runs the first N of them for ``seconds``. Around each count the serve
 CPU time and context switches are read from /proc (``bench.e2e.process_cost``, summed
 over the servers of the deployment), so that the cost per transaction covers exactly
 the transactions the count committed; and once, before the first count, over
-``idle_seconds`` with every producer connected and idle (``settle_seconds`` after the
-warm-ups, whose completion runs on after their commits): the servers' cost per second
+``idle_seconds`` with every producer connected and idle, once no transaction is in
+flight any more (a warm-up's completion runs on after its commit: for seconds on the
+cluster): the servers' cost per second
 without transactions, which each count's cost per transaction includes too.
 """
 
@@ -18,11 +19,13 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from bench.cluster.waiting import wait_for
 from bench.e2e import process_cost
 from bench.e2e.workload import percentile
 from bench.scale.deployment import Deployment
 from bench.scale.producer_group import ProducerGroup
 from bench.scale.settings import TOPIC, ScaleSettings
+from twinlog.rpc.client.remote import RemoteBroker
 
 ERRORS_SHOWN = 5
 
@@ -79,6 +82,21 @@ def summarize(
     }
 
 
+def wait_settled(deployment: Deployment, timeout_s: float) -> None:
+    """Until no server lists a transaction in flight (prepared ones completing included)."""
+    clients = [RemoteBroker(address) for address in deployment.bootstrap.split(",")]
+    try:
+        wait_for(
+            "no transaction in flight (the warm-ups completed)",
+            lambda: not any(client.list_transactions() for client in clients),
+            timeout_s,
+            interval_s=0.1,
+        )
+    finally:
+        for client in clients:
+            client.close()
+
+
 def measure_deployment(
     deployment: Deployment, settings: ScaleSettings, announce: Callable[[str], None]
 ) -> dict[str, Any]:
@@ -87,8 +105,9 @@ def measure_deployment(
     prefix = f"bench-scale-{uuid.uuid4().hex[:8]}"
     rows = []
     with ProducerGroup(deployment.bootstrap, TOPIC, size, prefix, settings) as group:
+        announce("waiting for the warm-ups' completions")
+        wait_settled(deployment, settings.settle_timeout_s)
         announce(f"the servers idle for {settings.idle_seconds:g} s")
-        time.sleep(settings.settle_seconds)  # the warm-ups' completion (apply) ends first
         before = servers_cost(deployment.pids)
         time.sleep(settings.idle_seconds)
         idle = cost_per(before, servers_cost(deployment.pids), settings.idle_seconds)
