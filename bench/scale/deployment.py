@@ -21,6 +21,7 @@ from bench.cluster.cluster import REPLICATION_FACTOR, STATE_TIMEOUT_S, BenchClus
 from bench.cluster.coordinator_failover import wait_coordinators_answer
 from bench.cluster.server_process import ServerProcess
 from bench.scale.settings import TOPIC, ScaleSettings
+from twinlog.engine.broker.config import BrokerConfig
 from twinlog.rpc.cli.local_zookeeper import LocalZooKeeper
 from twinlog.rpc.client.connection_options import ConnectionOptions
 from twinlog.rpc.client.remote import RemoteBroker
@@ -34,10 +35,20 @@ class Deployment:
     name: str  # in the table
     bootstrap: str
     pids: tuple[int, ...]  # the servers: their CPU and context switches are counted
+    coordinators: int  # transaction coordinators (``__txn_journal`` partitions)
 
 
 def _config_arguments(server_config: Sequence[str]) -> list[str]:
     return [f"--config={pair}" for pair in server_config]
+
+
+def _journal_partitions(server_config: Sequence[str]) -> int:
+    """A new one-node server's coordinators: its config's, else the broker's default."""
+    for pair in server_config:
+        key, _, value = pair.partition("=")
+        if key.strip() == "journal_partitions":
+            return int(value)
+    return BrokerConfig().journal_partitions
 
 
 @contextmanager
@@ -52,7 +63,13 @@ def one_node(
         with RemoteBroker(server.address, ConnectionOptions()) as admin:
             admin.create_topic(TOPIC, settings.partitions)
         announce(f"serving on {server.address} (pid {server.process.pid})")
-        yield Deployment("one_node", "one node", server.address, (server.process.pid,))
+        yield Deployment(
+            "one_node",
+            "one node",
+            server.address,
+            (server.process.pid,),
+            _journal_partitions(server_config),
+        )
     finally:
         server.kill_group()
 
@@ -78,7 +95,11 @@ def three_brokers(
             addresses = [broker.address for broker in cluster.brokers.values()]
             announce(f"serving on {','.join(addresses)} (pids {' '.join(map(str, pids))})")
             yield Deployment(
-                "rf3", f"three brokers, RF {REPLICATION_FACTOR}", ",".join(addresses), pids
+                "rf3",
+                f"three brokers, RF {REPLICATION_FACTOR}",
+                ",".join(addresses),
+                pids,
+                cluster.journal_partitions(),
             )
         finally:
             cluster.close()

@@ -1,7 +1,7 @@
 """The producer processes of one deployment, started once and reused for every count.
 
-``ProducerGroup(...)`` starts ``size`` processes of ``bench.scale.producer`` (each its
-own transactional id), each in its own session so that a Ctrl-C at the terminal reaches
+``ProducerGroup(...)`` starts a process of ``bench.scale.producer`` per transactional id
+given, each in its own session so that a Ctrl-C at the terminal reaches
 only the runner, which stops them. ``run(count, seconds)`` tells the first ``count`` to
 go and returns their reports. A reader thread per process queues its stdout lines, so
 every wait for a line is bounded; ``close()`` ends stdin (the process exits), waits a
@@ -107,15 +107,15 @@ class ProducerProcess:
 
 class ProducerGroup:
     def __init__(
-        self, bootstrap: str, topic: str, size: int, prefix: str, settings: ScaleSettings
+        self, bootstrap: str, topic: str, transactional_ids: list[str], settings: ScaleSettings
     ) -> None:
         self.settings = settings
         self.processes: list[ProducerProcess] = []
         try:
-            for number in range(size):
+            for transactional_id in transactional_ids:
                 self.processes.append(ProducerProcess([
                     sys.executable, "-m", "bench.scale.producer", "--bootstrap", bootstrap,
-                    "--topic", topic, "--transactional-id", f"{prefix}-{number}",
+                    "--topic", topic, "--transactional-id", transactional_id,
                     "--records", str(settings.records_per_transaction),
                     "--record-bytes", str(settings.record_bytes),
                     "--partitions", str(settings.partitions),

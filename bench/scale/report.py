@@ -59,12 +59,14 @@ def print_table(results: dict[str, Any]) -> None:
     header = (
         f"{'':<20}{'producers':>9}{'txn/s':>8}{f'vs {fewest}':>6}{'begin p50':>11}"
         f"{'flush p50':>11}{'commit p50':>12}{'p99':>10}{'CPU/txn':>10}{'switches':>9}"
+        f"{'coord.':>7}"
     )
     if "rf3" in deployments:
         header += f"{'RF3/one node':>14}"
     print(header)
     for deployment in deployments.values():
         for row in deployment["rows"]:
+            reached = f"{row['coordinators_reached']}/{deployment['coordinators']}"
             line = (
                 f"{deployment['name']:<20}{row['producers']:>9}"
                 f"{_cell(row['transactions_per_s'], 8, 1)}"
@@ -73,13 +75,15 @@ def print_table(results: dict[str, Any]) -> None:
                 f"{_cell(row['commit_p50_ms'], 9, 1)} ms{_cell(row['commit_p99_ms'], 7, 1)} ms"
                 f"{_cell(row['server_cpu_ms_per_transaction'], 7, 2)} ms"
                 f"{_cell(row['context_switches_per_transaction'], 9, 0)}"
+                f"{reached:>7}"
             )
             if "rf3_vs_one_node" in row:
                 line += _cell(row["rf3_vs_one_node"], 14, 2)
             print(line)
     print(
         "(CPU/txn and switches: the server processes' CPU time and context switches, all "
-        "threads, per committed transaction)"
+        "threads, per committed transaction; coord.: the transaction coordinators the "
+        f"row's transactional ids reach{', chosen to spread' if settings['spread_ids'] else ''})"
     )
     for deployment in deployments.values():
         print(

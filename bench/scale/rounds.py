@@ -25,6 +25,7 @@ from bench.e2e.workload import percentile
 from bench.scale.deployment import Deployment
 from bench.scale.producer_group import ProducerGroup
 from bench.scale.settings import TOPIC, ScaleSettings
+from bench.scale.transactional_ids import coordinators_reached, transactional_ids
 from twinlog.rpc.client.remote import RemoteBroker
 
 ERRORS_SHOWN = 5
@@ -103,8 +104,9 @@ def measure_deployment(
     size = max(settings.producers)
     announce(f"starting {size} producer processes")
     prefix = f"bench-scale-{uuid.uuid4().hex[:8]}"
+    ids = transactional_ids(prefix, size, deployment.coordinators, settings.spread_ids)
     rows = []
-    with ProducerGroup(deployment.bootstrap, TOPIC, size, prefix, settings) as group:
+    with ProducerGroup(deployment.bootstrap, TOPIC, ids, settings) as group:
         announce("waiting for the warm-ups' completions")
         wait_settled(deployment, settings.settle_timeout_s)
         announce(f"the servers idle for {settings.idle_seconds:g} s")
@@ -118,10 +120,13 @@ def measure_deployment(
             after = servers_cost(deployment.pids)
             committed = sum(report["committed"] for report in reports)
             cost = cost_per(before, after, committed)
-            rows.append(summarize(count, reports, cost))
+            row = summarize(count, reports, cost)
+            row["coordinators_reached"] = coordinators_reached(ids[:count], deployment.coordinators)
+            rows.append(row)
     return {
         "name": deployment.name,
         "servers": len(deployment.pids),
+        "coordinators": deployment.coordinators,
         # per second, every producer process connected and idle: what the servers spend
         # without transactions (heartbeats, replica fetches), also in each row's CPU/txn
         "idle_cpu_ms_per_s": idle["cpu_ms"],

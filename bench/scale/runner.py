@@ -18,6 +18,11 @@ N producers / 1 producer on each deployment (1.00 throughout means commits are s
 one at a time), RF 3 / one node at each count, and one node at 8 producers / SQLite
 (WAL, synchronous=FULL, one writer, the same 10 rows per transaction).
 
+The transactional ids are PREFIX-0, PREFIX-1, ... as an application would name them;
+each row says how many transaction coordinators they reach (CRC-32C of the id mod the
+coordinator count: ids differing in one trailing digit reach 2 of 4). ``--spread-ids``
+chooses ids that reach every coordinator in turn.
+
 Everything runs on this machine, on loopback: compare ratios, not absolute figures.
 """
 
@@ -83,6 +88,7 @@ example:
   python -m bench.scale                         # about 4 minutes on two cores
   python -m bench.scale --no-cluster --json scale.json
   python -m bench.scale --producers 1,4,8 --seconds 20
+  python -m bench.scale --no-cluster --spread-ids  # ids that reach every coordinator
   python -m bench.scale --tiny                  # producers 1,2 for 2 s: a check, not figures
 """
 
@@ -111,6 +117,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--no-cluster", action="store_true", help="one node only (no ZooKeeper, no brokers)"
     )
     parser.add_argument(
+        "--spread-ids",
+        action="store_true",
+        help="transactional ids chosen to reach every transaction coordinator in turn "
+        "(default: PREFIX-0, PREFIX-1, ..., which reach only 2 of 4 below 10 producers)",
+    )
+    parser.add_argument(
         "--tiny", action="store_true", help="tiny sizes: checks that it all works, no figures"
     )
     parser.add_argument(
@@ -131,7 +143,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     args = parser.parse_args(argv)
     settings = TINY if args.tiny else defaults
-    changes: dict[str, Any] = {"cluster": not args.no_cluster}
+    changes: dict[str, Any] = {"cluster": not args.no_cluster, "spread_ids": args.spread_ids}
     if args.producers is not None:
         counts = parse_counts("--producers", args.producers)
         if min(counts) < 1 or list(counts) != sorted(set(counts)):

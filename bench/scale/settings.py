@@ -20,6 +20,7 @@ class ScaleSettings:
     idle_seconds: float = 3.0  # the servers' cost without transactions, once per deployment
     settle_timeout_s: float = 120.0  # before it, the warm-ups' completions end within this
     cluster: bool = True
+    spread_ids: bool = False  # transactional ids chosen to reach every coordinator in turn
     session_timeout_ms: int = 4000  # the cluster's, as bench.cluster's
     zookeeper_tick_ms: int = 500
     call_timeout_ms: int = 30_000  # each client call (init, begin, flush, commit)
