@@ -61,6 +61,7 @@ def test_tiny_run_reports_every_figure(tmp_path: Path) -> None:
             assert row["failed"] == 0 and row["unknown"] == 0, (name, row)
             assert row["errors"] == [], (name, row["errors"])
             assert row["committed"] > 0, (name, row)
+            assert 1 <= row["coordinators_reached"] <= deployment["coordinators"], (name, row)
     figures = {k: v for k, v in results.items() if k not in ("settings", "machine")}
     for where, number in _numbers(figures):
         name = where.rsplit(".", 1)[-1]
