@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import math
 import time
-import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -103,8 +102,7 @@ def measure_deployment(
 ) -> dict[str, Any]:
     size = max(settings.producers)
     announce(f"starting {size} producer processes")
-    prefix = f"bench-scale-{uuid.uuid4().hex[:8]}"
-    ids = transactional_ids(prefix, size, deployment.coordinators, settings.spread_ids)
+    ids = transactional_ids(size, deployment.coordinators, settings.spread_ids)
     rows = []
     with ProducerGroup(deployment.bootstrap, TOPIC, ids, settings) as group:
         announce("waiting for the warm-ups' completions")

@@ -18,10 +18,11 @@ N producers / 1 producer on each deployment (1.00 throughout means commits are s
 one at a time), RF 3 / one node at each count, and one node at 8 producers / SQLite
 (WAL, synchronous=FULL, one writer, the same 10 rows per transaction).
 
-The transactional ids are PREFIX-0, PREFIX-1, ... as an application would name them;
-each row says how many transaction coordinators they reach (CRC-32C of the id mod the
-coordinator count: ids differing in one trailing digit reach 2 of 4). ``--spread-ids``
-chooses ids that reach every coordinator in turn.
+The transactional ids are bench-scale-0, bench-scale-1, ... as an application would name
+them; each row says how many transaction coordinators they reach (CRC-32C of the id mod
+the coordinator count: ids differing in one trailing digit reach 2 of 4, so these reach
+2 up to 10 producers and 4 at 16). ``--spread-ids`` chooses ids that reach every
+coordinator in turn.
 
 Everything runs on this machine, on loopback: compare ratios, not absolute figures.
 """
@@ -120,7 +121,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--spread-ids",
         action="store_true",
         help="transactional ids chosen to reach every transaction coordinator in turn "
-        "(default: PREFIX-0, PREFIX-1, ..., which reach only 2 of 4 below 10 producers)",
+        "(default: bench-scale-0, -1, ..., which reach only 2 of 4 up to 10 producers)",
     )
     parser.add_argument(
         "--tiny", action="store_true", help="tiny sizes: checks that it all works, no figures"

@@ -2,10 +2,12 @@
 
 A transactional id's coordinator is CRC-32C(id) mod the journal partitions
 (``coordinator_partition_of_transactional_id``). By default the ids are what an
-application would name its producers, ``PREFIX-0``, ``PREFIX-1``, ...; CRC-32C being
-linear, ids that differ in one trailing digit reach only two of four coordinators (and
-``PREFIX-10`` to ``PREFIX-15`` the other two), so each row says how many its producers
-reach. ``spread=True`` gives producer n the first id ``PREFIX-n-k`` whose coordinator is
+application would name its producers, ``bench-scale-0``, ``bench-scale-1``, ...; CRC-32C
+being linear, ids that differ in one trailing digit reach exactly two of four
+coordinators, whatever their prefix, and ``-10`` to ``-15`` then reach the other two or
+the same two, depending on the prefix (this one: the other two). So each row says how
+many its producers reach. The prefix is fixed, so every run maps its producers alike.
+``spread=True`` gives producer n the first id ``bench-scale-n-k`` whose coordinator is
 n mod the coordinator count: every coordinator gets its share.
 """
 
@@ -15,19 +17,20 @@ from collections.abc import Sequence
 
 from twinlog.engine.broker.internal_topics import coordinator_partition_of_transactional_id
 
+PREFIX = "bench-scale"
 SUFFIXES_MAX = 10_000  # a coordinator out of 256 is found within a few hundred
 
 
-def transactional_ids(prefix: str, count: int, coordinators: int, spread: bool) -> list[str]:
+def transactional_ids(count: int, coordinators: int, spread: bool) -> list[str]:
     if not spread:
-        return [f"{prefix}-{number}" for number in range(count)]
+        return [f"{PREFIX}-{number}" for number in range(count)]
     ids = []
     for number in range(count):
         wanted = number % coordinators
         ids.append(
             next(
                 candidate
-                for candidate in (f"{prefix}-{number}-{k}" for k in range(SUFFIXES_MAX))
+                for candidate in (f"{PREFIX}-{number}-{k}" for k in range(SUFFIXES_MAX))
                 if coordinator_partition_of_transactional_id(candidate, coordinators) == wanted
             )
         )
