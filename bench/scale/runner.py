@@ -86,7 +86,7 @@ def failures(results: dict[str, Any]) -> int:
 
 EXAMPLE = """
 example:
-  python -m bench.scale                         # about 4 minutes on two cores
+  python -m bench.scale                         # about 3 minutes on two cores
   python -m bench.scale --no-cluster --json scale.json
   python -m bench.scale --producers 1,4,8 --seconds 20
   python -m bench.scale --no-cluster --spread-ids  # ids that reach every coordinator
