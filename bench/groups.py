@@ -70,7 +70,7 @@ from typing import Any
 
 from bench.cluster.server_process import ROOT, ServerProcess, environment
 from bench.cluster.waiting import BenchTimeoutError, wait_for
-from bench.e2e.runner import work_directory, write_json
+from bench.e2e.runner import add_output_arguments, work_directory, write_json
 from bench.e2e.workload import percentile
 
 POLL_MS = 50  # each member's poll
@@ -768,13 +768,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--phase-timeout-s", type=float, default=defaults.phase_timeout_s,
         help="the longest any wait may take (60; the SIGKILL phase adds the session timeout)",
     )  # fmt: skip
-    parser.add_argument(
-        "--json", metavar="PATH", help="also write the results as JSON ('-': stdout)"
-    )
-    parser.add_argument(
-        "--work-dir", help="where data and logs go: a new folder inside it per run, kept"
-    )
-    parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    add_output_arguments(parser, "no progress lines on stderr")
     # The SIGKILLed member process runs this module too:
     parser.add_argument("--member-of", help=argparse.SUPPRESS)
     parser.add_argument("--server", help=argparse.SUPPRESS)

@@ -38,7 +38,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.e2e.runner import ROOT, environment, start_server, work_directory, write_json
+from bench.e2e.runner import (
+    ROOT,
+    add_output_arguments,
+    environment,
+    start_server,
+    work_directory,
+    write_json,
+)
 from bench.e2e.workload import percentile
 from twinlog.engine.base.units import MEBIBYTE
 
@@ -572,11 +579,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--server-config", action="append", default=[], metavar="KEY=VALUE",
         help="passed to twinlog serve --config",
     )  # fmt: skip
-    parser.add_argument(
-        "--json", metavar="PATH", help="also write the results as JSON ('-': stdout)"
-    )
-    parser.add_argument("--work-dir", help="where data goes: a new folder inside it per run, kept")
-    parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    add_output_arguments(parser, "no progress lines on stderr")
     # The client processes run this module too:
     parser.add_argument("--worker", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--server", help=argparse.SUPPRESS)

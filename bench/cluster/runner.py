@@ -41,7 +41,7 @@ from bench.cluster.node_figures import measure_plain, measure_transactional
 from bench.cluster.report import add_ratios, machine_note, print_report
 from bench.cluster.server_process import ServerProcess
 from bench.cluster.settings import TINY, BenchSettings
-from bench.e2e.runner import work_directory, write_json
+from bench.e2e.runner import add_output_arguments, work_directory, write_json
 from twinlog.rpc.cli.local_zookeeper import LocalZooKeeper
 from twinlog.rpc.client.connection_options import ConnectionOptions
 from twinlog.rpc.client.remote import RemoteBroker
@@ -302,15 +302,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="tiny sizes: checks that every phase works, figures meaningless",
     )
-    parser.add_argument(
-        "--json", metavar="PATH", help="also write the results as JSON ('-': stdout)"
-    )
-    parser.add_argument(
-        "--work-dir",
-        help="where data and logs go: a new folder inside it per run, kept (default: a "
-        "temporary directory, removed)",
-    )
-    parser.add_argument("--quiet", action="store_true", help="no phase lines on stderr")
+    add_output_arguments(parser, "no phase lines on stderr")
     args = parser.parse_args(argv)
     settings = parse_settings(args)
     with sigterm_as_exit(), work_directory(args.work_dir, "twinlog-bench-cluster-") as root:

@@ -361,15 +361,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m bench") -> in
         f"{Workload.records_per_transaction:,}; the transactional / plain goal is "
         f"{GOAL_VS_PLAIN} there and {GOAL_VS_PLAIN_LARGE} from {LARGE_TRANSACTION_RECORDS:,})",
     )  # fmt: skip
-    parser.add_argument(
-        "--json", metavar="PATH", help="also write the results as JSON ('-': stdout)"
-    )
-    parser.add_argument(
-        "--work-dir",
-        help="where data goes: a new folder inside it per run, kept (default: a temporary "
-        "directory, removed)",
-    )
-    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_output_arguments(parser, "no progress bar")
     parser.add_argument(
         "--server-config",
         action="append",
@@ -389,6 +381,19 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m bench") -> in
     print_table(results)
     write_json(results, args.json)
     return 0
+
+
+def add_output_arguments(parser: argparse.ArgumentParser, quiet_help: str) -> None:
+    """The options every benchmark run takes: --json, --work-dir and --quiet."""
+    parser.add_argument(
+        "--json", metavar="PATH", help="also write the results as JSON ('-': stdout)"
+    )
+    parser.add_argument(
+        "--work-dir",
+        help="where data and logs go: a new folder inside it per run, kept (default: a "
+        "temporary directory, removed)",
+    )
+    parser.add_argument("--quiet", action="store_true", help=quiet_help)
 
 
 @contextlib.contextmanager

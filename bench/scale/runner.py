@@ -40,7 +40,7 @@ from typing import Any
 
 from bench.cluster.report import machine_note
 from bench.cluster.runner import Announcer, parse_counts, sigterm_as_exit
-from bench.e2e.runner import work_directory, write_json
+from bench.e2e.runner import add_output_arguments, work_directory, write_json
 from bench.scale.baseline import sqlite_baseline
 from bench.scale.deployment import one_node, three_brokers
 from bench.scale.report import add_ratios, print_table
@@ -133,15 +133,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         metavar="KEY=VALUE",
         help="passed to every twinlog serve as --config (e.g. log_flush_policy=interval)",
     )
-    parser.add_argument(
-        "--json", metavar="PATH", help="also write the results as JSON ('-': stdout)"
-    )
-    parser.add_argument(
-        "--work-dir",
-        help="where data and logs go: a new folder inside it per run, kept (default: a "
-        "temporary directory, removed)",
-    )
-    parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    add_output_arguments(parser, "no progress lines on stderr")
     args = parser.parse_args(argv)
     settings = TINY if args.tiny else defaults
     changes: dict[str, Any] = {"cluster": not args.no_cluster, "spread_ids": args.spread_ids}
