@@ -14,27 +14,14 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
+from bench_results import numbers_in
 from checkout import ROOT
 
 pytestmark = [pytest.mark.slow, pytest.mark.crash]
 
 RUN_TIMEOUT_S = 1800  # the tiny run takes ~20 s alone; two busy cores may take far longer
-
-
-def _numbers(value: Any, path: str = "") -> list[tuple[str, float]]:
-    """Every number in the results, with where it is."""
-    if isinstance(value, bool):
-        return []
-    if isinstance(value, int | float):
-        return [(path, float(value))]
-    if isinstance(value, dict):
-        return [pair for key, item in value.items() for pair in _numbers(item, f"{path}.{key}")]
-    if isinstance(value, list):
-        return [pair for i, item in enumerate(value) for pair in _numbers(item, f"{path}[{i}]")]
-    return []
 
 
 def test_tiny_run_reports_every_figure(tmp_path: Path) -> None:
@@ -53,7 +40,7 @@ def test_tiny_run_reports_every_figure(tmp_path: Path) -> None:
     results = json.loads(report.read_text())
 
     figures = {k: v for k, v in results.items() if k not in ("settings", "machine")}
-    for where, number in _numbers(figures):
+    for where, number in numbers_in(figures):
         assert math.isfinite(number) and number >= 0, f"{where} is {number}"
     single, cluster = results["single_node"], results["cluster"]
     headline = [

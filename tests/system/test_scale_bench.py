@@ -13,9 +13,9 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
+from bench_results import numbers_in
 from checkout import ROOT
 
 pytestmark = [pytest.mark.slow, pytest.mark.jvm]  # the cluster half starts a ZooKeeper
@@ -24,19 +24,6 @@ RUN_TIMEOUT_S = 900  # about 45 s alone; two busy cores may take far longer
 COUNTS = ("failed", "unknown")  # must be 0, so not "positive"
 # An idle one-node server may spend no clock tick of CPU in the tiny run's idle second.
 MAY_BE_ZERO = ("idle_cpu_ms_per_s", "idle_context_switches_per_s")
-
-
-def _numbers(value: Any, path: str = "") -> list[tuple[str, float]]:
-    """Every number in the results, with where it is."""
-    if isinstance(value, bool):
-        return []
-    if isinstance(value, int | float):
-        return [(path, float(value))]
-    if isinstance(value, dict):
-        return [pair for key, item in value.items() for pair in _numbers(item, f"{path}.{key}")]
-    if isinstance(value, list):
-        return [pair for i, item in enumerate(value) for pair in _numbers(item, f"{path}[{i}]")]
-    return []
 
 
 def test_tiny_run_reports_every_figure(tmp_path: Path) -> None:
@@ -63,7 +50,7 @@ def test_tiny_run_reports_every_figure(tmp_path: Path) -> None:
             assert row["committed"] > 0, (name, row)
             assert 1 <= row["coordinators_reached"] <= deployment["coordinators"], (name, row)
     figures = {k: v for k, v in results.items() if k not in ("settings", "machine")}
-    for where, number in _numbers(figures):
+    for where, number in numbers_in(figures):
         name = where.rsplit(".", 1)[-1]
         if name in COUNTS:
             continue
