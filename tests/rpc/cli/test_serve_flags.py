@@ -143,6 +143,7 @@ def test_a_kafka_connection_limit_below_one_is_refused_before_opening(tmp_path: 
     assert result.returncode == 1, result.stderr
     assert "Traceback" not in result.stderr
     assert result.stderr.strip().splitlines()[-1] == (
-        "twinlog serve: Kafka listener setting connections_per_address_max is 0, expected 1 or more"
+        "twinlog serve: Kafka listener setting connections_per_address_max (twinlog serve "
+        "--kafka-connections-per-address-max) is 0, expected 1 or more"
     )
     assert not (tmp_path / "data").exists()  # refused before anything was opened
