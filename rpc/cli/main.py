@@ -109,6 +109,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        # Ctrl-C before the command took over its own (while the command's modules were
+        # still being imported, on a busy machine): a line and 130, never a traceback.
+        print("interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+def _main(argv: Sequence[str] | None) -> int:
     arguments = list(sys.argv[1:] if argv is None else argv)
     if arguments[:1] == ["bench"]:  # the runner parses its own flags (and --help)
         return _run_bench(arguments[1:])

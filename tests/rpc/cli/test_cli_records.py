@@ -4,7 +4,9 @@ delivery failures counted and named, Ctrl-C bounded, a stalled server never a ha
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -17,6 +19,7 @@ from server_process import ROOT, ServerProcess, environment, run_cli
 from tcp_proxy import HoldingProxy
 
 from twinlog.engine.base.errors import TwinlogError
+from twinlog.rpc.cli import main as cli_main
 from twinlog.rpc.client import Admin, Consumer, Producer
 
 pytestmark = pytest.mark.slow  # every test starts processes (server and CLI)
@@ -167,7 +170,15 @@ def test_ctrl_c_on_consume_exits_130_within_a_second(server: ServerProcess) -> N
          server.address],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=environment(),
     )  # fmt: skip
-    time.sleep(2)  # connected and polling
+    # Connected, so polling a moment later (a fixed 2 s was not enough on a busy machine:
+    # the Ctrl-C came while the command was still importing its modules).
+    try:
+        wait_connected(process.pid, server.port)
+    except AssertionError:
+        process.kill()
+        process.communicate()
+        raise
+    time.sleep(0.5)
     started_s = time.monotonic()
     process.send_signal(signal.SIGINT)
     _, stderr = process.communicate(timeout=10)
@@ -175,6 +186,41 @@ def test_ctrl_c_on_consume_exits_130_within_a_second(server: ServerProcess) -> N
     assert process.returncode == 130, stderr  # was 0
     assert stderr == "interrupted: consumed 0 records\n"
     assert elapsed_s < 1.5, elapsed_s
+
+
+def wait_connected(pid: int, port: int, timeout_s: float = 60) -> None:
+    """Until process ``pid`` has a TCP connection established to ``port`` (its sockets
+    in /proc/PID/fd, their states in /proc/net/tcp and tcp6)."""
+    deadline_s = time.monotonic() + timeout_s
+    while time.monotonic() < deadline_s:
+        inodes = set()
+        for fd in Path(f"/proc/{pid}/fd").iterdir():
+            with contextlib.suppress(OSError):
+                target = os.readlink(fd)
+                if target.startswith("socket:["):
+                    inodes.add(target[len("socket:[") : -1])
+        tables = (Path("/proc/net/tcp"), Path("/proc/net/tcp6"))  # gRPC's are often v6
+        for line in [row for table in tables for row in table.read_text().splitlines()[1:]]:
+            fields = line.split()
+            remote_port = int(fields[2].split(":")[1], 16)
+            if remote_port == port and fields[3] == "01" and fields[9] in inodes:
+                return
+        time.sleep(0.05)
+    raise AssertionError(f"process {pid} did not connect to port {port} in {timeout_s} s")
+
+
+def test_ctrl_c_while_a_command_starts_exits_130_without_a_traceback(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Ctrl-C before the command took over its own handling (its modules still being
+    imported, as build_parser imports them) is one line and 130 too."""
+
+    def interrupted() -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli_main, "build_parser", interrupted)
+    assert cli_main.main(["consume", "waiting", "--server", "127.0.0.1:1"]) == 130
+    assert capsys.readouterr().err == "interrupted\n"
 
 
 class Stall:
