@@ -156,14 +156,16 @@ class Partition(PartitionReplica):
         self.sequences = self._load_sequences()
         # (transaction id, attempt) -> sequences of its batches on this partition
         self.transaction_sequences: dict[tuple[int, str], SequenceTracker] = {}
-        # Producer id -> (generation, the sequence after its last batch here) of producers
+        # Producer id -> (leader epoch, generation, the sequence after its last batch here)
+        # of producers
         # that number their batches per epoch across transactions (Kafka's): a
         # transaction's first batch here must carry that sequence (or 0), so a first batch
         # that failed while the next one went through is a gap, not a silent loss. Known
-        # for the batches this replica journaled while it led since it opened; otherwise
-        # (a restart, a failover, an evicted producer) the first batch takes any sequence,
+        # for the batches this replica journaled at its current leader epoch; otherwise
+        # (a restart, a failover, an evicted producer: another leader may have taken more
+        # batches since, so an older entry is not trusted) the first batch takes any sequence,
         # as Kafka's broker does for a producer it has no state for.
-        self._epoch_sequences: BoundedCache[int, tuple[int, int]] = BoundedCache(
+        self._epoch_sequences: BoundedCache[int, tuple[int, int, int]] = BoundedCache(
             EPOCH_SEQUENCES_MAX
         )
 
@@ -319,7 +321,8 @@ class Partition(PartitionReplica):
                 if sequences_per_epoch:
                     after = (header.base_sequence + header.record_count) % SEQUENCE_WRAP
                     self._epoch_sequences.put(
-                        header.producer_id, (header.producer_generation, after)
+                        header.producer_id,
+                        (self.role.leader_epoch, header.producer_generation, after),
                     )
                 observed.append(journal_offset)
 
@@ -346,11 +349,11 @@ class Partition(PartitionReplica):
     def _first_sequences(self, header: BatchHeader) -> tuple[int, ...] | None:
         """What the first batch of a per-epoch producer's transaction here may carry: 0,
         or the sequence after its last batch here in this generation; None (any) when this
-        replica does not know it (``_epoch_sequences``)."""
+        replica does not know it at its current leader epoch (``_epoch_sequences``)."""
         known = self._epoch_sequences.get(header.producer_id)
-        if known is None or known[0] != header.producer_generation:
+        if known is None or known[:2] != (self.role.leader_epoch, header.producer_generation):
             return None
-        return (0, known[1])
+        return (0, known[2])
 
     def register_transaction(
         self, transaction_id: int, sender: tuple[int, int], group_id: str

@@ -5,6 +5,7 @@ only for its first batch on a partition), Kafka's per-epoch sequences, and EndTx
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -242,3 +243,22 @@ def test_a_new_generation_has_ended_nothing_and_fences_the_old(broker: Broker) -
     with pytest.raises((ProducerFencedError, InvalidTxnStateError)):
         send(broker, old, 0, 1, b"zombie")
     assert broker.partition(TopicPartition(TOPIC, 0)).transaction_gate.open_count() == 0
+
+
+def test_a_first_sequence_remembered_at_an_older_leader_epoch_is_not_trusted(
+    broker: Broker,
+) -> None:
+    """Another leader may have taken the producer's later batches while this replica
+    did not lead: at a new leader epoch the first batch takes any sequence again."""
+    identity = broker.init_producer("app")
+    broker.open_transaction(*ids(identity))
+    send(broker, identity, 0, 0, b"a")
+    commit(broker, identity)
+    partition = broker.partition(TopicPartition(TOPIC, 0))
+    partition.role = dataclasses.replace(
+        partition.role, leader_epoch=partition.role.leader_epoch + 1
+    )
+    broker.open_transaction(*ids(identity))
+    send(broker, identity, 0, 5, b"f")  # 1..4 went to the leader in between
+    commit(broker, identity)
+    assert committed_values(broker, 0) == [b"a", b"f"]
