@@ -11,12 +11,14 @@ compaction (cleanup.policy compact) at the top of compaction.py.
 from twinlog.engine.log.compaction import CompactionReport, compact
 from twinlog.engine.log.config import LogConfig
 from twinlog.engine.log.data_log import DataLog
+from twinlog.engine.log.group_flush import GroupFlush
 from twinlog.engine.log.read_only import LogReader
 from twinlog.engine.log.recovery import RecoveryReport
 
 __all__ = [
     "CompactionReport",
     "DataLog",
+    "GroupFlush",
     "LogConfig",
     "LogReader",
     "RecoveryReport",

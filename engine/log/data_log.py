@@ -185,6 +185,11 @@ class DataLog:
             self._leader_epoch = epoch
 
     @property
+    def truncations(self) -> int:
+        """Cuts of the tail so far: bytes fsynced before a newer cut may be gone."""
+        return self._segment_list.truncations
+
+    @property
     def closed(self) -> bool:
         """Was ``close`` called? (Any thread; work in progress polls it to give up.)"""
         return self._segment_list.closed
@@ -192,12 +197,18 @@ class DataLog:
     # --- appends (the writer thread) ----------------------------------------------
 
     def append_as_leader(
-        self, batch: bytes | memoryview | list[bytes | memoryview], *, validate: bool = True
+        self,
+        batch: bytes | memoryview | list[bytes | memoryview],
+        *,
+        validate: bool = True,
+        defer_flush: bool = False,
     ) -> int:
         """The leader's append of one batch: checked, given the next offsets and this log's
         leader epoch, written; return its base offset.
 
-        Durable per the flush policy before returning. Raises CorruptBatchError or
+        Durable per the flush policy before returning; with ``defer_flush`` not yet: the
+        caller makes it durable with ``GroupFlush.wait_durable`` (group commit), or the
+        policy's next fsync does. Raises CorruptBatchError or
         BatchTooLargeError (nothing written), DiskFullError (nothing kept; retry
         after freeing space). ``validate=False`` skips only the CRC, for a caller
         that checked it already (the broker checks every batch once, at the door);
@@ -223,7 +234,7 @@ class DataLog:
                 header = self._check_batch(views[0], validate=validate)
             base_offset = self._segment_list.next_offset
             active, position = self._write_as_leader(views, header)
-            if self._flush_policy.note_append(header.size_bytes):
+            if self._flush_policy.note_append(header.size_bytes) and not defer_flush:
                 try:
                     active.flush()
                 except Exception as error:
