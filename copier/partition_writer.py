@@ -126,14 +126,17 @@ class PartitionWriter:
 
     # --- writes -------------------------------------------------------------------
 
-    def append_plain(self, batch: bytes | memoryview, *, validate: bool = True) -> int:
+    def append_plain(
+        self, batch: bytes | memoryview, *, validate: bool = True, defer_flush: bool = False
+    ) -> int:
         """Append a non-transactional batch to the data log; its base offset.
 
-        ``validate=False``: the caller checked the CRC already (see DataLog.append_as_leader).
+        ``validate=False``: the caller checked the CRC already; ``defer_flush``: the caller
+        makes it durable (see DataLog.append_as_leader).
         """
         with self._lock:
             self._recover_if_needed()
-            return self.log.append_as_leader(batch, validate=validate)
+            return self.log.append_as_leader(batch, validate=validate, defer_flush=defer_flush)
 
     def apply_commit(
         self,

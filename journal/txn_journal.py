@@ -13,25 +13,30 @@ once the pointer is durable, never the one holding either offset.
 
 In a broker (one node or a cluster) the journal is partition N of the replicated topic
 ``__txn_journal`` (CLUSTER.md §3.5), in ``DATA_DIR/logs/__txn_journal-N/``: the broker
-hands in that partition's log and an ``append`` that returns only once the in-sync
+hands in that partition's log and an appender whose wait returns only once the in-sync
 replicas hold the record (so the coordinator acts on committed records only), and the
 journal neither opens nor closes the log. Standing alone (its tests, tools) it opens its
 own log in ``directory``.
 
-Thread rule: one coordinator thread appends at a time (the coordinator holds
-its lock); ``replay`` runs at start-up before any append.
+Group commit: ``write`` appends a record without waiting; ``wait_durable(end)`` returns
+once every record below ``end`` is fsynced (and, replicated, acknowledged). Records
+written by many threads before one fsync share it. ``append`` is the two in one.
+
+Thread rule: one coordinator thread writes at a time (the coordinator holds
+its lock); ``wait_durable`` from any thread; ``replay`` runs at start-up before any append.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import Protocol
 
 from twinlog.engine.base import failpoints
-from twinlog.engine.base.errors import CorruptJournalError
+from twinlog.engine.base.errors import CorruptJournalError, LogClosedError
 from twinlog.engine.base.units import MEBIBYTE
-from twinlog.engine.log import DataLog, LogConfig
+from twinlog.engine.log import DataLog, GroupFlush, LogConfig
 from twinlog.engine.records.batch_builder import RecordBatchBuilder
 from twinlog.engine.records.batch_reader import iter_batches
 from twinlog.journal.txn_checkpoint import (
@@ -63,11 +68,11 @@ class TxnJournal:
         checkpoint_part_bytes_max: int = CHECKPOINT_PART_BYTES_MAX,
         *,
         log: DataLog | None = None,
-        append: Callable[[bytes], int] | None = None,
+        appender: JournalAppender | None = None,
     ) -> None:
-        """``log`` and ``append``: a replicated journal's log (not opened or closed here)
-        and its acknowledged append (one batch -> its offset); default: a local log in
-        ``directory``, every append fsynced."""
+        """``log`` and ``appender``: a replicated journal's log (not opened or closed here)
+        and how records go into it and are acknowledged; default: a local log in
+        ``directory``, made durable by its own fsyncs."""
         self.directory = Path(directory)
         self._owns_log = log is None
         if log is None:
@@ -79,7 +84,7 @@ class TxnJournal:
             )
             log = DataLog.open(self.directory, config)
         self.log = log
-        self._append = append or log.append_as_leader
+        self._appender = appender or LocalAppender(log)
         self.pointers = pointers or LocalCheckpointPointerFile(self.directory / CHECKPOINT_FILE)
         self._checkpoint_part_bytes_max = checkpoint_part_bytes_max
         # The checkpoint this process wrote last, and the log end just after its records:
@@ -87,18 +92,30 @@ class TxnJournal:
         self._last_checkpoint: tuple[Checkpoint, int] | None = None
 
     def append(self, record: CoordinatorRecord) -> int:
-        """Append and fsync one record (replicated: held by the in-sync replicas); return
-        its offset."""
-        return self._append(_batch(record))
+        """Append one record and wait until it is durable; its offset."""
+        offset, end_offset = self.write(record)
+        self.wait_durable(end_offset)
+        return offset
+
+    def write(self, record: CoordinatorRecord) -> tuple[int, int]:
+        """Append one record without waiting: (its offset, the end offset to wait for)."""
+        return self._appender.write(_batch(record))
+
+    def wait_durable(self, end_offset: int) -> None:
+        """Until every record below ``end_offset`` is fsynced (replicated: and held by
+        the in-sync replicas). Raises when that cannot be known."""
+        self._appender.wait_durable(end_offset)
 
     def _append_all(self, batches: Iterable[bytes]) -> tuple[int, int]:
         """(first offset, next offset) of batches of one record each: in one write on a
-        local log; one by one on a replicated one (a checkpoint whose parts are not all
-        there is refused at read, and its pointer is written only after the last)."""
+        local log; one by one on a replicated one, then one wait (a checkpoint whose parts
+        are not all there is refused at read, and its pointer is written only after the
+        last is durable)."""
         if self._owns_log:
             return self.log.append_all_as_leader(batches)
-        offsets = [self._append(batch) for batch in batches]
-        return offsets[0], offsets[-1] + 1
+        written = [self._appender.write(batch) for batch in batches]
+        self._appender.wait_durable(written[-1][1])
+        return written[0][0], written[-1][1]
 
     def replay(self, from_offset: int) -> Iterator[tuple[int, CoordinatorRecord]]:
         """(offset, record) of every record from ``from_offset`` to the end."""
@@ -186,6 +203,45 @@ class TxnJournal:
     def close(self) -> None:
         if self._owns_log:
             self.log.close()
+
+
+class JournalAppender(Protocol):
+    """How records go into the journal's log: ``write`` one batch without waiting ->
+    (base offset, end offset); ``wait_durable(end)`` until every batch below ``end`` is
+    durable (replicated: and acknowledged)."""
+
+    def write(self, batch: bytes) -> tuple[int, int]: ...
+
+    def wait_durable(self, end_offset: int) -> None: ...
+
+
+class LocalAppender:
+    """A journal standing alone: appends unflushed, waits share fsyncs (``GroupFlush``).
+
+    A failed fsync leaves records whose fate is unknown (written, maybe lost), which
+    its writer may have applied to memory already: every later write is refused, and
+    the journal must be opened again, its records then deciding."""
+
+    def __init__(self, log: DataLog) -> None:
+        self._log = log
+        self._flush = GroupFlush(log)
+        self._failed: BaseException | None = None
+
+    def write(self, batch: bytes) -> tuple[int, int]:
+        if self._failed is not None:
+            raise LogClosedError(
+                f"the transaction journal in {self._log.directory} could not be made durable "
+                f"({self._failed}); open it again: its records decide what stands"
+            )
+        base_offset = self._log.append_as_leader(batch, defer_flush=True)
+        return base_offset, self._log.log_end_offset
+
+    def wait_durable(self, end_offset: int) -> None:
+        try:
+            self._flush.wait_durable(end_offset)
+        except BaseException as error:
+            self._failed = self._failed or error
+            raise
 
 
 def _batch(record: CoordinatorRecord) -> bytes:

@@ -116,7 +116,7 @@ class CoordinatorManager:
         journal = TxnJournal(
             partition.directory,
             log=partition.log,
-            append=ReplicatedJournalAppend(
+            appender=ReplicatedJournalAppend(
                 partition,
                 leader_epoch,
                 lambda: slots.write_lost(journal_partition, leader_epoch),

@@ -206,11 +206,14 @@ class Partition(PartitionReplica):
             )
         return result
 
-    def append_as_leader(self, batch: bytes, leader_epoch: int) -> tuple[int, int]:
+    def append_as_leader(
+        self, batch: bytes, leader_epoch: int, *, defer_flush: bool = False
+    ) -> tuple[int, int]:
         """A broker-internal write (the transaction journal, CLUSTER.md §3.5): appended only
         while this broker leads at ``leader_epoch`` (a coordinator never writes into a later
         epoch than the one it loaded) with enough replicas in sync; nothing is written when
-        it raises. Returns (base offset, end offset) for ``wait_acknowledged``."""
+        it raises. Returns (base offset, end offset) for ``wait_acknowledged``.
+        ``defer_flush``: not fsynced yet; the caller's ``GroupFlush`` makes it durable."""
         self._wait_promoted()
         with self._plain_lock:
             role = self.role
@@ -221,7 +224,7 @@ class Partition(PartitionReplica):
                     f"{role.role.value} at epoch {role.leader_epoch})"
                 )
             self._check_enough_in_sync(self.replicas)
-            base_offset = self.writer.append_plain(batch, validate=False)
+            base_offset = self.writer.append_plain(batch, validate=False, defer_flush=defer_flush)
             self._advance_high_watermark()
         self._wake_fetchers()
         return base_offset, base_offset + read_header(batch).last_offset_delta + 1

@@ -45,12 +45,23 @@ no entry can arrive after it ran (seed 003's problem). While a commit counts,
 ``register_partition`` refuses the transaction, so the set of partitions counted
 is the set committed.
 
+Group commit: a decision is appended to the journal and applied to memory under the
+lock, but made durable (fsynced; on a cluster also held by the in-sync replicas)
+after the lock is let go (``_wait_durable``), so the decisions of many producers share
+one fsync and one replication round. The rule that replaces "memory never runs ahead
+of the journal": **no request answers, and no partition is called to apply a
+decision, before the journal is durable up to the end it was when the request last
+let the lock go**: so nothing anyone was told, or any partition copied, rests on a
+record that could be lost. If that wait fails, the record's fate is unknown, and the
+journal's appender finishes this coordinator (it is reloaded from the log, whose
+records then decide; ``ReplicatedJournalAppend``).
+
 Thread rule: every public method may be called from any thread. One lock
 guards the coordinator's memory and the journal appends (a decision is
 appended and applied atomically with respect to other decisions); each
 transaction also has its own lock, which orders the decisions about it
-(commit, abort, timeout, fencing); partition calls are made without the
-coordinator's lock.
+(commit, abort, timeout, fencing); partition calls and the durability waits are
+made without the coordinator's lock.
 """
 
 from __future__ import annotations
@@ -143,6 +154,9 @@ class Coordinator:
         self._applier = applier
         self._lock = threading.RLock()
         self._memory = CoordinatorMemory()
+        # The journal end after the last record written (lock held to write it): a request
+        # answers once the journal is durable up to it (``_wait_durable``).
+        self._written_end = 0
         self._counting: set[int] = set()  # commits counting entries: no partition may join
         self._completion = CompletionWorker(
             partition_index,
@@ -170,11 +184,17 @@ class Coordinator:
     # --- journal then memory ------------------------------------------------------
 
     def _write(self, record: CoordinatorRecord) -> int:
-        """Append a decision to the journal (fsynced) and apply it to memory."""
-        offset = self.journal.append(record)
+        """Append a decision to the journal and apply it to memory (lock held). Not yet
+        durable: the request answers after ``_wait_durable``."""
+        offset, self._written_end = self.journal.write(record)
         self._memory.apply(offset, record)
         self.timings.journaled(record)
         return offset
+
+    def _wait_durable(self) -> None:
+        """Until the journal is durable up to everything written so far (lock NOT held:
+        the decisions written meanwhile by other requests share the fsync)."""
+        self.journal.wait_durable(self._written_end)
 
     # --- producers ------------------------------------------------------------------
 
@@ -277,7 +297,8 @@ class Coordinator:
                                 now_ms(), transactional_id, producer_id, generation, timeout_ms
                             )
                         )
-                        return ProducerIdentity(producer_id, generation)
+                        identity = ProducerIdentity(producer_id, generation)
+                        break
                 with pending.lock:
                     if pending.state is TransactionState.ONGOING:
                         log.info(
@@ -291,6 +312,8 @@ class Coordinator:
             if fenced is not None:
                 with self._lock:
                     fenced.reinitialising -= 1
+        self._wait_durable()
+        return identity
 
     # --- transactions ---------------------------------------------------------------
 
@@ -302,7 +325,14 @@ class Coordinator:
         with self._lock:
             producer = self._producer(producer_id, producer_generation)
             if request_id and producer.last_begin[0] == request_id:
-                return producer.last_begin[1]  # a retried begin: same answer
+                retried = producer.last_begin[1]  # a retried begin: same answer
+            else:
+                retried = None
+        if retried is not None:
+            self._wait_durable()  # the first try may still be waiting
+            return retried
+        with self._lock:
+            producer = self._producer(producer_id, producer_generation)
             previous = self._memory.transactions.get(producer.transaction_id or -1)
             older = self._memory.transactions.get(producer.completing or -1)
         if previous is not None and previous.state is TransactionState.ONGOING:
@@ -339,7 +369,8 @@ class Coordinator:
                     request_id,
                 )
             )
-            return transaction_id
+        self._wait_durable()
+        return transaction_id
 
     def add_partitions(
         self,
@@ -356,6 +387,7 @@ class Coordinator:
             new = tuple(sorted({TopicPartition(*p) for p in partitions} - txn.partitions))
             if new:
                 self._write(AddPartitions(now_ms(), transaction_id, new))
+        self._wait_durable()
 
     def register_partition(self, request: RegisterPartition) -> None:
         """A partition's first batch of a transaction: check the producer and the state,
@@ -407,6 +439,7 @@ class Coordinator:
                 # The group whose offsets the offsets partition takes in: listed with the
                 # transaction (list_transactions, the ACLs on it) and released with it.
                 self._write(AddOffsets(now_ms(), transaction_id, request.group_id, ()))
+        self._wait_durable()  # before the partition journals a batch of it
 
     def commit(
         self,
@@ -459,8 +492,9 @@ class Coordinator:
         started_s = time.monotonic()
         with self._lock:
             txn = self._transaction(transaction_id, producer_id, producer_generation, event)
-            if txn is None:
-                return  # a retry of an end that already completed
+        if txn is None:
+            self._wait_durable()  # the completion it repeats may still be waiting
+            return  # a retry of an end that already completed
         with txn.lock:  # one decision about a transaction at a time
             self._freeze_and_prepare(txn, event, attempts, batches_written)
         if event is TransactionEvent.COMMIT:
@@ -497,13 +531,18 @@ class Coordinator:
         """
         committing = event is TransactionEvent.COMMIT
         with self._lock:
-            if txn.state is not TransactionState.ONGOING:
-                self._prepare(txn, event, attempts)  # a no-op or a refusal, by the table
-                return
-            next_state(txn.transaction_id, txn.state, event)  # refused before any call
-            self._counting.add(txn.transaction_id)
-            partitions = sorted(txn.partitions)
-            sent = set(txn.sent_partitions())
+            repeated = txn.state is not TransactionState.ONGOING
+            if repeated:
+                written = self._prepare(txn, event, attempts)  # a no-op or a refusal, by the table
+                assert not written, (txn.transaction_id, txn.state, event)
+            else:
+                next_state(txn.transaction_id, txn.state, event)  # refused before any call
+                self._counting.add(txn.transaction_id)
+                partitions = sorted(txn.partitions)
+                sent = set(txn.sent_partitions())
+        if repeated:
+            self._wait_durable()  # the decision it repeats may still be waiting
+            return
         try:
             journaled: tuple[tuple[TopicPartition, int], ...] = ()
             if committing:
@@ -512,10 +551,13 @@ class Coordinator:
             else:
                 self._freeze_for_abort(txn.transaction_id, partitions)
             with self._lock:
-                self._prepare(txn, event, attempts, journaled)
+                prepared = self._prepare(txn, event, attempts, journaled)
         finally:
             with self._lock:
                 self._counting.discard(txn.transaction_id)
+        self._wait_durable()
+        if prepared:  # only a durable decision is applied to partitions
+            self._completion.queue(txn.transaction_id)
 
     def _freeze_for_abort(self, transaction_id: int, partitions: list[TopicPartition]) -> None:
         """count_entries for its freeze only: an abort is decided whatever a partition
@@ -568,8 +610,9 @@ class Coordinator:
         event: TransactionEvent,
         attempts: tuple[str, ...] | None = None,
         journaled: tuple[tuple[TopicPartition, int], ...] = (),
-    ) -> None:
-        """Write PREPARE_COMMIT / PREPARE_ABORT (if the table says so) and queue completion."""
+    ) -> bool:
+        """Write PREPARE_COMMIT / PREPARE_ABORT if the table says so (lock held); True if
+        written: the caller queues its completion once it is durable."""
         result = next_state(txn.transaction_id, txn.state, event)
         if result is Outcome.NO_OP:
             if (
@@ -581,7 +624,7 @@ class Coordinator:
                     f"transaction {txn.transaction_id} is already committing with attempts "
                     f"{txn.attempts}; a retried commit must name the same attempts, not {attempts}"
                 )
-            return
+            return False
         record: CoordinatorRecord
         if result is TransactionState.PREPARE_COMMIT:
             record = PrepareCommit(now_ms(), txn.transaction_id, attempts, journaled)
@@ -590,7 +633,7 @@ class Coordinator:
             record = PrepareAbort(now_ms(), txn.transaction_id)
         self._write(record)
         failpoints.hit("coordinator.after_prepare")
-        self._completion.queue(txn.transaction_id)
+        return True
 
     # --- completion (``coordinator_completion``) ------------------------------------------
 
@@ -649,14 +692,19 @@ class Coordinator:
         """
         with self._lock:
             replayed = self._memory.replay(self.journal)
+            to_complete = []
             for txn in sorted(self._memory.transactions.values(), key=lambda t: t.transaction_id):
                 producer = self._memory.producers.get(txn.transactional_id)
                 stale = producer is None or producer.producer_generation > txn.producer_generation
                 if txn.state is TransactionState.ONGOING and stale:
                     # Fenced while open (crash between INIT_PRODUCER and its abort).
-                    self._prepare(txn, TransactionEvent.ABORT)
+                    if self._prepare(txn, TransactionEvent.ABORT):
+                        to_complete.append(txn.transaction_id)
                 elif txn.state in (TransactionState.PREPARE_COMMIT, TransactionState.PREPARE_ABORT):
-                    self._completion.queue(txn.transaction_id)
+                    to_complete.append(txn.transaction_id)
+        self._wait_durable()
+        for transaction_id in to_complete:
+            self._completion.queue(transaction_id)
         return replayed
 
     def checkpoint(self) -> Checkpoint:

@@ -1,0 +1,116 @@
+"""Group commit of the transaction journal: the decisions of many producers share one fsync,
+no lock is held across it, and nothing is answered or applied before it."""
+
+from __future__ import annotations
+
+import errno
+import threading
+from pathlib import Path
+
+import pytest
+from coordinator_support import A0, RecordingApplier, make
+
+import twinlog.engine.log.segment_list as segment_list_module
+from twinlog.engine.base.errors import LogClosedError
+from twinlog.engine.base.types import TransactionState
+
+WAIT_S = 10
+PRODUCERS = 6
+
+
+class HeldFsync:
+    """The journal's group fsync; the first one is held until ``release``."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.real = segment_list_module.fsync_segment_fd
+        self.count = 0
+        self.entered = threading.Event()
+        self.release = threading.Event()
+        monkeypatch.setattr(segment_list_module, "fsync_segment_fd", self)
+
+    def __call__(self, fd: int) -> None:
+        self.count += 1
+        self.entered.set()
+        assert self.release.wait(WAIT_S)
+        self.real(fd)
+
+
+def _wait_until(condition: object, timeout_s: float = WAIT_S) -> bool:
+    done = threading.Event()
+    for _ in range(int(timeout_s / 0.01)):
+        if condition():  # type: ignore[operator]
+            return True
+        done.wait(0.01)
+    return False
+
+
+def test_begins_of_many_producers_share_one_fsync(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    coordinator, _ = make(tmp_path)
+    producers = [coordinator.init_producer(f"app-{n}", 60_000) for n in range(PRODUCERS)]
+    fsyncs = HeldFsync(monkeypatch)
+    began: dict[int, int] = {}
+
+    def begin(n: int) -> None:
+        producer = producers[n]
+        began[n] = coordinator.begin(producer.producer_id, producer.producer_generation)
+
+    end_before = coordinator.journal.end_offset
+    threads = [threading.Thread(target=begin, args=(n,)) for n in range(PRODUCERS)]
+    threads[0].start()
+    assert fsyncs.entered.wait(WAIT_S)  # the first BEGIN's fsync is on the disk, held
+    for thread in threads[1:]:
+        thread.start()
+    # The others journal their BEGINs meanwhile: the coordinator's lock is not held across
+    # the fsync. None of them is answered before its record is durable.
+    assert _wait_until(lambda: coordinator.journal.end_offset == end_before + PRODUCERS)
+    assert began == {}
+    fsyncs.release.set()
+    for thread in threads:
+        thread.join(WAIT_S)
+    assert sorted(began) == list(range(PRODUCERS))
+    assert fsyncs.count == 2  # the held one, and one for the five written behind it
+    coordinator.close()
+
+
+def test_a_commit_is_applied_only_once_its_decision_is_durable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    applier = RecordingApplier()
+    coordinator, _ = make(tmp_path, applier)
+    producer = coordinator.init_producer("app", 60_000)
+    ids = producer.producer_id, producer.producer_generation
+    transaction_id = coordinator.begin(*ids)
+    coordinator.add_partitions(transaction_id, *ids, [A0])
+    fsyncs = HeldFsync(monkeypatch)
+    committer = threading.Thread(target=coordinator.commit, args=(transaction_id, *ids))
+    committer.start()
+    assert fsyncs.entered.wait(WAIT_S)  # PREPARE_COMMIT written, its fsync held
+    txn = coordinator.transaction(transaction_id)
+    assert txn is not None and txn.state is TransactionState.PREPARE_COMMIT
+    threading.Event().wait(0.2)
+    assert applier.calls == []  # no partition copies a decision that could still be lost
+    fsyncs.release.set()
+    committer.join(WAIT_S)
+    assert _wait_until(lambda: ("commit", A0, transaction_id) in applier.calls)
+    coordinator.close()
+
+
+def test_a_failed_fsync_fails_the_request_and_refuses_every_later_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    coordinator, _ = make(tmp_path)
+    producer = coordinator.init_producer("app", 60_000)
+    ids = producer.producer_id, producer.producer_generation
+
+    def failing_fsync(fd: int) -> None:
+        raise OSError(errno.EIO, "input/output error")
+
+    monkeypatch.setattr(segment_list_module, "fsync_segment_fd", failing_fsync)
+    with pytest.raises(OSError, match="input/output"):
+        coordinator.begin(*ids)
+    # Memory holds a BEGIN the disk may not: nothing more is written on top of it.
+    with pytest.raises(LogClosedError, match=r"could not be made durable.*open it again"):
+        coordinator.init_producer("other", 60_000)
+    coordinator.abandon()
