@@ -164,19 +164,19 @@ def test_a_count_without_a_decision_does_not_shut_the_transaction(
     identity, transaction_id = open_transaction(broker, "undecided")
     broker.produce(TOPIC, 0, batch([b"first"], identity, 0, transaction_id))
     coordinator = broker.coordinator_manager.for_id(transaction_id)
-    journal_append = coordinator.journal.append
+    journal_write = coordinator.journal.write
 
-    def full_disk(record: object) -> int:
+    def full_disk(record: object) -> tuple[int, int]:
         if isinstance(record, PrepareCommit):
             raise DiskFullError("no space for PREPARE_COMMIT")
-        return journal_append(record)  # type: ignore[arg-type]
+        return journal_write(record)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(coordinator.journal, "append", full_disk)
+    monkeypatch.setattr(coordinator.journal, "write", full_disk)
     with pytest.raises(DiskFullError):
         broker.commit_transaction(
             transaction_id, identity.producer_id, identity.producer_generation
         )
-    monkeypatch.setattr(coordinator.journal, "append", journal_append)
+    monkeypatch.setattr(coordinator.journal, "write", journal_write)
     assert (
         broker.partition(TopicPartition(TOPIC, 0)).transaction_gate.open_count() == 1
     )  # frozen, kept
