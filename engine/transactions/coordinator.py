@@ -56,6 +56,14 @@ record that could be lost. If that wait fails, the record's fate is unknown, and
 journal's appender finishes this coordinator (it is reloaded from the log, whose
 records then decide; ``ReplicatedJournalAppend``).
 
+Two answers promise nothing durable and do not wait: ``begin`` and ``add_partitions``
+(on a cluster each wait is a replication round the producer would sit through before it
+may send). A BEGIN or ADD_PARTITIONS lost in a crash leaves a transaction the next
+coordinator never heard of, or one without that partition: the partition's
+``register_partition`` (before it journals the first batch) and the commit both wait
+for everything written before them, so no batch is journaled and no commit answered on
+a lost record; the producer's next call is refused and it aborts, as after a timeout.
+
 Thread rule: every public method may be called from any thread. One lock
 guards the coordinator's memory and the journal appends (a decision is
 appended and applied atomically with respect to other decisions); each
@@ -329,8 +337,7 @@ class Coordinator:
             else:
                 retried = None
         if retried is not None:
-            self._wait_durable()  # the first try may still be waiting
-            return retried
+            return retried  # not waited for: see "Two answers promise nothing durable"
         with self._lock:
             producer = self._producer(producer_id, producer_generation)
             previous = self._memory.transactions.get(producer.transaction_id or -1)
@@ -369,8 +376,7 @@ class Coordinator:
                     request_id,
                 )
             )
-        self._wait_durable()
-        return transaction_id
+        return transaction_id  # not waited for: see "Two answers promise nothing durable"
 
     def add_partitions(
         self,
@@ -386,8 +392,8 @@ class Coordinator:
             assert txn is not None  # the table has no no-op for additions
             new = tuple(sorted({TopicPartition(*p) for p in partitions} - txn.partitions))
             if new:
+                # Not waited for: register_partition waits before a batch is journaled.
                 self._write(AddPartitions(now_ms(), transaction_id, new))
-        self._wait_durable()
 
     def register_partition(self, request: RegisterPartition) -> None:
         """A partition's first batch of a transaction: check the producer and the state,

@@ -13,6 +13,7 @@ from coordinator_support import A0, RecordingApplier, make
 import twinlog.engine.log.segment_list as segment_list_module
 from twinlog.engine.base.errors import LogClosedError
 from twinlog.engine.base.types import TransactionState
+from twinlog.engine.transactions.partition_calls import CallEpochs, RegisterPartition
 
 WAIT_S = 10
 PRODUCERS = 6
@@ -44,33 +45,69 @@ def _wait_until(condition: object, timeout_s: float = WAIT_S) -> bool:
     return False
 
 
-def test_begins_of_many_producers_share_one_fsync(
+def test_commits_of_many_producers_share_one_fsync(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     coordinator, _ = make(tmp_path)
-    producers = [coordinator.init_producer(f"app-{n}", 60_000) for n in range(PRODUCERS)]
+    opened = []
+    for n in range(PRODUCERS):
+        producer = coordinator.init_producer(f"app-{n}", 60_000)
+        ids = producer.producer_id, producer.producer_generation
+        transaction_id = coordinator.begin(*ids)
+        coordinator.add_partitions(transaction_id, *ids, [A0])
+        opened.append((transaction_id, *ids))
+    coordinator.journal.wait_durable(coordinator.journal.end_offset)
     fsyncs = HeldFsync(monkeypatch)
-    began: dict[int, int] = {}
+    committed: list[int] = []
 
-    def begin(n: int) -> None:
-        producer = producers[n]
-        began[n] = coordinator.begin(producer.producer_id, producer.producer_generation)
+    def commit(n: int) -> None:
+        coordinator.commit(*opened[n])
+        committed.append(n)
 
     end_before = coordinator.journal.end_offset
-    threads = [threading.Thread(target=begin, args=(n,)) for n in range(PRODUCERS)]
+    threads = [threading.Thread(target=commit, args=(n,)) for n in range(PRODUCERS)]
     threads[0].start()
-    assert fsyncs.entered.wait(WAIT_S)  # the first BEGIN's fsync is on the disk, held
+    assert fsyncs.entered.wait(WAIT_S)  # the first PREPARE_COMMIT's fsync is held
     for thread in threads[1:]:
         thread.start()
-    # The others journal their BEGINs meanwhile: the coordinator's lock is not held across
-    # the fsync. None of them is answered before its record is durable.
+    # The others journal their PREPARE_COMMITs meanwhile: the coordinator's lock is not
+    # held across the fsync. None of them is answered before its record is durable.
     assert _wait_until(lambda: coordinator.journal.end_offset == end_before + PRODUCERS)
-    assert began == {}
+    assert committed == []
     fsyncs.release.set()
     for thread in threads:
         thread.join(WAIT_S)
-    assert sorted(began) == list(range(PRODUCERS))
+    assert sorted(committed) == list(range(PRODUCERS))
     assert fsyncs.count == 2  # the held one, and one for the five written behind it
+    coordinator.close()
+
+
+def test_begin_answers_before_its_fsync_and_a_batch_registers_after_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    coordinator, _ = make(tmp_path)
+    producer = coordinator.init_producer("app", 60_000)
+    ids = producer.producer_id, producer.producer_generation
+    fsyncs = HeldFsync(monkeypatch)
+    transaction_id = coordinator.begin(*ids)  # nothing durable promised: no fsync waited for
+    coordinator.add_partitions(transaction_id, *ids, [A0])
+    assert fsyncs.count == 0
+    registered = threading.Event()
+
+    def register() -> None:
+        coordinator.register_partition(
+            RegisterPartition(transaction_id, A0, *ids, CallEpochs(0, 0, 0))
+        )
+        registered.set()
+
+    registering = threading.Thread(target=register)
+    registering.start()
+    assert fsyncs.entered.wait(WAIT_S)
+    # The partition may not journal a batch of a transaction whose BEGIN could be lost.
+    assert not registered.wait(0.2)
+    fsyncs.release.set()
+    assert registered.wait(WAIT_S)
+    registering.join(WAIT_S)
     coordinator.close()
 
 
@@ -109,8 +146,8 @@ def test_a_failed_fsync_fails_the_request_and_refuses_every_later_write(
 
     monkeypatch.setattr(segment_list_module, "fsync_segment_fd", failing_fsync)
     with pytest.raises(OSError, match="input/output"):
-        coordinator.begin(*ids)
-    # Memory holds a BEGIN the disk may not: nothing more is written on top of it.
-    with pytest.raises(LogClosedError, match=r"could not be made durable.*open it again"):
         coordinator.init_producer("other", 60_000)
+    # Memory holds an INIT_PRODUCER the disk may not: nothing more is written on top of it.
+    with pytest.raises(LogClosedError, match=r"could not be made durable.*open it again"):
+        coordinator.begin(*ids)
     coordinator.abandon()
