@@ -13,12 +13,14 @@ from twinlog.journal.txn_records import CoordinatorRecord
 TRANSACTION_ID = 7
 
 
-def prepared_commit(partitions: list[TopicPartition]) -> TransactionMetadata:
-    """Transaction TRANSACTION_ID in PREPARE_COMMIT over ``partitions``, one entry on each."""
+def prepared_commit(
+    partitions: list[TopicPartition], transaction_id: int = TRANSACTION_ID, producer_id: int = 1
+) -> TransactionMetadata:
+    """A transaction in PREPARE_COMMIT over ``partitions``, one entry on each."""
     return TransactionMetadata(
-        transaction_id=TRANSACTION_ID,
-        transactional_id="writer",
-        producer_id=1,
+        transaction_id=transaction_id,
+        transactional_id=f"writer-{producer_id}",
+        producer_id=producer_id,
         producer_generation=0,
         state=TransactionState.PREPARE_COMMIT,
         started_ms=0,
