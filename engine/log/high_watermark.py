@@ -16,7 +16,10 @@ the HW through the ``high-watermark`` file, written only while the HW lies below
 the log end and removed once it catches up. So on one node, where the HW trails
 the log end only for the instant between an append and its advance, the file
 costs nothing; a missing file means "the log end". It is not fsynced: it bounds
-readers of a live broker, and a restart rebuilds the HW from the log.
+readers of a live broker, and a restart rebuilds the HW from the log. It is written
+only when what it says changes (a value, or "the log end"): a leader calls
+``advance_to`` after every append, mostly without moving the HW, and each replaced
+file is an open, a write and a rename.
 
 Thread rule: any thread; one lock orders the changes and the file.
 """
@@ -62,7 +65,10 @@ class HighWatermark:
         self._value = (
             end if start_below is None else max(bounds.log_start_offset, min(end, start_below))
         )
-        self._file_written = True  # unknown: remove whatever an earlier run left
+        # What the file says: an offset, or None for "no file" (the log end). Not known
+        # at start (or after a failed write): whatever is there is removed or replaced.
+        self._file_value: int | None = None
+        self._file_known = False
         self._publish_locked()
 
     @property
@@ -92,18 +98,24 @@ class HighWatermark:
         """Write the file while the HW trails the log end; remove it once it does not."""
         behind = self._value < self._bounds.log_end_offset
         if behind:
-            try:
-                replace_file(self._path, encode_high_watermark(self._value), durable=False)
-            except DiskFullError as error:
-                # Broker reads are bounded by the value in memory; only readers of the files
-                # (Spark's direct path) use the file, and they may see the batches above the
-                # HW until space returns. Refusing to open or append over it would be worse.
-                log.warning("%s not written (%s): file readers may read past it", self._path, error)
-                return
-            self._file_written = True
-        elif self._file_written:
+            self._write_file_locked(self._value)
+        elif self._file_value is not None or not self._file_known:
             self._path.unlink(missing_ok=True)
-            self._file_written = False
+            self._file_value, self._file_known = None, True
+
+    def _write_file_locked(self, value: int) -> None:
+        if self._file_known and self._file_value == value:
+            return  # says so already
+        try:
+            replace_file(self._path, encode_high_watermark(value), durable=False)
+        except DiskFullError as error:
+            # Broker reads are bounded by the value in memory; only readers of the files
+            # (Spark's direct path) use the file, and they may see the batches above the
+            # HW until space returns. Refusing to open or append over it would be worse.
+            log.warning("%s not written (%s): file readers may read past it", self._path, error)
+            self._file_known = False  # written again next time
+            return
+        self._file_value, self._file_known = value, True
 
 
 def encode_high_watermark(offset: int) -> bytes:

@@ -201,3 +201,33 @@ def test_the_high_watermark_never_decreases_but_by_truncation(tmp_path: Path) ->
 def test_a_damaged_high_watermark_file_reads_as_nothing_committed(tmp_path: Path) -> None:
     (tmp_path / HIGH_WATERMARK_FILE).write_bytes(b"high_watermark 9\ncrc32c 00000000\n")
     assert read_high_watermark(tmp_path) == 0
+
+
+def test_the_file_is_written_only_when_what_it_says_changes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A leader calls advance_to after every append, mostly without moving the HW while
+    its replicas catch up: each call used to replace the file again."""
+    import twinlog.engine.log.high_watermark as high_watermark_module
+
+    written: list[bytes] = []
+    real_replace = high_watermark_module.replace_file
+
+    def counting_replace(path: Path, contents: bytes, durable: bool = True) -> None:
+        written.append(contents)
+        real_replace(path, contents, durable)
+
+    monkeypatch.setattr(high_watermark_module, "replace_file", counting_replace)
+    bounds = Bounds(0, 10)
+    high_watermark = HighWatermark(bounds, tmp_path)
+    for end in range(11, 16):  # appends past a HW that stays at 10
+        bounds.log_end_offset = end
+        high_watermark.advance_to(10)
+    assert len(written) == 1 and read_high_watermark(tmp_path) == 10
+    high_watermark.advance_to(12)
+    assert len(written) == 2 and read_high_watermark(tmp_path) == 12
+    high_watermark.advance_to(15)  # caught up: the file goes, nothing written
+    assert len(written) == 2 and read_high_watermark(tmp_path) is None
+    bounds.log_end_offset = 16
+    high_watermark.advance_to(15)  # behind again: the same value as before the removal
+    assert len(written) == 3 and read_high_watermark(tmp_path) == 15
