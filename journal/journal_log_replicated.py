@@ -174,7 +174,9 @@ class ReplicatedJournalLog(JournalLog):
         """A follower's append of its leader's records, as they are (offsets and epochs
         kept); applied once ``commit_to`` covers them."""
         with self.order_lock:
-            self.log.append_as_follower(batches, sync=sync)
+            # No append-in-progress mark: only this broker reads a journal log (a mark
+            # is two files replaced per fetch, for readers of the files).
+            self.log.append_as_follower(batches, sync=sync, marked=False)
             if sync:
                 self.durable_end = self.log.log_end_offset
 

@@ -284,7 +284,7 @@ class DataLog:
             )
 
     def append_as_follower(
-        self, batches: Iterable[bytes | memoryview], *, sync: bool = True
+        self, batches: Iterable[bytes | memoryview], *, sync: bool = True, marked: bool = True
     ) -> tuple[int, int]:
         """A follower's append: ``batches`` as its leader wrote them, offsets and leader
         epochs kept (never re-stamped), contiguous from this log's end; (first, next) offset.
@@ -295,6 +295,8 @@ class DataLog:
         ``sync`` the batches are fsynced before returning (a follower acknowledges by its
         next fetch offset, which must then be durable). All or nothing, as
         ``append_all_as_leader``: on any error every batch of this call is removed again.
+        ``marked=False``: no append-in-progress mark, for a log no reader of the files
+        opens (a journal log: only its broker reads it).
         """
 
         def write(view: memoryview) -> None:
@@ -314,7 +316,7 @@ class DataLog:
 
         with self._write_lock:
             return self._append_all_or_nothing(
-                batches, write, "appending replicated batches", sync=sync
+                batches, write, "appending replicated batches", sync=sync, marked=marked
             )
 
     def _append_all_or_nothing(

@@ -121,3 +121,27 @@ def test_a_crash_between_deleting_and_creating_opens_empty_at_the_new_start(
         path.unlink()
     reopened = DataLog.open(directory, SMALL_SEGMENTS)
     assert (reopened.log_start_offset, reopened.log_end_offset) == (40, 40)
+
+
+def test_an_unmarked_follower_append_replaces_no_mark_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A journal log's follower appends without the append-in-progress mark: no reader of
+    the files opens a journal log, and each mark is two files replaced per fetch."""
+    import twinlog.engine.log.append_marks as append_marks_module
+
+    marks: list[object] = []
+    real_write = append_marks_module.write_append_state
+    monkeypatch.setattr(
+        append_marks_module,
+        "write_append_state",
+        lambda directory, state: (marks.append(state), real_write(directory, state)),
+    )
+    leader = _leader_with_two_epochs(tmp_path / "leader")
+    follower = DataLog.open(tmp_path / "follower", SMALL_SEGMENTS)
+    follower.append_as_follower(split_batches(leader.read(0, 300)), marked=False)
+    assert marks == []
+    follower.append_as_follower(split_batches(leader.read(follower.log_end_offset, 300)))
+    assert len(marks) == 2  # marked (the default): started, then finished
+    leader.close()
+    follower.close()
