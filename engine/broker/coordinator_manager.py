@@ -26,6 +26,7 @@ from pathlib import Path
 
 from twinlog.engine.base.bounded_cache import BoundedCache
 from twinlog.engine.base.errors import (
+    CoordinatorLoadInProgressError,
     InvalidTxnStateError,
     NotCoordinatorError,
     UnknownTransactionError,
@@ -268,8 +269,8 @@ class CoordinatorManager:
                 try:
                     marks.append(self.slots.get(journal_partition).current_low_watermark())
                     continue
-                except NotCoordinatorError:
-                    pass  # unloaded meanwhile: its published mark
+                except (NotCoordinatorError, CoordinatorLoadInProgressError):
+                    pass  # unloaded (or its journal write lost) meanwhile: its published mark
             pointer = self._metadata.checkpoint_pointers(journal_partition).read()
             if pointer is None or pointer.low_watermark is None:
                 return 0

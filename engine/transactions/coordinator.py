@@ -730,9 +730,13 @@ class Coordinator:
     # --- views -------------------------------------------------------------------------
 
     def current_low_watermark(self) -> int:
-        """``published_low_watermark`` now, under the lock (the broker's journal purge)."""
+        """``published_low_watermark`` now (the broker's journal purge), once the records
+        it rests on are durable: partitions drop journal rows below it, and a COMMITTED a
+        crash took would have its completion redone on rows that are gone."""
         with self._lock:
-            return self.published_low_watermark()
+            low_watermark = self.published_low_watermark()
+        self._wait_durable()
+        return low_watermark
 
     def low_watermark(self) -> int | None:
         """Smallest transaction id still in flight here, or None."""

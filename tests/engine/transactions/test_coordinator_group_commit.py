@@ -151,3 +151,31 @@ def test_a_failed_fsync_fails_the_request_and_refuses_every_later_write(
     with pytest.raises(LogClosedError, match=r"could not be made durable.*open it again"):
         coordinator.begin(*ids)
     coordinator.abandon()
+
+
+def test_the_low_watermark_moves_past_a_transaction_only_once_its_end_is_durable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Partitions drop journal rows below the low watermark: were it published on a
+    COMMITTED a crash could take, the redone completion would find its rows gone."""
+    coordinator, _ = make(tmp_path)
+    producer = coordinator.init_producer("app", 60_000)
+    ids = producer.producer_id, producer.producer_generation
+    transaction_id = coordinator.begin(*ids)
+    coordinator.add_partitions(transaction_id, *ids, [A0])
+    fsyncs = HeldFsync(monkeypatch)
+    fsyncs.release.set()  # the commit's PREPARE_COMMIT goes through
+    coordinator.commit(transaction_id, *ids)
+    txn = coordinator.transaction(transaction_id)
+    assert txn is not None and coordinator.wait_complete(txn, WAIT_S)  # COMMITTED, written
+    fsyncs.entered.clear()
+    fsyncs.release.clear()  # ... and its fsync is held
+    answers: list[int] = []
+    reader = threading.Thread(target=lambda: answers.append(coordinator.current_low_watermark()))
+    reader.start()
+    assert fsyncs.entered.wait(WAIT_S)
+    assert answers == []
+    fsyncs.release.set()
+    reader.join(WAIT_S)
+    assert answers and answers[0] > transaction_id
+    coordinator.close()
