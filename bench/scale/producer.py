@@ -1,6 +1,8 @@
 """One producer process of ``bench.scale``: ``python -m bench.scale.producer --bootstrap ...``.
 
-A transactional ``Producer`` with its own transactional id. Once started it calls
+A transactional ``Producer`` with its own transactional id, presenting the token in
+``--token-file`` and verifying the servers' certificates with the CA in ``--tls-ca``
+when given (the run's security mode, ``bench.scale.security``). Once started it calls
 ``init_transactions()``, commits its warm-up transactions and prints ``ready``; then,
 for each ``go SECONDS`` line on stdin, it commits transactions back to back for that
 long and prints one ``result {json}`` line; it exits at the end of stdin.
@@ -119,12 +121,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--timeout-ms", type=int, default=30_000)
+    parser.add_argument("--token-file", help="a file holding the bearer token to present")
+    parser.add_argument("--tls-ca", help="TLS to the servers, whose certificates this CA signed")
     args = parser.parse_args(argv)
+    token = None
+    if args.token_file is not None:
+        with open(args.token_file, encoding="ascii") as file:
+            token = file.read().strip()
     with Producer(
         args.bootstrap,
         transactional_id=args.transactional_id,
         compression="none",
         default_api_timeout_ms=args.timeout_ms,
+        token=token,
+        tls_ca_file=args.tls_ca,
     ) as producer:
         producer.init_transactions()
         committer = Committer(producer, args)

@@ -1,7 +1,7 @@
 """The producer processes of one deployment, started once and reused for every count.
 
 ``ProducerGroup(...)`` starts a process of ``bench.scale.producer`` per transactional id
-given, each in its own session so that a Ctrl-C at the terminal reaches
+given (with the credentials' flags given, ``Security.producer_arguments``), each in its own session so that a Ctrl-C at the terminal reaches
 only the runner, which stops them. ``run(count, seconds)`` tells the first ``count`` to
 go and returns their reports. A reader thread per process queues its stdout lines, so
 every wait for a line is bounded; ``close()`` ends stdin (the process exits), waits a
@@ -17,6 +17,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from bench.e2e.runner import ROOT, environment
@@ -26,11 +27,17 @@ EXIT_TIMEOUT_S = 30.0
 END_OF_OUTPUT = None
 
 
+def producer_environment() -> dict[str, str]:
+    env = environment()
+    env.pop("TWINLOG_TOKEN", None)  # a producer presents the token it is given, or none
+    return env
+
+
 class ProducerProcess:
     def __init__(self, command: list[str]) -> None:
         self.process = subprocess.Popen(
             command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            text=True, cwd=ROOT, env=environment(), start_new_session=True,
+            text=True, cwd=ROOT, env=producer_environment(), start_new_session=True,
         )  # fmt: skip
         self.lines: queue.Queue[str | None] = queue.Queue()
         self.stderr_tail: list[str] = []
@@ -107,7 +114,12 @@ class ProducerProcess:
 
 class ProducerGroup:
     def __init__(
-        self, bootstrap: str, topic: str, transactional_ids: list[str], settings: ScaleSettings
+        self,
+        bootstrap: str,
+        topic: str,
+        transactional_ids: list[str],
+        settings: ScaleSettings,
+        credentials: Sequence[str] = (),
     ) -> None:
         self.settings = settings
         self.processes: list[ProducerProcess] = []
@@ -120,7 +132,7 @@ class ProducerGroup:
                     "--record-bytes", str(settings.record_bytes),
                     "--partitions", str(settings.partitions),
                     "--warmup", str(settings.warmup_transactions),
-                    "--timeout-ms", str(settings.call_timeout_ms),
+                    "--timeout-ms", str(settings.call_timeout_ms), *credentials,
                 ]))  # fmt: skip
             deadline_s = time.monotonic() + settings.start_timeout_s
             for process in self.processes:

@@ -84,7 +84,8 @@ def summarize(
 
 def wait_settled(deployment: Deployment, timeout_s: float) -> None:
     """Until no server lists a transaction in flight (prepared ones completing included)."""
-    clients = [RemoteBroker(address) for address in deployment.bootstrap.split(",")]
+    options = deployment.options()
+    clients = [RemoteBroker(address, options) for address in deployment.bootstrap.split(",")]
     try:
         wait_for(
             "no transaction in flight (the warm-ups completed)",
@@ -104,7 +105,8 @@ def measure_deployment(
     announce(f"starting {size} producer processes")
     ids = transactional_ids(size, deployment.coordinators, settings.spread_ids)
     rows = []
-    with ProducerGroup(deployment.bootstrap, TOPIC, ids, settings) as group:
+    credentials = deployment.security.producer_arguments()
+    with ProducerGroup(deployment.bootstrap, TOPIC, ids, settings, credentials) as group:
         announce("waiting for the warm-ups' completions")
         wait_settled(deployment, settings.settle_timeout_s)
         announce(f"the servers idle for {settings.idle_seconds:g} s")
@@ -120,9 +122,13 @@ def measure_deployment(
             cost = cost_per(before, after, committed)
             row = summarize(count, reports, cost)
             row["coordinators_reached"] = coordinators_reached(ids[:count], deployment.coordinators)
+            row["security"] = deployment.security.mode
             rows.append(row)
     return {
+        "kind": deployment.key,
         "name": deployment.name,
+        "security": deployment.security.mode,
+        "servers_said": list(deployment.servers_said),
         "servers": len(deployment.pids),
         "coordinators": deployment.coordinators,
         # per second, every producer process connected and idle: what the servers spend

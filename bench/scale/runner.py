@@ -24,6 +24,14 @@ the coordinator count: ids differing in one trailing digit reach 2 of 4, so thes
 2 up to 10 producers and 4 at 16). ``--spread-ids`` chooses ids that reach every
 coordinator in turn.
 
+Security (``--security``, ``bench.scale.security``): ``tokens`` by default, as a cluster
+is secured in docs/operations.md ("Securing a cluster"): the producers present a bearer
+token and the servers check it and the ACLs on every request; the brokers call each
+other over mutual TLS and lock their znodes with a ZooKeeper credential. ``tls`` adds
+TLS on the client port, ``off`` takes everything away. Several modes joined by commas
+(``off,tokens,tls``) run each deployment in every mode, one after another, and end with
+the transactions/s of each mode over each less secured one at every producer count.
+
 Everything runs on this machine, on loopback: compare ratios, not absolute figures.
 """
 
@@ -38,6 +46,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from bench.cluster.cluster import BROKER_IDS
 from bench.cluster.report import machine_note
 from bench.cluster.runner import Announcer, parse_counts, sigterm_as_exit
 from bench.e2e.runner import add_output_arguments, work_directory, write_json
@@ -45,6 +54,7 @@ from bench.scale.baseline import sqlite_baseline
 from bench.scale.deployment import one_node, three_brokers
 from bench.scale.report import add_ratios, print_table
 from bench.scale.rounds import measure_deployment
+from bench.scale.security import DESCRIPTIONS, MODES, Security, parse_modes
 from bench.scale.settings import TINY, ScaleSettings
 from twinlog.rpc.cli.interrupts import EXIT_INTERRUPTED
 
@@ -62,13 +72,22 @@ def run(
     announce.part = "sqlite"
     announce("WAL synchronous=FULL, one writer")
     results["sqlite"] = sqlite_baseline(root / "sqlite", settings)
+    broker_ids = BROKER_IDS if settings.cluster else ()
+    securities = {
+        mode: Security.write(mode, root / "security" / mode, broker_ids)
+        for mode in settings.security
+    }
     starts = [one_node] + ([three_brokers] if settings.cluster else [])
+    # Every mode of a deployment back to back: the figures a ratio compares are taken
+    # close together, under about the same load from the rest of the machine.
     for start in starts:
-        announce.part = "one node" if start is one_node else "three brokers"
-        with start(root, settings, server_config, announce) as deployment:
-            results["deployments"][deployment.key] = measure_deployment(
-                deployment, settings, announce
-            )
+        for mode, security in securities.items():
+            where = "one node" if start is one_node else "three brokers"
+            announce.part = f"{where}, security {mode}"
+            with start(root / mode, settings, server_config, security, announce) as deployment:
+                results["deployments"][f"{deployment.key}/{mode}"] = measure_deployment(
+                    deployment, settings, announce
+                )
     results["machine"]["load_average_at_end"] = os.getloadavg()
     results["elapsed_s"] = time.monotonic() - announce.started_s
     add_ratios(results)
@@ -87,6 +106,7 @@ def failures(results: dict[str, Any]) -> int:
 EXAMPLE = """
 example:
   python -m bench.scale                         # about 3 minutes on two cores
+  python -m bench.scale --security off,tokens,tls  # about 3 minutes per mode
   python -m bench.scale --no-cluster --json scale.json
   python -m bench.scale --producers 1,4,8 --seconds 20
   python -m bench.scale --no-cluster --spread-ids  # ids that reach every coordinator
@@ -124,6 +144,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         "(default: bench-scale-0, -1, ..., which reach only 2 of 4 up to 10 producers)",
     )
     parser.add_argument(
+        "--security",
+        metavar="MODE[,MODE...]",
+        default=",".join(defaults.security),
+        help="how the servers are secured, and so what each producer presents: "
+        + "; ".join(f"{mode}: {DESCRIPTIONS[mode]}" for mode in MODES)
+        + f" (default {','.join(defaults.security)}, what docs/operations.md 'Securing a "
+        "cluster' sets up). Several, joined by commas, run every deployment in each mode and "
+        "end with the txn/s ratios between them; each mode adds about 3 minutes to a "
+        "default run",
+    )
+    parser.add_argument(
         "--tiny", action="store_true", help="tiny sizes: checks that it all works, no figures"
     )
     parser.add_argument(
@@ -137,6 +168,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     settings = TINY if args.tiny else defaults
     changes: dict[str, Any] = {"cluster": not args.no_cluster, "spread_ids": args.spread_ids}
+    try:
+        changes["security"] = parse_modes(args.security)
+    except ValueError as error:
+        parser.error(f"--security: {error}")
     if args.producers is not None:
         counts = parse_counts("--producers", args.producers)
         if min(counts) < 1 or list(counts) != sorted(set(counts)):

@@ -21,6 +21,9 @@ class ScaleSettings:
     settle_timeout_s: float = 120.0  # before it, the warm-ups' completions end within this
     cluster: bool = True
     spread_ids: bool = False  # transactional ids chosen to reach every coordinator in turn
+    # bench.scale.security's modes, each run on every deployment; the default is what
+    # docs/operations.md "Securing a cluster" sets up: tokens and ACLs, no client TLS
+    security: tuple[str, ...] = ("tokens",)
     session_timeout_ms: int = 4000  # the cluster's, as bench.cluster's
     zookeeper_tick_ms: int = 500
     call_timeout_ms: int = 30_000  # each client call (init, begin, flush, commit)
