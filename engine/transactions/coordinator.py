@@ -74,10 +74,12 @@ made without the coordinator's lock.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 
 from twinlog.engine.base import failpoints
 from twinlog.engine.base.errors import (
@@ -92,6 +94,7 @@ from twinlog.engine.base.errors import (
     UnknownProducerIdError,
     UnknownTransactionError,
 )
+from twinlog.engine.base.side_by_side import run_side_by_side
 from twinlog.engine.base.types import (
     ProducerIdentity,
     TopicPartition,
@@ -132,6 +135,7 @@ from twinlog.journal.txn_records import (
 log = logging.getLogger(__name__)
 
 TRANSACTION_TIMEOUT_MS_DEFAULT = 60_000
+PARTITION_CALL_THREADS = 4  # count_entries calls of one decision at once, beside the caller's
 COMPLETION_WAIT_MS = 5_000  # how long begin/init wait for the previous transaction to complete
 # Kafka's rule (TransactionMetadata.isProducerEpochExhausted, KIP-360): a producer id whose
 # generation reached Short.MAX_VALUE - 1 gets no further bump; its transactional id takes a
@@ -166,6 +170,9 @@ class Coordinator:
         # answers once the journal is durable up to it (``_wait_durable``).
         self._written_end = 0
         self._counting: set[int] = set()  # commits counting entries: no partition may join
+        # The count_entries of a commit's (or abort's) partitions, side by side; made at
+        # the first transaction over two partitions or more.
+        self._calls_pool: ThreadPoolExecutor | None = None
         self._completion = CompletionWorker(
             partition_index,
             self._lock,
@@ -568,7 +575,8 @@ class Coordinator:
     def _freeze_for_abort(self, transaction_id: int, partitions: list[TopicPartition]) -> None:
         """count_entries for its freeze only: an abort is decided whatever a partition
         answers (APPLY_ABORT freezes it again before it drops the entries)."""
-        for topic_partition in partitions:
+
+        def freeze(topic_partition: TopicPartition) -> None:
             request = CountEntries(
                 transaction_id, topic_partition, self._epochs_for(topic_partition)
             )
@@ -582,6 +590,25 @@ class Coordinator:
                     error,
                 )
 
+        self._side_by_side(freeze, partitions)
+
+    def _side_by_side(
+        self, call: Callable[[TopicPartition], None], partitions: list[TopicPartition]
+    ) -> None:
+        """``call`` on every partition at once (on a cluster most are remote: one round
+        trip for all instead of one after another); raises the first failure."""
+        if len(partitions) > 1 and self._calls_pool is None:
+            self._calls_pool = ThreadPoolExecutor(
+                max_workers=PARTITION_CALL_THREADS,
+                thread_name_prefix=f"txn-calls-{self.partition_index}",
+            )
+        pool = self._calls_pool
+        if pool is None:
+            for topic_partition in partitions:
+                call(topic_partition)
+            return
+        run_side_by_side(pool, [functools.partial(call, p) for p in partitions])
+
     def _count_entries(
         self, transaction_id: int, partitions: list[TopicPartition], sent: set[TopicPartition]
     ) -> tuple[tuple[TopicPartition, int], ...]:
@@ -593,12 +620,18 @@ class Coordinator:
         damaged. Either way the commit cannot be what the producer sent; nothing is
         written and the producer aborts.
         """
-        journaled = []
-        for topic_partition in partitions:
+        counts: dict[TopicPartition, int] = {}
+
+        def count(topic_partition: TopicPartition) -> None:
             request = CountEntries(
                 transaction_id, topic_partition, self._epochs_for(topic_partition)
             )
-            entries = self._applier.count_entries(request).entry_count
+            counts[topic_partition] = self._applier.count_entries(request).entry_count
+
+        self._side_by_side(count, partitions)
+        journaled = []
+        for topic_partition in partitions:
+            entries = counts[topic_partition]
             if entries == 0 and topic_partition in sent:
                 raise TransactionDataMissingError(
                     f"transaction {transaction_id}: {topic_partition} "
@@ -795,11 +828,18 @@ class Coordinator:
     def abandon(self) -> None:
         """Stop as a crash would: no completion is finished, nothing more is written."""
         self._completion.abandon()
+        self._close_calls_pool()
         self.journal.close()
 
     def close(self) -> None:
         self._completion.close()
+        self._close_calls_pool()
         self.journal.close()
+
+    def _close_calls_pool(self) -> None:
+        pool, self._calls_pool = self._calls_pool, None
+        if pool is not None:
+            pool.shutdown(wait=False)
 
 
 def _check_batches_written(

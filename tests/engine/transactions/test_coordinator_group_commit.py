@@ -8,12 +8,17 @@ import threading
 from pathlib import Path
 
 import pytest
-from coordinator_support import A0, RecordingApplier, make
+from coordinator_support import A0, B1, RecordingApplier, make
 
 import twinlog.engine.log.segment_list as segment_list_module
 from twinlog.engine.base.errors import LogClosedError
 from twinlog.engine.base.types import TransactionState
-from twinlog.engine.transactions.partition_calls import CallEpochs, RegisterPartition
+from twinlog.engine.transactions.partition_calls import (
+    CallEpochs,
+    CountEntries,
+    EntryCount,
+    RegisterPartition,
+)
 
 WAIT_S = 10
 PRODUCERS = 6
@@ -178,4 +183,32 @@ def test_the_low_watermark_moves_past_a_transaction_only_once_its_end_is_durable
     fsyncs.release.set()
     reader.join(WAIT_S)
     assert answers and answers[0] > transaction_id
+    coordinator.close()
+
+
+class MeetingApplier(RecordingApplier):
+    """count_entries on A0 returns only once B1's has begun: one after another, it never
+    would."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.b1_counting = threading.Event()
+
+    def count_entries(self, request: CountEntries) -> EntryCount:
+        if request.topic_partition == B1:
+            self.b1_counting.set()
+        elif not self.b1_counting.wait(WAIT_S):
+            raise AssertionError("the partitions were counted one after another")
+        return super().count_entries(request)
+
+
+def test_a_commit_counts_its_partitions_side_by_side(tmp_path: Path) -> None:
+    """On a cluster most partitions are led elsewhere: one round trip for all of them."""
+    coordinator, applier = make(tmp_path, MeetingApplier())
+    producer = coordinator.init_producer("app", 60_000)
+    ids = producer.producer_id, producer.producer_generation
+    transaction_id = coordinator.begin(*ids)
+    coordinator.add_partitions(transaction_id, *ids, [A0, B1])
+    coordinator.commit(transaction_id, *ids)
+    assert _wait_until(lambda: len(applier.calls) == 2)
     coordinator.close()
