@@ -6,37 +6,18 @@ import threading
 from pathlib import Path
 
 import pytest
+from fsync_support import HeldFsync
 from log_support import make_batch
 
-import twinlog.engine.log.segment_list as segment_list_module
 from twinlog.engine.log import DataLog, GroupFlush, LogConfig
 
 WAIT_S = 10
 
 
-class CountingFsync:
-    """Counts the fsyncs of ``flush_beside_appends``; the first one can be held."""
-
-    def __init__(self, monkeypatch: pytest.MonkeyPatch, hold_first: bool = False) -> None:
-        self.real = segment_list_module.fsync_segment_fd
-        self.count = 0
-        self.entered = threading.Event()
-        self.release = threading.Event()
-        if not hold_first:
-            self.release.set()
-        monkeypatch.setattr(segment_list_module, "fsync_segment_fd", self)
-
-    def __call__(self, fd: int) -> None:
-        self.count += 1
-        self.entered.set()
-        assert self.release.wait(WAIT_S)
-        self.real(fd)
-
-
 def test_a_deferred_append_is_not_fsynced_until_a_wait(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    fsyncs = CountingFsync(monkeypatch)
+    fsyncs = HeldFsync(monkeypatch, held=False)
     with DataLog.open(tmp_path, LogConfig(flush_policy="every_append")) as log:
         flush = GroupFlush(log)
         log.append_as_leader(make_batch(), defer_flush=True)
@@ -50,7 +31,7 @@ def test_a_deferred_append_is_not_fsynced_until_a_wait(
 def test_writers_waiting_behind_an_fsync_share_the_next_one(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    fsyncs = CountingFsync(monkeypatch, hold_first=True)
+    fsyncs = HeldFsync(monkeypatch)
     with DataLog.open(tmp_path, LogConfig(flush_policy="every_append")) as log:
         flush = GroupFlush(log)
         write_lock = threading.Lock()  # as the coordinator's: held to append, not to wait
@@ -84,7 +65,7 @@ def test_writers_waiting_behind_an_fsync_share_the_next_one(
 
 
 def test_a_cut_tail_is_fsynced_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    fsyncs = CountingFsync(monkeypatch)
+    fsyncs = HeldFsync(monkeypatch, held=False)
     with DataLog.open(tmp_path, LogConfig(flush_policy="every_append")) as log:
         flush = GroupFlush(log)
         for tag in range(3):

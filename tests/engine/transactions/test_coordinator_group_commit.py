@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from coordinator_support import A0, B1, RecordingApplier, make
+from fsync_support import HeldFsync
 
 import twinlog.engine.log.segment_list as segment_list_module
 from twinlog.engine.base.errors import LogClosedError
@@ -22,23 +23,6 @@ from twinlog.engine.transactions.partition_calls import (
 
 WAIT_S = 10
 PRODUCERS = 6
-
-
-class HeldFsync:
-    """The journal's group fsync; the first one is held until ``release``."""
-
-    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.real = segment_list_module.fsync_segment_fd
-        self.count = 0
-        self.entered = threading.Event()
-        self.release = threading.Event()
-        monkeypatch.setattr(segment_list_module, "fsync_segment_fd", self)
-
-    def __call__(self, fd: int) -> None:
-        self.count += 1
-        self.entered.set()
-        assert self.release.wait(WAIT_S)
-        self.real(fd)
 
 
 def _wait_until(condition: object, timeout_s: float = WAIT_S) -> bool:
