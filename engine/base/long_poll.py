@@ -13,7 +13,11 @@ change) calls ``wake(key)``; a closing broker calls ``wake_all()``. The waiter i
 registered before it reads, so a wake between its read and its sleep is never lost.
 
 A waiter has one event of its own, woken only by its keys: a partition's append wakes the
-readers of that partition, not every reader of the broker.
+readers of that partition, not every reader of the broker. It also learns which of its
+keys were woken: a reader of many keys may pass ``read_again(woken_keys)``, called
+instead of ``read()`` after a wake, to read only those again (a follower's fetch of every
+partition it follows from a leader, where one append used to re-read them all). A wake
+by ``wake_all``, and the safety net of ``slice_s``, still call ``read()``.
 
 Thread rule: any thread; ``_lock`` guards the table of waiters, held only to add, remove
 and wake (never while reading).
@@ -29,24 +33,45 @@ from typing import TypeVar
 Result = TypeVar("Result")
 
 
+class _Waiter:
+    """One poll's event, and the keys woken since it last read (``_lock`` guards them)."""
+
+    __slots__ = ("event", "everything", "keys")
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+        self.keys: set[Hashable] = set()
+        self.everything = False  # woken by wake_all: read all again
+
+    def take(self) -> tuple[set[Hashable], bool]:
+        """The keys woken and whether everything was (lock held); cleared, with the
+        event, so a wake from here on is seen by the next wait."""
+        keys, everything = self.keys, self.everything
+        self.keys, self.everything = set(), False
+        self.event.clear()
+        return keys, everything
+
+
 class LongPoll:
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        # key -> the events of the waiters reading it (an entry is removed when empty)
-        self._waiting: dict[Hashable, set[threading.Event]] = {}
+        # key -> the waiters reading it (an entry is removed when empty)
+        self._waiting: dict[Hashable, set[_Waiter]] = {}
 
     def wake(self, key: Hashable) -> None:
         """Something a reader of ``key`` may see changed: its waiters read again."""
         with self._lock:
-            for woken in self._waiting.get(key, ()):
-                woken.set()
+            for waiter in self._waiting.get(key, ()):
+                waiter.keys.add(key)
+                waiter.event.set()
 
     def wake_all(self) -> None:
         """Every waiter reads again (a closing broker: they see it and return)."""
         with self._lock:
             for waiters in self._waiting.values():
-                for woken in waiters:
-                    woken.set()
+                for waiter in waiters:
+                    waiter.everything = True
+                    waiter.event.set()
 
     def poll(
         self,
@@ -55,32 +80,42 @@ class LongPoll:
         enough: Callable[[Result], bool],
         max_wait_s: float,
         slice_s: float | None = None,
+        read_again: Callable[[set[Hashable]], Result] | None = None,
     ) -> Result:
         """``read()`` until ``enough`` of it, or ``max_wait_s`` has passed: the last read.
         ``slice_s``: read again at least this often even if no key is woken (a safety net
-        for a change nobody wakes). What ``read`` raises ends the poll."""
+        for a change nobody wakes). ``read_again(woken_keys)``: after a wake of some keys,
+        called instead of ``read()`` (the caller keeps the rest of its last read). What
+        either raises ends the poll."""
         deadline_s = time.monotonic() + max(0.0, max_wait_s)
         result = read()  # the common case (data there, or no wait) costs no registration
         if enough(result) or max_wait_s <= 0:
             return result
-        woken = threading.Event()
+        waiter = _Waiter()
         with self._lock:
             for key in keys:
-                self._waiting.setdefault(key, set()).add(woken)
+                self._waiting.setdefault(key, set()).add(waiter)
         try:
+            result = read()  # registered now: a wake from here on is not lost
             while True:
-                woken.clear()  # a wake from here on is seen by the wait below
-                result = read()
                 remaining_s = deadline_s - time.monotonic()
                 if enough(result) or remaining_s <= 0:
                     return result
-                woken.wait(remaining_s if slice_s is None else min(remaining_s, slice_s))
+                woke = waiter.event.wait(
+                    remaining_s if slice_s is None else min(remaining_s, slice_s)
+                )
+                with self._lock:
+                    woken_keys, everything = waiter.take()
+                if read_again is not None and woke and woken_keys and not everything:
+                    result = read_again(woken_keys)
+                else:
+                    result = read()
         finally:
             with self._lock:
                 for key in keys:
                     waiters = self._waiting.get(key)
                     if waiters is not None:
-                        waiters.discard(woken)
+                        waiters.discard(waiter)
                         if not waiters:
                             del self._waiting[key]
 

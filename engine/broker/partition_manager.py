@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from pathlib import Path
 
 from twinlog.engine.base.errors import TwinlogError, UnknownTopicOrPartitionError
@@ -211,9 +211,22 @@ class PartitionManager:
         answer, waiting up to ``max_wait_ms`` while none has anything new for it (a long
         poll, woken by appends and high-watermark moves)."""
         keys = [TopicPartition(*wanted.topic_partition) for wanted in request.partitions]
+        last: list[FetchedPartition] = []  # the answers of the latest read, in request order
 
         def read() -> list[FetchedPartition]:
-            return [self._replica_read(request, wanted, now_ms()) for wanted in request.partitions]
+            now = now_ms()
+            last[:] = [self._replica_read(request, wanted, now) for wanted in request.partitions]
+            return list(last)
+
+        def read_again(woken: set[Hashable]) -> list[FetchedPartition]:
+            # Only the woken partitions' logs: the others' answers stand (their fetch
+            # offsets were recorded by the first read; a move of their high watermark
+            # would have woken them too).
+            now = now_ms()
+            for index, key in enumerate(keys):
+                if key in woken:
+                    last[index] = self._replica_read(request, request.partitions[index], now)
+            return list(last)
 
         def enough(answers: list[FetchedPartition]) -> bool:
             # Followers learn a moved high watermark with their next batches, or when the
@@ -225,7 +238,12 @@ class PartitionManager:
         # Read again every REPLICA_POLL_SLICE_S anyway: a partition opened meanwhile (a topic
         # created) wakes nobody yet.
         return self.replication.long_poll.poll(
-            keys, read, enough, max(0, request.max_wait_ms) / 1000, REPLICA_POLL_SLICE_S
+            keys,
+            read,
+            enough,
+            max(0, request.max_wait_ms) / 1000,
+            REPLICA_POLL_SLICE_S,
+            read_again,
         )
 
     def _replica_read(

@@ -96,3 +96,48 @@ def test_what_read_raises_ends_the_poll_and_unregisters() -> None:
     with pytest.raises(ValueError, match="gone"):
         long_poll.poll(["p0"], read, bool, max_wait_s=10)
     assert long_poll.waiting_count() == 0
+
+
+def test_read_again_reads_only_the_woken_keys_and_a_slice_reads_all() -> None:
+    """A follower's fetch of many partitions: one partition's append re-reads that one."""
+    long_poll = LongPoll()
+    data: dict[str, list[int]] = {"p0": [], "p1": [], "p2": []}
+    full_reads = 0
+    read_again_keys: list[set[object]] = []
+
+    def read() -> dict[str, list[int]]:
+        nonlocal full_reads
+        full_reads += 1
+        return {key: list(values) for key, values in data.items()}
+
+    def read_again(woken: set[object]) -> dict[str, list[int]]:
+        read_again_keys.append(set(woken))
+        return {key: list(values) for key, values in data.items()}
+
+    def append_to_p1() -> None:
+        data["p1"].append(7)
+        long_poll.wake("p1")
+
+    threading.Timer(0.2, append_to_p1).start()
+    result = long_poll.poll(
+        list(data),
+        read,
+        lambda answer: any(answer.values()),
+        max_wait_s=10,
+        read_again=read_again,
+    )
+    assert result["p1"] == [7]
+    assert full_reads == 2  # before and after registering; the wake re-read p1 alone
+    assert read_again_keys == [{"p1"}]
+    # No wake at all: the slice's safety net reads everything again.
+    full_reads = 0
+    long_poll.poll(
+        ["p3"], read, lambda _: False, max_wait_s=0.35, slice_s=0.1, read_again=read_again
+    )
+    assert full_reads >= 4 and read_again_keys == [{"p1"}]
+    # wake_all (a closing broker) reads everything too.
+    full_reads = 0
+    threading.Timer(0.1, long_poll.wake_all).start()
+    long_poll.poll(["p3"], read, lambda _: full_reads >= 3, max_wait_s=10, read_again=read_again)
+    assert full_reads == 3 and read_again_keys == [{"p1"}]
+    assert long_poll.waiting_count() == 0
