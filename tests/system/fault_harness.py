@@ -79,6 +79,7 @@ from pathlib import Path
 
 from twinlog.engine.base.errors import (
     AuthorizationError,
+    InvalidConfigError,
     InvalidTxnStateError,
     ProducerFencedError,
     TopicExistsError,
@@ -708,7 +709,10 @@ class TransactionalWorker(Worker):
         try:
             if impatient:
                 producer.flush()  # the sends keep their retries; only the commit is one-shot
-                producer.retry = RetryPolicy(timeout_ms=0)
+                # One attempt: the first retry's pause (40 ms or more) is already past
+                # a 1 ms budget. (0 is refused since the policy's rules check it: for a
+                # while every impatient commit failed there and counted as "unknown".)
+                producer.retry = RetryPolicy(timeout_ms=1)
             if hasty and deadline_s is not None:
                 broker.timeout_s = self.rng.uniform(*self.settings.hasty_deadline_ms) / 1000
             producer.commit_transaction()
@@ -720,6 +724,8 @@ class TransactionalWorker(Worker):
                 txn.reason = "timed out" if expect_timeout else "aborted by the server"
             else:
                 txn.reason = f"{type(error).__name__}: {error}"
+        except InvalidConfigError:
+            raise  # the harness's own call was wrong: a worker error, never an outcome
         except TwinlogError as error:
             txn.reason = f"{type(error).__name__}: {str(error)[:160]}"
         else:
