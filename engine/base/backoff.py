@@ -32,6 +32,11 @@ from dataclasses import dataclass
 
 from twinlog.engine.base.config_rules import ConfigRules, Number
 
+# The jitter's own generator, not the ``random`` module's shared one: a retry loop on a
+# background thread then never draws from (or reseeds) state that an application, or a
+# test framework that manages it per example (Hypothesis), relies on.
+_JITTER = random.Random()
+
 
 @dataclass(frozen=True)
 class Backoff:
@@ -46,7 +51,7 @@ class Backoff:
     def delay_ms(self, attempt: int, rng: random.Random | None = None) -> float:
         """The pause before retry number ``attempt`` (1: the first), in milliseconds.
 
-        ``rng``: where the jitter comes from (None: the ``random`` module's)."""
+        ``rng``: where the jitter comes from (None: this module's own generator)."""
         if attempt < 1:
             raise ValueError(f"retries are counted from 1, got {attempt}")
         initial_ms = min(self.initial_ms, self.max_ms)
@@ -58,7 +63,7 @@ class Backoff:
             steps_max = math.ceil(math.log(self.max_ms / initial_ms, self.multiplier))
             base_ms = min(initial_ms * self.multiplier ** min(attempt - 1, steps_max), self.max_ms)
         if self.jitter:
-            uniform = random.uniform if rng is None else rng.uniform
+            uniform = _JITTER.uniform if rng is None else rng.uniform
             base_ms *= uniform(1 - self.jitter, 1 + self.jitter)
         return min(base_ms, self.max_ms)
 

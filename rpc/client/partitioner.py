@@ -50,13 +50,16 @@ class StickyPartitioner:
 
     def __init__(self) -> None:
         self._sticky: dict[str, int] = {}
+        # Its own generator: a producer's sender thread never draws from the ``random``
+        # module's shared state, which the application (or Hypothesis) may manage.
+        self._random = random.Random()
 
     def partition(self, topic: str, key: bytes | None, partitions: int) -> int:
         if key is not None:
             return partition_for_key(key, partitions)
         current = self._sticky.get(topic)
         if current is None or current >= partitions:
-            current = self._sticky[topic] = random.randrange(partitions)  # as Kafka's
+            current = self._sticky[topic] = self._random.randrange(partitions)  # as Kafka's
         return current
 
     def batch_closed(self, topic: str, partition: int, partitions: int) -> None:

@@ -94,3 +94,14 @@ def test_retries_are_counted_from_one() -> None:
 def test_a_policy_is_a_value() -> None:
     assert Backoff(50, 1_000) == Backoff(50, 1_000)
     assert Backoff(50, 1_000) != Backoff(50, 1_000, jitter=0)
+
+
+def test_the_jitter_leaves_the_random_modules_state_alone() -> None:
+    """Retry loops run on background threads (clients, fetchers); drawing from the shared
+    ``random`` state there would change it under whoever manages it, and Hypothesis
+    warns (an error here) when it changes during an example."""
+    random.seed(7)
+    state = random.getstate()
+    delays = {Backoff(50, 1_000).delay_ms(2) for _ in range(20)}
+    assert random.getstate() == state
+    assert len(delays) > 1  # still jittered

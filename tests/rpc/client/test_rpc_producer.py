@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import random
 import threading
 import time
 
@@ -159,6 +160,16 @@ def test_sticky_partitioner() -> None:
     partitioner.batch_closed("t", first, 4)
     assert partitioner.partition("t", None, 4) == (first + 1) % 4
     assert partitioner.partition("t", b"key", 4) == partition_for_key(b"key", 4)
+
+
+def test_the_sticky_partitioner_leaves_the_random_modules_state_alone() -> None:
+    """A producer's sender thread picks partitions; the shared ``random`` state is the
+    application's (and Hypothesis's, which warns, an error here, if it changes)."""
+    random.seed(11)
+    state = random.getstate()
+    picked = {StickyPartitioner().partition("t", None, 64) for _ in range(20)}
+    assert random.getstate() == state
+    assert len(picked) > 1  # still random
 
 
 @pytest.mark.parametrize(
