@@ -5,6 +5,12 @@ One ZooKeeper and one three-broker ``FaultCluster`` serve every test of this fol
 the cluster healed (every link flowing, every broker running and registered) and a
 topic of its own, and leaves whatever it broke for the next test's heal. A failing
 test prints the brokers' logs.
+
+The cluster is closed after this folder's last test in the run, not at the end of the
+session: its ZooKeeper client and fault proxies are threads of the test process, and
+kazoo's reconnect loop draws from the ``random`` module's shared state, which
+Hypothesis (in the tests that may run after these, in another order) takes as its own
+and refuses to see changed.
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ from __future__ import annotations
 import shutil
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from cluster_faults import FaultCluster
@@ -29,6 +36,31 @@ def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalZooKeep
         yield server
 
 
+HERE = Path(__file__).parent
+LAST_TEST = pytest.StashKey[str]()  # node id of this folder's last test in the run's order
+OPEN_CLUSTERS: list[FaultCluster] = []  # the shared cluster while it is open
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    mine = [item for item in items if HERE in Path(item.path).parents]
+    if mine:
+        config.stash[LAST_TEST] = mine[-1].nodeid
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    result = yield
+    if item.nodeid == item.config.stash.get(LAST_TEST, None):
+        _close_shared_cluster()
+    return result
+
+
+def _close_shared_cluster() -> None:
+    while OPEN_CLUSTERS:
+        OPEN_CLUSTERS.pop().close()
+
+
 @pytest.fixture(scope="session")
 def shared_cluster(
     tmp_path_factory: pytest.TempPathFactory, zookeeper: LocalZooKeeper
@@ -36,11 +68,12 @@ def shared_cluster(
     cluster = FaultCluster(
         tmp_path_factory.mktemp("cluster"), zookeeper.connect_string, uuid.uuid4().hex[:12]
     )
+    OPEN_CLUSTERS.append(cluster)
     try:
         cluster.start()
         yield cluster
     finally:
-        cluster.close()
+        _close_shared_cluster()  # unless this folder's last test closed it already
 
 
 @pytest.hookimpl(wrapper=True)
