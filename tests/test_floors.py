@@ -17,6 +17,7 @@ OUTSIDE_FLOORS = {
     "twinlog.rpc",
     "twinlog.connectors",
     "twinlog.rpc.codegen",  # `make proto`: regenerates rpc/generated, never imported at run time
+    "twinlog.setup",  # the build's script (setup.py), left out of the wheel
 }
 
 

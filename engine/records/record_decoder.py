@@ -16,12 +16,21 @@ record's index and a byte position in the (decompressed) records section, never
 IndexError, struct.error or UnicodeDecodeError. Offset deltas must climb strictly
 (compaction leaves gaps, never repeats): otherwise a consumer would see offsets
 3, 2, 4, 4, 4.
+
+Two twins, one answer: ``decode_records_python`` below is the reference;
+``_record_decoder_c.decode_into`` (Cython, built by setup.py) walks the same grammar
+in C and, on any byte the reference would refuse, hands the section back to the
+reference, which words the refusal. ``decode_records`` uses the compiled one when it
+is built and ``TWINLOG_NO_EXTENSIONS`` is not set (``engine.base.extensions``); the
+differential tests (tests/engine/records/test_record_decoder_twins.py) run both on
+the same bytes.
 """
 
 from __future__ import annotations
 
 from typing import Any, cast
 
+from twinlog.engine.base import extensions
 from twinlog.engine.base.errors import CorruptBatchError, InvalidRecordError
 from twinlog.engine.records.batch_format import BatchHeader
 from twinlog.engine.records.varint import VARINT_BYTES_MAX, VARLONG_BYTES_MAX, decode_varint
@@ -119,6 +128,10 @@ def _corrupt(header: BatchHeader, index: int, position: int, problem: str) -> In
 # after record_count records. Varints are zig-zag: (raw >> 1) ^ -(raw & 1).
 
 
+_COMPILED = extensions.load("twinlog.engine.records._record_decoder_c")
+COMPILED = _COMPILED is not None  # is decode_records the compiled twin?
+
+
 def decode_records(
     section: bytes | memoryview,
     header: BatchHeader,
@@ -127,7 +140,55 @@ def decode_records(
     keep_values: bool = True,
     views: bool = False,
 ) -> RecordColumns:
-    """Decode the ``header.record_count`` records of ``section`` (decompressed) into ``columns``.
+    """Decode the ``header.record_count`` records of ``section`` (decompressed) into
+    ``columns``: ``decode_records_python``'s answer, from the compiled twin when built."""
+    if _COMPILED is None:
+        return decode_records_python(section, header, columns, keep_values=keep_values, views=views)
+    if columns is None:
+        columns = RecordColumns()
+    if type(section) is not bytes and not views:
+        section = bytes(section)
+    if _COMPILED.decode_into(
+        section,
+        header.base_offset,
+        header.first_timestamp_ms,
+        header.last_offset_delta,
+        header.record_count,
+        columns,
+        keep_values,
+    ):
+        return columns
+    # A refusal (or an int64 oddity): the reference decides, with its message.
+    return decode_records_python(section, header, columns, keep_values=keep_values, views=views)
+
+
+def check_records(section: bytes | memoryview, header: BatchHeader) -> bool:
+    """Check every record of ``section`` as ``decode_records`` decodes it, keeping nothing
+    (the door of produce: the batch itself is what gets written). True if every record has
+    a key, False if one has a null key; InvalidRecordError as ``decode_records`` raises it."""
+    if _COMPILED is not None:
+        verdict = _COMPILED.check_records(section, header.last_offset_delta, header.record_count)
+        if verdict >= 0:
+            return bool(verdict)
+    return check_records_python(section, header)
+
+
+def check_records_python(section: bytes | memoryview, header: BatchHeader) -> bool:
+    """The reference of ``check_records``: the records decoded, values not kept, nothing
+    copied."""
+    columns = decode_records_python(section, header, keep_values=False, views=True)
+    return None not in columns.keys
+
+
+def decode_records_python(
+    section: bytes | memoryview,
+    header: BatchHeader,
+    columns: RecordColumns | None = None,
+    *,
+    keep_values: bool = True,
+    views: bool = False,
+) -> RecordColumns:
+    """The reference. Decode the ``header.record_count`` records of ``section`` (decompressed) into ``columns``.
 
     Appends to ``columns`` (a new RecordColumns if None) and returns it. Raises
     InvalidRecordError for any malformed record; ``columns`` may then hold the

@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from twinlog import __version__
+from twinlog.engine.base import extensions
 from twinlog.engine.base.errors import TwinlogError
 from twinlog.rpc.cli.interrupts import EXIT_INTERRUPTED
 
@@ -92,7 +93,11 @@ def build_parser() -> argparse.ArgumentParser:
         "  seq 1 5 | twinlog produce orders",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--version", action="version", version=f"twinlog {__version__}")
+    parser.add_argument(
+        "--version",
+        action="version",
+        version=f"twinlog {__version__}, hot loops: {extensions.describe()}",
+    )
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     cli_serve.register(subparsers)
     cli_topics.register(subparsers)

@@ -335,6 +335,7 @@ def serve(
     opens another front end on the same broker once the server serves (given the
     cluster, if any); a cluster broker registers its address, then it starts. It is
     stopped before the server stops."""
+    from twinlog.engine.base import extensions
     from twinlog.engine.base.allocator import keep_freed_memory
     from twinlog.engine.base.collector import freeze_startup_objects
     from twinlog.engine.base.crc32c import IMPLEMENTATION, USING_C_EXTENSION
@@ -361,7 +362,9 @@ def serve(
         files = cluster.inter_broker.tls_files
         if files is not None:
             broker_tls = BrokerTls.load(cluster.broker_id, *files)
-    settings = f"crc32c: {IMPLEMENTATION}; {keep_freed_memory()}"
+    settings = (
+        f"crc32c: {IMPLEMENTATION}; hot loops: {extensions.describe()}; {keep_freed_memory()}"
+    )
     if not USING_C_EXTENSION and IMPLEMENTATION.startswith("crcmod"):
         log.warning(
             "crcmod runs without its C extension: every CRC check is ~45x slower. Install "

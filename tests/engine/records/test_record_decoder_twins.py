@@ -1,0 +1,265 @@
+"""The record decoder's two twins on the same bytes: the compiled ``decode_into`` decodes
+exactly what the Python reference decodes and refuses exactly what it refuses (handing the
+section back untouched, so that the reference words the one message), and its
+``check_records`` (the door's check, keeping nothing) accepts and refuses the same; ``decode_records``
+answers as the reference does with either in use; ``TWINLOG_NO_EXTENSIONS`` forces the
+reference; and an install without a C compiler still succeeds, with the reference."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from record_sections import DAMAGED, batch_of, damaged_sections, header_of
+
+from twinlog.engine.base import extensions
+from twinlog.engine.base.errors import CorruptBatchError
+from twinlog.engine.records import record_decoder
+from twinlog.engine.records.batch_builder import encode_record
+from twinlog.engine.records.batch_format import BatchHeader, validate_batch
+from twinlog.engine.records.record_decoder import (
+    RecordColumns,
+    check_records,
+    decode_records,
+    decode_records_python,
+)
+from twinlog.engine.records.varint import encode_varint
+
+CHECKOUT = Path(__file__).resolve().parents[3]
+COMPILED_NAME = "twinlog.engine.records._record_decoder_c"
+
+
+def _compiled() -> ModuleType:
+    """The compiled twin, whatever the environment says (an install builds it: a test
+    environment without it is a broken install, not a reason to skip)."""
+    return importlib.import_module(COMPILED_NAME)
+
+
+def _rows(columns: RecordColumns) -> list[list[Any]]:
+    return [
+        columns.ends,
+        columns.offsets,
+        columns.timestamps_ms,
+        [None if k is None else (type(k), bytes(k)) for k in columns.keys],
+        [None if v is None else (type(v), bytes(v)) for v in columns.values],
+        columns.headers,
+    ]
+
+
+def _reference(section: Any, header: BatchHeader, keep_values: bool, views: bool) -> Any:
+    """The reference's records (as rows) over one pre-filled row, or its refusal's text."""
+    columns = _prefilled()
+    try:
+        decode_records_python(section, header, columns, keep_values=keep_values, views=views)
+    except CorruptBatchError as error:
+        return str(error)
+    return _rows(columns)
+
+
+def _prefilled() -> RecordColumns:
+    """Columns already holding a row: both twins append, and a refusal must leave it."""
+    columns = RecordColumns()
+    columns.ends.append(7)
+    columns.offsets.append(1)
+    columns.timestamps_ms.append(2)
+    columns.keys.append(b"held")
+    columns.values.append(None)
+    columns.headers.append(())
+    return columns
+
+
+def _assert_twins_agree(section: bytes, header: BatchHeader) -> None:
+    compiled = _compiled()
+    for views in (False, True):
+        for keep_values in (False, True):
+            given_section: Any = memoryview(section) if views else section
+            expected = _reference(given_section, header, keep_values, views)
+            columns = _prefilled()
+            accepted = compiled.decode_into(
+                given_section,
+                header.base_offset,
+                header.first_timestamp_ms,
+                header.last_offset_delta,
+                header.record_count,
+                columns,
+                keep_values,
+            )
+            checked = compiled.check_records(
+                given_section, header.last_offset_delta, header.record_count
+            )
+            if isinstance(expected, str):  # the reference refused it
+                assert checked == -1, (section.hex(), header, expected)
+                assert not accepted, (section.hex(), header, expected)
+                assert _rows(columns) == _rows(_prefilled())  # handed back untouched
+            else:
+                assert accepted, (section.hex(), header, expected)
+                assert _rows(columns) == expected
+                keyed = None not in expected[3][1:]  # past the pre-filled row
+                assert checked == (1 if keyed else 0)
+                assert check_records(given_section, header) is keyed
+                if views:  # views of the caller's buffer, never copies
+                    for part in columns.keys[1:] + columns.values[1:]:
+                        assert part is None or part.obj is given_section.obj
+            # and the one entry point answers as the reference, refusal text included
+            try:
+                answer: Any = _rows(
+                    decode_records(
+                        given_section, header, _prefilled(), keep_values=keep_values, views=views
+                    )
+                )
+            except CorruptBatchError as error:
+                answer = str(error)
+            assert answer == expected
+
+
+def test_the_installed_decoder_is_the_compiled_one() -> None:
+    """CI installs with a C compiler: the compiled twin must be what runs."""
+    if extensions.disabled():
+        pytest.fail(f"{extensions.NO_EXTENSIONS_ENV} is set: this run checks the build")
+    assert record_decoder.COMPILED, extensions.describe()
+    assert extensions.describe() == "compiled (record decoder)"
+
+
+def test_pinned_records_decode_alike() -> None:
+    section = bytes.fromhex("1a 00 00 00 04 6b31 0a 68656c6c6f 00 14 00 0a 02 01 01 02 0268 0276")
+    _assert_twins_agree(section, header_of(2, 1))
+
+
+@pytest.mark.parametrize(("section", "record_count", "last_offset_delta", "message"), DAMAGED)
+def test_damaged_records_refused_alike(
+    section: bytes, record_count: int, last_offset_delta: int, message: str
+) -> None:
+    header = validate_batch(batch_of(section, record_count, last_offset_delta))
+    _assert_twins_agree(section, header)
+    with pytest.raises(CorruptBatchError, match=message):
+        decode_records(section, header)
+    with pytest.raises(CorruptBatchError, match=message):
+        check_records(section, header)
+
+
+@pytest.mark.parametrize("value_bytes", [0, 1, 63, 64, 127, 128, 8191, 8192, 1 << 20])
+def test_every_varint_width_decodes_alike(value_bytes: int) -> None:
+    record = encode_record(5, -(1 << 40), b"k" * 200, b"v" * value_bytes, [("h", b"x" * 70)])
+    _assert_twins_agree(record, header_of(1, 5))
+
+
+def test_the_longest_timestamp_varints_decode_alike() -> None:
+    """Ten-byte varlongs near both ends of int64 (their sums with the first timestamp still
+    in it), and one a bit beyond (refused by both)."""
+    room_ms = 1 << 42  # more than the first timestamp
+    for delta in (-(1 << 63) + room_ms, (1 << 63) - room_ms, -1, 1 << 62):
+        _assert_twins_agree(encode_record(0, delta, None, None, None), header_of(1, 0))
+    beyond = encode_varint(15) + b"\x00" + b"\xff" * 9 + b"\x03" + b"\x00\x01\x01\x00"
+    _assert_twins_agree(beyond, header_of(1, 0))
+
+
+def test_sums_beyond_int64_are_left_to_the_reference() -> None:
+    """A timestamp or offset Python's integers hold and int64 cannot: the compiled twin
+    hands it back, and ``decode_records`` answers with the reference's integers."""
+    header = header_of(2, 1)
+    late = header._replace(first_timestamp_ms=(1 << 63) - 2)
+    section = encode_record(0, 1, None, None, None) + encode_record(1, 5, None, None, None)
+    far = header._replace(base_offset=(1 << 63) - 1)
+    for odd in (late, far):
+        assert not _compiled().decode_into(
+            section,
+            odd.base_offset,
+            odd.first_timestamp_ms,
+            odd.last_offset_delta,
+            odd.record_count,
+            RecordColumns(),
+            True,
+        )
+        assert _rows(decode_records(section, odd)) == _rows(decode_records_python(section, odd))
+    assert decode_records(section, late).timestamps_ms == [(1 << 63) - 1, (1 << 63) + 3]
+
+
+@settings(max_examples=500, deadline=None)
+@given(damaged=damaged_sections())
+def test_any_section_decodes_or_is_refused_alike(damaged: tuple[bytes, int, int]) -> None:
+    section, record_count, last_offset_delta = damaged
+    _assert_twins_agree(section, validate_batch(batch_of(section, record_count, last_offset_delta)))
+
+
+@settings(max_examples=200, deadline=None)
+@given(noise=st.binary(max_size=64), record_count=st.integers(0, 4), spare=st.integers(0, 2))
+def test_noise_is_refused_alike(noise: bytes, record_count: int, spare: int) -> None:
+    last_offset_delta = max(record_count - 1, 0) + spare
+    _assert_twins_agree(noise, validate_batch(batch_of(noise, record_count, last_offset_delta)))
+
+
+def test_no_extensions_forces_the_reference() -> None:
+    code = (
+        "from twinlog.engine.records import record_decoder as r; "
+        "from twinlog.engine.base import extensions as e; print(r.COMPILED, e.describe())"
+    )
+    environment = {**os.environ, extensions.NO_EXTENSIONS_ENV: "1"}
+    forced = subprocess.run(
+        [sys.executable, "-c", code], env=environment, capture_output=True, text=True, timeout=60
+    )
+    assert forced.returncode == 0, forced.stderr
+    assert forced.stdout.strip() == (
+        "False pure Python (record decoder: TWINLOG_NO_EXTENSIONS is set)"
+    )
+    version = subprocess.run(
+        [sys.executable, "-m", "twinlog.rpc.cli", "--version"],
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert "hot loops: pure Python (record decoder" in version.stdout, version
+
+
+@pytest.mark.slow
+def test_an_install_without_a_compiler_builds_the_reference(tmp_path: Path) -> None:
+    """The extension is optional: with the compiler made unavailable, building the wheel
+    still succeeds, says the extension failed, and ships no compiled module."""
+    source = tmp_path / "source"
+    listed = subprocess.run(
+        ["git", "ls-files", "-z"], cwd=CHECKOUT, capture_output=True, check=True, timeout=60
+    ).stdout.decode()
+    for name in filter(None, listed.split("\0")):
+        target = source / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if (CHECKOUT / name).is_file():
+            shutil.copy2(CHECKOUT / name, target)
+    assert (source / "engine/records/_record_decoder_c.pyx").is_file()  # what would be built
+    no_compiler = {**os.environ, "CC": "/bin/false", "LDSHARED": "/bin/false"}
+    built = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-w",
+            str(tmp_path / "wheels"),
+            str(source),
+            "-v",
+        ],
+        env=no_compiler,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
+    assert f'building extension "{COMPILED_NAME}" failed' in built.stdout + built.stderr
+    wheels = list((tmp_path / "wheels").glob("twinlog-*.whl"))
+    assert len(wheels) == 1, wheels
+    import zipfile
+
+    names = zipfile.ZipFile(wheels[0]).namelist()
+    assert "twinlog/engine/records/record_decoder.py" in names
+    assert "twinlog/setup.py" not in names  # the build's script, not the package's
+    assert not [name for name in names if name.endswith((".so", ".pyd"))], names
