@@ -19,7 +19,7 @@ import pytest
 
 from twinlog.engine.broker.broker import Broker
 from twinlog.engine.records.batch_builder import RecordBatchBuilder
-from twinlog.engine.records.batch_format import validate_batch
+from twinlog.engine.records.batch_format import BatchHeader, validate_batch
 from twinlog.engine.records.decompression_budget import DecompressionBudget
 from twinlog.engine.records.produced_records import check_produced_records
 
@@ -37,9 +37,10 @@ def _batch(record_bytes: int, compression: str) -> bytes:
     return builder.build()
 
 
-def _check(batch: bytes, budget: DecompressionBudget) -> int:
-    header = validate_batch(batch)
-    columns = check_produced_records(
+def _check(batch: bytes, header: BatchHeader, budget: DecompressionBudget) -> bool:
+    """The record check alone: the header (and the CRC) were checked before, as the door
+    does, and timed on their own."""
+    return check_produced_records(
         batch,
         header,
         topic="bench",
@@ -48,7 +49,6 @@ def _check(batch: bytes, budget: DecompressionBudget) -> int:
         decompressed_bytes_max=64 << 20,
         budget=budget,
     )
-    return len(columns)
 
 
 @pytest.mark.parametrize("compression", ["none", "zstd"])
@@ -56,6 +56,7 @@ def _check(batch: bytes, budget: DecompressionBudget) -> int:
 def test_print_record_check_ratio(tmp_path: Path, compression: str, record_bytes: int) -> None:
     batch = _batch(record_bytes, compression)
     budget = DecompressionBudget(256 << 20)
+    header = validate_batch(batch)
     crc_times, check_times, produce_times = [], [], []
     with Broker.open(tmp_path / "data", log_flush_policy="interval") as broker:
         broker.create_topic("bench")
@@ -64,7 +65,7 @@ def test_print_record_check_ratio(tmp_path: Path, compression: str, record_bytes
             validate_batch(batch)
             crc_times.append(time.perf_counter() - began)
             began = time.perf_counter()
-            count = _check(batch, budget)
+            assert _check(batch, header, budget)  # every record keyed
             check_times.append(time.perf_counter() - began)
             began = time.perf_counter()
             broker.produce("bench", 0, batch)
@@ -74,6 +75,7 @@ def test_print_record_check_ratio(tmp_path: Path, compression: str, record_bytes
         statistics.median(check_times),
         statistics.median(produce_times),
     )
+    count = header.record_count
     print(
         f"\n{compression:>4} {record_bytes:>4}-byte records ({count} per {len(batch)} bytes): "
         f"CRC {crc_s * 1e3:.2f} ms, record check {check_s * 1e3:.2f} ms "

@@ -45,7 +45,7 @@ def check_produced_batch(
     check_producer_batch(header)  # else one record could move the log end by 2**31
     check_producer_generation(header.producer_generation)
     refuse_internal(topic, "produce to")  # its records are the broker's own
-    records = check_produced_records(
+    every_record_keyed = check_produced_records(
         batch,
         header,
         topic=topic,
@@ -54,8 +54,9 @@ def check_produced_batch(
         decompressed_bytes_max=config.batch_decompressed_bytes_max,
         budget=budget,
     )
-    if target.log.config.compacts:  # a keyless record could never be compacted away
-        require_keys(batch, header, f"topic {topic}", records)
+    if target.log.config.compacts and not every_record_keyed:
+        # A keyless record could never be compacted away: refused, naming the record.
+        require_keys(batch, header, f"topic {topic}")
     return header
 
 

@@ -13,7 +13,7 @@ from twinlog.engine.base.errors import BatchTooLargeError, InvalidRecordError
 from twinlog.engine.records.batch_format import RECORDS_OFFSET, BatchHeader
 from twinlog.engine.records.compression import decompress, decompressed_size_declared
 from twinlog.engine.records.decompression_budget import DecompressionBudget
-from twinlog.engine.records.record_decoder import RecordColumns, decode_records
+from twinlog.engine.records.record_decoder import check_records
 
 
 def check_produced_records(
@@ -25,9 +25,10 @@ def check_produced_records(
     records_max: int,
     decompressed_bytes_max: int,
     budget: DecompressionBudget,
-) -> RecordColumns:
-    """The decoded records of a producer's whole, CRC-checked batch, or an error. Their
-    values are checked but not kept (None): the batch itself is what gets written.
+) -> bool:
+    """Check every record of a producer's whole, CRC-checked batch (nothing is kept: the
+    batch itself is what gets written); True if every record has a key, False if one has
+    a null key (which only a compacted topic refuses), or an error.
 
     BatchTooLargeError for more than ``records_max`` records or a section declaring more
     than ``decompressed_bytes_max`` (refused before anything is decompressed); InvalidRecordError (naming topic, partition and
@@ -51,12 +52,8 @@ def check_produced_records(
     # An uncompressed section is the request's own bytes: nothing more is allocated for it.
     with budget.reserve(declared_bytes if header.codec else 0):
         try:
-            return decode_records(
-                decompress(header.codec, section, decompressed_bytes_max),
-                header,
-                keep_values=False,  # checked, not kept: only keys are looked at after
-                views=True,  # nor is the request's section copied
-            )
+            # An uncompressed section is checked in place, not copied.
+            return check_records(decompress(header.codec, section, decompressed_bytes_max), header)
         except InvalidRecordError as error:
             raise InvalidRecordError(
                 f"batch for {where} refused: {error}; build batches with a record batch "
