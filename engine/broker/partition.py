@@ -66,6 +66,7 @@ from twinlog.engine.base.types import (
 from twinlog.engine.broker.partition_epochs import PartitionEpochs
 from twinlog.engine.broker.partition_replica import PartitionReplica
 from twinlog.engine.broker.partition_role import NO_ROLE, PartitionRole, Role
+from twinlog.engine.broker.producer_snapshots import ProducerSnapshots
 from twinlog.engine.broker.producer_state import FIRST_SEQUENCES, SequenceTracker
 from twinlog.engine.broker.send_gate import SendGate
 from twinlog.engine.broker.transaction_gate import GateEntry, TransactionGate
@@ -153,6 +154,7 @@ class Partition(PartitionReplica):
         self.epochs = PartitionEpochs(self.name, self.log)
         self.coordinators = coordinators  # None: no coordinator to register with (tools)
         self.data_arrived = threading.Condition()
+        self.producer_snapshots = ProducerSnapshots(self.name, Path(self.directory), self.log)
         self.sequences = self._load_sequences()
         # (transaction id, attempt) -> sequences of its batches on this partition
         self.transaction_sequences: dict[tuple[int, str], SequenceTracker] = {}
@@ -170,15 +172,9 @@ class Partition(PartitionReplica):
         )
 
     def _load_sequences(self) -> SequenceTracker:
-        """Rebuild idempotence state: snapshot (if any, and not past the log end) + log tail."""
-        tracker, scan_from = SequenceTracker.read_snapshot(self.directory)
-        if scan_from > self.log.log_end_offset or scan_from < self.log.log_start_offset:
-            tracker, scan_from = SequenceTracker(), self.log.log_start_offset
-        (self.directory / "producer-state.json").unlink(missing_ok=True)
-        if scan_from < self.log.log_end_offset:
-            for header in self.log.iter_headers(scan_from):
-                tracker.observe(header, header.base_offset)
-        return tracker
+        """Rebuild idempotence state: the newest snapshot that matches the log, + the log
+        after it (``producer_snapshots``)."""
+        return self.producer_snapshots.load()
 
     # --- writes ----------------------------------------------------------------------
 
@@ -197,6 +193,7 @@ class Partition(PartitionReplica):
             else:
                 base_offset = self.writer.append_plain(batch, validate=False)  # checked at the door
                 self.sequences.observe(header, base_offset)
+                self.producer_snapshots.after_append(self.sequences)
                 self._advance_high_watermark()
                 result = ProduceResult(base_offset)
         self._wake_fetchers()
@@ -447,6 +444,9 @@ class Partition(PartitionReplica):
             self.transaction_gate.forget(transaction_id)
         self._advance_high_watermark()
         self._forget_transaction(transaction_id)
+        if next_offset > first_offset:  # a transactional partition's log grows by copies
+            with self._plain_lock:
+                self.producer_snapshots.after_append(self.sequences)
         self._wake_fetchers()
         return first_offset, next_offset
 
@@ -604,15 +604,7 @@ class Partition(PartitionReplica):
         with self._plain_lock:
             try:
                 self.log.flush()
-                try:
-                    self.sequences.write_snapshot(self.directory, self.log.log_end_offset)
-                except DiskFullError as error:  # an optimisation: the log is the truth
-                    log.warning(
-                        "%s: producer state snapshot not written (%s); the next open rebuilds "
-                        "it from the log",
-                        self.name,
-                        error,
-                    )
+                self.producer_snapshots.write_now(self.sequences)  # warns if it cannot
             finally:
                 try:
                     self.journal.close_partition(self.name)

@@ -49,6 +49,7 @@ from twinlog.engine.broker.partition_role import (
     Transition,
     next_role,
 )
+from twinlog.engine.broker.producer_snapshots import ProducerSnapshots
 from twinlog.engine.broker.producer_state import SequenceTracker
 from twinlog.engine.log import DataLog
 from twinlog.engine.log.high_watermark import HighWatermark
@@ -88,6 +89,7 @@ class PartitionReplica:
     data_arrived: threading.Condition
     high_watermark: HighWatermark
     sequences: SequenceTracker
+    producer_snapshots: ProducerSnapshots
     transaction_sequences: dict[tuple[int, str], SequenceTracker]
 
     def _load_sequences(self) -> SequenceTracker:
@@ -461,6 +463,7 @@ class PartitionReplica:
                 for view in split_batches(fetched.records):
                     header = read_header(view)
                     self.sequences.observe(header, header.base_offset)
+                self.producer_snapshots.after_append(self.sequences)
             self.high_watermark.advance_to(min(fetched.high_watermark, self.log.log_end_offset))
         self._wake_fetchers()
 

@@ -16,8 +16,8 @@ last ``DEDUPLICATION_WINDOW`` batches it accepted (as Kafka keeps five), so:
 
 Plain batches are checked against this table before they are appended to the
 data log, and the table is rebuilt after a restart from the data log itself
-(``observe`` every batch header after the last snapshot), so a retry that
-crosses a broker crash is still recognised.
+(``observe`` every batch header after the newest snapshot, ``producer_snapshots``), so
+a retry that crosses a broker crash is still recognised.
 
 Transactional batches use ``SequenceTracker`` with the same rules per
 (transaction, partition): the journal, not the data log, holds them.
@@ -27,14 +27,10 @@ Thread rule: guarded by the caller (the partition's writer lock).
 
 from __future__ import annotations
 
-import json
-import os
 from collections import deque
 from collections.abc import Collection
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from twinlog.engine.base.atomic_file import read_checked, replace_file, with_checksum
 from twinlog.engine.base.errors import (
     DuplicateSequenceError,
     OutOfOrderSequenceError,
@@ -44,7 +40,6 @@ from twinlog.engine.records.batch_format import NO_PRODUCER_ID, BatchHeader
 
 DEDUPLICATION_WINDOW = 5
 FIRST_SEQUENCES = (0,)  # a producer's sequences start at 0 on each partition
-SNAPSHOT_FILE = "producer-state.json"
 
 
 @dataclass(frozen=True)
@@ -146,35 +141,3 @@ class SequenceTracker:
         # rebuilt from a compacted log. For a producer's batch the two are equal.
         known.recent.append((header.base_sequence, header.last_offset_delta + 1, base_offset))
         known.last_timestamp_ms = max(known.last_timestamp_ms, header.max_timestamp_ms)
-
-    # --- snapshot: so that reopening a log need not scan all of it --------------------
-
-    def write_snapshot(self, directory: str | os.PathLike[str], log_end_offset: int) -> None:
-        document = {
-            "log_end_offset": log_end_offset,
-            "producers": {
-                str(pid): [p.producer_generation, p.last_timestamp_ms, list(map(list, p.recent))]
-                for pid, p in self.producers.items()
-            },
-        }
-        replace_file(Path(directory) / SNAPSHOT_FILE, with_checksum(json.dumps(document).encode()))
-
-    @classmethod
-    def read_snapshot(cls, directory: str | os.PathLike[str]) -> tuple[SequenceTracker, int]:
-        """(tracker, offset to scan the log from). A missing or unreadable snapshot scans from 0.
-
-        A snapshot is an optimisation only: the log is the truth, so a bad one is ignored.
-        """
-        tracker = cls()
-        path = Path(directory) / SNAPSHOT_FILE
-        try:
-            document = json.loads(read_checked(path))
-            for pid, (generation, last_timestamp_ms, recent) in document["producers"].items():
-                sequences = ProducerSequences(
-                    int(generation), last_timestamp_ms=int(last_timestamp_ms)
-                )
-                sequences.recent.extend(tuple(map(int, item)) for item in recent)  # type: ignore[misc]
-                tracker.producers[int(pid)] = sequences
-            return tracker, int(document["log_end_offset"])
-        except (OSError, ValueError, KeyError, TypeError):
-            return cls(), 0

@@ -247,7 +247,7 @@ def _files(directory: Path) -> dict[str, Path]:
         "active-time-index": segments[-1].with_suffix(".timeindex"),
         "recovery-point": t0 / "recovery-point",
         "log-start-offset": directory / "logs" / "trimmed-0" / "log-start-offset",
-        "producer-state": t0 / "producer-state.json",
+        "producer-state": max(t0.glob("producer-state-*.json")),  # the newest snapshot
         "offsets-segment": offsets[0],
         "txn-journal-segment": next(txn.glob("*.log")),
         "txn-journal-replayed": next(txn.glob("*.log")),
@@ -592,10 +592,11 @@ def test_verified_recovery_point_past_the_end_refuses(tmp_path: Path) -> None:
 
 
 def test_a_flipped_sequence_bit_after_a_sigkill_is_caught_not_used(tmp_path: Path) -> None:
-    # After a SIGKILL there is no producer-state snapshot (open deletes it, only close
-    # writes it): the broker rebuilds its idempotence table from the log. A flipped bit
-    # in a sequence number there used to make the producer's next batch a "duplicate",
-    # acknowledged and never stored.
+    # The producer-state snapshot written at close names the last batch, whose CRC the
+    # flipped bit breaks: the snapshot is skipped, and the broker rebuilds its idempotence
+    # table from the log, where the scan meets the damage. A flipped bit in a sequence
+    # number there used to make the producer's next batch a "duplicate", acknowledged and
+    # never stored.
     directory = tmp_path / "data"
     with Broker.open(directory, **CONFIG) as broker:
         broker.create_topic("seq", partitions=1)
@@ -605,13 +606,13 @@ def test_a_flipped_sequence_bit_after_a_sigkill_is_caught_not_used(tmp_path: Pat
     child = os.fork()
     if child == 0:  # pragma: no cover - the child
         try:
-            Broker.open(directory, **CONFIG)  # deletes the snapshot; dies holding it open
+            Broker.open(directory, **CONFIG)  # dies holding it open
         finally:
             os.kill(os.getpid(), signal.SIGKILL)
     _, wait_status = os.waitpid(child, 0)
     assert os.WIFSIGNALED(wait_status) and os.WTERMSIG(wait_status) == signal.SIGKILL
     segment = directory / "logs" / "seq-0" / "00000000000000000000.log"
-    assert not (segment.parent / "producer-state.json").exists()
+    assert len(list(segment.parent.glob("producer-state-*.json"))) == 1  # close's, kept
     starts = _batch_starts(segment)
     last_position, last_header = starts[-1]
     data = bytearray(segment.read_bytes())

@@ -45,9 +45,11 @@ def _write(directory: Path) -> ProducerIdentity:
             sequence = number * RECORDS_PER_BATCH
             values = [f"v{sequence + n}".encode() for n in range(RECORDS_PER_BATCH)]
             broker.produce("t", 0, batch(values, producer, sequence))
-    # What a SIGKILL leaves: no snapshot of the producer table (open deletes it, close
-    # writes it), every batch fsynced before the recovery point.
-    (directory / "logs" / "t-0" / "producer-state.json").unlink()
+    # What a SIGKILL before the first snapshot leaves: no snapshot of the producer table
+    # (close writes one), every batch fsynced before the recovery point.
+    snapshots = list((directory / "logs" / "t-0").glob("producer-state-*.json"))
+    assert len(snapshots) == 1, snapshots
+    snapshots[0].unlink()
     return producer
 
 
