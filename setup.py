@@ -1,5 +1,5 @@
-"""Build of the compiled twins (``engine/records/_record_decoder_c.pyx``); the rest of the
-project's metadata is in setup.cfg.
+"""Build of the compiled twins (``engine/records/*_c.pyx``); the rest of the project's
+metadata is in setup.cfg.
 
 The extensions are optional: where they cannot be compiled (no C compiler, no Python
 headers) setuptools prints "building extension ... failed" and the install goes on with
@@ -26,11 +26,8 @@ class BuildPyWithoutSetup(build_py):
 
 
 EXTENSIONS = [
-    Extension(
-        "twinlog.engine.records._record_decoder_c",
-        ["engine/records/_record_decoder_c.pyx"],
-        optional=True,
-    )
+    Extension(f"twinlog.engine.records.{name}", [f"engine/records/{name}.pyx"], optional=True)
+    for name in ("_record_decoder_c", "_batch_builder_c")
 ]
 
 if cythonize is None:

@@ -97,7 +97,7 @@ def test_the_wheel_installs_beside_pypis_copier_and_rpc(installed: Path, tmp_pat
     assert values.strip() == "['paid', 'shipped']", output
     # the wheel ships the compiled hot loops (built with a C compiler, as CI has)
     assert _run(installed / "twinlog", "--version", cwd=tmp_path).strip() == (
-        f"twinlog {version}, hot loops: compiled (record decoder)"
+        f"twinlog {version}, hot loops: compiled (record decoder, batch builder)"
     )
 
 

@@ -30,10 +30,10 @@ NO_EXTENSIONS_ENV = "TWINLOG_NO_EXTENSIONS"
 # The compiled modules, each the twin of a pure-Python function (named for the reader).
 COMPILED_MODULES: dict[str, str] = {
     "twinlog.engine.records._record_decoder_c": "record decoder",
+    "twinlog.engine.records._batch_builder_c": "batch builder",
 }
 
 _loaded: dict[str, ModuleType | None] = {}
-_missing: dict[str, str] = {}  # module -> why it is not in use
 
 
 def disabled() -> bool:
@@ -47,31 +47,30 @@ def load(module_name: str) -> ModuleType | None:
     if module_name in _loaded:
         return _loaded[module_name]
     module: ModuleType | None = None
-    if disabled():
-        _missing[module_name] = f"{NO_EXTENSIONS_ENV} is set"
-    else:
+    if not disabled():
         try:
             module = importlib.import_module(module_name)
         except ImportError as error:
-            _missing[module_name] = f"not built ({error})"
             log.warning(
-                "twinlog's compiled %s is not built: using the pure-Python one, several "
-                "times slower. Reinstall with a C compiler (pip install -e .) to build it",
+                "twinlog's compiled %s is not built (%s): using the pure-Python one, "
+                "several times slower. Reinstall with a C compiler (pip install -e .)",
                 COMPILED_MODULES[module_name],
+                error,
             )
     _loaded[module_name] = module
     return module
 
 
 def describe() -> str:
-    """One line: which twins are in use, e.g. "compiled (record decoder)" or "pure Python
-    (record decoder: TWINLOG_NO_EXTENSIONS is set)"."""
+    """One line: which twins are in use: "compiled (record decoder, batch builder)",
+    "pure Python (TWINLOG_NO_EXTENSIONS is set)", or "pure Python (...: not built)"."""
+    if disabled():
+        return f"pure Python ({NO_EXTENSIONS_ENV} is set)"
     for module_name in COMPILED_MODULES:
         load(module_name)
     compiled = [COMPILED_MODULES[m] for m in COMPILED_MODULES if _loaded.get(m) is not None]
-    pure = [f"{COMPILED_MODULES[m]}: {_missing[m]}" for m in COMPILED_MODULES if m in _missing]
-    if not pure:
-        return f"compiled ({', '.join(compiled)})"
-    if not compiled:
-        return f"pure Python ({'; '.join(pure)})"
-    return f"compiled ({', '.join(compiled)}); pure Python ({'; '.join(pure)})"
+    missing = [COMPILED_MODULES[m] for m in COMPILED_MODULES if _loaded.get(m) is None]
+    said = [f"compiled ({', '.join(compiled)})"] if compiled else []
+    if missing:
+        said.append(f"pure Python ({', '.join(missing)}: not built)")
+    return "; ".join(said)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Sequence
 
+from twinlog.engine.base import extensions
 from twinlog.engine.records.batch_format import (
     NO_PRODUCER_GENERATION,
     NO_PRODUCER_ID,
@@ -29,6 +30,11 @@ from twinlog.engine.records.varint import (
 )
 
 Header = tuple[str, bytes | None]
+
+# The compiled twin of append_many's loop (``_batch_builder_c``), when built and not
+# forced off (``engine.base.extensions``); the loop below stays the reference.
+_COMPILED = extensions.load("twinlog.engine.records._batch_builder_c")
+COMPILED = _COMPILED is not None
 
 _RECORD_ATTRIBUTES = b"\x00"
 _NO_HEADERS = encode_varint(0)
@@ -255,12 +261,20 @@ class RecordBatchBuilder:
         limit = size_bytes_max if size_bytes_max is not None else 1 << 62
         parts = self._parts
         size_bytes = self.estimated_size_bytes
-        encode = encode_varint
-        no_headers = _NO_HEADERS
-        null = MINUS_ONE
         delta = self._record_count
         index = start
         count = len(values)
+        compiled = None
+        if _COMPILED is not None and headers is None:
+            compiled = _COMPILED.encode_records(
+                parts, values, keys, prefix, delta, size_bytes, limit, start, _NO_HEADERS
+            )
+        if compiled is not None:
+            index, delta, size_bytes = compiled
+            count = index  # done: the loop below is the reference, for what it declined
+        encode = encode_varint
+        no_headers = _NO_HEADERS
+        null = MINUS_ONE
         while index < count:
             value = values[index]
             key = keys[index] if keys is not None else None

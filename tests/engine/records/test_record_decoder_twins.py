@@ -126,7 +126,7 @@ def test_the_installed_decoder_is_the_compiled_one() -> None:
     if extensions.disabled():
         pytest.fail(f"{extensions.NO_EXTENSIONS_ENV} is set: this run checks the build")
     assert record_decoder.COMPILED, extensions.describe()
-    assert extensions.describe() == "compiled (record decoder)"
+    assert extensions.describe() == "compiled (record decoder, batch builder)"
 
 
 def test_pinned_records_decode_alike() -> None:
@@ -207,9 +207,7 @@ def test_no_extensions_forces_the_reference() -> None:
         [sys.executable, "-c", code], env=environment, capture_output=True, text=True, timeout=60
     )
     assert forced.returncode == 0, forced.stderr
-    assert forced.stdout.strip() == (
-        "False pure Python (record decoder: TWINLOG_NO_EXTENSIONS is set)"
-    )
+    assert forced.stdout.strip() == ("False pure Python (TWINLOG_NO_EXTENSIONS is set)")
     version = subprocess.run(
         [sys.executable, "-m", "twinlog.rpc.cli", "--version"],
         env=environment,
@@ -217,7 +215,7 @@ def test_no_extensions_forces_the_reference() -> None:
         text=True,
         timeout=60,
     )
-    assert "hot loops: pure Python (record decoder" in version.stdout, version
+    assert "hot loops: pure Python (TWINLOG_NO_EXTENSIONS is set)" in version.stdout, version
 
 
 @pytest.mark.slow

@@ -109,7 +109,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
 def test_topics_produce_consume(server: ServerProcess) -> None:
     s = ("--server", server.address)
     assert "crc32c: google-crc32c (hardware)" in server.log()  # the start-up line says which CRC
-    assert "hot loops: compiled (record decoder)" in server.log()  # and which record decoder
+    assert "hot loops: compiled (record decoder, batch builder)" in server.log()  # and which
     assert "start-up objects frozen" in server.log()  # and that full collections stay short
     created = run_cli("topics", "create", "cli-orders", "--partitions", "2", *s)
     assert created.returncode == 0, created.stderr
