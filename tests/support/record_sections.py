@@ -59,6 +59,20 @@ DAMAGED = [
         encode_record(3, 0, b"k", b"v", None), 1, 2, "offset delta 3, expected 0..2", id="offset"
     ),
     pytest.param(
+        encode_record(0, 0, b"k", b"v", None) + encode_record(0, 0, b"k", b"v", None),
+        2,
+        1,
+        "offset delta 0, expected 1..1",
+        id="offset-repeated",
+    ),
+    pytest.param(
+        encode_record(1, 0, b"k", b"v", None) + encode_record(0, 0, b"k", b"v", None),
+        2,
+        1,
+        "offset delta 0, expected 2..1",
+        id="offset-descending",
+    ),
+    pytest.param(
         encode_varint(8) + b"\x00\x00\x00\x05k\x02v\x00", 1, 0, "key length -3", id="key-length"
     ),
     pytest.param(
