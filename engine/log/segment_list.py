@@ -89,7 +89,9 @@ class SegmentList:
         )
         self._closed = False
         # (segments, their base offsets) as tuples for publish; None after the list changed.
-        self._segments_to_publish: tuple[tuple[Segment, ...], tuple[int, ...]] | None = None
+        # (segments, their base offsets, the bytes of all but the last): remade only when
+        # the list changes, not at every append.
+        self._segments_to_publish: tuple[tuple[Segment, ...], tuple[int, ...], int] | None = None
         # Serializes writer calls. Readers take it only to rebuild a damaged index.
         self.write_lock = threading.RLock()
         # Compaction: one at a time; it swaps only if no truncation happened since it
@@ -147,8 +149,12 @@ class SegmentList:
         """Show readers the list as it is now (write lock held)."""
         if self._segments_to_publish is None:
             segments = tuple(self._segments)
-            self._segments_to_publish = segments, tuple(segment.base_offset for segment in segments)
-        segments, base_offsets = self._segments_to_publish
+            self._segments_to_publish = (
+                segments,
+                tuple(segment.base_offset for segment in segments),
+                sum(segment.size_bytes for segment in segments[:-1]),
+            )
+        segments, base_offsets, sealed_bytes = self._segments_to_publish
         self._published = Published(
             segments,
             base_offsets,
@@ -156,6 +162,7 @@ class SegmentList:
             self._log_start_offset,
             self._next_offset,
             self._last_header,
+            sealed_bytes,
         )
 
     # --- writing at the end (write lock held) ---------------------------------------

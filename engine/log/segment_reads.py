@@ -42,6 +42,7 @@ class Published(NamedTuple):
     log_start_offset: int
     log_end_offset: int
     last_header: BatchHeader | None
+    sealed_bytes: int  # bytes of every segment but the last (whole, so they do not change)
 
     def end_of(self, number: int) -> int:
         """The readable bytes of ``segments[number]``."""
@@ -63,7 +64,8 @@ class Published(NamedTuple):
             )
 
     def size_bytes(self) -> int:
-        return sum(segment.size_bytes for segment in self.segments[:-1]) + self.end_position
+        """The log's bytes, without a sum over its segments (asked at every append)."""
+        return self.sealed_bytes + self.end_position
 
 
 def read_batches(state: Published, offset: int, max_bytes: int, rebuild: RebuildIndex) -> bytes:

@@ -252,3 +252,36 @@ def test_offset_for_timestamp_finds_the_record_inside_a_batch(tmp_path: Path) ->
         assert log.offset_for_timestamp(TIMESTAMP_MS + 30) == 4
         assert log.offset_for_timestamp(TIMESTAMP_MS - 50) == 1
         assert log.offset_for_timestamp(TIMESTAMP_MS + 31) is None
+
+
+def test_size_bytes_is_the_segment_files_through_rolls_retention_and_truncation(
+    tmp_path: Path,
+) -> None:
+    """``size_bytes`` keeps the whole segments' bytes from the last change of the list (it
+    is asked at every append): it must follow rolls, deletions, cuts into an earlier
+    segment and a start over, and equal what the files hold."""
+    batch = make_batch(5, value_bytes=20)
+    config = LogConfig(
+        segment_bytes=3 * len(batch), retention_bytes=7 * len(batch), retention_ms=-1
+    )
+
+    def on_disk() -> int:
+        return sum(path.stat().st_size for path in segment_files(tmp_path))
+
+    with DataLog.open(tmp_path, config) as log:
+        for tag in range(10):
+            log.append_as_leader(make_batch(5, value_bytes=20, tag=tag))
+            assert log.size_bytes() == on_disk(), tag
+        assert len(segment_files(tmp_path)) == 4
+        assert log.apply_retention() > 0
+        assert log.size_bytes() == on_disk()
+        log.truncate_to(log.log_start_offset + 5)  # into the first segment left
+        assert len(segment_files(tmp_path)) == 1
+        assert log.size_bytes() == on_disk() == len(batch)
+        for tag in range(4):
+            log.append_as_leader(make_batch(5, value_bytes=20, tag=tag))
+            assert log.size_bytes() == on_disk(), tag
+        log.truncate_fully_and_start_at(log.log_end_offset + 100)  # a follower starting over
+        assert log.size_bytes() == on_disk() == 0
+        log.append_as_leader(batch)
+        assert log.size_bytes() == on_disk() == len(batch)
