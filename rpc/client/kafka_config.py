@@ -94,10 +94,9 @@ def _bootstrap_servers(value: Any) -> Settings:
     addresses = [str(address).strip() for address in addresses if str(address).strip()]
     if not addresses:
         raise InvalidConfigError("bootstrap_servers is empty; give 'host:port'")
-    if len(addresses) > 1:
-        # One node serves everything: the first address is the server.
-        log.info("bootstrap_servers: using %s (twinlog is a single server)", addresses[0])
-    return {"target": addresses[0]}
+    # Several addresses are a bootstrap list, as Kafka's bootstrap.servers is: the client
+    # asks the first that answers for the cluster's metadata (a single node answers too).
+    return {"target": ",".join(addresses)}
 
 
 def _acks(value: Any) -> Settings:
@@ -229,7 +228,7 @@ _SERVER_ASSIGNS = (
 
 # (Kafka name, clients, translation builder, what it becomes in twinlog)
 _TABLE: list[tuple[str, frozenset[str], Callable[[str], Callable[[Any], Settings]], str]] = [
-    ("bootstrap_servers", _A, _fixed(_bootstrap_servers), "target (the first address)"),
+    ("bootstrap_servers", _A, _fixed(_bootstrap_servers), "target (a bootstrap list if several)"),
     ("client_id", _A, _passed_on, ".client_id"),
     ("security_protocol", _A, _fixed(_security_protocol), "tls (PLAINTEXT or SSL)"),
     ("ssl_cafile", _A, _tls_file("tls_ca_file"), "tls_ca_file"),

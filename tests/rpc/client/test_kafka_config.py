@@ -37,8 +37,9 @@ def settings_of(client: str, config: dict[str, Any] | None = None, **keywords: A
     ("client", "given", "expected"),
     [
         (PRODUCER, {"bootstrap_servers": "h:1"}, {"target": "h:1"}),
-        (PRODUCER, {"bootstrap_servers": "h:1, h:2"}, {"target": "h:1"}),
-        (CONSUMER, {"bootstrap_servers": ["h:3", "h:4"]}, {"target": "h:3"}),
+        (PRODUCER, {"bootstrap_servers": "h:1, h:2"}, {"target": "h:1,h:2"}),
+        (CONSUMER, {"bootstrap_servers": ["h:3", "h:4"]}, {"target": "h:3,h:4"}),
+        (CONSUMER, {"bootstrap_servers": ["h:5"]}, {"target": "h:5"}),
         (PRODUCER, {"acks": "all"}, {}),
         (PRODUCER, {"acks": -1}, {}),
         (PRODUCER, {"batch_size": 1000}, {"batch_bytes": 1000}),
