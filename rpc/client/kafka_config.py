@@ -48,6 +48,14 @@ RETRY_BACKOFF_MS, RETRY_BACKOFF_MAX_MS, CLIENT_ID = (
     "client_id",
 )
 CONNECTION_FIELDS = frozenset(field.name for field in dataclasses.fields(ConnectionOptions))
+# The connection's settings' defaults: a config's text value converts by their type too.
+CONNECTION_DEFAULTS = {
+    field.name: field.default
+    for field in dataclasses.fields(ConnectionOptions)
+    if field.default is not dataclasses.MISSING
+}
+# Settings named with these units are integers whatever their default (None: derived).
+INTEGER_UNITS = ("_ms", "_bytes", "_records")
 Settings = dict[str, Any]
 
 
@@ -409,13 +417,15 @@ def _unknown(
 
 
 def _from_text(parameters: ClientParameters, name: str, value: Any) -> Any:
-    """A ``config`` value of one of the client's own integer or true/false settings may be
-    text, as Kafka configs copied from properties files are ("false" is not bool("false"));
-    text that is neither is left as it is, for the setting's rule to refuse."""
-    default = parameters.defaults.get(name)
+    """A ``config`` value of one of the client's own integer or true/false settings (its
+    connection's too, and any named in ms, bytes or records, such as delivery_timeout_ms,
+    whose default is derived) may be text, as Kafka configs copied from properties files
+    are ("false" is not bool("false")); text that is neither is left as it is, for the
+    setting's rule to refuse."""
+    default = parameters.defaults.get(name, CONNECTION_DEFAULTS.get(name))
     if isinstance(value, str) and isinstance(default, bool):
         return Flag().from_text(value)
-    if isinstance(value, str) and isinstance(default, int):
+    if isinstance(value, str) and (isinstance(default, int) or name.endswith(INTEGER_UNITS)):
         return _as_int(name, value)
     return value
 

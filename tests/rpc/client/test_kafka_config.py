@@ -156,6 +156,40 @@ def test_dotted_names_and_text_values_in_config() -> None:
     assert settings == {"target": "h:1", "linger_ms": 10, "batch_bytes": 2048}
 
 
+@pytest.mark.parametrize(
+    ("client", "config", "expected"),
+    [
+        # A connection setting (no default of the client's own) and one whose default is
+        # derived (None): both integers, as a properties file gives them, in text.
+        (PRODUCER, {"request.timeout.ms": "5000"}, {"request_timeout_ms": 5000}),
+        (PRODUCER, {"delivery.timeout.ms": "30000"}, {"delivery_timeout_ms": 30000}),
+        (CONSUMER, {"request.timeout.ms": " 7000"}, {"request_timeout_ms": 7000}),
+        (ADMIN, {"request.timeout.ms": "9000"}, {"request_timeout_ms": 9000}),
+    ],
+)
+def test_text_integers_in_config_for_settings_without_an_integer_default(
+    client: str, config: dict[str, str], expected: dict[str, int]
+) -> None:
+    settings = settings_of(client, {"bootstrap.servers": "h:1", **config})
+    assert settings == {"target": "h:1", **expected}
+
+
+def test_a_text_value_that_is_no_integer_is_refused_naming_the_setting() -> None:
+    with pytest.raises(InvalidConfigError, match="delivery_timeout_ms must be an integer"):
+        settings_of(PRODUCER, {"bootstrap.servers": "h:1", "delivery.timeout.ms": "soon"})
+
+
+def test_text_timeouts_in_config_reach_a_working_client(tmp_path: Path) -> None:
+    from twinlog.engine.broker.broker import Broker
+
+    config = {"request.timeout.ms": "5000", "delivery.timeout.ms": "30000", "linger.ms": "0"}
+    with Broker.open(tmp_path / "data") as broker:
+        broker.create_topic("text-config", 1)
+        with Producer(broker, config=config) as producer:
+            metadata = producer.send("text-config", b"v").result(timeout=10)
+    assert metadata.offset == 0
+
+
 def test_kafka_connection_settings_beside_a_connection_object_are_refused() -> None:
     with pytest.raises(InvalidConfigError, match="connection= is given"):
         Admin("h:1", connection=ConnectionOptions(), ssl_cafile="ca.pem")
