@@ -14,9 +14,8 @@ from twinlog.rpc.cli.common import (
     retry_policy,
 )
 from twinlog.rpc.client import Admin
+from twinlog.rpc.client.admin import REPLICATION_FACTOR
 from twinlog.rpc.server.config import parse_pairs
-
-REPLICATION_FACTOR = "replication.factor"  # the topic setting Broker.create_topic reads
 
 
 def register(subparsers: Any) -> None:

@@ -51,6 +51,8 @@ from twinlog.rpc.client.kafka_config import accepts_kafka_names
 from twinlog.rpc.client.retry import RetryPolicy, call_with_retry
 from twinlog.rpc.client.timeouts import DEFAULT_API_TIMEOUT_MS, require_positive_ms
 
+REPLICATION_FACTOR = "replication.factor"  # the topic setting the broker reads at creation
+
 
 class Admin:
     @accepts_kafka_names("Admin")  # and config=; docs/client-config.md
@@ -84,10 +86,19 @@ class Admin:
             self._owns_broker = False
 
     def create_topic(
-        self, name: str, partitions: int = 1, config: Mapping[str, str] | None = None
+        self,
+        name: str,
+        partitions: int = 1,
+        config: Mapping[str, str] | None = None,
+        replication_factor: int | None = None,
     ) -> TopicDescription:
+        """Create ``name`` with ``partitions``; ``replication_factor`` as Kafka's
+        ``NewTopic`` takes it (the same as the ``replication.factor`` setting; None: the
+        cluster's default)."""
         with self._deadline():
-            return self._broker.create_topic(name, partitions, config)
+            return self._broker.create_topic(
+                name, partitions, _with_replication_factor(name, config, replication_factor)
+            )
 
     def delete_topic(self, name: str) -> None:
         with self._deadline():
@@ -280,3 +291,24 @@ class Admin:
             raise NonEmptyGroupError(
                 f"offsets of group {group_id!r} not reset, nothing committed: {error}"
             ) from error
+
+
+def _with_replication_factor(
+    topic: str, config: Mapping[str, str] | None, replication_factor: int | None
+) -> Mapping[str, str] | None:
+    """``config`` with ``replication_factor`` as its ``replication.factor`` setting."""
+    if replication_factor is None:
+        return config
+    if isinstance(replication_factor, bool) or not isinstance(replication_factor, int):
+        raise InvalidConfigError(
+            f"topic {topic!r}: replication_factor must be an integer, not {replication_factor!r}"
+        )
+    given = dict(config or {})
+    already = given.get(REPLICATION_FACTOR)
+    if already is not None and str(already).strip() != str(replication_factor):
+        raise InvalidConfigError(
+            f"topic {topic!r}: replication_factor={replication_factor} and the "
+            f"{REPLICATION_FACTOR} setting {already!r} disagree; give one of them"
+        )
+    given[REPLICATION_FACTOR] = str(replication_factor)
+    return given
