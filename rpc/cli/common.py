@@ -60,6 +60,8 @@ def connection_parser(server_default: str | None = DEFAULT_SERVER) -> argparse.A
     group = parser.add_argument_group("connection")
     group.add_argument(
         "--server",
+        "--bootstrap-server",  # Kafka's console tools' name for it
+        dest="server",
         default=server_default,
         help="host:port of the server, or a cluster's bootstrap list host:port,host:port"
         + (f" (default {server_default})" if server_default else ""),
@@ -85,6 +87,36 @@ def connection_parser(server_default: str | None = DEFAULT_SERVER) -> argparse.A
         help="deadline of one request, and how long retriable errors are retried (10000)",
     )
     return parser
+
+
+def add_topic_argument(
+    parser: argparse.ArgumentParser, dest: str = "topic", *, required: bool = True, help: str = ""
+) -> None:
+    """The topic as a positional argument, or as ``--topic NAME`` as Kafka's console tools
+    take it; ``resolve_topic`` checks after parsing that it was given once."""
+    parser.add_argument(dest, nargs="?", metavar="TOPIC", help=help or "the topic")
+    parser.add_argument(
+        "--topic",
+        dest=f"{dest}_option",
+        metavar="TOPIC",
+        help="the topic, as Kafka's tools take it",
+    )
+    parser.set_defaults(topic_argument=(dest, required))
+
+
+def resolve_topic(args: argparse.Namespace) -> str | None:
+    """Put ``--topic``'s value where the positional one goes; a problem to report if the
+    two disagree, or if a command that needs a topic got neither (None: fine)."""
+    dest, required = getattr(args, "topic_argument", (None, False))
+    if dest is None:
+        return None
+    positional, option = getattr(args, dest), getattr(args, f"{dest}_option")
+    if positional is not None and option is not None and positional != option:
+        return f"the topic is given twice ({positional!r} and --topic {option!r}); give it once"
+    setattr(args, dest, positional if positional is not None else option)
+    if required and getattr(args, dest) is None:
+        return "name the topic: as an argument, or with --topic NAME"
+    return None
 
 
 def connection_options(args: argparse.Namespace) -> ConnectionOptions:

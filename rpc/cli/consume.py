@@ -16,7 +16,13 @@ from twinlog.rpc.cli.arguments import (
     non_negative_int,
     positive_int,
 )
-from twinlog.rpc.cli.common import add_command, connection_options, connection_parser, retry_policy
+from twinlog.rpc.cli.common import (
+    add_command,
+    add_topic_argument,
+    connection_options,
+    connection_parser,
+    retry_policy,
+)
 from twinlog.rpc.cli.record_encoding import ENCODINGS
 from twinlog.rpc.cli.record_json import record_to_json
 from twinlog.rpc.cli.text_output import KAFKA_PROPERTIES, TextLayout, apply_property
@@ -44,7 +50,7 @@ def register(subparsers: Any) -> None:
         EXAMPLE,
         [connection_parser()],
     )
-    parser.add_argument("topic", nargs="?", help="the topic to read (or --include)")
+    add_topic_argument(parser, required=False, help="the topic to read (or --include)")
     parser.add_argument(
         "--include",
         metavar="REGEX",

@@ -136,8 +136,12 @@ def _main(argv: Sequence[str] | None) -> int:
     if unknown:  # with the usage of the subcommand they were given to; exits with 2
         command_parser = getattr(args, "command_parser", parser)
         command_parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    from twinlog.rpc.cli.common import resolve_topic
+
+    problem = resolve_topic(args)
     validate = getattr(args, "validate", None)
-    problem = validate(args) if validate is not None else None
+    if problem is None and validate is not None:
+        problem = validate(args)
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         return EXIT_USAGE

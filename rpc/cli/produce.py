@@ -20,7 +20,13 @@ from typing import Any
 
 from twinlog.engine.base.errors import RecordTooLargeError, RequestTimedOutError, TwinlogError
 from twinlog.rpc.cli.arguments import key_value_pair, non_negative_int, positive_int
-from twinlog.rpc.cli.common import add_command, connection_options, connection_parser, retry_policy
+from twinlog.rpc.cli.common import (
+    add_command,
+    add_topic_argument,
+    connection_options,
+    connection_parser,
+    retry_policy,
+)
 from twinlog.rpc.cli.delivery_report import DeliveryTracker
 from twinlog.rpc.cli.interrupts import EXIT_INTERRUPTED, InterruptFlag
 from twinlog.rpc.cli.produce_input import BadLineError, InputReader
@@ -51,7 +57,7 @@ def register(subparsers: Any) -> None:
         EXAMPLE,
         [connection_parser()],
     )
-    parser.add_argument("topic")
+    add_topic_argument(parser, help="the topic to write to")
     parser.add_argument(
         "--partition", type=non_negative_int, help="send every record to this partition"
     )

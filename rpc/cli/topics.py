@@ -8,6 +8,7 @@ from typing import Any
 from twinlog.rpc.cli.arguments import UsageError, positive_int
 from twinlog.rpc.cli.common import (
     add_command,
+    add_topic_argument,
     connection_options,
     connection_parser,
     print_table,
@@ -37,7 +38,7 @@ def register(subparsers: Any) -> None:
         "    --server 127.0.0.1:9001,127.0.0.1:9002,127.0.0.1:9003",
         [connection],
     )
-    create.add_argument("name")
+    add_topic_argument(create, "name")
     create.add_argument("--partitions", type=int, default=1, help="number of partitions (1)")
     create.add_argument(
         "--replication-factor",
@@ -58,7 +59,7 @@ def register(subparsers: Any) -> None:
         "twinlog topics describe orders",
         [connection],
     )
-    describe.add_argument("name")
+    add_topic_argument(describe, "name")
     describe.set_defaults(run=run_describe)
     delete = add_command(
         commands,
@@ -67,7 +68,7 @@ def register(subparsers: Any) -> None:
         "twinlog topics delete orders",
         [connection],
     )
-    delete.add_argument("name")
+    add_topic_argument(delete, "name")
     delete.set_defaults(run=run_delete)
 
 
