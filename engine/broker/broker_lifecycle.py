@@ -34,6 +34,7 @@ from typing import Any, cast
 from twinlog.engine.base.atomic_file import probe_space
 from twinlog.engine.base.errors import DiskFullError, InvalidConfigError
 from twinlog.engine.base.types import TopicPartition
+from twinlog.engine.base.wording import counted
 from twinlog.engine.broker.config import BrokerConfig
 from twinlog.engine.broker.consumer_groups import ConsumerGroups, append_group_records
 from twinlog.engine.broker.coordinator_manager import CoordinatorManager
@@ -268,12 +269,12 @@ class BrokerLifecycle:
             ]
         )
         log.info(
-            "broker %d open in %s: %d topics, %d partitions, %d coordinators active, %.0f ms",
+            "broker %d open in %s: %s, %s, %s active, %.0f ms",
             self.broker_id,
             self.data_dir,
-            len(self.metadata.topics()),
-            self.partition_manager.count(),
-            len(self.coordinator_manager.active),
+            counted(len(self.metadata.topics()), "topic"),
+            counted(self.partition_manager.count(), "partition"),
+            counted(len(self.coordinator_manager.active), "coordinator"),
             (time.monotonic() - started) * 1000,
         )
 

@@ -32,6 +32,7 @@ from twinlog.engine.base.errors import (
     UnknownTransactionError,
 )
 from twinlog.engine.base.types import TopicPartition, TransactionDescription
+from twinlog.engine.base.wording import counted
 from twinlog.engine.broker.group_offset_fencing import GroupOffsetFence
 from twinlog.engine.broker.internal_topics import (
     TXN_JOURNAL_TOPIC,
@@ -138,13 +139,13 @@ class CoordinatorManager:
         self._restore_offset_fence(coordinator)
         coordinator.start()
         log.info(
-            "transaction coordinator %d loaded at epoch %d: %d journal records replayed "
-            "(committed end %d), %d transactions in flight, %.0f ms",
+            "transaction coordinator %d loaded at epoch %d: %s replayed "
+            "(committed end %d), %s in flight, %.0f ms",
             journal_partition,
             leader_epoch,
-            replayed,
+            counted(replayed, "journal record"),
             committed_end,
-            coordinator.in_flight_count(),
+            counted(coordinator.in_flight_count(), "transaction"),
             (time.monotonic() - started) * 1000,
         )
         return coordinator

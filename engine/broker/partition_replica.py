@@ -292,7 +292,11 @@ class PartitionReplica:
                     # leader reads its state (sequences, counts, the copier's recovery).
                     self.journal.wait_applied()
                     self._promotion_ends = None
-                    log.info("%s: through the promotion barrier at %s", self.name, ends)
+                    log.info(
+                        "%s: through the promotion barrier at %s",
+                        self.name,
+                        ", ".join(f"{kind.value} log {end}" for kind, end in ends.items()),
+                    )
                     return
                 remaining_s = deadline - time.monotonic()
                 if remaining_s <= 0:

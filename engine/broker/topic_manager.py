@@ -31,6 +31,7 @@ from twinlog.engine.base.errors import (
     UnknownTopicOrPartitionError,
 )
 from twinlog.engine.base.types import PartitionDescription, TopicDescription, TopicPartition
+from twinlog.engine.base.wording import counted
 from twinlog.engine.broker.config import BrokerConfig
 from twinlog.engine.broker.group_offsets import OFFSETS_TOPIC, offsets_topic_config
 from twinlog.engine.broker.internal_topics import (
@@ -103,7 +104,7 @@ class TopicManager:
             for partition_index in range(partitions):
                 self._partitions.open(TopicPartition(name, partition_index), config)
             self._membership().topic_created(name, partitions)
-        log.info("created topic %s with %d partitions", name, partitions)
+        log.info("created topic %s with %s", name, counted(partitions, "partition"))
         return self.describe(name)
 
     def _replication_factor(self, config: dict[str, str]) -> int:
@@ -232,9 +233,9 @@ class TopicManager:
                 name, partitions, config, replication_factor=self._config.default_replication_factor
             )
             log.info(
-                "created %s: %d partitions, replication factor %d",
+                "created %s: %s, replication factor %d",
                 name,
-                partitions,
+                counted(partitions, "partition"),
                 self._config.default_replication_factor,
             )
         except TopicExistsError:

@@ -10,6 +10,7 @@ import time
 from typing import Any
 
 from twinlog.engine.base.errors import UnknownTopicOrPartitionError
+from twinlog.engine.base.wording import counted
 from twinlog.rpc.cli.arguments import (
     UsageError,
     key_value_pair,
@@ -216,7 +217,7 @@ class _Printed:
 
     def summary(self) -> str:
         with self.lock:
-            return f"interrupted: consumed {self.count} records"
+            return f"interrupted: consumed {counted(self.count, 'record')}"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -252,7 +253,7 @@ def run(args: argparse.Namespace) -> int:
         _print_records(args, consumer, render, printed)
     finally:
         consumer.close()
-    print(f"consumed {printed.count} records", file=sys.stderr)
+    print(f"consumed {counted(printed.count, 'record')}", file=sys.stderr)
     return 0
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import threading
 import time
 
+from twinlog.engine.base.wording import counted
 from twinlog.rpc.client.futures import RecordFuture
 
 FIRST_LINES_MAX = 5
@@ -129,7 +130,7 @@ class DeliveryTracker:
         with self._changed:
             delivered = self.committed if self.transactional else self.acknowledged
             unconfirmed = self.sent - delivered - self.not_delivered
-            text = f"{delivered} records delivered, {self.not_delivered} not delivered"
+            text = f"{counted(delivered, 'record')} delivered, {self.not_delivered} not delivered"
         return text + (f", {unconfirmed} unconfirmed" if unconfirmed else "")
 
     def failure_line(self) -> str | None:
@@ -140,4 +141,5 @@ class DeliveryTracker:
             lines = ", ".join(str(line) for line in self.failing_lines)
             error = self.first_error
         cause = f": {type(error).__name__}: {error}" if error is not None else ""
-        return f"{self.not_delivered} records not delivered (first failing lines: {lines}){cause}"
+        not_delivered = counted(self.not_delivered, "record")
+        return f"{not_delivered} not delivered (first failing lines: {lines}){cause}"

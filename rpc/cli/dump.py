@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from twinlog.engine.base.errors import CorruptBatchError
+from twinlog.engine.base.wording import counted
 from twinlog.engine.log.files import INDEX_SUFFIX, TIME_INDEX_SUFFIX
 from twinlog.engine.log.segment_index import (
     OFFSET_ENTRY,
@@ -226,9 +227,9 @@ def run(args: argparse.Namespace) -> int:
     dumper = Dumper(args)
     for name in args.files:
         _dump_file(dumper, Path(name))
-    summary = f"{dumper.batches} batches"
+    summary = counted(dumper.batches, "batch", "batches")
     if dumper.print_records or dumper.deep:
-        summary += f", {dumper.records} records"
+        summary += f", {counted(dumper.records, 'record')}"
     if dumper.damaged:
         print(
             f"error: {len(dumper.damaged)} damaged (first at position {dumper.damaged[0]}); "

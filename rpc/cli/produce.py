@@ -19,6 +19,7 @@ import time
 from typing import Any
 
 from twinlog.engine.base.errors import RecordTooLargeError, RequestTimedOutError, TwinlogError
+from twinlog.engine.base.wording import counted
 from twinlog.rpc.cli.arguments import key_value_pair, non_negative_int, positive_int
 from twinlog.rpc.cli.common import (
     add_command,
@@ -368,8 +369,9 @@ def run(args: argparse.Namespace) -> int:
 
 def _report(args: argparse.Namespace, state: ProduceRun, reader: InputReader) -> int:
     """Print the summary lines on stderr; the exit status (0: all delivered)."""
-    suffix = f" in {state.transactions} transactions" if args.transactional_id else ""
-    print(f"produced {state.tracker.delivered} records to {args.topic}{suffix}", file=sys.stderr)
+    suffix = f" in {counted(state.transactions, 'transaction')}" if args.transactional_id else ""
+    delivered = counted(state.tracker.delivered, "record")
+    print(f"produced {delivered} to {args.topic}{suffix}", file=sys.stderr)
     skipped = reader.skipped_text()
     if skipped:
         print(skipped, file=sys.stderr)

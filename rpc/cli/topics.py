@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from twinlog.engine.base.wording import counted
 from twinlog.rpc.cli.arguments import UsageError, positive_int
 from twinlog.rpc.cli.common import (
     add_command,
@@ -84,7 +85,7 @@ def run_create(args: argparse.Namespace) -> int:
         description = admin.create_topic(args.name, args.partitions, config or None)
     factor = config.get(REPLICATION_FACTOR)
     print(
-        f"created topic {description.name} with {len(description.partitions)} partitions"
+        f"created topic {description.name} with {counted(len(description.partitions), 'partition')}"
         + (f" (replication factor {factor})" if factor else "")
     )
     return 0
@@ -102,7 +103,7 @@ def run_describe(args: argparse.Namespace) -> int:
         description = admin.describe_topic(args.name)
     print(
         f"topic {description.name} (id {description.topic_id}): "
-        f"{len(description.partitions)} partitions"
+        f"{counted(len(description.partitions), 'partition')}"
     )
     for key, value in sorted(description.config.items()):
         print(f"  {key}={value}")

@@ -131,7 +131,7 @@ def test_a_bad_json_line_is_one_line_with_its_number(server: ServerProcess) -> N
     stopped = run_cli("produce", "bad-lines", "--format", "json", *s, stdin=lines)
     assert stopped.returncode == 2
     assert stopped.stderr.splitlines() == [
-        "produced 1 records to bad-lines",
+        "produced 1 record to bad-lines",
         "error: input line 2: \"value\": 'b' is not base64 (use --encoding text?)",
     ]
     skipped = run_cli("produce", "bad-lines", "--format", "json", "--skip-bad-lines", *s,

@@ -81,7 +81,7 @@ def test_a_flipped_byte_names_the_batch_and_the_walk_goes_on(
     assert "isvalid: false (the bytes give 0x" in out
     assert "position: 0 damaged: CorruptBatchError: batch CRC-32C mismatch" in out
     assert len([line for line in out.splitlines() if line.startswith("| offset:")]) == 1
-    assert err == "error: 1 damaged (first at position 0); 2 batches, 1 records read\n"
+    assert err == "error: 1 damaged (first at position 0); 2 batches, 1 record read\n"
 
 
 def test_a_damaged_length_ends_the_walk(

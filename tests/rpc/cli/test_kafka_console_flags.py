@@ -1,8 +1,10 @@
 """The spellings Kafka's console tools use: ``--bootstrap-server`` for ``--server`` and
-``--topic NAME`` for the positional topic, through a real server and the real CLI."""
+``--topic NAME`` for the positional topic, through a real server and the real CLI; and
+counts that agree with their nouns there and in the server's log."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -30,6 +32,14 @@ def test_kafka_spellings_create_produce_describe_consume_and_delete(tmp_path: Pa
         assert deleted.returncode == 0, deleted.stderr
         listed = run_cli("topics", "list", *bootstrap)
         assert listed.returncode == 0 and "console" not in listed.stdout.split(), listed.stdout
+        single = run_cli("topics", "create", "single", *bootstrap)
+        assert single.stdout == "created topic single with 1 partition\n", single.stdout
+        one = run_cli("produce", "single", *bootstrap, stdin="only\n")
+        assert "produced 1 record to single" in one.stderr, one.stderr
+        log = server.log()
+    # What a person reads says "1 partition", and names a log kind, not a Python enum.
+    assert "created topic single with 1 partition\n" in log, log
+    assert not re.search(r"<[A-Z]\w*\.[A-Z_]+: ", log), log
 
 
 def test_a_topic_given_twice_or_not_at_all_is_a_usage_error() -> None:
