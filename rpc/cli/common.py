@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import queue
 import sys
@@ -87,6 +88,19 @@ def connection_parser(server_default: str | None = DEFAULT_SERVER) -> argparse.A
         help="deadline of one request, and how long retriable errors are retried (10000)",
     )
     return parser
+
+
+def output_parser() -> argparse.ArgumentParser:
+    """``--format text|json``: tables for reading, or JSON for scripts."""
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument(
+        "--format", choices=("text", "json"), default="text", help="output (default text)"
+    )
+    return parser
+
+
+def print_json(value: object) -> None:
+    print(json.dumps(value, indent=2))
 
 
 def add_topic_argument(

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 from datetime import datetime
 from typing import Any
 
@@ -19,6 +18,8 @@ from twinlog.rpc.cli.common import (
     add_command,
     connection_options,
     connection_parser,
+    output_parser,
+    print_json,
     print_table,
     retry_policy,
 )
@@ -31,10 +32,7 @@ DRY_RUN_NOTE = "(dry run: nothing committed)"
 
 def register(subparsers: Any) -> None:
     connection = connection_parser()
-    output = argparse.ArgumentParser(add_help=False)
-    output.add_argument(
-        "--format", choices=("text", "json"), default="text", help="output (default text)"
-    )
+    output = output_parser()
     groups = add_command(
         subparsers,
         "groups",
@@ -177,10 +175,6 @@ def open_admin(args: argparse.Namespace) -> Admin:
 
 def cell(value: object) -> str:
     return NONE if value is None or value == "" else str(value)
-
-
-def print_json(value: object) -> None:
-    print(json.dumps(value, indent=2))
 
 
 def run_list(args: argparse.Namespace) -> int:

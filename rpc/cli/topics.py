@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from typing import Any
 
 from twinlog.engine.base.wording import counted
@@ -12,6 +13,8 @@ from twinlog.rpc.cli.common import (
     add_topic_argument,
     connection_options,
     connection_parser,
+    output_parser,
+    print_json,
     print_table,
     retry_policy,
 )
@@ -51,14 +54,20 @@ def register(subparsers: Any) -> None:
         "--config", action="append", default=[], metavar="KEY=VALUE", help="topic setting"
     )
     create.set_defaults(run=run_create)
-    listing = add_command(commands, "list", "list topics", "twinlog topics list", [connection])
+    listing = add_command(
+        commands,
+        "list",
+        "list topics",
+        "twinlog topics list\ntwinlog topics list --format json",
+        [connection, output_parser()],
+    )
     listing.set_defaults(run=run_list)
     describe = add_command(
         commands,
         "describe",
         "show a topic's partitions: log start/end offsets, pending journal entries",
-        "twinlog topics describe orders",
-        [connection],
+        "twinlog topics describe orders\ntwinlog topics describe orders --format json",
+        [connection, output_parser()],
     )
     add_topic_argument(describe, "name")
     describe.set_defaults(run=run_describe)
@@ -93,14 +102,21 @@ def run_create(args: argparse.Namespace) -> int:
 
 def run_list(args: argparse.Namespace) -> int:
     with Admin(args.server, connection=connection_options(args), retry=retry_policy(args)) as admin:
-        for name in admin.list_topics():
-            print(name)
+        names = admin.list_topics()
+    if args.format == "json":
+        print_json(names)
+        return 0
+    for name in names:
+        print(name)
     return 0
 
 
 def run_describe(args: argparse.Namespace) -> int:
     with Admin(args.server, connection=connection_options(args), retry=retry_policy(args)) as admin:
         description = admin.describe_topic(args.name)
+    if args.format == "json":
+        print_json(dataclasses.asdict(description))
+        return 0
     print(
         f"topic {description.name} (id {description.topic_id}): "
         f"{counted(len(description.partitions), 'partition')}"

@@ -11,6 +11,8 @@ from twinlog.rpc.cli.common import (
     add_command,
     connection_options,
     connection_parser,
+    output_parser,
+    print_json,
     print_table,
     retry_policy,
 )
@@ -28,7 +30,11 @@ def register(subparsers: Any) -> None:
     )
     commands = txn.add_subparsers(dest="txn_command", required=True, metavar="COMMAND")
     listing = add_command(
-        commands, "list", "list transactions in flight", "twinlog txn list", [connection]
+        commands,
+        "list",
+        "list transactions in flight",
+        "twinlog txn list\ntwinlog txn list --format json",
+        [connection, output_parser()],
     )
     listing.set_defaults(run=run_list)
     abort = add_command(
@@ -57,6 +63,21 @@ def transaction_rows(transactions: list[TransactionDescription]) -> list[list[st
     ]
 
 
+def transaction_json(item: TransactionDescription) -> dict[str, Any]:
+    """One transaction for ``--format json``: its fields, partitions as topic and index."""
+    return {
+        "transaction_id": item.transaction_id,
+        "transactional_id": item.transactional_id,
+        "producer_id": item.producer_id,
+        "producer_generation": item.producer_generation,
+        "state": item.state.value,
+        "partitions": [{"topic": tp.topic, "partition": tp.partition} for tp in item.partitions],
+        "groups": list(item.groups),
+        "started_ms": item.started_ms,
+        "timeout_ms": item.timeout_ms,
+    }
+
+
 TRANSACTION_HEADER = [
     "id",
     "transactional_id",
@@ -70,6 +91,9 @@ TRANSACTION_HEADER = [
 def run_list(args: argparse.Namespace) -> int:
     with Admin(args.server, connection=connection_options(args), retry=retry_policy(args)) as admin:
         transactions = admin.list_transactions()
+    if args.format == "json":
+        print_json([transaction_json(item) for item in transactions])
+        return 0
     if not transactions:
         print("no transactions in flight")
         return 0
