@@ -227,6 +227,12 @@ class Broker(BrokerLifecycle):
         return self.coordinator_manager.active
 
     @property
+    def cluster_id(self) -> str:
+        """The cluster's id (32 hex digits, random): given with the data directory on one
+        node, kept in ZooKeeper in a cluster. Kafka's tools key what they know by it."""
+        return self.metadata.cluster_id
+
+    @property
     def is_sole_member(self) -> bool:
         """A single node: its sole member leads everything and no other broker exists, so
         nothing calls its broker-to-broker services (the server leaves them out)."""

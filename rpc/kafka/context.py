@@ -37,6 +37,9 @@ class KafkaBroker(BrokerApi, Protocol):
     the classic group members' state, and a long poll over many partitions at once. The
     listener serves an in-process ``Broker``."""
 
+    @property
+    def cluster_id(self) -> str: ...
+
     def open_transaction(self, producer_id: int, producer_generation: int) -> int: ...
 
     def latest_transaction(self, producer_id: int, producer_generation: int) -> int | None: ...

@@ -44,8 +44,6 @@ Topic = MetadataResponse.MetadataResponseTopic
 Partition = Topic.MetadataResponsePartition
 Broker = MetadataResponse.MetadataResponseBroker
 NO_TOPIC_ID = uuid.UUID(int=0)
-# One id for a cluster of one: clients only compare it between answers.
-CLUSTER_ID = "twinlog"
 # Leader epochs are not told to Kafka clients (see the module's doc)
 NO_LEADER_EPOCH = -1
 # The cluster's partition states, or the refusal of reading them (ZooKeeper away)
@@ -185,11 +183,11 @@ def handle_metadata(
             else:
                 topics.append(_topic(context, wanted.name, cluster))
     controller_id = NODE_ID
-    cluster_id = CLUSTER_ID
+    cluster_id = context.broker.cluster_id  # random per cluster: tools key by it
     if context.cluster is not None:
         read = cluster if isinstance(cluster, ClusterMetadata) else None
         controller_id = read.controller_id if read is not None else NO_CONTROLLER
-        cluster_id = (read.cluster_id if read is not None else None) or CLUSTER_ID
+        cluster_id = (read.cluster_id if read is not None else None) or cluster_id
     return MetadataResponse(
         version=version,
         throttle_time_ms=0,
