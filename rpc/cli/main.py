@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -75,6 +76,15 @@ def _run_bench(arguments: list[str]) -> int:
     return bench_main(arguments, prog="twinlog bench")
 
 
+# The first lines a newcomer runs, in order, on a fresh machine (a test runs them).
+EXAMPLE = """\
+twinlog demo
+twinlog serve --data-dir ./data &
+twinlog topics create orders --partitions 2
+seq 1 5 | twinlog produce orders
+twinlog consume orders --from-beginning --max-messages 5"""
+
+
 def build_parser() -> argparse.ArgumentParser:
     from twinlog.rpc.cli import cluster as cli_cluster
     from twinlog.rpc.cli import consume as cli_consume
@@ -89,8 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="twinlog",
         description="twinlog: atomic writes to many partitions, plain committed-only logs for readers",
-        epilog="example:\n  twinlog demo\n  twinlog serve --data-dir ./data &\n"
-        "  seq 1 5 | twinlog produce orders",
+        epilog="example:\n" + textwrap.indent(EXAMPLE, "  "),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
