@@ -164,9 +164,17 @@ def _run(args: argparse.Namespace, connect: bool = False) -> int:
     from twinlog.rpc.cli.arguments import UsageError
     from twinlog.rpc.cli.common import check_server
 
+    interrupts = getattr(args, "interrupts", None)
     try:
         if connect:
+            if interrupts is not None:  # until the command says what it has done
+                interrupts.on_interrupt = lambda: (
+                    f"interrupted while reaching the server at {args.server}: nothing was "
+                    "sent or read"
+                )
             check_server(args)
+            if interrupts is not None:
+                interrupts.on_interrupt = None
         status: int = args.run(args)
     except UsageError as error:
         print(f"error: {error}", file=sys.stderr)

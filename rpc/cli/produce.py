@@ -336,11 +336,11 @@ def run(args: argparse.Namespace) -> int:
     )
     interrupts = getattr(args, "interrupts", None)
     state = ProduceRun(args, producer, interrupts.interrupted if interrupts else None)
+    if interrupts is not None:  # from here on it counts what was sent and delivered
+        interrupts.on_interrupt = state.on_interrupt
     try:
         if args.transactional_id:
             producer.init_transactions()
-        if interrupts is not None:
-            interrupts.on_interrupt = state.on_interrupt
         state.send_all(reader)
         if state.interrupted.is_set():
             return EXIT_INTERRUPTED  # Ctrl-C's cleanup reports, and ends the process
