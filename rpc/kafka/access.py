@@ -29,6 +29,9 @@ class ConnectionState:
     principal: Principal
     authenticated: bool  # True from the start when the server has no tokens file
     mechanism: str | None = None  # chosen by SaslHandshake
+    # SaslHandshake v0 chose PLAIN: the next frame is PLAIN's message itself, outside the
+    # framing of requests, answered by an empty frame (Kafka before KIP-152).
+    unframed_sasl_next: bool = False
     # Why the connection is closed once this request is answered (or, with acks=0, not
     # answered): a failed authentication, a refused acks=0 produce. None: it goes on.
     close_after_answer: str | None = None

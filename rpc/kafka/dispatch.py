@@ -123,8 +123,8 @@ SERVED_APIS: tuple[Api, ...] = (
     Api(DeleteGroupsRequest, 0, 2, handle_delete_groups),
     Api(CreateTopicsRequest, 2, 7, handle_create_topics),
     Api(DeleteTopicsRequest, 1, 5, handle_delete_topics),
-    # v1 only: v0 is followed by SASL bytes outside Kafka's framing
-    Api(SaslHandshakeRequest, 1, 1, handle_sasl_handshake),
+    # v0 is followed by PLAIN's message outside the requests' framing (the listener reads it)
+    Api(SaslHandshakeRequest, 0, 1, handle_sasl_handshake),
     Api(SaslAuthenticateRequest, 0, 2, handle_sasl_authenticate),
     Api(ApiVersionsRequest, 0, 4, handle_api_versions),
     Api(InitProducerIdRequest, 0, 5, handle_init_producer_id),

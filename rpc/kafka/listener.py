@@ -41,6 +41,7 @@ from twinlog.rpc.kafka.access import new_connection
 from twinlog.rpc.kafka.cluster import KafkaCluster
 from twinlog.rpc.kafka.context import KafkaBroker, KafkaContext
 from twinlog.rpc.kafka.dispatch import CloseConnection, advertised_versions, answer_frame
+from twinlog.rpc.kafka.sasl import authenticate_unframed
 from twinlog.rpc.kafka.settings import KafkaListenerSettings
 from twinlog.rpc.kafka.tls import TlsHandshakeError, peer_common_name, secure
 from twinlog.rpc.policy.auth import Guard
@@ -334,7 +335,9 @@ class KafkaListener:
             timed_by_deadline = timed_by_deadline or due is not None
             try:
                 (size,) = FRAME_SIZE.unpack(_read_exactly(connection, FRAME_SIZE.size, due))
-                frame_bytes_ok = REQUEST_BYTES_MIN <= size <= settings.frame_bytes_max
+                unframed_sasl = context.connection.unframed_sasl_next
+                bytes_min = 1 if unframed_sasl else REQUEST_BYTES_MIN
+                frame_bytes_ok = bytes_min <= size <= settings.frame_bytes_max
                 frame = _read_exactly(connection, size, due) if frame_bytes_ok else b""
             except TimeoutError:
                 if due is None:
@@ -351,6 +354,12 @@ class KafkaListener:
                 )
                 return
             first = False
+            if unframed_sasl:  # after SaslHandshake v0: PLAIN's message, not a request
+                if not authenticate_unframed(frame, context):
+                    log.warning("Kafka connection from %s closed: SASL authentication failed", peer)
+                    return
+                connection.sendall(FRAME_SIZE.pack(0))  # PLAIN's server message is empty
+                continue
             try:
                 answer = answer_frame(frame, context, peer)
             except CloseConnection as reason:

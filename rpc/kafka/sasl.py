@@ -1,5 +1,10 @@
 """SaslHandshake and SaslAuthenticate: mechanism PLAIN, onto twinlog's tokens file.
 
+SaslHandshake v1 is followed by SaslAuthenticate carrying PLAIN's message; v0 (served for
+clients that require it to be listed, as librdkafka 2.0 does for PLAIN) by the message as a
+frame of its own, answered by an empty frame (``authenticate_unframed``, called by the
+listener, which reads that frame).
+
 PLAIN's message is ``authzid NUL user NUL password`` (RFC 4616): the user is the
 principal and the password its token, which must be that principal's in the tokens file
 (an authzid, if given, must be the user). A failed authentication is answered
@@ -45,8 +50,32 @@ def handle_sasl_handshake(
         error_code = UNSUPPORTED_SASL_MECHANISM
     else:
         connection.mechanism = PLAIN
+        connection.unframed_sasl_next = version == 0
         error_code = NONE
     return SaslHandshakeResponse(version=version, error_code=error_code, mechanisms=MECHANISMS)
+
+
+def authenticate_unframed(auth_bytes: bytes, context: KafkaContext) -> bool:
+    """After SaslHandshake v0: PLAIN's message as its own frame (no SaslAuthenticate
+    around it). True once the connection is its principal's; False (logged) when it
+    proves nothing: the caller closes the connection, as Kafka does for v0."""
+    connection = context.connection
+    assert connection.unframed_sasl_next and connection.mechanism == PLAIN
+    connection.unframed_sasl_next = False
+    return _authenticate(auth_bytes, context) is None
+
+
+def _authenticate(auth_bytes: bytes, context: KafkaContext) -> str | None:
+    """Make the connection the principal PLAIN's message proves; None, or why it cannot
+    (logged, and the connection is closed after the answer)."""
+    principal, reason = _proven(auth_bytes, context)
+    if principal is None:
+        log.warning("Kafka SASL/PLAIN authentication refused: %s", reason)
+        context.connection.close_after_answer = "SASL authentication failed"
+        return reason
+    context.connection.principal = principal
+    context.connection.authenticated = True
+    return None
 
 
 def _proven(auth_bytes: bytes, context: KafkaContext) -> tuple[Principal | None, str]:
@@ -77,18 +106,14 @@ def handle_sasl_authenticate(
             error_message="SaslAuthenticate comes once, after SaslHandshake chose PLAIN",
             auth_bytes=b"",
         )
-    principal, reason = _proven(bytes(request.auth_bytes), context)
-    if principal is None:
-        log.warning("Kafka SASL/PLAIN authentication refused: %s", reason)
-        connection.close_after_answer = "SASL authentication failed"
+    refused = _authenticate(bytes(request.auth_bytes), context)
+    if refused is not None:
         return SaslAuthenticateResponse(
             version=version,
             error_code=SASL_AUTHENTICATION_FAILED,
-            error_message=f"authentication failed: {reason}",
+            error_message=f"authentication failed: {refused}",
             auth_bytes=b"",
         )
-    connection.principal = principal
-    connection.authenticated = True
     return SaslAuthenticateResponse(
         version=version,
         error_code=NONE,

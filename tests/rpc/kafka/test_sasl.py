@@ -5,8 +5,10 @@ errors where twinlog's grants say no."""
 from __future__ import annotations
 
 import io
+import shutil
 import socket
 import struct
+import subprocess
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -15,7 +17,7 @@ import confluent_kafka
 import kafka
 import kafka.errors
 import pytest
-from kafka.protocol.metadata import MetadataRequest
+from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 from kafka.protocol.sasl import (
     SaslAuthenticateRequest,
     SaslAuthenticateResponse,
@@ -204,3 +206,77 @@ def test_a_request_before_authentication_closes_the_connection(secured: Any) -> 
         assert connection.recv(4) == b""
     finally:
         connection.close()
+
+
+def _handshake_v0(connection: socket.socket) -> Any:
+    request = SaslHandshakeRequest(mechanism="PLAIN")
+    request.with_header(correlation_id=1, client_id="sasl-v0-test")
+    connection.sendall(bytes(request.encode(version=0, header=True, framed=True)))
+    return SaslHandshakeResponse.decode(io.BytesIO(_frame(connection)), version=0, header=True)
+
+
+def _recv_exactly(connection: socket.socket, size: int) -> bytes:
+    data = b""
+    while len(data) < size:
+        chunk = connection.recv(size - len(data))
+        if not chunk:
+            return data  # closed
+        data += chunk
+    return data
+
+
+def test_handshake_v0_takes_the_plain_message_as_a_frame_of_its_own(secured: Any) -> None:
+    """Kafka before KIP-152: after SaslHandshake v0 the client sends PLAIN's message as a
+    bare frame and gets an empty frame back; requests follow as the principal."""
+    _, listener = secured
+    connection = socket.create_connection(("127.0.0.1", listener.port), timeout=5)
+    try:
+        assert _handshake_v0(connection).error_code == 0
+        message = f"\0alice\0{ALICE_TOKEN}".encode()
+        connection.sendall(struct.pack(">i", len(message)) + message)
+        assert _recv_exactly(connection, 4) == struct.pack(">i", 0)
+        request = MetadataRequest(topics=None, allow_auto_topic_creation=False)
+        request.with_header(correlation_id=2, client_id="sasl-v0-test")
+        connection.sendall(bytes(request.encode(version=12, header=True, framed=True)))
+        answer = MetadataResponse.decode(io.BytesIO(_frame(connection)), version=12, header=True)
+        names = {topic.name for topic in answer.topics}
+        assert "orders" in names and "secrets" not in names  # alice's grants, not anonymous
+    finally:
+        connection.close()
+
+
+def test_handshake_v0_with_a_wrong_password_closes_the_connection(secured: Any) -> None:
+    _, listener = secured
+    connection = socket.create_connection(("127.0.0.1", listener.port), timeout=5)
+    try:
+        assert _handshake_v0(connection).error_code == 0
+        message = f"\0alice\0{BOB_TOKEN}".encode()
+        connection.sendall(struct.pack(">i", len(message)) + message)
+        assert _recv_exactly(connection, 4) == b""  # closed, nothing answered
+    finally:
+        connection.close()
+
+
+def test_kcat_authenticates_with_sasl_plain(secured: Any) -> None:
+    """librdkafka 2.0 (kcat from the distribution) requires SaslHandshake v0 to be listed
+    before it uses PLAIN at all."""
+    kcat = shutil.which("kcat")
+    assert kcat is not None, "kcat is not installed: `apt-get install kcat` (README)"
+    _, listener = secured
+
+    def run(password: str, *arguments: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+        sasl = [
+            "-X", "security.protocol=SASL_PLAINTEXT", "-X", "sasl.mechanisms=PLAIN",
+            "-X", "sasl.username=alice", "-X", f"sasl.password={password}",
+        ]  # fmt: skip
+        return subprocess.run(
+            [kcat, "-b", f"127.0.0.1:{listener.port}", *sasl, *arguments],
+            input=stdin, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+
+    sent = run(ALICE_TOKEN, "-P", "-t", "orders", "-p", "0", stdin="by-kcat\n")
+    assert sent.returncode == 0, sent.stderr
+    read = run(ALICE_TOKEN, "-C", "-t", "orders", "-o", "beginning", "-e", "-f", "%s\\n")
+    assert read.returncode == 0 and "by-kcat" in read.stdout.split(), read.stderr
+    refused = run(BOB_TOKEN, "-L", "-m", "2")
+    assert refused.returncode != 0 and "uthentication" in refused.stderr, refused.stderr
