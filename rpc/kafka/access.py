@@ -35,10 +35,11 @@ class ConnectionState:
     # Why the connection is closed once this request is answered (or, with acks=0, not
     # answered): a failed authentication, a refused acks=0 produce. None: it goes on.
     close_after_answer: str | None = None
+    peer: str = "-"  # the client's address, for the audit log
 
 
-def new_connection(guard: Guard) -> ConnectionState:
-    return ConnectionState(Principal(ANONYMOUS), authenticated=guard.tokens is None)
+def new_connection(guard: Guard, peer: str = "-") -> ConnectionState:
+    return ConnectionState(Principal(ANONYMOUS), authenticated=guard.tokens is None, peer=peer)
 
 
 class ResourceDenied(AuthorizationError):

@@ -241,7 +241,9 @@ class KafkaListener:
         return None
 
     def _serve(self, connection: socket.socket, peer: str, address: str) -> None:
-        context = dataclasses.replace(self.context, connection=new_connection(self.context.guard))
+        context = dataclasses.replace(
+            self.context, connection=new_connection(self.context.guard, peer)
+        )
         try:
             connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             if self.tls is not None:

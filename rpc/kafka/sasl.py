@@ -31,6 +31,7 @@ from twinlog.rpc.kafka.error_codes import (
     SASL_AUTHENTICATION_FAILED,
     UNSUPPORTED_SASL_MECHANISM,
 )
+from twinlog.rpc.policy.audit import audit
 from twinlog.rpc.policy.auth import Principal
 
 log = logging.getLogger("twinlog.kafka")
@@ -71,6 +72,13 @@ def _authenticate(auth_bytes: bytes, context: KafkaContext) -> str | None:
     principal, reason = _proven(auth_bytes, context)
     if principal is None:
         log.warning("Kafka SASL/PLAIN authentication refused: %s", reason)
+        audit(
+            "authentication.failed",
+            peer=context.connection.peer,
+            door="kafka",
+            mechanism=PLAIN,
+            reason=reason,
+        )
         context.connection.close_after_answer = "SASL authentication failed"
         return reason
     context.connection.principal = principal

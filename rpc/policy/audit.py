@@ -6,6 +6,7 @@ Each event is one structured line (``twinlog.rpc.policy.structured_log``)::
     transaction.abort principal=ops peer=... transaction_id=4353 transactional_id=loader outcome=ok
     acl.denied principal=bob action=write resource=topic name=orders
     authentication.failed peer=ipv4:10.0.0.7:41234 reason="the bearer token is not known ..."
+    authentication.failed peer=10.0.0.7:41240 door=kafka mechanism=PLAIN reason="..."
 
 Only administrative changes are audited (CreateTopic, DeleteTopic, the admin
 AbortTransaction of ``twinlog txn abort``), with refusals; the commits and aborts a

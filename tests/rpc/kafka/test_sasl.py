@@ -5,6 +5,7 @@ errors where twinlog's grants say no."""
 from __future__ import annotations
 
 import io
+import logging
 import shutil
 import socket
 import struct
@@ -28,6 +29,7 @@ from kafka.protocol.sasl import (
 from twinlog.engine.broker.broker import Broker
 from twinlog.rpc.client import Admin
 from twinlog.rpc.kafka.listener import KafkaListener
+from twinlog.rpc.policy.audit import AUDIT_LOGGER
 from twinlog.rpc.policy.auth import Acl, Guard, TokenTable
 
 CLIENT_TIMEOUT_MS = 10_000
@@ -147,17 +149,30 @@ def _authenticate(connection: socket.socket, user: str, password: str) -> Any:
     "user, password", [("alice", BOB_TOKEN), ("alice", "guess"), ("mallory", ALICE_TOKEN)]
 )
 def test_a_wrong_password_is_refused_and_the_connection_closed(
-    secured: Any, user: str, password: str
+    secured: Any, user: str, password: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     _, listener = secured
     connection = socket.create_connection(("127.0.0.1", listener.port), timeout=5)
-    try:
-        answer = _authenticate(connection, user, password)
-        assert answer.error_code == kafka.errors.SaslAuthenticationFailedError.errno
-        assert password not in answer.error_message
-        assert _frame(connection) == b""  # closed after the answer
-    finally:
-        connection.close()
+    with caplog.at_level(logging.INFO, logger=AUDIT_LOGGER):
+        try:
+            answer = _authenticate(connection, user, password)
+            assert answer.error_code == kafka.errors.SaslAuthenticationFailedError.errno
+            assert password not in answer.error_message
+            assert _frame(connection) == b""  # closed after the answer
+            local_port = connection.getsockname()[1]
+        finally:
+            connection.close()
+    _assert_audited_failure(caplog, local_port, password)
+
+
+def _assert_audited_failure(
+    caplog: pytest.LogCaptureFixture, client_port: int, password: str
+) -> None:
+    """The audit log has the failed login, naming the client's address, never the password."""
+    lines = [r.getMessage() for r in caplog.records if r.name == AUDIT_LOGGER]
+    failed = [line for line in lines if line.startswith("authentication.failed ")]
+    assert any("door=kafka" in line and f":{client_port}" in line for line in failed), lines
+    assert not any(password in line for line in lines), lines
 
 
 def test_grants_are_enforced_with_kafka_error_codes(secured: Any) -> None:
@@ -245,16 +260,21 @@ def test_handshake_v0_takes_the_plain_message_as_a_frame_of_its_own(secured: Any
         connection.close()
 
 
-def test_handshake_v0_with_a_wrong_password_closes_the_connection(secured: Any) -> None:
+def test_handshake_v0_with_a_wrong_password_closes_the_connection(
+    secured: Any, caplog: pytest.LogCaptureFixture
+) -> None:
     _, listener = secured
     connection = socket.create_connection(("127.0.0.1", listener.port), timeout=5)
-    try:
-        assert _handshake_v0(connection).error_code == 0
-        message = f"\0alice\0{BOB_TOKEN}".encode()
-        connection.sendall(struct.pack(">i", len(message)) + message)
-        assert _recv_exactly(connection, 4) == b""  # closed, nothing answered
-    finally:
-        connection.close()
+    with caplog.at_level(logging.INFO, logger=AUDIT_LOGGER):
+        try:
+            assert _handshake_v0(connection).error_code == 0
+            message = f"\0alice\0{BOB_TOKEN}".encode()
+            connection.sendall(struct.pack(">i", len(message)) + message)
+            assert _recv_exactly(connection, 4) == b""  # closed, nothing answered
+            local_port = connection.getsockname()[1]
+        finally:
+            connection.close()
+    _assert_audited_failure(caplog, local_port, BOB_TOKEN)
 
 
 def test_kcat_authenticates_with_sasl_plain(secured: Any) -> None:
