@@ -48,21 +48,28 @@ def _interrupt(producing: subprocess.Popen[str]) -> tuple[int, str]:
     return producing.returncode, stderr
 
 
+def _send_stalled_and_interrupt(server: ServerProcess, producing: subprocess.Popen[str]) -> str:
+    """Stop the server, give ``producing`` more lines, Ctrl-C it: its stderr (exit 130)."""
+    assert server.process is not None and producing.stdin is not None
+    os.kill(server.process.pid, signal.SIGSTOP)
+    try:
+        producing.stdin.write(LINES)
+        producing.stdin.flush()
+        time.sleep(2.5)
+        status, stderr = _interrupt(producing)
+    finally:
+        os.kill(server.process.pid, signal.SIGCONT)
+    assert status == 130, stderr
+    return stderr
+
+
 def test_interrupted_while_reaching_a_stalled_server(tmp_path: Path) -> None:
     with ServerProcess(tmp_path / "data") as server:
         assert run_cli("topics", "create", "stalled", "--server", server.address).returncode == 0
         assert server.process is not None
-        os.kill(server.process.pid, signal.SIGSTOP)
-        try:
-            producing = _produce(server.address)
-            assert producing.stdin is not None
-            producing.stdin.write(LINES)
-            producing.stdin.flush()
-            time.sleep(2.5)
-            status, stderr = _interrupt(producing)
-        finally:
-            os.kill(server.process.pid, signal.SIGCONT)
-    assert status == 130
+        os.kill(server.process.pid, signal.SIGSTOP)  # stopped before the command starts
+        producing = _produce(server.address)
+        stderr = _send_stalled_and_interrupt(server, producing)
     assert stderr == (
         f"interrupted while reaching the server at {server.address}: nothing was sent or read\n"
     ), stderr
@@ -71,21 +78,12 @@ def test_interrupted_while_reaching_a_stalled_server(tmp_path: Path) -> None:
 def test_interrupted_with_records_in_flight_to_a_stalled_server(tmp_path: Path) -> None:
     with ServerProcess(tmp_path / "data") as server:
         assert run_cli("topics", "create", "stalled", "--server", server.address).returncode == 0
-        assert server.process is not None
         producing = _produce(server.address)
         assert producing.stdin is not None
         producing.stdin.write(LINES)
         producing.stdin.flush()
         _wait_for_log_end(server.address, 50)  # the first 50 are delivered
-        os.kill(server.process.pid, signal.SIGSTOP)
-        try:
-            producing.stdin.write(LINES)
-            producing.stdin.flush()
-            time.sleep(2.5)
-            status, stderr = _interrupt(producing)
-        finally:
-            os.kill(server.process.pid, signal.SIGCONT)
-    assert status == 130
+        stderr = _send_stalled_and_interrupt(server, producing)
     # The second 50 were read and sent (all of them, unless this machine was very slow).
     assert re.fullmatch(
         r"interrupted: 50 records delivered, 0 not delivered, [1-9]\d* unconfirmed\n", stderr
