@@ -60,6 +60,8 @@ AUTHORIZATION_FAILED_CODES: dict[str, int] = {
 PRODUCE_API_KEY = 0
 OFFSET_FETCH_API_KEY = 9
 FIND_COORDINATOR_API_KEY = 10
+CREATE_TOPICS_API_KEY = 19
+INVALID_CONFIG = kafka_errors.InvalidConfigurationError.errno
 # InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, TxnOffsetCommit: a producer
 # id its caller may not use is denied on its transactional id
 TRANSACTIONAL_API_KEYS = (22, 24, 25, 26, 28)
@@ -73,6 +75,8 @@ CODE_IN_API: dict[tuple[int, type[errors.TwinlogError]], int] = {
     (OFFSET_FETCH_API_KEY, errors.PendingTransactionError): (
         kafka_errors.UnstableOffsetCommitError.errno
     ),
+    # a topic setting the broker refuses (an unknown key, a bad value): Kafka's answer
+    (CREATE_TOPICS_API_KEY, errors.InvalidConfigError): INVALID_CONFIG,
     **{
         (api_key, errors.AuthorizationError): TRANSACTIONAL_ID_AUTHORIZATION_FAILED
         for api_key in TRANSACTIONAL_API_KEYS

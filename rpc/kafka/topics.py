@@ -7,7 +7,8 @@ on as the topic's ``replication.factor`` (-1: the cluster's ``default_replicatio
 and the broker checks it. Explicit replica assignments are refused INVALID_REQUEST (a
 cluster's controller places replicas). ``validate_only`` checks the grant, the name and
 (on a single node) the replication factor, and creates nothing. Topic settings are the
-broker's topic config keys (the broker refuses an unknown key, INVALID_REQUEST, naming it).
+broker's topic config keys (the broker refuses an unknown key or a bad value: INVALID_CONFIG,
+naming it, as Kafka answers).
 """
 
 from __future__ import annotations

@@ -41,3 +41,22 @@ def test_confluent_admin_creates_a_topic_with_settings(kafka_server: Any) -> Non
     description = kafka_server.broker.describe_topic("made-by-confluent")
     assert len(description.partitions) == 2
     assert description.config.get("cleanup.policy") == "compact"
+
+
+def test_an_unknown_or_bad_topic_setting_is_invalid_config(kafka_server: Any) -> None:
+    """As Kafka answers: INVALID_CONFIG (40) naming the setting, not INVALID_REQUEST."""
+    admin = KafkaAdminClient(
+        bootstrap_servers=kafka_server.bootstrap, request_timeout_ms=CLIENT_TIMEOUT_MS
+    )
+    try:
+        for name, configs in (
+            ("unknown-setting", {"no.such.setting": "1"}),
+            ("bad-value", {"retention.ms": "soon"}),
+        ):
+            with pytest.raises(kafka.errors.InvalidConfigurationError) as refused:
+                admin.create_topics([NewTopic(name, 1, 1, topic_configs=configs)])
+            assert next(iter(configs)) in str(refused.value)
+    finally:
+        admin.close()
+    names = kafka_server.broker.list_topics()
+    assert "unknown-setting" not in names and "bad-value" not in names
