@@ -62,6 +62,7 @@ OFFSET_FETCH_API_KEY = 9
 FIND_COORDINATOR_API_KEY = 10
 CREATE_TOPICS_API_KEY = 19
 INVALID_CONFIG = kafka_errors.InvalidConfigurationError.errno
+UNSTABLE_OFFSET_COMMIT = kafka_errors.UnstableOffsetCommitError.errno
 # InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, TxnOffsetCommit: a producer
 # id its caller may not use is denied on its transactional id
 TRANSACTIONAL_API_KEYS = (22, 24, 25, 26, 28)
@@ -72,9 +73,7 @@ CODE_IN_API: dict[tuple[int, type[errors.TwinlogError]], int] = {
     # Kafka's does (the client asks again after a pause)
     (FIND_COORDINATOR_API_KEY, errors.NotCoordinatorError): COORDINATOR_NOT_AVAILABLE,
     # an offset held by a transaction not complete yet: the client retries
-    (OFFSET_FETCH_API_KEY, errors.PendingTransactionError): (
-        kafka_errors.UnstableOffsetCommitError.errno
-    ),
+    (OFFSET_FETCH_API_KEY, errors.PendingTransactionError): UNSTABLE_OFFSET_COMMIT,
     # a topic setting the broker refuses (an unknown key, a bad value): Kafka's answer
     (CREATE_TOPICS_API_KEY, errors.InvalidConfigError): INVALID_CONFIG,
     **{

@@ -4,7 +4,9 @@ A commit from outside the group's membership (generation -1 and no member id: a 
 that ``assign()``s, a tool) is the broker's commit from outside any group; one naming a
 member is checked by the broker against the group's members (twinlog's groups,
 ``engine/groups``). Only the offset is kept: a commit's metadata string and leader epoch
-are not stored, and OffsetFetch answers metadata "" and leader epoch -1.
+are not stored, and OffsetFetch answers metadata "" and leader epoch -1. A partition
+whose offset a transaction not complete yet holds is answered UNSTABLE_OFFSET_COMMIT on
+its own (KIP-447), the others with their offsets.
 """
 
 from __future__ import annotations
@@ -18,7 +20,11 @@ from kafka.protocol.consumer import (
     OffsetFetchResponse,
 )
 
-from twinlog.engine.base.errors import GroupIdNotFoundError, TwinlogError
+from twinlog.engine.base.errors import (
+    GroupIdNotFoundError,
+    PendingTransactionError,
+    TwinlogError,
+)
 from twinlog.engine.base.types import TopicPartition
 from twinlog.engine.groups.group_calls import (
     NO_MEMBER_EPOCH,
@@ -27,7 +33,7 @@ from twinlog.engine.groups.group_calls import (
 )
 from twinlog.rpc.kafka.access import may, require
 from twinlog.rpc.kafka.context import KafkaContext
-from twinlog.rpc.kafka.error_codes import NONE, code_of
+from twinlog.rpc.kafka.error_codes import NONE, UNSTABLE_OFFSET_COMMIT, code_of
 from twinlog.rpc.policy.auth import Operation, Resource
 
 NO_OFFSET = -1
@@ -79,23 +85,37 @@ def handle_offset_commit(
 
 def _committed(
     context: KafkaContext, group_id: str, wanted: list[TopicPartition] | None
-) -> dict[TopicPartition, int]:
+) -> tuple[dict[TopicPartition, int], set[TopicPartition]]:
     """The group's offsets of ``wanted`` (None: every partition it committed whose topic
-    the caller may read)."""
+    the caller may read), and those of them a transaction not complete yet holds
+    (answered UNSTABLE_OFFSET_COMMIT on their own, as Kafka does since KIP-447: a client
+    retries those and takes the others)."""
     guard, principal = context.guard, context.connection.principal
     require(guard, principal, Operation.READ, (group_id,), Resource.GROUP)
     if wanted is None:
         try:
             committed = context.broker.describe_group(group_id).committed
         except GroupIdNotFoundError:  # a group that never committed has no offsets
-            return {}
-        return {
+            return {}, set()
+        readable = {
             topic_partition: offset
             for topic_partition, offset in committed
             if may(guard, principal, Operation.READ, topic_partition.topic, Resource.TOPIC)
         }
+        return readable, set()
     require(guard, principal, Operation.READ, sorted({tp.topic for tp in wanted}))
-    return context.broker.fetch_offsets(group_id, wanted)
+    try:
+        return context.broker.fetch_offsets(group_id, wanted), set()
+    except PendingTransactionError:  # some are held: find which, one partition at a time
+        offsets: dict[TopicPartition, int] = {}
+        unstable: set[TopicPartition] = set()
+        for topic_partition in wanted:
+            try:
+                offsets.update(context.broker.fetch_offsets(group_id, [topic_partition]))
+            except PendingTransactionError:
+                offsets[topic_partition] = NO_OFFSET
+                unstable.add(topic_partition)
+        return offsets, unstable
 
 
 def _wanted(topics: list[Any] | None) -> list[TopicPartition] | None:
@@ -121,14 +141,15 @@ def handle_offset_fetch(
         return OffsetFetchResponse(version=version, throttle_time_ms=0, groups=groups)
     Topic = OffsetFetchResponse.OffsetFetchResponseTopic
     Partition = Topic.OffsetFetchResponsePartition
+    unstable: set[TopicPartition] = set()
     try:
-        offsets = _committed(context, request.group_id, _wanted(request.topics))
+        offsets, unstable = _committed(context, request.group_id, _wanted(request.topics))
         error_code = NONE
     except TwinlogError as error:
         offsets, error_code = {}, code_of(error, OffsetFetchRequest.API_KEY)
         if request.topics is not None:
             offsets = dict.fromkeys(_wanted(request.topics) or [], NO_OFFSET)
-    topics = _topic_answers(Topic, Partition, offsets, error_code)
+    topics = _topic_answers(Topic, Partition, offsets, error_code, unstable)
     return OffsetFetchResponse(
         version=version, throttle_time_ms=0, topics=topics, error_code=error_code
     )
@@ -139,22 +160,27 @@ def _group_answer(context: KafkaContext, group: Any) -> Any:
     Topic = Group.OffsetFetchResponseTopics
     Partition = Topic.OffsetFetchResponsePartitions
     try:
-        offsets = _committed(context, group.group_id, _wanted(group.topics))
+        offsets, unstable = _committed(context, group.group_id, _wanted(group.topics))
     except TwinlogError as error:
         return Group(
             group_id=group.group_id,
             topics=[],
             error_code=code_of(error, OffsetFetchRequest.API_KEY),
         )
-    topics = _topic_answers(Topic, Partition, offsets, NONE)
+    topics = _topic_answers(Topic, Partition, offsets, NONE, unstable)
     return Group(group_id=group.group_id, topics=topics, error_code=NONE)
 
 
 def _topic_answers(
-    topic_class: Any, partition_class: Any, offsets: dict[TopicPartition, int], error_code: int
+    topic_class: Any,
+    partition_class: Any,
+    offsets: dict[TopicPartition, int],
+    error_code: int,
+    unstable: set[TopicPartition],
 ) -> list[Any]:
     """OffsetFetch's per-topic answers, in the message classes of the version answered
-    (the topics of v0-7, or of a group from v8)."""
+    (the topics of v0-7, or of a group from v8); ``unstable`` partitions answered
+    UNSTABLE_OFFSET_COMMIT."""
     return [
         topic_class(
             name=name,
@@ -164,7 +190,11 @@ def _topic_answers(
                     committed_offset=offset,
                     committed_leader_epoch=NO_LEADER_EPOCH,
                     metadata="",
-                    error_code=error_code,
+                    error_code=(
+                        UNSTABLE_OFFSET_COMMIT
+                        if TopicPartition(name, index) in unstable
+                        else error_code
+                    ),
                 )
                 for index, offset in partitions.items()
             ],
