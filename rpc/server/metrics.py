@@ -13,7 +13,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    GCCollector,
+    Histogram,
+    PlatformCollector,
+    ProcessCollector,
+    generate_latest,
+)
 
 from twinlog.engine.broker.broker_stats import BrokerStats
 from twinlog.rpc.server.engine_collector import EngineCollector
@@ -74,6 +82,12 @@ class ServerMetrics:
             registry=self.registry,
         )
         self.registry.register(EngineCollector(stats))
+        # The process's own figures (CPU seconds, resident and virtual memory, open and
+        # maximum file descriptors, start time), the interpreter's version and its garbage
+        # collector's counts: the library's collectors, under their standard names.
+        ProcessCollector(registry=self.registry)
+        PlatformCollector(registry=self.registry)
+        GCCollector(registry=self.registry)
         # (method, code) -> its two labelled children: labels() costs a lock and a lookup
         # per call, this a dict read (a lost race only makes the same children twice).
         self._children: dict[tuple[str, str], tuple[Any, Any]] = {}

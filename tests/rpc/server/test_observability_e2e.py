@@ -7,10 +7,12 @@ topics, ops administers. Health checks pass without a token.
 
 from __future__ import annotations
 
+import os
 import re
 import time
 import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
 
 import grpc
 import pytest
@@ -150,6 +152,21 @@ def test_metrics_move_with_traffic(traffic: ServerProcess) -> None:
     assert value(families["twinlog_journal_used_bytes"], "twinlog_journal_used_bytes") > 0
     under = families["twinlog_under_replicated_partitions"]
     assert value(under, "twinlog_under_replicated_partitions") == 0
+
+
+def test_the_process_figures_are_the_server_processes(traffic: ServerProcess) -> None:
+    """CPU, memory and file descriptors from the metrics library's own collectors: the
+    server process's, as /proc has them."""
+    families = scrape(traffic)
+    assert traffic.process is not None
+    pid = traffic.process.pid
+    resident = value(families["process_resident_memory_bytes"], "process_resident_memory_bytes")
+    rss_pages = int(Path(f"/proc/{pid}/statm").read_text().split()[1])
+    assert 0.5 < resident / (rss_pages * os.sysconf("SC_PAGE_SIZE")) < 2
+    assert value(families["process_cpu_seconds"], "process_cpu_seconds_total") > 0
+    assert value(families["process_open_fds"], "process_open_fds") > 3  # a server's sockets
+    assert value(families["process_start_time_seconds"], "process_start_time_seconds") > 0
+    assert "python_gc_objects_collected" in families and "python_info" in families
 
 
 def test_health_is_serving_for_every_service_without_a_token(server: ServerProcess) -> None:
