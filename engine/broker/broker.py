@@ -617,6 +617,19 @@ class Broker(BrokerLifecycle):
             f"offset spec {spec!r}: use 'earliest', 'latest' or a timestamp in ms"
         )
 
+    def record_for_timestamp(
+        self, topic: str, partition: int, timestamp_ms: int
+    ) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first committed record whose timestamp is >=
+        ``timestamp_ms`` (Kafka's ListOffsets answers both); None when no readable record is
+        that recent."""
+        target = self.partition(TopicPartition(topic, partition))
+        target.check_serves_clients()
+        found = target.log.record_for_timestamp(timestamp_ms)
+        if found is None or found[0] >= target.readable_end:
+            return None
+        return found
+
     def commit_offsets(
         self,
         group_id: str,

@@ -646,8 +646,14 @@ class DataLog:
         return self._segment_list.snapshot().last_header
 
     def offset_for_timestamp(self, timestamp_ms: int) -> int | None:
-        """Base offset of the first batch whose max timestamp is >= ``timestamp_ms``, or None."""
-        return self._segment_list.offset_for_timestamp(timestamp_ms)
+        """Offset of the first record whose timestamp is >= ``timestamp_ms``, or None."""
+        found = self.record_for_timestamp(timestamp_ms)
+        return None if found is None else found[0]
+
+    def record_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record whose timestamp is >= ``timestamp_ms``
+        (Kafka's ListOffsets answers both), or None."""
+        return self._segment_list.record_for_timestamp(timestamp_ms)
 
     def size_bytes(self) -> int:
         return self._segment_list.snapshot().size_bytes()

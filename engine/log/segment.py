@@ -564,18 +564,19 @@ class Segment:
             )
         return data
 
-    def offset_for_timestamp(self, timestamp_ms: int, end_position: int) -> int | None:
-        """Offset of the first record here whose timestamp is >= ``timestamp_ms`` (Kafka's
-        ListOffsets): the first batch whose max timestamp is, then its first such record
-        (an earlier record of that batch may be older)."""
+    def record_for_timestamp(self, timestamp_ms: int, end_position: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record here whose timestamp is >=
+        ``timestamp_ms`` (Kafka's ListOffsets): the first batch whose max timestamp is,
+        then its first such record (an earlier record of that batch may be older)."""
         entry = self.index.entry_before_timestamp(timestamp_ms)
         for position, header in self._walk(entry, end_position):
             if header.max_timestamp_ms >= timestamp_ms:
                 for batch in iter_batches(self.read(position, header.size_bytes)):
                     for record in batch.records():
                         if record.timestamp_ms >= timestamp_ms:
-                            return record.offset
-                return header.base_offset  # not reached: the max is one of its records
+                            return record.offset, record.timestamp_ms
+                # not reached: the max is one of its records
+                return header.base_offset, header.max_timestamp_ms
         return None
 
 

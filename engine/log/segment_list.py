@@ -55,8 +55,8 @@ from twinlog.engine.log.segment_reads import (
     Published,
     find_batch,
     iter_headers,
-    offset_for_timestamp,
     read_batches,
+    record_for_timestamp,
 )
 from twinlog.engine.log.segments_view import SegmentsView
 from twinlog.engine.records.batch_format import BatchHeader
@@ -532,8 +532,8 @@ class SegmentList:
     def iter_headers(self, from_offset: int) -> Iterator[BatchHeader]:
         return iter_headers(self.snapshot(), from_offset, self._rebuild_index)
 
-    def offset_for_timestamp(self, timestamp_ms: int) -> int | None:
-        return offset_for_timestamp(self.snapshot(), timestamp_ms, self._rebuild_index)
+    def record_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
+        return record_for_timestamp(self.snapshot(), timestamp_ms, self._rebuild_index)
 
     def _rebuild_index(self, segment: Segment, damaged: object, why: str) -> None:
         with self.write_lock:

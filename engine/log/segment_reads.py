@@ -129,17 +129,20 @@ def _headers_from(
         position = 0
 
 
-def offset_for_timestamp(state: Published, timestamp_ms: int, rebuild: RebuildIndex) -> int | None:
-    """Base offset of the first batch whose max timestamp is >= ``timestamp_ms``, or None."""
+def record_for_timestamp(
+    state: Published, timestamp_ms: int, rebuild: RebuildIndex
+) -> tuple[int, int] | None:
+    """(offset, timestamp) of the first record whose timestamp is >= ``timestamp_ms``, or
+    None (an offset below the log start, in a segment retention cut, is the log start)."""
     for number, segment in enumerate(state.segments):
         end_position = state.end_of(number)
         if end_position == 0 or segment.tail().max_timestamp_ms < timestamp_ms:
             continue  # nothing here reaches it (timestamps need not grow across segments)
-        offset = repairing(
-            segment, partial(segment.offset_for_timestamp, timestamp_ms, end_position), rebuild
+        found = repairing(
+            segment, partial(segment.record_for_timestamp, timestamp_ms, end_position), rebuild
         )
-        if offset is not None:
-            return max(offset, state.log_start_offset)
+        if found is not None:
+            return max(found[0], state.log_start_offset), found[1]
     return None
 
 

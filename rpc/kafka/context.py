@@ -42,6 +42,10 @@ class KafkaBroker(BrokerApi, Protocol):
 
     def open_transaction(self, producer_id: int, producer_generation: int) -> int: ...
 
+    def record_for_timestamp(
+        self, topic: str, partition: int, timestamp_ms: int
+    ) -> tuple[int, int] | None: ...
+
     def latest_transaction(self, producer_id: int, producer_generation: int) -> int | None: ...
 
     def wait_for_records(

@@ -1,7 +1,8 @@
 """ListOffsets: earliest, latest (the high watermark: logs hold committed data only, so the
-last stable offset is the same) or the first offset at or after a timestamp.
+last stable offset is the same) or the first record at or after a timestamp, answered
+with that record's offset and timestamp (-1 and -1 when no committed record is that
+recent, as Kafka answers).
 
-For a timestamp the answer's ``timestamp`` is -1: the broker returns the offset only.
 MAX_TIMESTAMP (-3) and other special values but EARLIEST_LOCAL (-4, the earliest: there
 is no tiered storage) get INVALID_REQUEST for that partition.
 """
@@ -30,17 +31,16 @@ PartitionAnswer = TopicAnswer.ListOffsetsPartitionResponse
 
 def _partition(context: KafkaContext, topic: str, partition: int, timestamp: int) -> Any:
     broker = context.broker
-    offset = NOT_FOUND
+    offset = found_timestamp = NOT_FOUND
     try:
         if timestamp == LATEST_TIMESTAMP:
             offset = broker.list_offset(topic, partition, "latest")
         elif timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
             offset = broker.list_offset(topic, partition, "earliest")
         elif timestamp >= 0:
-            found = broker.list_offset(topic, partition, timestamp)
-            # The broker answers the high watermark when no record is that recent; Kafka's
-            # answer for that is offset -1.
-            offset = found if found < broker.list_offset(topic, partition, "latest") else NOT_FOUND
+            found = broker.record_for_timestamp(topic, partition, timestamp)
+            if found is not None:
+                offset, found_timestamp = found
         else:
             return PartitionAnswer(partition_index=partition, error_code=INVALID_REQUEST)
     except TwinlogError as error:
@@ -49,7 +49,7 @@ def _partition(context: KafkaContext, topic: str, partition: int, timestamp: int
     return PartitionAnswer(
         partition_index=partition,
         error_code=NONE,
-        timestamp=-1,
+        timestamp=found_timestamp,
         offset=offset,
         # a cluster's leader epoch is in Metadata; this answer does not repeat it
         leader_epoch=LEADER_EPOCH if context.cluster is None else NO_LEADER_EPOCH,

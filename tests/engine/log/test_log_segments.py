@@ -225,6 +225,11 @@ def test_offset_for_timestamp_matches_a_model(
         for probe in probes:
             expected = next((2 * n for n, ts in enumerate(timestamps) if ts >= probe), None)
             assert log.offset_for_timestamp(TIMESTAMP_MS + probe) == expected, probe
+            # and the found record's own timestamp (ListOffsets answers both)
+            record = (
+                None if expected is None else (expected, TIMESTAMP_MS + timestamps[expected // 2])
+            )
+            assert log.record_for_timestamp(TIMESTAMP_MS + probe) == record, probe
 
 
 def test_offset_for_timestamp_after_reopen_and_on_empty_log(tmp_path: Path) -> None:

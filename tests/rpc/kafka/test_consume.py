@@ -146,7 +146,10 @@ def test_kafka_python_offsets_for_times_and_ends(kafka_server: Any, position: st
         if position == "earliest":
             assert consumer.beginning_offsets([partition]) == {partition: 0}
             found = consumer.offsets_for_times({partition: 1_500})[partition]
-            assert found is not None and found.offset == 1
+            # the found record's offset and its own timestamp (not the one asked for, not -1)
+            assert found is not None and (found.offset, found.timestamp) == (1, 2_000)
+            exact = consumer.offsets_for_times({partition: 1_000})[partition]
+            assert exact is not None and (exact.offset, exact.timestamp) == (0, 1_000)
             assert consumer.offsets_for_times({partition: 9_999})[partition] is None
         else:
             assert consumer.end_offsets([partition]) == {partition: 2}
