@@ -630,6 +630,16 @@ class Broker(BrokerLifecycle):
             return None
         return found
 
+    def record_with_max_timestamp(self, topic: str, partition: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first committed record holding the partition's largest
+        timestamp (ListOffsets MAX_TIMESTAMP); None without readable records."""
+        target = self.partition(TopicPartition(topic, partition))
+        target.check_serves_clients()
+        found = target.log.record_with_max_timestamp()
+        if found is None or found[0] >= target.readable_end:
+            return None
+        return found
+
     def commit_offsets(
         self,
         group_id: str,

@@ -655,6 +655,11 @@ class DataLog:
         (Kafka's ListOffsets answers both), or None."""
         return self._segment_list.record_for_timestamp(timestamp_ms)
 
+    def record_with_max_timestamp(self) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record holding the largest timestamp (Kafka's
+        ListOffsets MAX_TIMESTAMP), or None for a log without records."""
+        return self._segment_list.record_with_max_timestamp()
+
     def size_bytes(self) -> int:
         return self._segment_list.snapshot().size_bytes()
 

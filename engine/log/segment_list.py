@@ -57,6 +57,7 @@ from twinlog.engine.log.segment_reads import (
     iter_headers,
     read_batches,
     record_for_timestamp,
+    record_with_max_timestamp,
 )
 from twinlog.engine.log.segments_view import SegmentsView
 from twinlog.engine.records.batch_format import BatchHeader
@@ -534,6 +535,9 @@ class SegmentList:
 
     def record_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
         return record_for_timestamp(self.snapshot(), timestamp_ms, self._rebuild_index)
+
+    def record_with_max_timestamp(self) -> tuple[int, int] | None:
+        return record_with_max_timestamp(self.snapshot(), self._rebuild_index)
 
     def _rebuild_index(self, segment: Segment, damaged: object, why: str) -> None:
         with self.write_lock:

@@ -25,7 +25,7 @@ from typing import NamedTuple, TypeVar
 from twinlog.engine.base.errors import CorruptBatchError, CorruptLogError, OffsetOutOfRangeError
 from twinlog.engine.log.segment import Segment
 from twinlog.engine.log.segment_index import IndexDamagedError
-from twinlog.engine.records.batch_format import BatchHeader, validate_batch
+from twinlog.engine.records.batch_format import NO_TIMESTAMP, BatchHeader, validate_batch
 
 Result = TypeVar("Result")
 # (segment, the index found damaged, why): rebuild the segment's indexes unless another
@@ -144,6 +144,23 @@ def record_for_timestamp(
         if found is not None:
             return max(found[0], state.log_start_offset), found[1]
     return None
+
+
+def record_with_max_timestamp(state: Published, rebuild: RebuildIndex) -> tuple[int, int] | None:
+    """(offset, timestamp) of the first record holding the log's largest timestamp (Kafka's
+    ListOffsets MAX_TIMESTAMP, KIP-734), or None for a log without records: the segments'
+    summaries name the largest, the time index finds its first record."""
+    largest = max(
+        (
+            segment.tail().max_timestamp_ms
+            for number, segment in enumerate(state.segments)
+            if state.end_of(number) > 0
+        ),
+        default=NO_TIMESTAMP,
+    )
+    if largest == NO_TIMESTAMP:
+        return None
+    return record_for_timestamp(state, largest, rebuild)
 
 
 def find_batch(

@@ -1,10 +1,11 @@
 """ListOffsets: earliest, latest (the high watermark: logs hold committed data only, so the
 last stable offset is the same) or the first record at or after a timestamp, answered
 with that record's offset and timestamp (-1 and -1 when no committed record is that
-recent, as Kafka answers).
+recent, as Kafka answers); MAX_TIMESTAMP (-3, KIP-734) the first record holding the
+largest timestamp, the same way.
 
-MAX_TIMESTAMP (-3) and other special values but EARLIEST_LOCAL (-4, the earliest: there
-is no tiered storage) get INVALID_REQUEST for that partition.
+Other special values but EARLIEST_LOCAL (-4, the earliest: there is no tiered storage)
+get INVALID_REQUEST for that partition.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from twinlog.rpc.policy.auth import Operation
 
 LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
+MAX_TIMESTAMP = -3  # KIP-734: the record with the largest timestamp
 EARLIEST_LOCAL_TIMESTAMP = -4
 NOT_FOUND = -1
 NO_LEADER_EPOCH = -1
@@ -37,8 +39,12 @@ def _partition(context: KafkaContext, topic: str, partition: int, timestamp: int
             offset = broker.list_offset(topic, partition, "latest")
         elif timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
             offset = broker.list_offset(topic, partition, "earliest")
-        elif timestamp >= 0:
-            found = broker.record_for_timestamp(topic, partition, timestamp)
+        elif timestamp >= 0 or timestamp == MAX_TIMESTAMP:
+            found = (
+                broker.record_for_timestamp(topic, partition, timestamp)
+                if timestamp >= 0
+                else broker.record_with_max_timestamp(topic, partition)
+            )
             if found is not None:
                 offset, found_timestamp = found
         else:

@@ -230,11 +230,15 @@ def test_offset_for_timestamp_matches_a_model(
                 None if expected is None else (expected, TIMESTAMP_MS + timestamps[expected // 2])
             )
             assert log.record_for_timestamp(TIMESTAMP_MS + probe) == record, probe
+        largest = max(timestamps)  # the first batch holding it, its first record
+        expected_max = (2 * timestamps.index(largest), TIMESTAMP_MS + largest)
+        assert log.record_with_max_timestamp() == expected_max
 
 
 def test_offset_for_timestamp_after_reopen_and_on_empty_log(tmp_path: Path) -> None:
     with DataLog.open(tmp_path, LogConfig(segment_bytes=300)) as log:
         assert log.offset_for_timestamp(0) is None
+        assert log.record_with_max_timestamp() is None
         for n in range(20):
             log.append_as_leader(make_batch(1, timestamp_ms=1000 * n))
     with DataLog.open(tmp_path, LogConfig(segment_bytes=300)) as log:

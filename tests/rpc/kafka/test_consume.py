@@ -155,3 +155,27 @@ def test_kafka_python_offsets_for_times_and_ends(kafka_server: Any, position: st
             assert consumer.end_offsets([partition]) == {partition: 2}
     finally:
         consumer.close()
+
+
+def test_confluent_admin_lists_offsets_by_timestamp_and_max_timestamp(kafka_server: Any) -> None:
+    """ListOffsets v7+: a timestamp gives the first record at or after it with its own
+    timestamp; MAX_TIMESTAMP (KIP-734) the first record holding the largest one."""
+    from confluent_kafka.admin import AdminClient, OffsetSpec
+
+    topic = kafka_server.topic()
+    with Producer(kafka_server.broker) as producer:
+        for value, stamp in ((b"a", 1_000), (b"b", 3_000), (b"c", 2_000), (b"d", 3_000)):
+            producer.send(topic, value, partition=0, timestamp_ms=stamp)
+    admin = AdminClient({"bootstrap.servers": kafka_server.bootstrap})
+    partition = confluent_kafka.TopicPartition(topic, 0)
+    answers = {}
+    for name, spec in (
+        ("max", OffsetSpec.max_timestamp()),
+        ("at 1500", OffsetSpec.for_timestamp(1_500)),
+        ("latest", OffsetSpec.latest()),
+    ):
+        result = admin.list_offsets({partition: spec}, request_timeout=10)[partition].result(10)
+        answers[name] = (result.offset, result.timestamp)
+    assert answers["max"] == (1, 3_000)
+    assert answers["at 1500"] == (1, 3_000)
+    assert answers["latest"][0] == 4
