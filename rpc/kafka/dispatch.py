@@ -122,7 +122,7 @@ SERVED_APIS: tuple[Api, ...] = (
     Api(DescribeGroupsRequest, 0, 5, handle_describe_groups),
     Api(DeleteGroupsRequest, 0, 2, handle_delete_groups),
     Api(CreateTopicsRequest, 2, 7, handle_create_topics),
-    Api(DeleteTopicsRequest, 1, 5, handle_delete_topics),
+    Api(DeleteTopicsRequest, 1, 6, handle_delete_topics),
     # v0 is followed by PLAIN's message outside the requests' framing (the listener reads it)
     Api(SaslHandshakeRequest, 0, 1, handle_sasl_handshake),
     Api(SaslAuthenticateRequest, 0, 2, handle_sasl_authenticate),

@@ -63,6 +63,7 @@ FIND_COORDINATOR_API_KEY = 10
 CREATE_TOPICS_API_KEY = 19
 INVALID_CONFIG = kafka_errors.InvalidConfigurationError.errno
 UNSTABLE_OFFSET_COMMIT = kafka_errors.UnstableOffsetCommitError.errno
+UNKNOWN_TOPIC_ID = kafka_errors.UnknownTopicIdError.errno
 # InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, TxnOffsetCommit: a producer
 # id its caller may not use is denied on its transactional id
 TRANSACTIONAL_API_KEYS = (22, 24, 25, 26, 28)

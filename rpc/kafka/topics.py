@@ -13,6 +13,7 @@ naming it, as Kafka answers).
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from kafka.protocol.admin import (
@@ -30,15 +31,17 @@ from twinlog.rpc.kafka.error_codes import (
     INVALID_REQUEST,
     NONE,
     TOPIC_ALREADY_EXISTS,
+    UNKNOWN_TOPIC_ID,
     code_of,
 )
-from twinlog.rpc.kafka.metadata import topic_uuid
+from twinlog.rpc.kafka.metadata import NO_TOPIC_ID, topic_uuid
 from twinlog.rpc.policy.auth import Operation
 
 DEFAULT = -1  # Kafka's "the broker's default" for partitions and replication factor
 REPLICAS = 1  # a single node
 REPLICATION_FACTOR_KEY = "replication.factor"  # the topic setting Broker.create_topic reads
 PARTITIONS_DEFAULT = 1
+TOPIC_IDS_VERSION = 6  # DeleteTopics names topics by name or id from this version
 
 Created = CreateTopicsResponse.CreatableTopicResult
 Deleted = DeleteTopicsResponse.DeletableTopicResult
@@ -106,19 +109,51 @@ def handle_create_topics(
 def handle_delete_topics(
     request: DeleteTopicsRequest, version: int, context: KafkaContext
 ) -> DeleteTopicsResponse:
-    # Versions 1-5 (served) name topics by name only.
+    """Versions 1-5 name topics by name; 6 (Kafka 2.8 on) by name or topic id."""
+    if version < TOPIC_IDS_VERSION:
+        wanted = [(name, NO_TOPIC_ID) for name in request.topic_names]
+    else:
+        wanted = [(state.name, state.topic_id or NO_TOPIC_ID) for state in request.topics]
     responses = []
-    for name in request.topic_names:
+    for name, topic_id in wanted:
+        if name is None:
+            name = _name_of(context, topic_id)
+            if name is None:
+                responses.append(
+                    Deleted(
+                        name=None,
+                        topic_id=topic_id,
+                        error_code=UNKNOWN_TOPIC_ID,
+                        error_message=f"no topic has id {topic_id}",
+                    )
+                )
+                continue
         try:
             require(context.guard, context.connection.principal, Operation.DELETE, (name,))
             context.broker.delete_topic(name)
-            responses.append(Deleted(name=name, error_code=NONE, error_message=None))
+            responses.append(
+                Deleted(name=name, topic_id=topic_id, error_code=NONE, error_message=None)
+            )
         except TwinlogError as error:
             responses.append(
                 Deleted(
                     name=name,
+                    topic_id=topic_id,
                     error_code=code_of(error, DeleteTopicsRequest.API_KEY),
                     error_message=str(error),
                 )
             )
     return DeleteTopicsResponse(version=version, throttle_time_ms=0, responses=responses)
+
+
+def _name_of(context: KafkaContext, topic_id: uuid.UUID) -> str | None:
+    """The name of the topic whose id is ``topic_id`` (a walk of the topics: rare calls)."""
+    if topic_id == NO_TOPIC_ID:
+        return None
+    for name in context.broker.list_topics():
+        try:
+            if topic_uuid(context.broker.describe_topic(name).topic_id) == topic_id:
+                return name
+        except TwinlogError:  # deleted meanwhile
+            continue
+    return None
