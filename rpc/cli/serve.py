@@ -25,6 +25,7 @@ from twinlog.rpc.wire.broker_api import BrokerApi
 
 if TYPE_CHECKING:
     from twinlog.rpc.kafka.listener import KafkaListener
+    from twinlog.rpc.server.metrics import ServerMetrics
     from twinlog.rpc.server.server import FrontEnd, ServedCluster
 
 log = logging.getLogger("twinlog.server")
@@ -317,7 +318,7 @@ def kafka_listener_opener(
     config: ServerConfig,
     advertised_host: str | None = None,
     connections_per_address_max: int = KafkaListenerSettings.connections_per_address_max,
-) -> Callable[[BrokerApi, ServedCluster | None], FrontEnd]:
+) -> Callable[[BrokerApi, ServedCluster | None, ServerMetrics], FrontEnd]:
     """What opens the Kafka listener on the served broker (checked now, before the broker
     opens: a refused flag or an unusable certificate costs no recovery); on a cluster
     broker it answers for the cluster. It serves TLS when the gRPC server does, with its
@@ -352,7 +353,9 @@ def kafka_listener_opener(
             config.tls_cert_file, config.tls_key_file, config.tls_client_ca_file
         )
 
-    def open_listener(broker: BrokerApi, served: ServedCluster | None) -> FrontEnd:
+    def open_listener(
+        broker: BrokerApi, served: ServedCluster | None, metrics: ServerMetrics
+    ) -> FrontEnd:
         from twinlog.rpc.kafka.cluster import KafkaCluster
 
         if not loopback and config.tokens_file and tls is None:
@@ -375,6 +378,7 @@ def kafka_listener_opener(
             guard=guard_of(config),
             tls=tls,
             cluster=cluster,
+            metrics=metrics,
         )
         return _KafkaFrontEnd(listener, config.shutdown_grace_ms, _kafka_security(config))
 

@@ -22,6 +22,7 @@ from twinlog.rpc.kafka.error_codes import code_of
 from twinlog.rpc.kafka.settings import KafkaListenerSettings
 from twinlog.rpc.policy.auth import Guard
 from twinlog.rpc.policy.producer_access import TransactionalAccess
+from twinlog.rpc.server.metrics import ServerMetrics
 from twinlog.rpc.wire.broker_api import BrokerApi
 
 # A single node's listener is the only broker a Kafka client sees: it leads every
@@ -73,6 +74,8 @@ class KafkaContext:
     # Shared by every connection (and, when the broker gives its own, with the gRPC door).
     decompression_budget: DecompressionBudget
     cluster: KafkaCluster | None = None  # None: a single node
+    # The gRPC server's metrics, which count the Kafka requests too (None: not counted).
+    metrics: ServerMetrics | None = None
 
     def partition_code(self, error: TwinlogError, api_key: int, topic: str, partition: int) -> int:
         """The code for the engine's refusal of a request on one partition (Produce, Fetch,

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import io
 import logging
+import struct
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -59,7 +61,7 @@ from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 
 from twinlog.rpc.kafka.api_versions import api_versions_response, handle_api_versions
 from twinlog.rpc.kafka.context import KafkaContext
-from twinlog.rpc.kafka.error_codes import UNKNOWN_SERVER_ERROR, UNSUPPORTED_VERSION
+from twinlog.rpc.kafka.error_codes import NONE, UNKNOWN_SERVER_ERROR, UNSUPPORTED_VERSION
 from twinlog.rpc.kafka.fetch import handle_fetch
 from twinlog.rpc.kafka.find_coordinator import handle_find_coordinator
 from twinlog.rpc.kafka.group_listing import (
@@ -87,6 +89,8 @@ from twinlog.rpc.kafka.transactions import (
     handle_init_producer_id,
     handle_txn_offset_commit,
 )
+from twinlog.rpc.policy.structured_log import log_event
+from twinlog.rpc.server.request_observer import request_log
 
 log = logging.getLogger("twinlog.kafka")
 
@@ -177,6 +181,15 @@ def _codec_requests() -> dict[int, Any]:
 CODEC_REQUESTS = _codec_requests()
 
 
+# A request's outcome, as the metrics count it.
+ANSWERED = "answered"
+ERROR = "error"  # answered with a top-level error code
+UNANSWERED = "unanswered"  # a Produce with acks=0
+CLOSED = "closed"  # the connection was closed instead
+SLOW_REQUEST_MS = 1000  # a request line at INFO from this long (a Fetch's long poll too)
+_HEAD = struct.Struct(">hh")  # a request's API key and version, first in its header
+
+
 class CloseConnection(Exception):
     """The request cannot be answered; the message says why (logged, then the connection
     is closed)."""
@@ -207,7 +220,60 @@ def _encode(answer: ApiMessage, correlation_id: int) -> bytes:
 
 def answer_frame(frame: bytes, context: KafkaContext, peer: str) -> bytes | None:
     """The framed answer to one request frame (without its size prefix); None when the
-    request expects no answer (Produce with acks=0). Raises CloseConnection."""
+    request expects no answer (Produce with acks=0). Raises CloseConnection.
+
+    Each request is counted in the metrics and written to the request log (logger
+    ``twinlog.request``, as the gRPC door's): one line at DEBUG, at INFO when it took
+    ``SLOW_REQUEST_MS`` or longer."""
+    started_s = time.monotonic()
+    answer: bytes | None = None
+    outcome = CLOSED
+    try:
+        answer, outcome = _answer_frame(frame, context, peer)
+        return answer
+    finally:
+        _observe(frame, context, peer, outcome, time.monotonic() - started_s, answer)
+
+
+def _observe(
+    frame: bytes,
+    context: KafkaContext,
+    peer: str,
+    outcome: str,
+    duration_s: float,
+    answer: bytes | None,
+) -> None:
+    api_key, version = _HEAD.unpack_from(frame) if len(frame) >= _HEAD.size else (-1, -1)
+    served = API_BY_KEY.get(api_key)
+    # Labels from what is served only: a client's int16s must not make series without end.
+    api = served.request_class.__name__.removesuffix("Request") if served else "unknown"
+    served_version = served is not None and served.min_version <= version <= served.max_version
+    version_label = str(version) if served_version else "unsupported"
+    bytes_out = len(answer) if answer else 0
+    if context.metrics is not None:
+        context.metrics.observe_kafka(
+            api, version_label, outcome, duration_s, len(frame), bytes_out
+        )
+    duration_ms = duration_s * 1000
+    level = logging.INFO if duration_ms >= SLOW_REQUEST_MS else logging.DEBUG
+    if request_log.isEnabledFor(level):
+        log_event(
+            request_log,
+            level,
+            "kafka.request",
+            api=api,
+            version=version,
+            principal=context.connection.principal.name,
+            peer=peer,
+            outcome=outcome,
+            duration_ms=round(duration_ms, 1),
+            bytes_in=len(frame),
+            bytes_out=bytes_out,
+        )
+
+
+def _answer_frame(frame: bytes, context: KafkaContext, peer: str) -> tuple[bytes | None, str]:
+    """``answer_frame``'s answer, and its outcome for the metrics."""
     try:
         header = RequestHeader.decode(io.BytesIO(frame), flexible=False)
     except Exception as error:  # the codec raises plain exceptions on short or bad bytes
@@ -221,7 +287,8 @@ def answer_frame(frame: bytes, context: KafkaContext, peer: str) -> bytes | None
         )
     api = API_BY_KEY.get(api_key)
     if api is None or not api.min_version <= version <= api.max_version:
-        return _encode(_unserved(api_key, version, context, header.client_id), correlation_id)
+        unserved = _unserved(api_key, version, context, header.client_id)
+        return _encode(unserved, correlation_id), ERROR
     try:
         request = api.request_class.decode(frame, version=version, header=True)
     except Exception as error:
@@ -246,8 +313,9 @@ def answer_frame(frame: bytes, context: KafkaContext, peer: str) -> bytes | None
             ) from None
         answer = fallback
     if answer is None:
-        return None
-    return _encode(answer, correlation_id)
+        return None, UNANSWERED
+    outcome = ERROR if getattr(answer, "error_code", NONE) not in (NONE, None) else ANSWERED
+    return _encode(answer, correlation_id), outcome
 
 
 def _unserved(

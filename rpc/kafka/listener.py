@@ -46,6 +46,7 @@ from twinlog.rpc.kafka.settings import KafkaListenerSettings
 from twinlog.rpc.kafka.tls import TlsHandshakeError, peer_common_name, secure
 from twinlog.rpc.policy.auth import Guard
 from twinlog.rpc.policy.producer_access import TransactionalAccess
+from twinlog.rpc.server.metrics import ServerMetrics
 
 log = logging.getLogger("twinlog.kafka")
 
@@ -105,6 +106,7 @@ class KafkaListener:
         tls: ssl.SSLContext | None = None,
         cluster: KafkaCluster | None = None,
         decompression_budget: DecompressionBudget | None = None,
+        metrics: ServerMetrics | None = None,
     ) -> None:
         """``guard``: the tokens and ACLs both doors ask (``twinlog.rpc.policy.auth.Guard``,
         the one the gRPC server was given); None serves everyone as the anonymous principal, unchecked. ``tls``: serve TLS
@@ -112,7 +114,8 @@ class KafkaListener:
         cluster ``broker`` is a member of (None: a single node). ``decompression_budget``:
         what produced batches' rewrites reserve their decompressed bytes from; None: the
         broker's ``decompression_budget`` if it has one (the gRPC door's, so that one bound
-        holds for both), else one of the listener's own (``decompressed_bytes_in_flight_max``)."""
+        holds for both), else one of the listener's own (``decompressed_bytes_in_flight_max``).
+        ``metrics``: the gRPC server's, which count the Kafka requests too."""
         self.settings = settings or KafkaListenerSettings()
         self.tls = tls
         self.stopping = threading.Event()
@@ -153,6 +156,7 @@ class KafkaListener:
             connection=new_connection(guard),
             decompression_budget=decompression_budget,
             cluster=cluster,
+            metrics=metrics,
         )
         self._acceptor = threading.Thread(
             target=self._accept_loop, name="twinlog-kafka-accept", daemon=True

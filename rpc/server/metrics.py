@@ -81,6 +81,27 @@ class ServerMetrics:
             ("service", "method"),
             registry=self.registry,
         )
+        # The Kafka listener's requests, when the server has one (``observe_kafka``).
+        self.kafka_requests = Counter(
+            "twinlog_kafka_requests",
+            "Kafka requests, by API, version and outcome (answered; error: a top-level error "
+            "code; unanswered: a Produce with acks=0; closed: the connection was closed)",
+            ("api", "version", "outcome"),
+            registry=self.registry,
+        )
+        self.kafka_request_duration = Histogram(
+            "twinlog_kafka_request_duration_seconds",
+            "Kafka request duration, by API (a Fetch's long poll included)",
+            ("api",),
+            buckets=REQUEST_BUCKETS_S,
+            registry=self.registry,
+        )
+        self.kafka_bytes = Counter(
+            "twinlog_kafka_bytes",
+            "Kafka request and answer frame bytes, by API and direction (in, out)",
+            ("api", "direction"),
+            registry=self.registry,
+        )
         self.registry.register(EngineCollector(stats))
         # The process's own figures (CPU seconds, resident and virtual memory, open and
         # maximum file descriptors, start time), the interpreter's version and its garbage
@@ -92,6 +113,22 @@ class ServerMetrics:
         # per call, this a dict read (a lost race only makes the same children twice).
         self._children: dict[tuple[str, str], tuple[Any, Any]] = {}
         self._bytes_by_method: dict[str, tuple[Any, Any]] = {}
+
+    def observe_kafka(
+        self,
+        api: str,
+        version: str,
+        outcome: str,
+        duration_s: float,
+        bytes_in: int,
+        bytes_out: int,
+    ) -> None:
+        """One Kafka request (labels bounded by the caller: served APIs and versions)."""
+        self.kafka_requests.labels(api, version, outcome).inc()
+        self.kafka_request_duration.labels(api).observe(duration_s)
+        self.kafka_bytes.labels(api, "in").inc(bytes_in)
+        if bytes_out:
+            self.kafka_bytes.labels(api, "out").inc(bytes_out)
 
     def observe(self, full_method: str, code: str, duration_s: float) -> None:
         children = self._children.get((full_method, code))

@@ -328,7 +328,7 @@ def serve(
     config: ServerConfig,
     broker_config: dict[str, Any],
     cluster: ClusterFlags | None = None,
-    open_beside: Callable[[BrokerApi, ServedCluster | None], FrontEnd] | None = None,
+    open_beside: Callable[[BrokerApi, ServedCluster | None, ServerMetrics], FrontEnd] | None = None,
 ) -> int:
     """Run a broker and its server until SIGTERM or SIGINT; return the exit status.
     With ``cluster``, the broker joins that cluster (``cluster_member``). ``open_beside``
@@ -424,7 +424,7 @@ def serve(
                 served = None
                 if cluster is not None and metadata_source is not None:
                     served = ServedCluster(cluster.broker_id, metadata_source)
-                beside = open_beside(broker, served)
+                beside = open_beside(broker, served, server.metrics)
             if cluster is not None and session is not None and locator is not None:
                 from twinlog.rpc.cluster.cluster_member import (
                     INTER_BROKER_PORT_VARIABLE,

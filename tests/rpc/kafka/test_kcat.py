@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+from typing import Any
 
 import pytest
-from conftest import KafkaServer
 
 from twinlog.rpc.client import Producer
 
@@ -30,7 +30,7 @@ def _kcat(*arguments: str, stdin: str = "") -> str:
     return result.stdout
 
 
-def test_kcat_lists_produces_and_reads_committed_records_only(kafka_server: KafkaServer) -> None:
+def test_kcat_lists_produces_and_reads_committed_records_only(kafka_server: Any) -> None:
     topic = kafka_server.topic(partitions=2)
     bootstrap = ["-b", kafka_server.bootstrap]
     listing = _kcat(*bootstrap, "-L", "-t", topic)

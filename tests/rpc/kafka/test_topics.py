@@ -9,7 +9,6 @@ import kafka.errors
 import pytest
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin import NewTopic as ConfluentNewTopic
-from conftest import RawConnection
 from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.protocol.admin import DeleteTopicsRequest, DeleteTopicsResponse
 
@@ -65,7 +64,7 @@ def test_an_unknown_or_bad_topic_setting_is_invalid_config(kafka_server: Any) ->
     assert "unknown-setting" not in names and "bad-value" not in names
 
 
-def test_delete_topics_v6_by_name_and_by_topic_id(kafka_server: Any) -> None:
+def test_delete_topics_v6_by_name_and_by_topic_id(kafka_server: Any, raw: Any) -> None:
     """Clients of Kafka 2.8 on send DeleteTopics v6, naming topics by name or by id."""
     by_name, by_id = kafka_server.topic(), kafka_server.topic()
     topic_id = uuid.UUID(hex=kafka_server.broker.describe_topic(by_id).topic_id)
@@ -79,11 +78,7 @@ def test_delete_topics_v6_by_name_and_by_topic_id(kafka_server: Any) -> None:
         ],
         timeout_ms=CLIENT_TIMEOUT_MS,
     )
-    raw = RawConnection(kafka_server.listener.port)
-    try:
-        answer = raw.call(request, DeleteTopicsResponse, 6)
-    finally:
-        raw.close()
+    answer = raw.call(request, DeleteTopicsResponse, 6)
     results = [(r.name, r.topic_id, r.error_code) for r in answer.responses]
     assert results[0][0] == by_name and results[0][2] == 0
     assert results[1] == (by_id, topic_id, 0)

@@ -8,7 +8,6 @@ import threading
 from typing import Any
 
 import confluent_kafka
-from conftest import RawConnection
 from kafka.protocol.consumer import OffsetFetchRequest, OffsetFetchResponse
 
 from twinlog.engine.base.types import TopicPartition
@@ -19,7 +18,7 @@ from twinlog.rpc.kafka.error_codes import NONE, UNSTABLE_OFFSET_COMMIT
 OFFSET_FETCH_VERSION = 7  # per-topic answers, require_stable
 
 
-def test_only_the_held_partition_is_unstable(kafka_server: Any) -> None:
+def test_only_the_held_partition_is_unstable(kafka_server: Any, raw: Any) -> None:
     topic = kafka_server.topic(partitions=2)
     group = f"{topic}-app"
     held, settled = TopicPartition(topic, 0), TopicPartition(topic, 1)
@@ -28,18 +27,14 @@ def test_only_the_held_partition_is_unstable(kafka_server: Any) -> None:
         producer.init_transactions()
         producer.begin_transaction()
         producer.send_offsets_to_transaction({(topic, 0): 3}, group)
-        raw = RawConnection(kafka_server.listener.port)
-        try:
-            request = OffsetFetchRequest(
-                group_id=group,
-                topics=[
-                    OffsetFetchRequest.OffsetFetchRequestTopic(name=topic, partition_indexes=[0, 1])
-                ],
-                require_stable=True,
-            )
-            answer = raw.call(request, OffsetFetchResponse, OFFSET_FETCH_VERSION)
-        finally:
-            raw.close()
+        request = OffsetFetchRequest(
+            group_id=group,
+            topics=[
+                OffsetFetchRequest.OffsetFetchRequestTopic(name=topic, partition_indexes=[0, 1])
+            ],
+            require_stable=True,
+        )
+        answer = raw.call(request, OffsetFetchResponse, OFFSET_FETCH_VERSION)
         assert answer.error_code == NONE
         (answered,) = answer.topics
         by_index = {
