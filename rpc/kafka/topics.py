@@ -35,6 +35,7 @@ from twinlog.rpc.kafka.error_codes import (
     code_of,
 )
 from twinlog.rpc.kafka.metadata import NO_TOPIC_ID, topic_uuid
+from twinlog.rpc.policy.audit import audited
 from twinlog.rpc.policy.auth import Operation
 
 DEFAULT = -1  # Kafka's "the broker's default" for partitions and replication factor
@@ -81,7 +82,15 @@ def _create(context: KafkaContext, topic: Any, validate_only: bool) -> Any:
                 replication_factor=factor,
                 configs=None,
             )
-        description = context.broker.create_topic(name, partitions, config or None)
+        with audited(
+            "topic.create",
+            principal=context.connection.principal.name,
+            peer=context.connection.peer,
+            door="kafka",
+            topic=name,
+            partitions=partitions,
+        ):
+            description = context.broker.create_topic(name, partitions, config or None)
     except TwinlogError as error:
         return Created(
             name=name,
@@ -130,7 +139,14 @@ def handle_delete_topics(
                 continue
         try:
             require(context.guard, context.connection.principal, Operation.DELETE, (name,))
-            context.broker.delete_topic(name)
+            with audited(
+                "topic.delete",
+                principal=context.connection.principal.name,
+                peer=context.connection.peer,
+                door="kafka",
+                topic=name,
+            ):
+                context.broker.delete_topic(name)
             responses.append(
                 Deleted(name=name, topic_id=topic_id, error_code=NONE, error_message=None)
             )

@@ -9,7 +9,8 @@ Each event is one structured line (``twinlog.rpc.policy.structured_log``)::
     authentication.failed peer=10.0.0.7:41240 door=kafka mechanism=PLAIN reason="..."
 
 Only administrative changes are audited (CreateTopic, DeleteTopic, the admin
-AbortTransaction of ``twinlog txn abort``), with refusals; the commits and aborts a
+AbortTransaction of ``twinlog txn abort``; the Kafka listener's CreateTopics and
+DeleteTopics too, with ``door=kafka``), with refusals; the commits and aborts a
 producer makes of its own transactions are its data path, visible in the request
 log instead. Tokens never appear: a failed authentication logs why, not what.
 

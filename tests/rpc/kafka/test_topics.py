@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import re
 import uuid
 from typing import Any
 
@@ -12,25 +14,37 @@ from confluent_kafka.admin import NewTopic as ConfluentNewTopic
 from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.protocol.admin import DeleteTopicsRequest, DeleteTopicsResponse
 
+from twinlog.rpc.policy.audit import AUDIT_LOGGER
+
 CLIENT_TIMEOUT_MS = 10_000
 
 
-def test_kafka_python_admin_creates_and_deletes_topics(kafka_server: Any) -> None:
+def test_kafka_python_admin_creates_and_deletes_topics(
+    kafka_server: Any, caplog: pytest.LogCaptureFixture
+) -> None:
     admin = KafkaAdminClient(
         bootstrap_servers=kafka_server.bootstrap, request_timeout_ms=CLIENT_TIMEOUT_MS
     )
-    try:
-        admin.create_topics([NewTopic("made-by-kafka-python", 3, 1)])
-        assert len(kafka_server.broker.describe_topic("made-by-kafka-python").partitions) == 3
-        with pytest.raises(kafka.errors.TopicAlreadyExistsError):
-            admin.create_topics([NewTopic("made-by-kafka-python", 1, 1)])
-        with pytest.raises(kafka.errors.InvalidReplicationFactorError):
-            admin.create_topics([NewTopic("three-replicas", 1, 3)])
-        admin.delete_topics(["made-by-kafka-python"])
-    finally:
-        admin.close()
+    with caplog.at_level(logging.INFO, logger=AUDIT_LOGGER):
+        try:
+            admin.create_topics([NewTopic("made-by-kafka-python", 3, 1)])
+            assert len(kafka_server.broker.describe_topic("made-by-kafka-python").partitions) == 3
+            with pytest.raises(kafka.errors.TopicAlreadyExistsError):
+                admin.create_topics([NewTopic("made-by-kafka-python", 1, 1)])
+            with pytest.raises(kafka.errors.InvalidReplicationFactorError):
+                admin.create_topics([NewTopic("three-replicas", 1, 3)])
+            admin.delete_topics(["made-by-kafka-python"])
+        finally:
+            admin.close()
     names = kafka_server.broker.list_topics()
     assert "made-by-kafka-python" not in names and "three-replicas" not in names
+    # Topic changes through the Kafka door reach the audit log, as the gRPC door's do.
+    audited = [r.getMessage() for r in caplog.records if r.name == AUDIT_LOGGER]
+    mine = [line for line in audited if "topic=made-by-kafka-python" in line]
+    assert [line.split()[0] for line in mine] == ["topic.create", "topic.create", "topic.delete"]
+    assert all("door=kafka" in line for line in mine), mine
+    outcomes = [re.search(r"outcome=(\w+)", line).group(1) for line in mine]  # type: ignore[union-attr]
+    assert outcomes == ["ok", "failed", "ok"], mine
 
 
 def test_confluent_admin_creates_a_topic_with_settings(kafka_server: Any) -> None:
