@@ -89,6 +89,7 @@ from twinlog.engine.groups.group_calls import (
     GroupListing,
     GroupMemberRef,
 )
+from twinlog.engine.log.config import topic_settings
 from twinlog.engine.records.batch_format import (
     NO_TRANSACTION_ID,
     validate_batch,
@@ -298,6 +299,15 @@ class Broker(BrokerLifecycle):
 
     def describe_topic(self, name: str) -> TopicDescription:
         return self.topic_manager.describe(name)
+
+    def topic_settings(self, name: str) -> list[tuple[str, str, bool]]:
+        """(name, value, set on the topic) of each of the topic's settings under Kafka's
+        names, the broker's defaults included (Kafka's DescribeConfigs of a topic)."""
+        description = self.topic_manager.describe(name)
+        # As the partitions open their logs: the broker's defaults under the topic's own
+        # (whether or not this broker holds a replica of it)
+        config = self.partition_manager.log_config(description.config)
+        return topic_settings(config, description.config)
 
     # --- producing ------------------------------------------------------------------------------
 

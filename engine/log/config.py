@@ -95,6 +95,14 @@ KAFKA_KEYS: dict[str, str] = {
     "delete.retention.ms": "delete_retention_ms",
     "log.cleaner.delete.retention.ms": "delete_retention_ms",
 }
+# A topic's own settings under the names Kafka gives them per topic (DescribeConfigs): the
+# keys above but the broker-wide "log." names and message.max.bytes.
+TOPIC_KEYS: dict[str, str] = {
+    kafka: field
+    for kafka, field in KAFKA_KEYS.items()
+    if not kafka.startswith("log.") and kafka != "message.max.bytes"
+}
+
 REFUSED_KAFKA_KEYS: dict[str, str] = {
     "flush.messages": "twinlog flushes by bytes, not records: use flush.bytes",
     "log.flush.interval.messages": "twinlog flushes by bytes, not records: use flush.bytes",
@@ -191,3 +199,14 @@ def _normal_cleanup_policy(policy: object) -> object:
     if chosen == {CLEANUP_DELETE, CLEANUP_COMPACT}:
         return CLEANUP_COMPACT_DELETE
     return chosen.pop()
+
+
+def topic_settings(config: LogConfig, given: Mapping[str, object]) -> list[tuple[str, str, bool]]:
+    """(name, value, set on the topic) of every topic setting of ``config``, under Kafka's
+    topic-level names (``TOPIC_KEYS``); ``given``: the settings the topic was created with,
+    in any spelling (the others are the broker's defaults)."""
+    set_fields = {KAFKA_KEYS.get(key, key) for key in given}
+    return [
+        (kafka, str(getattr(config, field)), field in set_fields)
+        for kafka, field in TOPIC_KEYS.items()
+    ]

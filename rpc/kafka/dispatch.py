@@ -33,6 +33,7 @@ from kafka.protocol.admin import (
     CreateTopicsRequest,
     DeleteGroupsRequest,
     DeleteTopicsRequest,
+    DescribeConfigsRequest,
     DescribeGroupsRequest,
     ListGroupsRequest,
 )
@@ -61,6 +62,7 @@ from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 
 from twinlog.rpc.kafka.api_versions import api_versions_response, handle_api_versions
 from twinlog.rpc.kafka.context import KafkaContext
+from twinlog.rpc.kafka.describe_configs import handle_describe_configs
 from twinlog.rpc.kafka.error_codes import NONE, UNKNOWN_SERVER_ERROR, UNSUPPORTED_VERSION
 from twinlog.rpc.kafka.fetch import handle_fetch
 from twinlog.rpc.kafka.find_coordinator import handle_find_coordinator
@@ -127,6 +129,7 @@ SERVED_APIS: tuple[Api, ...] = (
     Api(DeleteGroupsRequest, 0, 2, handle_delete_groups),
     Api(CreateTopicsRequest, 2, 7, handle_create_topics),
     Api(DeleteTopicsRequest, 1, 6, handle_delete_topics),
+    Api(DescribeConfigsRequest, 0, 4, handle_describe_configs),
     # v0 is followed by PLAIN's message outside the requests' framing (the listener reads it)
     Api(SaslHandshakeRequest, 0, 1, handle_sasl_handshake),
     Api(SaslAuthenticateRequest, 0, 2, handle_sasl_authenticate),

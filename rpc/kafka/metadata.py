@@ -55,7 +55,7 @@ def topic_uuid(topic_id: str) -> uuid.UUID:
     return uuid.UUID(hex=topic_id) if topic_id else NO_TOPIC_ID
 
 
-def _visible(context: KafkaContext, name: str) -> bool:
+def visible(context: KafkaContext, name: str) -> bool:
     """Listed to callers that may read or write it (twinlog's ACLs have no DESCRIBE on
     topics)."""
     guard, principal = context.guard, context.connection.principal
@@ -107,7 +107,7 @@ def _cluster_partition(cluster: ClusterMetadata, topic: str, partition: int) -> 
 
 
 def _topic(context: KafkaContext, name: str, cluster: ClusterRead | None) -> Any:
-    if not _visible(context, name):
+    if not visible(context, name):
         return Topic(
             error_code=TOPIC_AUTHORIZATION_FAILED, name=name, topic_id=NO_TOPIC_ID, partitions=[]
         )
@@ -163,7 +163,7 @@ def handle_metadata(
     requested = request.topics
     topics: list[Any] = []
     if requested is None or (version == 0 and not requested):  # v0: an empty list is all
-        names = [name for name in context.broker.list_topics() if _visible(context, name)]
+        names = [name for name in context.broker.list_topics() if visible(context, name)]
         cluster = _read_cluster(context, names)
         topics = [_topic(context, name, cluster) for name in names]
     else:
