@@ -14,6 +14,7 @@ naming it, as Kafka answers).
 from __future__ import annotations
 
 import uuid
+from contextlib import AbstractContextManager
 from typing import Any
 
 from kafka.protocol.admin import (
@@ -46,6 +47,14 @@ TOPIC_IDS_VERSION = 6  # DeleteTopics names topics by name or id from this versi
 
 Created = CreateTopicsResponse.CreatableTopicResult
 Deleted = DeleteTopicsResponse.DeletableTopicResult
+
+
+def _audited(context: KafkaContext, event: str, **fields: Any) -> AbstractContextManager[None]:
+    """The audit log's line for a topic change through this door (as the gRPC door's)."""
+    connection = context.connection
+    return audited(
+        event, principal=connection.principal.name, peer=connection.peer, door="kafka", **fields
+    )
 
 
 def _create(context: KafkaContext, topic: Any, validate_only: bool) -> Any:
@@ -82,14 +91,7 @@ def _create(context: KafkaContext, topic: Any, validate_only: bool) -> Any:
                 replication_factor=factor,
                 configs=None,
             )
-        with audited(
-            "topic.create",
-            principal=context.connection.principal.name,
-            peer=context.connection.peer,
-            door="kafka",
-            topic=name,
-            partitions=partitions,
-        ):
+        with _audited(context, "topic.create", topic=name, partitions=partitions):
             description = context.broker.create_topic(name, partitions, config or None)
     except TwinlogError as error:
         return Created(
@@ -139,13 +141,7 @@ def handle_delete_topics(
                 continue
         try:
             require(context.guard, context.connection.principal, Operation.DELETE, (name,))
-            with audited(
-                "topic.delete",
-                principal=context.connection.principal.name,
-                peer=context.connection.peer,
-                door="kafka",
-                topic=name,
-            ):
+            with _audited(context, "topic.delete", topic=name):
                 context.broker.delete_topic(name)
             responses.append(
                 Deleted(name=name, topic_id=topic_id, error_code=NONE, error_message=None)
