@@ -36,6 +36,7 @@ from kafka.protocol.admin import (
     DescribeConfigsRequest,
     DescribeGroupsRequest,
     ListGroupsRequest,
+    ListTransactionsRequest,
 )
 from kafka.protocol.api_header import RequestHeader
 from kafka.protocol.api_message import ApiMessage
@@ -78,6 +79,7 @@ from twinlog.rpc.kafka.groups import (
     handle_sync_group,
 )
 from twinlog.rpc.kafka.list_offsets import handle_list_offsets
+from twinlog.rpc.kafka.list_transactions import handle_list_transactions
 from twinlog.rpc.kafka.metadata import handle_metadata
 from twinlog.rpc.kafka.offsets import handle_offset_commit, handle_offset_fetch
 from twinlog.rpc.kafka.produce import handle_produce
@@ -130,6 +132,7 @@ SERVED_APIS: tuple[Api, ...] = (
     Api(CreateTopicsRequest, 2, 7, handle_create_topics),
     Api(DeleteTopicsRequest, 1, 6, handle_delete_topics),
     Api(DescribeConfigsRequest, 0, 4, handle_describe_configs),
+    Api(ListTransactionsRequest, 0, 2, handle_list_transactions),
     # v0 is followed by PLAIN's message outside the requests' framing (the listener reads it)
     Api(SaslHandshakeRequest, 0, 1, handle_sasl_handshake),
     Api(SaslAuthenticateRequest, 0, 2, handle_sasl_authenticate),
