@@ -89,6 +89,7 @@ from twinlog.engine.groups.group_calls import (
     GroupListing,
     GroupMemberRef,
 )
+from twinlog.engine.log import DataLog
 from twinlog.engine.log.config import topic_settings
 from twinlog.engine.records.batch_format import (
     NO_TRANSACTION_ID,
@@ -633,22 +634,26 @@ class Broker(BrokerLifecycle):
         """(offset, timestamp) of the first committed record whose timestamp is >=
         ``timestamp_ms`` (Kafka's ListOffsets answers both); None when no readable record is
         that recent."""
-        target = self.partition(TopicPartition(topic, partition))
-        target.check_serves_clients()
-        found = target.log.record_for_timestamp(timestamp_ms)
-        if found is None or found[0] >= target.readable_end:
-            return None
-        return found
+        return self._readable_record(
+            topic, partition, lambda log: log.record_for_timestamp(timestamp_ms)
+        )
 
     def record_with_max_timestamp(self, topic: str, partition: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first committed record holding the partition's largest
         timestamp (ListOffsets MAX_TIMESTAMP); None without readable records."""
+        return self._readable_record(topic, partition, DataLog.record_with_max_timestamp)
+
+    def _readable_record(
+        self,
+        topic: str,
+        partition: int,
+        find: Callable[[DataLog], tuple[int, int] | None],
+    ) -> tuple[int, int] | None:
+        """What ``find`` finds in the partition's log, if a consumer may read it yet."""
         target = self.partition(TopicPartition(topic, partition))
         target.check_serves_clients()
-        found = target.log.record_with_max_timestamp()
-        if found is None or found[0] >= target.readable_end:
-            return None
-        return found
+        found = find(target.log)
+        return None if found is None or found[0] >= target.readable_end else found
 
     def commit_offsets(
         self,

@@ -11,7 +11,7 @@ import argparse
 from typing import Any
 
 from twinlog.rpc.cli.arguments import positive_int
-from twinlog.rpc.cli.common import add_command, connection_parser
+from twinlog.rpc.cli.common import add_command, connection_parser, output_parser
 
 DESCRIBE_EXAMPLE = """
 twinlog cluster describe --zookeeper 127.0.0.1:2181/twinlog/dev
@@ -47,7 +47,7 @@ def register(subparsers: Any) -> None:
         "brokers, controller, and each partition's leader, epoch, replicas, ISR and high "
         "watermark; under-replicated partitions",
         DESCRIBE_EXAMPLE,
-        [connection_parser(server_default=None)],
+        [connection_parser(server_default=None), output_parser()],
     )
     describe.add_argument(
         "--zookeeper",
@@ -63,9 +63,6 @@ def register(subparsers: Any) -> None:
     )
     describe.add_argument(
         "--topic", action="append", metavar="NAME", help="only this topic (repeatable)"
-    )
-    describe.add_argument(
-        "--format", choices=("text", "json"), default="text", help="output (default text)"
     )
     describe.set_defaults(run=_run_describe, validate=_validate_describe)
     up = add_command(

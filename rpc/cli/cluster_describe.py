@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -21,7 +20,7 @@ from typing import Any
 
 from twinlog.engine.base.cluster_metadata import ClusterMetadata, PartitionMetadata
 from twinlog.engine.base.errors import TwinlogError
-from twinlog.rpc.cli.common import connection_options, print_table
+from twinlog.rpc.cli.common import connection_options, print_json, print_table
 from twinlog.rpc.client.broker_pool import BrokerPool
 from twinlog.rpc.client.cluster import ClusterBroker
 from twinlog.rpc.client.connection_options import ConnectionOptions
@@ -132,7 +131,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         report = from_servers(args.server, options, topics)
     if args.format == "json":
-        print(json.dumps(as_json(report), indent=2))
+        print_json(as_json(report))
     else:
         print_text(report)
     for address, why in sorted(report.unreachable.items()):
