@@ -112,3 +112,8 @@ class ProducerDescription:
     last_sequence: int
     last_timestamp_ms: int
     current_transaction_id: int  # -1 when none is open on this partition
+
+
+# The topic setting that names a new topic's replication factor (the cluster's, not the
+# log's: the broker takes it out of the topic's config; "replication_factor" is read too).
+REPLICATION_FACTOR_SETTING = "replication.factor"

@@ -30,7 +30,12 @@ from twinlog.engine.base.errors import (
     TopicExistsError,
     UnknownTopicOrPartitionError,
 )
-from twinlog.engine.base.types import PartitionDescription, TopicDescription, TopicPartition
+from twinlog.engine.base.types import (
+    REPLICATION_FACTOR_SETTING,
+    PartitionDescription,
+    TopicDescription,
+    TopicPartition,
+)
 from twinlog.engine.base.wording import counted
 from twinlog.engine.broker.config import BrokerConfig
 from twinlog.engine.broker.group_offsets import OFFSETS_TOPIC, offsets_topic_config
@@ -110,7 +115,7 @@ class TopicManager:
     def _replication_factor(self, config: dict[str, str]) -> int:
         """``replication.factor`` of a new topic, removed from ``config`` (it is the
         cluster's, not the log's); the metadata store refuses one above its live brokers."""
-        given = config.pop("replication.factor", config.pop("replication_factor", None))
+        given = config.pop(REPLICATION_FACTOR_SETTING, config.pop("replication_factor", None))
         try:
             factor = self._config.default_replication_factor if given is None else int(given)
         except ValueError:

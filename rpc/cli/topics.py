@@ -6,6 +6,7 @@ import argparse
 import dataclasses
 from typing import Any
 
+from twinlog.engine.base.types import REPLICATION_FACTOR_SETTING
 from twinlog.engine.base.wording import counted
 from twinlog.rpc.cli.arguments import UsageError, positive_int
 from twinlog.rpc.cli.common import (
@@ -19,7 +20,6 @@ from twinlog.rpc.cli.common import (
     retry_policy,
 )
 from twinlog.rpc.client import Admin
-from twinlog.rpc.client.admin import REPLICATION_FACTOR
 from twinlog.rpc.server.config import parse_pairs
 
 
@@ -85,14 +85,14 @@ def register(subparsers: Any) -> None:
 def run_create(args: argparse.Namespace) -> int:
     config = parse_pairs(args.config, "--config")
     if args.replication_factor is not None:
-        if REPLICATION_FACTOR in config or "replication_factor" in config:
+        if REPLICATION_FACTOR_SETTING in config or "replication_factor" in config:
             raise UsageError(
-                f"--replication-factor and --config {REPLICATION_FACTOR}= both set it; give one"
+                f"--replication-factor and --config {REPLICATION_FACTOR_SETTING}= both set it; give one"
             )
-        config[REPLICATION_FACTOR] = str(args.replication_factor)
+        config[REPLICATION_FACTOR_SETTING] = str(args.replication_factor)
     with Admin(args.server, connection=connection_options(args), retry=retry_policy(args)) as admin:
         description = admin.create_topic(args.name, args.partitions, config or None)
-    factor = config.get(REPLICATION_FACTOR)
+    factor = config.get(REPLICATION_FACTOR_SETTING)
     print(
         f"created topic {description.name} with {counted(len(description.partitions), 'partition')}"
         + (f" (replication factor {factor})" if factor else "")

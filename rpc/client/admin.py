@@ -30,6 +30,7 @@ from twinlog.engine.base.errors import (
     UnknownTopicOrPartitionError,
 )
 from twinlog.engine.base.types import (
+    REPLICATION_FACTOR_SETTING,
     ProducerDescription,
     TopicDescription,
     TopicPartition,
@@ -50,8 +51,6 @@ from twinlog.rpc.client.group_offsets import (
 from twinlog.rpc.client.kafka_config import accepts_kafka_names
 from twinlog.rpc.client.retry import RetryPolicy, call_with_retry
 from twinlog.rpc.client.timeouts import DEFAULT_API_TIMEOUT_MS, require_positive_ms
-
-REPLICATION_FACTOR = "replication.factor"  # the topic setting the broker reads at creation
 
 
 class Admin:
@@ -304,11 +303,11 @@ def _with_replication_factor(
             f"topic {topic!r}: replication_factor must be an integer, not {replication_factor!r}"
         )
     given = dict(config or {})
-    already = given.get(REPLICATION_FACTOR)
+    already = given.get(REPLICATION_FACTOR_SETTING)
     if already is not None and str(already).strip() != str(replication_factor):
         raise InvalidConfigError(
             f"topic {topic!r}: replication_factor={replication_factor} and the "
-            f"{REPLICATION_FACTOR} setting {already!r} disagree; give one of them"
+            f"{REPLICATION_FACTOR_SETTING} setting {already!r} disagree; give one of them"
         )
-    given[REPLICATION_FACTOR] = str(replication_factor)
+    given[REPLICATION_FACTOR_SETTING] = str(replication_factor)
     return given

@@ -25,6 +25,7 @@ from kafka.protocol.admin import (
 )
 
 from twinlog.engine.base.errors import TwinlogError
+from twinlog.engine.base.types import REPLICATION_FACTOR_SETTING
 from twinlog.rpc.kafka.access import require
 from twinlog.rpc.kafka.context import KafkaContext
 from twinlog.rpc.kafka.error_codes import (
@@ -41,7 +42,6 @@ from twinlog.rpc.policy.auth import Operation
 
 DEFAULT = -1  # Kafka's "the broker's default" for partitions and replication factor
 REPLICAS = 1  # a single node
-REPLICATION_FACTOR_KEY = "replication.factor"  # the topic setting Broker.create_topic reads
 PARTITIONS_DEFAULT = 1
 TOPIC_IDS_VERSION = 6  # DeleteTopics names topics by name or id from this version
 
@@ -78,7 +78,7 @@ def _create(context: KafkaContext, topic: Any, validate_only: bool) -> Any:
         )
     config = {item.name: item.value for item in topic.configs if item.value is not None}
     if clustered and factor != DEFAULT:
-        config[REPLICATION_FACTOR_KEY] = str(factor)
+        config[REPLICATION_FACTOR_SETTING] = str(factor)
     try:
         require(context.guard, context.connection.principal, Operation.CREATE, (name,))
         if validate_only:
