@@ -19,12 +19,18 @@ and is refused (a restarted broker, even with the same id, must re-sync first: K
 
 Two live brokers never share an id: the second registration is refused (InvalidConfigError
 naming the holder). A broker that restarts faster than ZooKeeper expires its previous
-session meets its own old registration; it is gone within a session timeout, then the
-registration goes through.
+session (a SIGKILL, then a supervisor's restart) meets its own old registration: one that
+names this broker's data directory, which this process holds locked, so its holder is
+dead. The broker waits that session out (``PREVIOUS_RUN_WAIT_TIMEOUTS`` session timeouts at
+most, with a log line), then registers: a restart loop under systemd or Kubernetes comes
+back instead of exiting until its restart limit is spent.
 """
 
 from __future__ import annotations
 
+import logging
+import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -35,8 +41,15 @@ from twinlog.engine.base.errors import InvalidConfigError
 from twinlog.engine.zookeeper import znodes
 from twinlog.engine.zookeeper.session import ZooKeeperSession
 
+log = logging.getLogger(__name__)
+
 KEYS = ("host", "port", "data_dir_id")
 REGISTER_ATTEMPTS_MAX = 5
+# How long a broker waits for its previous run's registration to go: that session's
+# timeout is not in ZooKeeper's answer, so two of this session's (the same configuration,
+# as a restart has, expires within one plus ZooKeeper's tick); a holder still there after
+# that is a live process with a copy of this directory, and is refused.
+PREVIOUS_RUN_WAIT_TIMEOUTS = 2
 
 
 @dataclass(frozen=True)
@@ -99,6 +112,7 @@ def register_broker(
         fields.update(kafka_host=kafka[0], kafka_port=kafka[1])
     value = znodes.encode(fields)
     session.wait(client.ensure_path_async(znodes.BROKER_IDS))
+    waited_for_previous_run = False
     for _attempt in range(REGISTER_ATTEMPTS_MAX):
         try:
             _path, stat = session.wait(
@@ -108,16 +122,26 @@ def register_broker(
             holder, owner = _read(session, broker_id)
             if holder is None:
                 continue  # gone since: the holder's session just ended
-            if owner != client.client_id[0]:
-                raise InvalidConfigError(
-                    f"broker_id {broker_id} is registered by the live broker at "
-                    f"{holder.address} (data directory {holder.data_dir_id}): give this broker "
-                    "another broker_id, or stop that one. If that is this broker's previous "
-                    "run, its registration expires within the ZooKeeper session timeout "
-                    f"({session.session_timeout_ms} ms): start again then."
-                ) from None
-            # Ours: an earlier attempt whose answer was lost had been applied after all.
-            return BrokerRegistration(holder, path)
+            if owner == client.client_id[0]:
+                # Ours: an earlier attempt whose answer was lost had been applied after all.
+                return BrokerRegistration(holder, path)
+            if holder.data_dir_id == data_dir_id and not waited_for_previous_run:
+                waited_for_previous_run = True
+                _wait_previous_run_gone(session, broker_id, holder, owner)
+                continue
+            raise InvalidConfigError(
+                f"broker_id {broker_id} is registered by the live broker at "
+                f"{holder.address} (data directory {holder.data_dir_id}): give this broker "
+                "another broker_id, or stop that one"
+                + (
+                    ". It names this broker's data directory and outlived "
+                    f"{PREVIOUS_RUN_WAIT_TIMEOUTS} ZooKeeper session timeouts "
+                    f"({session.session_timeout_ms} ms each): a live copy of this directory "
+                    "runs elsewhere"
+                    if waited_for_previous_run
+                    else ""
+                )
+            ) from None
         info = _decode(broker_id, value, stat.czxid)
         return BrokerRegistration(info, path)
     raise InvalidConfigError(
@@ -125,6 +149,47 @@ def register_broker(
         f"{REGISTER_ATTEMPTS_MAX} times in a row; is another broker with this id restarting "
         "in a loop?"
     )
+
+
+def _wait_previous_run_gone(
+    session: ZooKeeperSession, broker_id: int, holder: BrokerInfo, owner: int
+) -> None:
+    """Wait until the registration of this broker's previous run (``owner``'s session) is
+    gone, ``PREVIOUS_RUN_WAIT_TIMEOUTS`` session timeouts at most; the caller then tries
+    again (and refuses a holder still there)."""
+    wait_s = PREVIOUS_RUN_WAIT_TIMEOUTS * session.session_timeout_ms / 1000
+    log.warning(
+        "broker_id %d is still registered by this data directory's previous run (ZooKeeper "
+        "session 0x%x, broker epoch %d, at %s): it was stopped without closing its session. "
+        "Waiting up to %.0f s for ZooKeeper to expire it",
+        broker_id,
+        owner,
+        holder.broker_epoch,
+        holder.address,
+        wait_s,
+    )
+    started_s = time.monotonic()
+    deadline_s = started_s + wait_s
+    path = znodes.broker_path(broker_id)
+    while True:
+        changed = threading.Event()
+        stat = session.wait(session.client.exists_async(path, watch=_setter(changed)))
+        if stat is None or int(stat.ephemeralOwner) != owner:
+            log.info(
+                "broker_id %d: the previous run's registration expired after %.1f s",
+                broker_id,
+                time.monotonic() - started_s,
+            )
+            return
+        remaining_s = deadline_s - time.monotonic()
+        if remaining_s <= 0:
+            return
+        changed.wait(remaining_s)
+
+
+def _setter(event: threading.Event) -> Callable[[WatchedEvent], None]:
+    """A watch that sets ``event`` (on kazoo's thread: it must not block)."""
+    return lambda _watched: event.set()
 
 
 def live_brokers(

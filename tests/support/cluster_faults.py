@@ -385,16 +385,18 @@ class FaultCluster:
         for broker_id in broker_ids:
             self.brokers[broker_id].wait_serving()
 
-    def restart(self, *broker_ids: int) -> None:
+    def restart(self, *broker_ids: int, at_once: bool = False) -> None:
         """Start the given (dead) brokers again once their old registrations are gone, as
-        a supervisor with a restart delay would; wait until each serves."""
+        a supervisor with a restart delay would; wait until each serves. ``at_once``: as a
+        supervisor without a delay: each meets its old registration and waits it out."""
         for broker_id in broker_ids:
             assert not self.brokers[broker_id].alive, f"broker {broker_id} still runs"
-        wait_until(
-            lambda: not (set(broker_ids) & set(self.registered())),
-            f"the old registrations of brokers {list(broker_ids)} expired",
-            EXPIRY_S + 5,
-        )
+        if not at_once:
+            wait_until(
+                lambda: not (set(broker_ids) & set(self.registered())),
+                f"the old registrations of brokers {list(broker_ids)} expired",
+                EXPIRY_S + 5,
+            )
         self._start_together(list(broker_ids))
 
     def heal(self) -> None:

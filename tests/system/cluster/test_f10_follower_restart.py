@@ -40,6 +40,30 @@ def test_f10_killed_follower_rejoins_the_isr_with_its_new_broker_epoch(
     check_history(check_replicas_agree(cluster, topic), [producer], [consumer])
 
 
+def test_f10_follower_started_again_at_once_waits_out_its_old_session(
+    cluster: FaultCluster, topic: str
+) -> None:
+    """A supervisor restarts a SIGKILLed broker without a delay (systemd, Kubernetes): it
+    meets its own registration, still held by the dead session, waits for ZooKeeper to
+    expire it instead of exiting, and rejoins the ISR with a new broker epoch."""
+    state = cluster.create_topic(topic)
+    follower = followers(state)[-1]
+    old_epoch = cluster.registered()[follower].broker_epoch
+    producer = AckedProducer(cluster, topic, "f10a")
+    with BackgroundProducer(producer) as background:
+        wait_until(lambda: background.acknowledged_count() >= 10, "10 acknowledged writes")
+        cluster.brokers[follower].kill()
+        assert follower in cluster.registered()  # the dead session still holds it
+        cluster.restart(follower, at_once=True)
+        rejoined = cluster.wait_in_sync(topic)
+    started = cluster.brokers[follower].log_since_start()
+    assert "still registered by this data directory's previous run" in started
+    assert "previous run's registration expired after" in started
+    new_epoch = cluster.registered()[follower].broker_epoch
+    assert {m.broker_id: m.broker_epoch for m in rejoined.isr}[follower] == new_epoch > old_epoch
+    check_history(check_replicas_agree(cluster, topic), [producer], [])
+
+
 def test_f10_wiped_follower_rejoins_only_when_caught_up(cluster: FaultCluster, topic: str) -> None:
     """The rebuilt replica is made the only survivor the moment it is back in the ISR: if it
     had joined before holding every acknowledged record, they would be gone now."""
