@@ -100,6 +100,12 @@ def register(subparsers: Any) -> None:
         metavar="KEY=VALUE",
         help="a setting for every broker (repeatable), as twinlog serve --config",
     )
+    up.add_argument(
+        "--no-restart",
+        action="store_true",
+        help="leave a broker that exits on its own down (default: start it again on its "
+        "own ports, at most 3 times a minute)",
+    )
     up.set_defaults(run=_run_up)
     certs = add_command(
         actions,

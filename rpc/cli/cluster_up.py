@@ -11,6 +11,12 @@ move to the brokers still up), then ZooKeeper. The
 data directory keeps the znodes and the logs, so ``cluster up`` again restarts the same
 cluster (on new ports).
 
+A broker that exits on its own (a crash, a SIGKILL, a lost ZooKeeper session) is started
+again on its own ports, as a supervisor would (``--no-restart``: left down, with a line
+saying how to restart it); it waits out its old ZooKeeper session itself. More than
+``RESTARTS_MAX`` exits within ``RESTART_WINDOW_S`` leave it down (a broker that cannot
+start would otherwise loop).
+
 The children do not see the terminal's Ctrl-C themselves (brokers run in sessions of
 their own, ZooKeeper starts with SIGINT ignored): the stop order is this process's, not
 a race. Not for production: a real ensemble and a supervisor per broker are
@@ -54,6 +60,8 @@ REPLICATION_FACTOR_KEY = "default_replication_factor"
 READY_PROBE_INTERVAL_S = 0.2
 BROKER_STOP_TIMEOUT_S = 30.0  # controlled shutdown (10 s at most) plus closing the logs
 WATCH_INTERVAL_S = 0.5
+RESTARTS_MAX = 3  # restarts of one broker within RESTART_WINDOW_S; beyond, it stays down
+RESTART_WINDOW_S = 60.0
 PROBE_INTERVAL_S = 0.05
 
 
@@ -79,6 +87,17 @@ class BrokerChild:
         self.address = ""
         self.kafka_address = ""  # with --kafka-listener among the arguments
         self.reported_exit = False
+        self.restarted_at_s: list[float] = []  # when it was started again after an exit
+
+    def on_own_ports(self) -> None:
+        """From now on it starts on the ports it serves on now (a restart keeps the
+        addresses the others and the clients know), instead of free ones."""
+        self.arguments = pinned_ports(self.arguments, self.address, self.kafka_address)
+
+    def may_restart(self, now_s: float) -> bool:
+        """Fewer than RESTARTS_MAX restarts within the last RESTART_WINDOW_S."""
+        recent = [at for at in self.restarted_at_s if now_s - at < RESTART_WINDOW_S]
+        return len(recent) < RESTARTS_MAX
 
     def start(self, stop_requested: threading.Event) -> None:
         offset = self.log_path.stat().st_size if self.log_path.exists() else 0
@@ -162,6 +181,19 @@ def broker_arguments(
     for pair in args.config:
         arguments.extend(["--config", pair])
     return arguments
+
+
+def pinned_ports(arguments: list[str], address: str, kafka_address: str) -> list[str]:
+    """``arguments`` with ``--port`` and ``--kafka-listener`` set to the ports of ``address``
+    and ``kafka_address`` (HOST:PORT; "" keeps the argument as it is)."""
+    pinned = list(arguments)
+    for flag, at in (("--port", address), ("--kafka-listener", kafka_address)):
+        if not at or flag not in pinned:
+            continue
+        index = pinned.index(flag) + 1
+        port = at.rpartition(":")[2]
+        pinned[index] = port if flag == "--port" else f"{pinned[index].rpartition(':')[0]}:{port}"
+    return pinned
 
 
 def with_replication_factor(config: list[str], brokers: int) -> list[str]:
@@ -255,7 +287,9 @@ def run(args: argparse.Namespace) -> int:
                 kafka_list = ",".join(child.kafka_address for child in brokers)
                 print(f"Kafka bootstrap servers: {kafka_list}", flush=True)
             print("Ctrl-C or SIGTERM stops the brokers, then ZooKeeper", flush=True)
-        status = _watch(brokers, zookeeper, stop_requested)
+        for child in brokers:
+            child.on_own_ports()
+        status = _watch(brokers, zookeeper, stop_requested, restart=not args.no_restart)
         if status == 0 and signals_seen and signals_seen[0] == signal.SIGINT:
             status = EXIT_INTERRUPTED
         return status
@@ -308,10 +342,14 @@ def wait_until_ready(brokers: list[BrokerChild], stop_requested: threading.Event
 
 
 def _watch(
-    brokers: list[BrokerChild], zookeeper: LocalZooKeeper, stop_requested: threading.Event
+    brokers: list[BrokerChild],
+    zookeeper: LocalZooKeeper,
+    stop_requested: threading.Event,
+    restart: bool = True,
 ) -> int:
-    """Until a stop is asked: say once when a broker exits on its own; a ZooKeeper that
-    exits ends the command (status 1)."""
+    """Until a stop is asked: a broker that exits on its own is started again on its own
+    ports (``restart``, within RESTARTS_MAX per RESTART_WINDOW_S), or said once; a
+    ZooKeeper that exits ends the command (status 1)."""
     while not stop_requested.wait(WATCH_INTERVAL_S):
         status = zookeeper.exited()
         if status is not None:
@@ -322,13 +360,41 @@ def _watch(
             return 1
         for child in brokers:
             code = child.exited()
-            if code is not None and not child.reported_exit:
-                child.reported_exit = True
-                print(
-                    f"warning: broker {child.broker_id} exited with status {code}; see "
-                    f"{child.log_path} (the others go on; restart it with: twinlog serve "
-                    f"{' '.join(child.arguments)})",
-                    file=sys.stderr,
-                    flush=True,
-                )
+            if code is None or child.reported_exit:
+                continue
+            if restart and child.may_restart(time.monotonic()):
+                _restart(child, code, stop_requested)
+                continue
+            child.reported_exit = True
+            why = (
+                f"it exited {RESTARTS_MAX} times within {RESTART_WINDOW_S:.0f} s, so it stays down"
+                if restart
+                else "the others go on"
+            )
+            print(
+                f"warning: broker {child.broker_id} exited with status {code}; see "
+                f"{child.log_path} ({why}; restart it with: twinlog serve "
+                f"{' '.join(child.arguments)})",
+                file=sys.stderr,
+                flush=True,
+            )
     return 0
+
+
+def _restart(child: BrokerChild, code: int, stop_requested: threading.Event) -> None:
+    """Start ``child`` again on its own ports; it waits out its old ZooKeeper session
+    itself. A start that fails is said, and counts as one more exit."""
+    child.restarted_at_s.append(time.monotonic())
+    print(
+        f"warning: broker {child.broker_id} exited with status {code}; starting it again at "
+        f"{child.address} (restart {len(child.restarted_at_s)}; see {child.log_path})",
+        file=sys.stderr,
+        flush=True,
+    )
+    try:
+        child.start(stop_requested)
+    except TwinlogError as error:
+        print(f"error: {error}", file=sys.stderr, flush=True)
+        return
+    if child.exited() is None and not stop_requested.is_set():
+        print(f"broker {child.broker_id}: serving again at {child.address}", flush=True)

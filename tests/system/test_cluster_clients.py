@@ -9,6 +9,7 @@ listeners, which a Kafka client finds through any one of them)."""
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -188,6 +189,27 @@ def test_cluster_up_starts_a_cluster_and_stops_it_on_sigterm(tmp_path: Path) -> 
         assert {f"{b['host']}:{b['port']}" for b in kafka_brokers} == set(
             kafka_bootstrap.split(",")
         )
+        # A broker that crashes is started again by cluster up, on its own ports, at once
+        # (it waits out its old ZooKeeper session itself).
+        second = bootstrap.split(",")[1]
+        os.kill(_serve_pid(tmp_path / "dev" / "broker-2"), signal.SIGKILL)
+        while time.monotonic() < deadline + 60:
+            line = process.stdout.readline()
+            if not line:
+                break
+            lines.append(line)
+            if line.startswith("broker 2: serving again at "):
+                assert line.split(" at ", 1)[1].strip() == second, "".join(lines)
+                break
+        assert any("broker 2 exited with status -9; starting it again" in x for x in lines), (
+            "".join(lines)
+        )
+        assert any(x.startswith("broker 2: serving again") for x in lines), "".join(lines)
+        assert (
+            "previous run's registration expired" in (tmp_path / "dev" / "broker-2.log").read_text()
+        )
+        described = run_cli("cluster", "describe", "--server", second, "--format", "json")
+        assert described.returncode == 0, described.stderr
         process.send_signal(signal.SIGTERM)
         output, _ = process.communicate(timeout=90)
     finally:
@@ -200,3 +222,18 @@ def test_cluster_up_starts_a_cluster_and_stops_it_on_sigterm(tmp_path: Path) -> 
     for broker_id in (1, 2, 3):
         assert f"broker {broker_id} stopped (status 0)" in output
         assert "stopped cleanly" in (tmp_path / "dev" / f"broker-{broker_id}.log").read_text()
+
+
+def _serve_pid(data_dir: Path) -> int:
+    """The pid of the ``twinlog serve`` process whose data directory is ``data_dir``."""
+    wanted = str(data_dir)
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            arguments = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue  # gone meanwhile
+        if b"serve" in arguments and wanted.encode() in arguments:
+            return int(entry.name)
+    raise AssertionError(f"no twinlog serve process runs with --data-dir {wanted}")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -159,3 +160,18 @@ def test_cluster_up_replicates_at_most_once_per_broker_unless_configured() -> No
     assert cluster_up.with_replication_factor([], 5) == ["default_replication_factor=3"]
     given = ["default.replication.factor=2"]
     assert cluster_up.with_replication_factor(given, 5) == given
+
+
+def test_a_restarted_broker_keeps_its_ports_and_stops_restarting_after_the_limit() -> None:
+    arguments = ["--data-dir", "d", "--port", "0", "--kafka-listener", "127.0.0.1:0"]
+    assert cluster_up.pinned_ports(arguments, "127.0.0.1:40001", "127.0.0.1:40002") == [
+        "--data-dir", "d", "--port", "40001", "--kafka-listener", "127.0.0.1:40002",
+    ]  # fmt: skip
+    assert cluster_up.pinned_ports(["--port", "0"], "127.0.0.1:40001", "") == ["--port", "40001"]
+    child = cluster_up.BrokerChild(1, Path("/nonexistent/broker-1"), arguments)
+    now_s = 1000.0
+    child.restarted_at_s = [now_s - 1] * (cluster_up.RESTARTS_MAX - 1)
+    assert child.may_restart(now_s)
+    child.restarted_at_s.append(now_s)
+    assert not child.may_restart(now_s)  # RESTARTS_MAX within the window: it stays down
+    assert child.may_restart(now_s + cluster_up.RESTART_WINDOW_S + 1)  # the window moved on
