@@ -62,6 +62,7 @@ from twinlog.engine.broker.group_offsets import (
     build_offsets_batch,
 )
 from twinlog.engine.broker.internal_topics import TXN_JOURNAL_TOPIC
+from twinlog.engine.broker.leader_elections import ElectionResult
 from twinlog.engine.broker.membership import (
     SOLE_BROKER_EPOCH,
     SOLE_BROKER_ID,
@@ -300,6 +301,15 @@ class Broker(BrokerLifecycle):
 
     def describe_topic(self, name: str) -> TopicDescription:
         return self.topic_manager.describe(name)
+
+    def elect_preferred_leaders(
+        self, partitions: Sequence[TopicPartition] | None, timeout_ms: int
+    ) -> list[ElectionResult]:
+        """Lead ``partitions`` (None: every partition) by their preferred leaders, each its
+        first replica, where that replica is in sync (Kafka's ElectLeaders, PREFERRED);
+        waits at most ``timeout_ms``. One result per partition."""
+        self._check_open()
+        return self.membership.elect_preferred_leaders(partitions, timeout_ms)
 
     def topic_settings(self, name: str) -> list[tuple[str, str, bool]]:
         """(name, value, set on the topic) of each of the topic's settings under Kafka's

@@ -84,6 +84,13 @@ class BrokerConfig:
     replica_fsync: bool = True
     retention_check_interval_ms: int = 60_000
     compaction_check_interval_ms: int = 15_000  # compacted topics (Kafka's log.cleaner.backoff.ms)
+    # Preferred leaders, on a cluster (Kafka's auto.leader.rebalance.enable,
+    # leader.imbalance.per.broker.percentage, leader.imbalance.check.interval.seconds): the
+    # controller moves leadership back to each partition's first replica once a broker
+    # leads fewer than (100 - percentage) % of the partitions it is the preferred leader of
+    auto_leader_rebalance_enable: bool = True
+    leader_imbalance_per_broker_percentage: int = 10
+    leader_imbalance_check_interval_ms: int = 300_000
 
     def __post_init__(self) -> None:
         RULES.check(self)
@@ -142,6 +149,9 @@ RULES = ConfigRules(
         "replica_fsync": Flag(),
         "retention_check_interval_ms": POSITIVE,
         "compaction_check_interval_ms": POSITIVE,
+        "auto_leader_rebalance_enable": Flag(),
+        "leader_imbalance_per_broker_percentage": Integer(0, 100),
+        "leader_imbalance_check_interval_ms": POSITIVE,
     },
     loose_keys=True,  # Kafka-style dotted names (transaction.timeout.ms) and dashes too
     labels={"batch_bytes_max": "batch_bytes_max (message.max.bytes)"},  # Kafka's name for it

@@ -28,16 +28,18 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 from twinlog.engine.base.errors import (
+    BrokerUnavailableError,
     CoordinatorLoadInProgressError,
     InvalidConfigError,
     TwinlogError,
 )
 from twinlog.engine.base.types import TopicPartition
 from twinlog.engine.broker.internal_topics import TXN_JOURNAL_TOPIC, is_internal
+from twinlog.engine.broker.leader_elections import ElectionResult, sole_results
 from twinlog.engine.broker.partition import Partition
 from twinlog.engine.transactions.coordinator_slots import CoordinatorSlots
 
@@ -64,6 +66,13 @@ class Membership(Protocol):
         member) or let the cluster do it (a ZooKeeper member: the controller's watch)."""
         ...
 
+    def elect_preferred_leaders(
+        self, partitions: Sequence[TopicPartition] | None, timeout_ms: int
+    ) -> list[ElectionResult]:
+        """Lead ``partitions`` (None: all) by their preferred leaders where they may lead
+        (``leader_elections``); one result per partition."""
+        ...
+
 
 class AwaitingCluster:
     """A cluster broker's membership until its ZooKeeper member joins: the controller
@@ -74,6 +83,14 @@ class AwaitingCluster:
 
     def topic_created(self, topic: str, partitions: int) -> None:
         return None
+
+    def elect_preferred_leaders(
+        self, partitions: Sequence[TopicPartition] | None, timeout_ms: int
+    ) -> list[ElectionResult]:
+        raise BrokerUnavailableError(
+            "this broker has not joined its cluster yet: no election can be asked of it; "
+            "retry in a moment"
+        )
 
 
 class RoleTaker(Protocol):
@@ -140,6 +157,17 @@ class SoleMember:
     def topic_created(self, topic: str, partitions: int) -> None:
         for index in range(partitions):
             self._lead(self._broker.partition(TopicPartition(topic, index)))
+
+    def elect_preferred_leaders(
+        self, partitions: Sequence[TopicPartition] | None, timeout_ms: int
+    ) -> list[ElectionResult]:
+        """Every partition is led by its one replica, this broker, already."""
+        known = [
+            TopicPartition(topic, index)
+            for topic, count in sorted(self._broker.topic_partition_counts().items())
+            for index in range(count)
+        ]
+        return sole_results(known if partitions is None else partitions, known)
 
     def _lead(self, partition: Partition) -> None:
         """Lead ``partition`` (its ISR, itself, holds all it has: through the promotion

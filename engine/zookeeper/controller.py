@@ -13,6 +13,11 @@ Kafka's ZooKeeper-mode controller (CLUSTER.md §2.2, §3.2), on a thread of its 
   whose leader died or is shutting down, ISRs without dead members, offline partitions
   whose last ISR member returned. All of one pass go in as few multis as fit
   (``controller_epoch.chunks``), every one fenced by the controller epoch (KAFKA-6082).
+- Preferred leaders (``leader_election``): every ``leader_imbalance_check_interval_s``,
+  when ``auto_leader_rebalance`` is on, the partitions of brokers that lead too few of
+  those they are the preferred leader of go back to them; and the partitions an
+  operator names in ``admin/preferred_replica_election`` (``preferred_election``) do at
+  once, the request deleted in the same multi.
 - Every decision is logged at INFO on ``twinlog.controller``.
 
 A pass that finds its write refused because a znode changed since it read it (a leader
@@ -47,6 +52,7 @@ from twinlog.engine.zookeeper.controller_epoch import (
     ControllerFencedError,
     ControllerSeat,
     Create,
+    Delete,
     FencedWriter,
     Op,
     SetData,
@@ -56,8 +62,15 @@ from twinlog.engine.zookeeper.controller_epoch import (
     resign,
     try_to_become_controller,
 )
-from twinlog.engine.zookeeper.leader_election import assign_replicas, initial_state, settled_state
+from twinlog.engine.zookeeper.leader_election import (
+    assign_replicas,
+    imbalanced_partitions,
+    initial_state,
+    preferred_leader_state,
+    settled_state,
+)
 from twinlog.engine.zookeeper.partition_state import PartitionState, read_topic_partition_states
+from twinlog.engine.zookeeper.preferred_election import read_election_request
 from twinlog.engine.zookeeper.session import ZooKeeperSession, ZooKeeperUnavailableError
 from twinlog.engine.zookeeper.session_gate import SessionGate
 
@@ -69,6 +82,12 @@ RETRY_AFTER_S = 0.5  # after ZooKeeper did not answer
 STALE_RETRY_S = 0.05  # after a write met a state changed since the read: read again soon
 JOIN_S = 10.0
 TOPIC_KEYS = ("partitions",)
+# Kafka's auto.leader.rebalance.enable, leader.imbalance.per.broker.percentage and
+# leader.imbalance.check.interval.seconds: the broker settings of the same names
+# (``BrokerConfig``) override these.
+AUTO_LEADER_REBALANCE = True
+LEADER_IMBALANCE_PERCENTAGE = 10
+LEADER_IMBALANCE_CHECK_INTERVAL_S = 300.0
 
 
 @dataclass(frozen=True)
@@ -79,6 +98,14 @@ class _Decision:
     partition: int
     old: PartitionState | None  # None: created
     new: PartitionState
+    why: str = ""  # said after the change: "preferred leader (asked)", ...
+
+
+@dataclass(frozen=True)
+class _ElectionRequestDone:
+    """The operator's preferred-leader request deleted: carried out."""
+
+    partitions: int
 
 
 class Controller:
@@ -89,10 +116,19 @@ class Controller:
         *,
         on_lost: Callable[[], None] | None = None,
         full_read_interval_s: float = FULL_READ_INTERVAL_S,
+        auto_leader_rebalance: bool = AUTO_LEADER_REBALANCE,
+        leader_imbalance_percentage: int = LEADER_IMBALANCE_PERCENTAGE,
+        leader_imbalance_check_interval_s: float = LEADER_IMBALANCE_CHECK_INTERVAL_S,
     ) -> None:
         self.session = session
         self.broker_id = broker_id
         self.full_read_interval_s = full_read_interval_s
+        self.auto_leader_rebalance = auto_leader_rebalance
+        self.leader_imbalance_percentage = leader_imbalance_percentage
+        self.leader_imbalance_check_interval_s = leader_imbalance_check_interval_s
+        # The first check comes one interval after this broker became controller: leaders
+        # moved by a failover are not moved back before their brokers caught up.
+        self._imbalance_check_at_s = 0.0
         self._events: queue.SimpleQueue[str] = queue.SimpleQueue()
         self._gate = SessionGate(session, lambda: self._wake("session"), on_lost)
         self._seat: ControllerSeat | None = None
@@ -247,10 +283,13 @@ class Controller:
         if seat is None:
             return False
         self._seat = seat
+        self._imbalance_check_at_s = time.monotonic() + self.leader_imbalance_check_interval_s
         log.info("broker %d is controller, controller epoch %d", self.broker_id, seat.epoch)
         return True
 
-    def _decide(self, seat: ControllerSeat) -> tuple[list[_Decision], list[list[Op]]]:
+    def _decide(
+        self, seat: ControllerSeat
+    ) -> tuple[list[_Decision | _ElectionRequestDone], list[list[Op]]]:
         """What to write: one group of operations per partition (a new partition's group
         holds its znodes' creates), and the decision each group carries out."""
         client = self.session.client
@@ -265,20 +304,51 @@ class Controller:
         shutting_down = {int(c) for c in requests if c.isdigit()} & live_epochs.keys()
         self.session.wait(client.ensure_path_async(znodes.TOPICS))
         topics = self.session.wait(client.get_children_async(znodes.TOPICS, watch=self._on_watch))
-        decisions: list[_Decision] = []
+        all_states = {
+            topic: read_topic_partition_states(self.session, topic) for topic in sorted(topics)
+        }
+        request = read_election_request(self.session, watch=self._on_watch)
+        asked = request[0] if request is not None else set()
+        imbalanced = self._imbalanced(all_states)
+        decisions: list[_Decision | _ElectionRequestDone] = []
         groups: list[list[Op]] = []
-        for topic in sorted(topics):
-            states = read_topic_partition_states(self.session, topic)
+        for topic, states in all_states.items():
             for partition, state in sorted(states.items()):
                 new = settled_state(state, live_epochs, shutting_down, seat.epoch)
+                why = ""
+                key = (topic, partition)
+                if new is None and (key in asked or key in imbalanced):
+                    new = preferred_leader_state(state, live_epochs, shutting_down, seat.epoch)
+                    why = "preferred leader (asked)" if key in asked else "preferred leader"
                 if new is not None:
                     path = znodes.partition_state_path(topic, partition)
                     groups.append([SetData(path, new.encode(), state.version)])
-                    decisions.append(_Decision(topic, partition, state, new))
+                    decisions.append(_Decision(topic, partition, state, new, why))
             for decision, group in self._creations(topic, states, live_epochs, shutting_down, seat):
                 decisions.append(decision)
                 groups.append(group)
+        if request is not None:
+            # Carried out with the last of these writes (what could not move is said to
+            # the requester by the states it reads after).
+            groups.append([Delete(znodes.PREFERRED_ELECTION, request[1])])
+            decisions.append(_ElectionRequestDone(len(asked)))
         return decisions, groups
+
+    def _imbalanced(self, all_states: dict[str, dict[int, PartitionState]]) -> set[tuple[str, int]]:
+        """The partitions to move back to their preferred leaders now (none until the
+        check is due, or with ``auto_leader_rebalance`` off)."""
+        now_s = time.monotonic()
+        if not self.auto_leader_rebalance or now_s < self._imbalance_check_at_s:
+            return set()
+        self._imbalance_check_at_s = now_s + self.leader_imbalance_check_interval_s
+        return imbalanced_partitions(
+            (
+                (topic, partition, state)
+                for topic, states in all_states.items()
+                for partition, state in states.items()
+            ),
+            self.leader_imbalance_percentage,
+        )
 
     def _creations(
         self,
@@ -337,7 +407,14 @@ class Controller:
         return created
 
 
-def _log_decision(decision: _Decision, controller_epoch: int) -> None:
+def _log_decision(decision: _Decision | _ElectionRequestDone, controller_epoch: int) -> None:
+    if isinstance(decision, _ElectionRequestDone):
+        log.info(
+            "preferred leader election asked for %d partitions carried out (controller epoch %d)",
+            decision.partitions,
+            controller_epoch,
+        )
+        return
     new, old = decision.new, decision.old
     if old is None:
         log.info(
@@ -354,7 +431,7 @@ def _log_decision(decision: _Decision, controller_epoch: int) -> None:
         return
     log.info(
         "partition %s-%d: leader %d -> %d, leader_epoch %d -> %d, isr %s -> %s "
-        "(controller epoch %d)",
+        "(controller epoch %d%s)",
         decision.topic,
         decision.partition,
         old.leader,
@@ -364,6 +441,7 @@ def _log_decision(decision: _Decision, controller_epoch: int) -> None:
         _isr_text(old),
         _isr_text(new),
         controller_epoch,
+        f"; {decision.why}" if decision.why else "",
     )
 
 

@@ -67,7 +67,13 @@ class SetData:
     version: int
 
 
-Op = Create | SetData
+@dataclass(frozen=True)
+class Delete:
+    path: str
+    version: int  # -1: whatever its version
+
+
+Op = Create | SetData | Delete
 
 
 def read_controller(session: ZooKeeperSession) -> tuple[int, int, int] | None:
@@ -131,6 +137,8 @@ class FencedWriter:
         for op in ops:
             if isinstance(op, Create):
                 transaction.create(op.path, op.data)
+            elif isinstance(op, Delete):
+                transaction.delete(op.path, op.version)
             else:
                 transaction.set_data(op.path, op.data, op.version)
         results = self.session.wait(transaction.commit_async())

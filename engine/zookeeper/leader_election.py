@@ -21,12 +21,21 @@ Leader and ISR (Kafka's ZooKeeper-mode controller, clean election only):
 - A controlled shutdown takes the broker out of every ISR it shares with a live member
   (as a leader, leadership moves first); where it is the only member it stays.
 - Every leader change, going offline included, bumps ``leader_epoch`` by one.
+
+Preferred leaders (Kafka's preferred replica election and ``auto.leader.rebalance.enable``):
+
+- A partition's preferred leader is its first replica. It takes leadership back only
+  when it is an ISR member alive under its broker epoch and not shutting down: a clean
+  election (``preferred_leader_state``); the ISR stays as it is.
+- Automatically (``imbalanced_partitions``): a broker is imbalanced when, of the
+  partitions it is the preferred leader of, more than ``percentage`` % are led by another;
+  those of its partitions it can lead move back to it, the others wait.
 """
 
 from __future__ import annotations
 
 import zlib
-from collections.abc import Mapping, Sequence, Set
+from collections.abc import Iterable, Mapping, Sequence, Set
 from dataclasses import replace
 
 from twinlog.engine.zookeeper.partition_state import NO_LEADER, IsrMember, PartitionState
@@ -113,6 +122,56 @@ def settled_state(
         return None  # went offline and back to the same incarnation: nothing to write
     bump = 0 if current.leader_epoch == state.leader_epoch else 1
     return replace(current, leader_epoch=state.leader_epoch + bump)
+
+
+def preferred_leader_state(
+    state: PartitionState,
+    live_epochs: Mapping[int, int],
+    shutting_down: Set[int],
+    controller_epoch: int,
+) -> PartitionState | None:
+    """``state`` led by its preferred leader (its first replica), ``leader_epoch`` + 1; None
+    when it leads already, or cannot: not an ISR member alive under its broker epoch, or
+    shutting down (a clean election only)."""
+    if not state.replicas or state.replicas[0] == state.leader:
+        return None
+    preferred = state.replicas[0]
+    member = next((m for m in state.isr if m.broker_id == preferred), None)
+    if member is None or live_epochs.get(preferred) != member.broker_epoch:
+        return None
+    if preferred in shutting_down:
+        return None
+    return PartitionState(
+        preferred,
+        state.leader_epoch + 1,
+        state.isr,
+        state.replicas,
+        controller_epoch,
+        state.version,
+    )
+
+
+def imbalanced_partitions(
+    states: Iterable[tuple[str, int, PartitionState]], percentage: int
+) -> set[tuple[str, int]]:
+    """The partitions to lead back to their preferred leaders: those of every broker that
+    leads fewer than (100 - ``percentage``) % of the partitions it is the preferred leader
+    of (Kafka's ``leader.imbalance.per.broker.percentage``). Whether each may move now is
+    ``preferred_leader_state``'s to say."""
+    preferred_of: dict[int, int] = {}
+    not_led: dict[int, list[tuple[str, int]]] = {}
+    for topic, partition, state in states:
+        if not state.replicas:
+            continue
+        preferred = state.replicas[0]
+        preferred_of[preferred] = preferred_of.get(preferred, 0) + 1
+        if state.leader != preferred:
+            not_led.setdefault(preferred, []).append((topic, partition))
+    moved: set[tuple[str, int]] = set()
+    for broker_id, partitions in not_led.items():
+        if len(partitions) * 100 > percentage * preferred_of[broker_id]:
+            moved.update(partitions)
+    return moved
 
 
 def _clean_election_of_the_last_member(

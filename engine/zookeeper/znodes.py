@@ -14,6 +14,9 @@
     /topics/<topic>/partitions/<p>/state
                                  {"leader", "leader_epoch", "isr": [[id, broker_epoch]...],
                                   "replicas", "controller_epoch"} (``partition_state``)
+    /admin/preferred_replica_election
+                                 {"partitions": [[topic, partition]...]}: asked of the
+                                 controller, deleted once carried out (``preferred_election``)
 
 ``cluster_id`` and ``journal_partitions`` share one znode so that a cluster is created
 by one write: there is never a cluster with an id but no partition count. Every value
@@ -37,6 +40,8 @@ BROKER_IDS = "/brokers/ids"
 SHUTTING_DOWN = "/brokers/shutting_down"
 CONTROLLER = "/controller"
 CONTROLLER_EPOCH = "/controller_epoch"
+ADMIN = "/admin"
+PREFERRED_ELECTION = "/admin/preferred_replica_election"
 # The names a twinlog cluster may have directly below its chroot: anything else there is
 # another application's, and a broker refuses to join (``join_check``). Every path
 # above must start with one of these.
@@ -51,6 +56,7 @@ TOP_LEVEL = frozenset(
         SHUTTING_DOWN,
         CONTROLLER,
         CONTROLLER_EPOCH,
+        ADMIN,
     )
 )
 

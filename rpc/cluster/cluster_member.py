@@ -38,12 +38,13 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from twinlog.engine.base.addresses import parse_port
 from twinlog.engine.base.errors import ConditionalWriteLostError, TwinlogError
 from twinlog.engine.base.types import TopicPartition
 from twinlog.engine.broker.broker import Broker
+from twinlog.engine.broker.leader_elections import ElectionResult
 from twinlog.engine.zookeeper.broker_registration import (
     BrokerInfo,
     live_brokers,
@@ -53,6 +54,7 @@ from twinlog.engine.zookeeper.controlled_shutdown import request_controlled_shut
 from twinlog.engine.zookeeper.controller import Controller
 from twinlog.engine.zookeeper.partition_roles import PartitionRoles, change_isr
 from twinlog.engine.zookeeper.partition_state import IsrMember, PartitionState
+from twinlog.engine.zookeeper.preferred_election import request_preferred_election
 from twinlog.engine.zookeeper.session import ZooKeeperSession, ZooKeeperUnavailableError
 from twinlog.rpc.replication.broker_identity import BrokerTls
 from twinlog.rpc.replication.coordination_client import (
@@ -155,7 +157,15 @@ class ClusterMember:
         self._join_coordination()
         broker.membership = self  # what gives the broker's partitions their roles
         self.roles = PartitionRoles(session, self.broker_id, self._take_role, on_lost=on_lost)
-        self.controller = Controller(session, self.broker_id, on_lost=on_lost)
+        settings = broker.config
+        self.controller = Controller(
+            session,
+            self.broker_id,
+            on_lost=on_lost,
+            auto_leader_rebalance=settings.auto_leader_rebalance_enable,
+            leader_imbalance_percentage=settings.leader_imbalance_per_broker_percentage,
+            leader_imbalance_check_interval_s=settings.leader_imbalance_check_interval_ms / 1000,
+        )
         self._isr_thread = threading.Thread(
             target=self._write_isr_changes, name="twinlog-isr-changes", daemon=True
         )
@@ -193,6 +203,13 @@ class ClusterMember:
     def topic_created(self, topic: str, partitions: int) -> None:
         """The controller gives the new partitions their roles (a ZooKeeper watch)."""
         return None
+
+    def elect_preferred_leaders(
+        self, partitions: Sequence[TopicPartition] | None, timeout_ms: int
+    ) -> list[ElectionResult]:
+        """Asked of the controller through ZooKeeper (``preferred_election``)."""
+        asked = None if partitions is None else [(p.topic, p.partition) for p in partitions]
+        return request_preferred_election(self.session, asked, timeout_ms)
 
     def _take_role(self, topic: str, partition: int, state: PartitionState) -> None:
         if state.leader < 0:

@@ -10,8 +10,10 @@ import pytest
 from twinlog.engine.zookeeper.controller_epoch import chunks
 from twinlog.engine.zookeeper.leader_election import (
     assign_replicas,
+    imbalanced_partitions,
     initial_state,
     next_state,
+    preferred_leader_state,
     settled_state,
 )
 from twinlog.engine.zookeeper.partition_state import NO_LEADER, IsrMember, PartitionState
@@ -106,3 +108,34 @@ def test_chunks_keep_groups_whole_within_the_limit() -> None:
     groups = [[0] * 3, [0] * 3, [0], [0] * 5, [0] * 2]
     assert chunks(groups, limit=6) == [[0, 1], [2, 3], [4]]  # type: ignore[arg-type]
     assert chunks([], limit=6) == []
+
+
+def test_the_preferred_leader_takes_over_only_when_alive_in_sync_and_staying() -> None:
+    led_by_two = state(2, 4, [(1, 100), (2, 200), (3, 300)], [1, 2, 3])
+    live = {1: 100, 2: 200, 3: 300}
+    back = preferred_leader_state(led_by_two, live, set(), CONTROLLER_EPOCH)
+    assert back is not None
+    assert (back.leader, back.leader_epoch, back.isr) == (1, 5, led_by_two.isr)
+    assert back.controller_epoch == CONTROLLER_EPOCH and back.version == led_by_two.version
+    # Led by it already; restarted (another broker epoch); shutting down; out of the ISR.
+    assert preferred_leader_state(back, live, set(), CONTROLLER_EPOCH) is None
+    assert preferred_leader_state(led_by_two, {**live, 1: 101}, set(), CONTROLLER_EPOCH) is None
+    assert preferred_leader_state(led_by_two, live, {1}, CONTROLLER_EPOCH) is None
+    out = state(2, 4, [(2, 200), (3, 300)], [1, 2, 3])
+    assert preferred_leader_state(out, live, set(), CONTROLLER_EPOCH) is None
+
+
+def test_a_broker_is_imbalanced_above_the_percentage_of_its_preferred_partitions() -> None:
+    # Broker 1 is preferred for 4 partitions and leads 3 (25 % not led); broker 2 for 1,
+    # led by 3 (100 %); broker 3 for 1, which it leads.
+    states = [
+        ("a", 0, state(1, 0, [(1, 1)], [1, 2])),
+        ("a", 1, state(1, 0, [(1, 1)], [1, 2])),
+        ("a", 2, state(1, 0, [(1, 1)], [1, 3])),
+        ("a", 3, state(3, 1, [(1, 1), (3, 3)], [1, 3])),
+        ("b", 0, state(3, 1, [(2, 2), (3, 3)], [2, 3])),
+        ("b", 1, state(3, 0, [(3, 3)], [3, 1])),
+    ]
+    assert imbalanced_partitions(states, 10) == {("a", 3), ("b", 0)}
+    assert imbalanced_partitions(states, 25) == {("b", 0)}  # 25 % is not above 25 %
+    assert imbalanced_partitions(states, 100) == set()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from types import TracebackType
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from twinlog.engine.zookeeper.broker_registration import BrokerRegistration, register_broker
 from twinlog.engine.zookeeper.controller import Controller
@@ -36,7 +36,12 @@ class FakeBroker:
     """One "broker": a session of its own, a registration, optionally a Controller."""
 
     def __init__(
-        self, connect: str, broker_id: int, register: bool = True, control: bool = True
+        self,
+        connect: str,
+        broker_id: int,
+        register: bool = True,
+        control: bool = True,
+        **controller_options: Any,
     ) -> None:
         self.broker_id = broker_id
         self.session = ZooKeeperSession(connect, session_timeout_ms=SESSION_TIMEOUT_MS)
@@ -54,6 +59,7 @@ class FakeBroker:
                 broker_id,
                 on_lost=self._on_lost,
                 full_read_interval_s=FULL_READ_INTERVAL_S,
+                **controller_options,
             ).start()
 
     def _on_lost(self) -> None:
@@ -83,8 +89,11 @@ class FakeBrokers:
         self.connect = connect
         self.started: list[FakeBroker] = []
 
-    def start(self, broker_id: int, register: bool = True, control: bool = True) -> FakeBroker:
-        broker = FakeBroker(self.connect, broker_id, register, control)
+    def start(
+        self, broker_id: int, register: bool = True, control: bool = True, **options: Any
+    ) -> FakeBroker:
+        """``options``: the Controller's keyword arguments (its preferred-leader settings)."""
+        broker = FakeBroker(self.connect, broker_id, register, control, **options)
         self.started.append(broker)
         return broker
 
