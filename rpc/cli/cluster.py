@@ -1,7 +1,9 @@
-"""``twinlog cluster describe|up``: look at a cluster, or run one on this machine.
+"""``twinlog cluster describe|elect-leaders|up|certs``: look at a cluster, move its
+leaders, or run one on this machine.
 
 ``describe`` (``cluster_describe``) reads the metadata from ZooKeeper or any broker and
-asks each leader for its high watermark; ``up`` (``cluster_up``) starts a local
+asks each leader for its high watermark; ``elect-leaders`` (``cluster_elect``) leads
+partitions by their preferred leaders; ``up`` (``cluster_up``) starts a local
 ZooKeeper and N brokers for development. docs/cli.md has the details.
 """
 
@@ -17,6 +19,10 @@ DESCRIBE_EXAMPLE = """
 twinlog cluster describe --zookeeper 127.0.0.1:2181/twinlog/dev
 twinlog cluster describe --server 127.0.0.1:9001,127.0.0.1:9002 --topic orders
 twinlog cluster describe --zookeeper 127.0.0.1:2181/twinlog/dev --format json
+"""
+ELECT_EXAMPLE = """
+twinlog cluster elect-leaders --preferred --server 127.0.0.1:9001   # every partition
+twinlog cluster elect-leaders --preferred --topic orders --partition 2 --server 127.0.0.1:9001
 """
 UP_EXAMPLE = """
 twinlog cluster up --brokers 3 --data-dir ./dev-cluster      # until Ctrl-C
@@ -37,7 +43,7 @@ def register(subparsers: Any) -> None:
         subparsers,
         "cluster",
         "describe a cluster (brokers, leaders, ISRs, high watermarks), or run one locally",
-        DESCRIBE_EXAMPLE + UP_EXAMPLE + CERTS_EXAMPLE,
+        DESCRIBE_EXAMPLE + ELECT_EXAMPLE + UP_EXAMPLE + CERTS_EXAMPLE,
         [],
     )
     actions = cluster.add_subparsers(dest="cluster_action", required=True, metavar="ACTION")
@@ -65,6 +71,29 @@ def register(subparsers: Any) -> None:
         "--topic", action="append", metavar="NAME", help="only this topic (repeatable)"
     )
     describe.set_defaults(run=_run_describe, validate=_validate_describe)
+    elect = add_command(
+        actions,
+        "elect-leaders",
+        "lead partitions by their preferred leaders (each its first replica) where that "
+        "replica is in sync, as kafka-leader-election.sh --election-type PREFERRED",
+        ELECT_EXAMPLE,
+        [connection_parser(), output_parser()],
+    )
+    elect.add_argument(
+        "--preferred",
+        action="store_true",
+        required=True,
+        help="the election type (the only one: twinlog never elects a replica out of sync)",
+    )
+    elect.add_argument("--topic", metavar="NAME", help="only this topic's partitions")
+    elect.add_argument("--partition", type=int, metavar="P", help="only this partition of --topic")
+    elect.add_argument(
+        "--timeout-ms",
+        type=positive_int,
+        default=30_000,
+        help="how long to wait for the controller to carry it out (30000)",
+    )
+    elect.set_defaults(run=_run_elect, validate=_validate_elect)
     up = add_command(
         actions,
         "up",
@@ -132,6 +161,20 @@ def _validate_describe(args: argparse.Namespace) -> str | None:
     if bool(args.zookeeper) == bool(args.server):
         return "cluster describe needs one of --zookeeper CONNECT or --server BOOTSTRAP_LIST"
     return None
+
+
+def _validate_elect(args: argparse.Namespace) -> str | None:
+    if args.partition is not None and args.topic is None:
+        return "--partition needs --topic"
+    if args.partition is not None and args.partition < 0:
+        return f"--partition is {args.partition}, expected 0 or more"
+    return None
+
+
+def _run_elect(args: argparse.Namespace) -> int:
+    from twinlog.rpc.cli import cluster_elect
+
+    return cluster_elect.run(args)
 
 
 def _run_describe(args: argparse.Namespace) -> int:

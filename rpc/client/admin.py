@@ -36,6 +36,7 @@ from twinlog.engine.base.types import (
     TopicPartition,
     TransactionDescription,
 )
+from twinlog.engine.broker.leader_elections import ElectionResult
 from twinlog.engine.groups.group_calls import GroupDescription, GroupListing
 from twinlog.rpc.client.call_deadline import NO_ANSWER_ERRORS, deadline_at
 from twinlog.rpc.client.connection import ConnectionOptions, Target, connect
@@ -51,6 +52,8 @@ from twinlog.rpc.client.group_offsets import (
 from twinlog.rpc.client.kafka_config import accepts_kafka_names
 from twinlog.rpc.client.retry import RetryPolicy, call_with_retry
 from twinlog.rpc.client.timeouts import DEFAULT_API_TIMEOUT_MS, require_positive_ms
+
+ELECT_TIMEOUT_MS = 30_000  # how long elect_preferred_leaders waits for the controller
 
 
 class Admin:
@@ -107,7 +110,25 @@ class Admin:
         """The deadline of a call made once (not retried), or of a call of several requests
         (the group tools), each retried within what is left of it: ``call_with_retry``
         honours an enclosing deadline."""
-        return deadline_at(time.monotonic() + self.default_api_timeout_ms / 1000)
+        return self._deadline_of(self.default_api_timeout_ms)
+
+    @staticmethod
+    def _deadline_of(timeout_ms: int) -> AbstractContextManager[None]:
+        return deadline_at(time.monotonic() + timeout_ms / 1000)
+
+    def elect_preferred_leaders(
+        self,
+        partitions: Iterable[tuple[str, int]] | None = None,
+        timeout_ms: int = ELECT_TIMEOUT_MS,
+    ) -> list[ElectionResult]:
+        """Lead ``partitions`` ((topic, partition) pairs; None: every partition) by their
+        preferred leaders, each its first replica, where that replica is in sync (Kafka's
+        ``AdminClient.elect_leaders(ElectionType.PREFERRED, ...)``). One result per
+        partition; a partition that cannot move says why in its result, not by raising.
+        Needs ALTER on the topics. Waits at most ``timeout_ms`` for the controller."""
+        named = None if partitions is None else [TopicPartition(t, p) for t, p in partitions]
+        with self._deadline_of(timeout_ms + self.default_api_timeout_ms):
+            return self._broker.elect_preferred_leaders(named, timeout_ms)
 
     def list_topics(self) -> list[str]:
         return call_with_retry(

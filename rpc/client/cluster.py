@@ -88,6 +88,7 @@ from twinlog.engine.base.types import (
     TopicPartition,
     TransactionDescription,
 )
+from twinlog.engine.broker.leader_elections import ElectionResult
 from twinlog.engine.groups.group_calls import (
     OUTSIDE_ANY_GROUP,
     GroupDescription,
@@ -409,6 +410,11 @@ class ClusterBroker:
 
     def describe_topic(self, name: str) -> TopicDescription:
         return self._on_any(lambda broker: broker.describe_topic(name))
+
+    def elect_preferred_leaders(
+        self, partitions: Sequence[TopicPartition] | None, timeout_ms: int
+    ) -> list[ElectionResult]:
+        return self._on_any(lambda broker: broker.elect_preferred_leaders(partitions, timeout_ms))
 
     # --- producing ---------------------------------------------------------------------------
 

@@ -16,7 +16,7 @@ shared).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -33,6 +33,7 @@ from twinlog.engine.base.types import (
     TopicPartition,
     TransactionDescription,
 )
+from twinlog.engine.broker.leader_elections import ElectionResult
 from twinlog.engine.groups.group_calls import (
     OUTSIDE_ANY_GROUP,
     GroupDescription,
@@ -53,6 +54,7 @@ from twinlog.rpc.client.request_size import (
 from twinlog.rpc.generated.twinlog.v1 import (
     admin_pb2,
     admin_pb2_grpc,
+    common_pb2,
     consume_pb2,
     consume_pb2_grpc,
     produce_pb2,
@@ -66,6 +68,7 @@ from twinlog.rpc.wire.cluster_convert import (
 )
 from twinlog.rpc.wire.convert import (
     counts_to_proto,
+    election_from_proto,
     offsets_from_proto,
     offsets_to_proto,
     producer_from_proto,
@@ -185,6 +188,21 @@ class RemoteBroker:
     def list_topics(self) -> list[str]:
         response = self._call(self.administration.ListTopics, admin_pb2.ListTopicsRequest())
         return list(response.names)
+
+    def elect_preferred_leaders(
+        self, partitions: Sequence[TopicPartition] | None, timeout_ms: int
+    ) -> list[ElectionResult]:
+        request = admin_pb2.ElectLeadersRequest(
+            partitions=[
+                common_pb2.TopicPartition(topic=t, partition=p) for t, p in partitions or ()
+            ],
+            timeout_ms=timeout_ms,
+        )
+        # The broker waits up to timeout_ms for the controller: the call's deadline is later.
+        response = self._call(
+            self.administration.ElectLeaders, request, timeout_ms / 1000 + self.timeout_s
+        )
+        return [election_from_proto(item) for item in response.results]
 
     def describe_topic(self, name: str) -> TopicDescription:
         request = admin_pb2.DescribeTopicRequest(name=name)

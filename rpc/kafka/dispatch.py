@@ -35,6 +35,7 @@ from kafka.protocol.admin import (
     DeleteTopicsRequest,
     DescribeConfigsRequest,
     DescribeGroupsRequest,
+    ElectLeadersRequest,
     ListGroupsRequest,
     ListTransactionsRequest,
 )
@@ -64,6 +65,7 @@ from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 from twinlog.rpc.kafka.api_versions import api_versions_response, handle_api_versions
 from twinlog.rpc.kafka.context import KafkaContext
 from twinlog.rpc.kafka.describe_configs import handle_describe_configs
+from twinlog.rpc.kafka.elect_leaders import handle_elect_leaders
 from twinlog.rpc.kafka.error_codes import NONE, UNKNOWN_SERVER_ERROR, UNSUPPORTED_VERSION
 from twinlog.rpc.kafka.fetch import handle_fetch
 from twinlog.rpc.kafka.find_coordinator import handle_find_coordinator
@@ -133,6 +135,7 @@ SERVED_APIS: tuple[Api, ...] = (
     Api(DeleteTopicsRequest, 1, 6, handle_delete_topics),
     Api(DescribeConfigsRequest, 0, 4, handle_describe_configs),
     Api(ListTransactionsRequest, 0, 2, handle_list_transactions),
+    Api(ElectLeadersRequest, 0, 2, handle_elect_leaders),
     # v0 is followed by PLAIN's message outside the requests' framing (the listener reads it)
     Api(SaslHandshakeRequest, 0, 1, handle_sasl_handshake),
     Api(SaslAuthenticateRequest, 0, 2, handle_sasl_authenticate),

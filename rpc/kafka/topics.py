@@ -49,7 +49,9 @@ Created = CreateTopicsResponse.CreatableTopicResult
 Deleted = DeleteTopicsResponse.DeletableTopicResult
 
 
-def _audited(context: KafkaContext, event: str, **fields: Any) -> AbstractContextManager[None]:
+def audited_change(
+    context: KafkaContext, event: str, **fields: Any
+) -> AbstractContextManager[None]:
     """The audit log's line for a topic change through this door (as the gRPC door's)."""
     connection = context.connection
     return audited(
@@ -91,7 +93,7 @@ def _create(context: KafkaContext, topic: Any, validate_only: bool) -> Any:
                 replication_factor=factor,
                 configs=None,
             )
-        with _audited(context, "topic.create", topic=name, partitions=partitions):
+        with audited_change(context, "topic.create", topic=name, partitions=partitions):
             description = context.broker.create_topic(name, partitions, config or None)
     except TwinlogError as error:
         return Created(
@@ -141,7 +143,7 @@ def handle_delete_topics(
                 continue
         try:
             require(context.guard, context.connection.principal, Operation.DELETE, (name,))
-            with _audited(context, "topic.delete", topic=name):
+            with audited_change(context, "topic.delete", topic=name):
                 context.broker.delete_topic(name)
             responses.append(
                 Deleted(name=name, topic_id=topic_id, error_code=NONE, error_message=None)

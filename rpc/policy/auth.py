@@ -23,6 +23,7 @@ every operation that applies to the pattern's kind (and, without a prefix,
     audit        describe   group:*                   # see groups named in txn list
     ops          create     *
     ops          delete     *
+    ops          alter      *                         # move leaders (elect-leaders)
     ops          abort      *                         # abort anyone's transaction (admin)
     ops          read       __consumer_offsets        # internal topics: only by their name
 
@@ -31,6 +32,7 @@ every operation that applies to the pattern's kind (and, without a prefix,
 | read | topics | Fetch, ListOffset, DescribeProducers (filtered, below); the topics of group offsets |
 | write | topics | Produce, adding the topic to a transaction |
 | create, delete | topics | CreateTopic, DeleteTopic |
+| alter | topics | ElectLeaders of their partitions (all topics: every topic's) |
 | write | transactional ids | InitProducer with that id, then Begin, AddPartitions, SendOffsets, Commit, Abort and Produce (transactional or not) with its producer id |
 | describe | transactional ids | seeing its transactions (ListTransactions) and its producer (DescribeProducers) |
 | abort | transactional ids | ``twinlog txn abort`` of its transactions; the pattern may omit ``transactional-id:`` |
@@ -91,6 +93,7 @@ class Operation(Enum):
     WRITE = "write"  # produce to a topic; use a transactional id
     CREATE = "create"  # create a topic
     DELETE = "delete"  # delete a topic
+    ALTER = "alter"  # move a topic's leaders (Kafka's ElectLeaders needs ALTER on the cluster)
     ABORT = "abort"  # abort another producer's transaction (admin)
     DESCRIBE = "describe"  # see a transactional id's transactions and producer; see a group
 
@@ -111,7 +114,13 @@ PREFIXES = {
     Resource.GROUP: GROUP_PREFIX,
 }
 OPERATIONS_ON = {
-    Resource.TOPIC: {Operation.READ, Operation.WRITE, Operation.CREATE, Operation.DELETE},
+    Resource.TOPIC: {
+        Operation.READ,
+        Operation.WRITE,
+        Operation.CREATE,
+        Operation.DELETE,
+        Operation.ALTER,
+    },
     Resource.TRANSACTIONAL_ID: {Operation.WRITE, Operation.DESCRIBE, Operation.ABORT},
     Resource.GROUP: {Operation.READ, Operation.DESCRIBE},
 }

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import grpc
 
+from twinlog.engine.base.types import TopicPartition
 from twinlog.rpc.cluster.coordinator_source import (
     CoordinatorSource,
     journal_partitions_of,
@@ -25,7 +26,7 @@ from twinlog.rpc.cluster.coordinator_source import (
 from twinlog.rpc.cluster.metadata_source import MetadataSource
 from twinlog.rpc.generated.twinlog.v1 import admin_pb2, admin_pb2_grpc
 from twinlog.rpc.policy.audit import audited
-from twinlog.rpc.policy.auth import Guard, Operation, Resource
+from twinlog.rpc.policy.auth import Guard, Operation, Principal, Resource
 from twinlog.rpc.policy.producer_access import TransactionalAccess
 from twinlog.rpc.server.call import principal_of, unary
 from twinlog.rpc.wire.broker_api import BrokerApi, CoordinatorKeyType
@@ -34,8 +35,15 @@ from twinlog.rpc.wire.cluster_convert import (
     key_type_from_proto,
     metadata_to_proto,
 )
-from twinlog.rpc.wire.convert import producer_to_proto, topic_to_proto, transaction_to_proto
+from twinlog.rpc.wire.convert import (
+    election_to_proto,
+    producer_to_proto,
+    topic_to_proto,
+    transaction_to_proto,
+)
 from twinlog.rpc.wire.group_convert import description_to_proto, listing_to_proto
+
+ELECT_TIMEOUT_MS_DEFAULT = 30_000  # an ElectLeaders call that names no timeout
 
 
 class AdministrationService(admin_pb2_grpc.AdministrationServicer):
@@ -89,6 +97,46 @@ class AdministrationService(admin_pb2_grpc.AdministrationServicer):
         ):
             self.broker.delete_topic(request.name)
         return admin_pb2.DeleteTopicResponse()
+
+    @unary
+    def ElectLeaders(
+        self, request: admin_pb2.ElectLeadersRequest, context: grpc.ServicerContext
+    ) -> admin_pb2.ElectLeadersResponse:
+        principal = principal_of(self.guard, context)
+        named = [TopicPartition(p.topic, p.partition) for p in request.partitions]
+        if named:
+            self.guard.require(principal, Operation.ALTER, sorted({p.topic for p in named}))
+            asked: list[TopicPartition] | None = named
+        else:
+            asked = self._alterable_partitions(principal)
+        timeout_ms = request.timeout_ms or ELECT_TIMEOUT_MS_DEFAULT
+        with audited(
+            "leaders.elect",
+            principal=principal.name,
+            peer=context.peer(),
+            partitions=len(named) if named else "all",
+        ):
+            results = self.broker.elect_preferred_leaders(asked, timeout_ms)
+        return admin_pb2.ElectLeadersResponse(results=[election_to_proto(r) for r in results])
+
+    def _alterable_partitions(self, principal: Principal) -> list[TopicPartition] | None:
+        """Every partition, when no partition is named: of every topic without an ACL file
+        (None), else of the topics ``principal`` may alter (an internal topic only where a
+        grant names it); AuthorizationError when that is none."""
+        if self.guard.acl is None:
+            return None
+        topics = [
+            name
+            for name in self.broker.list_topics()
+            if self.guard.acl.allows(principal, Operation.ALTER, name)
+        ]
+        if not topics:
+            self.guard.require(principal, Operation.ALTER, ["*"])  # refused, and audited
+        return [
+            TopicPartition(topic, index)
+            for topic in topics
+            for index in range(len(self.broker.describe_topic(topic).partitions))
+        ]
 
     @unary
     def ListTopics(

@@ -12,7 +12,7 @@ broker coordinates everything itself): ``CoordinatorKeyType`` names what a key i
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from typing import Protocol, runtime_checkable
@@ -27,6 +27,7 @@ from twinlog.engine.base.types import (
     TopicPartition,
     TransactionDescription,
 )
+from twinlog.engine.broker.leader_elections import ElectionResult
 from twinlog.engine.groups.group_calls import (
     OUTSIDE_ANY_GROUP,
     GroupDescription,
@@ -52,6 +53,10 @@ class BrokerApi(Protocol):
     def list_topics(self) -> list[str]: ...
 
     def describe_topic(self, name: str) -> TopicDescription: ...
+
+    def elect_preferred_leaders(
+        self, partitions: Sequence[TopicPartition] | None, timeout_ms: int
+    ) -> list[ElectionResult]: ...
 
     # producing
     def init_producer(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+from twinlog.engine.base.errors import BrokerUnavailableError
 from twinlog.engine.base.types import (
     PartitionDescription,
     ProducerDescription,
@@ -12,6 +13,7 @@ from twinlog.engine.base.types import (
     TransactionDescription,
     TransactionState,
 )
+from twinlog.engine.broker.leader_elections import ElectionOutcome, ElectionResult
 from twinlog.engine.records.batch_format import NO_TRANSACTION_ID
 from twinlog.rpc.generated.twinlog.v1 import admin_pb2, common_pb2, produce_pb2
 
@@ -160,4 +162,41 @@ def producer_from_proto(message: admin_pb2.ProducerDescription) -> ProducerDescr
         last_sequence=message.last_sequence,
         last_timestamp_ms=message.last_timestamp_ms,
         current_transaction_id=message.current_transaction_id,
+    )
+
+
+_OUTCOMES = {
+    ElectionOutcome.ELECTED: admin_pb2.ELECTION_OUTCOME_ELECTED,
+    ElectionOutcome.NOT_NEEDED: admin_pb2.ELECTION_OUTCOME_NOT_NEEDED,
+    ElectionOutcome.NOT_AVAILABLE: admin_pb2.ELECTION_OUTCOME_NOT_AVAILABLE,
+    ElectionOutcome.UNKNOWN_PARTITION: admin_pb2.ELECTION_OUTCOME_UNKNOWN_PARTITION,
+    ElectionOutcome.TIMED_OUT: admin_pb2.ELECTION_OUTCOME_TIMED_OUT,
+}
+_OUTCOMES_BACK = {value: key for key, value in _OUTCOMES.items()}
+
+
+def election_to_proto(result: ElectionResult) -> admin_pb2.ElectionResult:
+    return admin_pb2.ElectionResult(
+        partition=common_pb2.TopicPartition(topic=result.topic, partition=result.partition),
+        outcome=_OUTCOMES[result.outcome],
+        leader=result.leader,
+        preferred=result.preferred,
+        message=result.message,
+    )
+
+
+def election_from_proto(message: admin_pb2.ElectionResult) -> ElectionResult:
+    outcome = _OUTCOMES_BACK.get(message.outcome)
+    if outcome is None:
+        raise BrokerUnavailableError(
+            f"the broker answered an election outcome this client does not know "
+            f"({message.outcome}): upgrade the client"
+        )
+    return ElectionResult(
+        message.partition.topic,
+        message.partition.partition,
+        outcome,
+        message.leader,
+        message.preferred,
+        message.message,
     )

@@ -95,6 +95,7 @@ class AckedProducer:
         self.identity = _init_idempotent(cluster)
         self.sequence = 0
         self.acknowledged: dict[bytes, int] = {}
+        self.acknowledged_at: list[float] = []  # monotonic time of each acknowledgement
         self.errors: Counter[str] = Counter()
         self.error_times: list[tuple[float, str]] = []  # (monotonic time, error class)
 
@@ -128,6 +129,7 @@ class AckedProducer:
                         raise
                 else:
                     self.acknowledged[value] = offset
+                    self.acknowledged_at.append(time.monotonic())
                     self.sequence += 1
                     return offset
             time.sleep(RETRY_PAUSE_S)

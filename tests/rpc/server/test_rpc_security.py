@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from pki_support import make_pki
-from server_process import ServerProcess
+from server_process import ServerProcess, run_cli
 
 from twinlog.engine.base.errors import (
     AuthenticationError,
@@ -20,6 +20,7 @@ from twinlog.engine.base.errors import (
     BrokerUnavailableError,
 )
 from twinlog.engine.base.types import TopicPartition, TransactionState
+from twinlog.engine.broker.leader_elections import ElectionOutcome
 from twinlog.engine.records.batch_builder import build_batch
 from twinlog.rpc.client import Admin, Consumer, Producer
 from twinlog.rpc.client.connection import ConnectionOptions
@@ -117,6 +118,37 @@ def test_missing_and_wrong_token(token_server: ServerProcess) -> None:
     with pytest.raises(AuthenticationError, match="not known"):
         Admin(token_server.address, token="not-a-real-token-at-all").list_topics()
     assert Admin(token_server.address, token=ALICE).list_topics() is not None
+
+
+def test_elect_leaders_needs_alter_and_a_single_node_leads_everything_already(
+    token_server: ServerProcess,
+) -> None:
+    ops = Admin(token_server.address, token=OPS)
+    ops.create_topic("elected", 2)
+    with pytest.raises(AuthorizationError, match="may not alter 'elected'"):
+        Admin(token_server.address, token=ALICE).elect_preferred_leaders([("elected", 0)])
+    with pytest.raises(AuthorizationError, match="may not alter"):
+        Admin(token_server.address, token=ALICE).elect_preferred_leaders()
+    named = ops.elect_preferred_leaders([("elected", 1), ("elected", 7)])
+    assert [(r.outcome, r.leader, r.preferred) for r in named] == [
+        (ElectionOutcome.NOT_NEEDED, 0, 0),
+        (ElectionOutcome.UNKNOWN_PARTITION, -1, -1),
+    ]
+    # Every partition of the topics ops may alter: not the internal ones ('all *' does
+    # not name them).
+    every = ops.elect_preferred_leaders()
+    assert {(r.topic, r.partition) for r in every} >= {("elected", 0), ("elected", 1)}
+    assert all(not r.topic.startswith("__") for r in every)
+    assert all(r.outcome is ElectionOutcome.NOT_NEEDED for r in every)
+    assert "leaders.elect principal=ops" in token_server.log()
+    cli = run_cli(
+        "cluster", "elect-leaders", "--preferred", "--topic", "elected",
+        "--server", token_server.address, "--token", OPS,
+    )  # fmt: skip
+    assert cli.returncode == 0, cli.stderr
+    assert "elected-0: not needed" in cli.stdout and "0 moved, 2 led already, 0 not moved" in (
+        cli.stdout
+    )
 
 
 def test_principal_denied_a_topic_writes_nothing(token_server: ServerProcess) -> None:

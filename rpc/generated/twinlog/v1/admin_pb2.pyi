@@ -23,6 +23,15 @@ class CoordinatorKeyType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     COORDINATOR_KEY_TYPE_TRANSACTION: _ClassVar[CoordinatorKeyType]
     COORDINATOR_KEY_TYPE_PRODUCER_ID: _ClassVar[CoordinatorKeyType]
     COORDINATOR_KEY_TYPE_GROUP: _ClassVar[CoordinatorKeyType]
+
+class ElectionOutcome(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    ELECTION_OUTCOME_UNSPECIFIED: _ClassVar[ElectionOutcome]
+    ELECTION_OUTCOME_ELECTED: _ClassVar[ElectionOutcome]
+    ELECTION_OUTCOME_NOT_NEEDED: _ClassVar[ElectionOutcome]
+    ELECTION_OUTCOME_NOT_AVAILABLE: _ClassVar[ElectionOutcome]
+    ELECTION_OUTCOME_UNKNOWN_PARTITION: _ClassVar[ElectionOutcome]
+    ELECTION_OUTCOME_TIMED_OUT: _ClassVar[ElectionOutcome]
 TRANSACTION_STATE_UNSPECIFIED: TransactionState
 TRANSACTION_STATE_ONGOING: TransactionState
 TRANSACTION_STATE_PREPARE_COMMIT: TransactionState
@@ -33,6 +42,12 @@ COORDINATOR_KEY_TYPE_UNSPECIFIED: CoordinatorKeyType
 COORDINATOR_KEY_TYPE_TRANSACTION: CoordinatorKeyType
 COORDINATOR_KEY_TYPE_PRODUCER_ID: CoordinatorKeyType
 COORDINATOR_KEY_TYPE_GROUP: CoordinatorKeyType
+ELECTION_OUTCOME_UNSPECIFIED: ElectionOutcome
+ELECTION_OUTCOME_ELECTED: ElectionOutcome
+ELECTION_OUTCOME_NOT_NEEDED: ElectionOutcome
+ELECTION_OUTCOME_NOT_AVAILABLE: ElectionOutcome
+ELECTION_OUTCOME_UNKNOWN_PARTITION: ElectionOutcome
+ELECTION_OUTCOME_TIMED_OUT: ElectionOutcome
 
 class CreateTopicRequest(_message.Message):
     __slots__ = ("name", "partitions", "config")
@@ -323,3 +338,31 @@ class DeleteGroupRequest(_message.Message):
 class DeleteGroupResponse(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
+
+class ElectLeadersRequest(_message.Message):
+    __slots__ = ("partitions", "timeout_ms")
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    partitions: _containers.RepeatedCompositeFieldContainer[_common_pb2.TopicPartition]
+    timeout_ms: int
+    def __init__(self, partitions: _Optional[_Iterable[_Union[_common_pb2.TopicPartition, _Mapping]]] = ..., timeout_ms: _Optional[int] = ...) -> None: ...
+
+class ElectionResult(_message.Message):
+    __slots__ = ("partition", "outcome", "leader", "preferred", "message")
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    LEADER_FIELD_NUMBER: _ClassVar[int]
+    PREFERRED_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    partition: _common_pb2.TopicPartition
+    outcome: ElectionOutcome
+    leader: int
+    preferred: int
+    message: str
+    def __init__(self, partition: _Optional[_Union[_common_pb2.TopicPartition, _Mapping]] = ..., outcome: _Optional[_Union[ElectionOutcome, str]] = ..., leader: _Optional[int] = ..., preferred: _Optional[int] = ..., message: _Optional[str] = ...) -> None: ...
+
+class ElectLeadersResponse(_message.Message):
+    __slots__ = ("results",)
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[ElectionResult]
+    def __init__(self, results: _Optional[_Iterable[_Union[ElectionResult, _Mapping]]] = ...) -> None: ...

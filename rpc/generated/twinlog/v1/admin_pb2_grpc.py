@@ -94,6 +94,11 @@ class AdministrationStub:
                 request_serializer=twinlog_dot_v1_dot_admin__pb2.DeleteGroupRequest.SerializeToString,
                 response_deserializer=twinlog_dot_v1_dot_admin__pb2.DeleteGroupResponse.FromString,
                 _registered_method=True)
+        self.ElectLeaders = channel.unary_unary(
+                '/twinlog.v1.Administration/ElectLeaders',
+                request_serializer=twinlog_dot_v1_dot_admin__pb2.ElectLeadersRequest.SerializeToString,
+                response_deserializer=twinlog_dot_v1_dot_admin__pb2.ElectLeadersResponse.FromString,
+                _registered_method=True)
 
 
 class AdministrationServicer:
@@ -185,6 +190,15 @@ class AdministrationServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ElectLeaders(self, request, context):
+        """Lead partitions by their preferred leaders (each its first replica), where that replica
+        is in sync (Kafka's ElectLeaders, PREFERRED). Needs ALTER on every topic named (on
+        every topic when none is). One result per partition; waits at most timeout_ms.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdministrationServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -247,6 +261,11 @@ def add_AdministrationServicer_to_server(servicer, server):
                     servicer.DeleteGroup,
                     request_deserializer=twinlog_dot_v1_dot_admin__pb2.DeleteGroupRequest.FromString,
                     response_serializer=twinlog_dot_v1_dot_admin__pb2.DeleteGroupResponse.SerializeToString,
+            ),
+            'ElectLeaders': grpc.unary_unary_rpc_method_handler(
+                    servicer.ElectLeaders,
+                    request_deserializer=twinlog_dot_v1_dot_admin__pb2.ElectLeadersRequest.FromString,
+                    response_serializer=twinlog_dot_v1_dot_admin__pb2.ElectLeadersResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -573,6 +592,33 @@ class Administration:
             '/twinlog.v1.Administration/DeleteGroup',
             twinlog_dot_v1_dot_admin__pb2.DeleteGroupRequest.SerializeToString,
             twinlog_dot_v1_dot_admin__pb2.DeleteGroupResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ElectLeaders(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/twinlog.v1.Administration/ElectLeaders',
+            twinlog_dot_v1_dot_admin__pb2.ElectLeadersRequest.SerializeToString,
+            twinlog_dot_v1_dot_admin__pb2.ElectLeadersResponse.FromString,
             options,
             channel_credentials,
             insecure,
