@@ -172,6 +172,11 @@ class TopicExistsError(TwinlogError):
     """A topic of that name exists already."""
 
 
+class InvalidPartitionsError(TwinlogError):
+    """A partition count that cannot be: a topic grows only, up to the limit; the message
+    says the count it has and the range allowed."""
+
+
 class InvalidConfigError(TwinlogError):
     """A configuration key or value is not valid; the message names the key."""
 

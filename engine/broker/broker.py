@@ -292,6 +292,11 @@ class Broker(BrokerLifecycle):
         self._check_open()
         return self.topic_manager.create(name, partitions, config)
 
+    def create_partitions(self, name: str, partitions: int) -> TopicDescription:
+        """Grow ``name`` to ``partitions`` partitions in all (topics never shrink)."""
+        self._check_open()
+        return self.topic_manager.grow(name, partitions)
+
     def delete_topic(self, name: str) -> None:
         self._check_open()
         self.topic_manager.delete(name)

@@ -63,6 +63,9 @@ class LocalMetadataStore:
     ) -> TopicMeta:
         return self._registry.add(name, partitions, config)
 
+    def grow_topic(self, name: str, partitions: int) -> TopicMeta:
+        return self._registry.grow(name, partitions)
+
     def remove_topic(self, name: str) -> None:
         self._registry.remove(name)
 

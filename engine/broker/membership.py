@@ -61,8 +61,9 @@ class Membership(Protocol):
         never hold; ZooKeeper's store refuses one above the brokers live at the time."""
         ...
 
-    def topic_created(self, topic: str, partitions: int) -> None:
-        """A topic's partitions were just opened here: give them their roles (the sole
+    def topic_created(self, topic: str, partitions: int, first: int = 0) -> None:
+        """A topic's partitions ``first`` to ``partitions`` - 1 were just opened here (all of
+        a new topic's, the added ones of a grown topic): give them their roles (the sole
         member) or let the cluster do it (a ZooKeeper member: the controller's watch)."""
         ...
 
@@ -81,7 +82,7 @@ class AwaitingCluster:
     def check_replication_factor(self, topic: str, replication_factor: int) -> None:
         return None
 
-    def topic_created(self, topic: str, partitions: int) -> None:
+    def topic_created(self, topic: str, partitions: int, first: int = 0) -> None:
         return None
 
     def elect_preferred_leaders(
@@ -154,8 +155,8 @@ class SoleMember:
                 "start a cluster (twinlog serve --zookeeper) to replicate"
             )
 
-    def topic_created(self, topic: str, partitions: int) -> None:
-        for index in range(partitions):
+    def topic_created(self, topic: str, partitions: int, first: int = 0) -> None:
+        for index in range(first, partitions):
             self._lead(self._broker.partition(TopicPartition(topic, index)))
 
     def elect_preferred_leaders(

@@ -65,6 +65,11 @@ class MetadataStore(Protocol):
         store assigns them; a store of one data directory keeps one and ignores it)."""
         ...
 
+    def grow_topic(self, name: str, partitions: int) -> TopicMeta:
+        """Give a topic more partitions (``partitions`` in all); InvalidPartitionsError for
+        a count not above its own or beyond the limit. Durable when it returns."""
+        ...
+
     def remove_topic(self, name: str) -> None:
         """Remove a topic; UnknownTopicOrPartitionError if there is none. Durable on return."""
         ...

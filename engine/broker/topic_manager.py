@@ -50,7 +50,11 @@ from twinlog.engine.broker.metadata_store import MetadataStore
 from twinlog.engine.broker.partition_manager import PartitionManager
 from twinlog.engine.broker.scheduler import ScheduledTask
 from twinlog.engine.broker.topic_deletion import end_transactions_touching
-from twinlog.engine.broker.topic_registry import PARTITIONS_MAX, validate_topic_name
+from twinlog.engine.broker.topic_registry import (
+    PARTITIONS_MAX,
+    check_growth,
+    validate_topic_name,
+)
 from twinlog.engine.transactions.coordinator import Coordinator
 from twinlog.journal import JournalLogs
 
@@ -151,6 +155,24 @@ class TopicManager:
                 f"{wanted} more partitions would need about {needed} open files, above this "
                 f"process's limit of {limit} (ulimit -n); raise the limit or use fewer partitions"
             )
+
+    def grow(self, name: str, partitions: int) -> TopicDescription:
+        """Give ``name`` more partitions, ``partitions`` in all (Kafka's CreatePartitions):
+        the new ones are opened here and given their roles (the sole member leads them; on
+        a cluster the controller assigns their replicas, as a new topic's). Records with a
+        key may land in another partition from now on: the default partitioner hashes the
+        key over the partition count."""
+        refuse_internal(name, "add partitions to")
+        with self._admin_lock:
+            had = self._metadata.get_topic(name).partitions  # (a store may grow that object)
+            check_growth(name, had, partitions)
+            self._check_open_files(partitions - had)
+            grown = self._metadata.grow_topic(name, partitions)
+            for partition_index in range(had, grown.partitions):
+                self._partitions.open(TopicPartition(name, partition_index), grown.config)
+            self._membership().topic_created(name, grown.partitions, first=had)
+        log.info("topic %s grown from %s to %d", name, counted(had, "partition"), partitions)
+        return self.describe(name)
 
     def delete(self, name: str) -> None:
         """Delete a topic: sends to it closed, its open transactions ended, its partitions

@@ -37,6 +37,7 @@ from twinlog.engine.base.atomic_file import read_checked, replace_file, with_che
 from twinlog.engine.base.errors import (
     CorruptJournalError,
     InvalidConfigError,
+    InvalidPartitionsError,
     TopicExistsError,
     UnknownTopicOrPartitionError,
 )
@@ -46,6 +47,21 @@ VERSION = 2
 VERSIONS_READ = (1, 2)  # 1: before topic ids
 TOPIC_NAME = re.compile(r"^[A-Za-z0-9._-]{1,249}$")  # Kafka's rule
 PARTITIONS_MAX = 10_000
+
+
+def check_growth(name: str, current: int, wanted: object) -> None:
+    """InvalidPartitionsError unless ``wanted`` is a partition count ``name`` may grow to
+    from ``current``: more, and at most PARTITIONS_MAX (topics never shrink: a record's
+    partition is part of its address)."""
+    if not isinstance(wanted, int) or isinstance(wanted, bool) or wanted <= current:
+        raise InvalidPartitionsError(
+            f"topic {name!r} has {current} partitions; it can only grow: ask for more than "
+            f"{current} (not {wanted!r})"
+        )
+    if wanted > PARTITIONS_MAX:
+        raise InvalidPartitionsError(
+            f"topic {name!r}: {wanted} partitions is above the limit of {PARTITIONS_MAX}"
+        )
 
 
 def new_topic_id() -> str:
@@ -158,6 +174,18 @@ class TopicRegistry:
             self._save()
         except BaseException:  # DiskFullError on a full disk: the file, and we, stay as before
             del self.topics[name]
+            raise
+        return topic
+
+    def grow(self, name: str, partitions: int) -> TopicMeta:
+        topic = self.get(name)
+        check_growth(name, topic.partitions, partitions)
+        before = topic.partitions
+        topic.partitions = partitions
+        try:
+            self._save()
+        except BaseException:
+            topic.partitions = before
             raise
         return topic
 

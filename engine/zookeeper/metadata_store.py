@@ -30,15 +30,21 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
-from kazoo.exceptions import NodeExistsError, NoNodeError, NotEmptyError
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError
 
 from twinlog.engine.base.errors import (
+    ConditionalWriteLostError,
     CorruptJournalError,
     InvalidConfigError,
     TopicExistsError,
     UnknownTopicOrPartitionError,
 )
-from twinlog.engine.broker.topic_registry import PARTITIONS_MAX, TopicMeta, validate_topic_name
+from twinlog.engine.broker.topic_registry import (
+    PARTITIONS_MAX,
+    TopicMeta,
+    check_growth,
+    validate_topic_name,
+)
 from twinlog.engine.zookeeper import znodes
 from twinlog.engine.zookeeper.checkpoint_pointer import ZooKeeperCheckpointPointer
 from twinlog.engine.zookeeper.data_dir_identity import (
@@ -188,6 +194,30 @@ class ZooKeeperMetadataStore:
                 f"topic {name!r}: replication factor {replication_factor} is larger than the "
                 f"{len(live)} live brokers; start more brokers or choose a smaller factor"
             )
+
+    def grow_topic(self, name: str, partitions: int) -> TopicMeta:
+        """A conditional set of the topic znode (its other fields as they are); the
+        controller creates the new partitions' states, as for a new topic."""
+        validate_topic_name(name)
+        path = znodes.topic_path(name)
+        client = self.session.client
+        try:
+            data, stat = self.session.wait(client.get_async(path))
+        except NoNodeError:
+            raise UnknownTopicOrPartitionError(f"topic {name!r} does not exist") from None
+        value = dict(znodes.decode(path, data, TOPIC_KEYS))
+        check_growth(name, int(value["partitions"]), partitions)
+        value["partitions"] = partitions
+        try:
+            stat = self.session.wait(client.set_async(path, znodes.encode(value), stat.version))
+        except BadVersionError:
+            raise ConditionalWriteLostError(
+                f"topic {name!r} changed while its partitions were being added; nothing was "
+                "changed: retry"
+            ) from None
+        except NoNodeError:
+            raise UnknownTopicOrPartitionError(f"topic {name!r} was deleted meanwhile") from None
+        return self._topic(name, znodes.encode(value), stat.version)
 
     def remove_topic(self, name: str) -> None:
         validate_topic_name(name)

@@ -28,7 +28,7 @@ def register(subparsers: Any) -> None:
     topics = add_command(
         subparsers,
         "topics",
-        "create, list, describe or delete topics",
+        "create, list, describe, alter or delete topics",
         "twinlog topics create orders --partitions 4\ntwinlog topics list",
         [],
     )
@@ -71,6 +71,21 @@ def register(subparsers: Any) -> None:
     )
     add_topic_argument(describe, "name")
     describe.set_defaults(run=run_describe)
+    alter = add_command(
+        commands,
+        "alter",
+        "give a topic more partitions (a topic never shrinks)",
+        "twinlog topics alter orders --partitions 8",
+        [connection],
+    )
+    add_topic_argument(alter, "name")
+    alter.add_argument(
+        "--partitions",
+        type=positive_int,
+        required=True,
+        help="the partition count in all, above the topic's",
+    )
+    alter.set_defaults(run=run_alter)
     delete = add_command(
         commands,
         "delete",
@@ -135,6 +150,18 @@ def run_describe(args: argparse.Namespace) -> int:
             for item in description.partitions
         ],
         ["partition", "log_start", "log_end", "journal_entries", "journal_bytes"],
+    )
+    return 0
+
+
+def run_alter(args: argparse.Namespace) -> int:
+    with Admin(args.server, connection=connection_options(args), retry=retry_policy(args)) as admin:
+        description = admin.create_partitions(args.name, args.partitions)
+    print(
+        f"topic {description.name} has {counted(len(description.partitions), 'partition')} now; "
+        "records with a key may go to another partition than before (the default "
+        "partitioner hashes the key over the partition count), so a key's order holds only "
+        "from here on"
     )
     return 0
 

@@ -102,6 +102,14 @@ class Admin:
                 name, partitions, _with_replication_factor(name, config, replication_factor)
             )
 
+    def create_partitions(self, name: str, partitions: int) -> TopicDescription:
+        """Grow ``name`` to ``partitions`` partitions in all (Kafka's ``create_partitions``
+        with ``NewPartitions(total_count)``); a topic never shrinks. Records with a key may
+        go to another partition from now on: the default partitioner hashes the key over
+        the partition count. Needs ALTER on the topic."""
+        with self._deadline():
+            return self._broker.create_partitions(name, partitions)
+
     def delete_topic(self, name: str) -> None:
         with self._deadline():
             self._broker.delete_topic(name)

@@ -402,6 +402,9 @@ class ClusterBroker:
     ) -> TopicDescription:
         return self._on_any(lambda broker: broker.create_topic(name, partitions, config))
 
+    def create_partitions(self, name: str, partitions: int) -> TopicDescription:
+        return self._on_any(lambda broker: broker.create_partitions(name, partitions))
+
     def delete_topic(self, name: str) -> None:
         self._on_any(lambda broker: broker.delete_topic(name))
 

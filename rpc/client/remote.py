@@ -182,6 +182,10 @@ class RemoteBroker:
         )
         return topic_from_proto(self._call(self.administration.CreateTopic, request))
 
+    def create_partitions(self, name: str, partitions: int) -> TopicDescription:
+        request = admin_pb2.CreatePartitionsRequest(name=name, partitions=partitions)
+        return topic_from_proto(self._call(self.administration.CreatePartitions, request))
+
     def delete_topic(self, name: str) -> None:
         self._call(self.administration.DeleteTopic, admin_pb2.DeleteTopicRequest(name=name))
 

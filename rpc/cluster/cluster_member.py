@@ -200,7 +200,7 @@ class ClusterMember:
         """ZooKeeper's metadata store refuses a factor above the brokers live then."""
         return None
 
-    def topic_created(self, topic: str, partitions: int) -> None:
+    def topic_created(self, topic: str, partitions: int, first: int = 0) -> None:
         """The controller gives the new partitions their roles (a ZooKeeper watch)."""
         return None
 

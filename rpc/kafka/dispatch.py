@@ -30,6 +30,7 @@ import kafka.protocol.metadata
 import kafka.protocol.producer
 import kafka.protocol.sasl
 from kafka.protocol.admin import (
+    CreatePartitionsRequest,
     CreateTopicsRequest,
     DeleteGroupsRequest,
     DeleteTopicsRequest,
@@ -64,6 +65,7 @@ from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 
 from twinlog.rpc.kafka.api_versions import api_versions_response, handle_api_versions
 from twinlog.rpc.kafka.context import KafkaContext
+from twinlog.rpc.kafka.create_partitions import handle_create_partitions
 from twinlog.rpc.kafka.describe_configs import handle_describe_configs
 from twinlog.rpc.kafka.elect_leaders import handle_elect_leaders
 from twinlog.rpc.kafka.error_codes import NONE, UNKNOWN_SERVER_ERROR, UNSUPPORTED_VERSION
@@ -133,6 +135,7 @@ SERVED_APIS: tuple[Api, ...] = (
     Api(DeleteGroupsRequest, 0, 2, handle_delete_groups),
     Api(CreateTopicsRequest, 2, 7, handle_create_topics),
     Api(DeleteTopicsRequest, 1, 6, handle_delete_topics),
+    Api(CreatePartitionsRequest, 0, 3, handle_create_partitions),
     Api(DescribeConfigsRequest, 0, 4, handle_describe_configs),
     Api(ListTransactionsRequest, 0, 2, handle_list_transactions),
     Api(ElectLeadersRequest, 0, 2, handle_elect_leaders),

@@ -87,6 +87,22 @@ class AdministrationService(admin_pb2_grpc.AdministrationServicer):
         return topic_to_proto(description)
 
     @unary
+    def CreatePartitions(
+        self, request: admin_pb2.CreatePartitionsRequest, context: grpc.ServicerContext
+    ) -> admin_pb2.TopicDescription:
+        principal = principal_of(self.guard, context)
+        self.guard.require(principal, Operation.ALTER, (request.name,))
+        with audited(
+            "topic.alter",
+            principal=principal.name,
+            peer=context.peer(),
+            topic=request.name,
+            partitions=request.partitions,
+        ):
+            description = self.broker.create_partitions(request.name, request.partitions)
+        return topic_to_proto(description)
+
+    @unary
     def DeleteTopic(
         self, request: admin_pb2.DeleteTopicRequest, context: grpc.ServicerContext
     ) -> admin_pb2.DeleteTopicResponse:

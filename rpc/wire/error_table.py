@@ -46,6 +46,7 @@ class KafkaCode(IntEnum):
     TOPIC_AUTHORIZATION_FAILED = 29
     CLUSTER_AUTHORIZATION_FAILED = 31
     TOPIC_ALREADY_EXISTS = 36
+    INVALID_PARTITIONS = 37
     NOT_CONTROLLER = 41
     INVALID_REQUEST = 42
     OUT_OF_ORDER_SEQUENCE_NUMBER = 45
@@ -98,6 +99,7 @@ ERROR_TABLE: tuple[ErrorRow, ...] = (
     ),
     ErrorRow(errors.TopicExistsError, Code.ALREADY_EXISTS, KafkaCode.TOPIC_ALREADY_EXISTS),
     ErrorRow(errors.InvalidConfigError, Code.INVALID_ARGUMENT, KafkaCode.INVALID_REQUEST),
+    ErrorRow(errors.InvalidPartitionsError, Code.INVALID_ARGUMENT, KafkaCode.INVALID_PARTITIONS),
     ErrorRow(errors.LogClosedError, Code.UNAVAILABLE, KafkaCode.KAFKA_STORAGE_ERROR),
     # producers and transactions (twinlog.rpc.kafka.error_codes.CODE_IN_API: by API)
     ErrorRow(errors.ProducerFencedError, Code.FAILED_PRECONDITION, KafkaCode.PRODUCER_FENCED),

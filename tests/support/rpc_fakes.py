@@ -8,7 +8,7 @@ process. It holds no tests itself.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -34,7 +34,9 @@ from twinlog.engine.base.types import (
     TransactionDescription,
     TransactionState,
 )
+from twinlog.engine.broker.leader_elections import ElectionResult, sole_results
 from twinlog.engine.broker.producer_owner import idempotent_transactional_id
+from twinlog.engine.broker.topic_registry import check_growth
 from twinlog.engine.groups.group_calls import OUTSIDE_ANY_GROUP, GroupMemberRef
 from twinlog.engine.records.batch_format import BASE_OFFSET_FORMAT
 from twinlog.engine.records.batch_reader import RecordBatch
@@ -93,6 +95,23 @@ class FakeBroker:
                 self.logs[TopicPartition(name, index)] = []
                 self.ends[TopicPartition(name, index)] = 0
         return self.describe_topic(name)
+
+    def create_partitions(self, name: str, partitions: int) -> TopicDescription:
+        with self._lock:
+            had = len(self.describe_topic(name).partitions)
+            check_growth(name, had, partitions)
+            for index in range(had, partitions):
+                self.logs[TopicPartition(name, index)] = []
+                self.ends[TopicPartition(name, index)] = 0
+        return self.describe_topic(name)
+
+    def elect_preferred_leaders(
+        self, partitions: Sequence[TopicPartition] | None, timeout_ms: int
+    ) -> list[ElectionResult]:
+        """One replica of each partition: every one is led by it already."""
+        with self._lock:
+            known = sorted(self.logs)
+        return sole_results(known if partitions is None else partitions, known)
 
     def delete_topic(self, name: str) -> None:
         with self._lock:

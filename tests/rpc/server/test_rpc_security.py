@@ -18,6 +18,7 @@ from twinlog.engine.base.errors import (
     AuthenticationError,
     AuthorizationError,
     BrokerUnavailableError,
+    InvalidPartitionsError,
 )
 from twinlog.engine.base.types import TopicPartition, TransactionState
 from twinlog.engine.broker.leader_elections import ElectionOutcome
@@ -149,6 +150,26 @@ def test_elect_leaders_needs_alter_and_a_single_node_leads_everything_already(
     assert "elected-0: not needed" in cli.stdout and "0 moved, 2 led already, 0 not moved" in (
         cli.stdout
     )
+
+
+def test_topics_grow_with_alter_from_the_cli_and_the_admin_client(
+    token_server: ServerProcess,
+) -> None:
+    ops = Admin(token_server.address, token=OPS)
+    ops.create_topic("growing", 1)
+    with pytest.raises(AuthorizationError, match="may not alter 'growing'"):
+        Admin(token_server.address, token=ALICE).create_partitions("growing", 3)
+    assert len(ops.create_partitions("growing", 2).partitions) == 2
+    with pytest.raises(InvalidPartitionsError, match="has 2 partitions; it can only grow"):
+        ops.create_partitions("growing", 2)
+    cli = run_cli(
+        "topics", "alter", "growing", "--partitions", "4",
+        "--server", token_server.address, "--token", OPS,
+    )  # fmt: skip
+    assert cli.returncode == 0, cli.stderr
+    assert "growing has 4 partitions now; records with a key may go to another" in cli.stdout
+    assert len(ops.describe_topic("growing").partitions) == 4
+    assert "topic.alter principal=ops" in token_server.log()
 
 
 def test_principal_denied_a_topic_writes_nothing(token_server: ServerProcess) -> None:

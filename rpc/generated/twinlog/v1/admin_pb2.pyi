@@ -66,6 +66,14 @@ class CreateTopicRequest(_message.Message):
     config: _containers.ScalarMap[str, str]
     def __init__(self, name: _Optional[str] = ..., partitions: _Optional[int] = ..., config: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
+class CreatePartitionsRequest(_message.Message):
+    __slots__ = ("name", "partitions")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    partitions: int
+    def __init__(self, name: _Optional[str] = ..., partitions: _Optional[int] = ...) -> None: ...
+
 class DeleteTopicRequest(_message.Message):
     __slots__ = ("name",)
     NAME_FIELD_NUMBER: _ClassVar[int]

@@ -44,6 +44,11 @@ class AdministrationStub:
                 request_serializer=twinlog_dot_v1_dot_admin__pb2.DeleteTopicRequest.SerializeToString,
                 response_deserializer=twinlog_dot_v1_dot_admin__pb2.DeleteTopicResponse.FromString,
                 _registered_method=True)
+        self.CreatePartitions = channel.unary_unary(
+                '/twinlog.v1.Administration/CreatePartitions',
+                request_serializer=twinlog_dot_v1_dot_admin__pb2.CreatePartitionsRequest.SerializeToString,
+                response_deserializer=twinlog_dot_v1_dot_admin__pb2.TopicDescription.FromString,
+                _registered_method=True)
         self.ListTopics = channel.unary_unary(
                 '/twinlog.v1.Administration/ListTopics',
                 request_serializer=twinlog_dot_v1_dot_admin__pb2.ListTopicsRequest.SerializeToString,
@@ -112,6 +117,13 @@ class AdministrationServicer:
 
     def DeleteTopic(self, request, context):
         """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CreatePartitions(self, request, context):
+        """Grow a topic to `partitions` in all (never shrink); ALTER on the topic.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -211,6 +223,11 @@ def add_AdministrationServicer_to_server(servicer, server):
                     servicer.DeleteTopic,
                     request_deserializer=twinlog_dot_v1_dot_admin__pb2.DeleteTopicRequest.FromString,
                     response_serializer=twinlog_dot_v1_dot_admin__pb2.DeleteTopicResponse.SerializeToString,
+            ),
+            'CreatePartitions': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreatePartitions,
+                    request_deserializer=twinlog_dot_v1_dot_admin__pb2.CreatePartitionsRequest.FromString,
+                    response_serializer=twinlog_dot_v1_dot_admin__pb2.TopicDescription.SerializeToString,
             ),
             'ListTopics': grpc.unary_unary_rpc_method_handler(
                     servicer.ListTopics,
@@ -322,6 +339,33 @@ class Administration:
             '/twinlog.v1.Administration/DeleteTopic',
             twinlog_dot_v1_dot_admin__pb2.DeleteTopicRequest.SerializeToString,
             twinlog_dot_v1_dot_admin__pb2.DeleteTopicResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreatePartitions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/twinlog.v1.Administration/CreatePartitions',
+            twinlog_dot_v1_dot_admin__pb2.CreatePartitionsRequest.SerializeToString,
+            twinlog_dot_v1_dot_admin__pb2.TopicDescription.FromString,
             options,
             channel_credentials,
             insecure,
