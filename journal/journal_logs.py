@@ -121,6 +121,13 @@ class JournalLogs:
             )
         return replayed
 
+    def set_batch_bytes_max(self, partition: str, batch_bytes_max: int) -> None:
+        """The topic's max.message.bytes changed: the partition's journal log takes ENTRY
+        records of batches up to it from now on (its segment size stays)."""
+        data_log = self.journal_log(partition)
+        segment_bytes = data_log.config.segment_bytes
+        data_log.reconfigure(journal_log_config(batch_bytes_max, segment_bytes))
+
     def close_partition(self, partition: str) -> None:
         """Close the partition's journal log (its writes finished: the caller stopped them)."""
         with self._logs_lock:

@@ -297,6 +297,26 @@ class Broker(BrokerLifecycle):
         self._check_open()
         return self.topic_manager.grow(name, partitions)
 
+    def alter_topic_config(
+        self,
+        name: str,
+        set_values: Mapping[str, str],
+        deleted: Sequence[str] = (),
+        *,
+        validate_only: bool = False,
+    ) -> TopicDescription:
+        """Set ``set_values`` and return ``deleted`` to the broker's defaults, on a topic
+        that is open: its partitions take them at once, on every broker of a cluster."""
+        self._check_open()
+        return self.topic_manager.alter_config(
+            name, set_values, deleted, validate_only=validate_only
+        )
+
+    def topic_config_changed(self, name: str) -> int:
+        """The cluster says ``name``'s settings changed: its partitions here take them."""
+        self._check_open()
+        return self.topic_manager.apply_config(name)
+
     def delete_topic(self, name: str) -> None:
         self._check_open()
         self.topic_manager.delete(name)

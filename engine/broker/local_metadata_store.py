@@ -66,6 +66,9 @@ class LocalMetadataStore:
     def grow_topic(self, name: str, partitions: int) -> TopicMeta:
         return self._registry.grow(name, partitions)
 
+    def set_topic_config(self, name: str, config: Mapping[str, str]) -> TopicMeta:
+        return self._registry.set_config(name, config)
+
     def remove_topic(self, name: str) -> None:
         self._registry.remove(name)
 

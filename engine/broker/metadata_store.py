@@ -70,6 +70,11 @@ class MetadataStore(Protocol):
         a count not above its own or beyond the limit. Durable when it returns."""
         ...
 
+    def set_topic_config(self, name: str, config: Mapping[str, str]) -> TopicMeta:
+        """Replace a topic's settings with ``config`` (checked by the caller). Durable when it
+        returns; a cluster's brokers apply it to their replicas as they see it."""
+        ...
+
     def remove_topic(self, name: str) -> None:
         """Remove a topic; UnknownTopicOrPartitionError if there is none. Durable on return."""
         ...

@@ -600,6 +600,12 @@ class Partition(PartitionReplica):
                     )
         return described
 
+    def reconfigure(self, config: LogConfig) -> None:
+        """The topic's settings changed: the data log takes them, and the journal log its
+        batch limit (a larger max.message.bytes must fit in an ENTRY too)."""
+        self.log.reconfigure(config)
+        self.journal.set_batch_bytes_max(self.name, config.batch_bytes_max)
+
     def close(self) -> None:
         with self._plain_lock:
             try:

@@ -88,6 +88,17 @@ class PartitionManager:
         }
         return LogConfig.from_mapping({**defaults, **topic_config})
 
+    def reconfigure_topic(self, topic: str, topic_config: Mapping[str, str]) -> int:
+        """The topic's settings changed: every partition of it open here takes them (checked
+        first: a bad config changes none); how many did."""
+        config = self.log_config(topic_config)
+        changed = 0
+        for partition in [p for p in self.all() if p.topic_partition.topic == topic]:
+            if partition.log.config != config:
+                partition.reconfigure(config)
+                changed += 1
+        return changed
+
     def open(self, topic_partition: TopicPartition, topic_config: Mapping[str, str]) -> Partition:
         """Open (recovering) one partition and add it to the table. Start-up, or a caller
         holding the admin lock."""

@@ -21,7 +21,7 @@ import logging
 import resource
 import shutil
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 from twinlog.engine.base.errors import (
@@ -55,6 +55,7 @@ from twinlog.engine.broker.topic_registry import (
     check_growth,
     validate_topic_name,
 )
+from twinlog.engine.log.config import altered_topic_config
 from twinlog.engine.transactions.coordinator import Coordinator
 from twinlog.journal import JournalLogs
 
@@ -173,6 +174,46 @@ class TopicManager:
             self._membership().topic_created(name, grown.partitions, first=had)
         log.info("topic %s grown from %s to %d", name, counted(had, "partition"), partitions)
         return self.describe(name)
+
+    def alter_config(
+        self,
+        name: str,
+        set_values: Mapping[str, str],
+        deleted: Iterable[str] = (),
+        *,
+        validate_only: bool = False,
+    ) -> TopicDescription:
+        """Change ``name``'s settings: ``set_values`` set, ``deleted`` back to the broker's
+        defaults (Kafka's IncrementalAlterConfigs). Checked whole before anything is written;
+        applied here at once, and by a cluster's other brokers as they see the change."""
+        refuse_internal(name, "change the settings of")
+        deleted = list(deleted)
+        for key in [*set_values, *deleted]:
+            if key in (REPLICATION_FACTOR_SETTING, "replication_factor"):
+                raise InvalidConfigError(
+                    f"{key} cannot change with the topic's settings: a partition's replicas "
+                    "change by reassignment"
+                )
+        with self._admin_lock:
+            current = self._metadata.get_topic(name).config
+            config = altered_topic_config(current, set_values, deleted)
+            self._partitions.log_config(config)  # refuse a bad value before any write
+            if validate_only:
+                return self.describe(name)
+            self._metadata.set_topic_config(name, config)
+            self._partitions.reconfigure_topic(name, config)
+        log.info("topic %s settings changed to %s", name, config or "the broker's defaults")
+        return self.describe(name)
+
+    def apply_config(self, name: str) -> int:
+        """A cluster's topic settings changed elsewhere: apply what the metadata says to
+        this broker's partitions of ``name``; how many changed."""
+        with self._admin_lock:
+            try:
+                config = self._metadata.get_topic(name).config
+            except UnknownTopicOrPartitionError:
+                return 0  # deleted meanwhile
+            return self._partitions.reconfigure_topic(name, config)
 
     def delete(self, name: str) -> None:
         """Delete a topic: sends to it closed, its open transactions ended, its partitions

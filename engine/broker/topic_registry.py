@@ -189,6 +189,17 @@ class TopicRegistry:
             raise
         return topic
 
+    def set_config(self, name: str, config: Mapping[str, str]) -> TopicMeta:
+        topic = self.get(name)
+        before = topic.config
+        topic.config = {str(k): str(v) for k, v in config.items()}
+        try:
+            self._save()
+        except BaseException:
+            topic.config = before
+            raise
+        return topic
+
     def remove(self, name: str) -> None:
         topic = self.get(name)
         del self.topics[name]

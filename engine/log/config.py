@@ -39,11 +39,11 @@ keys name the same field, the later one in the mapping wins, so
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from twinlog.engine.base.config_rules import ConfigRules, Integer, Number, OneOf
-from twinlog.engine.base.errors import BatchTooLargeError
+from twinlog.engine.base.errors import BatchTooLargeError, InvalidConfigError
 from twinlog.engine.base.units import GIBIBYTE, MEBIBYTE
 from twinlog.engine.records.batch_format import BATCH_BYTES_HARD_MAX, HEADER_BYTES
 
@@ -210,3 +210,28 @@ def topic_settings(config: LogConfig, given: Mapping[str, object]) -> list[tuple
         (kafka, str(getattr(config, field)), field in set_fields)
         for kafka, field in TOPIC_KEYS.items()
     ]
+
+
+def altered_topic_config(
+    current: Mapping[str, str], set_values: Mapping[str, str], deleted: Iterable[str]
+) -> dict[str, str]:
+    """A topic's settings after an alter (Kafka's IncrementalAlterConfigs SET and DELETE):
+    ``current`` with every key of ``deleted`` and of ``set_values`` removed in whatever
+    spelling it has there (``retention.ms`` and ``retention_ms`` are one setting), then
+    ``set_values`` added. A deleted setting falls back to the broker's default.
+    InvalidConfigError for a name that is no topic setting (values are checked when the
+    result is made a ``LogConfig``)."""
+    touched: set[str] = set()
+    for key in [*set_values, *deleted]:
+        field = KAFKA_KEYS.get(key, key.replace(".", "_"))
+        if field not in RULES.rules or (key not in KAFKA_KEYS and "." in key):
+            raise InvalidConfigError(
+                f"{key!r} is not a topic setting; topic settings are {', '.join(TOPIC_KEYS)}"
+            )
+        touched.add(field)
+    kept = {
+        key: value
+        for key, value in current.items()
+        if KAFKA_KEYS.get(key, key.replace(".", "_")) not in touched
+    }
+    return {**kept, **{str(key): str(value) for key, value in set_values.items()}}

@@ -116,6 +116,15 @@ class DataLog:
         if leader_epoch is not None:
             self.become_leader(leader_epoch)
 
+    def reconfigure(self, config: LogConfig) -> None:
+        """Take ``config`` from now on (a topic's settings changed while it is open): the
+        next roll, retention pass, compaction turn, flush and produce check use it; what is
+        written stays as it is. ``index_interval_bytes`` applies to segments made after."""
+        with self._write_lock:
+            self.config = config
+            self._segment_list.config = config
+            self._flush_policy.config = config
+
     @classmethod
     def open(
         cls,

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any
 
@@ -198,6 +198,27 @@ class ZooKeeperMetadataStore:
     def grow_topic(self, name: str, partitions: int) -> TopicMeta:
         """A conditional set of the topic znode (its other fields as they are); the
         controller creates the new partitions' states, as for a new topic."""
+
+        def grown(value: dict[str, Any]) -> None:
+            check_growth(name, int(value["partitions"]), partitions)
+            value["partitions"] = partitions
+
+        return self._change_topic(name, grown, "its partitions were being added")
+
+    def set_topic_config(self, name: str, config: Mapping[str, str]) -> TopicMeta:
+        """A conditional set of the topic znode's ``config`` (its other fields as they are);
+        every broker's watch (``topic_config_watch``) applies it to its replicas."""
+
+        def configured(value: dict[str, Any]) -> None:
+            value["config"] = {str(key): str(item) for key, item in config.items()}
+
+        return self._change_topic(name, configured, "its settings were being changed")
+
+    def _change_topic(
+        self, name: str, change: Callable[[dict[str, Any]], None], doing: str
+    ) -> TopicMeta:
+        """Read the topic znode, ``change`` its value in place, write it back if it did not
+        change meanwhile (ConditionalWriteLostError if it did: nothing was written)."""
         validate_topic_name(name)
         path = znodes.topic_path(name)
         client = self.session.client
@@ -206,18 +227,17 @@ class ZooKeeperMetadataStore:
         except NoNodeError:
             raise UnknownTopicOrPartitionError(f"topic {name!r} does not exist") from None
         value = dict(znodes.decode(path, data, TOPIC_KEYS))
-        check_growth(name, int(value["partitions"]), partitions)
-        value["partitions"] = partitions
+        change(value)
+        encoded = znodes.encode(value)
         try:
-            stat = self.session.wait(client.set_async(path, znodes.encode(value), stat.version))
+            stat = self.session.wait(client.set_async(path, encoded, stat.version))
         except BadVersionError:
             raise ConditionalWriteLostError(
-                f"topic {name!r} changed while its partitions were being added; nothing was "
-                "changed: retry"
+                f"topic {name!r} changed while {doing}; nothing was changed: retry"
             ) from None
         except NoNodeError:
             raise UnknownTopicOrPartitionError(f"topic {name!r} was deleted meanwhile") from None
-        return self._topic(name, znodes.encode(value), stat.version)
+        return self._topic(name, encoded, stat.version)
 
     def remove_topic(self, name: str) -> None:
         validate_topic_name(name)

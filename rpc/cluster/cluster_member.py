@@ -56,6 +56,7 @@ from twinlog.engine.zookeeper.partition_roles import PartitionRoles, change_isr
 from twinlog.engine.zookeeper.partition_state import IsrMember, PartitionState
 from twinlog.engine.zookeeper.preferred_election import request_preferred_election
 from twinlog.engine.zookeeper.session import ZooKeeperSession, ZooKeeperUnavailableError
+from twinlog.engine.zookeeper.topic_config_watch import TopicConfigWatch
 from twinlog.rpc.replication.broker_identity import BrokerTls
 from twinlog.rpc.replication.coordination_client import (
     RemotePartitionLeaders,
@@ -169,8 +170,11 @@ class ClusterMember:
         self._isr_thread = threading.Thread(
             target=self._write_isr_changes, name="twinlog-isr-changes", daemon=True
         )
+        # Topic settings changed through any broker reach this one's replicas.
+        self.topic_configs = TopicConfigWatch(session, self._topic_config_changed)
         self.roles.start()
         self.controller.start()
+        self.topic_configs.start()
         self._isr_thread.start()
 
     # --- coordination (coordinator <-> partition calls, docs/seam.md) ------------------
@@ -210,6 +214,11 @@ class ClusterMember:
         """Asked of the controller through ZooKeeper (``preferred_election``)."""
         asked = None if partitions is None else [(p.topic, p.partition) for p in partitions]
         return request_preferred_election(self.session, asked, timeout_ms)
+
+    def _topic_config_changed(self, topic: str) -> None:
+        changed = self.broker.topic_config_changed(topic)
+        if changed:
+            log.info("topic %s: its changed settings applied to %d partitions", topic, changed)
 
     def _take_role(self, topic: str, partition: int, state: PartitionState) -> None:
         if state.leader < 0:
@@ -314,6 +323,7 @@ class ClusterMember:
             except TwinlogError as error:
                 log.warning("controlled shutdown failed: %s", error)
         self._stopping.set()
+        self.topic_configs.close()
         self.controller.close()
         self.roles.close()
         self.fetchers.close()
