@@ -74,18 +74,32 @@ def register(subparsers: Any) -> None:
     alter = add_command(
         commands,
         "alter",
-        "give a topic more partitions (a topic never shrinks)",
-        "twinlog topics alter orders --partitions 8",
+        "give a topic more partitions (it never shrinks), or change its settings live",
+        "twinlog topics alter orders --partitions 8\n"
+        "twinlog topics alter orders --config retention.ms=3600000 --delete-config segment.bytes",
         [connection],
     )
     add_topic_argument(alter, "name")
     alter.add_argument(
         "--partitions",
         type=positive_int,
-        required=True,
         help="the partition count in all, above the topic's",
     )
-    alter.set_defaults(run=run_alter)
+    alter.add_argument(
+        "--config",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a setting to set (repeatable); taken by every replica without a restart",
+    )
+    alter.add_argument(
+        "--delete-config",
+        action="append",
+        default=[],
+        metavar="KEY",
+        help="a setting back to the broker's default (repeatable)",
+    )
+    alter.set_defaults(run=run_alter, validate=_validate_alter)
     delete = add_command(
         commands,
         "delete",
@@ -154,15 +168,27 @@ def run_describe(args: argparse.Namespace) -> int:
     return 0
 
 
+def _validate_alter(args: argparse.Namespace) -> str | None:
+    if args.partitions is None and not args.config and not args.delete_config:
+        return "say what to change: --partitions N, --config KEY=VALUE or --delete-config KEY"
+    return None
+
+
 def run_alter(args: argparse.Namespace) -> int:
+    settings = parse_pairs(args.config, "--config")
     with Admin(args.server, connection=connection_options(args), retry=retry_policy(args)) as admin:
-        description = admin.create_partitions(args.name, args.partitions)
-    print(
-        f"topic {description.name} has {counted(len(description.partitions), 'partition')} now; "
-        "records with a key may go to another partition than before (the default "
-        "partitioner hashes the key over the partition count), so a key's order holds only "
-        "from here on"
-    )
+        if args.partitions is not None:
+            description = admin.create_partitions(args.name, args.partitions)
+            print(
+                f"topic {description.name} has "
+                f"{counted(len(description.partitions), 'partition')} now; records with a key "
+                "may go to another partition than before (the default partitioner hashes the "
+                "key over the partition count), so a key's order holds only from here on"
+            )
+        if settings or args.delete_config:
+            description = admin.alter_topic_config(args.name, settings, args.delete_config)
+            shown = ", ".join(f"{k}={v}" for k, v in sorted(description.config.items()))
+            print(f"topic {description.name} settings: {shown or 'the broker defaults'}")
     return 0
 
 

@@ -405,6 +405,20 @@ class ClusterBroker:
     def create_partitions(self, name: str, partitions: int) -> TopicDescription:
         return self._on_any(lambda broker: broker.create_partitions(name, partitions))
 
+    def alter_topic_config(
+        self,
+        name: str,
+        set_values: Mapping[str, str],
+        deleted: Sequence[str] = (),
+        *,
+        validate_only: bool = False,
+    ) -> TopicDescription:
+        return self._on_any(
+            lambda broker: broker.alter_topic_config(
+                name, set_values, deleted, validate_only=validate_only
+            )
+        )
+
     def delete_topic(self, name: str) -> None:
         self._on_any(lambda broker: broker.delete_topic(name))
 

@@ -182,6 +182,19 @@ class RemoteBroker:
         )
         return topic_from_proto(self._call(self.administration.CreateTopic, request))
 
+    def alter_topic_config(
+        self,
+        name: str,
+        set_values: Mapping[str, str],
+        deleted: Sequence[str] = (),
+        *,
+        validate_only: bool = False,
+    ) -> TopicDescription:
+        request = admin_pb2.AlterTopicConfigRequest(
+            name=name, set=dict(set_values), delete=list(deleted), validate_only=validate_only
+        )
+        return topic_from_proto(self._call(self.administration.AlterTopicConfig, request))
+
     def create_partitions(self, name: str, partitions: int) -> TopicDescription:
         request = admin_pb2.CreatePartitionsRequest(name=name, partitions=partitions)
         return topic_from_proto(self._call(self.administration.CreatePartitions, request))

@@ -30,6 +30,7 @@ import kafka.protocol.metadata
 import kafka.protocol.producer
 import kafka.protocol.sasl
 from kafka.protocol.admin import (
+    AlterConfigsRequest,
     CreatePartitionsRequest,
     CreateTopicsRequest,
     DeleteGroupsRequest,
@@ -37,6 +38,7 @@ from kafka.protocol.admin import (
     DescribeConfigsRequest,
     DescribeGroupsRequest,
     ElectLeadersRequest,
+    IncrementalAlterConfigsRequest,
     ListGroupsRequest,
     ListTransactionsRequest,
 )
@@ -63,6 +65,7 @@ from kafka.protocol.producer import (
 )
 from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 
+from twinlog.rpc.kafka.alter_configs import handle_alter_configs, handle_incremental_alter_configs
 from twinlog.rpc.kafka.api_versions import api_versions_response, handle_api_versions
 from twinlog.rpc.kafka.context import KafkaContext
 from twinlog.rpc.kafka.create_partitions import handle_create_partitions
@@ -137,6 +140,8 @@ SERVED_APIS: tuple[Api, ...] = (
     Api(DeleteTopicsRequest, 1, 6, handle_delete_topics),
     Api(CreatePartitionsRequest, 0, 3, handle_create_partitions),
     Api(DescribeConfigsRequest, 0, 4, handle_describe_configs),
+    Api(AlterConfigsRequest, 0, 2, handle_alter_configs),
+    Api(IncrementalAlterConfigsRequest, 0, 1, handle_incremental_alter_configs),
     Api(ListTransactionsRequest, 0, 2, handle_list_transactions),
     Api(ElectLeadersRequest, 0, 2, handle_elect_leaders),
     # v0 is followed by PLAIN's message outside the requests' framing (the listener reads it)

@@ -61,6 +61,8 @@ PRODUCE_API_KEY = 0
 OFFSET_FETCH_API_KEY = 9
 FIND_COORDINATOR_API_KEY = 10
 CREATE_TOPICS_API_KEY = 19
+ALTER_CONFIGS_API_KEY = 33
+INCREMENTAL_ALTER_CONFIGS_API_KEY = 44
 INVALID_CONFIG = kafka_errors.InvalidConfigurationError.errno
 UNSTABLE_OFFSET_COMMIT = kafka_errors.UnstableOffsetCommitError.errno
 UNKNOWN_TOPIC_ID = kafka_errors.UnknownTopicIdError.errno
@@ -77,6 +79,8 @@ CODE_IN_API: dict[tuple[int, type[errors.TwinlogError]], int] = {
     (OFFSET_FETCH_API_KEY, errors.PendingTransactionError): UNSTABLE_OFFSET_COMMIT,
     # a topic setting the broker refuses (an unknown key, a bad value): Kafka's answer
     (CREATE_TOPICS_API_KEY, errors.InvalidConfigError): INVALID_CONFIG,
+    (ALTER_CONFIGS_API_KEY, errors.InvalidConfigError): INVALID_CONFIG,
+    (INCREMENTAL_ALTER_CONFIGS_API_KEY, errors.InvalidConfigError): INVALID_CONFIG,
     **{
         (api_key, errors.AuthorizationError): TRANSACTIONAL_ID_AUTHORIZATION_FAILED
         for api_key in TRANSACTIONAL_API_KEYS

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import grpc
 
+from twinlog.engine.base.errors import InvalidConfigError
 from twinlog.engine.base.types import TopicPartition
 from twinlog.rpc.cluster.coordinator_source import (
     CoordinatorSource,
@@ -44,6 +45,7 @@ from twinlog.rpc.wire.convert import (
 from twinlog.rpc.wire.group_convert import description_to_proto, listing_to_proto
 
 ELECT_TIMEOUT_MS_DEFAULT = 30_000  # an ElectLeaders call that names no timeout
+ELECT_TIMEOUT_MS_MAX = 600_000  # a call holds a server thread while it waits
 
 
 class AdministrationService(admin_pb2_grpc.AdministrationServicer):
@@ -103,6 +105,31 @@ class AdministrationService(admin_pb2_grpc.AdministrationServicer):
         return topic_to_proto(description)
 
     @unary
+    def AlterTopicConfig(
+        self, request: admin_pb2.AlterTopicConfigRequest, context: grpc.ServicerContext
+    ) -> admin_pb2.TopicDescription:
+        principal = principal_of(self.guard, context)
+        self.guard.require(principal, Operation.ALTER, (request.name,))
+        if request.validate_only:
+            return topic_to_proto(
+                self.broker.alter_topic_config(
+                    request.name, dict(request.set), list(request.delete), validate_only=True
+                )
+            )
+        with audited(
+            "topic.config",
+            principal=principal.name,
+            peer=context.peer(),
+            topic=request.name,
+            set=",".join(f"{key}={value}" for key, value in sorted(request.set.items())),
+            delete=",".join(request.delete),
+        ):
+            description = self.broker.alter_topic_config(
+                request.name, dict(request.set), list(request.delete)
+            )
+        return topic_to_proto(description)
+
+    @unary
     def DeleteTopic(
         self, request: admin_pb2.DeleteTopicRequest, context: grpc.ServicerContext
     ) -> admin_pb2.DeleteTopicResponse:
@@ -126,6 +153,11 @@ class AdministrationService(admin_pb2_grpc.AdministrationServicer):
         else:
             asked = self._alterable_partitions(principal)
         timeout_ms = request.timeout_ms or ELECT_TIMEOUT_MS_DEFAULT
+        if not 0 < timeout_ms <= ELECT_TIMEOUT_MS_MAX:
+            raise InvalidConfigError(
+                f"timeout_ms is {timeout_ms}: give 1..{ELECT_TIMEOUT_MS_MAX} (0: the default, "
+                f"{ELECT_TIMEOUT_MS_DEFAULT})"
+            )
         with audited(
             "leaders.elect",
             principal=principal.name,

@@ -50,6 +50,15 @@ class BrokerApi(Protocol):
 
     def create_partitions(self, name: str, partitions: int) -> TopicDescription: ...
 
+    def alter_topic_config(
+        self,
+        name: str,
+        set_values: Mapping[str, str],
+        deleted: Sequence[str] = (),
+        *,
+        validate_only: bool = False,
+    ) -> TopicDescription: ...
+
     def delete_topic(self, name: str) -> None: ...
 
     def list_topics(self) -> list[str]: ...

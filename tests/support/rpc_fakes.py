@@ -38,6 +38,7 @@ from twinlog.engine.broker.leader_elections import ElectionResult, sole_results
 from twinlog.engine.broker.producer_owner import idempotent_transactional_id
 from twinlog.engine.broker.topic_registry import check_growth
 from twinlog.engine.groups.group_calls import OUTSIDE_ANY_GROUP, GroupMemberRef
+from twinlog.engine.log.config import altered_topic_config
 from twinlog.engine.records.batch_format import BASE_OFFSET_FORMAT
 from twinlog.engine.records.batch_reader import RecordBatch
 from twinlog.rpc.server.config import ServerConfig
@@ -103,6 +104,20 @@ class FakeBroker:
             for index in range(had, partitions):
                 self.logs[TopicPartition(name, index)] = []
                 self.ends[TopicPartition(name, index)] = 0
+        return self.describe_topic(name)
+
+    def alter_topic_config(
+        self,
+        name: str,
+        set_values: Mapping[str, str],
+        deleted: Sequence[str] = (),
+        *,
+        validate_only: bool = False,
+    ) -> TopicDescription:
+        with self._lock:
+            current = self.describe_topic(name).config
+            if not validate_only:
+                self.configs[name] = altered_topic_config(current, set_values, deleted)
         return self.describe_topic(name)
 
     def elect_preferred_leaders(

@@ -140,7 +140,7 @@ READ_ONLY = {
     ("Administration", "ListGroups"),
     ("Administration", "DescribeGroup"),
 }
-assert len(METHODS) == 25 and STREAMING | READ_ONLY <= METHODS.keys()
+assert len(METHODS) == 28 and STREAMING | READ_ONLY <= METHODS.keys()
 
 
 # --- the seeded state --------------------------------------------------------------------
@@ -1176,6 +1176,56 @@ def hostile_call_kinds(seeded: Seed) -> list[st.SearchStrategy[Call]]:
             ),
             False,
             "delete an unknown or internal topic",
+        ),
+        call_of(
+            A,
+            "CreatePartitions",
+            st.builds(
+                admin_pb2.CreatePartitionsRequest,
+                name=st.one_of(
+                    st.sampled_from(sorted(seeded.topics)),
+                    unknown_topics(seeded),
+                    st.just("__consumer_offsets"),
+                ),
+                partitions=st.one_of(st.integers(INT32[0], 1), st.integers(10_001, INT32[1])),
+            ),
+            False,
+            "shrink, keep or overgrow a topic, or grow an unknown or internal one",
+        ),
+        call_of(
+            A,
+            "AlterTopicConfig",
+            st.builds(
+                admin_pb2.AlterTopicConfigRequest,
+                name=st.one_of(
+                    st.sampled_from(sorted(seeded.topics)),
+                    unknown_topics(seeded),
+                    st.just("__consumer_offsets"),
+                ),
+                set=st.dictionaries(
+                    st.one_of(
+                        st.text(max_size=20),
+                        st.sampled_from(["segment.bytes", "retention.ms", "replication.factor"]),
+                    ),
+                    st.text(max_size=20).filter(lambda v: not v.strip().lstrip("-").isdigit()),
+                    min_size=1,
+                    max_size=3,
+                ),
+                delete=st.lists(st.text(max_size=20), max_size=2),
+            ),
+            False,
+            "set bad topic settings",
+        ),
+        call_of(
+            A,
+            "ElectLeaders",
+            st.builds(
+                admin_pb2.ElectLeadersRequest,
+                partitions=topic_partitions,
+                timeout_ms=st.one_of(st.integers(INT32[0], 0), st.integers(0, INT32[1])),
+            ),
+            True,  # one node: every partition is led by its one replica already
+            "elect preferred leaders",
         ),
         call_of(A, "ListTopics", st.just(admin_pb2.ListTopicsRequest()), True, "list topics"),
         call_of(A, "ListGroups", st.just(admin_pb2.ListGroupsRequest()), True, "list groups"),

@@ -74,6 +74,25 @@ class CreatePartitionsRequest(_message.Message):
     partitions: int
     def __init__(self, name: _Optional[str] = ..., partitions: _Optional[int] = ...) -> None: ...
 
+class AlterTopicConfigRequest(_message.Message):
+    __slots__ = ("name", "set", "delete", "validate_only")
+    class SetEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    SET_FIELD_NUMBER: _ClassVar[int]
+    DELETE_FIELD_NUMBER: _ClassVar[int]
+    VALIDATE_ONLY_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    set: _containers.ScalarMap[str, str]
+    delete: _containers.RepeatedScalarFieldContainer[str]
+    validate_only: bool
+    def __init__(self, name: _Optional[str] = ..., set: _Optional[_Mapping[str, str]] = ..., delete: _Optional[_Iterable[str]] = ..., validate_only: _Optional[bool] = ...) -> None: ...
+
 class DeleteTopicRequest(_message.Message):
     __slots__ = ("name",)
     NAME_FIELD_NUMBER: _ClassVar[int]

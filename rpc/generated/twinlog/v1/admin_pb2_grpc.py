@@ -49,6 +49,11 @@ class AdministrationStub:
                 request_serializer=twinlog_dot_v1_dot_admin__pb2.CreatePartitionsRequest.SerializeToString,
                 response_deserializer=twinlog_dot_v1_dot_admin__pb2.TopicDescription.FromString,
                 _registered_method=True)
+        self.AlterTopicConfig = channel.unary_unary(
+                '/twinlog.v1.Administration/AlterTopicConfig',
+                request_serializer=twinlog_dot_v1_dot_admin__pb2.AlterTopicConfigRequest.SerializeToString,
+                response_deserializer=twinlog_dot_v1_dot_admin__pb2.TopicDescription.FromString,
+                _registered_method=True)
         self.ListTopics = channel.unary_unary(
                 '/twinlog.v1.Administration/ListTopics',
                 request_serializer=twinlog_dot_v1_dot_admin__pb2.ListTopicsRequest.SerializeToString,
@@ -123,6 +128,14 @@ class AdministrationServicer:
 
     def CreatePartitions(self, request, context):
         """Grow a topic to `partitions` in all (never shrink); ALTER on the topic.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AlterTopicConfig(self, request, context):
+        """Set and delete a topic's settings while it is open (Kafka's IncrementalAlterConfigs);
+        ALTER on the topic. Every broker's replicas take them without a restart.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -227,6 +240,11 @@ def add_AdministrationServicer_to_server(servicer, server):
             'CreatePartitions': grpc.unary_unary_rpc_method_handler(
                     servicer.CreatePartitions,
                     request_deserializer=twinlog_dot_v1_dot_admin__pb2.CreatePartitionsRequest.FromString,
+                    response_serializer=twinlog_dot_v1_dot_admin__pb2.TopicDescription.SerializeToString,
+            ),
+            'AlterTopicConfig': grpc.unary_unary_rpc_method_handler(
+                    servicer.AlterTopicConfig,
+                    request_deserializer=twinlog_dot_v1_dot_admin__pb2.AlterTopicConfigRequest.FromString,
                     response_serializer=twinlog_dot_v1_dot_admin__pb2.TopicDescription.SerializeToString,
             ),
             'ListTopics': grpc.unary_unary_rpc_method_handler(
@@ -365,6 +383,33 @@ class Administration:
             target,
             '/twinlog.v1.Administration/CreatePartitions',
             twinlog_dot_v1_dot_admin__pb2.CreatePartitionsRequest.SerializeToString,
+            twinlog_dot_v1_dot_admin__pb2.TopicDescription.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AlterTopicConfig(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/twinlog.v1.Administration/AlterTopicConfig',
+            twinlog_dot_v1_dot_admin__pb2.AlterTopicConfigRequest.SerializeToString,
             twinlog_dot_v1_dot_admin__pb2.TopicDescription.FromString,
             options,
             channel_credentials,
