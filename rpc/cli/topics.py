@@ -22,6 +22,8 @@ from twinlog.rpc.cli.common import (
 from twinlog.rpc.client import Admin
 from twinlog.rpc.server.config import parse_pairs
 
+SOURCES = {True: "set on the topic", False: "broker default"}
+
 
 def register(subparsers: Any) -> None:
     connection = connection_parser()
@@ -143,15 +145,24 @@ def run_list(args: argparse.Namespace) -> int:
 def run_describe(args: argparse.Namespace) -> int:
     with Admin(args.server, connection=connection_options(args), retry=retry_policy(args)) as admin:
         description = admin.describe_topic(args.name)
+        settings = admin.topic_settings(args.name)
     if args.format == "json":
-        print_json(dataclasses.asdict(description))
+        print_json(
+            {
+                **dataclasses.asdict(description),
+                "settings": [
+                    {"name": name, "value": value, "source": SOURCES[given]}
+                    for name, value, given in settings
+                ],
+            }
+        )
         return 0
     print(
         f"topic {description.name} (id {description.topic_id}): "
         f"{counted(len(description.partitions), 'partition')}"
     )
-    for key, value in sorted(description.config.items()):
-        print(f"  {key}={value}")
+    for name, value, given in settings:
+        print(f"  {name}={value} ({SOURCES[given]})")
     print_table(
         [
             [

@@ -167,6 +167,16 @@ class Admin:
             timeout_ms=self.default_api_timeout_ms,
         )
 
+    def topic_settings(self, name: str) -> list[tuple[str, str, bool]]:
+        """Every setting in effect on ``name``, under Kafka's names: (name, value, set on
+        the topic; False: the broker's default), as ``kafka-configs.sh --describe --all``."""
+        return call_with_retry(
+            self.retry,
+            lambda: self._broker.topic_settings(name),
+            "topic_settings()",
+            timeout_ms=self.default_api_timeout_ms,
+        )
+
     def list_transactions(self) -> list[TransactionDescription]:
         return call_with_retry(
             self.retry,

@@ -428,6 +428,9 @@ class ClusterBroker:
     def describe_topic(self, name: str) -> TopicDescription:
         return self._on_any(lambda broker: broker.describe_topic(name))
 
+    def topic_settings(self, name: str) -> list[tuple[str, str, bool]]:
+        return self._on_any(lambda broker: broker.topic_settings(name))
+
     def elect_preferred_leaders(
         self, partitions: Sequence[TopicPartition] | None, timeout_ms: int
     ) -> list[ElectionResult]:

@@ -221,6 +221,11 @@ class RemoteBroker:
         )
         return [election_from_proto(item) for item in response.results]
 
+    def topic_settings(self, name: str) -> list[tuple[str, str, bool]]:
+        request = admin_pb2.DescribeTopicRequest(name=name)
+        response = self._call(self.administration.DescribeTopicSettings, request)
+        return [(item.name, item.value, item.set_on_topic) for item in response.settings]
+
     def describe_topic(self, name: str) -> TopicDescription:
         request = admin_pb2.DescribeTopicRequest(name=name)
         return topic_from_proto(self._call(self.administration.DescribeTopic, request))

@@ -201,6 +201,18 @@ class AdministrationService(admin_pb2_grpc.AdministrationServicer):
         return topic_to_proto(self.broker.describe_topic(request.name))
 
     @unary
+    def DescribeTopicSettings(
+        self, request: admin_pb2.DescribeTopicRequest, context: grpc.ServicerContext
+    ) -> admin_pb2.TopicSettings:
+        principal_of(self.guard, context)
+        return admin_pb2.TopicSettings(
+            settings=[
+                admin_pb2.TopicSetting(name=name, value=value, set_on_topic=given)
+                for name, value, given in self.broker.topic_settings(request.name)
+            ]
+        )
+
+    @unary
     def ListTransactions(
         self, request: admin_pb2.ListTransactionsRequest, context: grpc.ServicerContext
     ) -> admin_pb2.ListTransactionsResponse:

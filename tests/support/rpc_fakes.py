@@ -38,7 +38,7 @@ from twinlog.engine.broker.leader_elections import ElectionResult, sole_results
 from twinlog.engine.broker.producer_owner import idempotent_transactional_id
 from twinlog.engine.broker.topic_registry import check_growth
 from twinlog.engine.groups.group_calls import OUTSIDE_ANY_GROUP, GroupMemberRef
-from twinlog.engine.log.config import altered_topic_config
+from twinlog.engine.log.config import LogConfig, altered_topic_config, topic_settings
 from twinlog.engine.records.batch_format import BASE_OFFSET_FORMAT
 from twinlog.engine.records.batch_reader import RecordBatch
 from twinlog.rpc.server.config import ServerConfig
@@ -105,6 +105,10 @@ class FakeBroker:
                 self.logs[TopicPartition(name, index)] = []
                 self.ends[TopicPartition(name, index)] = 0
         return self.describe_topic(name)
+
+    def topic_settings(self, name: str) -> list[tuple[str, str, bool]]:
+        given = self.describe_topic(name).config
+        return topic_settings(LogConfig.from_mapping(given), given)
 
     def alter_topic_config(
         self,

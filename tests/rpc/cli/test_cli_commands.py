@@ -132,7 +132,10 @@ def test_topics_produce_consume(server: ServerProcess) -> None:
     described = run_cli("topics", "describe", "cli-orders", *s)
     assert described.returncode == 0
     assert re.match(r"topic cli-orders \(id [0-9a-f]{32}\): 2 partitions", described.stdout)
-    ends = [int(line.split()[2]) for line in described.stdout.splitlines()[2:]]
+    lines = described.stdout.splitlines()
+    assert "  retention.ms=604800000 (broker default)" in lines  # every setting in effect
+    table = lines[next(i for i, line in enumerate(lines) if line.startswith("partition")) + 1 :]
+    ends = [int(line.split()[2]) for line in table]
     assert sum(ends) == 10
     one = run_cli(
         "consume",

@@ -38,6 +38,12 @@ def test_topics_and_transactions_as_json(tmp_path: Path) -> None:
             assert described["name"] == "j" and re.fullmatch(r"[0-9a-f]{32}", described["topic_id"])
             partitions = described["partitions"]
             assert [p["partition"] for p in partitions] == [0, 1]
+            settings = {item["name"]: item for item in described["settings"]}
+            assert settings["cleanup.policy"] == {
+                "name": "cleanup.policy",
+                "value": "delete",
+                "source": "broker default",
+            }
             assert partitions[1]["journal_entries_pending"] == 1  # journaled, not yet copied
             assert partitions[1]["log_end_offset"] == 0
             transactions = _json("txn", "list", *s)

@@ -133,6 +133,7 @@ READ_ONLY = {
     ("Consuming", "FetchOffsets"),
     ("Administration", "ListTopics"),
     ("Administration", "DescribeTopic"),
+    ("Administration", "DescribeTopicSettings"),
     ("Administration", "ListTransactions"),
     ("Administration", "DescribeProducers"),
     ("Administration", "Metadata"),
@@ -140,7 +141,7 @@ READ_ONLY = {
     ("Administration", "ListGroups"),
     ("Administration", "DescribeGroup"),
 }
-assert len(METHODS) == 28 and STREAMING | READ_ONLY <= METHODS.keys()
+assert len(METHODS) == 29 and STREAMING | READ_ONLY <= METHODS.keys()
 
 
 # --- the seeded state --------------------------------------------------------------------
@@ -1260,6 +1261,13 @@ def hostile_call_kinds(seeded: Seed) -> list[st.SearchStrategy[Call]]:
             st.builds(admin_pb2.DescribeTopicRequest, name=topic_names),
             True,
             "describe topic",
+        ),
+        call_of(
+            A,
+            "DescribeTopicSettings",
+            st.builds(admin_pb2.DescribeTopicRequest, name=topic_names),
+            True,
+            "describe a topic's settings",
         ),
         call_of(
             A,

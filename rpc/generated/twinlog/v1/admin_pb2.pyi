@@ -393,3 +393,19 @@ class ElectLeadersResponse(_message.Message):
     RESULTS_FIELD_NUMBER: _ClassVar[int]
     results: _containers.RepeatedCompositeFieldContainer[ElectionResult]
     def __init__(self, results: _Optional[_Iterable[_Union[ElectionResult, _Mapping]]] = ...) -> None: ...
+
+class TopicSetting(_message.Message):
+    __slots__ = ("name", "value", "set_on_topic")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    SET_ON_TOPIC_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    value: str
+    set_on_topic: bool
+    def __init__(self, name: _Optional[str] = ..., value: _Optional[str] = ..., set_on_topic: _Optional[bool] = ...) -> None: ...
+
+class TopicSettings(_message.Message):
+    __slots__ = ("settings",)
+    SETTINGS_FIELD_NUMBER: _ClassVar[int]
+    settings: _containers.RepeatedCompositeFieldContainer[TopicSetting]
+    def __init__(self, settings: _Optional[_Iterable[_Union[TopicSetting, _Mapping]]] = ...) -> None: ...

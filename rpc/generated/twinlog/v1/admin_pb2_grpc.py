@@ -64,6 +64,11 @@ class AdministrationStub:
                 request_serializer=twinlog_dot_v1_dot_admin__pb2.DescribeTopicRequest.SerializeToString,
                 response_deserializer=twinlog_dot_v1_dot_admin__pb2.TopicDescription.FromString,
                 _registered_method=True)
+        self.DescribeTopicSettings = channel.unary_unary(
+                '/twinlog.v1.Administration/DescribeTopicSettings',
+                request_serializer=twinlog_dot_v1_dot_admin__pb2.DescribeTopicRequest.SerializeToString,
+                response_deserializer=twinlog_dot_v1_dot_admin__pb2.TopicSettings.FromString,
+                _registered_method=True)
         self.ListTransactions = channel.unary_unary(
                 '/twinlog.v1.Administration/ListTransactions',
                 request_serializer=twinlog_dot_v1_dot_admin__pb2.ListTransactionsRequest.SerializeToString,
@@ -149,6 +154,14 @@ class AdministrationServicer:
 
     def DescribeTopic(self, request, context):
         """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DescribeTopicSettings(self, request, context):
+        """Every topic setting in effect (Kafka's names), and whether the topic sets it or the
+        broker's default holds (Kafka's DescribeConfigs of a topic).
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -256,6 +269,11 @@ def add_AdministrationServicer_to_server(servicer, server):
                     servicer.DescribeTopic,
                     request_deserializer=twinlog_dot_v1_dot_admin__pb2.DescribeTopicRequest.FromString,
                     response_serializer=twinlog_dot_v1_dot_admin__pb2.TopicDescription.SerializeToString,
+            ),
+            'DescribeTopicSettings': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeTopicSettings,
+                    request_deserializer=twinlog_dot_v1_dot_admin__pb2.DescribeTopicRequest.FromString,
+                    response_serializer=twinlog_dot_v1_dot_admin__pb2.TopicSettings.SerializeToString,
             ),
             'ListTransactions': grpc.unary_unary_rpc_method_handler(
                     servicer.ListTransactions,
@@ -465,6 +483,33 @@ class Administration:
             '/twinlog.v1.Administration/DescribeTopic',
             twinlog_dot_v1_dot_admin__pb2.DescribeTopicRequest.SerializeToString,
             twinlog_dot_v1_dot_admin__pb2.TopicDescription.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribeTopicSettings(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/twinlog.v1.Administration/DescribeTopicSettings',
+            twinlog_dot_v1_dot_admin__pb2.DescribeTopicRequest.SerializeToString,
+            twinlog_dot_v1_dot_admin__pb2.TopicSettings.FromString,
             options,
             channel_credentials,
             insecure,
