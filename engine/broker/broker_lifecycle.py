@@ -266,6 +266,7 @@ class BrokerLifecycle:
                     expire_group_members=self.consumer_groups.membership.expire,
                 ),
                 *self.topic_manager.cluster_tasks(),
+                *self.partition_manager.tasks(),
             ]
         )
         log.info(
@@ -291,6 +292,11 @@ class BrokerLifecycle:
         groups: GroupCoordinators | None = getattr(self, "group_coordinators", None)
         if groups is not None:
             groups.close()
+        if partitions is not None:
+            try:  # the next start serves up to these at once
+                partitions.checkpoint_high_watermarks()
+            except OSError as error:  # a full disk: the next start begins lower, safely
+                log.warning("checkpointing the high watermarks failed: %s", error)
         parts: list[Any] = [
             *(partitions.all() if partitions is not None else []),
             getattr(self, "journal", None),

@@ -82,6 +82,9 @@ class BrokerConfig:
     replica_lag_time_max_ms: int = 30_000
     replica_ack_timeout_ms: int = 30_000
     replica_fsync: bool = True
+    # How often each partition's high watermark is checkpointed (Kafka's
+    # replica.high.watermark.checkpoint.interval.ms): a restarted replica serves up to it
+    replica_high_watermark_checkpoint_interval_ms: int = 5_000
     retention_check_interval_ms: int = 60_000
     compaction_check_interval_ms: int = 15_000  # compacted topics (Kafka's log.cleaner.backoff.ms)
     # Preferred leaders, on a cluster (Kafka's auto.leader.rebalance.enable,
@@ -147,6 +150,7 @@ RULES = ConfigRules(
         "replica_lag_time_max_ms": POSITIVE,
         "replica_ack_timeout_ms": POSITIVE,
         "replica_fsync": Flag(),
+        "replica_high_watermark_checkpoint_interval_ms": POSITIVE,
         "retention_check_interval_ms": POSITIVE,
         "compaction_check_interval_ms": POSITIVE,
         "auto_leader_rebalance_enable": Flag(),

@@ -101,10 +101,12 @@ class Partition(PartitionReplica):
         journal: JournalLogs,
         replication: ReplicationSettings,
         coordinators: TransactionCoordinators | None = None,
+        high_watermark_from: int | None = None,
     ) -> None:
         """``replication``: the broker's settings (one node is a cluster of one). The
         partition starts with no role and serves nothing until ``take_role``
-        (``partition_role``): the sole member of a single node gives it at once."""
+        (``partition_role``): the sole member of a single node gives it at once.
+        ``high_watermark_from``: the last run's checkpointed high watermark, if any."""
         self.topic_partition = topic_partition
         self.name = str(topic_partition)
         self.directory = directory
@@ -126,11 +128,15 @@ class Partition(PartitionReplica):
         # A replica recovers its copies only once it leads and has passed the promotion
         # barrier (J5: followers never decide; J6: resume on promotion); until then the
         # high watermark stays below a half-done copy (``_unfinished_copy_from``).
-        # A restarted replica's log may end in what no other replica holds: nothing is
-        # readable until the in-sync replicas say so (Kafka checkpoints the HW; this
-        # starts from the log start and catches up at promotion or the first fetches).
+        # A restarted replica's log may end in what no other replica holds: nothing past
+        # the last checkpointed high watermark (``high_watermark_from``, clamped to the
+        # log; none: the log start) is readable until the in-sync replicas say so.
         self.high_watermark = HighWatermark(
-            self.log, directory, start_below=self.log.log_start_offset
+            self.log,
+            directory,
+            start_below=(
+                self.log.log_start_offset if high_watermark_from is None else high_watermark_from
+            ),
         )
         self.replication = replication
         self.role: PartitionRole = NO_ROLE

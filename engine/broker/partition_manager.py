@@ -29,9 +29,11 @@ from pathlib import Path
 from twinlog.engine.base.errors import TwinlogError, UnknownTopicOrPartitionError
 from twinlog.engine.base.types import TopicPartition
 from twinlog.engine.broker.config import BrokerConfig
+from twinlog.engine.broker.high_watermark_checkpoint import HighWatermarkCheckpoint
 from twinlog.engine.broker.metadata_store import MetadataStore
 from twinlog.engine.broker.partition import Partition
 from twinlog.engine.broker.partition_role import PartitionRole, Role
+from twinlog.engine.broker.scheduler import ScheduledTask
 from twinlog.engine.log import LogConfig
 from twinlog.engine.replication.fetch_calls import (
     FetchedPartition,
@@ -71,6 +73,9 @@ class PartitionManager:
         self._admin_lock = admin_lock
         self._is_closed = is_closed
         self._partitions: dict[TopicPartition, Partition] = {}
+        # Where each partition's high watermark starts at open (the last run's checkpoint)
+        self.high_watermarks = HighWatermarkCheckpoint(data_dir)
+        self._checkpointed = self.high_watermarks.read()
         # the fetcher threads (one per leader) move it; a lost update only changes which
         # partition comes first in one fetch
         self._fetch_rotation = 0
@@ -110,9 +115,26 @@ class PartitionManager:
             self._journal,
             coordinators=self._coordinators,
             replication=self.replication,
+            high_watermark_from=self._checkpointed.pop(topic_partition, None),
         )
         self._partitions[topic_partition] = partition
         return partition
+
+    def checkpoint_high_watermarks(self) -> None:
+        """Write every open partition's high watermark to the checkpoint (a task every
+        ``replica_high_watermark_checkpoint_interval_ms``, and the close), if it moved."""
+        self.high_watermarks.write(
+            {tp: partition.high_watermark.value for tp, partition in list(self._partitions.items())}
+        )
+
+    def tasks(self) -> list[ScheduledTask]:
+        return [
+            ScheduledTask(
+                "hw-checkpoint",
+                lambda: self._config.replica_high_watermark_checkpoint_interval_ms,
+                self.checkpoint_high_watermarks,
+            )
+        ]
 
     def get(self, topic_partition: TopicPartition) -> Partition | None:
         """The partition if this broker has opened it; None otherwise (never opens one)."""

@@ -86,7 +86,9 @@ def test_an_unknown_key_is_refused_with_the_nearest_known_ones() -> None:
     assert message.startswith(
         "unknown broker config key 'journal_partition' (did you mean journal_partitions"
     )
-    assert "; known keys: accept_journal_loss, batch_bytes_max," in message
+    assert "; known keys: accept_journal_loss, auto_leader_rebalance_enable, batch_bytes_max," in (
+        message
+    )
 
 
 def test_the_edges_are_taken() -> None:
