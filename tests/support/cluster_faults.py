@@ -311,6 +311,13 @@ class BrokerProcess:
             self.process.wait(timeout=10)
         self.paused = False
 
+    def stop(self, timeout_s: float = 60.0) -> int:
+        """SIGTERM: a controlled shutdown (its leaderships move first), then its exit
+        status once it has exited."""
+        assert self.process is not None and self.process.poll() is None, "not running"
+        self.process.send_signal(signal.SIGTERM)
+        return self.wait_exit(timeout_s)
+
     def pause(self) -> None:
         """SIGSTOP: it notices nothing until ``resume`` (a GC pause, a frozen VM)."""
         os.kill(self.pid, signal.SIGSTOP)

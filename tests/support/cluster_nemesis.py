@@ -29,6 +29,11 @@ undone before the next (``FaultCluster.heal``: restarts what died):
     forge        (a secured cluster) every forged internal call of ``cluster_attack``
                  at every broker's client port and inter-broker listener, while every
                  broker runs: each must be refused with the status its door gives
+    kill-restart SIGKILL a broker and start it again at once, as a supervisor without a
+                 delay: it waits out its own registration's session, then rejoins
+    elect-preferred  every partition led by its first replica again where that one is
+                 in sync (``twinlog cluster elect-leaders --preferred``): leaderships,
+                 the coordinator's too, move between live brokers under the workload
 
 (ZooKeeper paused, which stops every broker's clock at once, is in
 ``test_f21_zookeeper_faults.py``, not here.)
@@ -81,6 +86,7 @@ from cluster_faults import (
     FaultCluster,
     wait_until,
 )
+from cluster_security import OPERATOR
 from cluster_workload import (
     AckedProducer,
     BackgroundProducer,
@@ -91,6 +97,7 @@ from tcp_proxy import BOTH, DOWN, UP
 
 from twinlog.engine.broker.internal_topics import TXN_JOURNAL_TOPIC
 from twinlog.rpc.cli.local_zookeeper import LocalZooKeeper
+from twinlog.rpc.client import Admin
 
 SEED_VARIABLE = "TWINLOG_NEMESIS_SEED"
 MINUTES_VARIABLE = "TWINLOG_NEMESIS_MINUTES"
@@ -108,6 +115,8 @@ KINDS = {
     "crash-step": 2,
     "zk-restart": 1,
     "forge": 1,
+    "kill-restart": 1,  # SIGKILL, then started again at once: it waits out its session
+    "elect-preferred": 1,  # every leadership back to its first replica, where in sync
 }
 # After a fault that moved the coordinator, clients may still meet NotCoordinatorError at
 # the old one for this long: until each has made its next call there (a paused call's
@@ -115,7 +124,7 @@ KINDS = {
 MOVE_GRACE_S = 20.0
 # Faults that stop their victim broker for a while (its partitions' leaders move, or are
 # offline until it returns).
-STOPS_THE_VICTIM = ("kill", "pause", "cut-zk", "crash-step")
+STOPS_THE_VICTIM = ("kill", "pause", "cut-zk", "crash-step", "kill-restart")
 CLIENT_ROUTING_LOGGER = "twinlog.client"  # rpc/client/cluster.py logs there
 NOT_COORDINATOR = "NotCoordinatorError"
 # A restarted ZooKeeper expires, a session timeout after it serves again, the restored
@@ -125,6 +134,7 @@ CRASH_STEP_WAIT_S = 10.0  # the coordinator's next commit comes well within this
 # A committed transaction missing from the final read is read again for this long: its copy
 # is retried at least every second (RETRIABLE_RETRY_S_MAX) once its partition has a leader.
 COMPLETION_WAIT_S = 30.0
+ELECT_TIMEOUT_MS = 20_000
 
 
 def seed_from_environment() -> int:
@@ -273,6 +283,13 @@ class Nemesis:
             link.hold(rng.choice(directions))
             time.sleep(rng.uniform(1, 5))
             link.release()
+        elif kind == "kill-restart":
+            victim.kill()
+            cluster.restart(victim.broker_id, at_once=True)
+        elif kind == "elect-preferred":
+            # Through any broker; partitions whose first replica is out of sync stay.
+            with Admin(cluster.bootstrap, **cluster.client_arguments(OPERATOR)) as admin:
+                admin.elect_preferred_leaders(timeout_ms=ELECT_TIMEOUT_MS)
         elif kind == "zk-restart":
             assert self.zookeeper is not None
             self.zookeeper.kill()
@@ -295,7 +312,7 @@ class Nemesis:
             raise AssertionError(kind)
         self.summary.faults[kind] += 1
         cluster.heal()
-        return None if kind in ("forge", "zk-restart") else victim.broker_id
+        return None if kind in ("forge", "zk-restart", "elect-preferred") else victim.broker_id
 
     # --- the run ---------------------------------------------------------------------
 
