@@ -611,6 +611,9 @@ class Partition(PartitionReplica):
         batch limit (a larger max.message.bytes must fit in an ENTRY too)."""
         self.log.reconfigure(config)
         self.journal.set_batch_bytes_max(self.name, config.batch_bytes_max)
+        replicas = self.replicas  # while leading: its next writes count against the new one
+        if replicas is not None:
+            replicas.min_insync_replicas = config.min_insync_replicas
 
     def close(self) -> None:
         with self._plain_lock:

@@ -90,6 +90,7 @@ class PartitionManager:
             "retention_bytes": self._config.log_retention_bytes,
             "flush_policy": self._config.log_flush_policy,
             "batch_bytes_max": self._config.batch_bytes_max,
+            "min_insync_replicas": self.replication.min_insync_replicas,
         }
         return LogConfig.from_mapping({**defaults, **topic_config})
 

@@ -142,7 +142,7 @@ class PartitionReplica:
                     settings.broker_id,
                     replicas,
                     isr,
-                    min_insync_replicas=settings.min_insync_replicas,
+                    min_insync_replicas=self.log.config.min_insync_replicas,
                     lag_time_max_ms=settings.lag_time_max_ms,
                     now_ms=now_ms,
                     epoch_start_offsets=ends,

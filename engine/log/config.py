@@ -24,6 +24,11 @@ configuration arrives as a mapping of strings, as Kafka's does, so
                            log.cleaner.min.cleanable.ratio
     delete_retention_ms    delete.retention.ms,                  1 day
                            log.cleaner.delete.retention.ms
+    min_insync_replicas    min.insync.replicas                   1 (a broker gives its own)
+
+``min_insync_replicas`` is not the log's but the partition's (a leader refuses writes while
+fewer replicas are in sync: ``ReplicaSet``); it is a topic setting as Kafka's, so it lives
+with the others and changes live the same way.
 
 ``cleanup_policy`` is Kafka's: "delete" (retention deletes old segments),
 "compact" (log compaction keeps the latest record per key, see
@@ -94,6 +99,7 @@ KAFKA_KEYS: dict[str, str] = {
     "log.cleaner.min.cleanable.ratio": "min_cleanable_dirty_ratio",
     "delete.retention.ms": "delete_retention_ms",
     "log.cleaner.delete.retention.ms": "delete_retention_ms",
+    "min.insync.replicas": "min_insync_replicas",
 }
 # A topic's own settings under the names Kafka gives them per topic (DescribeConfigs): the
 # keys above but the broker-wide "log." names and message.max.bytes.
@@ -124,6 +130,7 @@ RULES = ConfigRules(
         "min_compaction_lag_ms": Integer(0, INT64_MAX),
         "min_cleanable_dirty_ratio": Number(0, 1),
         "delete_retention_ms": Integer(0, INT64_MAX),
+        "min_insync_replicas": Integer(1, 1000),
     },
     aliases=KAFKA_KEYS,
     refused_keys=REFUSED_KAFKA_KEYS,
@@ -149,6 +156,9 @@ class LogConfig:
     min_compaction_lag_ms: int = 0  # a sealed segment newer than this is not compacted yet
     min_cleanable_dirty_ratio: float = 0.5  # compact when dirty bytes / cleanable bytes >= this
     delete_retention_ms: int = DAY_MS  # a tombstone (null value) is kept this long, then dropped
+    # in-sync replicas a leader needs to take a write (a topic that does not set it takes
+    # the broker's min_insync_replicas; 1 on a single node)
+    min_insync_replicas: int = 1
 
     def __post_init__(self) -> None:
         # Frozen: normalise through object.__setattr__ ("delete, compact" -> "compact,delete").

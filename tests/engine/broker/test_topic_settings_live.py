@@ -10,7 +10,11 @@ from pathlib import Path
 import pytest
 from broker_support import batch
 
-from twinlog.engine.base.errors import BatchTooLargeError, InvalidConfigError
+from twinlog.engine.base.errors import (
+    BatchTooLargeError,
+    InvalidConfigError,
+    NotEnoughReplicasError,
+)
 from twinlog.engine.base.types import TopicPartition
 from twinlog.engine.broker.broker import Broker
 
@@ -63,3 +67,16 @@ def test_bad_changes_change_nothing(
         assert broker.describe_topic("orders").config == {"retention.ms": "60000"}
         with pytest.raises(InvalidConfigError, match="internal"):
             broker.alter_topic_config("__consumer_offsets", {"retention.ms": "1"})
+
+
+def test_min_insync_replicas_is_a_topic_setting_taken_by_the_leader_live(tmp_path: Path) -> None:
+    """A single node is a cluster of one: its default is 1; a topic asking for 2 has its
+    writes refused (retriable, nothing written) until the setting goes back."""
+    with Broker.open(tmp_path, **CONFIG) as broker:
+        broker.create_topic("orders", 1)
+        assert _settings(broker, "orders")["min.insync.replicas"] == ("1", False)
+        broker.alter_topic_config("orders", {"min.insync.replicas": "2"})
+        with pytest.raises(NotEnoughReplicasError, match="below min_insync_replicas 2"):
+            broker.produce("orders", 0, batch([b"refused"]))
+        broker.alter_topic_config("orders", {}, ["min.insync.replicas"])
+        assert broker.produce("orders", 0, batch([b"taken"])).base_offset == 0

@@ -13,7 +13,7 @@ from cluster_checks import check_replicas_agree
 from cluster_faults import FaultCluster, wait_until
 from cluster_security import OPERATOR
 
-from twinlog.engine.base.errors import BatchTooLargeError
+from twinlog.engine.base.errors import BatchTooLargeError, NotEnoughReplicasError
 from twinlog.engine.base.types import TopicPartition
 from twinlog.rpc.client import Admin, Consumer, Producer
 from twinlog.rpc.client.remote import RemoteBroker
@@ -74,3 +74,22 @@ def _refused(remote: RemoteBroker, topic: str, payload: bytes) -> bool:
     except BatchTooLargeError:
         return True
     return False
+
+
+def test_min_insync_replicas_set_on_a_topic_refuses_writes_with_a_follower_down(
+    cluster: FaultCluster, topic: str
+) -> None:
+    """The broker's min_insync_replicas is 2; the topic asks for 3 (through a follower):
+    with one follower down the leader refuses writes, retriably, until the topic's
+    setting goes back to the broker's."""
+    state = cluster.create_topic(topic)
+    follower = next(b for b in state.replicas if b != state.leader)
+    with cluster.client(follower, principal=OPERATOR) as remote:
+        remote.alter_topic_config(topic, {"min.insync.replicas": "3"})
+    cluster.brokers[follower].kill()
+    cluster.wait_state(topic, lambda s: follower not in s.isr_ids, "the follower left the ISR")
+    with cluster.client(state.leader, principal=OPERATOR) as remote:
+        with pytest.raises(NotEnoughReplicasError, match="below min_insync_replicas 3"):
+            remote.produce(topic, 0, batch([b"refused"]))
+        remote.alter_topic_config(topic, {}, ["min.insync.replicas"])
+        assert remote.produce(topic, 0, batch([b"taken"])).base_offset == 0
