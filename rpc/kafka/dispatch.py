@@ -35,6 +35,7 @@ from kafka.protocol.admin import (
     CreateTopicsRequest,
     DeleteGroupsRequest,
     DeleteTopicsRequest,
+    DescribeClusterRequest,
     DescribeConfigsRequest,
     DescribeGroupsRequest,
     ElectLeadersRequest,
@@ -69,6 +70,7 @@ from twinlog.rpc.kafka.alter_configs import handle_alter_configs, handle_increme
 from twinlog.rpc.kafka.api_versions import api_versions_response, handle_api_versions
 from twinlog.rpc.kafka.context import KafkaContext
 from twinlog.rpc.kafka.create_partitions import handle_create_partitions
+from twinlog.rpc.kafka.describe_cluster import handle_describe_cluster
 from twinlog.rpc.kafka.describe_configs import handle_describe_configs
 from twinlog.rpc.kafka.elect_leaders import handle_elect_leaders
 from twinlog.rpc.kafka.error_codes import NONE, UNKNOWN_SERVER_ERROR, UNSUPPORTED_VERSION
@@ -140,6 +142,7 @@ SERVED_APIS: tuple[Api, ...] = (
     Api(DeleteTopicsRequest, 1, 6, handle_delete_topics),
     Api(CreatePartitionsRequest, 0, 3, handle_create_partitions),
     Api(DescribeConfigsRequest, 0, 4, handle_describe_configs),
+    Api(DescribeClusterRequest, 0, 2, handle_describe_cluster),
     Api(AlterConfigsRequest, 0, 2, handle_alter_configs),
     Api(IncrementalAlterConfigsRequest, 0, 1, handle_incremental_alter_configs),
     Api(ListTransactionsRequest, 0, 2, handle_list_transactions),

@@ -132,7 +132,7 @@ def _topic(context: KafkaContext, name: str, cluster: ClusterRead | None) -> Any
     )
 
 
-def _read_cluster(context: KafkaContext, names: list[str]) -> ClusterRead | None:
+def read_cluster(context: KafkaContext, names: list[str]) -> ClusterRead | None:
     """The cluster's state of ``names`` (None on a single node), read once per request."""
     if context.cluster is None:
         return None
@@ -142,7 +142,7 @@ def _read_cluster(context: KafkaContext, names: list[str]) -> ClusterRead | None
         return error
 
 
-def _brokers(context: KafkaContext, cluster: ClusterRead | None) -> list[Any]:
+def brokers_of(context: KafkaContext, cluster: ClusterRead | None) -> list[Any]:
     """Every live broker with a Kafka listener; this one alone on a single node, or when
     the cluster's state could not be read."""
     if cluster is None or isinstance(cluster, TwinlogError):
@@ -157,6 +157,18 @@ def _brokers(context: KafkaContext, cluster: ClusterRead | None) -> list[Any]:
     return found
 
 
+def identity_of(context: KafkaContext, cluster: ClusterRead | None) -> tuple[str, int]:
+    """(cluster id, controller id): this node itself on a single node; ZooKeeper's word on
+    a cluster (no controller: -1)."""
+    controller_id = NODE_ID
+    cluster_id = context.broker.cluster_id  # random per cluster: tools key by it
+    if context.cluster is not None:
+        read = cluster if isinstance(cluster, ClusterMetadata) else None
+        controller_id = read.controller_id if read is not None else NO_CONTROLLER
+        cluster_id = (read.cluster_id if read is not None else None) or cluster_id
+    return cluster_id, controller_id
+
+
 def handle_metadata(
     request: MetadataRequest, version: int, context: KafkaContext
 ) -> MetadataResponse:
@@ -164,10 +176,10 @@ def handle_metadata(
     topics: list[Any] = []
     if requested is None or (version == 0 and not requested):  # v0: an empty list is all
         names = [name for name in context.broker.list_topics() if visible(context, name)]
-        cluster = _read_cluster(context, names)
+        cluster = read_cluster(context, names)
         topics = [_topic(context, name, cluster) for name in names]
     else:
-        cluster = _read_cluster(
+        cluster = read_cluster(
             context, [wanted.name for wanted in requested if wanted.name is not None]
         )
         for wanted in requested:
@@ -182,16 +194,11 @@ def handle_metadata(
                 )
             else:
                 topics.append(_topic(context, wanted.name, cluster))
-    controller_id = NODE_ID
-    cluster_id = context.broker.cluster_id  # random per cluster: tools key by it
-    if context.cluster is not None:
-        read = cluster if isinstance(cluster, ClusterMetadata) else None
-        controller_id = read.controller_id if read is not None else NO_CONTROLLER
-        cluster_id = (read.cluster_id if read is not None else None) or cluster_id
+    cluster_id, controller_id = identity_of(context, cluster)
     return MetadataResponse(
         version=version,
         throttle_time_ms=0,
-        brokers=_brokers(context, cluster),
+        brokers=brokers_of(context, cluster),
         cluster_id=cluster_id,
         controller_id=controller_id,
         topics=topics,

@@ -10,8 +10,8 @@ from typing import Any
 
 from kafka.protocol.admin import (
     DeleteRecordsRequest,
-    DescribeClusterRequest,
-    DescribeClusterResponse,
+    DescribeQuorumRequest,
+    DescribeQuorumResponse,
 )
 from kafka.protocol.api_header import RequestHeader
 from kafka.protocol.consumer import FetchRequest, FetchResponse
@@ -54,8 +54,8 @@ def test_api_versions_in_an_unknown_version_is_answered_in_v0(raw: Any) -> None:
 
 
 def test_an_api_not_served_is_answered_unsupported_version(raw: Any) -> None:
-    request = DescribeClusterRequest(include_cluster_authorized_operations=False)
-    answer = raw.call(request, DescribeClusterResponse, 0)
+    request = DescribeQuorumRequest(topics=[])  # KRaft's: never served here
+    answer = raw.call(request, DescribeQuorumResponse, 0)
     assert answer.error_code == UNSUPPORTED_VERSION
     # and the connection still serves
     assert raw.call(MetadataRequest(topics=[]), MetadataResponse, 12).brokers[0].node_id == 0
