@@ -336,6 +336,12 @@ class Broker(BrokerLifecycle):
         self._check_open()
         return self.membership.elect_preferred_leaders(partitions, timeout_ms)
 
+    def log_dir_usage(self) -> tuple[str, list[tuple[TopicPartition, int]]]:
+        """Where the partitions' logs are, and each open partition's data-log size in bytes
+        (Kafka's DescribeLogDirs of this broker's one log directory)."""
+        sizes = [(p.topic_partition, p.log.size_bytes()) for p in self.partition_manager.all()]
+        return str(self.data_dir / "logs"), sorted(sizes)
+
     def topic_settings(self, name: str) -> list[tuple[str, str, bool]]:
         """(name, value, set on the topic) of each of the topic's settings under Kafka's
         names, the broker's defaults included (Kafka's DescribeConfigs of a topic)."""

@@ -38,6 +38,7 @@ from kafka.protocol.admin import (
     DescribeClusterRequest,
     DescribeConfigsRequest,
     DescribeGroupsRequest,
+    DescribeLogDirsRequest,
     ElectLeadersRequest,
     IncrementalAlterConfigsRequest,
     ListGroupsRequest,
@@ -72,6 +73,7 @@ from twinlog.rpc.kafka.context import KafkaContext
 from twinlog.rpc.kafka.create_partitions import handle_create_partitions
 from twinlog.rpc.kafka.describe_cluster import handle_describe_cluster
 from twinlog.rpc.kafka.describe_configs import handle_describe_configs
+from twinlog.rpc.kafka.describe_log_dirs import handle_describe_log_dirs
 from twinlog.rpc.kafka.elect_leaders import handle_elect_leaders
 from twinlog.rpc.kafka.error_codes import NONE, UNKNOWN_SERVER_ERROR, UNSUPPORTED_VERSION
 from twinlog.rpc.kafka.fetch import handle_fetch
@@ -143,6 +145,7 @@ SERVED_APIS: tuple[Api, ...] = (
     Api(CreatePartitionsRequest, 0, 3, handle_create_partitions),
     Api(DescribeConfigsRequest, 0, 4, handle_describe_configs),
     Api(DescribeClusterRequest, 0, 2, handle_describe_cluster),
+    Api(DescribeLogDirsRequest, 1, 4, handle_describe_log_dirs),
     Api(AlterConfigsRequest, 0, 2, handle_alter_configs),
     Api(IncrementalAlterConfigsRequest, 0, 1, handle_incremental_alter_configs),
     Api(ListTransactionsRequest, 0, 2, handle_list_transactions),
