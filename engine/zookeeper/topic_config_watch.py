@@ -45,7 +45,7 @@ class TopicConfigWatch:
         self._thread = threading.Thread(target=self._run, name="topic-configs", daemon=True)
 
     def start(self) -> TopicConfigWatch:
-        self._session.client.ensure_path(znodes.TOPICS)
+        self._session.wait(self._session.client.ensure_path_async(znodes.TOPICS))
         ChildrenWatch(self._session.client, znodes.TOPICS, self._on_topics)
         self._thread.start()
         return self
