@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from twinlog.engine.base.atomic_file import replace_file
+from twinlog.engine.base.errors import DiskFullError
 from twinlog.engine.base.types import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -61,6 +62,7 @@ class HighWatermarkCheckpoint:
     def __init__(self, data_dir: Path) -> None:
         self.path = data_dir / CHECKPOINT_FILE
         self._written: dict[TopicPartition, int] | None = None
+        self._failing = False  # the last write failed (said once until one succeeds)
 
     def read(self) -> dict[TopicPartition, int]:
         """The checkpointed high watermarks; {} when there is no file or it is unreadable."""
@@ -82,9 +84,23 @@ class HighWatermarkCheckpoint:
         return values
 
     def write(self, values: Mapping[TopicPartition, int]) -> bool:
-        """Replace the file with ``values``, unless it holds them already; True if written."""
+        """Replace the file with ``values``, unless it holds them already; True if written.
+        A failure (a full disk) keeps the older file, which is only lower: said once per
+        run of failures, not raised (the close and the periodic task go on)."""
         if values == self._written:
             return False
-        replace_file(self.path, encode(values), durable=False)  # an older one is lower: safe
+        try:
+            replace_file(self.path, encode(values), durable=False)  # older is lower: safe
+        except (DiskFullError, OSError) as error:
+            if not self._failing:
+                log.warning(
+                    "%s not written (%s): the older checkpoint stays, and a restart starts "
+                    "the high watermarks there, lower",
+                    self.path,
+                    error,
+                )
+            self._failing = True
+            return False
+        self._failing = False
         self._written = dict(values)
         return True

@@ -73,3 +73,20 @@ def test_an_unreadable_checkpoint_is_said_and_ignored(
             assert broker.produce("orders", 0, batch([b"v"])).base_offset == 0
     assert "is not a high-watermark checkpoint" in caplog.text
     assert HighWatermarkCheckpoint(tmp_path).read()[ORDERS_0] == 1  # written anew at close
+
+
+def test_a_write_that_fails_is_said_once_and_keeps_the_older_file(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    checkpoint = HighWatermarkCheckpoint(tmp_path)
+    assert checkpoint.write({ORDERS_0: 1})
+    blocker = tmp_path / f".{CHECKPOINT_FILE}.tmp"  # where the new file is written first
+    blocker.mkdir()
+    with caplog.at_level(logging.WARNING):
+        assert not checkpoint.write({ORDERS_0: 2})
+        assert not checkpoint.write({ORDERS_0: 3})  # not raised, and not said again
+    assert caplog.text.count("the older checkpoint stays") == 1
+    assert HighWatermarkCheckpoint(tmp_path).read() == {ORDERS_0: 1}
+    blocker.rmdir()
+    assert checkpoint.write({ORDERS_0: 4})
+    assert HighWatermarkCheckpoint(tmp_path).read() == {ORDERS_0: 4}
