@@ -13,7 +13,11 @@ from cluster_checks import check_replicas_agree
 from cluster_faults import FaultCluster, wait_until
 from cluster_security import OPERATOR
 
-from twinlog.engine.base.errors import BatchTooLargeError, NotEnoughReplicasError
+from twinlog.engine.base.errors import (
+    BatchTooLargeError,
+    NotEnoughReplicasAfterAppendError,
+    NotEnoughReplicasError,
+)
 from twinlog.engine.base.types import TopicPartition
 from twinlog.rpc.client import Admin, Consumer, Producer
 from twinlog.rpc.client.remote import RemoteBroker
@@ -89,7 +93,12 @@ def test_min_insync_replicas_set_on_a_topic_refuses_writes_with_a_follower_down(
     cluster.brokers[follower].kill()
     cluster.wait_state(topic, lambda s: follower not in s.isr_ids, "the follower left the ISR")
     with cluster.client(state.leader, principal=OPERATOR) as remote:
-        with pytest.raises(NotEnoughReplicasError, match="below min_insync_replicas 3"):
+        # Refused before the append once the leader knows the smaller ISR; after it (the
+        # write may or may not be kept), when its ISR shrank between the check and the wait.
+        with pytest.raises(
+            (NotEnoughReplicasError, NotEnoughReplicasAfterAppendError),
+            match="below min_insync_replicas 3",
+        ):
             remote.produce(topic, 0, batch([b"refused"]))
         remote.alter_topic_config(topic, {}, ["min.insync.replicas"])
-        assert remote.produce(topic, 0, batch([b"taken"])).base_offset == 0
+        assert remote.produce(topic, 0, batch([b"taken"])).base_offset >= 0
