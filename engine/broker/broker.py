@@ -62,7 +62,7 @@ from twinlog.engine.broker.group_offsets import (
     build_offsets_batch,
 )
 from twinlog.engine.broker.internal_topics import TXN_JOURNAL_TOPIC
-from twinlog.engine.broker.leader_elections import ElectionResult
+from twinlog.engine.broker.leader_elections import ElectionResult, check_timeout
 from twinlog.engine.broker.membership import (
     SOLE_BROKER_EPOCH,
     SOLE_BROKER_ID,
@@ -332,8 +332,10 @@ class Broker(BrokerLifecycle):
     ) -> list[ElectionResult]:
         """Lead ``partitions`` (None: every partition) by their preferred leaders, each its
         first replica, where that replica is in sync (Kafka's ElectLeaders, PREFERRED);
-        waits at most ``timeout_ms``. One result per partition."""
+        waits at most ``timeout_ms`` (``leader_elections.ELECT_TIMEOUT_MS_MAX`` at most). One
+        result per partition."""
         self._check_open()
+        check_timeout(timeout_ms)
         return self.membership.elect_preferred_leaders(partitions, timeout_ms)
 
     def log_dir_usage(self) -> tuple[str, list[tuple[TopicPartition, int]]]:

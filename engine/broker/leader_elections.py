@@ -12,7 +12,20 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import Enum
 
+from twinlog.engine.base.errors import InvalidConfigError
 from twinlog.engine.base.types import TopicPartition
+
+# An election waits for the controller at most this long: the caller's thread (a server
+# worker, a Kafka connection) is held meanwhile, so no door may ask for longer.
+ELECT_TIMEOUT_MS_MAX = 600_000
+
+
+def check_timeout(timeout_ms: int) -> None:
+    """InvalidConfigError unless 1 <= ``timeout_ms`` <= ELECT_TIMEOUT_MS_MAX."""
+    if not 0 < timeout_ms <= ELECT_TIMEOUT_MS_MAX:
+        raise InvalidConfigError(
+            f"an election's timeout_ms is {timeout_ms}: give 1..{ELECT_TIMEOUT_MS_MAX}"
+        )
 
 
 class ElectionOutcome(Enum):

@@ -4,8 +4,9 @@
 The broker's own election (``Broker.elect_preferred_leaders``; the controller decides on a
 cluster, a single node leads everything already). Authorised as the gRPC door's
 ElectLeaders: ALTER on each topic named (Kafka asks ALTER on the cluster; twinlog's ACLs
-name topics), and with no partition named, every partition of the topics the caller may
-alter. UNCLEAN is refused: twinlog never elects a replica outside the ISR.
+name topics), and with no partition named, ``alterable_partitions``: every partition, or
+with an ACL file, those of the topics the caller may alter. A ``timeout_ms`` above the
+broker's bound (``ELECT_TIMEOUT_MS_MAX``) waits that long at most. UNCLEAN is refused: twinlog never elects a replica outside the ISR.
 """
 
 from __future__ import annotations
@@ -18,18 +19,24 @@ from kafka.protocol.admin import ElectionType, ElectLeadersRequest, ElectLeaders
 
 from twinlog.engine.base.errors import TwinlogError
 from twinlog.engine.base.types import TopicPartition
-from twinlog.engine.broker.leader_elections import ElectionOutcome, ElectionResult
-from twinlog.rpc.kafka.access import may, require
+from twinlog.engine.broker.leader_elections import (
+    ELECT_TIMEOUT_MS_MAX,
+    ElectionOutcome,
+    ElectionResult,
+)
+from twinlog.rpc.kafka.access import require
 from twinlog.rpc.kafka.context import KafkaContext
 from twinlog.rpc.kafka.error_codes import (
     INVALID_REQUEST,
     NONE,
     REQUEST_TIMED_OUT,
+    TOPIC_AUTHORIZATION_FAILED,
     UNKNOWN_TOPIC_OR_PARTITION,
     code_of,
 )
 from twinlog.rpc.kafka.topics import audited_change
-from twinlog.rpc.policy.auth import Operation, Resource
+from twinlog.rpc.policy.alterable_partitions import alterable_partitions
+from twinlog.rpc.policy.auth import Operation
 
 ELECTION_NOT_NEEDED = ElectionNotNeededError.errno
 PREFERRED_LEADER_NOT_AVAILABLE = PreferredLeaderNotAvailableError.errno
@@ -63,13 +70,12 @@ def handle_elect_leaders(
             return _response(version, {}, INVALID_REQUEST)
         return _response(version, {tp: (INVALID_REQUEST, why) for tp in named})
     principal = context.connection.principal
+    asked: list[TopicPartition] | None
     if request.topic_partitions is None:
-        asked = [
-            TopicPartition(name, index)
-            for name in context.broker.list_topics()
-            if may(context.guard, principal, Operation.ALTER, name, Resource.TOPIC)
-            for index in range(len(context.broker.describe_topic(name).partitions))
-        ]
+        try:
+            asked = alterable_partitions(context.guard, principal, context.broker)
+        except TwinlogError:  # may alter no topic: nothing to answer for (Kafka's way)
+            return _response(version, {}, TOPIC_AUTHORIZATION_FAILED)
     else:
         asked = []
         for topic_partition in named:
@@ -81,14 +87,16 @@ def handle_elect_leaders(
                     code_of(error, ElectLeadersRequest.API_KEY),
                     str(error),
                 )
-    if asked:
+    if asked is None or asked:
         timeout_ms = request.timeout_ms if request.timeout_ms > 0 else TIMEOUT_MS_DEFAULT
+        timeout_ms = min(timeout_ms, ELECT_TIMEOUT_MS_MAX)  # Kafka's clients ask 60 s
         try:
-            with audited_change(context, "leaders.elect", partitions=len(asked)):
+            counted = "all" if asked is None else len(asked)
+            with audited_change(context, "leaders.elect", partitions=counted):
                 results = context.broker.elect_preferred_leaders(asked, timeout_ms)
         except TwinlogError as error:
             code = code_of(error, ElectLeadersRequest.API_KEY)
-            return _response(version, {tp: (code, str(error)) for tp in asked}, code)
+            return _response(version, {tp: (code, str(error)) for tp in asked or ()}, code)
         for result in results:
             answered[TopicPartition(result.topic, result.partition)] = _answer(result)
     return _response(version, answered)

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import grpc
 
-from twinlog.engine.base.errors import InvalidConfigError
 from twinlog.engine.base.types import TopicPartition
 from twinlog.rpc.cluster.coordinator_source import (
     CoordinatorSource,
@@ -26,8 +25,9 @@ from twinlog.rpc.cluster.coordinator_source import (
 )
 from twinlog.rpc.cluster.metadata_source import MetadataSource
 from twinlog.rpc.generated.twinlog.v1 import admin_pb2, admin_pb2_grpc
+from twinlog.rpc.policy.alterable_partitions import alterable_partitions
 from twinlog.rpc.policy.audit import audited
-from twinlog.rpc.policy.auth import Guard, Operation, Principal, Resource
+from twinlog.rpc.policy.auth import Guard, Operation, Resource
 from twinlog.rpc.policy.producer_access import TransactionalAccess
 from twinlog.rpc.server.call import principal_of, unary
 from twinlog.rpc.wire.broker_api import BrokerApi, CoordinatorKeyType
@@ -45,7 +45,6 @@ from twinlog.rpc.wire.convert import (
 from twinlog.rpc.wire.group_convert import description_to_proto, listing_to_proto
 
 ELECT_TIMEOUT_MS_DEFAULT = 30_000  # an ElectLeaders call that names no timeout
-ELECT_TIMEOUT_MS_MAX = 600_000  # a call holds a server thread while it waits
 
 
 class AdministrationService(admin_pb2_grpc.AdministrationServicer):
@@ -151,13 +150,8 @@ class AdministrationService(admin_pb2_grpc.AdministrationServicer):
             self.guard.require(principal, Operation.ALTER, sorted({p.topic for p in named}))
             asked: list[TopicPartition] | None = named
         else:
-            asked = self._alterable_partitions(principal)
+            asked = alterable_partitions(self.guard, principal, self.broker)
         timeout_ms = request.timeout_ms or ELECT_TIMEOUT_MS_DEFAULT
-        if not 0 < timeout_ms <= ELECT_TIMEOUT_MS_MAX:
-            raise InvalidConfigError(
-                f"timeout_ms is {timeout_ms}: give 1..{ELECT_TIMEOUT_MS_MAX} (0: the default, "
-                f"{ELECT_TIMEOUT_MS_DEFAULT})"
-            )
         with audited(
             "leaders.elect",
             principal=principal.name,
@@ -166,25 +160,6 @@ class AdministrationService(admin_pb2_grpc.AdministrationServicer):
         ):
             results = self.broker.elect_preferred_leaders(asked, timeout_ms)
         return admin_pb2.ElectLeadersResponse(results=[election_to_proto(r) for r in results])
-
-    def _alterable_partitions(self, principal: Principal) -> list[TopicPartition] | None:
-        """Every partition, when no partition is named: of every topic without an ACL file
-        (None), else of the topics ``principal`` may alter (an internal topic only where a
-        grant names it); AuthorizationError when that is none."""
-        if self.guard.acl is None:
-            return None
-        topics = [
-            name
-            for name in self.broker.list_topics()
-            if self.guard.acl.allows(principal, Operation.ALTER, name)
-        ]
-        if not topics:
-            self.guard.require(principal, Operation.ALTER, ["*"])  # refused, and audited
-        return [
-            TopicPartition(topic, index)
-            for topic in topics
-            for index in range(len(self.broker.describe_topic(topic).partitions))
-        ]
 
     @unary
     def ListTopics(

@@ -440,6 +440,15 @@ int64s = st.integers(*INT64)
 small_ints = st.integers(-3, 5)
 
 
+def any_topic_names(seeded: Seed) -> st.SearchStrategy[str]:
+    """A seeded topic, an unknown name, or an internal topic: what a change aims at."""
+    return st.one_of(
+        st.sampled_from(sorted(seeded.topics)),
+        unknown_topics(seeded),
+        st.just("__consumer_offsets"),
+    )
+
+
 def unknown_topics(seeded: Seed) -> st.SearchStrategy[str]:
     return st.one_of(
         st.text(max_size=40),
@@ -1186,11 +1195,7 @@ def hostile_call_kinds(seeded: Seed) -> list[st.SearchStrategy[Call]]:
             "CreatePartitions",
             st.builds(
                 admin_pb2.CreatePartitionsRequest,
-                name=st.one_of(
-                    st.sampled_from(sorted(seeded.topics)),
-                    unknown_topics(seeded),
-                    st.just("__consumer_offsets"),
-                ),
+                name=any_topic_names(seeded),
                 partitions=st.one_of(st.integers(INT32[0], 1), st.integers(10_001, INT32[1])),
             ),
             False,
@@ -1201,11 +1206,7 @@ def hostile_call_kinds(seeded: Seed) -> list[st.SearchStrategy[Call]]:
             "AlterTopicConfig",
             st.builds(
                 admin_pb2.AlterTopicConfigRequest,
-                name=st.one_of(
-                    st.sampled_from(sorted(seeded.topics)),
-                    unknown_topics(seeded),
-                    st.just("__consumer_offsets"),
-                ),
+                name=any_topic_names(seeded),
                 set=st.dictionaries(
                     st.one_of(
                         st.text(max_size=20),
