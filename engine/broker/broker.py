@@ -292,10 +292,13 @@ class Broker(BrokerLifecycle):
         self._check_open()
         return self.topic_manager.create(name, partitions, config)
 
-    def create_partitions(self, name: str, partitions: int) -> TopicDescription:
-        """Grow ``name`` to ``partitions`` partitions in all (topics never shrink)."""
+    def create_partitions(
+        self, name: str, partitions: int, *, validate_only: bool = False
+    ) -> TopicDescription:
+        """Grow ``name`` to ``partitions`` partitions in all (topics never shrink);
+        ``validate_only``: check, change nothing."""
         self._check_open()
-        return self.topic_manager.grow(name, partitions)
+        return self.topic_manager.grow(name, partitions, validate_only=validate_only)
 
     def alter_topic_config(
         self,

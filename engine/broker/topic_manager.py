@@ -157,17 +157,19 @@ class TopicManager:
                 f"process's limit of {limit} (ulimit -n); raise the limit or use fewer partitions"
             )
 
-    def grow(self, name: str, partitions: int) -> TopicDescription:
+    def grow(self, name: str, partitions: int, *, validate_only: bool = False) -> TopicDescription:
         """Give ``name`` more partitions, ``partitions`` in all (Kafka's CreatePartitions):
         the new ones are opened here and given their roles (the sole member leads them; on
         a cluster the controller assigns their replicas, as a new topic's). Records with a
         key may land in another partition from now on: the default partitioner hashes the
-        key over the partition count."""
+        key over the partition count. ``validate_only``: every check, nothing changed."""
         refuse_internal(name, "add partitions to")
         with self._admin_lock:
             had = self._metadata.get_topic(name).partitions  # (a store may grow that object)
             check_growth(name, had, partitions)
             self._check_open_files(partitions - had)
+            if validate_only:
+                return self.describe(name)
             grown = self._metadata.grow_topic(name, partitions)
             for partition_index in range(had, grown.partitions):
                 self._partitions.open(TopicPartition(name, partition_index), grown.config)

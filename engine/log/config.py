@@ -233,15 +233,10 @@ def altered_topic_config(
     result is made a ``LogConfig``)."""
     touched: set[str] = set()
     for key in [*set_values, *deleted]:
-        field = KAFKA_KEYS.get(key, key.replace(".", "_"))
-        if field not in RULES.rules or (key not in KAFKA_KEYS and "." in key):
-            raise InvalidConfigError(
-                f"{key!r} is not a topic setting; topic settings are {', '.join(TOPIC_KEYS)}"
-            )
+        field = KAFKA_KEYS.get(key, key)
+        if field not in RULES.rules:
+            why = REFUSED_KAFKA_KEYS.get(key, f"topic settings are {', '.join(TOPIC_KEYS)}")
+            raise InvalidConfigError(f"{key!r} is not a topic setting; {why}")
         touched.add(field)
-    kept = {
-        key: value
-        for key, value in current.items()
-        if KAFKA_KEYS.get(key, key.replace(".", "_")) not in touched
-    }
+    kept = {key: value for key, value in current.items() if KAFKA_KEYS.get(key, key) not in touched}
     return {**kept, **{str(key): str(value) for key, value in set_values.items()}}

@@ -402,8 +402,12 @@ class ClusterBroker:
     ) -> TopicDescription:
         return self._on_any(lambda broker: broker.create_topic(name, partitions, config))
 
-    def create_partitions(self, name: str, partitions: int) -> TopicDescription:
-        return self._on_any(lambda broker: broker.create_partitions(name, partitions))
+    def create_partitions(
+        self, name: str, partitions: int, *, validate_only: bool = False
+    ) -> TopicDescription:
+        return self._on_any(
+            lambda broker: broker.create_partitions(name, partitions, validate_only=validate_only)
+        )
 
     def alter_topic_config(
         self,

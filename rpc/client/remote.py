@@ -195,8 +195,12 @@ class RemoteBroker:
         )
         return topic_from_proto(self._call(self.administration.AlterTopicConfig, request))
 
-    def create_partitions(self, name: str, partitions: int) -> TopicDescription:
-        request = admin_pb2.CreatePartitionsRequest(name=name, partitions=partitions)
+    def create_partitions(
+        self, name: str, partitions: int, *, validate_only: bool = False
+    ) -> TopicDescription:
+        request = admin_pb2.CreatePartitionsRequest(
+            name=name, partitions=partitions, validate_only=validate_only
+        )
         return topic_from_proto(self._call(self.administration.CreatePartitions, request))
 
     def delete_topic(self, name: str) -> None:

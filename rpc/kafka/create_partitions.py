@@ -12,7 +12,6 @@ from typing import Any
 from kafka.protocol.admin import CreatePartitionsRequest, CreatePartitionsResponse
 
 from twinlog.engine.base.errors import TwinlogError
-from twinlog.engine.broker.topic_registry import check_growth
 from twinlog.rpc.kafka.access import require
 from twinlog.rpc.kafka.context import KafkaContext
 from twinlog.rpc.kafka.error_codes import INVALID_REQUEST, NONE, code_of
@@ -41,7 +40,7 @@ def _grow(context: KafkaContext, topic: Any, validate_only: bool) -> Any:
     try:
         require(context.guard, context.connection.principal, Operation.ALTER, (name,))
         if validate_only:
-            check_growth(name, len(context.broker.describe_topic(name).partitions), topic.count)
+            context.broker.create_partitions(name, topic.count, validate_only=True)
         else:
             with audited_change(context, "topic.alter", topic=name, partitions=topic.count):
                 context.broker.create_partitions(name, topic.count)

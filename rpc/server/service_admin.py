@@ -93,6 +93,10 @@ class AdministrationService(admin_pb2_grpc.AdministrationServicer):
     ) -> admin_pb2.TopicDescription:
         principal = principal_of(self.guard, context)
         self.guard.require(principal, Operation.ALTER, (request.name,))
+        if request.validate_only:
+            return topic_to_proto(
+                self.broker.create_partitions(request.name, request.partitions, validate_only=True)
+            )
         with audited(
             "topic.alter",
             principal=principal.name,

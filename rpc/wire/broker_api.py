@@ -48,7 +48,9 @@ class BrokerApi(Protocol):
         self, name: str, partitions: int = 1, config: Mapping[str, str] | None = None
     ) -> TopicDescription: ...
 
-    def create_partitions(self, name: str, partitions: int) -> TopicDescription: ...
+    def create_partitions(
+        self, name: str, partitions: int, *, validate_only: bool = False
+    ) -> TopicDescription: ...
 
     def alter_topic_config(
         self,

@@ -97,10 +97,14 @@ class FakeBroker:
                 self.ends[TopicPartition(name, index)] = 0
         return self.describe_topic(name)
 
-    def create_partitions(self, name: str, partitions: int) -> TopicDescription:
+    def create_partitions(
+        self, name: str, partitions: int, *, validate_only: bool = False
+    ) -> TopicDescription:
         with self._lock:
             had = len(self.describe_topic(name).partitions)
             check_growth(name, had, partitions)
+            if validate_only:
+                return self.describe_topic(name)
             for index in range(had, partitions):
                 self.logs[TopicPartition(name, index)] = []
                 self.ends[TopicPartition(name, index)] = 0

@@ -62,3 +62,15 @@ def test_growth_beyond_the_limit_unknown_and_internal_topics_are_refused(tmp_pat
         with pytest.raises(InvalidConfigError, match="__consumer_offsets is internal"):
             broker.create_partitions("__consumer_offsets", 8)
         assert len(broker.describe_topic("orders").partitions) == 1
+
+
+def test_validate_only_checks_everything_and_changes_nothing(tmp_path: Path) -> None:
+    with Broker.open(tmp_path, **CONFIG) as broker:
+        broker.create_topic("orders", 1)
+        checked = broker.create_partitions("orders", 4, validate_only=True)
+        assert len(checked.partitions) == 1
+        assert len(broker.describe_topic("orders").partitions) == 1
+        with pytest.raises(InvalidPartitionsError):
+            broker.create_partitions("orders", 1, validate_only=True)
+        with pytest.raises(InvalidConfigError, match="internal"):
+            broker.create_partitions("__consumer_offsets", 8, validate_only=True)

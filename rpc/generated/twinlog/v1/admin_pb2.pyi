@@ -67,12 +67,14 @@ class CreateTopicRequest(_message.Message):
     def __init__(self, name: _Optional[str] = ..., partitions: _Optional[int] = ..., config: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class CreatePartitionsRequest(_message.Message):
-    __slots__ = ("name", "partitions")
+    __slots__ = ("name", "partitions", "validate_only")
     NAME_FIELD_NUMBER: _ClassVar[int]
     PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    VALIDATE_ONLY_FIELD_NUMBER: _ClassVar[int]
     name: str
     partitions: int
-    def __init__(self, name: _Optional[str] = ..., partitions: _Optional[int] = ...) -> None: ...
+    validate_only: bool
+    def __init__(self, name: _Optional[str] = ..., partitions: _Optional[int] = ..., validate_only: _Optional[bool] = ...) -> None: ...
 
 class AlterTopicConfigRequest(_message.Message):
     __slots__ = ("name", "set", "delete", "validate_only")
