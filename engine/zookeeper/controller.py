@@ -46,6 +46,7 @@ from kazoo.exceptions import KazooException, NoNodeError
 from kazoo.protocol.states import WatchedEvent
 
 from twinlog.engine.base.errors import CorruptJournalError
+from twinlog.engine.broker.config import BrokerConfig
 from twinlog.engine.zookeeper import znodes
 from twinlog.engine.zookeeper.broker_registration import live_brokers
 from twinlog.engine.zookeeper.controller_epoch import (
@@ -83,11 +84,11 @@ STALE_RETRY_S = 0.05  # after a write met a state changed since the read: read a
 JOIN_S = 10.0
 TOPIC_KEYS = ("partitions",)
 # Kafka's auto.leader.rebalance.enable, leader.imbalance.per.broker.percentage and
-# leader.imbalance.check.interval.seconds: the broker settings of the same names
-# (``BrokerConfig``) override these.
-AUTO_LEADER_REBALANCE = True
-LEADER_IMBALANCE_PERCENTAGE = 10
-LEADER_IMBALANCE_CHECK_INTERVAL_S = 300.0
+# leader.imbalance.check.interval.seconds: the broker settings' defaults (one source)
+_BROKER_DEFAULTS = BrokerConfig()
+AUTO_LEADER_REBALANCE = _BROKER_DEFAULTS.auto_leader_rebalance_enable
+LEADER_IMBALANCE_PERCENTAGE = _BROKER_DEFAULTS.leader_imbalance_per_broker_percentage
+LEADER_IMBALANCE_CHECK_INTERVAL_S = _BROKER_DEFAULTS.leader_imbalance_check_interval_ms / 1000
 
 
 @dataclass(frozen=True)
