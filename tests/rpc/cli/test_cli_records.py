@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from server_process import ROOT, ServerProcess, environment, run_cli
-from tcp_proxy import HoldingProxy
+from tcp_proxy import UP, HoldingProxy
 
 from twinlog.engine.base.errors import TwinlogError
 from twinlog.rpc.cli import main as cli_main
@@ -223,6 +223,9 @@ def test_ctrl_c_while_a_command_starts_exits_130_without_a_traceback(
     assert capsys.readouterr().err == "interrupted\n"
 
 
+ANSWER_SETTLE_S = 0.5  # for a written record's answer to leave a running server
+
+
 class Stall:
     """A server the CLI reaches at ``address`` and that can stall: SIGSTOPped (a GC pause, a
     hung disk), or behind a proxy that holds every byte (a partition). ``server`` is
@@ -235,10 +238,18 @@ class Stall:
         self.address = self.proxy.address if self.proxy else server.address
 
     def stall(self) -> None:
+        """Nothing sent from now on is answered; answers already on their way arrive.
+
+        Records read back from the log may still have their answers in flight (the server
+        writes, then answers): a stall that swallowed those answers would fail records
+        the test counts as delivered. So the proxy holds only what the client sends, and
+        the server is stopped only once the answers it owes have had time to leave.
+        """
         if self.proxy is not None:
-            self.proxy.hold()
+            self.proxy.hold(UP)
         else:
             assert self.server.process is not None
+            time.sleep(ANSWER_SETTLE_S)
             self.server.process.send_signal(signal.SIGSTOP)
 
     def end(self) -> None:
