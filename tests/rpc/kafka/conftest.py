@@ -21,6 +21,7 @@ from twinlog.engine.broker.broker import Broker
 from twinlog.rpc.client import Admin
 from twinlog.rpc.kafka.listener import KafkaListener
 from twinlog.rpc.kafka.settings import KafkaListenerSettings
+from twinlog.rpc.policy.auth import Acl, Guard
 
 CLIENT_TIMEOUT_MS = 10_000
 _names = itertools.count()
@@ -35,9 +36,10 @@ class KafkaServer:
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.listener.port}"
 
-    def topic(self, partitions: int = 1) -> str:
-        """A new topic, named after nothing else in the module."""
-        name = f"topic-{next(_names)}"
+    def topic(self, partitions: int = 1, prefix: str = "topic") -> str:
+        """A new topic, named after nothing else in the module (``prefix`` first, for
+        an ACL's pattern)."""
+        name = f"{prefix}-{next(_names)}"
         Admin(self.broker).create_topic(name, partitions=partitions)
         return name
 
@@ -47,6 +49,32 @@ def kafka_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaServ
     broker = Broker.open(tmp_path_factory.mktemp("kafka") / "data")
     settings = KafkaListenerSettings(frame_bytes_max=4 << 20, fetch_wait_slice_ms=50)
     listener = KafkaListener(broker, "127.0.0.1", 0, settings)
+    listener.start()
+    try:
+        yield KafkaServer(broker, listener)
+    finally:
+        listener.stop(grace_ms=2_000)
+        broker.close()
+
+
+# What the anonymous principal may do on ``guarded_server``: read the topics named
+# readable*, see the transactional ids named seen* (DESCRIBE) and writer* (WRITE implies it).
+GUARDED_ACL = """
+anonymous  read      readable*
+anonymous  describe  transactional-id:seen*
+anonymous  write     transactional-id:writer*
+"""
+
+
+@pytest.fixture(scope="module")
+def guarded_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaServer]:
+    """A listener with an ACL file (``GUARDED_ACL``) and no tokens: every connection is the
+    anonymous principal."""
+    directory = tmp_path_factory.mktemp("kafka-acl")
+    (directory / "acl.txt").write_text(GUARDED_ACL)
+    guard = Guard(None, Acl.load(directory / "acl.txt"), mutual_tls=False)
+    broker = Broker.open(directory / "data")
+    listener = KafkaListener(broker, "127.0.0.1", 0, guard=guard)
     listener.start()
     try:
         yield KafkaServer(broker, listener)
@@ -117,3 +145,13 @@ def connect(kafka_server: KafkaServer) -> Iterator[Callable[[], RawConnection]]:
 @pytest.fixture()
 def raw(connect: Callable[[], RawConnection]) -> RawConnection:
     return connect()
+
+
+@pytest.fixture()
+def guarded_raw(guarded_server: KafkaServer) -> Iterator[RawConnection]:
+    """A raw connection to ``guarded_server`` (as the anonymous principal)."""
+    connection = RawConnection(guarded_server.listener.port)
+    try:
+        yield connection
+    finally:
+        connection.close()
