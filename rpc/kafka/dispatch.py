@@ -40,6 +40,7 @@ from kafka.protocol.admin import (
     DescribeGroupsRequest,
     DescribeLogDirsRequest,
     DescribeProducersRequest,
+    DescribeTransactionsRequest,
     ElectLeadersRequest,
     IncrementalAlterConfigsRequest,
     ListGroupsRequest,
@@ -76,6 +77,7 @@ from twinlog.rpc.kafka.describe_cluster import handle_describe_cluster
 from twinlog.rpc.kafka.describe_configs import handle_describe_configs
 from twinlog.rpc.kafka.describe_log_dirs import handle_describe_log_dirs
 from twinlog.rpc.kafka.describe_producers import handle_describe_producers
+from twinlog.rpc.kafka.describe_transactions import handle_describe_transactions
 from twinlog.rpc.kafka.elect_leaders import handle_elect_leaders
 from twinlog.rpc.kafka.error_codes import NONE, UNKNOWN_SERVER_ERROR, UNSUPPORTED_VERSION
 from twinlog.rpc.kafka.fetch import handle_fetch
@@ -151,6 +153,7 @@ SERVED_APIS: tuple[Api, ...] = (
     Api(AlterConfigsRequest, 0, 2, handle_alter_configs),
     Api(IncrementalAlterConfigsRequest, 0, 1, handle_incremental_alter_configs),
     Api(ListTransactionsRequest, 0, 2, handle_list_transactions),
+    Api(DescribeTransactionsRequest, 0, 0, handle_describe_transactions),
     Api(DescribeProducersRequest, 0, 0, handle_describe_producers),
     Api(ElectLeadersRequest, 0, 2, handle_elect_leaders),
     # v0 is followed by PLAIN's message outside the requests' framing (the listener reads it)

@@ -48,6 +48,7 @@ INCONSISTENT_GROUP_PROTOCOL = kafka_errors.InconsistentGroupProtocolError.errno
 UNSUPPORTED_SASL_MECHANISM = kafka_errors.UnsupportedSaslMechanismError.errno
 ILLEGAL_SASL_STATE = kafka_errors.IllegalSaslStateError.errno
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED = kafka_errors.TransactionalIdAuthorizationFailedError.errno
+TRANSACTIONAL_ID_NOT_FOUND = kafka_errors.TransactionalIdNotFoundError.errno
 # A denied ACL check, by the kind of resource denied (twinlog.rpc.policy.auth.Resource values)
 AUTHORIZATION_FAILED_CODES: dict[str, int] = {
     "topic": TOPIC_AUTHORIZATION_FAILED,
