@@ -5,32 +5,29 @@
 Any broker may ask, for ``twinlog cluster elect-leaders --preferred`` or a Kafka client's
 ElectLeaders: it creates the znode, waits until the controller deletes it (in the multi
 that writes the elections: ``Controller``), then reads what each partition's state says.
-One request at a time, as Kafka's: a second waits for the first to be carried out. A
-request no controller carried out in time stays, and is carried out by the next one.
+One request at a time (``admin_request``).
 
 The rule of who may lead is ``leader_election.preferred_leader_state``.
 """
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable, Sequence
 
-from kazoo.exceptions import NodeExistsError, NoNodeError
+from kazoo.exceptions import NoNodeError
 from kazoo.protocol.states import WatchedEvent
 
 from twinlog.engine.base.errors import CorruptJournalError
 from twinlog.engine.broker.leader_elections import ElectionOutcome, ElectionResult
 from twinlog.engine.zookeeper import znodes
+from twinlog.engine.zookeeper.admin_request import create_when_free, wait_gone
 from twinlog.engine.zookeeper.partition_state import (
     PartitionState,
     read_partition_state,
     read_topic_partition_states,
 )
 from twinlog.engine.zookeeper.session import ZooKeeperSession
-
-RECHECK_S = 1.0  # a re-read even without a watch firing
 
 
 def encode_request(partitions: Sequence[tuple[str, int]]) -> bytes:
@@ -70,52 +67,21 @@ def request_preferred_election(
     """Ask the controller to lead ``partitions`` (None: every partition of every topic) by
     their preferred leaders; wait at most ``timeout_ms`` for it. One result per partition,
     in the order asked (sorted for None)."""
-    client = session.client
     before = _states(session, partitions)
     asked = sorted(before) if partitions is None else list(dict.fromkeys(partitions))
     known = [key for key in asked if before.get(key) is not None]
     deadline_s = time.monotonic() + timeout_ms / 1000
     carried_out = True
     if known:
-        session.wait(client.ensure_path_async(znodes.ADMIN))
-        carried_out = _create_when_free(session, encode_request(known), deadline_s)
-        carried_out = carried_out and _wait_gone(session, deadline_s)
+        path = znodes.PREFERRED_ELECTION
+        carried_out = create_when_free(session, path, encode_request(known), deadline_s)
+        carried_out = carried_out and wait_gone(session, path, deadline_s)
     after = _states(session, known) if known else {}
     return [
         _result(topic, partition, before.get((topic, partition)), after.get((topic, partition)),
                 carried_out, timeout_ms)
         for topic, partition in asked
     ]  # fmt: skip
-
-
-def _create_when_free(session: ZooKeeperSession, data: bytes, deadline_s: float) -> bool:
-    """Create the request once no other is pending; False if one still was at the deadline."""
-    while True:
-        try:
-            session.wait(session.client.create_async(znodes.PREFERRED_ELECTION, data))
-            return True
-        except NodeExistsError:
-            if not _wait_gone(session, deadline_s):
-                return False
-
-
-def _wait_gone(session: ZooKeeperSession, deadline_s: float) -> bool:
-    """Until the request znode is gone (the controller carried it out); False at the deadline."""
-    while True:
-        changed = threading.Event()
-        stat = session.wait(
-            session.client.exists_async(znodes.PREFERRED_ELECTION, watch=_setter(changed))
-        )
-        if stat is None:
-            return True
-        remaining_s = deadline_s - time.monotonic()
-        if remaining_s <= 0:
-            return False
-        changed.wait(min(remaining_s, RECHECK_S))
-
-
-def _setter(event: threading.Event) -> Callable[[WatchedEvent], None]:
-    return lambda _watched: event.set()  # kazoo's thread: only signal
 
 
 def _states(
