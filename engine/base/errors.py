@@ -177,6 +177,15 @@ class InvalidPartitionsError(TwinlogError):
     says the count it has and the range allowed."""
 
 
+class InvalidReplicaAssignmentError(TwinlogError):
+    """A partition's replicas that cannot be: empty, a broker twice, or a broker that is
+    not registered; the message names the partition and the brokers there are."""
+
+
+class NoReassignmentInProgressError(TwinlogError):
+    """A reassignment cancelled where none runs; the message names the partition."""
+
+
 class InvalidConfigError(TwinlogError):
     """A configuration key or value is not valid; the message names the key."""
 

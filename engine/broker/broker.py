@@ -75,6 +75,12 @@ from twinlog.engine.broker.partition_manager import PartitionManager
 from twinlog.engine.broker.partition_role import Role
 from twinlog.engine.broker.produce_checks import check_produced_batch, check_request_matches_batch
 from twinlog.engine.broker.producer_owner import is_idempotent
+from twinlog.engine.broker.reassignments import (
+    MoveResult,
+    PartitionMove,
+    Reassignment,
+    check_request,
+)
 from twinlog.engine.broker.scheduler import Scheduler
 from twinlog.engine.broker.seam_adapters import (
     HereCoordinators,
@@ -341,6 +347,36 @@ class Broker(BrokerLifecycle):
         check_timeout(timeout_ms)
         return self.membership.elect_preferred_leaders(partitions, timeout_ms)
 
+    def reassign_partitions(
+        self,
+        moves: Sequence[PartitionMove],
+        throttle_bytes_per_s: int,
+        timeout_ms: int,
+    ) -> list[MoveResult]:
+        """Move partitions to other replicas (Kafka's AlterPartitionReassignments): each
+        ``PartitionMove`` names its target replicas, or none to cancel. New replicas copy
+        at most ``throttle_bytes_per_s`` (0: no limit). Waits at most ``timeout_ms`` for
+        the controller to take the moves; the copy runs on (``partition_reassignments``).
+        One result per move."""
+        self._check_open()
+        check_request(timeout_ms, throttle_bytes_per_s)
+        return self.membership.reassign_partitions(moves, throttle_bytes_per_s, timeout_ms)
+
+    def partition_reassignments(self) -> list[Reassignment]:
+        """The reassignments that run (Kafka's ListPartitionReassignments), with how far
+        behind each new replica is for the partitions this broker leads."""
+        self._check_open()
+        running = []
+        for reassignment in self.membership.running_reassignments():
+            partition = self.partition_manager.get(
+                TopicPartition(reassignment.topic, reassignment.partition)
+            )
+            if partition is not None:
+                progress = tuple(partition.replica_progress(reassignment.adding))
+                reassignment = dataclasses.replace(reassignment, progress=progress)
+            running.append(reassignment)
+        return running
+
     def log_dir_usage(self) -> tuple[str, list[tuple[TopicPartition, int]]]:
         """Where the partitions' logs are, and each open partition's data-log size in bytes
         (Kafka's DescribeLogDirs of this broker's one log directory)."""
@@ -586,16 +622,39 @@ class Broker(BrokerLifecycle):
         role = self.partition_manager.take_role(
             topic_partition, leader_id, leader_epoch, replicas, isr
         )
-        slots: CoordinatorSlots[Any] | None = None
-        if topic_partition.topic == TXN_JOURNAL_TOPIC:
-            slots = self.coordinator_manager.slots
-        elif topic_partition.topic == OFFSETS_TOPIC:
-            slots = self.group_coordinators.slots
+        slots = self._internal_slots_of(topic_partition.topic)
         if slots is not None and topic_partition.partition < slots.count:
             if role is Role.LEADER:
                 slots.lead(topic_partition.partition, leader_epoch)
             else:
                 slots.follow(topic_partition.partition)
+
+    def set_fetch_throttle(self, topic_partition: TopicPartition, bytes_per_s: int) -> None:
+        """Copy ``topic_partition`` as a follower at most ``bytes_per_s`` (0: no limit):
+        a reassignment's throttle on a replica it adds."""
+        partition = self.partition_manager.get(TopicPartition(*topic_partition))
+        if partition is not None:
+            partition.set_fetch_throttle(bytes_per_s)
+
+    def drop_partition_replica(self, topic_partition: TopicPartition, leader_epoch: int) -> bool:
+        """The cluster's word that this broker is no longer a replica of the partition (a
+        reassignment moved it; ``leader_epoch`` is the state's that says so): its
+        coordinator or group slot lets go, and its copy is removed (``TopicManager``).
+        False when it held no copy."""
+        topic_partition = TopicPartition(*topic_partition)
+        slots = self._internal_slots_of(topic_partition.topic)
+        if slots is not None and topic_partition.partition < slots.count:
+            slots.follow(topic_partition.partition)
+        return self.topic_manager.drop_replica(topic_partition, leader_epoch)
+
+    def _internal_slots_of(self, topic: str) -> CoordinatorSlots[Any] | None:
+        """The coordinator or group slots an internal topic's partitions carry; None for
+        other topics."""
+        if topic == TXN_JOURNAL_TOPIC:
+            return self.coordinator_manager.slots
+        if topic == OFFSETS_TOPIC:
+            return self.group_coordinators.slots
+        return None
 
     def topic_partition_counts(self) -> dict[str, int]:
         """Every topic (internal ones too) and its partition count (the sole member)."""

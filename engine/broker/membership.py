@@ -41,6 +41,12 @@ from twinlog.engine.base.types import TopicPartition
 from twinlog.engine.broker.internal_topics import TXN_JOURNAL_TOPIC, is_internal
 from twinlog.engine.broker.leader_elections import ElectionResult, sole_results
 from twinlog.engine.broker.partition import Partition
+from twinlog.engine.broker.reassignments import (
+    MoveResult,
+    PartitionMove,
+    Reassignment,
+    sole_move_results,
+)
 from twinlog.engine.transactions.coordinator_slots import CoordinatorSlots
 
 log = logging.getLogger(__name__)
@@ -74,6 +80,17 @@ class Membership(Protocol):
         (``leader_elections``); one result per partition."""
         ...
 
+    def reassign_partitions(
+        self, moves: Sequence[PartitionMove], throttle_bytes_per_s: int, timeout_ms: int
+    ) -> list[MoveResult]:
+        """Start (or cancel) moving partitions to other replicas (``reassignments``); one
+        result per move, once the cluster took it or refused it."""
+        ...
+
+    def running_reassignments(self) -> list[Reassignment]:
+        """The reassignments that run, without progress (the leaders add it)."""
+        ...
+
 
 class AwaitingCluster:
     """A cluster broker's membership until its ZooKeeper member joins: the controller
@@ -88,10 +105,21 @@ class AwaitingCluster:
     def elect_preferred_leaders(
         self, partitions: Sequence[TopicPartition] | None, timeout_ms: int
     ) -> list[ElectionResult]:
-        raise BrokerUnavailableError(
-            "this broker has not joined its cluster yet: no election can be asked of it; "
-            "retry in a moment"
-        )
+        raise _not_joined("no election")
+
+    def reassign_partitions(
+        self, moves: Sequence[PartitionMove], throttle_bytes_per_s: int, timeout_ms: int
+    ) -> list[MoveResult]:
+        raise _not_joined("no reassignment")
+
+    def running_reassignments(self) -> list[Reassignment]:
+        raise _not_joined("no reassignment")
+
+
+def _not_joined(what: str) -> BrokerUnavailableError:
+    return BrokerUnavailableError(
+        f"this broker has not joined its cluster yet: {what} can be asked of it; retry in a moment"
+    )
 
 
 class RoleTaker(Protocol):
@@ -169,6 +197,16 @@ class SoleMember:
             for index in range(count)
         ]
         return sole_results(known if partitions is None else partitions, known)
+
+    def reassign_partitions(
+        self, moves: Sequence[PartitionMove], throttle_bytes_per_s: int, timeout_ms: int
+    ) -> list[MoveResult]:
+        """Every partition lives on this broker and can only stay there."""
+        counts = self._broker.topic_partition_counts()
+        return sole_move_results(moves, counts, SOLE_BROKER_ID)
+
+    def running_reassignments(self) -> list[Reassignment]:
+        return []
 
     def _lead(self, partition: Partition) -> None:
         """Lead ``partition`` (its ISR, itself, holds all it has: through the promotion

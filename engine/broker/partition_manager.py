@@ -32,7 +32,7 @@ from twinlog.engine.broker.config import BrokerConfig
 from twinlog.engine.broker.high_watermark_checkpoint import HighWatermarkCheckpoint
 from twinlog.engine.broker.metadata_store import MetadataStore
 from twinlog.engine.broker.partition import Partition
-from twinlog.engine.broker.partition_role import PartitionRole, Role
+from twinlog.engine.broker.partition_role import NO_LEADER, PartitionRole, Role
 from twinlog.engine.broker.scheduler import ScheduledTask
 from twinlog.engine.log import LogConfig
 from twinlog.engine.replication.fetch_calls import (
@@ -210,6 +210,27 @@ class PartitionManager:
             PartitionRole(role, leader_id, leader_epoch), tuple(replicas), dict(isr), now_ms()
         )
         return role
+
+    def step_out(self, topic_partition: TopicPartition, leader_epoch: int) -> Partition | None:
+        """The cluster's word that this broker is no longer a replica (a reassignment
+        moved the partition; ``leader_epoch`` is the state's that says so): a copy it
+        leads or follows stops serving and fetching at once (its waiting writers fail
+        with NotLeaderOrFollowerError), and is returned for the caller to remove. None
+        when this broker holds no copy: not opened, or opened with no role and empty."""
+        partition = self._partitions.get(topic_partition)
+        if partition is None:
+            return None
+        held = partition.role
+        if held.role is Role.NONE:
+            journal_end = partition.journal.journal_log(partition.name).log_end_offset
+            empty = partition.log.log_end_offset == 0 and journal_end == 0
+            return None if empty else partition  # a copy left by a run before a restart
+        if leader_epoch > held.leader_epoch:
+            # A follower of no one: answers of its old leader in flight are dropped.
+            partition.take_role(
+                PartitionRole(Role.FOLLOWER, NO_LEADER, leader_epoch), (), {}, now_ms()
+            )
+        return partition
 
     # --- the leader's side of replication -----------------------------------------------------
 

@@ -31,7 +31,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from twinlog.copier import PartitionWriter
 from twinlog.engine.base.errors import (
@@ -51,6 +51,7 @@ from twinlog.engine.broker.partition_role import (
 )
 from twinlog.engine.broker.producer_snapshots import ProducerSnapshots
 from twinlog.engine.broker.producer_state import SequenceTracker
+from twinlog.engine.broker.reassignments import ReplicaProgress
 from twinlog.engine.log import DataLog
 from twinlog.engine.log.high_watermark import HighWatermark
 from twinlog.engine.log.leader_epochs import NO_EPOCH
@@ -62,7 +63,8 @@ from twinlog.engine.replication.fetch_calls import (
     LogKind,
     ReplicaFetchPartition,
 )
-from twinlog.engine.replication.replica_set import IsrChange, ReplicaSet
+from twinlog.engine.replication.fetch_throttle import FetchThrottle
+from twinlog.engine.replication.replica_set import UNKNOWN_OFFSET, IsrChange, ReplicaSet
 from twinlog.engine.replication.replication_settings import ReplicationSettings
 from twinlog.journal import JournalLogs
 
@@ -78,6 +80,7 @@ class PartitionReplica:
     log: DataLog
     journal: JournalLogs
     writer: PartitionWriter  # the copier: a new leader finishes a half-done copy (J6)
+    fetch_throttle: FetchThrottle | None = None  # a follower's copy limit (a reassignment's)
     replication: ReplicationSettings
     _unfinished_copy_from: int | None  # while LEADER: a half-done copy's start (unread)
     role: PartitionRole
@@ -410,10 +413,40 @@ class PartitionReplica:
 
     # --- the follower's side ------------------------------------------------------
 
+    def replica_progress(self, broker_ids: Iterable[int]) -> list[ReplicaProgress]:
+        """How far behind its data log each of ``broker_ids`` is, as this leader sees it
+        (empty when it does not lead)."""
+        replicas = self.replicas
+        if self.role.role is not Role.LEADER or replicas is None:
+            return []
+        followers, isr = replicas.follower_progress(), replicas.isr
+        end = self.log.log_end_offset
+        progress = []
+        for broker_id in broker_ids:
+            follower = followers.get(broker_id)
+            fetched = UNKNOWN_OFFSET if follower is None else follower.log_end_offset
+            if fetched == UNKNOWN_OFFSET:
+                behind, behind_bytes = UNKNOWN_OFFSET, UNKNOWN_OFFSET
+            else:
+                behind, behind_bytes = max(end - fetched, 0), self.log.bytes_from(fetched)
+            progress.append(ReplicaProgress(broker_id, behind, behind_bytes, broker_id in isr))
+        return progress
+
+    def set_fetch_throttle(self, bytes_per_s: int) -> None:
+        """Copy this partition at most ``bytes_per_s`` as a follower (0: no limit)."""
+        current = self.fetch_throttle
+        if current is None and not bytes_per_s:
+            return
+        if current is None or current.bytes_per_s != bytes_per_s:
+            self.fetch_throttle = FetchThrottle(bytes_per_s) if bytes_per_s else None
+            log.info("%s: copied at most %s bytes/s", self.name, bytes_per_s or "unlimited")
+
     def replica_fetch_positions(self) -> list[ReplicaFetchPartition]:
-        """Where this follower fetches each log next (none: it follows nobody)."""
+        """Where this follower fetches each log next (none: it follows nobody, or its
+        throttle holds it back this time)."""
         role = self.role
-        if role.role is not Role.FOLLOWER:
+        throttle = self.fetch_throttle
+        if role.role is not Role.FOLLOWER or (throttle is not None and not throttle.may_fetch()):
             return []
         positions = []
         for kind in LogKind:
@@ -461,6 +494,8 @@ class PartitionReplica:
             if fetched.records:
                 if read_header(fetched.records).base_offset != self.log.log_end_offset:
                     return  # an answer to an older fetch offset
+                if self.fetch_throttle is not None:
+                    self.fetch_throttle.copied(len(fetched.records))
                 self.log.append_as_follower(
                     split_batches(fetched.records), sync=self.replication.replica_fsync
                 )
@@ -489,6 +524,8 @@ class PartitionReplica:
         if fetched.records:
             if read_header(fetched.records).base_offset != journal_log.log_end_offset:
                 return  # an answer to an older fetch offset
+            if self.fetch_throttle is not None:
+                self.fetch_throttle.copied(len(fetched.records))
             self.journal.append_replicated(
                 self.name, split_batches(fetched.records), sync=self.replication.replica_fsync
             )

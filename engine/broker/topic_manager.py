@@ -245,6 +245,23 @@ class TopicManager:
                 shutil.rmtree(partition.directory, ignore_errors=True)
         log.info("deleted topic %s", name)
 
+    def drop_replica(self, topic_partition: TopicPartition, leader_epoch: int) -> bool:
+        """This broker is no longer a replica of ``topic_partition`` (a reassignment moved
+        it, at ``leader_epoch``): its copy stops, is closed, and its directory, journal log
+        and LMDB rows are removed. False when it held none. Its open transactions are not
+        ended, as a deletion ends them: they go on with the partition's new replicas,
+        which hold their journal entries."""
+        with self._admin_lock:
+            partition = self._partitions.step_out(topic_partition, leader_epoch)
+            if partition is None:
+                return False
+            self._partitions.remove(topic_partition)
+            partition.close()
+            self._journal.delete_partition(partition.name)
+            shutil.rmtree(partition.directory, ignore_errors=True)
+        log.info("%s: this broker is no longer a replica; its copy is removed", topic_partition)
+        return True
+
     def names(self) -> list[str]:
         """Every topic but the internal ones, by name."""
         return sorted(name for name in self._metadata.topics() if not is_internal(name))

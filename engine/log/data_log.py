@@ -672,6 +672,12 @@ class DataLog:
     def size_bytes(self) -> int:
         return self._segment_list.snapshot().size_bytes()
 
+    def bytes_from(self, offset: int) -> int:
+        """The bytes from the batch holding ``offset`` to the end: what a replica whose
+        log ends at ``offset`` has still to copy (0 at the end; the whole log below the
+        start)."""
+        return self._segment_list.bytes_from(offset)
+
     def check(self) -> None:
         """Assert the log's invariants (segment_list.py; for tests and tools: costs a walk
         per segment end)."""

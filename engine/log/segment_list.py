@@ -53,6 +53,7 @@ from twinlog.engine.log.segment import Segment, fsync_segment_fd, wall_clock_ms
 from twinlog.engine.log.segment_index import RELATIVE_OFFSET_MAX
 from twinlog.engine.log.segment_reads import (
     Published,
+    bytes_from,
     find_batch,
     iter_headers,
     read_batches,
@@ -516,6 +517,10 @@ class SegmentList:
             raise
 
     # --- reading (any thread) -------------------------------------------------------
+
+    def bytes_from(self, offset: int) -> int:
+        """``DataLog.bytes_from``."""
+        return bytes_from(self.snapshot(), offset, self._rebuild_index)
 
     def read(self, offset: int, max_bytes: int) -> bytes:
         """``DataLog.read``: a read that raced a truncation is read again from the cut log."""

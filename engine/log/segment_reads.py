@@ -102,6 +102,20 @@ def iter_headers(
     return _headers_from(state, from_offset, rebuild)
 
 
+def bytes_from(state: Published, offset: int, rebuild: RebuildIndex) -> int:
+    """The log's bytes from the batch holding ``offset`` to its end (0 at the end, the
+    whole log below its start): how far behind a replica at ``offset`` is."""
+    if offset >= state.log_end_offset:
+        return 0
+    if offset <= state.log_start_offset:
+        return state.size_bytes()
+    number = bisect_right(state.base_offsets, offset) - 1
+    segment, end_position = state.segment_for(offset)
+    position, _header = find_batch(segment, offset, end_position, rebuild)
+    later = sum(state.end_of(n) for n in range(number + 1, len(state.segments)))
+    return end_position - position + later
+
+
 def _headers_from(
     state: Published, from_offset: int, rebuild: RebuildIndex
 ) -> Iterator[BatchHeader]:

@@ -18,6 +18,9 @@ Kafka's ZooKeeper-mode controller (CLUSTER.md §2.2, §3.2), on a thread of its 
   those they are the preferred leader of go back to them; and the partitions an
   operator names in ``admin/preferred_replica_election`` (``preferred_election``) do at
   once, the request deleted in the same multi.
+- Reassignments (``reassignment``): the moves an operator names in
+  ``admin/reassign_partitions`` (``reassignment_request``) start at once, the request
+  deleted in the same multi; each pass completes those whose new replicas are in sync.
 - Every decision is logged at INFO on ``twinlog.controller``.
 
 A pass that finds its write refused because a znode changed since it read it (a leader
@@ -72,6 +75,14 @@ from twinlog.engine.zookeeper.leader_election import (
 )
 from twinlog.engine.zookeeper.partition_state import PartitionState, read_topic_partition_states
 from twinlog.engine.zookeeper.preferred_election import read_election_request
+from twinlog.engine.zookeeper.reassignment import (
+    CANCEL,
+    cancel_state,
+    progress_text,
+    reassignment_step,
+    start_state,
+)
+from twinlog.engine.zookeeper.reassignment_request import read_reassignment_request
 from twinlog.engine.zookeeper.session import ZooKeeperSession, ZooKeeperUnavailableError
 from twinlog.engine.zookeeper.session_gate import SessionGate
 
@@ -103,9 +114,10 @@ class _Decision:
 
 
 @dataclass(frozen=True)
-class _ElectionRequestDone:
-    """The operator's preferred-leader request deleted: carried out."""
+class _RequestDone:
+    """An operator's request deleted: carried out."""
 
+    kind: str  # "preferred leader election", "reassignment"
     partitions: int
 
 
@@ -290,7 +302,7 @@ class Controller:
 
     def _decide(
         self, seat: ControllerSeat
-    ) -> tuple[list[_Decision | _ElectionRequestDone], list[list[Op]]]:
+    ) -> tuple[list[_Decision | _RequestDone], list[list[Op]]]:
         """What to write: one group of operations per partition (a new partition's group
         holds its znodes' creates), and the decision each group carries out."""
         client = self.session.client
@@ -308,16 +320,32 @@ class Controller:
         all_states = {
             topic: read_topic_partition_states(self.session, topic) for topic in sorted(topics)
         }
+        # A running reassignment completes once its leader writes the new replicas into
+        # the ISR: that write wakes a pass (other ISR changes wait for the full read).
+        watches = [
+            client.exists_async(znodes.partition_state_path(topic, partition), self._on_watch)
+            for topic, states in all_states.items()
+            for partition, state in states.items()
+            if state.reassigning
+        ]
+        for watch in watches:
+            self.session.wait(watch)
         request = read_election_request(self.session, watch=self._on_watch)
         asked = request[0] if request is not None else set()
+        moves_request = read_reassignment_request(self.session, watch=self._on_watch)
+        moves, throttle = (moves_request[0], moves_request[1]) if moves_request else ({}, 0)
         imbalanced = self._imbalanced(all_states)
-        decisions: list[_Decision | _ElectionRequestDone] = []
+        decisions: list[_Decision | _RequestDone] = []
         groups: list[list[Op]] = []
         for topic, states in all_states.items():
             for partition, state in sorted(states.items()):
-                new = settled_state(state, live_epochs, shutting_down, seat.epoch)
-                why = ""
                 key = (topic, partition)
+                settled = settled_state(state, live_epochs, shutting_down, seat.epoch)
+                new, why = _moved(
+                    key, settled or state, moves.get(key), throttle, live_epochs, shutting_down,
+                    seat.epoch,
+                )  # fmt: skip
+                new = new or settled
                 if new is None and (key in asked or key in imbalanced):
                     new = preferred_leader_state(state, live_epochs, shutting_down, seat.epoch)
                     why = "preferred leader (asked)" if key in asked else "preferred leader"
@@ -328,11 +356,14 @@ class Controller:
             for decision, group in self._creations(topic, states, live_epochs, shutting_down, seat):
                 decisions.append(decision)
                 groups.append(group)
+        # Requests are carried out with the last of these writes (what could not be done
+        # is said to the requester by the states it reads after).
         if request is not None:
-            # Carried out with the last of these writes (what could not move is said to
-            # the requester by the states it reads after).
             groups.append([Delete(znodes.PREFERRED_ELECTION, request[1])])
-            decisions.append(_ElectionRequestDone(len(asked)))
+            decisions.append(_RequestDone("preferred leader election", len(asked)))
+        if moves_request is not None:
+            groups.append([Delete(znodes.REASSIGN_PARTITIONS, moves_request[2])])
+            decisions.append(_RequestDone("reassignment", len(moves)))
         return decisions, groups
 
     def _imbalanced(self, all_states: dict[str, dict[int, PartitionState]]) -> set[tuple[str, int]]:
@@ -408,10 +439,45 @@ class Controller:
         return created
 
 
-def _log_decision(decision: _Decision | _ElectionRequestDone, controller_epoch: int) -> None:
-    if isinstance(decision, _ElectionRequestDone):
+def _moved(
+    key: tuple[str, int],
+    state: PartitionState,
+    target: tuple[int, ...] | None,
+    throttle_bytes_per_s: int,
+    live_epochs: dict[int, int],
+    shutting_down: set[int],
+    controller_epoch: int,
+) -> tuple[PartitionState | None, str]:
+    """``state`` as a reassignment asked (``target``; CANCEL) or running changes it, and
+    why; (None, "") when it does not."""
+    where = f"{key[0]}-{key[1]}"
+    if target == CANCEL:
+        new = cancel_state(state, shutting_down, controller_epoch)
+        if new is None and state.reassigning:
+            log.warning(
+                "%s: its reassignment is not cancelled: no original replica %s is in the ISR "
+                "%s; it runs on",
+                where,
+                list(state.original),
+                list(state.isr_ids),
+            )
+        return new, "reassignment cancelled" if new else ""
+    if target is not None:
+        try:
+            new = start_state(state, target, throttle_bytes_per_s, controller_epoch)
+        except ValueError as error:  # checked by the requester; a hand-written znode
+            log.error("%s: reassignment refused: %s", where, error)
+            return None, ""
+        return new, f"reassignment started: {progress_text(new)}" if new else ""
+    new = reassignment_step(state, live_epochs, shutting_down, controller_epoch)
+    return new, "reassignment completed" if new else ""
+
+
+def _log_decision(decision: _Decision | _RequestDone, controller_epoch: int) -> None:
+    if isinstance(decision, _RequestDone):
         log.info(
-            "preferred leader election asked for %d partitions carried out (controller epoch %d)",
+            "%s asked for %d partitions carried out (controller epoch %d)",
+            decision.kind,
             decision.partitions,
             controller_epoch,
         )
@@ -430,8 +496,13 @@ def _log_decision(decision: _Decision | _ElectionRequestDone, controller_epoch: 
             controller_epoch,
         )
         return
+    replicas = (
+        f", replicas {list(old.replicas)} -> {list(new.replicas)}"
+        if old.replicas != new.replicas
+        else ""
+    )
     log.info(
-        "partition %s-%d: leader %d -> %d, leader_epoch %d -> %d, isr %s -> %s "
+        "partition %s-%d: leader %d -> %d, leader_epoch %d -> %d, isr %s -> %s%s "
         "(controller epoch %d%s)",
         decision.topic,
         decision.partition,
@@ -441,6 +512,7 @@ def _log_decision(decision: _Decision | _ElectionRequestDone, controller_epoch: 
         new.leader_epoch,
         _isr_text(old),
         _isr_text(new),
+        replicas,
         controller_epoch,
         f"; {decision.why}" if decision.why else "",
     )

@@ -141,13 +141,11 @@ def preferred_leader_state(
         return None
     if preferred in shutting_down:
         return None
-    return PartitionState(
-        preferred,
-        state.leader_epoch + 1,
-        state.isr,
-        state.replicas,
-        controller_epoch,
-        state.version,
+    return replace(
+        state,
+        leader=preferred,
+        leader_epoch=state.leader_epoch + 1,
+        controller_epoch=controller_epoch,
     )
 
 
@@ -205,6 +203,6 @@ def _changed(
     if leader == state.leader and isr == state.isr:
         return None
     leader_epoch = state.leader_epoch + (1 if leader != state.leader else 0)
-    return PartitionState(
-        leader, leader_epoch, isr, state.replicas, controller_epoch, state.version
+    return replace(
+        state, leader=leader, leader_epoch=leader_epoch, isr=isr, controller_epoch=controller_epoch
     )

@@ -5,14 +5,17 @@ this broker and hands each new state to ``on_change(topic, partition, state)`` o
 thread of its own (never kazoo's event thread, where blocking would stall every watch):
 per partition in zkVersion order, never the same version twice, the latest when several
 changes came between two reads. The broker compares ``state.leader`` and
-``leader_epoch`` with what it holds and becomes leader or follower accordingly.
+``leader_epoch`` with what it holds and becomes leader or follower accordingly. A
+reassignment changes ``replicas``: the first state that names this broker makes it a
+replica, and the first that no longer does is handed over too (the broker drops its
+copy, if it holds one), as is every other broker's partition when first read.
 
 Discovery: a children watch on ``topics`` and on each ``topics/<t>/partitions``; a data
-watch on each of this broker's state znodes; a full read every ``full_read_interval_s``
-(watches fire once, and changes in between coalesce). A data watch that fires re-reads
-that one znode; anything else reads everything again. Partitions of other brokers are
-read once and then left alone: replicas do not change (no reassignment yet). A topic
-deleted and made again under the same name is told apart by its znodes' czxid.
+watch on every state znode (this broker's, and the others', which a reassignment may
+make its own); a full read of this broker's every ``full_read_interval_s`` (watches fire
+once, and changes in between coalesce). A data watch that fires re-reads that one
+znode; anything else reads everything again. A topic deleted and made again under the
+same name is told apart by its znodes' czxid.
 
 Session states (``session_gate``): while SUSPENDED no new role is delivered; on LOST the
 thread stops and calls ``on_lost`` (the broker exits, crash-only).
@@ -284,8 +287,7 @@ class PartitionRoles:
         if len(parts) != 5 or parts[0] != znodes.TOPICS.strip("/") or not parts[3].isdigit():
             return
         topic, partition = parts[1], int(parts[3])
-        seen = self._seen.get((topic, partition))
-        if seen is not None and seen.mine:
+        if (topic, partition) in self._seen:  # another broker's too: a reassignment may add us
             self._read_state(topic, partition)
 
     def _read_state(self, topic: str, partition: int) -> None:
@@ -300,8 +302,15 @@ class PartitionRoles:
         if seen is not None and seen.czxid == stat.czxid and stat.version <= seen.version:
             return  # delivered already (a full read and a watch may both read it)
         mine = self.broker_id in state.replicas
+        # Another broker's partition is handed over once: the first time it is read (a
+        # copy left here by a reassignment that ended while this broker was down is
+        # dropped) and when a reassignment took it from this broker.
+        known_elsewhere = seen is not None and seen.czxid == stat.czxid and not seen.mine
         self._seen[key] = _Seen(stat.czxid, stat.version, mine)
-        if mine:
+        if not mine:
+            with self._lock:
+                self._delivered.pop(key, None)
+        if mine or not known_elsewhere:
             try:
                 self.on_change(topic, partition, state)
                 # Published once the partition took it, never before: the ISR writer acts on
@@ -310,8 +319,9 @@ class PartitionRoles:
                 # this older one then confirmed over it, shrinking the leader's view of the
                 # ISR below ZooKeeper's (its high watermark passing a member ZooKeeper still
                 # lists in sync, which the controller may elect).
-                with self._lock:
-                    self._delivered[key] = state
+                if mine:
+                    with self._lock:
+                        self._delivered[key] = state
             except Exception:
                 log.exception(
                     "broker %d roles: the role change of %s-%d (%s) failed",

@@ -42,6 +42,7 @@ CONTROLLER = "/controller"
 CONTROLLER_EPOCH = "/controller_epoch"
 ADMIN = "/admin"
 PREFERRED_ELECTION = "/admin/preferred_replica_election"
+REASSIGN_PARTITIONS = "/admin/reassign_partitions"  # Kafka's path for the same
 # The names a twinlog cluster may have directly below its chroot: anything else there is
 # another application's, and a broker refuses to join (``join_check``). Every path
 # above must start with one of these.

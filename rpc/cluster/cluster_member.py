@@ -45,6 +45,7 @@ from twinlog.engine.base.errors import ConditionalWriteLostError, TwinlogError
 from twinlog.engine.base.types import TopicPartition
 from twinlog.engine.broker.broker import Broker
 from twinlog.engine.broker.leader_elections import ElectionResult
+from twinlog.engine.broker.reassignments import MoveResult, PartitionMove, Reassignment
 from twinlog.engine.zookeeper.broker_registration import (
     BrokerInfo,
     live_brokers,
@@ -55,6 +56,10 @@ from twinlog.engine.zookeeper.controller import Controller
 from twinlog.engine.zookeeper.partition_roles import PartitionRoles, change_isr
 from twinlog.engine.zookeeper.partition_state import IsrMember, PartitionState
 from twinlog.engine.zookeeper.preferred_election import request_preferred_election
+from twinlog.engine.zookeeper.reassignment_request import (
+    request_reassignment,
+    running_reassignments,
+)
 from twinlog.engine.zookeeper.session import ZooKeeperSession, ZooKeeperUnavailableError
 from twinlog.engine.zookeeper.topic_config_watch import TopicConfigWatch
 from twinlog.rpc.replication.broker_identity import BrokerTls
@@ -215,12 +220,29 @@ class ClusterMember:
         asked = None if partitions is None else [(p.topic, p.partition) for p in partitions]
         return request_preferred_election(self.session, asked, timeout_ms)
 
+    def reassign_partitions(
+        self, moves: Sequence[PartitionMove], throttle_bytes_per_s: int, timeout_ms: int
+    ) -> list[MoveResult]:
+        """Asked of the controller through ZooKeeper (``reassignment_request``)."""
+        return request_reassignment(self.session, moves, throttle_bytes_per_s, timeout_ms)
+
+    def running_reassignments(self) -> list[Reassignment]:
+        return running_reassignments(self.session)
+
     def _topic_config_changed(self, topic: str) -> None:
         changed = self.broker.topic_config_changed(topic)
         if changed:
             log.info("topic %s: its changed settings applied to %d partitions", topic, changed)
 
     def _take_role(self, topic: str, partition: int, state: PartitionState) -> None:
+        if self.broker_id not in state.replicas:  # moved away by a reassignment, or never here
+            try:
+                self.broker.drop_partition_replica(
+                    TopicPartition(topic, partition), state.leader_epoch
+                )
+            except TwinlogError as error:
+                log.error("%s-%d: could not drop this broker's copy: %s", topic, partition, error)
+            return
         if state.leader < 0:
             log.warning(
                 "%s-%d is offline (no in-sync replica alive; ISR %s): it waits for one",
@@ -241,6 +263,10 @@ class ClusterMember:
         except TwinlogError as error:  # a topic deleted meanwhile, a full disk: say, go on
             log.error("%s-%d: could not take its role: %s", topic, partition, error)
             return
+        throttled = self.broker_id in state.adding  # only a new replica catching up
+        self.broker.set_fetch_throttle(
+            TopicPartition(topic, partition), state.throttle_bytes_per_s if throttled else 0
+        )
         if state.leader != self.broker_id:
             self.fetchers.ensure(state.leader)
 

@@ -47,6 +47,7 @@ class KafkaCode(IntEnum):
     CLUSTER_AUTHORIZATION_FAILED = 31
     TOPIC_ALREADY_EXISTS = 36
     INVALID_PARTITIONS = 37
+    INVALID_REPLICATION_ASSIGNMENT = 39
     NOT_CONTROLLER = 41
     INVALID_REQUEST = 42
     OUT_OF_ORDER_SEQUENCE_NUMBER = 45
@@ -62,6 +63,7 @@ class KafkaCode(IntEnum):
     FENCED_LEADER_EPOCH = 74
     UNKNOWN_LEADER_EPOCH = 75
     FENCED_INSTANCE_ID = 82
+    NO_REASSIGNMENT_IN_PROGRESS = 85
     INVALID_RECORD = 87
     PRODUCER_FENCED = 90
 
@@ -100,6 +102,16 @@ ERROR_TABLE: tuple[ErrorRow, ...] = (
     ErrorRow(errors.TopicExistsError, Code.ALREADY_EXISTS, KafkaCode.TOPIC_ALREADY_EXISTS),
     ErrorRow(errors.InvalidConfigError, Code.INVALID_ARGUMENT, KafkaCode.INVALID_REQUEST),
     ErrorRow(errors.InvalidPartitionsError, Code.INVALID_ARGUMENT, KafkaCode.INVALID_PARTITIONS),
+    ErrorRow(
+        errors.InvalidReplicaAssignmentError,
+        Code.INVALID_ARGUMENT,
+        KafkaCode.INVALID_REPLICATION_ASSIGNMENT,
+    ),
+    ErrorRow(
+        errors.NoReassignmentInProgressError,
+        Code.FAILED_PRECONDITION,
+        KafkaCode.NO_REASSIGNMENT_IN_PROGRESS,
+    ),
     ErrorRow(errors.LogClosedError, Code.UNAVAILABLE, KafkaCode.KAFKA_STORAGE_ERROR),
     # producers and transactions (twinlog.rpc.kafka.error_codes.CODE_IN_API: by API)
     ErrorRow(errors.ProducerFencedError, Code.FAILED_PRECONDITION, KafkaCode.PRODUCER_FENCED),
