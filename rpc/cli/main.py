@@ -90,6 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
     from twinlog.rpc.cli import consume as cli_consume
     from twinlog.rpc.cli import dump as cli_dump
     from twinlog.rpc.cli import groups as cli_groups
+    from twinlog.rpc.cli import partitions as cli_partitions
     from twinlog.rpc.cli import produce as cli_produce
     from twinlog.rpc.cli import serve as cli_serve
     from twinlog.rpc.cli import topics as cli_topics
@@ -117,6 +118,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_dump.register(subparsers)
     cli_zookeeper.register(subparsers)
     cli_cluster.register(subparsers)
+    cli_partitions.register(subparsers)
     _register_demo(subparsers)
     _register_bench(subparsers)
     return parser

@@ -37,6 +37,7 @@ from twinlog.engine.base.types import (
     TransactionDescription,
 )
 from twinlog.engine.broker.leader_elections import ElectionResult
+from twinlog.engine.broker.reassignments import MoveResult, PartitionMove, Reassignment
 from twinlog.engine.groups.group_calls import GroupDescription, GroupListing
 from twinlog.rpc.client.call_deadline import NO_ANSWER_ERRORS, deadline_at
 from twinlog.rpc.client.connection import ConnectionOptions, Target, connect
@@ -54,6 +55,7 @@ from twinlog.rpc.client.retry import RetryPolicy, call_with_retry
 from twinlog.rpc.client.timeouts import DEFAULT_API_TIMEOUT_MS, require_positive_ms
 
 ELECT_TIMEOUT_MS = 30_000  # how long elect_preferred_leaders waits for the controller
+REASSIGN_TIMEOUT_MS = 30_000  # how long reassign_partitions waits for the controller
 
 
 class Admin:
@@ -149,6 +151,41 @@ class Admin:
         named = None if partitions is None else [TopicPartition(t, p) for t, p in partitions]
         with self._deadline_of(timeout_ms + self.default_api_timeout_ms):
             return self._broker.elect_preferred_leaders(named, timeout_ms)
+
+    def reassign_partitions(
+        self,
+        moves: Mapping[tuple[str, int], Iterable[int] | None],
+        throttle_bytes_per_s: int = 0,
+        timeout_ms: int = REASSIGN_TIMEOUT_MS,
+    ) -> list[MoveResult]:
+        """Move each partition ((topic, partition) -> its target replicas, the first the
+        preferred leader; None cancels its running move) while it is written and read
+        (Kafka's ``AdminClient.alter_partition_reassignments``). New replicas copy at most
+        ``throttle_bytes_per_s`` (0: no limit). One result per move: a move the cluster
+        refused carries its error (InvalidReplicaAssignmentError, ...) instead of raising.
+        Returns once the controller took the moves (at most ``timeout_ms``); follow the
+        copy with ``partition_reassignments``. Needs ALTER on the topics."""
+        asked = []
+        for (topic, partition), replicas in moves.items():
+            target = () if replicas is None else tuple(replicas)
+            if replicas is not None and not target:
+                raise InvalidConfigError(
+                    f"{topic}-{partition}: no target replicas given; pass None to cancel its "
+                    "reassignment"
+                )
+            asked.append(PartitionMove(topic, partition, target))
+        with self._deadline_of(timeout_ms + self.default_api_timeout_ms):
+            return self._broker.reassign_partitions(asked, throttle_bytes_per_s, timeout_ms)
+
+    def partition_reassignments(self) -> list[Reassignment]:
+        """The reassignments that run, by topic and partition, with how far behind each
+        new replica is (Kafka's ``AdminClient.list_partition_reassignments``)."""
+        return call_with_retry(
+            self.retry,
+            self._broker.partition_reassignments,
+            "partition_reassignments()",
+            timeout_ms=self.default_api_timeout_ms,
+        )
 
     def list_topics(self) -> list[str]:
         return call_with_retry(

@@ -89,6 +89,7 @@ from twinlog.engine.base.types import (
     TransactionDescription,
 )
 from twinlog.engine.broker.leader_elections import ElectionResult
+from twinlog.engine.broker.reassignments import MoveResult, PartitionMove, Reassignment
 from twinlog.engine.groups.group_calls import (
     OUTSIDE_ANY_GROUP,
     GroupDescription,
@@ -439,6 +440,33 @@ class ClusterBroker:
         self, partitions: Sequence[TopicPartition] | None, timeout_ms: int
     ) -> list[ElectionResult]:
         return self._on_any(lambda broker: broker.elect_preferred_leaders(partitions, timeout_ms))
+
+    def reassign_partitions(
+        self, moves: Sequence[PartitionMove], throttle_bytes_per_s: int, timeout_ms: int
+    ) -> list[MoveResult]:
+        return self._on_any(
+            lambda broker: broker.reassign_partitions(moves, throttle_bytes_per_s, timeout_ms)
+        )
+
+    def partition_reassignments(self) -> list[Reassignment]:
+        """Every live broker's answer merged: each lists every reassignment that runs, and
+        the partitions' leaders add how far behind the new replicas are."""
+        snapshot = self.metadata.current()
+        if snapshot.metadata.standalone:
+            return self._on_home(lambda broker: broker.partition_reassignments())
+        found: dict[tuple[str, int], Reassignment] = {}
+        for address in sorted(b.address for b in snapshot.metadata.brokers):
+            with deadline_at(self._deadline_s()):
+                try:
+                    answer = self.pool.get(address).partition_reassignments()
+                except BrokerUnavailableError:
+                    self.metadata.invalidate()
+                    continue  # the others still say what runs
+            for reassignment in answer:
+                key = (reassignment.topic, reassignment.partition)
+                if key not in found or reassignment.progress:
+                    found[key] = reassignment
+        return [found[key] for key in sorted(found)]
 
     # --- producing ---------------------------------------------------------------------------
 

@@ -34,6 +34,7 @@ from twinlog.engine.base.types import (
     TransactionDescription,
 )
 from twinlog.engine.broker.leader_elections import ElectionResult
+from twinlog.engine.broker.reassignments import MoveResult, PartitionMove, Reassignment
 from twinlog.engine.groups.group_calls import (
     OUTSIDE_ANY_GROUP,
     GroupDescription,
@@ -86,6 +87,11 @@ from twinlog.rpc.wire.group_convert import (
     member_to_proto,
 )
 from twinlog.rpc.wire.metadata import AUTHORIZATION_KEY
+from twinlog.rpc.wire.reassignment_convert import (
+    move_result_from_proto,
+    moves_to_proto,
+    reassignment_from_proto,
+)
 
 Result = TypeVar("Result")
 
@@ -224,6 +230,25 @@ class RemoteBroker:
             self.administration.ElectLeaders, request, timeout_ms / 1000 + self.timeout_s
         )
         return [election_from_proto(item) for item in response.results]
+
+    def reassign_partitions(
+        self, moves: Sequence[PartitionMove], throttle_bytes_per_s: int, timeout_ms: int
+    ) -> list[MoveResult]:
+        request = admin_pb2.ReassignPartitionsRequest(
+            moves=moves_to_proto(moves),
+            throttle_bytes_per_s=throttle_bytes_per_s,
+            timeout_ms=timeout_ms,
+        )
+        # The broker waits up to timeout_ms for the controller: the call's deadline is later.
+        response = self._call(
+            self.administration.ReassignPartitions, request, timeout_ms / 1000 + self.timeout_s
+        )
+        return [move_result_from_proto(item) for item in response.results]
+
+    def partition_reassignments(self) -> list[Reassignment]:
+        request = admin_pb2.ListPartitionReassignmentsRequest()
+        response = self._call(self.administration.ListPartitionReassignments, request)
+        return [reassignment_from_proto(item) for item in response.reassignments]
 
     def topic_settings(self, name: str) -> list[tuple[str, str, bool]]:
         request = admin_pb2.DescribeTopicRequest(name=name)

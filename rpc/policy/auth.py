@@ -23,7 +23,7 @@ every operation that applies to the pattern's kind (and, without a prefix,
     audit        describe   group:*                   # see groups named in txn list
     ops          create     *
     ops          delete     *
-    ops          alter      *                         # add partitions, move leaders
+    ops          alter      *                         # add partitions, move leaders, replicas
     ops          abort      *                         # abort anyone's transaction (admin)
     ops          read       __consumer_offsets        # internal topics: only by their name
 
@@ -32,7 +32,7 @@ every operation that applies to the pattern's kind (and, without a prefix,
 | read | topics | Fetch, ListOffset, DescribeProducers (filtered, below); the topics of group offsets |
 | write | topics | Produce, adding the topic to a transaction |
 | create, delete | topics | CreateTopic, DeleteTopic |
-| alter | topics | CreatePartitions (grow the topic); ElectLeaders of their partitions (all topics: every topic's) |
+| alter | topics | CreatePartitions (grow the topic); ElectLeaders of their partitions (all topics: every topic's); ReassignPartitions of their partitions |
 | write | transactional ids | InitProducer with that id, then Begin, AddPartitions, SendOffsets, Commit, Abort and Produce (transactional or not) with its producer id |
 | describe | transactional ids | seeing its transactions (ListTransactions) and its producer (DescribeProducers) |
 | abort | transactional ids | ``twinlog txn abort`` of its transactions; the pattern may omit ``transactional-id:`` |
@@ -93,7 +93,7 @@ class Operation(Enum):
     WRITE = "write"  # produce to a topic; use a transactional id
     CREATE = "create"  # create a topic
     DELETE = "delete"  # delete a topic
-    # grow a topic, move its leaders (Kafka's ElectLeaders needs ALTER on the cluster)
+    # grow a topic, move its leaders and replicas (Kafka asks ALTER on the cluster for these)
     ALTER = "alter"
     ABORT = "abort"  # abort another producer's transaction (admin)
     DESCRIBE = "describe"  # see a transactional id's transactions and producer; see a group

@@ -43,8 +43,14 @@ from twinlog.rpc.wire.convert import (
     transaction_to_proto,
 )
 from twinlog.rpc.wire.group_convert import description_to_proto, listing_to_proto
+from twinlog.rpc.wire.reassignment_convert import (
+    move_result_to_proto,
+    moves_from_proto,
+    reassignment_to_proto,
+)
 
 ELECT_TIMEOUT_MS_DEFAULT = 30_000  # an ElectLeaders call that names no timeout
+REASSIGN_TIMEOUT_MS_DEFAULT = 30_000  # a ReassignPartitions call that names no timeout
 
 
 class AdministrationService(admin_pb2_grpc.AdministrationServicer):
@@ -164,6 +170,42 @@ class AdministrationService(admin_pb2_grpc.AdministrationServicer):
         ):
             results = self.broker.elect_preferred_leaders(asked, timeout_ms)
         return admin_pb2.ElectLeadersResponse(results=[election_to_proto(r) for r in results])
+
+    @unary
+    def ReassignPartitions(
+        self, request: admin_pb2.ReassignPartitionsRequest, context: grpc.ServicerContext
+    ) -> admin_pb2.ReassignPartitionsResponse:
+        principal = principal_of(self.guard, context)
+        moves = moves_from_proto(request.moves)
+        self.guard.require(principal, Operation.ALTER, sorted({m.topic for m in moves}))
+        timeout_ms = request.timeout_ms or REASSIGN_TIMEOUT_MS_DEFAULT
+        with audited(
+            "partitions.reassign",
+            principal=principal.name,
+            peer=context.peer(),
+            moves=";".join(
+                f"{m.topic}-{m.partition}:{','.join(map(str, m.replicas)) or 'cancel'}"
+                for m in moves
+            ),
+            throttle_bytes_per_s=request.throttle_bytes_per_s,
+        ):
+            results = self.broker.reassign_partitions(
+                moves, request.throttle_bytes_per_s, timeout_ms
+            )
+        return admin_pb2.ReassignPartitionsResponse(
+            results=[move_result_to_proto(r) for r in results]
+        )
+
+    @unary
+    def ListPartitionReassignments(
+        self,
+        request: admin_pb2.ListPartitionReassignmentsRequest,
+        context: grpc.ServicerContext,
+    ) -> admin_pb2.ListPartitionReassignmentsResponse:
+        principal_of(self.guard, context)  # as Metadata: who replicates what, to any principal
+        return admin_pb2.ListPartitionReassignmentsResponse(
+            reassignments=[reassignment_to_proto(r) for r in self.broker.partition_reassignments()]
+        )
 
     @unary
     def ListTopics(

@@ -28,6 +28,7 @@ from twinlog.engine.base.types import (
     TransactionDescription,
 )
 from twinlog.engine.broker.leader_elections import ElectionResult
+from twinlog.engine.broker.reassignments import MoveResult, PartitionMove, Reassignment
 from twinlog.engine.groups.group_calls import (
     OUTSIDE_ANY_GROUP,
     GroupDescription,
@@ -72,6 +73,12 @@ class BrokerApi(Protocol):
     def elect_preferred_leaders(
         self, partitions: Sequence[TopicPartition] | None, timeout_ms: int
     ) -> list[ElectionResult]: ...
+
+    def reassign_partitions(
+        self, moves: Sequence[PartitionMove], throttle_bytes_per_s: int, timeout_ms: int
+    ) -> list[MoveResult]: ...
+
+    def partition_reassignments(self) -> list[Reassignment]: ...
 
     # producing
     def init_producer(

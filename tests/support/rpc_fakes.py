@@ -36,6 +36,12 @@ from twinlog.engine.base.types import (
 )
 from twinlog.engine.broker.leader_elections import ElectionResult, sole_results
 from twinlog.engine.broker.producer_owner import idempotent_transactional_id
+from twinlog.engine.broker.reassignments import (
+    MoveResult,
+    PartitionMove,
+    Reassignment,
+    sole_move_results,
+)
 from twinlog.engine.broker.topic_registry import check_growth
 from twinlog.engine.groups.group_calls import OUTSIDE_ANY_GROUP, GroupMemberRef
 from twinlog.engine.log.config import LogConfig, altered_topic_config, topic_settings
@@ -135,6 +141,19 @@ class FakeBroker:
         with self._lock:
             known = sorted(self.logs)
         return sole_results(known if partitions is None else partitions, known)
+
+    def reassign_partitions(
+        self, moves: Sequence[PartitionMove], throttle_bytes_per_s: int, timeout_ms: int
+    ) -> list[MoveResult]:
+        """One broker: every partition can only stay where it is."""
+        with self._lock:
+            counts = {tp.topic: 0 for tp in self.logs}
+            for tp in self.logs:
+                counts[tp.topic] = max(counts[tp.topic], tp.partition + 1)
+        return sole_move_results(moves, counts, 0)
+
+    def partition_reassignments(self) -> list[Reassignment]:
+        return []
 
     def delete_topic(self, name: str) -> None:
         with self._lock:

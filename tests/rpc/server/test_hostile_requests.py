@@ -143,8 +143,9 @@ READ_ONLY = {
     ("Administration", "FindCoordinator"),
     ("Administration", "ListGroups"),
     ("Administration", "DescribeGroup"),
+    ("Administration", "ListPartitionReassignments"),
 }
-assert len(METHODS) == 29 and STREAMING | READ_ONLY <= METHODS.keys()
+assert len(METHODS) == 31 and STREAMING | READ_ONLY <= METHODS.keys()
 
 
 # --- the seeded state --------------------------------------------------------------------
@@ -1231,6 +1232,35 @@ def hostile_call_kinds(seeded: Seed) -> list[st.SearchStrategy[Call]]:
             ),
             True,  # one node: every partition is led by its one replica already
             "elect preferred leaders",
+        ),
+        call_of(
+            A,
+            "ReassignPartitions",
+            st.builds(
+                admin_pb2.ReassignPartitionsRequest,
+                moves=st.lists(
+                    st.builds(
+                        admin_pb2.PartitionMove,
+                        partition=st.builds(
+                            lambda tp: common_pb2.TopicPartition(topic=tp[0], partition=tp[1]),
+                            bad_partitions(seeded),
+                        ),
+                        replicas=st.lists(st.integers(*INT32), max_size=4),
+                    ),
+                    max_size=4,
+                ),
+                throttle_bytes_per_s=st.integers(*INT64),
+                timeout_ms=st.integers(*INT32),
+            ),
+            True,  # one node: a partition can only stay on its one broker; each move says so
+            "move partitions to brokers a single node does not have",
+        ),
+        call_of(
+            A,
+            "ListPartitionReassignments",
+            st.just(admin_pb2.ListPartitionReassignmentsRequest()),
+            True,
+            "list reassignments",
         ),
         call_of(A, "ListTopics", st.just(admin_pb2.ListTopicsRequest()), True, "list topics"),
         call_of(A, "ListGroups", st.just(admin_pb2.ListGroupsRequest()), True, "list groups"),

@@ -411,3 +411,77 @@ class TopicSettings(_message.Message):
     SETTINGS_FIELD_NUMBER: _ClassVar[int]
     settings: _containers.RepeatedCompositeFieldContainer[TopicSetting]
     def __init__(self, settings: _Optional[_Iterable[_Union[TopicSetting, _Mapping]]] = ...) -> None: ...
+
+class PartitionMove(_message.Message):
+    __slots__ = ("partition", "replicas")
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    partition: _common_pb2.TopicPartition
+    replicas: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, partition: _Optional[_Union[_common_pb2.TopicPartition, _Mapping]] = ..., replicas: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class ReassignPartitionsRequest(_message.Message):
+    __slots__ = ("moves", "throttle_bytes_per_s", "timeout_ms")
+    MOVES_FIELD_NUMBER: _ClassVar[int]
+    THROTTLE_BYTES_PER_S_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    moves: _containers.RepeatedCompositeFieldContainer[PartitionMove]
+    throttle_bytes_per_s: int
+    timeout_ms: int
+    def __init__(self, moves: _Optional[_Iterable[_Union[PartitionMove, _Mapping]]] = ..., throttle_bytes_per_s: _Optional[int] = ..., timeout_ms: _Optional[int] = ...) -> None: ...
+
+class MoveResult(_message.Message):
+    __slots__ = ("partition", "error")
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    partition: _common_pb2.TopicPartition
+    error: _common_pb2.Error
+    def __init__(self, partition: _Optional[_Union[_common_pb2.TopicPartition, _Mapping]] = ..., error: _Optional[_Union[_common_pb2.Error, _Mapping]] = ...) -> None: ...
+
+class ReassignPartitionsResponse(_message.Message):
+    __slots__ = ("results",)
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[MoveResult]
+    def __init__(self, results: _Optional[_Iterable[_Union[MoveResult, _Mapping]]] = ...) -> None: ...
+
+class ListPartitionReassignmentsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ReplicaProgress(_message.Message):
+    __slots__ = ("broker_id", "offsets_behind", "bytes_behind", "in_sync")
+    BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    OFFSETS_BEHIND_FIELD_NUMBER: _ClassVar[int]
+    BYTES_BEHIND_FIELD_NUMBER: _ClassVar[int]
+    IN_SYNC_FIELD_NUMBER: _ClassVar[int]
+    broker_id: int
+    offsets_behind: int
+    bytes_behind: int
+    in_sync: bool
+    def __init__(self, broker_id: _Optional[int] = ..., offsets_behind: _Optional[int] = ..., bytes_behind: _Optional[int] = ..., in_sync: _Optional[bool] = ...) -> None: ...
+
+class PartitionReassignment(_message.Message):
+    __slots__ = ("partition", "replicas", "adding", "removing", "leader", "throttle_bytes_per_s", "progress", "original")
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    ADDING_FIELD_NUMBER: _ClassVar[int]
+    REMOVING_FIELD_NUMBER: _ClassVar[int]
+    LEADER_FIELD_NUMBER: _ClassVar[int]
+    THROTTLE_BYTES_PER_S_FIELD_NUMBER: _ClassVar[int]
+    PROGRESS_FIELD_NUMBER: _ClassVar[int]
+    ORIGINAL_FIELD_NUMBER: _ClassVar[int]
+    partition: _common_pb2.TopicPartition
+    replicas: _containers.RepeatedScalarFieldContainer[int]
+    adding: _containers.RepeatedScalarFieldContainer[int]
+    removing: _containers.RepeatedScalarFieldContainer[int]
+    leader: int
+    throttle_bytes_per_s: int
+    progress: _containers.RepeatedCompositeFieldContainer[ReplicaProgress]
+    original: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, partition: _Optional[_Union[_common_pb2.TopicPartition, _Mapping]] = ..., replicas: _Optional[_Iterable[int]] = ..., adding: _Optional[_Iterable[int]] = ..., removing: _Optional[_Iterable[int]] = ..., leader: _Optional[int] = ..., throttle_bytes_per_s: _Optional[int] = ..., progress: _Optional[_Iterable[_Union[ReplicaProgress, _Mapping]]] = ..., original: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class ListPartitionReassignmentsResponse(_message.Message):
+    __slots__ = ("reassignments",)
+    REASSIGNMENTS_FIELD_NUMBER: _ClassVar[int]
+    reassignments: _containers.RepeatedCompositeFieldContainer[PartitionReassignment]
+    def __init__(self, reassignments: _Optional[_Iterable[_Union[PartitionReassignment, _Mapping]]] = ...) -> None: ...

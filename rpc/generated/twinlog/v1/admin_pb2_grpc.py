@@ -114,6 +114,16 @@ class AdministrationStub:
                 request_serializer=twinlog_dot_v1_dot_admin__pb2.ElectLeadersRequest.SerializeToString,
                 response_deserializer=twinlog_dot_v1_dot_admin__pb2.ElectLeadersResponse.FromString,
                 _registered_method=True)
+        self.ReassignPartitions = channel.unary_unary(
+                '/twinlog.v1.Administration/ReassignPartitions',
+                request_serializer=twinlog_dot_v1_dot_admin__pb2.ReassignPartitionsRequest.SerializeToString,
+                response_deserializer=twinlog_dot_v1_dot_admin__pb2.ReassignPartitionsResponse.FromString,
+                _registered_method=True)
+        self.ListPartitionReassignments = channel.unary_unary(
+                '/twinlog.v1.Administration/ListPartitionReassignments',
+                request_serializer=twinlog_dot_v1_dot_admin__pb2.ListPartitionReassignmentsRequest.SerializeToString,
+                response_deserializer=twinlog_dot_v1_dot_admin__pb2.ListPartitionReassignmentsResponse.FromString,
+                _registered_method=True)
 
 
 class AdministrationServicer:
@@ -237,6 +247,23 @@ class AdministrationServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ReassignPartitions(self, request, context):
+        """Move partitions to other replicas, or cancel a move (Kafka's
+        AlterPartitionReassignments). Needs ALTER on every topic named. Answers once the
+        controller took each move (or refused it); the copy runs on.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListPartitionReassignments(self, request, context):
+        """The reassignments that run (Kafka's ListPartitionReassignments), with how far behind
+        each new replica is for the partitions this broker leads (ask each broker for all).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdministrationServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -319,6 +346,16 @@ def add_AdministrationServicer_to_server(servicer, server):
                     servicer.ElectLeaders,
                     request_deserializer=twinlog_dot_v1_dot_admin__pb2.ElectLeadersRequest.FromString,
                     response_serializer=twinlog_dot_v1_dot_admin__pb2.ElectLeadersResponse.SerializeToString,
+            ),
+            'ReassignPartitions': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReassignPartitions,
+                    request_deserializer=twinlog_dot_v1_dot_admin__pb2.ReassignPartitionsRequest.FromString,
+                    response_serializer=twinlog_dot_v1_dot_admin__pb2.ReassignPartitionsResponse.SerializeToString,
+            ),
+            'ListPartitionReassignments': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListPartitionReassignments,
+                    request_deserializer=twinlog_dot_v1_dot_admin__pb2.ListPartitionReassignmentsRequest.FromString,
+                    response_serializer=twinlog_dot_v1_dot_admin__pb2.ListPartitionReassignmentsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -753,6 +790,60 @@ class Administration:
             '/twinlog.v1.Administration/ElectLeaders',
             twinlog_dot_v1_dot_admin__pb2.ElectLeadersRequest.SerializeToString,
             twinlog_dot_v1_dot_admin__pb2.ElectLeadersResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReassignPartitions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/twinlog.v1.Administration/ReassignPartitions',
+            twinlog_dot_v1_dot_admin__pb2.ReassignPartitionsRequest.SerializeToString,
+            twinlog_dot_v1_dot_admin__pb2.ReassignPartitionsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListPartitionReassignments(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/twinlog.v1.Administration/ListPartitionReassignments',
+            twinlog_dot_v1_dot_admin__pb2.ListPartitionReassignmentsRequest.SerializeToString,
+            twinlog_dot_v1_dot_admin__pb2.ListPartitionReassignmentsResponse.FromString,
             options,
             channel_credentials,
             insecure,
