@@ -30,7 +30,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from cluster_faults import WAIT_S, FaultCluster, wait_until
+from cluster_faults import BROKER_IDS, WAIT_S, FaultCluster, wait_until
 from cluster_security import READER
 from cluster_workload import (
     ABORTED,
@@ -115,10 +115,15 @@ def _wait_committed_bytes(
 
 
 def check_replicas_agree(
-    cluster: FaultCluster, topic: str, timeout_s: float = WAIT_S, partition: int = 0
+    cluster: FaultCluster,
+    topic: str,
+    timeout_s: float = WAIT_S,
+    partition: int = 0,
+    replicas: tuple[int, ...] = BROKER_IDS,
 ) -> Committed:
-    """Every ISR replica byte-identical up to the leader's HW; the committed records."""
-    state = cluster.wait_in_sync(topic, timeout_s=timeout_s, partition=partition)
+    """Every ISR replica byte-identical up to the leader's HW; the committed records.
+    ``replicas``: the partition's (every broker, unless moved)."""
+    state = cluster.wait_in_sync(topic, replicas, timeout_s=timeout_s, partition=partition)
     with cluster.client(state.leader) as remote:
         high_watermark = remote.list_offset(topic, partition, "latest")
     copies = {
