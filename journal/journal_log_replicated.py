@@ -200,6 +200,27 @@ class ReplicatedJournalLog(JournalLog):
                     raise
             return self.committed_end
 
+    def restart_at(self, offset: int) -> None:
+        """A follower whose leader's journal log starts past this one's end (the leader
+        deleted segments no transaction needed any more, and this replica is new, or was
+        away that long): forget the partition in LMDB, drop the log, and start empty at
+        ``offset``, as the data log does (``truncate_fully_and_start_at``).
+
+        Nothing lost: a journal log starts below the first entry of every transaction
+        still open or being copied (``retention_bound``), so those are replayed whole from
+        ``offset``; the later records of transactions finished below it find no row here
+        and are refused, a no-op (their copies are in the data log, replicated apart).
+        Crash order: LMDB first. A crash before the log is dropped leaves a partition
+        LMDB has no row of, rebuilt from the old log at open; the leader's next answer
+        restarts it again."""
+        with self.order_lock:
+            assert not self.leads, f"{self.partition}: a leader restarts its journal log"
+            self.local.drop_partition(self.partition)
+            self.log.truncate_fully_and_start_at(offset)
+            self.durable_end = self.committed_end = self.enqueued_end = offset
+            self.pending.clear()
+            self.needs_repair = False
+
     def truncate(self, offset: int) -> None:
         """Cut a replica's divergent suffix (KIP-101). Never below a record queued for LMDB:
         those are committed, and a committed record is on every in-sync replica."""

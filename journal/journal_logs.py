@@ -309,6 +309,9 @@ class JournalLogs:
     def truncate(self, partition: str, offset: int) -> None:
         self._replicated_log(partition).truncate(offset)
 
+    def restart_at(self, partition: str, offset: int) -> None:
+        self._replicated_log(partition).restart_at(offset)
+
     # --- retention ------------------------------------------------------------------
 
     def retention_bound(self, partition: str) -> int:

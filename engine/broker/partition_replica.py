@@ -337,10 +337,11 @@ class PartitionReplica:
             self.epochs.check_leader_epoch(request.current_leader_epoch)
             replicated = self._replicated_log(kind)
             start, end = replicated.log_start_offset, replicated.log_end_offset
-            if kind is LogKind.DATA and request.fetch_offset < start:
+            if request.fetch_offset < start:
                 # What follows the follower's log end is gone here (retention, a coordinator's
-                # checkpoint): it restarts empty at our log start (apply_fetched), as Kafka's
-                # follower does on OFFSET_OUT_OF_RANGE. Not an acknowledgement of anything.
+                # checkpoint; the journal log's segments no transaction needs): it restarts
+                # empty at our log start (apply_fetched), as Kafka's follower does on
+                # OFFSET_OUT_OF_RANGE. Not an acknowledgement of anything.
                 return FetchedPartition(
                     topic_partition, b"", self._high_watermark_of(kind), start, end, log=kind
                 )
@@ -360,8 +361,7 @@ class PartitionReplica:
             if not start <= request.fetch_offset <= end:
                 raise OffsetOutOfRangeError(
                     f"{self.name}: follower {replica_id} fetches its {kind.value} log at "
-                    f"{request.fetch_offset}, the leader holds [{start}, {end}]; a follower "
-                    "behind the log start must be rebuilt (remove its copy of the partition)",
+                    f"{request.fetch_offset}, the leader holds [{start}, {end}]",
                     start,
                     end,
                 )
@@ -520,6 +520,17 @@ class PartitionReplica:
                     end,
                 )
                 self.journal.truncate(self.name, cut)
+            return
+        if not fetched.records and fetched.log_start_offset > journal_log.log_end_offset:
+            log.warning(
+                "%s: this replica's journal log ends at %d, below its leader's journal-log "
+                "start %d: dropping it and restarting at %d",
+                self.name,
+                journal_log.log_end_offset,
+                fetched.log_start_offset,
+                fetched.log_start_offset,
+            )
+            self.journal.restart_at(self.name, fetched.log_start_offset)
             return
         if fetched.records:
             if read_header(fetched.records).base_offset != journal_log.log_end_offset:
