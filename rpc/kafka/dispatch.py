@@ -31,6 +31,7 @@ import kafka.protocol.producer
 import kafka.protocol.sasl
 from kafka.protocol.admin import (
     AlterConfigsRequest,
+    AlterPartitionReassignmentsRequest,
     CreatePartitionsRequest,
     CreateTopicsRequest,
     DeleteGroupsRequest,
@@ -44,6 +45,7 @@ from kafka.protocol.admin import (
     ElectLeadersRequest,
     IncrementalAlterConfigsRequest,
     ListGroupsRequest,
+    ListPartitionReassignmentsRequest,
     ListTransactionsRequest,
 )
 from kafka.protocol.api_header import RequestHeader
@@ -97,6 +99,10 @@ from twinlog.rpc.kafka.list_offsets import handle_list_offsets
 from twinlog.rpc.kafka.list_transactions import handle_list_transactions
 from twinlog.rpc.kafka.metadata import handle_metadata
 from twinlog.rpc.kafka.offsets import handle_offset_commit, handle_offset_fetch
+from twinlog.rpc.kafka.partition_reassignments import (
+    handle_alter_partition_reassignments,
+    handle_list_partition_reassignments,
+)
 from twinlog.rpc.kafka.produce import handle_produce
 from twinlog.rpc.kafka.request_checks import null_where_forbidden
 from twinlog.rpc.kafka.sasl import handle_sasl_authenticate, handle_sasl_handshake
@@ -156,6 +162,9 @@ SERVED_APIS: tuple[Api, ...] = (
     Api(DescribeTransactionsRequest, 0, 0, handle_describe_transactions),
     Api(DescribeProducersRequest, 0, 0, handle_describe_producers),
     Api(ElectLeadersRequest, 0, 2, handle_elect_leaders),
+    # v1's AllowReplicationFactorChange (KIP-860) is not served: every move may change it
+    Api(AlterPartitionReassignmentsRequest, 0, 0, handle_alter_partition_reassignments),
+    Api(ListPartitionReassignmentsRequest, 0, 0, handle_list_partition_reassignments),
     # v0 is followed by PLAIN's message outside the requests' framing (the listener reads it)
     Api(SaslHandshakeRequest, 0, 1, handle_sasl_handshake),
     Api(SaslAuthenticateRequest, 0, 2, handle_sasl_authenticate),
