@@ -32,6 +32,8 @@ class NodeBroker(BrokerApi, CoordinatorLookup, Protocol):
 
     def open_produce_stream(self) -> ProducePipe: ...
 
+    def shutdown_broker(self, broker_id: int) -> None: ...
+
 
 NodeOpener = Callable[[str, ConnectionOptions], NodeBroker]
 

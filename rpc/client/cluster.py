@@ -75,6 +75,7 @@ from twinlog.engine.base.cluster_metadata import ClusterMetadata
 from twinlog.engine.base.errors import (
     BrokerUnavailableError,
     CoordinatorLoadInProgressError,
+    InvalidConfigError,
     NotCoordinatorError,
     RequestTimedOutError,
     TwinlogError,
@@ -447,6 +448,17 @@ class ClusterBroker:
         return self._on_any(
             lambda broker: broker.reassign_partitions(moves, throttle_bytes_per_s, timeout_ms)
         )
+
+    def shutdown_broker(self, broker_id: int) -> None:
+        """Stop broker ``broker_id`` (a controlled shutdown), asked at its own address."""
+        with deadline_at(self._deadline_s()):
+            endpoint = self.cluster_metadata().broker(broker_id)
+            if endpoint is None:
+                raise InvalidConfigError(
+                    f"broker {broker_id} is not registered: it is stopped already, or the id "
+                    "is wrong (twinlog cluster describe lists the brokers)"
+                )
+            self.pool.get(endpoint.address).shutdown_broker(broker_id)
 
     def partition_reassignments(self) -> list[Reassignment]:
         """Every live broker's answer merged: each lists every reassignment that runs, and

@@ -250,6 +250,13 @@ class RemoteBroker:
         response = self._call(self.administration.ListPartitionReassignments, request)
         return [reassignment_from_proto(item) for item in response.reassignments]
 
+    def shutdown_broker(self, broker_id: int) -> None:
+        """Stop the broker this client reaches, which must be ``broker_id`` (not part of
+        ``BrokerApi``: an embedded broker is stopped by its own process)."""
+        self._call(
+            self.administration.ShutdownBroker, admin_pb2.ShutdownBrokerRequest(broker_id=broker_id)
+        )
+
     def topic_settings(self, name: str) -> list[tuple[str, str, bool]]:
         request = admin_pb2.DescribeTopicRequest(name=name)
         response = self._call(self.administration.DescribeTopicSettings, request)

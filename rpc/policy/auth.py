@@ -25,6 +25,7 @@ every operation that applies to the pattern's kind (and, without a prefix,
     ops          delete     *
     ops          alter      *                         # add partitions, move leaders, replicas
     ops          abort      *                         # abort anyone's transaction (admin)
+    ops          alter      broker:*                  # stop a broker (decommission)
     ops          read       __consumer_offsets        # internal topics: only by their name
 
 | operation | on | allows |
@@ -38,6 +39,7 @@ every operation that applies to the pattern's kind (and, without a prefix,
 | abort | transactional ids | ``twinlog txn abort`` of its transactions; the pattern may omit ``transactional-id:`` |
 | read | groups | CommitOffsets, FetchOffsets, SendOffsetsToTransaction for that group |
 | describe | groups | seeing the group named in ListTransactions |
+| alter | brokers | ShutdownBroker of that broker (`twinlog cluster decommission`); the pattern is `broker:ID` or `broker:*` |
 
 Write and abort imply describe on transactional ids; read implies describe on groups.
 Which transactional id a request acts for is derived from its producer id on every
@@ -103,16 +105,19 @@ class Resource(Enum):
     TOPIC = "topic"
     TRANSACTIONAL_ID = "transactional id"
     GROUP = "group"
+    BROKER = "broker"  # a broker of the cluster, by id ("broker:3", "broker:*")
 
 
 ALL_OPERATIONS = "all"
 TRANSACTIONAL_ID_PREFIX = "transactional-id:"
 GROUP_PREFIX = "group:"
+BROKER_PREFIX = "broker:"
 # How a pattern names each kind of resource in the ACL file (topics: no prefix).
 PREFIXES = {
     Resource.TOPIC: "",
     Resource.TRANSACTIONAL_ID: TRANSACTIONAL_ID_PREFIX,
     Resource.GROUP: GROUP_PREFIX,
+    Resource.BROKER: BROKER_PREFIX,
 }
 OPERATIONS_ON = {
     Resource.TOPIC: {
@@ -124,6 +129,7 @@ OPERATIONS_ON = {
     },
     Resource.TRANSACTIONAL_ID: {Operation.WRITE, Operation.DESCRIBE, Operation.ABORT},
     Resource.GROUP: {Operation.READ, Operation.DESCRIBE},
+    Resource.BROKER: {Operation.ALTER},
 }
 # Kafka's rule: a principal that may use (or abort) a resource may also see it.
 IMPLIES_DESCRIBE = {

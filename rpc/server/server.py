@@ -25,6 +25,7 @@ from typing import Any, Protocol, cast
 import grpc
 
 from twinlog.engine.base.errors import InvalidConfigError
+from twinlog.engine.broker.membership import SOLE_BROKER_ID
 from twinlog.rpc.cluster.metadata_source import MetadataSource, StandaloneMetadata
 from twinlog.rpc.generated.twinlog.v1 import admin_pb2_grpc, consume_pb2_grpc, produce_pb2_grpc
 from twinlog.rpc.policy.auth import Acl, Guard, TokenTable
@@ -36,6 +37,7 @@ from twinlog.rpc.replication.coordination_service import (
 )
 from twinlog.rpc.replication.internal_guard import InternalGuard
 from twinlog.rpc.replication.service import add_replication_service
+from twinlog.rpc.server.broker_shutdown import BrokerShutdown
 from twinlog.rpc.server.config import ServerConfig
 from twinlog.rpc.server.decode import DecodeGuard
 from twinlog.rpc.server.health import HealthReporter
@@ -125,6 +127,7 @@ class RpcServer:
         config: ServerConfig,
         metadata_source: MetadataSource | None = None,
         inter_broker: InterBrokerDoor | None = None,
+        shutdown: BrokerShutdown | None = None,
     ) -> None:
         self.broker = broker
         self.config = config
@@ -160,7 +163,7 @@ class RpcServer:
         if metadata_source is None:
             metadata_source = StandaloneMetadata(broker, lambda: (self.config.host, self.port))
         admin_pb2_grpc.add_AdministrationServicer_to_server(
-            AdministrationService(broker, guard, metadata_source), self._server
+            AdministrationService(broker, guard, metadata_source, shutdown=shutdown), self._server
         )
         self.inter_broker: InterBrokerServer | None = None
         door = None
@@ -418,7 +421,11 @@ def serve(
                     broker_tls,
                     None if broker_tls is None else listener_address(cluster.inter_broker, config),
                 )
-            server = RpcServer(broker, config, metadata_source, door)
+            shutdown = BrokerShutdown(
+                SOLE_BROKER_ID if cluster is None else cluster.broker_id,
+                lambda: on_signal(signal.SIGTERM, None),  # as a service manager's stop
+            )
+            server = RpcServer(broker, config, metadata_source, door, shutdown)
             server.start()
             if open_beside is not None:
                 served = None

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import grpc
 
+from twinlog.engine.base.errors import InvalidConfigError
 from twinlog.engine.base.types import TopicPartition
 from twinlog.rpc.cluster.coordinator_source import (
     CoordinatorSource,
@@ -29,6 +30,7 @@ from twinlog.rpc.policy.alterable_partitions import alterable_partitions
 from twinlog.rpc.policy.audit import audited
 from twinlog.rpc.policy.auth import Guard, Operation, Resource
 from twinlog.rpc.policy.producer_access import TransactionalAccess
+from twinlog.rpc.server.broker_shutdown import BrokerShutdown
 from twinlog.rpc.server.call import principal_of, unary
 from twinlog.rpc.wire.broker_api import BrokerApi, CoordinatorKeyType
 from twinlog.rpc.wire.cluster_convert import (
@@ -60,10 +62,12 @@ class AdministrationService(admin_pb2_grpc.AdministrationServicer):
         guard: Guard,
         metadata_source: MetadataSource,
         coordinator_source: CoordinatorSource | None = None,
+        shutdown: BrokerShutdown | None = None,
     ) -> None:
         """``coordinator_source`` None: one over ``metadata_source``, with the broker's
         journal partition count as ``twinlog.Broker`` holds it."""
         self.broker = broker
+        self.shutdown = shutdown  # None: embedded, no remote stop
         self.guard = guard
         self.metadata_source = metadata_source
         self.coordinator_source = coordinator_source or CoordinatorSource(
@@ -206,6 +210,26 @@ class AdministrationService(admin_pb2_grpc.AdministrationServicer):
         return admin_pb2.ListPartitionReassignmentsResponse(
             reassignments=[reassignment_to_proto(r) for r in self.broker.partition_reassignments()]
         )
+
+    @unary
+    def ShutdownBroker(
+        self, request: admin_pb2.ShutdownBrokerRequest, context: grpc.ServicerContext
+    ) -> admin_pb2.ShutdownBrokerResponse:
+        principal = principal_of(self.guard, context)
+        self.guard.require(principal, Operation.ALTER, [str(request.broker_id)], Resource.BROKER)
+        with audited(
+            "broker.shutdown",
+            principal=principal.name,
+            peer=context.peer(),
+            broker_id=request.broker_id,
+        ):
+            if self.shutdown is None:
+                raise InvalidConfigError(
+                    "this server runs embedded (not twinlog serve): it cannot be stopped over "
+                    "the wire; stop the process that runs it"
+                )
+            self.shutdown.request(request.broker_id, principal.name)
+        return admin_pb2.ShutdownBrokerResponse()
 
     @unary
     def ListTopics(

@@ -8,8 +8,9 @@ ZooKeeper credential, written once into a folder (no tests here).
 
 Principals (``PRINCIPALS``) and their grants (``ACL``, formats in ``rpc/policy/auth.py``):
 
-    operator    everything: every topic, the internal ones, every transactional id and
-                group (creates topics, reads logs back for the checks, admin tools)
+    operator    everything: every topic, the internal ones, every transactional id, group
+                and broker (creates topics, reads logs back for the checks, admin tools,
+                stops a decommissioned broker)
     producer    write on every topic: an idempotent producer (its producer id is its own)
     txn-writer  write on every topic and on transactional ids ``*-writer``
     reader      read on every topic (no group, no internal topic)
@@ -53,6 +54,7 @@ ACL = f"""\
 {OPERATOR}   all        __*
 {OPERATOR}   all        transactional-id:*
 {OPERATOR}   all        group:*
+{OPERATOR}   all        broker:*
 {PRODUCER}   write      *
 {TXN_WRITER} write      *
 {TXN_WRITER} write      transactional-id:{TXN_WRITER_IDS}

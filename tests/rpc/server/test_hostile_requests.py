@@ -145,7 +145,7 @@ READ_ONLY = {
     ("Administration", "DescribeGroup"),
     ("Administration", "ListPartitionReassignments"),
 }
-assert len(METHODS) == 31 and STREAMING | READ_ONLY <= METHODS.keys()
+assert len(METHODS) == 32 and STREAMING | READ_ONLY <= METHODS.keys()
 
 
 # --- the seeded state --------------------------------------------------------------------
@@ -1257,6 +1257,16 @@ def hostile_call_kinds(seeded: Seed) -> list[st.SearchStrategy[Call]]:
         ),
         call_of(
             A,
+            "ShutdownBroker",
+            st.builds(
+                admin_pb2.ShutdownBrokerRequest,
+                broker_id=st.integers(*INT32).filter(lambda b: b != SERVER_BROKER_ID),
+            ),
+            False,
+            "stop another broker through this one",
+        ),
+        call_of(
+            A,
             "ListPartitionReassignments",
             st.just(admin_pb2.ListPartitionReassignmentsRequest()),
             True,
@@ -1443,9 +1453,31 @@ def _message_class(full_name: str) -> type[Message]:
     raise AssertionError(full_name)
 
 
+SHUTDOWN = ("Administration", "ShutdownBroker")
+SERVER_BROKER_ID = 0  # the single node's: a ShutdownBroker naming it stops the server, as it should
+
+
+def _another_broker(request: Message) -> Message:
+    """A ShutdownBroker request for any broker but the server's own."""
+    assert isinstance(request, admin_pb2.ShutdownBrokerRequest)
+    if request.broker_id == SERVER_BROKER_ID:
+        request.broker_id = SERVER_BROKER_ID + 1
+    return request
+
+
+def _not_a_shutdown_of_the_server(raw: bytes) -> bool:
+    try:
+        request = admin_pb2.ShutdownBrokerRequest.FromString(raw)
+    except Exception:  # DecodeError: refused as unparsable
+        return True
+    return request.broker_id != SERVER_BROKER_ID
+
+
 def random_calls(seeded: Seed) -> st.SearchStrategy[Call]:
     def for_method(method: tuple[str, str]) -> st.SearchStrategy[Call]:
         messages = random_messages(METHODS[method], seeded)
+        if method == SHUTDOWN:
+            messages = messages.map(_another_broker)
         if method in STREAMING:
             return call_of(*method, st.lists(messages, min_size=1, max_size=5), True, "random")
         return call_of(*method, messages, True, "random")
@@ -1456,6 +1488,8 @@ def random_calls(seeded: Seed) -> st.SearchStrategy[Call]:
 def raw_calls() -> st.SearchStrategy[Call]:
     def for_method(method: tuple[str, str]) -> st.SearchStrategy[Call]:
         raw = st.binary(max_size=300)
+        if method == SHUTDOWN:
+            raw = raw.filter(_not_a_shutdown_of_the_server)
         if method in STREAMING:
             return call_of(*method, st.lists(raw, min_size=1, max_size=5), True, "random bytes")
         return call_of(*method, raw, True, "random bytes")

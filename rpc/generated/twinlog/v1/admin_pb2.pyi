@@ -485,3 +485,13 @@ class ListPartitionReassignmentsResponse(_message.Message):
     REASSIGNMENTS_FIELD_NUMBER: _ClassVar[int]
     reassignments: _containers.RepeatedCompositeFieldContainer[PartitionReassignment]
     def __init__(self, reassignments: _Optional[_Iterable[_Union[PartitionReassignment, _Mapping]]] = ...) -> None: ...
+
+class ShutdownBrokerRequest(_message.Message):
+    __slots__ = ("broker_id",)
+    BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    broker_id: int
+    def __init__(self, broker_id: _Optional[int] = ...) -> None: ...
+
+class ShutdownBrokerResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...

@@ -124,6 +124,11 @@ class AdministrationStub:
                 request_serializer=twinlog_dot_v1_dot_admin__pb2.ListPartitionReassignmentsRequest.SerializeToString,
                 response_deserializer=twinlog_dot_v1_dot_admin__pb2.ListPartitionReassignmentsResponse.FromString,
                 _registered_method=True)
+        self.ShutdownBroker = channel.unary_unary(
+                '/twinlog.v1.Administration/ShutdownBroker',
+                request_serializer=twinlog_dot_v1_dot_admin__pb2.ShutdownBrokerRequest.SerializeToString,
+                response_deserializer=twinlog_dot_v1_dot_admin__pb2.ShutdownBrokerResponse.FromString,
+                _registered_method=True)
 
 
 class AdministrationServicer:
@@ -264,6 +269,15 @@ class AdministrationServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ShutdownBroker(self, request, context):
+        """Stop this broker as SIGTERM does: a controlled shutdown, then a clean exit (the end
+        of `twinlog cluster decommission`). Needs ALTER on broker:ID. Refused unless
+        broker_id names the broker that got the call. Answers before the stop begins.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdministrationServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -356,6 +370,11 @@ def add_AdministrationServicer_to_server(servicer, server):
                     servicer.ListPartitionReassignments,
                     request_deserializer=twinlog_dot_v1_dot_admin__pb2.ListPartitionReassignmentsRequest.FromString,
                     response_serializer=twinlog_dot_v1_dot_admin__pb2.ListPartitionReassignmentsResponse.SerializeToString,
+            ),
+            'ShutdownBroker': grpc.unary_unary_rpc_method_handler(
+                    servicer.ShutdownBroker,
+                    request_deserializer=twinlog_dot_v1_dot_admin__pb2.ShutdownBrokerRequest.FromString,
+                    response_serializer=twinlog_dot_v1_dot_admin__pb2.ShutdownBrokerResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -844,6 +863,33 @@ class Administration:
             '/twinlog.v1.Administration/ListPartitionReassignments',
             twinlog_dot_v1_dot_admin__pb2.ListPartitionReassignmentsRequest.SerializeToString,
             twinlog_dot_v1_dot_admin__pb2.ListPartitionReassignmentsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ShutdownBroker(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/twinlog.v1.Administration/ShutdownBroker',
+            twinlog_dot_v1_dot_admin__pb2.ShutdownBrokerRequest.SerializeToString,
+            twinlog_dot_v1_dot_admin__pb2.ShutdownBrokerResponse.FromString,
             options,
             channel_credentials,
             insecure,
