@@ -1,9 +1,10 @@
-"""``twinlog cluster describe|elect-leaders|up|certs``: look at a cluster, move its
-leaders, or run one on this machine.
+"""``twinlog cluster describe|elect-leaders|rebalance|decommission|up|certs``: look at a
+cluster, move its leaders and replicas, retire a broker, or run one on this machine.
 
 ``describe`` (``cluster_describe``) reads the metadata from ZooKeeper or any broker and
 asks each leader for its high watermark; ``elect-leaders`` (``cluster_elect``) leads
-partitions by their preferred leaders; ``up`` (``cluster_up``) starts a local
+partitions by their preferred leaders; ``rebalance`` and ``decommission``
+(``cluster_rebalance``) spread replicas over the brokers or empty one; ``up`` (``cluster_up``) starts a local
 ZooKeeper and N brokers for development. docs/cli.md has the details.
 """
 
@@ -12,7 +13,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from twinlog.rpc.cli.arguments import positive_int
+from twinlog.rpc.cli.arguments import non_negative_int, positive_int
 from twinlog.rpc.cli.common import add_command, connection_parser, output_parser
 
 DESCRIBE_EXAMPLE = """
@@ -23,6 +24,14 @@ twinlog cluster describe --zookeeper 127.0.0.1:2181/twinlog/dev --format json
 ELECT_EXAMPLE = """
 twinlog cluster elect-leaders --preferred --server 127.0.0.1:9001   # every partition
 twinlog cluster elect-leaders --preferred --topic orders --partition 2 --server 127.0.0.1:9001
+"""
+REBALANCE_EXAMPLE = """
+twinlog cluster rebalance --dry-run --server 127.0.0.1:9001      # the plan; nothing moves
+twinlog cluster rebalance --execute --wait --throttle-bytes-per-s 10485760 --server 127.0.0.1:9001
+"""
+DECOMMISSION_EXAMPLE = """
+twinlog cluster decommission --broker-id 4 --dry-run --server 127.0.0.1:9001
+twinlog cluster decommission --broker-id 4 --server 127.0.0.1:9001
 """
 UP_EXAMPLE = """
 twinlog cluster up --brokers 3 --data-dir ./dev-cluster      # until Ctrl-C
@@ -43,7 +52,7 @@ def register(subparsers: Any) -> None:
         subparsers,
         "cluster",
         "describe a cluster (brokers, leaders, ISRs, high watermarks), or run one locally",
-        DESCRIBE_EXAMPLE + ELECT_EXAMPLE + UP_EXAMPLE + CERTS_EXAMPLE,
+        DESCRIBE_EXAMPLE + ELECT_EXAMPLE + REBALANCE_EXAMPLE + UP_EXAMPLE + CERTS_EXAMPLE,
         [],
     )
     actions = cluster.add_subparsers(dest="cluster_action", required=True, metavar="ACTION")
@@ -94,6 +103,37 @@ def register(subparsers: Any) -> None:
         help="how long to wait for the controller to carry it out (30000)",
     )
     elect.set_defaults(run=_run_elect, validate=_validate_elect)
+    rebalance = add_command(
+        actions,
+        "rebalance",
+        "spread replicas and preferred leaders evenly over the brokers (a new broker gets "
+        "its share): print the plan, or run it",
+        REBALANCE_EXAMPLE,
+        [connection_parser(), output_parser()],
+    )
+    mode = rebalance.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--dry-run", action="store_true", help="print the plan; move nothing")
+    mode.add_argument("--execute", action="store_true", help="start the plan's moves")
+    _add_move_options(rebalance)
+    rebalance.add_argument(
+        "--wait", action="store_true", help="with --execute: print progress until done"
+    )
+    rebalance.set_defaults(run=_run_rebalance)
+    decommission = add_command(
+        actions,
+        "decommission",
+        "move every replica off a broker, wait for the moves, then stop it (a controlled shutdown)",
+        DECOMMISSION_EXAMPLE,
+        [connection_parser(), output_parser()],
+    )
+    decommission.add_argument(
+        "--broker-id", type=int, required=True, metavar="N", help="the broker to retire"
+    )
+    decommission.add_argument(
+        "--dry-run", action="store_true", help="print the plan; move and stop nothing"
+    )
+    _add_move_options(decommission)
+    decommission.set_defaults(run=_run_decommission)
     up = add_command(
         actions,
         "up",
@@ -161,6 +201,34 @@ def _validate_describe(args: argparse.Namespace) -> str | None:
     if bool(args.zookeeper) == bool(args.server):
         return "cluster describe needs one of --zookeeper CONNECT or --server BOOTSTRAP_LIST"
     return None
+
+
+def _add_move_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--throttle-bytes-per-s",
+        type=non_negative_int,
+        default=0,
+        metavar="N",
+        help="each new replica copies at most N bytes a second (default 0: no limit)",
+    )
+    parser.add_argument(
+        "--timeout-ms",
+        type=positive_int,
+        default=3_600_000,
+        help="how long to wait for the moves to complete (3600000); they run on after it",
+    )
+
+
+def _run_rebalance(args: argparse.Namespace) -> int:
+    from twinlog.rpc.cli import cluster_rebalance
+
+    return cluster_rebalance.run_rebalance(args)
+
+
+def _run_decommission(args: argparse.Namespace) -> int:
+    from twinlog.rpc.cli import cluster_rebalance
+
+    return cluster_rebalance.run_decommission(args)
 
 
 def _validate_elect(args: argparse.Namespace) -> str | None:

@@ -12,7 +12,8 @@ data directory keeps the znodes and the logs, so ``cluster up`` again restarts t
 cluster (on new ports).
 
 A broker that exits on its own (a crash, a SIGKILL, a lost ZooKeeper session) is started
-again on its own ports, as a supervisor would (``--no-restart``: left down, with a line
+again on its own ports, as a supervisor would; one that stopped cleanly (status 0: a
+SIGTERM, or ``twinlog cluster decommission``) stays down (``--no-restart``: left down, with a line
 saying how to restart it); it waits out its old ZooKeeper session itself. More than
 ``RESTARTS_MAX`` exits within ``RESTART_WINDOW_S`` leave it down (a broker that cannot
 start would otherwise loop).
@@ -362,15 +363,18 @@ def _watch(
             code = child.exited()
             if code is None or child.reported_exit:
                 continue
-            if restart and child.may_restart(time.monotonic()):
+            # Status 0 is a clean stop someone asked for (a SIGTERM, a decommission's
+            # ShutdownBroker), as a supervisor's Restart=on-failure reads it: left down.
+            if restart and code != 0 and child.may_restart(time.monotonic()):
                 _restart(child, code, stop_requested)
                 continue
             child.reported_exit = True
-            why = (
-                f"it exited {RESTARTS_MAX} times within {RESTART_WINDOW_S:.0f} s, so it stays down"
-                if restart
-                else "the others go on"
-            )
+            if code == 0:
+                why = "a clean stop, asked of it: it stays down"
+            elif restart:
+                why = f"it exited {RESTARTS_MAX} times within {RESTART_WINDOW_S:.0f} s, so it stays down"
+            else:
+                why = "the others go on"
             print(
                 f"warning: broker {child.broker_id} exited with status {code}; see "
                 f"{child.log_path} ({why}; restart it with: twinlog serve "

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Iterable
 from typing import Any
 
 from twinlog.engine.base.errors import RequestTimedOutError
@@ -125,22 +126,28 @@ def run_reassign(args: argparse.Namespace) -> int:
         if not args.wait:
             print("follow it with: twinlog partitions reassignments", file=sys.stderr)
             return 0
-        return _wait(admin, key, args.timeout_ms)
+        return wait_until_moved(admin, [key], args.timeout_ms)
 
 
-def _wait(admin: Admin, key: tuple[str, int], timeout_ms: int) -> int:
+def wait_until_moved(admin: Admin, keys: Iterable[tuple[str, int]], timeout_ms: int) -> int:
+    """Print the progress of the moves of ``keys`` each second until none runs (0), or
+    ``timeout_ms`` passed (1: they run on)."""
+    waiting = set(keys)
     deadline_s = time.monotonic() + timeout_ms / 1000
     while True:
         running = {(r.topic, r.partition): r for r in admin.partition_reassignments()}
-        reassignment = running.get(key)
-        if reassignment is None:
-            print(f"{key[0]}-{key[1]}: done")
+        for key in sorted(waiting - running.keys()):
+            print(f"{key[0]}-{key[1]}: done", flush=True)
+        waiting &= running.keys()
+        if not waiting:
             return 0
-        print(reassignment_line(reassignment), flush=True)
+        for key in sorted(waiting):
+            print(reassignment_line(running[key]), flush=True)
         if time.monotonic() >= deadline_s:
             error = RequestTimedOutError(
-                f"{key[0]}-{key[1]} is still moving after {timeout_ms} ms; it runs on "
-                "(twinlog partitions reassignments), or cancel it (--cancel)"
+                f"{len(waiting)} move(s) still run after {timeout_ms} ms; they go on "
+                "(twinlog partitions reassignments), or cancel them (twinlog partitions "
+                "reassign --cancel)"
             )
             print(f"{type(error).__name__}: {error}", file=sys.stderr)
             return 1

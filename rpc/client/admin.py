@@ -21,8 +21,9 @@ import time
 from collections.abc import Iterable, Mapping
 from contextlib import AbstractContextManager
 from functools import partial
-from typing import Any
+from typing import Any, cast
 
+from twinlog.engine.base.cluster_metadata import ClusterMetadata
 from twinlog.engine.base.errors import (
     GroupIdNotFoundError,
     InvalidConfigError,
@@ -38,6 +39,7 @@ from twinlog.engine.base.types import (
 )
 from twinlog.engine.broker.leader_elections import ElectionResult
 from twinlog.engine.broker.reassignments import MoveResult, PartitionMove, Reassignment
+from twinlog.engine.broker.rebalance_plan import PlacedPartition, RebalancePlan, plan_rebalance
 from twinlog.engine.groups.group_calls import GroupDescription, GroupListing
 from twinlog.rpc.client.call_deadline import NO_ANSWER_ERRORS, deadline_at
 from twinlog.rpc.client.connection import ConnectionOptions, Target, connect
@@ -186,6 +188,63 @@ class Admin:
             "partition_reassignments()",
             timeout_ms=self.default_api_timeout_ms,
         )
+
+    def plan_rebalance(self, leaving: Iterable[int] = ()) -> RebalancePlan:
+        """A plan that spreads every partition's replicas and preferred leaders evenly over
+        the registered brokers but ``leaving`` (``rebalance_plan``'s rules): nothing moves
+        until ``execute_plan``. InvalidReplicaAssignmentError when a partition would keep
+        fewer replicas than its topic's ``min.insync.replicas``."""
+        metadata = self._cluster_metadata()
+        running = self.partition_reassignments()
+        if running:
+            names = ", ".join(f"{r.topic}-{r.partition}" for r in running[:5])
+            raise InvalidConfigError(
+                f"{len(running)} reassignment(s) run ({names}): a plan made now would be made "
+                "from replicas that are moving. Wait for them (twinlog partitions "
+                "reassignments) or cancel them first"
+            )
+        placed = []
+        for topic in metadata.topics:
+            settings = {name: value for name, value, _given in self.topic_settings(topic.name)}
+            min_insync_replicas = int(settings.get("min.insync.replicas", "1"))
+            for item in topic.partitions:
+                placed.append(
+                    PlacedPartition(topic.name, item.partition, item.replicas, min_insync_replicas)
+                )
+        brokers = [broker.broker_id for broker in metadata.brokers]
+        return plan_rebalance(placed, brokers, frozenset(leaving))
+
+    def execute_plan(self, plan: RebalancePlan, throttle_bytes_per_s: int = 0) -> list[MoveResult]:
+        """Start every move of ``plan`` (``reassign_partitions``); one result per move."""
+        if not plan.moves:
+            return []
+        return self.reassign_partitions(
+            {(move.topic, move.partition): move.target for move in plan.moves},
+            throttle_bytes_per_s,
+        )
+
+    def shutdown_broker(self, broker_id: int) -> None:
+        """Stop broker ``broker_id`` as SIGTERM does (a controlled shutdown, then a clean
+        exit): the end of a decommission. Needs ALTER on ``broker:ID``."""
+        shutdown = getattr(self._broker, "shutdown_broker", None)
+        if shutdown is None:
+            raise InvalidConfigError(
+                "an embedded broker is stopped by the process that runs it, not over the wire"
+            )
+        with self._deadline_of(self.default_api_timeout_ms):
+            shutdown(broker_id)
+
+    def _cluster_metadata(self) -> ClusterMetadata:
+        """The cluster's metadata; InvalidConfigError for a single node or an embedded
+        broker (one broker: nothing to spread)."""
+        read = getattr(self._broker, "cluster_metadata", None)
+        metadata = None if read is None else read()
+        if metadata is None or metadata.standalone:
+            raise InvalidConfigError(
+                "this is a single node (one broker): its partitions cannot move. Run a cluster "
+                "(docs/cluster.md) to spread them over brokers"
+            )
+        return cast(ClusterMetadata, metadata)
 
     def list_topics(self) -> list[str]:
         return call_with_retry(
