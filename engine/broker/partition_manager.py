@@ -311,8 +311,9 @@ class PartitionManager:
                 error=UnknownTopicOrPartitionError.__name__,
                 message=f"this broker holds no partition {wanted.topic_partition}",
             )
+        max_bytes = min(request.max_bytes, wanted.max_bytes or request.max_bytes)
         return partition.replica_read(
-            request.replica_id, request.broker_epoch, wanted, request.max_bytes, now
+            request.replica_id, request.broker_epoch, wanted, max_bytes, now
         )
 
     def isr_changes_due(

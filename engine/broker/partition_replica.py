@@ -459,6 +459,9 @@ class PartitionReplica:
                     NO_EPOCH if last is None else last.partition_leader_epoch,
                     role.leader_epoch,
                     log=kind,
+                    # A throttled copy asks a second's worth at most (the leader still
+                    # answers one whole batch), so it copies at an even pace.
+                    max_bytes=0 if throttle is None else throttle.bytes_per_s,
                 )
             )
         return positions

@@ -40,6 +40,7 @@ class ReplicaFetchPartition:
     last_fetched_epoch: int  # NO_EPOCH (-1) for an empty log
     current_leader_epoch: int
     log: LogKind = LogKind.DATA
+    max_bytes: int = 0  # less than the request's for this partition (a throttle); 0: that
 
 
 @dataclass(frozen=True)

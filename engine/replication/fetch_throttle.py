@@ -2,9 +2,10 @@
 reassignment's ``--throttle-bytes-per-s``: a new replica catching up must not take the
 disk and network its brokers serve clients with; Kafka's replication throttle).
 
-A debt, not a cap on each answer: a fetch may bring more than a second's worth (its
-leader answers up to ``max_bytes``), and the partition then sits out the fetches until
-the time that many bytes are worth has passed. Over any long run the rate holds.
+A follower asks a throttled partition for a second's worth at most (``max_bytes`` of
+the partition in its fetch), and keeps a debt: an answer may still bring more (the
+leader answers one whole batch, however large), and the partition then sits out the
+fetches until the time those bytes are worth has passed. Over any run the rate holds.
 
 Thread rule: any thread; one lock.
 """

@@ -57,6 +57,7 @@ def fetch_to_proto(fetch: ReplicaFetch) -> replication_pb2.ReplicaFetchRequest:
                 last_fetched_epoch=item.last_fetched_epoch,
                 current_leader_epoch=item.current_leader_epoch,
                 log=_LOG_TO_PROTO[item.log],
+                max_bytes=item.max_bytes,
             )
             for item in fetch.partitions
         ],
@@ -76,6 +77,7 @@ def fetch_from_proto(message: replication_pb2.ReplicaFetchRequest) -> ReplicaFet
                 last_fetched_epoch=item.last_fetched_epoch,
                 current_leader_epoch=item.current_leader_epoch,
                 log=_log_from_proto(item.log),
+                max_bytes=max(item.max_bytes, 0),
             )
             for item in message.partitions
         ),

@@ -25,25 +25,25 @@ _sym_db = _symbol_database.Default()
 from twinlog.rpc.generated.twinlog.v1 import common_pb2 as twinlog_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1ctwinlog/v1/replication.proto\x12\ntwinlog.v1\x1a\x17twinlog/v1/common.proto\"\xc4\x01\n\x15ReplicaFetchPartition\x12\x33\n\x0ftopic_partition\x18\x01 \x01(\x0b\x32\x1a.twinlog.v1.TopicPartition\x12&\n\x03log\x18\x05 \x01(\x0e\x32\x19.twinlog.v1.ReplicatedLog\x12\x14\n\x0c\x66\x65tch_offset\x18\x02 \x01(\x03\x12\x1a\n\x12last_fetched_epoch\x18\x03 \x01(\x05\x12\x1c\n\x14\x63urrent_leader_epoch\x18\x04 \x01(\x05\"\x9e\x01\n\x13ReplicaFetchRequest\x12\x12\n\nreplica_id\x18\x01 \x01(\x05\x12\x14\n\x0c\x62roker_epoch\x18\x02 \x01(\x03\x12\x35\n\npartitions\x18\x03 \x03(\x0b\x32!.twinlog.v1.ReplicaFetchPartition\x12\x13\n\x0bmax_wait_ms\x18\x04 \x01(\x05\x12\x11\n\tmax_bytes\x18\x05 \x01(\x05\"-\n\x08\x45pochEnd\x12\r\n\x05\x65poch\x18\x01 \x01(\x05\x12\x12\n\nend_offset\x18\x02 \x01(\x03\"\xa6\x02\n\x10\x46\x65tchedPartition\x12\x33\n\x0ftopic_partition\x18\x01 \x01(\x0b\x32\x1a.twinlog.v1.TopicPartition\x12&\n\x03log\x18\t \x01(\x0e\x32\x19.twinlog.v1.ReplicatedLog\x12\x0f\n\x07records\x18\x02 \x01(\x0c\x12\x16\n\x0ehigh_watermark\x18\x03 \x01(\x03\x12\x18\n\x10log_start_offset\x18\x04 \x01(\x03\x12\x16\n\x0elog_end_offset\x18\x05 \x01(\x03\x12,\n\tdiverging\x18\x06 \x01(\x0b\x32\x14.twinlog.v1.EpochEndH\x00\x88\x01\x01\x12\r\n\x05\x65rror\x18\x07 \x01(\t\x12\x0f\n\x07message\x18\x08 \x01(\tB\x0c\n\n_diverging\"H\n\x14ReplicaFetchResponse\x12\x30\n\npartitions\x18\x01 \x03(\x0b\x32\x1c.twinlog.v1.FetchedPartition*D\n\rReplicatedLog\x12\x17\n\x13REPLICATED_LOG_DATA\x10\x00\x12\x1a\n\x16REPLICATED_LOG_JOURNAL\x10\x01\x32Y\n\x0bReplication\x12J\n\x05\x46\x65tch\x12\x1f.twinlog.v1.ReplicaFetchRequest\x1a .twinlog.v1.ReplicaFetchResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1ctwinlog/v1/replication.proto\x12\ntwinlog.v1\x1a\x17twinlog/v1/common.proto\"\xd7\x01\n\x15ReplicaFetchPartition\x12\x33\n\x0ftopic_partition\x18\x01 \x01(\x0b\x32\x1a.twinlog.v1.TopicPartition\x12&\n\x03log\x18\x05 \x01(\x0e\x32\x19.twinlog.v1.ReplicatedLog\x12\x14\n\x0c\x66\x65tch_offset\x18\x02 \x01(\x03\x12\x1a\n\x12last_fetched_epoch\x18\x03 \x01(\x05\x12\x1c\n\x14\x63urrent_leader_epoch\x18\x04 \x01(\x05\x12\x11\n\tmax_bytes\x18\x06 \x01(\x05\"\x9e\x01\n\x13ReplicaFetchRequest\x12\x12\n\nreplica_id\x18\x01 \x01(\x05\x12\x14\n\x0c\x62roker_epoch\x18\x02 \x01(\x03\x12\x35\n\npartitions\x18\x03 \x03(\x0b\x32!.twinlog.v1.ReplicaFetchPartition\x12\x13\n\x0bmax_wait_ms\x18\x04 \x01(\x05\x12\x11\n\tmax_bytes\x18\x05 \x01(\x05\"-\n\x08\x45pochEnd\x12\r\n\x05\x65poch\x18\x01 \x01(\x05\x12\x12\n\nend_offset\x18\x02 \x01(\x03\"\xa6\x02\n\x10\x46\x65tchedPartition\x12\x33\n\x0ftopic_partition\x18\x01 \x01(\x0b\x32\x1a.twinlog.v1.TopicPartition\x12&\n\x03log\x18\t \x01(\x0e\x32\x19.twinlog.v1.ReplicatedLog\x12\x0f\n\x07records\x18\x02 \x01(\x0c\x12\x16\n\x0ehigh_watermark\x18\x03 \x01(\x03\x12\x18\n\x10log_start_offset\x18\x04 \x01(\x03\x12\x16\n\x0elog_end_offset\x18\x05 \x01(\x03\x12,\n\tdiverging\x18\x06 \x01(\x0b\x32\x14.twinlog.v1.EpochEndH\x00\x88\x01\x01\x12\r\n\x05\x65rror\x18\x07 \x01(\t\x12\x0f\n\x07message\x18\x08 \x01(\tB\x0c\n\n_diverging\"H\n\x14ReplicaFetchResponse\x12\x30\n\npartitions\x18\x01 \x03(\x0b\x32\x1c.twinlog.v1.FetchedPartition*D\n\rReplicatedLog\x12\x17\n\x13REPLICATED_LOG_DATA\x10\x00\x12\x1a\n\x16REPLICATED_LOG_JOURNAL\x10\x01\x32Y\n\x0bReplication\x12J\n\x05\x46\x65tch\x12\x1f.twinlog.v1.ReplicaFetchRequest\x1a .twinlog.v1.ReplicaFetchResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'twinlog.v1.replication_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_REPLICATEDLOG']._serialized_start=847
-  _globals['_REPLICATEDLOG']._serialized_end=915
+  _globals['_REPLICATEDLOG']._serialized_start=866
+  _globals['_REPLICATEDLOG']._serialized_end=934
   _globals['_REPLICAFETCHPARTITION']._serialized_start=70
-  _globals['_REPLICAFETCHPARTITION']._serialized_end=266
-  _globals['_REPLICAFETCHREQUEST']._serialized_start=269
-  _globals['_REPLICAFETCHREQUEST']._serialized_end=427
-  _globals['_EPOCHEND']._serialized_start=429
-  _globals['_EPOCHEND']._serialized_end=474
-  _globals['_FETCHEDPARTITION']._serialized_start=477
-  _globals['_FETCHEDPARTITION']._serialized_end=771
-  _globals['_REPLICAFETCHRESPONSE']._serialized_start=773
-  _globals['_REPLICAFETCHRESPONSE']._serialized_end=845
-  _globals['_REPLICATION']._serialized_start=917
-  _globals['_REPLICATION']._serialized_end=1006
+  _globals['_REPLICAFETCHPARTITION']._serialized_end=285
+  _globals['_REPLICAFETCHREQUEST']._serialized_start=288
+  _globals['_REPLICAFETCHREQUEST']._serialized_end=446
+  _globals['_EPOCHEND']._serialized_start=448
+  _globals['_EPOCHEND']._serialized_end=493
+  _globals['_FETCHEDPARTITION']._serialized_start=496
+  _globals['_FETCHEDPARTITION']._serialized_end=790
+  _globals['_REPLICAFETCHRESPONSE']._serialized_start=792
+  _globals['_REPLICAFETCHRESPONSE']._serialized_end=864
+  _globals['_REPLICATION']._serialized_start=936
+  _globals['_REPLICATION']._serialized_end=1025
 # @@protoc_insertion_point(module_scope)

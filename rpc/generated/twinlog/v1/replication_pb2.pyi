@@ -16,18 +16,20 @@ REPLICATED_LOG_DATA: ReplicatedLog
 REPLICATED_LOG_JOURNAL: ReplicatedLog
 
 class ReplicaFetchPartition(_message.Message):
-    __slots__ = ("topic_partition", "log", "fetch_offset", "last_fetched_epoch", "current_leader_epoch")
+    __slots__ = ("topic_partition", "log", "fetch_offset", "last_fetched_epoch", "current_leader_epoch", "max_bytes")
     TOPIC_PARTITION_FIELD_NUMBER: _ClassVar[int]
     LOG_FIELD_NUMBER: _ClassVar[int]
     FETCH_OFFSET_FIELD_NUMBER: _ClassVar[int]
     LAST_FETCHED_EPOCH_FIELD_NUMBER: _ClassVar[int]
     CURRENT_LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    MAX_BYTES_FIELD_NUMBER: _ClassVar[int]
     topic_partition: _common_pb2.TopicPartition
     log: ReplicatedLog
     fetch_offset: int
     last_fetched_epoch: int
     current_leader_epoch: int
-    def __init__(self, topic_partition: _Optional[_Union[_common_pb2.TopicPartition, _Mapping]] = ..., log: _Optional[_Union[ReplicatedLog, str]] = ..., fetch_offset: _Optional[int] = ..., last_fetched_epoch: _Optional[int] = ..., current_leader_epoch: _Optional[int] = ...) -> None: ...
+    max_bytes: int
+    def __init__(self, topic_partition: _Optional[_Union[_common_pb2.TopicPartition, _Mapping]] = ..., log: _Optional[_Union[ReplicatedLog, str]] = ..., fetch_offset: _Optional[int] = ..., last_fetched_epoch: _Optional[int] = ..., current_leader_epoch: _Optional[int] = ..., max_bytes: _Optional[int] = ...) -> None: ...
 
 class ReplicaFetchRequest(_message.Message):
     __slots__ = ("replica_id", "broker_epoch", "partitions", "max_wait_ms", "max_bytes")
