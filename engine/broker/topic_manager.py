@@ -27,6 +27,7 @@ from pathlib import Path
 from twinlog.engine.base.errors import (
     InvalidConfigError,
     NotEnoughResourcesError,
+    NotLeaderOrFollowerError,
     TopicExistsError,
     UnknownTopicOrPartitionError,
 )
@@ -255,6 +256,14 @@ class TopicManager:
             partition = self._partitions.step_out(topic_partition, leader_epoch)
             if partition is None:
                 return False
+            # Sends that raced the step-out finish (stepped out, they fail as not led
+            # here); later ones are told to find the leader, not that nothing exists.
+            partition.send_gate.close(
+                lambda: NotLeaderOrFollowerError(
+                    f"{topic_partition} moved away from this broker (a reassignment); "
+                    "refresh metadata and send to its leader"
+                )
+            )
             self._partitions.remove(topic_partition)
             partition.close()
             self._journal.delete_partition(partition.name)
