@@ -30,7 +30,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from cluster_faults import BROKER_IDS, WAIT_S, FaultCluster, wait_until
+from cluster_faults import WAIT_S, FaultCluster, wait_until
 from cluster_security import READER
 from cluster_workload import (
     ABORTED,
@@ -61,6 +61,15 @@ class Committed:
 
 def partition_directory(data_dir: Path, topic: str, partition: int = 0) -> Path:
     return data_dir / "logs" / f"{topic}-{partition}"
+
+
+def holds_no_copy(directory: Path) -> bool:
+    """A broker's partition directory removed, or holding no record (a client that still
+    sends there may open the partition again, empty and without a role, as any broker
+    opens any partition it is asked for)."""
+    return not directory.exists() or not any(
+        path.stat().st_size for path in directory.rglob("*.log")
+    )
 
 
 def raw_batches(directory: Path) -> list[tuple[BatchHeader, bytes]]:
@@ -119,10 +128,10 @@ def check_replicas_agree(
     topic: str,
     timeout_s: float = WAIT_S,
     partition: int = 0,
-    replicas: tuple[int, ...] = BROKER_IDS,
+    replicas: tuple[int, ...] | None = None,
 ) -> Committed:
     """Every ISR replica byte-identical up to the leader's HW; the committed records.
-    ``replicas``: the partition's (every broker, unless moved)."""
+    ``replicas``: the ISR to wait for (None: the partition's replicas)."""
     state = cluster.wait_in_sync(topic, replicas, timeout_s=timeout_s, partition=partition)
     with cluster.client(state.leader) as remote:
         high_watermark = remote.list_offset(topic, partition, "latest")

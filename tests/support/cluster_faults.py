@@ -353,15 +353,27 @@ class BrokerProcess:
 class FaultCluster:
     """Thread rule: the test's thread; ``client`` and ``state`` from any thread."""
 
-    def __init__(self, root: Path, zookeeper_hosts: str, name: str, *, secure: bool = True) -> None:
+    def __init__(
+        self,
+        root: Path,
+        zookeeper_hosts: str,
+        name: str,
+        *,
+        secure: bool = True,
+        spare_ids: tuple[int, ...] = (),
+    ) -> None:
         """``zookeeper_hosts``: a standalone server's ``127.0.0.1:PORT`` or an ensemble's
         ``h:p,h:p,h:p``; the cluster lives below the chroot ``/twinlog-<name>`` (at the
         top: a parent another cluster made is locked with that cluster's credential).
-        ``secure``: tokens, ACLs, broker certificates and the ZooKeeper credential."""
+        ``secure``: tokens, ACLs, broker certificates and the ZooKeeper credential.
+        ``spare_ids``: brokers that may join later (``add_broker``), certificates ready."""
         self.root = root
+        self.zookeeper_hosts = zookeeper_hosts
         self.chroot = f"/twinlog-{name}"
         self.connect = f"{zookeeper_hosts}{self.chroot}"
-        self.security = ClusterSecurity.write(root / "security", BROKER_IDS) if secure else None
+        self.security = (
+            ClusterSecurity.write(root / "security", BROKER_IDS + spare_ids) if secure else None
+        )
         self.brokers = {
             broker_id: BrokerProcess(broker_id, root, zookeeper_hosts, self.chroot, self.security)
             for broker_id in BROKER_IDS
@@ -391,6 +403,17 @@ class FaultCluster:
             self.brokers[broker_id].start()
         for broker_id in broker_ids:
             self.brokers[broker_id].wait_serving()
+
+    def add_broker(self, broker_id: int) -> BrokerProcess:
+        """A new broker (one of ``spare_ids``) joins the cluster; it serves when this
+        returns. It holds nothing until partitions are moved to it."""
+        assert broker_id not in self.brokers, f"broker {broker_id} is in the cluster already"
+        broker = BrokerProcess(
+            broker_id, self.root, self.zookeeper_hosts, self.chroot, self.security
+        )
+        self.brokers[broker_id] = broker
+        self._start_together([broker_id])
+        return broker
 
     def restart(self, *broker_ids: int, at_once: bool = False) -> None:
         """Start the given (dead) brokers again once their old registrations are gone, as
@@ -430,7 +453,7 @@ class FaultCluster:
         dead = [broker_id for broker_id, broker in self.brokers.items() if not broker.alive]
         if dead:
             self.restart(*dead)
-        wait_until(lambda: set(self.registered()) == set(BROKER_IDS), "every broker registered")
+        wait_until(lambda: set(self.registered()) == set(self.brokers), "every broker registered")
 
     def close(self) -> None:
         for broker in self.brokers.values():
@@ -501,14 +524,20 @@ class FaultCluster:
     def wait_in_sync(
         self,
         topic: str,
-        broker_ids: tuple[int, ...] = BROKER_IDS,
+        broker_ids: tuple[int, ...] | None = None,
         timeout_s: float = WAIT_S,
         partition: int = 0,
     ) -> PartitionState:
+        """Until the ISR is exactly ``broker_ids`` (None: the partition's replicas, not
+        moving), each with its current broker epoch, led by a running broker."""
         return self.wait_state(
             topic,
-            lambda state: self.in_sync(state, broker_ids),
-            f"ISR {list(broker_ids)} with their current broker epochs",
+            lambda state: (
+                not state.reassigning
+                and self.in_sync(state, state.replicas if broker_ids is None else broker_ids)
+            ),
+            f"ISR {'its replicas' if broker_ids is None else list(broker_ids)} with their "
+            "current broker epochs",
             timeout_s,
             partition,
         )

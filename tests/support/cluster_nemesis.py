@@ -34,6 +34,12 @@ undone before the next (``FaultCluster.heal``: restarts what died):
     elect-preferred  every partition led by its first replica again where that one is
                  in sync (``twinlog cluster elect-leaders --preferred``): leaderships,
                  the coordinator's too, move between live brokers under the workload
+    reassign     one partition (of the transactional topic, or the coordinator's journal
+                 partition) moved off one of its brokers, the leader among them as often
+                 as not, and back once that completed: the broker left drops its copy,
+                 then copies it again from nothing as a new replica and rejoins the ISR.
+                 One time in three the move back is throttled and cancelled half-way
+                 (the new copy dropped again), then asked for once more, unthrottled
 
 (ZooKeeper paused, which stops every broker's clock at once, is in
 ``test_f21_zookeeper_faults.py``, not here.)
@@ -117,6 +123,7 @@ KINDS = {
     "forge": 1,
     "kill-restart": 1,  # SIGKILL, then started again at once: it waits out its session
     "elect-preferred": 1,  # every leadership back to its first replica, where in sync
+    "reassign": 1,  # a partition moved off a broker and back (a copy dropped, then remade)
 }
 # After a fault that moved the coordinator, clients may still meet NotCoordinatorError at
 # the old one for this long: until each has made its next call there (a paused call's
@@ -135,6 +142,8 @@ CRASH_STEP_WAIT_S = 10.0  # the coordinator's next commit comes well within this
 # is retried at least every second (RETRIABLE_RETRY_S_MAX) once its partition has a leader.
 COMPLETION_WAIT_S = 30.0
 ELECT_TIMEOUT_MS = 20_000
+REASSIGN_WAIT_S = 60.0  # a move of the workload's small partitions completes well within
+CRAWL_BYTES_PER_S = 1024  # a move this slow is still copying when it is cancelled
 
 
 def seed_from_environment() -> int:
@@ -243,6 +252,18 @@ class Nemesis:
             )
             self.windows.append((started, time.monotonic(), moved))
 
+    def _move(self, admin: Admin, key: tuple[str, int], target: tuple[int, ...]) -> None:
+        """Move ``key`` to ``target`` and wait until it completed."""
+        (result,) = admin.reassign_partitions({key: target})
+        assert result.error is None, result
+        self.cluster.wait_state(
+            key[0],
+            lambda s: s.replicas == target and not s.reassigning,
+            f"moved to {list(target)}",
+            REASSIGN_WAIT_S,
+            key[1],
+        )
+
     def _journal_leader(self) -> int:
         state = self.cluster.state(TXN_JOURNAL_TOPIC, 0)
         return -1 if state is None else state.leader
@@ -290,6 +311,33 @@ class Nemesis:
             # Through any broker; partitions whose first replica is out of sync stay.
             with Admin(cluster.bootstrap, **cluster.client_arguments(OPERATOR)) as admin:
                 admin.elect_preferred_leaders(timeout_ms=ELECT_TIMEOUT_MS)
+        elif kind == "reassign":
+            choices = [(self.topic, p) for p in range(PARTITIONS)] + [(TXN_JOURNAL_TOPIC, 0)]
+            topic, partition = rng.choice(choices)
+            state = cluster.state(topic, partition)
+            assert state is not None and not state.reassigning, state
+            original = state.replicas
+            leaving = state.leader if rng.random() < 0.5 else rng.choice(original)
+            victim = cluster.brokers[leaving]
+            smaller = tuple(r for r in original if r != leaving)
+            key = (topic, partition)
+            with Admin(cluster.bootstrap, **cluster.client_arguments(OPERATOR)) as admin:
+                self._move(admin, key, smaller)
+                if rng.random() < 1 / 3:  # throttled to a crawl, then cancelled half-way
+                    (result,) = admin.reassign_partitions({key: original}, CRAWL_BYTES_PER_S)
+                    assert result.error is None, result
+                    cluster.wait_state(topic, lambda s: s.reassigning, "moving", 10, partition)
+                    time.sleep(rng.uniform(0, 2))
+                    (result,) = admin.reassign_partitions({key: None})
+                    assert result.error is None, result  # no copy can have caught up yet
+                    cluster.wait_state(
+                        topic,
+                        lambda s: s.replicas == smaller and not s.reassigning,
+                        "cancelled",
+                        REASSIGN_WAIT_S,
+                        partition,
+                    )
+                self._move(admin, key, original)
         elif kind == "zk-restart":
             assert self.zookeeper is not None
             self.zookeeper.kill()

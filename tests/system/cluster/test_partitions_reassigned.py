@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from cluster_checks import check_history, check_replicas_agree, partition_directory
+from cluster_checks import check_history, check_replicas_agree, holds_no_copy, partition_directory
 from cluster_faults import FaultCluster, wait_until
 from cluster_workload import AckedProducer, BackgroundProducer, TailingConsumer
 from server_process import run_cli
@@ -56,7 +56,7 @@ def test_a_partition_moves_off_its_leader_under_load_and_loses_nothing(
         acknowledged = background.acknowledged_count()
         wait_until(lambda: background.acknowledged_count() >= acknowledged + 10, "writes go on")
     gone = partition_directory(cluster.brokers[leaving].data_dir, topic)
-    wait_until(lambda: not gone.exists(), f"broker {leaving} removing {gone}")
+    wait_until(lambda: holds_no_copy(gone), f"broker {leaving} removing {gone}")
     committed = check_replicas_agree(cluster, topic, replicas=(newcomer, staying))
     check_history(committed, [producer], [consumer])
 
@@ -97,7 +97,7 @@ def test_a_throttled_move_shows_its_progress_and_is_cancelled_back(
     back = cluster.wait_state(topic, lambda s: not s.reassigning, "the move cancelled")
     assert back.replicas == state.replicas and newcomer not in back.isr_ids
     dropped = partition_directory(cluster.brokers[newcomer].data_dir, topic)
-    wait_until(lambda: not dropped.exists(), f"broker {newcomer} removing {dropped}")
+    wait_until(lambda: holds_no_copy(dropped), f"broker {newcomer} removing {dropped}")
     check_history(check_replicas_agree(cluster, topic, replicas=state.replicas), [producer])
 
 
