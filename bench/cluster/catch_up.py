@@ -25,8 +25,8 @@ from twinlog.rpc.client.connection_options import ConnectionOptions
 from twinlog.rpc.client.remote import RemoteBroker
 
 
-def produce_mib(address: str, topic: str, settings: BenchSettings) -> float:
-    """``catch_up_mib`` MiB to partition 0, one 1 MiB batch per request; MiB/s."""
+def produce_mib(address: str, topic: str, settings: BenchSettings, partition: int = 0) -> float:
+    """``catch_up_mib`` MiB to ``partition``, one 1 MiB batch per request; MiB/s."""
     payloads = settings.payloads()
     records_per_batch = MIB // settings.record_bytes
     options = ConnectionOptions(request_timeout_ms=round(settings.phase_timeout_s * 1000))
@@ -36,7 +36,7 @@ def produce_mib(address: str, topic: str, settings: BenchSettings) -> float:
             builder = RecordBatchBuilder("none")
             for index in range(records_per_batch):
                 builder.append(payloads[(number + index) % len(payloads)])
-            client.produce(topic, 0, builder.build())
+            client.produce(topic, partition, builder.build())
     return settings.catch_up_mib / (time.monotonic() - started_s)
 
 

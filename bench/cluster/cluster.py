@@ -78,22 +78,41 @@ class BenchCluster:
         options = ConnectionOptions(request_timeout_ms=ADMIN_TIMEOUT_MS)
         return RemoteBroker(self.brokers[broker_id].address, options)
 
-    def create_topic(self, topic: str, partitions: int) -> dict[int, PartitionState]:
-        """Create with replication factor 3 and wait until every partition has a leader and
-        a full ISR; their states."""
+    def add_broker(self, broker_id: int) -> ServerProcess:
+        """A new broker joins (it holds nothing until partitions move to it)."""
+        assert broker_id not in self.brokers, broker_id
+        process = ServerProcess(
+            f"broker-{broker_id}", self.root / f"b{broker_id}", self._arguments(broker_id)
+        )
+        self.brokers[broker_id] = process
+        process.start()
+        wait_for(f"broker {broker_id} registered", lambda: self.registered(broker_id), 30.0)
+        return process
+
+    def create_topic(
+        self,
+        topic: str,
+        partitions: int,
+        replication_factor: int = REPLICATION_FACTOR,
+        config: dict[str, str] | None = None,
+    ) -> dict[int, PartitionState]:
+        """Create and wait until every partition has a leader and a full ISR; their states."""
+        settings = {"replication.factor": str(replication_factor), **(config or {})}
         with self.admin() as admin:
-            admin.create_topic(topic, partitions, {"replication.factor": str(REPLICATION_FACTOR)})
-        return {p: self.wait_full_isr(topic, p) for p in range(partitions)}
+            admin.create_topic(topic, partitions, settings)
+        return {p: self.wait_full_isr(topic, p, replication_factor) for p in range(partitions)}
 
     def state(self, topic: str, partition: int) -> PartitionState | None:
         return read_partition_state(self.zookeeper, topic, partition)
 
-    def wait_full_isr(self, topic: str, partition: int) -> PartitionState:
+    def wait_full_isr(
+        self, topic: str, partition: int, replication_factor: int = REPLICATION_FACTOR
+    ) -> PartitionState:
         def full() -> PartitionState | None:
             state = self.state(topic, partition)
             if state is None or state.leader <= 0:
                 return None
-            return state if len(state.isr) == REPLICATION_FACTOR else None
+            return state if len(state.isr) == replication_factor else None
 
         return wait_for(f"{topic}-{partition} with a leader and a full ISR", full, STATE_TIMEOUT_S)
 

@@ -1,0 +1,1 @@
+"""The elastic cluster's figures: ``python -m bench.elastic`` (``runner``)."""
