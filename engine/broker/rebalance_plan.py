@@ -11,9 +11,11 @@ The rules, in order:
    acknowledged. (A partition created below it already is left as it is.)
 2. Each replica to place goes to the broker holding the fewest replicas (lowest id on a
    tie) that the partition is not on yet.
-3. While one broker holds two or more replicas more than another, one replica of a
-   partition the lighter broker is not on moves to it (in the same position of the
-   list, so a preferred leader stays preferred). A new broker gets its share this way.
+3. While one broker holds two or more replicas of a topic more than another, one of
+   them (of a partition the lighter broker is not on) moves to it, in the same position
+   of the list, so a preferred leader stays preferred; then the same over the brokers'
+   totals, moving only replicas whose topic stays spread. A new broker gets its share
+   of every topic this way.
 4. While one broker is the preferred leader (first replica) of two or more partitions
    more than another that is a replica of one of them, the two swap places in that
    partition's list: a new order only, which copies nothing.
@@ -24,7 +26,7 @@ Moves change as few replicas as those rules need; partitions already balanced st
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping, Set
+from collections.abc import Callable, Iterable, Mapping, Set
 from dataclasses import dataclass
 
 from twinlog.engine.base.errors import InvalidReplicaAssignmentError
@@ -117,19 +119,52 @@ def plan_rebalance(
 def _balance_replicas(
     targets: dict[tuple[str, int], list[int]], load: Counter[int], eligible: list[int]
 ) -> None:
-    """Rule 3."""
+    """Rule 3: each topic spread on its own first (a new broker gets a share of every
+    topic, not only of the internal ones), then the brokers' totals, moving only a
+    replica whose topic stays spread."""
+    topic_load: dict[str, Counter[int]] = {}
+    for (topic, _partition), target in targets.items():
+        topic_load.setdefault(topic, Counter({b: 0 for b in eligible})).update(target)
+
+    def move(key: tuple[str, int], heavy: int, light: int) -> None:
+        target = targets[key]
+        target[target.index(heavy)] = light
+        for counts in (load, topic_load[key[0]]):
+            counts[heavy] -= 1
+            counts[light] += 1
+
+    for topic, counts in topic_load.items():
+        keys = sorted(key for key in targets if key[0] == topic)
+        _spread(keys, targets, counts, load, eligible, lambda key, heavy, light: True, move)
+    _spread(
+        sorted(targets), targets, load, load, eligible,
+        lambda key, heavy, light: topic_load[key[0]][heavy] > topic_load[key[0]][light],
+        move,
+    )  # fmt: skip
+
+
+def _spread(
+    keys: list[tuple[str, int]],
+    targets: dict[tuple[str, int], list[int]],
+    counts: Counter[int],
+    load: Counter[int],
+    eligible: list[int],
+    allowed: Callable[[tuple[str, int], int, int], bool],
+    move: Callable[[tuple[str, int], int, int], None],
+) -> None:
+    """While a broker holds two or more of ``counts`` more than another, move one replica
+    of ``keys`` (one the lighter broker is not on, and ``allowed``) to it; ties go by the
+    brokers' total ``load``."""
     for _step in range(STEPS_MAX):
-        heavy = max(eligible, key=lambda b: (load[b], -b))
+        heavy = max(eligible, key=lambda b: (counts[b], load[b], -b))
         moved = False
-        for light in sorted(eligible, key=lambda b: (load[b], b)):
-            if load[heavy] - load[light] < 2:
+        for light in sorted(eligible, key=lambda b: (counts[b], load[b], b)):
+            if counts[heavy] - counts[light] < 2:
                 break
-            for key in sorted(targets):
+            for key in keys:
                 target = targets[key]
-                if heavy in target and light not in target:
-                    target[target.index(heavy)] = light
-                    load[heavy] -= 1
-                    load[light] += 1
+                if heavy in target and light not in target and allowed(key, heavy, light):
+                    move(key, heavy, light)
                     moved = True
                     break
             if moved:

@@ -95,9 +95,68 @@ def test_any_plan_is_balanced_and_valid(case: tuple[int, list[tuple[int, ...]], 
         assert set(target) <= set(registered)
     load = plan.replicas_after
     assert sum(load.values()) == sum(len(r) for r in replica_lists)
-    # Balanced as far as moves can go: no broker two or more replicas heavier than another
+    # Spread as far as moves can go: no broker two or more replicas heavier than another
     # holds a partition the lighter one could take.
     for heavy in registered:
         for light in registered:
             if load[heavy] - load[light] >= 2:
                 assert not any(heavy in t and light not in t for t in final), (heavy, light)
+
+
+def test_a_new_broker_gets_a_share_of_every_topic_not_only_the_small_ones() -> None:
+    data = [PlacedPartition("data", i, r) for i, r in enumerate([(1, 2), (2, 3), (3, 1)] * 2)]
+    internal = [PlacedPartition("__internal", i, (1, 2, 3)) for i in range(4)]
+    plan = plan_rebalance(data + internal, [1, 2, 3, 4])
+    targets = {(m.topic, m.partition): m.target for m in plan.moves}
+    data_on_4 = sum(4 in targets.get((p.topic, p.partition), p.replicas) for p in data)
+    assert data_on_4 == 3  # 12 data replicas over 4 brokers
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.integers(2, 5).flatmap(
+        lambda brokers: st.tuples(
+            st.just(brokers),
+            st.lists(
+                st.tuples(
+                    st.sampled_from(["a", "b", "c"]),
+                    st.integers(1, brokers).flatmap(
+                        lambda factor: st.permutations(range(1, brokers + 1)).map(
+                            lambda order: tuple(order[:factor])
+                        )
+                    ),
+                ),
+                max_size=30,
+            ),
+        )
+    )
+)
+def test_every_topic_is_spread_and_then_the_totals(
+    case: tuple[int, list[tuple[str, tuple[int, ...]]]],
+) -> None:
+    brokers, items = case
+    registered = list(range(1, brokers + 2))  # one broker more than the data was placed on
+    before = [PlacedPartition(topic, i, replicas) for i, (topic, replicas) in enumerate(items)]
+    plan = plan_rebalance(before, registered)
+    targets = {(m.topic, m.partition): m.target for m in plan.moves}
+    final = [(p.topic, targets.get((p.topic, p.partition), p.replicas)) for p in before]
+    per_topic: dict[str, dict[int, int]] = {}
+    for topic, target in final:
+        counts = per_topic.setdefault(topic, dict.fromkeys(registered, 0))
+        for broker_id in target:
+            counts[broker_id] += 1
+    for topic, counts in per_topic.items():
+        for heavy in registered:
+            for light in registered:
+                if counts[heavy] - counts[light] >= 2:
+                    assert not any(
+                        t == topic and heavy in r and light not in r for t, r in final
+                    ), (topic, heavy, light)
+    load = plan.replicas_after
+    for heavy in registered:
+        for light in registered:
+            if load[heavy] - load[light] >= 2:
+                assert not any(
+                    heavy in r and light not in r and per_topic[t][heavy] > per_topic[t][light]
+                    for t, r in final
+                ), (heavy, light)
