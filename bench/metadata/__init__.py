@@ -1,0 +1,1 @@
+"""How cluster metadata scales with partitions: ``python -m bench.metadata`` (``runner``)."""
