@@ -43,6 +43,14 @@ def diverging_epoch(
         return None  # an empty follower log parts from nothing
     epoch_end = leader_epochs.end_offset_for_epoch(last_fetched_epoch, leader_log_end_offset)
     if epoch_end.epoch == NO_EPOCH:
+        if fetch_offset == leader_log_start_offset:
+            # Its log ends where ours starts (records deleted up to our end after a
+            # failover, and our epochs older than the start with them): there is nothing
+            # to compare, so nothing to cut, and records from our start follow. Answering
+            # a divergence here would be answered again at every fetch: the follower,
+            # with nothing to cut, would ask with the same epoch forever (Kafka answers
+            # the epoch asked about, ending where our earliest one starts).
+            return None
         # We know no epoch that old: the follower holds epochs we never had, from before
         # our log start; it keeps nothing past our start.
         return EpochEnd(NO_EPOCH, leader_log_start_offset)

@@ -105,6 +105,8 @@ def test_the_answers_at_the_edges() -> None:
     assert diverging_epoch(leader, 10, 30, 31, 5) == (5, 30)  # past our end
     assert diverging_epoch(leader, 10, 30, 22, 4) == (3, 20)  # an epoch we never had
     assert diverging_epoch(leader, 10, 30, 8, 1) == (NO_EPOCH, 10)  # older than our history
+    assert diverging_epoch(leader, 10, 30, 12, 1) == (NO_EPOCH, 10)
+    assert diverging_epoch(leader, 10, 30, 10, 1) is None  # it ends where we start
     follower = History([(3, 10), (4, 18)])
     assert truncation_offset(follower, 22, EpochEnd(3, 20)) == 18  # cut our epoch 4 first
     assert truncation_offset(follower, 22, EpochEnd(NO_EPOCH, 10)) == 10
