@@ -829,6 +829,13 @@ class Broker(BrokerLifecycle):
     def describe_producers(self, topic: str, partition: int) -> list[ProducerDescription]:
         return self.partition(TopicPartition(topic, partition)).describe_producers()
 
+    def delete_records(self, topic: str, partition: int, before_offset: int) -> int:
+        """Delete the partition's records below ``before_offset`` (-1: below the high
+        watermark), Kafka's DeleteRecords, on its leader only (NotLeaderOrFollowerError
+        elsewhere); the log start now, Kafka's low watermark (``Partition.delete_records``)."""
+        self._check_open()
+        return self.partition(TopicPartition(topic, partition)).delete_records(before_offset)
+
     def transactional_id_of(self, producer_id: int) -> str | None:
         """The transactional id a producer id belongs to (None: unknown); the server's ACLs
         need it. Producer ids survive restarts and re-inits, so this answer does too."""

@@ -88,6 +88,7 @@ from twinlog.journal import CopyState, JournalLogs
 
 log = logging.getLogger(__name__)
 
+HIGH_WATERMARK = -1  # delete_records up to the high watermark (Kafka's -1)
 SEQUENCE_WRAP = 1 << 31  # a Kafka producer's sequence after 2**31 - 1 is 0
 EPOCH_SEQUENCES_MAX = 10_000  # per-epoch producers remembered per partition (~100 bytes each)
 
@@ -481,6 +482,44 @@ class Partition(PartitionReplica):
         # The journal log keeps what an open or applying transaction, or a replay, needs.
         self.journal.apply_retention(self.name)
         return deleted
+
+    def delete_records(self, before_offset: int) -> int:
+        """Kafka's DeleteRecords on this leader: the log starts at ``before_offset`` from now
+        on (``HIGH_WATERMARK``: at the high watermark); return the log start now (Kafka's
+        low watermark). Followers take it from their next fetch answers (``apply_fetched``).
+
+        As Kafka: an offset above the high watermark (or negative) is OffsetOutOfRangeError,
+        one at or below the start changes nothing. As retention: the start stops at the
+        first batch of a copy not yet recorded as APPLIED (the copier's recovery finds the
+        copy in the log from there), so the start returned may be below ``before_offset``;
+        the copy is finished within moments, and the same call then goes further.
+        """
+        self._wait_promoted()  # a new leader's high watermark is settled past its barrier
+        with self._plain_lock:
+            self.check_serves_clients()
+            high_watermark = self.high_watermark.value
+            target = high_watermark if before_offset == HIGH_WATERMARK else before_offset
+            if not 0 <= target <= high_watermark:
+                start = self.log.log_start_offset
+                raise OffsetOutOfRangeError(
+                    f"{self.name}: cannot delete records before offset {before_offset}: "
+                    f"records up to the high watermark {high_watermark} may be deleted (the "
+                    f"log starts at {start}); pass an offset up to it, or -1 for all of them",
+                    start,
+                    high_watermark,
+                )
+            start = self.log.advance_log_start(
+                target, protected_from_offset=self._applying_start_offset
+            )
+        if start < target:
+            log.info(
+                "%s: records deleted below %d, not %d: a transaction's copy from there is "
+                "not yet recorded as applied",
+                self.name,
+                start,
+                target,
+            )
+        return start
 
     def _retention_bound(self) -> int:
         """Retention deletes nothing from here on: the start of a copy not yet recorded as

@@ -98,6 +98,9 @@ class PartitionReplica:
     def _load_sequences(self) -> SequenceTracker:
         raise NotImplementedError  # Partition's: idempotence state from the log
 
+    def _applying_start_offset(self) -> int | None:
+        raise NotImplementedError  # Partition's: the first offset of a copy not yet APPLIED
+
     # --- roles (partition_role) ---------------------------------------------------
 
     def check_serves_clients(self) -> None:
@@ -469,7 +472,8 @@ class PartitionReplica:
     def apply_fetched(self, fetched: FetchedPartition, leader_id: int) -> None:
         """A follower takes its leader's answer for one log: cut where the logs part, or
         append the batches as they are (fsynced with ``replica_fsync``: the next fetch
-        offset acknowledges them) and learn the high watermark; the journal log's
+        offset acknowledges them) and learn the high watermark and the log start
+        (``_follow_log_start``); the journal log's
         committed records are applied to LMDB then (J1), and only those.
 
         An answer from a broker this partition no longer follows, or to a fetch from
@@ -507,6 +511,7 @@ class PartitionReplica:
                     self.sequences.observe(header, header.base_offset)
                 self.producer_snapshots.after_append(self.sequences)
             self.high_watermark.advance_to(min(fetched.high_watermark, self.log.log_end_offset))
+            self._follow_log_start(fetched.log_start_offset)
         self._wake_fetchers()
 
     def _apply_fetched_journal(self, fetched: FetchedPartition) -> None:
@@ -562,6 +567,16 @@ class PartitionReplica:
         self.log.truncate_fully_and_start_at(leader_log_start_offset)
         self.high_watermark.advance_to(leader_log_start_offset)
         self.sequences = self._load_sequences()
+
+    def _follow_log_start(self, leader_log_start_offset: int) -> None:
+        """Start this replica's data log where its leader's starts (records deleted there,
+        or its retention), as Kafka's follower takes the leader's log start from each fetch
+        answer; never past this replica's high watermark (what it holds may not be
+        committed yet), nor past a copy its journal does not record as APPLIED yet (the
+        copier's recovery needs it, should this replica lead)."""
+        target = min(leader_log_start_offset, self.high_watermark.value)
+        if target > self.log.log_start_offset:
+            self.log.advance_log_start(target, protected_from_offset=self._applying_start_offset)
 
     def _truncate_follower(self, offset: int) -> None:
         """Cut what this replica holds and its leader does not (KIP-101): the idempotence

@@ -21,12 +21,15 @@ Truncations, named by what they do: ``truncate_to`` cuts the tail at an offset (
 follower's divergent suffix, a torn copy, journal records never applied);
 ``truncate_fully_and_start_at`` drops everything and starts empty further on (a
 follower behind its leader's log start); ``delete_segments_before`` and retention take
-whole segments from the head. Recovery cuts a torn tail on open (recovery.py).
+whole segments from the head; ``advance_log_start`` moves the start to any offset
+(DeleteRecords), deleting the whole segments below it. Recovery cuts a torn tail on open (recovery.py).
 
 Watermarks (offsets, never positions):
 
 * ``log_start_offset``: the first offset still stored. Retention moves it to
-  the base offset of the oldest kept segment and persists it (checkpoints.py).
+  the base offset of the oldest kept segment, ``advance_log_start`` to any offset up to
+  the end (inside a segment: the bytes below it stay until the whole segment is below);
+  both persist it (checkpoints.py).
 * ``log_end_offset``: the offset the next appended record gets; one past the
   last offset of the last batch. Readers see batches below it only.
 
@@ -70,8 +73,8 @@ class DataLog:
     """An append-only, segmented log of record batches in one directory.
 
     Thread rule: ONE writer thread per log calls the appends, ``flush``,
-    ``flush_if_due``, the truncations, ``apply_retention``, ``delete_segments_before``
-    and ``close``. (An internal lock serializes these calls anyway, so a background
+    ``flush_if_due``, the truncations, ``apply_retention``, ``delete_segments_before``,
+    ``advance_log_start`` and ``close``. (An internal lock serializes these calls anyway, so a background
     retention or flush thread cannot tear an append; but appends from several threads
     would interleave in no promised order.) Any number of reader threads may call
     ``read``, ``iter_headers``, ``last_batch_header``, ``offset_for_timestamp``,
@@ -567,6 +570,50 @@ class DataLog:
             while count < len(segments) - 1 and segments[count + 1].base_offset <= offset:
                 count += 1
             return self._delete_oldest_segments(count)
+
+    def advance_log_start(
+        self,
+        offset: int,
+        *,
+        protected_from_offset: Callable[[], int | None] | None = None,
+    ) -> int:
+        """Move the log start up to ``offset``, inside a segment if need be, and delete the
+        whole segments below it (Kafka's DeleteRecords, and a follower taking its leader's
+        log start); return the log start now. Reads below it raise OffsetOutOfRangeError.
+
+        Durable first: the log-start checkpoint is written before a segment is deleted, so
+        a restart keeps the new start (and deletes what a crash left below it). Never
+        backwards: an ``offset`` at or below the start changes nothing. Past the log end:
+        OffsetOutOfRangeError, nothing changed. ``protected_from_offset()`` (asked under
+        the write lock, as ``apply_retention`` asks it) bounds the move: the start stops
+        there, and the caller tells its client by the start returned.
+        """
+        with self._write_lock:
+            segments = self._segment_list
+            segments.check_open()
+            start_offset, next_offset = segments.log_start_offset, segments.next_offset
+            if offset > next_offset:
+                raise OffsetOutOfRangeError(
+                    f"{self.directory}: cannot start the log at offset {offset}: it holds "
+                    f"offsets {start_offset}..{next_offset}; pick an offset at most {next_offset}",
+                    start_offset,
+                    next_offset,
+                )
+            if offset <= start_offset:
+                return start_offset
+            protected = protected_from_offset() if protected_from_offset else None
+            if protected is not None:
+                offset = min(offset, protected)
+            if offset <= start_offset:
+                return start_offset
+            segments.advance_start(offset)
+            self.epochs.truncate_from_start(offset)
+            kept = segments.segments
+            count = 0
+            while count < len(kept) - 1 and kept[count + 1].base_offset <= offset:
+                count += 1
+            self._delete_oldest_segments(count)
+            return offset
 
     def _delete_oldest_segments(self, count: int) -> int:
         if count == 0:

@@ -371,6 +371,20 @@ class SegmentList:
         self.publish()
         return doomed
 
+    def advance_start(self, offset: int) -> None:
+        """Move the log start up to ``offset`` (not below it, not past the end), inside a
+        segment if need be, and publish: readers get OffsetOutOfRangeError below it from
+        now on. Checkpointed first, so a restart keeps it; the segments wholly below it are
+        the caller's to take out (``take_oldest``, or the next open if we crash first)."""
+        assert self._log_start_offset < offset <= self._next_offset, (
+            self._log_start_offset,
+            offset,
+            self._next_offset,
+        )
+        write_log_start_offset(self.directory, offset)
+        self._log_start_offset = offset
+        self.publish()
+
     def delete(self, taken: Sequence[Segment]) -> None:
         """Delete the files of segments ``take_oldest`` took out."""
         for segment in taken:
