@@ -3,9 +3,12 @@ broker keeps in ``__consumer_offsets``, for the group calls and the group tools.
 
 Every call runs at the group's coordinator (``coordinator_of``: the group's offsets
 partition once this broker leads it, on one node always, else NotCoordinatorError or
-CoordinatorLoadInProgressError, both retriable). A group's new epoch
-is appended to that partition (a plain append, ``acks=all`` on a cluster) before any
-member is told it: the epoch fence stays monotonic across coordinator moves.
+CoordinatorLoadInProgressError, both retriable). What a group's step changed (its new
+epoch, its changed and removed members) is appended to that partition as one batch (a
+plain append, ``acks=all`` on a cluster) before any member is told it: the epoch fence
+stays monotonic across coordinator moves, and the coordinator that loads the partition
+next takes the members back (``GroupOffsets.restore_with``), so they keep their
+partitions there.
 
 Thread rule: any thread may call (``GroupMembership`` and ``GroupOffsets`` lock).
 """
@@ -22,9 +25,10 @@ from twinlog.engine.broker.group_offset_fencing import GroupOffsetFence
 from twinlog.engine.broker.group_offsets import (
     GroupOffsets,
     build_deletion_batch,
-    build_epoch_batch,
+    build_group_change_batch,
 )
 from twinlog.engine.broker.partition import Partition
+from twinlog.engine.groups.durable_member import GroupChange
 from twinlog.engine.groups.group_calls import (
     GroupDescription,
     GroupHeartbeat,
@@ -54,11 +58,16 @@ class ConsumerGroups:
         self._coordinator_of = coordinator_of
         self._append = append
         self.membership = GroupMembership(
-            topics, self._persist_epoch, group_offsets.group_epoch, heartbeat_interval_ms
+            topics,
+            None,
+            group_offsets.group_epoch,
+            heartbeat_interval_ms,
+            persist_change=self._persist_change,
         )
+        group_offsets.restore_with(self.membership.restore)
 
-    def _persist_epoch(self, group_id: str, epoch: int) -> None:
-        self._append(self._coordinator_of(group_id), build_epoch_batch(group_id, epoch))
+    def _persist_change(self, change: GroupChange) -> None:
+        self._append(self._coordinator_of(change.group_id), build_group_change_batch(change))
 
     def heartbeat(self, call: GroupHeartbeat) -> GroupHeartbeatAnswer:
         self._coordinator_of(call.group_id)

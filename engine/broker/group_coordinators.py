@@ -6,8 +6,10 @@ Leading P at epoch e (``CoordinatorSlots`` with ``load_groups``): through the pr
 barrier, until the in-sync replicas hold all of P, then P's records are folded into
 ``GroupOffsets``, and the transactions whose offsets batches wait in P's journal (not yet
 applied) mark their offsets pending, so a fetch answers PendingTransactionError, not a
-stale offset, and KIP-447's fence sees them. Following P: its groups are dropped from
-memory. Meanwhile its group calls get CoordinatorLoadInProgressError or
+stale offset, and KIP-447's fence sees them. The groups' member records go to the
+membership (``GroupOffsets.restore_with``), which takes the members back, each with a full
+session from the load: they go on here with their epochs and partitions. Following P:
+its groups are dropped from memory (their members go on at P's next leader). Meanwhile its group calls get CoordinatorLoadInProgressError or
 NotCoordinatorError, both retriable: the client finds the coordinator again.
 
 A plain offset commit is appended at P's leader and answered once the in-sync replicas
@@ -112,7 +114,7 @@ class GroupCoordinators:
         is_stopping: Callable[[], bool],
     ) -> None:
         """Called once by the broker's start-up (step 4). ``drop_members(P)``: forget the
-        members of P's groups (they join the next coordinator)."""
+        members of P's groups held in memory (the next coordinator restores them from P)."""
         self._offsets = group_offsets
         self._partitions = partitions
         self._journal = journal
@@ -146,7 +148,7 @@ class GroupCoordinators:
     def _unload(self, loaded: LoadedGroups) -> None:
         with self._load_lock:
             self._offsets.drop_partition(loaded.partition_index)
-        self._drop_members(loaded.partition_index)  # they join the new one
+        self._drop_members(loaded.partition_index)  # the new one restores them from P
         log.info("group coordinator %d unloaded", loaded.partition_index)
 
     def coordinator_of(self, group_id: str) -> Partition:

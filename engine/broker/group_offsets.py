@@ -17,7 +17,18 @@ topic only when the transaction is applied.
     EpochKey    := version int16 (2), group str
     EpochValue  := version int16 (1), group_epoch int32, timestamp_ms int64
                    (the group's last epoch, written before members see it; null: deleted)
+    MemberKey   := version int16 (3), group str, member_id str
+    MemberValue := version int16 (1), the member as its coordinator keeps it: identity,
+                   subscription, timeouts, epochs, assigned and revoking partitions (each
+                   with its assignment epoch), its target (``group_member_records``)
+                   (null: the member left, was fenced or expired)
     str         := length int16, UTF-8 bytes
+
+A group's step (``engine/groups``) writes its new epoch and its changed members as one
+batch (``build_group_change_batch``), before any member is told of it. Members are not
+part of the view: a load hands them to the coordinator's membership (``restore_with``),
+which keeps them from then on. Directories written before member records existed load
+with no members to restore.
 
 ``GroupOffsets`` is the in-memory view the broker answers OffsetFetch from. It
 also tracks, per (group, topic-partition), the transaction that holds a pending
@@ -37,11 +48,19 @@ from __future__ import annotations
 import struct
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from twinlog.engine.base.crc32c import crc32c
 from twinlog.engine.base.errors import CorruptJournalError, PendingTransactionError
 from twinlog.engine.base.types import TopicPartition
+from twinlog.engine.broker.group_member_records import (
+    MEMBER_KEY_VERSION,
+    decode_member_key,
+    decode_member_value,
+    encode_member_key,
+    encode_member_value,
+)
+from twinlog.engine.groups.durable_member import DurableMember, GroupChange, StoredGroup
 from twinlog.engine.records.batch_builder import RecordBatchBuilder
 from twinlog.engine.records.batch_reader import Record, iter_batches
 
@@ -92,6 +111,14 @@ def encode_epoch_key(group_id: str) -> bytes:
     return _SHORT.pack(_EPOCH_KEY_VERSION) + _string(group_id)
 
 
+def key_version(key: bytes) -> int:
+    """The version of a key, which says its kind (1 offset, 2 epoch, 3 member)."""
+    if len(key) < _SHORT.size:
+        raise CorruptJournalError(f"{OFFSETS_TOPIC} holds a key of {len(key)} byte(s)")
+    version: int = _SHORT.unpack_from(key, 0)[0]
+    return version
+
+
 def decode_key(key: bytes) -> tuple[str, TopicPartition | None]:
     """(group, topic-partition) of an OffsetKey; (group, None) of an EpochKey."""
     try:
@@ -124,6 +151,29 @@ def build_epoch_batch(group_id: str, group_epoch: int | None) -> bytes:
     now_ms = time.time_ns() // 1_000_000
     value = None if group_epoch is None else _EPOCH_VALUE.pack(1, group_epoch, now_ms)
     builder.append(value, key=encode_epoch_key(group_id), timestamp_ms=now_ms)
+    return builder.build()
+
+
+def build_group_change_batch(change: GroupChange) -> bytes:
+    """One batch of a group's step: its new epoch (when it changed) first, then the
+    members it changed and the deletions of those it removed."""
+    builder = RecordBatchBuilder("none")
+    now_ms = time.time_ns() // 1_000_000
+    if change.group_epoch is not None:
+        builder.append(
+            _EPOCH_VALUE.pack(1, change.group_epoch, now_ms),
+            key=encode_epoch_key(change.group_id),
+            timestamp_ms=now_ms,
+        )
+    for member in change.members:
+        builder.append(
+            encode_member_value(member),
+            key=encode_member_key(change.group_id, member.member_id),
+            timestamp_ms=now_ms,
+        )
+    for member_id in change.removed:
+        key = encode_member_key(change.group_id, member_id)
+        builder.append(None, key=key, timestamp_ms=now_ms)
     return builder.build()
 
 
@@ -164,14 +214,21 @@ class GroupOffsets:
         self._committed: dict[tuple[str, TopicPartition], int] = {}
         self._pending: dict[tuple[str, TopicPartition], int] = {}  # -> transaction id
         self._epochs: dict[str, int] = {}  # group -> its last durable group epoch
+        # Who takes the members of the groups a load found (the coordinator's membership).
+        self._restore: Callable[[list[StoredGroup]], None] | None = None
 
     def partition_for(self, group_id: str) -> TopicPartition:
         return offsets_partition_for(group_id, self.partition_count)
 
+    def restore_with(self, restore: Callable[[list[StoredGroup]], None]) -> None:
+        """``restore`` takes the members of the groups each load finds (once, at start-up)."""
+        self._restore = restore
+
     def observe(self, records: Iterable[Record]) -> None:
-        """Fold records read from (or appended to) ``__consumer_offsets`` into the view."""
+        """Fold records read from (or appended to) ``__consumer_offsets`` into the view
+        (member records are the membership's, which wrote them: skipped)."""
         with self._lock:
-            _fold(self._committed, self._epochs, records)
+            _fold(self._committed, self._epochs, records, None)
 
     def replace_partition(
         self,
@@ -181,17 +238,26 @@ class GroupOffsets:
     ) -> int:
         """The view of the groups of partition ``partition_index`` becomes ``records``
         folded, with ``pending`` (group, topic-partition, transaction id) marks: what the
-        partition's new leader read from its log and journal. Returns the keys held."""
+        partition's new leader read from its log and journal; the groups' members go to
+        ``restore_with``'s taker. Returns the keys held."""
         committed: dict[tuple[str, TopicPartition], int] = {}
         epochs: dict[str, int] = {}
-        _fold(committed, epochs, records)  # outside the lock: the fold reads the log
+        members: dict[str, dict[str, DurableMember]] = {}  # group -> member id -> member
+        _fold(committed, epochs, records, members)  # outside the lock: the fold reads the log
         with self._lock:
             self._drop(partition_index)
             self._committed.update(committed)
             self._epochs.update(epochs)
             for group_id, topic_partition, transaction_id in pending:
                 self._pending[(group_id, topic_partition)] = transaction_id
-            return len(committed)
+        stored = [
+            StoredGroup(group_id, epochs.get(group_id, 0), tuple(found[m] for m in sorted(found)))
+            for group_id, found in sorted(members.items())
+            if found
+        ]
+        if stored and self._restore is not None:
+            self._restore(stored)
+        return len(committed)
 
     def drop_partition(self, partition_index: int) -> None:
         """Forget the groups of partition ``partition_index`` (another broker leads it)."""
@@ -291,9 +357,16 @@ def _fold(
     committed: dict[tuple[str, TopicPartition], int],
     epochs: dict[str, int],
     records: Iterable[Record],
+    members: dict[str, dict[str, DurableMember]] | None,
 ) -> None:
+    """Fold ``records`` in, the latest record of a key winning; member records into
+    ``members`` (skipped when None)."""
     for record in records:
         if record.key is None:
+            continue
+        if key_version(record.key) == MEMBER_KEY_VERSION:
+            if members is not None:
+                _fold_member(members, record.key, record.value)
             continue
         group_id, topic_partition = decode_key(record.key)
         if topic_partition is None:
@@ -307,6 +380,17 @@ def _fold(
             committed[(group_id, topic_partition)] = _VALUE.unpack(record.value)[1]
 
 
+def _fold_member(
+    members: dict[str, dict[str, DurableMember]], key: bytes, value: bytes | None
+) -> None:
+    group_id, member_id = decode_member_key(key)
+    of_group = members.setdefault(group_id, {})
+    if value is None:
+        of_group.pop(member_id, None)
+    else:
+        of_group[member_id] = decode_member_value(member_id, value)
+
+
 def pending_offsets(
     batches: Iterable[bytes], transaction_id: int
 ) -> set[tuple[str, TopicPartition, int]]:
@@ -316,7 +400,7 @@ def pending_offsets(
     for batch in batches:
         for one in iter_batches(batch):
             for record in one.records():
-                if record.key is not None:
+                if record.key is not None and key_version(record.key) != MEMBER_KEY_VERSION:
                     group_id, topic_partition = decode_key(record.key)
                     if topic_partition is not None:
                         found.add((group_id, topic_partition, transaction_id))

@@ -23,9 +23,15 @@ over that member's assignment and epoch without a rebalance (the restart of a pr
 and fences the member it replaces (FencedInstanceIdError); a static member that leaves
 with STATIC_LEAVE_EPOCH keeps its partitions until its session times out.
 
-The group epoch is made durable before it is used (``persist_epoch``), so epochs only grow
-across coordinator moves; membership itself lives in the coordinator's memory, and
-members join again (UnknownMemberIdError) after a move.
+Durability: each step (a heartbeat, a leave, an expiry round) ends by writing what it
+changed, the group epoch and the changed or removed members (``durable_member``), in one
+change (``persist``), before any member is told of it: whatever a member was told is
+durable, so epochs only grow across coordinator moves, and a coordinator that loads the
+group (``restore``) takes its members back with their epochs and assignments. A member
+that heartbeats the new coordinator goes on where it was; one that never comes back
+expires after a full session from the load. A write that fails fails the step (the member
+is told nothing, retriable); the memory is then ahead of the log, and the next step (or
+expiry round) writes the difference.
 
 Thread rule: the caller (``GroupMembership``) holds its lock around every method.
 """
@@ -33,7 +39,7 @@ Thread rule: the caller (``GroupMembership``) holds its lock around every method
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from twinlog.engine.base.errors import (
@@ -48,6 +54,7 @@ from twinlog.engine.base.errors import (
 from twinlog.engine.base.types import TopicPartition
 from twinlog.engine.groups.assignor import assign_uniform
 from twinlog.engine.groups.classic_member import ClassicMember
+from twinlog.engine.groups.durable_member import DurableMember, GroupChange, PersistChange
 from twinlog.engine.groups.group_calls import (
     JOIN_EPOCH,
     LEAVE_EPOCH,
@@ -94,7 +101,7 @@ class ConsumerGroup:
         self,
         group_id: str,
         group_epoch: int,
-        persist_epoch: Callable[[str, int], None],
+        persist: PersistChange,
         heartbeat_interval_ms: int,
     ) -> None:
         """``group_epoch``: the last one made durable (0 for a new group)."""
@@ -102,12 +109,18 @@ class ConsumerGroup:
         self.group_epoch = group_epoch
         self.members: dict[str, Member] = {}
         self.target: dict[str, frozenset[TopicPartition]] = {}
-        self._persist_epoch = persist_epoch
+        self._persist_change = persist
         self._heartbeat_interval_ms = heartbeat_interval_ms
         self._static: dict[str, str] = {}  # instance id -> member id
         self._replaced: dict[str, str] = {}  # member id -> the instance id that replaced it
         self._topics_seen: dict[str, int] = {}  # subscribed topics' partition counts at the target
-        self._bump_owed = False  # membership changed but its epoch could not be made durable
+        self._bump_owed = False  # a member joined again: its new generation needs a new epoch
+        # What the log holds: the epoch and each member as last written (or loaded). Every
+        # member told anything is in it as told; ``_unwritten`` names the members that may
+        # differ from it (changed, added or removed since the last write).
+        self._durable_epoch = group_epoch
+        self._durable: dict[str, DurableMember] = {}
+        self._unwritten: set[str] = set()
 
     # --- heartbeats ------------------------------------------------------------------------
 
@@ -127,6 +140,7 @@ class ConsumerGroup:
             if call.member_epoch not in epochs:
                 self._remove(member.member_id)
                 self._bump(topics)
+                self._persist()
                 raise FencedMemberEpochError(
                     f"member {call.member_id} of group {self.group_id!r} sent member epoch "
                     f"{call.member_epoch}, its epoch is {member.assignment.member_epoch}: "
@@ -136,6 +150,7 @@ class ConsumerGroup:
                 # Its last answer was lost (accepted, as Kafka's), but what it says it owns
                 # was said before that answer: it must not finish a revocation.
                 reported = None
+        self._unwritten.add(member.member_id)
         member.session_timeout_ms = call.session_timeout_ms
         member.rebalance_timeout_ms = call.rebalance_timeout_ms
         member.session_deadline_s = now_s + call.session_timeout_ms / 1000
@@ -148,6 +163,7 @@ class ConsumerGroup:
         elif self._bump_owed or self._subscribed_counts(topics) != self._topics_seen:
             self._bump(topics)  # a subscribed topic was created, deleted or grown
         self._reconcile(member, reported, now_s)
+        self._persist()  # raises, retriable: the member is told nothing
         return GroupHeartbeatAnswer(
             member.member_id,
             member.assignment.member_epoch,
@@ -166,6 +182,7 @@ class ConsumerGroup:
         if replaced_id is not None and replaced_id != member_id:
             # a restart of a static member: it takes over the old one's place, no rebalance
             member = self.members.pop(replaced_id)
+            self._unwritten.update((replaced_id, member_id))
             self.target[member_id] = self.target.pop(replaced_id, frozenset())
             self._replaced[replaced_id] = call.instance_id or ""
             while len(self._replaced) > REPLACED_MEMBERS_MAX:
@@ -211,9 +228,11 @@ class ConsumerGroup:
             if call.member_epoch == STATIC_LEAVE_EPOCH and member.instance_id:
                 member.left_static = True  # its partitions wait for its restart
                 member.session_deadline_s = now_s + member.session_timeout_ms / 1000
+                self._unwritten.add(member.member_id)
             else:
                 self._remove(member.member_id)
                 self._bump(topics)
+            self._persist()
         return GroupHeartbeatAnswer(call.member_id, call.member_epoch, self._interval_ms())
 
     def _known(self, member_id: str, instance_id: str | None) -> Member:
@@ -247,14 +266,13 @@ class ConsumerGroup:
         return {t: topics[t] for t in sorted(wanted) if t in topics}
 
     def _bump(self, topics: Mapping[str, int]) -> None:
-        """A new group epoch, durable first, and the target assignment at it."""
-        epoch = self.group_epoch + 1
-        self._bump_owed = True
-        self._persist_epoch(self.group_id, epoch)  # raises, retriable: the next heartbeat bumps
-        self.group_epoch = epoch
+        """A new group epoch and the target assignment at it (made durable with the rest
+        of the step, before anyone is told: ``_persist``)."""
+        self.group_epoch += 1
         self._bump_owed = False
         self.target = assign_uniform(self._subscribed(), topics, self.target)
         self._topics_seen = self._subscribed_counts(topics)
+        self._unwritten.update(self.members)  # any member's target may have moved
 
     def _reconcile(
         self, member: Member, reported: frozenset[TopicPartition] | None, now_s: float
@@ -302,13 +320,105 @@ class ConsumerGroup:
             removed.append(Removal(member.member_id, reason))
         if removed or self._bump_owed:
             self._bump(topics)
+        self._persist()  # also what an earlier step could not write
         return removed
 
     def _remove(self, member_id: str) -> None:
         member = self.members.pop(member_id)
+        self._unwritten.add(member_id)
         self.target.pop(member_id, None)
         if member.instance_id and self._static.get(member.instance_id) == member_id:
             del self._static[member.instance_id]
+
+    # --- durability ------------------------------------------------------------------------
+
+    def _persist(self) -> None:
+        """Write what differs from the log (module docstring), as one change; nothing when
+        nothing does (a keep-alive heartbeat writes nothing). Raises, retriable, when the
+        write fails: what it had to write stays unwritten for the next step."""
+        changed: list[DurableMember] = []
+        removed: list[str] = []
+        for member_id in sorted(self._unwritten):
+            member = self.members.get(member_id)
+            if member is None:
+                if member_id in self._durable:
+                    removed.append(member_id)
+            else:
+                durable = self._durable_of(member)
+                if self._durable.get(member_id) != durable:
+                    changed.append(durable)
+        epoch = None if self.group_epoch == self._durable_epoch else self.group_epoch
+        if changed or removed or epoch is not None:
+            self._persist_change(GroupChange(self.group_id, epoch, tuple(changed), tuple(removed)))
+        for durable in changed:
+            self._durable[durable.member_id] = durable
+        for member_id in removed:
+            del self._durable[member_id]
+        self._durable_epoch = self.group_epoch
+        self._unwritten.clear()
+
+    def flush(self) -> None:
+        """Write what earlier steps could not (before the group is deleted: a member the
+        log still held would come back at the next load)."""
+        self._persist()
+
+    def has_unwritten(self) -> bool:
+        return bool(self._unwritten)
+
+    def _durable_of(self, member: Member) -> DurableMember:
+        return DurableMember(
+            member.member_id,
+            member.instance_id,
+            member.client_id,
+            member.subscribed_topics,
+            member.subscribed_pattern,
+            member.session_timeout_ms,
+            member.rebalance_timeout_ms,
+            member.assignment,
+            member.previous_member_epoch,
+            member.left_static,
+            self.target.get(member.member_id, frozenset()),
+        )
+
+    def restore(self, members: Iterable[DurableMember], now_s: float) -> None:
+        """Take back the members the log holds (this coordinator has just loaded the
+        group, which has no members yet): each gets a full session from ``now_s``, and one
+        that was revoking a full rebalance timeout, to reach this coordinator."""
+        assert not self.members, "restore into a group that has members"
+        for durable in members:
+            assignment = durable.assignment
+            revoking = assignment.state is MemberState.UNREVOKED_PARTITIONS
+            self.members[durable.member_id] = Member(
+                durable.member_id,
+                durable.instance_id,
+                durable.client_id,
+                durable.subscribed_topics,
+                durable.subscribed_pattern,
+                durable.session_timeout_ms,
+                durable.rebalance_timeout_ms,
+                session_deadline_s=now_s + durable.session_timeout_ms / 1000,
+                assignment=assignment,
+                previous_member_epoch=durable.previous_member_epoch,
+                revoke_deadline_s=(
+                    now_s + durable.rebalance_timeout_ms / 1000 if revoking else None
+                ),
+                left_static=durable.left_static,
+            )
+            if durable.target:
+                self.target[durable.member_id] = durable.target
+            if durable.instance_id:
+                self._static[durable.instance_id] = durable.member_id
+            self._durable[durable.member_id] = durable
+            # never below an epoch a member was told (the epoch record is written with them)
+            self.group_epoch = max(self.group_epoch, assignment.member_epoch)
+        self._durable_epoch = self.group_epoch
+        # The target covers every partition of each subscribed topic that existed when it
+        # was made: the counts it saw follow from it (no bump for topics that did not change).
+        seen: dict[str, int] = {}
+        for partitions in self.target.values():
+            for partition in partitions:
+                seen[partition.topic] = max(seen.get(partition.topic, 0), partition.partition + 1)
+        self._topics_seen = dict(sorted(seen.items()))
 
     # --- commits ---------------------------------------------------------------------------
 

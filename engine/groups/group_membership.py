@@ -3,13 +3,15 @@ and what the group tools ask.
 
 A single-node broker coordinates every group; a cluster broker those that hash to the
 ``__consumer_offsets`` partitions it leads, and forgets a partition's groups when another
-broker takes it over (``drop_groups``): their members join again there.
+broker takes it over (``drop_groups``); the coordinator that loads them takes their
+members back (``restore``), so the members go on there.
 
 ``topics``: every topic with its partition count, read at each heartbeat (a pattern
-subscription sees new topics, a grown topic is assigned anew). ``persist_epoch``: makes a
-group's new epoch durable (a record in ``__consumer_offsets``) before it is used, so a
-group's epochs only grow, also across coordinator moves. ``stored_epoch``: the last
-durable epoch of a group this coordinator has not seen yet.
+subscription sees new topics, a grown topic is assigned anew). ``persist_change``: makes
+what a group's step changed (its new epoch, its changed members) durable, records in
+``__consumer_offsets``, before any member is told; without it (``persist_epoch`` only)
+just the epochs are durable and members live in this coordinator's memory.
+``stored_epoch``: the last durable epoch of a group this coordinator has not seen yet.
 
 Thread rule: any thread may call; each group has its own lock (``_holding``).
 """
@@ -26,6 +28,11 @@ from twinlog.engine.base.errors import InvalidConfigError, NonEmptyGroupError, U
 from twinlog.engine.base.types import TopicPartition
 from twinlog.engine.groups.classic_member import ClassicMember
 from twinlog.engine.groups.consumer_group import ConsumerGroup
+from twinlog.engine.groups.durable_member import (
+    PersistChange,
+    StoredGroup,
+    epochs_only,
+)
 from twinlog.engine.groups.group_calls import (
     GroupDescription,
     GroupHeartbeat,
@@ -46,14 +53,20 @@ class GroupMembership:
     def __init__(
         self,
         topics: Callable[[], Mapping[str, int]],
-        persist_epoch: Callable[[str, int], None],
+        persist_epoch: Callable[[str, int], None] | None,
         stored_epoch: Callable[[str], int],
         heartbeat_interval_ms: int = HEARTBEAT_INTERVAL_MS,
         clock: Callable[[], float] = time.monotonic,
+        persist_change: PersistChange | None = None,
     ) -> None:
+        """One of ``persist_change`` (whole changes) and ``persist_epoch`` (epochs only)."""
         self._topics = topics
         self._topics_read: tuple[float, Mapping[str, int]] | None = None  # (when, what)
-        self._persist_epoch = persist_epoch
+        if persist_change is None:
+            if persist_epoch is None:
+                raise ValueError("a coordinator needs persist_change or persist_epoch")
+            persist_change = epochs_only(persist_epoch)
+        self._persist = persist_change
         self._stored_epoch = stored_epoch
         self.heartbeat_interval_ms = heartbeat_interval_ms
         self._clock = clock
@@ -89,7 +102,7 @@ class GroupMembership:
             group = ConsumerGroup(
                 group_id,
                 self._stored_epoch(group_id),
-                self._persist_epoch,
+                self._persist,
                 self.heartbeat_interval_ms,
             )
             with self._lock:
@@ -125,7 +138,7 @@ class GroupMembership:
         The topics are read only when a group has members: on a cluster broker that is a
         ZooKeeper read, not to be made four times a second for nothing."""
         with self._lock:
-            groups = [g for g in self._groups.values() if g.members]
+            groups = [g for g in self._groups.values() if g.members or g.has_unwritten()]
         if not groups:
             return
         topics = self._current_topics()
@@ -133,10 +146,10 @@ class GroupMembership:
             with self._holding(group.group_id):
                 try:
                     removed = group.expire(self._clock(), topics)
-                except Exception as error:  # the epoch could not be made durable: next round
+                except Exception as error:  # the change could not be made durable: next round
                     log.warning(
-                        "group %r: members timed out, its new epoch is not durable yet "
-                        "(%s); retried next round",
+                        "group %r: its membership changed and the change is not durable "
+                        "yet (%s); retried next round",
                         group.group_id,
                         error,
                     )
@@ -197,6 +210,8 @@ class GroupMembership:
                     f"group {group_id!r} has {len(group.members)} active member(s): stop its "
                     f"consumers (or wait for their sessions to expire) before {what}"
                 )
+            if group is not None:
+                group.flush()  # the removals of its last members, if not yet durable
             yield
 
     def classic_member(self, group_id: str, member_id: str) -> ClassicMember | None:
@@ -240,6 +255,26 @@ class GroupMembership:
         delete). The caller holds it emptied (``emptied``)."""
         with self._lock:
             self._groups.pop(group_id, None)
+
+    def restore(self, groups: Iterable[StoredGroup]) -> None:
+        """Take back the members of groups this coordinator has just loaded (their
+        sessions start now). Called while the groups' offsets partition is loading, when
+        no call reaches them; takes no group's lock (the load holds the lock that a
+        group's write waits for)."""
+        now_s = self._clock()
+        for stored in groups:
+            group = ConsumerGroup(
+                stored.group_id, stored.group_epoch, self._persist, self.heartbeat_interval_ms
+            )
+            group.restore(stored.members, now_s)
+            with self._lock:
+                self._groups[stored.group_id] = group
+            log.info(
+                "group %r: %d member(s) restored at epoch %d",
+                stored.group_id,
+                len(group.members),
+                group.group_epoch,
+            )
 
     def drop_groups(self, belongs: Callable[[str], bool]) -> None:
         """Forget the groups ``belongs`` names (their coordinator moved elsewhere)."""
