@@ -252,7 +252,13 @@ class ClusterMember:
             )
             return
         isr = {member.broker_id: member.broker_epoch for member in state.isr}
+        # Only a new replica catching up is throttled, and from its first fetch: set before
+        # the role, which starts the fetching.
+        throttled = self.broker_id in state.adding
         try:
+            self.broker.partition(TopicPartition(topic, partition)).set_fetch_throttle(
+                state.throttle_bytes_per_s if throttled else 0
+            )
             self.broker.take_partition_role(
                 TopicPartition(topic, partition),
                 state.leader,
@@ -263,10 +269,6 @@ class ClusterMember:
         except TwinlogError as error:  # a topic deleted meanwhile, a full disk: say, go on
             log.error("%s-%d: could not take its role: %s", topic, partition, error)
             return
-        throttled = self.broker_id in state.adding  # only a new replica catching up
-        self.broker.set_fetch_throttle(
-            TopicPartition(topic, partition), state.throttle_bytes_per_s if throttled else 0
-        )
         if state.leader != self.broker_id:
             self.fetchers.ensure(state.leader)
 
