@@ -26,7 +26,11 @@ import threading
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from pathlib import Path
 
-from twinlog.engine.base.errors import TwinlogError, UnknownTopicOrPartitionError
+from twinlog.engine.base.errors import (
+    NotLeaderOrFollowerError,
+    TwinlogError,
+    UnknownTopicOrPartitionError,
+)
 from twinlog.engine.base.types import TopicPartition
 from twinlog.engine.broker.config import BrokerConfig
 from twinlog.engine.broker.high_watermark_checkpoint import HighWatermarkCheckpoint
@@ -304,12 +308,17 @@ class PartitionManager:
     def _replica_read(
         self, request: ReplicaFetch, wanted: ReplicaFetchPartition, now: int
     ) -> FetchedPartition:
-        partition = self._partitions.get(TopicPartition(*wanted.topic_partition))
+        topic_partition = TopicPartition(*wanted.topic_partition)
+        partition = self._partitions.get(topic_partition)
         if partition is None:
+            # A partition moved away (its copy dropped) is led elsewhere: the follower
+            # learns the new leader from ZooKeeper; only an unknown topic is unknown.
+            known = topic_partition.topic in self._metadata.topics()
+            error = NotLeaderOrFollowerError if known else UnknownTopicOrPartitionError
             return FetchedPartition(
                 wanted.topic_partition,
-                error=UnknownTopicOrPartitionError.__name__,
-                message=f"this broker holds no partition {wanted.topic_partition}",
+                error=error.__name__,
+                message=f"this broker holds no copy of {topic_partition}: not its leader",
             )
         max_bytes = min(request.max_bytes, wanted.max_bytes or request.max_bytes)
         return partition.replica_read(
