@@ -61,7 +61,7 @@ from twinlog.engine.broker.group_offsets import (
     OFFSETS_TOPIC,
     build_offsets_batch,
 )
-from twinlog.engine.broker.internal_topics import TXN_JOURNAL_TOPIC
+from twinlog.engine.broker.internal_topics import TXN_JOURNAL_TOPIC, is_internal
 from twinlog.engine.broker.leader_elections import ElectionResult, check_timeout
 from twinlog.engine.broker.membership import (
     SOLE_BROKER_EPOCH,
@@ -832,8 +832,14 @@ class Broker(BrokerLifecycle):
     def delete_records(self, topic: str, partition: int, before_offset: int) -> int:
         """Delete the partition's records below ``before_offset`` (-1: below the high
         watermark), Kafka's DeleteRecords, on its leader only (NotLeaderOrFollowerError
-        elsewhere); the log start now, Kafka's low watermark (``Partition.delete_records``)."""
+        elsewhere); the log start now, Kafka's low watermark (``Partition.delete_records``).
+        An internal topic's records are the coordinators' state: InvalidConfigError."""
         self._check_open()
+        if is_internal(topic):
+            raise InvalidConfigError(
+                f"{topic} is internal: its records are the broker's own state (committed "
+                "offsets, transactions), which no client may delete; name a topic of yours"
+            )
         return self.partition(TopicPartition(topic, partition)).delete_records(before_offset)
 
     def transactional_id_of(self, producer_id: int) -> str | None:

@@ -1,4 +1,4 @@
-"""``twinlog topics create|list|describe|delete``."""
+"""``twinlog topics create|list|describe|alter|delete|delete-records``."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import argparse
 import dataclasses
 from typing import Any
 
-from twinlog.engine.base.types import REPLICATION_FACTOR_SETTING
+from twinlog.engine.base.types import REPLICATION_FACTOR_SETTING, TopicPartition
 from twinlog.engine.base.wording import counted
-from twinlog.rpc.cli.arguments import UsageError, positive_int
+from twinlog.rpc.cli.arguments import UsageError, non_negative_int, positive_int
 from twinlog.rpc.cli.common import (
     add_command,
     add_topic_argument,
@@ -30,7 +30,7 @@ def register(subparsers: Any) -> None:
     topics = add_command(
         subparsers,
         "topics",
-        "create, list, describe, alter or delete topics",
+        "create, list, describe, alter or delete topics, or delete their oldest records",
         "twinlog topics create orders --partitions 4\ntwinlog topics list",
         [],
     )
@@ -111,6 +111,28 @@ def register(subparsers: Any) -> None:
     )
     add_topic_argument(delete, "name")
     delete.set_defaults(run=run_delete)
+    delete_records = add_command(
+        commands,
+        "delete-records",
+        "delete a partition's records below an offset (Kafka's kafka-delete-records.sh): "
+        "its log starts there from now on; needs DELETE on the topic",
+        "twinlog topics delete-records orders --partition 0 --before 1500\n"
+        "twinlog topics delete-records orders --partition 3 --before -1   # all committed",
+        [connection],
+    )
+    add_topic_argument(delete_records, "name")
+    delete_records.add_argument(
+        "--partition", type=non_negative_int, required=True, help="the partition"
+    )
+    delete_records.add_argument(
+        "--before",
+        type=int,
+        required=True,
+        metavar="OFFSET",
+        help="delete the records below this offset, at most the high watermark; -1: up to "
+        "the high watermark (every committed record)",
+    )
+    delete_records.set_defaults(run=run_delete_records, validate=_validate_delete_records)
 
 
 def run_create(args: argparse.Namespace) -> int:
@@ -207,4 +229,23 @@ def run_delete(args: argparse.Namespace) -> int:
     with Admin(args.server, connection=connection_options(args), retry=retry_policy(args)) as admin:
         admin.delete_topic(args.name)
     print(f"deleted topic {args.name}")
+    return 0
+
+
+def _validate_delete_records(args: argparse.Namespace) -> str | None:
+    if args.before < -1:
+        return f"--before {args.before}: give an offset (0 or more), or -1 for the high watermark"
+    return None
+
+
+def run_delete_records(args: argparse.Namespace) -> int:
+    key = (args.name, args.partition)
+    with Admin(args.server, connection=connection_options(args), retry=retry_policy(args)) as admin:
+        low_watermark = admin.delete_records({key: args.before})[TopicPartition(*key)]
+    print(f"{args.name}-{args.partition}: low watermark {low_watermark}")
+    if args.before != -1 and low_watermark < args.before:
+        print(
+            f"records from {low_watermark} on are kept for now: a transaction's copy starting "
+            "there is not yet recorded as applied; run the command again shortly"
+        )
     return 0

@@ -28,6 +28,7 @@ from twinlog.engine.base.errors import (
     GroupIdNotFoundError,
     InvalidConfigError,
     NonEmptyGroupError,
+    TwinlogError,
     UnknownTopicOrPartitionError,
 )
 from twinlog.engine.base.types import (
@@ -297,6 +298,42 @@ class Admin:
             "describe_producers()",
             timeout_ms=self.default_api_timeout_ms,
         )
+
+    def delete_records(self, offsets: Mapping[tuple[str, int], int]) -> dict[TopicPartition, int]:
+        """Delete each partition's records below its offset ((topic, partition) -> offset;
+        -1: every committed record, up to the high watermark), as Kafka's
+        ``AdminClient.delete_records``: the partition's log starts there from now on, on
+        every replica. Returns each partition's log start now (Kafka's low watermark): below
+        the offset asked only while a transaction's copy starting there is not yet recorded
+        as applied (ask again shortly). Needs DELETE on the topics.
+
+        Every partition is tried (each at its leader, retried while it moves: the same
+        offset again changes nothing); then the first refusal is raised, naming in a note
+        the partitions done: OffsetOutOfRangeError above the high watermark,
+        UnknownTopicOrPartitionError, AuthorizationError without DELETE."""
+        done: dict[TopicPartition, int] = {}
+        failed: list[tuple[TopicPartition, TwinlogError]] = []
+        with self._deadline():
+            for (topic, partition), before_offset in offsets.items():
+                key = TopicPartition(topic, partition)
+                try:
+                    done[key] = call_with_retry(
+                        self.retry,
+                        partial(self._broker.delete_records, topic, partition, before_offset),
+                        f"delete_records({topic}-{partition})",
+                    )
+                except TwinlogError as error:
+                    failed.append((key, error))
+        if failed:
+            refused_key, refusal = failed[0]
+            others = ", ".join(f"{t}-{p}" for (t, p), _ in failed[1:]) or "none"
+            deleted = ", ".join(f"{t}-{p} from {start}" for (t, p), start in done.items())
+            refusal.add_note(
+                f"delete_records: {refused_key.topic}-{refused_key.partition} refused; also "
+                f"refused: {others}; deleted (log start now): {deleted or 'none'}"
+            )
+            raise refusal
+        return done
 
     # --- consumer groups (kafka-consumer-groups.sh) -------------------------------------------
 

@@ -7,8 +7,8 @@ It asks any reachable bootstrap broker for the cluster's metadata (``Metadata``)
 it (``metadata_cache``), and sends:
 
     produce, fetch, list_offset,      to the partition's leader; on an answer that says
-    describe_producers                the leader moved or vanished (ROUTING_ERRORS) the
-                                      metadata is refreshed and the call sent again, with
+    describe_producers,               the leader moved or vanished (ROUTING_ERRORS) the
+    delete_records                    metadata is refreshed and the call sent again, with
                                       a growing pause, until the call's deadline
     open_produce_stream               a pipe per leader (``cluster_pipe``); the producer's
                                       sender retries, this routes
@@ -705,4 +705,11 @@ class ClusterBroker:
     def describe_producers(self, topic: str, partition: int) -> list[ProducerDescription]:
         return self._on_leader(
             topic, partition, lambda broker: broker.describe_producers(topic, partition)
+        )
+
+    def delete_records(self, topic: str, partition: int, before_offset: int) -> int:
+        # Only the leader deletes; a retry after a moved leader is harmless (the start
+        # never moves back, and the same offset again changes nothing).
+        return self._on_leader(
+            topic, partition, lambda broker: broker.delete_records(topic, partition, before_offset)
         )

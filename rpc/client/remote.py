@@ -78,7 +78,7 @@ from twinlog.rpc.wire.convert import (
     transaction_from_proto,
     wire_transaction_id,
 )
-from twinlog.rpc.wire.errors import error_from_rpc_error
+from twinlog.rpc.wire.errors import error_from_proto, error_from_rpc_error
 from twinlog.rpc.wire.group_convert import (
     answer_from_proto,
     description_from_proto,
@@ -470,6 +470,21 @@ class RemoteBroker:
         request = admin_pb2.DescribeProducersRequest(topic=topic, partition=partition)
         response = self._call(self.administration.DescribeProducers, request)
         return [producer_from_proto(item) for item in response.producers]
+
+    def delete_records(self, topic: str, partition: int, before_offset: int) -> int:
+        request = admin_pb2.DeleteRecordsRequest(
+            partitions=[
+                admin_pb2.RecordsDeletion(
+                    partition=common_pb2.TopicPartition(topic=topic, partition=partition),
+                    before_offset=before_offset,
+                )
+            ]
+        )
+        response = self._call(self.administration.DeleteRecords, request)
+        (result,) = response.results
+        if result.HasField("error"):  # raised as the unary call's error would be
+            raise error_from_proto(result.error)
+        return result.low_watermark
 
     def cluster_metadata(
         self, topics: Iterable[str] | None = None, timeout_ms: int | None = None

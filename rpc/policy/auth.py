@@ -32,7 +32,7 @@ every operation that applies to the pattern's kind (and, without a prefix,
 | --- | --- | --- |
 | read | topics | Fetch, ListOffset, DescribeProducers (filtered, below); the topics of group offsets |
 | write | topics | Produce, adding the topic to a transaction |
-| create, delete | topics | CreateTopic, DeleteTopic |
+| create, delete | topics | CreateTopic, DeleteTopic; delete: DeleteRecords of their partitions |
 | alter | topics | CreatePartitions (grow the topic); ElectLeaders of their partitions (all topics: every topic's); ReassignPartitions of their partitions |
 | write | transactional ids | InitProducer with that id, then Begin, AddPartitions, SendOffsets, Commit, Abort and Produce (transactional or not) with its producer id |
 | describe | transactional ids | seeing its transactions (ListTransactions) and its producer (DescribeProducers) |
@@ -94,7 +94,7 @@ class Operation(Enum):
     READ = "read"  # fetch, list offsets of a topic; commit or fetch a group's offsets
     WRITE = "write"  # produce to a topic; use a transactional id
     CREATE = "create"  # create a topic
-    DELETE = "delete"  # delete a topic
+    DELETE = "delete"  # delete a topic, or its oldest records (DeleteRecords)
     # grow a topic, move its leaders and replicas (Kafka asks ALTER on the cluster for these)
     ALTER = "alter"
     ABORT = "abort"  # abort another producer's transaction (admin)

@@ -18,14 +18,14 @@ from __future__ import annotations
 
 import grpc
 
-from twinlog.engine.base.errors import InvalidConfigError
+from twinlog.engine.base.errors import InvalidConfigError, TwinlogError
 from twinlog.engine.base.types import TopicPartition
 from twinlog.rpc.cluster.coordinator_source import (
     CoordinatorSource,
     journal_partitions_of,
 )
 from twinlog.rpc.cluster.metadata_source import MetadataSource
-from twinlog.rpc.generated.twinlog.v1 import admin_pb2, admin_pb2_grpc
+from twinlog.rpc.generated.twinlog.v1 import admin_pb2, admin_pb2_grpc, common_pb2
 from twinlog.rpc.policy.alterable_partitions import alterable_partitions
 from twinlog.rpc.policy.audit import audited
 from twinlog.rpc.policy.auth import Guard, Operation, Resource
@@ -44,6 +44,7 @@ from twinlog.rpc.wire.convert import (
     topic_to_proto,
     transaction_to_proto,
 )
+from twinlog.rpc.wire.errors import describe
 from twinlog.rpc.wire.group_convert import description_to_proto, listing_to_proto
 from twinlog.rpc.wire.reassignment_convert import (
     move_result_to_proto,
@@ -307,6 +308,36 @@ class AdministrationService(admin_pb2_grpc.AdministrationServicer):
         return admin_pb2.DescribeProducersResponse(
             producers=[producer_to_proto(item) for item in producers]
         )
+
+    @unary
+    def DeleteRecords(
+        self, request: admin_pb2.DeleteRecordsRequest, context: grpc.ServicerContext
+    ) -> admin_pb2.DeleteRecordsResponse:
+        principal = principal_of(self.guard, context)
+        topics = sorted({asked.partition.topic for asked in request.partitions})
+        self.guard.require(principal, Operation.DELETE, topics)  # as Kafka's
+        results = []
+        for asked in request.partitions:
+            topic, index = asked.partition.topic, asked.partition.partition
+            result = admin_pb2.RecordsDeleted(
+                partition=common_pb2.TopicPartition(topic=topic, partition=index)
+            )
+            try:  # per partition: one refused does not stop the others
+                with audited(
+                    "records.delete",
+                    principal=principal.name,
+                    peer=context.peer(),
+                    topic=topic,
+                    partition=index,
+                    before_offset=asked.before_offset,
+                ):
+                    result.low_watermark = self.broker.delete_records(
+                        topic, index, asked.before_offset
+                    )
+            except TwinlogError as error:
+                result.error.CopyFrom(describe(error).to_proto())
+            results.append(result)
+        return admin_pb2.DeleteRecordsResponse(results=results)
 
     @unary
     def ListGroups(

@@ -178,6 +178,8 @@ class BrokerApi(Protocol):
 
     def describe_producers(self, topic: str, partition: int) -> list[ProducerDescription]: ...
 
+    def delete_records(self, topic: str, partition: int, before_offset: int) -> int: ...
+
 
 # --- FindCoordinator -------------------------------------------------------------------
 

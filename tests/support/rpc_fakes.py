@@ -74,6 +74,7 @@ class FakeBroker:
         self.sequences: dict[tuple[int, int, TopicPartition], int] = {}  # next expected
         self.transactions: dict[int, _Txn] = {}
         self.group_offsets: dict[tuple[str, TopicPartition], int] = {}
+        self.starts: dict[TopicPartition, int] = {}  # moved by delete_records (else 0)
         self.next_id = 1
         self.closed = False
         self.produce_calls = 0
@@ -356,7 +357,18 @@ class FakeBroker:
     def list_offset(self, topic: str, partition: int, spec: str | int) -> int:
         with self._lock:
             tp = self._tp(topic, partition)
-            return 0 if spec == "earliest" else self.ends[tp]
+            return self.starts.get(tp, 0) if spec == "earliest" else self.ends[tp]
+
+    def delete_records(self, topic: str, partition: int, before_offset: int) -> int:
+        """The log start only (this fake's fetch still reads from 0)."""
+        with self._lock:
+            tp = self._tp(topic, partition)
+            end, start = self.ends[tp], self.starts.get(tp, 0)
+            target = end if before_offset == -1 else before_offset
+            if not 0 <= target <= end:
+                raise OffsetOutOfRangeError(f"offset {before_offset} outside 0..{end}", start, end)
+            self.starts[tp] = max(start, target)
+            return self.starts[tp]
 
     # consumer groups: this fake has no members (tests of groups use the real broker)
     def group_heartbeat(self, call: object) -> object:

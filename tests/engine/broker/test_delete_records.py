@@ -11,7 +11,11 @@ import pytest
 from broker_support import batch
 
 from twinlog.engine.base import failpoints
-from twinlog.engine.base.errors import OffsetOutOfRangeError, UnknownTopicOrPartitionError
+from twinlog.engine.base.errors import (
+    InvalidConfigError,
+    OffsetOutOfRangeError,
+    UnknownTopicOrPartitionError,
+)
 from twinlog.engine.base.types import TopicPartition
 from twinlog.engine.broker.broker import Broker
 from twinlog.engine.records.batch_reader import iter_batches
@@ -68,6 +72,8 @@ def test_an_offset_above_the_high_watermark_is_refused(tmp_path: Path) -> None:
             broker.delete_records("t", 0, -2)
         with pytest.raises(UnknownTopicOrPartitionError):
             broker.delete_records("t", 1, 0)
+        with pytest.raises(InvalidConfigError, match="is internal"):
+            broker.delete_records("__consumer_offsets", 0, -1)
         assert broker.list_offset("t", 0, "earliest") == 0
 
 

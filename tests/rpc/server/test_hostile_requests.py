@@ -145,7 +145,7 @@ READ_ONLY = {
     ("Administration", "DescribeGroup"),
     ("Administration", "ListPartitionReassignments"),
 }
-assert len(METHODS) == 32 and STREAMING | READ_ONLY <= METHODS.keys()
+assert len(METHODS) == 33 and STREAMING | READ_ONLY <= METHODS.keys()
 
 
 # --- the seeded state --------------------------------------------------------------------
@@ -1254,6 +1254,49 @@ def hostile_call_kinds(seeded: Seed) -> list[st.SearchStrategy[Call]]:
             ),
             True,  # one node: a partition can only stay on its one broker; each move says so
             "move partitions to brokers a single node does not have",
+        ),
+        call_of(
+            A,
+            "DeleteRecords",
+            st.builds(
+                admin_pb2.DeleteRecordsRequest,
+                partitions=st.lists(
+                    st.one_of(
+                        st.builds(
+                            lambda tp, offset: admin_pb2.RecordsDeletion(
+                                partition=common_pb2.TopicPartition(topic=tp[0], partition=tp[1]),
+                                before_offset=offset,
+                            ),
+                            bad_partitions(seeded),
+                            st.one_of(st.integers(*INT64), st.just(-1)),
+                        ),
+                        # a known partition: above any high watermark, or below -1
+                        st.builds(
+                            lambda tp, offset: admin_pb2.RecordsDeletion(
+                                partition=common_pb2.TopicPartition(topic=tp[0], partition=tp[1]),
+                                before_offset=offset,
+                            ),
+                            st.sampled_from(
+                                [(n, p) for n, count in seeded.topics.items() for p in range(count)]
+                            ),
+                            st.one_of(st.integers(2**40, INT64[1]), st.integers(INT64[0], -2)),
+                        ),
+                        # an internal topic's records are the coordinators' state: refused
+                        st.builds(
+                            lambda offset: admin_pb2.RecordsDeletion(
+                                partition=common_pb2.TopicPartition(
+                                    topic="__consumer_offsets", partition=0
+                                ),
+                                before_offset=offset,
+                            ),
+                            st.sampled_from([-1, 0, 1]),
+                        ),
+                    ),
+                    max_size=4,
+                ),
+            ),
+            True,  # per partition: each refused one says why in an OK answer
+            "delete records of unknown partitions, or past a known one's high watermark",
         ),
         call_of(
             A,

@@ -224,6 +224,36 @@ class DescribeProducersResponse(_message.Message):
     producers: _containers.RepeatedCompositeFieldContainer[ProducerDescription]
     def __init__(self, producers: _Optional[_Iterable[_Union[ProducerDescription, _Mapping]]] = ...) -> None: ...
 
+class RecordsDeletion(_message.Message):
+    __slots__ = ("partition", "before_offset")
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    BEFORE_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    partition: _common_pb2.TopicPartition
+    before_offset: int
+    def __init__(self, partition: _Optional[_Union[_common_pb2.TopicPartition, _Mapping]] = ..., before_offset: _Optional[int] = ...) -> None: ...
+
+class DeleteRecordsRequest(_message.Message):
+    __slots__ = ("partitions",)
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    partitions: _containers.RepeatedCompositeFieldContainer[RecordsDeletion]
+    def __init__(self, partitions: _Optional[_Iterable[_Union[RecordsDeletion, _Mapping]]] = ...) -> None: ...
+
+class RecordsDeleted(_message.Message):
+    __slots__ = ("partition", "low_watermark", "error")
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    LOW_WATERMARK_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    partition: _common_pb2.TopicPartition
+    low_watermark: int
+    error: _common_pb2.Error
+    def __init__(self, partition: _Optional[_Union[_common_pb2.TopicPartition, _Mapping]] = ..., low_watermark: _Optional[int] = ..., error: _Optional[_Union[_common_pb2.Error, _Mapping]] = ...) -> None: ...
+
+class DeleteRecordsResponse(_message.Message):
+    __slots__ = ("results",)
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[RecordsDeleted]
+    def __init__(self, results: _Optional[_Iterable[_Union[RecordsDeleted, _Mapping]]] = ...) -> None: ...
+
 class MetadataRequest(_message.Message):
     __slots__ = ("topics",)
     TOPICS_FIELD_NUMBER: _ClassVar[int]

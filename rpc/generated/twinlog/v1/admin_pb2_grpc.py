@@ -84,6 +84,11 @@ class AdministrationStub:
                 request_serializer=twinlog_dot_v1_dot_admin__pb2.DescribeProducersRequest.SerializeToString,
                 response_deserializer=twinlog_dot_v1_dot_admin__pb2.DescribeProducersResponse.FromString,
                 _registered_method=True)
+        self.DeleteRecords = channel.unary_unary(
+                '/twinlog.v1.Administration/DeleteRecords',
+                request_serializer=twinlog_dot_v1_dot_admin__pb2.DeleteRecordsRequest.SerializeToString,
+                response_deserializer=twinlog_dot_v1_dot_admin__pb2.DeleteRecordsResponse.FromString,
+                _registered_method=True)
         self.Metadata = channel.unary_unary(
                 '/twinlog.v1.Administration/Metadata',
                 request_serializer=twinlog_dot_v1_dot_admin__pb2.MetadataRequest.SerializeToString,
@@ -196,6 +201,17 @@ class AdministrationServicer:
 
     def DescribeProducers(self, request, context):
         """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteRecords(self, request, context):
+        """Delete each partition's records below an offset (Kafka's DeleteRecords, KIP-107): its
+        log starts there from now on, and reads below it are OffsetOutOfRangeError. Needs
+        DELETE on every topic named. Only a partition's leader deletes (else the partition's
+        result is NotLeaderOrFollowerError): a cluster client sends each to its leader. One
+        result per partition, in the request's order.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -330,6 +346,11 @@ def add_AdministrationServicer_to_server(servicer, server):
                     servicer.DescribeProducers,
                     request_deserializer=twinlog_dot_v1_dot_admin__pb2.DescribeProducersRequest.FromString,
                     response_serializer=twinlog_dot_v1_dot_admin__pb2.DescribeProducersResponse.SerializeToString,
+            ),
+            'DeleteRecords': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteRecords,
+                    request_deserializer=twinlog_dot_v1_dot_admin__pb2.DeleteRecordsRequest.FromString,
+                    response_serializer=twinlog_dot_v1_dot_admin__pb2.DeleteRecordsResponse.SerializeToString,
             ),
             'Metadata': grpc.unary_unary_rpc_method_handler(
                     servicer.Metadata,
@@ -647,6 +668,33 @@ class Administration:
             '/twinlog.v1.Administration/DescribeProducers',
             twinlog_dot_v1_dot_admin__pb2.DescribeProducersRequest.SerializeToString,
             twinlog_dot_v1_dot_admin__pb2.DescribeProducersResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteRecords(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/twinlog.v1.Administration/DeleteRecords',
+            twinlog_dot_v1_dot_admin__pb2.DeleteRecordsRequest.SerializeToString,
+            twinlog_dot_v1_dot_admin__pb2.DeleteRecordsResponse.FromString,
             options,
             channel_credentials,
             insecure,
