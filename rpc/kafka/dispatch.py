@@ -35,6 +35,7 @@ from kafka.protocol.admin import (
     CreatePartitionsRequest,
     CreateTopicsRequest,
     DeleteGroupsRequest,
+    DeleteRecordsRequest,
     DeleteTopicsRequest,
     DescribeClusterRequest,
     DescribeConfigsRequest,
@@ -75,6 +76,7 @@ from twinlog.rpc.kafka.alter_configs import handle_alter_configs, handle_increme
 from twinlog.rpc.kafka.api_versions import api_versions_response, handle_api_versions
 from twinlog.rpc.kafka.context import KafkaContext
 from twinlog.rpc.kafka.create_partitions import handle_create_partitions
+from twinlog.rpc.kafka.delete_records import handle_delete_records
 from twinlog.rpc.kafka.describe_cluster import handle_describe_cluster
 from twinlog.rpc.kafka.describe_configs import handle_describe_configs
 from twinlog.rpc.kafka.describe_log_dirs import handle_describe_log_dirs
@@ -153,6 +155,7 @@ SERVED_APIS: tuple[Api, ...] = (
     Api(CreateTopicsRequest, 2, 7, handle_create_topics),
     Api(DeleteTopicsRequest, 1, 6, handle_delete_topics),
     Api(CreatePartitionsRequest, 0, 3, handle_create_partitions),
+    Api(DeleteRecordsRequest, 0, 2, handle_delete_records),
     Api(DescribeConfigsRequest, 0, 4, handle_describe_configs),
     Api(DescribeClusterRequest, 0, 2, handle_describe_cluster),
     Api(DescribeLogDirsRequest, 1, 4, handle_describe_log_dirs),

@@ -9,7 +9,7 @@ import time
 from typing import Any
 
 from kafka.protocol.admin import (
-    DeleteRecordsRequest,
+    AlterReplicaLogDirsRequest,
     DescribeQuorumRequest,
     DescribeQuorumResponse,
 )
@@ -62,7 +62,7 @@ def test_an_api_not_served_is_answered_unsupported_version(raw: Any) -> None:
 
 
 def test_an_api_without_a_top_level_error_code_closes_the_connection(raw: Any) -> None:
-    request = DeleteRecordsRequest(topics=[], timeout_ms=1000)  # not served
+    request = AlterReplicaLogDirsRequest(dirs=[])  # not served
     request.with_header(correlation_id=1, client_id="raw-test")
     raw.send_bytes(bytes(request.encode(version=1, header=True, framed=True)))
     assert raw.read_frame() == b""
