@@ -629,13 +629,6 @@ class Broker(BrokerLifecycle):
             else:
                 slots.follow(topic_partition.partition)
 
-    def set_fetch_throttle(self, topic_partition: TopicPartition, bytes_per_s: int) -> None:
-        """Copy ``topic_partition`` as a follower at most ``bytes_per_s`` (0: no limit):
-        a reassignment's throttle on a replica it adds."""
-        partition = self.partition_manager.get(TopicPartition(*topic_partition))
-        if partition is not None:
-            partition.set_fetch_throttle(bytes_per_s)
-
     def drop_partition_replica(self, topic_partition: TopicPartition, leader_epoch: int) -> bool:
         """The cluster's word that this broker is no longer a replica of the partition (a
         reassignment moved it; ``leader_epoch`` is the state's that says so): its
