@@ -65,3 +65,8 @@ def resident_bytes(pid: int) -> int:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) * 1024
     return 0
+
+
+def open_files(pid: int) -> int:
+    """How many descriptors process ``pid`` holds open."""
+    return len(list(Path(f"/proc/{pid}/fd").iterdir()))

@@ -38,7 +38,7 @@ from bench.cluster.runner import sigterm_as_exit
 from bench.cluster.settings import BenchSettings
 from bench.cluster.waiting import wait_for
 from bench.e2e.runner import add_output_arguments, work_directory, write_json
-from bench.metadata.probes import ZooKeeperCounts, resident_bytes, zookeeper_counts
+from bench.metadata.probes import ZooKeeperCounts, open_files, resident_bytes, zookeeper_counts
 from twinlog.engine.zookeeper import znodes
 from twinlog.engine.zookeeper.partition_state import read_topic_partition_states
 from twinlog.rpc.cli.local_zookeeper import LocalZooKeeper
@@ -56,13 +56,16 @@ example:
 
 
 class Measured:
-    """Times and ZooKeeper deltas of the phases, in one dict."""
+    """Times and ZooKeeper deltas of the phases, in one dict. ``own_requests`` counts the
+    benchmark's own reads (its polls of the partition states), taken out of the deltas:
+    what is reported is the brokers' and the clients' work."""
 
     def __init__(self, zookeeper: LocalZooKeeper, quiet: bool) -> None:
         self.zookeeper = zookeeper
         self.quiet = quiet
         self.started_s = time.monotonic()
         self.results: dict[str, Any] = {}
+        self.own_requests = 0
 
     def counts(self) -> ZooKeeperCounts:
         host, port = self.zookeeper.connect_string.rsplit(":", 1)
@@ -75,20 +78,33 @@ class Measured:
 
     def phase(self, name: str, run: Callable[[], dict[str, Any]]) -> dict[str, Any]:
         self.say(name)
+        self.own_requests = POLLS[0]
+        own_before = self.own_requests
         before, started_s = self.counts(), time.monotonic()
         figures = run()
         figures.setdefault("seconds", time.monotonic() - started_s)
-        figures["zookeeper"] = self.counts().minus(before)
+        counts = self.counts().minus(before)
+        self.own_requests = POLLS[0]
+        own = self.own_requests - own_before + 2  # and the two counters' own connections
+        counts["requests"] -= own
+        counts["reads_and_pings"] -= own
+        counts["benchmark_polls_subtracted"] = own
+        figures["zookeeper"] = counts
         self.results[name] = figures
         return figures
 
 
+POLLS = [0]  # the benchmark's own ZooKeeper reads (``Measured.own_requests``)
+
+
 def _all_states(cluster: BenchCluster, topics: list[str]) -> dict[tuple[str, int], Any]:
-    return {
+    states = {
         (topic, partition): state
         for topic in topics
         for partition, state in read_topic_partition_states(cluster.zookeeper, topic).items()
     }
+    POLLS[0] += len(topics) + len(states)  # a listing per topic, a read per state
+    return states
 
 
 def _every_full(cluster: BenchCluster, topics: list[str], partitions: int) -> bool:
@@ -112,6 +128,7 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
             cluster.start()
             cluster.wait_every_full_isr()
             memory_before = {b: resident_bytes(p.process.pid) for b, p in _running(cluster)}
+            files_before = {b: open_files(p.process.pid) for b, p in _running(cluster)}
 
             def create() -> dict[str, Any]:
                 with cluster.admin() as admin:
@@ -131,6 +148,11 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
             measured.phase("create", create)
             time.sleep(2.0)  # the brokers settle (their roles' callbacks, first fetches)
             memory_after = {b: resident_bytes(p.process.pid) for b, p in _running(cluster)}
+            files = {b: open_files(p.process.pid) for b, p in _running(cluster)}
+            results["open_files"] = files
+            results["open_files_per_partition"] = {
+                b: (files[b] - files_before[b]) / count for b in files
+            }
             results["memory_per_partition_bytes"] = {
                 b: (memory_after[b] - memory_before[b]) / count for b in memory_after
             }
@@ -212,7 +234,7 @@ def print_report(results: dict[str, Any]) -> None:
 
     def zk(phase: str) -> str:
         counts = results[phase]["zookeeper"]
-        return f"{counts['requests']:,} requests, {counts['writes']:,} writes"
+        return f"ZooKeeper: {counts['requests']:,} requests, {counts['writes']:,} writes"
 
     memory = results["memory_per_partition_bytes"]
     print(f"| {n:,} partitions, replication factor 3, 3 brokers | value |")
@@ -221,6 +243,12 @@ def print_report(results: dict[str, Any]) -> None:
     print(
         "| broker memory per partition | "
         + ", ".join(f"broker {b}: {v / 1024:.1f} KiB" for b, v in sorted(memory.items()))
+        + " |"
+    )
+    per_file = results["open_files_per_partition"]
+    print(
+        "| open files per partition | "
+        + ", ".join(f"broker {b}: {v:.1f}" for b, v in sorted(per_file.items()))
         + " |"
     )
     first = results["first_metadata"]
