@@ -33,6 +33,7 @@ from bench.cluster.runner import sigterm_as_exit
 from bench.cluster.settings import MIB, BenchSettings
 from bench.e2e.runner import add_output_arguments, work_directory, write_json
 from bench.elastic.moves import reassignment_catch_up, rebalance_with_a_new_broker
+from twinlog.rpc.cli.arguments import positive_int
 from twinlog.rpc.cli.local_zookeeper import LocalZooKeeper
 
 NEW_BROKER_ID = 4
@@ -112,13 +113,6 @@ def print_report(results: dict[str, Any]) -> None:
     print(f"| machine | {results['machine']} |")
 
 
-def positive(text: str) -> int:
-    value = int(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{text}: give 1 or more")
-    return value
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m bench.elastic",
@@ -126,12 +120,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         epilog=EXAMPLE,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--catch-up-mib", type=positive, default=100, help="(100)")
+    parser.add_argument("--catch-up-mib", type=positive_int, default=100, help="(100)")
     parser.add_argument("--throttle-mib-per-s", type=float, default=10.0, help="(10)")
     parser.add_argument(
-        "--rebalance-partitions", type=positive, default=6, help="partitions to spread (6)"
+        "--rebalance-partitions", type=positive_int, default=6, help="partitions to spread (6)"
     )
-    parser.add_argument("--rebalance-mib", type=positive, default=20, help="MiB each (20)")
+    parser.add_argument("--rebalance-mib", type=positive_int, default=20, help="MiB each (20)")
     parser.add_argument("--tiny", action="store_true", help="tiny sizes: a check, not figures")
     add_output_arguments(parser, "no progress lines on stderr")
     args = parser.parse_args(argv)

@@ -41,6 +41,7 @@ from bench.e2e.runner import add_output_arguments, work_directory, write_json
 from bench.metadata.probes import ZooKeeperCounts, open_files, resident_bytes, zookeeper_counts
 from twinlog.engine.zookeeper import znodes
 from twinlog.engine.zookeeper.partition_state import read_topic_partition_states
+from twinlog.rpc.cli.arguments import positive_int
 from twinlog.rpc.cli.local_zookeeper import LocalZooKeeper
 from twinlog.rpc.client.cluster import ClusterBroker
 from twinlog.rpc.client.connection_options import ConnectionOptions
@@ -272,13 +273,6 @@ def print_report(results: dict[str, Any]) -> None:
     )
 
 
-def positive(text: str) -> int:
-    value = int(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{text}: give 1 or more")
-    return value
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m bench.metadata",
@@ -286,8 +280,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         epilog=EXAMPLE,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--partitions", type=positive, default=10_000, help="(10000)")
-    parser.add_argument("--partitions-per-topic", type=positive, default=100, help="(100)")
+    parser.add_argument("--partitions", type=positive_int, default=10_000, help="(10000)")
+    parser.add_argument("--partitions-per-topic", type=positive_int, default=100, help="(100)")
     parser.add_argument("--tiny", action="store_true", help="60 partitions: a check")
     add_output_arguments(parser, "no progress lines on stderr")
     args = parser.parse_args(argv)
