@@ -235,8 +235,10 @@ class PartitionRoles:
             try:
                 if full:
                     due = time.monotonic() + self.full_read_interval_s
-                    paths.clear()
                     self._read_all()
+                # Even after a full read: it reads this broker's partitions only, and the
+                # watch of another broker's that fired is set again only by its own read
+                # (dropped, a reassignment naming this broker would never be seen).
                 while paths:
                     self._read_one(paths.pop())
             except (ZooKeeperUnavailableError, KazooException) as error:
