@@ -86,12 +86,21 @@ def _init_idempotent(cluster: FaultCluster) -> ProducerIdentity:
 
 
 class AckedProducer:
-    def __init__(self, cluster: FaultCluster, topic: str, tag: str, value_bytes: int = 0) -> None:
-        """``value_bytes``: pad each value to this length (a log worth catching up)."""
+    def __init__(
+        self,
+        cluster: FaultCluster,
+        topic: str,
+        tag: str,
+        value_bytes: int = 0,
+        incompressible: bool = False,
+    ) -> None:
+        """``value_bytes``: pad each value to this length; ``incompressible``: with bytes
+        that do not compress, so the log holds that many (batches are zstd-compressed)."""
         self.cluster = cluster
         self.topic = topic
         self.tag = tag
         self.value_bytes = value_bytes
+        self.incompressible = incompressible
         self.identity = _init_idempotent(cluster)
         self.sequence = 0
         self.acknowledged: dict[bytes, int] = {}
@@ -100,7 +109,11 @@ class AckedProducer:
         self.error_times: list[tuple[float, str]] = []  # (monotonic time, error class)
 
     def next_value(self) -> bytes:
-        return f"{self.tag}-{self.sequence}-".encode().ljust(self.value_bytes, b"v")
+        prefix = f"{self.tag}-{self.sequence}-".encode()
+        if not self.incompressible:
+            return prefix.ljust(self.value_bytes, b"v")
+        noise = random.Random(prefix).randbytes(max(self.value_bytes - len(prefix), 0))
+        return prefix + noise
 
     def send(
         self,

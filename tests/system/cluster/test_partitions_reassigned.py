@@ -66,7 +66,7 @@ def test_a_throttled_move_shows_its_progress_and_is_cancelled_back(
 ) -> None:
     state = _two_replica_topic(cluster, topic)
     (newcomer,) = set(cluster.brokers) - set(state.replicas)
-    producer = AckedProducer(cluster, topic, "rc", value_bytes=4000)
+    producer = AckedProducer(cluster, topic, "rc", value_bytes=4000, incompressible=True)
     for _ in range(50):  # 200 kB: at 2 kB/s the new replica cannot catch up in the test
         producer.send()
     target = (newcomer, *state.replicas)
