@@ -1,9 +1,9 @@
 """A consumer group on a real cluster (one ZooKeeper, three brokers): its coordinator is the
 leader of its ``__consumer_offsets`` partition and moves with it. Two subscribed members
-read a replication-factor-3 topic; the coordinator's broker is SIGKILLed mid-run; the
-members find the new coordinator, join again there (membership lives in the coordinator's
-memory), and read every record (at least once: auto-commit); the group's epoch only grew
-across the move (it is kept in ``__consumer_offsets``)."""
+with auto-commit read a replication-factor-3 topic; the coordinator's broker is SIGKILLed
+mid-run; the members find the new coordinator and go on as they were: membership is kept
+in ``__consumer_offsets`` with the offsets, so no member loses its partitions, the group's
+epoch does not move, and every record is read exactly once."""
 
 from __future__ import annotations
 
@@ -56,8 +56,11 @@ def test_a_group_follows_its_coordinator_to_another_broker(cluster: LocalCluster
     bootstrap = cluster.bootstrap
     produce(cluster, range(RECORDS // 2))
     seen: list[bytes | None] = []
+    held: dict[str, set[frozenset[int]]] = {}  # member -> every assignment it had
+    current: dict[str, frozenset[int]] = {}  # member -> its assignment at its last poll
     lock = threading.Lock()
     stop = threading.Event()
+    watching = threading.Event()  # set once both members settled
     errors: list[BaseException] = []
 
     def member() -> None:
@@ -72,10 +75,15 @@ def test_a_group_follows_its_coordinator_to_another_broker(cluster: LocalCluster
                 **cluster.client_arguments(),
             ) as consumer:
                 consumer.subscribe(["work"])
+                name = threading.current_thread().name
                 while not stop.is_set():
                     values = [r.value for r in consumer.poll(timeout_ms=200)]
+                    assigned = frozenset(tp.partition for tp in consumer.assignment())
                     with lock:
                         seen.extend(values)
+                        current[name] = assigned
+                        if watching.is_set():  # once settled: every assignment, none too
+                            held.setdefault(name, set()).add(assigned)
         except BaseException as error:  # reported by the test's thread
             errors.append(error)
 
@@ -84,6 +92,17 @@ def test_a_group_follows_its_coordinator_to_another_broker(cluster: LocalCluster
         thread.start()
     try:
         wait_for("the first half read", lambda: len(set(seen)) >= RECORDS // 2, timeout_s=60)
+
+        def split_in_two() -> dict[str, frozenset[int]] | None:
+            with lock:
+                parts = dict(current)
+            halves = len(parts) == 2 and all(len(p) == PARTITIONS // 2 for p in parts.values())
+            return parts if halves and not frozenset.intersection(*parts.values()) else None
+
+        wait_for("both members settled on half the partitions each", split_in_two, 60)
+        with lock:
+            settled = dict(current)
+            watching.set()
         offsets_partition = offsets_partition_for(GROUP, OFFSETS_PARTITIONS).partition
         state = cluster.partition_state(OFFSETS_TOPIC, offsets_partition)
         assert state is not None
@@ -104,9 +123,16 @@ def test_a_group_follows_its_coordinator_to_another_broker(cluster: LocalCluster
                 ),
                 timeout_s=60,
             )
-        assert description.group_epoch > epoch_before
+        assert description.group_epoch == epoch_before  # no rebalance: nobody moved
     finally:
         stop.set()
         for thread in members:
             thread.join(timeout=60)
     assert not errors, errors
+    # From the kill on, each member held exactly the partitions it had settled on.
+    assert {name: sets for name, sets in held.items()} == {
+        name: {partitions} for name, partitions in settled.items()
+    }, (held, settled)
+    assert len(seen) == RECORDS == len(set(seen)), sorted(
+        value for value in set(seen) if seen.count(value) > 1
+    )  # every record exactly once
