@@ -12,13 +12,29 @@ import threading
 import time
 from collections.abc import Callable
 
-from kazoo.exceptions import NodeExistsError
+from kazoo.exceptions import NodeExistsError, NoNodeError
 from kazoo.protocol.states import WatchedEvent
 
 from twinlog.engine.zookeeper import znodes
 from twinlog.engine.zookeeper.session import ZooKeeperSession
 
 RECHECK_S = 1.0  # a re-read even without a watch firing
+
+
+def read_request(
+    session: ZooKeeperSession, path: str, watch: Callable[[WatchedEvent], None] | None = None
+) -> tuple[bytes, int] | None:
+    """The request ``path`` holds and its znode's version (for its delete), or None when
+    none is asked. ``watch`` is set on the znode whether or not it exists."""
+    client = session.client
+    stat = session.wait(client.exists_async(path, watch=watch))
+    if stat is None:
+        return None
+    try:
+        data, stat = session.wait(client.get_async(path))
+    except NoNodeError:
+        return None  # carried out since
+    return data, stat.version
 
 
 def create_when_free(session: ZooKeeperSession, path: str, data: bytes, deadline_s: float) -> bool:

@@ -15,13 +15,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 
-from kazoo.exceptions import NoNodeError
 from kazoo.protocol.states import WatchedEvent
 
 from twinlog.engine.base.errors import CorruptJournalError
 from twinlog.engine.broker.leader_elections import ElectionOutcome, ElectionResult
 from twinlog.engine.zookeeper import znodes
-from twinlog.engine.zookeeper.admin_request import create_when_free, wait_gone
+from twinlog.engine.zookeeper.admin_request import create_when_free, read_request, wait_gone
 from twinlog.engine.zookeeper.partition_state import (
     PartitionState,
     read_partition_state,
@@ -50,15 +49,8 @@ def read_election_request(
 ) -> tuple[set[tuple[str, int]], int] | None:
     """The partitions asked for and the znode's version (for its delete), or None when no
     election is asked for. ``watch`` is set on the znode whether or not it exists."""
-    client = session.client
-    stat = session.wait(client.exists_async(znodes.PREFERRED_ELECTION, watch=watch))
-    if stat is None:
-        return None
-    try:
-        data, stat = session.wait(client.get_async(znodes.PREFERRED_ELECTION))
-    except NoNodeError:
-        return None  # carried out since
-    return decode_request(data), stat.version
+    found = read_request(session, znodes.PREFERRED_ELECTION, watch)
+    return None if found is None else (decode_request(found[0]), found[1])
 
 
 def request_preferred_election(

@@ -34,7 +34,7 @@ from twinlog.engine.broker.reassignments import (
     check_move,
 )
 from twinlog.engine.zookeeper import znodes
-from twinlog.engine.zookeeper.admin_request import create_when_free, wait_gone
+from twinlog.engine.zookeeper.admin_request import create_when_free, read_request, wait_gone
 from twinlog.engine.zookeeper.broker_registration import live_brokers
 from twinlog.engine.zookeeper.partition_state import (
     PartitionState,
@@ -77,16 +77,11 @@ def read_reassignment_request(
 ) -> tuple[dict[tuple[str, int], tuple[int, ...]], int, int] | None:
     """The moves asked, the throttle and the znode's version (for its delete), or None
     when none is asked. ``watch`` is set on the znode whether or not it exists."""
-    client = session.client
-    stat = session.wait(client.exists_async(znodes.REASSIGN_PARTITIONS, watch=watch))
-    if stat is None:
+    found = read_request(session, znodes.REASSIGN_PARTITIONS, watch)
+    if found is None:
         return None
-    try:
-        data, stat = session.wait(client.get_async(znodes.REASSIGN_PARTITIONS))
-    except NoNodeError:
-        return None  # carried out since
-    moves, throttle_bytes_per_s = decode_request(data)
-    return moves, throttle_bytes_per_s, stat.version
+    moves, throttle_bytes_per_s = decode_request(found[0])
+    return moves, throttle_bytes_per_s, found[1]
 
 
 def request_reassignment(
