@@ -11,7 +11,8 @@ own readers decode twinlog's segment files. All integers are big-endian.
                                    log on append; -1 (NO_PARTITION_LEADER_EPOCH) until then
       magic                int8    format version, 2
       crc                  uint32  CRC-32C of every byte from attributes to the end
-      attributes           int16   bits 0-2 codec (0 none, 4 zstd), bit 3 timestamp type,
+      attributes           int16   bits 0-2 codec (0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd),
+                                   bit 3 timestamp type,
                                    bit 4 transactional, bit 5 control (never written), rest 0
       last_offset_delta    int32   offset of the last record minus base_offset
       first_timestamp_ms   int64   timestamp of the first record
@@ -288,7 +289,7 @@ def check_header(header: BatchHeader, position: int = 0) -> BatchHeader:
     if header.codec not in CODEC_NAMES:
         raise CorruptBatchError(
             f"batch attributes name codec {header.codec}, expected one of "
-            f"{sorted(CODEC_NAMES)} (none, zstd)",
+            f"{sorted(CODEC_NAMES)} ({', '.join(CODEC_NAMES.values())})",
             position,
         )
     if header.attributes & ~KNOWN_ATTRIBUTE_BITS & 0xFFFF:

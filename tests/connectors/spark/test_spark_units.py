@@ -326,8 +326,8 @@ def test_write_columns_follow_kafkas_sink() -> None:
         ),
         ({"batchBytes": "512"}, "twinlog option batchBytes: is 512, expected 1024..8388608"),
         (
-            {"compression": "gzip"},
-            "twinlog option compression: is 'gzip', expected one of none, zstd",
+            {"compression": "brotli"},
+            "twinlog option compression: is 'brotli', expected one of none, gzip, snappy, lz4, zstd",
         ),
         ({"compressionLevel": "23"}, "twinlog option compressionLevel: is 23, expected 1..22"),
     ],

@@ -187,8 +187,8 @@ def test_a_failed_job_leaves_nothing_visible(
         (["CAST(id AS STRING) AS value"], {}, "topic: is required"),
         (
             ["CAST(id AS STRING) AS value"],
-            {"topic": "T", "compression": "lz4"},
-            "compression: is 'lz4', expected one of none, zstd",
+            {"topic": "T", "compression": "brotli"},
+            "compression: is 'brotli', expected one of none, gzip, snappy, lz4, zstd",
         ),
         (
             ["CAST(id AS STRING) AS value"],
