@@ -33,6 +33,7 @@ from twinlog.rpc.cli.interrupts import EXIT_INTERRUPTED, InterruptFlag
 from twinlog.rpc.cli.produce_input import BadLineError, InputReader
 from twinlog.rpc.cli.record_encoding import ENCODINGS
 from twinlog.rpc.client import Producer
+from twinlog.rpc.client.producer_config import COMPRESSIONS
 
 RECORDS_PER_TXN_DEFAULT = 100
 PENDING_RECORDS_MAX = 10_000  # wait for answers beyond this many (bounds the memory held)
@@ -68,7 +69,7 @@ def register(subparsers: Any) -> None:
         type=positive_int,
         help=f"records per transaction ({RECORDS_PER_TXN_DEFAULT}); needs --transactional-id",
     )
-    parser.add_argument("--compression", choices=("zstd", "none"), default="zstd")
+    parser.add_argument("--compression", choices=COMPRESSIONS, default="zstd")
     parser.add_argument("--linger-ms", type=non_negative_int, default=5)
     parser.add_argument(
         "--delivery-timeout-ms",

@@ -33,6 +33,7 @@ from twinlog.engine.base.config_rules import Flag
 from twinlog.engine.base.errors import InvalidConfigError
 from twinlog.engine.base.renamed_keys import canonical_key
 from twinlog.rpc.client.connection_options import ConnectionOptions
+from twinlog.rpc.client.producer_config import COMPRESSIONS
 from twinlog.rpc.client.retry import RetryPolicy
 from twinlog.rpc.client.timeouts import DELIVERY_TIMEOUT_MS_DEFAULT
 
@@ -117,13 +118,12 @@ def _acks(value: Any) -> Settings:
 
 
 def _compression_type(value: Any) -> Settings:
-    if value is None or str(value).lower() == "none":
-        return {"compression": "none"}
-    if str(value).lower() == "zstd":
-        return {"compression": "zstd"}
+    name = "none" if value is None else str(value).lower()
+    if name in COMPRESSIONS:
+        return {"compression": name}
     raise InvalidConfigError(
-        f"compression_type={value!r} is not supported: twinlog batches are compressed with "
-        "zstd or not at all; pass compression_type='zstd' or 'none'"
+        f"compression_type={value!r} is not supported: pass one of "
+        f"{', '.join(repr(choice) for choice in COMPRESSIONS)}, as Kafka's compression.type"
     )
 
 
@@ -252,7 +252,7 @@ _TABLE: list[tuple[str, frozenset[str], Callable[[str], Callable[[Any], Settings
     ("batch_size", _P, _renamed("batch_bytes"), "batch_bytes"),
     ("buffer_memory", _P, _renamed("buffer_bytes_max"), "buffer_bytes_max"),
     ("max_request_size", _P, _renamed("batch_bytes_max"), "batch_bytes_max"),
-    ("compression_type", _P, _fixed(_compression_type), "compression ('zstd' or 'none')"),
+    ("compression_type", _P, _fixed(_compression_type), "compression (Kafka's codecs, 'none')"),
     ("enable_idempotence", _P, _fixed(_enable_idempotence), "(always idempotent)"),
     ("retries", _P, _fixed(_retries), "(retries until delivery_timeout_ms)"),
     ("key_serializer", _P, _refused(_SERIALIZED), "refused: send bytes"),

@@ -25,7 +25,8 @@ from twinlog.rpc.client.connection_options import RULES as CONNECTION_RULES
 from twinlog.rpc.client.connection_options import ConnectionOptions
 from twinlog.rpc.client.timeouts import DEFAULT_API_TIMEOUT_MS
 
-COMPRESSIONS = ("zstd", "none")
+# Kafka's compression.type values; every Kafka client and twinlog reader reads each.
+COMPRESSIONS = ("zstd", "lz4", "snappy", "gzip", "none")
 
 
 @dataclass(frozen=True)

@@ -30,8 +30,8 @@ def test_the_defaults_pass_and_are_the_producer_s() -> None:
     ("changes", "message"),
     [
         (
-            {"compression": "gzip"},
-            "producer config compression is 'gzip', expected one of zstd, none",
+            {"compression": "brotli"},
+            "producer config compression is 'brotli', expected one of zstd, lz4, snappy, gzip, none",
         ),
         ({"linger_ms": -1}, "producer config linger_ms is -1, expected 0 or more"),
         ({"linger_ms": "5"}, "producer config linger_ms is '5', expected an integer 0 or more"),
@@ -87,7 +87,7 @@ def test_none_leaves_the_timeouts_to_their_defaults() -> None:
 @pytest.mark.parametrize(
     ("settings", "message"),
     [
-        ({"compression": "lz4"}, "producer config compression is 'lz4', expected one of"),
+        ({"compression": "lz5"}, "producer config compression is 'lz5', expected one of"),
         ({"linger_ms": -1}, "producer config linger_ms is -1, expected 0 or more"),
         ({"batch_bytes": 64, "buffer_bytes_max": 32}, "buffer_bytes_max is 32, expected at"),
         ({"transaction_timeout_ms": 0}, "transaction_timeout_ms is 0, expected None"),
