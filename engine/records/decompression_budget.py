@@ -1,12 +1,11 @@
 """A broker-wide bound on decompressed records sections held at once by produce requests.
 
 Each request's section is bounded by ``batch_decompressed_bytes_max``; this bounds their
-sum, so that many requests at once (128 worker threads) cannot add up to gigabytes.
-A request reserves what its section declares before decompressing it; when the budget
-is spent it waits a little for others to finish, then is refused as retriable. The
-Kafka listener's rewrite of gzip and size-less zstd batches reserves from the budget
-it is given (``twinlog.rpc.kafka.batch_recompression``): the broker's, so that one
-bound holds for both doors.
+sum, so that many requests at once (128 worker threads, from both doors: gRPC and Kafka)
+cannot add up to gigabytes. A request reserves what its section decompresses to (what
+it declares, or what it was counted to in dropped pieces: ``compression``) before
+holding it; when the budget is spent it waits a little for others to finish, then is
+refused as retriable.
 
 Thread rule: any thread; the condition guards ``_reserved_bytes`` and
 ``_peak_reserved_bytes``.

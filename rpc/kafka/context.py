@@ -15,7 +15,6 @@ from typing import Protocol
 from twinlog.engine.base.errors import TwinlogError
 from twinlog.engine.base.types import TopicPartition
 from twinlog.engine.groups.classic_member import ClassicMember
-from twinlog.engine.records.decompression_budget import DecompressionBudget
 from twinlog.rpc.kafka.access import ConnectionState
 from twinlog.rpc.kafka.cluster import KafkaCluster
 from twinlog.rpc.kafka.error_codes import code_of
@@ -73,8 +72,6 @@ class KafkaContext:
     guard: Guard
     access: TransactionalAccess  # who may use a producer id
     connection: ConnectionState
-    # Shared by every connection (and, when the broker gives its own, with the gRPC door).
-    decompression_budget: DecompressionBudget
     cluster: KafkaCluster | None = None  # None: a single node
     # The gRPC server's metrics, which count the Kafka requests too (None: not counted).
     metrics: ServerMetrics | None = None

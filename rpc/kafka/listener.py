@@ -12,8 +12,8 @@ logged and the connection closed before its bytes are read), an idle connection'
 (``first_request_ms``) and, with a tokens file, for its SASL authentication
 (``authentication_ms``): a connection that misses either is logged and closed, so
 connections that say nothing cannot keep the slots from real clients. Produced batches
-that are decompressed to be rewritten take their bytes from one decompression budget
-(the broker's when it shares it: ``decompression_budget``).
+go to the broker as written, which checks their records within its decompression budget
+(the one its gRPC door shares).
 
 ``stop()`` closes the listening socket, lets requests in flight finish within the
 grace period (a waiting Fetch ends at its next slice), then closes every connection.
@@ -36,7 +36,6 @@ from collections import Counter
 
 from twinlog.engine.base.addresses import join_host_port
 from twinlog.engine.base.errors import InvalidConfigError
-from twinlog.engine.records.decompression_budget import DecompressionBudget
 from twinlog.rpc.kafka.access import new_connection
 from twinlog.rpc.kafka.cluster import KafkaCluster
 from twinlog.rpc.kafka.context import KafkaBroker, KafkaContext
@@ -85,12 +84,6 @@ def _read_exactly(connection: socket.socket, size: int, due: float | None = None
     return b"".join(chunks)
 
 
-def _broker_budget(broker: object) -> DecompressionBudget | None:
-    """The broker's own decompression budget, when it shares it (the gRPC door's)."""
-    budget = getattr(broker, "decompression_budget", None)
-    return budget if isinstance(budget, DecompressionBudget) else None
-
-
 class KafkaListener:
     """Speaks Kafka's protocol on ``host:port`` in front of ``broker`` (any object with
     the broker API: the one the gRPC server serves)."""
@@ -105,16 +98,12 @@ class KafkaListener:
         guard: Guard | None = None,
         tls: ssl.SSLContext | None = None,
         cluster: KafkaCluster | None = None,
-        decompression_budget: DecompressionBudget | None = None,
         metrics: ServerMetrics | None = None,
     ) -> None:
         """``guard``: the tokens and ACLs both doors ask (``twinlog.rpc.policy.auth.Guard``,
         the one the gRPC server was given); None serves everyone as the anonymous principal, unchecked. ``tls``: serve TLS
         (``twinlog.rpc.kafka.tls.server_tls_context``); None: plaintext. ``cluster``: the
-        cluster ``broker`` is a member of (None: a single node). ``decompression_budget``:
-        what produced batches' rewrites reserve their decompressed bytes from; None: the
-        broker's ``decompression_budget`` if it has one (the gRPC door's, so that one bound
-        holds for both), else one of the listener's own (``decompressed_bytes_in_flight_max``).
+        cluster ``broker`` is a member of (None: a single node).
         ``metrics``: the gRPC server's, which count the Kafka requests too."""
         self.settings = settings or KafkaListenerSettings()
         self.tls = tls
@@ -122,17 +111,6 @@ class KafkaListener:
         self._lock = threading.Lock()
         self._connections: dict[threading.Thread, socket.socket] = {}
         self._connections_by_address: Counter[str] = Counter()
-        if decompression_budget is None:
-            decompression_budget = _broker_budget(broker)
-        if decompression_budget is None:
-            decompression_budget = DecompressionBudget(
-                self.settings.decompressed_bytes_in_flight_max
-            )
-            log.info(
-                "Kafka listener: the broker shares no decompression budget; produced batches "
-                "rewritten here reserve from one of %d bytes (decompressed_bytes_in_flight_max)",
-                self.settings.decompressed_bytes_in_flight_max,
-            )
         try:
             self._socket = socket.create_server((host, port), backlog=BACKLOG)
         except OSError as error:
@@ -154,7 +132,6 @@ class KafkaListener:
             guard=guard,
             access=TransactionalAccess(guard, broker),
             connection=new_connection(guard),
-            decompression_budget=decompression_budget,
             cluster=cluster,
             metrics=metrics,
         )

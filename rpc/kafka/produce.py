@@ -1,8 +1,8 @@
 """Produce: each partition's batch goes to ``broker.produce`` as the client built it.
 
 A Kafka client's batch is already twinlog's format (RecordBatch v2), so it is passed on
-as it is (but for the codecs ``batch_recompression`` compresses again, within the
-decompression budget the broker's own check uses): the broker
+as it is, byte for byte, whatever its codec (none, gzip, snappy, lz4, zstd): a Fetch
+returns it as written, CRC and all. The broker
 validates it (CRC, records, idempotent sequences of the producer id
 and epoch InitProducerId gave) and appends it, or journals it in the producer's open
 transaction when its transactional bit is set: the engine knows which transaction that
@@ -26,14 +26,8 @@ from kafka.protocol.producer import ProduceRequest, ProduceResponse
 
 from twinlog.engine.base.errors import TwinlogError
 from twinlog.rpc.kafka.access import require
-from twinlog.rpc.kafka.batch_recompression import UnsupportedCompressionError, storable_batch
 from twinlog.rpc.kafka.context import KafkaContext
-from twinlog.rpc.kafka.error_codes import (
-    CORRUPT_MESSAGE,
-    INVALID_REQUIRED_ACKS,
-    NONE,
-    UNSUPPORTED_COMPRESSION_TYPE,
-)
+from twinlog.rpc.kafka.error_codes import CORRUPT_MESSAGE, INVALID_REQUIRED_ACKS, NONE
 from twinlog.rpc.policy.auth import Operation
 
 log = logging.getLogger("twinlog.kafka")
@@ -55,19 +49,15 @@ def _append(context: KafkaContext, topic: str, partition: int, records: bytes | 
         try:
             principal = context.connection.principal
             require(context.guard, principal, Operation.WRITE, (topic,))
-            batch = storable_batch(
-                bytes(records),
-                context.settings.produce_decompressed_bytes_max,
-                context.decompression_budget,  # a spent budget: REQUEST_TIMED_OUT, retried
-            )
+            # Stored as written; the broker checks its records within its decompression
+            # budget (a spent budget: REQUEST_TIMED_OUT, retried).
+            batch = bytes(records)
             # a producer id only from a principal that may use it (the gRPC server's rule)
             context.access.require_batch(principal, batch)
             # A transactional batch names no transaction: the engine finds its producer's
             # open one (``unnamed_transactions``), and takes Kafka's sequence numbering.
             base_offset = context.broker.produce(topic, partition, batch).base_offset
             error_code = NONE
-        except UnsupportedCompressionError as error:
-            error_code, message = UNSUPPORTED_COMPRESSION_TYPE, str(error)
         except TwinlogError as error:
             error_code = context.partition_code(error, ProduceRequest.API_KEY, topic, partition)
             message = str(error)

@@ -6,7 +6,6 @@ from dataclasses import dataclass
 
 from twinlog.engine.base.config_rules import POSITIVE, ConfigRules
 from twinlog.engine.base.units import KIBIBYTE, MEBIBYTE
-from twinlog.engine.broker.config import BrokerConfig
 
 # A frame may be this much larger than the largest request body it carries (headers and
 # the request's own fields around the records).
@@ -40,13 +39,6 @@ class KafkaListenerSettings:
     # A waiting Fetch waits on all its partitions at once in the broker's purgatory (an
     # append to any of them wakes it), and re-reads them and checks for shutdown this often.
     fetch_wait_slice_ms: int = 100
-    # A produced batch compressed again (batch_recompression) may decompress to this much:
-    # the broker's batch_decompressed_bytes_max by default, which refuses a larger one anyway.
-    produce_decompressed_bytes_max: int = BrokerConfig.batch_decompressed_bytes_max
-    # The rewrites' decompression budget when the broker shares none of its own (it does
-    # through a ``decompression_budget`` attribute; the broker's
-    # decompressed_bytes_in_flight_max by default).
-    decompressed_bytes_in_flight_max: int = BrokerConfig.decompressed_bytes_in_flight_max
 
     def __post_init__(self) -> None:
         RULES.check(self)
@@ -67,8 +59,6 @@ RULES = ConfigRules(
         "fetch_bytes_max": POSITIVE,
         "fetch_wait_ms_max": POSITIVE,
         "fetch_wait_slice_ms": POSITIVE,
-        "produce_decompressed_bytes_max": POSITIVE,
-        "decompressed_bytes_in_flight_max": POSITIVE,
     },
     # The one set by a flag of its own (the others by their defaults)
     labels={

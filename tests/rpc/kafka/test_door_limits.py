@@ -1,6 +1,6 @@
 """What a client without credentials, or with write access to one topic, can hold at the
 Kafka door: connection slots (per address, and only seconds before its first request
-or its SASL authentication) and decompressed bytes (the decompression budget). Each
+or its SASL authentication) and decompressed bytes (the broker's decompression budget). Each
 test has a broker and a listener of its own, with small limits so that it runs fast."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import kafka
 import kafka.errors
@@ -32,9 +32,8 @@ from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchB
 from twinlog.engine.base.units import MEBIBYTE
 from twinlog.engine.broker.broker import Broker
 from twinlog.engine.records.batch_builder import build_batch
-from twinlog.engine.records.decompression_budget import DecompressionBudget
 from twinlog.rpc.client import Admin
-from twinlog.rpc.kafka.error_codes import CORRUPT_MESSAGE, NONE, REQUEST_TIMED_OUT
+from twinlog.rpc.kafka.error_codes import NONE, REQUEST_TIMED_OUT
 from twinlog.rpc.kafka.listener import KafkaListener
 from twinlog.rpc.kafka.settings import KafkaListenerSettings
 from twinlog.rpc.policy.auth import Guard, TokenTable
@@ -279,48 +278,47 @@ def _produce_at_once(listener: KafkaListener, topic: str, batch: bytes, count: i
 BOMB_BYTES = 16 * MEBIBYTE
 
 
-def test_gzip_bombs_take_their_bytes_from_the_decompression_budget(
-    broker: Broker, listeners: list[KafkaListener], caplog: pytest.LogCaptureFixture
+def test_gzip_bombs_take_their_bytes_from_the_brokers_decompression_budget(
+    tmp_path: Path, listeners: list[KafkaListener], caplog: pytest.LogCaptureFixture
 ) -> None:
     """Many connections sending a small gzip batch that inflates to 16 MiB: never two
-    inflated at once in a 24 MiB budget, and a retriable error, not memory, when it is
-    spent."""
-    Admin(broker).create_topic("bombed", partitions=1)
-    budget = DecompressionBudget(24 * MEBIBYTE, wait_ms=300)
-    listener = _start(listeners, broker, decompression_budget=budget)
-    caplog.set_level(logging.INFO, logger="twinlog.kafka")
-    bomb = _gzip_bomb(BOMB_BYTES)
-    assert len(bomb) < 64 * 1024
-    # The budget two thirds spent elsewhere (a produce on the gRPC door): no room for any.
-    with budget.reserve(BOMB_BYTES):
-        refused = _produce_at_once(listener, "bombed", bomb, 8)
-    assert {answer.error_code for answer in refused} == {REQUEST_TIMED_OUT}
-    assert kafka.errors.for_code(REQUEST_TIMED_OUT).retriable
-    assert "decompressed_bytes_in_flight_max" in refused[0].error_message
-    # What was short, in the log: the batch's bytes and the budget's.
-    assert re.search(r"bombed-0 refused: a gzip batch .* needs \d+ bytes decompressed", caplog.text)
-    assert budget.peak_reserved_bytes == BOMB_BYTES  # only the test's own reservation
-    # With the budget free, the bombs go through one at a time (or wait, and are refused).
-    answers = _produce_at_once(listener, "bombed", bomb, 8)
-    codes = [answer.error_code for answer in answers]
-    assert set(codes) <= {NONE, REQUEST_TIMED_OUT} and NONE in codes
-    # Each reserved its section (a little over the value), never two at once.
-    assert BOMB_BYTES < budget.peak_reserved_bytes <= budget.bytes_max < 2 * BOMB_BYTES
-    assert budget.reserved_bytes == 0
-    assert broker.list_offset("bombed", 0, "latest") == codes.count(NONE)
-
-
-def test_a_batch_over_produce_decompressed_bytes_max_reserves_nothing(
-    broker: Broker, listeners: list[KafkaListener]
-) -> None:
-    Admin(broker).create_topic("too-big", partitions=1)
-    budget = DecompressionBudget(24 * MEBIBYTE)
-    settings = KafkaListenerSettings(produce_decompressed_bytes_max=4 * MEBIBYTE)
-    listener = _start(listeners, broker, settings=settings, decompression_budget=budget)
-    answer = _produce(listener, "too-big", _gzip_bomb(8 * MEBIBYTE))
-    assert answer.error_code == CORRUPT_MESSAGE
-    assert "produce_decompressed_bytes_max" in answer.error_message
-    assert budget.peak_reserved_bytes == 0  # counted, never held
+    inflated at once in the broker's 24 MiB budget (the one both doors share), and a
+    retriable error, not memory, when it is spent."""
+    with Broker.open(
+        tmp_path / "bombed",
+        batch_decompressed_bytes_max=20 * MEBIBYTE,
+        decompressed_bytes_in_flight_max=24 * MEBIBYTE,
+    ) as broker:
+        Admin(broker).create_topic("bombed", partitions=1)
+        budget = broker.decompression_budget
+        budget.wait_ms = 300
+        listener = _start(listeners, broker)
+        caplog.set_level(logging.INFO, logger="twinlog.kafka")
+        bomb = _gzip_bomb(BOMB_BYTES)
+        assert len(bomb) < 64 * 1024
+        # The budget two thirds spent elsewhere (a produce on the gRPC door): no room for any.
+        with budget.reserve(BOMB_BYTES):
+            refused = _produce_at_once(listener, "bombed", bomb, 8)
+        assert {answer.error_code for answer in refused} == {REQUEST_TIMED_OUT}
+        assert kafka.errors.for_code(REQUEST_TIMED_OUT).retriable
+        assert "decompressed_bytes_in_flight_max" in refused[0].error_message
+        # What was short, in the log: the budget's bytes and the batch's.
+        assert re.search(
+            r"bombed-0 refused: \d+ bytes of batches are being decompressed.* no room for "
+            r"\d+ more; retry shortly",
+            caplog.text,
+        )
+        assert budget.peak_reserved_bytes == BOMB_BYTES  # only the test's own reservation
+        # With the budget free, the bombs go through one at a time (or wait, and are refused).
+        answers = _produce_at_once(listener, "bombed", bomb, 8)
+        codes = [answer.error_code for answer in answers]
+        assert set(codes) <= {NONE, REQUEST_TIMED_OUT} and NONE in codes
+        # Each reserved its section (a little over the value), never two at once.
+        assert BOMB_BYTES < budget.peak_reserved_bytes <= budget.bytes_max < 2 * BOMB_BYTES
+        assert budget.reserved_bytes == 0
+        assert broker.list_offset("bombed", 0, "latest") == codes.count(NONE)
+        listener.stop(grace_ms=1_000)
+        listeners.remove(listener)
 
 
 def test_a_batch_is_held_to_its_topics_limit_by_the_broker(
@@ -343,31 +341,3 @@ def test_a_batch_is_held_to_its_topics_limit_by_the_broker(
         assert broker.list_offset("large", 0, "latest") == 1
         listener.stop(grace_ms=1_000)
         listeners.remove(listener)
-
-
-class _SharingBroker:
-    """A broker that shares its decompression budget (as the gRPC door's broker does)."""
-
-    def __init__(self, broker: Broker, budget: DecompressionBudget) -> None:
-        self._broker = broker
-        self.decompression_budget = budget
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._broker, name)
-
-
-def test_the_listener_takes_the_budget_its_broker_shares(broker: Broker) -> None:
-    budget = DecompressionBudget(8 * MEBIBYTE)
-    sharing = cast(Broker, _SharingBroker(broker, budget))
-    listener = KafkaListener(sharing, "127.0.0.1", 0)
-    try:
-        assert listener.context.decompression_budget is budget
-        alone = KafkaListener(broker, "127.0.0.1", 0)  # a broker that shares none (yet)
-        try:
-            own = alone.context.decompression_budget
-            assert own is not budget
-            assert own.bytes_max == KafkaListenerSettings().decompressed_bytes_in_flight_max
-        finally:
-            alone.stop(grace_ms=0)
-    finally:
-        listener.stop(grace_ms=0)
