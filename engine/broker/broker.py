@@ -31,6 +31,7 @@ import logging
 import os
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -335,6 +336,18 @@ class Broker(BrokerLifecycle):
 
     def describe_topic(self, name: str) -> TopicDescription:
         return self.topic_manager.describe(name)
+
+    def auto_create_topic(
+        self, name: str, creating: Callable[[], AbstractContextManager[object]] | None = None
+    ) -> TopicDescription:
+        """``name`` described, created first when it does not exist and the broker's
+        ``auto_create_topics_enable`` is on, with ``num_partitions`` and
+        ``default_replication_factor`` (a producer's first send, Kafka's topic
+        auto-creation). ``creating`` wraps the creation only: a door's CREATE check and
+        audit line. UnknownTopicOrPartitionError when it is not created (the setting off,
+        an internal name)."""
+        self._check_open()
+        return self.topic_manager.auto_create(name, creating)
 
     def elect_preferred_leaders(
         self, partitions: Sequence[TopicPartition] | None, timeout_ms: int

@@ -15,6 +15,7 @@ from typing import Any
 
 from twinlog.engine.base.config_rules import POSITIVE, ConfigRules, Flag, Integer, OneOf
 from twinlog.engine.base.units import GIBIBYTE, MEBIBYTE
+from twinlog.engine.broker.topic_registry import PARTITIONS_MAX
 from twinlog.engine.log.config import BATCH_BYTES_MAX_DEFAULT
 from twinlog.engine.log.config import RULES as LOG_RULES
 from twinlog.engine.records.batch_format import BATCH_BYTES_HARD_MAX, HEADER_BYTES
@@ -75,6 +76,12 @@ class BrokerConfig:
     log_retention_ms: int = 7 * 24 * 3600 * 1000
     log_retention_bytes: int = -1
     log_flush_policy: str = "every_append"
+    # Topics created on first use (Kafka's auto.create.topics.enable and num.partitions): a
+    # producer sending to a topic that does not exist gets it created, with num_partitions
+    # partitions and default_replication_factor replicas, when its principal may CREATE it.
+    # Consumers never create a topic; internal ones (__*) are never created this way.
+    auto_create_topics_enable: bool = True
+    num_partitions: int = 1
     # Replication, on a cluster broker (engine/replication/replication_settings.py has
     # the reasons for these defaults, Kafka's)
     default_replication_factor: int = 3  # a new topic's on a cluster (CLUSTER.md §3.9)
@@ -145,6 +152,8 @@ RULES = ConfigRules(
         "log_retention_ms": LOG_RULES.rules["retention_ms"],
         "log_retention_bytes": LOG_RULES.rules["retention_bytes"],
         "log_flush_policy": LOG_RULES.rules["flush_policy"],
+        "auto_create_topics_enable": Flag(),
+        "num_partitions": Integer(1, PARTITIONS_MAX),
         "default_replication_factor": POSITIVE,
         "min_insync_replicas": POSITIVE,
         "replica_lag_time_max_ms": POSITIVE,

@@ -17,11 +17,13 @@ thread.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import resource
 import shutil
 import threading
 from collections.abc import Callable, Iterable, Mapping
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 from twinlog.engine.base.errors import (
@@ -41,6 +43,7 @@ from twinlog.engine.base.wording import counted
 from twinlog.engine.broker.config import BrokerConfig
 from twinlog.engine.broker.group_offsets import OFFSETS_TOPIC, offsets_topic_config
 from twinlog.engine.broker.internal_topics import (
+    INTERNAL_TOPIC_PREFIX,
     TXN_JOURNAL_TOPIC,
     TXN_JOURNAL_TOPIC_CONFIG,
     is_internal,
@@ -101,6 +104,56 @@ class TopicManager:
     ) -> TopicDescription:
         """A new topic: its name, configuration and partition count checked before anything
         is written, leftovers of a deleted namesake removed, its partitions opened."""
+        description = self._create(name, partitions, config)
+        log.info("created topic %s with %s", name, counted(partitions, "partition"))
+        return description
+
+    def auto_create(
+        self, name: str, creating: Callable[[], AbstractContextManager[object]] | None = None
+    ) -> TopicDescription:
+        """``name`` described, created first when it does not exist (a producer's first use:
+        Kafka's auto.create.topics.enable) with ``num_partitions`` partitions and
+        ``default_replication_factor`` replicas. ``creating`` wraps the creation only (the
+        door's permission check and audit line). A topic created meanwhile by another
+        caller or broker is described as it is: that race is no error.
+
+        UnknownTopicOrPartitionError when it does not exist and is not created here (the
+        setting is off, or the name is internal); InvalidConfigError for a name no topic
+        may have."""
+        try:
+            return self.describe(name)
+        except UnknownTopicOrPartitionError:
+            pass
+        validate_topic_name(name)
+        if is_internal(name):
+            raise UnknownTopicOrPartitionError(
+                f"topic {name!r} does not exist; internal topics (names starting "
+                f"{INTERNAL_TOPIC_PREFIX!r}) are never created on first use: choose another name"
+            )
+        if not self._config.auto_create_topics_enable:
+            raise UnknownTopicOrPartitionError(
+                f"topic {name!r} does not exist, and this broker does not create topics on "
+                f"first use (auto.create.topics.enable=false): create it first (twinlog topics "
+                f"create {name})"
+            )
+        partitions = self._config.num_partitions
+        factor = self._config.default_replication_factor
+        try:
+            with creating() if creating is not None else contextlib.nullcontext():
+                description = self._create(name, partitions, None)
+        except TopicExistsError:  # created meanwhile (another producer, another broker)
+            return self.describe(name)
+        log.info(
+            "topic %s auto-created with %s, replication factor %d (auto.create.topics.enable)",
+            name,
+            counted(partitions, "partition"),
+            factor,
+        )
+        return description
+
+    def _create(
+        self, name: str, partitions: int, config: Mapping[str, str] | None
+    ) -> TopicDescription:
         refuse_internal(name, "create")
         config = dict(config or {})
         replication_factor = self._replication_factor(config)  # taken out of the config
@@ -115,7 +168,6 @@ class TopicManager:
             for partition_index in range(partitions):
                 self._partitions.open(TopicPartition(name, partition_index), config)
             self._membership().topic_created(name, partitions)
-        log.info("created topic %s with %s", name, counted(partitions, "partition"))
         return self.describe(name)
 
     def _replication_factor(self, config: dict[str, str]) -> int:
