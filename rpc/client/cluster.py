@@ -68,6 +68,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from typing import TypeVar
 
 from twinlog.engine.base.backoff import Backoff
@@ -433,6 +434,12 @@ class ClusterBroker:
 
     def describe_topic(self, name: str) -> TopicDescription:
         return self._on_any(lambda broker: broker.describe_topic(name))
+
+    def auto_create_topic(
+        self, name: str, creating: Callable[[], AbstractContextManager[object]] | None = None
+    ) -> TopicDescription:
+        """Any broker creates it (CreateTopics' path); ``creating`` is not sent."""
+        return self._on_any(lambda broker: broker.auto_create_topic(name))
 
     def topic_settings(self, name: str) -> list[tuple[str, str, bool]]:
         return self._on_any(lambda broker: broker.topic_settings(name))

@@ -46,8 +46,9 @@ from twinlog.engine.base.errors import (
     InvalidTxnStateError,
     NotEnoughResourcesError,
     TwinlogError,
+    UnknownTopicOrPartitionError,
 )
-from twinlog.engine.base.types import ProducerIdentity, TopicPartition
+from twinlog.engine.base.types import ProducerIdentity, TopicDescription, TopicPartition
 from twinlog.engine.groups.group_calls import OUTSIDE_ANY_GROUP
 from twinlog.engine.records.batch_builder import Header
 from twinlog.engine.records.batch_format import NO_TRANSACTION_ID, RECORDS_OFFSET
@@ -177,17 +178,28 @@ class Producer:
 
     def partitions_for(self, topic: str, timeout_ms: int | None = None) -> int:
         """The topic's partition count (asked once, then remembered); waits at most
-        ``timeout_ms`` (None: default_api_timeout_ms)."""
+        ``timeout_ms`` (None: default_api_timeout_ms).
+
+        A topic that does not exist is created, as a Kafka producer's first use creates
+        it, when the broker's auto.create.topics.enable is on and this producer's principal
+        may CREATE it (else AuthorizationError, or UnknownTopicOrPartitionError saying the
+        setting is off)."""
         count = self._partition_counts.get(topic)
         if count is None:
             description = call_with_retry(
                 self.retry,
-                lambda: self._broker.describe_topic(topic),
+                lambda: self._describe_or_create(topic),
                 f"partitions_for({topic!r})",
                 timeout_ms=self._timeout_ms(timeout_ms),
             )
             count = self._partition_counts[topic] = len(description.partitions)
         return count
+
+    def _describe_or_create(self, topic: str) -> TopicDescription:
+        try:
+            return self._broker.describe_topic(topic)
+        except UnknownTopicOrPartitionError:
+            return self._broker.auto_create_topic(topic)
 
     def _timeout_ms(self, timeout_ms: int | None) -> int:
         if timeout_ms is None:

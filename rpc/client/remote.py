@@ -17,6 +17,7 @@ shared).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -264,6 +265,13 @@ class RemoteBroker:
 
     def describe_topic(self, name: str) -> TopicDescription:
         request = admin_pb2.DescribeTopicRequest(name=name)
+        return topic_from_proto(self._call(self.administration.DescribeTopic, request))
+
+    def auto_create_topic(
+        self, name: str, creating: Callable[[], AbstractContextManager[object]] | None = None
+    ) -> TopicDescription:
+        """The server checks the caller's CREATE and audits: ``creating`` is not used."""
+        request = admin_pb2.DescribeTopicRequest(name=name, allow_auto_topic_creation=True)
         return topic_from_proto(self._call(self.administration.DescribeTopic, request))
 
     # --- producing ---------------------------------------------------------------------

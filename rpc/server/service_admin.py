@@ -6,8 +6,10 @@ what a request needs to act on a transaction, so they are not shown to everyone;
 the groups a listed transaction holds offsets of need DESCRIBE on each group.
 ``Metadata`` answers who leads what (``metadata_source``: ZooKeeper's view on a cluster
 broker, the server itself on a single node); like ListTopics it needs an authenticated
-principal and shows every topic. ``FindCoordinator`` names a key's coordinator
-(``coordinator_source``); as Kafka's, it needs DESCRIBE on the transactional id or group
+principal and shows every topic; DescribeTopic with ``allow_auto_topic_creation`` (a
+producer's first use) creates a missing topic as the broker's auto.create.topics.enable
+says, with CREATE on it (``topic_auto_creation``). ``FindCoordinator`` names a key's
+coordinator (``coordinator_source``); as Kafka's, it needs DESCRIBE on the transactional id or group
 asked about (WRITE on a transactional id, READ on a group imply it), and only an
 authenticated principal for a producer or transaction id (its coordinator partition is
 its low bits: nothing to hide).
@@ -30,6 +32,7 @@ from twinlog.rpc.policy.alterable_partitions import alterable_partitions
 from twinlog.rpc.policy.audit import audited
 from twinlog.rpc.policy.auth import Guard, Operation, Resource
 from twinlog.rpc.policy.producer_access import TransactionalAccess
+from twinlog.rpc.policy.topic_auto_creation import auto_creation
 from twinlog.rpc.server.broker_shutdown import BrokerShutdown
 from twinlog.rpc.server.call import principal_of, unary
 from twinlog.rpc.wire.broker_api import BrokerApi, CoordinatorKeyType
@@ -243,8 +246,13 @@ class AdministrationService(admin_pb2_grpc.AdministrationServicer):
     def DescribeTopic(
         self, request: admin_pb2.DescribeTopicRequest, context: grpc.ServicerContext
     ) -> admin_pb2.TopicDescription:
-        principal_of(self.guard, context)
-        return topic_to_proto(self.broker.describe_topic(request.name))
+        principal = principal_of(self.guard, context)
+        if not request.allow_auto_topic_creation:
+            return topic_to_proto(self.broker.describe_topic(request.name))
+        # A producer's first use: created when missing, if the broker's setting and the
+        # caller's CREATE allow (topic_auto_creation); described either way.
+        creating = auto_creation(self.guard, principal, request.name, peer=context.peer())
+        return topic_to_proto(self.broker.auto_create_topic(request.name, creating))
 
     @unary
     def DescribeTopicSettings(

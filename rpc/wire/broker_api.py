@@ -12,7 +12,8 @@ broker coordinates everything itself): ``CoordinatorKeyType`` names what a key i
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from enum import Enum
 from typing import Protocol, runtime_checkable
@@ -67,6 +68,16 @@ class BrokerApi(Protocol):
     def list_topics(self) -> list[str]: ...
 
     def describe_topic(self, name: str) -> TopicDescription: ...
+
+    def auto_create_topic(
+        self, name: str, creating: Callable[[], AbstractContextManager[object]] | None = None
+    ) -> TopicDescription:
+        """``describe_topic``, the topic created first when it does not exist (a producer's
+        first send; Kafka's auto.create.topics.enable, num.partitions and default
+        replication factor). ``creating`` wraps the creation only, where it happens: the
+        serving door's CREATE check and audit line (a remote broker's server has its own,
+        so a client's is not sent). UnknownTopicOrPartitionError when it is not created."""
+        ...
 
     def topic_settings(self, name: str) -> list[tuple[str, str, bool]]: ...
 

@@ -8,8 +8,8 @@ process. It holds no tests itself.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 
 from twinlog.engine.base.errors import (
@@ -103,6 +103,19 @@ class FakeBroker:
                 self.logs[TopicPartition(name, index)] = []
                 self.ends[TopicPartition(name, index)] = 0
         return self.describe_topic(name)
+
+    def auto_create_topic(
+        self, name: str, creating: Callable[[], AbstractContextManager[object]] | None = None
+    ) -> TopicDescription:
+        """The real broker's defaults (on, one partition), its race rule too."""
+        with self._lock:
+            if name in self.configs:
+                return self.describe_topic(name)
+            try:
+                with creating() if creating is not None else nullcontext():
+                    return self.create_topic(name)
+            except TopicExistsError:
+                return self.describe_topic(name)
 
     def create_partitions(
         self, name: str, partitions: int, *, validate_only: bool = False

@@ -116,10 +116,12 @@ class ListTopicsResponse(_message.Message):
     def __init__(self, names: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class DescribeTopicRequest(_message.Message):
-    __slots__ = ("name",)
+    __slots__ = ("name", "allow_auto_topic_creation")
     NAME_FIELD_NUMBER: _ClassVar[int]
+    ALLOW_AUTO_TOPIC_CREATION_FIELD_NUMBER: _ClassVar[int]
     name: str
-    def __init__(self, name: _Optional[str] = ...) -> None: ...
+    allow_auto_topic_creation: bool
+    def __init__(self, name: _Optional[str] = ..., allow_auto_topic_creation: _Optional[bool] = ...) -> None: ...
 
 class PartitionDescription(_message.Message):
     __slots__ = ("partition", "log_start_offset", "log_end_offset", "journal_entries_pending", "journal_bytes_pending")
