@@ -40,6 +40,7 @@ INVALID_REQUIRED_ACKS = kafka_errors.InvalidRequiredAcksError.errno
 FETCH_SESSION_ID_NOT_FOUND = kafka_errors.FetchSessionIdNotFoundError.errno
 COORDINATOR_NOT_AVAILABLE = kafka_errors.CoordinatorNotAvailableError.errno
 LEADER_NOT_AVAILABLE = kafka_errors.LeaderNotAvailableError.errno
+INVALID_TOPIC_EXCEPTION = kafka_errors.InvalidTopicError.errno  # a name no topic may have
 LISTENER_NOT_FOUND = kafka_errors.ListenerNotFoundError.errno
 INVALID_REPLICATION_FACTOR = kafka_errors.InvalidReplicationFactorError.errno
 UNSUPPORTED_COMPRESSION_TYPE = kafka_errors.UnsupportedCompressionTypeError.errno

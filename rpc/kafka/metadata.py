@@ -13,9 +13,17 @@ does not serve, and sends it in Fetch for a check the listener does not make. No
 lost by it: the logs hold committed records only (below the high watermark), which a new
 leader never truncates, so a consumer's position is valid at every leader.
 
-Topics are never created by a Metadata request (twinlog creates topics only on purpose:
-``twinlog topics create``); an unknown one is answered UNKNOWN_TOPIC_OR_PARTITION, as a
-Kafka broker with ``auto.create.topics.enable=false`` does.
+A topic the request names that does not exist is created when the request allows it
+(``allow_auto_topic_creation``: a producer's, and any request before version 4, as Kafka
+reads them) and the broker's ``auto.create.topics.enable`` is on, with ``num.partitions``
+partitions and the default replication factor, as Kafka's broker does: the caller needs
+CREATE on it (else TOPIC_AUTHORIZATION_FAILED, nothing created, an audit line), and the
+creation is audited as the CreateTopics door's. The answer names the new topic as a
+single node has it at once; a cluster's answers LEADER_NOT_AVAILABLE, as Kafka's, while
+the controller gives its partitions leaders (the client asks again). Another broker or
+client creating it meanwhile is no error. Internal topics (``__*``) are never created so;
+otherwise a missing topic is UNKNOWN_TOPIC_OR_PARTITION, a name no topic may have
+INVALID_TOPIC_EXCEPTION.
 """
 
 from __future__ import annotations
@@ -26,11 +34,18 @@ from typing import Any
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 
 from twinlog.engine.base.cluster_metadata import NO_CONTROLLER, NO_LEADER, ClusterMetadata
-from twinlog.engine.base.errors import TwinlogError
+from twinlog.engine.base.errors import (
+    InvalidConfigError,
+    TwinlogError,
+    UnknownTopicOrPartitionError,
+)
+from twinlog.engine.base.types import TopicDescription
 from twinlog.engine.broker.internal_topics import is_internal
-from twinlog.rpc.kafka.access import may
+from twinlog.engine.broker.topic_registry import validate_topic_name
+from twinlog.rpc.kafka.access import ResourceDenied, may
 from twinlog.rpc.kafka.context import LEADER_EPOCH, NODE_ID, KafkaContext
 from twinlog.rpc.kafka.error_codes import (
+    INVALID_TOPIC_EXCEPTION,
     LEADER_NOT_AVAILABLE,
     LISTENER_NOT_FOUND,
     NONE,
@@ -39,6 +54,7 @@ from twinlog.rpc.kafka.error_codes import (
     code_of,
 )
 from twinlog.rpc.policy.auth import Operation, Resource
+from twinlog.rpc.policy.topic_auto_creation import auto_creation
 
 Topic = MetadataResponse.MetadataResponseTopic
 Partition = Topic.MetadataResponsePartition
@@ -106,20 +122,67 @@ def _cluster_partition(cluster: ClusterMetadata, topic: str, partition: int) -> 
     )
 
 
-def _topic(context: KafkaContext, name: str, cluster: ClusterRead | None) -> Any:
+def _error(code: int, name: str) -> Any:
+    return Topic(error_code=code, name=name, topic_id=NO_TOPIC_ID, partitions=[])
+
+
+def _auto_created(context: KafkaContext, name: str) -> Any:
+    """The answer for ``name``, which did not exist: created first if the broker's setting
+    and the caller's CREATE allow (see the module's text), else why not."""
+    connection = context.connection
+    creating = auto_creation(
+        context.guard,
+        connection.principal,
+        name,
+        refused=lambda message: ResourceDenied(message, Resource.TOPIC),
+        peer=connection.peer,
+        door="kafka",
+    )
+    try:
+        description = context.broker.auto_create_topic(name, creating)
+    except InvalidConfigError:  # a name no topic may have
+        return _error(INVALID_TOPIC_EXCEPTION, name)
+    except TwinlogError as error:
+        return _error(code_of(error), name)
+    if context.cluster is not None:  # the controller gives its partitions leaders
+        return _error(LEADER_NOT_AVAILABLE, name)
+    return _described(name, description, None)
+
+
+def _topic(
+    context: KafkaContext, name: str, cluster: ClusterRead | None, auto_create: bool = False
+) -> Any:
     if not visible(context, name):
-        return Topic(
-            error_code=TOPIC_AUTHORIZATION_FAILED, name=name, topic_id=NO_TOPIC_ID, partitions=[]
-        )
+        return _error(TOPIC_AUTHORIZATION_FAILED, name)
     try:
         description = context.broker.describe_topic(name)
         if isinstance(cluster, TwinlogError):
             raise cluster
+    except UnknownTopicOrPartitionError:
+        if auto_create:
+            return _auto_created(context, name)
+        return _error(_missing_code(name), name)
+    except InvalidConfigError:  # a name no topic may have
+        return _error(INVALID_TOPIC_EXCEPTION, name)
     except TwinlogError as error:
-        return Topic(error_code=code_of(error), name=name, topic_id=NO_TOPIC_ID, partitions=[])
+        return _error(code_of(error), name)
+    return _described(name, description, cluster)
+
+
+def _missing_code(name: str) -> int:
+    """A topic that does not exist: a name no topic may have is said so, as Kafka's."""
+    try:
+        validate_topic_name(name)
+    except InvalidConfigError:
+        return INVALID_TOPIC_EXCEPTION
+    return UNKNOWN_TOPIC_OR_PARTITION
+
+
+def _described(name: str, description: TopicDescription, cluster: ClusterRead | None) -> Any:
     if cluster is None:
         partitions = [_single_node_partition(item.partition) for item in description.partitions]
     else:
+        assert isinstance(cluster, ClusterMetadata)
         partitions = [
             _cluster_partition(cluster, name, item.partition) for item in description.partitions
         ]
@@ -193,7 +256,9 @@ def handle_metadata(
                     )
                 )
             else:
-                topics.append(_topic(context, wanted.name, cluster))
+                topics.append(
+                    _topic(context, wanted.name, cluster, request.allow_auto_topic_creation)
+                )
     cluster_id, controller_id = identity_of(context, cluster)
     return MetadataResponse(
         version=version,

@@ -218,20 +218,6 @@ def test_a_retried_idempotent_batch_is_written_once(kafka_server: Any, raw: Any)
     assert gap.error_code == kafka.errors.OutOfOrderSequenceNumberError.errno
 
 
-def test_unknown_topics_are_never_created(kafka_server: Any) -> None:
-    producer = kafka.KafkaProducer(
-        bootstrap_servers=kafka_server.bootstrap,
-        request_timeout_ms=CLIENT_TIMEOUT_MS,
-        max_block_ms=1_000,
-    )
-    try:
-        with pytest.raises(kafka.errors.KafkaTimeoutError):
-            producer.send("no-such-topic", b"nowhere").get(timeout=5)
-    finally:
-        producer.close(timeout=5)
-    assert "no-such-topic" not in kafka_server.broker.list_topics()
-
-
 def test_acks_0_is_never_answered_and_a_refusal_closes_the_connection(
     kafka_server: Any, connect: Any
 ) -> None:
