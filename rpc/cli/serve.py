@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from twinlog.engine.base.addresses import check_port, parse_host_port
 from twinlog.engine.base.errors import InvalidConfigError
 from twinlog.engine.broker.broker import Broker
+from twinlog.engine.broker.config import BrokerConfig
 from twinlog.rpc.cli.common import add_command
 from twinlog.rpc.kafka.settings import KafkaListenerSettings
 from twinlog.rpc.server.config import (
@@ -33,6 +34,7 @@ log = logging.getLogger("twinlog.server")
 EXAMPLE = """
 twinlog serve --data-dir /var/lib/twinlog
 twinlog serve --data-dir ./data --port 7071 --config transaction_timeout_ms_default=30000
+twinlog serve --data-dir ./data --config auto.create.topics.enable=false   # topics on purpose only
 twinlog serve --data-dir ./data --metrics-port 9464 --log-format json
 twinlog serve --data-dir ./data --host 0.0.0.0 --tokens-file tokens.txt \\
     --acl-file acl.txt --tls-cert server.pem --tls-key server.key
@@ -62,7 +64,12 @@ def register(subparsers: Any) -> None:
         metavar="KEY=VALUE",
         help="a server or broker setting (repeatable); see rpc/server/config.py and "
         "engine/broker/config.py for the keys (batch_bytes_max, the largest batch a topic "
-        "takes unless its max.message.bytes says otherwise, is the broker's)",
+        "takes unless its max.message.bytes says otherwise, is the broker's). Topics are "
+        "created on a producer's first send, as Kafka's: auto.create.topics.enable "
+        f"(default {str(BrokerConfig.auto_create_topics_enable).lower()}; the producer's "
+        f"principal needs CREATE), with num.partitions (default {BrokerConfig.num_partitions}) "
+        "and default.replication.factor (default "
+        f"{BrokerConfig.default_replication_factor} on a cluster, 1 on a single node)",
     )
     parser.add_argument("--config-file", help="file of KEY=VALUE lines (# comments)")
     parser.add_argument(
