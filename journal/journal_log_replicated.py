@@ -168,6 +168,7 @@ class ReplicatedJournalLog(JournalLog):
         from the log by ``commit_to``)."""
         with self.order_lock:
             self.leads = False
+            self.log.become_follower()  # a second guard beside ``leads``
             self.pending.clear()
 
     def append_replicated(self, batches: Iterable[memoryview], *, sync: bool) -> None:

@@ -35,6 +35,8 @@ class EpochStampingLog(Protocol):
 
     def become_leader(self, epoch: int) -> None: ...
 
+    def become_follower(self) -> None: ...
+
 
 class PartitionEpochs:
     def __init__(self, where: str, log: EpochStampingLog) -> None:
@@ -54,6 +56,11 @@ class PartitionEpochs:
         """A newer leader epoch (a promotion); never a lower one (ValueError)."""
         with self._lock:
             self._log.become_leader(leader_epoch)
+
+    def become_follower(self) -> None:
+        """This replica follows: its log refuses a leader's append of an earlier term."""
+        with self._lock:
+            self._log.become_follower()
 
     def coordinator_epoch(self, coordinator_partition: int) -> int:
         """The highest epoch seen from that coordinator partition (0: none yet)."""

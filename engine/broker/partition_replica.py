@@ -163,6 +163,9 @@ class PartitionReplica:
                 assert self.replicas is not None
                 self.replicas.confirm(isr)
             elif transition is Transition.FOLLOW:
+                # First: a copy or write of this broker's earlier term still in flight must
+                # not land in the log from now on (DataLog's follower fence).
+                self.epochs.become_follower()
                 self.replicas = None
                 self._unfinished_copy_from = None
                 self._promotion_ends = None

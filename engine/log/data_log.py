@@ -38,6 +38,13 @@ Leader epoch: every batch appended is stamped with the log's ``leader_epoch``
 offset is: by patching bytes), and ``epochs`` (leader_epochs.py, the file
 ``leader-epoch-checkpoint``) remembers where each epoch started. On one node
 the epoch is 0 from creation; ``become_leader`` starts a higher one.
+
+Follower fence: ``become_follower`` makes the leader's appends (``append_as_leader``,
+``append_all_as_leader``) refuse with NotLeaderOrFollowerError until the next
+``become_leader``, under the write lock, so no leader write of an older term (a copy
+still in flight when its leader was deposed) lands once the replica follows. A
+follower's log stamps the newest epoch it fetched: such a write would carry its new
+leader's epoch, and the epoch check (KIP-101) could not tell it from the leader's.
 """
 
 from __future__ import annotations
@@ -47,7 +54,11 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 
-from twinlog.engine.base.errors import CorruptBatchError, OffsetOutOfRangeError
+from twinlog.engine.base.errors import (
+    CorruptBatchError,
+    NotLeaderOrFollowerError,
+    OffsetOutOfRangeError,
+)
 from twinlog.engine.log.append_marks import AppendMarks
 from twinlog.engine.log.compaction_files import CleanedSegmentWriter
 from twinlog.engine.log.config import LogConfig
@@ -116,6 +127,9 @@ class DataLog:
             lambda: self.iter_headers(start_offset),
         )
         self._leader_epoch = max(self.epochs.latest_epoch, 0)
+        # True from become_follower to the next become_leader: the leader's appends are
+        # refused meanwhile (the module's "Follower fence"). Read and set under the write lock.
+        self._follows = False
         if leader_epoch is not None:
             self.become_leader(leader_epoch)
 
@@ -195,6 +209,22 @@ class DataLog:
             self._segment_list.check_open()
             self.epochs.assign(epoch, self._segment_list.next_offset)
             self._leader_epoch = epoch
+            self._follows = False
+
+    def become_follower(self) -> None:
+        """This replica follows now: the leader's appends are refused until ``become_leader``
+        (one in progress finishes first: this waits for the write lock)."""
+        with self._write_lock:
+            self._follows = True
+
+    def _check_leads(self) -> None:
+        """Under the write lock: refuse a leader's append on a log that follows."""
+        if self._follows:
+            raise NotLeaderOrFollowerError(
+                f"{self.directory}: this replica follows its partition's leader now; a "
+                "leader's write of an earlier term is refused (nothing was written): retry "
+                "at the leader"
+            )
 
     @property
     def truncations(self) -> int:
@@ -233,6 +263,7 @@ class DataLog:
         """
         with self._write_lock:
             self._segment_list.check_open()
+            self._check_leads()
             if isinstance(batch, list):
                 if validate:
                     raise ValueError(
@@ -291,6 +322,8 @@ class DataLog:
             written[0] += 1
 
         with self._write_lock:
+            self._segment_list.check_open()
+            self._check_leads()
             return self._append_all_or_nothing(
                 batches, write, "appending many batches", marked=batch_count != 1
             )

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from log_support import make_batch
 
+from twinlog.engine.base.errors import NotLeaderOrFollowerError
 from twinlog.engine.log import DataLog, LogConfig
 from twinlog.engine.log.leader_epochs import (
     LEADER_EPOCH_CHECKPOINT_NAME,
@@ -110,6 +111,25 @@ def test_the_log_stamps_its_epoch_and_the_crc_still_holds(tmp_path: Path) -> Non
         assert log.leader_epoch == 3
     with DataLog.open(tmp_path, leader_epoch=5) as log:
         assert log.epochs.entries[-1] == EpochEntry(5, 6)
+
+
+def test_a_log_that_follows_refuses_the_leaders_appends_until_it_leads_again(
+    tmp_path: Path,
+) -> None:
+    """The follower fence: a deposed leader's write still in flight lands nowhere."""
+    with DataLog.open(tmp_path, leader_epoch=1) as log:
+        log.append_as_leader(make_batch(1))
+        log.become_follower()
+        for append in (
+            lambda: log.append_as_leader(make_batch(1)),
+            lambda: log.append_all_as_leader([make_batch(1), make_batch(1)]),
+        ):
+            with pytest.raises(NotLeaderOrFollowerError, match="follows its partition's leader"):
+                append()
+        assert log.log_end_offset == 1
+        log.become_leader(2)
+        log.append_all_as_leader([make_batch(1)])
+        assert stamped_epochs(log) == [(0, 1), (1, 2)]
 
 
 def test_truncation_trims_the_epochs(tmp_path: Path) -> None:
