@@ -12,6 +12,9 @@ measures:
                    partitions (replication factor 2) of ``--rebalance-mib`` MiB each;
                    ``cluster rebalance`` gives it its share: moves, seconds, bytes it
                    received
+    election       the write pause a preferred-leader election causes: a three-replica
+                   partition written one acknowledged record at a time while its
+                   leadership moves to its (new) preferred replica
 
 Every process runs on this machine (two cores here): compare ratios, not absolutes.
 """
@@ -32,6 +35,7 @@ from bench.cluster.report import machine_note
 from bench.cluster.runner import sigterm_as_exit
 from bench.cluster.settings import MIB, BenchSettings
 from bench.e2e.runner import add_output_arguments, work_directory, write_json
+from bench.elastic.election_pause import preferred_election_pause
 from bench.elastic.moves import reassignment_catch_up, rebalance_with_a_new_broker
 from twinlog.rpc.cli.arguments import positive_int
 from twinlog.rpc.cli.local_zookeeper import LocalZooKeeper
@@ -76,6 +80,10 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
                 f"broker {NEW_BROKER_ID} joins"
             )
             bootstrap = ",".join(b.address for b in cluster.brokers.values())
+            say("preferred-leader election under acknowledged writes")
+            results["election"] = preferred_election_pause(
+                cluster, bootstrap, "bench-election", settings
+            )
             results["rebalance"] = rebalance_with_a_new_broker(
                 cluster, bootstrap, "bench-spread", args.rebalance_partitions,
                 args.rebalance_mib, NEW_BROKER_ID, settings,
@@ -110,6 +118,14 @@ def print_report(results: dict[str, Any]) -> None:
         f"{spread['mib_per_s']:.1f} MiB/s |"
     )
     print(f"| replicas per broker after | {spread['replicas_after']} |")
+    election = results["election"]
+    print(
+        f"| write pause of a preferred-leader election | {election['pause_ms']:.0f} ms "
+        f"(usual gap between acknowledged writes {election['usual_gap_ms']:.1f} ms; "
+        f"the election call {election['election_call_ms']:.0f} ms; leader "
+        f"{election['old_leader']} -> {election['new_leader']}; "
+        f"{election['writes_failed']} writes failed) |"
+    )
     print(f"| machine | {results['machine']} |")
 
 

@@ -1,5 +1,6 @@
 """``python -m bench.elastic --tiny`` runs every phase (a partition moved to another
-broker without and with a throttle, a fourth broker given its share by a rebalance) and
+broker without and with a throttle, a preferred-leader election under acknowledged
+writes, a fourth broker given its share by a rebalance) and
 reports every figure as a number. Nothing here compares speeds: the sizes are tiny."""
 
 from __future__ import annotations
@@ -43,3 +44,6 @@ def test_tiny_elastic_run_reports_every_figure(tmp_path: Path) -> None:
     assert spread["moves_of_the_topic"] > 0 and spread["bytes_to_new_broker"] > 0
     after = spread["replicas_after"]
     assert max(after.values()) - min(after.values()) <= 1, after  # the new broker's share
+    election = results["election"]
+    assert election["new_leader"] != election["old_leader"], election
+    assert election["writes_acknowledged"] > 0 and election["pause_ms"] > 0, election
