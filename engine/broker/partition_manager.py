@@ -43,6 +43,7 @@ from twinlog.engine.replication.fetch_calls import (
     FetchedPartition,
     ReplicaFetch,
     ReplicaFetchPartition,
+    new_leadership_key,
 )
 from twinlog.engine.replication.replica_set import IsrChange
 from twinlog.engine.replication.replication_settings import ReplicationSettings
@@ -270,7 +271,9 @@ class PartitionManager:
         answer, waiting up to ``max_wait_ms`` while none has anything new for it (a long
         poll, woken by appends and high-watermark moves)."""
         keys = [TopicPartition(*wanted.topic_partition) for wanted in request.partitions]
+        leadership_key = new_leadership_key(request.replica_id)
         last: list[FetchedPartition] = []  # the answers of the latest read, in request order
+        new_leadership = [False]  # this broker took a partition the follower replicates
 
         def read() -> list[FetchedPartition]:
             now = now_ms()
@@ -281,6 +284,8 @@ class PartitionManager:
             # Only the woken partitions' logs: the others' answers stand (their fetch
             # offsets were recorded by the first read; a move of their high watermark
             # would have woken them too).
+            if leadership_key in woken:
+                new_leadership[0] = True
             now = now_ms()
             for index, key in enumerate(keys):
                 if key in woken:
@@ -289,15 +294,22 @@ class PartitionManager:
 
         def enough(answers: list[FetchedPartition]) -> bool:
             # Followers learn a moved high watermark with their next batches, or when the
-            # poll ends: only batches, errors and divergences end it early.
-            return self._is_closed() or any(
-                answer.records or answer.error or answer.diverging is not None for answer in answers
+            # poll ends: only batches, errors, divergences and a leadership this broker
+            # took of a partition the follower replicates (``new_leadership_key``) end it
+            # early.
+            return (
+                self._is_closed()
+                or new_leadership[0]
+                or any(
+                    answer.records or answer.error or answer.diverging is not None
+                    for answer in answers
+                )
             )
 
         # Read again every REPLICA_POLL_SLICE_S anyway: a partition opened meanwhile (a topic
         # created) wakes nobody yet.
         return self.replication.long_poll.poll(
-            keys,
+            [*keys, leadership_key],
             read,
             enough,
             max(0, request.max_wait_ms) / 1000,

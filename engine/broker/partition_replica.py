@@ -62,6 +62,7 @@ from twinlog.engine.replication.fetch_calls import (
     FetchedPartition,
     LogKind,
     ReplicaFetchPartition,
+    new_leadership_key,
 )
 from twinlog.engine.replication.fetch_throttle import FetchThrottle
 from twinlog.engine.replication.replica_set import UNKNOWN_OFFSET, IsrChange, ReplicaSet
@@ -184,6 +185,10 @@ class PartitionReplica:
                 sorted(isr),
             )
             self._wake_fetchers()
+        if transition is Transition.LEAD:
+            for broker_id in replicas:
+                if broker_id != settings.broker_id:
+                    self.replication.long_poll.wake(new_leadership_key(broker_id))
         return transition
 
     # --- the leader's waits for its in-sync replicas ------------------------------

@@ -43,6 +43,15 @@ class ReplicaFetchPartition:
     max_bytes: int = 0  # less than the request's for this partition (a throttle); 0: that
 
 
+def new_leadership_key(follower_id: int) -> tuple[str, int]:
+    """The long-poll key a leader wakes when it takes the leadership of a partition that
+    ``follower_id`` replicates: that follower's fetch waiting here names only the
+    partitions it followed before, so it ends at once and the next one names this
+    partition too (else the new leader's promotion barrier, and every write, waited out
+    the rest of the follower's ``max_wait_ms``)."""
+    return ("new leadership for", follower_id)
+
+
 @dataclass(frozen=True)
 class ReplicaFetch:
     replica_id: int  # the follower's broker id

@@ -5,6 +5,7 @@ retry at the new leader is not written twice, and the ISR shrinks and grows (KIP
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -155,3 +156,33 @@ def test_a_follower_behind_its_leaders_log_start_restarts_there_and_catches_up(
         assert follower.epochs.entries == cluster.partition(1).log.epochs.entries
     finally:
         cluster.close()
+
+
+def test_a_followers_waiting_fetch_ends_when_its_leader_takes_a_new_partition(
+    cluster: Cluster,
+) -> None:
+    """A follower's long poll names only the partitions it followed when it was sent; a
+    leadership the leader takes meanwhile ends it, so the next fetch names the new
+    partition at once (the new leader's promotion barrier, and every write behind it,
+    no longer waits out the rest of the follower's max_wait_ms)."""
+    cluster.use_coordinator(2)  # broker 2 leads __txn_journal-0, which 3 follows
+    for _ in range(3):
+        cluster.pump_once()  # 3 holds all of it: its next fetch has nothing to wait for
+    request = cluster.brokers[3].replica_fetch_request(2, max_wait_ms=10_000)
+    assert request is not None and TOPIC not in [p.topic_partition for p in request.partitions]
+    answered: list[float] = []
+
+    def fetch() -> None:
+        started_s = time.monotonic()
+        cluster.brokers[2].replica_fetch(request)
+        answered.append(time.monotonic() - started_s)
+
+    waiting = threading.Thread(target=fetch, daemon=True)
+    waiting.start()
+    time.sleep(0.3)
+    assert not answered, "the fetch had nothing to wait for"
+    cluster.roles(leader=2, epoch=1)  # broker 2 takes TOPIC, which 3 replicates
+    waiting.join(8)
+    assert answered and answered[0] < 9, answered  # not the whole 10 s
+    follow_up = cluster.brokers[3].replica_fetch_request(2, max_wait_ms=0)
+    assert follow_up is not None and TOPIC in [p.topic_partition for p in follow_up.partitions]
