@@ -309,6 +309,12 @@ class NonEmptyGroupError(TwinlogError):
     to expire), then delete the group or reset its offsets."""
 
 
+class OffsetMetadataTooLargeError(TwinlogError):
+    """An offset commit's metadata string is longer than the broker keeps
+    (``offset_metadata_max_bytes``, Kafka's offset.metadata.max.bytes): commit a shorter
+    one. Nothing of that partition was committed."""
+
+
 # --- epochs between coordinators and partition leaders (Kafka's names) ------
 
 

@@ -40,6 +40,7 @@ from twinlog.engine.base.errors import (
     InvalidConfigError,
     LogClosedError,
     NotEnoughResourcesError,
+    OffsetMetadataTooLargeError,
 )
 from twinlog.engine.base.types import (
     FetchResult,
@@ -60,6 +61,7 @@ from twinlog.engine.broker.group_coordinators import GroupCoordinators
 from twinlog.engine.broker.group_offset_fencing import settle_holder
 from twinlog.engine.broker.group_offsets import (
     OFFSETS_TOPIC,
+    as_committed,
     build_offsets_batch,
 )
 from twinlog.engine.broker.internal_topics import TXN_JOURNAL_TOPIC, is_internal
@@ -96,6 +98,7 @@ from twinlog.engine.groups.group_calls import (
     GroupHeartbeatAnswer,
     GroupListing,
     GroupMemberRef,
+    OffsetAndMetadata,
 )
 from twinlog.engine.log import DataLog
 from twinlog.engine.log.config import topic_settings
@@ -518,13 +521,14 @@ class Broker(BrokerLifecycle):
         producer_id: int,
         producer_generation: int,
         group_id: str,
-        offsets: Mapping[TopicPartition, int],
+        offsets: Mapping[TopicPartition, int | OffsetAndMetadata],
         member: GroupMemberRef = OUTSIDE_ANY_GROUP,
     ) -> None:
         """Journal the group's offsets in the transaction; they apply with it (KIP-447
-        rules: a ``member`` of the group's current generation, ``group_offset_fencing``)."""
+        rules: a ``member`` of the group's current generation, ``group_offset_fencing``).
+        An offset may carry metadata and a leader epoch (``OffsetAndMetadata``)."""
         self._check_open()
-        wanted = {TopicPartition(*p): int(o) for p, o in offsets.items()}
+        wanted = self._offsets_to_commit(offsets)
         if not group_id:
             raise InvalidConfigError("group id must not be empty")
         # As the group's coordinator (the leader of its offsets partition P), which the
@@ -769,15 +773,18 @@ class Broker(BrokerLifecycle):
     def commit_offsets(
         self,
         group_id: str,
-        offsets: Mapping[TopicPartition, int],
+        offsets: Mapping[TopicPartition, int | OffsetAndMetadata],
         member: GroupMemberRef = OUTSIDE_ANY_GROUP,
     ) -> None:
         """A plain (non-transactional) offset commit; from a group's ``member``, or from
-        outside the group (only while it has no members: ``engine/groups``)."""
+        outside the group (only while it has no members: ``engine/groups``). An offset may
+        carry metadata and a leader epoch (``OffsetAndMetadata``), kept and answered back
+        by ``fetch_committed``; metadata longer than ``offset_metadata_max_bytes`` refuses
+        the commit (OffsetMetadataTooLargeError, nothing committed)."""
         self._check_open()
         if not group_id:
             raise InvalidConfigError("group id must not be empty")
-        wanted = {TopicPartition(*p): int(o) for p, o in offsets.items()}
+        wanted = self._offsets_to_commit(offsets)
         if not wanted:
             return
         target = self.group_coordinators.coordinator_of(group_id)
@@ -786,6 +793,32 @@ class Broker(BrokerLifecycle):
             # a cluster leader answers once the in-sync replicas hold it (acks=all); folded
             # to the log end, so commits answered out of order still fold in offset order
             self._append_group_records(target, build_offsets_batch(group_id, wanted))
+
+    def _offsets_to_commit(
+        self, offsets: Mapping[TopicPartition, int | OffsetAndMetadata]
+    ) -> dict[TopicPartition, OffsetAndMetadata]:
+        wanted = {TopicPartition(*p): as_committed(o) for p, o in offsets.items()}
+        too_large = self.metadata_too_large(wanted)
+        if too_large:
+            limit = self.config.offset_metadata_max_bytes
+            raise OffsetMetadataTooLargeError(
+                f"the metadata of {', '.join(map(str, sorted(too_large)))} is longer than "
+                f"{limit} bytes (offset_metadata_max_bytes, Kafka's offset.metadata.max.bytes): "
+                "commit shorter metadata, or raise the broker's limit"
+            )
+        return wanted
+
+    def metadata_too_large(
+        self, offsets: Mapping[TopicPartition, int | OffsetAndMetadata]
+    ) -> set[TopicPartition]:
+        """The partitions whose metadata is longer than ``offset_metadata_max_bytes`` (in
+        UTF-8 bytes): what a commit of ``offsets`` would be refused for."""
+        limit = self.config.offset_metadata_max_bytes
+        return {
+            TopicPartition(*p)
+            for p, o in offsets.items()
+            if isinstance(o, OffsetAndMetadata) and len(o.metadata.encode("utf-8")) > limit
+        }
 
     def group_heartbeat(self, call: GroupHeartbeat) -> GroupHeartbeatAnswer:
         """A member's heartbeat at its group's coordinator (join, leave, keep-alive)."""
@@ -822,6 +855,18 @@ class Broker(BrokerLifecycle):
         self._check_open()
         self.group_coordinators.coordinator_of(group_id)
         return self.group_offsets.fetch(group_id, partitions)
+
+    def fetch_committed(
+        self, group_id: str, partitions: Iterable[TopicPartition] | None
+    ) -> dict[TopicPartition, OffsetAndMetadata]:
+        """``fetch_offsets`` with each offset's metadata and leader epoch; ``partitions``
+        None: every offset the group committed (none pending included, no error for a
+        group that has none)."""
+        self._check_open()
+        self.group_coordinators.coordinator_of(group_id)
+        if partitions is None:
+            return self.group_offsets.committed_of(group_id)
+        return self.group_offsets.fetch_committed(group_id, partitions)
 
     # --- administration ---------------------------------------------------------------------------
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from twinlog.engine.base.config_rules import POSITIVE, ConfigRules, Flag, Integer, OneOf
 from twinlog.engine.base.units import GIBIBYTE, MEBIBYTE
+from twinlog.engine.broker.group_offsets import STORED_METADATA_BYTES_MAX
 from twinlog.engine.broker.topic_registry import PARTITIONS_MAX
 from twinlog.engine.log.config import BATCH_BYTES_MAX_DEFAULT
 from twinlog.engine.log.config import RULES as LOG_RULES
@@ -36,6 +37,9 @@ class BrokerConfig:
     # its segment size when it is created (Kafka's offsets.topic.segment.bytes); it is
     # compacted, which touches sealed segments only
     offsets_segment_bytes: int = 100 * MEBIBYTE
+    # the longest metadata string an offset commit may carry (Kafka's
+    # offset.metadata.max.bytes): a longer one is refused for its partition
+    offset_metadata_max_bytes: int = 4096
     # Consumer group membership (engine/groups): the interval a member heartbeats at while
     # its group is stable (Kafka's group.consumer.heartbeat.interval.ms is 5 s; 3 s, the
     # classic consumer's, makes a member that joins or leaves settle sooner), and how often
@@ -135,6 +139,7 @@ RULES = ConfigRules(
         "open_transactions_max": POSITIVE,
         "offsets_partitions": Integer(1, 1024),
         "offsets_segment_bytes": POSITIVE,
+        "offset_metadata_max_bytes": Integer(0, STORED_METADATA_BYTES_MAX),
         "group_heartbeat_interval_ms": POSITIVE,
         "group_session_check_interval_ms": POSITIVE,
         # The journal's own limits, refused here before anything is opened

@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection
 
 from twinlog.engine.base.crc32c import crc32c
 from twinlog.engine.base.errors import PendingTransactionError, ProducerFencedError
@@ -110,7 +110,7 @@ class GroupOffsetFence:
         self,
         transaction_id: int,
         group_id: str,
-        offsets: Mapping[TopicPartition, int],
+        offsets: Collection[TopicPartition],
         journal_offsets: Callable[[], object],
         newcomer_is_member: bool = False,
     ) -> None:
@@ -127,7 +127,7 @@ class GroupOffsetFence:
         self,
         transaction_id: int,
         group_id: str,
-        offsets: Mapping[TopicPartition, int],
+        offsets: Collection[TopicPartition],
         newcomer_is_member: bool = False,
     ) -> None:
         """Another transaction holding these offsets is aborted, or we are refused (KIP-447)."""
@@ -140,7 +140,7 @@ class GroupOffsetFence:
                     )
                 )
 
-    def check_plain_commit(self, group_id: str, offsets: Mapping[TopicPartition, int]) -> None:
+    def check_plain_commit(self, group_id: str, offsets: Collection[TopicPartition]) -> None:
         """Refuse a plain commit of offsets that a transaction holds."""
         holders = self._group_offsets.holders(group_id, offsets)
         if holders:

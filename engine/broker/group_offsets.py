@@ -13,6 +13,8 @@ topic only when the transaction is applied.
 
     OffsetKey   := version int16 (1), group str, topic str, partition int32
     OffsetValue := version int16 (1), offset int64, commit_timestamp_ms int64
+                 | version int16 (2), offset int64, leader_epoch int32, metadata str,
+                   commit_timestamp_ms int64
                    (a null value deletes the key)
     EpochKey    := version int16 (2), group str
     EpochValue  := version int16 (1), group_epoch int32, timestamp_ms int64
@@ -29,6 +31,11 @@ batch (``build_group_change_batch``), before any member is told of it. Members a
 part of the view: a load hands them to the coordinator's membership (``restore_with``),
 which keeps them from then on. Directories written before member records existed load
 with no members to restore.
+
+An offset is written as version 1 when it has no metadata and no leader epoch (what
+every commit was before version 2, which a broker of an earlier release still reads),
+else as version 2 (Kafka's OffsetCommitValue v3 keeps the same three); both are read.
+``encode_offset_value`` and ``decode_offset_value`` are the one encoder and decoder.
 
 ``GroupOffsets`` is the in-memory view the broker answers OffsetFetch from. It
 also tracks, per (group, topic-partition), the transaction that holds a pending
@@ -51,7 +58,11 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 
 from twinlog.engine.base.crc32c import crc32c
-from twinlog.engine.base.errors import CorruptJournalError, PendingTransactionError
+from twinlog.engine.base.errors import (
+    CorruptJournalError,
+    OffsetMetadataTooLargeError,
+    PendingTransactionError,
+)
 from twinlog.engine.base.types import TopicPartition
 from twinlog.engine.broker.group_member_records import (
     MEMBER_KEY_VERSION,
@@ -61,16 +72,24 @@ from twinlog.engine.broker.group_member_records import (
     encode_member_value,
 )
 from twinlog.engine.groups.durable_member import DurableMember, GroupChange, StoredGroup
+from twinlog.engine.groups.group_calls import NO_LEADER_EPOCH, OffsetAndMetadata
 from twinlog.engine.records.batch_builder import RecordBatchBuilder
 from twinlog.engine.records.batch_reader import Record, iter_batches
 
 OFFSETS_TOPIC = "__consumer_offsets"
 NO_OFFSET = -1
+_NONE_COMMITTED = OffsetAndMetadata(NO_OFFSET)
 _VERSION = 1
 _EPOCH_KEY_VERSION = 2
 _SHORT = struct.Struct(">h")
 _PARTITION = struct.Struct(">i")
-_VALUE = struct.Struct(">hqq")
+_VALUE = struct.Struct(">hqq")  # an OffsetValue of version 1
+_VALUE_V2_HEAD = struct.Struct(">hqi")  # version 2: version, offset, leader epoch
+_TIMESTAMP = struct.Struct(">q")
+_VALUE_V2 = 2
+# The longest metadata string a value can hold (its length is an int16); the broker's
+# offset_metadata_max_bytes (Kafka's offset.metadata.max.bytes) is at most this.
+STORED_METADATA_BYTES_MAX = 0x7FFF
 _EPOCH_VALUE = struct.Struct(">hiq")
 
 # Configuration of the topic, as Kafka's for its own: compacted (the latest
@@ -188,8 +207,64 @@ def build_deletion_batch(group_id: str, partitions: Iterable[TopicPartition]) ->
     return builder.build()
 
 
+def as_committed(offset: int | OffsetAndMetadata) -> OffsetAndMetadata:
+    """An offset to commit as an ``OffsetAndMetadata`` (a bare offset: no metadata, no
+    leader epoch)."""
+    if isinstance(offset, OffsetAndMetadata):
+        return offset
+    return OffsetAndMetadata(int(offset))
+
+
+def encode_offset_value(committed: OffsetAndMetadata, commit_timestamp_ms: int) -> bytes:
+    """An OffsetValue: version 1 when it has no metadata and no leader epoch, else 2."""
+    if not committed.metadata and committed.leader_epoch == NO_LEADER_EPOCH:
+        return _VALUE.pack(_VERSION, committed.offset, commit_timestamp_ms)
+    metadata = committed.metadata.encode("utf-8")
+    if len(metadata) > STORED_METADATA_BYTES_MAX:
+        raise OffsetMetadataTooLargeError(
+            f"an offset's metadata is {len(metadata)} bytes; at most "
+            f"{STORED_METADATA_BYTES_MAX} can be stored: commit a shorter one"
+        )
+    return (
+        _VALUE_V2_HEAD.pack(_VALUE_V2, committed.offset, committed.leader_epoch)
+        + _SHORT.pack(len(metadata))
+        + metadata
+        + _TIMESTAMP.pack(commit_timestamp_ms)
+    )
+
+
+def decode_offset_value(value: bytes) -> OffsetAndMetadata:
+    """An OffsetValue of version 1 or 2; CorruptJournalError for anything else (an unknown
+    version, a value cut short or running on, metadata that is not UTF-8)."""
+    try:
+        (version,) = _SHORT.unpack_from(value, 0)
+        if version == _VERSION:
+            if len(value) != _VALUE.size:
+                raise struct.error(f"{len(value)} bytes, expected {_VALUE.size}")
+            return OffsetAndMetadata(_VALUE.unpack(value)[1])
+        if version != _VALUE_V2:
+            raise CorruptJournalError(
+                f"{OFFSETS_TOPIC} offset value version {version}, expected {_VERSION} or "
+                f"{_VALUE_V2} (written by a newer twinlog? run the release that wrote it)"
+            )
+        _, offset, leader_epoch = _VALUE_V2_HEAD.unpack_from(value, 0)
+        position = _VALUE_V2_HEAD.size
+        (length,) = _SHORT.unpack_from(value, position)
+        position += _SHORT.size
+        if length < 0 or position + length + _TIMESTAMP.size != len(value):
+            raise struct.error(f"metadata of {length} bytes does not fit a {len(value)}-byte value")
+        metadata = value[position : position + length].decode("utf-8")
+    except (struct.error, UnicodeDecodeError) as error:
+        raise CorruptJournalError(
+            f"{OFFSETS_TOPIC} holds a malformed offset value: {error}"
+        ) from None
+    return OffsetAndMetadata(offset, metadata, leader_epoch)
+
+
 def build_offsets_batch(
-    group_id: str, offsets: Mapping[TopicPartition, int], transactional: bool = False
+    group_id: str,
+    offsets: Mapping[TopicPartition, int | OffsetAndMetadata],
+    transactional: bool = False,
 ) -> bytes:
     """One batch of offset records (built by the broker: these are its own records).
 
@@ -200,7 +275,7 @@ def build_offsets_batch(
     now_ms = time.time_ns() // 1_000_000
     for topic_partition, offset in sorted(offsets.items()):
         builder.append(
-            _VALUE.pack(_VERSION, offset, now_ms),
+            encode_offset_value(as_committed(offset), now_ms),
             key=encode_key(group_id, TopicPartition(*topic_partition)),
             timestamp_ms=now_ms,
         )
@@ -211,7 +286,7 @@ class GroupOffsets:
     def __init__(self, partition_count: int) -> None:
         self.partition_count = partition_count
         self._lock = threading.Lock()
-        self._committed: dict[tuple[str, TopicPartition], int] = {}
+        self._committed: dict[tuple[str, TopicPartition], OffsetAndMetadata] = {}
         self._pending: dict[tuple[str, TopicPartition], int] = {}  # -> transaction id
         self._epochs: dict[str, int] = {}  # group -> its last durable group epoch
         # Who takes the members of the groups a load found (the coordinator's membership).
@@ -240,7 +315,7 @@ class GroupOffsets:
         folded, with ``pending`` (group, topic-partition, transaction id) marks: what the
         partition's new leader read from its log and journal; the groups' members go to
         ``restore_with``'s taker. Returns the keys held."""
-        committed: dict[tuple[str, TopicPartition], int] = {}
+        committed: dict[tuple[str, TopicPartition], OffsetAndMetadata] = {}
         epochs: dict[str, int] = {}
         members: dict[str, dict[str, DurableMember]] = {}  # group -> member id -> member
         _fold(committed, epochs, records, members)  # outside the lock: the fold reads the log
@@ -276,6 +351,13 @@ class GroupOffsets:
         self, group_id: str, partitions: Iterable[TopicPartition]
     ) -> dict[TopicPartition, int]:
         """Committed offsets (NO_OFFSET where none); PendingTransactionError if any is pending."""
+        return {p: c.offset for p, c in self.fetch_committed(group_id, partitions).items()}
+
+    def fetch_committed(
+        self, group_id: str, partitions: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, OffsetAndMetadata]:
+        """``fetch`` with each offset's metadata and leader epoch (NO_OFFSET, "" and
+        NO_LEADER_EPOCH where none)."""
         with self._lock:
             wanted = [TopicPartition(*p) for p in partitions]
             for topic_partition in wanted:
@@ -285,7 +367,7 @@ class GroupOffsets:
                         f"group {group_id!r} has an offset for {topic_partition} in transaction {holder}, "
                         "which is not complete yet; retry shortly (the answer would be stale)"
                     )
-            return {p: self._committed.get((group_id, p), NO_OFFSET) for p in wanted}
+            return {p: self._committed.get((group_id, p), _NONE_COMMITTED) for p in wanted}
 
     def holders(
         self, group_id: str, partitions: Iterable[TopicPartition]
@@ -331,7 +413,7 @@ class GroupOffsets:
     def committed(self) -> dict[tuple[str, TopicPartition], int]:
         """A copy of every committed offset, by (group, topic-partition): for lag figures."""
         with self._lock:
-            return dict(self._committed)
+            return {key: committed.offset for key, committed in self._committed.items()}
 
     def group_epoch(self, group_id: str) -> int:
         """The group's last durable epoch (0 if it never had one)."""
@@ -346,7 +428,12 @@ class GroupOffsets:
     def offsets_of(self, group_id: str) -> dict[TopicPartition, int]:
         """The group's committed offsets (pending ones not included)."""
         with self._lock:
-            return {p: o for (g, p), o in self._committed.items() if g == group_id}
+            return {p: c.offset for (g, p), c in self._committed.items() if g == group_id}
+
+    def committed_of(self, group_id: str) -> dict[TopicPartition, OffsetAndMetadata]:
+        """``offsets_of`` with each offset's metadata and leader epoch."""
+        with self._lock:
+            return {p: c for (g, p), c in self._committed.items() if g == group_id}
 
     def pending_count(self) -> int:
         with self._lock:
@@ -354,7 +441,7 @@ class GroupOffsets:
 
 
 def _fold(
-    committed: dict[tuple[str, TopicPartition], int],
+    committed: dict[tuple[str, TopicPartition], OffsetAndMetadata],
     epochs: dict[str, int],
     records: Iterable[Record],
     members: dict[str, dict[str, DurableMember]] | None,
@@ -377,7 +464,7 @@ def _fold(
         elif record.value is None:
             committed.pop((group_id, topic_partition), None)
         else:
-            committed[(group_id, topic_partition)] = _VALUE.unpack(record.value)[1]
+            committed[(group_id, topic_partition)] = decode_offset_value(record.value)
 
 
 def _fold_member(

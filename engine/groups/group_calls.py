@@ -32,6 +32,19 @@ class GroupMemberRef:
 
 OUTSIDE_ANY_GROUP = GroupMemberRef()
 
+NO_LEADER_EPOCH = -1  # a commit that names no leader epoch (Kafka's -1)
+
+
+@dataclass(frozen=True)
+class OffsetAndMetadata:
+    """One committed offset as Kafka's clients commit it: the offset, the client's own
+    ``metadata`` string (kept and answered back as given; "" when none) and the
+    ``leader_epoch`` of the record it follows (``NO_LEADER_EPOCH`` when not known)."""
+
+    offset: int
+    metadata: str = ""
+    leader_epoch: int = NO_LEADER_EPOCH
+
 
 @dataclass(frozen=True)
 class GroupHeartbeat:

@@ -8,13 +8,18 @@ producer's requests belong to is the engine's answer (``KafkaBroker``)."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from twinlog.engine.base.errors import TwinlogError
 from twinlog.engine.base.types import TopicPartition
 from twinlog.engine.groups.classic_member import ClassicMember
+from twinlog.engine.groups.group_calls import (
+    OUTSIDE_ANY_GROUP,
+    GroupMemberRef,
+    OffsetAndMetadata,
+)
 from twinlog.rpc.kafka.access import ConnectionState
 from twinlog.rpc.kafka.cluster import KafkaCluster
 from twinlog.rpc.kafka.error_codes import code_of
@@ -34,8 +39,8 @@ LEADER_EPOCH = 0
 class KafkaBroker(BrokerApi, Protocol):
     """The broker API plus what Kafka's protocol needs of the engine beyond it: the answers
     for requests that name no transaction (``twinlog.engine.broker.unnamed_transactions``)
-    the classic group members' state, and a long poll over many partitions at once. The
-    listener serves an in-process ``Broker``."""
+    the classic group members' state, a long poll over many partitions at once, and offsets
+    with their metadata and leader epochs. The listener serves an in-process ``Broker``."""
 
     @property
     def cluster_id(self) -> str: ...
@@ -55,6 +60,31 @@ class KafkaBroker(BrokerApi, Protocol):
     def wait_for_records(
         self, positions: Sequence[tuple[TopicPartition, int]], max_wait_ms: int
     ) -> bool: ...
+
+    def commit_offsets(
+        self,
+        group_id: str,
+        offsets: Mapping[TopicPartition, int | OffsetAndMetadata],
+        member: GroupMemberRef = OUTSIDE_ANY_GROUP,
+    ) -> None: ...
+
+    def send_offsets_to_transaction(
+        self,
+        transaction_id: int,
+        producer_id: int,
+        producer_generation: int,
+        group_id: str,
+        offsets: Mapping[TopicPartition, int | OffsetAndMetadata],
+        member: GroupMemberRef = OUTSIDE_ANY_GROUP,
+    ) -> None: ...
+
+    def metadata_too_large(
+        self, offsets: Mapping[TopicPartition, int | OffsetAndMetadata]
+    ) -> set[TopicPartition]: ...
+
+    def fetch_committed(
+        self, group_id: str, partitions: Iterable[TopicPartition] | None
+    ) -> dict[TopicPartition, OffsetAndMetadata]: ...
 
     def classic_member(self, group_id: str, member_id: str) -> ClassicMember | None: ...
 

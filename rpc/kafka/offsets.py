@@ -3,10 +3,12 @@
 A commit from outside the group's membership (generation -1 and no member id: a consumer
 that ``assign()``s, a tool) is the broker's commit from outside any group; one naming a
 member is checked by the broker against the group's members (twinlog's groups,
-``engine/groups``). Only the offset is kept: a commit's metadata string and leader epoch
-are not stored, and OffsetFetch answers metadata "" and leader epoch -1. A partition
-whose offset a transaction not complete yet holds is answered UNSTABLE_OFFSET_COMMIT on
-its own (KIP-447), the others with their offsets.
+``engine/groups``). A commit's metadata string (null kept as "") and leader epoch (v6+)
+are kept with its offset and answered back by OffsetFetch; a partition whose metadata is
+longer than the broker's ``offset_metadata_max_bytes`` is answered
+OFFSET_METADATA_TOO_LARGE and not committed, the others are. A partition whose offset a
+transaction not complete yet holds is answered UNSTABLE_OFFSET_COMMIT on its own
+(KIP-447), the others with their offsets; the group's error stays NONE.
 """
 
 from __future__ import annotations
@@ -21,7 +23,6 @@ from kafka.protocol.consumer import (
 )
 
 from twinlog.engine.base.errors import (
-    GroupIdNotFoundError,
     PendingTransactionError,
     TwinlogError,
 )
@@ -30,15 +31,22 @@ from twinlog.engine.groups.group_calls import (
     NO_MEMBER_EPOCH,
     OUTSIDE_ANY_GROUP,
     GroupMemberRef,
+    OffsetAndMetadata,
 )
 from twinlog.rpc.kafka.access import may, require
 from twinlog.rpc.kafka.context import KafkaContext
-from twinlog.rpc.kafka.error_codes import NONE, UNSTABLE_OFFSET_COMMIT, code_of
+from twinlog.rpc.kafka.error_codes import (
+    NONE,
+    OFFSET_METADATA_TOO_LARGE,
+    UNSTABLE_OFFSET_COMMIT,
+    code_of,
+)
 from twinlog.rpc.policy.auth import Operation, Resource
 
 NO_OFFSET = -1
-NO_LEADER_EPOCH = -1
 GROUPS_ARRAY_VERSION = 8  # from this version an OffsetFetch names many groups
+
+_NONE_COMMITTED = OffsetAndMetadata(NO_OFFSET)  # what OffsetFetch answers without an offset
 
 CommitTopicAnswer = OffsetCommitResponse.OffsetCommitResponseTopic
 CommitPartitionAnswer = CommitTopicAnswer.OffsetCommitResponsePartition
@@ -51,14 +59,45 @@ def member_of(member_id: str | None, member_epoch: int, instance_id: str | None)
     return GroupMemberRef(member_id or "", member_epoch, instance_id)
 
 
+def offsets_of(topics: list[Any]) -> dict[TopicPartition, OffsetAndMetadata]:
+    """The offsets an OffsetCommit or TxnOffsetCommit names, each with its metadata (null
+    kept as "", as Kafka does) and leader epoch (-1 in versions without one)."""
+    return {
+        TopicPartition(topic.name, item.partition_index): OffsetAndMetadata(
+            item.committed_offset, item.committed_metadata or "", item.committed_leader_epoch
+        )
+        for topic in topics
+        for item in topic.partitions
+    }
+
+
+def commit_answers(
+    topics: list[Any], error_code: int, too_large: set[TopicPartition]
+) -> list[tuple[str, list[tuple[int, int]]]]:
+    """(topic, [(partition, error code)]) of a commit: OFFSET_METADATA_TOO_LARGE for the
+    partitions in ``too_large``, ``error_code`` for the others."""
+    return [
+        (
+            topic.name,
+            [
+                (
+                    item.partition_index,
+                    OFFSET_METADATA_TOO_LARGE
+                    if TopicPartition(topic.name, item.partition_index) in too_large
+                    else error_code,
+                )
+                for item in topic.partitions
+            ],
+        )
+        for topic in topics
+    ]
+
+
 def handle_offset_commit(
     request: OffsetCommitRequest, version: int, context: KafkaContext
 ) -> OffsetCommitResponse:
-    offsets = {
-        TopicPartition(topic.name, item.partition_index): item.committed_offset
-        for topic in request.topics
-        for item in topic.partitions
-    }
+    offsets = offsets_of(request.topics)
+    too_large = context.broker.metadata_too_large(offsets)
     member = member_of(
         request.member_id, request.generation_id_or_member_epoch, request.group_instance_id
     )
@@ -66,54 +105,51 @@ def handle_offset_commit(
     try:
         require(guard, principal, Operation.READ, (request.group_id,), Resource.GROUP)
         require(guard, principal, Operation.READ, sorted({tp.topic for tp in offsets}))
-        context.broker.commit_offsets(request.group_id, offsets, member)
+        wanted = {p: o for p, o in offsets.items() if p not in too_large}
+        context.broker.commit_offsets(request.group_id, wanted, member)
         error_code = NONE
     except TwinlogError as error:
         error_code = code_of(error, OffsetCommitRequest.API_KEY)
     topics = [
         CommitTopicAnswer(
-            name=topic.name,
+            name=name,
             partitions=[
-                CommitPartitionAnswer(partition_index=item.partition_index, error_code=error_code)
-                for item in topic.partitions
+                CommitPartitionAnswer(partition_index=index, error_code=code)
+                for index, code in partitions
             ],
         )
-        for topic in request.topics
+        for name, partitions in commit_answers(request.topics, error_code, too_large)
     ]
     return OffsetCommitResponse(version=version, throttle_time_ms=0, topics=topics)
 
 
 def _committed(
     context: KafkaContext, group_id: str, wanted: list[TopicPartition] | None
-) -> tuple[dict[TopicPartition, int], set[TopicPartition]]:
+) -> tuple[dict[TopicPartition, OffsetAndMetadata], set[TopicPartition]]:
     """The group's offsets of ``wanted`` (None: every partition it committed whose topic
     the caller may read), and those of them a transaction not complete yet holds
     (answered UNSTABLE_OFFSET_COMMIT on their own, as Kafka does since KIP-447: a client
     retries those and takes the others)."""
     guard, principal = context.guard, context.connection.principal
     require(guard, principal, Operation.READ, (group_id,), Resource.GROUP)
-    if wanted is None:
-        try:
-            committed = context.broker.describe_group(group_id).committed
-        except GroupIdNotFoundError:  # a group that never committed has no offsets
-            return {}, set()
+    if wanted is None:  # a group that never committed has no offsets
         readable = {
-            topic_partition: offset
-            for topic_partition, offset in committed
+            topic_partition: committed
+            for topic_partition, committed in context.broker.fetch_committed(group_id, None).items()
             if may(guard, principal, Operation.READ, topic_partition.topic, Resource.TOPIC)
         }
         return readable, set()
     require(guard, principal, Operation.READ, sorted({tp.topic for tp in wanted}))
     try:
-        return context.broker.fetch_offsets(group_id, wanted), set()
+        return context.broker.fetch_committed(group_id, wanted), set()
     except PendingTransactionError:  # some are held: find which, one partition at a time
-        offsets: dict[TopicPartition, int] = {}
+        offsets: dict[TopicPartition, OffsetAndMetadata] = {}
         unstable: set[TopicPartition] = set()
         for topic_partition in wanted:
             try:
-                offsets.update(context.broker.fetch_offsets(group_id, [topic_partition]))
+                offsets.update(context.broker.fetch_committed(group_id, [topic_partition]))
             except PendingTransactionError:
-                offsets[topic_partition] = NO_OFFSET
+                offsets[topic_partition] = _NONE_COMMITTED
                 unstable.add(topic_partition)
         return offsets, unstable
 
@@ -126,10 +162,12 @@ def _wanted(topics: list[Any] | None) -> list[TopicPartition] | None:
     ]
 
 
-def _by_topic(offsets: dict[TopicPartition, int]) -> dict[str, dict[int, int]]:
-    grouped: dict[str, dict[int, int]] = {}
-    for topic_partition, offset in sorted(offsets.items()):
-        grouped.setdefault(topic_partition.topic, {})[topic_partition.partition] = offset
+def _by_topic(
+    offsets: dict[TopicPartition, OffsetAndMetadata],
+) -> dict[str, dict[int, OffsetAndMetadata]]:
+    grouped: dict[str, dict[int, OffsetAndMetadata]] = {}
+    for topic_partition, committed in sorted(offsets.items()):
+        grouped.setdefault(topic_partition.topic, {})[topic_partition.partition] = committed
     return grouped
 
 
@@ -148,7 +186,7 @@ def handle_offset_fetch(
     except TwinlogError as error:
         offsets, error_code = {}, code_of(error, OffsetFetchRequest.API_KEY)
         if request.topics is not None:
-            offsets = dict.fromkeys(_wanted(request.topics) or [], NO_OFFSET)
+            offsets = dict.fromkeys(_wanted(request.topics) or [], _NONE_COMMITTED)
     topics = _topic_answers(Topic, Partition, offsets, error_code, unstable)
     return OffsetFetchResponse(
         version=version, throttle_time_ms=0, topics=topics, error_code=error_code
@@ -174,7 +212,7 @@ def _group_answer(context: KafkaContext, group: Any) -> Any:
 def _topic_answers(
     topic_class: Any,
     partition_class: Any,
-    offsets: dict[TopicPartition, int],
+    offsets: dict[TopicPartition, OffsetAndMetadata],
     error_code: int,
     unstable: set[TopicPartition],
 ) -> list[Any]:
@@ -187,16 +225,16 @@ def _topic_answers(
             partitions=[
                 partition_class(
                     partition_index=index,
-                    committed_offset=offset,
-                    committed_leader_epoch=NO_LEADER_EPOCH,
-                    metadata="",
+                    committed_offset=committed.offset,
+                    committed_leader_epoch=committed.leader_epoch,
+                    metadata=committed.metadata,
                     error_code=(
                         UNSTABLE_OFFSET_COMMIT
                         if TopicPartition(name, index) in unstable
                         else error_code
                     ),
                 )
-                for index, offset in partitions.items()
+                for index, committed in partitions.items()
             ],
         )
         for name, partitions in _by_topic(offsets).items()

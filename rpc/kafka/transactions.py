@@ -42,7 +42,7 @@ from twinlog.rpc.kafka.error_codes import (
     NOT_COORDINATOR,
     code_of,
 )
-from twinlog.rpc.kafka.offsets import member_of
+from twinlog.rpc.kafka.offsets import commit_answers, member_of, offsets_of
 from twinlog.rpc.policy.auth import Operation, Resource
 
 NO_PRODUCER_ID = -1
@@ -138,11 +138,8 @@ def handle_add_offsets_to_txn(
 def handle_txn_offset_commit(
     request: TxnOffsetCommitRequest, version: int, context: KafkaContext
 ) -> TxnOffsetCommitResponse:
-    offsets = {
-        TopicPartition(topic.name, item.partition_index): item.committed_offset
-        for topic in request.topics
-        for item in topic.partitions
-    }
+    offsets = offsets_of(request.topics)
+    too_large = context.broker.metadata_too_large(offsets)
     member = member_of(request.member_id, request.generation_id, request.group_instance_id)
     principal = context.connection.principal
     try:
@@ -157,7 +154,7 @@ def handle_txn_offset_commit(
             request.producer_id,
             request.producer_epoch,
             request.group_id,
-            offsets,
+            {p: o for p, o in offsets.items() if p not in too_large},
             member,
         )
         error_code = NONE
@@ -167,13 +164,12 @@ def handle_txn_offset_commit(
     Partition = Topic.TxnOffsetCommitResponsePartition
     topics = [
         Topic(
-            name=topic.name,
+            name=name,
             partitions=[
-                Partition(partition_index=item.partition_index, error_code=error_code)
-                for item in topic.partitions
+                Partition(partition_index=index, error_code=code) for index, code in partitions
             ],
         )
-        for topic in request.topics
+        for name, partitions in commit_answers(request.topics, error_code, too_large)
     ]
     return TxnOffsetCommitResponse(version=version, throttle_time_ms=0, topics=topics)
 

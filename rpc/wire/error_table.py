@@ -36,6 +36,7 @@ class KafkaCode(IntEnum):
     NOT_LEADER_OR_FOLLOWER = 6
     REQUEST_TIMED_OUT = 7
     MESSAGE_TOO_LARGE = 10
+    OFFSET_METADATA_TOO_LARGE = 12
     COORDINATOR_LOAD_IN_PROGRESS = 14
     NOT_COORDINATOR = 16
     RECORD_LIST_TOO_LARGE = 18
@@ -148,6 +149,11 @@ ERROR_TABLE: tuple[ErrorRow, ...] = (
     ErrorRow(errors.FencedInstanceIdError, Code.FAILED_PRECONDITION, KafkaCode.FENCED_INSTANCE_ID),
     ErrorRow(errors.GroupIdNotFoundError, Code.NOT_FOUND, KafkaCode.GROUP_ID_NOT_FOUND),
     ErrorRow(errors.NonEmptyGroupError, Code.FAILED_PRECONDITION, KafkaCode.NON_EMPTY_GROUP),
+    ErrorRow(
+        errors.OffsetMetadataTooLargeError,
+        Code.INVALID_ARGUMENT,
+        KafkaCode.OFFSET_METADATA_TOO_LARGE,
+    ),
     # epochs between coordinators and partition leaders
     ErrorRow(
         errors.TransactionCoordinatorFencedError,
