@@ -309,6 +309,11 @@ class NonEmptyGroupError(TwinlogError):
     to expire), then delete the group or reset its offsets."""
 
 
+class GroupSubscribedToTopicError(TwinlogError):
+    """A member of the group reads the topic whose offsets were to be deleted: stop the
+    group's consumers (or let them unsubscribe from it) first."""
+
+
 class OffsetMetadataTooLargeError(TwinlogError):
     """An offset commit's metadata string is longer than the broker keeps
     (``offset_metadata_max_bytes``, Kafka's offset.metadata.max.bytes): commit a shorter

@@ -41,6 +41,7 @@ from twinlog.engine.base.errors import (
     LogClosedError,
     NotEnoughResourcesError,
     OffsetMetadataTooLargeError,
+    TwinlogError,
 )
 from twinlog.engine.base.types import (
     FetchResult,
@@ -848,6 +849,15 @@ class Broker(BrokerLifecycle):
     def delete_group(self, group_id: str) -> None:
         self._check_open()
         self.consumer_groups.delete_group(group_id)
+
+    def delete_offsets(
+        self, group_id: str, partitions: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, TwinlogError | None]:
+        """Delete the group's committed offsets of ``partitions`` (Kafka's OffsetDelete):
+        each partition's refusal, or None where its offset is deleted or it had none
+        (``ConsumerGroups.delete_offsets`` has the rules)."""
+        self._check_open()
+        return self.consumer_groups.delete_offsets(group_id, partitions)
 
     def fetch_offsets(
         self, group_id: str, partitions: Iterable[TopicPartition]

@@ -19,13 +19,20 @@ import dataclasses
 from collections.abc import Callable, Iterable, Mapping
 from contextlib import AbstractContextManager
 
-from twinlog.engine.base.errors import GroupIdNotFoundError
+from twinlog.engine.base.errors import (
+    GroupIdNotFoundError,
+    GroupSubscribedToTopicError,
+    PendingTransactionError,
+    TwinlogError,
+    UnknownTopicOrPartitionError,
+)
 from twinlog.engine.base.types import TopicPartition
 from twinlog.engine.broker.group_offset_fencing import GroupOffsetFence
 from twinlog.engine.broker.group_offsets import (
     GroupOffsets,
     build_deletion_batch,
     build_group_change_batch,
+    build_offset_deletions_batch,
 )
 from twinlog.engine.broker.partition import Partition
 from twinlog.engine.groups.durable_member import GroupChange
@@ -57,6 +64,7 @@ class ConsumerGroups:
         self._fence = offset_fence
         self._coordinator_of = coordinator_of
         self._append = append
+        self._topics = topics
         self.membership = GroupMembership(
             topics,
             None,
@@ -115,12 +123,72 @@ class ConsumerGroups:
             self._append(target, build_deletion_batch(group_id, committed))
             self.membership.forget(group_id)
 
+    def delete_offsets(
+        self, group_id: str, partitions: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, TwinlogError | None]:
+        """Delete the group's committed offsets of ``partitions`` (Kafka's OffsetDelete):
+        each partition's answer, None when its offset is deleted (or it had none).
+
+        The group must exist (else GroupIdNotFoundError). A partition of a topic one of the
+        group's members reads is refused (GroupSubscribedToTopicError), one a transaction
+        holds too (PendingTransactionError, retriable), and one of no topic that has no
+        offset either (UnknownTopicOrPartitionError; the offsets of a deleted topic may be
+        deleted). The others' deletions are appended as one batch, so they survive
+        restarts and compaction."""
+        target = self._coordinator_of(group_id)
+        wanted = sorted({TopicPartition(*p) for p in partitions})
+        with self.membership.subscriptions_held(group_id) as subscribed:
+            committed = self._offsets.offsets_of(group_id)
+            if subscribed is None and not committed and group_id not in self._offsets.group_ids():
+                raise GroupIdNotFoundError(
+                    f"no group {group_id!r}: it has no members and no committed offsets "
+                    "(twinlog groups list shows the groups there are)"
+                )
+            topics = self._topics()
+            holders = self._offsets.holders(group_id, wanted)
+            answers: dict[TopicPartition, TwinlogError | None] = {}
+            for partition in wanted:
+                answers[partition] = _deletion_refusal(
+                    group_id, partition, partition in committed, topics, subscribed, holders
+                )
+            deleted = [p for p, refusal in answers.items() if refusal is None and p in committed]
+            if deleted:
+                self._append(target, build_offset_deletions_batch(group_id, deleted))
+        return answers
+
     def drop_partition(self, partition_index: int) -> None:
         """Forget the membership of the groups of offsets partition ``partition_index``
         (another broker coordinates them now, or this one loads them afresh)."""
         self.membership.drop_groups(
             lambda group_id: self._offsets.partition_for(group_id).partition == partition_index
         )
+
+
+def _deletion_refusal(
+    group_id: str,
+    partition: TopicPartition,
+    has_offset: bool,
+    topics: Mapping[str, int],
+    subscribed: frozenset[str] | None,
+    holders: Mapping[TopicPartition, int],
+) -> TwinlogError | None:
+    """Why the group's offset of ``partition`` may not be deleted now (None: it may)."""
+    if not has_offset and not 0 <= partition.partition < topics.get(partition.topic, 0):
+        return UnknownTopicOrPartitionError(
+            f"no partition {partition} and group {group_id!r} has no offset for it: check "
+            "the topic and partition (twinlog topics list)"
+        )
+    if subscribed and partition.topic in subscribed:
+        return GroupSubscribedToTopicError(
+            f"a member of group {group_id!r} reads topic {partition.topic!r}: stop the "
+            "group's consumers (or let them unsubscribe from it), then delete its offsets"
+        )
+    if partition in holders:
+        return PendingTransactionError(
+            f"group {group_id!r} has an offset for {partition} in transaction "
+            f"{holders[partition]}, not complete yet; retry shortly"
+        )
+    return None
 
 
 def append_group_records(

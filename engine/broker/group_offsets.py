@@ -15,7 +15,7 @@ topic only when the transaction is applied.
     OffsetValue := version int16 (1), offset int64, commit_timestamp_ms int64
                  | version int16 (2), offset int64, leader_epoch int32, metadata str,
                    commit_timestamp_ms int64
-                   (a null value deletes the key)
+                   (a null value deletes the key: a deleted group, an OffsetDelete)
     EpochKey    := version int16 (2), group str
     EpochValue  := version int16 (1), group_epoch int32, timestamp_ms int64
                    (the group's last epoch, written before members see it; null: deleted)
@@ -204,6 +204,16 @@ def build_deletion_batch(group_id: str, partitions: Iterable[TopicPartition]) ->
     for topic_partition in sorted(TopicPartition(*p) for p in partitions):
         builder.append(None, key=encode_key(group_id, topic_partition), timestamp_ms=now_ms)
     builder.append(None, key=encode_epoch_key(group_id), timestamp_ms=now_ms)
+    return builder.build()
+
+
+def build_offset_deletions_batch(group_id: str, partitions: Iterable[TopicPartition]) -> bytes:
+    """Deletions of the group's offsets of ``partitions`` (an OffsetDelete: the group and
+    its other offsets stay)."""
+    builder = RecordBatchBuilder("none")
+    now_ms = time.time_ns() // 1_000_000
+    for topic_partition in sorted(TopicPartition(*p) for p in partitions):
+        builder.append(None, key=encode_key(group_id, topic_partition), timestamp_ms=now_ms)
     return builder.build()
 
 

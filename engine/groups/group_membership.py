@@ -214,6 +214,20 @@ class GroupMembership:
                 group.flush()  # the removals of its last members, if not yet durable
             yield
 
+    @contextmanager
+    def subscriptions_held(self, group_id: str) -> Iterator[frozenset[str] | None]:
+        """The topics the group's members read (None: this coordinator has no such group),
+        the group held still while the caller changes its offsets (an OffsetDelete)."""
+        with self._holding(group_id):
+            with self._lock:
+                group = self._groups.get(group_id)
+            if group is None:
+                yield None
+                return
+            if not group.members:
+                group.flush()  # the removals of its last members, if not yet durable
+            yield frozenset(t for m in group.members.values() for t in m.subscribed_topics)
+
     def classic_member(self, group_id: str, member_id: str) -> ClassicMember | None:
         """What the classic protocol keeps of the member, while the coordinator has it."""
         with self._holding(group_id):

@@ -40,7 +40,8 @@ class KafkaBroker(BrokerApi, Protocol):
     """The broker API plus what Kafka's protocol needs of the engine beyond it: the answers
     for requests that name no transaction (``twinlog.engine.broker.unnamed_transactions``)
     the classic group members' state, a long poll over many partitions at once, and offsets
-    with their metadata and leader epochs. The listener serves an in-process ``Broker``."""
+    with their metadata and leader epochs, and their deletion. The listener serves an
+    in-process ``Broker``."""
 
     @property
     def cluster_id(self) -> str: ...
@@ -85,6 +86,10 @@ class KafkaBroker(BrokerApi, Protocol):
     def fetch_committed(
         self, group_id: str, partitions: Iterable[TopicPartition] | None
     ) -> dict[TopicPartition, OffsetAndMetadata]: ...
+
+    def delete_offsets(
+        self, group_id: str, partitions: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, TwinlogError | None]: ...
 
     def classic_member(self, group_id: str, member_id: str) -> ClassicMember | None: ...
 

@@ -58,6 +58,7 @@ from kafka.protocol.consumer import (
     LeaveGroupRequest,
     ListOffsetsRequest,
     OffsetCommitRequest,
+    OffsetDeleteRequest,
     OffsetFetchRequest,
     SyncGroupRequest,
 )
@@ -100,6 +101,7 @@ from twinlog.rpc.kafka.groups import (
 from twinlog.rpc.kafka.list_offsets import handle_list_offsets
 from twinlog.rpc.kafka.list_transactions import handle_list_transactions
 from twinlog.rpc.kafka.metadata import handle_metadata
+from twinlog.rpc.kafka.offset_delete import handle_offset_delete
 from twinlog.rpc.kafka.offsets import handle_offset_commit, handle_offset_fetch
 from twinlog.rpc.kafka.partition_reassignments import (
     handle_alter_partition_reassignments,
@@ -152,6 +154,7 @@ SERVED_APIS: tuple[Api, ...] = (
     Api(ListGroupsRequest, 0, 5, handle_list_groups),
     Api(DescribeGroupsRequest, 0, 5, handle_describe_groups),
     Api(DeleteGroupsRequest, 0, 2, handle_delete_groups),
+    Api(OffsetDeleteRequest, 0, 0, handle_offset_delete),
     Api(CreateTopicsRequest, 2, 7, handle_create_topics),
     Api(DeleteTopicsRequest, 1, 6, handle_delete_topics),
     Api(CreatePartitionsRequest, 0, 3, handle_create_partitions),

@@ -65,6 +65,7 @@ class KafkaCode(IntEnum):
     UNKNOWN_LEADER_EPOCH = 75
     FENCED_INSTANCE_ID = 82
     NO_REASSIGNMENT_IN_PROGRESS = 85
+    GROUP_SUBSCRIBED_TO_TOPIC = 86
     INVALID_RECORD = 87
     PRODUCER_FENCED = 90
 
@@ -149,6 +150,11 @@ ERROR_TABLE: tuple[ErrorRow, ...] = (
     ErrorRow(errors.FencedInstanceIdError, Code.FAILED_PRECONDITION, KafkaCode.FENCED_INSTANCE_ID),
     ErrorRow(errors.GroupIdNotFoundError, Code.NOT_FOUND, KafkaCode.GROUP_ID_NOT_FOUND),
     ErrorRow(errors.NonEmptyGroupError, Code.FAILED_PRECONDITION, KafkaCode.NON_EMPTY_GROUP),
+    ErrorRow(
+        errors.GroupSubscribedToTopicError,
+        Code.FAILED_PRECONDITION,
+        KafkaCode.GROUP_SUBSCRIBED_TO_TOPIC,
+    ),
     ErrorRow(
         errors.OffsetMetadataTooLargeError,
         Code.INVALID_ARGUMENT,
