@@ -95,6 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
     from twinlog.rpc.cli import serve as cli_serve
     from twinlog.rpc.cli import topics as cli_topics
     from twinlog.rpc.cli import txn as cli_txn
+    from twinlog.rpc.cli import users as cli_users
     from twinlog.rpc.cli import zookeeper as cli_zookeeper
 
     parser = argparse.ArgumentParser(
@@ -119,6 +120,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_zookeeper.register(subparsers)
     cli_cluster.register(subparsers)
     cli_partitions.register(subparsers)
+    cli_users.register(subparsers)
     _register_demo(subparsers)
     _register_bench(subparsers)
     return parser

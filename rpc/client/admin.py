@@ -56,6 +56,8 @@ from twinlog.rpc.client.group_offsets import (
 from twinlog.rpc.client.kafka_config import accepts_kafka_names
 from twinlog.rpc.client.retry import RetryPolicy, call_with_retry
 from twinlog.rpc.client.timeouts import DEFAULT_API_TIMEOUT_MS, require_positive_ms
+from twinlog.rpc.policy.scram import ITERATIONS_DEFAULT, ScramCredential, salted_password
+from twinlog.rpc.policy.scram_store import file_scram_store
 
 ELECT_TIMEOUT_MS = 30_000  # how long elect_preferred_leaders waits for the controller
 REASSIGN_TIMEOUT_MS = 30_000  # how long reassign_partitions waits for the controller
@@ -234,6 +236,48 @@ class Admin:
             )
         with self._deadline_of(self.default_api_timeout_ms):
             shutdown(broker_id)
+
+    def set_scram_credential(
+        self, user: str, mechanism: str, password: str, iterations: int = ITERATIONS_DEFAULT
+    ) -> None:
+        """Let ``user`` log in to the Kafka listener with SASL ``mechanism`` (SCRAM-SHA-256
+        or SCRAM-SHA-512) and ``password``. The salt and SaltedPassword are computed here:
+        the password never leaves this process. Needs ALTER on the cluster (``cluster:*``)."""
+        credential = ScramCredential.from_password(mechanism, password, iterations)
+        salted = salted_password(mechanism, password, credential.salt, iterations)
+        with self._deadline_of(self.default_api_timeout_ms):
+            remote = getattr(self._broker, "set_scram_credential", None)
+            if remote is None:
+                self._embedded_scram_store().set(user, credential)
+            else:
+                remote(user, mechanism, iterations, credential.salt, salted)
+
+    def delete_scram_credential(self, user: str, mechanism: str) -> None:
+        """Remove ``user``'s credential for ``mechanism``; InvalidConfigError if it has none."""
+        with self._deadline_of(self.default_api_timeout_ms):
+            remote = getattr(self._broker, "delete_scram_credential", None)
+            if remote is not None:
+                remote(user, mechanism)
+            elif not self._embedded_scram_store().delete(user, mechanism):
+                raise InvalidConfigError(f"user {user!r} has no {mechanism} credential")
+
+    def scram_users(self) -> dict[str, list[tuple[str, int]]]:
+        """Every SCRAM user's (mechanism, iterations): nothing secret."""
+        with self._deadline_of(self.default_api_timeout_ms):
+            remote = getattr(self._broker, "scram_users", None)
+            if remote is None:
+                return self._embedded_scram_store().mechanisms()
+            users: dict[str, list[tuple[str, int]]] = remote()
+            return users
+
+    def _embedded_scram_store(self) -> Any:
+        data_dir = getattr(self._broker, "data_dir", None)
+        if data_dir is None:
+            raise InvalidConfigError(
+                "SCRAM credentials are kept by a single server: connect to one (--server "
+                "HOST:PORT), not to a cluster's bootstrap list"
+            )
+        return file_scram_store(data_dir)
 
     def _cluster_metadata(self) -> ClusterMetadata:
         """The cluster's metadata; InvalidConfigError for a single node or an embedded

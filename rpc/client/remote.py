@@ -258,6 +258,32 @@ class RemoteBroker:
             self.administration.ShutdownBroker, admin_pb2.ShutdownBrokerRequest(broker_id=broker_id)
         )
 
+    def set_scram_credential(
+        self, user: str, mechanism: str, iterations: int, salt: bytes, salted_password: bytes
+    ) -> None:
+        """Set ``user``'s SCRAM credential for ``mechanism`` from its SaltedPassword (the
+        password itself never leaves the caller). Needs ALTER on the cluster."""
+        request = admin_pb2.SetScramCredentialRequest(
+            user=user,
+            mechanism=mechanism,
+            iterations=iterations,
+            salt=salt,
+            salted_password=salted_password,
+        )
+        self._call(self.administration.SetScramCredential, request)
+
+    def delete_scram_credential(self, user: str, mechanism: str) -> None:
+        request = admin_pb2.DeleteScramCredentialRequest(user=user, mechanism=mechanism)
+        self._call(self.administration.DeleteScramCredential, request)
+
+    def scram_users(self) -> dict[str, list[tuple[str, int]]]:
+        """Every SCRAM user's (mechanism, iterations): nothing secret."""
+        response = self._call(self.administration.ListScramUsers, admin_pb2.ListScramUsersRequest())
+        return {
+            item.user: list(zip(item.mechanisms, item.iterations, strict=True))
+            for item in response.users
+        }
+
     def topic_settings(self, name: str) -> list[tuple[str, str, bool]]:
         request = admin_pb2.DescribeTopicRequest(name=name)
         response = self._call(self.administration.DescribeTopicSettings, request)

@@ -26,6 +26,7 @@ every operation that applies to the pattern's kind (and, without a prefix,
     ops          alter      *                         # add partitions, move leaders, replicas
     ops          abort      *                         # abort anyone's transaction (admin)
     ops          alter      broker:*                  # stop a broker (decommission)
+    ops          alter      cluster:*                 # set and delete SCRAM credentials
     ops          read       __consumer_offsets        # internal topics: only by their name
 
 | operation | on | allows |
@@ -40,8 +41,11 @@ every operation that applies to the pattern's kind (and, without a prefix,
 | read | groups | CommitOffsets, FetchOffsets, SendOffsetsToTransaction for that group |
 | describe | groups | seeing the group named in ListTransactions |
 | alter | brokers | ShutdownBroker of that broker (`twinlog cluster decommission`); the pattern is `broker:ID` or `broker:*` |
+| alter | the cluster | setting and deleting SCRAM credentials (`twinlog users`, AlterUserScramCredentials); the pattern is `cluster:*` (or `cluster:kafka-cluster`) |
+| describe | the cluster | listing SCRAM users and their mechanisms (DescribeUserScramCredentials); alter implies it |
 
-Write and abort imply describe on transactional ids; read implies describe on groups.
+Write and abort imply describe on transactional ids; read implies describe on groups;
+alter implies describe on the cluster.
 Which transactional id a request acts for is derived from its producer id on every
 call (the broker keeps that mapping on disk, so it holds across server restarts and
 re-inits): a principal without write on alice's transactional id cannot begin,
@@ -106,18 +110,22 @@ class Resource(Enum):
     TRANSACTIONAL_ID = "transactional id"
     GROUP = "group"
     BROKER = "broker"  # a broker of the cluster, by id ("broker:3", "broker:*")
+    CLUSTER = "cluster"  # the cluster itself: one name, CLUSTER_NAME (Kafka's kafka-cluster)
 
 
 ALL_OPERATIONS = "all"
 TRANSACTIONAL_ID_PREFIX = "transactional-id:"
 GROUP_PREFIX = "group:"
 BROKER_PREFIX = "broker:"
+CLUSTER_PREFIX = "cluster:"
+CLUSTER_NAME = "kafka-cluster"  # what a cluster grant's pattern matches (Kafka's name)
 # How a pattern names each kind of resource in the ACL file (topics: no prefix).
 PREFIXES = {
     Resource.TOPIC: "",
     Resource.TRANSACTIONAL_ID: TRANSACTIONAL_ID_PREFIX,
     Resource.GROUP: GROUP_PREFIX,
     Resource.BROKER: BROKER_PREFIX,
+    Resource.CLUSTER: CLUSTER_PREFIX,
 }
 OPERATIONS_ON = {
     Resource.TOPIC: {
@@ -130,11 +138,13 @@ OPERATIONS_ON = {
     Resource.TRANSACTIONAL_ID: {Operation.WRITE, Operation.DESCRIBE, Operation.ABORT},
     Resource.GROUP: {Operation.READ, Operation.DESCRIBE},
     Resource.BROKER: {Operation.ALTER},
+    Resource.CLUSTER: {Operation.ALTER, Operation.DESCRIBE},
 }
 # Kafka's rule: a principal that may use (or abort) a resource may also see it.
 IMPLIES_DESCRIBE = {
     Resource.TRANSACTIONAL_ID: (Operation.DESCRIBE, Operation.WRITE, Operation.ABORT),
     Resource.GROUP: (Operation.DESCRIBE, Operation.READ),
+    Resource.CLUSTER: (Operation.DESCRIBE, Operation.ALTER),
 }
 # Internal topics hold what belongs to everyone (``__consumer_offsets``: every group's
 # offsets), so a glob reaches them only when it names them: ``read *`` does not. Which

@@ -30,8 +30,10 @@ from twinlog.rpc.cluster.metadata_source import MetadataSource
 from twinlog.rpc.generated.twinlog.v1 import admin_pb2, admin_pb2_grpc, common_pb2
 from twinlog.rpc.policy.alterable_partitions import alterable_partitions
 from twinlog.rpc.policy.audit import audited
-from twinlog.rpc.policy.auth import Guard, Operation, Resource
+from twinlog.rpc.policy.auth import CLUSTER_NAME, Guard, Operation, Resource
 from twinlog.rpc.policy.producer_access import TransactionalAccess
+from twinlog.rpc.policy.scram import ScramCredential
+from twinlog.rpc.policy.scram_store import FileScramStore, scram_store_of
 from twinlog.rpc.policy.topic_auto_creation import auto_creation
 from twinlog.rpc.server.broker_shutdown import BrokerShutdown
 from twinlog.rpc.server.call import principal_of, unary
@@ -234,6 +236,76 @@ class AdministrationService(admin_pb2_grpc.AdministrationServicer):
                 )
             self.shutdown.request(request.broker_id, principal.name)
         return admin_pb2.ShutdownBrokerResponse()
+
+    def _scram_store(self) -> FileScramStore:
+        store = scram_store_of(self.broker)
+        if store is None:
+            raise InvalidConfigError(
+                "this server keeps no SCRAM credentials (its broker has no data directory)"
+            )
+        return store
+
+    @unary
+    def SetScramCredential(
+        self, request: admin_pb2.SetScramCredentialRequest, context: grpc.ServicerContext
+    ) -> admin_pb2.SetScramCredentialResponse:
+        principal = principal_of(self.guard, context)
+        self.guard.require(principal, Operation.ALTER, [CLUSTER_NAME], Resource.CLUSTER)
+        if not request.user:
+            raise InvalidConfigError("a SCRAM user needs a name; pass --user")
+        try:
+            credential = ScramCredential.from_salted_password(
+                request.mechanism, request.salt, request.iterations, request.salted_password
+            )
+        except ValueError as error:
+            raise InvalidConfigError(f"SCRAM credential of {request.user!r}: {error}") from None
+        with audited(
+            "scram.set",
+            principal=principal.name,
+            peer=context.peer(),
+            user=request.user,
+            mechanism=request.mechanism,
+            iterations=request.iterations,
+        ):
+            self._scram_store().set(request.user, credential)
+        return admin_pb2.SetScramCredentialResponse()
+
+    @unary
+    def DeleteScramCredential(
+        self, request: admin_pb2.DeleteScramCredentialRequest, context: grpc.ServicerContext
+    ) -> admin_pb2.DeleteScramCredentialResponse:
+        principal = principal_of(self.guard, context)
+        self.guard.require(principal, Operation.ALTER, [CLUSTER_NAME], Resource.CLUSTER)
+        with audited(
+            "scram.delete",
+            principal=principal.name,
+            peer=context.peer(),
+            user=request.user,
+            mechanism=request.mechanism,
+        ):
+            if not self._scram_store().delete(request.user, request.mechanism):
+                raise InvalidConfigError(
+                    f"user {request.user!r} has no {request.mechanism} credential; "
+                    "'twinlog users list' shows the users and their mechanisms"
+                )
+        return admin_pb2.DeleteScramCredentialResponse()
+
+    @unary
+    def ListScramUsers(
+        self, request: admin_pb2.ListScramUsersRequest, context: grpc.ServicerContext
+    ) -> admin_pb2.ListScramUsersResponse:
+        principal = principal_of(self.guard, context)
+        if not self.guard.may_describe(principal, CLUSTER_NAME, Resource.CLUSTER):
+            self.guard.require(principal, Operation.DESCRIBE, [CLUSTER_NAME], Resource.CLUSTER)
+        users = [
+            admin_pb2.ScramUser(
+                user=user,
+                mechanisms=[mechanism for mechanism, _ in held],
+                iterations=[iterations for _, iterations in held],
+            )
+            for user, held in self._scram_store().mechanisms().items()
+        ]
+        return admin_pb2.ListScramUsersResponse(users=users)
 
     @unary
     def ListTopics(

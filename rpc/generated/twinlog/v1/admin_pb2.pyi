@@ -527,3 +527,53 @@ class ShutdownBrokerRequest(_message.Message):
 class ShutdownBrokerResponse(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
+
+class SetScramCredentialRequest(_message.Message):
+    __slots__ = ("user", "mechanism", "iterations", "salt", "salted_password")
+    USER_FIELD_NUMBER: _ClassVar[int]
+    MECHANISM_FIELD_NUMBER: _ClassVar[int]
+    ITERATIONS_FIELD_NUMBER: _ClassVar[int]
+    SALT_FIELD_NUMBER: _ClassVar[int]
+    SALTED_PASSWORD_FIELD_NUMBER: _ClassVar[int]
+    user: str
+    mechanism: str
+    iterations: int
+    salt: bytes
+    salted_password: bytes
+    def __init__(self, user: _Optional[str] = ..., mechanism: _Optional[str] = ..., iterations: _Optional[int] = ..., salt: _Optional[bytes] = ..., salted_password: _Optional[bytes] = ...) -> None: ...
+
+class SetScramCredentialResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class DeleteScramCredentialRequest(_message.Message):
+    __slots__ = ("user", "mechanism")
+    USER_FIELD_NUMBER: _ClassVar[int]
+    MECHANISM_FIELD_NUMBER: _ClassVar[int]
+    user: str
+    mechanism: str
+    def __init__(self, user: _Optional[str] = ..., mechanism: _Optional[str] = ...) -> None: ...
+
+class DeleteScramCredentialResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListScramUsersRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ScramUser(_message.Message):
+    __slots__ = ("user", "mechanisms", "iterations")
+    USER_FIELD_NUMBER: _ClassVar[int]
+    MECHANISMS_FIELD_NUMBER: _ClassVar[int]
+    ITERATIONS_FIELD_NUMBER: _ClassVar[int]
+    user: str
+    mechanisms: _containers.RepeatedScalarFieldContainer[str]
+    iterations: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, user: _Optional[str] = ..., mechanisms: _Optional[_Iterable[str]] = ..., iterations: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class ListScramUsersResponse(_message.Message):
+    __slots__ = ("users",)
+    USERS_FIELD_NUMBER: _ClassVar[int]
+    users: _containers.RepeatedCompositeFieldContainer[ScramUser]
+    def __init__(self, users: _Optional[_Iterable[_Union[ScramUser, _Mapping]]] = ...) -> None: ...

@@ -134,6 +134,21 @@ class AdministrationStub:
                 request_serializer=twinlog_dot_v1_dot_admin__pb2.ShutdownBrokerRequest.SerializeToString,
                 response_deserializer=twinlog_dot_v1_dot_admin__pb2.ShutdownBrokerResponse.FromString,
                 _registered_method=True)
+        self.SetScramCredential = channel.unary_unary(
+                '/twinlog.v1.Administration/SetScramCredential',
+                request_serializer=twinlog_dot_v1_dot_admin__pb2.SetScramCredentialRequest.SerializeToString,
+                response_deserializer=twinlog_dot_v1_dot_admin__pb2.SetScramCredentialResponse.FromString,
+                _registered_method=True)
+        self.DeleteScramCredential = channel.unary_unary(
+                '/twinlog.v1.Administration/DeleteScramCredential',
+                request_serializer=twinlog_dot_v1_dot_admin__pb2.DeleteScramCredentialRequest.SerializeToString,
+                response_deserializer=twinlog_dot_v1_dot_admin__pb2.DeleteScramCredentialResponse.FromString,
+                _registered_method=True)
+        self.ListScramUsers = channel.unary_unary(
+                '/twinlog.v1.Administration/ListScramUsers',
+                request_serializer=twinlog_dot_v1_dot_admin__pb2.ListScramUsersRequest.SerializeToString,
+                response_deserializer=twinlog_dot_v1_dot_admin__pb2.ListScramUsersResponse.FromString,
+                _registered_method=True)
 
 
 class AdministrationServicer:
@@ -294,6 +309,27 @@ class AdministrationServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SetScramCredential(self, request, context):
+        """SCRAM credentials of the Kafka listener's SASL/SCRAM logins (`twinlog users`): set
+        and delete need ALTER on the cluster (cluster:*), list DESCRIBE (or ALTER). The client
+        sends the salt and SaltedPassword, never the password; nothing secret is answered.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteScramCredential(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListScramUsers(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdministrationServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -396,6 +432,21 @@ def add_AdministrationServicer_to_server(servicer, server):
                     servicer.ShutdownBroker,
                     request_deserializer=twinlog_dot_v1_dot_admin__pb2.ShutdownBrokerRequest.FromString,
                     response_serializer=twinlog_dot_v1_dot_admin__pb2.ShutdownBrokerResponse.SerializeToString,
+            ),
+            'SetScramCredential': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetScramCredential,
+                    request_deserializer=twinlog_dot_v1_dot_admin__pb2.SetScramCredentialRequest.FromString,
+                    response_serializer=twinlog_dot_v1_dot_admin__pb2.SetScramCredentialResponse.SerializeToString,
+            ),
+            'DeleteScramCredential': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteScramCredential,
+                    request_deserializer=twinlog_dot_v1_dot_admin__pb2.DeleteScramCredentialRequest.FromString,
+                    response_serializer=twinlog_dot_v1_dot_admin__pb2.DeleteScramCredentialResponse.SerializeToString,
+            ),
+            'ListScramUsers': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListScramUsers,
+                    request_deserializer=twinlog_dot_v1_dot_admin__pb2.ListScramUsersRequest.FromString,
+                    response_serializer=twinlog_dot_v1_dot_admin__pb2.ListScramUsersResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -938,6 +989,87 @@ class Administration:
             '/twinlog.v1.Administration/ShutdownBroker',
             twinlog_dot_v1_dot_admin__pb2.ShutdownBrokerRequest.SerializeToString,
             twinlog_dot_v1_dot_admin__pb2.ShutdownBrokerResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetScramCredential(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/twinlog.v1.Administration/SetScramCredential',
+            twinlog_dot_v1_dot_admin__pb2.SetScramCredentialRequest.SerializeToString,
+            twinlog_dot_v1_dot_admin__pb2.SetScramCredentialResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteScramCredential(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/twinlog.v1.Administration/DeleteScramCredential',
+            twinlog_dot_v1_dot_admin__pb2.DeleteScramCredentialRequest.SerializeToString,
+            twinlog_dot_v1_dot_admin__pb2.DeleteScramCredentialResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListScramUsers(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/twinlog.v1.Administration/ListScramUsers',
+            twinlog_dot_v1_dot_admin__pb2.ListScramUsersRequest.SerializeToString,
+            twinlog_dot_v1_dot_admin__pb2.ListScramUsersResponse.FromString,
             options,
             channel_credentials,
             insecure,
