@@ -25,10 +25,16 @@ configuration arrives as a mapping of strings, as Kafka's does, so
     delete_retention_ms    delete.retention.ms,                  1 day
                            log.cleaner.delete.retention.ms
     min_insync_replicas    min.insync.replicas                   1 (a broker gives its own)
+    compression_type       compression.type                      "producer"
 
 ``min_insync_replicas`` is not the log's but the partition's (a leader refuses writes while
 fewer replicas are in sync: ``ReplicaSet``); it is a topic setting as Kafka's, so it lives
 with the others and changes live the same way.
+
+``compression_type`` is Kafka's setting of the codec a broker stores batches in. twinlog
+stores every batch as its producer wrote it (whatever its codec) and never recompresses, so
+only Kafka's ``producer`` (its default) is taken; another codec is refused with a line
+saying so, rather than accepted and not done.
 
 ``cleanup_policy`` is Kafka's: "delete" (retention deletes old segments),
 "compact" (log compaction keeps the latest record per key, see
@@ -100,6 +106,7 @@ KAFKA_KEYS: dict[str, str] = {
     "delete.retention.ms": "delete_retention_ms",
     "log.cleaner.delete.retention.ms": "delete_retention_ms",
     "min.insync.replicas": "min_insync_replicas",
+    "compression.type": "compression_type",
 }
 # A topic's own settings under the names Kafka gives them per topic (DescribeConfigs): the
 # keys above but the broker-wide "log." names and message.max.bytes.
@@ -108,6 +115,21 @@ TOPIC_KEYS: dict[str, str] = {
     for kafka, field in KAFKA_KEYS.items()
     if not kafka.startswith("log.") and kafka != "message.max.bytes"
 }
+
+# Kafka's compression.type "producer": batches kept in the codec their producer chose.
+COMPRESSION_AS_PRODUCED = "producer"
+
+
+@dataclass(frozen=True)
+class _StoredAsWritten(OneOf):
+    """compression.type: only "producer", with the reason in the refusal."""
+
+    def allowed(self, value: object) -> str:
+        return (
+            f"{COMPRESSION_AS_PRODUCED} (twinlog stores each batch in the codec its producer "
+            "wrote, any of none, gzip, snappy, lz4, zstd, and does not recompress to another)"
+        )
+
 
 REFUSED_KAFKA_KEYS: dict[str, str] = {
     "flush.messages": "twinlog flushes by bytes, not records: use flush.bytes",
@@ -131,6 +153,7 @@ RULES = ConfigRules(
         "min_cleanable_dirty_ratio": Number(0, 1),
         "delete_retention_ms": Integer(0, INT64_MAX),
         "min_insync_replicas": Integer(1, 1000),
+        "compression_type": _StoredAsWritten((COMPRESSION_AS_PRODUCED,)),
     },
     aliases=KAFKA_KEYS,
     refused_keys=REFUSED_KAFKA_KEYS,
@@ -159,6 +182,7 @@ class LogConfig:
     # in-sync replicas a leader needs to take a write (a topic that does not set it takes
     # the broker's min_insync_replicas; 1 on a single node)
     min_insync_replicas: int = 1
+    compression_type: str = COMPRESSION_AS_PRODUCED  # batches are stored as written
 
     def __post_init__(self) -> None:
         # Frozen: normalise through object.__setattr__ ("delete, compact" -> "compact,delete").
