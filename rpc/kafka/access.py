@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from twinlog.engine.base.errors import AuthorizationError
 from twinlog.rpc.kafka.error_codes import AUTHORIZATION_FAILED_CODES, NONE
@@ -32,6 +33,8 @@ class ConnectionState:
     # SaslHandshake v0 chose PLAIN: the next frame is PLAIN's message itself, outside the
     # framing of requests, answered by an empty frame (Kafka before KIP-152).
     unframed_sasl_next: bool = False
+    # A SCRAM login under way (``policy.scram.ServerExchange``) between its two messages.
+    scram: Any = None
     # Why the connection is closed once this request is answered (or, with acks=0, not
     # answered): a failed authentication, a refused acks=0 produce. None: it goes on.
     close_after_answer: str | None = None

@@ -49,6 +49,9 @@ REBALANCE_IN_PROGRESS = kafka_errors.RebalanceInProgressError.errno
 INCONSISTENT_GROUP_PROTOCOL = kafka_errors.InconsistentGroupProtocolError.errno
 UNSUPPORTED_SASL_MECHANISM = kafka_errors.UnsupportedSaslMechanismError.errno
 ILLEGAL_SASL_STATE = kafka_errors.IllegalSaslStateError.errno
+RESOURCE_NOT_FOUND = kafka_errors.ResourceNotFoundError.errno
+DUPLICATE_RESOURCE = kafka_errors.DuplicateResourceError.errno
+UNACCEPTABLE_CREDENTIAL = kafka_errors.UnacceptableCredentialError.errno
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED = kafka_errors.TransactionalIdAuthorizationFailedError.errno
 TRANSACTIONAL_ID_NOT_FOUND = kafka_errors.TransactionalIdNotFoundError.errno
 # A denied ACL check, by the kind of resource denied (twinlog.rpc.policy.auth.Resource values)
@@ -56,6 +59,7 @@ AUTHORIZATION_FAILED_CODES: dict[str, int] = {
     "topic": TOPIC_AUTHORIZATION_FAILED,
     "group": kafka_errors.GroupAuthorizationFailedError.errno,
     "transactional id": TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+    "cluster": kafka_errors.ClusterAuthorizationFailedError.errno,
 }
 
 
