@@ -203,6 +203,13 @@ def register(subparsers: Any) -> None:
         "--metrics-tls-key", metavar="FILE", help="PEM private key of --metrics-tls-cert"
     )
     observability.add_argument(
+        "--no-reflection",
+        action="store_true",
+        help="serve no gRPC reflection (by default grpcurl and other tools can list and "
+        "call the client port's services without the .proto files, authenticated as any "
+        "call; server config key reflection)",
+    )
+    observability.add_argument(
         "--log-level",
         default="INFO",
         type=log_level,
@@ -242,6 +249,7 @@ def run(args: argparse.Namespace) -> int:
         "metrics_token_file": args.metrics_token_file,
         "metrics_tls_cert_file": args.metrics_tls_cert,
         "metrics_tls_key_file": args.metrics_tls_key,
+        "reflection": False if args.no_reflection else None,
     }
     server_values.update({key: value for key, value in flags.items() if value is not None})
     cluster = None

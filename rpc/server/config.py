@@ -52,6 +52,7 @@ RULES = ConfigRules(
             "an address (0.0.0.0 for every interface, with --metrics-token-file)",
         ),
         "request_log_slow_ms": NON_NEGATIVE,
+        "reflection": Flag(),
         "insecure": Flag(),
     },
     # Hosts and files: their use says what is wrong with them (a host that does not
@@ -108,6 +109,8 @@ class ServerConfig:
     metrics_tls_cert_file: str | None = None  # with the key: HTTPS only
     metrics_tls_key_file: str | None = None
     request_log_slow_ms: int = 1_000  # a unary call this slow is logged at INFO, not DEBUG
+    # gRPC server reflection on the client port, for grpcurl (rpc/server/reflection.py)
+    reflection: bool = True
     # Security
     insecure: bool = False  # allow a non-loopback address without authentication
     tokens_file: str | None = None  # "TOKEN PRINCIPAL" lines; enables authentication

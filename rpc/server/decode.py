@@ -28,6 +28,7 @@ from twinlog.engine.base.errors import BatchTooLargeError, InvalidConfigError, T
 from twinlog.rpc.policy.auth import Guard
 from twinlog.rpc.server.call import abort_with, principal_of
 from twinlog.rpc.server.health import HEALTH_SERVICE_PREFIX
+from twinlog.rpc.server.reflection import REFLECTION_SERVICE_PREFIX
 
 
 class UndecodableRequest:
@@ -116,6 +117,8 @@ class DecodeGuard(grpc.ServerInterceptor):
         method = str(handler_call_details.method)
         if method.startswith(HEALTH_SERVICE_PREFIX):
             return handler  # probes carry no token: health checks are never authenticated
+        if method.startswith(REFLECTION_SERVICE_PREFIX):
+            return handler  # its own messages, checked by ReflectionDoor (rpc.server.reflection)
         deserializer = tolerant_deserializer(
             handler.request_deserializer, method, self.request_bytes_max
         )

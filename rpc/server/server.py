@@ -55,6 +55,7 @@ from twinlog.rpc.server.metrics_endpoint import (
     metrics_tls_context,
     read_metrics_token,
 )
+from twinlog.rpc.server.reflection import ReflectionDoor, enable_reflection
 from twinlog.rpc.server.request_observer import RequestObserver
 from twinlog.rpc.server.service_admin import AdministrationService
 from twinlog.rpc.server.service_consume import ConsumingService
@@ -152,9 +153,13 @@ class RpcServer:
                 RequestObserver(self.metrics, guard, config.request_log_slow_ms),
                 # unparsable bytes: INVALID_ARGUMENT; over request_bytes_max: BatchTooLargeError
                 DecodeGuard(guard, config.request_bytes_max),
+                # reflection authenticates its callers as every twinlog call does
+                ReflectionDoor(guard),
             ],
         )
         self.health = HealthReporter(self._server)
+        if config.reflection:  # the public services, for grpcurl (rpc.server.reflection)
+            enable_reflection(self._server)
         produce_pb2_grpc.add_ProducingServicer_to_server(
             ProducingService(broker, guard, config), self._server
         )
