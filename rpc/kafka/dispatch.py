@@ -118,6 +118,7 @@ from twinlog.rpc.kafka.transactions import (
     handle_init_producer_id,
     handle_txn_offset_commit,
 )
+from twinlog.rpc.kafka.versions import versions_of
 from twinlog.rpc.policy.structured_log import log_event
 from twinlog.rpc.server.request_observer import request_log
 
@@ -129,57 +130,58 @@ Handler = Callable[[Any, int, KafkaContext], ApiMessage | None]
 @dataclass(frozen=True)
 class Api:
     request_class: type[ApiMessage]
-    min_version: int
-    max_version: int
     handler: Handler
-    # Advertised from this version, when lower than served: librdkafka needs Produce's range
-    # to start at 0 (KAFKA-18659), though only v3+ (RecordBatch v2) is served.
-    advertised_min_version: int | None = None
+
+    @property
+    def min_version(self) -> int:
+        return versions_of(self.request_class.API_KEY)[0]
+
+    @property
+    def max_version(self) -> int:
+        return versions_of(self.request_class.API_KEY)[1]
 
 
-# Each API's served versions: the newest ones that name topics (not topic ids, KIP-516) and
-# that do not ask for what is not here (KIP-890's second transaction version).
+# The APIs served, each in every version Kafka KAFKA_RELEASE serves (``versions``).
 SERVED_APIS: tuple[Api, ...] = (
-    Api(ProduceRequest, 3, 11, handle_produce, advertised_min_version=0),
-    Api(FetchRequest, 4, 12, handle_fetch),
-    Api(ListOffsetsRequest, 1, 10, handle_list_offsets),
-    Api(MetadataRequest, 0, 12, handle_metadata),
-    Api(OffsetCommitRequest, 2, 9, handle_offset_commit),
-    Api(OffsetFetchRequest, 1, 9, handle_offset_fetch),
-    Api(FindCoordinatorRequest, 0, 6, handle_find_coordinator),
-    Api(JoinGroupRequest, 0, 9, handle_join_group),
-    Api(HeartbeatRequest, 0, 4, handle_heartbeat),
-    Api(LeaveGroupRequest, 0, 5, handle_leave_group),
-    Api(SyncGroupRequest, 0, 5, handle_sync_group),
-    Api(ListGroupsRequest, 0, 5, handle_list_groups),
-    Api(DescribeGroupsRequest, 0, 5, handle_describe_groups),
-    Api(DeleteGroupsRequest, 0, 2, handle_delete_groups),
-    Api(OffsetDeleteRequest, 0, 0, handle_offset_delete),
-    Api(CreateTopicsRequest, 2, 7, handle_create_topics),
-    Api(DeleteTopicsRequest, 1, 6, handle_delete_topics),
-    Api(CreatePartitionsRequest, 0, 3, handle_create_partitions),
-    Api(DeleteRecordsRequest, 0, 2, handle_delete_records),
-    Api(DescribeConfigsRequest, 0, 4, handle_describe_configs),
-    Api(DescribeClusterRequest, 0, 2, handle_describe_cluster),
-    Api(DescribeLogDirsRequest, 1, 4, handle_describe_log_dirs),
-    Api(AlterConfigsRequest, 0, 2, handle_alter_configs),
-    Api(IncrementalAlterConfigsRequest, 0, 1, handle_incremental_alter_configs),
-    Api(ListTransactionsRequest, 0, 2, handle_list_transactions),
-    Api(DescribeTransactionsRequest, 0, 0, handle_describe_transactions),
-    Api(DescribeProducersRequest, 0, 0, handle_describe_producers),
-    Api(ElectLeadersRequest, 0, 2, handle_elect_leaders),
-    # v1's AllowReplicationFactorChange (KIP-860) is not served: every move may change it
-    Api(AlterPartitionReassignmentsRequest, 0, 0, handle_alter_partition_reassignments),
-    Api(ListPartitionReassignmentsRequest, 0, 0, handle_list_partition_reassignments),
+    Api(ProduceRequest, handle_produce),
+    Api(FetchRequest, handle_fetch),
+    Api(ListOffsetsRequest, handle_list_offsets),
+    Api(MetadataRequest, handle_metadata),
+    Api(OffsetCommitRequest, handle_offset_commit),
+    Api(OffsetFetchRequest, handle_offset_fetch),
+    Api(FindCoordinatorRequest, handle_find_coordinator),
+    Api(JoinGroupRequest, handle_join_group),
+    Api(HeartbeatRequest, handle_heartbeat),
+    Api(LeaveGroupRequest, handle_leave_group),
+    Api(SyncGroupRequest, handle_sync_group),
+    Api(ListGroupsRequest, handle_list_groups),
+    Api(DescribeGroupsRequest, handle_describe_groups),
+    Api(DeleteGroupsRequest, handle_delete_groups),
+    Api(OffsetDeleteRequest, handle_offset_delete),
+    Api(CreateTopicsRequest, handle_create_topics),
+    Api(DeleteTopicsRequest, handle_delete_topics),
+    Api(CreatePartitionsRequest, handle_create_partitions),
+    Api(DeleteRecordsRequest, handle_delete_records),
+    Api(DescribeConfigsRequest, handle_describe_configs),
+    Api(DescribeClusterRequest, handle_describe_cluster),
+    Api(DescribeLogDirsRequest, handle_describe_log_dirs),
+    Api(AlterConfigsRequest, handle_alter_configs),
+    Api(IncrementalAlterConfigsRequest, handle_incremental_alter_configs),
+    Api(ListTransactionsRequest, handle_list_transactions),
+    Api(DescribeTransactionsRequest, handle_describe_transactions),
+    Api(DescribeProducersRequest, handle_describe_producers),
+    Api(ElectLeadersRequest, handle_elect_leaders),
+    Api(AlterPartitionReassignmentsRequest, handle_alter_partition_reassignments),
+    Api(ListPartitionReassignmentsRequest, handle_list_partition_reassignments),
     # v0 is followed by PLAIN's message outside the requests' framing (the listener reads it)
-    Api(SaslHandshakeRequest, 0, 1, handle_sasl_handshake),
-    Api(SaslAuthenticateRequest, 0, 2, handle_sasl_authenticate),
-    Api(ApiVersionsRequest, 0, 4, handle_api_versions),
-    Api(InitProducerIdRequest, 0, 5, handle_init_producer_id),
-    Api(AddPartitionsToTxnRequest, 0, 3, handle_add_partitions_to_txn),
-    Api(AddOffsetsToTxnRequest, 0, 3, handle_add_offsets_to_txn),
-    Api(EndTxnRequest, 0, 3, handle_end_txn),
-    Api(TxnOffsetCommitRequest, 0, 3, handle_txn_offset_commit),
+    Api(SaslHandshakeRequest, handle_sasl_handshake),
+    Api(SaslAuthenticateRequest, handle_sasl_authenticate),
+    Api(ApiVersionsRequest, handle_api_versions),
+    Api(InitProducerIdRequest, handle_init_producer_id),
+    Api(AddPartitionsToTxnRequest, handle_add_partitions_to_txn),
+    Api(AddOffsetsToTxnRequest, handle_add_offsets_to_txn),
+    Api(EndTxnRequest, handle_end_txn),
+    Api(TxnOffsetCommitRequest, handle_txn_offset_commit),
 )
 API_BY_KEY: dict[int, Api] = {api.request_class.API_KEY: api for api in SERVED_APIS}
 # What a connection may send before it has authenticated (when the server has tokens).
@@ -189,13 +191,7 @@ BEFORE_AUTHENTICATION = frozenset(
 
 
 def advertised_versions() -> dict[int, tuple[int, int]]:
-    return {
-        key: (
-            api.min_version if api.advertised_min_version is None else api.advertised_min_version,
-            api.max_version,
-        )
-        for key, api in API_BY_KEY.items()
-    }
+    return {key: (api.min_version, api.max_version) for key, api in API_BY_KEY.items()}
 
 
 def _is_request_class(candidate: object) -> bool:

@@ -22,7 +22,9 @@ FETCH_SESSION_ID_NOT_FOUND and the client starts over with a full one.
 
 from __future__ import annotations
 
+import logging
 import time
+import uuid
 from typing import Any
 
 from kafka.protocol.consumer import FetchRequest, FetchResponse
@@ -31,10 +33,21 @@ from twinlog.engine.base.errors import OffsetOutOfRangeError, TwinlogError
 from twinlog.engine.base.types import TopicPartition
 from twinlog.rpc.kafka.access import authorize
 from twinlog.rpc.kafka.context import KafkaContext
-from twinlog.rpc.kafka.error_codes import FETCH_SESSION_ID_NOT_FOUND, NONE, code_of
+from twinlog.rpc.kafka.error_codes import (
+    FETCH_SESSION_ID_NOT_FOUND,
+    NONE,
+    UNKNOWN_TOPIC_ID,
+    UNSUPPORTED_VERSION,
+    code_of,
+)
+from twinlog.rpc.kafka.metadata import name_of_topic_id
 from twinlog.rpc.policy.auth import Operation
 
+log = logging.getLogger("twinlog.kafka")
+
 NO_SESSION = 0
+TOPIC_IDS_VERSION = 13  # topics named by id (KIP-516) from this version
+RECORD_BATCH_V2_VERSION = 4  # older versions read message formats v0/v1 only
 NO_READ_REPLICA = -1
 UNKNOWN_OFFSET = -1
 
@@ -58,23 +71,24 @@ class _Reading:
         self.answers: list[Any] = []
         self.errors = 0
 
-    def read(self, request: FetchRequest) -> None:
+    def read(self, request: FetchRequest, names: list[str | None]) -> None:
         self.answers = [
             TopicAnswer(
-                topic=topic.topic,
-                partitions=[self.partition(topic.topic, item) for item in topic.partitions],
+                topic=name,
+                topic_id=topic.topic_id,
+                partitions=[self.partition(name, item) for item in topic.partitions],
             )
-            for topic in request.topics
+            for topic, name in zip(request.topics, names, strict=True)
         ]
 
-    def partition(self, topic: str, request: Any) -> Any:
+    def partition(self, topic: str | None, request: Any) -> Any:
         partition = request.partition
         offset = request.fetch_offset
-        if topic in self.denied:
+        if topic is None or topic in self.denied:
             self.errors += 1
             return PartitionAnswer(
                 partition_index=partition,
-                error_code=self.denied[topic],
+                error_code=UNKNOWN_TOPIC_ID if topic is None else self.denied[topic],
                 high_watermark=UNKNOWN_OFFSET,
                 last_stable_offset=UNKNOWN_OFFSET,
                 log_start_offset=UNKNOWN_OFFSET,
@@ -151,14 +165,23 @@ def handle_fetch(request: FetchRequest, version: int, context: KafkaContext) -> 
     min_bytes = max(1, request.min_bytes)
     wait_ms = min(max(0, request.max_wait_ms), settings.fetch_wait_ms_max)
     deadline = time.monotonic() + wait_ms / 1000
+    names = _topic_names(request, version, context)
+    if version < RECORD_BATCH_V2_VERSION:
+        log.info(
+            "Fetch v%d from %s: answered UNSUPPORTED_VERSION per partition (message formats "
+            "v0/v1 are not served; a client of Kafka 0.11 or later fetches v4+)",
+            version,
+            context.connection.peer,
+        )
+        return _refused(request, names, version, UNSUPPORTED_VERSION)
     denied = {}
-    for topic in {topic.topic for topic in request.topics}:
+    for topic in {name for name in names if name is not None}:
         code = authorize(context.guard, context.connection.principal, Operation.READ, (topic,))
         if code:
             denied[topic] = code
     while True:
         reading = _Reading(context, answer_bytes_max, denied)
-        reading.read(request)
+        reading.read(request, names)
         remaining_s = deadline - time.monotonic()
         # As Kafka: a fetch of no partitions, or one with an error to tell, is answered now.
         if (
@@ -183,3 +206,42 @@ def handle_fetch(request: FetchRequest, version: int, context: KafkaContext) -> 
             context.broker.wait_for_records(positions, slice_ms)  # woken by any of them
         except TwinlogError:
             pass  # the next pass answers it
+
+
+def _topic_names(request: FetchRequest, version: int, context: KafkaContext) -> list[str | None]:
+    """Each requested topic's name (None: an id no topic has)."""
+    if version < TOPIC_IDS_VERSION:
+        return [topic.topic for topic in request.topics]
+    ids: dict[uuid.UUID, str | None] = {}
+    for topic in request.topics:
+        if topic.topic_id not in ids:
+            ids[topic.topic_id] = name_of_topic_id(context, topic.topic_id)
+    return [ids[topic.topic_id] for topic in request.topics]
+
+
+def _refused(
+    request: FetchRequest, names: list[str | None], version: int, code: int
+) -> FetchResponse:
+    answers = [
+        TopicAnswer(
+            topic=name,
+            topic_id=topic.topic_id,
+            partitions=[
+                PartitionAnswer(
+                    partition_index=item.partition,
+                    error_code=code,
+                    high_watermark=UNKNOWN_OFFSET,
+                    records=None,
+                )
+                for item in topic.partitions
+            ],
+        )
+        for topic, name in zip(request.topics, names, strict=True)
+    ]
+    return FetchResponse(
+        version=version,
+        throttle_time_ms=0,
+        error_code=NONE,
+        session_id=NO_SESSION,
+        responses=answers,
+    )

@@ -6,6 +6,11 @@ largest timestamp, the same way.
 
 Other special values but EARLIEST_LOCAL (-4, the earliest: there is no tiered storage)
 get INVALID_REQUEST for that partition.
+
+Version 0 (Kafka before 0.10.1) answers a list of offsets (``old_style_offsets``) where
+later versions answer one: the same offset, alone (none when no record is found, or when
+``max_num_offsets`` is 0). Kafka's v0 listed its segments' base offsets before a timestamp;
+twinlog has no such segments to show, and answers the offset v1 answers.
 """
 
 from __future__ import annotations
@@ -25,10 +30,21 @@ EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3  # KIP-734: the record with the largest timestamp
 EARLIEST_LOCAL_TIMESTAMP = -4
 NOT_FOUND = -1
+OLD_STYLE_VERSION = 0  # a list of offsets, not one offset and its timestamp
 NO_LEADER_EPOCH = -1
 
 TopicAnswer = ListOffsetsResponse.ListOffsetsTopicResponse
 PartitionAnswer = TopicAnswer.ListOffsetsPartitionResponse
+
+
+def _old_style(answer: Any, wanted: int) -> Any:
+    """Version 0's form of a partition's answer."""
+    if answer.error_code != NONE:
+        return PartitionAnswer(partition_index=answer.partition_index, error_code=answer.error_code)
+    offsets = [answer.offset] if answer.offset != NOT_FOUND and wanted > 0 else []
+    return PartitionAnswer(
+        partition_index=answer.partition_index, error_code=NONE, old_style_offsets=offsets
+    )
 
 
 def _partition(context: KafkaContext, topic: str, partition: int, timestamp: int) -> Any:
@@ -76,5 +92,10 @@ def handle_list_offsets(
             else _partition(context, topic.name, item.partition_index, item.timestamp)
             for item in topic.partitions
         ]
+        if version == OLD_STYLE_VERSION:
+            wanted = [item.max_num_offsets for item in topic.partitions]
+            partitions = [
+                _old_style(answer, n) for answer, n in zip(partitions, wanted, strict=True)
+            ]
         topics.append(TopicAnswer(name=topic.name, partitions=partitions))
     return ListOffsetsResponse(version=version, throttle_time_ms=0, topics=topics)

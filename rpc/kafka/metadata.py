@@ -71,6 +71,34 @@ def topic_uuid(topic_id: str) -> uuid.UUID:
     return uuid.UUID(hex=topic_id) if topic_id else NO_TOPIC_ID
 
 
+# Topic names by Kafka topic id, as last seen (any broker of this process: ids are unique);
+# each hit is checked against the topic as it is now, so a stale entry is never used.
+_names_by_id: dict[uuid.UUID, str] = {}
+
+
+def name_of_topic_id(context: KafkaContext, topic_id: uuid.UUID) -> str | None:
+    """The name of the topic whose id is ``topic_id`` (Fetch 13+, DeleteTopics 6), None
+    when no topic has it. A miss walks the topics once."""
+    if topic_id == NO_TOPIC_ID:
+        return None
+    name = _names_by_id.get(topic_id)
+    if name is not None and _id_of(context, name) == topic_id:
+        return name
+    for candidate in context.broker.list_topics():
+        found = _id_of(context, candidate)
+        if found is not None:
+            _names_by_id[found] = candidate
+    name = _names_by_id.get(topic_id)
+    return name if name is not None and _id_of(context, name) == topic_id else None
+
+
+def _id_of(context: KafkaContext, name: str) -> uuid.UUID | None:
+    try:
+        return topic_uuid(context.broker.describe_topic(name).topic_id)
+    except TwinlogError:  # deleted meanwhile
+        return None
+
+
 def visible(context: KafkaContext, name: str) -> bool:
     """Listed to callers that may read or write it (twinlog's ACLs have no DESCRIBE on
     topics)."""

@@ -15,6 +15,10 @@ broker returns once the partition's in-sync replicas hold the batch, so 1 is ans
 -1 is. Any other value is refused INVALID_REQUIRED_ACKS. A cluster broker that does not
 lead the partition refuses it NOT_LEADER_OR_FOLLOWER (LEADER_NOT_AVAILABLE when nobody
 does): the client refreshes its metadata and sends it to the leader.
+
+Versions 0-2 carry message formats v0/v1, which twinlog neither stores nor converts:
+each partition is answered UNSUPPORTED_VERSION (an acks=0 one: the connection is closed),
+with a log line.
 """
 
 from __future__ import annotations
@@ -27,13 +31,19 @@ from kafka.protocol.producer import ProduceRequest, ProduceResponse
 from twinlog.engine.base.errors import TwinlogError
 from twinlog.rpc.kafka.access import require
 from twinlog.rpc.kafka.context import KafkaContext
-from twinlog.rpc.kafka.error_codes import CORRUPT_MESSAGE, INVALID_REQUIRED_ACKS, NONE
+from twinlog.rpc.kafka.error_codes import (
+    CORRUPT_MESSAGE,
+    INVALID_REQUIRED_ACKS,
+    NONE,
+    UNSUPPORTED_VERSION,
+)
 from twinlog.rpc.policy.auth import Operation
 
 log = logging.getLogger("twinlog.kafka")
 
 ACKS_ALLOWED = (0, 1, -1)
 UNKNOWN_OFFSET = -1
+RECORD_BATCH_V2_VERSION = 3  # older versions carry message formats v0/v1 only
 NO_APPEND_TIME = -1  # the batch keeps its producer's timestamps (CreateTime)
 
 TopicAnswer = ProduceResponse.TopicProduceResponse
@@ -78,23 +88,20 @@ def _append(context: KafkaContext, topic: str, partition: int, records: bytes | 
 def handle_produce(
     request: ProduceRequest, version: int, context: KafkaContext
 ) -> ProduceResponse | None:
+    if version < RECORD_BATCH_V2_VERSION:
+        reason = (
+            f"Produce v{version} carries message format v0/v1, which twinlog neither stores "
+            "nor converts (its batches are RecordBatch v2: a client of Kafka 0.11 or later "
+            "sends v3+)"
+        )
+        log.info("%s from %s: answered UNSUPPORTED_VERSION", reason, context.connection.peer)
+        if request.acks == 0:
+            context.connection.close_after_answer = reason
+            return None
+        return _refuse_all(request, version, UNSUPPORTED_VERSION, reason)
     if request.acks not in ACKS_ALLOWED:
-        answers = [
-            TopicAnswer(
-                name=topic.name,
-                partition_responses=[
-                    PartitionAnswer(
-                        index=item.index,
-                        error_code=INVALID_REQUIRED_ACKS,
-                        base_offset=UNKNOWN_OFFSET,
-                        error_message=f"acks={request.acks}: use 0, 1 or -1 (all)",
-                    )
-                    for item in topic.partition_data
-                ],
-            )
-            for topic in request.topic_data
-        ]
-        return ProduceResponse(version=version, responses=answers, throttle_time_ms=0)
+        message = f"acks={request.acks}: use 0, 1 or -1 (all)"
+        return _refuse_all(request, version, INVALID_REQUIRED_ACKS, message)
     answers = [
         TopicAnswer(
             name=topic.name,
@@ -119,4 +126,23 @@ def handle_produce(
                 f"a produce with acks=0 was refused ({'; '.join(refused)})"
             )
         return None
+    return ProduceResponse(version=version, responses=answers, throttle_time_ms=0)
+
+
+def _refuse_all(request: ProduceRequest, version: int, code: int, message: str) -> ProduceResponse:
+    answers = [
+        TopicAnswer(
+            name=topic.name,
+            partition_responses=[
+                PartitionAnswer(
+                    index=item.index,
+                    error_code=code,
+                    base_offset=UNKNOWN_OFFSET,
+                    error_message=message,
+                )
+                for item in topic.partition_data
+            ],
+        )
+        for topic in request.topic_data
+    ]
     return ProduceResponse(version=version, responses=answers, throttle_time_ms=0)

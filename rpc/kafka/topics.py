@@ -13,7 +13,6 @@ naming it, as Kafka answers).
 
 from __future__ import annotations
 
-import uuid
 from contextlib import AbstractContextManager
 from typing import Any
 
@@ -36,7 +35,7 @@ from twinlog.rpc.kafka.error_codes import (
     UNKNOWN_TOPIC_ID,
     code_of,
 )
-from twinlog.rpc.kafka.metadata import NO_TOPIC_ID, topic_uuid
+from twinlog.rpc.kafka.metadata import NO_TOPIC_ID, name_of_topic_id, topic_uuid
 from twinlog.rpc.policy.audit import audited
 from twinlog.rpc.policy.auth import Operation
 
@@ -130,7 +129,7 @@ def handle_delete_topics(
     responses = []
     for name, topic_id in wanted:
         if name is None:
-            name = _name_of(context, topic_id)
+            name = name_of_topic_id(context, topic_id)
             if name is None:
                 responses.append(
                     Deleted(
@@ -158,16 +157,3 @@ def handle_delete_topics(
                 )
             )
     return DeleteTopicsResponse(version=version, throttle_time_ms=0, responses=responses)
-
-
-def _name_of(context: KafkaContext, topic_id: uuid.UUID) -> str | None:
-    """The name of the topic whose id is ``topic_id`` (a walk of the topics: rare calls)."""
-    if topic_id == NO_TOPIC_ID:
-        return None
-    for name in context.broker.list_topics():
-        try:
-            if topic_uuid(context.broker.describe_topic(name).topic_id) == topic_id:
-                return name
-        except TwinlogError:  # deleted meanwhile
-            continue
-    return None

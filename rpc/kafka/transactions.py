@@ -17,6 +17,7 @@ as a new generation of the same transactional id; an idempotent producer gets a 
 
 from __future__ import annotations
 
+import kafka.errors as kafka_errors
 from kafka.protocol.producer import (
     AddOffsetsToTxnRequest,
     AddOffsetsToTxnResponse,
@@ -46,6 +47,8 @@ from twinlog.rpc.kafka.offsets import commit_answers, member_of, offsets_of
 from twinlog.rpc.policy.auth import Operation, Resource
 
 NO_PRODUCER_ID = -1
+BROKER_BATCH_VERSION = 4  # AddPartitionsToTxn from here is broker-to-broker (KIP-890)
+CLUSTER_AUTHORIZATION_FAILED = kafka_errors.ClusterAuthorizationFailedError.errno
 NO_PRODUCER_EPOCH = -1
 
 
@@ -85,7 +88,16 @@ def handle_init_producer_id(
 def handle_add_partitions_to_txn(
     request: AddPartitionsToTxnRequest, version: int, context: KafkaContext
 ) -> AddPartitionsToTxnResponse:
-    # Versions 0-3 only (advertised): a client's single transaction.
+    if version >= BROKER_BATCH_VERSION:
+        # Kafka's brokers' verification batches (KIP-890): a client is refused them, as
+        # Kafka refuses a principal without ClusterAction; twinlog's brokers never send them.
+        return AddPartitionsToTxnResponse(
+            version=version,
+            throttle_time_ms=0,
+            error_code=CLUSTER_AUTHORIZATION_FAILED,
+            results_by_transaction=[],
+        )
+    # Versions 0-3: a client's single transaction.
     producer_id = request.v3_and_below_producer_id
     producer_generation = request.v3_and_below_producer_epoch
     wanted = [

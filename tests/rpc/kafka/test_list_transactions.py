@@ -11,7 +11,7 @@ from kafka.protocol.admin import ListTransactionsRequest, ListTransactionsRespon
 from twinlog.rpc.client import Producer
 
 
-def _listed(raw: Any, version: int = 2, **filters: Any) -> Any:
+def _listed(raw: Any, version: int = 1, **filters: Any) -> Any:
     fields = {"state_filters": [], "producer_id_filters": [], "duration_filter": -1}
     fields["transactional_id_pattern"] = None
     fields.update(filters)
@@ -48,13 +48,13 @@ def test_open_transactions_are_listed_and_filtered(kafka_server: Any, raw: Any) 
 
         by_producer = _listed(raw, producer_id_filters=[first_id]).transaction_states
         assert [t.transactional_id for t in by_producer] == ["lt-first"]
-        by_pattern = _listed(raw, transactional_id_pattern="lt-sec.*").transaction_states
-        assert [t.transactional_id for t in by_pattern] == ["lt-second"]
+        # v2's pattern filter is Kafka 4.1's, past the release answered as (Kafka 3.8)
+        assert _listed(raw, version=2, transactional_id_pattern="lt-sec.*").error_code == 35
         preparing = _listed(raw, state_filters=["PrepareCommit", "Bogus"])
         assert preparing.transaction_states == [] and preparing.unknown_state_filters == ["Bogus"]
         longer = _listed(raw, duration_filter=3_600_000).transaction_states  # none an hour old
         assert [t for t in longer if t.transactional_id.startswith("lt-")] == []
-        every = _listed(raw, version=0).transaction_states  # v0: no duration, no pattern
+        every = _listed(raw, version=0).transaction_states  # v0: no duration filter
         assert {"lt-first", "lt-second"} <= {t.transactional_id for t in every}
 
         first.abort_transaction()
