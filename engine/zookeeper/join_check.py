@@ -6,7 +6,9 @@ ACLs, znodes the rightful cluster cannot read). So the join only reads, and refu
 with InvalidConfigError, saying what it found and what to do, when:
 
 - the chroot holds names a twinlog cluster never makes there (``znodes.TOP_LEVEL``):
-  another application's tree, e.g. Kafka's ``config`` and ``admin``;
+  another application's tree, e.g. Kafka's ``cluster`` and ``latest_producer_id_block``
+  (``admin`` and ``config`` are twinlog's too, as Kafka's: requests to the controller,
+  SCRAM credentials);
 - ZooKeeper refuses this session's reads there (NoAuth): the cluster was locked with
   another credential, or this broker was given none;
 - the ACL of the chroot, ``cluster_id`` or a top-level parent does not give this

@@ -17,6 +17,9 @@
     /admin/preferred_replica_election
                                  {"partitions": [[topic, partition]...]}: asked of the
                                  controller, deleted once carried out (``preferred_election``)
+    /config/users/<user>         {"version": 1, "config": {key: str}}: a user's settings, as
+                                 Kafka keeps them (its SCRAM credentials: ``user_configs``);
+                                 <user> is the name escaped as Kafka's Sanitizer does
 
 ``cluster_id`` and ``journal_partitions`` share one znode so that a cluster is created
 by one write: there is never a cluster with an id but no partition count. Every value
@@ -43,6 +46,8 @@ CONTROLLER_EPOCH = "/controller_epoch"
 ADMIN = "/admin"
 PREFERRED_ELECTION = "/admin/preferred_replica_election"
 REASSIGN_PARTITIONS = "/admin/reassign_partitions"  # Kafka's path for the same
+CONFIG = "/config"
+USER_CONFIGS = "/config/users"  # Kafka's path for the same
 # The names a twinlog cluster may have directly below its chroot: anything else there is
 # another application's, and a broker refuses to join (``join_check``). Every path
 # above must start with one of these.
@@ -58,6 +63,7 @@ TOP_LEVEL = frozenset(
         CONTROLLER,
         CONTROLLER_EPOCH,
         ADMIN,
+        CONFIG,
     )
 )
 

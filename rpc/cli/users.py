@@ -7,7 +7,8 @@ standard input when it is not a terminal, or asked for at a prompt: never from t
 line. It is salted and hashed here; the server keeps only the salt, the iteration count,
 StoredKey and ServerKey. ``list`` shows users, mechanisms and iteration counts, nothing
 secret. Set and delete need ALTER on the cluster (``cluster:*`` in the ACL file), list
-DESCRIBE.
+DESCRIBE. A single node keeps them in its data directory; a cluster in ZooKeeper
+(``config/users/<user>``, as Kafka), so any one broker sets and lists them for all.
 """
 
 from __future__ import annotations

@@ -57,7 +57,7 @@ from twinlog.rpc.client.kafka_config import accepts_kafka_names
 from twinlog.rpc.client.retry import RetryPolicy, call_with_retry
 from twinlog.rpc.client.timeouts import DEFAULT_API_TIMEOUT_MS, require_positive_ms
 from twinlog.rpc.policy.scram import ITERATIONS_DEFAULT, ScramCredential, salted_password
-from twinlog.rpc.policy.scram_store import file_scram_store
+from twinlog.rpc.policy.scram_store import scram_store_of
 
 ELECT_TIMEOUT_MS = 30_000  # how long elect_preferred_leaders waits for the controller
 REASSIGN_TIMEOUT_MS = 30_000  # how long reassign_partitions waits for the controller
@@ -271,13 +271,14 @@ class Admin:
             return users
 
     def _embedded_scram_store(self) -> Any:
-        data_dir = getattr(self._broker, "data_dir", None)
-        if data_dir is None:
+        store = scram_store_of(self._broker)
+        if store is None:
             raise InvalidConfigError(
-                "SCRAM credentials are kept by a single server: connect to one (--server "
-                "HOST:PORT), not to a cluster's bootstrap list"
+                "SCRAM credentials are set through one server: connect to one (--server "
+                "HOST:PORT), not to a cluster's bootstrap list (on a cluster, any broker "
+                "keeps them for all, in ZooKeeper)"
             )
-        return file_scram_store(data_dir)
+        return store
 
     def _cluster_metadata(self) -> ClusterMetadata:
         """The cluster's metadata; InvalidConfigError for a single node or an embedded

@@ -1,5 +1,6 @@
-"""Where SCRAM credentials are kept: ``ScramStore``, and on a single node ``FileScramStore``,
-the file ``DATA_DIR/scram-credentials``.
+"""Where SCRAM credentials are kept: ``ScramStore``; on a single node ``FileScramStore``,
+the file ``DATA_DIR/scram-credentials``; on a cluster ``ZooKeeperScramStore``, the znodes
+``config/users/<user>`` below the cluster's chroot.
 
     {"version": 1, "users": {"alice": {"SCRAM-SHA-256": {"salt": B64, "iterations": 8192,
                                                           "stored_key": B64, "server_key": B64}}}}
@@ -8,11 +9,20 @@ Salted and hashed only (``twinlog.rpc.policy.scram``): never a password. The fil
 replaced atomically (``replace_file``, with a CRC-32C line), mode 600, and read again
 whenever it changed, so both doors of a server (the Kafka listener and the gRPC admin
 service) and every ``FileScramStore`` of the same path see each other's changes at once.
-``scram_store_of(broker)`` is the store of a broker's data directory, one per path.
 
-A cluster's brokers each keep their own file: a credential set through one broker is
-known to that broker only (Kafka keeps them in ZooKeeper, ``/config/users/<user>``; not
-yet done here).
+On a cluster the credentials are where Kafka keeps them in ZooKeeper, one znode per user
+(``twinlog.engine.zookeeper.user_configs``: the name escaped as Kafka escapes it, the
+cluster's ACL), one config key per mechanism, in Kafka's words:
+
+    config/users/alice   {"config":{"SCRAM-SHA-256":"salt=B64,stored_key=B64,server_key=B64,
+                          iterations=8192"},"version":1}
+
+so a credential set through any broker is every broker's at once: a login reads the
+user's znode (no cache to go stale), ``mechanisms`` lists them all. A ZooKeeper that does
+not answer is ZooKeeperUnavailableError (retriable), never a refused password.
+
+``scram_store_of(broker)`` picks the store: a cluster member's (its metadata is kept in
+ZooKeeper), else the one of the broker's data directory, one per path.
 """
 
 from __future__ import annotations
@@ -27,7 +37,16 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from twinlog.engine.base.atomic_file import read_checked, replace_file, with_checksum
-from twinlog.engine.base.errors import CorruptJournalError
+from twinlog.engine.base.errors import CorruptJournalError, InvalidConfigError
+from twinlog.engine.zookeeper.metadata_store import ZooKeeperMetadataStore
+from twinlog.engine.zookeeper.session import ZooKeeperSession
+from twinlog.engine.zookeeper.user_configs import (
+    UserConfig,
+    change_user_config,
+    read_user_config,
+    read_user_configs,
+    user_config_path,
+)
 from twinlog.rpc.policy.scram import MECHANISMS, ScramCredential
 
 FILE_NAME = "scram-credentials"
@@ -164,6 +183,86 @@ class FileScramStore:
         self._seen = self._stat()
 
 
+# Kafka's ScramCredentialUtils: the keys of a credential's value, in its order.
+ZOOKEEPER_FIELDS = ("salt", "stored_key", "server_key", "iterations")
+
+
+def credential_to_text(credential: ScramCredential) -> str:
+    """Kafka's form of a credential in ZooKeeper (salt and keys in base64)."""
+    return (
+        f"salt={_b64(credential.salt)},stored_key={_b64(credential.stored_key)},"
+        f"server_key={_b64(credential.server_key)},iterations={credential.iterations}"
+    )
+
+
+def credential_of_text(mechanism: str, text: str, where: str) -> ScramCredential:
+    """The credential of Kafka's form; CorruptJournalError naming ``where`` (never the
+    value) when it is not one."""
+    try:
+        fields = dict(part.split("=", 1) for part in text.split(","))
+        if sorted(fields) != sorted(ZOOKEEPER_FIELDS):
+            raise ValueError(f"fields {', '.join(sorted(fields))}")
+        return ScramCredential(
+            mechanism,
+            base64.b64decode(fields["salt"], validate=True),
+            int(fields["iterations"]),
+            base64.b64decode(fields["stored_key"], validate=True),
+            base64.b64decode(fields["server_key"], validate=True),
+        )
+    except (ValueError, binascii.Error) as error:
+        detail = str(error) if str(error).startswith("fields") else type(error).__name__
+        raise CorruptJournalError(
+            f"the {mechanism} credential in {where} is not "
+            f"'salt=...,stored_key=...,server_key=...,iterations=N' ({detail}): set it again "
+            "with 'twinlog users set-scram'"
+        ) from None
+
+
+class ZooKeeperScramStore:
+    """The credentials of a cluster, in ZooKeeper (module docstring). Thread rule: any
+    thread; changes are conditional writes, so brokers that change one user at once
+    each see their change applied or read again."""
+
+    def __init__(self, session: ZooKeeperSession) -> None:
+        self.session = session
+
+    def credential(self, user: str, mechanism: str) -> ScramCredential | None:
+        text = read_user_config(self.session, user).get(mechanism)
+        if text is None or mechanism not in MECHANISMS:
+            return None
+        return credential_of_text(mechanism, text, self._where(user))
+
+    def mechanisms(self) -> dict[str, list[tuple[str, int]]]:
+        found: dict[str, list[tuple[str, int]]] = {}
+        for user, config in sorted(read_user_configs(self.session).items()):
+            held = [
+                (m, credential_of_text(m, config[m], self._where(user)).iterations)
+                for m in sorted(config)
+                if m in MECHANISMS
+            ]
+            if held:
+                found[user] = held
+        return found
+
+    def set(self, user: str, credential: ScramCredential) -> None:
+        if not user:
+            raise ValueError("a SCRAM user needs a name")
+        text = credential_to_text(credential)
+        change_user_config(self.session, user, lambda old: {**old, credential.mechanism: text})
+
+    def delete(self, user: str, mechanism: str) -> bool:
+        def without(old: UserConfig) -> UserConfig:
+            return {key: value for key, value in old.items() if key != mechanism}
+
+        try:
+            return mechanism in change_user_config(self.session, user, without)
+        except InvalidConfigError:  # a name no user can have: it has no credential
+            return False
+
+    def _where(self, user: str) -> str:
+        return f"ZooKeeper znode {user_config_path(user)} ({self.session.connect})"
+
+
 _stores: dict[Path, FileScramStore] = {}
 _stores_lock = threading.Lock()
 
@@ -178,9 +277,13 @@ def file_scram_store(data_dir: str | os.PathLike[str]) -> FileScramStore:
         return store
 
 
-def scram_store_of(broker: object) -> FileScramStore | None:
-    """The store of the broker's data directory; None for a broker without one (a test
-    double, a remote broker): SCRAM is then not offered."""
+def scram_store_of(broker: object) -> ScramStore | None:
+    """A cluster member's store in ZooKeeper (its metadata store is ZooKeeper's), else the
+    store of the broker's data directory; None for a broker with neither (a test double, a
+    remote broker): SCRAM is then not offered."""
+    metadata = getattr(broker, "metadata", None)
+    if isinstance(metadata, ZooKeeperMetadataStore):
+        return ZooKeeperScramStore(metadata.session)
     data_dir = getattr(broker, "data_dir", None)
     if data_dir is None:
         return None

@@ -33,7 +33,7 @@ from twinlog.rpc.policy.audit import audited
 from twinlog.rpc.policy.auth import CLUSTER_NAME, Guard, Operation, Resource
 from twinlog.rpc.policy.producer_access import TransactionalAccess
 from twinlog.rpc.policy.scram import ScramCredential
-from twinlog.rpc.policy.scram_store import FileScramStore, scram_store_of
+from twinlog.rpc.policy.scram_store import ScramStore, scram_store_of
 from twinlog.rpc.policy.topic_auto_creation import auto_creation
 from twinlog.rpc.server.broker_shutdown import BrokerShutdown
 from twinlog.rpc.server.call import principal_of, unary
@@ -237,7 +237,7 @@ class AdministrationService(admin_pb2_grpc.AdministrationServicer):
             self.shutdown.request(request.broker_id, principal.name)
         return admin_pb2.ShutdownBrokerResponse()
 
-    def _scram_store(self) -> FileScramStore:
+    def _scram_store(self) -> ScramStore:
         store = scram_store_of(self.broker)
         if store is None:
             raise InvalidConfigError(

@@ -222,8 +222,9 @@ def test_a_chroot_holding_another_applications_znodes_is_refused_and_left_alone(
             with ZooKeeperSession(zk_connect, **session_options) as session:
                 with pytest.raises(
                     InvalidConfigError,
-                    # /admin is twinlog's too (its preferred-leader requests, as Kafka's)
-                    match=r"not a twinlog cluster's \(cluster, config; .*nothing was written",
+                    # /admin and /config are twinlog's too (preferred-leader requests,
+                    # SCRAM credentials: as Kafka's)
+                    match=r"not a twinlog cluster's \(cluster; .*nothing was written",
                 ):
                     ZooKeeperMetadataStore(session, tmp_path / "data", 1)
         assert snapshot(bare.client, chroot) == before
