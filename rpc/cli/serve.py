@@ -394,6 +394,7 @@ def kafka_listener_opener(
             tls=tls,
             cluster=cluster,
             metrics=metrics,
+            request_log_slow_ms=config.request_log_slow_ms,
         )
         return _KafkaFrontEnd(listener, config.shutdown_grace_ms, _kafka_security(config))
 

@@ -110,6 +110,9 @@ class KafkaContext:
     cluster: KafkaCluster | None = None  # None: a single node
     # The gRPC server's metrics, which count the Kafka requests too (None: not counted).
     metrics: ServerMetrics | None = None
+    # A request line is INFO from this long beyond the wait it asked for (the server
+    # config key request_log_slow_ms, as for the gRPC door's calls); DEBUG below.
+    request_log_slow_ms: int = 1_000
 
     def partition_code(self, error: TwinlogError, api_key: int, topic: str, partition: int) -> int:
         """The code for the engine's refusal of a request on one partition (Produce, Fetch,

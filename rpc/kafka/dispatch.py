@@ -74,6 +74,7 @@ from kafka.protocol.producer import (
 from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 
 from twinlog.rpc.kafka.alter_configs import handle_alter_configs, handle_incremental_alter_configs
+from twinlog.rpc.kafka.answer_errors import error_names
 from twinlog.rpc.kafka.api_versions import api_versions_response, handle_api_versions
 from twinlog.rpc.kafka.context import KafkaContext
 from twinlog.rpc.kafka.create_partitions import handle_create_partitions
@@ -119,6 +120,7 @@ from twinlog.rpc.kafka.transactions import (
     handle_txn_offset_commit,
 )
 from twinlog.rpc.kafka.versions import versions_of
+from twinlog.rpc.policy.audit import audit_scope
 from twinlog.rpc.policy.structured_log import log_event
 from twinlog.rpc.server.request_observer import request_log
 
@@ -226,7 +228,6 @@ ANSWERED = "answered"
 ERROR = "error"  # answered with a top-level error code
 UNANSWERED = "unanswered"  # a Produce with acks=0
 CLOSED = "closed"  # the connection was closed instead
-SLOW_REQUEST_MS = 1000  # a request line at INFO from this long (a Fetch's long poll too)
 _HEAD = struct.Struct(">hh")  # a request's API key and version, first in its header
 
 
@@ -258,30 +259,37 @@ def _encode(answer: ApiMessage, correlation_id: int) -> bytes:
     return bytes(answer.encode(header=True, framed=True))
 
 
+@dataclass
+class _Answered:
+    """What one request came to, for the metrics and the request log."""
+
+    frame: bytes | None = None  # None: no answer (acks=0, or the connection was closed)
+    outcome: str = CLOSED
+    errors: tuple[str, ...] = ()  # Kafka's names of the codes the answer carries
+    wait_ms: int = 0  # how long the request asked the broker to wait (a Fetch's long poll)
+
+
 def answer_frame(frame: bytes, context: KafkaContext, peer: str) -> bytes | None:
     """The framed answer to one request frame (without its size prefix); None when the
     request expects no answer (Produce with acks=0). Raises CloseConnection.
 
     Each request is counted in the metrics and written to the request log (logger
-    ``twinlog.request``, as the gRPC door's): one line at DEBUG, at INFO when it took
-    ``SLOW_REQUEST_MS`` or longer."""
+    ``twinlog.request``, as the gRPC door's): one line at DEBUG, at INFO with ``slow=true``
+    when it took ``request_log_slow_ms`` or longer beyond the wait it asked for (a Fetch's
+    long poll is not slow). What the request changes or is refused is audited with
+    ``door=kafka`` and the client's address."""
     started_s = time.monotonic()
-    answer: bytes | None = None
-    outcome = CLOSED
+    answered = _Answered()
     try:
-        answer, outcome = _answer_frame(frame, context, peer)
-        return answer
+        with audit_scope(door="kafka", peer=peer):
+            _answer_frame(frame, context, peer, answered)
+        return answered.frame
     finally:
-        _observe(frame, context, peer, outcome, time.monotonic() - started_s, answer)
+        _observe(frame, context, peer, answered, time.monotonic() - started_s)
 
 
 def _observe(
-    frame: bytes,
-    context: KafkaContext,
-    peer: str,
-    outcome: str,
-    duration_s: float,
-    answer: bytes | None,
+    frame: bytes, context: KafkaContext, peer: str, answered: _Answered, duration_s: float
 ) -> None:
     api_key, version = _HEAD.unpack_from(frame) if len(frame) >= _HEAD.size else (-1, -1)
     served = API_BY_KEY.get(api_key)
@@ -289,13 +297,20 @@ def _observe(
     api = served.request_class.__name__.removesuffix("Request") if served else "unknown"
     served_version = served is not None and served.min_version <= version <= served.max_version
     version_label = str(version) if served_version else "unsupported"
-    bytes_out = len(answer) if answer else 0
+    bytes_out = len(answered.frame) if answered.frame else 0
     if context.metrics is not None:
         context.metrics.observe_kafka(
-            api, version_label, outcome, duration_s, len(frame), bytes_out
+            api,
+            version_label,
+            answered.outcome,
+            duration_s,
+            len(frame),
+            bytes_out,
+            answered.errors,
         )
     duration_ms = duration_s * 1000
-    level = logging.INFO if duration_ms >= SLOW_REQUEST_MS else logging.DEBUG
+    slow = duration_ms - answered.wait_ms >= context.request_log_slow_ms
+    level = logging.INFO if slow else logging.DEBUG
     if request_log.isEnabledFor(level):
         log_event(
             request_log,
@@ -305,15 +320,17 @@ def _observe(
             version=version,
             principal=context.connection.principal.name,
             peer=peer,
-            outcome=outcome,
+            outcome=answered.outcome,
             duration_ms=round(duration_ms, 1),
             bytes_in=len(frame),
             bytes_out=bytes_out,
+            **({"errors": ",".join(answered.errors)} if answered.errors else {}),
+            **({"slow": "true"} if slow else {}),
         )
 
 
-def _answer_frame(frame: bytes, context: KafkaContext, peer: str) -> tuple[bytes | None, str]:
-    """``answer_frame``'s answer, and its outcome for the metrics."""
+def _answer_frame(frame: bytes, context: KafkaContext, peer: str, answered: _Answered) -> None:
+    """``answer_frame``'s answer, and what the metrics count of it, into ``answered``."""
     try:
         header = RequestHeader.decode(io.BytesIO(frame), flexible=False)
     except Exception as error:  # the codec raises plain exceptions on short or bad bytes
@@ -328,7 +345,8 @@ def _answer_frame(frame: bytes, context: KafkaContext, peer: str) -> tuple[bytes
     api = API_BY_KEY.get(api_key)
     if api is None or not api.min_version <= version <= api.max_version:
         unserved = _unserved(api_key, version, context, header.client_id)
-        return _encode(unserved, correlation_id), ERROR
+        _settle(answered, unserved, correlation_id)
+        return
     try:
         request = api.request_class.decode(frame, version=version, header=True)
     except Exception as error:
@@ -352,10 +370,19 @@ def _answer_frame(frame: bytes, context: KafkaContext, peer: str) -> tuple[bytes
                 "top-level error code"
             ) from None
         answer = fallback
+    answered.wait_ms = max(0, int(getattr(request, "max_wait_ms", 0) or 0))
     if answer is None:
-        return None, UNANSWERED
-    outcome = ERROR if getattr(answer, "error_code", NONE) not in (NONE, None) else ANSWERED
-    return _encode(answer, correlation_id), outcome
+        answered.outcome = UNANSWERED
+        return
+    _settle(answered, answer, correlation_id)
+
+
+def _settle(answered: _Answered, answer: ApiMessage, correlation_id: int) -> None:
+    answered.errors = error_names(answer)
+    answered.frame = _encode(answer, correlation_id)
+    answered.outcome = (
+        ERROR if getattr(answer, "error_code", NONE) not in (NONE, None) else ANSWERED
+    )
 
 
 def _unserved(

@@ -99,12 +99,14 @@ class KafkaListener:
         tls: ssl.SSLContext | None = None,
         cluster: KafkaCluster | None = None,
         metrics: ServerMetrics | None = None,
+        request_log_slow_ms: int = 1_000,
     ) -> None:
         """``guard``: the tokens and ACLs both doors ask (``twinlog.rpc.policy.auth.Guard``,
         the one the gRPC server was given); None serves everyone as the anonymous principal, unchecked. ``tls``: serve TLS
         (``twinlog.rpc.kafka.tls.server_tls_context``); None: plaintext. ``cluster``: the
         cluster ``broker`` is a member of (None: a single node).
-        ``metrics``: the gRPC server's, which count the Kafka requests too."""
+        ``metrics``: the gRPC server's, which count the Kafka requests too;
+        ``request_log_slow_ms``: the gRPC server's too (a request this slow is logged at INFO)."""
         self.settings = settings or KafkaListenerSettings()
         self.tls = tls
         self.stopping = threading.Event()
@@ -134,6 +136,7 @@ class KafkaListener:
             connection=new_connection(guard),
             cluster=cluster,
             metrics=metrics,
+            request_log_slow_ms=request_log_slow_ms,
         )
         self._acceptor = threading.Thread(
             target=self._accept_loop, name="twinlog-kafka-accept", daemon=True

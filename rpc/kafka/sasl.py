@@ -9,7 +9,9 @@ PLAIN's message is ``authzid NUL user NUL password`` (RFC 4616): the user is the
 principal and the password its token, which must be that principal's in the tokens file
 (an authzid, if given, must be the user). A failed authentication is answered
 SASL_AUTHENTICATION_FAILED with a reason that never quotes the password, then the
-connection is closed. Without a tokens file every connection is already the anonymous
+connection is closed; it is audited (``authentication.failed``, with the client's address,
+the mechanism and the user named, never the password), as is a handshake asking for a
+mechanism not offered. Without a tokens file every connection is already the anonymous
 principal and a handshake is answered ILLEGAL_SASL_STATE (nothing to authenticate with).
 """
 
@@ -39,6 +41,7 @@ log = logging.getLogger("twinlog.kafka")
 PLAIN = "PLAIN"
 MECHANISMS = [PLAIN]
 NO_SESSION_LIFETIME_MS = 0  # the session lasts as long as the connection
+MECHANISM_CHARS_LOGGED = 32  # of a mechanism asked for and not offered (longer: cut)
 
 
 def handle_sasl_handshake(
@@ -49,6 +52,13 @@ def handle_sasl_handshake(
         error_code = ILLEGAL_SASL_STATE
     elif request.mechanism != PLAIN:
         error_code = UNSUPPORTED_SASL_MECHANISM
+        audit(
+            "authentication.failed",
+            peer=connection.peer,
+            door="kafka",
+            mechanism=str(request.mechanism)[:MECHANISM_CHARS_LOGGED],
+            reason=f"mechanism not enabled: this listener offers {', '.join(MECHANISMS)}",
+        )
     else:
         connection.mechanism = PLAIN
         connection.unframed_sasl_next = version == 0
@@ -69,7 +79,7 @@ def authenticate_unframed(auth_bytes: bytes, context: KafkaContext) -> bool:
 def _authenticate(auth_bytes: bytes, context: KafkaContext) -> str | None:
     """Make the connection the principal PLAIN's message proves; None, or why it cannot
     (logged, and the connection is closed after the answer)."""
-    principal, reason = _proven(auth_bytes, context)
+    principal, user, reason = _proven(auth_bytes, context)
     if principal is None:
         log.warning("Kafka SASL/PLAIN authentication refused: %s", reason)
         audit(
@@ -77,6 +87,7 @@ def _authenticate(auth_bytes: bytes, context: KafkaContext) -> str | None:
             peer=context.connection.peer,
             door="kafka",
             mechanism=PLAIN,
+            user=user,
             reason=reason,
         )
         context.connection.close_after_answer = "SASL authentication failed"
@@ -86,20 +97,21 @@ def _authenticate(auth_bytes: bytes, context: KafkaContext) -> str | None:
     return None
 
 
-def _proven(auth_bytes: bytes, context: KafkaContext) -> tuple[Principal | None, str]:
-    """The principal PLAIN's message proves, or None and why not."""
+def _proven(auth_bytes: bytes, context: KafkaContext) -> tuple[Principal | None, str, str]:
+    """The principal PLAIN's message proves, or None; the user it names (``-``: none); why
+    not."""
     parts = auth_bytes.split(b"\x00")
     if len(parts) != 3:
-        return None, "a PLAIN message is authzid NUL user NUL password"
+        return None, "-", "a PLAIN message is authzid NUL user NUL password"
     authzid, user, password = (part.decode("utf-8", "replace") for part in parts)
     if authzid and authzid != user:
-        return None, f"user {user!r} may not act as {authzid!r}"
+        return None, user, f"user {user!r} may not act as {authzid!r}"
     tokens = context.guard.tokens
     assert tokens is not None
     principal = tokens.principal_of(password)
     if principal is None or principal.name != user:
-        return None, f"the password is not user {user!r}'s token in the tokens file"
-    return principal, ""
+        return None, user, f"the password is not user {user!r}'s token in the tokens file"
+    return principal, user, ""
 
 
 def handle_sasl_authenticate(

@@ -10,7 +10,7 @@ Thread rule: prometheus_client's metrics take any thread.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from prometheus_client import (
@@ -81,7 +81,9 @@ class ServerMetrics:
             ("service", "method"),
             registry=self.registry,
         )
-        # The Kafka listener's requests, when the server has one (``observe_kafka``).
+        # The Kafka listener's requests, when the server has one (``observe_kafka``). Labels
+        # only from what is served: API names and versions from its table, error names from
+        # Kafka's (the codes are the listener's own).
         self.kafka_requests = Counter(
             "twinlog_kafka_requests",
             "Kafka requests, by API, version and outcome (answered; error: a top-level error "
@@ -91,15 +93,22 @@ class ServerMetrics:
         )
         self.kafka_request_duration = Histogram(
             "twinlog_kafka_request_duration_seconds",
-            "Kafka request duration, by API (a Fetch's long poll included)",
-            ("api",),
+            "Kafka request duration, by API and version (a Fetch's long poll included)",
+            ("api", "version"),
             buckets=REQUEST_BUCKETS_S,
             registry=self.registry,
         )
         self.kafka_bytes = Counter(
             "twinlog_kafka_bytes",
-            "Kafka request and answer frame bytes, by API and direction (in, out)",
-            ("api", "direction"),
+            "Kafka request and answer frame bytes, by API, version and direction (in, out)",
+            ("api", "version", "direction"),
+            registry=self.registry,
+        )
+        self.kafka_errors = Counter(
+            "twinlog_kafka_errors",
+            "Kafka answers carrying an error, by API, version and Kafka error name (each name "
+            "once per answer, whether top-level or a topic's or partition's)",
+            ("api", "version", "error"),
             registry=self.registry,
         )
         self.registry.register(EngineCollector(stats))
@@ -122,13 +131,17 @@ class ServerMetrics:
         duration_s: float,
         bytes_in: int,
         bytes_out: int,
+        errors: Iterable[str] = (),
     ) -> None:
-        """One Kafka request (labels bounded by the caller: served APIs and versions)."""
+        """One Kafka request (labels bounded by the caller: served APIs and versions, Kafka's
+        error names)."""
         self.kafka_requests.labels(api, version, outcome).inc()
-        self.kafka_request_duration.labels(api).observe(duration_s)
-        self.kafka_bytes.labels(api, "in").inc(bytes_in)
+        self.kafka_request_duration.labels(api, version).observe(duration_s)
+        self.kafka_bytes.labels(api, version, "in").inc(bytes_in)
         if bytes_out:
-            self.kafka_bytes.labels(api, "out").inc(bytes_out)
+            self.kafka_bytes.labels(api, version, "out").inc(bytes_out)
+        for error in errors:
+            self.kafka_errors.labels(api, version, error).inc()
 
     def observe(self, full_method: str, code: str, duration_s: float) -> None:
         children = self._children.get((full_method, code))
