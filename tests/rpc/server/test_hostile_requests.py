@@ -144,8 +144,9 @@ READ_ONLY = {
     ("Administration", "ListGroups"),
     ("Administration", "DescribeGroup"),
     ("Administration", "ListPartitionReassignments"),
+    ("Administration", "ListScramUsers"),
 }
-assert len(METHODS) == 33 and STREAMING | READ_ONLY <= METHODS.keys()
+assert len(METHODS) == 36 and STREAMING | READ_ONLY <= METHODS.keys()
 
 
 # --- the seeded state --------------------------------------------------------------------
@@ -1307,6 +1308,53 @@ def hostile_call_kinds(seeded: Seed) -> list[st.SearchStrategy[Call]]:
             ),
             False,
             "stop another broker through this one",
+        ),
+        call_of(
+            A,
+            "SetScramCredential",
+            st.builds(
+                admin_pb2.SetScramCredentialRequest,
+                user=st.text(max_size=20),
+                mechanism=st.one_of(
+                    st.sampled_from(["", "PLAIN", "SCRAM-SHA-1", "scram-sha-256"]),
+                    st.text(max_size=20),
+                ).filter(lambda m: m not in ("SCRAM-SHA-256", "SCRAM-SHA-512")),
+                iterations=st.integers(*INT32),
+                salt=st.binary(max_size=16),
+                salted_password=st.binary(max_size=80),
+            ),
+            False,
+            "set a credential of a mechanism not offered",
+        ),
+        call_of(
+            A,
+            "SetScramCredential",
+            st.builds(
+                admin_pb2.SetScramCredentialRequest,
+                user=st.text(max_size=20),
+                mechanism=st.sampled_from(["SCRAM-SHA-256", "SCRAM-SHA-512"]),
+                iterations=st.integers(*INT32).filter(lambda i: not 4096 <= i <= 16384),
+                salt=st.binary(max_size=16),
+                salted_password=st.binary(max_size=80),
+            ),
+            False,
+            "set a credential with too few or too many iterations",
+        ),
+        call_of(
+            A,
+            "DeleteScramCredential",
+            st.builds(
+                admin_pb2.DeleteScramCredentialRequest,
+                user=st.text(max_size=20),
+                mechanism=st.one_of(
+                    st.sampled_from(["SCRAM-SHA-256", "SCRAM-SHA-512"]), st.text(max_size=20)
+                ),
+            ),
+            False,
+            "delete a credential no user has",
+        ),
+        call_of(
+            A, "ListScramUsers", st.just(admin_pb2.ListScramUsersRequest()), True, "list users"
         ),
         call_of(
             A,
