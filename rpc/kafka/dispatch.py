@@ -49,6 +49,10 @@ from kafka.protocol.admin import (
     ListPartitionReassignmentsRequest,
     ListTransactionsRequest,
 )
+from kafka.protocol.admin.users import (
+    AlterUserScramCredentialsRequest,
+    DescribeUserScramCredentialsRequest,
+)
 from kafka.protocol.api_header import RequestHeader
 from kafka.protocol.api_message import ApiMessage
 from kafka.protocol.consumer import (
@@ -119,6 +123,10 @@ from twinlog.rpc.kafka.transactions import (
     handle_init_producer_id,
     handle_txn_offset_commit,
 )
+from twinlog.rpc.kafka.user_scram_credentials import (
+    handle_alter_user_scram_credentials,
+    handle_describe_user_scram_credentials,
+)
 from twinlog.rpc.kafka.versions import versions_of
 from twinlog.rpc.policy.audit import audit_scope
 from twinlog.rpc.policy.structured_log import log_event
@@ -175,6 +183,8 @@ SERVED_APIS: tuple[Api, ...] = (
     Api(ElectLeadersRequest, handle_elect_leaders),
     Api(AlterPartitionReassignmentsRequest, handle_alter_partition_reassignments),
     Api(ListPartitionReassignmentsRequest, handle_list_partition_reassignments),
+    Api(DescribeUserScramCredentialsRequest, handle_describe_user_scram_credentials),
+    Api(AlterUserScramCredentialsRequest, handle_alter_user_scram_credentials),
     # v0 is followed by PLAIN's message outside the requests' framing (the listener reads it)
     Api(SaslHandshakeRequest, handle_sasl_handshake),
     Api(SaslAuthenticateRequest, handle_sasl_authenticate),

@@ -1,17 +1,22 @@
-"""SaslHandshake and SaslAuthenticate: mechanism PLAIN, onto twinlog's tokens file.
+"""SaslHandshake and SaslAuthenticate: PLAIN onto twinlog's tokens file, and SCRAM-SHA-256
+and SCRAM-SHA-512 onto the broker's SCRAM credentials (``sasl_scram``).
 
-SaslHandshake v1 is followed by SaslAuthenticate carrying PLAIN's message; v0 (served for
-clients that require it to be listed, as librdkafka 2.0 does for PLAIN) by the message as a
-frame of its own, answered by an empty frame (``authenticate_unframed``, called by the
-listener, which reads that frame).
+SaslHandshake v1 is followed by SaslAuthenticate carrying the mechanism's messages (one for
+PLAIN, two for SCRAM); v0 (served for clients that require it to be listed, as librdkafka
+2.0 does for PLAIN) by PLAIN's message as a frame of its own, answered by an empty frame
+(``authenticate_unframed``, called by the listener, which reads that frame). SCRAM after a
+v0 handshake is refused (UNSUPPORTED_SASL_MECHANISM): every client since Kafka 1.0 sends v1.
 
 PLAIN's message is ``authzid NUL user NUL password`` (RFC 4616): the user is the
 principal and the password its token, which must be that principal's in the tokens file
-(an authzid, if given, must be the user). A failed authentication is answered
-SASL_AUTHENTICATION_FAILED with a reason that never quotes the password, then the
-connection is closed; it is audited (``authentication.failed``, with the client's address,
-the mechanism and the user named, never the password), as is a handshake asking for a
-mechanism not offered. Without a tokens file every connection is already the anonymous
+(an authzid, if given, must be the user). SCRAM proves the user against its stored
+credential (``twinlog users set-scram``, AlterUserScramCredentials). A failed
+authentication is answered SASL_AUTHENTICATION_FAILED with a reason that never quotes the
+password, then the connection is closed; it is audited (``authentication.failed``, with the
+client's address, the mechanism and the user named, never the password), as is a handshake
+asking for a mechanism not offered. A credential store that does not answer (a cluster's
+ZooKeeper) is no failed login: the connection is closed with a log line, and the client
+connects and tries again. Without a tokens file every connection is already the anonymous
 principal and a handshake is answered ILLEGAL_SASL_STATE (nothing to authenticate with).
 """
 
@@ -26,44 +31,58 @@ from kafka.protocol.sasl import (
     SaslHandshakeResponse,
 )
 
+from twinlog.engine.base.errors import TwinlogError
 from twinlog.rpc.kafka.context import KafkaContext
 from twinlog.rpc.kafka.error_codes import (
     ILLEGAL_SASL_STATE,
     NONE,
     SASL_AUTHENTICATION_FAILED,
+    UNKNOWN_SERVER_ERROR,
     UNSUPPORTED_SASL_MECHANISM,
 )
+from twinlog.rpc.kafka.sasl_scram import SCRAM_MECHANISMS, scram_offered, scram_step
 from twinlog.rpc.policy.audit import audit
 from twinlog.rpc.policy.auth import Principal
 
 log = logging.getLogger("twinlog.kafka")
 
 PLAIN = "PLAIN"
-MECHANISMS = [PLAIN]
 NO_SESSION_LIFETIME_MS = 0  # the session lasts as long as the connection
 MECHANISM_CHARS_LOGGED = 32  # of a mechanism asked for and not offered (longer: cut)
+
+
+def offered_mechanisms(context: KafkaContext) -> list[str]:
+    """PLAIN always (with a tokens file); SCRAM where the broker keeps credentials."""
+    return [PLAIN, *SCRAM_MECHANISMS] if scram_offered(context) else [PLAIN]
 
 
 def handle_sasl_handshake(
     request: SaslHandshakeRequest, version: int, context: KafkaContext
 ) -> SaslHandshakeResponse:
     connection = context.connection
+    offered = offered_mechanisms(context)
+    usable = offered if version >= 1 else [PLAIN]  # SCRAM needs SaslAuthenticate's frames
     if context.guard.tokens is None or connection.authenticated:
         error_code = ILLEGAL_SASL_STATE
-    elif request.mechanism != PLAIN:
+    elif request.mechanism not in usable:
         error_code = UNSUPPORTED_SASL_MECHANISM
+        why = (
+            "SCRAM needs SaslHandshake v1 or later"
+            if request.mechanism in offered
+            else f"mechanism not enabled: this listener offers {', '.join(offered)}"
+        )
         audit(
             "authentication.failed",
             peer=connection.peer,
             door="kafka",
             mechanism=str(request.mechanism)[:MECHANISM_CHARS_LOGGED],
-            reason=f"mechanism not enabled: this listener offers {', '.join(MECHANISMS)}",
+            reason=why,
         )
     else:
-        connection.mechanism = PLAIN
+        connection.mechanism = request.mechanism
         connection.unframed_sasl_next = version == 0
         error_code = NONE
-    return SaslHandshakeResponse(version=version, error_code=error_code, mechanisms=MECHANISMS)
+    return SaslHandshakeResponse(version=version, error_code=error_code, mechanisms=offered)
 
 
 def authenticate_unframed(auth_bytes: bytes, context: KafkaContext) -> bool:
@@ -118,26 +137,62 @@ def handle_sasl_authenticate(
     request: SaslAuthenticateRequest, version: int, context: KafkaContext
 ) -> SaslAuthenticateResponse:
     connection = context.connection
-    if connection.mechanism != PLAIN or connection.authenticated:
+    mechanism = connection.mechanism
+    if mechanism not in offered_mechanisms(context) or connection.authenticated:
         connection.close_after_answer = "SaslAuthenticate out of turn"
-        return SaslAuthenticateResponse(
-            version=version,
-            error_code=ILLEGAL_SASL_STATE,
-            error_message="SaslAuthenticate comes once, after SaslHandshake chose PLAIN",
-            auth_bytes=b"",
+        return _answer(
+            version,
+            ILLEGAL_SASL_STATE,
+            "SaslAuthenticate comes after SaslHandshake chose a mechanism, until the login ends",
         )
+    if mechanism in SCRAM_MECHANISMS:
+        return _scram_authenticate(bytes(request.auth_bytes), mechanism, version, context)
     refused = _authenticate(bytes(request.auth_bytes), context)
     if refused is not None:
-        return SaslAuthenticateResponse(
-            version=version,
-            error_code=SASL_AUTHENTICATION_FAILED,
-            error_message=f"authentication failed: {refused}",
-            auth_bytes=b"",
+        return _answer(version, SASL_AUTHENTICATION_FAILED, f"authentication failed: {refused}")
+    return _answer(version, NONE, None)
+
+
+def _scram_authenticate(
+    auth_bytes: bytes, mechanism: str, version: int, context: KafkaContext
+) -> SaslAuthenticateResponse:
+    connection = context.connection
+    try:
+        step = scram_step(mechanism, auth_bytes, context)
+    except TwinlogError as error:  # the credential store did not answer: no failed login
+        connection.scram = None
+        log.warning("Kafka SASL/%s login not checked: %s", mechanism, error)
+        connection.close_after_answer = "the SCRAM credentials could not be read"
+        return _answer(
+            version,
+            UNKNOWN_SERVER_ERROR,
+            f"the broker could not read the SCRAM credentials ({type(error).__name__}); "
+            "connect again and retry",
         )
+    if step.refused is not None:
+        log.warning("Kafka SASL/%s authentication refused: %s", mechanism, step.refused)
+        audit(
+            "authentication.failed",
+            peer=connection.peer,
+            door="kafka",
+            mechanism=mechanism,
+            user=step.user,
+            reason=step.refused,
+        )
+        connection.close_after_answer = "SASL authentication failed"
+        return _answer(
+            version, SASL_AUTHENTICATION_FAILED, f"authentication failed: {step.refused}"
+        )
+    return _answer(version, NONE, None, step.answer)
+
+
+def _answer(
+    version: int, error_code: int, message: str | None, auth_bytes: bytes = b""
+) -> SaslAuthenticateResponse:
     return SaslAuthenticateResponse(
         version=version,
-        error_code=NONE,
-        error_message=None,
-        auth_bytes=b"",
+        error_code=error_code,
+        error_message=message,
+        auth_bytes=auth_bytes,
         session_lifetime_ms=NO_SESSION_LIFETIME_MS,
     )
