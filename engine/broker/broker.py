@@ -103,6 +103,7 @@ from twinlog.engine.groups.group_calls import (
 )
 from twinlog.engine.log import DataLog
 from twinlog.engine.log.config import topic_settings
+from twinlog.engine.log.leader_epochs import NO_EPOCH, EpochEnd
 from twinlog.engine.records.batch_format import (
     NO_TRANSACTION_ID,
     validate_batch,
@@ -743,6 +744,40 @@ class Broker(BrokerLifecycle):
         raise InvalidConfigError(
             f"offset spec {spec!r}: use 'earliest', 'latest' or a timestamp in ms"
         )
+
+    def client_leader_epoch(
+        self, topic: str, partition: int, current_leader_epoch: int = NO_EPOCH
+    ) -> int:
+        """The partition's leader epoch, as a client's request on it sees it: its leader
+        only (NotLeaderOrFollowerError elsewhere), and ``current_leader_epoch``, when the
+        client sends one (not -1), checked against it first (Kafka's rule: older is
+        FencedLeaderEpochError, newer UnknownLeaderEpochError)."""
+        target = self.partition(TopicPartition(topic, partition))
+        target.check_serves_clients()
+        if current_leader_epoch != NO_EPOCH:
+            target.epochs.check_leader_epoch(current_leader_epoch)
+        return target.epochs.leader_epoch
+
+    def epoch_of_offset(self, topic: str, partition: int, offset: int) -> int:
+        """The leader epoch that appended ``offset`` in the partition's log (-1 if none
+        the log still knows)."""
+        return self.partition(TopicPartition(topic, partition)).log.epochs.epoch_for_offset(offset)
+
+    def end_offset_for_leader_epoch(
+        self, topic: str, partition: int, leader_epoch: int, current_leader_epoch: int = NO_EPOCH
+    ) -> EpochEnd:
+        """A consumer's OffsetForLeaderEpoch (KIP-320), answered by the leader only: for
+        the largest epoch of the log <= ``leader_epoch``, that epoch and the offset after
+        its last record, as far as consumers may read (the high watermark at most);
+        (-1, -1) when the log knows no epoch that old. ``current_leader_epoch`` is checked
+        as ``client_leader_epoch`` checks it."""
+        self.client_leader_epoch(topic, partition, current_leader_epoch)
+        target = self.partition(TopicPartition(topic, partition))
+        readable_end = target.readable_end
+        found = target.log.epochs.end_offset_for_epoch(leader_epoch, readable_end)
+        if found.epoch == NO_EPOCH:
+            return found
+        return EpochEnd(found.epoch, min(found.end_offset, readable_end))
 
     def record_for_timestamp(
         self, topic: str, partition: int, timestamp_ms: int

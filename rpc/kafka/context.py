@@ -20,6 +20,7 @@ from twinlog.engine.groups.group_calls import (
     GroupMemberRef,
     OffsetAndMetadata,
 )
+from twinlog.engine.log.leader_epochs import EpochEnd
 from twinlog.rpc.kafka.access import ConnectionState
 from twinlog.rpc.kafka.cluster import KafkaCluster
 from twinlog.rpc.kafka.error_codes import code_of
@@ -53,6 +54,16 @@ class KafkaBroker(BrokerApi, Protocol):
     ) -> tuple[int, int] | None: ...
 
     def record_with_max_timestamp(self, topic: str, partition: int) -> tuple[int, int] | None: ...
+
+    def client_leader_epoch(
+        self, topic: str, partition: int, current_leader_epoch: int = -1
+    ) -> int: ...
+
+    def epoch_of_offset(self, topic: str, partition: int, offset: int) -> int: ...
+
+    def end_offset_for_leader_epoch(
+        self, topic: str, partition: int, leader_epoch: int, current_leader_epoch: int = -1
+    ) -> EpochEnd: ...
 
     def log_dir_usage(self) -> tuple[str, list[tuple[TopicPartition, int]]]: ...
 

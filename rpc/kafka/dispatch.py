@@ -64,6 +64,7 @@ from kafka.protocol.consumer import (
     OffsetCommitRequest,
     OffsetDeleteRequest,
     OffsetFetchRequest,
+    OffsetForLeaderEpochRequest,
     SyncGroupRequest,
 )
 from kafka.protocol.metadata import ApiVersionsRequest, FindCoordinatorRequest, MetadataRequest
@@ -107,6 +108,7 @@ from twinlog.rpc.kafka.list_offsets import handle_list_offsets
 from twinlog.rpc.kafka.list_transactions import handle_list_transactions
 from twinlog.rpc.kafka.metadata import handle_metadata
 from twinlog.rpc.kafka.offset_delete import handle_offset_delete
+from twinlog.rpc.kafka.offset_for_leader_epoch import handle_offset_for_leader_epoch
 from twinlog.rpc.kafka.offsets import handle_offset_commit, handle_offset_fetch
 from twinlog.rpc.kafka.partition_reassignments import (
     handle_alter_partition_reassignments,
@@ -159,6 +161,7 @@ SERVED_APIS: tuple[Api, ...] = (
     Api(MetadataRequest, handle_metadata),
     Api(OffsetCommitRequest, handle_offset_commit),
     Api(OffsetFetchRequest, handle_offset_fetch),
+    Api(OffsetForLeaderEpochRequest, handle_offset_for_leader_epoch),
     Api(FindCoordinatorRequest, handle_find_coordinator),
     Api(JoinGroupRequest, handle_join_group),
     Api(HeartbeatRequest, handle_heartbeat),

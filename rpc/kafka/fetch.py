@@ -15,6 +15,12 @@ slices of ``fetch_wait_slice_ms``, then reads them all again; it holds its own
 connection's thread only, so other connections are served meanwhile, and a shutdown ends
 the wait at the next slice.
 
+From version 9 each partition's ``current_leader_epoch`` (unless -1) is checked against
+the partition's (KIP-320): older is FENCED_LEADER_EPOCH, newer UNKNOWN_LEADER_EPOCH, and
+the client refreshes its metadata and validates its position (OffsetForLeaderEpoch). A
+``last_fetched_epoch`` (v12+) is not compared: the logs hold committed records only,
+which no leader truncates, so a consumer's log never diverges from the leader's.
+
 Fetch sessions (KIP-227) are not kept: every answer says session id 0 ("no session"), so a
 client sends full fetches; an incremental fetch naming a session gets
 FETCH_SESSION_ID_NOT_FOUND and the client starts over with a full one.
@@ -50,6 +56,8 @@ TOPIC_IDS_VERSION = 13  # topics named by id (KIP-516) from this version
 RECORD_BATCH_V2_VERSION = 4  # older versions read message formats v0/v1 only
 NO_READ_REPLICA = -1
 UNKNOWN_OFFSET = -1
+CURRENT_LEADER_EPOCH_VERSION = 9  # each partition names the leader epoch it expects (KIP-320)
+NO_LEADER_EPOCH = -1  # not checked
 
 TopicAnswer = FetchResponse.FetchableTopicResponse
 PartitionAnswer = TopicAnswer.PartitionData
@@ -59,9 +67,15 @@ class _Reading:
     """One pass over the request's partitions, within the answer's byte budget."""
 
     def __init__(
-        self, context: KafkaContext, answer_bytes_max: int, denied: dict[str, int]
+        self,
+        context: KafkaContext,
+        answer_bytes_max: int,
+        denied: dict[str, int],
+        checks_epochs: bool = False,
     ) -> None:
         self.context = context
+        # each partition's current_leader_epoch is checked (v9+; -1 is not)
+        self.checks_epochs = checks_epochs
         self.denied = denied  # topic -> TOPIC_AUTHORIZATION_FAILED, checked once per request
         self.remaining_bytes = answer_bytes_max
         self.total_bytes = 0
@@ -103,6 +117,10 @@ class _Reading:
             else:
                 limit = 1  # the first batch goes whole, whatever the limits
         try:
+            if self.checks_epochs and request.current_leader_epoch != NO_LEADER_EPOCH:
+                self.context.broker.client_leader_epoch(
+                    topic, partition, request.current_leader_epoch
+                )
             if limit == 0:
                 result = self.context.broker.fetch(topic, partition, offset, max_bytes=1)
                 records = b""
@@ -180,7 +198,9 @@ def handle_fetch(request: FetchRequest, version: int, context: KafkaContext) -> 
         if code:
             denied[topic] = code
     while True:
-        reading = _Reading(context, answer_bytes_max, denied)
+        reading = _Reading(
+            context, answer_bytes_max, denied, version >= CURRENT_LEADER_EPOCH_VERSION
+        )
         reading.read(request, names)
         remaining_s = deadline - time.monotonic()
         # As Kafka: a fetch of no partitions, or one with an error to tell, is answered now.

@@ -11,6 +11,11 @@ Version 0 (Kafka before 0.10.1) answers a list of offsets (``old_style_offsets``
 later versions answer one: the same offset, alone (none when no record is found, or when
 ``max_num_offsets`` is 0). Kafka's v0 listed its segments' base offsets before a timestamp;
 twinlog has no such segments to show, and answers the offset v1 answers.
+
+From version 4 the answer carries a leader epoch: the leader's own for LATEST (as Kafka's),
+else the epoch that wrote the record found (-1 when none is found); and each partition's
+``current_leader_epoch``, unless -1, is checked: older than the partition's is
+FENCED_LEADER_EPOCH, newer UNKNOWN_LEADER_EPOCH.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from kafka.protocol.consumer import ListOffsetsRequest, ListOffsetsResponse
 
 from twinlog.engine.base.errors import TwinlogError
 from twinlog.rpc.kafka.access import authorize
-from twinlog.rpc.kafka.context import LEADER_EPOCH, KafkaContext
+from twinlog.rpc.kafka.context import KafkaContext
 from twinlog.rpc.kafka.error_codes import INVALID_REQUEST, NONE
 from twinlog.rpc.policy.auth import Operation
 
@@ -32,6 +37,7 @@ EARLIEST_LOCAL_TIMESTAMP = -4
 NOT_FOUND = -1
 OLD_STYLE_VERSION = 0  # a list of offsets, not one offset and its timestamp
 NO_LEADER_EPOCH = -1
+CURRENT_LEADER_EPOCH_VERSION = 4  # each partition names the leader epoch it expects (KIP-320)
 
 TopicAnswer = ListOffsetsResponse.ListOffsetsTopicResponse
 PartitionAnswer = TopicAnswer.ListOffsetsPartitionResponse
@@ -47,10 +53,15 @@ def _old_style(answer: Any, wanted: int) -> Any:
     )
 
 
-def _partition(context: KafkaContext, topic: str, partition: int, timestamp: int) -> Any:
+def _partition(
+    context: KafkaContext, topic: str, partition: int, timestamp: int, expected_epoch: int
+) -> Any:
     broker = context.broker
     offset = found_timestamp = NOT_FOUND
+    leader_epoch = NO_LEADER_EPOCH
     try:
+        # the leader only, at the epoch the client expects (when it says one)
+        current_epoch = broker.client_leader_epoch(topic, partition, expected_epoch)
         if timestamp == LATEST_TIMESTAMP:
             offset = broker.list_offset(topic, partition, "latest")
         elif timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
@@ -65,6 +76,10 @@ def _partition(context: KafkaContext, topic: str, partition: int, timestamp: int
                 offset, found_timestamp = found
         else:
             return PartitionAnswer(partition_index=partition, error_code=INVALID_REQUEST)
+        if timestamp == LATEST_TIMESTAMP:  # as Kafka: the leader's epoch
+            leader_epoch = current_epoch
+        elif offset != NOT_FOUND:  # the epoch that wrote the record found
+            leader_epoch = broker.epoch_of_offset(topic, partition, offset)
     except TwinlogError as error:
         code = context.partition_code(error, ListOffsetsRequest.API_KEY, topic, partition)
         return PartitionAnswer(partition_index=partition, error_code=code)
@@ -73,8 +88,7 @@ def _partition(context: KafkaContext, topic: str, partition: int, timestamp: int
         error_code=NONE,
         timestamp=found_timestamp,
         offset=offset,
-        # a cluster's leader epoch is in Metadata; this answer does not repeat it
-        leader_epoch=LEADER_EPOCH if context.cluster is None else NO_LEADER_EPOCH,
+        leader_epoch=leader_epoch,
     )
 
 
@@ -89,7 +103,13 @@ def handle_list_offsets(
         partitions = [
             PartitionAnswer(partition_index=item.partition_index, error_code=denied)
             if denied
-            else _partition(context, topic.name, item.partition_index, item.timestamp)
+            else _partition(
+                context,
+                topic.name,
+                item.partition_index,
+                item.timestamp,
+                item.current_leader_epoch if version >= CURRENT_LEADER_EPOCH_VERSION else -1,
+            )
             for item in topic.partitions
         ]
         if version == OLD_STYLE_VERSION:

@@ -7,11 +7,12 @@ A partition without a live leader is answered LEADER_NOT_AVAILABLE (leader -1), 
 a broker without a Kafka listener LISTENER_NOT_FOUND; replicas not registered are listed
 offline. Clients retry those and refresh their metadata.
 
-A cluster's leader epochs are answered -1 (unknown): a client that knows an epoch checks
-its position at each new leader with OffsetForLeaderEpoch (KIP-320), which the listener
-does not serve, and sends it in Fetch for a check the listener does not make. Nothing is
-lost by it: the logs hold committed records only (below the high watermark), which a new
-leader never truncates, so a consumer's position is valid at every leader.
+Each partition's leader epoch is answered as it is: a single node's is its log's (0
+unless its data came from a cluster), a cluster's the partition state's in ZooKeeper. A
+client that sees a newer epoch than its position's checks the position at the new leader
+with OffsetForLeaderEpoch (KIP-320, ``offset_for_leader_epoch``) before fetching again, and
+sends the epoch it knows in Fetch and ListOffsets, which check it (FENCED_LEADER_EPOCH,
+UNKNOWN_LEADER_EPOCH).
 
 A topic the request names that does not exist is created when the request allows it
 (``allow_auto_topic_creation``: a producer's, and any request before version 4, as Kafka
@@ -60,8 +61,6 @@ Topic = MetadataResponse.MetadataResponseTopic
 Partition = Topic.MetadataResponsePartition
 Broker = MetadataResponse.MetadataResponseBroker
 NO_TOPIC_ID = uuid.UUID(int=0)
-# Leader epochs are not told to Kafka clients (see the module's doc)
-NO_LEADER_EPOCH = -1
 # The cluster's partition states, or the refusal of reading them (ZooKeeper away)
 ClusterRead = ClusterMetadata | TwinlogError
 
@@ -109,12 +108,16 @@ def visible(context: KafkaContext, name: str) -> bool:
     )
 
 
-def _single_node_partition(partition: int) -> Any:
+def _single_node_partition(context: KafkaContext, topic: str, partition: int) -> Any:
+    try:
+        leader_epoch = context.broker.client_leader_epoch(topic, partition)
+    except TwinlogError:  # deleted meanwhile: the next request says so
+        leader_epoch = LEADER_EPOCH
     return Partition(
         error_code=NONE,
         partition_index=partition,
         leader_id=NODE_ID,
-        leader_epoch=LEADER_EPOCH,
+        leader_epoch=leader_epoch,
         replica_nodes=[NODE_ID],
         isr_nodes=[NODE_ID],
         offline_replicas=[],
@@ -143,7 +146,7 @@ def _cluster_partition(cluster: ClusterMetadata, topic: str, partition: int) -> 
         error_code=error_code,
         partition_index=partition,
         leader_id=leader_id,
-        leader_epoch=NO_LEADER_EPOCH,
+        leader_epoch=found.leader_epoch,
         replica_nodes=list(found.replicas),
         isr_nodes=list(found.isr),
         offline_replicas=[item for item in found.replicas if cluster.broker(item) is None],
@@ -174,7 +177,7 @@ def _auto_created(context: KafkaContext, name: str) -> Any:
         return _error(code_of(error), name)
     if context.cluster is not None:  # the controller gives its partitions leaders
         return _error(LEADER_NOT_AVAILABLE, name)
-    return _described(name, description, None)
+    return _described(context, name, description, None)
 
 
 def _topic(
@@ -194,7 +197,7 @@ def _topic(
         return _error(INVALID_TOPIC_EXCEPTION, name)
     except TwinlogError as error:
         return _error(code_of(error), name)
-    return _described(name, description, cluster)
+    return _described(context, name, description, cluster)
 
 
 def _missing_code(name: str) -> int:
@@ -206,9 +209,13 @@ def _missing_code(name: str) -> int:
     return UNKNOWN_TOPIC_OR_PARTITION
 
 
-def _described(name: str, description: TopicDescription, cluster: ClusterRead | None) -> Any:
+def _described(
+    context: KafkaContext, name: str, description: TopicDescription, cluster: ClusterRead | None
+) -> Any:
     if cluster is None:
-        partitions = [_single_node_partition(item.partition) for item in description.partitions]
+        partitions = [
+            _single_node_partition(context, name, item.partition) for item in description.partitions
+        ]
     else:
         assert isinstance(cluster, ClusterMetadata)
         partitions = [

@@ -44,6 +44,7 @@ RELEASE_VERSIONS: dict[int, tuple[int, int]] = {
     20: (0, 6),  # DeleteTopics
     21: (0, 2),  # DeleteRecords
     22: (0, 5),  # InitProducerId
+    23: (0, 4),  # OffsetForLeaderEpoch
     24: (0, 5),  # AddPartitionsToTxn
     25: (0, 4),  # AddOffsetsToTxn
     26: (0, 4),  # EndTxn

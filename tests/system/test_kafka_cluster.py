@@ -119,7 +119,7 @@ def test_metadata_names_every_broker_and_each_partitions_leader(cluster: LocalCl
             state = states[item["partition_index"]]
             assert item["error_code"] == 0
             assert item["leader_id"] == state.leader
-            assert item["leader_epoch"] == -1  # not told (docs/kafka-protocol.md)
+            assert item["leader_epoch"] == state.leader_epoch
             assert sorted(item["replica_nodes"]) == [1, 2, 3]
             assert sorted(item["isr_nodes"]) == [1, 2, 3]
 

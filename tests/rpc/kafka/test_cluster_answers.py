@@ -146,7 +146,7 @@ def test_metadata_names_the_cluster(raw: Any) -> None:
     assert found[0].replica_nodes == [ME, OTHER, NO_LISTENER]
     assert found[0].isr_nodes == [ME, OTHER]
     assert found[0].offline_replicas == []
-    assert found[0].leader_epoch == -1  # not told (docs/kafka-protocol.md)
+    assert found[0].leader_epoch == 3  # the partition state's
 
 
 def _produce(raw: Any, partition: int) -> int:
