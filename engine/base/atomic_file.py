@@ -33,17 +33,21 @@ def fsync_directory(directory: str | os.PathLike[str]) -> None:
         os.close(descriptor)
 
 
-def replace_file(path: str | os.PathLike[str], contents: bytes, durable: bool = True) -> None:
+def replace_file(
+    path: str | os.PathLike[str], contents: bytes, durable: bool = True, mode: int = 0o644
+) -> None:
     """Write ``contents`` to ``path`` so that a crash leaves the old or the new file whole.
 
     ``durable=False`` skips both fsyncs: readers still see the old file or the new
     one, never a mix, and a killed process leaves the new one; only a power loss
     may bring back the old one (for marks that live as long as the page cache).
+    ``mode``: the new file's, from its creation (0o600 for a secret's file: it is never
+    readable by others, not even for a moment).
     """
     target = Path(path)
     temporary = target.with_name(f".{target.name}.tmp")
     try:
-        _write_synced(temporary, contents, durable)
+        _write_synced(temporary, contents, durable, mode)
     except OSError as error:
         # Unbuffered writes and a close of our own: a buffered file's close would write
         # again and raise a second ENOSPC over the first.
@@ -60,8 +64,11 @@ def replace_file(path: str | os.PathLike[str], contents: bytes, durable: bool = 
         fsync_directory(target.parent)
 
 
-def _write_synced(path: Path, contents: bytes, durable: bool) -> None:
-    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+def _write_synced(path: Path, contents: bytes, durable: bool, mode: int = 0o644) -> None:
+    if mode != 0o644:  # a leftover temporary would keep its wider mode through O_CREAT
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
     try:
         failpoints.hit("file.before_write")
         view = memoryview(contents)

@@ -177,8 +177,7 @@ class FileScramStore:
             },
         }
         contents = json.dumps(document, indent=1, sort_keys=True).encode()
-        replace_file(self.path, with_checksum(contents))
-        os.chmod(self.path, FILE_MODE)
+        replace_file(self.path, with_checksum(contents), mode=FILE_MODE)
         self._users = users
         self._seen = self._stat()
 

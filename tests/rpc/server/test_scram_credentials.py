@@ -7,8 +7,11 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import os
 import stat
 from pathlib import Path
+from typing import Any
+from unittest import mock
 
 import pytest
 
@@ -128,3 +131,27 @@ def test_the_store_keeps_keys_not_passwords(tmp_path: Path) -> None:
     assert other.delete("alice", SCRAM_SHA_512) and not other.delete("alice", SCRAM_SHA_512)
     assert store.credential("alice", SCRAM_SHA_512) is None
     assert store.mechanisms() == {"alice": [(SCRAM_SHA_256, 8192)]}
+
+
+def test_the_credentials_file_is_never_readable_by_others(tmp_path: Path) -> None:
+    """Created 0600 (not chmod-ed after a rename): a reader racing the write never finds
+    it open to others, and a leftover temporary of wider mode is not reused."""
+    from twinlog.rpc.policy.scram import SCRAM_SHA_256, ScramCredential
+    from twinlog.rpc.policy.scram_store import FILE_NAME
+
+    leftover = tmp_path / f".{FILE_NAME}.tmp"
+    leftover.write_bytes(b"")
+    leftover.chmod(0o644)
+    created: list[int] = []
+    real_open = os.open
+
+    def watching_open(path: Any, flags: int, mode: int = 0o777, *args: Any) -> int:
+        if str(path).endswith(".tmp"):
+            created.append(mode)
+        return real_open(path, flags, mode, *args)
+
+    store = FileScramStore(tmp_path / FILE_NAME)
+    with mock.patch("os.open", watching_open):
+        store.set("carol", ScramCredential.from_password(SCRAM_SHA_256, "pw", 4096))
+    assert created == [0o600]
+    assert ((tmp_path / FILE_NAME).stat().st_mode & 0o777) == 0o600
