@@ -109,6 +109,7 @@ from twinlog.engine.records.batch_format import (
     validate_batch,
 )
 from twinlog.engine.records.decompression_budget import DecompressionBudget
+from twinlog.engine.replication.divergence import diverging_epoch
 from twinlog.engine.replication.fetch_calls import (
     FetchedPartition,
     ReplicaFetch,
@@ -778,6 +779,24 @@ class Broker(BrokerLifecycle):
         if found.epoch == NO_EPOCH:
             return found
         return EpochEnd(found.epoch, min(found.end_offset, readable_end))
+
+    def consumer_divergence(
+        self, topic: str, partition: int, fetch_offset: int, last_fetched_epoch: int
+    ) -> EpochEnd | None:
+        """A consumer's fetch at ``fetch_offset`` whose last batch had ``last_fetched_epoch``
+        (Fetch v12+): None when its log is a prefix of the leader's, else where the
+        leader's log ends for that epoch (Kafka's diverging epoch, as a follower is
+        answered: ``diverging_epoch``). A log of committed records, which no leader
+        truncates, never parts from a consumer's that way."""
+        target = self.partition(TopicPartition(topic, partition))
+        log = target.log
+        return diverging_epoch(
+            log.epochs,
+            log.log_start_offset,
+            log.log_end_offset,
+            fetch_offset,
+            last_fetched_epoch,
+        )
 
     def record_for_timestamp(
         self, topic: str, partition: int, timestamp_ms: int

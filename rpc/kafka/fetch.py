@@ -18,8 +18,12 @@ the wait at the next slice.
 From version 9 each partition's ``current_leader_epoch`` (unless -1) is checked against
 the partition's (KIP-320): older is FENCED_LEADER_EPOCH, newer UNKNOWN_LEADER_EPOCH, and
 the client refreshes its metadata and validates its position (OffsetForLeaderEpoch). A
-``last_fetched_epoch`` (v12+) is not compared: the logs hold committed records only,
-which no leader truncates, so a consumer's log never diverges from the leader's.
+``last_fetched_epoch`` (v12+) is compared with the log's epochs as a follower's is
+(``diverging_epoch``): where the client's epoch ends earlier in the leader's log than its
+fetch offset, or the leader never had that epoch, the partition is answered without
+records and with the diverging epoch and its end, and the client validates its position.
+The logs hold committed records only, which no leader truncates, so a consumer reading
+them never sees it; a client sending an epoch of another log does.
 
 Fetch sessions (KIP-227) are not kept: every answer says session id 0 ("no session"), so a
 client sends full fetches; an incremental fetch naming a session gets
@@ -58,6 +62,7 @@ NO_READ_REPLICA = -1
 UNKNOWN_OFFSET = -1
 CURRENT_LEADER_EPOCH_VERSION = 9  # each partition names the leader epoch it expects (KIP-320)
 NO_LEADER_EPOCH = -1  # not checked
+DIVERGING_EPOCH_VERSION = 12  # last_fetched_epoch compared (KIP-595's diverging epoch)
 
 TopicAnswer = FetchResponse.FetchableTopicResponse
 PartitionAnswer = TopicAnswer.PartitionData
@@ -72,10 +77,13 @@ class _Reading:
         answer_bytes_max: int,
         denied: dict[str, int],
         checks_epochs: bool = False,
+        diverges: bool = False,
     ) -> None:
         self.context = context
         # each partition's current_leader_epoch is checked (v9+; -1 is not)
         self.checks_epochs = checks_epochs
+        # and its last_fetched_epoch compared with the log's epochs (v12+)
+        self.diverges = diverges
         self.denied = denied  # topic -> TOPIC_AUTHORIZATION_FAILED, checked once per request
         self.remaining_bytes = answer_bytes_max
         self.total_bytes = 0
@@ -94,6 +102,26 @@ class _Reading:
             )
             for topic, name in zip(request.topics, names, strict=True)
         ]
+
+    def _diverging(self, topic: str, partition: int, diverging: Any) -> Any:
+        """No records: the client's log parts from ours where ``diverging`` says (it
+        validates its position with OffsetForLeaderEpoch, then fetches again)."""
+        broker = self.context.broker
+        high_watermark = broker.list_offset(topic, partition, "latest")
+        self.errors += 1  # answered now, no wait
+        return PartitionAnswer(
+            partition_index=partition,
+            error_code=NONE,
+            high_watermark=high_watermark,
+            last_stable_offset=high_watermark,
+            log_start_offset=broker.list_offset(topic, partition, "earliest"),
+            diverging_epoch=PartitionAnswer.EpochEndOffset(
+                epoch=diverging.epoch, end_offset=diverging.end_offset
+            ),
+            preferred_read_replica=NO_READ_REPLICA,
+            aborted_transactions=[],
+            records=b"",
+        )
 
     def partition(self, topic: str | None, request: Any) -> Any:
         partition = request.partition
@@ -121,6 +149,12 @@ class _Reading:
                 self.context.broker.client_leader_epoch(
                     topic, partition, request.current_leader_epoch
                 )
+            if self.diverges and request.last_fetched_epoch != NO_LEADER_EPOCH:
+                diverging = self.context.broker.consumer_divergence(
+                    topic, partition, offset, request.last_fetched_epoch
+                )
+                if diverging is not None:
+                    return self._diverging(topic, partition, diverging)
             if limit == 0:
                 result = self.context.broker.fetch(topic, partition, offset, max_bytes=1)
                 records = b""
@@ -199,7 +233,11 @@ def handle_fetch(request: FetchRequest, version: int, context: KafkaContext) -> 
             denied[topic] = code
     while True:
         reading = _Reading(
-            context, answer_bytes_max, denied, version >= CURRENT_LEADER_EPOCH_VERSION
+            context,
+            answer_bytes_max,
+            denied,
+            version >= CURRENT_LEADER_EPOCH_VERSION,
+            version >= DIVERGING_EPOCH_VERSION,
         )
         reading.read(request, names)
         remaining_s = deadline - time.monotonic()

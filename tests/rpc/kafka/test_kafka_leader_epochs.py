@@ -102,13 +102,13 @@ def test_epochs_are_told_checked_and_answered_per_partition(raw: Any, kafka_serv
     assert {item[1] for item in refused} == {CLUSTER_AUTHORIZATION_FAILED}
 
     # Fetch v9+ checks current_leader_epoch (-1 is not checked)
-    def fetch(current: int) -> Any:
+    def fetch(current: int, offset: int = 0, last_fetched_epoch: int = -1) -> Any:
         Topic = FetchRequest.FetchTopic
         part = Topic.FetchPartition(
             partition=0,
             current_leader_epoch=current,
-            fetch_offset=0,
-            last_fetched_epoch=-1,
+            fetch_offset=offset,
+            last_fetched_epoch=last_fetched_epoch,
             log_start_offset=-1,
             partition_max_bytes=1 << 20,
         )
@@ -131,6 +131,17 @@ def test_epochs_are_told_checked_and_answered_per_partition(raw: Any, kafka_serv
     assert fetch(3).error_code == UNKNOWN_LEADER_EPOCH
     assert fetch(2).error_code == NONE and fetch(2).records
     assert fetch(-1).error_code == NONE
+    # v12+: a last fetched epoch the log never had at that offset is answered where the
+    # log's epoch below it ends (epoch 1 was never held: epoch 0 ends at 3), no records
+    diverged = fetch(2, offset=5, last_fetched_epoch=1)
+    assert diverged.error_code == NONE and not diverged.records
+    assert (diverged.diverging_epoch.epoch, diverged.diverging_epoch.end_offset) == (0, 3)
+    assert diverged.high_watermark == 5
+    for offset, epoch in ((3, 0), (5, 2), (4, 2)):  # a prefix of the log: records or none
+        same = fetch(2, offset=offset, last_fetched_epoch=epoch)
+        assert same.error_code == NONE, (offset, epoch)
+        assert same.diverging_epoch is None, (offset, epoch)  # a tagged field, left out
+    assert fetch(2, offset=3, last_fetched_epoch=0).records
 
     # ListOffsets v4+: checked too, and the epoch of what it finds
     def list_offset(timestamp: int, current: int) -> tuple[int, int, int]:
