@@ -43,7 +43,11 @@ def auto_creation(
                 f"(auto.create.topics.enable) needs CREATE on it: {error}"
             ) from None
         with audited(
-            "topic.create", principal=principal.name, topic=name, auto_created="true", **audit_fields
+            "topic.create",
+            principal=principal.name,
+            topic=name,
+            auto_created="true",
+            **audit_fields,
         ):
             yield
 
