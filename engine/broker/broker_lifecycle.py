@@ -212,12 +212,20 @@ class BrokerLifecycle:
         # 4. group offsets: each offsets partition's folded in as this broker comes to
         # lead it (group_coordinators)
         self.group_offsets = GroupOffsets(offsets_partitions)
+        # Set while this broker knows every partition's role. On one node at once (its sole
+        # member leads everything below); a served cluster broker clears it before its
+        # doors open and its cluster member sets it again after its first full read of
+        # ZooKeeper (in-process brokers, given their roles by hand, keep it set). While it
+        # is clear, "not the coordinator" is not known yet (CoordinatorManager.at).
+        self.roles_known = threading.Event()
+        self.roles_known.set()
         self.group_coordinators = GroupCoordinators(
             self.group_offsets,
             self.partition_manager,
             self.journal,
             lambda partition_index: self.consumer_groups.drop_partition(partition_index),
             self.scheduler.is_stopping,
+            self.roles_known.is_set,
         )
         self.offset_fence = GroupOffsetFence(
             self.group_offsets, LocalCoordinators(host).settle_offsets_holder
@@ -245,6 +253,7 @@ class BrokerLifecycle:
             self.transaction_timings,
             self.partition_manager,
             self.scheduler.is_stopping,
+            self.roles_known.is_set,
         )
         # 6. roles: on one node its sole member leads everything now, and the open waits
         # until every coordinator has loaded; a cluster broker waits for its ZooKeeper

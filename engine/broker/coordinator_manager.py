@@ -76,10 +76,13 @@ class CoordinatorManager:
         timings: TransactionTimings,
         partitions: PartitionManager,
         is_stopping: Callable[[], bool],
+        roles_known: Callable[[], bool] = lambda: True,
     ) -> None:
         """Called once by the broker's start-up (step 5). ``coordinator_ids``: a cluster
         broker's source of ids for each coordinator it loads (a fresh block, so ids stay
-        increasing per coordinator across brokers); default ``ids``."""
+        increasing per coordinator across brokers); default ``ids``. ``roles_known()``:
+        this broker has been told every partition's role (a cluster broker just started
+        has not: it may yet be told to lead a journal partition)."""
         self._data_dir = data_dir
         self._metadata = metadata
         self._ids = ids
@@ -88,6 +91,7 @@ class CoordinatorManager:
         self._offset_fence = offset_fence
         self._timings = timings
         self._partitions = partitions
+        self._roles_known = roles_known
         self.slots = CoordinatorSlots(
             self._metadata.journal_partitions, self._load, self._unload, is_stopping
         )
@@ -176,8 +180,18 @@ class CoordinatorManager:
 
     def at(self, journal_partition: int) -> Coordinator:
         """Coordinator N: NotCoordinatorError / CoordinatorLoadInProgressError on a cluster
-        broker that does not lead (or is loading) ``__txn_journal-N``."""
-        return self.slots.get(journal_partition)
+        broker that does not lead (or is loading) ``__txn_journal-N``; the latter too while
+        a broker just started has not yet been told its roles (ZooKeeper may still name it
+        the coordinator: clients retry it, not look elsewhere)."""
+        try:
+            return self.slots.get(journal_partition)
+        except NotCoordinatorError:
+            if self._roles_known():
+                raise
+        raise CoordinatorLoadInProgressError(
+            f"this broker has just started and has not yet been told whether it leads "
+            f"partition {journal_partition} of the transaction journal; retry shortly"
+        )
 
     def for_id(self, identifier: int) -> Coordinator:
         """The coordinator of a producer id or a transaction id (their low bits name it)."""

@@ -152,8 +152,12 @@ class PartitionRoles:
         *,
         on_lost: Callable[[], None] | None = None,
         full_read_interval_s: float = FULL_READ_INTERVAL_S,
+        on_first_read: Callable[[], None] | None = None,
     ) -> None:
+        """``on_first_read()``: called once, when the first full read has handed every
+        partition's state over (the broker knows all its roles from then on)."""
         self.session = session
+        self._on_first_read = on_first_read
         self.broker_id = broker_id
         self.on_change = on_change
         self.full_read_interval_s = full_read_interval_s
@@ -236,6 +240,9 @@ class PartitionRoles:
                 if full:
                     due = time.monotonic() + self.full_read_interval_s
                     self._read_all()
+                    if self._on_first_read is not None:
+                        first_read, self._on_first_read = self._on_first_read, None
+                        first_read()
                 # Even after a full read: it reads this broker's partitions only, and the
                 # watch of another broker's that fired is set again only by its own read
                 # (dropped, a reassignment naming this broker would never be seen).

@@ -162,7 +162,13 @@ class ClusterMember:
         self.fetchers = ReplicaFetchers(broker, self._address_of, tls=tls)
         self._join_coordination()
         broker.membership = self  # what gives the broker's partitions their roles
-        self.roles = PartitionRoles(session, self.broker_id, self._take_role, on_lost=on_lost)
+        self.roles = PartitionRoles(
+            session,
+            self.broker_id,
+            self._take_role,
+            on_lost=on_lost,
+            on_first_read=broker.roles_known.set,
+        )
         settings = broker.config
         self.controller = Controller(
             session,

@@ -431,6 +431,11 @@ def serve(
                 lambda: on_signal(signal.SIGTERM, None),  # as a service manager's stop
             )
             server = RpcServer(broker, config, metadata_source, door, shutdown)
+            if cluster is not None:
+                # Served before it has rejoined (a broker restarted at once waits out its
+                # old session): until it is told its roles, "not the coordinator" is
+                # "loading" (retry here), since ZooKeeper may still name it.
+                cast(Any, broker).roles_known.clear()
             server.start()
             if open_beside is not None:
                 served = None

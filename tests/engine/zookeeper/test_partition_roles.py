@@ -68,9 +68,17 @@ def test_roles_are_delivered_in_version_order_on_their_own_thread(
     def on_change(topic: str, partition: int, state: PartitionState) -> None:
         delivered.append((topic, partition, state.version, threading.current_thread().name))
 
+    first_reads: list[int] = []
     with FakeBrokers(zk_connect) as brokers:
         controller, by_id, store = start_cluster(brokers, tmp_path / "data", (1, 2))
-        with PartitionRoles(by_id[1].session, 1, on_change, full_read_interval_s=1.0) as roles:
+        with PartitionRoles(
+            by_id[1].session,
+            1,
+            on_change,
+            full_read_interval_s=1.0,
+            on_first_read=lambda: first_reads.append(len(delivered)),
+        ) as roles:
+            wait_until(lambda: first_reads, what="the first full read")
             store.add_topic("t", 2, {}, replication_factor=2)
             store.add_topic("other", 1, {})  # factor 1: one of the two brokers only
             states = wait_until(lambda: created(controller.session, "t", 2))
@@ -87,6 +95,7 @@ def test_roles_are_delivered_in_version_order_on_their_own_thread(
             if 1 in other.replicas:
                 wait_until(lambda: ("other", 0) in roles.states(), what="other-0 delivered")
         versions = [v for topic, partition, v, _ in delivered if (topic, partition) == ("t", 0)]
+        assert len(first_reads) == 1, "the first full read is told of once, not each one"
         assert versions == sorted(set(versions)), "in order, never twice"
         assert versions[0] == 0 and versions[-1] == current.version == 3
         assert {name for *_, name in delivered} == {"twinlog-partition-roles-1"}
