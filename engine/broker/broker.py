@@ -39,6 +39,7 @@ from typing import Any
 from twinlog.engine.base.errors import (
     InvalidConfigError,
     LogClosedError,
+    NotCoordinatorError,
     NotEnoughResourcesError,
     OffsetMetadataTooLargeError,
     TwinlogError,
@@ -175,6 +176,9 @@ class Broker(BrokerLifecycle):
         self._given_metadata = metadata  # None: the local files, opened by _start
         self._given_ids = ids
         self._closed = False
+        # False from the start of a controlled shutdown: this broker's coordinators begin no
+        # new transaction (``stop_beginning_transactions``).
+        self._begins_taken = True
         self._admin_lock = threading.RLock()
         self.scheduler = Scheduler()
         self._decompression_budget = DecompressionBudget(config.decompressed_bytes_in_flight_max)
@@ -489,10 +493,24 @@ class Broker(BrokerLifecycle):
         self._check_open()
         self.coordinator_manager.for_id(request.transaction_id).register_partition(request)
 
+    def stop_beginning_transactions(self) -> None:
+        """A controlled shutdown begins: from now on this broker's coordinators begin no
+        new transaction (NotCoordinatorError: the client finds the coordinator again once
+        the leaderships have moved); those open go on. A BEGIN is answered before it is
+        replicated (``coordinator``: "Two answers promise nothing durable"), and one taken
+        while the leaderships move is lost with the old leader's unreplicated tail, so the
+        producer's first send would find its transaction unknown at the new coordinator."""
+        self._begins_taken = False
+
     def begin_transaction(
         self, producer_id: int, producer_generation: int, request_id: int = 0
     ) -> int:
         self._check_open()
+        if not self._begins_taken:
+            raise NotCoordinatorError(
+                "this broker is shutting down (a controlled shutdown moves its coordinators "
+                "away) and begins no new transaction; find the coordinator again and retry"
+            )
         open_count = self.coordinator_manager.in_flight_count()
         if open_count >= self.config.open_transactions_max:
             raise NotEnoughResourcesError(

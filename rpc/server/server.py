@@ -497,6 +497,7 @@ def serve(
                 signal.signal(number, lambda *_: server.stop(0))
             if member is not None:
                 log.info("moving leaderships away (controlled shutdown)")
+                cast(Any, broker).stop_beginning_transactions()
                 member.close()
                 member = None
             if beside is not None:
