@@ -483,8 +483,11 @@ def test_columns_refuse_exactly_what_the_engine_refuses(
             decode()
             refused.append(False)
         except CorruptBatchError as error:
-            assert re.search(r"\brecord \d+\b", str(error)), error
-            assert re.search(r"\bbyte \d+\b", str(error)), error
+            # A compressed section that does not decompress is refused whole, before any
+            # record: its message names the codec; a record's refusal names where it is.
+            if not (header.codec and str(error).split()[0] in CODEC_BY_NAME):
+                assert re.search(r"\brecord \d+\b", str(error)), error
+                assert re.search(r"\bbyte \d+\b", str(error)), error
             refused.append(True)
     assert refused in ([True] * 3, [False] * 3)
     if refused[0]:
