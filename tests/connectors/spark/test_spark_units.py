@@ -485,7 +485,7 @@ def test_columns_refuse_exactly_what_the_engine_refuses(
         except CorruptBatchError as error:
             # A compressed section that does not decompress is refused whole, before any
             # record: its message names the codec; a record's refusal names where it is.
-            if not (header.codec and str(error).split()[0] in CODEC_BY_NAME):
+            if not (header.codec and re.search(r"\b(gzip|snappy|lz4|zstd)\b", str(error))):
                 assert re.search(r"\brecord \d+\b", str(error)), error
                 assert re.search(r"\bbyte \d+\b", str(error)), error
             refused.append(True)
