@@ -345,7 +345,12 @@ class DataLog:
         """
 
         def write(view: memoryview) -> None:
-            header = self._check_batch(view, validate=True)
+            # A follower copies what its leader holds whatever its own batch limit says
+            # (Kafka's appendAsFollower ignores the record size): a topic's
+            # max.message.bytes, changed live, reaches the replicas one by one, and a
+            # follower that learnt a lower limit later than its leader took a batch would
+            # refuse it forever, holding every acks=all write behind it.
+            header = self._check_batch(view, validate=True, size_checked=False)
             next_offset = self._segment_list.next_offset
             if header.base_offset != next_offset:
                 raise CorruptBatchError(
@@ -422,8 +427,11 @@ class DataLog:
         ]
         return self._segment_list.append(pieces, header)
 
-    def _check_batch(self, view: memoryview, validate: bool) -> BatchHeader:
-        self._check_size(len(view))
+    def _check_batch(
+        self, view: memoryview, validate: bool, size_checked: bool = True
+    ) -> BatchHeader:
+        if size_checked:
+            self._check_size(len(view))
         header = validate_batch(view) if validate else read_header(view)
         if header.size_bytes != len(view):
             raise CorruptBatchError(

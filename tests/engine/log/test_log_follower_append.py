@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from log_support import make_batch, read_all, segment_files
 
-from twinlog.engine.base.errors import CorruptBatchError
+from twinlog.engine.base.errors import BatchTooLargeError, CorruptBatchError
 from twinlog.engine.log import DataLog, LogConfig
 from twinlog.engine.records.batch_reader import split_batches
 
@@ -143,5 +143,23 @@ def test_an_unmarked_follower_append_replaces_no_mark_file(
     assert marks == []
     follower.append_as_follower(split_batches(leader.read(follower.log_end_offset, 300)))
     assert len(marks) == 2  # marked (the default): started, then finished
+    leader.close()
+    follower.close()
+
+
+def test_a_follower_copies_a_batch_over_its_own_limit(tmp_path: Path) -> None:
+    """A topic's max.message.bytes changed live reaches the replicas one by one: a follower
+    that still holds the lower limit copies the leader's larger batch (as Kafka's
+    appendAsFollower ignores the record size) instead of refusing it forever."""
+    leader = DataLog.open(tmp_path / "leader", leader_epoch=1)
+    leader.append_as_leader(make_batch(record_count=40, tag=1))
+    fetched = leader.read(0, 1 << 20)
+    limit = len(fetched) - 1  # below the batch
+    follower = DataLog.open(tmp_path / "follower", LogConfig(batch_bytes_max=limit))
+    with pytest.raises(BatchTooLargeError):
+        follower.append_as_leader(fetched)  # a producer's batch is still held to it
+    follower.become_follower()
+    follower.append_as_follower(split_batches(fetched))
+    assert read_all(follower) == read_all(leader)
     leader.close()
     follower.close()
