@@ -91,9 +91,12 @@ class CoordinatorManager:
         self._offset_fence = offset_fence
         self._timings = timings
         self._partitions = partitions
-        self._roles_known = roles_known
         self.slots = CoordinatorSlots(
-            self._metadata.journal_partitions, self._load, self._unload, is_stopping
+            self._metadata.journal_partitions,
+            self._load,
+            self._unload,
+            is_stopping,
+            roles_known=roles_known,
         )
         # producer id -> the transactional id it was issued for, asked of other brokers'
         # coordinators (never changes once issued; bounded, the oldest dropped first)
@@ -183,15 +186,7 @@ class CoordinatorManager:
         broker that does not lead (or is loading) ``__txn_journal-N``; the latter too while
         a broker just started has not yet been told its roles (ZooKeeper may still name it
         the coordinator: clients retry it, not look elsewhere)."""
-        try:
-            return self.slots.get(journal_partition)
-        except NotCoordinatorError:
-            if self._roles_known():
-                raise
-        raise CoordinatorLoadInProgressError(
-            f"this broker has just started and has not yet been told whether it leads "
-            f"partition {journal_partition} of the transaction journal; retry shortly"
-        )
+        return self.slots.get(journal_partition)
 
     def for_id(self, identifier: int) -> Coordinator:
         """The coordinator of a producer id or a transaction id (their low bits name it)."""

@@ -37,7 +37,6 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from twinlog.engine.base.errors import CoordinatorLoadInProgressError, NotCoordinatorError
 from twinlog.engine.base.types import TopicPartition
 from twinlog.engine.base.units import MEBIBYTE
 from twinlog.engine.broker.group_offsets import OFFSETS_TOPIC, GroupOffsets, pending_offsets
@@ -118,7 +117,6 @@ class GroupCoordinators:
         """Called once by the broker's start-up (step 4). ``drop_members(P)``: forget the
         members of P's groups held in memory (the next coordinator restores them from P).
         ``roles_known()``: as ``CoordinatorManager``'s."""
-        self._roles_known = roles_known
         self._offsets = group_offsets
         self._partitions = partitions
         self._journal = journal
@@ -131,6 +129,7 @@ class GroupCoordinators:
             is_stopping,
             kind="group coordinator",
             topic=OFFSETS_TOPIC,
+            roles_known=roles_known,
         )
 
     def _load(self, partition_index: int, leader_epoch: int) -> LoadedGroups:
@@ -159,16 +158,7 @@ class GroupCoordinators:
         """The offsets partition of ``group_id``, once this broker is its group coordinator:
         NotCoordinatorError or CoordinatorLoadInProgressError (retriable) otherwise."""
         topic_partition = self._offsets.partition_for(group_id)
-        try:
-            self.slots.get(topic_partition.partition)
-        except NotCoordinatorError:
-            if self._roles_known():
-                raise
-            raise CoordinatorLoadInProgressError(
-                f"this broker has just started and has not yet been told whether it leads "
-                f"{topic_partition.topic}-{topic_partition.partition}, the partition of group "
-                f"{group_id!r}; retry shortly"
-            ) from None
+        self.slots.get(topic_partition.partition)
         return self._partitions.get_or_open(topic_partition)
 
     def observe(self, partition: Partition, first_offset: int, next_offset: int) -> None:

@@ -130,12 +130,16 @@ class CoordinatorSlots(Generic[Loaded]):
         is_stopping: Callable[[], bool],
         kind: str = "transaction coordinator",
         topic: str = "the transaction journal",
+        roles_known: Callable[[], bool] = lambda: True,
     ) -> None:
         """``load(partition, epoch)``: the coordinator, loaded and started (raises if it
         cannot be yet); ``unload``: abandon one. ``kind`` and ``topic`` name the slots in
         logs and errors."""
         self.kind = kind
         self.topic = topic
+        # False while a broker just started has not been told its roles: an ABSENT slot
+        # may yet be told to lead, so "not the coordinator" is not known yet.
+        self._roles_known = roles_known
         self._load = load
         self._unload = unload
         self._is_stopping = is_stopping
@@ -256,6 +260,12 @@ class CoordinatorSlots(Generic[Loaded]):
             raise CoordinatorLoadInProgressError(
                 f"{self.kind} {partition} is loading on this broker (leader epoch "
                 f"{state.epoch}: promotion barrier, then reading {self.topic}); retry shortly"
+            )
+        if not self._roles_known():
+            raise CoordinatorLoadInProgressError(
+                f"this broker has just started and has not yet been told whether it is "
+                f"{self.kind} {partition} (whether it leads partition {partition} of "
+                f"{self.topic}); retry shortly"
             )
         raise NotCoordinatorError(
             f"this broker is not {self.kind} {partition} (it does not lead partition "
