@@ -12,59 +12,22 @@ error (status 1) within the same bound.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import sys
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
-from twinlog.engine.base.cluster_metadata import ClusterMetadata, PartitionMetadata
 from twinlog.engine.base.errors import TwinlogError
 from twinlog.rpc.cli.common import connection_options, print_json, print_table
 from twinlog.rpc.client.broker_pool import BrokerPool
 from twinlog.rpc.client.cluster import ClusterBroker
+from twinlog.rpc.client.cluster_report import (
+    ClusterReport,
+    gather,
+    registered_leader,
+    report_of,
+)
 from twinlog.rpc.client.connection_options import ConnectionOptions
 
 UNKNOWN = "?"
-
-
-@dataclass
-class ClusterReport:
-    """The metadata, and what the leaders answered."""
-
-    metadata: ClusterMetadata
-    high_watermarks: dict[tuple[str, int], int] = field(default_factory=dict)
-    unreachable: dict[str, str] = field(default_factory=dict)  # address -> why
-
-    def under_replicated(self) -> list[tuple[str, PartitionMetadata]]:
-        return [
-            (topic.name, item)
-            for topic in self.metadata.topics
-            for item in topic.partitions
-            if item.under_replicated or item.offline
-        ]
-
-
-def gather(
-    metadata: ClusterMetadata,
-    leader_address: Callable[[str, PartitionMetadata], str | None],
-    pool: BrokerPool,
-) -> ClusterReport:
-    """Ask each partition's leader for its high watermark; a leader that fails once is
-    asked nothing more (a dead or paused broker costs one timeout, not one per partition)."""
-    report = ClusterReport(metadata)
-    for topic in metadata.topics:
-        for item in topic.partitions:
-            address = leader_address(topic.name, item)
-            if address is None or address in report.unreachable:
-                continue
-            try:
-                offset = pool.get(address).list_offset(topic.name, item.partition, "latest")
-            except TwinlogError as error:
-                report.unreachable[address] = f"{type(error).__name__}: {error}"
-                continue
-            report.high_watermarks[(topic.name, item.partition)] = offset
-    return report
 
 
 def from_zookeeper(
@@ -94,33 +57,12 @@ def from_zookeeper(
             "cluster_id; is the chroot right (the one given to twinlog serve --zookeeper)?"
         )
     with BrokerPool(options) as pool:
-        return gather(metadata, _registered_leader(metadata), pool)
+        return gather(metadata, registered_leader(metadata), pool)
 
 
 def from_servers(servers: str, options: ConnectionOptions, topics: list[str]) -> ClusterReport:
     with ClusterBroker(servers + ",", options) as cluster:  # "," : a list, even of one
-        snapshot = cluster.metadata.refresh()
-        metadata, answered_by = snapshot.metadata, snapshot.answered_by
-        if topics:
-            chosen = tuple(topic for topic in metadata.topics if topic.name in topics)
-            metadata = dataclasses.replace(metadata, topics=chosen)
-
-        def leader_address(topic: str, item: PartitionMetadata) -> str | None:
-            if metadata.standalone:  # its advertised host may be 0.0.0.0: ask where we asked
-                return answered_by
-            return _registered_leader(metadata)(topic, item)
-
-        return gather(metadata, leader_address, cluster.pool)
-
-
-def _registered_leader(
-    metadata: ClusterMetadata,
-) -> Callable[[str, PartitionMetadata], str | None]:
-    def leader_address(topic: str, item: PartitionMetadata) -> str | None:
-        broker = None if item.offline else metadata.broker(item.leader_id)
-        return None if broker is None else broker.address
-
-    return leader_address
+        return report_of(cluster, topics)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -24,10 +24,10 @@ from twinlog.rpc.cli.common import (
     connection_parser,
     retry_policy,
 )
-from twinlog.rpc.cli.record_encoding import ENCODINGS
 from twinlog.rpc.cli.record_json import record_to_json
 from twinlog.rpc.cli.text_output import KAFKA_PROPERTIES, TextLayout, apply_property
 from twinlog.rpc.client import Admin, Consumer, ConsumerRecord
+from twinlog.rpc.client.record_encoding import ENCODINGS
 
 EXAMPLE = """
 twinlog consume orders --from-beginning --max-messages 10

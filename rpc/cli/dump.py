@@ -44,7 +44,7 @@ from twinlog.engine.records.batch_reader import RecordBatch
 from twinlog.engine.records.compression import CODEC_NAMES
 from twinlog.rpc.cli.arguments import UsageError
 from twinlog.rpc.cli.common import add_command
-from twinlog.rpc.cli.record_encoding import ENCODINGS, encode_bytes
+from twinlog.rpc.client.record_encoding import ENCODINGS, encode_bytes
 
 EXAMPLE = """
 twinlog dump data/orders-0/00000000000000000000.log

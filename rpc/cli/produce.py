@@ -31,9 +31,9 @@ from twinlog.rpc.cli.common import (
 from twinlog.rpc.cli.delivery_report import DeliveryTracker
 from twinlog.rpc.cli.interrupts import EXIT_INTERRUPTED, InterruptFlag
 from twinlog.rpc.cli.produce_input import BadLineError, InputReader
-from twinlog.rpc.cli.record_encoding import ENCODINGS
 from twinlog.rpc.client import Producer
 from twinlog.rpc.client.producer_config import COMPRESSIONS
+from twinlog.rpc.client.record_encoding import ENCODINGS
 
 RECORDS_PER_TXN_DEFAULT = 100
 PENDING_RECORDS_MAX = 10_000  # wait for answers beyond this many (bounds the memory held)

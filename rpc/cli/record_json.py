@@ -19,8 +19,8 @@ import difflib
 import json
 from typing import Any, NamedTuple
 
-from twinlog.rpc.cli.record_encoding import decode_bytes, encode_bytes
 from twinlog.rpc.client import ConsumerRecord
+from twinlog.rpc.client.record_encoding import decode_bytes, encode_bytes
 
 Header = tuple[str, bytes | None]
 INPUT_FIELDS = ("key", "value", "headers", "partition", "timestamp_ms")

@@ -22,8 +22,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from twinlog.rpc.cli.record_encoding import encode_bytes
 from twinlog.rpc.client import ConsumerRecord
+from twinlog.rpc.client.record_encoding import encode_bytes
 
 NO_HEADERS = "NO_HEADERS"
 # twinlog's producers set the timestamp (batch_format: the timestamp-type bit is never set).

@@ -20,9 +20,9 @@ from twinlog.engine.base.cluster_metadata import (
 )
 from twinlog.engine.base.errors import TwinlogError
 from twinlog.rpc.cli import cluster_up
-from twinlog.rpc.cli.cluster_describe import ClusterReport
 from twinlog.rpc.cli.local_zookeeper import free_loopback_port
 from twinlog.rpc.cli.main import main
+from twinlog.rpc.client.cluster_report import ClusterReport
 
 
 def test_describe_needs_exactly_one_source(capsys: pytest.CaptureFixture[str]) -> None:

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from twinlog.rpc.cli.record_encoding import (
+from twinlog.rpc.client.record_encoding import (
     decode_bytes,
     encode_bytes,
     escape_text,
