@@ -20,6 +20,8 @@
     /config/users/<user>         {"version": 1, "config": {key: str}}: a user's settings, as
                                  Kafka keeps them (its SCRAM credentials: ``user_configs``);
                                  <user> is the name escaped as Kafka's Sanitizer does
+    /config/acls                 {"version": 1, "acls": [{...}...]}: the grants made at run
+                                 time (``acl_znode``), watched by every broker
 
 ``cluster_id`` and ``journal_partitions`` share one znode so that a cluster is created
 by one write: there is never a cluster with an id but no partition count. Every value
@@ -48,6 +50,7 @@ PREFERRED_ELECTION = "/admin/preferred_replica_election"
 REASSIGN_PARTITIONS = "/admin/reassign_partitions"  # Kafka's path for the same
 CONFIG = "/config"
 USER_CONFIGS = "/config/users"  # Kafka's path for the same
+ACLS = "/config/acls"
 # The names a twinlog cluster may have directly below its chroot: anything else there is
 # another application's, and a broker refuses to join (``join_check``). Every path
 # above must start with one of these.

@@ -390,7 +390,7 @@ def kafka_listener_opener(
             port,
             settings,
             advertised_host=advertised_host if host in WILDCARD_HOSTS else None,
-            guard=guard_of(config),
+            guard=guard_of(config, broker),
             tls=tls,
             cluster=cluster,
             metrics=metrics,

@@ -32,11 +32,14 @@ import kafka.protocol.sasl
 from kafka.protocol.admin import (
     AlterConfigsRequest,
     AlterPartitionReassignmentsRequest,
+    CreateAclsRequest,
     CreatePartitionsRequest,
     CreateTopicsRequest,
+    DeleteAclsRequest,
     DeleteGroupsRequest,
     DeleteRecordsRequest,
     DeleteTopicsRequest,
+    DescribeAclsRequest,
     DescribeClusterRequest,
     DescribeConfigsRequest,
     DescribeGroupsRequest,
@@ -78,6 +81,7 @@ from kafka.protocol.producer import (
 )
 from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 
+from twinlog.rpc.kafka.acls import handle_create_acls, handle_delete_acls, handle_describe_acls
 from twinlog.rpc.kafka.alter_configs import handle_alter_configs, handle_incremental_alter_configs
 from twinlog.rpc.kafka.answer_errors import error_names
 from twinlog.rpc.kafka.api_versions import api_versions_response, handle_api_versions
@@ -188,6 +192,9 @@ SERVED_APIS: tuple[Api, ...] = (
     Api(ListPartitionReassignmentsRequest, handle_list_partition_reassignments),
     Api(DescribeUserScramCredentialsRequest, handle_describe_user_scram_credentials),
     Api(AlterUserScramCredentialsRequest, handle_alter_user_scram_credentials),
+    Api(DescribeAclsRequest, handle_describe_acls),
+    Api(CreateAclsRequest, handle_create_acls),
+    Api(DeleteAclsRequest, handle_delete_acls),
     # v0 is followed by PLAIN's message outside the requests' framing (the listener reads it)
     Api(SaslHandshakeRequest, handle_sasl_handshake),
     Api(SaslAuthenticateRequest, handle_sasl_authenticate),

@@ -14,7 +14,7 @@ answer, is the handler's (``docs/kafka-protocol.md`` argues each):
 - AddPartitionsToTxn 4-5 is Kafka's broker-to-broker batch of transactions, answered
   CLUSTER_AUTHORIZATION_FAILED as Kafka answers a client without ClusterAction.
 
-APIs of the release that are not served (inter-broker and KRaft ones, ACLs, quotas,
+APIs of the release that are not served (inter-broker and KRaft ones, quotas,
 delegation tokens, ...) are not listed; ``dispatch`` answers them UNSUPPORTED_VERSION or
 closes the connection with a log line.
 """
@@ -49,6 +49,9 @@ RELEASE_VERSIONS: dict[int, tuple[int, int]] = {
     25: (0, 4),  # AddOffsetsToTxn
     26: (0, 4),  # EndTxn
     28: (0, 4),  # TxnOffsetCommit
+    29: (0, 3),  # DescribeAcls
+    30: (0, 3),  # CreateAcls
+    31: (0, 3),  # DeleteAcls
     32: (0, 4),  # DescribeConfigs
     33: (0, 2),  # AlterConfigs
     35: (0, 4),  # DescribeLogDirs

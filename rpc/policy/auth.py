@@ -105,6 +105,15 @@ class Operation(Enum):
     DESCRIBE = "describe"  # see a transactional id's transactions and producer; see a group
 
 
+class PatternType(Enum):
+    """How a grant's pattern names resources: the ACL file's shell-style glob, or Kafka's
+    two (grants made at run time, ``acl_bindings``)."""
+
+    GLOB = "glob"  # fnmatch: "orders*", "*"
+    LITERAL = "literal"  # the name itself; "*" is every name (Kafka's wildcard)
+    PREFIXED = "prefixed"  # every name starting with it
+
+
 class Resource(Enum):
     TOPIC = "topic"
     TRANSACTIONAL_ID = "transactional id"
@@ -170,6 +179,7 @@ class Grant:
     operation: str
     pattern: str  # without its ``transactional-id:`` or ``group:`` prefix
     resource: Resource = Resource.TOPIC
+    pattern_type: PatternType = PatternType.GLOB
 
     def allows(
         self,
@@ -192,6 +202,10 @@ class Grant:
             and not self.pattern.startswith(INTERNAL_TOPIC_PREFIX)
         ):
             return False
+        if self.pattern_type is PatternType.LITERAL:
+            return self.pattern in ("*", name)
+        if self.pattern_type is PatternType.PREFIXED:
+            return name.startswith(self.pattern)
         return fnmatch.fnmatchcase(name, self.pattern)
 
     def _covers(self, operation: Operation, resource: Resource) -> bool:
@@ -288,10 +302,15 @@ class TokenTable:
 
 
 class Acl:
-    """Grants per principal. Thread rule: immutable; any thread."""
+    """Grants per principal. Thread rule: immutable; any thread (``acl_view.LiveAcl``, the
+    file's grants with those made at run time, changes as a whole)."""
 
     def __init__(self, grants: Sequence[Grant]) -> None:
-        self.grants = tuple(grants)
+        self._grants = tuple(grants)
+
+    @property
+    def grants(self) -> tuple[Grant, ...]:
+        return self._grants
 
     @classmethod
     def load(cls, path: str | Path) -> Acl:

@@ -38,7 +38,6 @@ from typing import Any, Protocol
 
 from twinlog.engine.base.atomic_file import read_checked, replace_file, with_checksum
 from twinlog.engine.base.errors import CorruptJournalError, InvalidConfigError
-from twinlog.engine.zookeeper.metadata_store import ZooKeeperMetadataStore
 from twinlog.engine.zookeeper.session import ZooKeeperSession
 from twinlog.engine.zookeeper.user_configs import (
     UserConfig,
@@ -48,6 +47,7 @@ from twinlog.engine.zookeeper.user_configs import (
     user_config_path,
 )
 from twinlog.rpc.policy.scram import MECHANISMS, ScramCredential
+from twinlog.rpc.policy.store_place import store_place
 
 FILE_NAME = "scram-credentials"
 FORMAT_VERSION = 1
@@ -280,10 +280,7 @@ def scram_store_of(broker: object) -> ScramStore | None:
     """A cluster member's store in ZooKeeper (its metadata store is ZooKeeper's), else the
     store of the broker's data directory; None for a broker with neither (a test double, a
     remote broker): SCRAM is then not offered."""
-    metadata = getattr(broker, "metadata", None)
-    if isinstance(metadata, ZooKeeperMetadataStore):
-        return ZooKeeperScramStore(metadata.session)
-    data_dir = getattr(broker, "data_dir", None)
-    if data_dir is None:
-        return None
-    return file_scram_store(data_dir)
+    place = store_place(broker)
+    if isinstance(place, ZooKeeperSession):
+        return ZooKeeperScramStore(place)
+    return None if place is None else file_scram_store(place)

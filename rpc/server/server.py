@@ -28,6 +28,8 @@ from twinlog.engine.base.errors import InvalidConfigError
 from twinlog.engine.broker.membership import SOLE_BROKER_ID
 from twinlog.rpc.cluster.metadata_source import MetadataSource, StandaloneMetadata
 from twinlog.rpc.generated.twinlog.v1 import admin_pb2_grpc, consume_pb2_grpc, produce_pb2_grpc
+from twinlog.rpc.policy.acl_store import acl_store_of
+from twinlog.rpc.policy.acl_view import live_acl
 from twinlog.rpc.policy.auth import Acl, Guard, TokenTable
 from twinlog.rpc.replication.broker_identity import BrokerTls
 from twinlog.rpc.replication.coordination_locator import LeaderLocator
@@ -108,9 +110,16 @@ def server_credentials(config: ServerConfig) -> grpc.ServerCredentials | None:
     )
 
 
-def guard_of(config: ServerConfig) -> Guard:
+def guard_of(config: ServerConfig, broker: object = None) -> Guard:
+    """The server's guard; with ``broker``, its ACL file's grants and those of the broker's
+    store together (``acl_view``), else the file's alone (a check of the files)."""
     tokens = TokenTable.load(config.tokens_file) if config.tokens_file else None
-    acl = Acl.load(config.acl_file) if config.acl_file else None
+    acl: Acl | None = None
+    if config.acl_file:
+        acl = Acl.load(config.acl_file)
+        store = acl_store_of(broker) if broker is not None else None
+        if store is not None:
+            acl = live_acl(acl.grants, store, config.acl_file)
     return Guard(tokens, acl, mutual_tls=bool(config.tls_client_ca_file))
 
 
@@ -133,7 +142,7 @@ class RpcServer:
         self.broker = broker
         self.config = config
         self.stopping = threading.Event()
-        guard = guard_of(config)
+        guard = guard_of(config, broker)
         self.guard = guard
         options: list[tuple[str, Any]] = [
             ("grpc.max_receive_message_length", config.request_bytes_max + REQUEST_BYTES_MARGIN),
