@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from twinlog.engine.base.types import TopicPartition
-from twinlog.engine.groups.group_calls import GroupHeartbeat
+from twinlog.engine.groups.group_calls import PROTOCOL_CLASSIC, GroupHeartbeat
 
 
 @dataclass
@@ -45,4 +45,5 @@ class ClassicMember:
             client_id=self.client_id,
             session_timeout_ms=self.session_timeout_ms,
             rebalance_timeout_ms=self.rebalance_timeout_ms,
+            protocol=PROTOCOL_CLASSIC,
         )

@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from twinlog.engine.base.errors import (
     FencedInstanceIdError,
     FencedMemberEpochError,
+    GroupIdNotFoundError,
     InvalidConfigError,
     NonEmptyGroupError,
     NotEnoughResourcesError,
@@ -59,6 +60,10 @@ from twinlog.engine.groups.group_calls import (
     JOIN_EPOCH,
     LEAVE_EPOCH,
     NO_MEMBER_EPOCH,
+    PROTOCOL_CLASSIC,
+    PROTOCOL_CONSUMER,
+    PROTOCOL_TWINLOG,
+    REBALANCE_TIMEOUT_MS_DEFAULT,
     STATIC_LEAVE_EPOCH,
     GroupDescription,
     GroupHeartbeat,
@@ -88,6 +93,9 @@ class Member:
     # a member of Kafka's classic protocol: what it keeps between calls (its lifetime is
     # this member's: removed with it)
     classic: ClassicMember | None = None
+    # the protocol it last heartbeat in (PROTOCOL_*; not durable: a member taken back from
+    # the log is of no kind until its next heartbeat)
+    protocol: str = PROTOCOL_TWINLOG
 
 
 @dataclass(frozen=True)
@@ -131,7 +139,8 @@ class ConsumerGroup:
         with its partition count."""
         if call.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
             return self._leave(call, now_s, topics)
-        reported: frozenset[TopicPartition] | None = frozenset(call.owned)
+        self._check_protocol(call)
+        reported = None if call.owned is None else frozenset(call.owned)
         if call.member_epoch == JOIN_EPOCH:
             member = self._join(call, now_s)
         else:
@@ -151,17 +160,25 @@ class ConsumerGroup:
                 # was said before that answer: it must not finish a revocation.
                 reported = None
         self._unwritten.add(member.member_id)
+        if call.protocol:
+            member.protocol = call.protocol
         member.session_timeout_ms = call.session_timeout_ms
-        member.rebalance_timeout_ms = call.rebalance_timeout_ms
+        if call.rebalance_timeout_ms is not None:
+            member.rebalance_timeout_ms = call.rebalance_timeout_ms
         member.session_deadline_s = now_s + call.session_timeout_ms / 1000
         member.client_id = call.client_id
         member.subscribed_pattern = call.subscribed_pattern
-        subscription = tuple(sorted(set(call.subscribed_topics)))
+        subscription = (
+            member.subscribed_topics
+            if call.subscribed_topics is None
+            else tuple(sorted(set(call.subscribed_topics)))
+        )
         if subscription != member.subscribed_topics:
             member.subscribed_topics = subscription
             self._bump(topics)
         elif self._bump_owed or self._subscribed_counts(topics) != self._topics_seen:
             self._bump(topics)  # a subscribed topic was created, deleted or grown
+        assigned_before = member.assignment.assigned.keys()
         self._reconcile(member, reported, now_s)
         self._persist()  # raises, retriable: the member is told nothing
         return GroupHeartbeatAnswer(
@@ -169,6 +186,7 @@ class ConsumerGroup:
             member.assignment.member_epoch,
             self._interval_ms(),
             tuple(sorted(member.assignment.assigned)),
+            assignment_changed=member.assignment.assigned.keys() != assigned_before,
         )
 
     def _join(self, call: GroupHeartbeat, now_s: float) -> Member:
@@ -212,7 +230,11 @@ class ConsumerGroup:
             (),
             None,
             call.session_timeout_ms,
-            call.rebalance_timeout_ms,
+            (
+                REBALANCE_TIMEOUT_MS_DEFAULT
+                if call.rebalance_timeout_ms is None
+                else call.rebalance_timeout_ms
+            ),
             now_s + call.session_timeout_ms / 1000,
         )
         self.members[member_id] = member
@@ -234,6 +256,31 @@ class ConsumerGroup:
                 self._bump(topics)
             self._persist()
         return GroupHeartbeatAnswer(call.member_id, call.member_epoch, self._interval_ms())
+
+    def _check_protocol(self, call: GroupHeartbeat) -> None:
+        """A group is of Kafka's classic kind or of KIP-848's while it has members of that
+        kind: a member of the other kind is refused (GroupIdNotFoundError, as Kafka's
+        "Group ... is not a consumer group"; the classic door says it
+        INCONSISTENT_GROUP_PROTOCOL). twinlog's own members are of no kind."""
+        if not call.protocol:
+            return
+        for other in self.members.values():
+            if other.member_id != call.member_id and other.protocol not in (
+                PROTOCOL_TWINLOG,
+                call.protocol,
+            ):
+                raise GroupIdNotFoundError(
+                    f"group {self.group_id!r} is a {other.protocol} group (member "
+                    f"{other.member_id} uses Kafka's {other.protocol} protocol): a member of "
+                    f"the {call.protocol} protocol cannot join it while it has members; every "
+                    "consumer of a group needs the same group.protocol"
+                )
+
+    def group_type(self) -> str:
+        """How Kafka's tools list it: consumer while a member speaks KIP-848's protocol."""
+        if any(m.protocol == PROTOCOL_CONSUMER for m in self.members.values()):
+            return PROTOCOL_CONSUMER
+        return PROTOCOL_CLASSIC
 
     def _known(self, member_id: str, instance_id: str | None) -> Member:
         member = self.members.get(member_id)
@@ -489,4 +536,6 @@ class ConsumerGroup:
             )
             for member in sorted(self.members.values(), key=lambda m: m.member_id)
         )
-        return GroupDescription(self.group_id, self.state(), self.group_epoch, members)
+        return GroupDescription(
+            self.group_id, self.state(), self.group_epoch, members, group_type=self.group_type()
+        )

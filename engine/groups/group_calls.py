@@ -15,6 +15,14 @@ LEAVE_EPOCH = -1  # leave: the member's partitions go to the others now
 STATIC_LEAVE_EPOCH = -2  # a static member leaves for a restart: its partitions wait for it
 NO_MEMBER_EPOCH = -1  # in a commit: not from a group member (assign(), tools)
 
+# Which protocol a member speaks, where Kafka tells them apart: a group is of one kind
+# (Kafka refuses a member of the other kind while it has members). twinlog's own
+# consumers ("") join a group of either kind.
+PROTOCOL_TWINLOG = ""
+PROTOCOL_CLASSIC = "classic"  # Kafka's JoinGroup/SyncGroup/Heartbeat
+PROTOCOL_CONSUMER = "consumer"  # Kafka's ConsumerGroupHeartbeat (KIP-848)
+REBALANCE_TIMEOUT_MS_DEFAULT = 300_000
+
 # What a group of the broker is, as kafka-consumer-groups.sh says it.
 GROUP_STATES = ("empty", "reconciling", "stable", "dead")
 
@@ -56,18 +64,23 @@ class GroupHeartbeat:
     a pattern subscription, the topics the consumer found matching ``subscribed_pattern``
     (which the coordinator only shows: it never runs a member's regular expression).
     ``owned``: the partitions the member holds now (after its revocations).
+
+    Kafka's ConsumerGroupHeartbeat sends only what changed: None in ``subscribed_topics``
+    or ``rebalance_timeout_ms`` keeps the member's, None in ``owned`` says nothing of what
+    it holds (a revocation is not finished by it). ``protocol``: the door's (PROTOCOL_*).
     """
 
     group_id: str
     member_id: str
     member_epoch: int
-    subscribed_topics: tuple[str, ...] = ()
+    subscribed_topics: tuple[str, ...] | None = ()
     subscribed_pattern: str | None = None
-    owned: tuple[TopicPartition, ...] = ()
+    owned: tuple[TopicPartition, ...] | None = ()
     instance_id: str | None = None
     client_id: str = ""
     session_timeout_ms: int = 45_000
-    rebalance_timeout_ms: int = 300_000
+    rebalance_timeout_ms: int | None = REBALANCE_TIMEOUT_MS_DEFAULT
+    protocol: str = PROTOCOL_TWINLOG
 
 
 @dataclass(frozen=True)
@@ -80,6 +93,9 @@ class GroupHeartbeatAnswer:
     member_epoch: int
     heartbeat_interval_ms: int
     assigned: tuple[TopicPartition, ...] = ()
+    # ``assigned`` differs from the member's before this heartbeat (Kafka's heartbeat
+    # answers the assignment only then, or to a full heartbeat)
+    assignment_changed: bool = True
 
 
 @dataclass(frozen=True)
@@ -106,6 +122,7 @@ class GroupDescription:
     group_epoch: int
     members: tuple[MemberDescription, ...] = ()
     committed: tuple[tuple[TopicPartition, int], ...] = ()
+    group_type: str = PROTOCOL_CLASSIC  # as Kafka's tools list it: classic or consumer
 
 
 @dataclass(frozen=True)
@@ -113,3 +130,4 @@ class GroupListing:
     group_id: str
     state: str
     member_count: int
+    group_type: str = PROTOCOL_CLASSIC

@@ -117,7 +117,7 @@ class GroupMembership:
                 f"session_timeout_ms {call.session_timeout_ms} is outside "
                 f"{SESSION_TIMEOUT_MS_MIN}..{SESSION_TIMEOUT_MS_MAX}"
             )
-        if call.rebalance_timeout_ms <= 0:
+        if call.rebalance_timeout_ms is not None and call.rebalance_timeout_ms <= 0:
             raise InvalidConfigError("rebalance_timeout_ms must be positive")
         topics = self._current_topics()
         with self._holding(call.group_id):
@@ -261,7 +261,11 @@ class GroupMembership:
         listings = []
         for group in groups:
             with self._holding(group.group_id):
-                listings.append(GroupListing(group.group_id, group.state(), len(group.members)))
+                listings.append(
+                    GroupListing(
+                        group.group_id, group.state(), len(group.members), group.group_type()
+                    )
+                )
         return listings
 
     def forget(self, group_id: str) -> None:
