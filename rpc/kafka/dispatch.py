@@ -85,6 +85,8 @@ from twinlog.rpc.kafka.acls import handle_create_acls, handle_delete_acls, handl
 from twinlog.rpc.kafka.alter_configs import handle_alter_configs, handle_incremental_alter_configs
 from twinlog.rpc.kafka.answer_errors import error_names
 from twinlog.rpc.kafka.api_versions import api_versions_response, handle_api_versions
+from twinlog.rpc.kafka.consumer_group_describe import handle_consumer_group_describe
+from twinlog.rpc.kafka.consumer_group_heartbeat import handle_consumer_group_heartbeat
 from twinlog.rpc.kafka.context import KafkaContext
 from twinlog.rpc.kafka.create_partitions import handle_create_partitions
 from twinlog.rpc.kafka.delete_records import handle_delete_records
@@ -110,6 +112,7 @@ from twinlog.rpc.kafka.groups import (
 )
 from twinlog.rpc.kafka.list_offsets import handle_list_offsets
 from twinlog.rpc.kafka.list_transactions import handle_list_transactions
+from twinlog.rpc.kafka.messages import ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest
 from twinlog.rpc.kafka.metadata import handle_metadata
 from twinlog.rpc.kafka.offset_delete import handle_offset_delete
 from twinlog.rpc.kafka.offset_for_leader_epoch import handle_offset_for_leader_epoch
@@ -175,6 +178,8 @@ SERVED_APIS: tuple[Api, ...] = (
     Api(DescribeGroupsRequest, handle_describe_groups),
     Api(DeleteGroupsRequest, handle_delete_groups),
     Api(OffsetDeleteRequest, handle_offset_delete),
+    Api(ConsumerGroupHeartbeatRequest, handle_consumer_group_heartbeat),
+    Api(ConsumerGroupDescribeRequest, handle_consumer_group_describe),
     Api(CreateTopicsRequest, handle_create_topics),
     Api(DeleteTopicsRequest, handle_delete_topics),
     Api(CreatePartitionsRequest, handle_create_partitions),

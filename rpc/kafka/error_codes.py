@@ -54,6 +54,12 @@ DUPLICATE_RESOURCE = kafka_errors.DuplicateResourceError.errno
 UNACCEPTABLE_CREDENTIAL = kafka_errors.UnacceptableCredentialError.errno
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED = kafka_errors.TransactionalIdAuthorizationFailedError.errno
 TRANSACTIONAL_ID_NOT_FOUND = kafka_errors.TransactionalIdNotFoundError.errno
+# KIP-848's consumer group protocol
+FENCED_MEMBER_EPOCH = kafka_errors.FencedMemberEpochError.errno
+STALE_MEMBER_EPOCH = kafka_errors.StaleMemberEpochError.errno
+UNSUPPORTED_ASSIGNOR = kafka_errors.UnsupportedAssignorError.errno
+GROUP_MAX_SIZE_REACHED = kafka_errors.GroupMaxSizeReachedError.errno
+GROUP_ID_NOT_FOUND = kafka_errors.GroupIdNotFoundError.errno
 # A denied ACL check, by the kind of resource denied (twinlog.rpc.policy.auth.Resource values)
 AUTHORIZATION_FAILED_CODES: dict[str, int] = {
     "topic": TOPIC_AUTHORIZATION_FAILED,
@@ -65,6 +71,9 @@ AUTHORIZATION_FAILED_CODES: dict[str, int] = {
 
 # Where one API says it differently (Kafka's own exceptions to its rule): API key, class.
 PRODUCE_API_KEY = 0
+OFFSET_COMMIT_API_KEY = 8
+JOIN_GROUP_API_KEY = 11
+CONSUMER_GROUP_HEARTBEAT_API_KEY = 68
 OFFSET_FETCH_API_KEY = 9
 FIND_COORDINATOR_API_KEY = 10
 CREATE_TOPICS_API_KEY = 19
@@ -88,6 +97,12 @@ CODE_IN_API: dict[tuple[int, type[errors.TwinlogError]], int] = {
     (CREATE_TOPICS_API_KEY, errors.InvalidConfigError): INVALID_CONFIG,
     (ALTER_CONFIGS_API_KEY, errors.InvalidConfigError): INVALID_CONFIG,
     (INCREMENTAL_ALTER_CONFIGS_API_KEY, errors.InvalidConfigError): INVALID_CONFIG,
+    # a group of KIP-848's protocol refuses a classic member: Kafka's JoinGroup says so
+    (JOIN_GROUP_API_KEY, errors.GroupIdNotFoundError): INCONSISTENT_GROUP_PROTOCOL,
+    # KIP-848's own codes where the classic protocol says ILLEGAL_GENERATION
+    (CONSUMER_GROUP_HEARTBEAT_API_KEY, errors.FencedMemberEpochError): FENCED_MEMBER_EPOCH,
+    (CONSUMER_GROUP_HEARTBEAT_API_KEY, errors.NotEnoughResourcesError): GROUP_MAX_SIZE_REACHED,
+    (CONSUMER_GROUP_HEARTBEAT_API_KEY, errors.InvalidConfigError): INVALID_REQUEST,
     **{
         (api_key, errors.AuthorizationError): TRANSACTIONAL_ID_AUTHORIZATION_FAILED
         for api_key in TRANSACTIONAL_API_KEYS

@@ -6,7 +6,9 @@ read or describe); another is left out of a listing and answered
 GROUP_AUTHORIZATION_FAILED when named.
 
 twinlog's group states read as Kafka's classic ones: empty -> Empty, reconciling ->
-PreparingRebalance, stable -> Stable, dead -> Dead. A member's metadata and assignment
+PreparingRebalance, stable -> Stable, dead -> Dead; a group of KIP-848's protocol is listed
+with type "consumer" and its own state names (Empty, Reconciling, Stable, Dead), and
+ListGroups v5's types filter picks groups by type. A member's metadata and assignment
 are encoded as the consumer protocol's subscription and assignment, from what the
 coordinator knows (its subscribed topics, the partitions it holds).
 """
@@ -26,6 +28,7 @@ from kafka.protocol.admin import (
 from kafka.protocol.consumer import ConsumerProtocolSubscription
 
 from twinlog.engine.base.errors import TwinlogError
+from twinlog.engine.groups.group_calls import PROTOCOL_CONSUMER
 from twinlog.rpc.kafka.access import require
 from twinlog.rpc.kafka.context import KafkaContext
 from twinlog.rpc.kafka.error_codes import AUTHORIZATION_FAILED_CODES, NONE, code_of
@@ -39,7 +42,13 @@ KAFKA_STATE = {
     "stable": "Stable",
     "dead": "Dead",
 }
-GROUP_TYPE = "classic"  # how Kafka's clients reach it here
+# A group of KIP-848's protocol (ConsumerGroupHeartbeat) in its own state names
+CONSUMER_GROUP_STATE = {
+    "empty": "Empty",
+    "reconciling": "Reconciling",
+    "stable": "Stable",
+    "dead": "Dead",
+}
 SUBSCRIPTION_VERSION = 0
 GROUP_DENIED = AUTHORIZATION_FAILED_CODES[Resource.GROUP.value]
 
@@ -52,6 +61,7 @@ def handle_list_groups(
     request: ListGroupsRequest, version: int, context: KafkaContext
 ) -> ListGroupsResponse:
     wanted_states = {state.lower() for state in (request.states_filter or [])}
+    wanted_types = {kind.lower() for kind in (request.types_filter or [])}
     try:
         listings = context.broker.list_groups()
     except TwinlogError as error:
@@ -65,14 +75,24 @@ def handle_list_groups(
         ListGroupsResponse.ListedGroup(
             group_id=listing.group_id,
             protocol_type=CONSUMER_PROTOCOL_TYPE,
-            group_state=KAFKA_STATE.get(listing.state, listing.state),
-            group_type=GROUP_TYPE,
+            group_state=_state_name(listing.state, listing.group_type),
+            group_type=listing.group_type,
         )
         for listing in listings
         if _shown(context, listing.group_id)
-        and (not wanted_states or KAFKA_STATE.get(listing.state, "").lower() in wanted_states)
+        and (
+            not wanted_states
+            or _state_name(listing.state, listing.group_type).lower() in wanted_states
+        )
+        and (not wanted_types or listing.group_type in wanted_types)
     ]
     return ListGroupsResponse(version=version, throttle_time_ms=0, error_code=NONE, groups=groups)
+
+
+def _state_name(state: str, group_type: str) -> str:
+    """Kafka's name of the state: a classic group's, or a consumer group's (KIP-848)."""
+    names = CONSUMER_GROUP_STATE if group_type == PROTOCOL_CONSUMER else KAFKA_STATE
+    return names.get(state, state)
 
 
 def _subscription_bytes(topics: tuple[str, ...]) -> bytes:

@@ -51,6 +51,7 @@ from twinlog.rpc.kafka.error_codes import (
     LISTENER_NOT_FOUND,
     NONE,
     TOPIC_AUTHORIZATION_FAILED,
+    UNKNOWN_TOPIC_ID,
     UNKNOWN_TOPIC_OR_PARTITION,
     code_of,
 )
@@ -200,6 +201,20 @@ def _topic(
     return _described(context, name, description, cluster)
 
 
+def _topic_by_id(
+    context: KafkaContext, topic_id: uuid.UUID, name: str | None, cluster: ClusterRead | None
+) -> Any:
+    """A topic asked for by id, as Kafka answers it: UNKNOWN_TOPIC_ID when no topic has the
+    id, TOPIC_AUTHORIZATION_FAILED without its name when the caller may not see it."""
+    if name is None:
+        code = UNKNOWN_TOPIC_ID
+    elif not visible(context, name):
+        code = TOPIC_AUTHORIZATION_FAILED
+    else:
+        return _topic(context, name, cluster)
+    return Topic(error_code=code, name=None, topic_id=topic_id, partitions=[])
+
+
 def _missing_code(name: str) -> int:
     """A topic that does not exist: a name no topic may have is said so, as Kafka's."""
     try:
@@ -277,18 +292,21 @@ def handle_metadata(
         cluster = read_cluster(context, names)
         topics = [_topic(context, name, cluster) for name in names]
     else:
+        # by topic id only (v10+: a KIP-848 consumer learns its assignment's topics so)
+        by_id = {
+            wanted.topic_id: name_of_topic_id(context, wanted.topic_id)
+            for wanted in requested
+            if wanted.name is None
+        }
         cluster = read_cluster(
-            context, [wanted.name for wanted in requested if wanted.name is not None]
+            context,
+            [wanted.name for wanted in requested if wanted.name is not None]
+            + [name for name in by_id.values() if name is not None],
         )
         for wanted in requested:
-            if wanted.name is None:  # by topic id only (v10+): ids are not looked up here
+            if wanted.name is None:
                 topics.append(
-                    Topic(
-                        error_code=UNKNOWN_TOPIC_OR_PARTITION,
-                        name=None,
-                        topic_id=wanted.topic_id,
-                        partitions=[],
-                    )
+                    _topic_by_id(context, wanted.topic_id, by_id[wanted.topic_id], cluster)
                 )
             else:
                 topics.append(

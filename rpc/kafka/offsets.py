@@ -9,6 +9,11 @@ longer than the broker's ``offset_metadata_max_bytes`` is answered
 OFFSET_METADATA_TOO_LARGE and not committed, the others are. A partition whose offset a
 transaction not complete yet holds is answered UNSTABLE_OFFSET_COMMIT on its own
 (KIP-447), the others with their offsets; the group's error stays NONE.
+
+A member of KIP-848's protocol commits with OffsetCommit v9's member id and member epoch
+(the generation field), checked as any member's commit; a stale epoch is answered
+STALE_MEMBER_EPOCH to it. OffsetFetch v9's member id and epoch are accepted and not
+checked (Kafka checks the epoch is the member's; a fetch changes nothing).
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from kafka.protocol.consumer import (
 
 from twinlog.engine.base.errors import (
     PendingTransactionError,
+    StaleMemberEpochError,
     TwinlogError,
 )
 from twinlog.engine.base.types import TopicPartition
@@ -38,6 +44,7 @@ from twinlog.rpc.kafka.context import KafkaContext
 from twinlog.rpc.kafka.error_codes import (
     NONE,
     OFFSET_METADATA_TOO_LARGE,
+    STALE_MEMBER_EPOCH,
     UNSTABLE_OFFSET_COMMIT,
     code_of,
 )
@@ -45,6 +52,7 @@ from twinlog.rpc.policy.auth import Operation, Resource
 
 NO_OFFSET = -1
 GROUPS_ARRAY_VERSION = 8  # from this version an OffsetFetch names many groups
+MEMBER_EPOCH_VERSION = 9  # from this version a commit may carry a KIP-848 member epoch
 
 _NONE_COMMITTED = OffsetAndMetadata(NO_OFFSET)  # what OffsetFetch answers without an offset
 
@@ -109,7 +117,7 @@ def handle_offset_commit(
         context.broker.commit_offsets(request.group_id, wanted, member)
         error_code = NONE
     except TwinlogError as error:
-        error_code = code_of(error, OffsetCommitRequest.API_KEY)
+        error_code = _commit_code(context, request, version, error)
     topics = [
         CommitTopicAnswer(
             name=name,
@@ -121,6 +129,20 @@ def handle_offset_commit(
         for name, partitions in commit_answers(request.topics, error_code, too_large)
     ]
     return OffsetCommitResponse(version=version, throttle_time_ms=0, topics=topics)
+
+
+def _commit_code(
+    context: KafkaContext, request: OffsetCommitRequest, version: int, error: TwinlogError
+) -> int:
+    """A stale member epoch is STALE_MEMBER_EPOCH to a KIP-848 member (v9+, as Kafka), and
+    ILLEGAL_GENERATION to a classic one, whose generation it is."""
+    if (
+        isinstance(error, StaleMemberEpochError)
+        and version >= MEMBER_EPOCH_VERSION
+        and context.broker.classic_member(request.group_id, request.member_id) is None
+    ):
+        return STALE_MEMBER_EPOCH
+    return code_of(error, OffsetCommitRequest.API_KEY)
 
 
 def _committed(

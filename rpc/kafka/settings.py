@@ -39,6 +39,10 @@ class KafkaListenerSettings:
     # A waiting Fetch waits on all its partitions at once in the broker's purgatory (an
     # append to any of them wakes it), and re-reads them and checks for shutdown this often.
     fetch_wait_slice_ms: int = 100
+    # A member of a KIP-848 consumer group (ConsumerGroupHeartbeat) is removed when no
+    # heartbeat came for this long (Kafka's group.consumer.session.timeout.ms, a broker
+    # setting in that protocol, not the client's).
+    consumer_group_session_timeout_ms: int = 45_000
 
     def __post_init__(self) -> None:
         RULES.check(self)
@@ -59,6 +63,7 @@ RULES = ConfigRules(
         "fetch_bytes_max": POSITIVE,
         "fetch_wait_ms_max": POSITIVE,
         "fetch_wait_slice_ms": POSITIVE,
+        "consumer_group_session_timeout_ms": POSITIVE,
     },
     # The one set by a flag of its own (the others by their defaults)
     labels={

@@ -69,7 +69,15 @@ RELEASE_VERSIONS: dict[int, tuple[int, int]] = {
     61: (0, 0),  # DescribeProducers
     65: (0, 0),  # DescribeTransactions
     66: (0, 1),  # ListTransactions
+    68: (0, 1),  # ConsumerGroupHeartbeat (v1 ahead of the release: AHEAD_OF_RELEASE)
+    69: (0, 0),  # ConsumerGroupDescribe
 }
+
+
+# Versions served beyond KAFKA_RELEASE's, each because a client needs it: librdkafka
+# (confluent-kafka) 2.10+ sends ConsumerGroupHeartbeat only in v1 (Kafka 4.0's), so with
+# 3.8.0's v0 alone group.protocol=consumer never joins.
+AHEAD_OF_RELEASE: dict[int, tuple[int, int]] = {68: (0, 1)}
 
 
 def versions_of(api_key: int) -> tuple[int, int]:

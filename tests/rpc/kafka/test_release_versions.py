@@ -48,7 +48,7 @@ from twinlog.rpc.kafka.error_codes import (
     UNKNOWN_TOPIC_ID,
     UNSUPPORTED_VERSION,
 )
-from twinlog.rpc.kafka.versions import KAFKA_RELEASE
+from twinlog.rpc.kafka.versions import AHEAD_OF_RELEASE, KAFKA_RELEASE
 
 # Kafka 3.8.0's validVersions of every client-facing request
 # (clients/src/main/resources/common/message/*Request.json at tag 3.8.0; listeners
@@ -75,7 +75,10 @@ def test_api_versions_lists_the_release_ranges(raw: Any) -> None:
             entry.api_key: (entry.min_version, entry.max_version) for entry in answer.api_keys
         }
         assert set(listed) == set(API_BY_KEY)
-        assert listed == {key: KAFKA_3_8_0[key] for key in listed}
+        # the release's ranges, but for the versions served ahead of it (each argued there)
+        assert listed == {key: AHEAD_OF_RELEASE.get(key, KAFKA_3_8_0[key]) for key in listed}
+        for key, (low, high) in AHEAD_OF_RELEASE.items():
+            assert low == KAFKA_3_8_0[key][0] and high > KAFKA_3_8_0[key][1]
 
 
 def test_old_versions_of_metadata_list_offsets_and_topics(raw: Any, kafka_server: Any) -> None:
