@@ -8,6 +8,7 @@
     twinlog groups list|describe|delete|reset-offsets
                                            consumer groups: lag, members, move offsets
     twinlog cluster describe|up            a cluster's leaders and ISRs; a local one
+    twinlog console --server ADDRESS       a web console: topics, messages, groups, transactions
     twinlog dump FILE                      a segment file's batches and records
     twinlog demo                           transactions end to end, in 15 seconds
     twinlog bench                          end-to-end benchmark
@@ -87,6 +88,7 @@ twinlog consume orders --from-beginning --max-messages 5"""
 
 def build_parser() -> argparse.ArgumentParser:
     from twinlog.rpc.cli import cluster as cli_cluster
+    from twinlog.rpc.cli import console as cli_console
     from twinlog.rpc.cli import consume as cli_consume
     from twinlog.rpc.cli import dump as cli_dump
     from twinlog.rpc.cli import groups as cli_groups
@@ -121,6 +123,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_cluster.register(subparsers)
     cli_partitions.register(subparsers)
     cli_users.register(subparsers)
+    cli_console.register(subparsers)
     _register_demo(subparsers)
     _register_bench(subparsers)
     return parser
