@@ -359,6 +359,7 @@ def kafka_listener_opener(
             fetch_bytes_max=config.fetch_bytes_max,
             fetch_wait_ms_max=config.fetch_wait_ms_max,
             connections_per_address_max=connections_per_address_max,
+            group_consumer_session_timeout_ms=config.group_consumer_session_timeout_ms,
         )
     except InvalidConfigError as error:
         raise SystemExit(f"twinlog serve: {error}") from None

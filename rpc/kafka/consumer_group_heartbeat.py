@@ -12,7 +12,7 @@ coordinator never runs a member's regular expression, ``engine/groups``).
 What the door adds is Kafka's wire: a heartbeat says only what changed since the last one
 (null subscription, rebalance timeout and owned partitions keep the member's), partitions
 are named by topic id, the session timeout is the broker's
-(``consumer_group_session_timeout_ms``, Kafka's group.consumer.session.timeout.ms), and the
+(server config key ``group.consumer.session.timeout.ms``, as Kafka's), and the
 assignment is answered to a full heartbeat (a join, or one with all three fields) or when
 it changed. A request Kafka calls invalid is answered INVALID_REQUEST with Kafka's reason.
 
@@ -190,7 +190,7 @@ def handle_consumer_group_heartbeat(
         owned=_owned(context, request.topic_partitions),
         instance_id=request.instance_id,
         client_id=(request.header.client_id or "") if request.header else "",
-        session_timeout_ms=context.settings.consumer_group_session_timeout_ms,
+        session_timeout_ms=context.settings.group_consumer_session_timeout_ms,
         rebalance_timeout_ms=None if rebalance_timeout_ms == -1 else rebalance_timeout_ms,
         protocol=PROTOCOL_CONSUMER,
     )

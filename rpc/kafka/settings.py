@@ -41,8 +41,8 @@ class KafkaListenerSettings:
     fetch_wait_slice_ms: int = 100
     # A member of a KIP-848 consumer group (ConsumerGroupHeartbeat) is removed when no
     # heartbeat came for this long (Kafka's group.consumer.session.timeout.ms, a broker
-    # setting in that protocol, not the client's).
-    consumer_group_session_timeout_ms: int = 45_000
+    # setting in that protocol, not the client's; the server config key of that name).
+    group_consumer_session_timeout_ms: int = 45_000
 
     def __post_init__(self) -> None:
         RULES.check(self)
@@ -63,7 +63,8 @@ RULES = ConfigRules(
         "fetch_bytes_max": POSITIVE,
         "fetch_wait_ms_max": POSITIVE,
         "fetch_wait_slice_ms": POSITIVE,
-        "consumer_group_session_timeout_ms": POSITIVE,
+        # (the coordinator holds it to its bounds, as the server config key does)
+        "group_consumer_session_timeout_ms": POSITIVE,
     },
     # The one set by a flag of its own (the others by their defaults)
     labels={

@@ -52,6 +52,8 @@ RULES = ConfigRules(
             "an address (0.0.0.0 for every interface, with --metrics-token-file)",
         ),
         "request_log_slow_ms": NON_NEGATIVE,
+        # the coordinator's bounds (engine/groups/group_membership)
+        "group_consumer_session_timeout_ms": Integer(1_000, 300_000),
         "reflection": Flag(),
         "insecure": Flag(),
     },
@@ -109,6 +111,9 @@ class ServerConfig:
     metrics_tls_cert_file: str | None = None  # with the key: HTTPS only
     metrics_tls_key_file: str | None = None
     request_log_slow_ms: int = 1_000  # a unary call this slow is logged at INFO, not DEBUG
+    # Kafka listener: a KIP-848 consumer group member (group.protocol=consumer) silent this
+    # long is removed (Kafka's group.consumer.session.timeout.ms, the broker's in that protocol)
+    group_consumer_session_timeout_ms: int = 45_000
     # gRPC server reflection on the client port, for grpcurl (rpc/server/reflection.py)
     reflection: bool = True
     # Security

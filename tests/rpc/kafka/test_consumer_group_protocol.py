@@ -21,6 +21,7 @@ from kafka.protocol.api_header import RequestHeader
 from kafka.protocol.consumer import JoinGroupRequest, JoinGroupResponse
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 
+from twinlog.engine.base.errors import InvalidConfigError
 from twinlog.engine.broker.broker import Broker
 from twinlog.rpc.client import Admin, Producer
 from twinlog.rpc.kafka.error_codes import (
@@ -336,7 +337,7 @@ def _subscription(topic: str) -> bytes:
 def test_a_silent_member_expires_after_the_session_timeout(tmp_path: Any) -> None:
     broker = Broker.open(tmp_path / "data")
     Admin(broker).create_topic("expiring", partitions=1)
-    settings = KafkaListenerSettings(consumer_group_session_timeout_ms=SESSION_TIMEOUT_MS)
+    settings = KafkaListenerSettings(group_consumer_session_timeout_ms=SESSION_TIMEOUT_MS)
     listener = KafkaListener(broker, "127.0.0.1", 0, settings)
     listener.start()
     raw = RawConnection(listener.port)
@@ -514,3 +515,13 @@ def test_confluent_consumers_share_a_topic_commit_and_take_over(secured: Any) ->
                 consumer.close()
             except RuntimeError:  # closed already
                 pass
+
+
+def test_the_session_timeout_is_the_server_config_key_kafka_names() -> None:
+    from twinlog.rpc.server.config import server_config_from, split_config
+
+    server_values, broker_values = split_config({"group.consumer.session.timeout.ms": "6000"})
+    assert broker_values == {}
+    assert server_config_from(server_values).group_consumer_session_timeout_ms == 6_000
+    with pytest.raises(InvalidConfigError, match=r"1000\.\.300000"):
+        server_config_from({"group_consumer_session_timeout_ms": "10"})
