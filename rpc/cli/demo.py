@@ -13,6 +13,8 @@ free loopback port, because one act of the play needs a second process:
 7. read the topic with the Spark connector too, when pyspark and Java are there
    (``--no-spark`` skips it). Spark starts on a background thread as the demo
    begins (``twinlog.rpc.cli.demo_spark``), so its start-up overlaps acts 1-6.
+8. with ``--serve``, keep the broker running for ``twinlog console``, with a consumer
+   group behind and a transaction left open (``twinlog.rpc.cli.demo_serve``).
 
 Exit status 0 when the consumer read exactly the committed records.
 """
@@ -32,10 +34,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from twinlog.rpc.cli import demo_serve
 from twinlog.rpc.cli.common import add_command, print_table
 from twinlog.rpc.cli.demo_spark import SparkStarter, act_spark, unavailable_reason
 from twinlog.rpc.cli.txn import TRANSACTION_HEADER, transaction_rows
 from twinlog.rpc.client import Admin, Consumer, Producer
+from twinlog.rpc.client.connection_options import TOKEN_ENVIRONMENT
 
 TOPIC = "payments"
 PARTITIONS = 3
@@ -46,7 +50,8 @@ INDENT = "   "
 
 EXAMPLE = (
     "twinlog demo\ntwinlog demo --data-dir /tmp/twinlog-demo --keep\n"
-    "twinlog demo --cluster      # three brokers; the coordinator's is killed mid-commit"
+    "twinlog demo --cluster      # three brokers; the coordinator's is killed mid-commit\n"
+    "twinlog demo --serve        # then keep the broker running for `twinlog console`"
 )
 
 # The zombie: begins a transaction, sends records, says so, then waits to be killed.
@@ -84,6 +89,12 @@ def register(subparsers: Any) -> None:
         "brokers, the coordinator's broker is killed in the middle of a commit, and the "
         "commit still gets its answer (Java 17; no Spark act)",
     )
+    parser.add_argument(
+        "--serve",
+        action="store_true",
+        help="then keep the broker running (a group with lag, one transaction left open) and "
+        "print the `twinlog console` command that shows it; Ctrl-C stops it (no Spark act)",
+    )
     parser.set_defaults(run=run)
 
 
@@ -113,29 +124,43 @@ def run(args: argparse.Namespace) -> int:
         return demo_cluster.run(args, data_directory)
     started_s = time.monotonic()
     skipped_because = "--no-spark" if not args.spark else unavailable_reason()
+    if args.serve:
+        skipped_because = "--serve"
     # First of all: the JVM takes longer to start than acts 1-6 take to run.
     starter = SparkStarter().start() if skipped_because is None else None
     with data_directory(args.data_dir, args.keep) as directory:
-        status = play(directory, starter, skipped_because)
+        status = play(directory, starter, skipped_because, args.serve)
     say(f"\ndone in {time.monotonic() - started_s:.1f} s")
     return status
 
 
-def play(directory: Path, starter: SparkStarter | None, skipped_because: str | None) -> int:
+def play(
+    directory: Path, starter: SparkStarter | None, skipped_because: str | None, serve: bool = False
+) -> int:
     from twinlog.engine.broker.broker import Broker
     from twinlog.rpc.server.config import ServerConfig
     from twinlog.rpc.server.server import RpcServer
 
     say(f"twinlog demo: an embedded broker in {directory}")
-    broker = Broker.open(directory, transaction_check_interval_ms=TIMEOUT_CHECK_INTERVAL_MS)
-    server = RpcServer(broker, ServerConfig(port=0))
+    directory.mkdir(parents=True, exist_ok=True)
+    token, token_file, tokens_file = demo_serve.write_token(directory) if serve else (None,) * 3
+    settings: dict[str, Any] = dict(demo_serve.BROKER_SETTINGS) if serve else {}
+    broker = Broker.open(
+        directory, transaction_check_interval_ms=TIMEOUT_CHECK_INTERVAL_MS, **settings
+    )
+    # --serve: the broker outlives the demo's few seconds, so it asks for the demo's token.
+    config = ServerConfig(port=0, tokens_file=None if tokens_file is None else str(tokens_file))
+    server = RpcServer(broker, config)
     server.start()
     try:
         expected = act_transactions(broker, starter, server.address)
-        act_zombie(broker, server.address)
+        act_zombie(broker, server.address, token)
         status = act_read(broker, expected)
         say("\n7. the Spark connector reads the same topic:")
         spark_status = act_spark(server.address, TOPIC, expected, starter, skipped_because, INDENT)
+        if serve and token_file is not None and not status:
+            producer = demo_serve.leave_for_the_console(broker, TOPIC, PARTITIONS)
+            demo_serve.hold(say, server.address, token_file, producer)
         return status or spark_status
     finally:
         server.stop(grace_ms=1_000)
@@ -177,9 +202,11 @@ def act_transactions(
     return expected
 
 
-def act_zombie(broker: Any, address: str) -> None:
+def act_zombie(broker: Any, address: str, token: str | None = None) -> None:
     say("\n4. a producer process begins a transaction, sends, and is killed with SIGKILL:")
     environment = dict(os.environ)
+    if token is not None:
+        environment[TOKEN_ENVIRONMENT] = token
     root = str(Path(__file__).resolve().parent.parent)
     environment["PYTHONPATH"] = root + os.pathsep + environment.get("PYTHONPATH", "")
     zombie = subprocess.Popen(
