@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import confluent_kafka
+import confluent_kafka.admin
 import pytest
 from kafka.protocol.admin import ListGroupsRequest, ListGroupsResponse
 from kafka.protocol.api_header import RequestHeader
@@ -463,6 +464,31 @@ def _poll_into(
     consumer.commit(message, asynchronous=False)
 
 
+def _admin_sees_the_group(listener: KafkaListener, group: str, assignments: list[Any]) -> None:
+    """confluent-kafka's AdminClient describes it with ConsumerGroupDescribe and lists it
+    as a consumer group (ListGroups v5's type filter)."""
+    admin = confluent_kafka.admin.AdminClient(
+        {
+            "bootstrap.servers": f"127.0.0.1:{listener.port}",
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanisms": "PLAIN",
+            "sasl.username": "reader",
+            "sasl.password": TOKEN,
+        }
+    )
+    description = admin.describe_consumer_groups([group])[group].result(10)
+    assert description.type == confluent_kafka.ConsumerGroupType.CONSUMER
+    assert description.partition_assignor == "uniform"
+    described = sorted(
+        tuple(sorted(tp.partition for tp in member.assignment.topic_partitions))
+        for member in description.members
+    )
+    assert described == sorted(tuple(sorted(given)) for given in assignments)
+    consumer_type = {confluent_kafka.ConsumerGroupType.CONSUMER}
+    listed = admin.list_consumer_groups(types=consumer_type).result(10)
+    assert group in {g.group_id for g in listed.valid}
+
+
 def test_confluent_consumers_share_a_topic_commit_and_take_over(secured: Any) -> None:
     broker, listener = secured
     topic, group = "orders848", "team848"
@@ -487,6 +513,7 @@ def test_confluent_consumers_share_a_topic_commit_and_take_over(secured: Any) ->
         assert assignments[0] and assignments[1] and not assignments[0] & assignments[1]
         assert assignments[0] | assignments[1] == {0, 1, 2, 3}
         assert sorted(value for _, value in seen) == list(range(40))  # each once
+        _admin_sees_the_group(listener, group, assignments)
 
         # one leaves: the other gets its partitions, from the offsets committed
         consumers[0].close()
