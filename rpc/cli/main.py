@@ -5,6 +5,7 @@
     twinlog produce TOPIC                  stdin lines as records
     twinlog consume TOPIC                  print records
     twinlog txn list|abort                 transactions in flight
+    twinlog acls list|add|remove           ACL grants in force; grant and revoke at run time
     twinlog groups list|describe|delete|reset-offsets
                                            consumer groups: lag, members, move offsets
     twinlog cluster describe|up            a cluster's leaders and ISRs; a local one
@@ -87,6 +88,7 @@ twinlog consume orders --from-beginning --max-messages 5"""
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from twinlog.rpc.cli import acls as cli_acls
     from twinlog.rpc.cli import cluster as cli_cluster
     from twinlog.rpc.cli import console as cli_console
     from twinlog.rpc.cli import consume as cli_consume
@@ -123,6 +125,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_cluster.register(subparsers)
     cli_partitions.register(subparsers)
     cli_users.register(subparsers)
+    cli_acls.register(subparsers)
     cli_console.register(subparsers)
     _register_demo(subparsers)
     _register_bench(subparsers)

@@ -19,9 +19,11 @@ from twinlog.rpc.client.producer import Producer
 from twinlog.rpc.client.rebalance_listener import ConsumerGroupMetadata, ConsumerRebalanceListener
 from twinlog.rpc.client.records import ConsumerRecord, RecordMetadata
 from twinlog.rpc.client.retry import RetryPolicy
+from twinlog.rpc.policy.acl_bindings import AclEntry
 
 __all__ = [
     "DEFAULT_SERVER",
+    "AclEntry",
     "Admin",
     "ConnectionOptions",
     "Consumer",

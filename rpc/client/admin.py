@@ -56,6 +56,13 @@ from twinlog.rpc.client.group_offsets import (
 from twinlog.rpc.client.kafka_config import accepts_kafka_names
 from twinlog.rpc.client.retry import RetryPolicy, call_with_retry
 from twinlog.rpc.client.timeouts import DEFAULT_API_TIMEOUT_MS, require_positive_ms
+from twinlog.rpc.policy.acl_bindings import (
+    AclEntry,
+    AclFilter,
+    describe_grant,
+    resource_of_word,
+)
+from twinlog.rpc.policy.acl_store import AclStore, acl_store_of
 from twinlog.rpc.policy.scram import ITERATIONS_DEFAULT, ScramCredential, salted_password
 from twinlog.rpc.policy.scram_store import scram_store_of
 
@@ -269,6 +276,63 @@ class Admin:
                 return self._embedded_scram_store().mechanisms()
             users: dict[str, list[tuple[str, int]]] = remote()
             return users
+
+    def list_acls(
+        self, principal: str | None = None, resource_type: str | None = None
+    ) -> list[AclEntry]:
+        """The grants in force, each with its source (``acl-file`` or ``store``), of
+        ``principal`` and of ``resource_type`` (topic, group, transactional-id, cluster,
+        broker) when given. Needs DESCRIBE on the cluster (``cluster:*``). An embedded
+        broker lists its store only (it has no ACL file)."""
+        with self._deadline_of(self.default_api_timeout_ms):
+            remote = getattr(self._broker, "list_acls", None)
+            if remote is not None:
+                return cast(list[AclEntry], remote(principal, resource_type))
+            resource = None if resource_type is None else resource_of_word(resource_type)
+            return [
+                AclEntry.of_grant(grant)
+                for grant in self._embedded_acl_store().grants()
+                if AclFilter(principal=principal, resource=resource).matches(grant)
+            ]
+
+    def create_acls(self, entries: Iterable[AclEntry]) -> list[AclEntry]:
+        """Grant these (Kafka's ``create_acls``): kept by the server's store, durable, on
+        a cluster every broker's. Each is checked first; none is stored if one is refused
+        (InvalidConfigError saying why). Answers those not stored already. Needs ALTER on
+        the cluster (``cluster:*``)."""
+        wanted = list(entries)
+        with self._deadline_of(self.default_api_timeout_ms):
+            remote = getattr(self._broker, "create_acls", None)
+            if remote is not None:
+                return cast(list[AclEntry], remote(wanted))
+            grants = [entry.to_grant() for entry in wanted]
+            return [AclEntry.of_grant(g) for g in self._embedded_acl_store().add(grants)]
+
+    def delete_acls(self, entries: Iterable[AclEntry]) -> list[AclEntry]:
+        """Remove these stored grants, each named exactly as listed; InvalidConfigError for
+        one that is not stored (the ACL file's are removed by editing the file). Needs
+        ALTER on the cluster."""
+        wanted = list(entries)
+        with self._deadline_of(self.default_api_timeout_ms):
+            remote = getattr(self._broker, "delete_acls", None)
+            if remote is not None:
+                return cast(list[AclEntry], remote(wanted))
+            grants = [entry.to_grant() for entry in wanted]
+            removed = self._embedded_acl_store().remove(grants)
+            missing = [grant for grant in grants if grant not in removed]
+            if missing:
+                raise InvalidConfigError(f"no stored grant '{describe_grant(missing[0])}'")
+            return [AclEntry.of_grant(grant) for grant in removed]
+
+    def _embedded_acl_store(self) -> AclStore:
+        store = acl_store_of(self._broker)
+        if store is None:
+            raise InvalidConfigError(
+                "ACLs are administered through one server: connect to one (--server "
+                "HOST:PORT), not to a cluster's bootstrap list (on a cluster, any broker "
+                "keeps them for all, in ZooKeeper)"
+            )
+        return store
 
     def _embedded_scram_store(self) -> Any:
         store = scram_store_of(self._broker)

@@ -62,6 +62,8 @@ from twinlog.rpc.generated.twinlog.v1 import (
     produce_pb2,
     produce_pb2_grpc,
 )
+from twinlog.rpc.policy.acl_bindings import AclEntry
+from twinlog.rpc.policy.acl_proto import entry_of_proto, entry_to_proto
 from twinlog.rpc.wire.broker_api import CoordinatorKeyType, FoundCoordinator
 from twinlog.rpc.wire.cluster_convert import (
     KEY_TYPE_TO_PROTO,
@@ -283,6 +285,26 @@ class RemoteBroker:
             item.user: list(zip(item.mechanisms, item.iterations, strict=True))
             for item in response.users
         }
+
+    def list_acls(
+        self, principal: str | None = None, resource_type: str | None = None
+    ) -> list[AclEntry]:
+        """The grants in force (the ACL file's and the store's). Needs DESCRIBE on the cluster."""
+        request = admin_pb2.ListAclsRequest(principal=principal, resource_type=resource_type)
+        response = self._call(self.administration.ListAcls, request)
+        return [entry_of_proto(grant) for grant in response.grants]
+
+    def create_acls(self, entries: list[AclEntry]) -> list[AclEntry]:
+        """Store these grants; the ones not stored already. Needs ALTER on the cluster."""
+        request = admin_pb2.CreateAclsRequest(grants=[entry_to_proto(e) for e in entries])
+        response = self._call(self.administration.CreateAcls, request)
+        return [entry_of_proto(grant) for grant in response.created]
+
+    def delete_acls(self, entries: list[AclEntry]) -> list[AclEntry]:
+        """Remove these stored grants. Needs ALTER on the cluster."""
+        request = admin_pb2.DeleteAclsRequest(grants=[entry_to_proto(e) for e in entries])
+        response = self._call(self.administration.DeleteAcls, request)
+        return [entry_of_proto(grant) for grant in response.deleted]
 
     def topic_settings(self, name: str) -> list[tuple[str, str, bool]]:
         request = admin_pb2.DescribeTopicRequest(name=name)

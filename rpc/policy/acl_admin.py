@@ -21,6 +21,7 @@ from twinlog.rpc.policy.acl_bindings import (
     Source,
     check_binding,
     describe_grant,
+    exact_filter,
     file_form,
     matching,
 )
@@ -119,3 +120,23 @@ def delete_acls(
         )
         for grants, kept in zip(found, stored, strict=True)
     ]
+
+
+def delete_stored_acls(
+    acl: LiveAcl, grants: Sequence[Grant], principal: str, peer: str
+) -> list[Grant]:
+    """Remove these grants, each named exactly as stored (``twinlog acls remove``):
+    FileGrantError for one the ACL file makes, InvalidConfigError for one not stored;
+    nothing is removed then."""
+    for grant in grants:
+        named = exact_filter(grant)
+        if not any(named.matches(stored) for stored in acl.stored):
+            from_file = [g for g in acl.file_grants if named.matches(g)]
+            if from_file:
+                raise FileGrantError(file_grant_refusal(acl, from_file[0]))
+            raise InvalidConfigError(
+                f"no stored grant '{describe_grant(grant)}'; 'twinlog acls list' shows the "
+                "grants in force"
+            )
+    deleted = delete_acls(acl, [exact_filter(grant) for grant in grants], principal, peer)
+    return list(dict.fromkeys(grant for item in deleted for grant in item.removed))

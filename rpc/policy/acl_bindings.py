@@ -237,5 +237,62 @@ class AclFilter:
         return self.name is None or name == self.name
 
 
+def exact_filter(grant: Grant) -> AclFilter:
+    """The filter of this one grant as Kafka names it (an ACL file glob written the same
+    way matches it too)."""
+    return AclFilter(
+        grant.principal,
+        grant.operation,
+        grant.resource,
+        grant.pattern,
+        PatternFilter(grant.pattern_type.value),
+    )
+
+
 def matching(grants: Iterable[Grant], filter_: AclFilter) -> list[Grant]:
     return [grant for grant in grants if filter_.matches(grant)]
+
+
+@dataclass(frozen=True)
+class AclEntry:
+    """A grant as the client and the CLI name one: words, not enums.
+
+    ``AclEntry("alice", "write", "topic", "orders")`` lets alice produce to ``orders``;
+    ``pattern_type="prefixed"`` to every topic whose name starts so. ``source`` is the
+    server's answer: ``acl-file`` or ``store``."""
+
+    principal: str
+    operation: str
+    resource_type: str
+    name: str
+    pattern_type: str = PatternType.LITERAL.value
+    source: str = Source.STORE.value
+
+    def to_grant(self) -> Grant:
+        """The grant; InvalidConfigError for a resource or pattern type no grant has."""
+        try:
+            pattern_type = PatternType(self.pattern_type.lower())
+            if pattern_type is PatternType.GLOB:
+                raise ValueError(pattern_type)
+        except ValueError:
+            raise InvalidConfigError(
+                f"pattern type {self.pattern_type!r} is not literal or prefixed"
+            ) from None
+        return Grant(
+            self.principal,
+            self.operation.lower(),
+            self.name,
+            resource_of_word(self.resource_type.lower()),
+            pattern_type,
+        )
+
+    @classmethod
+    def of_grant(cls, grant: Grant, source: Source = Source.STORE) -> AclEntry:
+        return cls(
+            grant.principal,
+            grant.operation,
+            WORD_OF_RESOURCE[grant.resource],
+            grant.pattern,
+            grant.pattern_type.value,
+            source.value,
+        )

@@ -18,6 +18,8 @@ Thread rule: one instance serves every worker thread; it holds no mutable state.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import grpc
 
 from twinlog.engine.base.errors import InvalidConfigError, TwinlogError
@@ -28,9 +30,18 @@ from twinlog.rpc.cluster.coordinator_source import (
 )
 from twinlog.rpc.cluster.metadata_source import MetadataSource
 from twinlog.rpc.generated.twinlog.v1 import admin_pb2, admin_pb2_grpc, common_pb2
+from twinlog.rpc.policy.acl_admin import (
+    acl_in_force,
+    create_acls,
+    delete_stored_acls,
+    list_acls,
+)
+from twinlog.rpc.policy.acl_bindings import AclEntry, AclFilter, resource_of_word
+from twinlog.rpc.policy.acl_proto import entry_of_proto, entry_to_proto
+from twinlog.rpc.policy.acl_view import LiveAcl
 from twinlog.rpc.policy.alterable_partitions import alterable_partitions
 from twinlog.rpc.policy.audit import audited
-from twinlog.rpc.policy.auth import CLUSTER_NAME, Guard, Operation, Resource
+from twinlog.rpc.policy.auth import CLUSTER_NAME, Grant, Guard, Operation, Resource
 from twinlog.rpc.policy.producer_access import TransactionalAccess
 from twinlog.rpc.policy.scram import ScramCredential
 from twinlog.rpc.policy.scram_store import ScramStore, scram_store_of
@@ -306,6 +317,60 @@ class AdministrationService(admin_pb2_grpc.AdministrationServicer):
             for user, held in self._scram_store().mechanisms().items()
         ]
         return admin_pb2.ListScramUsersResponse(users=users)
+
+    def _may_administer_acls(self, context: grpc.ServicerContext, operation: Operation) -> str:
+        """The caller's name, once it may ``operation`` the cluster's ACLs (DESCRIBE: ALTER
+        implies it); AuthorizationError (audited) otherwise."""
+        principal = principal_of(self.guard, context)
+        if operation is not Operation.DESCRIBE or not self.guard.may_describe(
+            principal, CLUSTER_NAME, Resource.CLUSTER
+        ):
+            self.guard.require(principal, operation, [CLUSTER_NAME], Resource.CLUSTER)
+        return principal.name
+
+    @unary
+    def ListAcls(
+        self, request: admin_pb2.ListAclsRequest, context: grpc.ServicerContext
+    ) -> admin_pb2.ListAclsResponse:
+        self._may_administer_acls(context, Operation.DESCRIBE)
+        acl = acl_in_force(self.guard)
+        resource = None
+        if request.HasField("resource_type"):
+            resource = resource_of_word(request.resource_type)
+        principal = request.principal if request.HasField("principal") else None
+        listed = list_acls(acl, AclFilter(principal=principal, resource=resource))
+        return admin_pb2.ListAclsResponse(
+            grants=[entry_to_proto(AclEntry.of_grant(i.grant, i.source)) for i in listed]
+        )
+
+    @unary
+    def CreateAcls(
+        self, request: admin_pb2.CreateAclsRequest, context: grpc.ServicerContext
+    ) -> admin_pb2.CreateAclsResponse:
+        principal, acl, grants = self._acl_change(context, request.grants)
+        created = create_acls(acl, grants, principal, context.peer())
+        return admin_pb2.CreateAclsResponse(
+            created=[entry_to_proto(AclEntry.of_grant(grant)) for grant in created]
+        )
+
+    @unary
+    def DeleteAcls(
+        self, request: admin_pb2.DeleteAclsRequest, context: grpc.ServicerContext
+    ) -> admin_pb2.DeleteAclsResponse:
+        principal, acl, grants = self._acl_change(context, request.grants)
+        deleted = delete_stored_acls(acl, grants, principal, context.peer())
+        return admin_pb2.DeleteAclsResponse(
+            deleted=[entry_to_proto(AclEntry.of_grant(grant)) for grant in deleted]
+        )
+
+    def _acl_change(
+        self, context: grpc.ServicerContext, grants: Iterable[admin_pb2.AclGrant]
+    ) -> tuple[str, LiveAcl, list[Grant]]:
+        """(the caller, the grants in force, the grants named), once the caller may
+        change the ACLs."""
+        principal = self._may_administer_acls(context, Operation.ALTER)
+        acl = acl_in_force(self.guard)
+        return principal, acl, [entry_of_proto(grant).to_grant() for grant in grants]
 
     @unary
     def ListTopics(

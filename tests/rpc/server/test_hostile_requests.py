@@ -145,8 +145,9 @@ READ_ONLY = {
     ("Administration", "DescribeGroup"),
     ("Administration", "ListPartitionReassignments"),
     ("Administration", "ListScramUsers"),
+    ("Administration", "ListAcls"),
 }
-assert len(METHODS) == 36 and STREAMING | READ_ONLY <= METHODS.keys()
+assert len(METHODS) == 39 and STREAMING | READ_ONLY <= METHODS.keys()
 
 
 # --- the seeded state --------------------------------------------------------------------
@@ -788,6 +789,19 @@ def door_requests(seeded: Seed) -> st.SearchStrategy[tuple[produce_pb2.ProduceRe
     )
 
 
+acl_grants = st.builds(
+    admin_pb2.AclGrant,
+    principal=st.text(max_size=10),
+    operation=st.one_of(st.sampled_from(["read", "write", "all", "abort"]), st.text(max_size=8)),
+    resource_type=st.one_of(
+        st.sampled_from(["topic", "group", "transactional-id", "cluster", "broker"]),
+        st.text(max_size=8),
+    ),
+    name=st.text(max_size=20),
+    pattern_type=st.sampled_from(["literal", "prefixed", "glob", "", "x"]),
+)
+
+
 def door_calls(seeded: Seed) -> st.SearchStrategy[Call]:
     return st.one_of(
         door_requests(seeded).map(
@@ -1355,6 +1369,27 @@ def hostile_call_kinds(seeded: Seed) -> list[st.SearchStrategy[Call]]:
         ),
         call_of(
             A, "ListScramUsers", st.just(admin_pb2.ListScramUsersRequest()), True, "list users"
+        ),
+        # This server has no ACL file: ACL administration is refused, whatever the grant.
+        *(
+            call_of(
+                A,
+                method,
+                st.builds(request, grants=st.lists(acl_grants, max_size=3)),
+                False,
+                "administer ACLs on a server without them",
+            )
+            for method, request in (
+                ("CreateAcls", admin_pb2.CreateAclsRequest),
+                ("DeleteAcls", admin_pb2.DeleteAclsRequest),
+            )
+        ),
+        call_of(
+            A,
+            "ListAcls",
+            st.builds(admin_pb2.ListAclsRequest, principal=st.text(max_size=10)),
+            False,
+            "list the ACLs of a server without them",
         ),
         call_of(
             A,
@@ -2016,6 +2051,33 @@ def cross_principal_calls(
             "Producing", "ProduceStream", (as_victim(0, 3),), False, "another's producer id"
         ),
     }
+    # Mallory grants herself the victim's groups (ACL administration needs ALTER on the
+    # cluster), or removes the victim's own grant.
+    everything = admin_pb2.AclGrant(
+        principal="mallory", operation="read", resource_type="group", name="*"
+    )
+    calls["grant oneself"] = Call(
+        "Administration",
+        "CreateAcls",
+        (admin_pb2.CreateAclsRequest(grants=[everything]),),
+        False,
+        "ACL administration",
+    )
+    calls["revoke another"] = Call(
+        "Administration",
+        "DeleteAcls",
+        (
+            admin_pb2.DeleteAclsRequest(
+                grants=[
+                    admin_pb2.AclGrant(
+                        principal="victim", operation="all", resource_type="topic", name="*"
+                    )
+                ]
+            ),
+        ),
+        False,
+        "ACL administration",
+    )
     for partition in range(4):  # every group's offsets, through 'read *'
         calls[f"list offsets-{partition}"] = Call(
             "Consuming",

@@ -577,3 +577,57 @@ class ListScramUsersResponse(_message.Message):
     USERS_FIELD_NUMBER: _ClassVar[int]
     users: _containers.RepeatedCompositeFieldContainer[ScramUser]
     def __init__(self, users: _Optional[_Iterable[_Union[ScramUser, _Mapping]]] = ...) -> None: ...
+
+class AclGrant(_message.Message):
+    __slots__ = ("principal", "operation", "resource_type", "name", "pattern_type", "source")
+    PRINCIPAL_FIELD_NUMBER: _ClassVar[int]
+    OPERATION_FIELD_NUMBER: _ClassVar[int]
+    RESOURCE_TYPE_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    PATTERN_TYPE_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    principal: str
+    operation: str
+    resource_type: str
+    name: str
+    pattern_type: str
+    source: str
+    def __init__(self, principal: _Optional[str] = ..., operation: _Optional[str] = ..., resource_type: _Optional[str] = ..., name: _Optional[str] = ..., pattern_type: _Optional[str] = ..., source: _Optional[str] = ...) -> None: ...
+
+class ListAclsRequest(_message.Message):
+    __slots__ = ("principal", "resource_type")
+    PRINCIPAL_FIELD_NUMBER: _ClassVar[int]
+    RESOURCE_TYPE_FIELD_NUMBER: _ClassVar[int]
+    principal: str
+    resource_type: str
+    def __init__(self, principal: _Optional[str] = ..., resource_type: _Optional[str] = ...) -> None: ...
+
+class ListAclsResponse(_message.Message):
+    __slots__ = ("grants",)
+    GRANTS_FIELD_NUMBER: _ClassVar[int]
+    grants: _containers.RepeatedCompositeFieldContainer[AclGrant]
+    def __init__(self, grants: _Optional[_Iterable[_Union[AclGrant, _Mapping]]] = ...) -> None: ...
+
+class CreateAclsRequest(_message.Message):
+    __slots__ = ("grants",)
+    GRANTS_FIELD_NUMBER: _ClassVar[int]
+    grants: _containers.RepeatedCompositeFieldContainer[AclGrant]
+    def __init__(self, grants: _Optional[_Iterable[_Union[AclGrant, _Mapping]]] = ...) -> None: ...
+
+class CreateAclsResponse(_message.Message):
+    __slots__ = ("created",)
+    CREATED_FIELD_NUMBER: _ClassVar[int]
+    created: _containers.RepeatedCompositeFieldContainer[AclGrant]
+    def __init__(self, created: _Optional[_Iterable[_Union[AclGrant, _Mapping]]] = ...) -> None: ...
+
+class DeleteAclsRequest(_message.Message):
+    __slots__ = ("grants",)
+    GRANTS_FIELD_NUMBER: _ClassVar[int]
+    grants: _containers.RepeatedCompositeFieldContainer[AclGrant]
+    def __init__(self, grants: _Optional[_Iterable[_Union[AclGrant, _Mapping]]] = ...) -> None: ...
+
+class DeleteAclsResponse(_message.Message):
+    __slots__ = ("deleted",)
+    DELETED_FIELD_NUMBER: _ClassVar[int]
+    deleted: _containers.RepeatedCompositeFieldContainer[AclGrant]
+    def __init__(self, deleted: _Optional[_Iterable[_Union[AclGrant, _Mapping]]] = ...) -> None: ...

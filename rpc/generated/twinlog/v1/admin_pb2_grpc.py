@@ -149,6 +149,21 @@ class AdministrationStub:
                 request_serializer=twinlog_dot_v1_dot_admin__pb2.ListScramUsersRequest.SerializeToString,
                 response_deserializer=twinlog_dot_v1_dot_admin__pb2.ListScramUsersResponse.FromString,
                 _registered_method=True)
+        self.ListAcls = channel.unary_unary(
+                '/twinlog.v1.Administration/ListAcls',
+                request_serializer=twinlog_dot_v1_dot_admin__pb2.ListAclsRequest.SerializeToString,
+                response_deserializer=twinlog_dot_v1_dot_admin__pb2.ListAclsResponse.FromString,
+                _registered_method=True)
+        self.CreateAcls = channel.unary_unary(
+                '/twinlog.v1.Administration/CreateAcls',
+                request_serializer=twinlog_dot_v1_dot_admin__pb2.CreateAclsRequest.SerializeToString,
+                response_deserializer=twinlog_dot_v1_dot_admin__pb2.CreateAclsResponse.FromString,
+                _registered_method=True)
+        self.DeleteAcls = channel.unary_unary(
+                '/twinlog.v1.Administration/DeleteAcls',
+                request_serializer=twinlog_dot_v1_dot_admin__pb2.DeleteAclsRequest.SerializeToString,
+                response_deserializer=twinlog_dot_v1_dot_admin__pb2.DeleteAclsResponse.FromString,
+                _registered_method=True)
 
 
 class AdministrationServicer:
@@ -330,6 +345,29 @@ class AdministrationServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListAcls(self, request, context):
+        """ACLs (`twinlog acls`): the grants in force are the ACL file's and those added here,
+        kept in the broker's store (a cluster's in ZooKeeper, for every broker). List needs
+        DESCRIBE on the cluster (ALTER implies it), create and delete ALTER on the cluster
+        (cluster:*). The ACL file's grants are listed, never deleted. Without an ACL file
+        every call is refused: the server has no ACLs.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CreateAcls(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteAcls(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdministrationServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -447,6 +485,21 @@ def add_AdministrationServicer_to_server(servicer, server):
                     servicer.ListScramUsers,
                     request_deserializer=twinlog_dot_v1_dot_admin__pb2.ListScramUsersRequest.FromString,
                     response_serializer=twinlog_dot_v1_dot_admin__pb2.ListScramUsersResponse.SerializeToString,
+            ),
+            'ListAcls': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListAcls,
+                    request_deserializer=twinlog_dot_v1_dot_admin__pb2.ListAclsRequest.FromString,
+                    response_serializer=twinlog_dot_v1_dot_admin__pb2.ListAclsResponse.SerializeToString,
+            ),
+            'CreateAcls': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateAcls,
+                    request_deserializer=twinlog_dot_v1_dot_admin__pb2.CreateAclsRequest.FromString,
+                    response_serializer=twinlog_dot_v1_dot_admin__pb2.CreateAclsResponse.SerializeToString,
+            ),
+            'DeleteAcls': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteAcls,
+                    request_deserializer=twinlog_dot_v1_dot_admin__pb2.DeleteAclsRequest.FromString,
+                    response_serializer=twinlog_dot_v1_dot_admin__pb2.DeleteAclsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1070,6 +1123,87 @@ class Administration:
             '/twinlog.v1.Administration/ListScramUsers',
             twinlog_dot_v1_dot_admin__pb2.ListScramUsersRequest.SerializeToString,
             twinlog_dot_v1_dot_admin__pb2.ListScramUsersResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListAcls(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/twinlog.v1.Administration/ListAcls',
+            twinlog_dot_v1_dot_admin__pb2.ListAclsRequest.SerializeToString,
+            twinlog_dot_v1_dot_admin__pb2.ListAclsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateAcls(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/twinlog.v1.Administration/CreateAcls',
+            twinlog_dot_v1_dot_admin__pb2.CreateAclsRequest.SerializeToString,
+            twinlog_dot_v1_dot_admin__pb2.CreateAclsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteAcls(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/twinlog.v1.Administration/DeleteAcls',
+            twinlog_dot_v1_dot_admin__pb2.DeleteAclsRequest.SerializeToString,
+            twinlog_dot_v1_dot_admin__pb2.DeleteAclsResponse.FromString,
             options,
             channel_credentials,
             insecure,
