@@ -454,3 +454,87 @@ def test_a_consumer_group_follows_its_killed_coordinator(cluster: LocalCluster) 
     finally:
         checker.close()
     assert committed == {0: 20, 1: 20}
+
+
+def test_a_kip848_group_goes_on_at_its_new_coordinator(cluster: LocalCluster) -> None:
+    """confluent-kafka with group.protocol=consumer (KIP-848): the group's coordinator is
+    SIGKILLed; its membership is durable in __consumer_offsets, so the member goes on at
+    the new coordinator with its epoch and partitions (never told they were lost or
+    revoked), reads everything and commits there."""
+    bootstrap = ",".join(kafka_addresses(cluster).values())
+    cluster.create_replicated_topic("k848", 2)
+    producer = confluent_kafka.Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "enable.idempotence": True,
+            "acks": "all",
+            **confluent_sasl(cluster),
+        }
+    )
+    consumer = confluent_kafka.Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "k848-readers",
+            "group.protocol": "consumer",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            **confluent_sasl(cluster),
+        }
+    )
+    taken_away: list[str] = []  # revocations and losses, with what was taken
+    read: list[bytes] = []
+
+    def produce(numbers: range) -> None:
+        for number in numbers:
+            producer.produce("k848", b"n%d" % number, partition=number % 2)
+        assert producer.flush(40) == 0
+
+    def read_until(count: int) -> None:
+        deadline = time.monotonic() + READ_DEADLINE_S
+        while len(set(read)) < count and time.monotonic() < deadline:
+            message = consumer.poll(0.2)
+            if message is None or message.error() is not None:
+                continue
+            read.append(message.value())
+            try:
+                consumer.commit(message, asynchronous=False)
+            except confluent_kafka.KafkaException:
+                pass  # the coordinator is moving: the next record's commit covers it
+
+    try:
+        consumer.subscribe(
+            ["k848"],
+            on_revoke=lambda _c, parts: taken_away.append(f"revoked {parts}"),
+            on_lost=lambda _c, parts: taken_away.append(f"lost {parts}"),
+        )
+        produce(range(20))
+        read_until(20)
+        assert {tp.partition for tp in consumer.assignment()} == {0, 1}
+        coordinator = _group_coordinator(cluster, "k848-readers")
+        cluster.kill(coordinator)  # SIGKILL: the coordinator goes, its members' records stay
+        produce(range(20, 40))
+        read_until(40)
+        successor = _group_coordinator(cluster, "k848-readers")
+        deadline = time.monotonic() + READ_DEADLINE_S
+        committed: list[int] = []
+        while time.monotonic() < deadline:
+            try:
+                found = consumer.committed(
+                    [confluent_kafka.TopicPartition("k848", p) for p in (0, 1)], timeout=5
+                )
+                committed = [tp.offset for tp in found]
+            except confluent_kafka.KafkaException:
+                committed = []
+            if committed == [20, 20]:
+                break
+            read_until(40)  # a commit refused during the move is made by the next one
+            time.sleep(0.2)
+        taken_before_close = list(taken_away)  # close() revokes everything itself
+    finally:
+        consumer.close()
+        producer.flush(5)
+    print(f"group coordinator {coordinator} killed; {successor} took over")
+    assert successor != coordinator
+    assert set(read) == {b"n%d" % number for number in range(40)}
+    assert taken_before_close == []  # went on with its partitions: not joined anew
+    assert committed == [20, 20]
