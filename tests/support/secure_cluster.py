@@ -106,7 +106,13 @@ def make_client_certificate(certs: Path, common_name: str, into: Path) -> tuple[
 
 
 class SecureCluster:
-    def __init__(self, root: Path, zookeeper: LocalZooKeeper, broker_ids: tuple[int, ...]) -> None:
+    def __init__(
+        self,
+        root: Path,
+        zookeeper: LocalZooKeeper,
+        broker_ids: tuple[int, ...],
+        acl_extra: str = "",
+    ) -> None:
         self.root = root
         self.connect = f"{zookeeper.connect_string}/twinlog/{uuid.uuid4().hex[:12]}"
         self.pki = root / "certs"
@@ -115,7 +121,7 @@ class SecureCluster:
         self.tokens_file = root / "tokens"
         self.tokens_file.write_text("".join(f"{token} {name}\n" for name, token in TOKENS.items()))
         self.acl_file = root / "acl"
-        self.acl_file.write_text(ACL)
+        self.acl_file.write_text(ACL + acl_extra)
         self.zookeeper_auth_file = root / "zookeeper.auth"
         self.credential: ZooKeeperCredential = ensure_zookeeper_credential_file(
             self.zookeeper_auth_file
@@ -259,9 +265,13 @@ class SecureCluster:
 
 @contextmanager
 def running_secure_cluster(
-    root: Path, zookeeper: LocalZooKeeper, broker_ids: tuple[int, ...] = (1, 2, 3)
+    root: Path,
+    zookeeper: LocalZooKeeper,
+    broker_ids: tuple[int, ...] = (1, 2, 3),
+    acl_extra: str = "",
 ) -> Iterator[SecureCluster]:
-    cluster = SecureCluster(root, zookeeper, broker_ids)
+    """``acl_extra``: ACL file lines added to ``ACL``."""
+    cluster = SecureCluster(root, zookeeper, broker_ids, acl_extra)
     try:
         yield cluster.start()
     except BaseException:
