@@ -66,6 +66,10 @@ Internal topics (names starting ``__``, such as ``__consumer_offsets``, which ho
 every group's offsets) are matched only by a pattern that itself starts ``__``:
 ``read *`` does not read them, ``ops read __consumer_offsets`` (an admin) does.
 
+Grants can also be made at run time (``twinlog acls add``, Kafka's CreateAcls): LITERAL
+or PREFIXED patterns (``PatternType``) kept in the broker's store and applied beside the
+file's (``acl_view``: a union; the file's cannot be removed at run time).
+
 Without an ACL file every authenticated principal may do everything, and
 ListTransactions and DescribeProducers show everything. Listing and describing
 topics needs authentication only.
