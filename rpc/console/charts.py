@@ -32,8 +32,11 @@ def _number(value: float) -> str:
     return f"{value:.0f}" if value == int(value) else f"{value:.1f}"
 
 
-def _frame(title: str, y_max: float, x_label: str) -> list[str]:
+def _frame(title: str, y_max: float, x_label: str, label_on_top: bool = False) -> list[str]:
+    """Axes, the y axis' top value and 0, and ``x_label`` (on top when the x axis has
+    labels of its own)."""
     plot_bottom = HEIGHT - MARGIN_BOTTOM
+    label_y = MARGIN_TOP + 10 if label_on_top else HEIGHT - 4
     return [
         f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" viewBox="0 0 {WIDTH} {HEIGHT}" '
         f'width="{WIDTH}" height="{HEIGHT}" role="img" aria-label="{escape(title)}">',
@@ -44,7 +47,7 @@ def _frame(title: str, y_max: float, x_label: str) -> list[str]:
         f'<text x="{MARGIN_LEFT - 4}" y="{MARGIN_TOP + 10}" text-anchor="end">'
         f"{_number(y_max)}</text>",
         f'<text x="{MARGIN_LEFT - 4}" y="{plot_bottom}" text-anchor="end">0</text>',
-        f'<text x="{WIDTH - 2}" y="{HEIGHT - 4}" text-anchor="end">{escape(x_label)}</text>',
+        f'<text x="{WIDTH - 2}" y="{label_y}" text-anchor="end">{escape(x_label)}</text>',
     ]
 
 
@@ -87,7 +90,7 @@ def bar_chart(title: str, bars: list[tuple[str, float]], unit: str) -> str:
     plot_width = WIDTH - MARGIN_LEFT - 4
     plot_height = HEIGHT - MARGIN_TOP - MARGIN_BOTTOM - 12
     slot = plot_width / len(shown)
-    parts = _frame(title, y_max, unit)
+    parts = _frame(title, y_max, unit, label_on_top=True)
     for index, (label, value) in enumerate(shown):
         height = value / y_max * plot_height
         x = MARGIN_LEFT + index * slot + slot * 0.15
