@@ -28,14 +28,24 @@ from kafka.admin import (
     ResourcePatternFilter,
     ResourceType,
 )
+from kafka.protocol.admin import (
+    CreateAclsRequest,
+    CreateAclsResponse,
+    DeleteAclsRequest,
+    DeleteAclsResponse,
+    DescribeAclsRequest,
+    DescribeAclsResponse,
+)
 
 from twinlog.engine.broker.broker import Broker
+from twinlog.rpc.kafka.error_codes import NONE
 from twinlog.rpc.kafka.listener import KafkaListener
 from twinlog.rpc.policy.acl_store import FILE_NAME, FileAclStore
 from twinlog.rpc.policy.audit import AUDIT_LOGGER
 from twinlog.rpc.policy.auth import Grant, PatternType, Resource
 from twinlog.rpc.server.config import ServerConfig
 from twinlog.rpc.server.server import guard_of
+from twinlog.tests.rpc.kafka.conftest import RawConnection
 
 CLIENT_TIMEOUT_MS = 10_000
 TOKENS = {
@@ -317,3 +327,83 @@ def test_confluent_kafka_creates_describes_and_deletes(secured: Secured) -> None
     for future in admin.delete_acls([found], request_timeout=10).values():
         assert [b.name for b in future.result(timeout=15)] == ["refunds"]
     assert not produces(secured, "alice", "refunds")
+
+
+@pytest.fixture(scope="module")
+def anonymous_admin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
+    """A listener without tokens whose ACL file lets the anonymous principal administer
+    ACLs: raw requests of every version need no SASL."""
+    directory = tmp_path_factory.mktemp("kafka-acls-raw")
+    (directory / "acl").write_text("anonymous alter cluster:*\n")
+    config = ServerConfig(port=0, acl_file=str(directory / "acl"))
+    broker = Broker.open(directory / "data")
+    listener = KafkaListener(broker, "127.0.0.1", 0, guard=guard_of(config, broker))
+    listener.start()
+    try:
+        yield Secured(broker, listener, directory / "data")
+    finally:
+        listener.stop(grace_ms=2_000)
+        broker.close()
+
+
+@pytest.mark.parametrize("version", [0, 1, 2, 3])
+def test_every_version_creates_describes_and_deletes(
+    anonymous_admin: Secured, version: int
+) -> None:
+    topic = f"raw-v{version}"
+    creation = CreateAclsRequest.AclCreation(
+        resource_type=2,
+        resource_name=topic,
+        resource_pattern_type=3,
+        principal="User:alice",
+        host="*",
+        operation=4,
+        permission_type=3,
+    )
+    filter_fields = {
+        "resource_type_filter": 2,
+        "resource_name_filter": topic,
+        "pattern_type_filter": 3,
+        "principal_filter": None,
+        "host_filter": None,
+        "operation": 1,
+        "permission_type": 1,
+    }
+    raw = RawConnection(anonymous_admin.listener.port)
+    try:
+        created = raw.call(CreateAclsRequest(creations=[creation]), CreateAclsResponse, version)
+        assert [r.error_code for r in created.results] == [NONE]
+        described = raw.call(DescribeAclsRequest(**filter_fields), DescribeAclsResponse, version)
+        assert described.error_code == NONE
+        assert [(r.resource_name, [a.principal for a in r.acls]) for r in described.resources] == [
+            (topic, ["User:alice"])
+        ]
+        deleted = raw.call(
+            DeleteAclsRequest(filters=[DeleteAclsRequest.DeleteAclsFilter(**filter_fields)]),
+            DeleteAclsResponse,
+            version,
+        )
+        [result] = deleted.filter_results
+        assert result.error_code == NONE
+        assert [m.resource_name for m in result.matching_acls] == [topic]
+    finally:
+        raw.close()
+    assert anonymous_admin.stored() == ()
+
+
+def test_a_broker_without_acls_answers_security_disabled(raw: Any) -> None:
+    answer = raw.call(
+        DescribeAclsRequest(
+            resource_type_filter=1,
+            resource_name_filter=None,
+            pattern_type_filter=1,
+            principal_filter=None,
+            host_filter=None,
+            operation=1,
+            permission_type=1,
+        ),
+        DescribeAclsResponse,
+        3,
+    )
+    assert answer.error_code == kafka.errors.SecurityDisabledError.errno
+    assert "--acl-file" in answer.error_message
