@@ -12,8 +12,10 @@ transaction not complete yet holds is answered UNSTABLE_OFFSET_COMMIT on its own
 
 A member of KIP-848's protocol commits with OffsetCommit v9's member id and member epoch
 (the generation field), checked as any member's commit; a stale epoch is answered
-STALE_MEMBER_EPOCH to it. OffsetFetch v9's member id and epoch are accepted and not
-checked (Kafka checks the epoch is the member's; a fetch changes nothing).
+STALE_MEMBER_EPOCH to it. OffsetFetch v9's member id and epoch, when given, are checked
+as Kafka checks them in a group of that protocol: the member must be the group's
+(UNKNOWN_MEMBER_ID) at that very epoch (STALE_MEMBER_EPOCH; the client asks again after
+its next heartbeat).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from twinlog.engine.base.types import TopicPartition
 from twinlog.engine.groups.group_calls import (
     NO_MEMBER_EPOCH,
     OUTSIDE_ANY_GROUP,
+    PROTOCOL_CONSUMER,
     GroupMemberRef,
     OffsetAndMetadata,
 )
@@ -45,6 +48,7 @@ from twinlog.rpc.kafka.error_codes import (
     NONE,
     OFFSET_METADATA_TOO_LARGE,
     STALE_MEMBER_EPOCH,
+    UNKNOWN_MEMBER_ID,
     UNSTABLE_OFFSET_COMMIT,
     code_of,
 )
@@ -197,7 +201,7 @@ def handle_offset_fetch(
     request: OffsetFetchRequest, version: int, context: KafkaContext
 ) -> OffsetFetchResponse:
     if version >= GROUPS_ARRAY_VERSION:
-        groups = [_group_answer(context, group) for group in request.groups]
+        groups = [_group_answer(context, group, version) for group in request.groups]
         return OffsetFetchResponse(version=version, throttle_time_ms=0, groups=groups)
     Topic = OffsetFetchResponse.OffsetFetchResponseTopic
     Partition = Topic.OffsetFetchResponsePartition
@@ -215,11 +219,30 @@ def handle_offset_fetch(
     )
 
 
-def _group_answer(context: KafkaContext, group: Any) -> Any:
+def fetching_member_code(context: KafkaContext, group: Any, version: int) -> int:
+    """NONE, or why a KIP-848 member may not fetch the group's offsets (v9+, as Kafka's
+    ConsumerGroup.validateOffsetFetch): UNKNOWN_MEMBER_ID for a member the group does not
+    have, STALE_MEMBER_EPOCH for an epoch that is not its own. A fetch naming no member
+    (a tool, a classic consumer) is not checked."""
+    if version < MEMBER_EPOCH_VERSION or (not group.member_id and group.member_epoch < 0):
+        return NONE
+    description = context.broker.describe_group(group.group_id)
+    if description.group_type != PROTOCOL_CONSUMER:
+        return NONE  # a classic group's fetch carries no member (Kafka ignores it there)
+    epochs = {member.member_id: member.member_epoch for member in description.members}
+    if group.member_id not in epochs:
+        return UNKNOWN_MEMBER_ID
+    return NONE if epochs[group.member_id] == group.member_epoch else STALE_MEMBER_EPOCH
+
+
+def _group_answer(context: KafkaContext, group: Any, version: int) -> Any:
     Group = OffsetFetchResponse.OffsetFetchResponseGroup
     Topic = Group.OffsetFetchResponseTopics
     Partition = Topic.OffsetFetchResponsePartitions
     try:
+        refused = fetching_member_code(context, group, version)
+        if refused:
+            return Group(group_id=group.group_id, topics=[], error_code=refused)
         offsets, unstable = _committed(context, group.group_id, _wanted(group.topics))
     except TwinlogError as error:
         return Group(

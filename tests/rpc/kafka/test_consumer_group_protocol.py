@@ -31,6 +31,7 @@ from twinlog.rpc.kafka.error_codes import (
     INCONSISTENT_GROUP_PROTOCOL,
     INVALID_REQUEST,
     NONE,
+    STALE_MEMBER_EPOCH,
     UNKNOWN_MEMBER_ID,
     UNSUPPORTED_VERSION,
 )
@@ -552,3 +553,30 @@ def test_the_session_timeout_is_the_server_config_key_kafka_names() -> None:
     assert server_config_from(server_values).group_consumer_session_timeout_ms == 6_000
     with pytest.raises(InvalidConfigError, match=r"1000\.\.300000"):
         server_config_from({"group_consumer_session_timeout_ms": "10"})
+
+
+def test_offset_fetch_v9_checks_a_kip848_member_and_its_epoch(
+    kafka_server: Any, raw: RawConnection
+) -> None:
+    from kafka.protocol.consumer import OffsetFetchRequest, OffsetFetchResponse
+
+    topic = kafka_server.topic(partitions=1)
+    group = f"{topic}-fetching"
+    joined = _join(raw, group, [topic], "fetcher")
+
+    def fetch(member_id: str | None, member_epoch: int) -> int:
+        Group = OffsetFetchRequest.OffsetFetchRequestGroup
+        request = OffsetFetchRequest(
+            groups=[
+                Group(group_id=group, member_id=member_id, member_epoch=member_epoch, topics=None)
+            ],
+            require_stable=False,
+        )
+        answer: Any = raw.call(request, OffsetFetchResponse, 9)
+        return int(answer.groups[0].error_code)
+
+    assert fetch("fetcher", joined.member_epoch) == NONE
+    assert fetch("fetcher", joined.member_epoch - 1) == STALE_MEMBER_EPOCH
+    assert fetch("stranger", joined.member_epoch) == UNKNOWN_MEMBER_ID
+    assert fetch(None, -1) == NONE  # a tool's fetch names no member
+    _heartbeat(raw, group_id=group, member_id="fetcher", member_epoch=-1)
