@@ -164,6 +164,25 @@ IMPLIES_DESCRIBE = {
 # topics are internal is the engine's one rule (``internal_topics.is_internal``).
 
 
+# How ``twinlog acls add`` names each kind of resource.
+ACLS_ADD_FLAGS = {
+    Resource.TOPIC: "--topic ",
+    Resource.TRANSACTIONAL_ID: "--transactional-id ",
+    Resource.GROUP: "--group ",
+    Resource.BROKER: "--broker ",
+    Resource.CLUSTER: "--cluster",
+}
+
+
+def _acls_add_command(
+    principal: Principal, operation: Operation, resource: Resource, name: str
+) -> str:
+    """The ``twinlog acls add`` that grants this one operation (on the cluster, by flag)."""
+    flag = ACLS_ADD_FLAGS[resource]
+    target = flag if resource is Resource.CLUSTER else flag + name
+    return f"twinlog acls add --principal {principal.name} --operation {operation.value} {target}"
+
+
 def resource_pattern(resource: Resource, name: str) -> str:
     """How a grant for exactly this resource is written in the ACL file."""
     return PREFIXES[resource] + name
@@ -399,6 +418,7 @@ class Guard:
                     f"principal {principal.name!r} may not {operation.value} {what}; "
                     f"nothing was changed. Ask an operator for a grant in the ACL file "
                     f"('{principal.name} {operation.value} {resource_pattern(resource, name)}')"
+                    f" or at run time ('{_acls_add_command(principal, operation, resource, name)}')"
                     + (
                         f"; {name} is internal: only a pattern starting "
                         f"'{INTERNAL_TOPIC_PREFIX}' matches it"
