@@ -26,6 +26,7 @@ its migration policy off), and the classic door refuses a member of this one
 
 from __future__ import annotations
 
+import logging
 import uuid
 from typing import Any
 
@@ -55,6 +56,8 @@ from twinlog.rpc.policy.auth import Operation, Resource
 
 # Kafka's server assignors (group.consumer.assignors); both are twinlog's uniform one here:
 # a member asking for range gets the same balanced, sticky assignment.
+log = logging.getLogger("twinlog.kafka")
+
 SERVER_ASSIGNORS = ("uniform", "range")
 NO_EPOCH = -1
 # v1 (Kafka 4.0's, which librdkafka 2.10+ requires): the consumer names itself (a UUID it
@@ -77,6 +80,10 @@ def _answer(version: int, error_code: int, message: str | None = None, **fields:
         heartbeat_interval_ms=fields.get("heartbeat_interval_ms", 0),
         assignment=fields.get("assignment"),
     )
+
+
+def _client_id(request: ConsumerGroupHeartbeatRequest) -> str:
+    return (request.header.client_id or "") if request.header else ""
 
 
 def invalid_reason(request: ConsumerGroupHeartbeatRequest, version: int) -> str | None:
@@ -155,14 +162,15 @@ def handle_consumer_group_heartbeat(
         return _answer(version, INVALID_REQUEST, invalid)
     # "" is no regular expression (librdkafka sends it with a subscription by names)
     if version >= CLIENT_MEMBER_ID_VERSION and request.subscribed_topic_regex:
-        return _answer(
-            version,
-            INVALID_REGULAR_EXPRESSION,
+        reason = (
             f"a subscription by regular expression ({request.subscribed_topic_regex!r}) is not "
             "served: twinlog's coordinator does not run members' regular expressions; "
             "subscribe to topic names (or use group.protocol=classic, whose consumer matches "
-            "the pattern itself)",
+            "the pattern itself)"
         )
+        # librdkafka shows the code's own text only: the operator's log says why
+        log.warning("group %r, client %r: %s", request.group_id, _client_id(request), reason)
+        return _answer(version, INVALID_REGULAR_EXPRESSION, reason)
     guard, principal = context.guard, context.connection.principal
     denied = authorize(guard, principal, Operation.READ, (request.group_id,), Resource.GROUP)
     if denied:
@@ -189,7 +197,7 @@ def handle_consumer_group_heartbeat(
         subscribed_topics=None if subscribed is None else tuple(subscribed),
         owned=_owned(context, request.topic_partitions),
         instance_id=request.instance_id,
-        client_id=(request.header.client_id or "") if request.header else "",
+        client_id=_client_id(request),
         session_timeout_ms=context.settings.group_consumer_session_timeout_ms,
         rebalance_timeout_ms=None if rebalance_timeout_ms == -1 else rebalance_timeout_ms,
         protocol=PROTOCOL_CONSUMER,

@@ -580,3 +580,27 @@ def test_offset_fetch_v9_checks_a_kip848_member_and_its_epoch(
     assert fetch("stranger", joined.member_epoch) == UNKNOWN_MEMBER_ID
     assert fetch(None, -1) == NONE  # a tool's fetch names no member
     _heartbeat(raw, group_id=group, member_id="fetcher", member_epoch=-1)
+
+
+def test_a_regex_subscription_is_a_clear_error_to_confluent_kafka(
+    secured: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="twinlog.kafka")
+    _, listener = secured
+    consumer = _consumer(listener, "team848-regex", "regex")
+    errors: list[Any] = []
+    try:
+        consumer.subscribe(["^orders848.*"])
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and not errors:
+            message = consumer.poll(0.2)
+            if message is not None and message.error() is not None:
+                errors.append(message.error())
+    finally:
+        consumer.close()
+    assert errors and errors[0].code() == confluent_kafka.KafkaError._FATAL
+    assert "regular expression" in errors[0].str()
+    assert any(
+        "regular expression" in r.getMessage() and "topic names" in r.getMessage()
+        for r in caplog.records
+    )
