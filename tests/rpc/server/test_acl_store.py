@@ -196,3 +196,22 @@ def test_the_store_file_is_json_with_a_checksum(tmp_path: Path) -> None:
             "pattern_type": "literal",
         }
     ]
+
+
+def test_an_embedded_admin_edits_the_data_directorys_store(tmp_path: Path) -> None:
+    from twinlog.engine.broker.broker import Broker
+    from twinlog.rpc.client import AclEntry, Admin
+
+    broker = Broker.open(tmp_path / "data")
+    try:
+        admin = Admin(broker)
+        entry = AclEntry("alice", "read", "group", "billing-", "prefixed")
+        assert admin.create_acls([entry]) == [entry]
+        assert admin.list_acls(resource_type="group") == [entry]
+        assert admin.list_acls(principal="bob") == []
+        with pytest.raises(InvalidConfigError, match="no stored grant"):
+            admin.delete_acls([AclEntry("alice", "read", "group", "billing-")])  # literal
+        assert admin.delete_acls([entry]) == [entry]
+    finally:
+        broker.close()
+    assert FileAclStore(tmp_path / "data" / FILE_NAME).grants() == ()
