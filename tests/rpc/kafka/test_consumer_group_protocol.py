@@ -49,6 +49,7 @@ from twinlog.tests.rpc.kafka.conftest import RawConnection
 
 TOPIC_ID = uuid.UUID("00112233-4455-6677-8899-aabbccddeeff")
 GROUP_AUTHORIZATION_FAILED = 30
+FENCED_INSTANCE_ID = 82
 INVALID_REGULAR_EXPRESSION = 128
 SESSION_TIMEOUT_MS = 1_000  # the coordinator's floor: expiry within a test's patience
 Heartbeat = ConsumerGroupHeartbeatRequest
@@ -604,3 +605,30 @@ def test_a_regex_subscription_is_a_clear_error_to_confluent_kafka(
         "regular expression" in r.getMessage() and "topic names" in r.getMessage()
         for r in caplog.records
     )
+
+
+def test_a_static_member_keeps_its_partitions_through_a_restart(
+    kafka_server: Any, raw: RawConnection
+) -> None:
+    topic = kafka_server.topic(partitions=2)
+    group = f"{topic}-static"
+
+    def join_as(member_id: str) -> Any:
+        return _heartbeat(raw, group_id=group, member_id=member_id, member_epoch=0,
+                          instance_id="host-1", rebalance_timeout_ms=30_000,
+                          subscribed_topic_names=[topic], topic_partitions=[])  # fmt: skip
+
+    first = join_as("before-restart")
+    assert first.error_code == NONE and len(_assigned(first)[0][1]) == 2
+    left = _heartbeat(raw, group_id=group, member_id="before-restart", member_epoch=-2,
+                      instance_id="host-1")  # fmt: skip
+    assert left.error_code == NONE and left.member_epoch == -2
+    again = join_as("after-restart")  # its partitions waited for it: same epoch, no rebalance
+    assert again.error_code == NONE and again.member_epoch == first.member_epoch
+    assert _assigned(again) == _assigned(first)
+    newcomer = join_as("newcomer")  # takes the place of the running one, which is fenced
+    assert newcomer.error_code == NONE and _assigned(newcomer) == _assigned(first)
+    fenced = _heartbeat(raw, group_id=group, member_id="after-restart",
+                        member_epoch=again.member_epoch)  # fmt: skip
+    assert fenced.error_code == FENCED_INSTANCE_ID
+    _heartbeat(raw, group_id=group, member_id="newcomer", member_epoch=-1)
