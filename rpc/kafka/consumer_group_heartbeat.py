@@ -1,5 +1,5 @@
-"""KIP-848's ConsumerGroupHeartbeat (key 68) onto twinlog's group
-coordinator, which already works this way: the broker assigns (its uniform, sticky
+"""KIP-848's ConsumerGroupHeartbeat (key 68) onto twinlog's group coordinator, which
+already works this way: the broker assigns (its uniform, sticky
 assignor), each heartbeat carries the member's epoch, and a partition moves to a new
 owner only once its old owner's heartbeat no longer holds it (``engine/groups``).
 
@@ -54,10 +54,10 @@ from twinlog.rpc.kafka.messages import (
 from twinlog.rpc.kafka.metadata import name_of_topic_id, topic_uuid
 from twinlog.rpc.policy.auth import Operation, Resource
 
-# Kafka's server assignors (group.consumer.assignors); both are twinlog's uniform one here:
-# a member asking for range gets the same balanced, sticky assignment.
 log = logging.getLogger("twinlog.kafka")
 
+# Kafka's server assignors (group.consumer.assignors); both are twinlog's uniform one here:
+# a member asking for range gets the same balanced, sticky assignment.
 SERVER_ASSIGNORS = ("uniform", "range")
 NO_EPOCH = -1
 # v1 (Kafka 4.0's, which librdkafka 2.10+ requires): the consumer names itself (a UUID it

@@ -1,10 +1,10 @@
 """The Kafka messages the codec (kafka-python's ``kafka.protocol``) has not, defined with its
-own machinery from Kafka 3.8.0's message schemas (the JSON files here: the wire fields of
-each version, in the schema language of Kafka's ``clients/.../common/message``).
+own machinery from Kafka's message schemas (the JSON files here: the wire fields of each
+version, in the schema language of Kafka's ``clients/.../common/message``).
 
-KIP-848's ConsumerGroupHeartbeat (key 68) and ConsumerGroupDescribe (key 69), v0 only as
-3.8.0 has them (no regular expression subscription: that is v1, Kafka 4.0). A test pins
-their encoding against bytes laid out by hand from the schema.
+KIP-848's ConsumerGroupHeartbeat (key 68: v0 as 3.8.0 has it, and v1, Kafka 4.0's, which
+adds SubscribedTopicRegex and which librdkafka 2.10+ requires) and ConsumerGroupDescribe
+(key 69, v0). A test pins their encoding against bytes laid out by hand from the schema.
 """
 
 from __future__ import annotations
