@@ -11,6 +11,7 @@ import ipaddress
 import threading
 from typing import Any
 
+from waitress import wasyncore
 from waitress.server import create_server
 
 from twinlog.rpc.console.app import create_app
@@ -18,7 +19,7 @@ from twinlog.rpc.console.guard import ALLOWED_HOSTS
 from twinlog.rpc.console.session import ClusterSession, ConsoleTarget
 
 THREADS = 8
-STOP_GRACE_S = 3
+STOP_GRACE_S = 5  # a page in flight has 4 s of cluster calls, then renders
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1", "[::1]")
 
 
@@ -81,8 +82,12 @@ class ConsoleServer:
 
     def stop(self) -> None:
         if self._server is not None:
+            # The requests being answered finish first; then every socket closes, the idle
+            # keep-alive connections of browsers included (a single-socket server's close()
+            # closes only its listening socket, and its loop would wait for them).
             self._server.task_dispatcher.shutdown(timeout=STOP_GRACE_S)
             self._server.close()
+            wasyncore.close_all(self._server._map)
             self._server = None
         if self._thread is not None:
             self._thread.join(STOP_GRACE_S)

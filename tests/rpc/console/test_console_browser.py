@@ -8,14 +8,17 @@ One server, one console and one browser session serve the whole module.
 
 from __future__ import annotations
 
+import http.client
 import json
 import time
+import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from browser_support import ConsoleProcess, open_browser
+from selenium.webdriver.support.ui import Select
 from server_process import ServerProcess
 
 from twinlog.rpc.client import Admin, Producer
@@ -120,6 +123,24 @@ def visit(browser: Any, console: ConsoleProcess, path: str, shots: Path, name: s
     return text
 
 
+def click_and_wait(browser: Any, element: Any, text: str, timeout_s: float = 5.0) -> str:
+    """Click what loads a page, and wait for the new page to show ``text``; its text."""
+    from selenium.common.exceptions import StaleElementReferenceException
+
+    element.click()
+    deadline_s = time.monotonic() + timeout_s
+    body = ""
+    while time.monotonic() < deadline_s:
+        try:
+            body = browser.find_element("tag name", "body").text
+        except StaleElementReferenceException:  # the old page, going
+            continue
+        if text in body:
+            return body
+        time.sleep(0.05)
+    raise AssertionError(f"no {text!r} on the page after the click; it shows:\n{body}")
+
+
 @pytest.fixture(scope="module")
 def shots(folder: Path) -> Path:
     path = folder / "screenshots"
@@ -143,7 +164,7 @@ def test_topics_list_and_a_topics_partitions(
 ) -> None:
     text = visit(browser, console, "/topics", shots, "topics")
     assert TOPIC in text
-    browser.find_element("link text", TOPIC).click()
+    click_and_wait(browser, browser.find_element("link text", TOPIC), "Partitions")
     rows = browser.find_elements("css selector", "#partitions tr")
     assert len(rows) == 1 + 2  # the header, two partitions
     assert "retention.ms" in browser.find_element("id", "settings").text
@@ -175,12 +196,33 @@ def test_a_group_shows_its_lag(
     browser: Any, console: ConsoleProcess, held: dict[str, Any], shots: Path
 ) -> None:
     visit(browser, console, "/groups", shots, "groups")
-    browser.find_element("link text", GROUP).click()
+    click_and_wait(browser, browser.find_element("link text", GROUP), "Lag per partition")
     assert browser.find_element("id", "total-lag").text == "2"
     assert "orders-0" in browser.find_element("css selector", "svg.chart").get_attribute(
         "innerHTML"
     )
     browser.save_screenshot(str(shots / "group.png"))
+
+
+def test_a_groups_offsets_are_reset_after_a_dry_run(
+    browser: Any, console: ConsoleProcess, server: ServerProcess, held: dict[str, Any],
+    shots: Path,
+) -> None:  # fmt: skip
+    visit(browser, console, f"/groups/{GROUP}?pause=1", shots, "group-paused")
+    Select(browser.find_element("name", "target")).select_by_visible_text("earliest")
+    click_and_wait(browser, browser.find_element("css selector", "#reset button"), "dry run")
+    rows = browser.find_element("id", "reset-rows").text
+    assert f"{TOPIC} 0 1 0" in rows, rows  # now 1, after 0
+    browser.save_screenshot(str(shots / "group-reset-dry-run.png"))
+    with Admin(server.address, connection=options()) as admin:
+        before = {(r.topic, r.partition): r.committed_offset for r in admin.group_offsets(GROUP)}
+    assert before[(TOPIC, 0)] == 1  # the dry run committed nothing
+    click_and_wait(browser, browser.find_element("css selector", "button.danger"),
+                   f"reset group {GROUP}")  # fmt: skip
+    with Admin(server.address, connection=options()) as admin:
+        after = {(r.topic, r.partition): r.committed_offset for r in admin.group_offsets(GROUP)}
+    assert after[(TOPIC, 0)] == 0
+    assert "console.group.reset" in console.log()
 
 
 def test_the_open_transaction_is_aborted_from_its_page(
@@ -190,11 +232,11 @@ def test_the_open_transaction_is_aborted_from_its_page(
     transaction_id = held["transaction_id"]
     text = visit(browser, console, "/transactions", shots, "transactions")
     assert STUCK in text
-    browser.find_element("css selector", f"#transaction-{transaction_id} a.danger").click()
-    assert f"Abort transaction {transaction_id}?" in browser.find_element("tag name", "h1").text
+    link = browser.find_element("css selector", f"#transaction-{transaction_id} a.danger")
+    click_and_wait(browser, link, f"Abort transaction {transaction_id}?")
     browser.save_screenshot(str(shots / "transaction-abort.png"))
-    browser.find_element("id", "confirm-abort").click()
-    assert f"aborted transaction {transaction_id}" in browser.find_element("tag name", "body").text
+    click_and_wait(browser, browser.find_element("id", "confirm-abort"),
+                   f"aborted transaction {transaction_id}")  # fmt: skip
     with Admin(server.address, connection=options()) as admin:
         assert transaction_id not in [t.transaction_id for t in admin.list_transactions()]
     assert "console.transaction.abort" in console.log()
@@ -208,12 +250,35 @@ def test_a_topic_is_created_and_deleted_with_a_confirmation(
     browser.find_element("name", "name").send_keys("scratch")
     browser.find_element("name", "partitions").clear()
     browser.find_element("name", "partitions").send_keys("3")
-    browser.find_element("css selector", "form.inline button").click()
+    click_and_wait(browser, browser.find_element("css selector", "form.inline button"),
+                   "created topic scratch")  # fmt: skip
     assert len(browser.find_elements("css selector", "#partitions tr")) == 1 + 3
-    browser.find_element("link text", "Delete…").click()
+    click_and_wait(browser, browser.find_element("link text", "Delete…"), "Delete topic scratch?")
     browser.find_element("name", "confirm_name").send_keys("scratch")
     browser.save_screenshot(str(shots / "topic-delete.png"))
-    browser.find_element("css selector", "button.danger").click()
-    assert "deleted topic scratch" in browser.find_element("tag name", "body").text
+    click_and_wait(browser, browser.find_element("css selector", "button.danger"),
+                   "deleted topic scratch")  # fmt: skip
     with Admin(server.address, connection=options()) as admin:
         assert "scratch" not in admin.list_topics()
+
+
+def test_a_request_for_another_host_name_is_refused(console: ConsoleProcess) -> None:
+    """A page elsewhere that points a name of its own at 127.0.0.1 (DNS rebinding)."""
+    parsed = urllib.parse.urlsplit(console.url)
+    connection = http.client.HTTPConnection(parsed.hostname, parsed.port, timeout=5)
+    try:
+        connection.request("GET", "/topics", headers={"Host": f"rebound.example:{parsed.port}"})
+        answer = connection.getresponse()
+        body = answer.read()
+    finally:
+        connection.close()
+    assert answer.status == 400 and TOPIC.encode() not in body
+
+
+def test_sigterm_stops_the_console_gracefully(console: ConsoleProcess) -> None:
+    started_s = time.monotonic()
+    assert console.stop() == 0
+    elapsed_s = time.monotonic() - started_s
+    print(f"\nthe console stopped {elapsed_s:.2f} s after SIGTERM")
+    assert elapsed_s < 3  # the browser's idle keep-alive connection does not hold it
+    assert console.log().rstrip().endswith("console stopped")
