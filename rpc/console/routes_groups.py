@@ -28,10 +28,11 @@ def listing() -> str:
 
 
 @groups.get("/groups/<group_id>")
-def detail(group_id: str) -> str:
+def detail(group_id: str) -> tuple[str, int]:
     view = build_group(console_state().session, group_id)
     paused = request.args.get("pause") == "1"
-    return render_template(
+    status = view.problems[0].http_status if view.problems and not view.state else 200
+    page = render_template(
         "group.html",
         view=view,
         targets=RESET_TARGETS,
@@ -39,6 +40,7 @@ def detail(group_id: str) -> str:
         paused=paused,
         page="groups",
     )
+    return page, status
 
 
 def _reset_form(source: dict[str, str]) -> tuple[str, str, str]:

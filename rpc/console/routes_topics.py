@@ -22,9 +22,11 @@ def listing() -> str:
 
 
 @topics.get("/topics/<name>")
-def detail(name: str) -> str:
+def detail(name: str) -> tuple[str, int]:
     view = build_topic(console_state().session, name)
-    return render_template("topic.html", view=view, page="topics")
+    # Nothing to show (deleted meanwhile, not permitted, no answer): the problem's status.
+    status = view.problems[0].http_status if view.problems and not view.partitions else 200
+    return render_template("topic.html", view=view, page="topics"), status
 
 
 def _whole(field: str, low: int, high: int, default: int | None) -> int | None:
