@@ -119,7 +119,8 @@ class AclWatch:
         self._on_change = on_change
         DataWatch(session.client, znodes.ACLS, self._on_data)
 
-    def _on_data(self, data: bytes | None, stat: ZnodeStat | None) -> bool:
+    def _on_data(self, data: bytes | None, stat: ZnodeStat | None, event: object = None) -> bool:
+        # ``event`` taken, so that kazoo never calls again without it after a TypeError
         try:
             entries = [] if data is None else decode_acls(data)
         except CorruptJournalError as error:

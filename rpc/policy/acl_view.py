@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from twinlog.rpc.policy.acl_bindings import Source, describe_grant
 from twinlog.rpc.policy.acl_store import AclStore
 from twinlog.rpc.policy.audit import audit
-from twinlog.rpc.policy.auth import Acl, Grant
+from twinlog.rpc.policy.auth import Acl, Grant, IndexedGrants
 
 AUDITED_GRANTS_MAX = 10  # grants named on one acl.applied line; the rest are counted
 
@@ -52,10 +52,6 @@ class LiveAcl(Acl):
         self._started = True
 
     @property
-    def grants(self) -> tuple[Grant, ...]:
-        return self.file_grants + self._stored
-
-    @property
     def stored(self) -> tuple[Grant, ...]:
         return self._stored
 
@@ -64,6 +60,7 @@ class LiveAcl(Acl):
 
     def _apply(self, grants: tuple[Grant, ...]) -> None:
         old = self._stored
+        self._indexed = IndexedGrants.of(self.file_grants + grants)  # one swap: checks see both
         self._stored = grants
         if not self._started:
             return  # the grants read at start: nothing changed

@@ -324,16 +324,32 @@ class TokenTable:
         return found
 
 
+@dataclass(frozen=True)
+class IndexedGrants:
+    """Grants, and the same by principal (``*`` under its own key): a check reads only the
+    caller's and everyone's, not every grant (a store may hold thousands)."""
+
+    grants: tuple[Grant, ...]
+    by_principal: dict[str, tuple[Grant, ...]]
+
+    @classmethod
+    def of(cls, grants: Sequence[Grant]) -> IndexedGrants:
+        by_principal: dict[str, list[Grant]] = {}
+        for grant in grants:
+            by_principal.setdefault(grant.principal, []).append(grant)
+        return cls(tuple(grants), {key: tuple(held) for key, held in by_principal.items()})
+
+
 class Acl:
     """Grants per principal. Thread rule: immutable; any thread (``acl_view.LiveAcl``, the
-    file's grants with those made at run time, changes as a whole)."""
+    file's grants with those made at run time, changes them as a whole, one attribute)."""
 
     def __init__(self, grants: Sequence[Grant]) -> None:
-        self._grants = tuple(grants)
+        self._indexed = IndexedGrants.of(grants)
 
     @property
     def grants(self) -> tuple[Grant, ...]:
-        return self._grants
+        return self._indexed.grants
 
     @classmethod
     def load(cls, path: str | Path) -> Acl:
@@ -351,7 +367,12 @@ class Acl:
         name: str,
         resource: Resource = Resource.TOPIC,
     ) -> bool:
-        return any(grant.allows(principal, operation, name, resource) for grant in self.grants)
+        by_principal = self._indexed.by_principal
+        for key in (principal.name, "*"):
+            for grant in by_principal.get(key, ()):
+                if grant.allows(principal, operation, name, resource):
+                    return True
+        return False
 
 
 class Guard:
