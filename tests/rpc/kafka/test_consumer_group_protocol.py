@@ -24,6 +24,7 @@ from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 
 from twinlog.engine.base.errors import InvalidConfigError
 from twinlog.engine.broker.broker import Broker
+from twinlog.engine.groups.group_membership import TOPICS_MAX_AGE_S
 from twinlog.rpc.client import Admin, Producer
 from twinlog.rpc.kafka.error_codes import (
     FENCED_MEMBER_EPOCH,
@@ -136,6 +137,15 @@ def test_consumer_group_describe_request_encodes_as_the_schema_lays_it_out() -> 
 # --- the coordinator's rules, on the wire -----------------------------------------------
 
 
+def seen_topic(kafka_server: Any, partitions: int) -> str:
+    """A new topic, once the coordinator sees it: it reads the topics at most every
+    TOPICS_MAX_AGE_S, and a join before that is assigned nothing yet (a real consumer
+    heartbeats on and gets it; these tests look at the first answers)."""
+    topic: str = kafka_server.topic(partitions=partitions)
+    time.sleep(TOPICS_MAX_AGE_S)
+    return topic
+
+
 def _heartbeat(raw: RawConnection, version: int = 1, **fields: Any) -> Any:
     defaults: dict[str, Any] = dict(
         member_id="",
@@ -186,7 +196,7 @@ def test_apiversions_lists_the_new_keys(raw: RawConnection) -> None:
 def test_a_partition_moves_only_after_its_owner_gave_it_up(
     kafka_server: Any, raw: RawConnection
 ) -> None:
-    topic = kafka_server.topic(partitions=2)
+    topic = seen_topic(kafka_server, partitions=2)
     group = f"{topic}-g"
     first = _join(raw, group, [topic], "member-a")
     assert first.error_code == NONE and first.member_id == "member-a"
@@ -340,6 +350,7 @@ def _subscription(topic: str) -> bytes:
 def test_a_silent_member_expires_after_the_session_timeout(tmp_path: Any) -> None:
     broker = Broker.open(tmp_path / "data")
     Admin(broker).create_topic("expiring", partitions=1)
+    time.sleep(TOPICS_MAX_AGE_S)  # the coordinator sees it at its next read of the topics
     settings = KafkaListenerSettings(group_consumer_session_timeout_ms=SESSION_TIMEOUT_MS)
     listener = KafkaListener(broker, "127.0.0.1", 0, settings)
     listener.start()
@@ -610,7 +621,7 @@ def test_a_regex_subscription_is_a_clear_error_to_confluent_kafka(
 def test_a_static_member_keeps_its_partitions_through_a_restart(
     kafka_server: Any, raw: RawConnection
 ) -> None:
-    topic = kafka_server.topic(partitions=2)
+    topic = seen_topic(kafka_server, partitions=2)
     group = f"{topic}-static"
 
     def join_as(member_id: str) -> Any:
