@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -194,3 +195,30 @@ def test_a_grant_that_means_nothing_is_refused_saying_why(
         "--group", "billing",
     )  # fmt: skip
     assert status == 1 and "does not apply to groups" in err, err
+
+
+def test_a_grant_survives_a_restart_of_twinlog_serve(tmp_path: Path) -> None:
+    """The whole path as an operator runs it: ``twinlog serve`` processes, ``twinlog acls``
+    commands; the grant is read back by a new process from ``DATA_DIR/acls`` (mode 600)."""
+    from server_process import ServerProcess, run_cli
+
+    (tmp_path / "tokens").write_text(f"{OPS_TOKEN} ops\n")
+    (tmp_path / "acl").write_text(ACL_FILE)
+    arguments = ("--tokens-file", str(tmp_path / "tokens"), "--acl-file", str(tmp_path / "acl"))
+    grant = ("--principal", "alice", "--operation", "read", "--group", "billing")
+    with ServerProcess(tmp_path / "data", *arguments) as server:
+        added = run_cli("acls", "add", *grant, "--server", server.address, "--token", OPS_TOKEN)
+        assert added.returncode == 0, added.stderr
+        assert "acl.create principal=ops" in server.log()
+    store = tmp_path / "data" / FILE_NAME
+    assert stat.S_IMODE(store.stat().st_mode) == 0o600
+    with ServerProcess(tmp_path / "data", *arguments) as server:
+        listed = run_cli(
+            "acls", "list", "--resource-type", "group", "--format", "json",
+            "--server", server.address, "--token", OPS_TOKEN,
+        )  # fmt: skip
+    assert listed.returncode == 0, listed.stderr
+    assert json.loads(listed.stdout) == [
+        {"principal": "alice", "operation": "read", "resource_type": "group", "name": "billing",
+         "pattern_type": "literal", "source": "store"}
+    ]  # fmt: skip
