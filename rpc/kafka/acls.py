@@ -8,8 +8,8 @@ Kafka's model onto twinlog's, as ``docs/kafka-protocol.md`` tells it:
   twinlog's broker grants and its ``abort`` operation have no Kafka name and are not
   described here (``twinlog acls list`` shows them);
 - pattern types LITERAL (``*``: every name) and PREFIXED; filters also ANY and MATCH;
-  an ACL file glob is described as Kafka would write it (``orders*`` PREFIXED ``orders``),
-  one Kafka cannot write (``a?c``) only by a filter of its own name;
+  an ACL file glob is described as Kafka would write it (``orders*`` PREFIXED ``orders``);
+  one Kafka cannot write (``a?c``) is neither described nor matched by a Kafka filter;
 - operations ALL, READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE where they apply
   (``auth.OPERATIONS_ON``); others (CLUSTER_ACTION, IDEMPOTENT_WRITE, the configs' and
   tokens') are checks twinlog does not make: refused with INVALID_REQUEST saying so;
