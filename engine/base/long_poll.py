@@ -19,6 +19,12 @@ instead of ``read()`` after a wake, to read only those again (a follower's fetch
 partition it follows from a leader, where one append used to re-read them all). A wake
 by ``wake_all``, and the safety net of ``slice_s``, still call ``read()``.
 
+Without ``slice_s`` the caller says every change it must see wakes one of its keys, so a
+wait that ends at the deadline without a wake returns the last read instead of reading
+again. ``register_first`` registers before the first read, so an idle poll reads once,
+not twice: for a reader of thousands of keys (a follower's fetch of every partition it
+follows from a leader) the read costs far more than the registration.
+
 Thread rule: any thread; ``_lock`` guards the table of waiters, held only to add, remove
 and wake (never while reading).
 """
@@ -81,6 +87,8 @@ class LongPoll:
         max_wait_s: float,
         slice_s: float | None = None,
         read_again: Callable[[set[Hashable]], Result] | None = None,
+        *,
+        register_first: bool = False,
     ) -> Result:
         """``read()`` until ``enough`` of it, or ``max_wait_s`` has passed: the last read.
         ``slice_s``: read again at least this often even if no key is woken (a safety net
@@ -88,9 +96,12 @@ class LongPoll:
         called instead of ``read()`` (the caller keeps the rest of its last read). What
         either raises ends the poll."""
         deadline_s = time.monotonic() + max(0.0, max_wait_s)
-        result = read()  # the common case (data there, or no wait) costs no registration
-        if enough(result) or max_wait_s <= 0:
-            return result
+        if max_wait_s <= 0:
+            return read()
+        if not register_first:
+            result = read()  # the common case (data there) costs no registration
+            if enough(result):
+                return result
         waiter = _Waiter()
         with self._lock:
             for key in keys:
@@ -104,6 +115,8 @@ class LongPoll:
                 woke = waiter.event.wait(
                     remaining_s if slice_s is None else min(remaining_s, slice_s)
                 )
+                if not woke and slice_s is None:
+                    return result  # the deadline, and nothing changed since the last read
                 with self._lock:
                     woken_keys, everything = waiter.take()
                 if read_again is not None and woke and woken_keys and not everything:

@@ -66,9 +66,33 @@ def test_other_keys_do_not_wake_it_and_the_wait_ends_at_its_time() -> None:
     finally:
         stop.set()
         waker.join()
-    # once before registering, once after (a wake between the two is not lost), once when
-    # its time was up: never for the other key's wakes
-    assert reads == 3
+    # once before registering, once after (a wake between the two is not lost); not when
+    # its time was up (nothing woke it: nothing changed); never for the other key's wakes
+    assert reads == 2
+
+
+def test_registered_first_an_idle_poll_reads_once_and_a_wake_reads_again() -> None:
+    long_poll = LongPoll()
+    reads: list[int] = []
+
+    def read() -> int:
+        reads.append(len(reads))
+        return len(reads)
+
+    started = time.monotonic()
+    assert long_poll.poll(["mine"], read, lambda _: False, 0.2, register_first=True) == 1
+    assert time.monotonic() - started >= 0.15
+    assert reads == [0]  # registered, read once, nothing woke it
+    assert long_poll.waiting_count() == 0
+
+    reads.clear()
+    waker = threading.Timer(0.05, lambda: long_poll.wake("mine"))
+    waker.start()
+    try:
+        result = long_poll.poll(["mine"], read, lambda n: n >= 2, 5.0, register_first=True)
+    finally:
+        waker.join()
+    assert result == 2 and reads == [0, 1]  # the wake read again, and that was enough
 
 
 def test_wake_all_and_the_slice_read_again() -> None:
