@@ -6,8 +6,9 @@ Kafka's ZooKeeper-mode controller (CLUSTER.md §2.2, §3.2), on a thread of its 
   (in one multi with the bump of ``controller_epoch``) is controller until its session
   ends; the others watch ``controller`` and race again when it disappears.
 - The controller watches ``brokers/ids``, ``brokers/shutting_down`` and ``topics``, and
-  also reads everything again every ``full_read_interval_s`` (a watch fires once, and
-  changes between its firing and the next read coalesce into one event).
+  also reads everything again every ``full_read_interval_s``, or less often when a pass
+  takes long (``full_reads``: a safety net for a missed watch, never more than a tenth
+  of the thread's time). Changes between a watch's firing and the next read coalesce.
 - Each pass reads the whole cluster's partition states and writes what the rules of
   ``leader_election`` say must change: states for new topics, leaders for partitions
   whose leader died or is shutting down, ISRs without dead members, offline partitions
@@ -66,6 +67,7 @@ from twinlog.engine.zookeeper.controller_epoch import (
     resign,
     try_to_become_controller,
 )
+from twinlog.engine.zookeeper.full_reads import next_full_read_s
 from twinlog.engine.zookeeper.leader_election import (
     assign_replicas,
     imbalanced_partitions,
@@ -231,9 +233,11 @@ class Controller:
                 break
             if time.monotonic() < due or not self._gate.may_act():
                 continue  # not due, or SUSPENDED: start nothing (a pass is due on CONNECTED)
-            due = time.monotonic() + self.full_read_interval_s
+            started_s = time.monotonic()
+            due = started_s + self.full_read_interval_s
             try:
                 self._pass()
+                due = next_full_read_s(started_s, time.monotonic(), self.full_read_interval_s)
             except ControllerFencedError as error:
                 self._step_down(str(error))
                 due = 0.0

@@ -12,8 +12,9 @@ copy, if it holds one), as is every other broker's partition when first read.
 
 Discovery: a children watch on ``topics`` and on each ``topics/<t>/partitions``; a data
 watch on every state znode (this broker's, and the others', which a reassignment may
-make its own); a full read of this broker's every ``full_read_interval_s`` (watches fire
-once, and changes in between coalesce). A data watch that fires re-reads that one
+make its own); a full read of this broker's every ``full_read_interval_s``, or less
+often when it takes long (``full_reads``: a safety net for a missed watch, never more
+than a tenth of the thread's time). A data watch that fires re-reads that one
 znode; anything else reads everything again. A topic deleted and made again under the
 same name is told apart by its znodes' czxid.
 
@@ -42,6 +43,7 @@ from kazoo.protocol.states import EventType, WatchedEvent
 
 from twinlog.engine.base.errors import ConditionalWriteLostError, CorruptJournalError
 from twinlog.engine.zookeeper import znodes
+from twinlog.engine.zookeeper.full_reads import next_full_read_s
 from twinlog.engine.zookeeper.partition_state import (
     IsrMember,
     PartitionState,
@@ -238,8 +240,10 @@ class PartitionRoles:
                 continue  # SUSPENDED: no new role; what is pending waits for CONNECTED
             try:
                 if full:
-                    due = time.monotonic() + self.full_read_interval_s
+                    started_s = time.monotonic()
+                    due = started_s + self.full_read_interval_s  # (if the read fails)
                     self._read_all()
+                    due = next_full_read_s(started_s, time.monotonic(), self.full_read_interval_s)
                     if self._on_first_read is not None:
                         first_read, self._on_first_read = self._on_first_read, None
                         first_read()
