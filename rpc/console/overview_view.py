@@ -9,7 +9,7 @@ from functools import partial
 
 from twinlog.engine.base.types import TransactionDescription
 from twinlog.rpc.client.cluster_report import ClusterReport, report_of
-from twinlog.rpc.console.charts import bar_chart, line_chart
+from twinlog.rpc.console.charts import line_chart
 from twinlog.rpc.console.problems import Problem, attempt
 from twinlog.rpc.console.session import ClusterSession
 from twinlog.rpc.console.throughput import Sample, ThroughputHistory
@@ -74,11 +74,7 @@ def build_overview(session: ClusterSession, history: ThroughputHistory) -> Overv
     view.consumed_chart = line_chart(
         "records consumed per second", history.rates("consumed"), "records/s (groups' commits)"
     )
-    view.lag_chart = bar_chart(
-        "consumer lag per group",
-        [(row.group_id, float(row.lag)) for row in view.groups if row.lag is not None],
-        "records behind, per group",
-    )
+    view.lag_chart = line_chart("consumer lag per group", history.lag(), "records behind")
     return view
 
 

@@ -225,6 +225,22 @@ def test_a_groups_offsets_are_reset_after_a_dry_run(
     assert "console.group.reset" in console.log()
 
 
+def test_follow_mode_shows_a_new_record_without_a_click(
+    browser: Any, console: ConsoleProcess, server: ServerProcess, held: dict[str, Any],
+    shots: Path,
+) -> None:  # fmt: skip
+    visit(browser, console, f"/messages?topic={TOPIC}&partition=0&follow=1", shots, "follow")
+    with Producer(server.address, connection=options()) as producer:
+        producer.send(TOPIC, b"followed", partition=0)
+        producer.flush()
+    deadline_s = time.monotonic() + 8  # the page reloads itself every 2 s
+    while time.monotonic() < deadline_s:
+        if "followed" in browser.find_element("tag name", "body").text:
+            break
+        time.sleep(0.2)
+    assert "followed" in browser.find_element("id", "records").text
+
+
 def test_the_open_transaction_is_aborted_from_its_page(
     browser: Any, console: ConsoleProcess, server: ServerProcess, held: dict[str, Any],
     shots: Path,

@@ -108,6 +108,7 @@ def test_the_overview_counts_brokers_partitions_transactions_and_lag(served: Ser
         time.sleep(0.6)
         view = build_overview(served.ops, history)
     assert "<polyline" in view.written_chart and TOPIC in view.written_chart
+    assert "<polyline" in view.lag_chart and GROUP in view.lag_chart
 
 
 def test_topics_and_a_topic(served: Served) -> None:
@@ -221,6 +222,7 @@ def test_every_page_answers_within_5_s_when_the_server_does_not(tmp_path: Path) 
                 started_s = time.monotonic()
                 page = client.get(path)
                 elapsed_s = time.monotonic() - started_s
+                print(f"{path}: {page.status_code} in {elapsed_s:.2f} s")
                 assert elapsed_s < 5, (path, elapsed_s)
                 assert b"Traceback" not in page.data
                 assert b"No answer" in page.data or b"Cannot reach" in page.data, page.data[-800:]
