@@ -32,7 +32,7 @@ from twinlog.engine.zookeeper.acl_znode import AclWatch, Entries, change_acls, r
 from twinlog.engine.zookeeper.session import ZooKeeperSession
 from twinlog.rpc.policy.acl_bindings import binding_of_json, binding_to_json, check_binding
 from twinlog.rpc.policy.auth import Grant
-from twinlog.rpc.policy.store_place import store_place
+from twinlog.rpc.policy.store_place import OnePerPath, store_place
 
 FILE_NAME = "acls"
 FORMAT_VERSION = 1
@@ -188,7 +188,7 @@ class ZooKeeperAclStore:
         AclWatch(self.session, on_entries)
 
 
-_file_stores: dict[Path, FileAclStore] = {}
+_file_stores = OnePerPath(FILE_NAME, FileAclStore)
 _zookeeper_stores: weakref.WeakKeyDictionary[ZooKeeperSession, ZooKeeperAclStore] = (
     weakref.WeakKeyDictionary()
 )
@@ -197,12 +197,7 @@ _stores_lock = threading.Lock()
 
 def file_acl_store(data_dir: str | os.PathLike[str]) -> FileAclStore:
     """The one store of ``data_dir`` in this process."""
-    path = Path(data_dir).resolve() / FILE_NAME
-    with _stores_lock:
-        store = _file_stores.get(path)
-        if store is None:
-            store = _file_stores[path] = FileAclStore(path)
-        return store
+    return _file_stores.of(data_dir)
 
 
 def acl_store_of(broker: object) -> AclStore | None:

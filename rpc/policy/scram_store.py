@@ -47,7 +47,7 @@ from twinlog.engine.zookeeper.user_configs import (
     user_config_path,
 )
 from twinlog.rpc.policy.scram import MECHANISMS, ScramCredential
-from twinlog.rpc.policy.store_place import store_place
+from twinlog.rpc.policy.store_place import OnePerPath, store_place
 
 FILE_NAME = "scram-credentials"
 FORMAT_VERSION = 1
@@ -262,18 +262,12 @@ class ZooKeeperScramStore:
         return f"ZooKeeper znode {user_config_path(user)} ({self.session.connect})"
 
 
-_stores: dict[Path, FileScramStore] = {}
-_stores_lock = threading.Lock()
+_stores = OnePerPath(FILE_NAME, FileScramStore)
 
 
 def file_scram_store(data_dir: str | os.PathLike[str]) -> FileScramStore:
     """The one store of ``data_dir`` in this process."""
-    path = Path(data_dir).resolve() / FILE_NAME
-    with _stores_lock:
-        store = _stores.get(path)
-        if store is None:
-            store = _stores[path] = FileScramStore(path)
-        return store
+    return _stores.of(data_dir)
 
 
 def scram_store_of(broker: object) -> ScramStore | None:

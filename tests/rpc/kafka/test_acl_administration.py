@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -83,8 +84,16 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
     config = ServerConfig(
         port=0, tokens_file=str(directory / "tokens"), acl_file=str(directory / "acl")
     )
+    with listening(directory, config, ("orders", "refunds", "prefixed-a")) as served:
+        yield served
+
+
+@contextmanager
+def listening(directory: Path, config: ServerConfig, topics: tuple[str, ...]) -> Iterator[Secured]:
+    """A broker in ``directory`` with ``topics``, behind a Kafka listener guarded as
+    ``twinlog serve`` guards it (``guard_of``)."""
     broker = Broker.open(directory / "data")
-    for topic in ("orders", "refunds", "prefixed-a"):
+    for topic in topics:
         broker.create_topic(topic, 1)
     listener = KafkaListener(broker, "127.0.0.1", 0, guard=guard_of(config, broker))
     listener.start()
@@ -335,15 +344,8 @@ def anonymous_admin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secure
     ACLs: raw requests of every version need no SASL."""
     directory = tmp_path_factory.mktemp("kafka-acls-raw")
     (directory / "acl").write_text("anonymous alter cluster:*\n")
-    config = ServerConfig(port=0, acl_file=str(directory / "acl"))
-    broker = Broker.open(directory / "data")
-    listener = KafkaListener(broker, "127.0.0.1", 0, guard=guard_of(config, broker))
-    listener.start()
-    try:
-        yield Secured(broker, listener, directory / "data")
-    finally:
-        listener.stop(grace_ms=2_000)
-        broker.close()
+    with listening(directory, ServerConfig(port=0, acl_file=str(directory / "acl")), ()) as served:
+        yield served
 
 
 @pytest.mark.parametrize("version", [0, 1, 2, 3])
