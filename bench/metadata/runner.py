@@ -3,8 +3,8 @@ grows with its partitions.
 
 Starts, on loopback in a temporary directory, a ZooKeeper (PySpark's jars) and three
 brokers (``bench.cluster``'s), creates ``--partitions`` partitions (topics of
-``--partitions-per-topic``, replication factor 3), and measures, each with the
-ZooKeeper requests and writes it took (``mntr``):
+``--partitions-per-topic``, ``--replication-factor``, 3 by default), and measures,
+each with the ZooKeeper requests and writes it took (``mntr``):
 
     create           every partition with a leader and a full ISR
     memory           each broker's resident memory per partition (after - before)
@@ -12,12 +12,14 @@ ZooKeeper requests and writes it took (``mntr``):
                      answer's size
     controller       SIGKILL of the controller's broker -> a new controller elected,
       failover       and every partition it led with a new leader (its session's
-                     expiry included: the 4 s the tests use)
+                     expiry included: the 4 s the tests use); with replication
+                     factor 1, every partition it led marked offline instead
     broker restart   the killed broker started again -> serving, then -> every
                      partition's ISR full again
 
 Every process runs on this machine (two cores): the figures are for comparing sizes
-(run it with 1,000 and 10,000), not absolutes.
+(run it with 1,000 and 10,000), not absolutes. Replication factor 1 measures the
+metadata work alone: no follower fetches, whose cost also grows with the partitions.
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ EXAMPLE = """
 example:
   python -m bench.metadata --partitions 1000
   python -m bench.metadata --partitions 10000 --json metadata-10k.json   # 10-20 min
+  python -m bench.metadata --partitions 10000 --replication-factor 1   # metadata alone
   python -m bench.metadata --tiny                # 60 partitions: a check, not figures
 """
 
@@ -121,7 +124,11 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
     topics = [f"meta-{n:04d}" for n in range((count + per_topic - 1) // per_topic)]
     with LocalZooKeeper(root / "zookeeper", tick_time_ms=settings.zookeeper_tick_ms) as zookeeper:
         measured = Measured(zookeeper, args.quiet)
-        results: dict[str, Any] = {"machine": machine_note(), "partitions": count}
+        results: dict[str, Any] = {
+            "machine": machine_note(),
+            "partitions": count,
+            "replication_factor": args.replication_factor,
+        }
         connect = f"{zookeeper.connect_string}/bench/{uuid.uuid4().hex[:8]}"
         cluster = BenchCluster(root / "cluster", connect, settings.session_timeout_ms)
         try:
@@ -136,7 +143,9 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
                     left = count
                     for topic in topics:
                         size = min(per_topic, left)
-                        admin.create_topic(topic, size, {"replication.factor": "3"})
+                        admin.create_topic(
+                            topic, size, {"replication.factor": str(args.replication_factor)}
+                        )
                         left -= size
                 wait_for(
                     f"{count} partitions with full ISRs",
@@ -189,7 +198,14 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
                     states = _all_states(cluster, topics)
                     return all(states[key].leader not in (victim, -1) for key in led)
 
-                wait_for("every partition it led led again", moved, PHASE_TIMEOUT_S, 0.2)
+                def offline() -> bool:  # replication factor 1: no other replica to lead
+                    states = _all_states(cluster, topics)
+                    return all(states[key].leader == -1 for key in led)
+
+                if args.replication_factor > 1:
+                    wait_for("every partition it led led again", moved, PHASE_TIMEOUT_S, 0.2)
+                else:
+                    wait_for("every partition it led offline", offline, PHASE_TIMEOUT_S, 0.2)
                 return {
                     "new_controller": new_controller,
                     "to_new_controller_s": elected_s - killed_s,
@@ -238,7 +254,8 @@ def print_report(results: dict[str, Any]) -> None:
         return f"ZooKeeper: {counts['requests']:,} requests, {counts['writes']:,} writes"
 
     memory = results["memory_per_partition_bytes"]
-    print(f"| {n:,} partitions, replication factor 3, 3 brokers | value |")
+    factor = results["replication_factor"]
+    print(f"| {n:,} partitions, replication factor {factor}, 3 brokers | value |")
     print("| --- | --- |")
     print(f"| create, to full ISRs | {results['create']['seconds']:.1f} s ({zk('create')}) |")
     print(
@@ -261,7 +278,8 @@ def print_report(results: dict[str, Any]) -> None:
     print(
         f"| controller failover (SIGKILL, 4 s session) | new controller after "
         f"{failover['to_new_controller_s']:.1f} s; its {results['controller_led_partitions']:,} "
-        f"partitions led again after {failover['seconds']:.1f} s ({zk('controller_failover')}) |"
+        f"partitions {'led again' if factor > 1 else 'marked offline'} after "
+        f"{failover['seconds']:.1f} s ({zk('controller_failover')}) |"
     )
     restart = results["broker_restart"]
     print(
@@ -282,6 +300,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--partitions", type=positive_int, default=10_000, help="(10000)")
     parser.add_argument("--partitions-per-topic", type=positive_int, default=100, help="(100)")
+    parser.add_argument(
+        "--replication-factor",
+        type=positive_int,
+        default=3,
+        choices=(1, 2, 3),
+        help="(3; 1: the metadata work alone, without follower fetches)",
+    )
     parser.add_argument("--tiny", action="store_true", help="60 partitions: a check")
     add_output_arguments(parser, "no progress lines on stderr")
     args = parser.parse_args(argv)
