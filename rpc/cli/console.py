@@ -65,7 +65,11 @@ def run(args: argparse.Namespace) -> int:
     try:
         console = ConsoleServer(target, args.host, args.port).start()
     except OSError as error:
-        print(f"error: cannot listen on {args.host}:{args.port}: {error.strerror}", file=sys.stderr)
+        print(
+            f"error: cannot listen on {args.host}:{args.port}: {error.strerror} (--port N "
+            "takes another port; --port 0 picks a free one)",
+            file=sys.stderr,
+        )
         return 1
     if not is_loopback(args.host):
         print(

@@ -239,3 +239,21 @@ def test_the_command_has_help_with_an_example() -> None:
     assert ended.value.code == 0
     arguments = parser.parse_args(["console", "--server", "127.0.0.1:7070"])
     assert (arguments.host, arguments.port) == ("127.0.0.1", 8080)  # this machine only
+
+
+def test_a_port_in_use_is_one_error_line(served: Served, tmp_path: Path) -> None:
+    from server_process import run_cli
+
+    token_file = tmp_path / "token"
+    token_file.write_text(OPS + "\n")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = str(taken.getsockname()[1])
+        ended = run_cli("console", "--server", served.address, "--token-file", str(token_file),
+                        "--port", port, timeout_s=30)  # fmt: skip
+    assert ended.returncode == 1
+    assert ended.stderr.strip().splitlines() == [
+        f"error: cannot listen on 127.0.0.1:{port}: Address already in use (--port N takes "
+        "another port; --port 0 picks a free one)"
+    ]
