@@ -6,8 +6,9 @@ owner only once its old owner's heartbeat no longer holds it (``engine/groups``)
 Versions: v0 as Kafka 3.8.0 has it (the coordinator names a member joining with an empty
 id), and v1, Kafka 4.0's, ahead of the release twinlog answers as: librdkafka (confluent-
 kafka) 2.10 and later speak only v1 (the consumer names itself; a subscription may be a
-regular expression, which is refused INVALID_REGULAR_EXPRESSION with the reason: the
-coordinator never runs a member's regular expression, ``engine/groups``).
+regular expression, resolved here with RE2 to the topics it matches, ``topic_regex``, at
+every heartbeat, so a topic created later is subscribed; one that does not compile is
+INVALID_REGULAR_EXPRESSION with RE2's reason, and logged).
 
 What the door adds is Kafka's wire: a heartbeat says only what changed since the last one
 (null subscription, rebalance timeout and owned partitions keep the member's), partitions
@@ -52,6 +53,7 @@ from twinlog.rpc.kafka.messages import (
     ConsumerGroupHeartbeatResponse,
 )
 from twinlog.rpc.kafka.metadata import name_of_topic_id, topic_uuid
+from twinlog.rpc.kafka.topic_regex import InvalidTopicRegex, compile_topic_regex, topics_matching
 from twinlog.rpc.policy.auth import Operation, Resource
 
 log = logging.getLogger("twinlog.kafka")
@@ -146,6 +148,49 @@ def by_topic_id(
     return found
 
 
+def _subscription(
+    context: KafkaContext, request: ConsumerGroupHeartbeatRequest, version: int
+) -> tuple[tuple[str, ...] | None, str | None]:
+    """The topics to give the coordinator (None: unchanged) and the member's regular
+    expression. A heartbeat that leaves the expression unchanged (null) is resolved again
+    with the member's own, so a topic created since is subscribed; "" clears it. Names
+    given beside an expression are kept beside what it matches."""
+    names = request.subscribed_topic_names
+    regex = request.subscribed_topic_regex if version >= CLIENT_MEMBER_ID_VERSION else None
+    if request.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
+        return None, None
+    stored_pattern: str | None = None
+    stored_topics: tuple[str, ...] = ()
+    if (regex is None or names is None) and request.member_epoch > JOIN_EPOCH:
+        stored_pattern, stored_topics = _member_subscription(
+            context, request.group_id, request.member_id
+        )
+    if regex is None:
+        regex = stored_pattern
+    if names is None and stored_pattern:  # its names beside the expression: those unmatched
+        stored = compile_topic_regex(stored_pattern)
+        names = [name for name in stored_topics if stored.fullmatch(name) is None]
+    if not regex:
+        return (None if names is None else tuple(names)), None
+    matched = topics_matching(context, regex)
+    return tuple(sorted(set(matched) | set(names or ()))), regex
+
+
+def _member_subscription(
+    context: KafkaContext, group_id: str, member_id: str
+) -> tuple[str | None, tuple[str, ...]]:
+    """The member's regular expression (None: it has none) and subscribed topics, as the
+    coordinator holds them."""
+    try:
+        description = context.broker.describe_group(group_id)
+    except TwinlogError:  # the heartbeat itself says what is wrong
+        return None, ()
+    for member in description.members:
+        if member.member_id == member_id:
+            return member.subscribed_pattern, member.subscribed_topics
+    return None, ()
+
+
 def _assignment(context: KafkaContext, assigned: tuple[TopicPartition, ...]) -> Any:
     topics = [
         AssignedTopic(topic_id=topic_id, partitions=indexes)
@@ -160,17 +205,6 @@ def handle_consumer_group_heartbeat(
     invalid = invalid_reason(request, version)
     if invalid is not None:
         return _answer(version, INVALID_REQUEST, invalid)
-    # "" is no regular expression (librdkafka sends it with a subscription by names)
-    if version >= CLIENT_MEMBER_ID_VERSION and request.subscribed_topic_regex:
-        reason = (
-            f"a subscription by regular expression ({request.subscribed_topic_regex!r}) is not "
-            "served: twinlog's coordinator does not run members' regular expressions; "
-            "subscribe to topic names (or use group.protocol=classic, whose consumer matches "
-            "the pattern itself)"
-        )
-        # librdkafka shows the code's own text only: the operator's log says why
-        log.warning("group %r, client %r: %s", request.group_id, _client_id(request), reason)
-        return _answer(version, INVALID_REGULAR_EXPRESSION, reason)
     guard, principal = context.guard, context.connection.principal
     denied = authorize(guard, principal, Operation.READ, (request.group_id,), Resource.GROUP)
     if denied:
@@ -189,12 +223,19 @@ def handle_consumer_group_heartbeat(
             return _answer(
                 version, denied, f"principal {principal.name!r} may not read a subscribed topic"
             )
+    try:
+        topics, pattern = _subscription(context, request, version)
+    except InvalidTopicRegex as error:
+        # librdkafka shows the code's own text only: the operator's log says why
+        log.warning("group %r, client %r: %s", request.group_id, _client_id(request), error)
+        return _answer(version, INVALID_REGULAR_EXPRESSION, str(error))
     rebalance_timeout_ms = request.rebalance_timeout_ms
     call = GroupHeartbeat(
         group_id=request.group_id,
         member_id=request.member_id,
         member_epoch=request.member_epoch,
-        subscribed_topics=None if subscribed is None else tuple(subscribed),
+        subscribed_topics=topics,
+        subscribed_pattern=pattern,
         owned=_owned(context, request.topic_partitions),
         instance_id=request.instance_id,
         client_id=_client_id(request),

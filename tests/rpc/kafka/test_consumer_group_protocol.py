@@ -257,7 +257,7 @@ def test_v0_join_gets_a_member_id_from_the_coordinator(
     _heartbeat(raw, version=0, group_id=f"{topic}-g", member_id=answer.member_id, member_epoch=-1)
 
 
-def test_kafkas_invalid_requests_and_a_regex_are_refused_with_a_reason(
+def test_kafkas_invalid_requests_and_a_bad_regex_are_refused_with_a_reason(
     kafka_server: Any, raw: RawConnection
 ) -> None:
     topic = kafka_server.topic(partitions=1)
@@ -271,9 +271,9 @@ def test_kafkas_invalid_requests_and_a_regex_are_refused_with_a_reason(
     assert owned_at_join.error_code == INVALID_REQUEST
     regex = _heartbeat(raw, group_id="g", member_id="x", member_epoch=0,
                        rebalance_timeout_ms=1, subscribed_topic_names=[],
-                       subscribed_topic_regex="topic-.*", topic_partitions=[])  # fmt: skip
+                       subscribed_topic_regex="(topic-.*", topic_partitions=[])  # fmt: skip
     assert regex.error_code == INVALID_REGULAR_EXPRESSION
-    assert "regular expression" in regex.error_message
+    assert "missing )" in regex.error_message
 
 
 def test_a_classic_group_and_a_consumer_group_refuse_each_other(
@@ -594,28 +594,48 @@ def test_offset_fetch_v9_checks_a_kip848_member_and_its_epoch(
     _heartbeat(raw, group_id=group, member_id="fetcher", member_epoch=-1)
 
 
-def test_a_regex_subscription_is_a_clear_error_to_confluent_kafka(
-    secured: Any, caplog: pytest.LogCaptureFixture
-) -> None:
-    caplog.set_level(logging.WARNING, logger="twinlog.kafka")
-    _, listener = secured
+def test_a_regex_subscription_follows_the_topics_it_matches(secured: Any) -> None:
+    """confluent-kafka subscribes by regular expression (sent as KIP-848's
+    SubscribedTopicRegex): it reads the matching topics it may read, not the others, and a
+    matching topic created later is assigned to it at a later heartbeat."""
+    broker, listener = secured
+    admin = Admin(broker)
+    names = ("orders848-re-a", "orders848-re-b", "orders848-other", "secret848-re-a")
+    for name in names:
+        admin.create_topic(name, partitions=1)
+    with Producer(broker) as producer:
+        for name in names:
+            producer.send(name, name.encode(), partition=0)
     consumer = _consumer(listener, "team848-regex", "regex")
+    topics_read: list[str] = []
     errors: list[Any] = []
-    try:
-        consumer.subscribe(["^orders848.*"])
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline and not errors:
-            message = consumer.poll(0.2)
-            if message is not None and message.error() is not None:
+
+    def poll_until(done: Any) -> None:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not done():
+            message = consumer.poll(0.1)
+            if message is None:
+                continue
+            if message.error() is not None:
                 errors.append(message.error())
+            else:
+                topics_read.append(message.topic())
+
+    try:
+        consumer.subscribe(["^.*848-re-.*"])  # secret848-re-a matches, but it may not read it
+        poll_until(lambda: len(topics_read) >= 2)
+        admin.create_topic("orders848-re-c", partitions=1)
+        with Producer(broker) as producer:
+            producer.send("orders848-re-c", b"late", partition=0)
+        poll_until(lambda: "orders848-re-c" in topics_read)
+        for _ in range(10):  # a record of a topic it does not match would come now
+            message = consumer.poll(0.1)
+            if message is not None and message.error() is None:
+                topics_read.append(message.topic())
     finally:
         consumer.close()
-    assert errors and errors[0].code() == confluent_kafka.KafkaError._FATAL
-    assert "regular expression" in errors[0].str()
-    assert any(
-        "regular expression" in r.getMessage() and "topic names" in r.getMessage()
-        for r in caplog.records
-    )
+    assert errors == []
+    assert sorted(topics_read) == ["orders848-re-a", "orders848-re-b", "orders848-re-c"]
 
 
 def test_a_static_member_keeps_its_partitions_through_a_restart(
@@ -643,3 +663,49 @@ def test_a_static_member_keeps_its_partitions_through_a_restart(
                         member_epoch=again.member_epoch)  # fmt: skip
     assert fenced.error_code == FENCED_INSTANCE_ID
     _heartbeat(raw, group_id=group, member_id="newcomer", member_epoch=-1)
+
+
+def test_a_regex_is_resolved_at_every_heartbeat_beside_the_names(
+    kafka_server: Any, raw: RawConnection
+) -> None:
+    prefix = f"re-{uuid.uuid4().hex[:8]}"
+    Admin(kafka_server.broker).create_topic(f"{prefix}-1", partitions=1)
+    named = kafka_server.topic(partitions=1)
+    group = f"{prefix}-g"
+
+    def subscription() -> tuple[list[str], str | None]:
+        described = raw.call(
+            ConsumerGroupDescribeRequest(group_ids=[group], include_authorized_operations=False),
+            ConsumerGroupDescribeResponse,
+            0,
+        )
+        member = described.groups[0].members[0]
+        return sorted(member.subscribed_topic_names), member.subscribed_topic_regex
+
+    joined = _heartbeat(raw, group_id=group, member_id="m", member_epoch=0,
+                        rebalance_timeout_ms=30_000, subscribed_topic_names=[named],
+                        subscribed_topic_regex=f"{prefix}-.*", topic_partitions=[])  # fmt: skip
+    assert joined.error_code == NONE
+    assert subscription() == (sorted([f"{prefix}-1", named]), f"{prefix}-.*")
+    Admin(kafka_server.broker).create_topic(f"{prefix}-2", partitions=1)
+    kept = _heartbeat(raw, group_id=group, member_id="m", member_epoch=joined.member_epoch)
+    assert kept.error_code == NONE  # nothing said: the member's expression, resolved again
+    assert subscription() == (sorted([f"{prefix}-1", f"{prefix}-2", named]), f"{prefix}-.*")
+    cleared = _heartbeat(raw, group_id=group, member_id="m", member_epoch=kept.member_epoch,
+                         subscribed_topic_regex="")  # fmt: skip
+    assert cleared.error_code == NONE
+    assert subscription() == ([named], None)
+    everything = _heartbeat(raw, group_id=group, member_id="m", member_epoch=-1)
+    assert everything.error_code == NONE
+    rejoined = _heartbeat(raw, group_id=group, member_id="all", member_epoch=0,
+                          rebalance_timeout_ms=30_000, subscribed_topic_names=[],
+                          subscribed_topic_regex=".*", topic_partitions=[])  # fmt: skip
+    assert rejoined.error_code == NONE
+    described = raw.call(
+        ConsumerGroupDescribeRequest(group_ids=[group], include_authorized_operations=False),
+        ConsumerGroupDescribeResponse,
+        0,
+    )
+    names = described.groups[0].members[0].subscribed_topic_names
+    assert named in names and not [n for n in names if n.startswith("__")]  # never internal
+    _heartbeat(raw, group_id=group, member_id="all", member_epoch=-1)
