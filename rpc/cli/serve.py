@@ -11,6 +11,7 @@ from twinlog.engine.base.addresses import check_port, parse_host_port
 from twinlog.engine.base.errors import InvalidConfigError
 from twinlog.engine.broker.broker import Broker
 from twinlog.engine.broker.config import BrokerConfig
+from twinlog.rpc.cli import serve_console
 from twinlog.rpc.cli.common import add_command
 from twinlog.rpc.kafka.settings import KafkaListenerSettings
 from twinlog.rpc.server.config import (
@@ -40,6 +41,7 @@ twinlog serve --data-dir ./data --host 0.0.0.0 --tokens-file tokens.txt \\
     --acl-file acl.txt --tls-cert server.pem --tls-key server.key
 twinlog serve --data-dir ./b1 --port 7071 --broker-id 1 --zookeeper 127.0.0.1:2181/twinlog/dev
 twinlog serve --data-dir ./data --kafka-listener 127.0.0.1:9092   # Kafka clients too
+twinlog serve --data-dir ./data --console-port 8080             # and the web console
 twinlog serve --data-dir ./data --host 0.0.0.0 --tokens-file tokens.txt \\
     --tls-cert server.pem --tls-key server.key --kafka-listener kafka.example.com:9093   # SASL_SSL
 twinlog serve --data-dir ./b1 --port 7071 --broker-id 1 --zookeeper 127.0.0.1:2181/twinlog/dev \\
@@ -222,6 +224,7 @@ def register(subparsers: Any) -> None:
         choices=LOG_FORMATS,
         help="text lines, or one JSON object per line (default text)",
     )
+    serve_console.add_arguments(parser)
     parser.set_defaults(run=run)
 
 
@@ -300,7 +303,8 @@ def run(args: argparse.Namespace) -> int:
             args.advertised_host,
             connections_per_address_max=args.kafka_connections_per_address_max,
         )
-    return serve(args.data_dir, config, broker_values, cluster, open_kafka)
+    open_beside = serve_console.with_console(args, config, open_kafka)
+    return serve(args.data_dir, config, broker_values, cluster, open_beside)
 
 
 WILDCARD_HOSTS = ("0.0.0.0", "::", "")

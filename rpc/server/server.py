@@ -333,7 +333,7 @@ class FrontEnd(Protocol):
     (``kafka_address``) before it serves; serving from ``start()`` to ``stop()``."""
 
     @property
-    def kafka_address(self) -> tuple[str, int]: ...
+    def kafka_address(self) -> tuple[str, int] | None: ...  # None: it is not Kafka's
 
     def start(self) -> None: ...
 
