@@ -328,9 +328,8 @@ class Admin:
         store = acl_store_of(self._broker)
         if store is None:
             raise InvalidConfigError(
-                "ACLs are administered through one server: connect to one (--server "
-                "HOST:PORT), not to a cluster's bootstrap list (on a cluster, any broker "
-                "keeps them for all, in ZooKeeper)"
+                "this broker keeps no ACL store (it has no data directory); connect to a "
+                "server (--server HOST:PORT, or a cluster's bootstrap list)"
             )
         return store
 

@@ -19,6 +19,7 @@ from twinlog.engine.base.errors import LogClosedError
 from twinlog.rpc.client.connection_options import ConnectionOptions
 from twinlog.rpc.client.produce_stream import ProducePipe
 from twinlog.rpc.client.remote import RemoteBroker
+from twinlog.rpc.policy.acl_bindings import AclEntry
 from twinlog.rpc.wire.broker_api import BrokerApi, CoordinatorLookup
 
 
@@ -33,6 +34,14 @@ class NodeBroker(BrokerApi, CoordinatorLookup, Protocol):
     def open_produce_stream(self) -> ProducePipe: ...
 
     def shutdown_broker(self, broker_id: int) -> None: ...
+
+    def list_acls(
+        self, principal: str | None = None, resource_type: str | None = None
+    ) -> list[AclEntry]: ...
+
+    def create_acls(self, entries: list[AclEntry]) -> list[AclEntry]: ...
+
+    def delete_acls(self, entries: list[AclEntry]) -> list[AclEntry]: ...
 
 
 NodeOpener = Callable[[str, ConnectionOptions], NodeBroker]

@@ -119,6 +119,7 @@ from twinlog.rpc.client.connection_options import ConnectionOptions
 from twinlog.rpc.client.coordinator_cache import CoordinatorCache
 from twinlog.rpc.client.metadata_cache import MetadataCache
 from twinlog.rpc.client.remote import RemoteBroker
+from twinlog.rpc.policy.acl_bindings import AclEntry
 from twinlog.rpc.wire.broker_api import NO_COORDINATOR_PARTITION, CoordinatorKeyType
 
 Result = TypeVar("Result")
@@ -434,6 +435,19 @@ class ClusterBroker:
 
     def describe_topic(self, name: str) -> TopicDescription:
         return self._on_any(lambda broker: broker.describe_topic(name))
+
+    # --- ACLs: any broker keeps them for all (in ZooKeeper) ------------------------------
+
+    def list_acls(
+        self, principal: str | None = None, resource_type: str | None = None
+    ) -> list[AclEntry]:
+        return self._on_any(lambda broker: broker.list_acls(principal, resource_type))
+
+    def create_acls(self, entries: list[AclEntry]) -> list[AclEntry]:
+        return self._on_any(lambda broker: broker.create_acls(entries))
+
+    def delete_acls(self, entries: list[AclEntry]) -> list[AclEntry]:
+        return self._on_any(lambda broker: broker.delete_acls(entries))
 
     def auto_create_topic(
         self, name: str, creating: Callable[[], AbstractContextManager[object]] | None = None
