@@ -19,6 +19,7 @@ from twinlog.rpc.cli.common import add_command, connection_options, connection_p
 
 EXAMPLE = """
 twinlog console --server 127.0.0.1:7070                 # then open http://127.0.0.1:8080/
+twinlog console --server 127.0.0.1:7070 --metrics http://127.0.0.1:9464/metrics   # + sizes
 twinlog console --server 127.0.0.1:7071,127.0.0.1:7072 --port 9000 --token-file ops.token
 twinlog console --server broker1:7070 --tls-ca ca.pem --token-file ops.token
 """
@@ -45,7 +46,30 @@ def register(subparsers: Any) -> None:
         default=PORT_DEFAULT,
         help=f"port (default {PORT_DEFAULT}; 0 picks a free one)",
     )
+    metrics = parser.add_argument_group("the brokers' metrics, for sizes in bytes (optional)")
+    metrics.add_argument(
+        "--metrics",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="a broker's Prometheus endpoint, http://HOST:PORT/metrics (twinlog serve "
+        "--metrics-port); repeat it, or give a comma-separated list, for every broker",
+    )
+    metrics.add_argument("--metrics-token-file", help="the endpoints' --metrics-token-file")
+    metrics.add_argument("--metrics-tls-ca", help="PEM file of the CA of their certificate")
     parser.set_defaults(run=run)
+
+
+def metrics_source(args: argparse.Namespace) -> Any:
+    """The brokers' metrics the console reads sizes from; None without --metrics."""
+    from twinlog.rpc.cli.token import read_token_file
+    from twinlog.rpc.console.broker_metrics import MetricsSource
+
+    urls = tuple(url for given in args.metrics for url in given.split(",") if url)
+    if not urls:
+        return None
+    token = read_token_file(args.metrics_token_file) if args.metrics_token_file else None
+    return MetricsSource(urls, token, args.metrics_tls_ca)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -61,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
         return 1
     # Its own lines (the pages' destructive actions) at INFO; the client's at WARNING.
     logging.getLogger("twinlog.console").setLevel(logging.INFO)
-    target = ConsoleTarget(args.server, connection_options(args))
+    target = ConsoleTarget(args.server, connection_options(args), metrics_source(args))
     try:
         console = ConsoleServer(target, args.host, args.port).start()
     except OSError as error:

@@ -20,6 +20,7 @@ from twinlog.rpc.server.config import ServerConfig
 from twinlog.rpc.wire.broker_api import BrokerApi
 
 if TYPE_CHECKING:
+    from twinlog.rpc.console.broker_metrics import MetricsSource
     from twinlog.rpc.console.server import ConsoleServer
     from twinlog.rpc.server.metrics import ServerMetrics
     from twinlog.rpc.server.server import FrontEnd, ServedCluster
@@ -68,6 +69,19 @@ class _ConsoleBeside:
             self.kafka.stop()
 
 
+def own_metrics(config: ServerConfig) -> MetricsSource | None:
+    """The server's own metrics endpoint, for the console's sizes: when its port is known
+    beforehand and it serves plain HTTP."""
+    if config.metrics_port <= 0 or config.metrics_tls_cert_file:
+        return None
+    from twinlog.rpc.cli.token import read_token_file
+    from twinlog.rpc.console.broker_metrics import MetricsSource
+
+    host = "127.0.0.1" if config.metrics_host in WILDCARD_HOSTS else config.metrics_host
+    token = read_token_file(config.metrics_token_file) if config.metrics_token_file else None
+    return MetricsSource((f"http://{host}:{config.metrics_port}/metrics",), token)
+
+
 def with_console(
     args: argparse.Namespace, config: ServerConfig, open_kafka: Opener | None
 ) -> Opener | None:
@@ -99,7 +113,9 @@ def with_console(
 
     token = resolve_token(args.console_token_file, None) if args.console_token_file else None
     host = "127.0.0.1" if config.host in WILDCARD_HOSTS else config.host
-    target = ConsoleTarget(f"{host}:{config.port}", ConnectionOptions(token=token))
+    target = ConsoleTarget(
+        f"{host}:{config.port}", ConnectionOptions(token=token), own_metrics(config)
+    )
 
     def open_beside(
         broker: BrokerApi, served: ServedCluster | None, metrics: ServerMetrics

@@ -52,6 +52,7 @@ class OverviewView:
     oldest_transaction_age_s: float = 0.0
     groups: list[GroupLagRow] = field(default_factory=list)
     written_chart: str = ""
+    bytes_chart: str = ""  # "" without the brokers' metrics
     consumed_chart: str = ""
     lag_chart: str = ""
 
@@ -62,12 +63,23 @@ def build_overview(session: ClusterSession, history: ThroughputHistory) -> Overv
         report = attempt(lambda: report_of(session.cluster, []), "the cluster", view.problems)
         transactions = attempt(session.admin.list_transactions, "the transactions", view.problems)
         consumed, lags = _groups(session, view)
+        sizes = session.log_sizes()
+    topic_sizes: dict[str, int] = {}
+    if sizes is not None:
+        view.problems.extend(sizes.problems)
+        for (topic, _), size in sizes.sizes.items():
+            if not is_internal(topic):
+                topic_sizes[topic] = topic_sizes.get(topic, 0) + size
     if report is not None:
         _cluster(report, view)
     if transactions is not None:
         _transactions(transactions, view)
     written = {} if report is None else _written(report)
-    history.add(Sample(time.monotonic(), written, consumed, lags))
+    history.add(Sample(time.monotonic(), written, consumed, lags, topic_sizes))
+    if sizes is not None:
+        view.bytes_chart = line_chart(
+            "bytes written per second", history.rates("sizes"), "bytes/s (log sizes)"
+        )
     view.written_chart = line_chart(
         "records written per second", history.rates("written"), "records/s"
     )

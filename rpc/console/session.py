@@ -20,6 +20,7 @@ from twinlog.rpc.client.cluster import ClusterBroker
 from twinlog.rpc.client.connection_options import ConnectionOptions
 from twinlog.rpc.client.consumer import Consumer
 from twinlog.rpc.client.retry import RetryPolicy
+from twinlog.rpc.console.broker_metrics import LogSizes, MetricsSource
 
 # Every page answers within 5 s: 4 s for the cluster, the rest for rendering.
 PAGE_BUDGET_MS = 4_000
@@ -33,6 +34,7 @@ class ConsoleTarget:
 
     server: str
     options: ConnectionOptions
+    metrics: MetricsSource | None = None  # the brokers' /metrics, for sizes in bytes
     page_budget_ms: int = PAGE_BUDGET_MS
     call_timeout_ms: int = CALL_TIMEOUT_MS
 
@@ -55,6 +57,10 @@ class ClusterSession:
         """Every client call in the block ends by the page's deadline."""
         with deadline_at(time.monotonic() + self.target.page_budget_ms / 1000):
             yield
+
+    def log_sizes(self) -> LogSizes | None:
+        """Each partition's size from the brokers' metrics; None without ``--metrics``."""
+        return None if self.target.metrics is None else self.target.metrics.log_sizes()
 
     def consumer(self) -> Consumer:
         """A consumer without a group, for browsing: it commits nothing and joins nothing."""

@@ -2,10 +2,10 @@
 
 The console samples what the client can see each time the overview is built: each
 topic's high watermarks (records in) and the groups' committed offsets on it (records
-consumed by groups), and keeps the last ``SAMPLES_MAX`` samples. A rate is the change
-between two samples over the time between them. Bytes per topic are not in the client's
-answers; the broker's Prometheus metrics have the bytes per request (the Grafana
-dashboard, docs/grafana/twinlog.json).
+consumed by groups), with ``--metrics`` each topic's log size (bytes in), and keeps the
+last ``SAMPLES_MAX`` samples. A rate is the change between two samples over the time
+between them. Bytes read per topic are counted nowhere (the brokers' metrics count fetch
+bytes per request: the Grafana dashboard, docs/grafana/twinlog.json).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 import itertools
 import threading
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from twinlog.rpc.console.charts import Series
 
@@ -27,6 +27,7 @@ class Sample:
     written: dict[str, int]  # topic -> sum of its partitions' high watermarks
     consumed: dict[str, int]  # topic -> sum of groups' committed offsets on it
     lag: dict[str, int]  # group -> total lag
+    sizes: dict[str, int] = field(default_factory=dict)  # topic -> bytes (brokers' metrics)
 
 
 class ThroughputHistory:
@@ -47,8 +48,9 @@ class ThroughputHistory:
             return list(self._samples)
 
     def rates(self, field: str) -> list[Series]:
-        """Per topic, records per second between consecutive samples (``written`` or
-        ``consumed``); a topic whose figure went down (deleted, reset) has no point there."""
+        """Per topic, the rate between consecutive samples of ``written`` or ``consumed``
+        (records) or ``sizes`` (bytes); a topic whose figure went down (deleted, reset,
+        retention) has no point there."""
         samples = self.samples()
         points: dict[str, list[tuple[float, float]]] = {}
         for before, after in itertools.pairwise(samples):

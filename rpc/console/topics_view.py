@@ -3,13 +3,14 @@ one topic (each partition's leader, replicas, ISR, high watermark, log start and
 pending journal entries; its settings).
 
 "Records held" is the log end minus the log start of each partition (a compacted topic
-holds fewer); the client's answers have no byte size per partition, which the broker's
-``twinlog_log_size_bytes`` metric has.
+holds fewer). The client's answers have no byte size per partition: sizes come from the
+brokers' ``twinlog_log_size_bytes`` metric when the console is given their endpoints
+(``--metrics``), and show as ``-`` otherwise.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 
 from twinlog.engine.base.cluster_metadata import PartitionMetadata
@@ -28,6 +29,7 @@ class TopicRow:
     records: int | None  # None: not read (no time left, or not permitted)
     journal_bytes_pending: int | None
     internal: bool
+    size_bytes: int | None = None  # from the brokers' metrics (None: not given, or no answer)
 
 
 @dataclass
@@ -35,6 +37,7 @@ class TopicsView:
     rows: list[TopicRow] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
     internal_hidden: int = 0
+    sizes_known: bool = False  # the console was given the brokers' metrics
 
 
 @dataclass(frozen=True)
@@ -48,6 +51,7 @@ class PartitionRow:
     log_end_offset: int | None
     journal_entries_pending: int | None
     flags: str  # "offline", "under-replicated" or ""
+    size_bytes: int | None = None
 
 
 @dataclass
@@ -57,6 +61,7 @@ class TopicView:
     partitions: list[PartitionRow] = field(default_factory=list)
     settings: list[tuple[str, str, bool]] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
+    sizes_known: bool = False
 
 
 def build_topics(session: ClusterSession, show_internal: bool) -> TopicsView:
@@ -88,6 +93,11 @@ def build_topics(session: ClusterSession, show_internal: bool) -> TopicsView:
                     is_internal(topic.name),
                 )
             )
+        sizes = session.log_sizes()
+    if sizes is not None:
+        view.sizes_known = True
+        view.problems.extend(sizes.problems)
+        view.rows = [replace(row, size_bytes=sizes.of_topic(row.name)) for row in view.rows]
     return view
 
 
@@ -101,7 +111,11 @@ def build_topic(session: ClusterSession, name: str) -> TopicView:
         settings = attempt(
             lambda: session.admin.topic_settings(name), f"the settings of {name}", view.problems
         )
+        sizes = session.log_sizes()
     view.settings = sorted(settings or [])
+    if sizes is not None:
+        view.sizes_known = True
+        view.problems.extend(sizes.problems)
     logs: dict[int, PartitionDescription] = {}
     if description is not None:
         view.topic_id = description.topic_id
@@ -125,6 +139,7 @@ def build_topic(session: ClusterSession, name: str) -> TopicView:
                 log.log_end_offset if log else None,
                 log.journal_entries_pending if log else None,
                 _flags(place),
+                None if sizes is None else sizes.sizes.get((name, number)),
             )
         )
     return view

@@ -12,6 +12,9 @@ from pathlib import Path
 import pytest
 from server_process import ServerProcess, run_cli
 
+from twinlog.rpc.client import Admin, Producer
+from twinlog.rpc.client.connection_options import ConnectionOptions
+
 pytestmark = pytest.mark.slow  # a server process
 
 TOKEN = "serve-console-token-5b8e1d"
@@ -32,6 +35,7 @@ def test_the_console_serves_beside_the_broker(tmp_path: Path) -> None:
         tmp_path / "data",
         "--tokens-file", str(tmp_path / "tokens"), "--acl-file", str(tmp_path / "acl"),
         "--console-port", "0", "--console-token-file", str(tmp_path / "ops.token"),
+        "--metrics-port", str(free_port()),  # the console reads sizes from it
     )  # fmt: skip
     server.start(port=free_port())
     try:
@@ -39,9 +43,15 @@ def test_the_console_serves_beside_the_broker(tmp_path: Path) -> None:
         assert found is not None, server.log()
         url, target = found.groups()
         assert target == server.address
+        options = ConnectionOptions(token=TOKEN)
+        with Admin(server.address, connection=options) as admin:
+            admin.create_topic("orders", 1)
+        with Producer(server.address, connection=options) as producer:
+            producer.send("orders", b"sized")
         with urllib.request.urlopen(url + "topics", timeout=10) as page:
             text = page.read().decode()
         assert "Create a topic" in text and "Not permitted" not in text
+        assert re.search(r"[1-9][0-9,]* bytes</td>", text), text  # its own metrics
         assert server.stop() == 0
     finally:
         server.kill()

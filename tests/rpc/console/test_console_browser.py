@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import re
 import time
 import urllib.parse
 from collections.abc import Iterator
@@ -28,6 +29,7 @@ from twinlog.rpc.client.group_offsets import ResetTo
 pytestmark = [pytest.mark.slow]
 
 OPS = "ops-token-console-4f1d2a9c7e"
+METRICS_TOKEN = "metrics-token-console-8d2b6f1e3a"
 TOKENS = f"{OPS} ops\n"
 ACL = """
 ops all *
@@ -54,9 +56,12 @@ def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def server(folder: Path) -> Iterator[ServerProcess]:
     (folder / "tokens").write_text(TOKENS)
     (folder / "acl").write_text(ACL)
+    (folder / "metrics.token").write_text(METRICS_TOKEN + "\n")
     with ServerProcess(
-        folder / "data", "--tokens-file", str(folder / "tokens"), "--acl-file", str(folder / "acl")
-    ) as process:
+        folder / "data",
+        "--tokens-file", str(folder / "tokens"), "--acl-file", str(folder / "acl"),
+        "--metrics-port", "0", "--metrics-token-file", str(folder / "metrics.token"),
+    ) as process:  # fmt: skip
         yield process
 
 
@@ -93,9 +98,13 @@ def held(server: ServerProcess) -> Iterator[dict[str, Any]]:
 def console(folder: Path, server: ServerProcess) -> Iterator[ConsoleProcess]:
     token_file = folder / "ops.token"
     token_file.write_text(OPS + "\n")
+    metrics = re.search(r"metrics on (http://\S+/metrics)", server.log())
+    assert metrics is not None, server.log()
     with ConsoleProcess(
-        folder / "console.log", "--server", server.address, "--token-file", str(token_file)
-    ) as process:
+        folder / "console.log",
+        "--server", server.address, "--token-file", str(token_file),
+        "--metrics", metrics.group(1), "--metrics-token-file", str(folder / "metrics.token"),
+    ) as process:  # fmt: skip
         yield process
     print(f"\nconsole log: {folder / 'console.log'}")
 
@@ -164,6 +173,8 @@ def test_topics_list_and_a_topics_partitions(
 ) -> None:
     text = visit(browser, console, "/topics", shots, "topics")
     assert TOPIC in text
+    size = browser.find_elements("css selector", "#topics tr")[1].text
+    assert re.search(r"[1-9][0-9,]* bytes", size), size  # from the broker's metrics
     click_and_wait(browser, browser.find_element("link text", TOPIC), "Partitions")
     rows = browser.find_elements("css selector", "#partitions tr")
     assert len(rows) == 1 + 2  # the header, two partitions

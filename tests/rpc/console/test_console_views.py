@@ -17,6 +17,7 @@ from twinlog.rpc.client import Admin, Producer
 from twinlog.rpc.client.connection_options import ConnectionOptions
 from twinlog.rpc.client.group_offsets import ResetTo
 from twinlog.rpc.console.app import create_app
+from twinlog.rpc.console.broker_metrics import MetricsSource
 from twinlog.rpc.console.groups_view import build_group, build_groups, reset_offsets
 from twinlog.rpc.console.messages_view import build_messages
 from twinlog.rpc.console.overview_view import build_overview
@@ -49,6 +50,7 @@ class Served:
     ops: ClusterSession
     viewer: ClusterSession
     transaction_id: int
+    metrics_url: str
 
 
 def form_token_of(page: bytes) -> str:
@@ -64,7 +66,9 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     folder = tmp_path_factory.mktemp("console-views")
     (folder / "tokens").write_text(f"{OPS} ops\n{VIEWER} viewer\n")
     (folder / "acl").write_text(ACL)
-    config = ServerConfig(port=0, tokens_file=str(folder / "tokens"), acl_file=str(folder / "acl"))
+    config = ServerConfig(
+        port=0, tokens_file=str(folder / "tokens"), acl_file=str(folder / "acl"), metrics_port=0
+    )
     with Broker.open(folder / "data") as broker:
         server = RpcServer(broker, config)
         server.start()
@@ -87,7 +91,8 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
                 stuck.send(TOPIC, b"never read", partition=1)
                 stuck.flush()
                 ops, viewer = session(address, OPS), session(address, VIEWER)
-                yield Served(address, ops, viewer, transaction_id)
+                assert server.metrics_endpoint is not None
+                yield Served(address, ops, viewer, transaction_id, server.metrics_endpoint.url)
                 ops.close()
                 viewer.close()
         finally:
@@ -128,6 +133,32 @@ def test_topics_and_a_topic(served: Served) -> None:
     assert missing.partitions == [] and missing.problems[0].kind == "not-found"
     page = create_app(served.ops).test_client().get("/topics/nope")
     assert page.status_code == 404 and page.data.count(b"Not found") == 1
+
+
+def test_sizes_and_bytes_written_come_from_the_brokers_metrics(served: Served) -> None:
+    options = ConnectionOptions(token=OPS)
+    metered = ClusterSession(
+        ConsoleTarget(served.address, options, MetricsSource((served.metrics_url,)))
+    )
+    try:
+        [row] = build_topics(metered, show_internal=False).rows
+        assert row.size_bytes is not None and row.size_bytes > 0
+        topic = build_topic(metered, TOPIC)
+        assert topic.partitions[0].size_bytes == row.size_bytes  # partition 1 holds nothing
+        history = ThroughputHistory()
+        assert build_overview(metered, history).bytes_chart  # a chart (collecting, so far)
+        assert build_overview(served.ops, history).bytes_chart == ""  # no --metrics: none
+    finally:
+        metered.close()
+    unreachable = ClusterSession(
+        ConsoleTarget(served.address, options, MetricsSource(("http://127.0.0.1:1/metrics",)))
+    )
+    try:
+        listing = build_topics(unreachable, show_internal=False)
+        assert listing.rows[0].size_bytes is None and listing.rows[0].records == 3
+        assert "did not answer" in listing.problems[0].message
+    finally:
+        unreachable.close()
 
 
 def test_messages_from_the_beginning_the_end_an_offset_and_a_time(served: Served) -> None:
