@@ -149,7 +149,11 @@ def play(
         directory, transaction_check_interval_ms=TIMEOUT_CHECK_INTERVAL_MS, **settings
     )
     # --serve: the broker outlives the demo's few seconds, so it asks for the demo's token.
-    config = ServerConfig(port=0, tokens_file=None if tokens_file is None else str(tokens_file))
+    config = ServerConfig(port=0)
+    if serve:  # and a metrics endpoint behind the same token, for the console's sizes
+        config = ServerConfig(
+            port=0, tokens_file=str(tokens_file), metrics_port=0, metrics_token_file=str(token_file)
+        )
     server = RpcServer(broker, config)
     server.start()
     try:
@@ -160,7 +164,8 @@ def play(
         spark_status = act_spark(server.address, TOPIC, expected, starter, skipped_because, INDENT)
         if serve and token_file is not None and not status:
             producer = demo_serve.leave_for_the_console(broker, TOPIC, PARTITIONS)
-            demo_serve.hold(say, server.address, token_file, producer)
+            metrics_url = server.metrics_endpoint.url if server.metrics_endpoint else None
+            demo_serve.hold(say, server.address, token_file, producer, metrics_url)
         return status or spark_status
     finally:
         server.stop(grace_ms=1_000)

@@ -55,13 +55,20 @@ def leave_for_the_console(broker: Any, topic: str, partitions: int) -> Producer:
     return producer
 
 
-def hold(say: Any, address: str, token_file: Path, producer: Producer) -> int:
+def hold(
+    say: Any, address: str, token_file: Path, producer: Producer, metrics_url: str | None = None
+) -> int:
     """Print the console's command; wait for Ctrl-C or SIGTERM."""
     say("\n8. the broker keeps running for the console (--serve):")
     say(f"   group {GROUP!r} is {LAG_RECORDS} records behind on every partition;")
     say(f"   transaction of {OPEN_TRANSACTIONAL_ID!r} is left open (its timeout: 1 hour).")
     say("   In another terminal run:\n")
-    say(f"   twinlog console --server {address} --token-file {token_file}\n")
+    metrics = (
+        ""
+        if metrics_url is None
+        else (f" \\\n       --metrics {metrics_url} --metrics-token-file {token_file}")
+    )
+    say(f"   twinlog console --server {address} --token-file {token_file}{metrics}\n")
     say("   and open http://127.0.0.1:8080/ . Ctrl-C here stops the broker.")
     stopping: list[int] = []
     previous = signal.signal(signal.SIGTERM, lambda number, frame: stopping.append(number))

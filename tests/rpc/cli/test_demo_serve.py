@@ -37,6 +37,8 @@ def test_the_demo_keeps_serving_until_ctrl_c(tmp_path: Path) -> None:
             time.sleep(0.2)
         assert found is not None, log_path.read_text()
         address, token_file = found.groups()
+        metrics = re.search(r"--metrics (http://\S+) --metrics-token-file", log_path.read_text())
+        assert metrics is not None, log_path.read_text()  # sizes for the console, behind the token
         token = Path(token_file).read_text().strip()
         with Admin(address, connection=ConnectionOptions(token=token)) as admin:
             [group] = admin.list_groups()
