@@ -40,7 +40,7 @@ from twinlog.engine.groups.group_calls import (
     STATIC_LEAVE_EPOCH,
     GroupHeartbeat,
 )
-from twinlog.rpc.kafka.access import authorize
+from twinlog.rpc.kafka.access import authorize, may
 from twinlog.rpc.kafka.context import KafkaContext
 from twinlog.rpc.kafka.error_codes import (
     INVALID_REQUEST,
@@ -220,8 +220,16 @@ def handle_consumer_group_heartbeat(
     if subscribed:
         denied = authorize(guard, principal, Operation.READ, sorted(set(subscribed)))
         if denied:
+            unreadable = [
+                name
+                for name in sorted(set(subscribed))
+                if not may(guard, principal, Operation.READ, name, Resource.TOPIC)
+            ]
             return _answer(
-                version, denied, f"principal {principal.name!r} may not read a subscribed topic"
+                version,
+                denied,
+                f"principal {principal.name!r} may not read {', '.join(unreadable)}, to which "
+                "it subscribes (a 'read' grant on the topic is needed)",
             )
     try:
         topics, pattern = _subscription(context, request, version)

@@ -709,3 +709,30 @@ def test_a_regex_is_resolved_at_every_heartbeat_beside_the_names(
     names = described.groups[0].members[0].subscribed_topic_names
     assert named in names and not [n for n in names if n.startswith("__")]  # never internal
     _heartbeat(raw, group_id=group, member_id="all", member_epoch=-1)
+
+
+def test_a_topic_it_may_not_read_is_refused_and_audited(
+    secured: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger=AUDIT_LOGGER)
+    broker, listener = secured
+    Admin(broker).create_topic("secret848-denied", partitions=1)
+    consumer = _consumer(listener, "team848-denied", "denied")
+    errors: list[Any] = []
+    try:
+        consumer.subscribe(["secret848-denied"])
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and not errors:
+            message = consumer.poll(0.2)
+            if message is not None and message.error() is not None:
+                errors.append(message.error())
+    finally:
+        consumer.close()
+    assert errors, "the consumer was told nothing"
+    assert errors[0].code() == confluent_kafka.KafkaError.TOPIC_AUTHORIZATION_FAILED
+    assert "secret848-denied" in errors[0].str()
+    lines = [r.getMessage() for r in caplog.records if r.name == AUDIT_LOGGER]
+    assert any(
+        "acl.denied" in line and "door=kafka" in line and "secret848-denied" in line
+        for line in lines
+    )
