@@ -1,4 +1,5 @@
-"""What only the brokers' Prometheus endpoints tell: each partition's data log size.
+"""What only the brokers' Prometheus endpoints tell: each partition's data log size, and
+how many commits the coordinators have decided.
 
 The client's answers have offsets but no bytes; ``twinlog console --metrics URL`` (one
 per broker) lets the Topics pages show sizes and the Overview chart bytes written per
@@ -14,7 +15,9 @@ import ssl
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -23,6 +26,7 @@ from twinlog.rpc.console.problems import Problem
 
 SCRAPE_TIMEOUT_S = 1.5
 LOG_SIZE = "twinlog_log_size_bytes"
+COMMIT_LATENCY = "twinlog_commit_latency_seconds"
 
 
 @dataclass
@@ -48,22 +52,33 @@ class MetricsSource:
 
     def log_sizes(self) -> LogSizes:
         found = LogSizes()
+        for sample in self._samples(LOG_SIZE, "sizes", found.problems):
+            key = (sample.labels["topic"], int(sample.labels["partition"]))
+            found.sizes[key] = max(found.sizes.get(key, 0), int(sample.value))
+        return found
+
+    def commits_decided(self, problems: list[Problem]) -> int | None:
+        """Commits the brokers' coordinators decided since each started (the count of
+        ``twinlog_commit_latency_seconds``); None when no endpoint answered."""
+        samples = list(self._samples(COMMIT_LATENCY, "the commit count", problems))
+        counts = [s.value for s in samples if s.name == COMMIT_LATENCY + "_count"]
+        return int(sum(counts)) if counts else None
+
+    def _samples(self, family_name: str, what: str, problems: list[Problem]) -> Iterator[Any]:
         for url in self.urls:
             try:
                 text = self._scrape(url)
             except (OSError, ValueError) as error:
-                found.problems.append(
-                    Problem("unreachable", f"The metrics at {url} did not answer ({error}): "
-                            "sizes are left out.")
-                )  # fmt: skip
+                problems.append(
+                    Problem(
+                        "unreachable",
+                        f"The metrics at {url} did not answer ({error}): {what} left out.",
+                    )
+                )
                 continue
             for family in text_string_to_metric_families(text):
-                if family.name != LOG_SIZE:
-                    continue
-                for sample in family.samples:
-                    key = (sample.labels["topic"], int(sample.labels["partition"]))
-                    found.sizes[key] = max(found.sizes.get(key, 0), int(sample.value))
-        return found
+                if family.name == family_name:
+                    yield from family.samples
 
     def _scrape(self, url: str) -> str:
         deadline_s = current_deadline_s()

@@ -1,9 +1,10 @@
 """The Transactions page: the transactions in flight (producer, state, age, timeout,
 partitions), and the admin abort (``Admin.abort_transaction``: its records are never read).
 
-The broker keeps no count of the transactions it finished; the console counts those it
+The broker answers no count of the transactions it finished; the console counts those it
 has seen leave the list (committed or aborted, it cannot tell which) and the aborts it
-made itself, since it started.
+made itself, since it started, and with ``--metrics`` shows how many commits the brokers'
+coordinators decided since they started (aborts are counted nowhere).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ class TransactionsView:
     problems: list[Problem] = field(default_factory=list)
     finished_seen: int = 0
     aborted_here: int = 0
+    commits_decided: int | None = None  # from the brokers' metrics (None: not given)
 
 
 class TransactionTally:
@@ -77,6 +79,8 @@ def build_transactions(session: ClusterSession, tally: TransactionTally) -> Tran
     view = TransactionsView()
     with session.bounded():
         found = attempt(session.admin.list_transactions, "the transactions", view.problems)
+        if session.target.metrics is not None:
+            view.commits_decided = session.target.metrics.commits_decided(view.problems)
     now_ms = time.time_ns() // 1_000_000
     if found is not None:
         view.rows = sorted((row_of(item, now_ms) for item in found), key=lambda row: -row.age_s)

@@ -259,6 +259,7 @@ def test_the_open_transaction_is_aborted_from_its_page(
     transaction_id = held["transaction_id"]
     text = visit(browser, console, "/transactions", shots, "transactions")
     assert STUCK in text
+    assert browser.find_element("id", "commits-decided").text == "0"  # none yet: it is open
     link = browser.find_element("css selector", f"#transaction-{transaction_id} a.danger")
     click_and_wait(browser, link, f"Abort transaction {transaction_id}?")
     browser.save_screenshot(str(shots / "transaction-abort.png"))
