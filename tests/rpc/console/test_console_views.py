@@ -221,6 +221,9 @@ def test_a_token_without_grants_is_told_it_is_not_permitted(served: Served) -> N
 
 def test_a_post_without_the_form_token_changes_nothing(served: Served) -> None:
     client = create_app(served.ops).test_client()
+    page = client.get("/topics")
+    assert "default-src 'none'" in page.headers["Content-Security-Policy"]
+    assert page.headers["X-Frame-Options"] == "DENY"
     refused = client.post(f"/topics/{TOPIC}/delete", data={"confirm_name": TOPIC})
     assert refused.status_code == 400 and b"token" in refused.data
     assert TOPIC in served.ops.admin.list_topics()
