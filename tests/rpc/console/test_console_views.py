@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from server_process import run_cli
 
 from twinlog.engine.broker.broker import Broker
 from twinlog.rpc.client import Admin, Producer
@@ -285,8 +286,6 @@ def test_the_command_has_help_with_an_example() -> None:
 
 
 def test_a_port_in_use_is_one_error_line(served: Served, tmp_path: Path) -> None:
-    from server_process import run_cli
-
     token_file = tmp_path / "token"
     token_file.write_text(OPS + "\n")
     with socket.socket() as taken:
