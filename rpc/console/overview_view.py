@@ -46,6 +46,7 @@ class OverviewView:
     brokers: list[BrokerRow] = field(default_factory=list)
     topics: int = 0
     partitions: int = 0
+    internal_partitions: int = 0  # __txn_journal's and __consumer_offsets', on a cluster
     under_replicated: list[str] = field(default_factory=list)
     offline: list[str] = field(default_factory=list)
     open_transactions: int | None = None
@@ -111,7 +112,11 @@ def _cluster(report: ClusterReport, view: OverviewView) -> None:
         for broker_id in sorted(set(live) | assigned)
     ]
     view.topics = sum(1 for topic in metadata.topics if not is_internal(topic.name))
-    view.partitions = sum(len(topic.partitions) for topic in metadata.topics)
+    for topic in metadata.topics:
+        if is_internal(topic.name):
+            view.internal_partitions += len(topic.partitions)
+        else:
+            view.partitions += len(topic.partitions)
     for name, item in report.under_replicated():
         (view.offline if item.offline else view.under_replicated).append(f"{name}-{item.partition}")
     for address, why in sorted(report.unreachable.items()):

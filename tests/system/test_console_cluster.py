@@ -29,7 +29,7 @@ def overview(browser: Any, console: ConsoleProcess, shot: Path) -> dict[str, str
     find = browser.find_element
     return {
         name: find("id", name).text
-        for name in ("brokers-live", "under-replicated", "offline", "brokers")
+        for name in ("brokers-live", "partitions", "under-replicated", "offline", "brokers")
     }
 
 
@@ -46,6 +46,7 @@ def test_the_overview_of_three_brokers_and_of_one_down(
         ) as console:
             seen = overview(browser, console, tmp_path / "overview-3.png")
             assert seen["brokers-live"] == "3" and seen["under-replicated"] == "0", seen
+            assert seen["partitions"] == "3", seen  # the internal topics' counted apart
             assert seen["brokers"].count("controller") == 2  # the header, and one broker
             cluster.kill(3)
             deadline_s = time.monotonic() + WAIT_S
