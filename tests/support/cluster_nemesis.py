@@ -89,6 +89,7 @@ from cluster_faults import (
     CRASH_POINTS,
     EXPIRY_S,
     SESSION_TIMEOUT_MS,
+    BrokerProcess,
     FaultCluster,
     wait_until,
 )
@@ -137,6 +138,19 @@ NOT_COORDINATOR = "NotCoordinatorError"
 # A restarted ZooKeeper expires, a session timeout after it serves again, the restored
 # sessions of brokers that did not reconnect (as test_f21_zookeeper_faults.py waits).
 RESTORED_EXPIRY_S = SESSION_TIMEOUT_MS / 1000 + 1.0
+RECONNECTED = "Zookeeper connection established"  # kazoo's line on each (re)connection
+
+
+def _log_bytes(broker: BrokerProcess) -> int:
+    return broker.log_path.stat().st_size if broker.log_path.exists() else 0
+
+
+def _log_since(broker: BrokerProcess, offset: int) -> str:
+    with broker.log_path.open("rb") as log_file:
+        log_file.seek(offset)
+        return log_file.read().decode(errors="replace")
+
+
 CRASH_STEP_WAIT_S = 10.0  # the coordinator's next commit comes well within this
 # A committed transaction missing from the final read is read again for this long: its copy
 # is retried at least every second (RETRIABLE_RETRY_S_MAX) once its partition has a leader.
@@ -340,9 +354,21 @@ class Nemesis:
                 self._move(admin, key, original)
         elif kind == "zk-restart":
             assert self.zookeeper is not None
+            logs_before = {b: _log_bytes(broker) for b, broker in cluster.brokers.items()}
             self.zookeeper.kill()
             self.zookeeper.restart()
             time.sleep(RESTORED_EXPIRY_S)  # every broker kept its session or exits now
+            # On a loaded machine a broker may learn its session's end later (the server
+            # took seconds to load): wait until each has reconnected or exited, so none
+            # exits after the heal below, under the next fault's feet.
+            wait_until(
+                lambda: all(
+                    not broker.alive or RECONNECTED in _log_since(broker, logs_before[b])
+                    for b, broker in cluster.brokers.items()
+                ),
+                "every broker reconnected to the restarted ZooKeeper, or exited",
+                EXPIRY_S,
+            )
         elif kind == "cut-zk":
             assert victim.zookeeper_link is not None
             victim.zookeeper_link.hold()
