@@ -10,6 +10,7 @@ from werkzeug.exceptions import HTTPException
 
 from twinlog import __version__
 from twinlog.engine.base.errors import TwinlogError
+from twinlog.engine.base.wording import agreeing
 from twinlog.rpc.console import guard
 from twinlog.rpc.console.problems import Problem, problem_of
 from twinlog.rpc.console.routes_groups import groups
@@ -31,6 +32,7 @@ def create_app(session: ClusterSession) -> Flask:
         app.register_blueprint(blueprint)
     app.jinja_env.globals.update(server=session.target.server, version=__version__)
     app.jinja_env.autoescape = True
+    app.jinja_env.filters["agreeing"] = agreeing  # {{ n }} {{ n | agreeing("topic") }}
 
     @app.before_request
     def bound_the_page() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from twinlog.engine.base.wording import counted
+from twinlog.engine.base.wording import agreeing, counted
 
 
 @pytest.mark.parametrize(
@@ -20,3 +20,8 @@ from twinlog.engine.base.wording import counted
 )
 def test_counted(count: int, noun: str, plural: str | None, expected: str) -> None:
     assert counted(count, noun, plural) == expected
+
+
+def test_agreeing_gives_the_noun_alone_for_a_count_shown_apart() -> None:
+    assert [agreeing(n, "broker") for n in (0, 1, 2)] == ["brokers", "broker", "brokers"]
+    assert agreeing(3, "entry", "entries") == "entries"

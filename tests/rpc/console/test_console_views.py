@@ -134,6 +134,9 @@ def test_topics_and_a_topic(served: Served) -> None:
     assert missing.partitions == [] and missing.problems[0].kind == "not-found"
     page = create_app(served.ops).test_client().get("/topics/nope")
     assert page.status_code == 404 and page.data.count(b"Not found") == 1
+    # One broker is "1 broker", never "1 brokers" (the count and its noun agree).
+    overview = create_app(served.ops).test_client().get("/").data.decode()
+    assert "</span> broker live" in overview and "brokers live" not in overview
 
 
 def test_sizes_and_bytes_written_come_from_the_brokers_metrics(served: Served) -> None:
