@@ -340,11 +340,16 @@ class KafkaListener:
                 )
                 return
             first = False
-            if unframed_sasl:  # after SaslHandshake v0: PLAIN's message, not a request
-                if not authenticate_unframed(frame, context):
-                    log.warning("Kafka connection from %s closed: SASL authentication failed", peer)
+            if unframed_sasl:  # after SaslHandshake v0: a SASL message, not a request
+                server_message = authenticate_unframed(frame, context)
+                if server_message is None:
+                    log.warning(
+                        "Kafka connection from %s closed: %s",
+                        peer,
+                        context.connection.close_after_answer or "SASL authentication failed",
+                    )
                     return
-                connection.sendall(FRAME_SIZE.pack(0))  # PLAIN's server message is empty
+                connection.sendall(FRAME_SIZE.pack(len(server_message)) + server_message)
                 continue
             try:
                 answer = answer_frame(frame, context, peer)

@@ -2,10 +2,10 @@
 and SCRAM-SHA-512 onto the broker's SCRAM credentials (``sasl_scram``).
 
 SaslHandshake v1 is followed by SaslAuthenticate carrying the mechanism's messages (one for
-PLAIN, two for SCRAM); v0 (served for clients that require it to be listed, as librdkafka
-2.0 does for PLAIN) by PLAIN's message as a frame of its own, answered by an empty frame
-(``authenticate_unframed``, called by the listener, which reads that frame). SCRAM after a
-v0 handshake is refused (UNSUPPORTED_SASL_MECHANISM): every client since Kafka 1.0 sends v1.
+PLAIN, two for SCRAM); v0 (KIP-43, sent by librdkafka 2.0) by the same messages as frames of
+their own, each answered by the server's message as a frame (PLAIN's is empty), as Kafka
+does (``authenticate_unframed``, called by the listener, which reads those frames). A v0
+login that fails is answered by closing the connection: there is no frame to carry an error.
 
 PLAIN's message is ``authzid NUL user NUL password`` (RFC 4616): the user is the
 principal and the password its token, which must be that principal's in the tokens file
@@ -40,7 +40,7 @@ from twinlog.rpc.kafka.error_codes import (
     UNKNOWN_SERVER_ERROR,
     UNSUPPORTED_SASL_MECHANISM,
 )
-from twinlog.rpc.kafka.sasl_scram import SCRAM_MECHANISMS, scram_offered, scram_step
+from twinlog.rpc.kafka.sasl_scram import SCRAM_MECHANISMS, Step, scram_offered, scram_step
 from twinlog.rpc.policy.audit import audit
 from twinlog.rpc.policy.auth import Principal
 
@@ -61,22 +61,16 @@ def handle_sasl_handshake(
 ) -> SaslHandshakeResponse:
     connection = context.connection
     offered = offered_mechanisms(context)
-    usable = offered if version >= 1 else [PLAIN]  # SCRAM needs SaslAuthenticate's frames
     if context.guard.tokens is None or connection.authenticated:
         error_code = ILLEGAL_SASL_STATE
-    elif request.mechanism not in usable:
+    elif request.mechanism not in offered:
         error_code = UNSUPPORTED_SASL_MECHANISM
-        why = (
-            "SCRAM needs SaslHandshake v1 or later"
-            if request.mechanism in offered
-            else f"mechanism not enabled: this listener offers {', '.join(offered)}"
-        )
         audit(
             "authentication.failed",
             peer=connection.peer,
             door="kafka",
             mechanism=str(request.mechanism)[:MECHANISM_CHARS_LOGGED],
-            reason=why,
+            reason=f"mechanism not enabled: this listener offers {', '.join(offered)}",
         )
     else:
         connection.mechanism = request.mechanism
@@ -85,14 +79,22 @@ def handle_sasl_handshake(
     return SaslHandshakeResponse(version=version, error_code=error_code, mechanisms=offered)
 
 
-def authenticate_unframed(auth_bytes: bytes, context: KafkaContext) -> bool:
-    """After SaslHandshake v0: PLAIN's message as its own frame (no SaslAuthenticate
-    around it). True once the connection is its principal's; False (logged) when it
-    proves nothing: the caller closes the connection, as Kafka does for v0."""
+def authenticate_unframed(auth_bytes: bytes, context: KafkaContext) -> bytes | None:
+    """After SaslHandshake v0: one of the mechanism's messages as its own frame (no
+    SaslAuthenticate around it). The server's message to send back as a frame (PLAIN's
+    and SCRAM's last end the login); None (logged, audited when a login failed) when the
+    caller closes the connection, as Kafka does for v0, having no frame for an error."""
     connection = context.connection
-    assert connection.unframed_sasl_next and connection.mechanism == PLAIN
+    mechanism = connection.mechanism
+    assert connection.unframed_sasl_next and mechanism is not None
+    if mechanism in SCRAM_MECHANISMS:
+        step = _scram_step(auth_bytes, mechanism, context)
+        if step is None or step.refused is not None:
+            return None
+        connection.unframed_sasl_next = not connection.authenticated
+        return step.answer
     connection.unframed_sasl_next = False
-    return _authenticate(auth_bytes, context) is None
+    return b"" if _authenticate(auth_bytes, context) is None else None
 
 
 def _authenticate(auth_bytes: bytes, context: KafkaContext) -> str | None:
@@ -156,19 +158,32 @@ def handle_sasl_authenticate(
 def _scram_authenticate(
     auth_bytes: bytes, mechanism: str, version: int, context: KafkaContext
 ) -> SaslAuthenticateResponse:
-    connection = context.connection
-    try:
-        step = scram_step(mechanism, auth_bytes, context)
-    except TwinlogError as error:  # the credential store did not answer: no failed login
-        connection.scram = None
-        log.warning("Kafka SASL/%s login not checked: %s", mechanism, error)
-        connection.close_after_answer = "the SCRAM credentials could not be read"
+    step = _scram_step(auth_bytes, mechanism, context)
+    if step is None:
         return _answer(
             version,
             UNKNOWN_SERVER_ERROR,
-            f"the broker could not read the SCRAM credentials ({type(error).__name__}); "
-            "connect again and retry",
+            "the broker could not read the SCRAM credentials; connect again and retry",
         )
+    if step.refused is not None:
+        return _answer(
+            version, SASL_AUTHENTICATION_FAILED, f"authentication failed: {step.refused}"
+        )
+    return _answer(version, NONE, None, step.answer)
+
+
+def _scram_step(auth_bytes: bytes, mechanism: str, context: KafkaContext) -> Step | None:
+    """One SCRAM message answered, whichever frame carried it. A refusal is logged,
+    audited and closes the connection after the answer; None: the credential store did
+    not answer (logged, the connection closed; no failed login)."""
+    connection = context.connection
+    try:
+        step = scram_step(mechanism, auth_bytes, context)
+    except TwinlogError as error:
+        connection.scram = None
+        log.warning("Kafka SASL/%s login not checked: %s", mechanism, error)
+        connection.close_after_answer = "the SCRAM credentials could not be read"
+        return None
     if step.refused is not None:
         log.warning("Kafka SASL/%s authentication refused: %s", mechanism, step.refused)
         audit(
@@ -180,10 +195,7 @@ def _scram_authenticate(
             reason=step.refused,
         )
         connection.close_after_answer = "SASL authentication failed"
-        return _answer(
-            version, SASL_AUTHENTICATION_FAILED, f"authentication failed: {step.refused}"
-        )
-    return _answer(version, NONE, None, step.answer)
+    return step
 
 
 def _answer(

@@ -5,9 +5,8 @@ AlterUserScramCredentials). The user proven is the principal (``alice``, as with
 so the ACL file's grants apply unchanged.
 
 Offered when the listener authenticates (a tokens file) and the broker has a data
-directory. Only after SaslHandshake v1 (SaslAuthenticate carries the messages): a v0
-handshake asking for SCRAM is answered UNSUPPORTED_SASL_MECHANISM, as every client since
-Kafka 1.0 sends v1.
+directory. After SaslHandshake v1 SaslAuthenticate carries the messages; after v0 (as
+librdkafka 2.0 sends) they are frames of their own (``sasl.authenticate_unframed``).
 """
 
 from __future__ import annotations

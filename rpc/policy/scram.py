@@ -290,8 +290,11 @@ class ServerExchange:
         binding, nonce = _attributes(without_proof, "cr", "client-final")
         if _b64decode(binding, "channel binding (c=)") != client_first.gs2_header.encode():
             raise ScramError("the channel binding (c=) is not the client-first's gs2 header")
-        if not hmac.compare_digest(nonce.encode(), self._nonce.encode()):
-            raise ScramError("the nonce (r=) is not the one the server sent")
+        # Kafka takes a nonce that ends with the one it sent (librdkafka 2.0 puts its own
+        # nonce before it once more); the proof covers the message as sent either way.
+        echoed = nonce[len(nonce) - len(self._nonce) :] if len(nonce) >= len(self._nonce) else ""
+        if not hmac.compare_digest(echoed.encode(), self._nonce.encode()):
+            raise ScramError("the nonce (r=) does not end with the one the server sent")
         proof = _b64decode(proof_text, "proof (p=)")
         auth_message = ",".join((client_first.bare, self._server_first, without_proof)).encode()
         name = hash_name(self.mechanism)

@@ -5,7 +5,10 @@ refused, audited without the password, and writes nothing."""
 
 from __future__ import annotations
 
+import io
 import logging
+import socket
+import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +18,10 @@ import kafka
 import kafka.errors
 import pytest
 from kafka.net.compat import KafkaNetClient
+from kafka.net.sasl.scram import ScramClient
+from kafka.protocol.metadata import MetadataRequest, MetadataResponse
+from kafka.protocol.sasl import SaslHandshakeRequest, SaslHandshakeResponse
+from test_sasl import _recv_exactly
 
 from twinlog.engine.broker.broker import Broker
 from twinlog.rpc.kafka.listener import KafkaListener
@@ -134,3 +141,60 @@ def test_a_wrong_password_is_refused_audited_and_writes_nothing(
     assert "door=kafka" in failed[0]
     assert not any(wrong in line or PASSWORD in line for line in audited), audited
     assert listening.broker.list_offset(TOPIC, 0, "latest") == end_before
+
+
+def _bare_frame(connection: socket.socket, payload: bytes) -> bytes:
+    """Send a frame of its own (no request header) and read the frame answered (b"":
+    the connection was closed)."""
+    connection.sendall(struct.pack(">i", len(payload)) + payload)
+    size = _recv_exactly(connection, 4)
+    if len(size) < 4:
+        return b""
+    return _recv_exactly(connection, struct.unpack(">i", size)[0])
+
+
+def _handshake_v0(connection: socket.socket, mechanism: str) -> int:
+    request = SaslHandshakeRequest(mechanism=mechanism)
+    request.with_header(correlation_id=1, client_id="scram-v0-test")
+    answer = _bare_frame(connection, bytes(request.encode(version=0, header=True)))
+    return int(SaslHandshakeResponse.decode(io.BytesIO(answer), version=0, header=True).error_code)
+
+
+@pytest.mark.parametrize("mechanism", [SCRAM_SHA_256, SCRAM_SHA_512])
+def test_after_handshake_v0_the_scram_messages_are_frames_of_their_own(
+    listening: Listening, mechanism: str
+) -> None:
+    """KIP-43's v0, as Kafka serves it: client-first and client-final each as a bare frame,
+    each answered by the server's message as a bare frame; requests follow as the user."""
+    connection = socket.create_connection(("127.0.0.1", listening.listener.port), timeout=5)
+    try:
+        assert _handshake_v0(connection, mechanism) == 0
+        client = ScramClient("carol", PASSWORD, mechanism)
+        client.process_server_first_message(_bare_frame(connection, client.first_message()))
+        client.process_server_final_message(_bare_frame(connection, client.final_message()))
+        request = MetadataRequest(topics=None, allow_auto_topic_creation=False)
+        request.with_header(correlation_id=2, client_id="scram-v0-test")
+        answer = _bare_frame(connection, bytes(request.encode(version=12, header=True)))
+        names = {t.name for t in MetadataResponse.decode(io.BytesIO(answer), 12, True).topics}
+        assert TOPIC in names  # carol's grants: the anonymous principal sees none
+    finally:
+        connection.close()
+
+
+def test_after_handshake_v0_a_wrong_scram_proof_closes_the_connection_audited(
+    listening: Listening, caplog: pytest.LogCaptureFixture
+) -> None:
+    wrong = "not " + PASSWORD
+    connection = socket.create_connection(("127.0.0.1", listening.listener.port), timeout=5)
+    with caplog.at_level(logging.INFO, logger=AUDIT_LOGGER):
+        try:
+            assert _handshake_v0(connection, SCRAM_SHA_256) == 0
+            client = ScramClient("carol", wrong, SCRAM_SHA_256)
+            client.process_server_first_message(_bare_frame(connection, client.first_message()))
+            assert _bare_frame(connection, client.final_message()) == b""  # closed, no answer
+        finally:
+            connection.close()
+    audited = [r.getMessage() for r in caplog.records if r.name == AUDIT_LOGGER]
+    failed = [line for line in audited if line.startswith("authentication.failed ")]
+    assert any("mechanism=SCRAM-SHA-256" in line and "user=carol" in line for line in failed)
+    assert not any(wrong in line or PASSWORD in line for line in audited), audited

@@ -73,6 +73,8 @@ def test_a_wrong_proof_and_an_unknown_user_are_refused_alike() -> None:
     [
         RFC_CLIENT_FINAL.replace(b"c=biws", b"c=eSws"),  # another gs2 header
         RFC_CLIENT_FINAL.replace(b"r=rOpr", b"r=xOpr"),  # another nonce
+        RFC_CLIENT_FINAL.replace(b"$k0,", b"$k0x,"),  # the server's nonce, then more
+        RFC_CLIENT_FINAL.replace(b"r=rOprNGfwEbeRWgbNEkqO", b"r="),  # the server's part only
         RFC_CLIENT_FINAL.split(b",p=")[0],  # no proof
         RFC_CLIENT_FINAL[:-8] + b"AAAAAAA=",  # a changed proof
     ],
