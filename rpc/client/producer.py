@@ -217,8 +217,12 @@ class Producer:
     ) -> RecordFuture:
         """Queue a record; the future gives its RecordMetadata once the broker has it.
 
-        Raises TypeError for a value, key or header that is not bytes (or None), and
-        RecordTooLargeError for a record larger than ``batch_bytes_max``; nothing is queued.
+        The first send to a topic, with or without ``partition``, waits (at most
+        ``max_block_ms``) for the topic's partition count, creating a missing topic as
+        ``partitions_for`` does. Raises TypeError for a value, key or header that is not
+        bytes (or None), RecordTooLargeError for a record larger than ``batch_bytes_max``,
+        and UnknownTopicOrPartitionError for a partition the topic does not have (or a
+        missing topic not created); nothing is queued.
         """
         if (
             key is None
@@ -226,11 +230,13 @@ class Producer:
             and timestamp_ms is None
             and type(value) is bytes
             and type(partition) is int
+            and 0 <= partition < self._partition_counts.get(topic, 0)
             and RECORDS_OFFSET + RECORD_OVERHEAD_BYTES + len(value) <= self.batch_bytes_max
         ):
-            # A bare value to a given partition while the buffer has room: the common
-            # case, in fewer steps (written out here, not in a method: a call is a tenth
-            # of its cost). Otherwise the general path below, which waits or raises.
+            # A bare value to a given partition of a topic already looked up while the
+            # buffer has room: the common case, in fewer steps (written out here, not in a
+            # method: a call is a tenth of its cost). Otherwise the general path below,
+            # which looks the topic up, waits or raises.
             accumulator = self._accumulator
             with self._lock:  # the lock under self._changed: notify_all below is allowed
                 if accumulator.buffered_bytes < self._buffer_bytes_max and not (
@@ -254,15 +260,13 @@ class Producer:
         for name, number in (("partition", partition), ("timestamp_ms", timestamp_ms)):
             if number is not None and (not isinstance(number, int) or isinstance(number, bool)):
                 raise TypeError(f"{name} must be an int or None, not {type(number).__name__}")
-        # send() blocks at most max_block_ms, as Kafka's (here: to learn the partition count).
-        count = (
-            self.partitions_for(topic, round(self.max_block_s * 1000)) if partition is None else 0
-        )
+        count = self._partition_count_for_send(topic, partition)
         if timestamp_ms is None:
             timestamp_ms = _now_ms()
         deadline_s = time.monotonic() + self.max_block_s
         with self._changed:
             transaction_id = self._wait_for_buffer(deadline_s, "")
+            chosen = partition is None
             if partition is None:
                 partition = self._partitioner.partition(topic, record.key, count)
             topic_partition = TopicPartition(topic, partition)
@@ -276,11 +280,31 @@ class Producer:
             )
             if batch.record_count == 1:  # a new batch: count its records when it is done
                 self._metrics.watch(batch)
-            if full and record.key is None and count:
+            if full and record.key is None and chosen:
                 self._partitioner.batch_closed(topic, partition, count)
             if full or batch.record_count == 1:
                 self._changed.notify_all()
         return future
+
+    def _partition_count_for_send(self, topic: str, partition: int | None) -> int:
+        """The topic's partition count, as a send waits for it: at most max_block_ms, as
+        Kafka's producer waits for the topic's metadata whether or not the record names its
+        partition (so a missing topic is created as ``partitions_for`` says). A partition
+        the topic does not have, after one fresh look (partitions may have been added):
+        UnknownTopicOrPartitionError naming the count."""
+        started_s, max_block_ms = time.monotonic(), round(self.max_block_s * 1000)
+        count = self.partitions_for(topic, _remaining_ms(started_s, max_block_ms))
+        if partition is None or 0 <= partition < count:
+            return count
+        self._partition_counts.pop(topic, None)
+        count = self.partitions_for(topic, _remaining_ms(started_s, max_block_ms))
+        if 0 <= partition < count:
+            return count
+        raise UnknownTopicOrPartitionError(
+            f"topic {topic!r} has {count} partition{'' if count == 1 else 's'} "
+            f"(0..{count - 1}): there is no partition {partition}; send to one of those, "
+            "or add partitions (twinlog topics alter --partitions)"
+        )
 
     def send_batch(
         self,
@@ -317,6 +341,7 @@ class Producer:
             raise TypeError(
                 f"timestamp_ms must be an int or None, not {type(timestamp_ms).__name__}"
             )
+        self._partition_count_for_send(topic, partition)
         if timestamp_ms is None:
             timestamp_ms = _now_ms()
         topic_partition = TopicPartition(topic, partition)

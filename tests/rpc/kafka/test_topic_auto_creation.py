@@ -222,3 +222,42 @@ def test_with_the_setting_off_nothing_is_created(tmp_path: Path) -> None:
     finally:
         listener.stop(grace_ms=2_000)
         broker.close()
+
+
+def test_a_twinlog_producer_naming_its_partition_creates_the_topic(served: Served) -> None:
+    """As Kafka's producer, a send naming its partition waits for the topic's metadata
+    too, so the topic is created; a partition the topic lacks is refused at once."""
+    with Producer(served.address, token=MAKER) as producer:
+        sent = producer.send("auto-partitioned", b"to 2", partition=2).result(timeout=10)
+        with pytest.raises(
+            UnknownTopicOrPartitionError, match=rf"has {PARTITIONS} partitions.*no partition 7"
+        ):
+            producer.send("auto-partitioned", b"nowhere", partition=7)
+    assert (sent.topic, sent.partition, sent.offset) == ("auto-partitioned", 2, 0)
+    with Admin(served.address, token=MAKER) as admin:
+        assert len(admin.describe_topic("auto-partitioned").partitions) == PARTITIONS
+    created = [line for line in served.audit_lines("auto-partitioned") if "topic.create" in line]
+    assert len(created) == 1 and "auto_created=true" in created[0], created
+
+
+def test_with_the_setting_off_a_send_naming_its_partition_fails_within_max_block(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "tokens").write_text(TOKENS)
+    (tmp_path / "acl").write_text(ACL)
+    with ServerProcess(
+        tmp_path / "data",
+        "--tokens-file", str(tmp_path / "tokens"),
+        "--acl-file", str(tmp_path / "acl"),
+        "--config", "auto.create.topics.enable=false",
+    ) as process:  # fmt: skip
+        with Producer(process.address, token=MAKER, max_block_ms=3_000) as producer:
+            started = time.monotonic()
+            with pytest.raises(
+                UnknownTopicOrPartitionError, match=r"auto\.create\.topics\.enable=false"
+            ):
+                producer.send("auto-off-partitioned", b"x", partition=0)
+            waited_s = time.monotonic() - started
+        with Admin(process.address, token=MAKER) as admin:
+            assert "auto-off-partitioned" not in admin.list_topics()
+    assert waited_s < 3.0 + 1.0, waited_s  # max_block_ms, and some slack for a busy machine

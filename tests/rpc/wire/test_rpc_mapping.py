@@ -125,8 +125,12 @@ def test_fencing_over_the_wire(served: tuple[FakeBroker, str]) -> None:
 
 def test_stream_item_error_fails_only_its_record(served: tuple[FakeBroker, str]) -> None:
     _, address = served
-    Admin(address).create_topic("stream", 1)
+    admin = Admin(address)
+    admin.create_topic("stream", 6)
     with Producer(address) as producer:
+        producer.send("stream", b"w", partition=5).result(timeout=5)
+        admin.delete_topic("stream")  # made again with one partition: the producer knows 6
+        admin.create_topic("stream", 1)
         bad = producer.send("stream", b"x", partition=5)
         good = producer.send("stream", b"y", partition=0)
         producer.flush()
