@@ -1,14 +1,18 @@
-"""``twinlog groups list|describe|delete|reset-offsets``: kafka-consumer-groups.sh's tools.
+"""``twinlog groups list|describe|delete|reset-offsets|delete-offsets``:
+kafka-consumer-groups.sh's tools.
 
 Text tables for reading (``-`` where there is nothing), or ``--format json`` for scripts.
 A reset commits from outside the group: the group's coordinator refuses it while the
-group has members (NonEmptyGroupError, status 1), so stop the consumers first.
+group has members (NonEmptyGroupError, status 1), so stop the consumers first. Deleting
+offsets is refused per partition while a member reads its topic
+(GroupSubscribedToTopicError): the table says which, and the status is 1.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import sys
 from datetime import datetime
 from typing import Any
 
@@ -36,7 +40,7 @@ def register(subparsers: Any) -> None:
     groups = add_command(
         subparsers,
         "groups",
-        "list, describe or delete consumer groups, or reset their offsets",
+        "list, describe or delete consumer groups, or reset or delete their offsets",
         "twinlog groups list\ntwinlog groups describe billing",
         [],
     )
@@ -71,6 +75,7 @@ def register(subparsers: Any) -> None:
     delete.add_argument("group", metavar="GROUP")
     delete.set_defaults(run=run_delete)
     register_reset(commands, [connection, output])
+    register_delete_offsets(commands, [connection, output])
 
 
 def register_reset(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
@@ -84,15 +89,7 @@ def register_reset(commands: Any, parents: list[argparse.ArgumentParser]) -> Non
         parents,
     )
     reset.add_argument("group", metavar="GROUP")
-    reset.add_argument(
-        "--topic",
-        dest="topics",
-        action="append",
-        required=True,
-        type=topic_partitions,
-        metavar="TOPIC[:P,P...]",
-        help="a topic (all its partitions) or some of its partitions; repeatable",
-    )
+    add_topics_argument(reset)
     target = reset.add_mutually_exclusive_group(required=True)
     target.add_argument("--to-earliest", action="store_true", help="the log start")
     target.add_argument("--to-latest", action="store_true", help="the log end")
@@ -112,6 +109,43 @@ def register_reset(commands: Any, parents: list[argparse.ArgumentParser]) -> Non
     )
     reset.add_argument("--dry-run", action="store_true", help="show the new offsets only")
     reset.set_defaults(run=run_reset)
+
+
+def register_delete_offsets(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
+    delete = add_command(
+        commands,
+        "delete-offsets",
+        "delete a group's committed offsets of some partitions (refused for a topic its "
+        "members read)",
+        "twinlog groups delete-offsets --group billing --topic orders\n"
+        "twinlog groups delete-offsets --group billing --topic orders --partition 0 "
+        "--partition 2\n"
+        "twinlog groups delete-offsets --group billing --topic orders:0,2 --topic refunds",
+        parents,
+    )
+    delete.add_argument("--group", required=True, metavar="GROUP", help="the consumer group")
+    add_topics_argument(delete)
+    delete.add_argument(
+        "--partition",
+        dest="partitions",
+        action="append",
+        type=partition_number,
+        metavar="P",
+        help="only this partition of the one --topic; repeatable",
+    )
+    delete.set_defaults(run=run_delete_offsets)
+
+
+def add_topics_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--topic",
+        dest="topics",
+        action="append",
+        required=True,
+        type=topic_partitions,
+        metavar="TOPIC[:P,P...]",
+        help="a topic (all its partitions) or some of its partitions; repeatable",
+    )
 
 
 # --- argument types: a bad value is a usage error before anything connects -------------------
@@ -140,6 +174,13 @@ def topic_partitions(text: str) -> tuple[str, list[int] | None]:
     if any(p < 0 for p in partitions):
         raise argparse.ArgumentTypeError(f"partitions are >= 0, not {text!r}")
     return topic, partitions
+
+
+def partition_number(text: str) -> int:
+    number = whole_number(text)
+    if number < 0:
+        raise argparse.ArgumentTypeError(f"partitions are >= 0, not {text!r}")
+    return number
 
 
 def iso_datetime(text: str) -> datetime:
@@ -321,3 +362,57 @@ def print_resets(rows: list[OffsetReset]) -> None:
         ],
         ["TOPIC", "PARTITION", "PREVIOUS", "NEW"],
     )
+
+
+def run_delete_offsets(args: argparse.Namespace) -> int:
+    topics: list[tuple[str, list[int] | None]] = args.topics
+    if args.partitions:
+        if len(topics) != 1 or topics[0][1] is not None:
+            args.command_parser.error(
+                "--partition goes with exactly one --topic TOPIC (or write --topic TOPIC:P,P "
+                "for each topic)"
+            )
+        topics = [(topics[0][0], args.partitions)]
+    with open_admin(args) as admin:
+        chosen: list[tuple[str, int]] = []
+        for topic, partitions in topics:
+            if partitions is None:  # every partition of the topic, as it is now
+                partitions = [p.partition for p in admin.describe_topic(topic).partitions]
+            chosen.extend((topic, p) for p in partitions)
+        answers = admin.delete_group_offsets(args.group, chosen)
+    refused = {p: error for p, error in answers.items() if error is not None}
+    if args.format == "json":
+        print_json(
+            {
+                "group_id": args.group,
+                "partitions": [
+                    {
+                        **partition_json(partition),
+                        "deleted": error is None,
+                        "error": None if error is None else type(error).__name__,
+                        "message": None if error is None else str(error),
+                    }
+                    for partition, error in answers.items()
+                ],
+            }
+        )
+    else:
+        print_table(
+            [
+                [
+                    partition.topic,
+                    str(partition.partition),
+                    "deleted" if error is None else f"{type(error).__name__}: {error}",
+                ]
+                for partition, error in answers.items()
+            ],
+            ["TOPIC", "PARTITION", "STATUS"],
+        )
+    if refused:
+        print(
+            f"error: {len(refused)} of {len(answers)} partition(s) kept their offsets "
+            f"(see STATUS); group {args.group}",
+            file=sys.stderr,
+        )
+        return 1
+    return 0

@@ -6,8 +6,8 @@
     twinlog consume TOPIC                  print records
     twinlog txn list|abort                 transactions in flight
     twinlog acls list|add|remove           ACL grants in force; grant and revoke at run time
-    twinlog groups list|describe|delete|reset-offsets
-                                           consumer groups: lag, members, move offsets
+    twinlog groups list|describe|delete|reset-offsets|delete-offsets
+                                           consumer groups: lag, members, move or delete offsets
     twinlog cluster describe|up            a cluster's leaders and ISRs; a local one
     twinlog console --server ADDRESS       a web console: topics, messages, groups, transactions
     twinlog dump FILE                      a segment file's batches and records

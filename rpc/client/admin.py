@@ -487,6 +487,34 @@ class Admin:
             self.retry, attempt, "delete_group()", timeout_ms=self.default_api_timeout_ms
         )
 
+    def delete_group_offsets(
+        self, group_id: str, partitions: str | Iterable[tuple[str, int]]
+    ) -> dict[TopicPartition, TwinlogError | None]:
+        """Delete the group's committed offsets of ``partitions`` (``--delete-offsets``,
+        Kafka's OffsetDelete): a topic name (all its partitions) or (topic, partition)
+        pairs. Each partition's refusal, or None where its offset is deleted (or it had
+        none).
+
+        Needs DELETE on the group (else AuthorizationError) and READ on each topic (else
+        AuthorizationError for its partitions). GroupIdNotFoundError for an unknown group.
+        A partition of a topic a member of the group reads is refused with
+        GroupSubscribedToTopicError (stop those consumers first), one a transaction holds
+        with PendingTransactionError (ask again once it ends); the others are deleted.
+
+        Example::
+
+            answers = admin.delete_group_offsets("billing", "orders")
+            kept = [partition for partition, error in answers.items() if error is not None]
+        """
+        with self._deadline():
+            chosen = self._resolve_partitions(partitions)
+            return call_with_retry(
+                self.retry,
+                lambda: self._broker.delete_offsets(group_id, chosen),
+                "delete_group_offsets()",
+                timeout_ms=self.default_api_timeout_ms,
+            )
+
     def group_offsets(self, group_id: str) -> list[PartitionLag]:
         """Per partition the group has committed for or a member owns: the committed
         offset, the log end offset, the lag and the owning member (``--describe``).
@@ -551,7 +579,7 @@ class Admin:
         else:
             chosen = list(dict.fromkeys(TopicPartition(*p) for p in partitions))
         if not chosen:
-            raise InvalidConfigError("no partitions to reset: name a topic or some partitions")
+            raise InvalidConfigError("no partitions given: name a topic or some partitions")
         return chosen
 
     def _list_offset(self, partition: TopicPartition, spec: str | int) -> int:

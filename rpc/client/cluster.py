@@ -711,6 +711,16 @@ class ClusterBroker:
             CoordinatorKeyType.GROUP, group_id, lambda broker: broker.delete_group(group_id)
         )
 
+    def delete_offsets(
+        self, group_id: str, partitions: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, TwinlogError | None]:
+        asked = list(partitions)
+        return self._on_coordinator(
+            CoordinatorKeyType.GROUP,
+            group_id,
+            lambda broker: broker.delete_offsets(group_id, asked),
+        )
+
     # --- admin ---------------------------------------------------------------------------------
 
     def list_transactions(self) -> list[TransactionDescription]:

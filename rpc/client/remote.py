@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 import grpc
 
 from twinlog.engine.base.cluster_metadata import ClusterMetadata
-from twinlog.engine.base.errors import InvalidConfigError
+from twinlog.engine.base.errors import InvalidConfigError, TwinlogError
 from twinlog.engine.base.types import (
     FetchResult,
     ProducerDescription,
@@ -509,6 +509,24 @@ class RemoteBroker:
     def delete_group(self, group_id: str) -> None:
         request = admin_pb2.DeleteGroupRequest(group_id=group_id)
         self._call(self.administration.DeleteGroup, request)
+
+    def delete_offsets(
+        self, group_id: str, partitions: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, TwinlogError | None]:
+        request = admin_pb2.DeleteGroupOffsetsRequest(
+            group_id=group_id,
+            partitions=[
+                common_pb2.TopicPartition(topic=topic, partition=partition)
+                for topic, partition in partitions
+            ],
+        )
+        response = self._call(self.administration.DeleteGroupOffsets, request)
+        return {
+            TopicPartition(result.partition.topic, result.partition.partition): (
+                error_from_proto(result.error) if result.HasField("error") else None
+            )
+            for result in response.results
+        }
 
     # --- admin ---------------------------------------------------------------------------
 

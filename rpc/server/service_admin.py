@@ -519,6 +519,46 @@ class AdministrationService(admin_pb2_grpc.AdministrationServicer):
         return admin_pb2.DeleteGroupResponse()
 
     @unary
+    def DeleteGroupOffsets(
+        self, request: admin_pb2.DeleteGroupOffsetsRequest, context: grpc.ServicerContext
+    ) -> admin_pb2.DeleteGroupOffsetsResponse:
+        # As the Kafka door's OffsetDelete: DELETE on the group for the call, READ on each
+        # topic for its partitions (a refusal is audited as acl.denied by require()).
+        principal = principal_of(self.guard, context)
+        group_id = request.group_id
+        self.guard.require(principal, Operation.DELETE, (group_id,), Resource.GROUP)
+        asked = [TopicPartition(p.topic, p.partition) for p in request.partitions]
+        refused: dict[str, TwinlogError] = {}
+        for topic in sorted({p.topic for p in asked}):
+            try:
+                self.guard.require(principal, Operation.READ, (topic,))
+            except TwinlogError as error:
+                refused[topic] = error
+        answers: dict[TopicPartition, TwinlogError | None] = {}
+        wanted = [p for p in asked if p.topic not in refused]
+        if wanted:
+            with audited(
+                "group.offsets.delete",
+                principal=principal.name,
+                peer=context.peer(),
+                group=group_id,
+                partitions=",".join(map(str, wanted)),
+            ):
+                answers = self.broker.delete_offsets(group_id, wanted)
+        results = []
+        for partition in asked:
+            result = admin_pb2.GroupOffsetDeleted(
+                partition=common_pb2.TopicPartition(
+                    topic=partition.topic, partition=partition.partition
+                )
+            )
+            refusal = refused.get(partition.topic) or answers.get(partition)
+            if refusal is not None:
+                result.error.CopyFrom(describe(refusal).to_proto())
+            results.append(result)
+        return admin_pb2.DeleteGroupOffsetsResponse(results=results)
+
+    @unary
     def Metadata(
         self, request: admin_pb2.MetadataRequest, context: grpc.ServicerContext
     ) -> admin_pb2.MetadataResponse:

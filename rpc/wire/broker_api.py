@@ -19,6 +19,7 @@ from enum import Enum
 from typing import Protocol, runtime_checkable
 
 from twinlog.engine.base.cluster_metadata import BrokerEndpoint
+from twinlog.engine.base.errors import TwinlogError
 from twinlog.engine.base.types import (
     FetchResult,
     ProducerDescription,
@@ -181,6 +182,10 @@ class BrokerApi(Protocol):
     def describe_group(self, group_id: str) -> GroupDescription: ...
 
     def delete_group(self, group_id: str) -> None: ...
+
+    def delete_offsets(
+        self, group_id: str, partitions: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, TwinlogError | None]: ...
 
     # admin
     def list_transactions(self) -> list[TransactionDescription]: ...

@@ -20,6 +20,7 @@ from twinlog.engine.base.errors import (
     OutOfOrderSequenceError,
     ProducerFencedError,
     TopicExistsError,
+    TwinlogError,
     UnknownTopicOrPartitionError,
     UnknownTransactionError,
 )
@@ -395,6 +396,17 @@ class FakeBroker:
 
     def delete_group(self, group_id: str) -> None:
         raise GroupIdNotFoundError(f"no group {group_id!r}")
+
+    def delete_offsets(
+        self, group_id: str, partitions: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, TwinlogError | None]:
+        asked = [TopicPartition(*tp) for tp in partitions]
+        with self._lock:
+            if not any(group == group_id for group, _ in self.group_offsets):
+                raise GroupIdNotFoundError(f"no group {group_id!r}")
+            for tp in asked:
+                self.group_offsets.pop((group_id, tp), None)
+            return dict.fromkeys(asked)
 
     def commit_offsets(
         self,

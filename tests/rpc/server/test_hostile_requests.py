@@ -147,7 +147,7 @@ READ_ONLY = {
     ("Administration", "ListScramUsers"),
     ("Administration", "ListAcls"),
 }
-assert len(METHODS) == 39 and STREAMING | READ_ONLY <= METHODS.keys()
+assert len(METHODS) == 40 and STREAMING | READ_ONLY <= METHODS.keys()
 
 
 # --- the seeded state --------------------------------------------------------------------
@@ -1424,6 +1424,24 @@ def hostile_call_kinds(seeded: Seed) -> list[st.SearchStrategy[Call]]:
             ),
             False,
             "delete an unknown group, or one whose offsets a transaction holds",
+        ),
+        call_of(
+            A,
+            "DeleteGroupOffsets",
+            st.builds(
+                admin_pb2.DeleteGroupOffsetsRequest,
+                group_id=st.text(max_size=20).filter(lambda g: g not in (HELD_GROUP, PLAIN_GROUP)),
+                partitions=st.lists(
+                    st.builds(
+                        common_pb2.TopicPartition,
+                        topic=topic_names,
+                        partition=st.integers(min_value=-2, max_value=4),
+                    ),
+                    max_size=3,
+                ),
+            ),
+            True,  # OK with each partition refused (or none asked): nothing to delete
+            "delete offsets of an unknown group",
         ),
         call_of(
             A,

@@ -400,6 +400,28 @@ class DeleteGroupResponse(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
+class DeleteGroupOffsetsRequest(_message.Message):
+    __slots__ = ("group_id", "partitions")
+    GROUP_ID_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    group_id: str
+    partitions: _containers.RepeatedCompositeFieldContainer[_common_pb2.TopicPartition]
+    def __init__(self, group_id: _Optional[str] = ..., partitions: _Optional[_Iterable[_Union[_common_pb2.TopicPartition, _Mapping]]] = ...) -> None: ...
+
+class GroupOffsetDeleted(_message.Message):
+    __slots__ = ("partition", "error")
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    partition: _common_pb2.TopicPartition
+    error: _common_pb2.Error
+    def __init__(self, partition: _Optional[_Union[_common_pb2.TopicPartition, _Mapping]] = ..., error: _Optional[_Union[_common_pb2.Error, _Mapping]] = ...) -> None: ...
+
+class DeleteGroupOffsetsResponse(_message.Message):
+    __slots__ = ("results",)
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[GroupOffsetDeleted]
+    def __init__(self, results: _Optional[_Iterable[_Union[GroupOffsetDeleted, _Mapping]]] = ...) -> None: ...
+
 class ElectLeadersRequest(_message.Message):
     __slots__ = ("partitions", "timeout_ms")
     PARTITIONS_FIELD_NUMBER: _ClassVar[int]

@@ -114,6 +114,11 @@ class AdministrationStub:
                 request_serializer=twinlog_dot_v1_dot_admin__pb2.DeleteGroupRequest.SerializeToString,
                 response_deserializer=twinlog_dot_v1_dot_admin__pb2.DeleteGroupResponse.FromString,
                 _registered_method=True)
+        self.DeleteGroupOffsets = channel.unary_unary(
+                '/twinlog.v1.Administration/DeleteGroupOffsets',
+                request_serializer=twinlog_dot_v1_dot_admin__pb2.DeleteGroupOffsetsRequest.SerializeToString,
+                response_deserializer=twinlog_dot_v1_dot_admin__pb2.DeleteGroupOffsetsResponse.FromString,
+                _registered_method=True)
         self.ElectLeaders = channel.unary_unary(
                 '/twinlog.v1.Administration/ElectLeaders',
                 request_serializer=twinlog_dot_v1_dot_admin__pb2.ElectLeadersRequest.SerializeToString,
@@ -289,6 +294,19 @@ class AdministrationServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DeleteGroupOffsets(self, request, context):
+        """Delete a group's committed offsets of some partitions (Kafka's OffsetDelete,
+        kafka-consumer-groups.sh --delete-offsets), at the group's coordinator. Needs DELETE on
+        the group (else the call is refused) and READ on each topic (else its partitions'
+        results are AuthorizationError), as Kafka's. GroupIdNotFoundError for an unknown
+        group. One result per partition, in the request's order: GroupSubscribedToTopicError
+        while a member reads its topic, PendingTransactionError while a transaction holds its
+        offset; the others are deleted (a partition without an offset too).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def ElectLeaders(self, request, context):
         """Lead partitions by their preferred leaders (each its first replica), where that replica
         is in sync (Kafka's ElectLeaders, PREFERRED). Needs ALTER on every topic named (on
@@ -450,6 +468,11 @@ def add_AdministrationServicer_to_server(servicer, server):
                     servicer.DeleteGroup,
                     request_deserializer=twinlog_dot_v1_dot_admin__pb2.DeleteGroupRequest.FromString,
                     response_serializer=twinlog_dot_v1_dot_admin__pb2.DeleteGroupResponse.SerializeToString,
+            ),
+            'DeleteGroupOffsets': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteGroupOffsets,
+                    request_deserializer=twinlog_dot_v1_dot_admin__pb2.DeleteGroupOffsetsRequest.FromString,
+                    response_serializer=twinlog_dot_v1_dot_admin__pb2.DeleteGroupOffsetsResponse.SerializeToString,
             ),
             'ElectLeaders': grpc.unary_unary_rpc_method_handler(
                     servicer.ElectLeaders,
@@ -934,6 +957,33 @@ class Administration:
             '/twinlog.v1.Administration/DeleteGroup',
             twinlog_dot_v1_dot_admin__pb2.DeleteGroupRequest.SerializeToString,
             twinlog_dot_v1_dot_admin__pb2.DeleteGroupResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteGroupOffsets(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/twinlog.v1.Administration/DeleteGroupOffsets',
+            twinlog_dot_v1_dot_admin__pb2.DeleteGroupOffsetsRequest.SerializeToString,
+            twinlog_dot_v1_dot_admin__pb2.DeleteGroupOffsetsResponse.FromString,
             options,
             channel_credentials,
             insecure,
