@@ -102,7 +102,8 @@ class Operation(Enum):
     READ = "read"  # fetch, list offsets of a topic; commit or fetch a group's offsets
     WRITE = "write"  # produce to a topic; use a transactional id
     CREATE = "create"  # create a topic
-    DELETE = "delete"  # delete a topic, or its oldest records (DeleteRecords)
+    # delete a topic, or its oldest records (DeleteRecords); a group, or its offsets
+    DELETE = "delete"
     # grow a topic, move its leaders and replicas (Kafka asks ALTER on the cluster for these)
     ALTER = "alter"
     ABORT = "abort"  # abort another producer's transaction (admin)
@@ -149,7 +150,7 @@ OPERATIONS_ON = {
         Operation.ALTER,
     },
     Resource.TRANSACTIONAL_ID: {Operation.WRITE, Operation.DESCRIBE, Operation.ABORT},
-    Resource.GROUP: {Operation.READ, Operation.DESCRIBE},
+    Resource.GROUP: {Operation.READ, Operation.DESCRIBE, Operation.DELETE},  # Kafka's three
     Resource.BROKER: {Operation.ALTER},
     Resource.CLUSTER: {Operation.ALTER, Operation.DESCRIBE},
 }

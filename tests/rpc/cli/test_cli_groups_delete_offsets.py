@@ -30,7 +30,7 @@ ops all group:*
 reader read *
 reader read group:*
 """
-SECRET_ACL = "ops-secret"  # a principal with DELETE (all) on the group, no READ on `secret`
+SECRET_ACL = "ops-secret"  # a principal with DELETE on the group but no READ on `secret`
 ASSIGNMENT_DEADLINE_S = 20
 
 
@@ -69,7 +69,7 @@ class Served:
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     directory = tmp_path_factory.mktemp("delete-offsets")
     (directory / "tokens").write_text(TOKENS + f"{SECRET_ACL}-token-4c7a1e9b {SECRET_ACL}\n")
-    (directory / "acl").write_text(ACL + f"{SECRET_ACL} all group:*\n{SECRET_ACL} read orders\n")
+    (directory / "acl").write_text(ACL + f"{SECRET_ACL} delete group:*\n{SECRET_ACL} read orders\n")
     with ServerProcess(
         directory / "data",
         "--tokens-file", str(directory / "tokens"),
