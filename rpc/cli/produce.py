@@ -270,7 +270,7 @@ class ProduceRun:
                 f"could not abort transaction {transaction_id} within "
                 f"{ABORT_AFTER_FAILURE_S:g} s; the broker aborts it when it times out"
             )
-        print(f"{outcome} after {why}: none of its {count} records is read", file=sys.stderr)
+        print(f"{outcome} after {why}: {_none_read(count)}", file=sys.stderr)
 
     # --- the interrupt thread ----------------------------------------------------------------
 
@@ -384,3 +384,8 @@ def _report(args: argparse.Namespace, state: ProduceRun, reader: InputReader) ->
 
 
 __all__ = ["BadLineError", "register", "run"]
+
+
+def _none_read(count: int) -> str:
+    """'none of its 2 records is read', or 'its one record is not read' (never '1 records')."""
+    return "its one record is not read" if count == 1 else f"none of its {count} records is read"
