@@ -499,8 +499,11 @@ class Broker(BrokerLifecycle):
         the leaderships have moved); those open go on. A BEGIN is answered before it is
         replicated (``coordinator``: "Two answers promise nothing durable"), and one taken
         while the leaderships move is lost with the old leader's unreplicated tail, so the
-        producer's first send would find its transaction unknown at the new coordinator."""
+        producer's first send would find its transaction unknown at the new coordinator.
+        Those answered before it are made durable here, before the leaderships move, for
+        the same reason (a BEGIN from the last replication round was lost that way)."""
         self._begins_taken = False
+        self.coordinator_manager.wait_written_durable()
 
     def begin_transaction(
         self, producer_id: int, producer_generation: int, request_id: int = 0
@@ -517,9 +520,13 @@ class Broker(BrokerLifecycle):
                 f"{open_count} transactions are open, the broker's limit (open_transactions_max); "
                 "retry when some complete, or raise the limit"
             )
-        return self.coordinator_manager.for_id(producer_id).begin(
-            producer_id, producer_generation, request_id
-        )
+        coordinator = self.coordinator_manager.for_id(producer_id)
+        transaction_id = coordinator.begin(producer_id, producer_generation, request_id)
+        if not self._begins_taken:
+            # A shutdown began while this BEGIN was written, after it read what to make
+            # durable: answer once this one is, as it waited for those before it.
+            coordinator.wait_written_durable()
+        return transaction_id
 
     def add_partitions_to_transaction(
         self,

@@ -29,6 +29,7 @@ from twinlog.engine.base.errors import (
     CoordinatorLoadInProgressError,
     InvalidTxnStateError,
     NotCoordinatorError,
+    TwinlogError,
     UnknownTransactionError,
 )
 from twinlog.engine.base.types import TopicPartition, TransactionDescription
@@ -172,6 +173,22 @@ class CoordinatorManager:
         next leader (on one node, the next open) redoes what they left."""
         for coordinator in self.slots.close():
             coordinator.abandon()
+
+    def wait_written_durable(self) -> None:
+        """Until every active coordinator's journal is durable up to what it wrote (a
+        controlled shutdown, before its leaderships move); a coordinator whose wait fails
+        is lost already (its successor's journal decides) and is logged, not raised."""
+        for coordinator in self.active:
+            try:
+                coordinator.wait_written_durable()
+            except (TwinlogError, OSError) as error:
+                log.warning(
+                    "transaction coordinator %d: its journal was not made durable before "
+                    "the controlled shutdown (%s); transactions begun in its last "
+                    "replication round may be unknown to the next coordinator",
+                    coordinator.partition_index,
+                    error,
+                )
 
     @property
     def active(self) -> list[Coordinator]:

@@ -211,6 +211,13 @@ class Coordinator:
         the decisions written meanwhile by other requests share the fsync)."""
         self.journal.wait_durable(self._written_end)
 
+    def wait_written_durable(self) -> None:
+        """Until everything this coordinator wrote so far is durable, the BEGINs and
+        ADD_PARTITIONS answered without waiting among them: a controlled shutdown calls it
+        before the leaderships move, so the next coordinator's journal holds every
+        transaction a producer was told it had begun (raises as ``_wait_durable``)."""
+        self._wait_durable()
+
     # --- producers ------------------------------------------------------------------
 
     def _producer(self, producer_id: int, producer_generation: int) -> ProducerEntry:

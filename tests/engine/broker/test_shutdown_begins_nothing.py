@@ -34,3 +34,27 @@ def test_a_broker_shutting_down_begins_no_transaction_and_finishes_those_open(
             open_one, identity.producer_id, identity.producer_generation, wait_for_applied=True
         )
         assert broker.list_offset("t", 0, "latest") == 1
+
+
+def test_a_broker_shutting_down_makes_the_begins_it_answered_durable_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A BEGIN is answered before its journal record is durable; the controlled shutdown must
+    # make it durable before the leaderships move (on a cluster: held by the in-sync
+    # replicas), or the next coordinator never heard of a transaction the producer began.
+    with Broker.open(tmp_path / "data") as broker:
+        identity = broker.init_producer("app")
+        coordinator = broker.coordinator_manager.for_id(identity.producer_id)
+        waited: list[int] = []
+        wait_durable = coordinator.journal.wait_durable
+
+        def recorded(end_offset: int) -> None:
+            waited.append(end_offset)
+            wait_durable(end_offset)
+
+        monkeypatch.setattr(coordinator.journal, "wait_durable", recorded)
+        broker.begin_transaction(identity.producer_id, identity.producer_generation)
+        assert waited == []  # the answer did not wait
+        written_end = coordinator.journal.end_offset
+        broker.stop_beginning_transactions()
+        assert waited and max(waited) >= written_end
