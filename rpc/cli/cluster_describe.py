@@ -16,7 +16,12 @@ import sys
 from typing import Any
 
 from twinlog.engine.base.errors import TwinlogError
-from twinlog.rpc.cli.common import connection_options, print_json, print_table
+from twinlog.rpc.cli.common import (
+    connection_options,
+    print_json,
+    print_table,
+    zookeeper_client_quiet,
+)
 from twinlog.rpc.client.broker_pool import BrokerPool
 from twinlog.rpc.client.cluster import ClusterBroker
 from twinlog.rpc.client.cluster_report import (
@@ -43,13 +48,16 @@ def from_zookeeper(
 
     timeout_ms = options.request_timeout_ms
     credential = None if auth_file is None else load_zookeeper_credential(auth_file)
-    with ZooKeeperSession(  # read-only: a mistyped chroot is reported, not created
-        connect,
-        connect_timeout_ms=timeout_ms,
-        request_timeout_ms=timeout_ms,
-        create_chroot=False,
-        credential=credential,
-    ) as session:
+    with (
+        zookeeper_client_quiet(),
+        ZooKeeperSession(  # read-only: a mistyped chroot is reported, not created
+            connect,
+            connect_timeout_ms=timeout_ms,
+            request_timeout_ms=timeout_ms,
+            create_chroot=False,
+            credential=credential,
+        ) as session,
+    ):
         metadata = read_cluster_metadata(session, topics or None, timeout_ms)
     if not metadata.cluster_id and not metadata.brokers:
         raise TwinlogError(

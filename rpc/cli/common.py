@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import queue
 import sys
 import textwrap
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from twinlog.engine.base.errors import BrokerUnavailableError
@@ -34,6 +36,20 @@ def configure_logging(level: str = "INFO") -> None:
         stream=sys.stderr,
         force=True,
     )
+
+
+@contextlib.contextmanager
+def zookeeper_client_quiet() -> Iterator[None]:
+    """kazoo's connection chatter kept off a command's stderr while it is a ZooKeeper
+    client: an unreachable ZooKeeper printed a "Connection dropped" line per retry before
+    the one error line that says the same, with the address and what to check."""
+    kazoo_logger = logging.getLogger("kazoo")
+    level = kazoo_logger.level
+    kazoo_logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        kazoo_logger.setLevel(level)
 
 
 def add_command(
