@@ -14,8 +14,12 @@ Discovery: a children watch on ``topics`` and on each ``topics/<t>/partitions``;
 watch on every state znode (this broker's, and the others', which a reassignment may
 make its own); a full read of this broker's every ``full_read_interval_s``, or less
 often when it takes long (``full_reads``: a safety net for a missed watch, never more
-than a tenth of the thread's time). A data watch that fires re-reads that one
-znode; anything else reads everything again. A topic deleted and made again under the
+than a tenth of the thread's time). Each watch re-reads what it is about, nothing more:
+a state znode's, that znode; ``topics``' children, the topic list and the topics new to
+it; a topic's ``partitions`` children, that topic's new partitions. (A new topic used to
+read everything again, every partition state of this broker included: creating the
+topics of a 10,000-partition cluster one after another cost each broker a number of
+reads growing with the square of the topics.) A topic deleted and made again under the
 same name is told apart by its znodes' czxid.
 
 Session states (``session_gate``): while SUSPENDED no new role is delivered; on LOST the
@@ -60,7 +64,11 @@ RETRY_AFTER_S = 0.5
 JOIN_S = 10.0
 
 RoleCallback = Callable[[str, int, PartitionState], None]
-FULL_READ = ""  # the queue's reason for a full read; any other is a state znode's path
+# The queue's reasons: a full read; the topic list; one topic's partitions (the prefix
+# and its name); any other is a state znode's path.
+FULL_READ = ""
+TOPIC_LIST = "topics"
+TOPIC_PREFIX = "topic:"
 
 
 class IsrChangeLostError(ConditionalWriteLostError):
@@ -167,6 +175,7 @@ class PartitionRoles:
         self._gate = SessionGate(session, lambda: self._wake(FULL_READ), on_lost)
         self._seen: dict[tuple[str, int], _Seen] = {}
         self._parents: dict[str, int] = {}  # topic -> czxid of its partitions znode
+        self._listed: set[str] = set()  # the topics ``topics`` held at its last read
         self._delivered: dict[tuple[str, int], PartitionState] = {}
         self._lock = threading.Lock()
         self._stopping = threading.Event()
@@ -206,8 +215,19 @@ class PartitionRoles:
     def _wake(self, reason: str) -> None:
         self._events.put(reason)  # SimpleQueue.put never blocks
 
-    def _on_children(self, _event: WatchedEvent) -> None:
-        self._wake(FULL_READ)
+    def _on_children(self, event: WatchedEvent) -> None:
+        """Children of ``topics`` or of a topic's ``partitions`` (a children watch), or
+        the ``partitions`` znode made or removed (an exists watch set while it was not
+        there): the list, or that topic, is read again."""
+        path = event.path or ""
+        if path == znodes.TOPICS:
+            self._wake(TOPIC_LIST)
+            return
+        parts = path.strip("/").split("/")
+        if len(parts) == 3 and "/" + parts[0] == znodes.TOPICS and parts[2] == "partitions":
+            self._wake(TOPIC_PREFIX + parts[1])
+        else:
+            self._wake(FULL_READ)
 
     def _on_state(self, event: WatchedEvent) -> None:
         if event.type == EventType.DELETED or not event.path:
@@ -220,6 +240,8 @@ class PartitionRoles:
     def _run(self) -> None:
         due = 0.0  # the next full read
         paths: set[str] = set()  # state znodes whose watch fired
+        topics: set[str] = set()  # topics whose partitions changed
+        listing = False  # the topic list changed
         while not self._stopping.is_set():
             reasons: list[str] = []
             try:
@@ -231,12 +253,16 @@ class PartitionRoles:
             for reason in reasons:
                 if reason == FULL_READ:
                     due = 0.0
+                elif reason == TOPIC_LIST:
+                    listing = True
+                elif reason.startswith(TOPIC_PREFIX):
+                    topics.add(reason[len(TOPIC_PREFIX) :])
                 else:
                     paths.add(reason)
             if self._stopping.is_set() or self._gate.lost_now():
                 break
             full = time.monotonic() >= due
-            if not (full or paths) or not self._gate.may_act():
+            if not (full or paths or topics or listing) or not self._gate.may_act():
                 continue  # SUSPENDED: no new role; what is pending waits for CONNECTED
             try:
                 if full:
@@ -247,6 +273,13 @@ class PartitionRoles:
                     if self._on_first_read is not None:
                         first_read, self._on_first_read = self._on_first_read, None
                         first_read()
+                    listing = False
+                    topics.clear()  # read by the full read, watches set again
+                if listing:
+                    listing = False  # (cleared first: a failed read is retried in full)
+                    self._read_topic_list()
+                while topics:
+                    self._read_topic(topics.pop(), states_mine_too=False)
                 # Even after a full read: it reads this broker's partitions only, and the
                 # watch of another broker's that fired is set again only by its own read
                 # (dropped, a reassignment naming this broker would never be seen).
@@ -268,12 +301,30 @@ class PartitionRoles:
         topics = set(
             self.session.wait(client.get_children_async(znodes.TOPICS, watch=self._on_children))
         )
+        self._listed = topics
         for topic in set(self._parents) - topics:
             self._forget(topic)  # deleted
         for topic in sorted(topics):
             self._read_topic(topic)
 
-    def _read_topic(self, topic: str) -> None:
+    def _read_topic_list(self) -> None:
+        """``topics``' children changed: read the topics new to the list; forget those
+        gone from it. (One deleted and made again between two reads is told by its own
+        ``partitions`` watch.)"""
+        client = self.session.client
+        topics = set(
+            self.session.wait(client.get_children_async(znodes.TOPICS, watch=self._on_children))
+        )
+        new, gone = topics - self._listed, self._listed - topics
+        self._listed = topics
+        for topic in gone:
+            self._forget(topic)
+        for topic in sorted(new):
+            self._read_topic(topic, states_mine_too=False)
+
+    def _read_topic(self, topic: str, states_mine_too: bool = True) -> None:
+        """The topic's partitions: the states of those not read before, and with
+        ``states_mine_too`` (a full read) this broker's again."""
         client = self.session.client
         parent = znodes.partitions_path(topic)
         try:
@@ -291,7 +342,7 @@ class PartitionRoles:
         self._parents[topic] = stat.czxid
         for partition in sorted(int(child) for child in children if child.isdigit()):
             seen = self._seen.get((topic, partition))
-            if seen is None or seen.mine:
+            if seen is None or (seen.mine and states_mine_too):
                 self._read_state(topic, partition)
 
     def _read_one(self, path: str) -> None:

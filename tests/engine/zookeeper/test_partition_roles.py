@@ -5,6 +5,7 @@ controlled shutdown that moves leadership away."""
 from __future__ import annotations
 
 import threading
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -172,3 +173,67 @@ def test_a_state_is_published_to_the_isr_writer_only_once_the_partition_took_it(
             )
     assert seen_during_delivery[0] is None and len(seen_during_delivery) >= 2
     assert all(version is not None for version in seen_during_delivery[1:])
+
+
+def test_topics_made_one_after_another_are_read_once_each_without_a_full_read(
+    zk_connect: str, tmp_path: Path
+) -> None:
+    # A new topic used to read everything again (every partition state of this broker):
+    # creating N topics one after another cost each broker reads growing with N squared.
+    # With full reads out of the way (one at start, the next in ten minutes), the watches
+    # alone find new topics, grown ones and one deleted and made again, and each state is
+    # read about once.
+    delivered: list[tuple[str, int, int]] = []
+    first_reads: list[bool] = []
+    with FakeBrokers(zk_connect) as brokers:
+        controller, by_id, store = start_cluster(brokers, tmp_path / "data", (1, 2))
+        client = by_id[1].session.client
+        state_reads: list[str] = []
+        children_reads: list[str] = []
+        get_async, get_children_async = client.get_async, client.get_children_async
+
+        def counted_get(path: str, *args: object, **kwargs: object) -> object:
+            state_reads.append(path)
+            return get_async(path, *args, **kwargs)
+
+        def counted_children(path: str, *args: object, **kwargs: object) -> object:
+            children_reads.append(path)
+            return get_children_async(path, *args, **kwargs)
+
+        client.get_async = counted_get  # type: ignore[method-assign]
+        client.get_children_async = counted_children  # type: ignore[method-assign]
+        with PartitionRoles(
+            by_id[1].session,
+            1,
+            lambda topic, partition, state: delivered.append((topic, partition, state.version)),
+            full_read_interval_s=600.0,
+            on_first_read=lambda: first_reads.append(True),
+        ) as roles:
+            wait_until(lambda: first_reads, what="the first full read")
+            topics = [f"t{number}" for number in range(8)]
+            for topic in topics:
+                store.add_topic(topic, 2, {}, replication_factor=2)
+                wait_until(
+                    lambda t=topic: {(t, 0), (t, 1)} <= roles.states().keys(),
+                    what=f"{topic} delivered",
+                )
+            store.grow_topic("t0", 3)
+            wait_until(lambda: ("t0", 2) in roles.states(), what="t0's new partition")
+            store.remove_topic("t1")
+            wait_until(lambda: not created(controller.session, "t1", 2), what="t1 gone")
+            store.add_topic("t1", 2, {}, replication_factor=2)
+            fresh = wait_until(lambda: created(controller.session, "t1", 2))
+            wait_until(
+                lambda: roles.states().get(("t1", 0)) == fresh[0], what="t1 made again, read"
+            )
+        assert first_reads == [True]
+        reads = len([path for path in state_reads if path.endswith("/state")])
+        # 19 partitions (8 topics of 2, one grown, one made again): each read once, and
+        # again when a watch fires on a change (the controller writes a new state once).
+        assert reads <= 19 * 3, state_reads
+        # Each topic's partitions are listed a few times for its own changes (made, its
+        # states created, grown, made again), not once more per topic made after it: t0,
+        # the first, as often as t7, the last.
+        listed = Counter(children_reads)
+        assert all(listed[f"/topics/{topic}/partitions"] <= 6 for topic in topics), listed
+        assert listed["/topics"] <= 2 + 10, listed  # the first read, then each change
