@@ -5,11 +5,23 @@ Kafka's ZooKeeper-mode controller (CLUSTER.md §2.2, §3.2), on a thread of its 
 - Election (``controller_epoch``): the broker that creates the EPHEMERAL ``controller``
   (in one multi with the bump of ``controller_epoch``) is controller until its session
   ends; the others watch ``controller`` and race again when it disappears.
-- The controller watches ``brokers/ids``, ``brokers/shutting_down`` and ``topics``, and
-  also reads everything again every ``full_read_interval_s``, or less often when a pass
-  takes long (``full_reads``: a safety net for a missed watch, never more than a tenth
-  of the thread's time). Changes between a watch's firing and the next read coalesce.
-- Each pass reads the whole cluster's partition states and writes what the rules of
+- The controller watches ``brokers/ids``, ``brokers/shutting_down``, ``topics`` and each
+  topic's znode, and also reads everything again every ``full_read_interval_s``, or less
+  often when a pass takes long (``full_reads``: a safety net for a missed watch, never
+  more than a tenth of the thread's time). Changes between a watch's firing and the next
+  read coalesce.
+- It keeps the partition states it read (``_states``). A full pass reads them all; a pass
+  a watch woke reads again only what may have changed: the states of the topics new to
+  the list (or whose znode changed: grown, or deleted and made again), of the partitions
+  with a replica on a broker that came, went, or asked to shut down, of those a request
+  names, and of those whose watched state changed (a reassignment's ISR). (Each pass used
+  to read every state of the cluster: creating the topics of a 10,000-partition cluster
+  one after another cost reads growing with the square of the topics.) What it kept may
+  be older than ZooKeeper's in one way only, the ISR a leader changed, and every write is
+  conditional on the version it read: a write from an outdated state is refused
+  (StaleStateError), and the next pass reads everything. The imbalance check (which
+  reads every ISR) is a full pass.
+- Each pass writes what the rules of
   ``leader_election`` say must change: states for new topics, leaders for partitions
   whose leader died or is shutting down, ISRs without dead members, offline partitions
   whose last ISR member returned. All of one pass go in as few multis as fit
@@ -43,7 +55,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import TracebackType
 
 from kazoo.exceptions import KazooException, NoNodeError
@@ -75,7 +87,11 @@ from twinlog.engine.zookeeper.leader_election import (
     preferred_leader_state,
     settled_state,
 )
-from twinlog.engine.zookeeper.partition_state import PartitionState, read_topic_partition_states
+from twinlog.engine.zookeeper.partition_state import (
+    PartitionState,
+    read_partition_state,
+    read_topic_partition_states,
+)
 from twinlog.engine.zookeeper.preferred_election import read_election_request
 from twinlog.engine.zookeeper.reassignment import (
     CANCEL,
@@ -96,6 +112,8 @@ RETRY_AFTER_S = 0.5  # after ZooKeeper did not answer
 STALE_RETRY_S = 0.05  # after a write met a state changed since the read: read again soon
 JOIN_S = 10.0
 TOPIC_KEYS = ("partitions",)
+# Wake-up reasons that call for a full pass (any other is a watched znode's path).
+FULL_PASS_REASONS = frozenset({"session", "close", "watch"})
 # Kafka's auto.leader.rebalance.enable, leader.imbalance.per.broker.percentage and
 # leader.imbalance.check.interval.seconds: the broker settings' defaults (one source)
 _BROKER_DEFAULTS = BrokerConfig()
@@ -149,6 +167,13 @@ class Controller:
         self._seat: ControllerSeat | None = None
         self._stopping = threading.Event()
         self._waiting_topics: set[str] = set()  # topics logged as waiting for brokers
+        # What the last pass read and wrote, for the next one woken by a watch: every
+        # partition state by topic (None: a full pass is next), the live brokers' epochs
+        # and those shutting down. Invariant: each state is the znode's at its version,
+        # or an older one whose write will be refused (a leader changed its ISR since).
+        self._states: dict[str, dict[int, PartitionState]] | None = None
+        self._live_epochs: dict[int, int] = {}
+        self._shutting_down: set[int] = set()
         self._passes = 0
         self._multis = 0
         self._thread = threading.Thread(
@@ -217,27 +242,38 @@ class Controller:
     # --- the controller's thread --------------------------------------------
 
     def _run(self) -> None:
-        due = 0.0  # the next pass, whether or not a watch fires: now
+        due = 0.0  # the next full pass, whether or not a watch fires: now
+        fired: set[str] = set()  # watched znodes that changed since the last pass
         while not self._stopping.is_set():
+            reasons: list[str] = []
             try:
-                self._events.get(timeout=self._gate.idle_s(due, POLL_S))
-                due = 0.0  # something changed: a pass now
+                reasons.append(self._events.get(timeout=self._gate.idle_s(due, POLL_S)))
                 while True:  # what queued meanwhile is covered by the same pass
-                    self._events.get_nowait()
+                    reasons.append(self._events.get_nowait())
             except queue.Empty:
                 pass
+            for reason in reasons:
+                if reason in FULL_PASS_REASONS:
+                    due = 0.0
+                else:
+                    fired.add(reason)
             if self._stopping.is_set():
                 break
             if self._gate.lost_now():
                 self._step_down("its ZooKeeper session is lost")
                 break
-            if time.monotonic() < due or not self._gate.may_act():
+            full = time.monotonic() >= due
+            if not (full or fired) or not self._gate.may_act():
                 continue  # not due, or SUSPENDED: start nothing (a pass is due on CONNECTED)
             started_s = time.monotonic()
-            due = started_s + self.full_read_interval_s
+            changed, fired = fired, set()
             try:
-                self._pass()
-                due = next_full_read_s(started_s, time.monotonic(), self.full_read_interval_s)
+                if full:
+                    due = started_s + self.full_read_interval_s  # (if the pass fails)
+                self._pass(full, changed)
+                if full:
+                    due = next_full_read_s(started_s, time.monotonic(), self.full_read_interval_s)
+                continue
             except ControllerFencedError as error:
                 self._step_down(str(error))
                 due = 0.0
@@ -249,9 +285,11 @@ class Controller:
                 due = time.monotonic() + RETRY_AFTER_S
             except CorruptJournalError as error:
                 log.error("controller %d: %s", self.broker_id, error)
+                due = time.monotonic() + self.full_read_interval_s
             except Exception:  # a bug must not end the thread: the cluster needs a controller
                 log.exception("controller %d: the pass failed", self.broker_id)
                 due = time.monotonic() + RETRY_AFTER_S
+            self._states = None  # after any failure the next pass reads everything
 
     def _step_down(self, why: str) -> None:
         if self._seat is not None:
@@ -268,19 +306,33 @@ class Controller:
                 except (ZooKeeperUnavailableError, KazooException) as error:
                     log.warning("controller %d: could not resign (%s)", self.broker_id, error)
 
-    def _pass(self) -> None:
+    def _pass(self, full: bool, fired: set[str]) -> None:
+        """Read (everything when ``full``, else what ``fired`` and the brokers' changes
+        say may have changed), decide, write."""
         if not self._hold_or_win_the_seat():
+            self._states = None  # not controller: whoever is decides; read all if again
             return
         seat = self._seat
         assert seat is not None
-        decisions, groups = self._decide(seat)
+        decisions, groups = self._decide(seat, full, fired)
         writer = FencedWriter(self.session, seat)
         for indexes in chunks(groups):
             writer.commit([op for index in indexes for op in groups[index]])
             self._multis += 1
             for index in indexes:
-                _log_decision(decisions[index], seat.epoch)
+                decision = decisions[index]
+                _log_decision(decision, seat.epoch)
+                if isinstance(decision, _Decision):
+                    self._remember_written(decision)
         self._passes += 1
+
+    def _remember_written(self, decision: _Decision) -> None:
+        """The state this controller just wrote, at the version ZooKeeper gave it."""
+        if self._states is None:
+            return
+        version = 0 if decision.old is None else decision.old.version + 1
+        written = replace(decision.new, version=version)
+        self._states.setdefault(decision.topic, {})[decision.partition] = written
 
     def _hold_or_win_the_seat(self) -> bool:
         """True when this broker is controller (now, or still); the watch on
@@ -300,12 +352,13 @@ class Controller:
         if seat is None:
             return False
         self._seat = seat
+        self._states = None  # a new controller reads everything first
         self._imbalance_check_at_s = time.monotonic() + self.leader_imbalance_check_interval_s
         log.info("broker %d is controller, controller epoch %d", self.broker_id, seat.epoch)
         return True
 
     def _decide(
-        self, seat: ControllerSeat
+        self, seat: ControllerSeat, full: bool, fired: set[str]
     ) -> tuple[list[_Decision | _RequestDone], list[list[Op]]]:
         """What to write: one group of operations per partition (a new partition's group
         holds its znodes' creates), and the decision each group carries out."""
@@ -320,10 +373,26 @@ class Controller:
         )
         shutting_down = {int(c) for c in requests if c.isdigit()} & live_epochs.keys()
         self.session.wait(client.ensure_path_async(znodes.TOPICS))
-        topics = self.session.wait(client.get_children_async(znodes.TOPICS, watch=self._on_watch))
-        all_states = {
-            topic: read_topic_partition_states(self.session, topic) for topic in sorted(topics)
-        }
+        topics = set(
+            self.session.wait(client.get_children_async(znodes.TOPICS, watch=self._on_watch))
+        )
+        request = read_election_request(self.session, watch=self._on_watch)
+        asked = request[0] if request is not None else set()
+        moves_request = read_reassignment_request(self.session, watch=self._on_watch)
+        moves, throttle = (moves_request[0], moves_request[1]) if moves_request else ({}, 0)
+        if self._imbalance_check_due():
+            full = True  # it weighs every partition's ISR: read them all
+        if full or self._states is None:
+            all_states = {
+                topic: read_topic_partition_states(self.session, topic) for topic in sorted(topics)
+            }
+            created_for = set(topics)
+        else:
+            all_states, created_for = self._read_changed(
+                topics, fired, live_epochs, shutting_down, set(asked) | set(moves)
+            )
+        self._states = all_states
+        self._live_epochs, self._shutting_down = live_epochs, shutting_down
         # A running reassignment completes once its leader writes the new replicas into
         # the ISR: that write wakes a pass (other ISR changes wait for the full read).
         watches = [
@@ -334,10 +403,6 @@ class Controller:
         ]
         for watch in watches:
             self.session.wait(watch)
-        request = read_election_request(self.session, watch=self._on_watch)
-        asked = request[0] if request is not None else set()
-        moves_request = read_reassignment_request(self.session, watch=self._on_watch)
-        moves, throttle = (moves_request[0], moves_request[1]) if moves_request else ({}, 0)
         imbalanced = self._imbalanced(all_states)
         decisions: list[_Decision | _RequestDone] = []
         groups: list[list[Op]] = []
@@ -357,6 +422,8 @@ class Controller:
                     path = znodes.partition_state_path(topic, partition)
                     groups.append([SetData(path, new.encode(), state.version)])
                     decisions.append(_Decision(topic, partition, state, new, why))
+            if topic not in created_for:
+                continue
             for decision, group in self._creations(topic, states, live_epochs, shutting_down, seat):
                 decisions.append(decision)
                 groups.append(group)
@@ -370,11 +437,66 @@ class Controller:
             decisions.append(_RequestDone("reassignment", len(moves)))
         return decisions, groups
 
+    def _read_changed(
+        self,
+        topics: set[str],
+        fired: set[str],
+        live_epochs: dict[int, int],
+        shutting_down: set[int],
+        named: set[tuple[str, int]],
+    ) -> tuple[dict[str, dict[int, PartitionState]], set[str]]:
+        """The states kept from the last pass with what may have changed since read
+        again (``named``: the partitions a request names); and the topics whose missing
+        states to create (new, changed, or waiting for brokers)."""
+        assert self._states is not None
+        kept = self._states
+        states = {topic: kept[topic] for topic in sorted(topics) if topic in kept}
+        changed_topics = set(topics) - kept.keys()
+        stale: set[tuple[str, int]] = set(named)
+        for path in fired:
+            parts = path.strip("/").split("/")
+            if "/" + parts[0] != znodes.TOPICS or len(parts) < 2:
+                continue  # brokers, requests, the controller: read at every pass
+            if len(parts) == 2:
+                changed_topics.add(parts[1])  # its znode: grown, or deleted and made again
+            elif len(parts) == 5 and parts[3].isdigit():
+                stale.add((parts[1], int(parts[3])))  # a watched state
+        brokers = {
+            broker_id
+            for broker_id in live_epochs.keys() | self._live_epochs.keys()
+            if live_epochs.get(broker_id) != self._live_epochs.get(broker_id)
+        } | (shutting_down ^ self._shutting_down)
+        if brokers:
+            stale.update(
+                (topic, partition)
+                for topic, by_partition in states.items()
+                for partition, state in by_partition.items()
+                if brokers.intersection(state.replicas)
+            )
+        for topic in sorted(changed_topics & topics):
+            states[topic] = read_topic_partition_states(self.session, topic)
+        for topic, partition in sorted(stale):
+            if topic in changed_topics or topic not in topics:
+                continue  # read whole above, or gone
+            state = read_partition_state(self.session, topic, partition)
+            by_partition = states.setdefault(topic, {})
+            if state is None:
+                by_partition.pop(partition, None)
+            else:
+                by_partition[partition] = state
+        created_for = (changed_topics | self._waiting_topics) & topics
+        if brokers:
+            created_for |= {topic for topic in topics if not states.get(topic)}
+        return states, created_for
+
+    def _imbalance_check_due(self) -> bool:
+        return self.auto_leader_rebalance and time.monotonic() >= self._imbalance_check_at_s
+
     def _imbalanced(self, all_states: dict[str, dict[int, PartitionState]]) -> set[tuple[str, int]]:
         """The partitions to move back to their preferred leaders now (none until the
         check is due, or with ``auto_leader_rebalance`` off)."""
         now_s = time.monotonic()
-        if not self.auto_leader_rebalance or now_s < self._imbalance_check_at_s:
+        if not self._imbalance_check_due():
             return set()
         self._imbalance_check_at_s = now_s + self.leader_imbalance_check_interval_s
         return imbalanced_partitions(
@@ -397,7 +519,8 @@ class Controller:
         """The state znodes ``topic`` lacks (all of them for a new topic)."""
         path = znodes.topic_path(topic)
         try:
-            data, _stat = self.session.wait(self.session.client.get_async(path))
+            # Watched: a topic grown, or deleted and made again, wakes a pass that reads it.
+            data, _stat = self.session.wait(self.session.client.get_async(path, self._on_watch))
         except NoNodeError:
             return []  # deleted since the listing
         value = znodes.decode(path, data, TOPIC_KEYS)

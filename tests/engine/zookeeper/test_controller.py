@@ -13,6 +13,7 @@ from zookeeper_support import FakeBrokers, wait_until
 
 from twinlog.engine.base.errors import InvalidConfigError
 from twinlog.engine.zookeeper import znodes
+from twinlog.engine.zookeeper.controller import Controller
 from twinlog.engine.zookeeper.controller_epoch import (
     ControllerFencedError,
     FencedWriter,
@@ -22,6 +23,7 @@ from twinlog.engine.zookeeper.controller_epoch import (
     try_to_become_controller,
 )
 from twinlog.engine.zookeeper.metadata_store import ZooKeeperMetadataStore
+from twinlog.engine.zookeeper.partition_roles import change_isr
 from twinlog.engine.zookeeper.partition_state import (
     NO_LEADER,
     IsrMember,
@@ -227,3 +229,55 @@ def test_the_changes_of_one_event_go_in_as_few_multis_as_fit(
         assert controller.controller.multis == 3  # one event, 40 changes, one multi
         for partition in led:
             assert after[partition].leader_epoch == before[partition].leader_epoch + 1
+
+
+def test_passes_woken_by_watches_read_what_changed_and_decide_from_fresh_isrs(
+    zk_connect: str, tmp_path: Path
+) -> None:
+    # Each pass used to read every partition state: topics made one after another cost
+    # reads growing with the square of the topics. With the full pass ten minutes away,
+    # the watches alone make new topics' states, a grown topic's new one, and a new leader
+    # when one dies; and the ISR a leader shrank behind the controller's back is read
+    # again before the controller elects from it.
+    with FakeBrokers(zk_connect) as brokers:
+        seat_holder = brokers.start(0, register=False, control=False)
+        by_id = {broker_id: brokers.start(broker_id, control=False) for broker_id in (1, 2, 3)}
+        session = seat_holder.session
+        state_reads: list[str] = []
+        get_async = session.client.get_async
+
+        def counted(path: str, *args: object, **kwargs: object) -> object:
+            if path.endswith("/state"):
+                state_reads.append(path)
+            return get_async(path, *args, **kwargs)
+
+        session.client.get_async = counted  # type: ignore[method-assign]
+        controller = Controller(session, 0, full_read_interval_s=600.0).start()
+        try:
+            store = ZooKeeperMetadataStore(session, tmp_path / "data", 1)
+            topics = [f"t{number}" for number in range(8)]
+            for topic in topics:
+                store.add_topic(topic, 3, {}, replication_factor=3)
+                wait_until(lambda t=topic: states_of(session, t, 3), what=f"{topic}'s states")
+            store.grow_topic("t0", 4)
+            wait_until(lambda: states_of(session, "t0", 4), what="t0's new partition")
+            made_reads = len(state_reads)
+
+            before = states_of(session, "t1", 3)[0]
+            kept = [m for m in before.isr if m.broker_id != before.replicas[1]]
+            shrunk = change_isr(by_id[before.leader].session, "t1", 0, tuple(kept), before.version)
+            by_id[before.leader].close()
+
+            def moved() -> PartitionState | None:
+                state = read_partition_state(session, "t1", 0)
+                return state if state is not None and state.leader != before.leader else None
+
+            after = wait_until(moved, what="a new leader for t1-0")
+        finally:
+            controller.close()
+        # From the ISR the leader left (the next replica was out of it), not the older one.
+        assert after.leader == before.replicas[2] and after.leader in shrunk.isr_ids
+        # 25 partitions made: their states read about once each (the test's own reads go
+        # through the same client and are counted too), not once per topic made after
+        # (which read 3 + 6 + ... + 24 = 108 for the first eight topics alone).
+        assert made_reads <= 25 * 2, made_reads
