@@ -18,6 +18,7 @@ from pathlib import Path
 
 from twinlog.engine.base import failpoints
 from twinlog.engine.base.crc32c import crc32c
+from twinlog.engine.base.descriptors import open_descriptor
 from twinlog.engine.base.errors import DiskFullError
 
 CHECKSUM_LABEL = b"crc32c "
@@ -26,7 +27,7 @@ DISK_FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
 
 def fsync_directory(directory: str | os.PathLike[str]) -> None:
     """Make a rename or create in ``directory`` durable."""
-    descriptor = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    descriptor = open_descriptor(directory, os.O_RDONLY | os.O_DIRECTORY)
     try:
         os.fsync(descriptor)
     finally:
@@ -68,7 +69,7 @@ def _write_synced(path: Path, contents: bytes, durable: bool, mode: int = 0o644)
     if mode != 0o644:  # a leftover temporary would keep its wider mode through O_CREAT
         with contextlib.suppress(FileNotFoundError):
             os.unlink(path)
-    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    descriptor = open_descriptor(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
     try:
         failpoints.hit("file.before_write")
         view = memoryview(contents)

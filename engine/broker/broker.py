@@ -133,9 +133,6 @@ from twinlog.engine.transactions.txn_state import TransactionEvent
 
 log = logging.getLogger(__name__)
 
-FILES_PER_PARTITION = 4  # a segment's log (opened twice), offset index and time index
-FILES_RESERVED = 256  # sockets, LMDB, transaction journals, ...
-
 
 class Broker(BrokerLifecycle):
     def __init__(

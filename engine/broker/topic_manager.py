@@ -67,7 +67,12 @@ log = logging.getLogger(__name__)
 
 INTERNAL_TOPICS_CHECK_MS = 1_000  # a cluster broker creates __txn_journal once enough are live
 
-FILES_PER_PARTITION = 4  # a segment's log (opened twice), offset index and time index
+# An idle partition holds no descriptor (its segments open theirs on first use); a
+# written one holds four in its data log (the segment twice, two indexes) and up to four
+# in its journal log. One per partition leaves room for a quarter of them written at
+# once; past that, the append that finds no descriptor left is refused
+# (NotEnoughResourcesError) and nothing is half-written.
+FILES_PER_PARTITION = 1
 FILES_RESERVED = 256  # sockets, LMDB, transaction journals, ...
 
 

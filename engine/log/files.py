@@ -24,6 +24,8 @@ import os
 import re
 from pathlib import Path
 
+from twinlog.engine.base.descriptors import open_descriptor
+
 SEGMENT_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
@@ -64,9 +66,19 @@ def list_segment_base_offsets(directory: Path) -> list[int]:
     return sorted(base_offsets)
 
 
+def fsync_file(path: Path) -> None:
+    """fsync ``path`` through a descriptor held only for the call (fsync flushes the
+    file, whatever descriptor it is given)."""
+    fd = open_descriptor(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def fsync_directory(directory: Path) -> None:
     """Make creations, renames and deletions in ``directory`` durable."""
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    fd = open_descriptor(directory, os.O_RDONLY | os.O_DIRECTORY)
     try:
         os.fsync(fd)
     finally:
@@ -81,7 +93,7 @@ def write_file_atomically(path: Path, data: bytes) -> None:
     leave the new name pointing at an empty file.
     """
     temporary = path.with_name(path.name + TEMPORARY_SUFFIX)
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    fd = open_descriptor(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
     try:
         view = memoryview(data)
         while view:

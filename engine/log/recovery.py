@@ -65,6 +65,7 @@ from twinlog.engine.log.files import (
     TIME_INDEX_SUFFIX,
     corrupt_copy_path,
     fsync_directory,
+    fsync_file,
     index_path,
     list_segment_base_offsets,
     segment_stem,
@@ -176,7 +177,7 @@ def recover(directory: Path, config: LogConfig) -> RecoveredLog:
     # cache only), and checkpoint it.
     for segment in segments[first_scanned:]:
         if segment.base_offset in scanned:
-            os.fsync(segment.read_fd)  # fsync flushes the file, whatever the fd's mode
+            fsync_file(segment.path)  # no descriptor kept: most partitions stay idle
             segment.flush_index()
     active = segments[-1]
     active.open_for_append()

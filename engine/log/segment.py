@@ -11,6 +11,13 @@ Thread rule: the log's writer thread calls the writing methods (``append``,
 ``read`` at the same time, passing the end position they may see (the log
 publishes it after each append), and read through their own read-only fd with
 ``os.pread``, so they never depend on a shared file position.
+
+Descriptors are opened on first use, not when the segment is: the read fd at the
+first read, the write fd at the first append (the indexes' likewise). A broker holds
+every partition of its cluster, most of them idle, and an idle partition's logs then
+hold no descriptor at all; opened eagerly, each partition took 8 (a data log and a
+journal log, each a segment opened twice and two index files), so a process limit of
+20,000 open files capped a cluster at about 2,400 partitions.
 """
 
 from __future__ import annotations
@@ -26,9 +33,14 @@ from pathlib import Path
 from typing import NoReturn
 
 from twinlog.engine.base import failpoints, fsync_latency
+from twinlog.engine.base.descriptors import open_descriptor
 from twinlog.engine.base.errors import CorruptBatchError, CorruptLogError, DiskFullError
 from twinlog.engine.log.checked_ranges import CheckedRanges
-from twinlog.engine.log.files import index_path, segment_path, time_index_path
+from twinlog.engine.log.files import (
+    index_path,
+    segment_path,
+    time_index_path,
+)
 from twinlog.engine.log.headers import iter_headers
 from twinlog.engine.log.scan import ScanResult, scan_batches
 from twinlog.engine.log.segment_index import IndexDamagedError, SegmentIndex
@@ -68,7 +80,13 @@ def _pwritev_all(fd: int, pieces: Sequence[bytes | memoryview], position: int) -
 
 
 class Segment:
-    """A segment file, its indexes and (while it is the active segment) its write fd."""
+    """A segment file, its indexes and (while it is the active segment) its write fd.
+
+    Invariants: ``_write_fd >= 0`` only while ``_active``; once ``_closed`` no
+    descriptor is opened again. Every write goes through ``_write_fd``, which stays
+    open from the first append until the seal or close, so an active segment without
+    one has written nothing that awaits an fsync.
+    """
 
     def __init__(
         self,
@@ -88,8 +106,11 @@ class Segment:
         self._tail: SegmentTail | None = None  # computed on first use for sealed segments
         self._index = index  # loaded on first use for sealed segments
         self._index_lock = threading.Lock()  # readers may race to load it
-        self._read_fd = os.open(self.path, os.O_RDONLY)
-        self._write_fd = -1
+        self._fd_lock = threading.Lock()  # readers may race to open the read fd
+        self._read_fd = -1  # opened by the first read
+        self._write_fd = -1  # opened by the first append while active
+        self._active = False
+        self._closed = False
         # Bytes whose batches this process has CRC-checked (appended, scanned, or read).
         self.checked = CheckedRanges()
 
@@ -100,29 +121,37 @@ class Segment:
     def open_existing(cls, directory: Path, base_offset: int, index_interval_bytes: int) -> Segment:
         """A segment file already on disk; its size is the file's, its index loads on first use."""
         segment = cls(directory, base_offset, 0, index_interval_bytes)
-        segment.size_bytes = os.fstat(segment._read_fd).st_size
+        segment.size_bytes = os.stat(segment.path).st_size
         return segment
 
     @property
     def read_fd(self) -> int:
-        return self._read_fd
+        """The read-only descriptor, opened on first use (any thread)."""
+        fd = self._read_fd
+        if fd < 0:
+            with self._fd_lock:
+                if self._closed:
+                    raise OSError(errno.EBADF, f"{self.path} is closed")
+                if self._read_fd < 0:
+                    self._read_fd = open_descriptor(self.path, os.O_RDONLY)
+                fd = self._read_fd
+        return fd
 
     @classmethod
     def create(cls, directory: Path, base_offset: int, index_interval_bytes: int) -> Segment:
-        """New empty segment files, opened for appending. The caller fsyncs the directory.
+        """New empty segment files, active (appended to). The caller fsyncs the directory.
 
         On failure (a full disk) whatever this call created is removed again.
         """
         path = segment_path(directory, base_offset)
         # O_EXCL: a leftover file of the same name would hold stale batches; refuse it.
-        write_fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+        os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644))
         try:
             index = SegmentIndex.create(
                 index_path(directory, base_offset), time_index_path(directory, base_offset)
             )
             segment = cls(directory, base_offset, 0, index_interval_bytes, index)
         except BaseException:
-            os.close(write_fd)
             for created in (
                 path,
                 index_path(directory, base_offset),
@@ -130,7 +159,7 @@ class Segment:
             ):
                 created.unlink(missing_ok=True)
             raise
-        segment._write_fd = write_fd
+        segment._active = True
         segment._tail = SegmentTail(base_offset, None, NO_TIMESTAMP)
         return segment
 
@@ -182,8 +211,10 @@ class Segment:
         entry_position = entry[1] if entry else 0
         max_timestamp_ms = entry[2] if entry else NO_TIMESTAMP
         last_header = None
+        if end_position <= 0:  # an empty segment: nothing to walk, no read
+            return SegmentTail(self.base_offset, None, NO_TIMESTAMP)
         try:
-            for position, header in iter_headers(self._read_fd, entry_position, end_position):
+            for position, header in iter_headers(self.read_fd, entry_position, end_position):
                 if entry and position == entry_position:
                     if header.base_offset != self.base_offset + entry[0]:
                         raise IndexDamagedError(
@@ -237,9 +268,11 @@ class Segment:
             if index.is_index_point(position, self.index_interval_bytes):
                 index.append(header.base_offset - self.base_offset, position, max_timestamp_ms)
 
-        file_bytes = os.fstat(self._read_fd).st_size
+        file_bytes = os.stat(self.path).st_size
+        if start_position >= file_bytes:  # nothing to scan (an empty segment: no read)
+            return ScanResult(start_position, expected_next_offset)
         result = scan_batches(
-            self._read_fd, start_position, file_bytes, expected_next_offset, add_entry
+            self.read_fd, start_position, file_bytes, expected_next_offset, add_entry
         )
         self.checked.add(start_position, result.end_position)
         return result
@@ -287,8 +320,7 @@ class Segment:
 
     def open_for_append(self) -> None:
         """Make this the active segment (after open or after truncate_to reopened it)."""
-        if self._write_fd < 0:
-            self._write_fd = os.open(self.path, os.O_RDWR)
+        self._active = True
         tail = self.tail()
         if self.size_bytes and self.first_batch_max_timestamp_ms is None:
             _, first = next(self._headers(0, self.size_bytes))
@@ -301,14 +333,14 @@ class Segment:
         On any OSError the segment is cut back to its size before the call, so no
         half-written batch stays; ENOSPC/EDQUOT become DiskFullError.
         """
-        assert self._write_fd >= 0, "append to a segment that is not active"
         tail = self.tail()
         assert header.base_offset == tail.next_offset, "offsets must be contiguous"
         position = self.size_bytes
         max_timestamp_ms = max(tail.max_timestamp_ms, header.max_timestamp_ms)
+        write_fd = self._append_fd()  # before the try: an open that fails wrote nothing
         try:
             failpoints.hit("log.before_write")
-            _pwritev_all(self._write_fd, pieces, position)
+            _pwritev_all(write_fd, pieces, position)
             if self.index.is_index_point(position, self.index_interval_bytes):
                 self.index.append(header.base_offset - self.base_offset, position, max_timestamp_ms)
         except OSError as error:
@@ -321,9 +353,15 @@ class Segment:
             self.first_batch_max_timestamp_ms = header.max_timestamp_ms
         return position
 
+    def _append_fd(self) -> int:
+        assert self._active and not self._closed, "append to a segment that is not active"
+        if self._write_fd < 0:
+            self._write_fd = open_descriptor(self.path, os.O_RDWR)
+        return self._write_fd
+
     def undo_append(self, position: int) -> None:
         """Cut data and index back to ``position`` after a failed write or fsync."""
-        os.ftruncate(self._write_fd, position)
+        os.ftruncate(self._append_fd(), position)
         self.index.truncate_from_position(position)
         self.checked.cut(position)
         self.size_bytes = position
@@ -341,12 +379,15 @@ class Segment:
         raise error
 
     def flush(self) -> None:
-        """fsync the data written so far (not the indexes: recovery rebuilds those)."""
+        """fsync the data written so far (not the indexes: recovery rebuilds those).
+
+        Without a write fd nothing was written here since the segment was opened."""
         if self._write_fd >= 0:
             fsync_segment_fd(self._write_fd)
 
     def duplicate_write_fd(self) -> int:
-        """A duplicate of the append descriptor (the caller closes it), or -1 when sealed.
+        """A duplicate of the append descriptor (the caller closes it), or -1 when sealed
+        or not written since it was opened (nothing to fsync either way).
 
         For an fsync made outside the log's lock: a roll, truncation or close meanwhile
         closes the segment's own descriptor, never this one.
@@ -360,18 +401,16 @@ class Segment:
         """Stop appending here: fsync data and indexes, close the write fd."""
         self.flush()
         self.flush_index()
-        if self._write_fd >= 0:
-            os.close(self._write_fd)
-            self._write_fd = -1
+        self.close_for_writing()
 
     def truncate(self, position: int) -> None:
         """Drop every byte from ``position`` (a batch boundary) on, fsync, and reopen for append."""
-        if self._write_fd < 0:
-            self._write_fd = os.open(self.path, os.O_RDWR)
+        self._active = True  # the cut segment is the log's end: appends go on here
+        write_fd = self._append_fd()
         self.index.truncate_from_position(position)
-        os.ftruncate(self._write_fd, position)
+        os.ftruncate(write_fd, position)
         self.checked.cut(position)
-        os.fsync(self._write_fd)
+        os.fsync(write_fd)
         self.index.flush()
         self.size_bytes = position
         self._tail = self.summarize(self.index, position)
@@ -379,8 +418,13 @@ class Segment:
         self.open_for_append()
 
     def delete(self) -> None:
-        """Unlink the files. Open read fds stay valid (POSIX), so racing readers finish."""
+        """Unlink the files. Open read fds stay valid (POSIX), so racing readers finish:
+        the read fd is opened first if no read has opened it yet."""
         self.close_for_writing()
+        try:
+            self.read_fd  # noqa: B018 (opened for the readers that hold this segment)
+        except OSError:
+            pass  # closed already, or gone: no reader can use it either way
         for path in (
             self.path,
             index_path(self.directory, self.base_offset),
@@ -389,6 +433,7 @@ class Segment:
             path.unlink(missing_ok=True)
 
     def close_for_writing(self) -> None:
+        self._active = False
         if self._write_fd >= 0:
             os.close(self._write_fd)
             self._write_fd = -1
@@ -397,9 +442,11 @@ class Segment:
         self.close_for_writing()
         if self._index is not None:
             self._index.close()
-        if self._read_fd >= 0:
-            os.close(self._read_fd)
-            self._read_fd = -1
+        with self._fd_lock:
+            self._closed = True
+            if self._read_fd >= 0:
+                os.close(self._read_fd)
+                self._read_fd = -1
 
     def __del__(self) -> None:
         # Segments dropped by retention are not closed explicitly, because a
@@ -441,7 +488,7 @@ class Segment:
         blame_index = entry is not None and entry_from_index
         if start_position >= end_position:
             return
-        headers = iter_headers(self._read_fd, start_position, end_position)
+        headers = iter_headers(self.read_fd, start_position, end_position)
         position = previous_position = start_position
         try:
             for position, header in headers:
@@ -483,7 +530,7 @@ class Segment:
         inside the CRC, may be what broke the offsets); else return."""
         if previous_position >= position:
             return
-        data = os.pread(self._read_fd, position - previous_position, previous_position)
+        data = os.pread(self.read_fd, position - previous_position, previous_position)
         try:
             validate_batch(data)
         except CorruptBatchError as error:
@@ -496,7 +543,7 @@ class Segment:
 
     def _headers(self, start_position: int, end_position: int) -> Iterator[tuple[int, BatchHeader]]:
         try:
-            yield from iter_headers(self._read_fd, start_position, end_position)
+            yield from iter_headers(self.read_fd, start_position, end_position)
         except CorruptBatchError as error:
             position = error.position if error.position is not None else start_position
             raise CorruptLogError(
@@ -554,7 +601,7 @@ class Segment:
         return boundary
 
     def read(self, position: int, size_bytes: int) -> bytes:
-        data = os.pread(self._read_fd, size_bytes, position)
+        data = os.pread(self.read_fd, size_bytes, position)
         if len(data) != size_bytes:
             raise CorruptLogError(
                 f"{self.path}: read {len(data)} bytes at position {position}, expected "

@@ -21,7 +21,8 @@ gives the same bytes, and the walk from an entry to any batch covers less than
 Entries are kept in memory (three arrays, 16 bytes per entry: 4 MiB per GiB of
 segment at the default interval) and written through to the files with
 ``pwrite``; the files are fsynced only when a recovery point is written, since
-recovery rebuilds whatever lies after it.
+recovery rebuilds whatever lies after it. Their descriptors are opened by the
+first write (lookups use the memory only), so an idle segment holds none.
 
 Thread rule: one writer appends and truncates; readers bisect concurrently.
 The writer appends to ``relative_offsets`` last and readers bound their
@@ -37,6 +38,9 @@ from array import array
 from bisect import bisect_left, bisect_right
 from itertools import pairwise
 from pathlib import Path
+
+from twinlog.engine.base.descriptors import open_descriptor
+from twinlog.engine.log.files import fsync_file
 
 OFFSET_ENTRY = struct.Struct(
     ">"
@@ -73,8 +77,9 @@ class SegmentIndex:
         self.relative_offsets = array("I")
         self.positions = array("I")
         self.max_timestamps_ms = array("q")
-        self._offset_fd = -1
+        self._offset_fd = -1  # both opened by the first write, closed by close()
         self._time_fd = -1
+        self._unsynced = False  # written (or created) since the last fsync
 
     # --- opening -----------------------------------------------------------
 
@@ -82,7 +87,9 @@ class SegmentIndex:
     def create(cls, offset_path: Path, time_path: Path) -> SegmentIndex:
         """Empty index files (replacing any existing ones)."""
         index = cls(offset_path, time_path)
-        index._open_files(os.O_TRUNC)
+        for path in (offset_path, time_path):
+            os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644))
+        index._unsynced = True  # the emptying of a replaced file is a write
         return index
 
     @classmethod
@@ -138,7 +145,10 @@ class SegmentIndex:
             ):
                 del column[keep:]
         index._check(time_relative_offsets, segment_bytes)
-        index._open_files(0)
+        if len(offset_data) != count * OFFSET_ENTRY_BYTES or len(time_data) != count * (
+            TIME_ENTRY_BYTES
+        ):
+            index._cut_files(count)  # torn entries beyond the whole ones
         if keep_before_position is not None:
             index.truncate_from_position(keep_before_position)
         return index
@@ -168,10 +178,19 @@ class SegmentIndex:
         if any(earlier > later for earlier, later in pairwise(timestamps)):
             raise IndexDamagedError("time index timestamps decrease")
 
-    def _open_files(self, extra_flags: int) -> None:
-        flags = os.O_RDWR | os.O_CREAT | extra_flags
-        self._offset_fd = os.open(self.offset_path, flags, 0o644)
-        self._time_fd = os.open(self.time_path, flags, 0o644)
+    def _write_fds(self) -> tuple[int, int]:
+        """Both descriptors, opened on first use. No O_CREAT: the files exist from
+        create() or load(), and a file gone meanwhile must not come back empty."""
+        if self._offset_fd < 0:
+            offset_fd = open_descriptor(self.offset_path, os.O_RDWR)
+            try:
+                self._time_fd = open_descriptor(self.time_path, os.O_RDWR)
+            except BaseException:
+                os.close(offset_fd)
+                raise
+            self._offset_fd = offset_fd
+        self._unsynced = True
+        return self._offset_fd, self._time_fd
 
     # --- writing (writer thread) ---------------------------------------------
 
@@ -190,13 +209,14 @@ class SegmentIndex:
             position > self.positions[-1] and relative_offset > self.relative_offsets[-1]
         ), "index entries must increase"
         count = self.entry_count
+        offset_fd, time_fd = self._write_fds()
         os.pwrite(
-            self._offset_fd,
+            offset_fd,
             OFFSET_ENTRY.pack(relative_offset, position),
             count * OFFSET_ENTRY_BYTES,
         )
         os.pwrite(
-            self._time_fd,
+            time_fd,
             TIME_ENTRY.pack(max_timestamp_ms, relative_offset),
             count * TIME_ENTRY_BYTES,
         )
@@ -206,17 +226,33 @@ class SegmentIndex:
         self.relative_offsets.append(relative_offset)
 
     def truncate_from_position(self, position: int) -> None:
-        """Drop every entry whose position is ``position`` or later, in memory and on disk."""
+        """Drop every entry whose position is ``position`` or later, in memory and on disk.
+
+        The files hold exactly the entries in memory (load cut any torn ones), so a
+        cut that drops none writes nothing (and opens no descriptor)."""
         keep = bisect_left(self.positions, position)
+        if keep == self.entry_count:
+            return
         del self.relative_offsets[keep:]
         del self.positions[keep:]
         del self.max_timestamps_ms[keep:]
-        os.ftruncate(self._offset_fd, keep * OFFSET_ENTRY_BYTES)
-        os.ftruncate(self._time_fd, keep * TIME_ENTRY_BYTES)
+        self._cut_files(keep)
+
+    def _cut_files(self, count: int) -> None:
+        offset_fd, time_fd = self._write_fds()
+        os.ftruncate(offset_fd, count * OFFSET_ENTRY_BYTES)
+        os.ftruncate(time_fd, count * TIME_ENTRY_BYTES)
 
     def flush(self) -> None:
-        os.fsync(self._offset_fd)
-        os.fsync(self._time_fd)
+        if not self._unsynced:
+            return
+        if self._offset_fd < 0:  # created empty, never written: no descriptor to keep
+            fsync_file(self.offset_path)
+            fsync_file(self.time_path)
+        else:
+            os.fsync(self._offset_fd)
+            os.fsync(self._time_fd)
+        self._unsynced = False
 
     def close(self) -> None:
         for fd in (self._offset_fd, self._time_fd):
