@@ -421,16 +421,22 @@ class Segment:
         """Unlink the files. Open read fds stay valid (POSIX), so racing readers finish:
         the read fd is opened first if no read has opened it yet."""
         self.close_for_writing()
-        try:
-            self.read_fd  # noqa: B018 (opened for the readers that hold this segment)
-        except OSError:
-            pass  # closed already, or gone: no reader can use it either way
+        self.keep_for_readers()
         for path in (
             self.path,
             index_path(self.directory, self.base_offset),
             time_index_path(self.directory, self.base_offset),
         ):
             path.unlink(missing_ok=True)
+
+    def keep_for_readers(self) -> None:
+        """Open the read fd now, before this file is unlinked or renamed over (retention,
+        truncation, a compaction's swap): readers holding this segment then go on reading
+        these bytes, never whatever file takes the name."""
+        try:
+            self.read_fd  # noqa: B018 (the property opens it)
+        except OSError:
+            pass  # closed already, or gone: no reader can use it either way
 
     def close_for_writing(self) -> None:
         self._active = False

@@ -473,6 +473,8 @@ class SegmentList:
             # A planner read this tail already (it is cached: no file is read here).
             assert old[-1].tail().next_offset == end_offset, (old, end_offset)
             watermarks = self._log_start_offset, self._next_offset
+            for segment in old:  # readers holding them read the old bytes, not the new file
+                segment.keep_for_readers()
             cleaned = self._swap_in(base_offset, end_offset, new)
             cleaned.checked.add(0, cleaned.size_bytes)  # the caller checked every batch
             self._segments[first : first + len(old)] = [cleaned]
