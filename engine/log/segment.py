@@ -33,7 +33,11 @@ from pathlib import Path
 from typing import NoReturn
 
 from twinlog.engine.base import failpoints, fsync_latency
-from twinlog.engine.base.descriptors import open_descriptor
+from twinlog.engine.base.descriptors import (
+    check_same_file,
+    identity_of,
+    open_same_file,
+)
 from twinlog.engine.base.errors import CorruptBatchError, CorruptLogError, DiskFullError
 from twinlog.engine.log.checked_ranges import CheckedRanges
 from twinlog.engine.log.files import (
@@ -111,6 +115,9 @@ class Segment:
         self._write_fd = -1  # opened by the first append while active
         self._active = False
         self._closed = False
+        # The file the path named when this segment was made: a descriptor opened later by
+        # name must reach it (``open_same_file``), or this segment reads and writes nothing.
+        self._identity = identity_of(self.path)
         # Bytes whose batches this process has CRC-checked (appended, scanned, or read).
         self.checked = CheckedRanges()
 
@@ -133,7 +140,7 @@ class Segment:
                 if self._closed:
                     raise OSError(errno.EBADF, f"{self.path} is closed")
                 if self._read_fd < 0:
-                    self._read_fd = open_descriptor(self.path, os.O_RDONLY)
+                    self._read_fd = open_same_file(self.path, os.O_RDONLY, self._identity)
                 fd = self._read_fd
         return fd
 
@@ -171,6 +178,8 @@ class Segment:
         if index is None:
             with self._index_lock:
                 if self._index is None:
+                    # Its index files are loaded by name too: not another replica's.
+                    check_same_file(self.path, self._identity)
                     self._index = self._load_or_rebuild_index()
                 index = self._index
         return index
@@ -356,7 +365,7 @@ class Segment:
     def _append_fd(self) -> int:
         assert self._active and not self._closed, "append to a segment that is not active"
         if self._write_fd < 0:
-            self._write_fd = open_descriptor(self.path, os.O_RDWR)
+            self._write_fd = open_same_file(self.path, os.O_RDWR, self._identity)
         return self._write_fd
 
     def undo_append(self, position: int) -> None:

@@ -39,7 +39,7 @@ from bisect import bisect_left, bisect_right
 from itertools import pairwise
 from pathlib import Path
 
-from twinlog.engine.base.descriptors import open_descriptor
+from twinlog.engine.base.descriptors import FileIdentity, identity_of, open_same_file
 from twinlog.engine.log.files import fsync_file
 
 OFFSET_ENTRY = struct.Struct(
@@ -80,6 +80,8 @@ class SegmentIndex:
         self._offset_fd = -1  # both opened by the first write, closed by close()
         self._time_fd = -1
         self._unsynced = False  # written (or created) since the last fsync
+        # The files the paths named when they were created or loaded (``open_same_file``).
+        self._identities: tuple[FileIdentity, FileIdentity] | None = None
 
     # --- opening -----------------------------------------------------------
 
@@ -89,6 +91,7 @@ class SegmentIndex:
         index = cls(offset_path, time_path)
         for path in (offset_path, time_path):
             os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644))
+        index._identities = (identity_of(offset_path), identity_of(time_path))
         index._unsynced = True  # the emptying of a replaced file is a write
         return index
 
@@ -108,6 +111,7 @@ class SegmentIndex:
         """
         index = cls(offset_path, time_path)
         try:
+            index._identities = (identity_of(offset_path), identity_of(time_path))
             offset_data = offset_path.read_bytes()
             time_data = time_path.read_bytes()
         except FileNotFoundError as error:
@@ -182,9 +186,11 @@ class SegmentIndex:
         """Both descriptors, opened on first use. No O_CREAT: the files exist from
         create() or load(), and a file gone meanwhile must not come back empty."""
         if self._offset_fd < 0:
-            offset_fd = open_descriptor(self.offset_path, os.O_RDWR)
+            assert self._identities is not None, "an index neither created nor loaded"
+            offset_identity, time_identity = self._identities
+            offset_fd = open_same_file(self.offset_path, os.O_RDWR, offset_identity)
             try:
-                self._time_fd = open_descriptor(self.time_path, os.O_RDWR)
+                self._time_fd = open_same_file(self.time_path, os.O_RDWR, time_identity)
             except BaseException:
                 os.close(offset_fd)
                 raise

@@ -9,7 +9,10 @@ the open-files limit reached at an append (a typed refusal, nothing half-written
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -136,3 +139,32 @@ def test_an_append_that_finds_no_descriptor_left_is_refused_and_writes_nothing(
     assert "AFTER 0" in lines  # nothing of the refused append was kept
     assert "VALUES [b'3:0:vvvvvv']" in lines
     assert lines[-1] == "REOPENED [b'3:0:vvvvvv']"
+
+
+def test_a_log_whose_directory_was_made_anew_touches_nothing_of_the_new_files(
+    tmp_path: Path,
+) -> None:
+    # A reassignment moves a copy away (its directory removed) and back (made again, by a
+    # new log of the same partition). A stale log object still about — here one never
+    # written or read since it opened, so it holds no descriptor — must not reach the new
+    # replica's files through their names: an eager descriptor held the old, removed file.
+    directory = tmp_path / "t-0"
+    stale = DataLog.open(directory, LogConfig())
+    stale.append_as_leader(make_batch(2, tag=1))
+    stale.close()
+    stale = DataLog.open(directory, LogConfig())  # reopened: idle, no write fd yet
+    shutil.rmtree(directory)
+    with DataLog.open(directory, LogConfig()) as fresh:
+        for tag in range(3):
+            fresh.append_as_leader(make_batch(2, tag=10 + tag))
+        fresh.flush()
+        written = (directory / "00000000000000000000.log").read_bytes()
+        with pytest.raises(OSError) as refused:
+            stale.truncate_to(0)
+        assert refused.value.errno == errno.ESTALE and "no longer the file" in str(refused.value)
+        with pytest.raises(OSError):
+            stale.append_as_leader(make_batch(1, tag=99))
+        assert (directory / "00000000000000000000.log").read_bytes() == written
+        assert len(batch_values(read_all(fresh))) == 6
+    with contextlib.suppress(OSError):
+        stale.close()
