@@ -34,6 +34,7 @@ from typing import NoReturn
 
 from twinlog.engine.base import failpoints, fsync_latency
 from twinlog.engine.base.descriptors import (
+    FileIdentity,
     check_same_file,
     identity_of,
     open_same_file,
@@ -99,7 +100,9 @@ class Segment:
         size_bytes: int,
         index_interval_bytes: int,
         index: SegmentIndex | None = None,
+        identity: FileIdentity | None = None,
     ) -> None:
+        """``identity``: the file's, when the caller has just stat'ed it."""
         self.directory = directory
         self.base_offset = base_offset
         self.path = segment_path(directory, base_offset)
@@ -117,7 +120,7 @@ class Segment:
         self._closed = False
         # The file the path named when this segment was made: a descriptor opened later by
         # name must reach it (``open_same_file``), or this segment reads and writes nothing.
-        self._identity = identity_of(self.path)
+        self._identity = identity if identity is not None else identity_of(self.path)
         # Bytes whose batches this process has CRC-checked (appended, scanned, or read).
         self.checked = CheckedRanges()
 
@@ -127,9 +130,14 @@ class Segment:
     @classmethod
     def open_existing(cls, directory: Path, base_offset: int, index_interval_bytes: int) -> Segment:
         """A segment file already on disk; its size is the file's, its index loads on first use."""
-        segment = cls(directory, base_offset, 0, index_interval_bytes)
-        segment.size_bytes = os.stat(segment.path).st_size
-        return segment
+        status = os.stat(segment_path(directory, base_offset))  # one stat: size and identity
+        return cls(
+            directory,
+            base_offset,
+            status.st_size,
+            index_interval_bytes,
+            identity=(status.st_dev, status.st_ino),
+        )
 
     @property
     def read_fd(self) -> int:
