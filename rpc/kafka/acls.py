@@ -83,15 +83,17 @@ OPERATION_BY_CODE = {
     6: Operation.DELETE.value,
     7: Operation.ALTER.value,
     8: Operation.DESCRIBE.value,
+    10: Operation.DESCRIBE_CONFIGS.value,
+    11: Operation.ALTER_CONFIGS.value,
+    12: Operation.IDEMPOTENT_WRITE.value,
 }
 CODE_OF_OPERATION = {operation: code for code, operation in OPERATION_BY_CODE.items()}
-UNCHECKED_OPERATIONS = {
-    9: "CLUSTER_ACTION",
-    10: "DESCRIBE_CONFIGS",
-    11: "ALTER_CONFIGS",
-    12: "IDEMPOTENT_WRITE",
-    13: "CREATE_TOKENS",
-    14: "DESCRIBE_TOKENS",
+# Kafka's operations no twinlog grant can mean, and why.
+UNGRANTABLE_OPERATIONS = {
+    9: "CLUSTER_ACTION is what brokers do among themselves; twinlog's brokers prove it with "
+    "the cluster's own credential, never a grant: nothing to grant",
+    13: "CREATE_TOKENS: twinlog has no delegation tokens: nothing to grant",
+    14: "DESCRIBE_TOKENS: twinlog has no delegation tokens: nothing to grant",
 }
 PATTERN_BY_CODE = {
     1: PatternFilter.ANY,
@@ -151,11 +153,9 @@ def _grant_of_creation(creation: Any) -> Grant:
         )
     operation = OPERATION_BY_CODE.get(creation.operation)
     if operation is None:
-        unchecked = UNCHECKED_OPERATIONS.get(creation.operation)
+        why = UNGRANTABLE_OPERATIONS.get(creation.operation)
         raise InvalidConfigError(
-            f"operation {unchecked} is not checked by twinlog: nothing to grant"
-            if unchecked
-            else f"operation {creation.operation} cannot be granted"
+            f"operation {why}" if why else f"operation {creation.operation} cannot be granted"
         )
     if creation.permission_type != ALLOW:
         raise InvalidConfigError(

@@ -89,7 +89,7 @@ def _alter(
             "error_message": f"resource type {resource.resource_type} is not altered here: only "
             "topics (type 2) are",
         }
-    require(context.guard, context.connection.principal, Operation.ALTER, (name,))
+    require(context.guard, context.connection.principal, Operation.ALTER_CONFIGS, (name,))
     current = context.broker.describe_topic(name).config
     if replace:  # every setting not given goes back to the broker's default
         deleted = [key for key in current if key not in set_values]

@@ -18,8 +18,7 @@ assignment is answered to a full heartbeat (a join, or one with all three fields
 it changed. A request Kafka calls invalid is answered INVALID_REQUEST with Kafka's reason.
 
 Access: READ on the group (as Kafka), and READ on every subscribed topic (Kafka 4.0 asks
-DESCRIBE on them; twinlog's topics have no DESCRIBE grant, and a consumer reads what it
-subscribes to); a refusal is audited. A group whose members joined with Kafka's classic
+DESCRIBE on them; twinlog asks READ, since a consumer reads what it subscribes to); a refusal is audited. A group whose members joined with Kafka's classic
 protocol refuses this one (GROUP_ID_NOT_FOUND, "not a consumer group", as Kafka 3.8 with
 its migration policy off), and the classic door refuses a member of this one
 (INCONSISTENT_GROUP_PROTOCOL).

@@ -2,8 +2,8 @@
 whether the topic sets it (TOPIC_CONFIG) or takes the broker's default (DEFAULT_CONFIG),
 as ``kafka-configs.sh --describe`` and Kafka UIs read them (``Broker.topic_settings``).
 
-A topic is described to callers that may read or write it (twinlog's ACLs have no
-DESCRIBE). Resources other than topics (brokers, broker loggers) are answered
+A topic is described to callers with DESCRIBE_CONFIGS on it (as Kafka asks; ALTER_CONFIGS,
+and twinlog's READ and WRITE, imply it). Resources other than topics (brokers, broker loggers) are answered
 INVALID_REQUEST naming what is served: the broker's settings are not Kafka's.
 """
 
@@ -14,6 +14,7 @@ from typing import Any
 from kafka.protocol.admin import DescribeConfigsRequest, DescribeConfigsResponse
 
 from twinlog.engine.base.errors import TwinlogError
+from twinlog.rpc.kafka.access import may
 from twinlog.rpc.kafka.context import KafkaContext
 from twinlog.rpc.kafka.error_codes import (
     INVALID_REQUEST,
@@ -21,7 +22,7 @@ from twinlog.rpc.kafka.error_codes import (
     TOPIC_AUTHORIZATION_FAILED,
     code_of,
 )
-from twinlog.rpc.kafka.metadata import visible
+from twinlog.rpc.policy.auth import Operation, Resource
 
 TOPIC_RESOURCE = 2  # Kafka's ConfigResource.Type.TOPIC
 TOPIC_CONFIG_SOURCE = 1  # set on the topic (DYNAMIC_TOPIC_CONFIG)
@@ -56,7 +57,13 @@ def _describe(context: KafkaContext, resource: Any) -> Any:
             "only topics (type 2) are",
             **answer,
         )
-    if not visible(context, name):
+    if not may(
+        context.guard,
+        context.connection.principal,
+        Operation.DESCRIBE_CONFIGS,
+        name,
+        Resource.TOPIC,
+    ):
         return Result(
             error_code=TOPIC_AUTHORIZATION_FAILED,
             error_message=f"not authorized to describe topic {name}",

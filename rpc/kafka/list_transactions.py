@@ -5,7 +5,8 @@ pattern).
 
 twinlog keeps no row for a transactional id between its transactions, so an id whose
 producer has none open is not listed (Kafka lists it as ``Empty``). Listed are the ids the
-caller may write (twinlog's ACLs have no DESCRIBE on a transactional id).
+caller may describe (DESCRIBE on the transactional id, as Kafka asks; WRITE and ABORT imply
+it).
 """
 
 from __future__ import annotations
@@ -17,10 +18,9 @@ from typing import Any
 from kafka.protocol.admin import ListTransactionsRequest, ListTransactionsResponse
 
 from twinlog.engine.base.types import TransactionState
-from twinlog.rpc.kafka.access import may
 from twinlog.rpc.kafka.context import KafkaContext
 from twinlog.rpc.kafka.error_codes import INVALID_REQUEST, NONE
-from twinlog.rpc.policy.auth import Operation, Resource
+from twinlog.rpc.policy.auth import Resource
 
 # Kafka's names of the coordinator's states (TransactionState.java)
 KAFKA_STATE_NAMES = {
@@ -66,9 +66,7 @@ def handle_list_transactions(
             or (producer_ids and item.producer_id not in producer_ids)
             or (longer_than_ms >= 0 and item.age_ms(now_ms) < longer_than_ms)
             or (pattern is not None and not pattern.fullmatch(item.transactional_id))
-            or not may(
-                guard, principal, Operation.WRITE, item.transactional_id, Resource.TRANSACTIONAL_ID
-            )
+            or not guard.may_describe(principal, item.transactional_id, Resource.TRANSACTIONAL_ID)
         ):
             continue
         listed.append(

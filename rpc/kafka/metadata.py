@@ -43,7 +43,7 @@ from twinlog.engine.base.errors import (
 from twinlog.engine.base.types import TopicDescription
 from twinlog.engine.broker.internal_topics import is_internal
 from twinlog.engine.broker.topic_registry import validate_topic_name
-from twinlog.rpc.kafka.access import ResourceDenied, may
+from twinlog.rpc.kafka.access import ResourceDenied
 from twinlog.rpc.kafka.context import LEADER_EPOCH, NODE_ID, KafkaContext
 from twinlog.rpc.kafka.error_codes import (
     INVALID_TOPIC_EXCEPTION,
@@ -55,7 +55,7 @@ from twinlog.rpc.kafka.error_codes import (
     UNKNOWN_TOPIC_OR_PARTITION,
     code_of,
 )
-from twinlog.rpc.policy.auth import Operation, Resource
+from twinlog.rpc.policy.auth import Resource
 from twinlog.rpc.policy.topic_auto_creation import auto_creation
 
 Topic = MetadataResponse.MetadataResponseTopic
@@ -100,13 +100,9 @@ def _id_of(context: KafkaContext, name: str) -> uuid.UUID | None:
 
 
 def visible(context: KafkaContext, name: str) -> bool:
-    """Listed to callers that may read or write it (twinlog's ACLs have no DESCRIBE on
-    topics)."""
-    guard, principal = context.guard, context.connection.principal
-    return any(
-        may(guard, principal, operation, name, Resource.TOPIC)
-        for operation in (Operation.READ, Operation.WRITE)
-    )
+    """Listed to callers that may describe it (as Kafka: read, write, delete and alter
+    imply it)."""
+    return context.guard.may_describe(context.connection.principal, name, Resource.TOPIC)
 
 
 def _single_node_partition(context: KafkaContext, topic: str, partition: int) -> Any:

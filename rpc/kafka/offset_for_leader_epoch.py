@@ -15,8 +15,8 @@ Per partition, as Kafka's broker answers:
 - a broker that does not lead the partition says NOT_LEADER_OR_FOLLOWER (or
   LEADER_NOT_AVAILABLE), a missing one UNKNOWN_TOPIC_OR_PARTITION;
 - an epoch older than every epoch the log knows: epoch -1, end offset -1;
-- the caller needs to see the topic (READ or WRITE: twinlog's ACLs have no DESCRIBE on
-  topics), else TOPIC_AUTHORIZATION_FAILED.
+- the caller needs to see the topic (DESCRIBE, which READ, WRITE, DELETE and ALTER
+  imply), else TOPIC_AUTHORIZATION_FAILED.
 
 A request naming a replica (``replica_id`` >= 0, v3+) is a follower's, which Kafka
 authorizes with CLUSTER_ACTION: no Kafka client is one (twinlog's replicas fetch over

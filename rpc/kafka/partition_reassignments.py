@@ -11,7 +11,7 @@ a cancel. Kafka's clients have no throttle in this API, so the copy runs unthrot
 partition named twice counts once, its last target (as Kafka's broker reads the request).
 
 List: the moves that run, limited to the partitions named (null: all), shown to callers
-that may read or write the topic, as Metadata shows topics (Kafka asks DESCRIBE on the
+that may describe the topic, as Metadata shows topics (Kafka asks DESCRIBE on the
 cluster). A partition named with no move running, or not shown, is left out, as Kafka
 leaves out a partition without one.
 """

@@ -93,14 +93,9 @@ def check_binding(grant: Grant) -> Grant:
         operation = Operation(grant.operation)
         if operation not in OPERATIONS_ON[grant.resource]:
             fits = ", ".join(sorted(item.value for item in OPERATIONS_ON[grant.resource]))
-            hint = (
-                "; every authenticated principal may list and describe topics: nothing to grant"
-                if grant.resource is Resource.TOPIC and operation is Operation.DESCRIBE
-                else ""
-            )
             raise InvalidConfigError(
                 f"{what}: operation {grant.operation!r} does not apply to "
-                f"{grant.resource.value}s (those take {fits}, all){hint}"
+                f"{grant.resource.value}s (those take {fits}, all)"
             )
     if grant.resource is Resource.CLUSTER and (
         grant.pattern_type is not PatternType.LITERAL or grant.pattern not in (CLUSTER_NAME, "*")

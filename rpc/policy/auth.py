@@ -34,7 +34,10 @@ every operation that applies to the pattern's kind (and, without a prefix,
 | read | topics | Fetch, ListOffset, DescribeProducers (filtered, below); the topics of group offsets |
 | write | topics | Produce, adding the topic to a transaction |
 | create, delete | topics | CreateTopic, DeleteTopic; delete: DeleteRecords of their partitions |
-| alter | topics | CreatePartitions (grow the topic); ElectLeaders of their partitions (all topics: every topic's); ReassignPartitions of their partitions |
+| alter | topics | CreatePartitions (grow the topic); ElectLeaders of their partitions (all topics: every topic's); ReassignPartitions of their partitions; what alter-configs allows |
+| alter-configs | topics | AlterTopicConfig (Kafka's AlterConfigs, IncrementalAlterConfigs) |
+| describe | topics | seeing the topic at the Kafka listener (Metadata, OffsetForLeaderEpoch); read, write, delete and alter imply it; twinlog's own door lists and describes every topic to every authenticated principal |
+| describe-configs | topics | Kafka's DescribeConfigs of the topic; alter-configs, read and write imply it (twinlog's own door shows a topic's settings to every authenticated principal) |
 | write | transactional ids | InitProducer with that id, then Begin, AddPartitions, SendOffsets, Commit, Abort and Produce (transactional or not) with its producer id |
 | describe | transactional ids | seeing its transactions (ListTransactions) and its producer (DescribeProducers) |
 | abort | transactional ids | ``twinlog txn abort`` of its transactions; the pattern may omit ``transactional-id:`` |
@@ -43,9 +46,13 @@ every operation that applies to the pattern's kind (and, without a prefix,
 | alter | brokers | ShutdownBroker of that broker (`twinlog cluster decommission`); the pattern is `broker:ID` or `broker:*` |
 | alter | the cluster | setting and deleting SCRAM credentials (`twinlog users`, AlterUserScramCredentials); the pattern is `cluster:*` (or `cluster:kafka-cluster`) |
 | describe | the cluster | listing SCRAM users and their mechanisms (DescribeUserScramCredentials); alter implies it |
+| alter | the cluster | also what alter allows on every topic, internal ones included (Kafka asks it for elections and reassignments); it administers the ACLs, so it could grant itself those anyway |
+| create | the cluster | creating any topic (Kafka's rule for CreateTopics) |
+| idempotent-write, alter-configs, describe-configs | the cluster | nothing more: an idempotent producer needs only write on its topics (as Kafka 2.8 on); twinlog's broker settings do not change at run time |
 
-Write and abort imply describe on transactional ids; read implies describe on groups;
-alter implies describe on the cluster.
+Read, write, delete and alter imply describe on topics; write and abort on
+transactional ids; read on groups; alter on the cluster (``IMPLIES_DESCRIBE``); create and alter on the
+cluster, and alter on a topic, imply more (``ALSO_ALLOWED_BY``).
 Which transactional id a request acts for is derived from its producer id on every
 call (the broker keeps that mapping on disk, so it holds across server restarts and
 re-inits): a principal without write on alice's transactional id cannot begin,
@@ -108,6 +115,10 @@ class Operation(Enum):
     ALTER = "alter"
     ABORT = "abort"  # abort another producer's transaction (admin)
     DESCRIBE = "describe"  # see a transactional id's transactions and producer; see a group
+    # Kafka's other grantable operations, as its tools grant them
+    ALTER_CONFIGS = "alter-configs"  # change a topic's settings (AlterConfigs)
+    DESCRIBE_CONFIGS = "describe-configs"  # every authenticated principal may already
+    IDEMPOTENT_WRITE = "idempotent-write"  # implied by write on a topic, as Kafka >= 2.8
 
 
 class PatternType(Enum):
@@ -148,14 +159,47 @@ OPERATIONS_ON = {
         Operation.CREATE,
         Operation.DELETE,
         Operation.ALTER,
+        Operation.DESCRIBE,
+        Operation.ALTER_CONFIGS,
+        Operation.DESCRIBE_CONFIGS,
     },
     Resource.TRANSACTIONAL_ID: {Operation.WRITE, Operation.DESCRIBE, Operation.ABORT},
     Resource.GROUP: {Operation.READ, Operation.DESCRIBE, Operation.DELETE},  # Kafka's three
     Resource.BROKER: {Operation.ALTER},
-    Resource.CLUSTER: {Operation.ALTER, Operation.DESCRIBE},
+    Resource.CLUSTER: {
+        Operation.ALTER,
+        Operation.DESCRIBE,
+        Operation.CREATE,
+        Operation.ALTER_CONFIGS,
+        Operation.DESCRIBE_CONFIGS,
+        Operation.IDEMPOTENT_WRITE,
+    },
+}
+# A check of the key's operation also passes on a grant of one of these (Kafka's rules:
+# CREATE on the cluster creates any topic, ALTER on the cluster moves and elects any
+# partition; twinlog's own: a topic's ALTER changed its settings before ALTER_CONFIGS
+# was a word here). Followed transitively; the cluster's grants are on CLUSTER_NAME. A
+# holder of ALTER on the cluster may grant itself anything (it administers the ACLs), so
+# what it implies adds no power.
+ALSO_ALLOWED_BY: dict[tuple[Resource, Operation], tuple[tuple[Resource, Operation], ...]] = {
+    (Resource.TOPIC, Operation.CREATE): ((Resource.CLUSTER, Operation.CREATE),),
+    (Resource.TOPIC, Operation.ALTER): ((Resource.CLUSTER, Operation.ALTER),),
+    (Resource.TOPIC, Operation.ALTER_CONFIGS): ((Resource.TOPIC, Operation.ALTER),),
+    (Resource.TOPIC, Operation.DESCRIBE_CONFIGS): (
+        (Resource.TOPIC, Operation.ALTER_CONFIGS),
+        (Resource.TOPIC, Operation.READ),  # twinlog's rule before the word existed here
+        (Resource.TOPIC, Operation.WRITE),
+    ),
 }
 # Kafka's rule: a principal that may use (or abort) a resource may also see it.
 IMPLIES_DESCRIBE = {
+    Resource.TOPIC: (
+        Operation.DESCRIBE,
+        Operation.READ,
+        Operation.WRITE,
+        Operation.DELETE,
+        Operation.ALTER,
+    ),
     Resource.TRANSACTIONAL_ID: (Operation.DESCRIBE, Operation.WRITE, Operation.ABORT),
     Resource.GROUP: (Operation.DESCRIBE, Operation.READ),
     Resource.CLUSTER: (Operation.DESCRIBE, Operation.ALTER),
@@ -260,7 +304,7 @@ def parse_grant(words: list[str], where: str) -> Grant:
     elif operation != ALL_OPERATIONS and Operation(operation) not in OPERATIONS_ON[resource]:
         fits = sorted(item.value for item in OPERATIONS_ON[resource])
         takers = [
-            f"'{principal} {operation} {prefix}{pattern or '*'}'"
+            f"'{principal} {operation} {prefix}{_named(kind, pattern)}'"
             for kind, prefix in PREFIXES.items()
             if kind is not resource and Operation(operation) in OPERATIONS_ON[kind]
         ]
@@ -272,6 +316,11 @@ def parse_grant(words: list[str], where: str) -> Grant:
     if not pattern:
         raise InvalidConfigError(f"{where}: the pattern is empty; '*' matches every name")
     return Grant(principal, operation, pattern, resource)
+
+
+def _named(resource: Resource, pattern: str) -> str:
+    """The pattern as a grant on ``resource`` would write it: the cluster has one name."""
+    return "*" if resource is Resource.CLUSTER or not pattern else pattern
 
 
 def _lines(path: str | Path, what: str) -> list[tuple[int, list[str]]]:
@@ -373,6 +422,10 @@ class Acl:
             for grant in by_principal.get(key, ()):
                 if grant.allows(principal, operation, name, resource):
                     return True
+        for wider_resource, wider_operation in ALSO_ALLOWED_BY.get((resource, operation), ()):
+            wider_name = CLUSTER_NAME if wider_resource is Resource.CLUSTER else name
+            if self.allows(principal, wider_operation, wider_name, wider_resource):
+                return True
         return False
 
 
@@ -450,8 +503,8 @@ class Guard:
                 )
 
     def may_describe(self, principal: Principal, name: str, resource: Resource) -> bool:
-        """May ``principal`` see this transactional id (its transactions and producer) or
-        this group (named in a listed transaction)?"""
+        """May ``principal`` see this transactional id (its transactions and producer),
+        this group (named in a listed transaction), or this topic (at the Kafka listener)?"""
         if self.acl is None:
             return True
         return any(

@@ -139,7 +139,7 @@ class AdministrationService(admin_pb2_grpc.AdministrationServicer):
         self, request: admin_pb2.AlterTopicConfigRequest, context: grpc.ServicerContext
     ) -> admin_pb2.TopicDescription:
         principal = principal_of(self.guard, context)
-        self.guard.require(principal, Operation.ALTER, (request.name,))
+        self.guard.require(principal, Operation.ALTER_CONFIGS, (request.name,))
         if request.validate_only:
             return topic_to_proto(
                 self.broker.alter_topic_config(

@@ -53,6 +53,9 @@ TOKENS = {
     "ops": "ops-token-0123456789",
     "alice": "alice-token-0123456789",
     "bob": "bob-token-0123456789",
+    # test_acl_kafka_operations' principals
+    "carol": "carol-token-0123456789",
+    "dave": "dave-token-0123456789",
 }
 ACL_FILE = """
 ops    alter  cluster:*

@@ -52,7 +52,7 @@ def test_all_on_topics_grants_no_group(tmp_path: Path) -> None:
         ("alice write group:x\n", "'write' does not apply to groups"),
         ("alice create group:x\n", "write 'alice create x'"),
         ("alice read group:\n", "pattern is empty"),
-        ("alice describe orders\n", "'alice describe group:orders'"),
+        ("alice idempotent-write orders\n", r"'alice idempotent-write cluster:\*'"),
     ],
 )
 def test_bad_group_grants_are_refused(tmp_path: Path, line: str, message: str) -> None:

@@ -72,7 +72,8 @@ def test_literal_and_prefixed_patterns_match_as_kafkas() -> None:
     ("refused", "says"),
     [
         (grant("orders", GLOB), "globs belong in the ACL file"),
-        (grant("orders", operation="describe"), "nothing to grant"),
+        (grant("orders", operation="idempotent-write"), "does not apply"),
+        (grant("kafka-cluster", operation="read", resource=Resource.CLUSTER), "does not apply"),
         (grant("orders", operation="abort"), "transactional ids only"),
         (grant("billing", operation="write", resource=Resource.GROUP), "does not apply"),
         (grant("other", operation="alter", resource=Resource.CLUSTER), "kafka-cluster"),
@@ -86,6 +87,62 @@ def test_literal_and_prefixed_patterns_match_as_kafkas() -> None:
 def test_a_grant_that_means_nothing_is_refused_saying_why(refused: Grant, says: str) -> None:
     with pytest.raises(InvalidConfigError, match=says):
         check_binding(refused)
+
+
+@pytest.mark.parametrize(
+    "accepted",
+    [
+        # what kafka-acls.sh --producer and --consumer grant besides write and read
+        grant("orders", operation="describe"),
+        grant("orders", operation="create"),
+        grant("kafka-cluster", operation="idempotent-write", resource=Resource.CLUSTER),
+        # what Kafka UIs and Terraform providers grant for settings
+        grant("orders", operation="alter-configs"),
+        grant("orders-", PREFIXED, operation="describe-configs"),
+        grant("kafka-cluster", operation="describe-configs", resource=Resource.CLUSTER),
+        grant("kafka-cluster", operation="create", resource=Resource.CLUSTER),
+    ],
+)
+def test_kafkas_grantable_operations_are_accepted(accepted: Grant) -> None:
+    assert check_binding(accepted) is accepted
+
+
+def test_a_wider_grant_allows_what_kafka_says_it_implies_and_nothing_more() -> None:
+    def acl(*grants: Grant) -> Acl:
+        return Acl(list(grants))
+
+    cluster = Resource.CLUSTER
+    # CREATE on the cluster creates any topic, but writes none
+    creator = acl(grant("kafka-cluster", operation="create", resource=cluster))
+    assert creator.allows(ALICE, Operation.CREATE, "orders")
+    assert not creator.allows(ALICE, Operation.WRITE, "orders")
+    assert not creator.allows(Principal("bob"), Operation.CREATE, "orders")
+    # ALTER on the cluster alters, and so changes the settings of, every topic
+    admin = acl(grant("*", GLOB, operation="alter", resource=cluster))
+    assert admin.allows(ALICE, Operation.ALTER, "orders")
+    assert admin.allows(ALICE, Operation.ALTER, "__txn_journal")
+    assert admin.allows(ALICE, Operation.ALTER_CONFIGS, "orders")
+    assert not admin.allows(ALICE, Operation.DELETE, "orders")
+    # a topic's ALTER changes its settings (twinlog's grants before alter-configs)...
+    alterer = acl(grant("orders", operation="alter"))
+    assert alterer.allows(ALICE, Operation.ALTER_CONFIGS, "orders")
+    assert not alterer.allows(ALICE, Operation.ALTER_CONFIGS, "refunds")
+    # ...but ALTER_CONFIGS alone does not grow it or move its replicas
+    configurer = acl(grant("orders", operation="alter-configs"))
+    assert configurer.allows(ALICE, Operation.ALTER_CONFIGS, "orders")
+    assert configurer.allows(ALICE, Operation.DESCRIBE_CONFIGS, "orders")
+    assert not configurer.allows(ALICE, Operation.ALTER, "orders")
+    # read and write show a topic's settings, as before describe-configs was a word here
+    reader = acl(grant("orders", operation="read"))
+    assert reader.allows(ALICE, Operation.DESCRIBE_CONFIGS, "orders")
+    assert not reader.allows(ALICE, Operation.ALTER_CONFIGS, "orders")
+    # DESCRIBE shows the topic (at the Kafka listener) and reads nothing
+    describer = acl(grant("orders", operation="describe"))
+    guard = Guard(None, describer, mutual_tls=False)
+    assert guard.may_describe(ALICE, "orders", Resource.TOPIC)
+    assert not guard.may_describe(ALICE, "refunds", Resource.TOPIC)
+    assert not describer.allows(ALICE, Operation.READ, "orders")
+    assert Guard(None, reader, mutual_tls=False).may_describe(ALICE, "orders", Resource.TOPIC)
 
 
 def test_the_file_store_keeps_grants_across_a_reopen_mode_600(tmp_path: Path) -> None:
