@@ -3,14 +3,15 @@ made it durable (``engine/groups/durable_member``), so the next coordinator of t
 takes the member back with its epoch and assignment.
 
     MemberKey   := version int16 (3), group str, member_id str
-    MemberValue := version int16 (1), instance_id nstr, client_id str,
+    MemberValue := version int16 (1 or 2), instance_id nstr, client_id str,
                    subscribed_pattern nstr, session_timeout_ms int32,
                    rebalance_timeout_ms int32, state int8, member_epoch int32,
                    previous_member_epoch int32, left_static int8 (0 or 1),
                    subscribed_topics array[str],
                    assigned array[topic str, array[partition int32, epoch int32]],
                    revoking array[topic str, array[partition int32, epoch int32]],
-                   target array[topic str, array[partition int32]]
+                   target array[topic str, array[partition int32]],
+                   version 2 only: protocol str ("classic" or "consumer": Kafka's)
                    (a null value: the member left, was fenced or expired)
     state       := 0 stable, 1 unrevoked_partitions, 2 unreleased_partitions
     array[x]    := count int32, then x count times
@@ -19,7 +20,10 @@ takes the member back with its epoch and assignment.
 ``assigned``/``revoking``: the member's partitions, each with the member epoch in which it
 was given it (a commit from an older epoch is a zombie's); ``target``: its part of the
 group's target assignment at the group's epoch (the EpochKey record of the group, written
-in the same batch when it changed). The latest record of a key wins, so compaction keeps
+in the same batch when it changed); ``protocol``: how a member of Kafka's door heartbeats,
+so the group is listed and described as the same kind after its coordinator moves.
+Version 1 is written for twinlog's own members (no protocol), so a broker from before
+version 2 still reads their groups. The latest record of a key wins, so compaction keeps
 one record per live member.
 """
 
@@ -32,10 +36,13 @@ from types import MappingProxyType
 from twinlog.engine.base.errors import CorruptJournalError
 from twinlog.engine.base.types import TopicPartition
 from twinlog.engine.groups.durable_member import DurableMember
+from twinlog.engine.groups.group_calls import PROTOCOL_CLASSIC, PROTOCOL_CONSUMER, PROTOCOL_TWINLOG
 from twinlog.engine.groups.member_assignment import MemberAssignment, MemberState
 
 MEMBER_KEY_VERSION = 3
-_MEMBER_VALUE_VERSION = 1
+_MEMBER_VALUE_VERSION = 1  # a member of twinlog's own protocol
+_MEMBER_VALUE_VERSION_WITH_PROTOCOL = 2  # a member of Kafka's: classic or consumer
+_KAFKA_PROTOCOLS = (PROTOCOL_CLASSIC, PROTOCOL_CONSUMER)
 _SHORT = struct.Struct(">h")
 _INT = struct.Struct(">i")
 _BYTE = struct.Struct(">b")
@@ -153,8 +160,12 @@ def decode_member_key(key: bytes) -> tuple[str, str]:
 
 def encode_member_value(member: DurableMember) -> bytes:
     assignment = member.assignment
+    assert member.protocol in (PROTOCOL_TWINLOG, *_KAFKA_PROTOCOLS), member.protocol
+    kafkas = member.protocol != PROTOCOL_TWINLOG
     writer = _Writer()
-    writer.parts.append(_SHORT.pack(_MEMBER_VALUE_VERSION))
+    writer.parts.append(
+        _SHORT.pack(_MEMBER_VALUE_VERSION_WITH_PROTOCOL if kafkas else _MEMBER_VALUE_VERSION)
+    )
     writer.string(member.instance_id)
     writer.string(member.client_id)
     writer.string(member.subscribed_pattern)
@@ -174,6 +185,8 @@ def encode_member_value(member: DurableMember) -> bytes:
     writer.partitions(assignment.assigned)
     writer.partitions(assignment.revoking)
     writer.partitions(member.target)
+    if kafkas:
+        writer.string(member.protocol)
     return b"".join(writer.parts)
 
 
@@ -183,14 +196,22 @@ def decode_member_value(member_id: str, value: bytes) -> DurableMember:
     reader = _Reader(value)
     try:
         (version,) = reader.unpack(_SHORT)
-        if version != _MEMBER_VALUE_VERSION:
-            raise ValueError(f"version {version}, expected {_MEMBER_VALUE_VERSION}")
+        if version not in (_MEMBER_VALUE_VERSION, _MEMBER_VALUE_VERSION_WITH_PROTOCOL):
+            raise ValueError(
+                f"version {version}, expected {_MEMBER_VALUE_VERSION} or "
+                f"{_MEMBER_VALUE_VERSION_WITH_PROTOCOL}"
+            )
         instance_id, client_id, pattern = reader.string(), reader.text(), reader.string()
         session_ms, rebalance_ms, state, epoch, previous_epoch, left_static = reader.unpack(_FIXED)
         topics = tuple(reader.text() for _ in range(reader.count()))
         assigned = reader.partitions(with_epochs=True)
         revoking = reader.partitions(with_epochs=True)
         target = frozenset(reader.partitions(with_epochs=False))
+        protocol = PROTOCOL_TWINLOG
+        if version == _MEMBER_VALUE_VERSION_WITH_PROTOCOL:
+            protocol = reader.text()
+            if protocol not in _KAFKA_PROTOCOLS:
+                raise ValueError(f"protocol {protocol!r}, expected one of {_KAFKA_PROTOCOLS}")
         reader.end()
         if not 0 <= state < len(_STATES) or left_static not in (0, 1):
             raise ValueError(f"state {state}, left_static {left_static}")
@@ -213,6 +234,7 @@ def decode_member_value(member_id: str, value: bytes) -> DurableMember:
         previous_epoch,
         bool(left_static),
         target,
+        protocol,
     )
 
 

@@ -93,8 +93,8 @@ class Member:
     # a member of Kafka's classic protocol: what it keeps between calls (its lifetime is
     # this member's: removed with it)
     classic: ClassicMember | None = None
-    # the protocol it last heartbeat in (PROTOCOL_*; not durable: a member taken back from
-    # the log is of no kind until its next heartbeat)
+    # the protocol it last heartbeat in (PROTOCOL_*; durable: a member taken back from the
+    # log keeps its kind, and so does its group)
     protocol: str = PROTOCOL_TWINLOG
 
 
@@ -425,6 +425,7 @@ class ConsumerGroup:
             member.previous_member_epoch,
             member.left_static,
             self.target.get(member.member_id, frozenset()),
+            member.protocol,
         )
 
     def restore(self, members: Iterable[DurableMember], now_s: float) -> None:
@@ -450,6 +451,7 @@ class ConsumerGroup:
                     now_s + durable.rebalance_timeout_ms / 1000 if revoking else None
                 ),
                 left_static=durable.left_static,
+                protocol=durable.protocol,
             )
             if durable.target:
                 self.target[durable.member_id] = durable.target

@@ -3,7 +3,7 @@ place (its epoch and partitions) when the coordinator moves to another broker or
 (KIP-848's member metadata, target and current assignment records, in one value).
 
 Only what a heartbeat's answer, a commit's check or the next target depends on is kept:
-the member's identity and subscription, its timeouts, its assignment with each
+the member's identity, protocol and subscription, its timeouts, its assignment with each
 partition's assignment epoch, and its share of the group's target assignment. Deadlines
 are not: a coordinator that takes the group back gives every member a full session (and a
 revoking one a full rebalance timeout) from then on.
@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from twinlog.engine.base.types import TopicPartition
+from twinlog.engine.groups.group_calls import PROTOCOL_TWINLOG
 from twinlog.engine.groups.member_assignment import MemberAssignment
 
 
@@ -38,6 +39,9 @@ class DurableMember:
     previous_member_epoch: int
     left_static: bool
     target: frozenset[TopicPartition]
+    # the protocol it heartbeats in (``group_calls.PROTOCOL_*``): a group taken back from
+    # the log is of the kind Kafka's tools saw (consumer, classic) before its first heartbeat
+    protocol: str = PROTOCOL_TWINLOG
 
 
 @dataclass(frozen=True)

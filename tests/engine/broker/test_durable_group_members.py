@@ -13,8 +13,15 @@ import pytest
 from cluster_support import wait_for
 from replication_support import Cluster
 
+from twinlog.engine.base.errors import GroupIdNotFoundError
 from twinlog.engine.broker.broker import Broker
-from twinlog.engine.groups.group_calls import GroupHeartbeat, GroupHeartbeatAnswer, GroupMemberRef
+from twinlog.engine.groups.group_calls import (
+    PROTOCOL_CLASSIC,
+    PROTOCOL_CONSUMER,
+    GroupHeartbeat,
+    GroupHeartbeatAnswer,
+    GroupMemberRef,
+)
 
 GROUP = "billing"
 TOPIC = "payments"
@@ -118,3 +125,22 @@ def test_members_survive_a_restart_of_a_single_node(tmp_path: Path) -> None:
     with Broker.open(tmp_path / "data") as broker:  # b's removal was durable too
         assert [m.member_id for m in broker.describe_group(GROUP).members] == ["a"]
         assert broker.fetch_offsets(GROUP, [owned]) == {owned: 3}
+
+
+def test_a_kip848_group_is_of_the_consumer_kind_after_a_restart_before_any_heartbeat(
+    tmp_path: Path,
+) -> None:
+    with Broker.open(tmp_path / "data") as broker:
+        broker.create_topic(TOPIC, partitions=PARTITIONS)
+        broker.group_heartbeat(
+            GroupHeartbeat(
+                GROUP, "kafka", 0, (TOPIC,), session_timeout_ms=30_000, protocol=PROTOCOL_CONSUMER
+            )
+        )
+        assert broker.describe_group(GROUP).group_type == PROTOCOL_CONSUMER
+    with Broker.open(tmp_path / "data") as broker:
+        assert broker.describe_group(GROUP).group_type == PROTOCOL_CONSUMER
+        with pytest.raises(GroupIdNotFoundError, match="consumer group"):
+            broker.group_heartbeat(
+                GroupHeartbeat(GROUP, "old", 0, (TOPIC,), protocol=PROTOCOL_CLASSIC)
+            )

@@ -23,6 +23,7 @@ from twinlog.engine.broker.group_offsets import (
     pending_offsets,
 )
 from twinlog.engine.groups.durable_member import DurableMember, GroupChange, StoredGroup
+from twinlog.engine.groups.group_calls import PROTOCOL_CLASSIC, PROTOCOL_CONSUMER
 from twinlog.engine.groups.member_assignment import MemberAssignment, MemberState
 from twinlog.engine.records.batch_reader import Record, iter_batches
 
@@ -79,6 +80,22 @@ def test_a_member_round_trips_with_every_field() -> None:
         target=frozenset(),
     )
     assert decode_member_value("m-1", encode_member_value(plain)) == plain
+
+
+def test_a_kafka_member_is_written_as_version_2_with_its_protocol_twinlogs_as_version_1() -> None:
+    own = encode_member_value(member())
+    assert own[:2] == b"\x00\x01"  # a broker of the earlier release reads it
+    for protocol in (PROTOCOL_CONSUMER, PROTOCOL_CLASSIC):
+        kafkas = member(protocol=protocol)
+        value = encode_member_value(kafkas)
+        assert value[:2] == b"\x00\x02"
+        assert value[2:].startswith(own[2:])  # version 1's fields, then the protocol
+        assert decode_member_value("m-1", value) == kafkas
+    unknown = b"\x00\x02" + own[2:] + b"\x00\x03mqt"
+    with pytest.raises(CorruptJournalError, match="protocol 'mqt'"):
+        decode_member_value("m-1", unknown)
+    with pytest.raises(CorruptJournalError, match="member 'm-1'"):
+        decode_member_value("m-1", b"\x00\x02" + own[2:])  # version 2 without it
 
 
 @pytest.mark.parametrize(

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import pytest
 
-from twinlog.engine.base.errors import DiskFullError, UnknownMemberIdError
+from twinlog.engine.base.errors import DiskFullError, GroupIdNotFoundError, UnknownMemberIdError
 from twinlog.engine.base.types import TopicPartition
 from twinlog.engine.groups.durable_member import DurableMember, GroupChange, StoredGroup
 from twinlog.engine.groups.group_calls import (
     LEAVE_EPOCH,
+    PROTOCOL_CLASSIC,
+    PROTOCOL_CONSUMER,
     GroupHeartbeat,
     GroupHeartbeatAnswer,
 )
@@ -173,3 +175,23 @@ def test_a_member_that_leaves_is_deleted_from_the_log() -> None:
     members.beat("b", epoch=LEAVE_EPOCH)
     assert log.changes[-1].removed == ("b",)
     assert [m.member_id for m in log.stored()[0].members] == ["a"]
+
+
+def test_a_restored_kip848_group_keeps_its_kind_before_any_member_heartbeats() -> None:
+    log, clock = Log(), Clock()
+    before = coordinator(log, clock)
+    before.heartbeat(
+        GroupHeartbeat("g", "kafka", 0, subscribed_topics=("orders",), protocol=PROTOCOL_CONSUMER)
+    )
+    after = coordinator(log, clock)  # the group's next coordinator
+    after.restore(log.stored())
+    listing = {g.group_id: g for g in after.listings()}["g"]
+    assert listing.group_type == PROTOCOL_CONSUMER
+    description = after.describe("g")
+    assert description is not None and description.group_type == PROTOCOL_CONSUMER
+    with pytest.raises(GroupIdNotFoundError, match="consumer group"):
+        after.heartbeat(
+            GroupHeartbeat(
+                "g", "classic", 0, subscribed_topics=("orders",), protocol=PROTOCOL_CLASSIC
+            )
+        )
