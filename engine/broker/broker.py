@@ -762,7 +762,7 @@ class Broker(BrokerLifecycle):
         if spec == "latest":
             return high_watermark
         if isinstance(spec, int) and not isinstance(spec, bool):
-            found = target.log.offset_for_timestamp(spec)
+            found = target.log.offset_for_timestamp(spec, self._decompression_budget)
             return high_watermark if found is None else min(found, high_watermark)
         raise InvalidConfigError(
             f"offset spec {spec!r}: use 'earliest', 'latest' or a timestamp in ms"
@@ -827,13 +827,17 @@ class Broker(BrokerLifecycle):
         ``timestamp_ms`` (Kafka's ListOffsets answers both); None when no readable record is
         that recent."""
         return self._readable_record(
-            topic, partition, lambda log: log.record_for_timestamp(timestamp_ms)
+            topic,
+            partition,
+            lambda log: log.record_for_timestamp(timestamp_ms, self._decompression_budget),
         )
 
     def record_with_max_timestamp(self, topic: str, partition: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first committed record holding the partition's largest
         timestamp (ListOffsets MAX_TIMESTAMP); None without readable records."""
-        return self._readable_record(topic, partition, DataLog.record_with_max_timestamp)
+        return self._readable_record(
+            topic, partition, lambda log: log.record_with_max_timestamp(self._decompression_budget)
+        )
 
     def _readable_record(
         self,

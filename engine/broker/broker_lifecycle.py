@@ -55,6 +55,7 @@ from twinlog.engine.broker.seam_adapters import (
 )
 from twinlog.engine.broker.topic_manager import TopicManager
 from twinlog.engine.broker.txn_journal_migration import migrate_txn_journals
+from twinlog.engine.records.decompression_budget import DecompressionBudget
 from twinlog.engine.replication.replication_settings import ReplicationSettings
 from twinlog.engine.transactions.id_allocator import LocalIdSource
 from twinlog.engine.transactions.id_source import IdSource
@@ -97,6 +98,7 @@ class BrokerLifecycle:
     replication: ReplicationSettings
     membership: Membership
     scheduler: Scheduler
+    _decompression_budget: DecompressionBudget
     transaction_timings: TransactionTimings
     transaction_coordinators: TransactionCoordinators
     _sole_member: bool
@@ -273,6 +275,7 @@ class BrokerLifecycle:
                     partitions=self.partition_manager.all,
                     should_stop=self.scheduler.is_stopping,
                     expire_group_members=self.consumer_groups.membership.expire,
+                    decompression_budget=self._decompression_budget,
                 ),
                 *self.topic_manager.cluster_tasks(),
                 *self.partition_manager.tasks(),

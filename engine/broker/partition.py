@@ -73,6 +73,7 @@ from twinlog.engine.broker.transaction_gate import GateEntry, TransactionGate
 from twinlog.engine.log import CompactionReport, DataLog, LogConfig, compact
 from twinlog.engine.log.high_watermark import HighWatermark, batches_below
 from twinlog.engine.records.batch_format import NO_PRODUCER_ID, BatchHeader, read_header
+from twinlog.engine.records.decompression_budget import DecompressionBudget
 from twinlog.engine.replication.fetch_calls import (
     LogKind,
 )
@@ -466,12 +467,20 @@ class Partition(PartitionReplica):
             self.transaction_gate.forget(transaction_id)
         self._forget_transaction(transaction_id)
 
-    def compact_log(self, should_stop: Callable[[], bool] | None = None) -> CompactionReport:
+    def compact_log(
+        self,
+        should_stop: Callable[[], bool] | None = None,
+        budget: DecompressionBudget | None = None,
+    ) -> CompactionReport:
         """Compact the data log (cleanup.policy compact), leaving alone the batches of a copy
         not yet recorded as APPLIED: the copier's crash recovery recognises them in the log
-        by every header field, which compaction would change."""
+        by every header field, which compaction would change. Each batch it decompresses is
+        charged to ``budget`` (the broker's) meanwhile."""
         return compact(
-            self.log, protected_from_offset=self._applying_start_offset, should_stop=should_stop
+            self.log,
+            protected_from_offset=self._applying_start_offset,
+            should_stop=should_stop,
+            budget=budget,
         )
 
     def apply_retention(self, now_ms: int | None = None) -> int:

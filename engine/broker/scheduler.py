@@ -30,6 +30,7 @@ from twinlog.engine.broker.config import BrokerConfig
 from twinlog.engine.broker.partition import Partition
 from twinlog.engine.log import LogConfig
 from twinlog.engine.log.config import FLUSH_INTERVAL
+from twinlog.engine.records.decompression_budget import DecompressionBudget
 from twinlog.engine.transactions.coordinator import Coordinator
 from twinlog.journal import JournalLogs
 
@@ -90,6 +91,7 @@ def broker_tasks(
     partitions: PartitionsSnapshot,
     should_stop: Callable[[], bool],
     expire_group_members: Callable[[], None],
+    decompression_budget: DecompressionBudget | None = None,
 ) -> list[ScheduledTask]:
     """The broker's background tasks, in the order of the table above."""
 
@@ -115,7 +117,7 @@ def broker_tasks(
         ScheduledTask(
             "compaction",
             every(config.compaction_check_interval_ms),
-            lambda: compact_logs(partitions(), should_stop),
+            lambda: compact_logs(partitions(), should_stop, decompression_budget),
         ),
         ScheduledTask(
             "log-flush",
@@ -151,11 +153,15 @@ def apply_retention(partitions: Iterable[Partition]) -> None:
         partition.apply_retention()
 
 
-def compact_logs(partitions: Iterable[Partition], should_stop: Callable[[], bool]) -> None:
+def compact_logs(
+    partitions: Iterable[Partition],
+    should_stop: Callable[[], bool],
+    budget: DecompressionBudget | None = None,
+) -> None:
     for partition in partitions:
         if partition.log.config.compacts and not should_stop():
             try:  # one damaged partition must not stop the others' compaction
-                partition.compact_log(should_stop=should_stop)
+                partition.compact_log(should_stop=should_stop, budget=budget)
             except Exception:
                 log.exception("compacting %s failed; it will be tried again", partition.name)
 

@@ -126,7 +126,13 @@ from twinlog.engine.log.compaction_files import CleanedSegmentWriter
 from twinlog.engine.log.scan import ScanResult, iter_valid_batches
 from twinlog.engine.log.segment import Segment, wall_clock_ms
 from twinlog.engine.log.segment_index import RELATIVE_OFFSET_MAX
-from twinlog.engine.records.batch_format import NO_PRODUCER_ID, BatchHeader, read_header
+from twinlog.engine.records.batch_format import (
+    NO_PRODUCER_ID,
+    RECORDS_OFFSET,
+    BatchHeader,
+    read_header,
+)
+from twinlog.engine.records.decompression_budget import DecompressionBudget, section_reserved
 from twinlog.engine.records.rewrite import (
     RecordSpan,
     filler_batch,
@@ -209,6 +215,7 @@ def compact(
     *,
     protected_from_offset: Callable[[], int | None] | None = None,
     should_stop: Callable[[], bool] | None = None,
+    budget: DecompressionBudget | None = None,
 ) -> CompactionReport:
     """Compact ``log``'s sealed segments if it is compacted and dirty enough (module doc).
 
@@ -218,6 +225,8 @@ def compact(
     segments are chosen and before each swap. ``should_stop`` is polled between
     batches: True drops the work, changing nothing. Raises CorruptLogError if a sealed
     segment is damaged, OSError (e.g. DiskFullError's cause) likewise, changing nothing.
+    Each batch's records are charged to ``budget`` while decompressed (a spent budget:
+    NotEnoughResourcesError, changing nothing; the next round tries again).
     Compaction reaches the log only through its compaction API (``compaction_turn``,
     ``segments_view``, ``replace_segments``); the log knows nothing of compaction.
     """
@@ -228,7 +237,7 @@ def compact(
         if refused:
             return CompactionReport(skipped=refused)
         report = CompactionReport()
-        _plan_and_run(log, now_ms, protected_from_offset, should_stop, report)
+        _plan_and_run(log, now_ms, protected_from_offset, should_stop, report, budget=budget)
         # The groups were formed from the sizes before cleaning: the cleaned segments
         # are smaller and may now fit together. Merge them now rather than at the next
         # compaction, which needs new dirty bytes to happen. Only up to where the first
@@ -237,7 +246,15 @@ def compact(
         merge_end_offset = report.first_dirty_offset
         while report.segments_written > 0 and not report.skipped:
             merge = CompactionReport(dirty_ratio=report.dirty_ratio)
-            _plan_and_run(log, now_ms, protected_from_offset, should_stop, merge, merge_end_offset)
+            _plan_and_run(
+                log,
+                now_ms,
+                protected_from_offset,
+                should_stop,
+                merge,
+                merge_end_offset,
+                budget=budget,
+            )
             if merge.skipped or merge.segments_written == 0:
                 break
             merge.first_dirty_offset = max(merge.first_dirty_offset, report.first_dirty_offset)
@@ -254,6 +271,8 @@ def _plan_and_run(
     should_stop: Callable[[], bool] | None,
     report: CompactionReport,
     merge_end_offset: int | None = None,
+    *,
+    budget: DecompressionBudget | None,
 ) -> None:
     """One compaction of the run, into ``report``. With ``merge_end_offset``: of the run up
     to that offset, only if it merges segments, dirty or not."""
@@ -264,7 +283,7 @@ def _plan_and_run(
         report.skipped = planned
         return
     try:
-        _run(log, planned, now_ms, protected_from_offset, should_stop, report)
+        _run(log, planned, now_ms, protected_from_offset, should_stop, report, budget)
     except _Stopped:
         report.skipped = "stopped: the log closed or the owner stops"
     finally:
@@ -368,6 +387,7 @@ def _run(
     protected_from_offset: Callable[[], int | None] | None,
     should_stop: Callable[[], bool] | None,
     report: CompactionReport,
+    budget: DecompressionBudget | None,
 ) -> None:
     if not report.dirty_ratio:
         report.dirty_ratio = plan.dirty_ratio
@@ -378,7 +398,7 @@ def _run(
 
     latest = _Latest()
     for source in plan.sources:
-        for _, header, spans in _batches_with_records(source, check_stop):
+        for _, header, spans in _batches_with_records(source, check_stop, budget):
             for span in spans:
                 if span.key is not None:
                     latest.offset_by_key[span.key] = span.offset
@@ -386,7 +406,7 @@ def _run(
                 latest.last_batch_by_producer[header.producer_id] = header.base_offset
     compacted_to = plan.first_dirty_offset
     for group in plan.groups:
-        writer = _write_group(log, group, latest, now_ms, report, check_stop)
+        writer = _write_group(log, group, latest, now_ms, report, check_stop, budget)
         if writer is not None:
             if not _swap(log, plan, group, writer, protected_from_offset):
                 report.skipped = "the log changed under the compaction; the next run starts over"
@@ -412,21 +432,29 @@ def _run(
     )
 
 
+def _section_of(batch: memoryview, header: BatchHeader) -> memoryview:
+    """The batch's records section as stored (compressed or not)."""
+    return batch[RECORDS_OFFSET : header.size_bytes]
+
+
 def _is_idempotent(header: BatchHeader) -> bool:
     return header.producer_id != NO_PRODUCER_ID and header.base_sequence >= 0
 
 
 def _batches_with_records(
-    source: _Source, check_stop: Callable[[], None]
+    source: _Source, check_stop: Callable[[], None], budget: DecompressionBudget | None
 ) -> Iterator[tuple[memoryview, BatchHeader, list[RecordSpan]]]:
-    """Each batch of ``source`` (CRC and offsets checked) with its records' spans."""
+    """Each batch of ``source`` (CRC and offsets checked) with its records' spans (the
+    section charged to ``budget`` while it is decompressed and decoded)."""
     segment = source.segment
     result = ScanResult(0, segment.base_offset)
     for position, header, batch in iter_valid_batches(source.fd, 0, source.size_bytes, result):
         check_stop()
         try:
-            section = records_section(batch, header) if header.record_count else b""
-            spans = list(iter_record_spans(section, header))
+            spans = []
+            if header.record_count:  # the spans hold copies of their keys, not the section
+                with section_reserved(budget, header.codec, _section_of(batch, header)):
+                    spans = list(iter_record_spans(records_section(batch, header), header))
         except CorruptBatchError as error:
             raise CorruptLogError(
                 f"{segment.path}: the records of the batch at position {position} do not "
@@ -479,6 +507,7 @@ def _write_group(
     now_ms: int,
     report: CompactionReport,
     check_stop: Callable[[], None],
+    budget: DecompressionBudget | None,
 ) -> CleanedSegmentWriter | None:
     """Write the group's cleaned segment (fsynced, not committed); None if nothing changes."""
     config = log.config
@@ -499,7 +528,7 @@ def _write_group(
 
     try:
         for source in group:
-            for batch, header, spans in _batches_with_records(source, check_stop):
+            for batch, header, spans in _batches_with_records(source, check_stop, budget):
                 kept = []
                 for span in spans:
                     if span.key is not None and latest.offset_by_key[span.key] != span.offset:
@@ -528,7 +557,8 @@ def _write_group(
                 if len(kept) == len(spans):
                     writer.append(batch, header)  # unchanged: the bytes as they are
                 else:
-                    rebuilt = rebuild_batch(header, records_section(batch, header), kept)
+                    with section_reserved(budget, header.codec, _section_of(batch, header)):
+                        rebuilt = rebuild_batch(header, records_section(batch, header), kept)
                     writer.append(rebuilt, read_header(rebuilt))
                     batches_rewritten += 1
                     changed = True

@@ -78,6 +78,7 @@ from twinlog.engine.records.batch_format import (
     validate_batch,
     with_log_position,
 )
+from twinlog.engine.records.decompression_budget import DecompressionBudget
 
 
 class DataLog:
@@ -742,20 +743,27 @@ class DataLog:
     def last_batch_header(self) -> BatchHeader | None:
         return self._segment_list.snapshot().last_header
 
-    def offset_for_timestamp(self, timestamp_ms: int) -> int | None:
+    def offset_for_timestamp(
+        self, timestamp_ms: int, budget: DecompressionBudget | None = None
+    ) -> int | None:
         """Offset of the first record whose timestamp is >= ``timestamp_ms``, or None."""
-        found = self.record_for_timestamp(timestamp_ms)
+        found = self.record_for_timestamp(timestamp_ms, budget)
         return None if found is None else found[0]
 
-    def record_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
+    def record_for_timestamp(
+        self, timestamp_ms: int, budget: DecompressionBudget | None = None
+    ) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record whose timestamp is >= ``timestamp_ms``
-        (Kafka's ListOffsets answers both), or None."""
-        return self._segment_list.record_for_timestamp(timestamp_ms)
+        (Kafka's ListOffsets answers both), or None. The batch whose records are read is
+        charged to ``budget`` (the broker's) while it is decompressed."""
+        return self._segment_list.record_for_timestamp(timestamp_ms, budget)
 
-    def record_with_max_timestamp(self) -> tuple[int, int] | None:
+    def record_with_max_timestamp(
+        self, budget: DecompressionBudget | None = None
+    ) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record holding the largest timestamp (Kafka's
         ListOffsets MAX_TIMESTAMP), or None for a log without records."""
-        return self._segment_list.record_with_max_timestamp()
+        return self._segment_list.record_with_max_timestamp(budget)
 
     def size_bytes(self) -> int:
         return self._segment_list.snapshot().size_bytes()

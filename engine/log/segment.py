@@ -49,8 +49,14 @@ from twinlog.engine.log.files import (
 from twinlog.engine.log.headers import iter_headers
 from twinlog.engine.log.scan import ScanResult, scan_batches
 from twinlog.engine.log.segment_index import IndexDamagedError, SegmentIndex
-from twinlog.engine.records.batch_format import NO_TIMESTAMP, BatchHeader, validate_batch
+from twinlog.engine.records.batch_format import (
+    NO_TIMESTAMP,
+    RECORDS_OFFSET,
+    BatchHeader,
+    validate_batch,
+)
 from twinlog.engine.records.batch_reader import iter_batches
+from twinlog.engine.records.decompression_budget import DecompressionBudget, section_reserved
 
 logger = logging.getLogger(__name__)
 
@@ -634,17 +640,22 @@ class Segment:
             )
         return data
 
-    def record_for_timestamp(self, timestamp_ms: int, end_position: int) -> tuple[int, int] | None:
+    def record_for_timestamp(
+        self, timestamp_ms: int, end_position: int, budget: DecompressionBudget | None = None
+    ) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record here whose timestamp is >=
         ``timestamp_ms`` (Kafka's ListOffsets): the first batch whose max timestamp is,
-        then its first such record (an earlier record of that batch may be older)."""
+        then its first such record (an earlier record of that batch may be older). The
+        batch is charged to ``budget`` while it is decompressed."""
         entry = self.index.entry_before_timestamp(timestamp_ms)
         for position, header in self._walk(entry, end_position):
             if header.max_timestamp_ms >= timestamp_ms:
                 for batch in iter_batches(self.read(position, header.size_bytes)):
-                    for record in batch.records():
-                        if record.timestamp_ms >= timestamp_ms:
-                            return record.offset, record.timestamp_ms
+                    section = batch.buffer[RECORDS_OFFSET:]
+                    with section_reserved(budget, batch.header.codec, section):
+                        for record in batch.records():
+                            if record.timestamp_ms >= timestamp_ms:
+                                return record.offset, record.timestamp_ms
                 # not reached: the max is one of its records
                 return header.base_offset, header.max_timestamp_ms
         return None

@@ -62,6 +62,7 @@ from twinlog.engine.log.segment_reads import (
 )
 from twinlog.engine.log.segments_view import SegmentsView
 from twinlog.engine.records.batch_format import BatchHeader
+from twinlog.engine.records.decompression_budget import DecompressionBudget
 
 logger = logging.getLogger(__name__)
 
@@ -554,11 +555,15 @@ class SegmentList:
     def iter_headers(self, from_offset: int) -> Iterator[BatchHeader]:
         return iter_headers(self.snapshot(), from_offset, self._rebuild_index)
 
-    def record_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
-        return record_for_timestamp(self.snapshot(), timestamp_ms, self._rebuild_index)
+    def record_for_timestamp(
+        self, timestamp_ms: int, budget: DecompressionBudget | None = None
+    ) -> tuple[int, int] | None:
+        return record_for_timestamp(self.snapshot(), timestamp_ms, self._rebuild_index, budget)
 
-    def record_with_max_timestamp(self) -> tuple[int, int] | None:
-        return record_with_max_timestamp(self.snapshot(), self._rebuild_index)
+    def record_with_max_timestamp(
+        self, budget: DecompressionBudget | None = None
+    ) -> tuple[int, int] | None:
+        return record_with_max_timestamp(self.snapshot(), self._rebuild_index, budget)
 
     def _rebuild_index(self, segment: Segment, damaged: object, why: str) -> None:
         with self.write_lock:

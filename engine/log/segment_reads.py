@@ -26,6 +26,7 @@ from twinlog.engine.base.errors import CorruptBatchError, CorruptLogError, Offse
 from twinlog.engine.log.segment import Segment
 from twinlog.engine.log.segment_index import IndexDamagedError
 from twinlog.engine.records.batch_format import NO_TIMESTAMP, BatchHeader, validate_batch
+from twinlog.engine.records.decompression_budget import DecompressionBudget
 
 Result = TypeVar("Result")
 # (segment, the index found damaged, why): rebuild the segment's indexes unless another
@@ -144,7 +145,10 @@ def _headers_from(
 
 
 def record_for_timestamp(
-    state: Published, timestamp_ms: int, rebuild: RebuildIndex
+    state: Published,
+    timestamp_ms: int,
+    rebuild: RebuildIndex,
+    budget: DecompressionBudget | None = None,
 ) -> tuple[int, int] | None:
     """(offset, timestamp) of the first record whose timestamp is >= ``timestamp_ms``, or
     None (an offset below the log start, in a segment retention cut, is the log start)."""
@@ -153,14 +157,18 @@ def record_for_timestamp(
         if end_position == 0 or segment.tail().max_timestamp_ms < timestamp_ms:
             continue  # nothing here reaches it (timestamps need not grow across segments)
         found = repairing(
-            segment, partial(segment.record_for_timestamp, timestamp_ms, end_position), rebuild
+            segment,
+            partial(segment.record_for_timestamp, timestamp_ms, end_position, budget),
+            rebuild,
         )
         if found is not None:
             return max(found[0], state.log_start_offset), found[1]
     return None
 
 
-def record_with_max_timestamp(state: Published, rebuild: RebuildIndex) -> tuple[int, int] | None:
+def record_with_max_timestamp(
+    state: Published, rebuild: RebuildIndex, budget: DecompressionBudget | None = None
+) -> tuple[int, int] | None:
     """(offset, timestamp) of the first record holding the log's largest timestamp (Kafka's
     ListOffsets MAX_TIMESTAMP, KIP-734), or None for a log without records: the segments'
     summaries name the largest, the time index finds its first record."""
@@ -174,7 +182,7 @@ def record_with_max_timestamp(state: Published, rebuild: RebuildIndex) -> tuple[
     )
     if largest == NO_TIMESTAMP:
         return None
-    return record_for_timestamp(state, largest, rebuild)
+    return record_for_timestamp(state, largest, rebuild, budget)
 
 
 def find_batch(

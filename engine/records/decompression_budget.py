@@ -1,11 +1,13 @@
-"""A broker-wide bound on decompressed records sections held at once by produce requests.
+"""A broker-wide bound on decompressed records sections held at once: by produce
+requests' checks, by ListOffsets by timestamp, and by compaction.
 
-Each request's section is bounded by ``batch_decompressed_bytes_max``; this bounds their
+Each produced section is bounded by ``batch_decompressed_bytes_max``; this bounds their
 sum, so that many requests at once (128 worker threads, from both doors: gRPC and Kafka)
 cannot add up to gigabytes. A request reserves what its section decompresses to (what
 it declares, or what it was counted to in dropped pieces: ``compression``) before
 holding it; when the budget is spent it waits a little for others to finish, then is
-refused as retriable.
+refused as retriable. A stored batch read back (``reserve_section``) is charged the same
+way, so readers and writers share the one bound.
 
 Thread rule: any thread; the condition guards ``_reserved_bytes`` and
 ``_peak_reserved_bytes``.
@@ -19,6 +21,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from twinlog.engine.base.errors import NotEnoughResourcesError
+from twinlog.engine.records.compression import (
+    CODEC_NONE,
+    DECOMPRESSED_BYTES_MAX,
+    decompressed_size,
+)
 
 WAIT_MS_DEFAULT = 5_000
 
@@ -63,3 +70,27 @@ class DecompressionBudget:
             with self._changed:
                 self._reserved_bytes -= size_bytes
                 self._changed.notify_all()
+
+    @contextmanager
+    def reserve_section(self, codec: int, section: bytes | memoryview) -> Iterator[None]:
+        """Hold what a stored records section decompresses to (declared, else counted in
+        dropped pieces, up to ``compression.DECOMPRESSED_BYTES_MAX``) while the block
+        decompresses it; nothing for an uncompressed one (read in place)."""
+        if codec == CODEC_NONE:
+            yield
+            return
+        with self.reserve(decompressed_size(codec, section, DECOMPRESSED_BYTES_MAX)):
+            yield
+
+
+@contextmanager
+def section_reserved(
+    budget: DecompressionBudget | None, codec: int, section: bytes | memoryview
+) -> Iterator[None]:
+    """``budget.reserve_section``, or nothing without a budget (a log opened outside a
+    broker: tools, tests)."""
+    if budget is None:
+        yield
+        return
+    with budget.reserve_section(codec, section):
+        yield
