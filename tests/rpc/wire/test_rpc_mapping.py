@@ -410,7 +410,10 @@ def test_transactional_id_grants(tmp_path: Path) -> None:
     assert Guard(None, None, mutual_tls=False).may_describe_transactional_id(alice, "other")
     for line, message in (
         ("alice read transactional-id:x\n", "'read' does not apply to transactional ids"),
-        ("alice describe orders\n", "write 'alice describe transactional-id:orders'"),
+        (
+            "alice write group:orders\n",
+            "write 'alice write orders' or 'alice write transactional-id:orders'",
+        ),
         ("alice write transactional-id:\n", "pattern is empty"),
     ):
         with pytest.raises(InvalidConfigError, match=message):
