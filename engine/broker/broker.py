@@ -447,6 +447,7 @@ class Broker(BrokerLifecycle):
         batch: bytes,
         attempt: str = "",
         transaction_id: int = NO_TRANSACTION_ID,
+        current_leader_epoch: int = NO_EPOCH,
     ) -> ProduceResult:
         """Append a plain batch to the data log, or journal a transactional one.
 
@@ -454,9 +455,12 @@ class Broker(BrokerLifecycle):
         Spark sink); a commit naming attempts applies only theirs. ``transaction_id``
         names the transaction of a transactional batch (the batch carries only the
         transactional bit, as in Kafka); when not given, the producer's open one.
+        ``current_leader_epoch``, when given, is checked first (``client_leader_epoch``).
         """
         self._check_open()
         target = self.partition(TopicPartition(topic, partition))
+        if current_leader_epoch != NO_EPOCH:
+            target.epochs.check_leader_epoch(current_leader_epoch)
         header = check_produced_batch(target, batch, self.config, self._decompression_budget)
         check_request_matches_batch(header, transaction_id, attempt)
         if not header.is_transactional:
@@ -733,13 +737,18 @@ class Broker(BrokerLifecycle):
         max_bytes: int = MEBIBYTE,
         max_wait_ms: int = 0,
         min_bytes: int = 1,
+        current_leader_epoch: int = NO_EPOCH,
     ) -> FetchResult:
+        """Records from ``offset`` (committed ones only); ``current_leader_epoch``, when
+        given, is checked first (``client_leader_epoch``)."""
         self._check_open()
         if max_bytes <= 0:
             raise InvalidConfigError(f"max_bytes must be > 0, got {max_bytes}")
-        return self.partition(TopicPartition(topic, partition)).fetch(
-            offset, max_bytes, max_wait_ms, min_bytes
-        )
+        target = self.partition(TopicPartition(topic, partition))
+        if current_leader_epoch != NO_EPOCH:
+            target.check_serves_clients()
+            target.epochs.check_leader_epoch(current_leader_epoch)
+        return target.fetch(offset, max_bytes, max_wait_ms, min_bytes)
 
     def wait_for_records(
         self, positions: Sequence[tuple[TopicPartition, int]], max_wait_ms: int

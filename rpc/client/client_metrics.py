@@ -35,7 +35,7 @@ from concurrent.futures import Future
 from typing import Any, TypeVar
 
 from twinlog.engine.base.types import FetchResult, ProduceResult, TopicPartition
-from twinlog.engine.records.batch_format import NO_TRANSACTION_ID
+from twinlog.engine.records.batch_format import NO_PARTITION_LEADER_EPOCH, NO_TRANSACTION_ID
 from twinlog.rpc.client.accumulator import ProducerBatch
 from twinlog.rpc.client.produce_stream import ProducePipe
 
@@ -129,11 +129,16 @@ class MeasuredPipe:
         self._metrics = metrics
 
     def submit(
-        self, topic: str, partition: int, batch: bytes, transaction_id: int = NO_TRANSACTION_ID
+        self,
+        topic: str,
+        partition: int,
+        batch: bytes,
+        transaction_id: int = NO_TRANSACTION_ID,
+        current_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
     ) -> Future[ProduceResult]:
         self._metrics.requested(len(batch))
         started_s = time.monotonic()
-        future = self._pipe.submit(topic, partition, batch, transaction_id)
+        future = self._pipe.submit(topic, partition, batch, transaction_id, current_leader_epoch)
         future.add_done_callback(
             lambda _: self._metrics.answered((time.monotonic() - started_s) * 1000)
         )

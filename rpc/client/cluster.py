@@ -100,7 +100,7 @@ from twinlog.engine.groups.group_calls import (
     GroupListing,
     GroupMemberRef,
 )
-from twinlog.engine.records.batch_format import NO_TRANSACTION_ID
+from twinlog.engine.records.batch_format import NO_PARTITION_LEADER_EPOCH, NO_TRANSACTION_ID
 from twinlog.rpc.client.bootstrap import parse_bootstrap
 from twinlog.rpc.client.broker_pool import BrokerPool, NodeBroker, NodeOpener
 from twinlog.rpc.client.call_deadline import (
@@ -211,14 +211,25 @@ class ClusterBroker:
     # --- where calls go ------------------------------------------------------------------
 
     def leader_address(self, topic: str, partition: int) -> str:
-        """Where ``topic``-``partition``'s calls go now. A partition without a known live
-        leader goes to the home broker, whose answer (NotLeaderOrFollowerError, retriable,
-        or UnknownTopicOrPartitionError) says what to do."""
+        """Where ``topic``-``partition``'s calls go now (``leader_route``)."""
+        return self.leader_route(topic, partition)[0]
+
+    def leader_route(self, topic: str, partition: int) -> tuple[str, int]:
+        """Where ``topic``-``partition``'s calls go now, and the leader epoch the metadata
+        names for it, sent with produce and fetch calls so that a broker whose leadership
+        the metadata does not describe refuses them (FencedLeaderEpochError: the metadata
+        is stale; UnknownLeaderEpochError: the broker has not learnt of it yet). A partition
+        without a known live leader goes to the home broker, whose answer
+        (NotLeaderOrFollowerError, retriable, or UnknownTopicOrPartitionError) says what to
+        do; a single node and a partition without a leader send no epoch."""
         snapshot = self.metadata.current(topic)
         if snapshot.metadata.standalone:
-            return snapshot.answered_by
+            return snapshot.answered_by, NO_PARTITION_LEADER_EPOCH
         leader = snapshot.metadata.leader(topic, partition)
-        return self.metadata.home() if leader is None else leader.address
+        found = snapshot.metadata.partition(topic, partition)
+        if leader is None or found is None:
+            return self.metadata.home(), NO_PARTITION_LEADER_EPOCH
+        return leader.address, found.leader_epoch
 
     def _deadline_s(self, extra_wait_ms: int = 0) -> float:
         own_s = time.monotonic() + (self.options.request_timeout_ms + extra_wait_ms) / 1000
@@ -229,19 +240,20 @@ class ClusterBroker:
         self,
         topic: str,
         partition: int,
-        call: Callable[[NodeBroker], Result],
+        call: Callable[[NodeBroker, int], Result],
         extra_wait_ms: int = 0,
     ) -> Result:
-        """``call`` on the partition's leader, routed again after a ROUTING_ERRORS answer
-        (not before a refresh is allowed: asking the same broker again would be in vain)."""
+        """``call(broker, leader_epoch)`` on the partition's leader, routed again after a
+        ROUTING_ERRORS answer (not before a refresh is allowed: asking the same broker
+        again would be in vain)."""
         address = ""
 
         def attempt() -> Result:
             nonlocal address
             address = ""
             try:
-                address = self.leader_address(topic, partition)
-                return call(self.pool.get(address))
+                address, leader_epoch = self.leader_route(topic, partition)
+                return call(self.pool.get(address), leader_epoch)
             except STALE_METADATA_ERRORS as error:
                 # A moved leader, or a stalled one (timed out: not sent again, the call's
                 # time is spent): ask where it leads now.
@@ -521,16 +533,20 @@ class ClusterBroker:
         batch: bytes,
         attempt: str = "",
         transaction_id: int = NO_TRANSACTION_ID,
+        current_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
     ) -> ProduceResult:
+        # ``current_leader_epoch``: the caller's is ignored, the routing's own is sent
         return self._on_leader(
             topic,
             partition,
-            lambda broker: broker.produce(topic, partition, batch, attempt, transaction_id),
+            lambda broker, leader_epoch: broker.produce(
+                topic, partition, batch, attempt, transaction_id, leader_epoch
+            ),
         )
 
     def open_produce_stream(self) -> ClusterProducePipe:
         return ClusterProducePipe(
-            self.leader_address,
+            self.leader_route,
             lambda address: self.pool.get(address).open_produce_stream(),
             self._routing_failed,
         )
@@ -642,19 +658,21 @@ class ClusterBroker:
         max_bytes: int = 1 << 20,
         max_wait_ms: int = 0,
         min_bytes: int = 1,
+        current_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
     ) -> FetchResult:
+        # ``current_leader_epoch``: the caller's is ignored, the routing's own is sent
         return self._on_leader(
             topic,
             partition,
-            lambda broker: broker.fetch(
-                topic, partition, offset, max_bytes, max_wait_ms, min_bytes
+            lambda broker, leader_epoch: broker.fetch(
+                topic, partition, offset, max_bytes, max_wait_ms, min_bytes, leader_epoch
             ),
             extra_wait_ms=max_wait_ms,
         )
 
     def list_offset(self, topic: str, partition: int, spec: str | int) -> int:
         return self._on_leader(
-            topic, partition, lambda broker: broker.list_offset(topic, partition, spec)
+            topic, partition, lambda broker, _epoch: broker.list_offset(topic, partition, spec)
         )
 
     def commit_offsets(
@@ -735,12 +753,14 @@ class ClusterBroker:
 
     def describe_producers(self, topic: str, partition: int) -> list[ProducerDescription]:
         return self._on_leader(
-            topic, partition, lambda broker: broker.describe_producers(topic, partition)
+            topic, partition, lambda broker, _epoch: broker.describe_producers(topic, partition)
         )
 
     def delete_records(self, topic: str, partition: int, before_offset: int) -> int:
         # Only the leader deletes; a retry after a moved leader is harmless (the start
         # never moves back, and the same offset again changes nothing).
         return self._on_leader(
-            topic, partition, lambda broker: broker.delete_records(topic, partition, before_offset)
+            topic,
+            partition,
+            lambda broker, _epoch: broker.delete_records(topic, partition, before_offset),
         )

@@ -30,7 +30,7 @@ from twinlog.engine.base.errors import (
     UnknownLeaderEpochError,
 )
 from twinlog.engine.base.types import ProduceResult
-from twinlog.engine.records.batch_format import NO_TRANSACTION_ID
+from twinlog.engine.records.batch_format import NO_PARTITION_LEADER_EPOCH, NO_TRANSACTION_ID
 from twinlog.rpc.client.produce_stream import ProducePipe
 
 # Answers that mean "ask again where the partition leads now": refresh the metadata.
@@ -51,11 +51,11 @@ STALE_METADATA_ERRORS: tuple[type[TwinlogError], ...] = (*ROUTING_ERRORS, Reques
 class ClusterProducePipe:
     def __init__(
         self,
-        route: Callable[[str, int], str],
+        route: Callable[[str, int], tuple[str, int]],
         open_pipe_at: Callable[[str], ProducePipe],
         on_routing_error: Callable[[str, TwinlogError], None],
     ) -> None:
-        """``route(topic, partition)``: the leader's address; ``open_pipe_at(address)``: a
+        """``route(topic, partition)``: the leader's address and epoch; ``open_pipe_at(address)``: a
         pipe to it; ``on_routing_error(address, error)``: mark the metadata stale (and
         the broker at ``address`` suspect, when it timed out or was unreachable)."""
         self._route = route
@@ -66,12 +66,20 @@ class ClusterProducePipe:
         self._closed = False
 
     def submit(
-        self, topic: str, partition: int, batch: bytes, transaction_id: int = NO_TRANSACTION_ID
+        self,
+        topic: str,
+        partition: int,
+        batch: bytes,
+        transaction_id: int = NO_TRANSACTION_ID,
+        current_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
     ) -> Future[ProduceResult]:
+        # ``current_leader_epoch``: the caller's is ignored, the routing's own is sent
         address = ""
         try:
-            address = self._route(topic, partition)
-            future = self._pipe_at(address).submit(topic, partition, batch, transaction_id)
+            address, leader_epoch = self._route(topic, partition)
+            future = self._pipe_at(address).submit(
+                topic, partition, batch, transaction_id, leader_epoch
+            )
         except TwinlogError as error:  # no metadata, a closed pipe: the sender decides
             future = Future()
             future.set_exception(error)

@@ -40,11 +40,11 @@ from twinlog.engine.base.errors import (
     RequestTimedOutError,
 )
 from twinlog.engine.base.types import ProduceResult
-from twinlog.engine.records.batch_format import NO_TRANSACTION_ID
+from twinlog.engine.records.batch_format import NO_PARTITION_LEADER_EPOCH, NO_TRANSACTION_ID
 from twinlog.rpc.client.request_size import check_produce_size
 from twinlog.rpc.generated.twinlog.v1 import produce_pb2
 from twinlog.rpc.wire.broker_api import BrokerApi
-from twinlog.rpc.wire.convert import wire_transaction_id
+from twinlog.rpc.wire.convert import wire_transaction_id, with_leader_epoch
 from twinlog.rpc.wire.errors import error_from_proto, error_from_rpc_error
 
 EMBEDDED_SENDER_THREADS = 4
@@ -57,7 +57,12 @@ Waiting = tuple[produce_pb2.ProduceRequest, "Future[ProduceResult]"]
 
 class ProducePipe(Protocol):
     def submit(
-        self, topic: str, partition: int, batch: bytes, transaction_id: int = NO_TRANSACTION_ID
+        self,
+        topic: str,
+        partition: int,
+        batch: bytes,
+        transaction_id: int = NO_TRANSACTION_ID,
+        current_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
     ) -> Future[ProduceResult]: ...
 
     def close(self, timeout_s: float | None = None) -> None: ...
@@ -218,7 +223,12 @@ class ProduceStream:
         self._closed = False
 
     def submit(
-        self, topic: str, partition: int, batch: bytes, transaction_id: int = NO_TRANSACTION_ID
+        self,
+        topic: str,
+        partition: int,
+        batch: bytes,
+        transaction_id: int = NO_TRANSACTION_ID,
+        current_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
     ) -> Future[ProduceResult]:
         future: Future[ProduceResult] = Future()
         try:
@@ -237,6 +247,7 @@ class ProduceStream:
                 correlation_id=correlation_id,
                 transaction_id=wire_transaction_id(transaction_id),
             )
+            with_leader_epoch(request, current_leader_epoch)
             if time.monotonic() < self._unary_until_s:
                 call = None
             else:
@@ -305,10 +316,20 @@ class ExecutorPipe:
         self._executor = ThreadPoolExecutor(threads, thread_name_prefix="twinlog-produce")
 
     def submit(
-        self, topic: str, partition: int, batch: bytes, transaction_id: int = NO_TRANSACTION_ID
+        self,
+        topic: str,
+        partition: int,
+        batch: bytes,
+        transaction_id: int = NO_TRANSACTION_ID,
+        current_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
     ) -> Future[ProduceResult]:
         return self._executor.submit(
-            self._broker.produce, topic, partition, batch, transaction_id=transaction_id
+            self._broker.produce,
+            topic,
+            partition,
+            batch,
+            transaction_id=transaction_id,
+            current_leader_epoch=current_leader_epoch,
         )
 
     def close(self, timeout_s: float | None = None) -> None:

@@ -44,7 +44,7 @@ from twinlog.engine.groups.group_calls import (
     GroupListing,
     GroupMemberRef,
 )
-from twinlog.engine.records.batch_format import NO_TRANSACTION_ID
+from twinlog.engine.records.batch_format import NO_PARTITION_LEADER_EPOCH, NO_TRANSACTION_ID
 from twinlog.rpc.client.call_deadline import request_timeout_s
 from twinlog.rpc.client.connection_options import ConnectionOptions
 from twinlog.rpc.client.produce_stream import ProduceStream
@@ -80,6 +80,7 @@ from twinlog.rpc.wire.convert import (
     topic_partitions_to_proto,
     transaction_from_proto,
     wire_transaction_id,
+    with_leader_epoch,
 )
 from twinlog.rpc.wire.errors import error_from_proto, error_from_rpc_error
 from twinlog.rpc.wire.group_convert import (
@@ -341,6 +342,7 @@ class RemoteBroker:
         batch: bytes,
         attempt: str = "",
         transaction_id: int = NO_TRANSACTION_ID,
+        current_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
     ) -> ProduceResult:
         check_produce_size(topic, batch)
         request = produce_pb2.ProduceRequest(
@@ -350,6 +352,7 @@ class RemoteBroker:
             attempt=attempt,
             transaction_id=wire_transaction_id(transaction_id),
         )
+        with_leader_epoch(request, current_leader_epoch)
         response = self._call(self.producing.Produce, request)
         return ProduceResult(response.base_offset, response.duplicate)
 
@@ -445,6 +448,7 @@ class RemoteBroker:
         max_bytes: int = 1 << 20,
         max_wait_ms: int = 0,
         min_bytes: int = 1,
+        current_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
     ) -> FetchResult:
         request = consume_pb2.FetchRequest(
             topic=topic,
@@ -454,6 +458,7 @@ class RemoteBroker:
             max_wait_ms=max_wait_ms,
             min_bytes=min_bytes,
         )
+        with_leader_epoch(request, current_leader_epoch)
         response = self._call(
             self.consuming.Fetch, request, timeout_s=self.timeout_s + max_wait_ms / 1000
         )

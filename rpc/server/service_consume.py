@@ -32,6 +32,7 @@ from twinlog.rpc.server.config import ServerConfig
 from twinlog.rpc.server.long_poll_slots import LongPollSlots
 from twinlog.rpc.wire.broker_api import BrokerApi
 from twinlog.rpc.wire.convert import (
+    leader_epoch_of_wire,
     offsets_from_proto,
     offsets_to_proto,
     topic_partitions_from_proto,
@@ -68,14 +69,22 @@ class ConsumingService(consume_pb2_grpc.ConsumingServicer):
         max_wait_ms = min(max(0, request.max_wait_ms), config.fetch_wait_ms_max)
         if max_wait_ms == 0:
             return self.broker.fetch(
-                request.topic, request.partition, request.offset, max_bytes=max_bytes
+                request.topic,
+                request.partition,
+                request.offset,
+                max_bytes=max_bytes,
+                current_leader_epoch=leader_epoch_of_wire(request),
             )
         owner = None if principal.name == ANONYMOUS else principal.name
         connection = context.peer() or "unknown"
         refusal = self.slots.try_take(owner, connection)
         if refusal is not None:
             now = self.broker.fetch(
-                request.topic, request.partition, request.offset, max_bytes=max_bytes
+                request.topic,
+                request.partition,
+                request.offset,
+                max_bytes=max_bytes,
+                current_leader_epoch=leader_epoch_of_wire(request),
             )
             if now.records:
                 return now
@@ -109,6 +118,7 @@ class ConsumingService(consume_pb2_grpc.ConsumingServicer):
                 max_bytes=max_bytes,
                 max_wait_ms=min(remaining_ms, config.long_poll_slice_ms),
                 min_bytes=min_bytes,
+                current_leader_epoch=leader_epoch_of_wire(request),
             )
             if (
                 len(result.records) >= min_bytes

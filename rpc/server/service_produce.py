@@ -28,6 +28,7 @@ from twinlog.rpc.server.decode import UndecodableRequest
 from twinlog.rpc.wire.broker_api import BrokerApi
 from twinlog.rpc.wire.convert import (
     counts_from_proto,
+    leader_epoch_of_wire,
     offsets_from_proto,
     topic_partitions_from_proto,
     transaction_id_of_wire,
@@ -71,6 +72,7 @@ class ProducingService(produce_pb2_grpc.ProducingServicer):
             batch,
             attempt=request.attempt,
             transaction_id=transaction_id_of_wire(request.transaction_id),
+            current_leader_epoch=leader_epoch_of_wire(request),
         )
         return produce_pb2.ProduceResponse(
             base_offset=result.base_offset,

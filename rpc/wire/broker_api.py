@@ -39,7 +39,7 @@ from twinlog.engine.groups.group_calls import (
     GroupListing,
     GroupMemberRef,
 )
-from twinlog.engine.records.batch_format import NO_TRANSACTION_ID
+from twinlog.engine.records.batch_format import NO_PARTITION_LEADER_EPOCH, NO_TRANSACTION_ID
 
 
 @runtime_checkable
@@ -104,10 +104,13 @@ class BrokerApi(Protocol):
         batch: bytes,
         attempt: str = "",
         transaction_id: int = NO_TRANSACTION_ID,
+        current_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
     ) -> ProduceResult:
         """``attempt`` tags a transactional batch with a writer's task attempt (Spark);
         ``transaction_id`` names the transaction a transactional batch belongs to (the
-        batch does not: Kafka's format has no such field)."""
+        batch does not: Kafka's format has no such field); ``current_leader_epoch``: the
+        leader epoch the caller's metadata names (older than the leader's:
+        FencedLeaderEpochError, newer: UnknownLeaderEpochError; the default: unchecked)."""
         ...
 
     def begin_transaction(
@@ -159,6 +162,7 @@ class BrokerApi(Protocol):
         max_bytes: int = 1 << 20,
         max_wait_ms: int = 0,
         min_bytes: int = 1,
+        current_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
     ) -> FetchResult: ...
 
     def list_offset(self, topic: str, partition: int, spec: str | int) -> int: ...

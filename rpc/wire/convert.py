@@ -14,8 +14,8 @@ from twinlog.engine.base.types import (
     TransactionState,
 )
 from twinlog.engine.broker.leader_elections import ElectionOutcome, ElectionResult
-from twinlog.engine.records.batch_format import NO_TRANSACTION_ID
-from twinlog.rpc.generated.twinlog.v1 import admin_pb2, common_pb2, produce_pb2
+from twinlog.engine.records.batch_format import NO_PARTITION_LEADER_EPOCH, NO_TRANSACTION_ID
+from twinlog.rpc.generated.twinlog.v1 import admin_pb2, common_pb2, consume_pb2, produce_pb2
 
 # ProduceRequest.transaction_id: proto3's default 0 means "not given" (no id is 0: ids
 # start at 1 << 8), so a client that does not know the field sends none.
@@ -28,6 +28,22 @@ def wire_transaction_id(transaction_id: int) -> int:
 
 def transaction_id_of_wire(value: int) -> int:
     return NO_TRANSACTION_ID if value == WIRE_NO_TRANSACTION_ID else value
+
+
+def leader_epoch_of_wire(request: produce_pb2.ProduceRequest | consume_pb2.FetchRequest) -> int:
+    """A request's ``current_leader_epoch``, NO_PARTITION_LEADER_EPOCH when it sent none (a
+    client from before the field, or one without metadata: not checked)."""
+    if request.HasField("current_leader_epoch"):
+        return request.current_leader_epoch
+    return NO_PARTITION_LEADER_EPOCH
+
+
+def with_leader_epoch(
+    request: produce_pb2.ProduceRequest | consume_pb2.FetchRequest, current_leader_epoch: int
+) -> None:
+    """Set ``current_leader_epoch`` unless it is NO_PARTITION_LEADER_EPOCH (left unset)."""
+    if current_leader_epoch != NO_PARTITION_LEADER_EPOCH:
+        request.current_leader_epoch = current_leader_epoch
 
 
 STATE_TO_PROTO: dict[TransactionState, int] = {

@@ -241,6 +241,7 @@ class FakeBroker:
         batch: bytes,
         attempt: str = "",
         transaction_id: int = -1,
+        current_leader_epoch: int = -1,
     ) -> ProduceResult:
         with self._lock:
             self.produce_calls += 1
@@ -348,6 +349,7 @@ class FakeBroker:
         max_bytes: int = 1 << 20,
         max_wait_ms: int = 0,
         min_bytes: int = 1,
+        current_leader_epoch: int = -1,
     ) -> FetchResult:
         with self._lock:
             tp = self._tp(topic, partition)

@@ -45,11 +45,13 @@ from twinlog.engine.base.cluster_metadata import (
 from twinlog.engine.base.errors import (
     BrokerUnavailableError,
     CoordinatorLoadInProgressError,
+    FencedLeaderEpochError,
     InvalidTxnStateError,
     NotCoordinatorError,
     NotLeaderOrFollowerError,
     RequestTimedOutError,
     TwinlogError,
+    UnknownLeaderEpochError,
     UnknownTopicOrPartitionError,
 )
 from twinlog.engine.base.types import (
@@ -81,6 +83,8 @@ class FakeCluster:
         self.broker_ids = list(broker_ids)
         self.cluster_id = cluster_id
         self.leaders: dict[tuple[str, int], int] = {}
+        self.leader_epochs: dict[tuple[str, int], int] = {}  # +1 at every leader move
+        self.sent_epochs: list[tuple[str, int]] = []  # (method, current_leader_epoch) sent
         self.logs: dict[tuple[str, int], list[bytes]] = {}
         self.down: set[str] = set()
         self.stalled: set[str] = set()  # paused: every call there times out
@@ -128,18 +132,22 @@ class FakeCluster:
         with self.lock:
             for partition, leader in enumerate(leaders):
                 self.leaders[(topic, partition)] = leader
+                self.leader_epochs[(topic, partition)] = 0
                 self.logs[(topic, partition)] = []
 
     def move_leader(self, topic: str, partition: int, leader: int) -> None:
         with self.lock:
             self.leaders[(topic, partition)] = leader
+            self.leader_epochs[(topic, partition)] += 1
 
     def truth(self) -> ClusterMetadata:
         topics: dict[str, list[PartitionMetadata]] = {}
         for (topic, partition), leader in sorted(self.leaders.items()):
             replicas = tuple(self.broker_ids)
             topics.setdefault(topic, []).append(
-                PartitionMetadata(partition, leader, 0, replicas, replicas)
+                PartitionMetadata(
+                    partition, leader, self.leader_epochs[(topic, partition)], replicas, replicas
+                )
             )
         brokers = tuple(
             BrokerEndpoint(
@@ -196,13 +204,20 @@ class FakeNode:
             time.sleep(timeout_s)
             raise RequestTimedOutError(f"DEADLINE_EXCEEDED: {self.address} is paused")
 
-    def _lead(self, topic: str, partition: int) -> tuple[str, int]:
+    def _lead(self, topic: str, partition: int, current_leader_epoch: int = -1) -> tuple[str, int]:
+        """Lock held. The partition's key if this node leads it and ``current_leader_epoch``
+        (when sent) is its epoch, as a broker checks them."""
         key = (topic, partition)
         leader = self.cluster.leaders.get(key)
         if leader is None:
             raise UnknownTopicOrPartitionError(f"no {topic}-{partition}")
         if leader != self.broker_id:
             raise NotLeaderOrFollowerError(f"broker {self.broker_id} does not lead {key}")
+        ours = self.cluster.leader_epochs[key]
+        if current_leader_epoch != -1 and current_leader_epoch < ours:
+            raise FencedLeaderEpochError(f"{key}: epoch {current_leader_epoch} < {ours}")
+        if current_leader_epoch > ours:
+            raise UnknownLeaderEpochError(f"{key}: epoch {current_leader_epoch} > {ours}")
         return key
 
     def close(self) -> None:
@@ -222,11 +237,18 @@ class FakeNode:
         return metadata
 
     def produce(
-        self, topic: str, partition: int, batch: bytes, attempt: str = "", transaction_id: int = -1
+        self,
+        topic: str,
+        partition: int,
+        batch: bytes,
+        attempt: str = "",
+        transaction_id: int = -1,
+        current_leader_epoch: int = -1,
     ) -> ProduceResult:
         self._enter("produce")
         with self.cluster.lock:
-            key = self._lead(topic, partition)
+            self.cluster.sent_epochs.append(("produce", current_leader_epoch))
+            key = self._lead(topic, partition, current_leader_epoch)
             log = self.cluster.logs[key]
             if batch in log:
                 return ProduceResult(log.index(batch), duplicate=True)
@@ -247,10 +269,12 @@ class FakeNode:
         max_bytes: int = 1 << 20,
         max_wait_ms: int = 0,
         min_bytes: int = 1,
+        current_leader_epoch: int = -1,
     ) -> FetchResult:
         self._enter("fetch")
         with self.cluster.lock:
-            key = self._lead(topic, partition)
+            self.cluster.sent_epochs.append(("fetch", current_leader_epoch))
+            key = self._lead(topic, partition, current_leader_epoch)
             return FetchResult(
                 b"".join(self.cluster.logs[key][offset:]), 0, len(self.cluster.logs[key])
             )

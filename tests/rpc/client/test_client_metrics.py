@@ -97,7 +97,12 @@ def test_a_measured_pipe_times_answers_and_counts_bytes() -> None:
 
     class HeldPipe:
         def submit(
-            self, topic: str, partition: int, batch: bytes, transaction_id: int = -1
+            self,
+            topic: str,
+            partition: int,
+            batch: bytes,
+            transaction_id: int = -1,
+            current_leader_epoch: int = -1,
         ) -> Future[ProduceResult]:
             answers.append(Future())
             return answers[-1]

@@ -76,6 +76,35 @@ def test_a_moved_leader_is_followed_after_one_refresh(
     assert len(cluster.calls_of("cluster_metadata")) == 2
 
 
+def test_produce_and_fetch_carry_the_leader_epoch_their_metadata_names(
+    cluster: FakeCluster, broker: ClusterBroker
+) -> None:
+    cluster.move_leader("orders", 1, 3)
+    cluster.move_leader("orders", 1, 2)  # back: epoch 2
+    broker.produce("orders", 0, b"a")
+    broker.produce("orders", 1, b"b")
+    broker.fetch("orders", 1, 0)
+    pipe = broker.open_produce_stream()  # the producer's path
+    try:
+        pipe.submit("orders", 1, b"c").result(5)
+    finally:
+        pipe.close(5)
+    assert cluster.sent_epochs == [("produce", 0), ("produce", 2), ("fetch", 2), ("produce", 2)]
+
+
+def test_a_leader_that_lost_and_regained_its_partition_fences_stale_metadata(
+    cluster: FakeCluster, broker: ClusterBroker
+) -> None:
+    broker.produce("orders", 0, b"first")  # the metadata is kept: broker 1, epoch 0
+    cluster.move_leader("orders", 0, 2)
+    cluster.move_leader("orders", 0, 1)  # broker 1 leads again, at epoch 2
+    assert broker.produce("orders", 0, b"second").base_offset == 1
+    # Broker 1 answered the stale epoch FencedLeaderEpochError: refreshed, then accepted.
+    assert cluster.sent_epochs == [("produce", 0), ("produce", 0), ("produce", 2)]
+    assert cluster.calls_of("produce") == [address_of(1)] * 3
+    assert len(cluster.calls_of("cluster_metadata")) == 2
+
+
 def test_a_dead_leader_is_retried_until_the_metadata_names_another(
     cluster: FakeCluster, broker: ClusterBroker
 ) -> None:

@@ -31,6 +31,7 @@ class HangingBroker(FakeBroker):
         batch: bytes,
         attempt: str = "",
         transaction_id: int = -1,
+        current_leader_epoch: int = -1,
     ) -> ProduceResult:
         self.hanging.set()
         self.answer.wait(HANG_S)

@@ -42,6 +42,7 @@ class RecordingBroker(FakeBroker):
         batch: bytes,
         attempt: str = "",
         transaction_id: int = -1,
+        current_leader_epoch: int = -1,
     ) -> ProduceResult:
         if self.refuse_bytes_over is not None and len(batch) > self.refuse_bytes_over:
             raise BatchTooLargeError(f"batch of {len(batch)} bytes; limit {self.refuse_bytes_over}")
@@ -99,6 +100,7 @@ def test_send_blocks_when_the_buffer_is_full_then_fails_clearly() -> None:
             batch: bytes,
             attempt: str = "",
             transaction_id: int = -1,
+            current_leader_epoch: int = -1,
         ) -> ProduceResult:
             gate.wait(10)
             return super().produce(topic, partition, batch, attempt, transaction_id)

@@ -232,6 +232,7 @@ class FlakyBroker(FakeBroker):
         batch: bytes,
         attempt: str = "",
         transaction_id: int = -1,
+        current_leader_epoch: int = -1,
     ) -> ProduceResult:
         if self.failures > 0:
             self.failures -= 1

@@ -25,35 +25,35 @@ _sym_db = _symbol_database.Default()
 from twinlog.rpc.generated.twinlog.v1 import common_pb2 as twinlog_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18twinlog/v1/consume.proto\x12\ntwinlog.v1\x1a\x17twinlog/v1/common.proto\"{\n\x0c\x46\x65tchRequest\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x0e\n\x06offset\x18\x03 \x01(\x03\x12\x11\n\tmax_bytes\x18\x04 \x01(\x05\x12\x13\n\x0bmax_wait_ms\x18\x05 \x01(\x05\x12\x11\n\tmin_bytes\x18\x06 \x01(\x05\"R\n\rFetchResponse\x12\x0f\n\x07records\x18\x01 \x01(\x0c\x12\x18\n\x10log_start_offset\x18\x02 \x01(\x03\x12\x16\n\x0elog_end_offset\x18\x03 \x01(\x03\"\xd7\x01\n\x11ListOffsetRequest\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x38\n\x08position\x18\x03 \x01(\x0e\x32&.twinlog.v1.ListOffsetRequest.Position\x12\x14\n\x0ctimestamp_ms\x18\x04 \x01(\x03\"P\n\x08Position\x12\x18\n\x14POSITION_UNSPECIFIED\x10\x00\x12\x15\n\x11POSITION_EARLIEST\x10\x01\x12\x13\n\x0fPOSITION_LATEST\x10\x02\"$\n\x12ListOffsetResponse\x12\x0e\n\x06offset\x18\x01 \x01(\x03\"\x7f\n\x14\x43ommitOffsetsRequest\x12\x10\n\x08group_id\x18\x01 \x01(\t\x12,\n\x07offsets\x18\x02 \x03(\x0b\x32\x1b.twinlog.v1.PartitionOffset\x12\'\n\x06member\x18\x03 \x01(\x0b\x32\x17.twinlog.v1.GroupMember\"\x17\n\x15\x43ommitOffsetsResponse\"W\n\x13\x46\x65tchOffsetsRequest\x12\x10\n\x08group_id\x18\x01 \x01(\t\x12.\n\npartitions\x18\x02 \x03(\x0b\x32\x1a.twinlog.v1.TopicPartition\"D\n\x14\x46\x65tchOffsetsResponse\x12,\n\x07offsets\x18\x01 \x03(\x0b\x32\x1b.twinlog.v1.PartitionOffset\"\xc7\x02\n\x15GroupHeartbeatRequest\x12\x10\n\x08group_id\x18\x01 \x01(\t\x12\x11\n\tmember_id\x18\x02 \x01(\t\x12\x14\n\x0cmember_epoch\x18\x03 \x01(\x05\x12\x19\n\x11subscribed_topics\x18\x04 \x03(\t\x12\x1f\n\x12subscribed_pattern\x18\x05 \x01(\tH\x00\x88\x01\x01\x12)\n\x05owned\x18\x06 \x03(\x0b\x32\x1a.twinlog.v1.TopicPartition\x12\x18\n\x0binstance_id\x18\x07 \x01(\tH\x01\x88\x01\x01\x12\x11\n\tclient_id\x18\x08 \x01(\t\x12\x1a\n\x12session_timeout_ms\x18\t \x01(\x05\x12\x1c\n\x14rebalance_timeout_ms\x18\n \x01(\x05\x42\x15\n\x13_subscribed_patternB\x0e\n\x0c_instance_id\"\x8e\x01\n\x16GroupHeartbeatResponse\x12\x11\n\tmember_id\x18\x01 \x01(\t\x12\x14\n\x0cmember_epoch\x18\x02 \x01(\x05\x12\x1d\n\x15heartbeat_interval_ms\x18\x03 \x01(\x05\x12,\n\x08\x61ssigned\x18\x04 \x03(\x0b\x32\x1a.twinlog.v1.TopicPartition2\x98\x03\n\tConsuming\x12<\n\x05\x46\x65tch\x12\x18.twinlog.v1.FetchRequest\x1a\x19.twinlog.v1.FetchResponse\x12K\n\nListOffset\x12\x1d.twinlog.v1.ListOffsetRequest\x1a\x1e.twinlog.v1.ListOffsetResponse\x12T\n\rCommitOffsets\x12 .twinlog.v1.CommitOffsetsRequest\x1a!.twinlog.v1.CommitOffsetsResponse\x12Q\n\x0c\x46\x65tchOffsets\x12\x1f.twinlog.v1.FetchOffsetsRequest\x1a .twinlog.v1.FetchOffsetsResponse\x12W\n\x0eGroupHeartbeat\x12!.twinlog.v1.GroupHeartbeatRequest\x1a\".twinlog.v1.GroupHeartbeatResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18twinlog/v1/consume.proto\x12\ntwinlog.v1\x1a\x17twinlog/v1/common.proto\"\xb7\x01\n\x0c\x46\x65tchRequest\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x0e\n\x06offset\x18\x03 \x01(\x03\x12\x11\n\tmax_bytes\x18\x04 \x01(\x05\x12\x13\n\x0bmax_wait_ms\x18\x05 \x01(\x05\x12\x11\n\tmin_bytes\x18\x06 \x01(\x05\x12!\n\x14\x63urrent_leader_epoch\x18\x07 \x01(\x05H\x00\x88\x01\x01\x42\x17\n\x15_current_leader_epoch\"R\n\rFetchResponse\x12\x0f\n\x07records\x18\x01 \x01(\x0c\x12\x18\n\x10log_start_offset\x18\x02 \x01(\x03\x12\x16\n\x0elog_end_offset\x18\x03 \x01(\x03\"\xd7\x01\n\x11ListOffsetRequest\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x38\n\x08position\x18\x03 \x01(\x0e\x32&.twinlog.v1.ListOffsetRequest.Position\x12\x14\n\x0ctimestamp_ms\x18\x04 \x01(\x03\"P\n\x08Position\x12\x18\n\x14POSITION_UNSPECIFIED\x10\x00\x12\x15\n\x11POSITION_EARLIEST\x10\x01\x12\x13\n\x0fPOSITION_LATEST\x10\x02\"$\n\x12ListOffsetResponse\x12\x0e\n\x06offset\x18\x01 \x01(\x03\"\x7f\n\x14\x43ommitOffsetsRequest\x12\x10\n\x08group_id\x18\x01 \x01(\t\x12,\n\x07offsets\x18\x02 \x03(\x0b\x32\x1b.twinlog.v1.PartitionOffset\x12\'\n\x06member\x18\x03 \x01(\x0b\x32\x17.twinlog.v1.GroupMember\"\x17\n\x15\x43ommitOffsetsResponse\"W\n\x13\x46\x65tchOffsetsRequest\x12\x10\n\x08group_id\x18\x01 \x01(\t\x12.\n\npartitions\x18\x02 \x03(\x0b\x32\x1a.twinlog.v1.TopicPartition\"D\n\x14\x46\x65tchOffsetsResponse\x12,\n\x07offsets\x18\x01 \x03(\x0b\x32\x1b.twinlog.v1.PartitionOffset\"\xc7\x02\n\x15GroupHeartbeatRequest\x12\x10\n\x08group_id\x18\x01 \x01(\t\x12\x11\n\tmember_id\x18\x02 \x01(\t\x12\x14\n\x0cmember_epoch\x18\x03 \x01(\x05\x12\x19\n\x11subscribed_topics\x18\x04 \x03(\t\x12\x1f\n\x12subscribed_pattern\x18\x05 \x01(\tH\x00\x88\x01\x01\x12)\n\x05owned\x18\x06 \x03(\x0b\x32\x1a.twinlog.v1.TopicPartition\x12\x18\n\x0binstance_id\x18\x07 \x01(\tH\x01\x88\x01\x01\x12\x11\n\tclient_id\x18\x08 \x01(\t\x12\x1a\n\x12session_timeout_ms\x18\t \x01(\x05\x12\x1c\n\x14rebalance_timeout_ms\x18\n \x01(\x05\x42\x15\n\x13_subscribed_patternB\x0e\n\x0c_instance_id\"\x8e\x01\n\x16GroupHeartbeatResponse\x12\x11\n\tmember_id\x18\x01 \x01(\t\x12\x14\n\x0cmember_epoch\x18\x02 \x01(\x05\x12\x1d\n\x15heartbeat_interval_ms\x18\x03 \x01(\x05\x12,\n\x08\x61ssigned\x18\x04 \x03(\x0b\x32\x1a.twinlog.v1.TopicPartition2\x98\x03\n\tConsuming\x12<\n\x05\x46\x65tch\x12\x18.twinlog.v1.FetchRequest\x1a\x19.twinlog.v1.FetchResponse\x12K\n\nListOffset\x12\x1d.twinlog.v1.ListOffsetRequest\x1a\x1e.twinlog.v1.ListOffsetResponse\x12T\n\rCommitOffsets\x12 .twinlog.v1.CommitOffsetsRequest\x1a!.twinlog.v1.CommitOffsetsResponse\x12Q\n\x0c\x46\x65tchOffsets\x12\x1f.twinlog.v1.FetchOffsetsRequest\x1a .twinlog.v1.FetchOffsetsResponse\x12W\n\x0eGroupHeartbeat\x12!.twinlog.v1.GroupHeartbeatRequest\x1a\".twinlog.v1.GroupHeartbeatResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'twinlog.v1.consume_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_FETCHREQUEST']._serialized_start=65
-  _globals['_FETCHREQUEST']._serialized_end=188
-  _globals['_FETCHRESPONSE']._serialized_start=190
-  _globals['_FETCHRESPONSE']._serialized_end=272
-  _globals['_LISTOFFSETREQUEST']._serialized_start=275
-  _globals['_LISTOFFSETREQUEST']._serialized_end=490
-  _globals['_LISTOFFSETREQUEST_POSITION']._serialized_start=410
-  _globals['_LISTOFFSETREQUEST_POSITION']._serialized_end=490
-  _globals['_LISTOFFSETRESPONSE']._serialized_start=492
-  _globals['_LISTOFFSETRESPONSE']._serialized_end=528
-  _globals['_COMMITOFFSETSREQUEST']._serialized_start=530
-  _globals['_COMMITOFFSETSREQUEST']._serialized_end=657
-  _globals['_COMMITOFFSETSRESPONSE']._serialized_start=659
-  _globals['_COMMITOFFSETSRESPONSE']._serialized_end=682
-  _globals['_FETCHOFFSETSREQUEST']._serialized_start=684
-  _globals['_FETCHOFFSETSREQUEST']._serialized_end=771
-  _globals['_FETCHOFFSETSRESPONSE']._serialized_start=773
-  _globals['_FETCHOFFSETSRESPONSE']._serialized_end=841
-  _globals['_GROUPHEARTBEATREQUEST']._serialized_start=844
-  _globals['_GROUPHEARTBEATREQUEST']._serialized_end=1171
-  _globals['_GROUPHEARTBEATRESPONSE']._serialized_start=1174
-  _globals['_GROUPHEARTBEATRESPONSE']._serialized_end=1316
-  _globals['_CONSUMING']._serialized_start=1319
-  _globals['_CONSUMING']._serialized_end=1727
+  _globals['_FETCHREQUEST']._serialized_start=66
+  _globals['_FETCHREQUEST']._serialized_end=249
+  _globals['_FETCHRESPONSE']._serialized_start=251
+  _globals['_FETCHRESPONSE']._serialized_end=333
+  _globals['_LISTOFFSETREQUEST']._serialized_start=336
+  _globals['_LISTOFFSETREQUEST']._serialized_end=551
+  _globals['_LISTOFFSETREQUEST_POSITION']._serialized_start=471
+  _globals['_LISTOFFSETREQUEST_POSITION']._serialized_end=551
+  _globals['_LISTOFFSETRESPONSE']._serialized_start=553
+  _globals['_LISTOFFSETRESPONSE']._serialized_end=589
+  _globals['_COMMITOFFSETSREQUEST']._serialized_start=591
+  _globals['_COMMITOFFSETSREQUEST']._serialized_end=718
+  _globals['_COMMITOFFSETSRESPONSE']._serialized_start=720
+  _globals['_COMMITOFFSETSRESPONSE']._serialized_end=743
+  _globals['_FETCHOFFSETSREQUEST']._serialized_start=745
+  _globals['_FETCHOFFSETSREQUEST']._serialized_end=832
+  _globals['_FETCHOFFSETSRESPONSE']._serialized_start=834
+  _globals['_FETCHOFFSETSRESPONSE']._serialized_end=902
+  _globals['_GROUPHEARTBEATREQUEST']._serialized_start=905
+  _globals['_GROUPHEARTBEATREQUEST']._serialized_end=1232
+  _globals['_GROUPHEARTBEATRESPONSE']._serialized_start=1235
+  _globals['_GROUPHEARTBEATRESPONSE']._serialized_end=1377
+  _globals['_CONSUMING']._serialized_start=1380
+  _globals['_CONSUMING']._serialized_end=1788
 # @@protoc_insertion_point(module_scope)

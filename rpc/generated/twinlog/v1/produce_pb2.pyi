@@ -28,20 +28,22 @@ class InitProducerResponse(_message.Message):
     def __init__(self, producer_id: _Optional[int] = ..., producer_generation: _Optional[int] = ...) -> None: ...
 
 class ProduceRequest(_message.Message):
-    __slots__ = ("topic", "partition", "batch", "correlation_id", "attempt", "transaction_id")
+    __slots__ = ("topic", "partition", "batch", "correlation_id", "attempt", "transaction_id", "current_leader_epoch")
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     PARTITION_FIELD_NUMBER: _ClassVar[int]
     BATCH_FIELD_NUMBER: _ClassVar[int]
     CORRELATION_ID_FIELD_NUMBER: _ClassVar[int]
     ATTEMPT_FIELD_NUMBER: _ClassVar[int]
     TRANSACTION_ID_FIELD_NUMBER: _ClassVar[int]
+    CURRENT_LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     topic: str
     partition: int
     batch: bytes
     correlation_id: int
     attempt: str
     transaction_id: int
-    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., batch: _Optional[bytes] = ..., correlation_id: _Optional[int] = ..., attempt: _Optional[str] = ..., transaction_id: _Optional[int] = ...) -> None: ...
+    current_leader_epoch: int
+    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., batch: _Optional[bytes] = ..., correlation_id: _Optional[int] = ..., attempt: _Optional[str] = ..., transaction_id: _Optional[int] = ..., current_leader_epoch: _Optional[int] = ...) -> None: ...
 
 class ProduceResponse(_message.Message):
     __slots__ = ("base_offset", "duplicate", "correlation_id", "error")
