@@ -1,8 +1,9 @@
-"""SaslHandshake and SaslAuthenticate: PLAIN onto twinlog's tokens file, and SCRAM-SHA-256
-and SCRAM-SHA-512 onto the broker's SCRAM credentials (``sasl_scram``).
+"""SaslHandshake and SaslAuthenticate: PLAIN and OAUTHBEARER onto twinlog's tokens file
+(``sasl_oauthbearer``), and SCRAM-SHA-256 and SCRAM-SHA-512 onto the broker's SCRAM
+credentials (``sasl_scram``).
 
 SaslHandshake v1 is followed by SaslAuthenticate carrying the mechanism's messages (one for
-PLAIN, two for SCRAM); v0 (KIP-43, sent by librdkafka 2.0) by the same messages as frames of
+PLAIN and OAUTHBEARER, two for SCRAM); v0 (KIP-43, sent by librdkafka 2.0) by the same messages as frames of
 their own, each answered by the server's message as a frame (PLAIN's is empty), as Kafka
 does (``authenticate_unframed``, called by the listener, which reads those frames). A v0
 login that fails is answered by closing the connection: there is no frame to carry an error.
@@ -40,6 +41,7 @@ from twinlog.rpc.kafka.error_codes import (
     UNKNOWN_SERVER_ERROR,
     UNSUPPORTED_SASL_MECHANISM,
 )
+from twinlog.rpc.kafka.sasl_oauthbearer import OAUTHBEARER, oauthbearer_proven
 from twinlog.rpc.kafka.sasl_scram import SCRAM_MECHANISMS, Step, scram_offered, scram_step
 from twinlog.rpc.policy.audit import audit
 from twinlog.rpc.policy.auth import Principal
@@ -52,8 +54,10 @@ MECHANISM_CHARS_LOGGED = 32  # of a mechanism asked for and not offered (longer:
 
 
 def offered_mechanisms(context: KafkaContext) -> list[str]:
-    """PLAIN always (with a tokens file); SCRAM where the broker keeps credentials."""
-    return [PLAIN, *SCRAM_MECHANISMS] if scram_offered(context) else [PLAIN]
+    """PLAIN and OAUTHBEARER always (with a tokens file); SCRAM where the broker keeps
+    credentials."""
+    token_mechanisms = [PLAIN, OAUTHBEARER]
+    return [*token_mechanisms, *SCRAM_MECHANISMS] if scram_offered(context) else token_mechanisms
 
 
 def handle_sasl_handshake(
@@ -98,16 +102,22 @@ def authenticate_unframed(auth_bytes: bytes, context: KafkaContext) -> bytes | N
 
 
 def _authenticate(auth_bytes: bytes, context: KafkaContext) -> str | None:
-    """Make the connection the principal PLAIN's message proves; None, or why it cannot
-    (logged, and the connection is closed after the answer)."""
-    principal, user, reason = _proven(auth_bytes, context)
+    """Make the connection the principal a PLAIN or OAUTHBEARER message proves; None, or
+    why it cannot (logged, and the connection is closed after the answer)."""
+    mechanism = context.connection.mechanism
+    tokens = context.guard.tokens
+    assert tokens is not None
+    if mechanism == OAUTHBEARER:
+        principal, user, reason = oauthbearer_proven(auth_bytes, tokens)
+    else:
+        principal, user, reason = _proven(auth_bytes, context)
     if principal is None:
-        log.warning("Kafka SASL/PLAIN authentication refused: %s", reason)
+        log.warning("Kafka SASL/%s authentication refused: %s", mechanism, reason)
         audit(
             "authentication.failed",
             peer=context.connection.peer,
             door="kafka",
-            mechanism=PLAIN,
+            mechanism=mechanism,
             user=user,
             reason=reason,
         )

@@ -130,14 +130,15 @@ def _frame(connection: socket.socket) -> bytes:
 
 
 def _authenticate(connection: socket.socket, user: str, password: str) -> Any:
+    return _login(connection, "PLAIN", f"\0{user}\0{password}".encode())
+
+
+def _login(connection: socket.socket, mechanism: str, message: bytes) -> Any:
+    """SaslHandshake v1 choosing ``mechanism``, then SaslAuthenticate v2 carrying
+    ``message``: the SaslAuthenticate answer."""
     for number, request, response_class, version in (
-        (1, SaslHandshakeRequest(mechanism="PLAIN"), SaslHandshakeResponse, 1),
-        (
-            2,
-            SaslAuthenticateRequest(auth_bytes=f"\0{user}\0{password}".encode()),
-            SaslAuthenticateResponse,
-            2,
-        ),
+        (1, SaslHandshakeRequest(mechanism=mechanism), SaslHandshakeResponse, 1),
+        (2, SaslAuthenticateRequest(auth_bytes=message), SaslAuthenticateResponse, 2),
     ):
         request.with_header(correlation_id=number, client_id="sasl-test")
         connection.sendall(bytes(request.encode(version=version, header=True, framed=True)))
