@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from twinlog.engine.base.cluster_metadata import ClusterMetadata
 from twinlog.engine.base.errors import TwinlogError
@@ -46,6 +47,13 @@ log = logging.getLogger("twinlog.kafka")
 
 # Refusals that may only mean "not here": the cluster's state says which.
 NOT_HERE_CODES = (NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION)
+
+
+@dataclass(frozen=True)
+class LeaderHint:
+    leader_id: int
+    leader_epoch: int
+    endpoint: tuple[str, int] | None  # its Kafka listener (host, port); None: it has none
 
 
 class KafkaCluster:
@@ -66,6 +74,22 @@ class KafkaCluster:
 
     def close(self) -> None:
         """Nothing to close: the calls to other brokers are the broker's own."""
+
+    def current_leader(self, topic: str, partition: int) -> LeaderHint | None:
+        """The partition's leader and epoch as the cluster's state has them, with the
+        leader's Kafka listener (KIP-951: answered beside NOT_LEADER_OR_FOLLOWER, so a
+        client goes there without a Metadata request); None when it has no leader or the
+        state is not readable now."""
+        try:
+            metadata = self.metadata([topic])
+        except TwinlogError:
+            return None
+        found = metadata.partition(topic, partition)
+        if found is None or found.offline:
+            return None
+        leader = metadata.broker(found.leader_id)
+        endpoint = None if leader is None else leader.kafka_address
+        return LeaderHint(found.leader_id, found.leader_epoch, endpoint)
 
     def partition_code(self, error: TwinlogError, api_key: int, topic: str, partition: int) -> int:
         """The code for the engine's refusal of a partition request: a "not here" refusal

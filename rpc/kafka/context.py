@@ -22,7 +22,7 @@ from twinlog.engine.groups.group_calls import (
 )
 from twinlog.engine.log.leader_epochs import EpochEnd
 from twinlog.rpc.kafka.access import ConnectionState
-from twinlog.rpc.kafka.cluster import KafkaCluster
+from twinlog.rpc.kafka.cluster import KafkaCluster, LeaderHint
 from twinlog.rpc.kafka.error_codes import code_of
 from twinlog.rpc.kafka.settings import KafkaListenerSettings
 from twinlog.rpc.policy.auth import Guard
@@ -128,6 +128,11 @@ class KafkaContext:
     # A request line is INFO from this long beyond the wait it asked for (the server
     # config key request_log_slow_ms, as for the gRPC door's calls); DEBUG below.
     request_log_slow_ms: int = 1_000
+
+    def current_leader(self, topic: str, partition: int) -> LeaderHint | None:
+        """Who leads the partition now (``KafkaCluster.current_leader``); None on a single
+        node, which leads every partition it has."""
+        return None if self.cluster is None else self.cluster.current_leader(topic, partition)
 
     def partition_code(self, error: TwinlogError, api_key: int, topic: str, partition: int) -> int:
         """The code for the engine's refusal of a request on one partition (Produce, Fetch,

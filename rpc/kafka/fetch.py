@@ -50,6 +50,7 @@ from twinlog.rpc.kafka.error_codes import (
     UNSUPPORTED_VERSION,
     code_of,
 )
+from twinlog.rpc.kafka.leader_hints import LeaderHints
 from twinlog.rpc.kafka.metadata import name_of_topic_id
 from twinlog.rpc.policy.auth import Operation
 
@@ -63,6 +64,7 @@ UNKNOWN_OFFSET = -1
 CURRENT_LEADER_EPOCH_VERSION = 9  # each partition names the leader epoch it expects (KIP-320)
 NO_LEADER_EPOCH = -1  # not checked
 DIVERGING_EPOCH_VERSION = 12  # last_fetched_epoch compared (KIP-595's diverging epoch)
+LEADER_HINT_VERSION = 12  # a "not here" partition names its leader (KIP-951; endpoints: v16)
 
 TopicAnswer = FetchResponse.FetchableTopicResponse
 PartitionAnswer = TopicAnswer.PartitionData
@@ -78,8 +80,11 @@ class _Reading:
         denied: dict[str, int],
         checks_epochs: bool = False,
         diverges: bool = False,
+        hints: LeaderHints | None = None,
     ) -> None:
         self.context = context
+        # a partition "not here" names its leader (v12+, KIP-951)
+        self.hints = hints or LeaderHints(context, enabled=False)
         # each partition's current_leader_epoch is checked (v9+; -1 is not)
         self.checks_epochs = checks_epochs
         # and its last_fetched_epoch compared with the log's epochs (v12+)
@@ -175,17 +180,19 @@ class _Reading:
             )
         except TwinlogError as error:
             self.errors += 1
+            code = self.context.partition_code(error, FetchRequest.API_KEY, topic, partition)
             return PartitionAnswer(
                 partition_index=partition,
-                error_code=self.context.partition_code(
-                    error, FetchRequest.API_KEY, topic, partition
-                ),
+                error_code=code,
                 high_watermark=UNKNOWN_OFFSET,
                 last_stable_offset=UNKNOWN_OFFSET,
                 log_start_offset=UNKNOWN_OFFSET,
                 preferred_read_replica=NO_READ_REPLICA,
                 aborted_transactions=None,
                 records=None,
+                current_leader=self.hints.current_leader(
+                    PartitionAnswer.LeaderIdAndEpoch, topic, partition, code
+                ),
             )
         self.remaining_bytes -= len(records)
         self.total_bytes += len(records)
@@ -232,12 +239,14 @@ def handle_fetch(request: FetchRequest, version: int, context: KafkaContext) -> 
         if code:
             denied[topic] = code
     while True:
+        hints = LeaderHints(context, enabled=version >= LEADER_HINT_VERSION)
         reading = _Reading(
             context,
             answer_bytes_max,
             denied,
             version >= CURRENT_LEADER_EPOCH_VERSION,
             version >= DIVERGING_EPOCH_VERSION,
+            hints,
         )
         reading.read(request, names)
         remaining_s = deadline - time.monotonic()
@@ -255,6 +264,7 @@ def handle_fetch(request: FetchRequest, version: int, context: KafkaContext) -> 
                 error_code=NONE,
                 session_id=NO_SESSION,
                 responses=reading.answers,
+                node_endpoints=hints.node_endpoints(FetchResponse.NodeEndpoint),
             )
         slice_ms = max(1, min(int(remaining_s * 1000), settings.fetch_wait_slice_ms))
         positions = [

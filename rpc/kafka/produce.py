@@ -37,6 +37,7 @@ from twinlog.rpc.kafka.error_codes import (
     NONE,
     UNSUPPORTED_VERSION,
 )
+from twinlog.rpc.kafka.leader_hints import LeaderHints
 from twinlog.rpc.policy.auth import Operation
 
 log = logging.getLogger("twinlog.kafka")
@@ -45,12 +46,15 @@ ACKS_ALLOWED = (0, 1, -1)
 UNKNOWN_OFFSET = -1
 RECORD_BATCH_V2_VERSION = 3  # older versions carry message formats v0/v1 only
 NO_APPEND_TIME = -1  # the batch keeps its producer's timestamps (CreateTime)
+LEADER_HINT_VERSION = 10  # a "not here" partition names its leader and where (KIP-951)
 
 TopicAnswer = ProduceResponse.TopicProduceResponse
 PartitionAnswer = TopicAnswer.PartitionProduceResponse
 
 
-def _append(context: KafkaContext, topic: str, partition: int, records: bytes | None) -> Any:
+def _append(
+    context: KafkaContext, topic: str, partition: int, records: bytes | None, hints: LeaderHints
+) -> Any:
     message: str | None = None
     base_offset = UNKNOWN_OFFSET
     if records is None:
@@ -82,6 +86,9 @@ def _append(context: KafkaContext, topic: str, partition: int, records: bytes | 
         log_start_offset=UNKNOWN_OFFSET,
         record_errors=[],
         error_message=message,
+        current_leader=hints.current_leader(
+            PartitionAnswer.LeaderIdAndEpoch, topic, partition, error_code
+        ),
     )
 
 
@@ -102,11 +109,12 @@ def handle_produce(
     if request.acks not in ACKS_ALLOWED:
         message = f"acks={request.acks}: use 0, 1 or -1 (all)"
         return _refuse_all(request, version, INVALID_REQUIRED_ACKS, message)
+    hints = LeaderHints(context, enabled=version >= LEADER_HINT_VERSION)
     answers = [
         TopicAnswer(
             name=topic.name,
             partition_responses=[
-                _append(context, topic.name, item.index, item.records)
+                _append(context, topic.name, item.index, item.records, hints)
                 for item in topic.partition_data
             ],
         )
@@ -126,7 +134,12 @@ def handle_produce(
                 f"a produce with acks=0 was refused ({'; '.join(refused)})"
             )
         return None
-    return ProduceResponse(version=version, responses=answers, throttle_time_ms=0)
+    return ProduceResponse(
+        version=version,
+        responses=answers,
+        throttle_time_ms=0,
+        node_endpoints=hints.node_endpoints(ProduceResponse.NodeEndpoint),
+    )
 
 
 def _refuse_all(request: ProduceRequest, version: int, code: int, message: str) -> ProduceResponse:

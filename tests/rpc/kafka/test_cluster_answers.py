@@ -150,6 +150,11 @@ def test_metadata_names_the_cluster(raw: Any) -> None:
 
 
 def _produce(raw: Any, partition: int) -> int:
+    code: int = _produce_answer(raw, partition, 9).responses[0].partition_responses[0].error_code
+    return code
+
+
+def _produce_answer(raw: Any, partition: int, version: int) -> Any:
     Topic = ProduceRequest.TopicProduceData
     request = ProduceRequest(
         transactional_id=None,
@@ -164,8 +169,7 @@ def _produce(raw: Any, partition: int) -> int:
             )
         ],
     )
-    code: int = raw.call(request, ProduceResponse, 9).responses[0].partition_responses[0].error_code
-    return code
+    return raw.call(request, ProduceResponse, version)
 
 
 def test_produce_at_a_broker_that_does_not_lead_says_who_should(raw: Any) -> None:
@@ -177,9 +181,24 @@ def test_produce_at_a_broker_that_does_not_lead_says_who_should(raw: Any) -> Non
     ]
 
 
-def test_fetch_and_list_offsets_at_a_broker_that_does_not_lead(raw: Any) -> None:
+def test_produce_v10_names_the_leader_and_where_its_listener_is(raw: Any) -> None:
+    """KIP-951: the client goes to the leader without asking for metadata first."""
+    answer = _produce_answer(raw, 0, 10)
+    [partition] = answer.responses[0].partition_responses
+    assert partition.error_code == NOT_LEADER_OR_FOLLOWER
+    assert (partition.current_leader.leader_id, partition.current_leader.leader_epoch) == (
+        OTHER,
+        3,
+    )
+    assert [(n.node_id, n.host, n.port) for n in answer.node_endpoints] == [(OTHER, "b8", 9098)]
+    offline = _produce_answer(raw, 1, 10)  # no leader: nothing to name
+    assert offline.node_endpoints == []
+    assert offline.responses[0].partition_responses[0].current_leader is None
+
+
+def _fetch_request(partitions: Sequence[int]) -> FetchRequest:
     Fetched = FetchRequest.FetchTopic
-    fetch = FetchRequest(
+    return FetchRequest(
         replica_id=-1,
         max_wait_ms=0,
         min_bytes=1,
@@ -198,13 +217,35 @@ def test_fetch_and_list_offsets_at_a_broker_that_does_not_lead(raw: Any) -> None
                         log_start_offset=-1,
                         partition_max_bytes=1 << 20,
                     )
-                    for n in (0, 1)
+                    for n in partitions
                 ],
             )
         ],
         forgotten_topics_data=[],
         rack_id="",
     )
+
+
+def test_fetch_v12_names_the_leader_and_v16_its_listener(raw: Any) -> None:
+    answer = raw.call(_fetch_request([0, 3]), FetchResponse, 12)
+    moved, mine = answer.responses[0].partitions
+    assert moved.error_code == NOT_LEADER_OR_FOLLOWER and mine.error_code == NONE
+    assert (moved.current_leader.leader_id, moved.current_leader.leader_epoch) == (OTHER, 3)
+    assert mine.current_leader is None  # nothing to tell where it is answered
+    # v16 names topics by id: ask by the id Metadata gives
+    Wanted = MetadataRequest.MetadataRequestTopic
+    metadata = raw.call(
+        MetadataRequest(topics=[Wanted(name=TOPIC, topic_id=None)]), MetadataResponse, 12
+    )
+    request = _fetch_request([0])
+    request.topics[0].topic_id = metadata.topics[0].topic_id
+    answer = raw.call(request, FetchResponse, 16)
+    assert answer.responses[0].partitions[0].current_leader.leader_id == OTHER
+    assert [(n.node_id, n.host, n.port) for n in answer.node_endpoints] == [(OTHER, "b8", 9098)]
+
+
+def test_fetch_and_list_offsets_at_a_broker_that_does_not_lead(raw: Any) -> None:
+    fetch = _fetch_request([0, 1])
     answer = raw.call(fetch, FetchResponse, 12)
     codes = [item.error_code for item in answer.responses[0].partitions]
     assert codes == [NOT_LEADER_OR_FOLLOWER, LEADER_NOT_AVAILABLE]
