@@ -300,6 +300,14 @@ class FencedInstanceIdError(TwinlogError):
     fatal = True
 
 
+class UnreleasedInstanceIdError(TwinlogError):
+    """A KIP-848 consumer joined with a ``group.instance.id`` a live member of the group
+    still holds (Kafka's UNRELEASED_INSTANCE_ID): two processes must not share an instance
+    id. The old one releases it by leaving (closing), or when its session times out."""
+
+    fatal = True
+
+
 class GroupIdNotFoundError(TwinlogError):
     """No consumer group of that id: it has no members and no committed offsets."""
 

@@ -21,7 +21,9 @@ runs RE2/J for this reason), and keeps the pattern only to describe the member.
 Static members (``instance_id``): a join with an instance id already in the group takes
 over that member's assignment and epoch without a rebalance (the restart of a process),
 and fences the member it replaces (FencedInstanceIdError); a static member that leaves
-with STATIC_LEAVE_EPOCH keeps its partitions until its session times out.
+with STATIC_LEAVE_EPOCH keeps its partitions until its session times out. A member of
+KIP-848's protocol takes over only a member that left so (as Kafka's coordinator): while
+the holder of the instance id is live, the join is UnreleasedInstanceIdError.
 
 Durability: each step (a heartbeat, a leave, an expiry round) ends by writing what it
 changed, the group epoch and the changed or removed members (``durable_member``), in one
@@ -51,6 +53,7 @@ from twinlog.engine.base.errors import (
     NotEnoughResourcesError,
     StaleMemberEpochError,
     UnknownMemberIdError,
+    UnreleasedInstanceIdError,
 )
 from twinlog.engine.base.types import TopicPartition
 from twinlog.engine.groups.assignor import assign_uniform
@@ -198,6 +201,13 @@ class ConsumerGroup:
         member_id = call.member_id or str(uuid.uuid4())
         replaced_id = self._static.get(call.instance_id) if call.instance_id else None
         if replaced_id is not None and replaced_id != member_id:
+            held = self.members[replaced_id]
+            if call.protocol == PROTOCOL_CONSUMER and not held.left_static:
+                raise UnreleasedInstanceIdError(
+                    f"instance id {call.instance_id!r} of group {self.group_id!r} is held by "
+                    f"live member {replaced_id}: it is released when that member leaves or "
+                    "its session times out; two consumers must not share an instance id"
+                )
             # a restart of a static member: it takes over the old one's place, no rebalance
             member = self.members.pop(replaced_id)
             self._unwritten.update((replaced_id, member_id))

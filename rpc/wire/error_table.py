@@ -68,6 +68,7 @@ class KafkaCode(IntEnum):
     GROUP_SUBSCRIBED_TO_TOPIC = 86
     INVALID_RECORD = 87
     PRODUCER_FENCED = 90
+    UNRELEASED_INSTANCE_ID = 111
 
 
 @dataclass(frozen=True)
@@ -148,6 +149,11 @@ ERROR_TABLE: tuple[ErrorRow, ...] = (
     ErrorRow(errors.FencedMemberEpochError, Code.FAILED_PRECONDITION, KafkaCode.ILLEGAL_GENERATION),
     ErrorRow(errors.StaleMemberEpochError, Code.FAILED_PRECONDITION, KafkaCode.ILLEGAL_GENERATION),
     ErrorRow(errors.FencedInstanceIdError, Code.FAILED_PRECONDITION, KafkaCode.FENCED_INSTANCE_ID),
+    ErrorRow(
+        errors.UnreleasedInstanceIdError,
+        Code.FAILED_PRECONDITION,
+        KafkaCode.UNRELEASED_INSTANCE_ID,
+    ),
     ErrorRow(errors.GroupIdNotFoundError, Code.NOT_FOUND, KafkaCode.GROUP_ID_NOT_FOUND),
     ErrorRow(errors.NonEmptyGroupError, Code.FAILED_PRECONDITION, KafkaCode.NON_EMPTY_GROUP),
     ErrorRow(
