@@ -91,6 +91,12 @@ class TxnJournal:
         # while the log has not moved since, a new checkpoint would say the same.
         self._last_checkpoint: tuple[Checkpoint, int] | None = None
 
+    @property
+    def cut_at_open(self) -> bool:
+        """Did opening its log cut a torn or damaged tail? Records there may have been
+        durable (damage) or not (a write the crash stopped): nobody can tell which."""
+        return self.log.recovery_report.bytes_truncated > 0
+
     def append(self, record: CoordinatorRecord) -> int:
         """Append one record and wait until it is durable; its offset."""
         offset, end_offset = self.write(record)

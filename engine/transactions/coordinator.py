@@ -62,7 +62,27 @@ may send). A BEGIN or ADD_PARTITIONS lost in a crash leaves a transaction the ne
 coordinator never heard of, or one without that partition: the partition's
 ``register_partition`` (before it journals the first batch) and the commit both wait
 for everything written before them, so no batch is journaled and no commit answered on
-a lost record; the producer's next call is refused and it aborts, as after a timeout.
+a lost record.
+
+A lost BEGIN is taken back (*adopted*) by the next coordinator when the producer's
+transaction first reaches it, unless its journal's tail was cut when it was opened (a torn
+or damaged tail may have held durable records: a BEGIN lost there may have batches
+journaled, which an adoption would leave out of its commit) (a partition's registration, an add, a commit or an
+abort): so a leadership moved from a live coordinator (a preferred election, a
+reassignment) or a coordinator's crash does not fail a transaction the producer was
+told it had begun. Nothing of such a transaction was journaled anywhere (a registration
+answered means its BEGIN was durable), so beginning it again under its own id is the
+same transaction. The id must be one the previous coordinators may have handed out and
+this one has not heard of: of this coordinator's partition, above every transaction id
+its journal holds (``_adoption_floor``, taken at ``recover``), below the ids this one
+hands out (a load takes a fresh, higher block), newer than the producer generation's
+last transaction, with none of it open; and the request must come within the longest
+transaction timeout of its producers after the load (a transaction older than its
+timeout would be aborted). Until then the published low watermark stays at the floor,
+so no partition drops a journal row an adopted transaction could write: after a
+coordinator moves, partitions keep the journal rows of the transactions it completes
+for that long before they drop them. Anything else is
+UnknownTransactionError, as before.
 
 Thread rule: every public method may be called from any thread. One lock
 guards the coordinator's memory and the journal appends (a decision is
@@ -142,6 +162,10 @@ COMPLETION_WAIT_MS = 5_000  # how long begin/init wait for the previous transact
 # new producer id at generation 0 instead. 32767 itself is never handed out, so the
 # coordinator could always fence a producer at 32766 with one more bump.
 GENERATION_EXHAUSTED_FROM = PRODUCER_GENERATION_MAX - 1
+PARTITION_MASK = (1 << PARTITION_BITS) - 1  # a transaction id's coordinator partition
+# How long after a load a lost BEGIN may be adopted when no producer's transaction timeout
+# says longer (Kafka's default transaction.timeout.ms).
+ADOPTION_WINDOW_MS_DEFAULT = 60_000
 
 
 class Coordinator:
@@ -155,7 +179,10 @@ class Coordinator:
         on_complete: CompletionHook | None = None,
         timings: TransactionTimings | None = None,
         coordinator_epoch: int = 0,
+        adoption_window_ms: int | None = None,
     ) -> None:
+        """``adoption_window_ms``: how long after ``recover`` a lost BEGIN may be taken
+        back (None: the longest transaction timeout of the producers it recovers)."""
         self.partition_index = partition_index
         # The leader epoch of this coordinator's journal partition, carried by every call to
         # a partition (fixed on one node; a newer leader of the journal partition has more).
@@ -169,6 +196,12 @@ class Coordinator:
         # The journal end after the last record written (lock held to write it): a request
         # answers once the journal is durable up to it (``_wait_durable``).
         self._written_end = 0
+        # Transaction ids from here up may be BEGINs lost with the previous coordinator's
+        # journal tail, until the monotonic deadline: see "A lost BEGIN is taken back".
+        # None: no adoption (not recovered yet, or the window passed).
+        self._adoption_floor: int | None = None
+        self._adoption_until_s = 0.0
+        self._adoption_window_ms = adoption_window_ms
         self._counting: set[int] = set()  # commits counting entries: no partition may join
         # The count_entries of a commit's (or abort's) partitions, side by side; made at
         # the first transaction over two partitions or more.
@@ -256,6 +289,8 @@ class Coordinator:
         """
         producer = self._producer(producer_id, producer_generation)
         txn = self._memory.transactions.get(transaction_id)
+        if txn is None and transaction_id not in self._memory.recent_outcomes:
+            txn = self._adopt(transaction_id, producer)
         if txn is None:
             outcome = self._memory.recent_outcomes.get(transaction_id)
             if outcome is None:
@@ -276,6 +311,63 @@ class Coordinator:
             )
         next_state(transaction_id, txn.state, event)
         return txn
+
+    def _adopt(self, transaction_id: int, producer: ProducerEntry) -> TransactionMetadata | None:
+        """Begin again a transaction whose BEGIN the previous coordinator lost (module text:
+        "A lost BEGIN is taken back"), if ``transaction_id`` can be one; None if not.
+        Lock held."""
+        floor = self._adoption_floor_now()
+        if (
+            floor is None
+            or transaction_id < floor
+            or transaction_id & PARTITION_MASK != self.partition_index
+            or transaction_id >= self._next_transaction_id()
+            or producer.reinitialising
+        ):
+            return None
+        known = [
+            known_id
+            for known_id in (
+                producer.transaction_id,
+                producer.completing,
+                producer.last_outcome[0] if producer.last_outcome is not None else None,
+            )
+            if known_id is not None
+        ]
+        if known and transaction_id <= max(known):
+            return None  # not newer than what this producer generation did last
+        current = self._memory.transactions.get(producer.transaction_id or -1)
+        if current is not None and current.state is TransactionState.ONGOING:
+            return None  # one open already: the producer never began this one after it
+        log.warning(
+            "coordinator %d: transaction %d of %r begun again: its BEGIN was lost with the "
+            "previous coordinator's unreplicated journal tail (a leadership move or a crash)",
+            self.partition_index,
+            transaction_id,
+            producer.transactional_id,
+        )
+        self._write(
+            Begin(
+                now_ms(),
+                transaction_id,
+                producer.transactional_id,
+                producer.producer_id,
+                producer.producer_generation,
+                producer.timeout_ms,
+                0,
+            )
+        )
+        return self._memory.transactions[transaction_id]
+
+    def _adoption_floor_now(self) -> int | None:
+        """The adoption floor while the window lasts, else None (and the window is shut).
+        Lock held."""
+        if self._adoption_floor is not None and time.monotonic() >= self._adoption_until_s:
+            self._adoption_floor = None
+        return self._adoption_floor
+
+    def _next_transaction_id(self) -> int:
+        return (self._ids.peek("transaction_id") << PARTITION_BITS) | self.partition_index
 
     def init_producer(
         self, transactional_id: str, timeout_ms: int | None = None
@@ -738,6 +830,25 @@ class Coordinator:
         """
         with self._lock:
             replayed = self._memory.replay(self.journal)
+            self._adoption_floor = self._memory.highest_transaction_id() + 1
+            if self.journal.cut_at_open:
+                # The cut tail may have held durable records (a damaged disk): a BEGIN lost
+                # there may have batches journaled, which an adoption would leave out of
+                # its commit. Such a transaction stays unknown: its producer aborts.
+                log.warning(
+                    "coordinator %d: its journal's tail was cut at open: a transaction "
+                    "whose BEGIN was lost is not begun again",
+                    self.partition_index,
+                )
+                self._adoption_floor = None
+            # the longest a transaction of this coordinator may live
+            window_ms = self._adoption_window_ms
+            if window_ms is None:
+                window_ms = max(
+                    (p.timeout_ms for p in self._memory.producers.values()),
+                    default=ADOPTION_WINDOW_MS_DEFAULT,
+                )
+            self._adoption_until_s = time.monotonic() + window_ms / 1000
             to_complete = []
             for txn in sorted(self._memory.transactions.values(), key=lambda t: t.transaction_id):
                 producer = self._memory.producers.get(txn.transactional_id)
@@ -763,9 +874,14 @@ class Coordinator:
         """Below every transaction id in flight here or handed out later: the smallest in
         flight, or the next id this coordinator would hand out (its ids only grow, also
         across failover: each load takes a fresh, higher block). Lock held."""
-        next_id = (self._ids.peek("transaction_id") << PARTITION_BITS) | self.partition_index
+        lowest = [self._next_transaction_id()]
         in_flight = self._memory.low_watermark()
-        return next_id if in_flight is None else min(in_flight, next_id)
+        if in_flight is not None:
+            lowest.append(in_flight)
+        floor = self._adoption_floor_now()
+        if floor is not None:
+            lowest.append(floor)  # a lost BEGIN from there up may still be adopted
+        return min(lowest)
 
     # --- views -------------------------------------------------------------------------
 

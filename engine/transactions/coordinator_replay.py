@@ -196,3 +196,14 @@ class CoordinatorMemory:
     def low_watermark(self) -> int | None:
         """Smallest transaction id still in flight here, or None."""
         return min(self.transactions, default=None)
+
+    def highest_transaction_id(self) -> int:
+        """The highest transaction id memory knows of (in flight, recently ended, or a
+        producer's latest), 0 for none: ids above it were never journaled here, or their
+        records were purged (then older than a producer's latest, which the table keeps)."""
+        known = [*self.transactions, *self.recent_outcomes]
+        for producer in self.producers.values():
+            known += [producer.transaction_id or 0, producer.completing or 0]
+            if producer.last_outcome is not None:
+                known.append(producer.last_outcome[0])
+        return max(known, default=0)

@@ -50,11 +50,17 @@ class RecordingApplier:
 
 
 def make(
-    tmp_path: Path, applier: RecordingApplier | None = None
+    tmp_path: Path,
+    applier: RecordingApplier | None = None,
+    adoption_window_ms: int | None = None,
 ) -> tuple[Coordinator, RecordingApplier]:
     applier = applier or RecordingApplier()
     coordinator = Coordinator(
-        0, TxnJournal(tmp_path / "txn" / "0"), IdAllocator(tmp_path / "ids"), applier
+        0,
+        TxnJournal(tmp_path / "txn" / "0"),
+        IdAllocator(tmp_path / "ids"),
+        applier,
+        adoption_window_ms=adoption_window_ms,
     )
     coordinator.recover()
     coordinator.start()
