@@ -65,12 +65,12 @@ for everything written before them, so no batch is journaled and no commit answe
 a lost record.
 
 A lost BEGIN is taken back (*adopted*) by the next coordinator when the producer's
-transaction first reaches it, unless its journal's tail was cut when it was opened (a torn
-or damaged tail may have held durable records: a BEGIN lost there may have batches
-journaled, which an adoption would leave out of its commit) (a partition's registration, an add, a commit or an
-abort): so a leadership moved from a live coordinator (a preferred election, a
-reassignment) or a coordinator's crash does not fail a transaction the producer was
-told it had begun. Nothing of such a transaction was journaled anywhere (a registration
+transaction first reaches it (a partition's registration, an add, a commit or an abort):
+so a leadership moved from a live coordinator (a preferred election, a reassignment) or a
+coordinator's crash does not fail a transaction the producer was told it had begun. Not
+when the coordinator's journal had its tail cut when it was opened: a torn or damaged
+tail may have held durable records, so a BEGIN lost there may have batches journaled,
+which an adoption would leave out of its commit. Nothing of such a transaction was journaled anywhere (a registration
 answered means its BEGIN was durable), so beginning it again under its own id is the
 same transaction. The id must be one the previous coordinators may have handed out and
 this one has not heard of: of this coordinator's partition, above every transaction id
