@@ -17,6 +17,7 @@ from twinlog.engine.base.errors import TwinlogError
 from twinlog.engine.base.types import TopicPartition
 from twinlog.engine.groups.group_calls import PROTOCOL_CONSUMER
 from twinlog.rpc.kafka.access import authorize
+from twinlog.rpc.kafka.authorized_operations import as_int32, authorized_operations
 from twinlog.rpc.kafka.consumer_group_heartbeat import by_topic_id
 from twinlog.rpc.kafka.context import KafkaContext
 from twinlog.rpc.kafka.error_codes import GROUP_ID_NOT_FOUND, NONE, code_of
@@ -56,7 +57,7 @@ def _refused(group_id: str, code: int, message: str) -> Any:
     )
 
 
-def _described(context: KafkaContext, group_id: str) -> Any:
+def _described(context: KafkaContext, group_id: str, operations_asked: bool = False) -> Any:
     guard, principal = context.guard, context.connection.principal
     if not guard.may_describe(principal, group_id, Resource.GROUP):
         denied = authorize(guard, principal, Operation.DESCRIBE, (group_id,), Resource.GROUP)
@@ -91,11 +92,15 @@ def _described(context: KafkaContext, group_id: str) -> Any:
         assignment_epoch=description.group_epoch,
         assignor_name=ASSIGNOR_NAME,
         members=members,
+        authorized_operations=as_int32(
+            authorized_operations(context, Resource.GROUP, group_id, operations_asked)
+        ),
     )
 
 
 def handle_consumer_group_describe(
     request: ConsumerGroupDescribeRequest, version: int, context: KafkaContext
 ) -> ConsumerGroupDescribeResponse:
-    groups = [_described(context, group_id) for group_id in request.group_ids]
+    asked = bool(getattr(request, "include_authorized_operations", False))
+    groups = [_described(context, group_id, asked) for group_id in request.group_ids]
     return ConsumerGroupDescribeResponse(version=version, throttle_time_ms=0, groups=groups)

@@ -4,8 +4,8 @@ listener, from the same read as Metadata's (``metadata``).
 
 Only the brokers' endpoints are described (``EndpointType`` 1); a request for the
 controllers' (2, KRaft's) is answered UNSUPPORTED_ENDPOINT_TYPE. No broker is fenced (a
-ZooKeeper cluster has no fencing of registered brokers). twinlog's ACLs have no cluster
-resource: the authorized operations are answered as not computed (Kafka's INT32_MIN).
+ZooKeeper cluster has no fencing of registered brokers). The cluster's authorized
+operations are computed when asked (``authorized_operations``).
 """
 
 from __future__ import annotations
@@ -13,9 +13,11 @@ from __future__ import annotations
 from kafka.errors import UnsupportedEndpointTypeError
 from kafka.protocol.admin import DescribeClusterRequest, DescribeClusterResponse
 
+from twinlog.rpc.kafka.authorized_operations import authorized_operations
 from twinlog.rpc.kafka.context import KafkaContext
 from twinlog.rpc.kafka.error_codes import NONE
 from twinlog.rpc.kafka.metadata import brokers_of, identity_of, read_cluster
+from twinlog.rpc.policy.auth import CLUSTER_NAME, Resource
 
 BROKERS_ENDPOINT = 1
 UNSUPPORTED_ENDPOINT_TYPE = UnsupportedEndpointTypeError.errno
@@ -35,7 +37,12 @@ def handle_describe_cluster(
         "endpoint_type": endpoint_type,
         "cluster_id": cluster_id,
         "controller_id": controller_id,
-        "authorized_operations": None,  # sent as INT32_MIN: not computed
+        "authorized_operations": authorized_operations(
+            context,
+            Resource.CLUSTER,
+            CLUSTER_NAME,
+            bool(getattr(request, "include_cluster_authorized_operations", False)),
+        ),
     }
     if endpoint_type != BROKERS_ENDPOINT:
         return DescribeClusterResponse(

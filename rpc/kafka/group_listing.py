@@ -30,6 +30,7 @@ from kafka.protocol.consumer import ConsumerProtocolSubscription
 from twinlog.engine.base.errors import TwinlogError
 from twinlog.engine.groups.group_calls import PROTOCOL_CONSUMER
 from twinlog.rpc.kafka.access import require
+from twinlog.rpc.kafka.authorized_operations import authorized_operations
 from twinlog.rpc.kafka.context import KafkaContext
 from twinlog.rpc.kafka.error_codes import AUTHORIZATION_FAILED_CODES, NONE, code_of
 from twinlog.rpc.kafka.groups import CONSUMER_PROTOCOL_TYPE, assignment_bytes
@@ -102,7 +103,7 @@ def _subscription_bytes(topics: tuple[str, ...]) -> bytes:
     return bytes(subscription.encode(version=SUBSCRIPTION_VERSION))
 
 
-def _described(context: KafkaContext, group_id: str) -> Any:
+def _described(context: KafkaContext, group_id: str, operations_asked: bool = False) -> Any:
     Described = DescribeGroupsResponse.DescribedGroup
     if not _shown(context, group_id):
         return Described(
@@ -144,13 +145,17 @@ def _described(context: KafkaContext, group_id: str) -> Any:
         protocol_type=CONSUMER_PROTOCOL_TYPE,
         protocol_data="",
         members=members,
+        authorized_operations=authorized_operations(
+            context, Resource.GROUP, group_id, operations_asked
+        ),
     )
 
 
 def handle_describe_groups(
     request: DescribeGroupsRequest, version: int, context: KafkaContext
 ) -> DescribeGroupsResponse:
-    groups = [_described(context, group_id) for group_id in request.groups]
+    asked = bool(getattr(request, "include_authorized_operations", False))  # v3+
+    groups = [_described(context, group_id, asked) for group_id in request.groups]
     return DescribeGroupsResponse(version=version, throttle_time_ms=0, groups=groups)
 
 

@@ -44,6 +44,7 @@ from twinlog.engine.base.types import TopicDescription
 from twinlog.engine.broker.internal_topics import is_internal
 from twinlog.engine.broker.topic_registry import validate_topic_name
 from twinlog.rpc.kafka.access import ResourceDenied
+from twinlog.rpc.kafka.authorized_operations import authorized_operations
 from twinlog.rpc.kafka.context import LEADER_EPOCH, NODE_ID, KafkaContext
 from twinlog.rpc.kafka.error_codes import (
     INVALID_TOPIC_EXCEPTION,
@@ -55,7 +56,7 @@ from twinlog.rpc.kafka.error_codes import (
     UNKNOWN_TOPIC_OR_PARTITION,
     code_of,
 )
-from twinlog.rpc.policy.auth import Resource
+from twinlog.rpc.policy.auth import CLUSTER_NAME, Resource
 from twinlog.rpc.policy.topic_auto_creation import auto_creation
 
 Topic = MetadataResponse.MetadataResponseTopic
@@ -308,6 +309,12 @@ def handle_metadata(
                 topics.append(
                     _topic(context, wanted.name, cluster, request.allow_auto_topic_creation)
                 )
+    if getattr(request, "include_topic_authorized_operations", False):  # v8+
+        for topic in topics:
+            if topic.error_code == 0:
+                topic.authorized_operations = authorized_operations(
+                    context, Resource.TOPIC, topic.name
+                )
     cluster_id, controller_id = identity_of(context, cluster)
     return MetadataResponse(
         version=version,
@@ -316,4 +323,10 @@ def handle_metadata(
         cluster_id=cluster_id,
         controller_id=controller_id,
         topics=topics,
+        authorized_operations=authorized_operations(  # v8-10
+            context,
+            Resource.CLUSTER,
+            CLUSTER_NAME,
+            bool(getattr(request, "include_cluster_authorized_operations", False)),
+        ),
     )

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import confluent_kafka
+import confluent_kafka.admin
 import kafka
 import kafka.errors
 import pytest
@@ -215,3 +216,42 @@ def test_cluster_action_and_tokens_are_refused_saying_why(secured: Secured) -> N
         ],
     )
     assert created["failed"] == [kafka.errors.InvalidRequestError] * 2, created
+
+
+def operations_seen(secured: Secured, user: str) -> tuple[set[str], set[str]]:
+    """(the cluster's, topic orders') authorized operations confluent-kafka shows ``user``."""
+    admin = confluent_kafka.admin.AdminClient(
+        {
+            "bootstrap.servers": secured.bootstrap,
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "PLAIN",
+            "sasl.username": user,
+            "sasl.password": TOKENS[user],
+        }
+    )
+    cluster = admin.describe_cluster(include_authorized_operations=True, request_timeout=10)
+    topics = admin.describe_topics(
+        confluent_kafka.TopicCollection(["orders"]),
+        include_authorized_operations=True,
+        request_timeout=10,
+    )
+    return (
+        {operation.name for operation in cluster.result().authorized_operations},
+        {operation.name for operation in topics["orders"].result().authorized_operations},
+    )
+
+
+def test_authorized_operations_are_what_the_grants_allow(secured: Secured) -> None:
+    created = grant_as_ops(
+        secured,
+        [
+            allow("bob", ACLOperation.READ, ResourceType.TOPIC, "orders"),
+            allow("bob", ACLOperation.DESCRIBE_CONFIGS, ResourceType.CLUSTER, "kafka-cluster"),
+        ],
+    )
+    assert created["failed"] == [], created
+    cluster, orders = operations_seen(secured, "bob")
+    assert cluster == {"DESCRIBE_CONFIGS"}
+    assert orders == {"READ", "DESCRIBE", "DESCRIBE_CONFIGS"}  # read implies the other two
+    cluster, _ = operations_seen(secured, "ops")  # the ACL file's 'ops alter cluster:*'
+    assert cluster == {"ALTER", "DESCRIBE"}

@@ -293,6 +293,16 @@ def test_a_classic_group_and_a_consumer_group_refuse_each_other(
     )
     group = described.groups[0]
     assert group.error_code == NONE and group.group_state in ("Stable", "Reconciling")
+    assert group.authorized_operations == -(2**31)  # not asked: not computed
+    asked = raw.call(
+        ConsumerGroupDescribeRequest(
+            group_ids=[consumer_group], include_authorized_operations=True
+        ),
+        ConsumerGroupDescribeResponse,
+        0,
+    )
+    # READ, DELETE and DESCRIBE (bits 3, 6, 8): no ACLs here
+    assert asked.groups[0].authorized_operations == (1 << 3) | (1 << 6) | (1 << 8)
     assert [m.member_id for m in group.members] == ["new-1"]
     assert group.members[0].subscribed_topic_names == [topic]
     listed = raw.call(
