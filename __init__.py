@@ -80,6 +80,7 @@ from twinlog.engine.base.errors import (
     UnknownProducerIdError,
     UnknownTopicOrPartitionError,
     UnknownTransactionError,
+    UnreleasedInstanceIdError,
 )
 
 if TYPE_CHECKING:
@@ -172,6 +173,7 @@ __all__ = [
     "UnknownProducerIdError",
     "UnknownTopicOrPartitionError",
     "UnknownTransactionError",
+    "UnreleasedInstanceIdError",
     "__version__",
     "errors",
 ]
