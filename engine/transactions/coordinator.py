@@ -830,7 +830,11 @@ class Coordinator:
         """
         with self._lock:
             replayed = self._memory.replay(self.journal)
-            self._adoption_floor = self._memory.highest_transaction_id() + 1
+            # the first id of this coordinator's partition above every one its journal holds
+            highest = self._memory.highest_transaction_id()
+            self._adoption_floor = (
+                ((highest >> PARTITION_BITS) + 1) << PARTITION_BITS
+            ) | self.partition_index
             if self.journal.cut_at_open:
                 # The cut tail may have held durable records (a damaged disk): a BEGIN lost
                 # there may have batches journaled, which an adoption would leave out of
