@@ -36,6 +36,7 @@ from twinlog.engine.base.errors import TwinlogError
 from twinlog.rpc.cluster.coordinator_source import CoordinatorSource, journal_partitions_of
 from twinlog.rpc.cluster.metadata_source import MetadataSource
 from twinlog.rpc.kafka.error_codes import (
+    FENCED_LEADER_EPOCH,
     LEADER_NOT_AVAILABLE,
     NOT_LEADER_OR_FOLLOWER,
     UNKNOWN_TOPIC_OR_PARTITION,
@@ -75,35 +76,34 @@ class KafkaCluster:
     def close(self) -> None:
         """Nothing to close: the calls to other brokers are the broker's own."""
 
-    def current_leader(self, topic: str, partition: int) -> LeaderHint | None:
-        """The partition's leader and epoch as the cluster's state has them, with the
-        leader's Kafka listener (KIP-951: answered beside NOT_LEADER_OR_FOLLOWER, so a
-        client goes there without a Metadata request); None when it has no leader or the
-        state is not readable now."""
+    def partition_code(self, error: TwinlogError, api_key: int, topic: str, partition: int) -> int:
+        """The code for the engine's refusal of a partition request (``refusal``)."""
+        return self.refusal(error, api_key, topic, partition)[0]
+
+    def refusal(
+        self, error: TwinlogError, api_key: int, topic: str, partition: int
+    ) -> tuple[int, LeaderHint | None]:
+        """The code for the engine's refusal of a partition request, and who leads the
+        partition, from one read of the cluster's state: a "not here" refusal says
+        NOT_LEADER_OR_FOLLOWER or LEADER_NOT_AVAILABLE, as that state has it; with it and
+        with FENCED_LEADER_EPOCH, the leader, its epoch and its Kafka listener (KIP-951: a
+        client goes there without a Metadata request). No hint when the partition has no
+        leader or the state is not readable now."""
+        code = code_of(error, api_key)
+        if code not in NOT_HERE_CODES and code != FENCED_LEADER_EPOCH:
+            return code, None
         try:
             metadata = self.metadata([topic])
-        except TwinlogError:
-            return None
-        found = metadata.partition(topic, partition)
-        if found is None or found.offline:
-            return None
-        leader = metadata.broker(found.leader_id)
-        endpoint = None if leader is None else leader.kafka_address
-        return LeaderHint(found.leader_id, found.leader_epoch, endpoint)
-
-    def partition_code(self, error: TwinlogError, api_key: int, topic: str, partition: int) -> int:
-        """The code for the engine's refusal of a partition request: a "not here" refusal
-        says NOT_LEADER_OR_FOLLOWER or LEADER_NOT_AVAILABLE, as the cluster's state has it."""
-        code = code_of(error, api_key)
-        if code not in NOT_HERE_CODES:
-            return code
-        try:
-            found = self.metadata([topic]).partition(topic, partition)
         except TwinlogError as reading:  # ZooKeeper away: the engine's code is still true
             log.info("Kafka: the leader of %s-%d not read: %s", topic, partition, reading)
-            return code
+            return code, None
+        found = metadata.partition(topic, partition)
         if found is None:
-            return code  # no such partition in the cluster (or the topic is gone)
+            return code, None  # no such partition in the cluster (or the topic is gone)
         if found.offline:
-            return LEADER_NOT_AVAILABLE
-        return NOT_LEADER_OR_FOLLOWER
+            return (LEADER_NOT_AVAILABLE if code in NOT_HERE_CODES else code), None
+        leader = metadata.broker(found.leader_id)
+        hint = LeaderHint(
+            found.leader_id, found.leader_epoch, None if leader is None else leader.kafka_address
+        )
+        return (NOT_LEADER_OR_FOLLOWER if code in NOT_HERE_CODES else code), hint

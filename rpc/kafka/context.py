@@ -129,10 +129,14 @@ class KafkaContext:
     # config key request_log_slow_ms, as for the gRPC door's calls); DEBUG below.
     request_log_slow_ms: int = 1_000
 
-    def current_leader(self, topic: str, partition: int) -> LeaderHint | None:
-        """Who leads the partition now (``KafkaCluster.current_leader``); None on a single
-        node, which leads every partition it has."""
-        return None if self.cluster is None else self.cluster.current_leader(topic, partition)
+    def partition_refusal(
+        self, error: TwinlogError, api_key: int, topic: str, partition: int
+    ) -> tuple[int, LeaderHint | None]:
+        """``partition_code``, and who leads the partition (``KafkaCluster.refusal``); no
+        hint on a single node, which leads every partition it has."""
+        if self.cluster is None:
+            return code_of(error, api_key), None
+        return self.cluster.refusal(error, api_key, topic, partition)
 
     def partition_code(self, error: TwinlogError, api_key: int, topic: str, partition: int) -> int:
         """The code for the engine's refusal of a request on one partition (Produce, Fetch,

@@ -84,7 +84,7 @@ class _Reading:
     ) -> None:
         self.context = context
         # a partition "not here" names its leader (v12+, KIP-951)
-        self.hints = hints or LeaderHints(context, enabled=False)
+        self.hints = hints or LeaderHints(enabled=False)
         # each partition's current_leader_epoch is checked (v9+; -1 is not)
         self.checks_epochs = checks_epochs
         # and its last_fetched_epoch compared with the log's epochs (v12+)
@@ -180,7 +180,9 @@ class _Reading:
             )
         except TwinlogError as error:
             self.errors += 1
-            code = self.context.partition_code(error, FetchRequest.API_KEY, topic, partition)
+            code, hint = self.context.partition_refusal(
+                error, FetchRequest.API_KEY, topic, partition
+            )
             return PartitionAnswer(
                 partition_index=partition,
                 error_code=code,
@@ -191,7 +193,7 @@ class _Reading:
                 aborted_transactions=None,
                 records=None,
                 current_leader=self.hints.current_leader(
-                    PartitionAnswer.LeaderIdAndEpoch, topic, partition, code
+                    PartitionAnswer.LeaderIdAndEpoch, hint, code
                 ),
             )
         self.remaining_bytes -= len(records)
@@ -239,7 +241,7 @@ def handle_fetch(request: FetchRequest, version: int, context: KafkaContext) -> 
         if code:
             denied[topic] = code
     while True:
-        hints = LeaderHints(context, enabled=version >= LEADER_HINT_VERSION)
+        hints = LeaderHints(enabled=version >= LEADER_HINT_VERSION)
         reading = _Reading(
             context,
             answer_bytes_max,

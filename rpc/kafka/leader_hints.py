@@ -2,16 +2,16 @@
 NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH carries the partition's current leader and
 epoch, and the answer (Fetch v16+, Produce v10+) the Kafka listeners of those leaders, so a
 client (Kafka 3.7+, librdkafka 2.4+) sends its next request there without first asking for
-metadata. Read from the cluster's state as the code was (``KafkaCluster.current_leader``);
-a single node, a partition without a leader, or state that cannot be read now adds nothing,
-and the client asks for metadata as before.
+metadata. Read from the cluster's state with the code, in one read
+(``KafkaContext.partition_refusal``); a single node, a partition without a leader, or state
+that cannot be read now adds nothing, and the client asks for metadata as before.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from twinlog.rpc.kafka.context import KafkaContext
+from twinlog.rpc.kafka.cluster import LeaderHint
 from twinlog.rpc.kafka.error_codes import FENCED_LEADER_EPOCH, NOT_LEADER_OR_FOLLOWER
 
 HINTED_CODES = (NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH)
@@ -20,18 +20,14 @@ HINTED_CODES = (NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH)
 class LeaderHints:
     """The leaders named in one answer, and where their Kafka listeners are."""
 
-    def __init__(self, context: KafkaContext, enabled: bool) -> None:
-        self._context = context
+    def __init__(self, enabled: bool) -> None:
         self._enabled = enabled
         self.endpoints: dict[int, tuple[str, int]] = {}
 
-    def current_leader(self, leader_type: Any, topic: str, partition: int, code: int) -> Any | None:
+    def current_leader(self, leader_type: Any, hint: LeaderHint | None, code: int) -> Any | None:
         """A ``leader_type`` (the message's LeaderIdAndEpoch) for a partition answered
-        ``code``; None when there is nothing to tell."""
-        if not self._enabled or code not in HINTED_CODES:
-            return None
-        hint = self._context.current_leader(topic, partition)
-        if hint is None:
+        ``code`` with ``hint``; None when there is nothing to tell."""
+        if not self._enabled or code not in HINTED_CODES or hint is None:
             return None
         if hint.endpoint is not None:
             self.endpoints[hint.leader_id] = hint.endpoint

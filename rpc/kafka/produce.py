@@ -30,6 +30,7 @@ from kafka.protocol.producer import ProduceRequest, ProduceResponse
 
 from twinlog.engine.base.errors import TwinlogError
 from twinlog.rpc.kafka.access import require
+from twinlog.rpc.kafka.cluster import LeaderHint
 from twinlog.rpc.kafka.context import KafkaContext
 from twinlog.rpc.kafka.error_codes import (
     CORRUPT_MESSAGE,
@@ -57,6 +58,7 @@ def _append(
 ) -> Any:
     message: str | None = None
     base_offset = UNKNOWN_OFFSET
+    hint: LeaderHint | None = None
     if records is None:
         error_code, message = CORRUPT_MESSAGE, "a produce request without records"
     else:
@@ -73,7 +75,9 @@ def _append(
             base_offset = context.broker.produce(topic, partition, batch).base_offset
             error_code = NONE
         except TwinlogError as error:
-            error_code = context.partition_code(error, ProduceRequest.API_KEY, topic, partition)
+            error_code, hint = context.partition_refusal(
+                error, ProduceRequest.API_KEY, topic, partition
+            )
             message = str(error)
         if message is not None:
             # The client sees only a code (and, from v8, this message): say it here too.
@@ -86,9 +90,7 @@ def _append(
         log_start_offset=UNKNOWN_OFFSET,
         record_errors=[],
         error_message=message,
-        current_leader=hints.current_leader(
-            PartitionAnswer.LeaderIdAndEpoch, topic, partition, error_code
-        ),
+        current_leader=hints.current_leader(PartitionAnswer.LeaderIdAndEpoch, hint, error_code),
     )
 
 
@@ -109,7 +111,7 @@ def handle_produce(
     if request.acks not in ACKS_ALLOWED:
         message = f"acks={request.acks}: use 0, 1 or -1 (all)"
         return _refuse_all(request, version, INVALID_REQUIRED_ACKS, message)
-    hints = LeaderHints(context, enabled=version >= LEADER_HINT_VERSION)
+    hints = LeaderHints(enabled=version >= LEADER_HINT_VERSION)
     answers = [
         TopicAnswer(
             name=topic.name,
