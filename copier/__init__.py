@@ -9,13 +9,19 @@ through the LMDB index); its one user is ``engine.broker``, where each partition
 one writer.
 """
 
-from twinlog.copier.partition_writer import PartitionWriter, RecoveryOutcome, check_invariant
+from twinlog.copier.partition_writer import (
+    CommitCall,
+    PartitionWriter,
+    RecoveryOutcome,
+    check_invariant,
+)
 from twinlog.copier.recovery_table import RECOVERY_TABLE, Action, Case, lookup
 
 __all__ = [
     "RECOVERY_TABLE",
     "Action",
     "Case",
+    "CommitCall",
     "PartitionWriter",
     "RecoveryOutcome",
     "check_invariant",

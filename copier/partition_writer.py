@@ -45,9 +45,12 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from array import array
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import closing
 from dataclasses import dataclass
+from itertools import pairwise, takewhile
+from typing import cast
 
 from twinlog.copier.recovery_table import (
     Action,
@@ -60,7 +63,12 @@ from twinlog.copier.recovery_table import (
 )
 from twinlog.copier.tail import classify_tail
 from twinlog.engine.base import failpoints
-from twinlog.engine.base.errors import CorruptBatchError, CorruptJournalError, InvalidTxnStateError
+from twinlog.engine.base.errors import (
+    CorruptBatchError,
+    CorruptJournalError,
+    InvalidTxnStateError,
+    TwinlogError,
+)
 from twinlog.engine.log import DataLog
 from twinlog.engine.records.batch_format import HEADER_BYTES, BatchHeader, unpack_header
 from twinlog.journal import CopyRecord, CopyState, JournalLogs
@@ -83,6 +91,15 @@ class RecoveryOutcome:
     case: Case
     row: Row
     applied_range: tuple[int, int] | None
+
+
+@dataclass(frozen=True)
+class CommitCall:
+    """One APPLY_COMMIT of ``PartitionWriter.apply_commits`` (see ``apply_commit``)."""
+
+    transaction_id: int
+    attempts: Iterable[bytes] | None = None
+    journaled_entries: int = 0
 
 
 class PartitionWriter:
@@ -159,34 +176,103 @@ class PartitionWriter:
         record, it lost them (LMDB keeps no checksums): CorruptJournalError, and
         nothing is copied or recorded, rather than a silently shorter commit.
         """
+        outcome = self.apply_commits([CommitCall(transaction_id, attempts, journaled_entries)])[0]
+        if isinstance(outcome, BaseException):
+            raise outcome
+        return outcome
+
+    def apply_commits(self, calls: Sequence[CommitCall]) -> list[tuple[int, int] | BaseException]:
+        """``apply_commit`` of several transactions, copied in the order given: each call's
+        (first, next) offset, or the error it alone raised.
+
+        Consecutive OPEN transactions are copied as one group: their MARK_APPLYING
+        records in one journal-log write, their batches in one append with one fsync,
+        their MARK_APPLIED records in one write; the rest (applied, aborted, unknown
+        here, a failed copy's) are answered one by one in their place. Once a group's
+        copy fails, it and every call after it get that error (the next write recovers
+        the group first).
+        """
+        outcomes: list[tuple[int, int] | BaseException | None] = [None] * len(calls)
         with self._lock:
-            self._recover_if_needed()
-            record = self.journal.transaction(self.partition, transaction_id)
-            self._check_journaled(transaction_id, record, journaled_entries)
-            if record is None:
-                end = self.log.log_end_offset
-                applied = self.journal.mark_applied(self.partition, transaction_id, end, end)
-                return applied.applied_range
-            if record.state is CopyState.APPLIED:
-                return record.applied_range
-            if record.state is CopyState.ABORTED:
-                raise InvalidTxnStateError(
-                    f"transaction {transaction_id} is ABORTED on {self.partition}; APPLY_COMMIT "
-                    "would make it APPLIED (only from OPEN or APPLYING)"
-                )
-            if record.state is CopyState.APPLYING:  # a failed copy of this session
-                outcome = self._recover_one(record)
-                assert outcome.applied_range is not None
-                return outcome.applied_range
-            # A failed MARK_APPLYING may stay in the journal log (LMDB did not apply it):
-            # recovery cuts it before the data log's next write, which a crash would
-            # otherwise turn into a foreign tail behind a replayed APPLYING.
-            self._needs_recovery = True
-            record = self.journal.mark_applying(
-                self.partition, transaction_id, self.log.log_end_offset, attempts
+            group: list[tuple[int, CommitCall]] = []
+            try:
+                self._recover_if_needed()
+                for index, call in enumerate(calls):
+                    try:
+                        record = self.journal.transaction(self.partition, call.transaction_id)
+                        self._check_journaled(call.transaction_id, record, call.journaled_entries)
+                    except TwinlogError as refusal:  # this call's alone
+                        outcomes[index] = refusal
+                        continue
+                    if record is not None and record.state is CopyState.OPEN:
+                        group.append((index, call))
+                        continue
+                    self._copy_group(group, outcomes)  # the group goes first: order is kept
+                    group = []
+                    try:
+                        outcomes[index] = self._apply_settled(call.transaction_id, record)
+                    except InvalidTxnStateError as refusal:
+                        outcomes[index] = refusal
+                self._copy_group(group, outcomes)
+            except BaseException as error:
+                for index, outcome in enumerate(outcomes):
+                    if outcome is None:
+                        outcomes[index] = error
+        assert all(outcome is not None for outcome in outcomes)
+        return cast(list[tuple[int, int] | BaseException], outcomes)
+
+    def _apply_settled(self, transaction_id: int, record: CopyRecord | None) -> tuple[int, int]:
+        """APPLY_COMMIT of a transaction that is not OPEN here (lock held)."""
+        if record is None:
+            end = self.log.log_end_offset
+            applied = self.journal.mark_applied(self.partition, transaction_id, end, end)
+            return applied.applied_range
+        if record.state is CopyState.APPLIED:
+            return record.applied_range
+        if record.state is CopyState.ABORTED:
+            raise InvalidTxnStateError(
+                f"transaction {transaction_id} is ABORTED on {self.partition}; APPLY_COMMIT "
+                "would make it APPLIED (only from OPEN or APPLYING)"
             )
-            failpoints.hit("copier.after_applying_record")
-            return self._copy(record)
+        assert record.state is CopyState.APPLYING, record.state  # a failed copy of this session
+        outcome = self._recover_one(record)
+        assert outcome.applied_range is not None
+        return outcome.applied_range
+
+    def _copy_group(
+        self,
+        group: list[tuple[int, CommitCall]],
+        outcomes: list[tuple[int, int] | BaseException | None],
+    ) -> None:
+        """Copy a group of OPEN transactions (lock held): each one's MARK_APPLYING records
+        the offset where its batches will start, right after the batches of the one before
+        (whose span the journal's headers give), so recovery reads the group as one copy."""
+        if not group:
+            return
+        marks: list[tuple[int, int, tuple[bytes, ...] | None]] = []
+        start = self.log.log_end_offset
+        for position, (_index, call) in enumerate(group):
+            attempts = None if call.attempts is None else tuple(call.attempts)
+            marks.append((call.transaction_id, start, attempts))
+            if position + 1 < len(group):  # the last one's span is not needed
+                start += self._span(call.transaction_id, attempts)
+        # A failed MARK_APPLYING may stay in the journal log (LMDB did not apply it):
+        # recovery cuts it before the data log's next write, which a crash would
+        # otherwise turn into a foreign tail behind a replayed APPLYING.
+        self._needs_recovery = True
+        records = self.journal.mark_applying_all(self.partition, marks)
+        failpoints.hit("copier.after_applying_record")
+        for (index, _call), applied_range in zip(group, self._copy(records), strict=True):
+            outcomes[index] = applied_range
+
+    def _span(self, transaction_id: int, attempts: tuple[bytes, ...] | None) -> int:
+        """Offsets the batches an OPEN transaction's commit of ``attempts`` copies span."""
+        record = self.journal.transaction(self.partition, transaction_id)
+        assert record is not None and record.state is CopyState.OPEN, record
+        chosen = record._replace(attempts=attempts)
+        sequences = self.journal.sequences(self.partition, transaction_id)
+        with closing(self.journal.iter_tagged_headers(self.partition, sequences)) as tagged:
+            return sum(header.last_offset_delta + 1 for tag, header in tagged if chosen.copies(tag))
 
     def apply_abort(self, transaction_id: int) -> None:
         """Delete the transaction's entries and record ABORTED; nothing is copied.
@@ -217,48 +303,86 @@ class PartitionWriter:
 
     # --- the copy -----------------------------------------------------------------
 
-    def _copy(self, record: CopyRecord, resume_after: int = 0) -> tuple[int, int]:
-        """Steps 2-4 for an APPLYING record whose start is the log end, or, with
-        ``resume_after`` (J6), whose first ``resume_after`` chosen batches lie whole in
-        the log from its start: the rest are appended after them."""
-        start = record.first_offset
+    def _copy(self, records: Sequence[CopyRecord], resume_after: int = 0) -> list[tuple[int, int]]:
+        """Steps 2-4 for a group of APPLYING records whose starts follow each other from
+        the log end (one record: a single copy), or, with ``resume_after`` (J6), whose
+        first record's first ``resume_after`` chosen batches lie whole in the log from its
+        start: the rest are appended after them. Every batch of the group goes in one
+        append with one fsync; each record's (first, next) offset, in order."""
+        start = records[0].first_offset
         copied_end = self.log.log_end_offset
         assert resume_after > 0 or copied_end == start, (
-            f"copy of {record.transaction_id} on {self.partition} starts at {start}, "
+            f"copy of {records[0].transaction_id} on {self.partition} starts at {start}, "
             f"but the log ends at {copied_end}"
         )
-        chosen = self.journal.sequences(
-            self.partition, record.transaction_id, chosen_only=record.attempts is not None
-        )
-        assert resume_after < len(chosen), "a resumed copy has batches left to copy"
-        spanned = [copied_end - start]  # offsets the copied batches span, summed as they pass
+        chosen = [
+            self.journal.sequences(
+                self.partition, record.transaction_id, chosen_only=record.attempts is not None
+            )
+            for record in records
+        ]
+        assert resume_after == 0 or resume_after < len(chosen[0]), "batches left to copy"
+        chosen[0] = chosen[0][resume_after:]
+        # Offsets each record's copied batches span, summed as they pass; the first
+        # record's resumed prefix is in the log already.
+        spanned = [0] * len(records)
+        spanned[0] = copied_end - start
         self._needs_recovery = True  # until APPLIED: if this fails, the next write resumes it
         try:
-            left = chosen[resume_after:]
-            with closing(self.journal.iter_batches(self.partition, left)) as batches:
-                # One batch (one send_batch per partition) needs no append-in-progress mark.
-                first, next_offset = self.log.append_all_as_leader(
-                    self._counted(batches, spanned), batch_count=len(left)
-                )
+            first, next_offset = self.log.append_all_as_leader(
+                self._group_batches(records, chosen, spanned),
+                batch_count=sum(len(sequences) for sequences in chosen),
+            )
         except CorruptBatchError as error:  # append_all_as_leader copied nothing
             raise CorruptJournalError(
-                f"local data journal {self.journal.directory}: transaction "
-                f"{record.transaction_id} on {self.partition} holds a damaged batch ({error}); "
-                "nothing of it was copied. LMDB keeps no checksums, the batch CRC caught it. "
-                "Stop the broker, copy the journal aside and restore it from a backup "
-                "(docs/formats.md, 'Local data journal: Damage')"
+                f"local data journal {self.journal.directory}: a transaction of "
+                f"{[record.transaction_id for record in records]} on {self.partition} holds a "
+                f"damaged batch ({error}); nothing of it was copied. LMDB keeps no checksums, "
+                "the batch CRC caught it. Stop the broker, copy the journal aside and restore "
+                "it from a backup (docs/formats.md, 'Local data journal: Damage')"
             ) from error
         failpoints.hit("copier.after_log_fsync")
-        check_invariant(start, next_offset, start + spanned[0])
-        assert first == copied_end and next_offset == start + spanned[0]
+        ranges = []
+        for record, span in zip(records, spanned, strict=True):
+            end = record.first_offset + span
+            check_invariant(record.first_offset, end, end)
+            ranges.append((record.first_offset, end))
+        assert first == copied_end and next_offset == ranges[-1][1]
         if self.wait_replicated is not None:
             self.wait_replicated(next_offset)
         if self.on_copied is not None:
             self.on_copied()
-        self.journal.mark_applied(self.partition, record.transaction_id, start, next_offset)
+        self.journal.mark_applied_all(
+            self.partition,
+            [
+                (record.transaction_id, *applied)
+                for record, applied in zip(records, ranges, strict=True)
+            ],
+        )
         self._needs_recovery = False
         failpoints.hit("copier.after_applied_record")
-        return start, next_offset
+        return ranges
+
+    def _group_batches(
+        self,
+        records: Sequence[CopyRecord],
+        chosen: list[array[int]],
+        spanned: list[int],
+    ) -> Iterator[memoryview]:
+        """The batches of every record in turn, each record's starting where the one before
+        it ended: the offset its MARK_APPLYING recorded (else nothing is kept: the append
+        is all or nothing)."""
+        offset = records[0].first_offset + spanned[0]
+        for position, (record, sequences) in enumerate(zip(records, chosen, strict=True)):
+            if offset != record.first_offset + spanned[position]:
+                raise CorruptJournalError(
+                    f"{self.partition}: the copy group's transaction {record.transaction_id} "
+                    f"was recorded APPLYING from offset {record.first_offset}, but the batches "
+                    f"before it end at {offset}; nothing of the group was copied"
+                )
+            with closing(self.journal.iter_batches(self.partition, sequences)) as batches:
+                yield from self._counted(batches, spanned, position)
+            offset = record.first_offset + spanned[position]
 
     def _check_journaled(
         self, transaction_id: int, record: CopyRecord | None, journaled_entries: int
@@ -278,11 +402,13 @@ class PartitionWriter:
             )
 
     @staticmethod
-    def _counted(batches: Iterable[memoryview], spanned: list[int]) -> Iterator[memoryview]:
+    def _counted(
+        batches: Iterable[memoryview], spanned: list[int], position: int
+    ) -> Iterator[memoryview]:
         for batch in batches:
             if len(batch) < HEADER_BYTES:
                 raise CorruptBatchError(f"batch of {len(batch)} bytes is shorter than its header")
-            spanned[0] += unpack_header(batch).last_offset_delta + 1
+            spanned[position] += unpack_header(batch).last_offset_delta + 1
             yield batch
             # Resumed: append_all_as_leader has written this batch (it writes each before
             # asking for the next).
@@ -309,25 +435,54 @@ class PartitionWriter:
         # partition held two APPLYING transactions and refused every copy (found by the
         # 1,000-fault nemesis run).
         self.journal.wait_log_committed(self.partition)
-        applying = self.journal.transactions(self.partition, [CopyState.APPLYING])
-        if len(applying) > 1:
-            raise CorruptJournalError(
-                f"{self.partition}: {len(applying)} transactions are APPLYING "
-                f"({[r.transaction_id for r in applying]}); the copier applies one at a time, so "
-                "the journal is damaged or was written by something else"
-            )
-        outcomes = [self._recover_one(record) for record in applying]
+        applying = self._copy_group_of(
+            self.journal.transactions(self.partition, [CopyState.APPLYING])
+        )
+        # In order, each bounded by where the next one starts: a whole copy followed by
+        # the next one's batches is whole, not a foreign tail.
+        outcomes = [
+            self._recover_one(record, None if after is None else after.first_offset)
+            for record, after in zip(applying, [*applying[1:], None][: len(applying)], strict=True)
+        ]
         self._needs_recovery = False
         if self.on_recovered is not None:
             self.on_recovered()
         return outcomes
 
+    def _copy_group_of(self, applying: list[CopyRecord]) -> list[CopyRecord]:
+        """The APPLYING records in copy order, checked to be one copy group: each starts
+        where the batches of the one before it end (CorruptJournalError if not)."""
+        if len(applying) <= 1:
+            return applying
+        spans = {record.transaction_id: self._chosen_span(record) for record in applying}
+        # A transaction that copies nothing starts where the next one does: it goes first.
+        ordered = sorted(applying, key=lambda r: (r.first_offset, spans[r.transaction_id] > 0))
+        for before, after in pairwise(ordered):
+            if before.first_offset + spans[before.transaction_id] != after.first_offset:
+                raise CorruptJournalError(
+                    f"{self.partition}: {len(applying)} transactions are APPLYING "
+                    f"({[r.transaction_id for r in ordered]}), but transaction "
+                    f"{after.transaction_id} starts at {after.first_offset}, not where "
+                    f"{before.transaction_id}'s batches end "
+                    f"({before.first_offset + spans[before.transaction_id]}): they are not one "
+                    "copy group, so the journal is damaged or was written by something else"
+                )
+        return ordered
+
+    def _chosen_span(self, record: CopyRecord) -> int:
+        """Offsets the batches an APPLYING record's copy chose span."""
+        sequences = self.journal.sequences(self.partition, record.transaction_id, chosen_only=True)
+        with closing(self.journal.iter_batch_headers(self.partition, sequences)) as headers:
+            return sum(header.last_offset_delta + 1 for header in headers)
+
     def inspect(self, record: CopyRecord | None) -> Case:
         """The recovery case of a transaction (``record`` None: absent)."""
         return self._inspect(record)[0]
 
-    def _inspect(self, record: CopyRecord | None) -> tuple[Case, int]:
-        """(recovery case, whole batches of the copy found in the log)."""
+    def _inspect(self, record: CopyRecord | None, end_bound: int | None = None) -> tuple[Case, int]:
+        """(recovery case, whole batches of the copy found in the log); ``end_bound``:
+        where the next transaction of its copy group starts (the log past it is that
+        one's)."""
         if record is None:
             return Case(CopyRecordState.ABSENT, ChainState.INTACT, TailState.EMPTY), 0
         state = CopyRecordState[record.state.name]
@@ -339,10 +494,14 @@ class PartitionWriter:
             return Case(state, ChainState.BROKEN, TailState.FOREIGN), 0
         if record.state is not CopyState.APPLYING:
             return Case(state, ChainState.INTACT, TailState.EMPTY), 0
-        start, end = record.first_offset, self.log.log_end_offset
+        start, end = record.first_offset, self._bounded_end(end_bound)
         # From the log start if retention deleted the copy's start (classify_tail).
         kept_from = max(start, self.log.log_start_offset)
-        log_headers = self.log.iter_headers(kept_from) if kept_from < end else iter(())
+        log_headers = (
+            takewhile(lambda header: header.base_offset < end, self.log.iter_headers(kept_from))
+            if kept_from < end
+            else iter(())
+        )
         with closing(self.journal.iter_batch_headers(self.partition, sequences)) as journal_headers:
             tail, matched = classify_tail(
                 start, self.log.log_start_offset, end, log_headers, journal_headers
@@ -354,8 +513,12 @@ class PartitionWriter:
             tail = TailState.TORN
         return Case(state, ChainState.INTACT, tail), matched
 
-    def _recover_one(self, record: CopyRecord) -> RecoveryOutcome:
-        case, matched = self._inspect(record)
+    def _bounded_end(self, end_bound: int | None) -> int:
+        end = self.log.log_end_offset
+        return end if end_bound is None else min(end, end_bound)
+
+    def _recover_one(self, record: CopyRecord, end_bound: int | None = None) -> RecoveryOutcome:
+        case, matched = self._inspect(record, end_bound)
         row = lookup(case)
         log.info(
             "%s: transaction %d is %s, chain %s, log tail %s: row %r -> %s",
@@ -390,7 +553,7 @@ class PartitionWriter:
                 removed_bytes,
                 record.first_offset,
             )
-            applied = self._copy(record)
+            applied = self._copy([record])[0]
         elif row.action is Action.RESUME_COPY:
             log.warning(
                 "%s: resuming the copy of transaction %d after its %d batches in the log",
@@ -398,19 +561,19 @@ class PartitionWriter:
                 record.transaction_id,
                 matched,
             )
-            applied = self._copy(record, resume_after=matched)
+            applied = self._copy([record], resume_after=matched)[0]
         elif row.action is Action.RESTART_AND_COPY:
             record = self.journal.mark_applying(
                 self.partition, record.transaction_id, self.log.log_end_offset
             )
-            applied = self._copy(record)
+            applied = self._copy([record])[0]
         elif row.action is Action.COPY:
-            applied = self._copy(record)
+            applied = self._copy([record])[0]
         elif row.action is Action.RECORD_APPLIED:
             # The copy may be whole only in the page cache (the process died before
             # append_all_as_leader's fsync): make it durable before the journal forgets it.
             self.log.flush()
-            end = self.log.log_end_offset
+            end = self._bounded_end(end_bound)
             if self.wait_replicated is not None:
                 self.wait_replicated(end)
             check_invariant(record.first_offset, end, end)

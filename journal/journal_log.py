@@ -38,7 +38,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from twinlog.engine.base import failpoints
@@ -235,32 +235,49 @@ class JournalLog:
         """Append ``record``, apply it to LMDB, return what its application returned.
         ``on_appended(offset)``: a replicated leader's (``ReplicatedJournalLog.write``);
         one node acknowledges nothing before LMDB applied the record, so it has no use."""
+        return self.write_all([record], on_appended)[0]
+
+    def write_all(
+        self,
+        records: Sequence[JournalLogRecord],
+        on_appended: Callable[[int], None] | None = None,
+    ) -> list[Any]:
+        """``write`` of several records in one hold of the order lock: they are appended
+        one after another and join the same write groups, so they share the fsync and the
+        LMDB transaction that one of them would take (a copy group's marks). Waits for
+        every one; raises the first failure once all are settled, else returns what each
+        application returned, in order. ``on_appended``: as ``write``'s, unused here."""
         # In pieces: an ENTRY's batch goes to the file as the producer sent it, uncopied.
-        batch = build_batch_pieces(record, int(time.time() * 1000))
+        now_ms = int(time.time() * 1000)
+        batches = [build_batch_pieces(record, now_ms) for record in records]
+        pending_writes: list[PendingWrite] = []
         with self.order_lock:
             if self.needs_repair:
                 self._repair()
-            failpoints.hit("journal_log.before_append")
-            # Built just above, so its CRC is fresh: checking it again would hash every
-            # journaled byte a second time. Fsynced by the writer, before applying.
-            offset = self.log.append_as_leader(batch, validate=False)
-            try:
-                failpoints.hit("journal_log.before_apply")
-                pending = self._enqueue(offset, record)
-                self.enqueued_end = offset + 1
-            except BaseException:
-                # In the log but never queued: every later record would reach LMDB out of
-                # order. The repair cuts it before the next write (a crash first replays it).
-                self.needs_repair = True
-                raise
-        try:
-            return pending.wait()
-        except BaseException:
-            # A refusal moved the applied offset past the record; a failure did not,
-            # and the records queued after it are refused as out of order. Which one
-            # it was, the repair reads from LMDB before the next write.
+            for record, batch in zip(records, batches, strict=True):
+                failpoints.hit("journal_log.before_append")
+                # Built just above, so its CRC is fresh: checking it again would hash every
+                # journaled byte a second time. Fsynced by the writer, before applying.
+                offset = self.log.append_as_leader(batch, validate=False)
+                try:
+                    failpoints.hit("journal_log.before_apply")
+                    pending_writes.append(self._enqueue(offset, record))
+                    self.enqueued_end = offset + 1
+                except BaseException:
+                    # In the log but never queued: every later record would reach LMDB
+                    # out of order. The repair cuts it before the next write (a crash
+                    # first replays it). Those queued already are settled below.
+                    self.needs_repair = True
+                    _wait_all(pending_writes)
+                    raise
+        # A refusal moved the applied offset past the record; a failure did not, and the
+        # records queued after it are refused as out of order. Which one it was, the
+        # repair reads from LMDB before the next write.
+        results, error = _wait_all(pending_writes)
+        if error is not None:
             self.needs_repair = True
-            raise
+            raise error
+        return results
 
     def wait_log_committed(self) -> None:
         """No-op on one node: every record is committed once durable (see the subclass)."""
@@ -401,3 +418,16 @@ def wait_replayed(pending: list[PendingWrite]) -> None:
         except DETERMINISTIC_REFUSALS:
             pass  # refused the first time too: a no-op record
     pending.clear()
+
+
+def _wait_all(pending_writes: list[PendingWrite]) -> tuple[list[Any], BaseException | None]:
+    """Wait for every write; (their results, None for a failed one; the first failure)."""
+    results: list[Any] = []
+    first_error: BaseException | None = None
+    for pending in pending_writes:
+        try:
+            results.append(pending.wait())
+        except BaseException as error:
+            results.append(None)
+            first_error = first_error or error
+    return results, first_error

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from twinlog.engine.base import failpoints
@@ -42,6 +42,7 @@ from twinlog.journal.journal_log import (
 )
 from twinlog.journal.journal_log_records import JournalLogRecord, build_batch_pieces
 from twinlog.journal.local_journal import LocalJournal
+from twinlog.journal.local_writer import PendingWrite
 
 log = logging.getLogger(__name__)
 
@@ -78,17 +79,22 @@ class ReplicatedJournalLog(JournalLog):
 
     # --- a leader's writes ----------------------------------------------------------
 
-    def write(
-        self, record: JournalLogRecord, on_appended: Callable[[int], None] | None = None
-    ) -> Any:
-        """A replicated leader's write: append, wait until the in-sync replicas hold it
-        (J2), then until LMDB applied it (J1: ``commit_to`` queued it). A failure while
-        waiting leaves the record in the log: the leader that follows decides its fate
-        (a retry of the same batch is recognised by its sequence). ``on_appended(offset)``:
-        called once the record is in the log, before the wait for its replicas (whatever
-        that wait's outcome)."""
-        batch = build_batch_pieces(record, int(time.time() * 1000))
-        waiter = WaitingWrite(record)
+    def write_all(
+        self,
+        records: Sequence[JournalLogRecord],
+        on_appended: Callable[[int], None] | None = None,
+    ) -> list[Any]:
+        """A replicated leader's write: append (several records: in one hold of the order
+        lock, one wait for their replicas), wait until the in-sync replicas hold them
+        (J2), then until LMDB applied them (J1: ``commit_to`` queued them). A failure
+        while waiting leaves the records in the log: the leader that follows decides
+        their fate (a retry of the same batch is recognised by its sequence).
+        ``on_appended(offset)``: called for each record once it is in the log, before the
+        wait for its replicas (whatever that wait's outcome). Raises the first failure
+        once every record is settled."""
+        now_ms = int(time.time() * 1000)
+        batches = [build_batch_pieces(record, now_ms) for record in records]
+        waiters: list[tuple[int, WaitingWrite]] = []
         with self.order_lock:
             if not self.leads:
                 raise NotLeaderOrFollowerError(
@@ -98,22 +104,40 @@ class ReplicatedJournalLog(JournalLog):
                 )
             if self.needs_repair:
                 self._repair()
-            failpoints.hit("journal_log.before_append")
-            offset = self.log.append_as_leader(batch, validate=False)
-            self.pending[offset] = waiter
-            if on_appended is not None:
-                on_appended(offset)
+            for record, batch in zip(records, batches, strict=True):
+                failpoints.hit("journal_log.before_append")
+                offset = self.log.append_as_leader(batch, validate=False)
+                waiter = WaitingWrite(record)
+                self.pending[offset] = waiter
+                waiters.append((offset, waiter))
+                if on_appended is not None:
+                    on_appended(offset)
         try:
             failpoints.hit("journal_log.before_apply")
-            self.wait_committed(offset + 1)
+            self.wait_committed(waiters[-1][0] + 1)
         except BaseException:
             with self.order_lock:
-                self.pending.pop(offset, None)  # queued from the log if committed later
+                for offset, _waiter in waiters:  # queued from the log if committed later
+                    self.pending.pop(offset, None)
             raise
         # The wait ended on the journal high watermark, which only commit_to moves, under
         # the order lock, queueing the waiters it covers: taking the lock waits that out.
         with self.order_lock:
-            pending = waiter.pending_write
+            pending_writes = [(offset, waiter.pending_write) for offset, waiter in waiters]
+        results: list[Any] = []
+        first_error: BaseException | None = None
+        for offset, pending in pending_writes:
+            try:
+                results.append(self._settled(offset, pending))
+            except BaseException as error:
+                results.append(None)
+                first_error = first_error or error
+        if first_error is not None:
+            raise first_error
+        return results
+
+    def _settled(self, offset: int, pending: PendingWrite | None) -> Any:
+        """What LMDB's application of the leader's record at ``offset`` returned."""
         if pending is None:  # cut by a truncation, or dropped when leadership moved
             raise NotLeaderOrFollowerError(
                 f"{self.partition}: the journal-log record at {offset} is no longer this "

@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 import threading
 from array import array
-from collections.abc import Callable, Generator, Iterable
+from collections.abc import Callable, Generator, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -220,17 +220,38 @@ class JournalLogs:
         entries are always copied. Kept in the record, so recovery makes the same
         choice. Re-recording a lower start (the log lost its tail) keeps them.
         """
-        record = self._write(partition, make_mark_applying(transaction_id, start_offset, attempts))
-        assert isinstance(record, CopyRecord) and record.state is CopyState.APPLYING
-        return record
+        return self.mark_applying_all(partition, [(transaction_id, start_offset, attempts)])[0]
+
+    def mark_applying_all(
+        self,
+        partition: str,
+        marks: Sequence[tuple[int, int, Iterable[bytes] | None]],
+    ) -> list[CopyRecord]:
+        """``mark_applying`` of a copy group, (transaction id, start offset, attempts) each,
+        in one journal-log write (one fsync, one LMDB transaction): the records are
+        appended in order and all durable and applied when this returns."""
+        written = self._journal_log(partition).write_all(
+            [make_mark_applying(tid, start, attempts) for tid, start, attempts in marks]
+        )
+        for record in written:
+            assert isinstance(record, CopyRecord) and record.state is CopyState.APPLYING
+        return written
 
     def mark_applied(
         self, partition: str, transaction_id: int, first_offset: int, next_offset: int
     ) -> CopyRecord:
         """MARK_APPLIED(first, next): the entries go, the range is recorded."""
-        mark = records.MarkApplied(transaction_id, first_offset, next_offset)
-        result: CopyRecord = self._write(partition, mark)
-        return result
+        return self.mark_applied_all(partition, [(transaction_id, first_offset, next_offset)])[0]
+
+    def mark_applied_all(
+        self, partition: str, ranges: Sequence[tuple[int, int, int]]
+    ) -> list[CopyRecord]:
+        """``mark_applied`` of a copy group, (transaction id, first, next offset) each, in
+        one journal-log write."""
+        written: list[CopyRecord] = self._journal_log(partition).write_all(
+            [records.MarkApplied(tid, first, after) for tid, first, after in ranges]
+        )
+        return written
 
     def mark_aborted(self, partition: str, transaction_id: int) -> CopyRecord:
         """MARK_ABORTED: the transaction's entries go, ABORTED is recorded."""

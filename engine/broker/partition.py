@@ -44,10 +44,10 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from twinlog.copier import PartitionWriter
+from twinlog.copier import CommitCall, PartitionWriter
 from twinlog.engine.base.bounded_cache import BoundedCache
 from twinlog.engine.base.errors import (
     DiskFullError,
@@ -440,23 +440,48 @@ class Partition(PartitionReplica):
         attempts: tuple[str, ...] | None = None,
         journaled_entries: int = 0,
     ) -> tuple[int, int]:
-        tags = None if attempts is None else [a.encode("utf-8") for a in attempts]
+        outcome = self.apply_commits([(transaction_id, attempts, journaled_entries)])[0]
+        if isinstance(outcome, BaseException):
+            raise outcome
+        return outcome
+
+    def apply_commits(
+        self, calls: Sequence[tuple[int, tuple[str, ...] | None, int]]
+    ) -> list[tuple[int, int] | BaseException]:
+        """APPLY_COMMIT of several transactions (transaction id, attempts, journaled
+        entries), copied here in this order, consecutive ones as one copy group (one fsync
+        of the data log, one of the journal log per mark); each one's (first, next) offset
+        or the error it got."""
         self._check_leads()
-        self.transaction_gate.freeze(transaction_id)  # no append may race the copy
+        for transaction_id, _attempts, _journaled in calls:
+            self.transaction_gate.freeze(transaction_id)  # no append may race the copy
         try:
-            first_offset, next_offset = self.writer.apply_commit(
-                transaction_id, attempts=tags, journaled_entries=journaled_entries
+            outcomes = self.writer.apply_commits(
+                [
+                    CommitCall(
+                        transaction_id,
+                        None if attempts is None else [a.encode("utf-8") for a in attempts],
+                        journaled_entries,
+                    )
+                    for transaction_id, attempts, journaled_entries in calls
+                ]
             )
         finally:
-            # Prepared, the coordinator refuses the transaction's later batches itself.
-            self.transaction_gate.forget(transaction_id)
+            # Prepared, the coordinator refuses the transactions' later batches itself.
+            for transaction_id, _attempts, _journaled in calls:
+                self.transaction_gate.forget(transaction_id)
         self._advance_high_watermark()
-        self._forget_transaction(transaction_id)
-        if next_offset > first_offset:  # a transactional partition's log grows by copies
+        copied = False
+        for (transaction_id, _attempts, _journaled), outcome in zip(calls, outcomes, strict=True):
+            if isinstance(outcome, BaseException):
+                continue
+            self._forget_transaction(transaction_id)
+            copied = copied or outcome[1] > outcome[0]
+        if copied:  # a transactional partition's log grows by copies
             with self._plain_lock:
                 self.producer_snapshots.after_append(self.sequences)
         self._wake_fetchers()
-        return first_offset, next_offset
+        return outcomes
 
     def apply_abort(self, transaction_id: int) -> None:
         self._check_leads()

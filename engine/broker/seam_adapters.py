@@ -20,7 +20,7 @@ Each call passes the partition's epoch check first (``partition_epochs``).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from twinlog.engine.base.errors import UnknownTopicOrPartitionError
@@ -40,6 +40,7 @@ from twinlog.engine.transactions.partition_calls import (
     RegisterPartition,
     SettleOffsetsHolder,
     TransactionCoordinators,
+    apply_commits,
 )
 
 log = logging.getLogger(__name__)
@@ -113,33 +114,60 @@ class LocalPartitionLeaders:
         return EntryCount(partition.count_entries(request.transaction_id))
 
     def apply_commit(self, request: ApplyCommit) -> None:
-        transaction_id, topic_partition = request.transaction_id, request.topic_partition
+        error = self.apply_commits([request])[0]
+        if error is not None:
+            raise error
+
+    def apply_commits(self, requests: Sequence[ApplyCommit]) -> list[BaseException | None]:
+        """A copy group on one partition (``CopyGroupLeaders``): each request's error, or
+        None."""
+        topic_partition = requests[0].topic_partition
+        assert all(r.topic_partition == topic_partition for r in requests), requests
         partition = self._partition(topic_partition)
         if partition is None:
             log.warning(
-                "APPLY_COMMIT %d: partition %s no longer exists; skipped",
-                transaction_id,
+                "APPLY_COMMIT %s: partition %s no longer exists; skipped",
+                [r.transaction_id for r in requests],
                 topic_partition,
             )
-            return
-        partition.epochs.check(request.epochs)
+            return [None] * len(requests)
+        try:
+            for request in requests:
+                partition.epochs.check(request.epochs)
+        except Exception as error:
+            return [error] * len(requests)
+        outcomes = partition.apply_commits(
+            [
+                (request.transaction_id, request.attempts, self._entries_to_check(request))
+                for request in requests
+            ]
+        )
+        errors: list[BaseException | None] = []
+        for request, outcome in zip(requests, outcomes, strict=True):
+            if isinstance(outcome, BaseException):
+                errors.append(outcome)
+                continue
+            errors.append(None)
+            if topic_partition.topic == OFFSETS_TOPIC:
+                first_offset, next_offset = outcome
+                if next_offset > first_offset:
+                    self._offsets_applied(partition, first_offset, next_offset)
+                self._offsets_settled(request.transaction_id, topic_partition.partition)
+        return errors
+
+    def _entries_to_check(self, request: ApplyCommit) -> int:
+        """The entry count the copy checks the journal against (0: none)."""
         journaled_entries = request.entry_count
         if journaled_entries and self._accept_journal_loss:
             log.error(
                 "APPLY_COMMIT %d on %s: not checking the %d journal entries its commit counted "
                 "(accept_journal_loss): whatever the journal lost of it stays lost",
-                transaction_id,
-                topic_partition,
+                request.transaction_id,
+                request.topic_partition,
                 journaled_entries,
             )
             journaled_entries = 0
-        first_offset, next_offset = partition.apply_commit(
-            transaction_id, request.attempts, journaled_entries
-        )
-        if topic_partition.topic == OFFSETS_TOPIC:
-            if next_offset > first_offset:
-                self._offsets_applied(partition, first_offset, next_offset)
-            self._offsets_settled(request.transaction_id, request.topic_partition.partition)
+        return journaled_entries
 
     def apply_abort(self, request: ApplyAbort) -> None:
         partition = self._partition(request.topic_partition)
@@ -203,6 +231,9 @@ class CurrentPartitionLeaders:
 
     def apply_commit(self, request: ApplyCommit) -> None:
         self._host.partition_leaders.apply_commit(request)
+
+    def apply_commits(self, requests: Sequence[ApplyCommit]) -> list[BaseException | None]:
+        return apply_commits(self._host.partition_leaders, requests)
 
     def apply_abort(self, request: ApplyAbort) -> None:
         self._host.partition_leaders.apply_abort(request)

@@ -35,6 +35,7 @@ APPLY calls run without it.
 from __future__ import annotations
 
 import functools
+import itertools
 import logging
 import threading
 import time
@@ -53,6 +54,7 @@ from twinlog.engine.transactions.partition_calls import (
     ApplyCommit,
     CallEpochs,
     PartitionLeaders,
+    apply_commits,
 )
 from twinlog.engine.transactions.transaction_metadata import TransactionMetadata, now_ms
 from twinlog.engine.transactions.txn_state import Outcome, TransactionEvent, next_state
@@ -78,6 +80,10 @@ COMPLETIONS_IN_FLIGHT_MAX = 32
 # waits (an fsync, replication round trips), so more threads than cores pay; a busy lane
 # beyond this waits for a thread in the pool's queue.
 APPLY_THREADS = 16
+# Commits queued in one lane copied as one group (one data-log fsync, one journal-log
+# write per mark): enough to share the fsyncs among a busy partition's producers, few
+# enough that one group's copy does not hold the lane long.
+COPY_GROUP_MAX = 16
 CLOSE_WAIT_S = 10  # how long close() lets the APPLYs in progress finish
 
 
@@ -91,6 +97,18 @@ def retry_delay_s(failures: int, retriable: bool) -> float:
     """How long a completion that failed ``failures`` times in a row waits before the next
     try: ``RETRIABLE_BACKOFF`` after a retriable error, else ``COMPLETION_BACKOFF``."""
     return (RETRIABLE_BACKOFF if retriable else COMPLETION_BACKOFF).delay_s(failures)
+
+
+def _front_group(lane: deque[_Try]) -> list[_Try]:
+    """The try at the front of a lane, with the commits right behind it if it commits
+    (up to COPY_GROUP_MAX): they are copied as one group, in lane order."""
+    group = [lane[0]]
+    if lane[0].committing:
+        for attempt in itertools.islice(lane, 1, COPY_GROUP_MAX):
+            if not attempt.committing:
+                break
+            group.append(attempt)
+    return group
 
 
 @dataclass(eq=False)
@@ -121,6 +139,9 @@ class CompletionWorker:
         self._transaction_of = transaction_of
         self._write = write
         self._applier = applier
+        # Leaders that take a copy group in one call (``CopyGroupLeaders``) get a lane's
+        # queued commits together; others one at a time.
+        self._copy_groups = callable(getattr(applier, "apply_commits", None))
         self._epochs_for = epochs_for
         self._on_complete = on_complete
         # Everything below is guarded by the lock.
@@ -241,33 +262,66 @@ class CompletionWorker:
             lane.append(attempt)
 
     def _run_lane(self, topic_partition: TopicPartition) -> None:
-        """Run the first APPLY of ``topic_partition``'s lane, then hand the lane's next to
-        the pool, or let the lane go idle. One item per task, not the whole lane: a lane
-        that never empties would otherwise keep its thread while other lanes wait for one."""
+        """Run the APPLY at the front of ``topic_partition``'s lane (the commits queued
+        behind a commit there join it as one copy group, up to COPY_GROUP_MAX), then hand
+        the lane's next to the pool, or let the lane go idle. One group per task, not the
+        whole lane: a lane that never empties would otherwise keep its thread while other
+        lanes wait for one."""
         with self._lock:
             if self._closed:
                 self._drop_lane(topic_partition)  # what was not started is redone by recovery
                 return
-            attempt = self._lanes[topic_partition][0]
-        error: BaseException | None = None
-        try:
-            self._apply(attempt.txn, attempt.committing, attempt.journaled, topic_partition)
-        except BaseException as failure:  # whatever it is, the lane must go on
-            error = failure
+            lane = self._lanes[topic_partition]
+            group = _front_group(lane) if self._copy_groups else [lane[0]]
+        errors = self._apply_group(group, topic_partition)
         with self._lock:
             lane = self._lanes[topic_partition]
-            assert lane[0] is attempt and attempt.unfinished > 0
-            lane.popleft()
-            attempt.unfinished -= 1
-            if attempt.error is None:
-                attempt.error = error
-            if attempt.unfinished == 0:
-                self._finished.append(attempt)
-                self._ready.notify()
+            for attempt, error in zip(group, errors, strict=True):
+                assert lane[0] is attempt and attempt.unfinished > 0
+                lane.popleft()
+                attempt.unfinished -= 1
+                if attempt.error is None:
+                    attempt.error = error
+                if attempt.unfinished == 0:
+                    self._finished.append(attempt)
+                    self._ready.notify()
             if not lane or self._closed:
                 self._drop_lane(topic_partition)
             else:
                 self._apply_pool.submit(self._run_lane, topic_partition)  # not shut down: open
+
+    def _apply_group(
+        self, group: list[_Try], topic_partition: TopicPartition
+    ) -> list[BaseException | None]:
+        """APPLY each try of ``group`` on ``topic_partition``, in order (commits as one copy
+        group); each one's error, or None. Without the lock."""
+        if len(group) == 1:
+            attempt = group[0]
+            try:
+                self._apply(attempt.txn, attempt.committing, attempt.journaled, topic_partition)
+            except BaseException as failure:  # whatever it is, the lane must go on
+                return [failure]
+            return [None]
+        epochs = self._epochs_for(topic_partition)
+        try:
+            errors = apply_commits(
+                self._applier,
+                [
+                    ApplyCommit(
+                        attempt.txn.transaction_id,
+                        topic_partition,
+                        attempt.txn.attempts,
+                        attempt.journaled.get(topic_partition, 0),
+                        epochs,
+                    )
+                    for attempt in group
+                ],
+            )
+            for _attempt in group:
+                failpoints.hit("coordinator.during_apply")
+        except BaseException as failure:  # whatever it is, the lane must go on
+            return [failure] * len(group)
+        return errors
 
     def _drop_lane(self, topic_partition: TopicPartition) -> None:
         """The lane is idle (or closed): it holds no task any more. Lock held."""

@@ -28,6 +28,7 @@ find the coordinator of a transaction or producer id without a lookup table.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -150,6 +151,45 @@ class PartitionLeaders(Protocol):
     def apply_abort(self, request: ApplyAbort) -> None:
         """Drop T's entries; every later append of T on P fails."""
         ...
+
+
+class CopyGroupLeaders(PartitionLeaders, Protocol):
+    """Partition leaders that also take a copy group: several APPLY_COMMITs of one
+    partition in one call (``apply_commits``)."""
+
+    def apply_commits(self, requests: Sequence[ApplyCommit]) -> list[BaseException | None]:
+        """``apply_commit`` of each request, all on one partition, copied in this order
+        (consecutive ones may share the data log's fsync and the journal's); each one's
+        error, None where it succeeded."""
+        ...
+
+
+def apply_commits(
+    leaders: PartitionLeaders, requests: Sequence[ApplyCommit]
+) -> list[BaseException | None]:
+    """The requests (all on one partition) as a copy group where ``leaders`` take one
+    (``CopyGroupLeaders``), else one ``apply_commit`` each, in order; each one's error,
+    None where it succeeded."""
+    group_call = getattr(leaders, "apply_commits", None)
+    if group_call is not None:
+        outcomes: list[BaseException | None] = group_call(requests)
+        return outcomes
+    return apply_each(leaders, requests)
+
+
+def apply_each(
+    leaders: PartitionLeaders, requests: Sequence[ApplyCommit]
+) -> list[BaseException | None]:
+    """One ``apply_commit`` per request, in order, each failure kept and the rest tried."""
+    outcomes: list[BaseException | None] = []
+    for request in requests:
+        try:
+            leaders.apply_commit(request)
+        except Exception as error:
+            outcomes.append(error)
+        else:
+            outcomes.append(None)
+    return outcomes
 
 
 class TransactionCoordinators(Protocol):

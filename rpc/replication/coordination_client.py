@@ -42,7 +42,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Generic, TypeVar
 
 import grpc
@@ -67,6 +67,8 @@ from twinlog.engine.transactions.partition_calls import (
     RegisterPartition,
     SettleOffsetsHolder,
     TransactionCoordinators,
+    apply_commits,
+    apply_each,
     coordinator_partition_of,
 )
 from twinlog.rpc.generated.twinlog.v1 import coordination_pb2_grpc
@@ -257,6 +259,18 @@ class RemotePartitionLeaders(_Transport[PartitionLeaders]):
             lambda _answer: None,
             f"ApplyCommit of transaction {request.transaction_id} on {request.topic_partition}",
         )
+
+    def apply_commits(self, requests: Sequence[ApplyCommit]) -> list[BaseException | None]:
+        """A copy group (``CopyGroupLeaders``): one call where this broker leads the
+        partition; to another broker one ApplyCommit each, in order (the wire carries no
+        group yet)."""
+        try:
+            location = self._locate(requests[0].topic_partition, refresh=False)
+        except Exception as error:
+            return [error] * len(requests)
+        if location.broker_id == self.broker_id and not location.gone:
+            return apply_commits(self.local, requests)
+        return apply_each(self, requests)
 
     def apply_abort(self, request: ApplyAbort) -> None:
         self._route(

@@ -1,33 +1,28 @@
 """Real SIGKILLs at every copier and journal failpoint of APPLY_COMMIT, then reopen:
 the transaction is in the data log exactly once, contiguous, and nothing else moved.
 
-The worker is ``tests/copier_support.py`` run as a script (see its docstring).
+The worker is ``tests/support/copier_support.py`` run as a script (see its docstring).
 """
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from checkout import ROOT
 from copier_support import (
     PartitionFixture,
     body,
     log_bodies,
     plain_batch,
+    run_crash_worker,
     transactional_batch,
 )
 
-from twinlog.engine.base.failpoints import ENVIRONMENT_VARIABLE
 from twinlog.journal import CopyState
 
 pytestmark = pytest.mark.crash
 
-WORKER = ROOT / "tests" / "support" / "copier_support.py"
 COMMITTED, OTHER = 10, 11
 BATCHES = 5
 
@@ -49,20 +44,7 @@ def _prepare(data_dir: Path) -> None:
 
 
 def _run_worker(data_dir: Path, failpoint: str | None, attempts: tuple[str, ...] = ()) -> int:
-    environment = dict(os.environ)
-    environment.pop(ENVIRONMENT_VARIABLE, None)
-    if failpoint:
-        environment[ENVIRONMENT_VARIABLE] = failpoint
-    completed = subprocess.run(
-        [sys.executable, str(WORKER), str(data_dir), str(COMMITTED), *attempts],
-        cwd=ROOT,
-        env=environment,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert completed.returncode in (0, -signal.SIGKILL), completed.stderr
-    return completed.returncode
+    return run_crash_worker(data_dir, str(COMMITTED), failpoint, attempts)
 
 
 def _check_exactly_once(data_dir: Path) -> None:

@@ -11,11 +11,15 @@ can SIGKILL it at any step. Exit status 0 means no failpoint fired.
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from twinlog.copier import PartitionWriter
+from twinlog.copier import CommitCall, PartitionWriter
+from twinlog.engine.base.failpoints import ENVIRONMENT_VARIABLE
 from twinlog.engine.log import DataLog, LogConfig
 from twinlog.engine.records.batch_builder import RecordBatchBuilder
 from twinlog.engine.records.batch_format import LENGTH_PREFIX_BYTES, BatchHeader, read_header
@@ -134,13 +138,41 @@ class PartitionFixture:
             self.j.append(self.name, transaction_id, batch)
 
 
-def _worker(data_dir: str, transaction_id: int, attempts: list[str]) -> int:
+def run_crash_worker(
+    data_dir: Path, transaction_ids: str, failpoint: str | None, attempts: tuple[str, ...] = ()
+) -> int:
+    """Run this file as the crash worker (``transaction_ids``: one, or several joined by
+    commas for a copy group) with ``failpoint`` armed; its exit status, 0 or -SIGKILL."""
+    environment = dict(os.environ)
+    environment.pop(ENVIRONMENT_VARIABLE, None)
+    if failpoint:
+        environment[ENVIRONMENT_VARIABLE] = failpoint
+    completed = subprocess.run(
+        [sys.executable, str(Path(__file__).resolve()), str(data_dir), transaction_ids, *attempts],
+        cwd=Path(__file__).resolve().parents[2],
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert completed.returncode in (0, -signal.SIGKILL), completed.stderr
+    return completed.returncode
+
+
+def _worker(data_dir: str, transaction_ids: list[int], attempts: list[str]) -> int:
     partition = PartitionFixture(Path(data_dir))  # opens and recovers
     chosen = [a.encode() for a in attempts] if attempts else None
-    partition.writer.apply_commit(transaction_id, attempts=chosen)
+    if len(transaction_ids) == 1:
+        partition.writer.apply_commit(transaction_ids[0], attempts=chosen)
+    else:
+        outcomes = partition.writer.apply_commits([CommitCall(t, chosen) for t in transaction_ids])
+        failed = [outcome for outcome in outcomes if isinstance(outcome, BaseException)]
+        if failed:
+            raise failed[0]
     partition.close()
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(_worker(sys.argv[1], int(sys.argv[2]), sys.argv[3:]))
+    ids = [int(part) for part in sys.argv[2].split(",")]
+    sys.exit(_worker(sys.argv[1], ids, sys.argv[3:]))

@@ -20,7 +20,7 @@ def test_a_long_poll_sees_the_copy_before_its_applied_record(
         broker.create_topic("t", 1)
         partition = broker.partition(TopicPartition("t", 0))
         journal = partition.writer.journal
-        real_mark_applied = journal.mark_applied
+        real_mark_applied = journal.mark_applied_all
         release = threading.Event()
         marking = threading.Event()
 
@@ -29,7 +29,7 @@ def test_a_long_poll_sees_the_copy_before_its_applied_record(
             assert release.wait(10)
             return real_mark_applied(*args, **kwargs)  # type: ignore[arg-type]
 
-        monkeypatch.setattr(journal, "mark_applied", slow_mark_applied)
+        monkeypatch.setattr(journal, "mark_applied_all", slow_mark_applied)
         with Producer(broker, transactional_id="early") as producer:
             producer.init_transactions()
             with producer.transaction():
