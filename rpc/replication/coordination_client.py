@@ -68,7 +68,6 @@ from twinlog.engine.transactions.partition_calls import (
     SettleOffsetsHolder,
     TransactionCoordinators,
     apply_commits,
-    apply_each,
     coordinator_partition_of,
 )
 from twinlog.rpc.generated.twinlog.v1 import coordination_pb2_grpc
@@ -76,7 +75,9 @@ from twinlog.rpc.replication.broker_identity import BrokerTls
 from twinlog.rpc.replication.channel import CHANNEL_OPTIONS, open_channel
 from twinlog.rpc.replication.coordination_convert import (
     abort_to_proto,
+    commit_outcomes_from_proto,
     commit_to_proto,
+    commits_to_proto,
     count_to_proto,
     entry_count_from_proto,
     issued_from_proto,
@@ -261,16 +262,29 @@ class RemotePartitionLeaders(_Transport[PartitionLeaders]):
         )
 
     def apply_commits(self, requests: Sequence[ApplyCommit]) -> list[BaseException | None]:
-        """A copy group (``CopyGroupLeaders``): one call where this broker leads the
-        partition; to another broker one ApplyCommit each, in order (the wire carries no
-        group yet)."""
+        """A copy group (``CopyGroupLeaders``): in-process where this broker leads the
+        partition, else one ApplyCommits call to its leader; each request's error, or None.
+        A failure of the call itself is every request's."""
+        topic_partition = requests[0].topic_partition
         try:
-            location = self._locate(requests[0].topic_partition, refresh=False)
+            outcomes: list[BaseException | None] = self._route(
+                topic_partition,
+                lambda: apply_commits(self.local, requests),
+                lambda stub: stub.ApplyCommits,
+                commits_to_proto(requests),
+                commit_outcomes_from_proto,
+                f"ApplyCommits of transactions {[r.transaction_id for r in requests]} on "
+                f"{topic_partition}",
+            )
         except Exception as error:
             return [error] * len(requests)
-        if location.broker_id == self.broker_id and not location.gone:
-            return apply_commits(self.local, requests)
-        return apply_each(self, requests)
+        if len(outcomes) != len(requests):
+            mismatch = BrokerUnavailableError(
+                f"ApplyCommits on {topic_partition}: {len(outcomes)} outcomes for "
+                f"{len(requests)} requests; tried again later"
+            )
+            return [mismatch] * len(requests)
+        return outcomes
 
     def apply_abort(self, request: ApplyAbort) -> None:
         self._route(

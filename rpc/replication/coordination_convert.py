@@ -8,6 +8,8 @@ is the one optional field: absent is None (every attempt), present and empty is 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from twinlog.engine.transactions.partition_calls import (
     ApplyAbort,
     ApplyCommit,
@@ -21,6 +23,7 @@ from twinlog.engine.transactions.partition_calls import (
 )
 from twinlog.rpc.generated.twinlog.v1 import coordination_pb2
 from twinlog.rpc.replication.convert import tp_from_proto, tp_to_proto
+from twinlog.rpc.wire.errors import describe, error_from_proto
 
 
 def epochs_to_proto(epochs: CallEpochs) -> coordination_pb2.CallEpochs:
@@ -108,6 +111,38 @@ def commit_from_proto(message: coordination_pb2.ApplyCommitRequest) -> ApplyComm
         entry_count=message.entry_count,
         epochs=epochs_from_proto(message.epochs),
     )
+
+
+def commits_to_proto(requests: Sequence[ApplyCommit]) -> coordination_pb2.ApplyCommitsRequest:
+    return coordination_pb2.ApplyCommitsRequest(
+        requests=[commit_to_proto(request) for request in requests]
+    )
+
+
+def commits_from_proto(message: coordination_pb2.ApplyCommitsRequest) -> list[ApplyCommit]:
+    return [commit_from_proto(request) for request in message.requests]
+
+
+def commit_outcomes_to_proto(
+    errors: Sequence[BaseException | None],
+) -> coordination_pb2.ApplyCommitsResponse:
+    return coordination_pb2.ApplyCommitsResponse(
+        outcomes=[
+            coordination_pb2.ApplyCommitOutcome()
+            if error is None
+            else coordination_pb2.ApplyCommitOutcome(error=describe(error).to_proto())
+            for error in errors
+        ]
+    )
+
+
+def commit_outcomes_from_proto(
+    message: coordination_pb2.ApplyCommitsResponse,
+) -> list[BaseException | None]:
+    return [
+        error_from_proto(outcome.error) if outcome.HasField("error") else None
+        for outcome in message.outcomes
+    ]
 
 
 def abort_to_proto(request: ApplyAbort) -> coordination_pb2.ApplyAbortRequest:

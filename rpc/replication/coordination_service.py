@@ -8,6 +8,7 @@ broker's *local* side and encodes the answer:
     RegisterPartition   broker.register_partition_here(request)
     CountEntries        broker.local_partition_leaders.count_entries(request)
     ApplyCommit         broker.local_partition_leaders.apply_commit(request)
+    ApplyCommits        partition_calls.apply_commits(broker.local_partition_leaders, ...)
     ApplyAbort          broker.local_partition_leaders.apply_abort(request)
     SettleOffsetsHolder broker.settle_offsets_holder_here(request)
 
@@ -33,18 +34,21 @@ from typing import Any, Protocol, TypeVar
 
 import grpc
 
-from twinlog.engine.base.errors import NotEnoughResourcesError
+from twinlog.engine.base.errors import InvalidPartitionsError, NotEnoughResourcesError
 from twinlog.engine.transactions.partition_calls import (
     IssuedProducer,
     LookupProducer,
     PartitionLeaders,
     RegisterPartition,
     SettleOffsetsHolder,
+    apply_commits,
 )
 from twinlog.rpc.generated.twinlog.v1 import coordination_pb2, coordination_pb2_grpc
 from twinlog.rpc.replication.coordination_convert import (
     abort_from_proto,
     commit_from_proto,
+    commit_outcomes_to_proto,
+    commits_from_proto,
     count_from_proto,
     entry_count_to_proto,
     issued_to_proto,
@@ -52,6 +56,7 @@ from twinlog.rpc.replication.coordination_convert import (
     register_from_proto,
     settle_from_proto,
 )
+from twinlog.rpc.replication.internal_checks import InternalCallChecks
 from twinlog.rpc.replication.internal_guard import InternalGuard
 from twinlog.rpc.wire.call_errors import answering_errors
 
@@ -164,6 +169,27 @@ class CoordinationService(coordination_pb2_grpc.CoordinationServicer):
         )
         self.broker.local_partition_leaders.apply_commit(commit)
         return coordination_pb2.ApplyCommitResponse()
+
+    @answering
+    @in_a_slot
+    def ApplyCommits(
+        self, request: coordination_pb2.ApplyCommitsRequest, context: grpc.ServicerContext
+    ) -> coordination_pb2.ApplyCommitsResponse:
+        commits = commits_from_proto(request)
+        partitions = {commit.topic_partition for commit in commits}
+        if len(partitions) > 1:
+            raise InvalidPartitionsError(
+                f"ApplyCommits copies one partition's group; this one names {len(partitions)} "
+                "partitions (send one call per partition)"
+            )
+
+        def check(checks: InternalCallChecks, caller: int | None) -> None:
+            for commit in commits:
+                checks.check_coordinator(caller, commit.transaction_id, commit.epochs)
+
+        self.guard.admit(context, "coordination.apply_commits", check)
+        errors = apply_commits(self.broker.local_partition_leaders, commits)
+        return commit_outcomes_to_proto(errors)
 
     @answering
     @in_a_slot

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from twinlog.engine.base.errors import FencedLeaderEpochError, InvalidTxnStateError
 from twinlog.engine.base.types import TopicPartition
 from twinlog.engine.transactions.partition_calls import (
     PARTITION_GONE,
@@ -24,7 +25,11 @@ from twinlog.rpc.replication.coordination_convert import (
     abort_from_proto,
     abort_to_proto,
     commit_from_proto,
+    commit_outcomes_from_proto,
+    commit_outcomes_to_proto,
     commit_to_proto,
+    commits_from_proto,
+    commits_to_proto,
     count_from_proto,
     count_to_proto,
     entry_count_from_proto,
@@ -97,6 +102,26 @@ def test_apply_commit_round_trips_with_its_attempts(attempts: tuple[str, ...] | 
     assert (decoded.attempts is None) == (attempts is None)
     if attempts is not None:
         assert type(decoded.attempts) is tuple
+
+
+def test_a_copy_group_round_trips_in_order() -> None:
+    group = [_commit(None), _commit(("a",), 3), _commit((), 0)]
+    assert commits_from_proto(_through_bytes(commits_to_proto(group))) == group
+
+
+def test_a_copy_groups_outcomes_round_trip_each_in_its_place() -> None:
+    sent: list[BaseException | None] = [
+        None,
+        InvalidTxnStateError("transaction 7 is ABORTED on orders-5"),
+        None,
+        FencedLeaderEpochError("orders-5: leader epoch 3 is older than 4"),
+    ]
+    received = commit_outcomes_from_proto(_through_bytes(commit_outcomes_to_proto(sent)))
+    assert [type(outcome) for outcome in received] == [type(outcome) for outcome in sent]
+    assert [str(outcome) for outcome in received] == [str(outcome) for outcome in sent]
+    fenced = received[3]
+    assert isinstance(fenced, FencedLeaderEpochError)
+    assert fenced.retriable == FencedLeaderEpochError("").retriable
 
 
 def test_attempts_none_and_empty_differ_on_the_wire() -> None:

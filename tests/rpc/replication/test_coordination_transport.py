@@ -21,6 +21,7 @@ from broker_support import batch
 from twinlog.engine.base.errors import (
     BrokerUnavailableError,
     FencedLeaderEpochError,
+    InvalidTxnStateError,
     NotCoordinatorError,
     NotLeaderOrFollowerError,
     PendingTransactionError,
@@ -64,11 +65,26 @@ TIMEOUT_S = 2.0
 # --- servers and a locator ---------------------------------------------------------------
 
 
+class CountingCalls(grpc.ServerInterceptor):
+    """Records the name of every method called."""
+
+    def __init__(self) -> None:
+        self.methods: list[str] = []
+
+    def intercept_service(self, continuation: Any, handler_call_details: Any) -> Any:
+        self.methods.append(handler_call_details.method.rsplit("/", 1)[-1])
+        return continuation(handler_call_details)
+
+
 class Serving:
-    """A gRPC server on a free loopback port serving Coordination for ``host``."""
+    """A gRPC server on a free loopback port serving Coordination for ``host``; ``calls``
+    names the methods it was called with."""
 
     def __init__(self, host: Any) -> None:
-        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+        self.calls = CountingCalls()
+        self.server = grpc.server(
+            futures.ThreadPoolExecutor(max_workers=4), interceptors=[self.calls]
+        )
         add_coordination_service(self.server, host)
         self.port = self.server.add_insecure_port("127.0.0.1:0")
         self.address = f"127.0.0.1:{self.port}"
@@ -155,6 +171,7 @@ class World:
     addresses: dict[int, str]
     locator: FakeLocator
     stops: list[Any]
+    b_calls: CountingCalls
 
     def leaders(self, timeout_s: float = TIMEOUT_S) -> RemotePartitionLeaders:
         remote = RemotePartitionLeaders(
@@ -189,7 +206,7 @@ def world(tmp_path: Path) -> Iterator[World]:
     addresses = {B: b_server.address, C: c_server.address, D: d_server.address}
     stops: list[Any] = []
     try:
-        yield World(a, b, refusing, addresses, FakeLocator(), stops)
+        yield World(a, b, refusing, addresses, FakeLocator(), stops, b_server.calls)
     finally:
         for stop in reversed(stops):
             stop()
@@ -243,6 +260,44 @@ def test_count_commit_and_abort_act_on_the_broker_the_locator_names(world: World
     leaders.apply_abort(ApplyAbort(aborted, P1, epochs_of(aborted)))
     assert partition.journaled_entries(aborted) == 0
     assert values_in_log(world.b, 1) == []
+
+
+def test_a_copy_group_travels_in_one_call_and_each_commit_gets_its_outcome(
+    world: World,
+) -> None:
+    world.locator.leaders = {P0: Location(B, 0)}
+    leaders = world.leaders()
+    requests = []
+    for name in ("first", "second", "aborted", "third"):
+        identity, transaction_id = open_transaction(world.b, name)
+        world.b.produce(TOPIC, 0, batch([name.encode()], identity, 0, transaction_id))
+        epochs = epochs_of(transaction_id)
+        if name == "aborted":
+            leaders.apply_abort(ApplyAbort(transaction_id, P0, epochs))
+        requests.append(ApplyCommit(transaction_id, P0, None, 0, epochs))
+    world.b_calls.methods.clear()
+    outcomes = leaders.apply_commits(requests)
+    assert world.b_calls.methods == ["ApplyCommits"]  # one call for the group
+    assert [type(outcome) for outcome in outcomes] == [
+        type(None),
+        type(None),
+        InvalidTxnStateError,  # the class an in-process call raises, for this one alone
+        type(None),
+    ]
+    assert "ABORTED" in str(outcomes[2])
+    assert values_in_log(world.b, 0) == [b"first", b"second", b"third"]
+    assert values_in_log(world.a, 0) == []
+    # Delivered again: each already applied, nothing copied twice.
+    assert leaders.apply_commits(requests)[:2] == [None, None]
+    assert values_in_log(world.b, 0) == [b"first", b"second", b"third"]
+
+
+def test_a_copy_group_refused_by_its_broker_is_every_commits_error(world: World) -> None:
+    world.locator.leaders = {P0: Location(C, 0)}  # C refuses everything
+    leaders = world.leaders()
+    requests = [ApplyCommit(t, P0, None, 0, epochs_of(t)) for t in (256, 512)]
+    outcomes = leaders.apply_commits(requests)
+    assert [type(outcome) for outcome in outcomes] == [NotLeaderOrFollowerError] * 2
 
 
 def test_attempts_none_and_empty_reach_the_partition_apart(world: World) -> None:

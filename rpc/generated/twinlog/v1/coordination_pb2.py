@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from twinlog.rpc.generated.twinlog.v1 import common_pb2 as twinlog_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dtwinlog/v1/coordination.proto\x12\ntwinlog.v1\x1a\x17twinlog/v1/common.proto\"\\\n\nCallEpochs\x12\x1d\n\x15\x63oordinator_partition\x18\x01 \x01(\x05\x12\x19\n\x11\x63oordinator_epoch\x18\x02 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x03 \x01(\x05\"\xd3\x01\n\x18RegisterPartitionRequest\x12\x16\n\x0etransaction_id\x18\x01 \x01(\x03\x12\x33\n\x0ftopic_partition\x18\x02 \x01(\x0b\x32\x1a.twinlog.v1.TopicPartition\x12\x13\n\x0bproducer_id\x18\x03 \x01(\x03\x12\x1b\n\x13producer_generation\x18\x04 \x01(\x05\x12&\n\x06\x65pochs\x18\x05 \x01(\x0b\x32\x16.twinlog.v1.CallEpochs\x12\x10\n\x08group_id\x18\x06 \x01(\t\"\x1b\n\x19RegisterPartitionResponse\"\x8a\x01\n\x13\x43ountEntriesRequest\x12\x16\n\x0etransaction_id\x18\x01 \x01(\x03\x12\x33\n\x0ftopic_partition\x18\x02 \x01(\x0b\x32\x1a.twinlog.v1.TopicPartition\x12&\n\x06\x65pochs\x18\x03 \x01(\x0b\x32\x16.twinlog.v1.CallEpochs\"+\n\x14\x43ountEntriesResponse\x12\x13\n\x0b\x65ntry_count\x18\x01 \x01(\x03\"\x1d\n\x0c\x41ttemptNames\x12\r\n\x05names\x18\x01 \x03(\t\"\xca\x01\n\x12\x41pplyCommitRequest\x12\x16\n\x0etransaction_id\x18\x01 \x01(\x03\x12\x33\n\x0ftopic_partition\x18\x02 \x01(\x0b\x32\x1a.twinlog.v1.TopicPartition\x12*\n\x08\x61ttempts\x18\x03 \x01(\x0b\x32\x18.twinlog.v1.AttemptNames\x12\x13\n\x0b\x65ntry_count\x18\x04 \x01(\x03\x12&\n\x06\x65pochs\x18\x05 \x01(\x0b\x32\x16.twinlog.v1.CallEpochs\"\x15\n\x13\x41pplyCommitResponse\"\x88\x01\n\x11\x41pplyAbortRequest\x12\x16\n\x0etransaction_id\x18\x01 \x01(\x03\x12\x33\n\x0ftopic_partition\x18\x02 \x01(\x0b\x32\x1a.twinlog.v1.TopicPartition\x12&\n\x06\x65pochs\x18\x03 \x01(\x0b\x32\x16.twinlog.v1.CallEpochs\"\x14\n\x12\x41pplyAbortResponse\"\xa7\x01\n\x1aSettleOffsetsHolderRequest\x12\x11\n\tholder_id\x18\x01 \x01(\x03\x12\x13\n\x0bnewcomer_id\x18\x02 \x01(\x03\x12\x10\n\x08group_id\x18\x03 \x01(\t\x12\x33\n\x0ftopic_partition\x18\x04 \x01(\x0b\x32\x1a.twinlog.v1.TopicPartition\x12\x1a\n\x12newcomer_is_member\x18\x05 \x01(\x08\"\x1d\n\x1bSettleOffsetsHolderResponse\"I\n\x15LookupProducerRequest\x12\x13\n\x0bproducer_id\x18\x01 \x01(\x03\x12\x1b\n\x13producer_generation\x18\x02 \x01(\x05\"v\n\x16LookupProducerResponse\x12\r\n\x05known\x18\x01 \x01(\x08\x12\x18\n\x10transactional_id\x18\x02 \x01(\t\x12\x13\n\x0bhas_ongoing\x18\x03 \x01(\x08\x12\x1e\n\x16ongoing_transaction_id\x18\x04 \x01(\x03\x32\xa1\x04\n\x0c\x43oordination\x12`\n\x11RegisterPartition\x12$.twinlog.v1.RegisterPartitionRequest\x1a%.twinlog.v1.RegisterPartitionResponse\x12Q\n\x0c\x43ountEntries\x12\x1f.twinlog.v1.CountEntriesRequest\x1a .twinlog.v1.CountEntriesResponse\x12N\n\x0b\x41pplyCommit\x12\x1e.twinlog.v1.ApplyCommitRequest\x1a\x1f.twinlog.v1.ApplyCommitResponse\x12K\n\nApplyAbort\x12\x1d.twinlog.v1.ApplyAbortRequest\x1a\x1e.twinlog.v1.ApplyAbortResponse\x12\x66\n\x13SettleOffsetsHolder\x12&.twinlog.v1.SettleOffsetsHolderRequest\x1a\'.twinlog.v1.SettleOffsetsHolderResponse\x12W\n\x0eLookupProducer\x12!.twinlog.v1.LookupProducerRequest\x1a\".twinlog.v1.LookupProducerResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dtwinlog/v1/coordination.proto\x12\ntwinlog.v1\x1a\x17twinlog/v1/common.proto\"\\\n\nCallEpochs\x12\x1d\n\x15\x63oordinator_partition\x18\x01 \x01(\x05\x12\x19\n\x11\x63oordinator_epoch\x18\x02 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x03 \x01(\x05\"\xd3\x01\n\x18RegisterPartitionRequest\x12\x16\n\x0etransaction_id\x18\x01 \x01(\x03\x12\x33\n\x0ftopic_partition\x18\x02 \x01(\x0b\x32\x1a.twinlog.v1.TopicPartition\x12\x13\n\x0bproducer_id\x18\x03 \x01(\x03\x12\x1b\n\x13producer_generation\x18\x04 \x01(\x05\x12&\n\x06\x65pochs\x18\x05 \x01(\x0b\x32\x16.twinlog.v1.CallEpochs\x12\x10\n\x08group_id\x18\x06 \x01(\t\"\x1b\n\x19RegisterPartitionResponse\"\x8a\x01\n\x13\x43ountEntriesRequest\x12\x16\n\x0etransaction_id\x18\x01 \x01(\x03\x12\x33\n\x0ftopic_partition\x18\x02 \x01(\x0b\x32\x1a.twinlog.v1.TopicPartition\x12&\n\x06\x65pochs\x18\x03 \x01(\x0b\x32\x16.twinlog.v1.CallEpochs\"+\n\x14\x43ountEntriesResponse\x12\x13\n\x0b\x65ntry_count\x18\x01 \x01(\x03\"\x1d\n\x0c\x41ttemptNames\x12\r\n\x05names\x18\x01 \x03(\t\"\xca\x01\n\x12\x41pplyCommitRequest\x12\x16\n\x0etransaction_id\x18\x01 \x01(\x03\x12\x33\n\x0ftopic_partition\x18\x02 \x01(\x0b\x32\x1a.twinlog.v1.TopicPartition\x12*\n\x08\x61ttempts\x18\x03 \x01(\x0b\x32\x18.twinlog.v1.AttemptNames\x12\x13\n\x0b\x65ntry_count\x18\x04 \x01(\x03\x12&\n\x06\x65pochs\x18\x05 \x01(\x0b\x32\x16.twinlog.v1.CallEpochs\"\x15\n\x13\x41pplyCommitResponse\"G\n\x13\x41pplyCommitsRequest\x12\x30\n\x08requests\x18\x01 \x03(\x0b\x32\x1e.twinlog.v1.ApplyCommitRequest\"6\n\x12\x41pplyCommitOutcome\x12 \n\x05\x65rror\x18\x01 \x01(\x0b\x32\x11.twinlog.v1.Error\"H\n\x14\x41pplyCommitsResponse\x12\x30\n\x08outcomes\x18\x01 \x03(\x0b\x32\x1e.twinlog.v1.ApplyCommitOutcome\"\x88\x01\n\x11\x41pplyAbortRequest\x12\x16\n\x0etransaction_id\x18\x01 \x01(\x03\x12\x33\n\x0ftopic_partition\x18\x02 \x01(\x0b\x32\x1a.twinlog.v1.TopicPartition\x12&\n\x06\x65pochs\x18\x03 \x01(\x0b\x32\x16.twinlog.v1.CallEpochs\"\x14\n\x12\x41pplyAbortResponse\"\xa7\x01\n\x1aSettleOffsetsHolderRequest\x12\x11\n\tholder_id\x18\x01 \x01(\x03\x12\x13\n\x0bnewcomer_id\x18\x02 \x01(\x03\x12\x10\n\x08group_id\x18\x03 \x01(\t\x12\x33\n\x0ftopic_partition\x18\x04 \x01(\x0b\x32\x1a.twinlog.v1.TopicPartition\x12\x1a\n\x12newcomer_is_member\x18\x05 \x01(\x08\"\x1d\n\x1bSettleOffsetsHolderResponse\"I\n\x15LookupProducerRequest\x12\x13\n\x0bproducer_id\x18\x01 \x01(\x03\x12\x1b\n\x13producer_generation\x18\x02 \x01(\x05\"v\n\x16LookupProducerResponse\x12\r\n\x05known\x18\x01 \x01(\x08\x12\x18\n\x10transactional_id\x18\x02 \x01(\t\x12\x13\n\x0bhas_ongoing\x18\x03 \x01(\x08\x12\x1e\n\x16ongoing_transaction_id\x18\x04 \x01(\x03\x32\xf4\x04\n\x0c\x43oordination\x12`\n\x11RegisterPartition\x12$.twinlog.v1.RegisterPartitionRequest\x1a%.twinlog.v1.RegisterPartitionResponse\x12Q\n\x0c\x43ountEntries\x12\x1f.twinlog.v1.CountEntriesRequest\x1a .twinlog.v1.CountEntriesResponse\x12N\n\x0b\x41pplyCommit\x12\x1e.twinlog.v1.ApplyCommitRequest\x1a\x1f.twinlog.v1.ApplyCommitResponse\x12Q\n\x0c\x41pplyCommits\x12\x1f.twinlog.v1.ApplyCommitsRequest\x1a .twinlog.v1.ApplyCommitsResponse\x12K\n\nApplyAbort\x12\x1d.twinlog.v1.ApplyAbortRequest\x1a\x1e.twinlog.v1.ApplyAbortResponse\x12\x66\n\x13SettleOffsetsHolder\x12&.twinlog.v1.SettleOffsetsHolderRequest\x1a\'.twinlog.v1.SettleOffsetsHolderResponse\x12W\n\x0eLookupProducer\x12!.twinlog.v1.LookupProducerRequest\x1a\".twinlog.v1.LookupProducerResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -48,18 +48,24 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_APPLYCOMMITREQUEST']._serialized_end=827
   _globals['_APPLYCOMMITRESPONSE']._serialized_start=829
   _globals['_APPLYCOMMITRESPONSE']._serialized_end=850
-  _globals['_APPLYABORTREQUEST']._serialized_start=853
-  _globals['_APPLYABORTREQUEST']._serialized_end=989
-  _globals['_APPLYABORTRESPONSE']._serialized_start=991
-  _globals['_APPLYABORTRESPONSE']._serialized_end=1011
-  _globals['_SETTLEOFFSETSHOLDERREQUEST']._serialized_start=1014
-  _globals['_SETTLEOFFSETSHOLDERREQUEST']._serialized_end=1181
-  _globals['_SETTLEOFFSETSHOLDERRESPONSE']._serialized_start=1183
-  _globals['_SETTLEOFFSETSHOLDERRESPONSE']._serialized_end=1212
-  _globals['_LOOKUPPRODUCERREQUEST']._serialized_start=1214
-  _globals['_LOOKUPPRODUCERREQUEST']._serialized_end=1287
-  _globals['_LOOKUPPRODUCERRESPONSE']._serialized_start=1289
-  _globals['_LOOKUPPRODUCERRESPONSE']._serialized_end=1407
-  _globals['_COORDINATION']._serialized_start=1410
-  _globals['_COORDINATION']._serialized_end=1955
+  _globals['_APPLYCOMMITSREQUEST']._serialized_start=852
+  _globals['_APPLYCOMMITSREQUEST']._serialized_end=923
+  _globals['_APPLYCOMMITOUTCOME']._serialized_start=925
+  _globals['_APPLYCOMMITOUTCOME']._serialized_end=979
+  _globals['_APPLYCOMMITSRESPONSE']._serialized_start=981
+  _globals['_APPLYCOMMITSRESPONSE']._serialized_end=1053
+  _globals['_APPLYABORTREQUEST']._serialized_start=1056
+  _globals['_APPLYABORTREQUEST']._serialized_end=1192
+  _globals['_APPLYABORTRESPONSE']._serialized_start=1194
+  _globals['_APPLYABORTRESPONSE']._serialized_end=1214
+  _globals['_SETTLEOFFSETSHOLDERREQUEST']._serialized_start=1217
+  _globals['_SETTLEOFFSETSHOLDERREQUEST']._serialized_end=1384
+  _globals['_SETTLEOFFSETSHOLDERRESPONSE']._serialized_start=1386
+  _globals['_SETTLEOFFSETSHOLDERRESPONSE']._serialized_end=1415
+  _globals['_LOOKUPPRODUCERREQUEST']._serialized_start=1417
+  _globals['_LOOKUPPRODUCERREQUEST']._serialized_end=1490
+  _globals['_LOOKUPPRODUCERRESPONSE']._serialized_start=1492
+  _globals['_LOOKUPPRODUCERRESPONSE']._serialized_end=1610
+  _globals['_COORDINATION']._serialized_start=1613
+  _globals['_COORDINATION']._serialized_end=2241
 # @@protoc_insertion_point(module_scope)

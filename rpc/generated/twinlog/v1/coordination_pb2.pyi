@@ -77,6 +77,24 @@ class ApplyCommitResponse(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
+class ApplyCommitsRequest(_message.Message):
+    __slots__ = ("requests",)
+    REQUESTS_FIELD_NUMBER: _ClassVar[int]
+    requests: _containers.RepeatedCompositeFieldContainer[ApplyCommitRequest]
+    def __init__(self, requests: _Optional[_Iterable[_Union[ApplyCommitRequest, _Mapping]]] = ...) -> None: ...
+
+class ApplyCommitOutcome(_message.Message):
+    __slots__ = ("error",)
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    error: _common_pb2.Error
+    def __init__(self, error: _Optional[_Union[_common_pb2.Error, _Mapping]] = ...) -> None: ...
+
+class ApplyCommitsResponse(_message.Message):
+    __slots__ = ("outcomes",)
+    OUTCOMES_FIELD_NUMBER: _ClassVar[int]
+    outcomes: _containers.RepeatedCompositeFieldContainer[ApplyCommitOutcome]
+    def __init__(self, outcomes: _Optional[_Iterable[_Union[ApplyCommitOutcome, _Mapping]]] = ...) -> None: ...
+
 class ApplyAbortRequest(_message.Message):
     __slots__ = ("transaction_id", "topic_partition", "epochs")
     TRANSACTION_ID_FIELD_NUMBER: _ClassVar[int]

@@ -49,6 +49,11 @@ class CoordinationStub:
                 request_serializer=twinlog_dot_v1_dot_coordination__pb2.ApplyCommitRequest.SerializeToString,
                 response_deserializer=twinlog_dot_v1_dot_coordination__pb2.ApplyCommitResponse.FromString,
                 _registered_method=True)
+        self.ApplyCommits = channel.unary_unary(
+                '/twinlog.v1.Coordination/ApplyCommits',
+                request_serializer=twinlog_dot_v1_dot_coordination__pb2.ApplyCommitsRequest.SerializeToString,
+                response_deserializer=twinlog_dot_v1_dot_coordination__pb2.ApplyCommitsResponse.FromString,
+                _registered_method=True)
         self.ApplyAbort = channel.unary_unary(
                 '/twinlog.v1.Coordination/ApplyAbort',
                 request_serializer=twinlog_dot_v1_dot_coordination__pb2.ApplyAbortRequest.SerializeToString,
@@ -85,6 +90,15 @@ class CoordinationServicer:
 
     def ApplyCommit(self, request, context):
         """coordinator -> partition leader: copy the transaction's entries into the data log.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ApplyCommits(self, request, context):
+        """coordinator -> partition leader: several ApplyCommits of one partition, copied in
+        this order as one copy group (one journal-log write per mark, one data-log append);
+        each one's outcome.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -131,6 +145,11 @@ def add_CoordinationServicer_to_server(servicer, server):
                     servicer.ApplyCommit,
                     request_deserializer=twinlog_dot_v1_dot_coordination__pb2.ApplyCommitRequest.FromString,
                     response_serializer=twinlog_dot_v1_dot_coordination__pb2.ApplyCommitResponse.SerializeToString,
+            ),
+            'ApplyCommits': grpc.unary_unary_rpc_method_handler(
+                    servicer.ApplyCommits,
+                    request_deserializer=twinlog_dot_v1_dot_coordination__pb2.ApplyCommitsRequest.FromString,
+                    response_serializer=twinlog_dot_v1_dot_coordination__pb2.ApplyCommitsResponse.SerializeToString,
             ),
             'ApplyAbort': grpc.unary_unary_rpc_method_handler(
                     servicer.ApplyAbort,
@@ -229,6 +248,33 @@ class Coordination:
             '/twinlog.v1.Coordination/ApplyCommit',
             twinlog_dot_v1_dot_coordination__pb2.ApplyCommitRequest.SerializeToString,
             twinlog_dot_v1_dot_coordination__pb2.ApplyCommitResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ApplyCommits(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/twinlog.v1.Coordination/ApplyCommits',
+            twinlog_dot_v1_dot_coordination__pb2.ApplyCommitsRequest.SerializeToString,
+            twinlog_dot_v1_dot_coordination__pb2.ApplyCommitsResponse.FromString,
             options,
             channel_credentials,
             insecure,
