@@ -28,15 +28,24 @@ LMDB transaction, not a step of its own.) A crash anywhere is resolved at open b
 ``recover`` with ``twinlog.copier.recovery_table``. Delivering APPLY_COMMIT or
 APPLY_ABORT again, or after a restart, answers from the record.
 
+Copy groups (``apply_commits``): the commits queued while a copy runs (any caller's)
+are copied together by the next holder of the writer lock: every MARK_APPLYING in one
+journal-log write, every batch in one append and one fsync (one replicated wait on a
+cluster), every MARK_APPLIED in one write. Each MARK_APPLYING records the start its
+transaction's batches will have, right after those of the one before it.
+
 Invariant (per partition, whenever the writer lock is free; like etcd raft's
 ``applied <= applying <= committed``):
 
-    at most one transaction is APPLYING, and if one is, with
-        applying_start   = the log end when APPLYING was recorded
+    the APPLYING transactions are one copy group T1..Tn (n >= 0), each starting where
+    the batches T(i-1) chose end; with
+        applying_start   = T1's start (the log end when the group was recorded)
         copied_end       = the log end now
-        journaled_end    = applying_start + the offsets its journaled batches span
+        journaled_end    = applying_start + the offsets the group's batches span
     then  applying_start <= copied_end <= journaled_end,
-    and the log between applying_start and copied_end is a prefix of its batches.
+    and the log between applying_start and copied_end is a prefix of the group's
+    batches, in order. Recovery (``_copy_group_of``) checks the chain of starts and
+    resolves each transaction against the log up to the next one's start.
 
 ``check_invariant`` asserts the numbers; ``classify_tail`` checks the prefix.
 """
@@ -102,6 +111,20 @@ class CommitCall:
     journaled_entries: int = 0
 
 
+@dataclass(eq=False)
+class _QueuedCalls:
+    """One caller's calls waiting in ``apply_commits``; ``outcomes`` set (under the writer
+    lock) by whoever copied them."""
+
+    calls: list[CommitCall]
+    outcomes: list[tuple[int, int] | BaseException] | None = None
+
+
+# A copy group's size at most: its marks are one journal-log batch and its batches one
+# append, so a bound keeps both well inside the size limits and one group short.
+COPY_GROUP_MAX = 64
+
+
 class PartitionWriter:
     """The one writer of a partition's data log and of its transactions' copies.
 
@@ -134,6 +157,11 @@ class PartitionWriter:
         # partition lets readers past where such a copy began.
         self.on_recovered: Callable[[], None] | None = None
         self._lock = threading.Lock()
+        # Commit calls waiting for the writer lock (``apply_commits``), in arrival order;
+        # the next holder of the lock copies them all. Guarded by the queue lock, which is
+        # never held across a write.
+        self._queue_lock = threading.Lock()
+        self._queued: list[_QueuedCalls] = []
         self._needs_recovery = True
 
     def recover_before_next_write(self) -> None:
@@ -185,39 +213,66 @@ class PartitionWriter:
         """``apply_commit`` of several transactions, copied in the order given: each call's
         (first, next) offset, or the error it alone raised.
 
-        Consecutive OPEN transactions are copied as one group: their MARK_APPLYING
-        records in one journal-log write, their batches in one append with one fsync,
-        their MARK_APPLIED records in one write; the rest (applied, aborted, unknown
-        here, a failed copy's) are answered one by one in their place. Once a group's
-        copy fails, it and every call after it get that error (the next write recovers
-        the group first).
+        Group commit across callers: the calls of every caller that came while a copy
+        ran (the coordinators of other transactions, the lanes of one) queue here, and
+        whichever caller takes the writer lock next copies them all, in the order they
+        came, as ``_apply_queued`` does. Each caller then finds its outcomes: three
+        replicated writes (MARK_APPLYING, the copy, MARK_APPLIED) per group instead of
+        per transaction, however many coordinators send to this partition.
         """
-        outcomes: list[tuple[int, int] | BaseException | None] = [None] * len(calls)
+        request = _QueuedCalls(list(calls))
+        with self._queue_lock:
+            self._queued.append(request)
         with self._lock:
-            group: list[tuple[int, CommitCall]] = []
-            try:
-                self._recover_if_needed()
-                for index, call in enumerate(calls):
-                    try:
-                        record = self.journal.transaction(self.partition, call.transaction_id)
-                        self._check_journaled(call.transaction_id, record, call.journaled_entries)
-                    except TwinlogError as refusal:  # this call's alone
-                        outcomes[index] = refusal
-                        continue
-                    if record is not None and record.state is CopyState.OPEN:
-                        group.append((index, call))
-                        continue
-                    self._copy_group(group, outcomes)  # the group goes first: order is kept
+            if request.outcomes is None:  # not taken by the caller before: take every queued
+                with self._queue_lock:
+                    taken, self._queued = self._queued, []
+                outcomes = self._apply_queued([call for each in taken for call in each.calls])
+                position = 0
+                for each in taken:
+                    each.outcomes = outcomes[position : position + len(each.calls)]
+                    position += len(each.calls)
+        assert request.outcomes is not None
+        return request.outcomes
+
+    def _apply_queued(self, calls: list[CommitCall]) -> list[tuple[int, int] | BaseException]:
+        """``apply_commits``' work, lock held. Consecutive OPEN transactions are copied as
+        one group (``COPY_GROUP_MAX`` at most): their MARK_APPLYING records in one
+        journal-log write, their batches in one append with one fsync, their MARK_APPLIED
+        records in one write; the rest (applied, aborted, unknown here, a failed copy's)
+        are answered one by one in their place, as is a transaction named twice (after
+        the group holding it). Once a group's copy fails, it and every call after it get
+        that error (the next write recovers the group first)."""
+        outcomes: list[tuple[int, int] | BaseException | None] = [None] * len(calls)
+        group: list[tuple[int, CommitCall]] = []
+        try:
+            self._recover_if_needed()
+            for index, call in enumerate(calls):
+                if len(group) >= COPY_GROUP_MAX or any(
+                    grouped.transaction_id == call.transaction_id for _, grouped in group
+                ):
+                    self._copy_group(group, outcomes)
                     group = []
-                    try:
-                        outcomes[index] = self._apply_settled(call.transaction_id, record)
-                    except InvalidTxnStateError as refusal:
-                        outcomes[index] = refusal
-                self._copy_group(group, outcomes)
-            except BaseException as error:
-                for index, outcome in enumerate(outcomes):
-                    if outcome is None:
-                        outcomes[index] = error
+                try:
+                    record = self.journal.transaction(self.partition, call.transaction_id)
+                    self._check_journaled(call.transaction_id, record, call.journaled_entries)
+                except TwinlogError as refusal:  # this call's alone
+                    outcomes[index] = refusal
+                    continue
+                if record is not None and record.state is CopyState.OPEN:
+                    group.append((index, call))
+                    continue
+                self._copy_group(group, outcomes)  # the group goes first: order is kept
+                group = []
+                try:
+                    outcomes[index] = self._apply_settled(call.transaction_id, record)
+                except InvalidTxnStateError as refusal:
+                    outcomes[index] = refusal
+            self._copy_group(group, outcomes)
+        except BaseException as error:
+            for index, outcome in enumerate(outcomes):
+                if outcome is None:
+                    outcomes[index] = error
         assert all(outcome is not None for outcome in outcomes)
         return cast(list[tuple[int, int] | BaseException], outcomes)
 
