@@ -82,6 +82,7 @@ class Sender:
         self._in_flight: dict[TopicPartition, ProducerBatch] = {}
         self._sequences = SequenceNumbers()
         self._flushing = 0  # flush() calls waiting: lingering batches go at once
+        self._telling = 0  # answered batches whose futures are being told (flush waits)
         # (transaction id, its partitions added by _declare_partitions): sender thread only
         self._declared: tuple[int, set[TopicPartition]] = (NO_TRANSACTION_ID, set())
         self._pipe: ProducePipe = open_pipe(broker)
@@ -125,10 +126,13 @@ class Sender:
                 self._flushing -= 1
 
     def _all_done(self) -> bool:
-        """Lock held. Nothing queued, and every batch sent has its outcome (an expired
-        batch has one, though its request may still be under way)."""
-        return self._accumulator.is_empty() and all(
-            batch.result.done() for batch in self._in_flight.values()
+        """Lock held. Nothing queued, every batch sent has its outcome (an expired batch
+        has one, though its request may still be under way), and every answered batch's
+        futures are told."""
+        return (
+            self._accumulator.is_empty()
+            and self._telling == 0
+            and all(batch.result.done() for batch in self._in_flight.values())
         )
 
     def _latest_deadline_s(self, now_s: float) -> float:
@@ -390,12 +394,19 @@ class Sender:
                 also_failed = self._record_failure(batch, error)
             elif batch.transaction_id != NO_TRANSACTION_ID:
                 self._transactions.batch_written(batch.transaction_id, batch.topic_partition)
-            self._changed.notify_all()
-        if error is not None:
-            fail_batches([batch, *also_failed], error)
-        else:
-            assert result is not None
-            complete(batch, result)
+            # Out of flight, its futures not told yet (they run callbacks: not under the
+            # lock): flush() waits for this too, or it could return before they are done.
+            self._telling += 1
+        try:
+            if error is not None:
+                fail_batches([batch, *also_failed], error)
+            else:
+                assert result is not None
+                complete(batch, result)
+        finally:
+            with self._changed:
+                self._telling -= 1
+                self._changed.notify_all()
 
     def _record_failure(self, batch: ProducerBatch, error: TwinlogError) -> list[ProducerBatch]:
         """A batch failed for good: what that means for the producer. Lock held.
