@@ -32,7 +32,9 @@ Copy groups (``apply_commits``): the commits queued while a copy runs (any calle
 are copied together by the next holder of the writer lock: every MARK_APPLYING in one
 journal-log write, every batch in one append and one fsync (one replicated wait on a
 cluster), every MARK_APPLIED in one write. Each MARK_APPLYING records the start its
-transaction's batches will have, right after those of the one before it.
+transaction's batches will have, right after those of the one before it. While more
+commits wait, a group's MARK_APPLIED records go in the next group's MARK_APPLYING write
+(one replicated write fewer per group); its callers are answered after that write.
 
 Invariant (per partition, whenever the writer lock is free; like etcd raft's
 ``applied <= applying <= committed``):
@@ -52,6 +54,7 @@ Invariant (per partition, whenever the writer lock is free; like etcd raft's
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from array import array
@@ -111,13 +114,20 @@ class CommitCall:
     journaled_entries: int = 0
 
 
-@dataclass(eq=False)
 class _QueuedCalls:
-    """One caller's calls waiting in ``apply_commits``; ``outcomes`` set (under the writer
-    lock) by whoever copied them."""
+    """One caller's calls in ``apply_commits``; each call's outcome is told (under the
+    queue lock) by whichever caller led when it was copied."""
 
-    calls: list[CommitCall]
-    outcomes: list[tuple[int, int] | BaseException] | None = None
+    def __init__(self, calls: list[CommitCall]) -> None:
+        self.calls = calls
+        self.outcomes: list[tuple[int, int] | BaseException | None] = [None] * len(calls)
+
+    def told(self) -> bool:
+        return all(outcome is not None for outcome in self.outcomes)
+
+    def results(self) -> list[tuple[int, int] | BaseException]:
+        assert self.told()
+        return cast(list[tuple[int, int] | BaseException], self.outcomes)
 
 
 # A copy group's size at most: its marks are one journal-log batch and its batches one
@@ -157,11 +167,15 @@ class PartitionWriter:
         # partition lets readers past where such a copy began.
         self.on_recovered: Callable[[], None] | None = None
         self._lock = threading.Lock()
-        # Commit calls waiting for the writer lock (``apply_commits``), in arrival order;
-        # the next holder of the lock copies them all. Guarded by the queue lock, which is
-        # never held across a write.
-        self._queue_lock = threading.Lock()
+        # Group commit (``apply_commits``). Guarded by the queue lock, never held across a
+        # write: the calls waiting to be copied, in arrival order; whether a caller leads
+        # (copies the queue, holding the writer lock); and the MARK_APPLIED records of the
+        # last group copied, not written yet (each with the call it tells), which only
+        # the leader or the next one touches, under the writer lock.
+        self._queue_changed = threading.Condition(threading.Lock())
         self._queued: list[_QueuedCalls] = []
+        self._leading = False
+        self._unwritten: list[tuple[tuple[int, int, int], tuple[_QueuedCalls, int]]] = []
         self._needs_recovery = True
 
     def recover_before_next_write(self) -> None:
@@ -213,68 +227,125 @@ class PartitionWriter:
         """``apply_commit`` of several transactions, copied in the order given: each call's
         (first, next) offset, or the error it alone raised.
 
-        Group commit across callers: the calls of every caller that came while a copy
-        ran (the coordinators of other transactions, the lanes of one) queue here, and
-        whichever caller takes the writer lock next copies them all, in the order they
-        came, as ``_apply_queued`` does. Each caller then finds its outcomes: three
-        replicated writes (MARK_APPLYING, the copy, MARK_APPLIED) per group instead of
-        per transaction, however many coordinators send to this partition.
+        Group commit across callers (a leader at a time, like a journal's group commit):
+        calls queue here, whatever coordinator or lane sends them; one caller at a time
+        leads, takes every call queued and copies them (``_apply_queued``), in arrival
+        order, as copy groups. Its last group's MARK_APPLIED records are left to the next
+        leader when calls are waiting (they go in the same journal-log write as that
+        leader's MARK_APPLYING records: one replicated write fewer per group while the
+        partition is busy), else written at once. Each caller returns once its calls'
+        outcomes are known, whoever led.
         """
         request = _QueuedCalls(list(calls))
-        with self._queue_lock:
+        with self._queue_changed:
             self._queued.append(request)
-        with self._lock:
-            if request.outcomes is None:  # not taken by the caller before: take every queued
-                with self._queue_lock:
-                    taken, self._queued = self._queued, []
-                outcomes = self._apply_queued([call for each in taken for call in each.calls])
-                position = 0
-                for each in taken:
-                    each.outcomes = outcomes[position : position + len(each.calls)]
-                    position += len(each.calls)
-        assert request.outcomes is not None
-        return request.outcomes
+        while True:
+            with self._queue_changed:
+                while not request.told():
+                    # Lead when no one does and something waits: calls queued (this
+                    # caller's among them at first), or MARK_APPLIED records a leader left
+                    # for the next (this caller's, once it led and a caller queued behind).
+                    if not self._leading and (self._queued or self._unwritten):
+                        self._leading = True
+                        break
+                    self._queue_changed.wait()
+                else:
+                    return request.results()
+            try:
+                with self._lock:
+                    self._lead()
+            finally:
+                with self._queue_changed:
+                    self._leading = False
+                    self._queue_changed.notify_all()
 
-    def _apply_queued(self, calls: list[CommitCall]) -> list[tuple[int, int] | BaseException]:
-        """``apply_commits``' work, lock held. Consecutive OPEN transactions are copied as
-        one group (``COPY_GROUP_MAX`` at most): their MARK_APPLYING records in one
-        journal-log write, their batches in one append with one fsync, their MARK_APPLIED
-        records in one write; the rest (applied, aborted, unknown here, a failed copy's)
-        are answered one by one in their place, as is a transaction named twice (after
-        the group holding it). Once a group's copy fails, it and every call after it get
-        that error (the next write recovers the group first)."""
-        outcomes: list[tuple[int, int] | BaseException | None] = [None] * len(calls)
-        group: list[tuple[int, CommitCall]] = []
+    def _lead(self) -> None:
+        """One leader's turn (writer lock held): copy every call queued; then write the
+        MARK_APPLIED records left unwritten unless a caller waits to lead next."""
+        with self._queue_changed:
+            taken, self._queued = self._queued, []
+        calls = [(each, index, call) for each in taken for index, call in enumerate(each.calls)]
+        self._apply_queued(calls)
+        with self._queue_changed:
+            waiting = bool(self._queued)
+        if not waiting:
+            self._write_unwritten_applied()
+
+    def _apply_queued(self, calls: list[tuple[_QueuedCalls, int, CommitCall]]) -> None:
+        """Copy ``calls`` (lock held), telling each its outcome. Consecutive OPEN
+        transactions are copied as one group (``COPY_GROUP_MAX`` at most): their
+        MARK_APPLYING records in one journal-log write (with the MARK_APPLIED records the
+        group before left unwritten), their batches in one append with one fsync; their
+        MARK_APPLIED records are left unwritten for the next write. The rest (applied,
+        aborted, unknown here, a failed copy's) are answered one by one in their place,
+        as is a transaction named twice (after the group holding it). Once a group's copy
+        fails, it and every call after it get that error (the next write recovers the
+        group first)."""
+        group: list[tuple[_QueuedCalls, int, CommitCall]] = []
         try:
-            self._recover_if_needed()
-            for index, call in enumerate(calls):
+            if self._needs_recovery:  # else the MARK_APPLIED records left go with the next
+                self._write_left_applied()
+                self._recover_locked()
+            for request, index, call in calls:
                 if len(group) >= COPY_GROUP_MAX or any(
-                    grouped.transaction_id == call.transaction_id for _, grouped in group
+                    grouped.transaction_id == call.transaction_id for _, _, grouped in group
                 ):
-                    self._copy_group(group, outcomes)
+                    self._copy_group(group)
                     group = []
+                if any(mark[0] == call.transaction_id for mark, _told in self._unwritten):
+                    self._write_unwritten_applied()  # its row must say APPLIED before it is read
                 try:
                     record = self.journal.transaction(self.partition, call.transaction_id)
                     self._check_journaled(call.transaction_id, record, call.journaled_entries)
                 except TwinlogError as refusal:  # this call's alone
-                    outcomes[index] = refusal
+                    self._tell(request, index, refusal)
                     continue
                 if record is not None and record.state is CopyState.OPEN:
-                    group.append((index, call))
+                    group.append((request, index, call))
                     continue
-                self._copy_group(group, outcomes)  # the group goes first: order is kept
+                self._copy_group(group)  # the group goes first: order is kept
                 group = []
+                self._write_unwritten_applied()  # before reading or writing anything else
                 try:
-                    outcomes[index] = self._apply_settled(call.transaction_id, record)
+                    outcome: tuple[int, int] | BaseException = self._apply_settled(
+                        call.transaction_id, record
+                    )
                 except InvalidTxnStateError as refusal:
-                    outcomes[index] = refusal
-            self._copy_group(group, outcomes)
+                    outcome = refusal
+                self._tell(request, index, outcome)
+            self._copy_group(group)
         except BaseException as error:
-            for index, outcome in enumerate(outcomes):
-                if outcome is None:
-                    outcomes[index] = error
-        assert all(outcome is not None for outcome in outcomes)
-        return cast(list[tuple[int, int] | BaseException], outcomes)
+            for request, index, _call in calls:  # those not told yet (unwritten: told below)
+                if request.outcomes[index] is None and not self._is_unwritten(request, index):
+                    self._tell(request, index, error)
+
+    def _is_unwritten(self, request: _QueuedCalls, index: int) -> bool:
+        return any(told == (request, index) for _mark, told in self._unwritten)
+
+    def _tell(
+        self, request: _QueuedCalls, index: int, outcome: tuple[int, int] | BaseException
+    ) -> None:
+        with self._queue_changed:
+            request.outcomes[index] = outcome
+            if request.told():
+                self._queue_changed.notify_all()
+
+    def _write_unwritten_applied(self) -> None:
+        """Write the MARK_APPLIED records the last group left (lock held), and tell their
+        callers; on failure they get the error and the next write recovers first."""
+        unwritten, self._unwritten = self._unwritten, []
+        if not unwritten:
+            return
+        try:
+            self.journal.mark_applied_all(self.partition, [mark for mark, _ in unwritten])
+        except BaseException as error:
+            self._needs_recovery = True
+            for _mark, (request, index) in unwritten:
+                self._tell(request, index, error)
+            raise
+        failpoints.hit("copier.after_applied_record")
+        for (_tid, first, after), (request, index) in unwritten:
+            self._tell(request, index, (first, after))
 
     def _apply_settled(self, transaction_id: int, record: CopyRecord | None) -> tuple[int, int]:
         """APPLY_COMMIT of a transaction that is not OPEN here (lock held)."""
@@ -294,31 +365,42 @@ class PartitionWriter:
         assert outcome.applied_range is not None
         return outcome.applied_range
 
-    def _copy_group(
-        self,
-        group: list[tuple[int, CommitCall]],
-        outcomes: list[tuple[int, int] | BaseException | None],
-    ) -> None:
+    def _copy_group(self, group: list[tuple[_QueuedCalls, int, CommitCall]]) -> None:
         """Copy a group of OPEN transactions (lock held): each one's MARK_APPLYING records
         the offset where its batches will start, right after the batches of the one before
-        (whose span the journal's headers give), so recovery reads the group as one copy."""
+        (whose span the journal's headers give), so recovery reads the group as one copy.
+        The MARK_APPLIED records the group before left go first in the same write; this
+        group's are left unwritten (``_unwritten``) for the next write."""
         if not group:
             return
         marks: list[tuple[int, int, tuple[bytes, ...] | None]] = []
         start = self.log.log_end_offset
-        for position, (_index, call) in enumerate(group):
+        for position, (_request, _index, call) in enumerate(group):
             attempts = None if call.attempts is None else tuple(call.attempts)
             marks.append((call.transaction_id, start, attempts))
             if position + 1 < len(group):  # the last one's span is not needed
                 start += self._span(call.transaction_id, attempts)
+        unwritten, self._unwritten = self._unwritten, []
         # A failed MARK_APPLYING may stay in the journal log (LMDB did not apply it):
         # recovery cuts it before the data log's next write, which a crash would
         # otherwise turn into a foreign tail behind a replayed APPLYING.
         self._needs_recovery = True
-        records = self.journal.mark_applying_all(self.partition, marks)
+        try:
+            records = self.journal.mark_applied_then_applying(
+                self.partition, [mark for mark, _ in unwritten], marks
+            )
+        except BaseException as error:
+            for _mark, (request, index) in unwritten:
+                self._tell(request, index, error)
+            raise
+        for (_tid, first, after), (request, index) in unwritten:
+            self._tell(request, index, (first, after))
         failpoints.hit("copier.after_applying_record")
-        for (index, _call), applied_range in zip(group, self._copy(records), strict=True):
-            outcomes[index] = applied_range
+        ranges = self._copy(records, defer_applied=True)
+        self._unwritten = [
+            ((call.transaction_id, *applied_range), (request, index))
+            for (request, index, call), applied_range in zip(group, ranges, strict=True)
+        ]
 
     def _span(self, transaction_id: int, attempts: tuple[bytes, ...] | None) -> int:
         """Offsets the batches an OPEN transaction's commit of ``attempts`` copies span."""
@@ -358,7 +440,9 @@ class PartitionWriter:
 
     # --- the copy -----------------------------------------------------------------
 
-    def _copy(self, records: Sequence[CopyRecord], resume_after: int = 0) -> list[tuple[int, int]]:
+    def _copy(
+        self, records: Sequence[CopyRecord], resume_after: int = 0, *, defer_applied: bool = False
+    ) -> list[tuple[int, int]]:
         """Steps 2-4 for a group of APPLYING records whose starts follow each other from
         the log end (one record: a single copy), or, with ``resume_after`` (J6), whose
         first record's first ``resume_after`` chosen batches lie whole in the log from its
@@ -407,6 +491,12 @@ class PartitionWriter:
             self.wait_replicated(next_offset)
         if self.on_copied is not None:
             self.on_copied()
+        if defer_applied:
+            # Copied and, on a cluster, replicated: only the MARK_APPLIED records are left,
+            # which the caller writes with the next write (recovery would record them from
+            # the whole copy if they were lost).
+            self._needs_recovery = False
+            return ranges
         self.journal.mark_applied_all(
             self.partition,
             [
@@ -474,11 +564,21 @@ class PartitionWriter:
     def recover(self) -> list[RecoveryOutcome]:
         """Finish or redo any half-done copy of this partition (see ``twinlog.copier.recovery_table``)."""
         with self._lock:
+            self._write_left_applied()
             return self._recover_locked()
 
     def _recover_if_needed(self) -> None:
+        self._write_left_applied()
         if self._needs_recovery:
             self._recover_locked()
+
+    def _write_left_applied(self) -> None:
+        """Write the MARK_APPLIED records a leader left for the next one when another
+        write comes first (lock held). A failure is told to their callers and makes the
+        next write recover first."""
+        if self._unwritten:
+            with contextlib.suppress(Exception):
+                self._write_unwritten_applied()
 
     def _recover_locked(self) -> list[RecoveryOutcome]:
         # First cut the marks whose application failed: LMDB's APPLYING rows, read

@@ -237,6 +237,25 @@ class JournalLogs:
             assert isinstance(record, CopyRecord) and record.state is CopyState.APPLYING
         return written
 
+    def mark_applied_then_applying(
+        self,
+        partition: str,
+        applied: Sequence[tuple[int, int, int]],
+        applying: Sequence[tuple[int, int, Iterable[bytes] | None]],
+    ) -> list[CopyRecord]:
+        """The MARK_APPLIED records of one copy group ((transaction id, first, next) each)
+        and the MARK_APPLYING records of the next ((transaction id, start, attempts)), in
+        that order, in one journal-log write; the APPLYING records, all durable and
+        applied (with the APPLIED ones before them) when this returns."""
+        written = self._journal_log(partition).write_all(
+            [records.MarkApplied(tid, first, after) for tid, first, after in applied]
+            + [make_mark_applying(tid, start, attempts) for tid, start, attempts in applying]
+        )
+        marked: list[CopyRecord] = written[len(applied) :]
+        for record in marked:
+            assert isinstance(record, CopyRecord) and record.state is CopyState.APPLYING
+        return marked
+
     def mark_applied(
         self, partition: str, transaction_id: int, first_offset: int, next_offset: int
     ) -> CopyRecord:

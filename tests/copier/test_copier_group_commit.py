@@ -8,10 +8,12 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from copier_support import PartitionFixture, body, log_bodies, transactional_batch
 
 from twinlog.copier import CommitCall
+from twinlog.journal import CopyState
 
 QUEUE_WAIT_S = 10.0
 
@@ -115,5 +117,49 @@ def test_one_callers_group_keeps_its_order_and_answers_each(tmp_path: Path) -> N
         assert outcomes == [(2, 4), (0, 2), (4, 6)]
         expected = [body(transactional_batch(t)) for t in (6, 7, 5)]
         assert log_bodies(partition.log) == expected
+    finally:
+        partition.close()
+
+
+def test_a_groups_applied_marks_go_in_the_next_groups_applying_write(tmp_path: Path) -> None:
+    partition = PartitionFixture(tmp_path)
+    try:
+        _journal(partition, 1, 2, 3)
+        writes: list[tuple[str, list[int], list[int]]] = []
+        journal = partition.j
+        then_applying, applied_all = journal.mark_applied_then_applying, journal.mark_applied_all
+
+        def recorded_then_applying(name: str, applied: Any, applying: Any) -> Any:
+            writes.append(("write", [t for t, *_ in applied], [t for t, *_ in applying]))
+            return then_applying(name, applied, applying)
+
+        def recorded_applied_all(name: str, applied: Any) -> Any:
+            writes.append(("write", [t for t, *_ in applied], []))
+            return applied_all(name, applied)
+
+        journal.mark_applied_then_applying = recorded_then_applying  # type: ignore[method-assign]
+        journal.mark_applied_all = recorded_applied_all  # type: ignore[method-assign]
+        waits, release = _blocked_first_copy(partition)
+        results: dict[str, object] = {}
+        first = _apply_in_thread(partition, 1, results, "first")
+        _wait_until(lambda: bool(waits), "the first copy never reached its wait")
+        second = _apply_in_thread(partition, 2, results, "second")
+        _wait_queued(partition, 1)
+        third = _apply_in_thread(partition, 3, results, "third")
+        _wait_queued(partition, 2)
+        release.set()
+        for thread in (first, second, third):
+            thread.join(QUEUE_WAIT_S)
+        # Three journal-log writes for two groups: the first group's APPLIED marks went
+        # with the second group's APPLYING marks, the second's alone (nothing queued).
+        assert writes == [
+            ("write", [], [1]),
+            ("write", [1], [2, 3]),
+            ("write", [2, 3], []),
+        ]
+        assert (results["first"], results["second"], results["third"]) == ((0, 2), (2, 4), (4, 6))
+        for transaction_id in (1, 2, 3):
+            row = partition.j.transaction(partition.name, transaction_id)
+            assert row is not None and row.state is CopyState.APPLIED
     finally:
         partition.close()
