@@ -114,3 +114,31 @@ def test_a_group_without_a_failpoint_is_copied_in_order(tmp_path: Path) -> None:
     _prepare(tmp_path)
     assert _run_worker(tmp_path, None) == 0
     _check_exactly_once(tmp_path)
+
+
+# Two callers: the first copies GROUP[0] alone; the second queued behind it copies the
+# rest as the next group, whose MARK_APPLYING write carries GROUP[0]'s MARK_APPLIED.
+SIDE_BY_SIDE = f"{GROUP[0]}/{GROUP[1]},{GROUP[2]}"
+HANDOVER_KILL_POINTS = [
+    "journal.before_sync=crash@2",  # GROUP[0] copied; its APPLIED and the next APPLYING not synced
+    "journal.after_sync=crash@2",  # both synced, nothing of the second group copied
+    f"copier.after_batch=crash@{BATCHES + 2}",  # inside the second group's copy
+    "copier.after_log_fsync=crash@2",  # the second group copied, its APPLIED not written
+    "journal.before_sync=crash@3",  # the second group's APPLIED, written alone, not synced
+]
+
+
+@pytest.mark.parametrize("failpoint", HANDOVER_KILL_POINTS)
+def test_a_group_whose_applied_marks_went_with_the_next_ones_recovers_exactly_once(
+    tmp_path: Path, failpoint: str
+) -> None:
+    _prepare(tmp_path)
+    returned = run_crash_worker(tmp_path, SIDE_BY_SIDE, failpoint)
+    assert returned == -signal.SIGKILL, f"{failpoint} never fired"
+    _check_exactly_once(tmp_path)
+
+
+def test_two_callers_groups_without_a_failpoint(tmp_path: Path) -> None:
+    _prepare(tmp_path)
+    assert run_crash_worker(tmp_path, SIDE_BY_SIDE, None) == 0
+    _check_exactly_once(tmp_path)

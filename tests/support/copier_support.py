@@ -15,6 +15,8 @@ import os
 import signal
 import subprocess
 import sys
+import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -159,20 +161,68 @@ def run_crash_worker(
     return completed.returncode
 
 
-def _worker(data_dir: str, transaction_ids: list[int], attempts: list[str]) -> int:
+def _worker(data_dir: str, callers: list[list[int]], attempts: list[str]) -> int:
     partition = PartitionFixture(Path(data_dir))  # opens and recovers
     chosen = [a.encode() for a in attempts] if attempts else None
-    if len(transaction_ids) == 1:
-        partition.writer.apply_commit(transaction_ids[0], attempts=chosen)
+    if len(callers) == 1 and len(callers[0]) == 1:
+        partition.writer.apply_commit(callers[0][0], attempts=chosen)
+    elif len(callers) == 1:
+        _apply_group(partition, callers[0], chosen)
     else:
-        outcomes = partition.writer.apply_commits([CommitCall(t, chosen) for t in transaction_ids])
-        failed = [outcome for outcome in outcomes if isinstance(outcome, BaseException)]
-        if failed:
-            raise failed[0]
+        _apply_side_by_side(partition, callers, chosen)
     partition.close()
     return 0
 
 
+def _apply_group(
+    partition: PartitionFixture, transaction_ids: list[int], chosen: list[bytes] | None
+) -> None:
+    outcomes = partition.writer.apply_commits([CommitCall(t, chosen) for t in transaction_ids])
+    failed = [outcome for outcome in outcomes if isinstance(outcome, BaseException)]
+    if failed:
+        raise failed[0]
+
+
+def _apply_side_by_side(
+    partition: PartitionFixture, callers: list[list[int]], chosen: list[bytes] | None
+) -> None:
+    """Each caller's group from a thread of its own, the first one's copy held (at its
+    replicated wait) until every other caller queued behind it: the copier's group
+    commit then copies the others as the next group, whose MARK_APPLYING write carries
+    the first group's MARK_APPLIED records."""
+    queued = threading.Event()
+    first_wait = threading.Event()
+
+    def wait_replicated(end_offset: int) -> None:
+        first_wait.set()
+        queued.wait(30)
+
+    partition.writer.wait_replicated = wait_replicated
+    errors: list[BaseException] = []
+
+    def apply(transaction_ids: list[int]) -> None:
+        try:
+            _apply_group(partition, transaction_ids, chosen)
+        except BaseException as error:
+            errors.append(error)
+
+    threads = [threading.Thread(target=apply, args=(callers[0],))]
+    threads[0].start()
+    first_wait.wait(30)
+    for transaction_ids in callers[1:]:
+        threads.append(threading.Thread(target=apply, args=(transaction_ids,)))
+        threads[-1].start()
+    deadline_s = time.monotonic() + 30
+    while len(partition.writer._queued) < len(callers) - 1 and time.monotonic() < deadline_s:
+        time.sleep(0.001)
+    queued.set()
+    for thread in threads:
+        thread.join(30)
+    if errors:
+        raise errors[0]
+
+
 if __name__ == "__main__":
-    ids = [int(part) for part in sys.argv[2].split(",")]
-    sys.exit(_worker(sys.argv[1], ids, sys.argv[3:]))
+    # Callers separated by "/", each caller's transaction ids by ",".
+    groups = [[int(part) for part in caller.split(",")] for caller in sys.argv[2].split("/")]
+    sys.exit(_worker(sys.argv[1], groups, sys.argv[3:]))
