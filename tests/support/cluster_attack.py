@@ -17,8 +17,8 @@ Its callers:
 
 Its forgeries (``FORGERIES``): a Replication ``Fetch`` in a real follower's name with a
 huge broker epoch and an offset far past the log's end (would move the high watermark);
-Coordination ``ApplyCommit``, ``ApplyAbort`` and ``CountEntries`` with a huge
-coordinator epoch; ``SettleOffsetsHolder`` (would abort a transaction holding a group's
+Coordination ``ApplyCommit``, ``ApplyCommits`` (a copy group of two), ``ApplyAbort``
+and ``CountEntries`` with a huge coordinator epoch; ``SettleOffsetsHolder`` (would abort a transaction holding a group's
 offsets); ``LookupProducer`` (would tell a producer id's owner). Each is sent to every
 broker's client port (by ``plain`` and ``client-token``: no TLS there) and inter-broker
 listener (by every caller), straight to the broker (never through a cut link).
@@ -80,11 +80,12 @@ CALLERS = (PLAIN, CLIENT_TOKEN, FOREIGN_CA, CLUSTER_ALICE)
 TLS_CALLERS = (FOREIGN_CA, CLUSTER_ALICE)
 FETCH = "Replication.Fetch"
 APPLY_COMMIT = "Coordination.ApplyCommit"
+APPLY_COMMITS = "Coordination.ApplyCommits"
 APPLY_ABORT = "Coordination.ApplyAbort"
 COUNT_ENTRIES = "Coordination.CountEntries"
 SETTLE = "Coordination.SettleOffsetsHolder"
 LOOKUP = "Coordination.LookupProducer"
-FORGERIES = (FETCH, APPLY_COMMIT, APPLY_ABORT, COUNT_ENTRIES, SETTLE, LOOKUP)
+FORGERIES = (FETCH, APPLY_COMMIT, APPLY_COMMITS, APPLY_ABORT, COUNT_ENTRIES, SETTLE, LOOKUP)
 HANDSHAKE_FAILED = {grpc.StatusCode.UNAVAILABLE}
 REFUSED_BY_NAME = {grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.UNAUTHENTICATED}
 EXPECTED: dict[tuple[str, str], set[grpc.StatusCode]] = {
@@ -271,6 +272,12 @@ class InternalAttacker:
         if forgery == APPLY_COMMIT:
             commit = ApplyCommit(transaction_id, topic_partition, None, 1, epochs)
             return coordination.ApplyCommit, coordination_convert.commit_to_proto(commit)
+        if forgery == APPLY_COMMITS:
+            group = [
+                ApplyCommit(transaction_id, topic_partition, None, 1, epochs),
+                ApplyCommit(transaction_id + 256, topic_partition, None, 1, epochs),
+            ]
+            return coordination.ApplyCommits, coordination_convert.commits_to_proto(group)
         if forgery == APPLY_ABORT:
             abort = ApplyAbort(transaction_id, topic_partition, epochs)
             return coordination.ApplyAbort, coordination_convert.abort_to_proto(abort)

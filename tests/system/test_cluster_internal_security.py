@@ -135,6 +135,16 @@ def _calls(cluster: SecureCluster, transaction_id: int = 4353) -> list[tuple[str
         ),
         (
             "coordination",
+            "ApplyCommits",
+            convert.commits_to_proto(
+                [
+                    ApplyCommit(transaction_id, tp, None, 0, _epochs(part)),
+                    ApplyCommit(transaction_id + 256, tp, None, 0, _epochs(part)),
+                ]
+            ),
+        ),
+        (
+            "coordination",
             "ApplyAbort",
             convert.abort_to_proto(ApplyAbort(transaction_id, tp, _epochs(part))),
         ),
@@ -246,7 +256,7 @@ def test_every_internal_method_from_every_stranger_to_every_port_is_refused_and_
                         answer.details(),
                     )
                     refused += 1
-    assert refused == len(cluster.brokers) * 8 * 7
+    assert refused == len(cluster.brokers) * 8 * len(_calls(cluster))
     assert cluster.fingerprint() == before
 
 
@@ -331,6 +341,10 @@ def test_a_broker_posing_as_a_coordinator_it_does_not_lead_is_refused(
                 ApplyAbort(transaction_id, tp, _epochs(coordinator)))),
             ("ApplyCommit", convert.commit_to_proto(  # its own claim wrong: not the owner
                 ApplyCommit(transaction_id, tp, None, 0, _epochs((coordinator + 1) % 4)))),
+            ("ApplyCommits", convert.commits_to_proto([
+                ApplyCommit(transaction_id, tp, None, 0, _epochs(coordinator)),
+                ApplyCommit(transaction_id + 256, tp, None, 0, _epochs(coordinator))])),
+            *_mixed_groups(cluster, journal, forger, transaction_id, tp),
         ):  # fmt: skip
             answer = _send(channel, "coordination", method, request)
             assert isinstance(answer, grpc.RpcError), method
@@ -339,6 +353,29 @@ def test_a_broker_posing_as_a_coordinator_it_does_not_lead_is_refused(
                 "ClusterAuthorizationError",  # that coordinator does not own the id
             ), (method, answer.details())
     assert cluster.fingerprint() == before
+
+
+def _mixed_groups(
+    cluster: SecureCluster,
+    journal: dict[int, int],
+    forger: int,
+    transaction_id: int,
+    tp: TopicPartition,
+) -> list[tuple[str, Any]]:
+    """A copy group whose first commit the forger may send (a coordinator partition it
+    leads, at its true epoch) and whose second is another coordinator's: refused whole,
+    not in part (else the first would be recorded applied)."""
+    own = next((p for p, b in journal.items() if b == forger), None)
+    if own is None:
+        return []
+    state = cluster.partition_state(TXN_JOURNAL_TOPIC, own)
+    assert state is not None
+    own_id = (78 << 8) | own
+    group = [
+        ApplyCommit(own_id, tp, None, 0, _epochs(own, state.leader_epoch)),
+        ApplyCommit(transaction_id, tp, None, 0, _epochs(transaction_id & 0xFF)),
+    ]
+    return [("ApplyCommits", convert.commits_to_proto(group))]
 
 
 def test_the_real_coordinator_claiming_an_epoch_above_zookeepers_is_refused_and_not_remembered(
