@@ -220,22 +220,9 @@ class JournalLogs:
         entries are always copied. Kept in the record, so recovery makes the same
         choice. Re-recording a lower start (the log lost its tail) keeps them.
         """
-        return self.mark_applying_all(partition, [(transaction_id, start_offset, attempts)])[0]
-
-    def mark_applying_all(
-        self,
-        partition: str,
-        marks: Sequence[tuple[int, int, Iterable[bytes] | None]],
-    ) -> list[CopyRecord]:
-        """``mark_applying`` of a copy group, (transaction id, start offset, attempts) each,
-        in one journal-log write (one fsync, one LMDB transaction): the records are
-        appended in order and all durable and applied when this returns."""
-        written = self._journal_log(partition).write_all(
-            [make_mark_applying(tid, start, attempts) for tid, start, attempts in marks]
-        )
-        for record in written:
-            assert isinstance(record, CopyRecord) and record.state is CopyState.APPLYING
-        return written
+        return self.mark_applied_then_applying(
+            partition, [], [(transaction_id, start_offset, attempts)]
+        )[0]
 
     def mark_applied_then_applying(
         self,
