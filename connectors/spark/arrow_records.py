@@ -1,5 +1,11 @@
 """Many whole records sections to Arrow arrays at once: the read path's fast path.
 
+With the compiled record decoder built, ``arrays_of_sections`` takes them: the engine's
+``column_buffers.sections_to_columns`` walks every record in C and copies each key and
+value once into Arrow's own layout, which becomes the arrays without another copy.
+Without it (``TWINLOG_NO_EXTENSIONS``, or no compiler at install), ``decode_sections``
+below does it with Arrow compute:
+
 ``decode_sections`` walks the records of many batches with one short Python loop
 (each record's length varint only) and decodes every other field with pyarrow
 compute, a few dozen array operations for thousands of records: per record it
@@ -25,6 +31,7 @@ import pyarrow.compute as pc
 
 from twinlog.connectors.spark.arrow_slices import binary_slices
 from twinlog.engine.records.batch_format import BatchHeader
+from twinlog.engine.records.column_buffers import ColumnBuffers, sections_to_columns
 from twinlog.engine.records.record_decoder import RECORD_BYTES_MIN
 
 VARINT_LONG_BIT = 0x80
@@ -43,6 +50,36 @@ class SectionArrays:
     values: pyarrow.Array  # binary
     offsets: pyarrow.Array  # int64
     timestamps_ms: pyarrow.Array  # int64
+
+
+def arrays_of_sections(
+    sections: list[tuple[BatchHeader, bytes | memoryview]],
+) -> SectionArrays | None:
+    """The records of ``sections`` ((header, decompressed records section), in log order)
+    from the compiled walk; None where ``decode_records`` must decode them."""
+    buffers = sections_to_columns(sections)
+    return None if buffers is None else arrays_of(buffers)
+
+
+def arrays_of(buffers: ColumnBuffers) -> SectionArrays:
+    """``buffers`` as Arrow arrays, sharing their memory."""
+    rows = buffers.rows
+
+    def binary(starts: bytearray, data: bytearray, valid: bytearray | None) -> pyarrow.Array:
+        validity = None if valid is None else pyarrow.py_buffer(valid)
+        return pyarrow.Array.from_buffers(
+            pyarrow.binary(), rows, [validity, pyarrow.py_buffer(starts), pyarrow.py_buffer(data)]
+        )
+
+    def int64(column: bytearray) -> pyarrow.Array:
+        return pyarrow.Array.from_buffers(_INT64, rows, [None, pyarrow.py_buffer(column)])
+
+    return SectionArrays(
+        keys=binary(buffers.key_starts, buffers.key_data, buffers.key_valid),
+        values=binary(buffers.value_starts, buffers.value_data, buffers.value_valid),
+        offsets=int64(buffers.offsets),
+        timestamps_ms=int64(buffers.timestamps_ms),
+    )
 
 
 class _Declined(Exception):

@@ -3,8 +3,9 @@
 This is the read path's hot loop: every record of a query passes through a
 ``ColumnBuilder``. A batch wholly inside the builder's offset range is
 decompressed at once and kept; ``flush`` decodes all those kept so far in one
-go with ``arrow_records.decode_sections`` (Arrow compute: no bytes object, and
-one short loop step, per record). Whatever that fast path declines (headers, rare varint sizes,
+go with the compiled walk (``arrow_records.arrays_of_sections``: each key and value
+copied once, into Arrow's layout) or, without it, ``arrow_records.decode_sections``
+(Arrow compute: no bytes object, and one short loop step, per record). Whatever that fast path declines (headers, rare varint sizes,
 malformed records), and the batch at either end of the range, is decoded with
 the engine's one record decoder, ``twinlog.engine.records.record_decoder
 .decode_records``.
@@ -25,9 +26,14 @@ from __future__ import annotations
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING
 
-from twinlog.connectors.spark.arrow_records import SectionArrays, decode_sections
+from twinlog.connectors.spark.arrow_records import (
+    SectionArrays,
+    arrays_of_sections,
+    decode_sections,
+)
 from twinlog.connectors.spark.schema import TIMESTAMP_TYPE_CREATE_TIME
 from twinlog.connectors.spark.sections import records_section
+from twinlog.engine.records import column_buffers
 from twinlog.engine.records.batch_format import BatchHeader
 from twinlog.engine.records.record_decoder import RecordColumns, decode_records
 from twinlog.engine.records.undecodable_batch import naming_the_batch
@@ -121,13 +127,16 @@ class ColumnBuilder:
         return naming_the_batch(self.topic, self.partition, header)
 
     def _whole_arrays(self, batches: WholeBatches) -> list[pyarrow.Array]:
-        sections: list[tuple[BatchHeader, int, int]] = []
-        position = 0
-        for header, section in batches:
-            sections.append((header, position, position + len(section)))
-            position += len(section)
-        data = b"".join(section for _, section in batches)
-        decoded = decode_sections(data, sections)
+        decoded: SectionArrays | None
+        if column_buffers.COMPILED:
+            decoded = arrays_of_sections(batches)
+        else:
+            sections: list[tuple[BatchHeader, int, int]] = []
+            position = 0
+            for header, section in batches:
+                sections.append((header, position, position + len(section)))
+                position += len(section)
+            decoded = decode_sections(b"".join(section for _, section in batches), sections)
         if decoded is not None:
             return self._fast_arrays(decoded)
         columns = RecordColumns()

@@ -9,11 +9,17 @@ they were and returns False; the caller then runs the reference on the same byte
 raises the one message users see (or decodes the oddity with Python's integers). So the
 refusals and their messages are the reference's by construction, and the differential
 tests pin that this function refuses exactly where the reference does.
+
+``sections_to_columns`` walks the same grammar over many sections for a columnar reader
+(``column_buffers``), writing keys, values, offsets and timestamps straight into
+Arrow's layout; its reference is ``decode_records`` packed into the same buffers.
 """
 
+from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_FromStringAndSize
 from cpython.bytes cimport PyBytes_FromStringAndSize
 from cpython.unicode cimport PyUnicode_DecodeUTF8
-from libc.stdint cimport INT64_MAX, INT64_MIN, int64_t, uint64_t
+from libc.stdint cimport INT32_MAX, INT64_MAX, INT64_MIN, int32_t, int64_t, uint64_t
+from libc.string cimport memcpy, memset
 
 cdef enum:
     RECORD_BYTES_MIN = 6  # record_decoder.RECORD_BYTES_MIN
@@ -232,24 +238,96 @@ cdef enum:
     CHECK_HEADERS = 3  # a record has headers: the object walk checks their names
 
 
-cdef int _check_walk(
+cdef struct _Columns:
+    # For sections_to_columns: counted by a first pass (the pointers NULL), filled by the
+    # second, which never goes past what the first counted (the *_max).
+    Py_ssize_t rows_max
+    Py_ssize_t key_bytes_max
+    Py_ssize_t value_bytes_max
+    Py_ssize_t rows
+    Py_ssize_t key_bytes
+    Py_ssize_t value_bytes
+    Py_ssize_t null_keys
+    Py_ssize_t null_values
+    int64_t* offsets
+    int64_t* timestamps_ms
+    int32_t* key_starts  # rows + 1 positions in key_data: Arrow's binary offsets
+    unsigned char* key_data
+    unsigned char* key_valid  # a bit per row, set where the key is not null
+    int32_t* value_starts
+    unsigned char* value_data
+    unsigned char* value_valid
+
+
+cdef inline bint _take_fields(
+    _Columns* columns,
+    bint fill,
+    int64_t offset,
+    int64_t timestamp_ms,
+    const unsigned char* key,
+    int64_t key_size,
+    const unsigned char* value,
+    int64_t value_size,
+) noexcept nogil:
+    """One well-formed record's fields: counted, or written at the next row. False where
+    a second pass meets more than the first counted."""
+    cdef Py_ssize_t row = columns.rows
+    if fill and (
+        row >= columns.rows_max
+        or (key_size > 0 and columns.key_bytes + key_size > columns.key_bytes_max)
+        or (value_size > 0 and columns.value_bytes + value_size > columns.value_bytes_max)
+    ):
+        return False
+    columns.rows = row + 1
+    if fill:
+        columns.offsets[row] = offset
+        columns.timestamps_ms[row] = timestamp_ms
+        columns.key_starts[row] = <int32_t>columns.key_bytes
+        columns.value_starts[row] = <int32_t>columns.value_bytes
+    if key_size == -1:
+        columns.null_keys += 1
+    else:
+        if fill:
+            memcpy(columns.key_data + columns.key_bytes, key, key_size)
+            columns.key_valid[row >> 3] |= 1 << (row & 7)
+        columns.key_bytes += key_size
+    if value_size == -1:
+        columns.null_values += 1
+    else:
+        if fill:
+            memcpy(columns.value_data + columns.value_bytes, value, value_size)
+            columns.value_valid[row >> 3] |= 1 << (row & 7)
+        columns.value_bytes += value_size
+    return True
+
+
+cdef inline int _check_walk(
     const unsigned char* data,
     Py_ssize_t end,
+    int64_t base_offset,
+    int64_t first_timestamp_ms,
     int64_t last_offset_delta,
     Py_ssize_t record_count,
+    _Columns* columns,
+    bint fill,
 ) noexcept nogil:
-    """``_walk``'s grammar for a check, in C alone: no object is touched, so the GIL can be
-    released and nothing is counted per record. Headers (their names are UTF-8 the
-    reference decodes) are left to ``_walk``: CHECK_HEADERS at the first record that has
-    any.
+    """``_walk``'s grammar in C alone: no object is touched, so the GIL can be released
+    and nothing is counted per record. Headers (their names are UTF-8 the reference
+    decodes) are left to ``_walk``: CHECK_HEADERS at the first record that has any.
+
+    With ``columns`` (not NULL; ``sections_to_columns``) it also takes every record's
+    fields: counted into ``columns`` (``fill`` False) or written at its row onwards
+    (``fill`` True, after a first pass counted them); an offset or timestamp sum beyond
+    int64 is then CHECK_REFUSED (the reference decides). Inlined, the door's check
+    (``columns`` NULL) compiles to the check alone.
 
     Each record's fields are read from ``at`` while the next record starts at
     ``record_end``, known from its length alone: the next record's reads do not wait for
     this one's (the processor overlaps them), which halves the time of small records."""
     cdef Py_ssize_t position = 0  # where the record begins
-    cdef Py_ssize_t at  # inside the record
-    cdef Py_ssize_t index
-    cdef int64_t length, record_end, timestamp_delta, offset_delta, size
+    cdef Py_ssize_t at, key_at, value_at  # inside the record
+    cdef Py_ssize_t index, row
+    cdef int64_t length, record_end, timestamp_delta, offset_delta, key_size, value_size
     cdef int64_t previous_delta = -1
     cdef bint keyless = False
     for index in range(record_count):
@@ -267,19 +345,21 @@ cdef int _check_walk(
         if not previous_delta < offset_delta <= last_offset_delta:
             return CHECK_REFUSED
         previous_delta = offset_delta
-        if not _varint(data, end, &at, VARINT_BYTES_MAX, &size):  # key
+        if not _varint(data, end, &at, VARINT_BYTES_MAX, &key_size):
             return CHECK_REFUSED
-        if size == -1:
+        key_at = at
+        if key_size == -1:
             keyless = True
-        elif 0 <= size <= record_end - at:
-            at += size
+        elif 0 <= key_size <= record_end - at:
+            at += key_size
         else:
             return CHECK_REFUSED
-        if not _varint(data, end, &at, VARINT_BYTES_MAX, &size):  # value
+        if not _varint(data, end, &at, VARINT_BYTES_MAX, &value_size):
             return CHECK_REFUSED
-        if size != -1:
-            if 0 <= size <= record_end - at:
-                at += size
+        value_at = at
+        if value_size != -1:
+            if 0 <= value_size <= record_end - at:
+                at += value_size
             else:
                 return CHECK_REFUSED
         if at >= end:
@@ -288,6 +368,16 @@ cdef int _check_walk(
             return CHECK_HEADERS
         if at + 1 != record_end:
             return CHECK_REFUSED
+        if columns != NULL:
+            if not _adds_within_int64(base_offset, offset_delta) or not _adds_within_int64(
+                first_timestamp_ms, timestamp_delta
+            ):
+                return CHECK_REFUSED
+            if not _take_fields(
+                columns, fill, base_offset + offset_delta, first_timestamp_ms + timestamp_delta,
+                data + key_at, key_size, data + value_at, value_size,
+            ):
+                return CHECK_REFUSED
     if position != end:
         return CHECK_REFUSED
     return CHECK_KEYLESS if keyless else CHECK_KEYED
@@ -342,7 +432,7 @@ def check_records(object section, int64_t last_offset_delta, Py_ssize_t record_c
     cdef bint keyless = False
     cdef int checked
     with nogil:  # a megabyte takes a tenth of a millisecond: others may run meanwhile
-        checked = _check_walk(data, end, last_offset_delta, record_count)
+        checked = _check_walk(data, end, 0, 0, last_offset_delta, record_count, NULL, False)
     if checked == CHECK_KEYED:
         return 1
     if checked == CHECK_KEYLESS:
@@ -352,3 +442,100 @@ def check_records(object section, int64_t last_offset_delta, Py_ssize_t record_c
     if not _walk(section, data, end, 0, 0, last_offset_delta, record_count, None, False, &keyless):
         return -1
     return 0 if keyless else 1
+
+
+# --- many sections into column buffers (Arrow's layout), for columnar readers --------------
+
+
+cdef bint _columns_pass(list batches, _Columns* columns, bint fill) except -1:
+    """One pass of ``_check_walk`` over every (header, section) of ``batches``."""
+    cdef const unsigned char[::1] buffer
+    cdef const unsigned char* data
+    cdef Py_ssize_t end
+    cdef int64_t base_offset, first_timestamp_ms, last_offset_delta
+    cdef Py_ssize_t record_count
+    cdef int walked
+    for header, section in batches:
+        try:
+            buffer = section
+        except (TypeError, ValueError, BufferError):
+            return False  # not a contiguous byte buffer: decode_records reads it
+        end = buffer.shape[0]
+        data = &buffer[0] if end > 0 else <const unsigned char*>b""
+        base_offset = header.base_offset
+        first_timestamp_ms = header.first_timestamp_ms
+        last_offset_delta = header.last_offset_delta
+        record_count = header.record_count
+        with nogil:  # the buffer is held (exported) by ``buffer`` meanwhile
+            walked = _check_walk(
+                data, end, base_offset, first_timestamp_ms, last_offset_delta, record_count,
+                columns, fill,
+            )
+        if walked != CHECK_KEYED and walked != CHECK_KEYLESS:
+            return False  # a refusal, or headers: decode_records decides
+    return True
+
+
+cdef bytearray _zeroed(Py_ssize_t size):
+    cdef bytearray made = PyByteArray_FromStringAndSize(NULL, size)
+    memset(PyByteArray_AS_STRING(made), 0, size)
+    return made
+
+
+def sections_to_columns(list batches):
+    """The records of ``batches`` ((header, decompressed records section) each, in log
+    order) as column buffers in Arrow's layout: (rows, offsets, timestamps_ms, key_starts,
+    key_data, key_valid, value_starts, value_data, value_valid), the first two int64 per
+    row, the starts int32 per row and one more, the valid bitmaps a bit per row (None
+    where no row is null). None where ``decode_records`` must decide: a section it would
+    refuse, a record with headers, a sum beyond int64, keys or values of 2 GiB or more."""
+    cdef _Columns counted
+    memset(&counted, 0, sizeof(_Columns))
+    if not _columns_pass(batches, &counted, False):
+        return None
+    if counted.key_bytes > INT32_MAX or counted.value_bytes > INT32_MAX:
+        return None  # beyond Arrow's binary offsets
+    cdef Py_ssize_t rows = counted.rows
+    cdef Py_ssize_t valid_bytes = (rows + 7) >> 3
+    offsets = PyByteArray_FromStringAndSize(NULL, rows * 8)
+    timestamps_ms = PyByteArray_FromStringAndSize(NULL, rows * 8)
+    key_starts = PyByteArray_FromStringAndSize(NULL, (rows + 1) * 4)
+    value_starts = PyByteArray_FromStringAndSize(NULL, (rows + 1) * 4)
+    key_data = PyByteArray_FromStringAndSize(NULL, counted.key_bytes)
+    value_data = PyByteArray_FromStringAndSize(NULL, counted.value_bytes)
+    key_valid = _zeroed(valid_bytes)
+    value_valid = _zeroed(valid_bytes)
+    cdef _Columns columns
+    memset(&columns, 0, sizeof(_Columns))
+    columns.rows_max = rows
+    columns.key_bytes_max = counted.key_bytes
+    columns.value_bytes_max = counted.value_bytes
+    columns.offsets = <int64_t*>PyByteArray_AS_STRING(offsets)
+    columns.timestamps_ms = <int64_t*>PyByteArray_AS_STRING(timestamps_ms)
+    columns.key_starts = <int32_t*>PyByteArray_AS_STRING(key_starts)
+    columns.key_data = <unsigned char*>PyByteArray_AS_STRING(key_data)
+    columns.key_valid = <unsigned char*>PyByteArray_AS_STRING(key_valid)
+    columns.value_starts = <int32_t*>PyByteArray_AS_STRING(value_starts)
+    columns.value_data = <unsigned char*>PyByteArray_AS_STRING(value_data)
+    columns.value_valid = <unsigned char*>PyByteArray_AS_STRING(value_valid)
+    # The second pass walks what the first checked (the caller's sections, unchanged); it
+    # checks again, and a difference declines rather than writes past a buffer.
+    if not _columns_pass(batches, &columns, True) or (
+        columns.rows != rows
+        or columns.key_bytes != counted.key_bytes
+        or columns.value_bytes != counted.value_bytes
+    ):
+        return None
+    columns.key_starts[rows] = <int32_t>columns.key_bytes
+    columns.value_starts[rows] = <int32_t>columns.value_bytes
+    return (
+        rows,
+        offsets,
+        timestamps_ms,
+        key_starts,
+        key_data,
+        key_valid if counted.null_keys else None,
+        value_starts,
+        value_data,
+        value_valid if counted.null_values else None,
+    )

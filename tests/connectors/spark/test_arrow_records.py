@@ -3,7 +3,10 @@ decoder, and the builder that chooses between them: no SparkSession."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
+from unittest import mock
 
 import pyarrow
 import pytest
@@ -11,11 +14,12 @@ from batch_support import batch_around
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from twinlog.connectors.spark.arrow_records import decode_sections
+from twinlog.connectors.spark.arrow_records import arrays_of_sections, decode_sections
 from twinlog.connectors.spark.record_columns import ColumnBuilder
 from twinlog.connectors.spark.schema import arrow_schema, source_schema
 from twinlog.connectors.spark.sections import records_section
 from twinlog.engine.base.errors import CorruptBatchError, InvalidRecordError
+from twinlog.engine.records import column_buffers
 from twinlog.engine.records.batch_builder import RecordBatchBuilder, encode_record
 from twinlog.engine.records.batch_format import read_header
 from twinlog.engine.records.batch_reader import RecordBatch
@@ -193,7 +197,43 @@ def test_fast_path_declines_what_decode_records_refuses(
         assert decoded.offsets.to_pylist() == expected
 
 
+@settings(max_examples=100, deadline=None)
+@given(batches=common_batches_strategy | batches_strategy)
+def test_compiled_walk_gives_what_decode_records_gives(
+    batches: list[tuple[list[Any], int]],
+) -> None:
+    """The compiled walk takes every header-less shape (any varint width), as valid Arrow
+    arrays sharing the walk's buffers; where the Arrow compute path takes them too, the
+    two give the same arrays."""
+    sections = sections_of(batches)
+    decoded = arrays_of_sections(sections)
+    has_headers = any(headers for records, _ in batches for _, _, headers, _, _ in records)
+    if has_headers:
+        assert decoded is None
+        return
+    assert decoded is not None
+    for array in (decoded.keys, decoded.values, decoded.offsets, decoded.timestamps_ms):
+        array.validate(full=True)
+    expected = [decode_records(section, header) for header, section in sections]
+    assert decoded.keys.to_pylist() == [k for e in expected for k in e.keys]
+    assert decoded.values.to_pylist() == [v for e in expected for v in e.values]
+    assert decoded.offsets.to_pylist() == [o for e in expected for o in e.offsets]
+    assert decoded.timestamps_ms.to_pylist() == [t for e in expected for t in e.timestamps_ms]
+    computed = decode_sections(*joined(sections))
+    if computed is not None:
+        assert computed == decoded
+
+
 # --- the builder: fast and engine paths mixed, as a read meets them ------------------------
+
+
+@contextmanager
+def walk(compiled: bool) -> Iterator[None]:
+    """The builder's whole batches through the compiled walk, or Arrow compute (as without
+    the extension)."""
+    assert column_buffers.COMPILED, "the install builds the compiled record decoder"
+    with mock.patch.object(column_buffers, "COMPILED", compiled):
+        yield
 
 
 @st.composite
@@ -244,9 +284,11 @@ def stored_batches(draw: st.DrawFn) -> list[RecordBatch]:
 
 
 @settings(max_examples=150, deadline=None)
-@given(batches=stored_batches(), include_headers=st.booleans(), cut=st.data())
+@given(
+    batches=stored_batches(), include_headers=st.booleans(), cut=st.data(), compiled=st.booleans()
+)
 def test_builder_reads_many_batches_as_the_engine_does(
-    batches: list[RecordBatch], include_headers: bool, cut: st.DataObject
+    batches: list[RecordBatch], include_headers: bool, cut: st.DataObject, compiled: bool
 ) -> None:
     first, end = batches[0].header.base_offset, batches[-1].header.next_offset
     low = cut.draw(st.integers(first, end - 1))
@@ -255,11 +297,12 @@ def test_builder_reads_many_batches_as_the_engine_does(
     schema = arrow_schema(source_schema(include_headers))
     builder = ColumnBuilder("t", 1, low, high, schema, include_headers)
     flushed = []
-    for index, batch in enumerate(batches):
-        builder.add_batch(batch.header, batch.buffer)
-        if index in flush_after:
-            flushed.append(builder.flush())
-    flushed.append(builder.flush())
+    with walk(compiled):
+        for index, batch in enumerate(batches):
+            builder.add_batch(batch.header, batch.buffer)
+            if index in flush_after:
+                flushed.append(builder.flush())
+        flushed.append(builder.flush())
     for arrow_batch in flushed:
         assert arrow_batch.schema.equals(schema)
         arrow_batch.validate(full=True)
@@ -278,19 +321,21 @@ def test_builder_reads_many_batches_as_the_engine_does(
             assert "headers" not in row
 
 
-def test_builder_names_the_batch_a_flush_refuses() -> None:
+@pytest.mark.parametrize("compiled", [True, False], ids=["compiled-walk", "arrow-compute"])
+def test_builder_names_the_batch_a_flush_refuses(compiled: bool) -> None:
     good = encode_record(0, 0, b"k", b"v", [])
     bad = bytearray(encode_record(1, 0, b"k", b"v", []))
     bad[-1] = 5  # a header count of -3
     batch = RecordBatch(batch_around(good + bytes(bad), 2, base_offset=40, codec=CODEC_ZSTD))
     builder = ColumnBuilder("t", 1, 0, 100, arrow_schema(source_schema(False)), False)
-    builder.add_batch(batch.header, batch.buffer)  # whole batches are decoded at flush
-    with pytest.raises(
-        InvalidRecordError, match=r"t-1: the batch at offset 40 .*seek to 42 to skip"
-    ):
-        builder.flush()
-    assert len(builder) == 0
-    assert builder.flush().num_rows == 0
+    with walk(compiled):
+        builder.add_batch(batch.header, batch.buffer)  # whole batches are decoded at flush
+        with pytest.raises(
+            InvalidRecordError, match=r"t-1: the batch at offset 40 .*seek to 42 to skip"
+        ):
+            builder.flush()
+        assert len(builder) == 0
+        assert builder.flush().num_rows == 0
 
 
 # --- sections: one zstd call, the engine's refusals -------------------------------------------
