@@ -47,24 +47,20 @@ def test_embedded_example_prints_the_committed_records(tmp_path: Path) -> None:
 
 @pytest.mark.spark
 @pytest.mark.slow
-def test_spark_example_writes_every_order_once(server: ServerProcess) -> None:  # noqa: F811
-    code = example("register(spark)").replace('"127.0.0.1:7070"', repr(server.address))
-    printed = run_example(code, timeout_s=300)
-    assert printed.strip().splitlines()[-1] == "1000", printed
-
-
-@pytest.mark.spark
-@pytest.mark.slow
-def test_spark_doc_example_batch_then_stream_writes_both(
+def test_spark_examples_write_every_order_once_then_batch_and_stream_write_both(
     server: ServerProcess,  # noqa: F811
     tmp_path: Path,
 ) -> None:
-    code = (
+    """The README's Spark example, then docs/spark.md's, pasted one after the other into
+    one interpreter (as into one notebook: the second's getOrCreate() finds the first's
+    session, which spares CI a Spark start)."""
+    readme = example("register(spark)").replace('"127.0.0.1:7070"', repr(server.address))
+    guide = (
         example("readStream", SPARK_DOC)
         .replace('"127.0.0.1:7070"', repr(server.address))
-        # Topics of its own (the README example shares the server) and a fresh checkpoint.
+        # Topics of its own (the README example's are on the same server) and a fresh checkpoint.
         .replace('"orders', '"spark-doc-orders')
         .replace('"/tmp/orders-enriched-checkpoint"', repr(str(tmp_path / "checkpoint")))
     )
-    printed = run_example(code, timeout_s=300)
-    assert printed.strip().splitlines()[-1] == "2000", printed
+    printed = run_example(readme + "\n" + guide, timeout_s=420)
+    assert printed.strip().splitlines()[-2:] == ["1000", "2000"], printed
