@@ -110,7 +110,7 @@ example:
   python -m bench.scale --no-cluster --json scale.json
   python -m bench.scale --producers 1,4,8 --seconds 20
   python -m bench.scale --no-cluster --spread-ids  # ids that reach every coordinator
-  python -m bench.scale --tiny                  # producers 1,2 for 2 s: a check, not figures
+  python -m bench.scale --tiny                  # producers 1,2 for 1 s: a check, not figures
 """
 
 

@@ -37,8 +37,8 @@ class ScaleSettings:
 
 TINY = ScaleSettings(
     producers=(1, 2),
-    seconds=2.0,
+    seconds=1.0,
     warmup_transactions=1,
     sqlite_seconds=0.5,
-    idle_seconds=1.0,
+    idle_seconds=0.5,
 )
