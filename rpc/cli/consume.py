@@ -221,6 +221,12 @@ class _Printed:
 
 
 def run(args: argparse.Namespace) -> int:
+    # The count is the summary of a Ctrl-C from here on, while the partitions are still
+    # being looked up too (0 records then; a bare "interrupted" said less).
+    printed = _Printed()
+    interrupts = getattr(args, "interrupts", None)
+    if interrupts is not None:
+        interrupts.on_interrupt = printed.summary
     render = renderer(args)
     partitions = _partitions(args)
     consumer = Consumer(
@@ -231,10 +237,6 @@ def run(args: argparse.Namespace) -> int:
         connection=connection_options(args),
         retry=retry_policy(args),
     )
-    printed = _Printed()
-    interrupts = getattr(args, "interrupts", None)
-    if interrupts is not None:
-        interrupts.on_interrupt = printed.summary
     try:
         if _joins_group(args):
             if args.include is not None:
