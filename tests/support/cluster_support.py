@@ -3,7 +3,7 @@
 runs them, for any test module to reuse. ``tests/system/conftest.py`` makes the two
 fixtures of the usual shape (a module overrides ``cluster`` for other settings):
 
-    @pytest.fixture(scope="module")
+    @pytest.fixture(scope="session")
     def zookeeper(tmp_path_factory):
         with running_zookeeper(tmp_path_factory.mktemp("zookeeper")) as server:
             yield server
@@ -15,7 +15,7 @@ fixtures of the usual shape (a module overrides ``cluster`` for other settings):
 
 Each cluster gets a chroot of its own (``/twinlog-<random>``, at the top: a parent made
 by one cluster is locked with its ZooKeeper credential, which the next one does not
-have), so one ZooKeeper serves every test of a module.
+have), so one ZooKeeper serves every test of the session that does not stop it.
 
 Secure by default (``secure=True``, ``cluster_security``): every broker requires tokens,
 checks the ACL file, authenticates the other brokers with mutual TLS on its inter-broker
@@ -159,8 +159,11 @@ class LocalCluster:
         return ServerProcess(self.root / f"b{broker_id}", *arguments)
 
     def start(self) -> LocalCluster:
+        # Side by side (each imports for a second or two); each waited for once all run.
         for process in self.brokers.values():
-            process.start()
+            process.spawn()
+        for process in self.brokers.values():
+            process.wait_serving()
         self.session = ZooKeeperSession(
             self.connect,
             session_timeout_ms=SESSION_TIMEOUT_MS,

@@ -114,7 +114,9 @@ class SecureCluster:
         acl_extra: str = "",
     ) -> None:
         self.root = root
-        self.connect = f"{zookeeper.connect_string}/twinlog/{uuid.uuid4().hex[:12]}"
+        # A chroot at the top: a parent one cluster made would be locked with its credential,
+        # which the next cluster sharing the ZooKeeper does not have.
+        self.connect = f"{zookeeper.connect_string}/twinlog-{uuid.uuid4().hex[:12]}"
         self.pki = root / "certs"
         self.client_pki = make_pki(root / "client-pki")
         certificates = make_broker_certificates(self.pki, list(broker_ids), days=1)
@@ -146,8 +148,11 @@ class SecureCluster:
         self.session: ZooKeeperSession | None = None
 
     def start(self) -> SecureCluster:
+        # Side by side (each imports for a second or two); each waited for once all run.
         for process in self.brokers.values():
-            process.start()
+            process.spawn()
+        for process in self.brokers.values():
+            process.wait_serving()
         self.session = ZooKeeperSession(
             self.connect, session_timeout_ms=SESSION_TIMEOUT_MS, credential=self.credential
         )

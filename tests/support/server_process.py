@@ -17,7 +17,7 @@ from pathlib import Path
 from checkout import ROOT
 
 SERVING = re.compile(r"serving on (\S+):(\d+) ")
-START_TIMEOUT_S = 20.0
+START_TIMEOUT_S = 30.0  # three brokers started side by side on two busy cores
 
 
 def environment() -> dict[str, str]:
@@ -39,10 +39,17 @@ class ServerProcess:
         self.process: subprocess.Popen[bytes] | None = None
         self.address = ""
         self.port = 0
+        self._log_offset = 0  # where this start's lines begin in the log
 
     def start(self, port: int = 0) -> ServerProcess:
+        """Spawn the server and wait until it serves."""
+        return self.spawn(port).wait_serving()
+
+    def spawn(self, port: int = 0) -> ServerProcess:
+        """Spawn the server; ``wait_serving`` waits for it (a cluster spawns its brokers
+        first, so that they start side by side)."""
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        offset = self.log_path.stat().st_size if self.log_path.exists() else 0
+        self._log_offset = self.log_path.stat().st_size if self.log_path.exists() else 0
         log_file = self.log_path.open("ab")
         self.process = subprocess.Popen(
             [
@@ -62,9 +69,14 @@ class ServerProcess:
             env=environment(),
         )
         log_file.close()
+        return self
+
+    def wait_serving(self) -> ServerProcess:
+        """Wait for the spawned server's "serving on" line (its address then known)."""
+        assert self.process is not None, "spawn() first"
         deadline = time.monotonic() + START_TIMEOUT_S
         while time.monotonic() < deadline:
-            text = self.log_path.read_text(errors="replace")[offset:]
+            text = self.log_path.read_text(errors="replace")[self._log_offset :]
             found = SERVING.search(text)
             if found:
                 self.port = int(found.group(2))
