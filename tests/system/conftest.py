@@ -12,9 +12,11 @@ from cluster_support import LocalCluster, running_cluster, running_zookeeper
 from twinlog.rpc.cli.local_zookeeper import LocalZooKeeper
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalZooKeeper]:
-    """One local ZooKeeper per test module (each cluster takes a chroot of its own)."""
+    """One local ZooKeeper for every module here (each cluster takes a chroot of its own,
+    and no test here stops, pauses or cuts this ZooKeeper: those that do, in
+    tests/system/cluster, have their own)."""
     with running_zookeeper(tmp_path_factory.mktemp("zookeeper")) as server:
         yield server
 

@@ -6,7 +6,6 @@ restart, and deleted through a Kafka admin client it is refused again everywhere
 
 from __future__ import annotations
 
-import shutil
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -38,15 +37,12 @@ APPLIED_WITHIN_S = 2.0  # the watch fires in milliseconds; each check is a gRPC 
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecureCluster]:
-    if shutil.which("java") is None:
-        pytest.skip("no java on PATH: the cluster tests need Java 17")
-    with (
-        LocalZooKeeper(tmp_path_factory.mktemp("zookeeper"), tick_time_ms=500) as zookeeper,
-        running_secure_cluster(
-            tmp_path_factory.mktemp("acls"), zookeeper, acl_extra="admin alter cluster:*\n"
-        ) as opened,
-    ):
+def cluster(
+    tmp_path_factory: pytest.TempPathFactory, zookeeper: LocalZooKeeper
+) -> Iterator[SecureCluster]:
+    with running_secure_cluster(
+        tmp_path_factory.mktemp("acls"), zookeeper, acl_extra="admin alter cluster:*\n"
+    ) as opened:
         with Admin(opened.bootstrap, connection=opened.options("admin")) as admin:
             admin.create_topic(TOPIC, PARTITIONS, {"replication.factor": "3"})
         wait_all_in_sync(opened)

@@ -16,11 +16,11 @@ from cluster_support import (
     BROKER_SETTINGS,
     LocalCluster,
     running_cluster,
-    running_zookeeper,
     wait_for,
 )
 
 from twinlog.engine.broker.group_offsets import OFFSETS_TOPIC, offsets_partition_for
+from twinlog.rpc.cli.local_zookeeper import LocalZooKeeper
 from twinlog.rpc.client import Admin, Consumer, Producer
 
 pytestmark = [pytest.mark.slow, pytest.mark.crash]
@@ -32,13 +32,10 @@ OFFSETS_PARTITIONS = 4  # the broker default (offsets_partitions)
 
 
 @pytest.fixture()
-def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
-    with (
-        running_zookeeper(tmp_path / "zookeeper") as zookeeper,
-        running_cluster(
-            tmp_path, zookeeper, settings=(*BROKER_SETTINGS, "group_heartbeat_interval_ms=300")
-        ) as opened,
-    ):
+def cluster(tmp_path: Path, zookeeper: LocalZooKeeper) -> Iterator[LocalCluster]:
+    with running_cluster(
+        tmp_path, zookeeper, settings=(*BROKER_SETTINGS, "group_heartbeat_interval_ms=300")
+    ) as opened:
         yield opened
 
 

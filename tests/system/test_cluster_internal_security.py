@@ -11,7 +11,6 @@ port); each now ends in a refusal, and the cluster's files and znodes are unchan
 
 from __future__ import annotations
 
-import shutil
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -52,14 +51,6 @@ TOPIC = "alice-orders"
 PARTITIONS = 3
 HUGE_EPOCH = 2**30
 CALL_TIMEOUT_S = 5.0
-
-
-@pytest.fixture(scope="module")
-def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalZooKeeper]:
-    if shutil.which("java") is None:
-        pytest.skip("no java on PATH: the cluster tests need Java 17")
-    with LocalZooKeeper(tmp_path_factory.mktemp("zookeeper"), tick_time_ms=500) as server:
-        yield server
 
 
 @pytest.fixture(scope="module")
