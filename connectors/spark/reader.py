@@ -28,6 +28,7 @@ from twinlog.connectors.spark.ranges import OffsetRange
 from twinlog.connectors.spark.read_settings import ReadSettings
 from twinlog.connectors.spark.record_columns import ColumnBuilder
 from twinlog.connectors.spark.schema import arrow_schema
+from twinlog.connectors.spark.worker_memory import keep_freed_memory_in_this_worker
 
 if TYPE_CHECKING:
     import pyarrow
@@ -47,6 +48,7 @@ def read_range(
     """The records of one offset range, as Arrow batches in the source schema (a task's work)."""
     if not isinstance(partition, OffsetRange):
         return  # PySpark plans one InputPartition(None) when there is nothing to read
+    keep_freed_memory_in_this_worker()  # 8 MiB fetches, 4 MiB Arrow batches: see there
     access = open_access(settings.connection, settings.fetch_max_bytes)
     try:
         builder = ColumnBuilder(

@@ -24,6 +24,7 @@ from twinlog.connectors.spark.arrow_partitioner import partitions_for_keys
 from twinlog.connectors.spark.broker import retried
 from twinlog.connectors.spark.in_order_sender import InOrderSender
 from twinlog.connectors.spark.transaction import AttemptReport, TransactionTicket
+from twinlog.connectors.spark.worker_memory import keep_freed_memory_in_this_worker
 from twinlog.connectors.spark.write_settings import WriteSettings
 from twinlog.engine.base.errors import InvalidConfigError
 from twinlog.engine.base.types import TopicPartition
@@ -44,6 +45,7 @@ class TaskSender:
         attempt: str,
         first_partition: int,
     ) -> None:
+        keep_freed_memory_in_this_worker()  # a megabyte's batch at a time: see there
         self.broker = broker
         self.settings = settings
         self.ticket = ticket
