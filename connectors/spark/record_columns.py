@@ -5,10 +5,10 @@ This is the read path's hot loop: every record of a query passes through a
 decompressed at once and kept; ``flush`` decodes all those kept so far in one
 go with the compiled walk (``arrow_records.arrays_of_sections``: each key and value
 copied once, into Arrow's layout) or, without it, ``arrow_records.decode_sections``
-(Arrow compute: no bytes object, and one short loop step, per record). Whatever that fast path declines (headers, rare varint sizes,
-malformed records), and the batch at either end of the range, is decoded with
-the engine's one record decoder, ``twinlog.engine.records.record_decoder
-.decode_records``.
+(Arrow compute: no bytes object, and one short loop step, per record). Whatever
+that fast path declines (headers, rare varint sizes, malformed records), and the
+batch at either end of the range, is decoded with the engine's one record
+decoder, ``twinlog.engine.records.record_decoder.decode_records``.
 
 Batches arrive validated (CRC checked by ``twinlog.engine.records.batch_reader`` or
 ``twinlog.engine.log.LogReader``), so a malformed records section means a producer

@@ -63,7 +63,8 @@ def test_write_and_read_tasks_apply_it(monkeypatch: pytest.MonkeyPatch) -> None:
     )
     monkeypatch.setattr(reader, "keep_freed_memory_in_this_worker", lambda: calls.append("read"))
     no_broker: Any = None
-    task_sender.TaskSender(no_broker, no_broker, no_broker, "p0-a0-t0", 0).builds.shutdown()
+    with task_sender.TaskSender(no_broker, no_broker, no_broker, "p0-a0-t0", 0):
+        pass  # its threads stopped on the way out
     with pytest.raises(AttributeError):  # no settings: the task fails right after it
         list(reader.read_range(no_broker, no_broker, _a_range()))
     assert calls == ["write", "read"]
