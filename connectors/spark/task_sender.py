@@ -20,6 +20,7 @@ from collections.abc import Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
+from twinlog.connectors.spark.arrow_columns import binary_column_of
 from twinlog.connectors.spark.arrow_partitioner import partitions_for_keys
 from twinlog.connectors.spark.broker import retried
 from twinlog.connectors.spark.in_order_sender import InOrderSender
@@ -29,6 +30,7 @@ from twinlog.connectors.spark.write_settings import WriteSettings
 from twinlog.engine.base.errors import InvalidConfigError
 from twinlog.engine.base.types import TopicPartition
 from twinlog.engine.records.batch_builder import Header, RecordBatchBuilder
+from twinlog.engine.records.binary_column import BinaryColumn
 from twinlog.rpc.client.partitioner import partition_for_key
 from twinlog.rpc.wire.broker_api import BrokerApi
 
@@ -77,19 +79,19 @@ class TaskSender:
             count = arrow_batch.num_rows
             if not count:
                 continue
-            values = _binary_list(arrow_batch.column("value"))
-            keys = _binary_list(arrow_batch.column("key")) if "key" in columns else None
+            value_column = arrow_batch.column("value")
+            key_column = arrow_batch.column("key") if "key" in columns else None
             if self.settings.topic is not None and not {"topic", "partition", "headers"} & set(
                 columns
             ):
-                if keys is None:
-                    self._send_keyless(self.settings.topic, values)
+                if key_column is None:
+                    self._send_keyless(self.settings.topic, binary_column_of(value_column))
                     continue
-                if None not in keys:
-                    self._send_keyed(
-                        self.settings.topic, values, keys, _binary(arrow_batch.column("key"))
-                    )
+                if not key_column.null_count:
+                    self._send_keyed(self.settings.topic, value_column, _binary(key_column))
                     continue
+            values = _binary_list(value_column)
+            keys = _binary_list(key_column) if key_column is not None else None
             data = {
                 name: arrow_batch.column(name).to_pylist()
                 for name in ("topic", "partition", "headers")
@@ -109,60 +111,54 @@ class TaskSender:
                     [(h["key"], h["value"]) for h in row_headers] if row_headers else None,
                 )
 
-    def _send_keyless(self, topic: str, values: list[bytes | None]) -> None:
+    def _send_keyless(self, topic: str, values: BinaryColumn) -> None:
         """Rows with a value only: whole batches at a time into the sticky partition."""
         count = self._partition_count(topic)
         start = 0
-        while start < len(values):
+        while start < values.rows:
             partition = self._choose(topic, None, count)
             target = TopicPartition(topic, partition)
             builder = self._builder(target)
-            reached = builder.append_many(
+            reached = builder.append_columns(
                 values, start=start, size_bytes_max=self.settings.batch_bytes
             )
             self.records += reached - start
             start = reached
-            if builder.estimated_size_bytes >= self.settings.batch_bytes or start < len(values):
+            if builder.estimated_size_bytes >= self.settings.batch_bytes or start < values.rows:
                 self._produce(target)
                 self.sticky[topic] = (partition + 1) % count  # sticky: move on once sent
 
     def _send_keyed(
-        self,
-        topic: str,
-        values: list[bytes | None],
-        keys: list[bytes | None],
-        key_column: pyarrow.Array,
+        self, topic: str, value_column: pyarrow.Array, key_column: pyarrow.Array
     ) -> None:
-        """Rows with a key each (``keys``, and as ``key_column``, binary without nulls):
-        grouped by the key's partition, in row order within each."""
+        """Rows with a key each (``key_column``: binary without nulls): grouped by the key's
+        partition, in row order within each; the columns reordered so by Arrow, then each
+        partition's run of rows encoded straight from their buffers."""
         import pyarrow.compute
 
         partitions = partitions_for_keys(key_column, self._partition_count(topic))
         order = pyarrow.compute.sort_indices(partitions)  # a stable sort: row order kept
         runs = pyarrow.compute.run_end_encode(partitions.take(order))
-        rows = order.to_pylist()
+        values = binary_column_of(value_column.take(order))
+        keys = binary_column_of(key_column.take(order))
         run_start = 0
         for partition, run_end in zip(
             runs.values.to_pylist(), runs.run_ends.to_pylist(), strict=True
         ):
-            indices, run_start = rows[run_start:run_end], run_end
             target = TopicPartition(topic, partition)
-            part_values = [values[row] for row in indices]
-            part_keys: list[bytes | None] = [keys[row] for row in indices]
-            start = 0
-            while start < len(indices):
+            start, run_start = run_start, run_end
+            while start < run_end:
                 builder = self._builder(target)
-                reached = builder.append_many(
-                    part_values,
-                    part_keys,
+                reached = builder.append_columns(
+                    values,
+                    keys,
                     start=start,
+                    stop=run_end,
                     size_bytes_max=self.settings.batch_bytes,
                 )
                 self.records += reached - start
                 start = reached
-                if builder.estimated_size_bytes >= self.settings.batch_bytes or start < len(
-                    indices
-                ):
+                if builder.estimated_size_bytes >= self.settings.batch_bytes or start < run_end:
                     self._produce(target)
 
     def send(

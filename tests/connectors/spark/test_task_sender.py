@@ -107,6 +107,41 @@ def test_keyed_rows_go_to_their_keys_partitions_in_row_order_and_strings_are_utf
     assert broker.records() == expected
 
 
+@pytest.mark.parametrize("value_type", ["binary", "string", "large_binary", "large_string"])
+def test_columnar_paths_take_sliced_arrays_null_values_and_every_binary_kind(
+    value_type: str,
+) -> None:
+    """The records come from the Arrow buffers (``append_columns``): an array that starts
+    inside its buffers (a slice), tombstones (null values), and the four binary kinds
+    give the records their rows hold."""
+    make = getattr(pyarrow, value_type)()
+    texts: list[str | None] = [None if i % 7 == 3 else f"v{i}" * (i % 5) for i in range(300)]
+    raw = [None if t is None else t.encode() for t in texts]
+    as_type = texts if "string" in value_type else raw
+    values = pyarrow.array(as_type, make).slice(50, 200)  # rows 50..249
+    keys = pyarrow.array([b"k%d" % (i % 11) for i in range(300)], pyarrow.binary())
+    keyed_broker, keyless_broker = RecordingBroker(), RecordingBroker()
+    with _sender(keyed_broker, ("key", "value"), batch_bytes=600) as sender:
+        sender.send_arrow(
+            [pyarrow.RecordBatch.from_arrays([keys.slice(50, 200), values], ["key", "value"])]
+        )
+        sender.finish()
+    with _sender(keyless_broker, ("value",), batch_bytes=600) as sender:
+        sender.send_arrow([pyarrow.RecordBatch.from_arrays([values], ["value"])])
+        sender.finish()
+    expected: dict[int, list[tuple[bytes | None, bytes | None]]] = {}
+    for row in range(50, 250):
+        key = b"k%d" % (row % 11)
+        expected.setdefault(partition_for_key(key, PARTITIONS), []).append((key, raw[row]))
+    assert keyed_broker.records() == expected
+    keyless: list[tuple[bytes | None, bytes | None]] = []
+    for _, _, batch in keyless_broker.produced:
+        columns = decode_records(batch[RECORDS_OFFSET:], read_header(batch))
+        keyless.extend(zip(columns.keys, columns.values, strict=True))
+    assert keyless == [(None, raw[row]) for row in range(50, 250)]
+    assert len(keyless_broker.produced) > 3  # batches filled to batch_bytes, in row order
+
+
 def test_rows_with_a_null_key_take_the_row_by_row_path_with_the_same_result() -> None:
     keys: list[bytes | None] = [None if i % 4 == 0 else b"k%d" % (i % 5) for i in range(60)]
     values = [b"v%d" % i for i in range(60)]
