@@ -37,13 +37,17 @@ that an append started or finished while it scanned (and scan again). It is
 written without fsync: it must outlive the process (a kill leaves a torn copy
 that the broker's next open cuts or finishes), not the machine. Missing (a log
 no append_all_as_leader has written since this file existed) reads as nothing in progress.
+It changes twice per copied transaction, so it is rewritten in place
+(``twinlog.engine.base.in_place_file``: one ``pwrite``, not a rename), its values
+zero-padded to 20 digits so that it keeps one length; its reader reads it again
+while its CRC does not match (a read that met a rewrite).
 
 ``cleaner-offset`` (``first_dirty_offset``) is where log compaction stopped
 last time: offsets below it were compacted. It only decides *when* compaction
 runs (the dirty ratio, compaction.py), never what it keeps, so a missing or
 damaged one costs one compaction of the whole log, never a record.
 
-Every write replaces the file atomically (``twinlog.engine.base.atomic_file``);
+Every other write replaces the file atomically (``twinlog.engine.base.atomic_file``);
 on a full disk it raises DiskFullError and the old file stays. Only the
 log-start-offset must be written (retention waits for it); a recovery point that
 cannot move forward is kept as it is, still true, and costs the next open a scan.
@@ -57,15 +61,18 @@ in a checkpoint can therefore cost a full scan, never data.
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
 from twinlog.engine.base.atomic_file import fsync_directory, replace_file
 from twinlog.engine.base.crc32c import crc32c
 from twinlog.engine.base.errors import DiskFullError
+from twinlog.engine.base.in_place_file import read_consistent, write_in_place
 
 RECOVERY_POINT_NAME = "recovery-point"
 APPEND_STATE_NAME = "append-state"
+APPEND_STATE_DIGITS = 20  # every value of an int64's range, so the mark keeps one length
 LOG_START_OFFSET_NAME = "log-start-offset"
 CLEANER_OFFSET_NAME = "cleaner-offset"
 VERSION = "v2"  # with a CRC line
@@ -81,8 +88,10 @@ class RecoveryPoint(NamedTuple):
     next_offset: int  # base offset of the batch at ``position``
 
 
-def _encode(kind: str, fields: dict[str, int]) -> bytes:
-    lines = [f"{kind} {VERSION}", *(f"{name} {value}" for name, value in fields.items())]
+def _encode(kind: str, fields: dict[str, int], digits: int = 0) -> bytes:
+    """``digits``: each value zero-padded to that many (a mark rewritten in place keeps
+    one length)."""
+    lines = [f"{kind} {VERSION}", *(f"{name} {value:0{digits}d}" for name, value in fields.items())]
     body = ("\n".join(lines) + "\n").encode("ascii")
     return body + f"{CRC_LABEL} {crc32c(body):08x}\n".encode("ascii")
 
@@ -92,16 +101,48 @@ class _Decoded(NamedTuple):
     verified: bool  # v2 with a matching CRC (else a v1 file: a hint)
 
 
-def _decode(path: Path, kind: str, names: tuple[str, ...]) -> _Decoded | None:
+def _decode(
+    path: Path, kind: str, names: tuple[str, ...], in_place: bool = False
+) -> _Decoded | None:
+    """The file's values, or None (missing, or damaged: a warning says how). ``in_place``:
+    a file rewritten in place (``in_place_file``), read again while it does not parse or
+    its CRC does not match (a read that met a rewrite), a bounded number of times."""
+
+    def read() -> _Read:
+        return _Read(_read_parsed(path, kind, names))
+
+    answer = read_consistent(read, _Read.parsed) if in_place else read()
+    if isinstance(answer.result, str):
+        logger.warning(answer.result)
+        return None
+    return answer.result
+
+
+@dataclass(frozen=True)
+class _Read:
+    """A read of a checkpoint: its values, no file (None), or the warning of one that did
+    not parse."""
+
+    result: _Decoded | str | None
+
+    def parsed(self) -> bool:
+        return not isinstance(self.result, str)
+
+
+def _read_parsed(path: Path, kind: str, names: tuple[str, ...]) -> _Decoded | str | None:
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
         return None
+    return _parse(raw, path, kind, names)
+
+
+def _parse(raw: bytes, path: Path, kind: str, names: tuple[str, ...]) -> _Decoded | str:
+    """The values of a checkpoint's bytes, or the warning that says why it is ignored."""
     try:
         text = raw.decode("ascii")
     except UnicodeDecodeError:
-        logger.warning("checkpoint %s is not ASCII text; ignoring it", path)
-        return None
+        return f"checkpoint {path} is not ASCII text; ignoring it"
     lines = text.split("\n")
     verified = lines[0] == f"{kind} {VERSION}"
     if verified:
@@ -110,32 +151,24 @@ def _decode(path: Path, kind: str, names: tuple[str, ...]) -> _Decoded | None:
         body_bytes = len(raw) - len(crc_line) - 1
         label, _, stored = crc_line.partition(" ")
         if lines[-1] or label != CRC_LABEL or len(stored) != 8:
-            logger.warning("checkpoint %s has no CRC line; ignoring it", path)
-            return None
+            return f"checkpoint {path} has no CRC line; ignoring it"
         actual = f"{crc32c(raw[:body_bytes]):08x}"
         if stored != actual:
-            logger.warning(
-                "checkpoint %s: CRC mismatch (file says %s, contents give %s); ignoring it",
-                path,
-                stored,
-                actual,
+            return (
+                f"checkpoint {path}: CRC mismatch (file says {stored}, contents give "
+                f"{actual}); ignoring it"
             )
-            return None
         lines = [*lines[:-2], ""]
         expected_first = f"{kind} {VERSION}"
     else:
         expected_first = f"{kind} {UNCHECKED_VERSION}"
     if len(lines) != len(names) + 2 or lines[0] != expected_first or lines[-1]:
-        logger.warning("checkpoint %s does not have the layout %r; ignoring it", path, kind)
-        return None
+        return f"checkpoint {path} does not have the layout {kind!r}; ignoring it"
     values: dict[str, int] = {}
     for name, line in zip(names, lines[1:-1], strict=True):
         label, _, number = line.partition(" ")
         if label != name or not number.isdigit() or not number.isascii():
-            logger.warning(
-                "checkpoint %s: line %r is not '%s <integer>'; ignoring it", path, line, name
-            )
-            return None
+            return f"checkpoint {path}: line {line!r} is not '{name} <integer>'; ignoring it"
         values[name] = int(number)
     return _Decoded(values, verified)
 
@@ -230,12 +263,16 @@ NO_APPEND = AppendState(0, 0, 0)
 
 
 def write_append_state(directory: Path, state: AppendState) -> None:
-    """Replace the mark (no fsync: see the module text). DiskFullError on a full disk."""
-    replace_file(
-        directory / APPEND_STATE_NAME, _encode(APPEND_STATE_NAME, state._asdict()), durable=False
+    """Rewrite the mark in place, every value in 20 digits (no fsync: see the module
+    text). DiskFullError on a full disk."""
+    write_in_place(
+        directory / APPEND_STATE_NAME,
+        _encode(APPEND_STATE_NAME, state._asdict(), digits=APPEND_STATE_DIGITS),
     )
 
 
 def read_append_state(directory: Path) -> AppendState | None:
-    decoded = _decode(directory / APPEND_STATE_NAME, APPEND_STATE_NAME, AppendState._fields)
+    decoded = _decode(
+        directory / APPEND_STATE_NAME, APPEND_STATE_NAME, AppendState._fields, in_place=True
+    )
     return None if decoded is None else AppendState(**decoded.values)
