@@ -89,6 +89,10 @@ def _all_refused(fetched: Sequence[FetchedPartition]) -> TwinlogError | None:
     return rebuild(first.error, first.message, None, "")
 
 
+class _Stopped(Exception):
+    """The fetcher was stopped before or while it called the leader."""
+
+
 class LeaderFetcher:
     """Thread rule: ``start``/``stop``/``wake``/``join`` from any thread; the rest runs on
     its own thread."""
@@ -110,8 +114,9 @@ class LeaderFetcher:
         self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
         self._stopping = threading.Event()
         self._wake = threading.Event()
-        self._call_lock = threading.Lock()  # guards _call only; never held across a wait
-        self._call: grpc.Future | None = None
+        self._call_lock = threading.Lock()  # guards _calling only; never held across a wait
+        # The channel of the fetch in flight: stop() closes it, which ends the call at once.
+        self._calling: grpc.Channel | None = None
         self._failures = 0  # failed rounds in a row: the backoff's retry count
         self._address: str | None = None
         self._channel: grpc.Channel | None = None
@@ -131,9 +136,9 @@ class LeaderFetcher:
         self._stopping.set()
         self._wake.set()
         with self._call_lock:
-            call = self._call
-        if call is not None:
-            call.cancel()  # a long poll in flight ends now, not at its deadline
+            channel = self._calling
+        if channel is not None:
+            channel.close()  # a long poll in flight ends now (cancelled), not at its deadline
 
     def join(self, timeout_s: float) -> None:
         if self._thread.ident is not None:
@@ -176,8 +181,8 @@ class LeaderFetcher:
             return
         try:
             response = self._call_leader(stub, request)
-        except grpc.FutureCancelledError:
-            return  # stopped
+        except _Stopped:
+            return
         except grpc.RpcError as error:
             if self._stopping.is_set():
                 return
@@ -203,18 +208,27 @@ class LeaderFetcher:
     def _call_leader(
         self, stub: replication_pb2_grpc.ReplicationStub, request: ReplicaFetch
     ) -> replication_pb2.ReplicaFetchResponse:
+        """The blocking call, not ``.future()``: gRPC starts a thread for a future on a
+        channel with no other call in flight (its "channel spin" thread, which ends with
+        the call), so a fetcher's every round started and ended one (a tenth of a
+        follower's fetch samples). ``stop`` ends the call by closing its channel."""
         timeout_s = (request.max_wait_ms + self.settings.request_timeout_ms) / 1000
-        call = stub.Fetch.future(fetch_to_proto(request), timeout=timeout_s)
         with self._call_lock:
-            self._call = call
+            self._calling = self._channel
         try:
-            if self._stopping.is_set():  # stop() may have looked before _call was set
-                call.cancel()
-            result: replication_pb2.ReplicaFetchResponse = call.result()
+            if self._stopping.is_set():  # stop() may have looked before _calling was set
+                raise _Stopped
+            result: replication_pb2.ReplicaFetchResponse = stub.Fetch(
+                fetch_to_proto(request), timeout=timeout_s
+            )
             return result
+        except ValueError as error:  # "Cannot invoke RPC on closed channel!"
+            if self._stopping.is_set():
+                raise _Stopped from error
+            raise
         finally:
             with self._call_lock:
-                self._call = None
+                self._calling = None
 
     def _stub_for_leader(self) -> replication_pb2_grpc.ReplicationStub | None:
         if self._resolve or self._stub is None:

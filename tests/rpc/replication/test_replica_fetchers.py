@@ -68,6 +68,32 @@ def test_records_flow_and_apply_gets_what_the_leader_answered(
     assert (first.replica_id, first.broker_epoch, first.max_wait_ms) == (2, 77, 500)
 
 
+def test_fetch_rounds_start_no_thread(
+    leader: FakeLeader, server: LeaderServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A round is one blocking call: gRPC starts a thread for a ``.future()`` call on a
+    channel with no other call in flight, which a fetcher's every round was."""
+    follower = FakeFollower([TP0, TP1])
+    with _fetchers(follower, server.address) as fetchers:
+        fetchers.ensure(LEADER_ID)
+        follower.wait(lambda: follower.count(TP0) == 5 and follower.count(TP1) == 3, "catch-up")
+        started: list[str] = []
+        start = threading.Thread.start
+
+        def counted(thread: threading.Thread) -> None:
+            started.append(thread.name)
+            start(thread)
+
+        monkeypatch.setattr(threading.Thread, "start", counted)
+        rounds_before = len(leader.requests)
+        for number in range(10):
+            leader.wait(lambda: leader.waiting > 0, "a long poll")
+            leader.append(TP0, 1)
+            follower.wait(lambda n=number: follower.count(TP0) == 6 + n, "the appended record")
+        assert len(leader.requests) - rounds_before >= 10
+        assert started == []
+
+
 def test_a_partition_refused_reaches_apply_and_is_logged_once(
     leader: FakeLeader, server: LeaderServer, caplog: pytest.LogCaptureFixture
 ) -> None:
