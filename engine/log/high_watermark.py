@@ -13,13 +13,16 @@ advance it to what every in-sync replica holds instead.
 
 Readers of the files (``read_only.LogReader``: no broker, no memory to share) see
 the HW through the ``high-watermark`` file, written only while the HW lies below
-the log end and removed once it catches up. So on one node, where the HW trails
-the log end only for the instant between an append and its advance, the file
-costs nothing; a missing file means "the log end". It is not fsynced: it bounds
-readers of a live broker, and a restart rebuilds the HW from the log. It is written
-only when what it says changes (a value, or "the log end"): a leader calls
-``advance_to`` after every append, mostly without moving the HW, and each replaced
-file is an open, a write and a rename.
+the log end; once it catches up the file says "the log end" (``LOG_END``), as a
+missing file does. So on one node, where the HW trails the log end only for the
+instant between an append and its advance, there is no file and it costs nothing.
+It is not fsynced: it bounds readers of a live broker, and a restart rebuilds the HW
+from the log. It is written only when what it says changes (a value, or "the log
+end"): a leader calls ``advance_to`` after every append, mostly without moving the HW.
+On a cluster it changes with nearly every fetch round of every partition, so it is
+rewritten in place (``in_place_file``: one ``pwrite`` of a value padded to 20 digits,
+not a rename and an unlink per change), and its reader reads it again while it is
+damaged (a read that met a rewrite).
 
 Thread rule: any thread; one lock orders the changes and the file.
 """
@@ -31,15 +34,17 @@ import threading
 from pathlib import Path
 from typing import Protocol
 
-from twinlog.engine.base.atomic_file import replace_file
 from twinlog.engine.base.crc32c import crc32c
 from twinlog.engine.base.errors import DiskFullError
+from twinlog.engine.base.in_place_file import read_consistent, write_in_place
 from twinlog.engine.records.batch_format import read_header
 
 log = logging.getLogger(__name__)
 
 HIGH_WATERMARK_FILE = "high-watermark"
 _LABEL = "high_watermark"
+LOG_END = 2**63 - 1  # what the file says once the HW reached the log end: no bound
+DIGITS = 20  # every value padded so: the file keeps one length, rewritten in place
 
 
 class LogBounds(Protocol):
@@ -95,19 +100,22 @@ class HighWatermark:
             self._publish_locked()
 
     def _publish_locked(self) -> None:
-        """Write the file while the HW trails the log end; remove it once it does not."""
+        """Write the file while the HW trails the log end; once it does not, the file
+        (if any) says so."""
         behind = self._value < self._bounds.log_end_offset
         if behind:
             self._write_file_locked(self._value)
-        elif self._file_value is not None or not self._file_known:
+        elif not self._file_known:  # at start: an earlier run's file says nothing now
             self._path.unlink(missing_ok=True)
             self._file_value, self._file_known = None, True
+        elif self._file_value is not None:
+            self._write_file_locked(LOG_END)
 
     def _write_file_locked(self, value: int) -> None:
         if self._file_known and self._file_value == value:
             return  # says so already
         try:
-            replace_file(self._path, encode_high_watermark(value), durable=False)
+            write_in_place(self._path, encode_high_watermark(value))
         except DiskFullError as error:
             # Broker reads are bounded by the value in memory; only readers of the files
             # (Spark's direct path) use the file, and they may see the batches above the
@@ -115,22 +123,36 @@ class HighWatermark:
             log.warning("%s not written (%s): file readers may read past it", self._path, error)
             self._file_known = False  # written again next time
             return
-        self._file_value, self._file_known = value, True
+        # LOG_END says what no file says: the next catch-up writes nothing
+        self._file_value, self._file_known = (None if value == LOG_END else value), True
 
 
 def encode_high_watermark(offset: int) -> bytes:
-    body = f"{_LABEL} {offset}\n".encode("ascii")
+    body = f"{_LABEL} {offset:0{DIGITS}d}\n".encode("ascii")
     return body + f"crc32c {crc32c(body):08x}\n".encode("ascii")
 
 
 def read_high_watermark(directory: Path) -> int | None:
     """The HW a live broker published for the log in ``directory``; None: the log end.
 
-    A damaged file (never expected: it is replaced atomically) reads as 0, so a
-    reader sees too little rather than uncommitted data.
+    A file read while the broker rewrote it may not parse: it is read again. One damaged
+    for good reads as 0, so a reader sees too little rather than uncommitted data.
     """
+    path = directory / HIGH_WATERMARK_FILE
+    answer = read_consistent(lambda: _read_file(path), lambda read: read != _DAMAGED)
+    if answer == _DAMAGED:
+        log.warning("%s is damaged; reading the log as empty", path)
+        return 0
+    return None if answer == LOG_END else answer
+
+
+_DAMAGED = -1  # not an offset
+
+
+def _read_file(path: Path) -> int | None:
+    """The file's value, None if there is none, _DAMAGED if it does not parse."""
     try:
-        raw = (directory / HIGH_WATERMARK_FILE).read_bytes()
+        raw = path.read_bytes()
     except FileNotFoundError:
         return None
     body_bytes = raw.find(b"\n") + 1
@@ -142,8 +164,7 @@ def read_high_watermark(directory: Path) -> int | None:
         or not (number.isascii() and number.isdigit())
         or raw[body_bytes:] != f"crc32c {crc32c(body):08x}\n".encode("ascii")
     ):
-        log.warning("%s is damaged; reading the log as empty", directory / HIGH_WATERMARK_FILE)
-        return 0
+        return _DAMAGED
     return int(number)
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from twinlog.connectors.spark.log_access import BrokerLogAccess, DirectoryLogAccess
+from twinlog.engine.base.crc32c import crc32c
 from twinlog.engine.base.errors import NotEnoughReplicasAfterAppendError, OffsetOutOfRangeError
 from twinlog.engine.base.types import TopicPartition
 from twinlog.engine.broker.broker import Broker
@@ -163,14 +164,16 @@ def test_a_spark_scan_reads_below_the_high_watermark(held: Broker) -> None:
     assert [h.base_offset for h, _ in reader.iter_batches(0)] == [0, 2]
 
 
-def test_released_the_high_watermark_reaches_the_log_end_and_its_file_goes(held: Broker) -> None:
+def test_released_the_high_watermark_reaches_the_log_end_and_its_file_says_so(
+    held: Broker,
+) -> None:
     partition = held.partition(TopicPartition(TOPIC, 0))
     del partition.replicated_end  # back to the one-node rule: the log end
     held.produce(TOPIC, 0, batch(b"f0"))
     end = partition.log.log_end_offset
     assert partition.high_watermark.value == end
     assert held.list_offset(TOPIC, 0, "latest") == end
-    assert not (partition.directory / HIGH_WATERMARK_FILE).exists()
+    assert read_high_watermark(partition.directory) is None  # no bound: the log end
     assert fetch_all(held) == list(range(end))
 
 
@@ -207,27 +210,56 @@ def test_the_file_is_written_only_when_what_it_says_changes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A leader calls advance_to after every append, mostly without moving the HW while
-    its replicas catch up: each call used to replace the file again."""
+    its replicas catch up: each call used to replace the file again. A value and "the
+    log end" rewrite it in place: one inode throughout."""
     import twinlog.engine.log.high_watermark as high_watermark_module
 
     written: list[bytes] = []
-    real_replace = high_watermark_module.replace_file
+    real_write = high_watermark_module.write_in_place
 
-    def counting_replace(path: Path, contents: bytes, durable: bool = True) -> None:
+    def counting_write(path: Path, contents: bytes) -> None:
         written.append(contents)
-        real_replace(path, contents, durable)
+        real_write(path, contents)
 
-    monkeypatch.setattr(high_watermark_module, "replace_file", counting_replace)
+    monkeypatch.setattr(high_watermark_module, "write_in_place", counting_write)
     bounds = Bounds(0, 10)
     high_watermark = HighWatermark(bounds, tmp_path)
     for end in range(11, 16):  # appends past a HW that stays at 10
         bounds.log_end_offset = end
         high_watermark.advance_to(10)
     assert len(written) == 1 and read_high_watermark(tmp_path) == 10
+    inode = (tmp_path / HIGH_WATERMARK_FILE).stat().st_ino
     high_watermark.advance_to(12)
     assert len(written) == 2 and read_high_watermark(tmp_path) == 12
-    high_watermark.advance_to(15)  # caught up: the file goes, nothing written
-    assert len(written) == 2 and read_high_watermark(tmp_path) is None
+    high_watermark.advance_to(15)  # caught up: the file says the log end
+    assert len(written) == 3 and read_high_watermark(tmp_path) is None
+    high_watermark.advance_to(15)  # and says it once
+    assert len(written) == 3
     bounds.log_end_offset = 16
-    high_watermark.advance_to(15)  # behind again: the same value as before the removal
-    assert len(written) == 3 and read_high_watermark(tmp_path) == 15
+    high_watermark.advance_to(15)  # behind again: the same value as before
+    assert len(written) == 4 and read_high_watermark(tmp_path) == 15
+    assert (tmp_path / HIGH_WATERMARK_FILE).stat().st_ino == inode
+    assert len({len(contents) for contents in written}) == 1
+
+
+def test_a_reader_that_meets_a_rewrite_reads_again(tmp_path: Path) -> None:
+    """A torn read (here: the file replaced by a damaged copy, made whole 2 ms later)
+    is read again instead of taken for "nothing committed"."""
+    bounds = Bounds(0, 20)
+    high_watermark = HighWatermark(bounds, tmp_path)
+    high_watermark.truncate_to(7)
+    path = tmp_path / HIGH_WATERMARK_FILE
+    whole = path.read_bytes()
+    path.write_bytes(whole.replace(b"7\n", b"8\n", 1))
+    timer = threading.Timer(0.002, lambda: path.write_bytes(whole))
+    timer.start()
+    try:
+        assert read_high_watermark(tmp_path) == 7
+    finally:
+        timer.join()
+
+
+def test_an_older_unpadded_file_is_read(tmp_path: Path) -> None:
+    body = b"high_watermark 9\n"
+    (tmp_path / HIGH_WATERMARK_FILE).write_bytes(body + b"crc32c %08x\n" % crc32c(body))
+    assert read_high_watermark(tmp_path) == 9
