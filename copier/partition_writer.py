@@ -58,7 +58,7 @@ import contextlib
 import logging
 import threading
 from array import array
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from contextlib import closing
 from dataclasses import dataclass
 from itertools import pairwise, takewhile
@@ -467,10 +467,13 @@ class PartitionWriter:
         spanned = [0] * len(records)
         spanned[0] = copied_end - start
         self._needs_recovery = True  # until APPLIED: if this fails, the next write resumes it
+        # Closed here, not when collected: a failed append (a full disk) leaves it suspended
+        # inside a journal read, whose read transaction holds the map lock's shared side,
+        # and the exception's frames kept it alive (a broker's close then waited forever).
+        batches = self._group_batches(records, chosen, spanned)
         try:
             first, next_offset = self.log.append_all_as_leader(
-                self._group_batches(records, chosen, spanned),
-                batch_count=sum(len(sequences) for sequences in chosen),
+                batches, batch_count=sum(len(sequences) for sequences in chosen)
             )
         except CorruptBatchError as error:  # append_all_as_leader copied nothing
             raise CorruptJournalError(
@@ -480,6 +483,8 @@ class PartitionWriter:
                 "the batch CRC caught it. Stop the broker, copy the journal aside and restore "
                 "it from a backup (docs/formats.md, 'Local data journal: Damage')"
             ) from error
+        finally:
+            batches.close()
         failpoints.hit("copier.after_log_fsync")
         ranges = []
         for record, span in zip(records, spanned, strict=True):
@@ -513,7 +518,7 @@ class PartitionWriter:
         records: Sequence[CopyRecord],
         chosen: list[array[int]],
         spanned: list[int],
-    ) -> Iterator[memoryview]:
+    ) -> Generator[memoryview, None, None]:
         """The batches of every record in turn, each record's starting where the one before
         it ended: the offset its MARK_APPLYING recorded (else nothing is kept: the append
         is all or nothing)."""
