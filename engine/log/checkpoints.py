@@ -40,7 +40,7 @@ no append_all_as_leader has written since this file existed) reads as nothing in
 It changes twice per copied transaction, so it is rewritten in place
 (``twinlog.engine.base.in_place_file``: one ``pwrite``, not a rename), its values
 zero-padded to 20 digits so that it keeps one length; its reader reads it again
-while its CRC does not match (a read that met a rewrite).
+while it does not parse or its CRC does not match (a read that met a rewrite).
 
 ``cleaner-offset`` (``first_dirty_offset``) is where log compaction stopped
 last time: offsets below it were compacted. It only decides *when* compaction
