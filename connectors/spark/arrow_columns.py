@@ -16,14 +16,18 @@ _BINARY = pyarrow.binary()
 _NO_DATA = b""
 
 
+def binary_array(column: pyarrow.Array | pyarrow.ChunkedArray) -> pyarrow.Array:
+    """A binary or string column (or their large kinds) as one binary array: strings'
+    UTF-8 bytes, not copied. A large one (int64 starts) is cast, which Arrow refuses for
+    a column of 2 GiB or more (a write task's Arrow batches are far smaller)."""
+    if isinstance(column, pyarrow.ChunkedArray):
+        column = column.combine_chunks()
+    return column if column.type == _BINARY else column.cast(_BINARY)
+
+
 def binary_column_of(array: pyarrow.Array | pyarrow.ChunkedArray) -> BinaryColumn:
-    """``array`` (binary, string, or their large kinds) as a ``BinaryColumn``, sharing its
-    buffers. A large one (int64 starts) is cast to binary, which Arrow refuses for a
-    column of 2 GiB or more (a write task's Arrow batches are far smaller)."""
-    if isinstance(array, pyarrow.ChunkedArray):
-        array = array.combine_chunks()
-    if array.type != _BINARY:
-        array = array.cast(_BINARY)
+    """``array`` (as ``binary_array`` takes it) as a ``BinaryColumn``, sharing its buffers."""
+    array = binary_array(array)
     valid, starts, data = array.buffers()
     return BinaryColumn(
         len(array),

@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
-from twinlog.connectors.spark.arrow_columns import binary_column_of
+from twinlog.connectors.spark.arrow_columns import binary_array, binary_column_of
 from twinlog.connectors.spark.arrow_partitioner import partitions_for_keys
 from twinlog.connectors.spark.broker import retried
 from twinlog.connectors.spark.in_order_sender import InOrderSender
@@ -88,7 +88,7 @@ class TaskSender:
                     self._send_keyless(self.settings.topic, binary_column_of(value_column))
                     continue
                 if not key_column.null_count:
-                    self._send_keyed(self.settings.topic, value_column, _binary(key_column))
+                    self._send_keyed(self.settings.topic, value_column, binary_array(key_column))
                     continue
             values = _binary_list(value_column)
             keys = _binary_list(key_column) if key_column is not None else None
@@ -258,17 +258,6 @@ class TaskSender:
 
 def _nones(count: int) -> list[None]:
     return [None] * count
-
-
-def _binary(column: pyarrow.Array | pyarrow.ChunkedArray) -> pyarrow.Array:
-    """A binary or string column as one binary array (strings' UTF-8 bytes, not copied)."""
-    import pyarrow
-
-    if isinstance(column, pyarrow.ChunkedArray):
-        column = column.combine_chunks()
-    if column.type != pyarrow.binary():
-        column = column.cast(pyarrow.binary())
-    return column
 
 
 def _binary_list(column: pyarrow.Array) -> list[bytes | None]:
