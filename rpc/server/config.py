@@ -26,6 +26,7 @@ from twinlog.engine.base.config_rules import (
     Text,
     unknown_key,
 )
+from twinlog.engine.base.cpu_affinity import CPU_AFFINITY_DEFAULT, DESCRIPTION, is_cpu_affinity
 from twinlog.engine.base.errors import InvalidConfigError
 from twinlog.engine.base.renamed_keys import canonical_key
 from twinlog.engine.base.units import MEBIBYTE
@@ -52,6 +53,7 @@ RULES = ConfigRules(
             "an address (0.0.0.0 for every interface, with --metrics-token-file)",
         ),
         "request_log_slow_ms": NON_NEGATIVE,
+        "cpu_affinity": Text(is_cpu_affinity, DESCRIPTION),
         # the coordinator's bounds (engine/groups/group_membership)
         "group_consumer_session_timeout_ms": Integer(1_000, 300_000),
         "reflection": Flag(),
@@ -111,6 +113,11 @@ class ServerConfig:
     metrics_tls_cert_file: str | None = None  # with the key: HTTPS only
     metrics_tls_key_file: str | None = None
     request_log_slow_ms: int = 1_000  # a unary call this slow is logged at INFO, not DEBUG
+    # The CPUs the server's threads run on (engine/base/cpu_affinity.py): "one" (of those
+    # it may use, a cluster broker's by its broker id), "all", or a list such as "0,2-3".
+    # One CPU by default: its threads hand the GIL over hundreds of times a transaction,
+    # and across cores each hand-over costs the scheduler more than the work it moves.
+    cpu_affinity: str = CPU_AFFINITY_DEFAULT
     # Kafka listener: a KIP-848 consumer group member (group.protocol=consumer) silent this
     # long is removed (Kafka's group.consumer.session.timeout.ms, the broker's in that protocol)
     group_consumer_session_timeout_ms: int = 45_000

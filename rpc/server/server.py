@@ -355,6 +355,7 @@ def serve(
     from twinlog.engine.base import extensions
     from twinlog.engine.base.allocator import keep_freed_memory
     from twinlog.engine.base.collector import freeze_startup_objects
+    from twinlog.engine.base.cpu_affinity import pin_threads
     from twinlog.engine.base.crc32c import IMPLEMENTATION, USING_C_EXTENSION
     from twinlog.engine.broker.broker import Broker  # the engine is only needed by a real server
 
@@ -379,8 +380,14 @@ def serve(
         files = cluster.inter_broker.tls_files
         if files is not None:
             broker_tls = BrokerTls.load(cluster.broker_id, *files)
+    try:
+        # Before the broker and gRPC start their threads: each inherits its creator's CPUs.
+        cpus = pin_threads(config.cpu_affinity, cluster.broker_id if cluster else 0)
+    except ValueError as error:
+        raise InvalidConfigError(str(error)) from None
     settings = (
-        f"crc32c: {IMPLEMENTATION}; hot loops: {extensions.describe()}; {keep_freed_memory()}"
+        f"crc32c: {IMPLEMENTATION}; hot loops: {extensions.describe()}; {keep_freed_memory()}; "
+        f"{cpus}"
     )
     if not USING_C_EXTENSION and IMPLEMENTATION.startswith("crcmod"):
         log.warning(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import signal
 import subprocess
@@ -91,6 +92,17 @@ def test_serve_refuses_a_bad_data_dir_or_security_file_without_a_traceback(
     )  # fmt: skip
     assert missing.returncode == 1 and "cannot read tokens file" in missing.stderr
     assert not fresh.exists()
+    # So are the CPUs to run on: a list naming a CPU this process may not use.
+    beyond = max(os.sched_getaffinity(0)) + 1
+    pinned = run_cli(
+        "serve", "--data-dir", str(fresh), "--port", "0", "--config", f"cpu_affinity={beyond}",
+        timeout_s=30,
+    )  # fmt: skip
+    assert pinned.returncode == 1 and "Traceback" not in pinned.stderr
+    assert f"cpu_affinity '{beyond}' names CPU {beyond}, which this process may not use" in (
+        pinned.stderr
+    )
+    assert not fresh.exists()
 
 
 def test_usage_errors() -> None:
@@ -111,6 +123,14 @@ def test_topics_produce_consume(server: ServerProcess) -> None:
     assert "crc32c: google-crc32c (hardware)" in server.log()  # the start-up line says which CRC
     assert "hot loops: compiled (record decoder, batch builder)" in server.log()  # and which
     assert "start-up objects frozen" in server.log()  # and that full collections stay short
+    # and the CPU its threads run on: one, the last it may use (a single node's turn is 0)
+    last = max(os.sched_getaffinity(0))
+    assert f"cpu: one CPU, {last} of " in server.log()
+    assert server.process is not None
+    threads = os.listdir(f"/proc/{server.process.pid}/task")
+    assert len(threads) > 5 and all(
+        os.sched_getaffinity(int(thread)) == {last} for thread in threads
+    )
     created = run_cli("topics", "create", "cli-orders", "--partitions", "2", *s)
     assert created.returncode == 0, created.stderr
     assert "created topic cli-orders with 2 partitions" in created.stdout

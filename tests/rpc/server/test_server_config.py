@@ -74,7 +74,7 @@ def test_an_unknown_server_key_is_refused_with_the_nearest_known_ones() -> None:
     assert message.startswith(
         "unknown server config key 'fetch_wait_max_ms' (did you mean fetch_wait_ms_max"
     )
-    assert "; known keys: acl_file, fetch_bytes_max," in message
+    assert "; known keys: acl_file, cpu_affinity, fetch_bytes_max," in message
 
 
 def test_a_key_neither_side_knows_is_refused_naming_both_sides_keys() -> None:
