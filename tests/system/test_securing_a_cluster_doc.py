@@ -210,6 +210,12 @@ def test_securing_a_cluster_as_written(tmp_path: Path) -> None:
 
             try:
                 wait_for("three brokers serving", serving, START_TIMEOUT_S)
+                # Each on one CPU, its broker id's turn round them from the last: brokers
+                # started on one machine spread over its CPUs (docs/operations.md, "CPU").
+                from_last = sorted(os.sched_getaffinity(0), reverse=True)
+                for broker, broker_log in logs.items():
+                    cpu = from_last[broker % len(from_last)]
+                    assert f"cpu: one CPU, {cpu} of " in broker_log.read_text(), broker
                 run_block(use, work, env)
                 consumed = (secure / "consumed.txt").read_text().split()
                 assert sorted(consumed, key=int) == [str(n) for n in range(1, 101)]
