@@ -587,6 +587,18 @@ class ClusterBroker:
             ),
         )
 
+    def coordinator_leads(self, producer_id: int, partitions: Sequence[TopicPartition]) -> bool:
+        """``CoordinatorPlacement``: from the cached coordinator and metadata (a single
+        node leads everything it coordinates)."""
+        try:
+            coordinator = self.coordinator_address(CoordinatorKeyType.PRODUCER_ID, str(producer_id))
+            return coordinator is not None and all(
+                self.leader_address(topic, partition) == coordinator
+                for topic, partition in partitions
+            )
+        except TwinlogError:
+            return False  # cannot tell now: adding them first is the safe choice
+
     def send_offsets_to_transaction(
         self,
         transaction_id: int,

@@ -156,6 +156,7 @@ class RemoteBroker:
         self.producing = produce_pb2_grpc.ProducingStub(self.channel)
         self.consuming = consume_pb2_grpc.ConsumingStub(self.channel)
         self.administration = admin_pb2_grpc.AdministrationStub(self.channel)
+        self._standalone: bool | None = None  # is the server a single node? (asked once)
 
     def __repr__(self) -> str:
         return f"RemoteBroker({self.target!r})"
@@ -574,6 +575,18 @@ class RemoteBroker:
         request = admin_pb2.MetadataRequest(topics=sorted(set(topics or ())))
         timeout_s = None if timeout_ms is None else timeout_ms / 1000
         return metadata_from_proto(self._call(self.administration.Metadata, request, timeout_s))
+
+    def coordinator_leads(self, producer_id: int, partitions: Sequence[TopicPartition]) -> bool:
+        """``CoordinatorPlacement``: a single node coordinates every transaction and leads
+        every partition; a cluster broker reached alone is not assumed to (asked once, with
+        the partitions' topics: a Metadata call)."""
+        if self._standalone is None:
+            try:
+                topics = sorted({topic for topic, _partition in partitions})
+                self._standalone = self.cluster_metadata(topics).standalone
+            except TwinlogError:
+                return False  # cannot tell now: adding them first is the safe choice
+        return self._standalone
 
     def find_coordinator(self, key_type: CoordinatorKeyType, key: str) -> FoundCoordinator | None:
         """The coordinator of ``key`` (Kafka's FindCoordinator; not part of ``BrokerApi``):

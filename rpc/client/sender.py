@@ -40,6 +40,7 @@ from twinlog.engine.records.batch_format import NO_TRANSACTION_ID
 from twinlog.rpc.client.accumulator import Accumulator, ProducerBatch
 from twinlog.rpc.client.call_deadline import NO_ANSWER_ERRORS
 from twinlog.rpc.client.client_metrics import ProducerMetrics
+from twinlog.rpc.client.coordinator_placement import CoordinatorPlacement
 from twinlog.rpc.client.expiry import deadline_error
 from twinlog.rpc.client.produce_stream import ProducePipe, open_pipe
 from twinlog.rpc.client.retry import RetryPolicy, call_with_retry
@@ -200,9 +201,11 @@ class Sender:
     def _declare_partitions(self, batches: list[ProducerBatch]) -> None:
         """Add the partitions of a transaction's first batches to it in one request (one
         ADD_PARTITIONS record, one journal sync) before their produces, as Kafka's
-        producer does. Otherwise each partition's first batch adds its partition itself:
-        a journal sync each, one after another. An optimization only: on failure the
-        produces register their partitions, and raise any error that matters."""
+        producer does, unless the coordinator leads them all (``coordinator_placement``:
+        there each first batch adds its partition at no call's cost). Otherwise each
+        partition's leader adds its partition at the coordinator: a call and a write each.
+        An optimization only: on failure the produces register their partitions, and raise
+        any error that matters."""
         added = self._declared
         new: dict[int, set[TopicPartition]] = {}
         for batch in batches:
@@ -220,6 +223,12 @@ class Sender:
         if identity is None:
             return
         partitions = sorted(new[added[0]])
+        placement = self._broker
+        if isinstance(placement, CoordinatorPlacement) and placement.coordinator_leads(
+            identity.producer_id, partitions
+        ):
+            added[1].update(partitions)  # each registers itself with its first batch
+            return
         try:
             self._broker.add_partitions_to_transaction(
                 added[0], identity.producer_id, identity.producer_generation, partitions

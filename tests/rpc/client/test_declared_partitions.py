@@ -1,5 +1,7 @@
 """A transactional producer adds the partitions of its first batches to the transaction
-in one request: one ADD_PARTITIONS record (one journal sync) instead of one per partition."""
+in one request: one ADD_PARTITIONS record (one journal sync) instead of one per partition,
+unless its coordinator leads them all (a single node served over gRPC): then each first
+batch adds its own partition, and the request is saved."""
 
 from __future__ import annotations
 
@@ -13,6 +15,9 @@ from twinlog.engine.base.types import TopicPartition
 from twinlog.engine.broker.broker import Broker
 from twinlog.journal.txn_records import AddPartitions
 from twinlog.rpc.client import Admin, Consumer, Producer
+from twinlog.rpc.client.remote import RemoteBroker
+from twinlog.rpc.server.config import ServerConfig
+from twinlog.rpc.server.server import RpcServer
 
 
 def _add_partitions_records(broker: Broker, producer_id: int) -> list[AddPartitions]:
@@ -22,21 +27,25 @@ def _add_partitions_records(broker: Broker, producer_id: int) -> list[AddPartiti
     ]
 
 
+def _two_transactions_over_four_partitions(producer: Producer) -> None:
+    """Two transactions of 4 batches flushed together (one per partition of "orders"),
+    then a fifth record to partition 0 (already in the transaction), committed."""
+    for round_number in range(2):
+        producer.begin_transaction()
+        for partition in range(4):
+            producer.send("orders", b"r%d-p%d" % (round_number, partition), partition=partition)
+        producer.flush()  # the four batches drain together
+        producer.send("orders", b"later", partition=0)  # already added: no record
+        producer.commit_transaction()
+
+
 def test_four_partitions_flushed_together_are_added_in_one_record(tmp_path: Path) -> None:
     with Broker.open(tmp_path / "data") as broker:
         with Admin(broker) as admin:
             admin.create_topic("orders", 4)
         with Producer(broker, transactional_id="declared", linger_ms=60_000) as producer:
             identity = producer.init_transactions()
-            for round_number in range(2):
-                producer.begin_transaction()
-                for partition in range(4):
-                    producer.send(
-                        "orders", b"r%d-p%d" % (round_number, partition), partition=partition
-                    )
-                producer.flush()  # the four batches drain together
-                producer.send("orders", b"later", partition=0)  # already added: no record
-                producer.commit_transaction()
+            _two_transactions_over_four_partitions(producer)
         records = _add_partitions_records(broker, identity.producer_id)
         assert [len(record.partitions) for record in records] == [4, 4]
         assert all(not record.by_send for record in records)
@@ -49,6 +58,40 @@ def test_four_partitions_flushed_together_are_added_in_one_record(tmp_path: Path
                 if len(values) >= 10:
                     break
         assert len(values) == 10
+
+
+def test_a_single_node_served_over_grpc_is_not_asked_to_add_them_first(tmp_path: Path) -> None:
+    with Broker.open(tmp_path / "data") as broker:
+        with Admin(broker) as admin:
+            admin.create_topic("orders", 4)
+        server = RpcServer(broker, ServerConfig(port=0))
+        server.start()
+        try:
+            remote = RemoteBroker(f"127.0.0.1:{server.port}")
+            asked: list[str] = []
+            cluster_metadata = remote.cluster_metadata
+
+            def counting_metadata(*args: Any, **kwargs: Any) -> Any:
+                asked.append("metadata")
+                return cluster_metadata(*args, **kwargs)
+
+            remote.cluster_metadata = counting_metadata  # type: ignore[method-assign]
+            add_partitions = remote.add_partitions_to_transaction
+
+            def counting_add(*args: Any, **kwargs: Any) -> None:
+                asked.append("add_partitions")
+                add_partitions(*args, **kwargs)
+
+            remote.add_partitions_to_transaction = counting_add  # type: ignore[method-assign]
+            with remote, Producer(remote, transactional_id="served", linger_ms=60_000) as producer:
+                identity = producer.init_transactions()
+                _two_transactions_over_four_partitions(producer)
+        finally:
+            server.stop(grace_ms=0)
+        records = _add_partitions_records(broker, identity.producer_id)
+        # Each partition's first batch added it: 4 records of one partition per transaction.
+        assert sorted((len(r.partitions), r.by_send) for r in records) == [(1, 1)] * 8
+        assert asked == ["metadata"]  # whether the server is a single node: asked once
 
 
 def test_a_single_new_partition_still_adds_itself_on_its_first_batch(tmp_path: Path) -> None:

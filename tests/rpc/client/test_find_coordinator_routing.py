@@ -9,6 +9,7 @@ calls where they took them."""
 
 from __future__ import annotations
 
+import functools
 import time
 
 import pytest
@@ -149,6 +150,22 @@ def test_coordinator_calls_go_to_the_coordinator_found(cluster: FakeCluster) -> 
     # Asked once: the producer id carries the coordinator partition the answer was kept under.
     assert cluster.calls_of("find_coordinator") == [address_of(1)]
     assert cluster.committed == [transaction_id] and cluster.aborted == [second]
+
+
+def test_the_client_tells_whether_the_coordinator_leads_the_partitions(
+    cluster: FakeCluster,
+) -> None:
+    """A producer adds a transaction's partitions ahead of their batches only where its
+    coordinator (broker 3) does not lead them all (``coordinator_placement``)."""
+    cluster.create("audit", [3, 3])
+    with client(cluster) as broker:
+        identity = broker.init_producer(APP)
+        broker.begin_transaction(identity.producer_id, identity.producer_generation)
+        leads = functools.partial(broker.coordinator_leads, identity.producer_id)
+        assert leads([TopicPartition("orders", 2)])  # led by broker 3
+        assert not leads([TopicPartition("orders", 0), TopicPartition("orders", 2)])
+        assert leads([TopicPartition("audit", 0), TopicPartition("audit", 1)])
+        assert not leads([TopicPartition("audit", 0), TopicPartition("nowhere", 0)])
 
 
 def test_group_calls_go_to_the_groups_coordinator_found(cluster: FakeCluster) -> None:
