@@ -224,6 +224,15 @@ def register(subparsers: Any) -> None:
         choices=LOG_FORMATS,
         help="text lines, or one JSON object per line (default text)",
     )
+    parser.add_argument(
+        "--cpu-affinity",
+        metavar="one|all|LIST",
+        help="the CPUs the server's threads run on: one (the default: one of those it may "
+        "use, a cluster broker's by its broker id; its threads hand the interpreter lock to "
+        "each other hundreds of times a transaction, cheaply on one core), all, or a list "
+        "such as 0,2-3; give it more than one when its network, TLS and compression need "
+        'more than a core (server config key cpu_affinity; docs/operations.md, "CPU")',
+    )
     serve_console.add_arguments(parser)
     parser.set_defaults(run=run)
 
@@ -253,6 +262,7 @@ def run(args: argparse.Namespace) -> int:
         "metrics_tls_cert_file": args.metrics_tls_cert,
         "metrics_tls_key_file": args.metrics_tls_key,
         "reflection": False if args.no_reflection else None,
+        "cpu_affinity": args.cpu_affinity,
     }
     server_values.update({key: value for key, value in flags.items() if value is not None})
     cluster = None

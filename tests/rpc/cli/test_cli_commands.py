@@ -102,6 +102,12 @@ def test_serve_refuses_a_bad_data_dir_or_security_file_without_a_traceback(
     assert f"cpu_affinity '{beyond}' names CPU {beyond}, which this process may not use" in (
         pinned.stderr
     )
+    unknown = run_cli(
+        "serve", "--data-dir", str(fresh), "--port", "0", "--cpu-affinity", "most",
+        timeout_s=30,
+    )  # fmt: skip
+    assert unknown.returncode == 1 and "Traceback" not in unknown.stderr
+    assert "cpu_affinity" in unknown.stderr and "one, all, or a list of CPUs" in unknown.stderr
     assert not fresh.exists()
 
 
