@@ -579,12 +579,15 @@ class RemoteBroker:
     def coordinator_leads(self, producer_id: int, partitions: Sequence[TopicPartition]) -> bool:
         """``CoordinatorPlacement``: a single node coordinates every transaction and leads
         every partition; a cluster broker reached alone is not assumed to (asked once, with
-        the partitions' topics: a Metadata call)."""
+        the partitions' topics: a Metadata call; a refusal that will not pass, such as an
+        ACL's, is kept as "cannot tell", so no later flush asks again)."""
         if self._standalone is None:
             try:
                 topics = sorted({topic for topic, _partition in partitions})
                 self._standalone = self.cluster_metadata(topics).standalone
-            except TwinlogError:
+            except TwinlogError as error:
+                if not error.retriable:
+                    self._standalone = False
                 return False  # cannot tell now: adding them first is the safe choice
         return self._standalone
 

@@ -86,6 +86,9 @@ class Sender:
         self._telling = 0  # answered batches whose futures are being told (flush waits)
         # (transaction id, its partitions added by _declare_partitions): sender thread only
         self._declared: tuple[int, set[TopicPartition]] = (NO_TRANSACTION_ID, set())
+        # Whether a flush's partitions need adding first (None: always; the broker does
+        # not change, so it is asked once whether it can tell)
+        self._placement = broker if isinstance(broker, CoordinatorPlacement) else None
         self._pipe: ProducePipe = open_pipe(broker)
         if metrics is not None:  # times each request, counts its bytes
             self._pipe = metrics.measure(self._pipe)
@@ -223,8 +226,7 @@ class Sender:
         if identity is None:
             return
         partitions = sorted(new[added[0]])
-        placement = self._broker
-        if isinstance(placement, CoordinatorPlacement) and placement.coordinator_leads(
+        if self._placement is not None and self._placement.coordinator_leads(
             identity.producer_id, partitions
         ):
             added[1].update(partitions)  # each registers itself with its first batch

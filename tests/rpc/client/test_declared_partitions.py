@@ -10,7 +10,11 @@ from typing import Any
 
 import pytest
 
-from twinlog.engine.base.errors import TransactionDataMissingError
+from twinlog.engine.base.errors import (
+    BrokerUnavailableError,
+    ClusterAuthorizationError,
+    TransactionDataMissingError,
+)
 from twinlog.engine.base.types import TopicPartition
 from twinlog.engine.broker.broker import Broker
 from twinlog.journal.txn_records import AddPartitions
@@ -150,3 +154,25 @@ def test_a_commit_names_the_batches_written_and_a_lost_one_aborts_it(tmp_path: P
             for _ in range(20):
                 values.extend(record.value for record in consumer.poll(100))
         assert sorted(v for v in values if v is not None) == [b"first-0", b"first-1", b"second-0"]
+
+
+def test_a_server_that_refuses_to_say_is_asked_once_a_busy_one_again() -> None:
+    """``RemoteBroker.coordinator_leads``: "cannot tell" after a refusal that will not
+    pass (an ACL's) is kept, so later flushes send no Metadata call; after a retriable
+    error the next flush asks again."""
+    asked: list[str] = []
+
+    def refusing(*args: Any, **kwargs: Any) -> Any:
+        asked.append("metadata")
+        raise error
+
+    orders = [TopicPartition("orders", 0), TopicPartition("orders", 1)]
+    for error, calls in (
+        (ClusterAuthorizationError("no DESCRIBE on the cluster"), 1),
+        (BrokerUnavailableError("not answering yet"), 3),
+    ):
+        asked.clear()
+        with RemoteBroker("127.0.0.1:1") as remote:
+            remote.cluster_metadata = refusing  # type: ignore[method-assign]
+            assert [remote.coordinator_leads(7, orders) for _ in range(3)] == [False] * 3
+        assert asked == ["metadata"] * calls, error
