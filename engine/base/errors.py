@@ -190,6 +190,13 @@ class InvalidConfigError(TwinlogError):
     """A configuration key or value is not valid; the message names the key."""
 
 
+class InvalidRequestError(TwinlogError):
+    """A request's fields break the protocol's rules (not its bytes' damage: those are
+    CorruptBatchError); the message names the rule. A client bug: nothing was written."""
+
+    fatal = True
+
+
 class LogClosedError(TwinlogError):
     """The log (or broker) was closed; reopen it."""
 

@@ -37,7 +37,7 @@ from typing import Any, TypeVar
 from twinlog.engine.base.types import FetchResult, ProduceResult, TopicPartition
 from twinlog.engine.records.batch_format import NO_PARTITION_LEADER_EPOCH, NO_TRANSACTION_ID
 from twinlog.rpc.client.accumulator import ProducerBatch
-from twinlog.rpc.client.produce_stream import ProducePipe
+from twinlog.rpc.client.produce_stream import BatchToSend, ProducePipe
 
 Result = TypeVar("Result")
 
@@ -143,6 +143,17 @@ class MeasuredPipe:
             lambda _: self._metrics.answered((time.monotonic() - started_s) * 1000)
         )
         return future
+
+    def submit_all(self, batches: Sequence[BatchToSend]) -> list[Future[ProduceResult]]:
+        for sent in batches:
+            self._metrics.requested(len(sent.batch))
+        started_s = time.monotonic()
+        futures = self._pipe.submit_all(batches)
+        for future in futures:
+            future.add_done_callback(
+                lambda _: self._metrics.answered((time.monotonic() - started_s) * 1000)
+            )
+        return futures
 
     def close(self, timeout_s: float | None = None) -> None:
         self._pipe.close(timeout_s)

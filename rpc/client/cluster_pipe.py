@@ -15,9 +15,10 @@ Thread rule: ``submit`` and ``close`` from any thread.
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 
 from twinlog.engine.base.errors import (
@@ -31,7 +32,7 @@ from twinlog.engine.base.errors import (
 )
 from twinlog.engine.base.types import ProduceResult
 from twinlog.engine.records.batch_format import NO_PARTITION_LEADER_EPOCH, NO_TRANSACTION_ID
-from twinlog.rpc.client.produce_stream import ProducePipe
+from twinlog.rpc.client.produce_stream import BatchToSend, ProducePipe
 
 # Answers that mean "ask again where the partition leads now": refresh the metadata.
 ROUTING_ERRORS: tuple[type[TwinlogError], ...] = (
@@ -87,6 +88,40 @@ class ClusterProducePipe:
         # the sender schedules its retry.
         future.add_done_callback(lambda done: self._check_answer(address, done))
         return future
+
+    def submit_all(self, batches: Sequence[BatchToSend]) -> list[Future[ProduceResult]]:
+        """Each batch to its partition's leader, those of one leader in one ``submit_all``
+        of its pipe (one request for a flush's batches there)."""
+        futures: list[Future[ProduceResult] | None] = [None] * len(batches)
+        by_address: dict[str, list[tuple[int, BatchToSend]]] = {}
+        for index, sent in enumerate(batches):
+            try:
+                address, leader_epoch = self._route(sent.topic, sent.partition)
+            except TwinlogError as error:  # no metadata: the sender decides
+                failed: Future[ProduceResult] = Future()
+                failed.set_exception(error)
+                futures[index] = failed
+                failed.add_done_callback(lambda done: self._check_answer("", done))
+                continue
+            # the caller's leader epoch is ignored, the routing's own is sent
+            routed = sent._replace(current_leader_epoch=leader_epoch)
+            by_address.setdefault(address, []).append((index, routed))
+        for address, routed_batches in by_address.items():
+            try:
+                answers = self._pipe_at(address).submit_all([sent for _, sent in routed_batches])
+            except TwinlogError as error:  # a closed pipe: the sender decides
+                answers = []
+                for _ in routed_batches:
+                    failed = Future()
+                    failed.set_exception(error)
+                    answers.append(failed)
+            check = functools.partial(self._check_answer, address)
+            for (index, _), future in zip(routed_batches, answers, strict=True):
+                # Registered before the sender's own callback: the metadata is stale by the
+                # time the sender schedules its retry.
+                future.add_done_callback(check)
+                futures[index] = future
+        return [future for future in futures if future is not None]
 
     def _pipe_at(self, address: str) -> ProducePipe:
         with self._lock:

@@ -26,16 +26,17 @@ import itertools
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, InvalidStateError, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import grpc
 
 from twinlog.engine.base.errors import (
     BatchTooLargeError,
     BrokerUnavailableError,
+    InvalidRequestError,
     NotEnoughResourcesError,
     RequestTimedOutError,
 )
@@ -52,6 +53,22 @@ UNARY_FALLBACK_S = 5.0  # after the server refused a stream, how long to send un
 CLOSE_WAIT_S = 5.0  # how long close() lets the server answer what is pending
 REQUEST_TIMEOUT_S_DEFAULT = 30.0
 
+# The batches of one flush go in one request up to this many bytes together (a larger
+# batch goes alone): far below any server's request_bytes_max (16 MiB by default, and no
+# lower than its largest batch), so a request of small batches is never refused for its size.
+REQUEST_BATCHES_BYTES_MAX = 1024 * 1024
+
+
+class BatchToSend(NamedTuple):
+    """One batch for a pipe: its partition, its bytes, its transaction."""
+
+    topic: str
+    partition: int
+    batch: bytes
+    transaction_id: int = NO_TRANSACTION_ID
+    current_leader_epoch: int = NO_PARTITION_LEADER_EPOCH
+
+
 Waiting = tuple[produce_pb2.ProduceRequest, "Future[ProduceResult]"]
 
 
@@ -65,14 +82,26 @@ class ProducePipe(Protocol):
         current_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
     ) -> Future[ProduceResult]: ...
 
+    def submit_all(self, batches: Sequence[BatchToSend]) -> list[Future[ProduceResult]]:
+        """``submit`` of several batches, each for another partition: a future each, in
+        order. A pipe may send them in one request."""
+        ...
+
     def close(self, timeout_s: float | None = None) -> None: ...
 
 
 @dataclass
 class _Pending:
-    request: produce_pb2.ProduceRequest
-    future: Future[ProduceResult]
+    request: produce_pb2.ProduceRequest  # with its ``more``: one answer for each
+    futures: list[Future[ProduceResult]]  # the request's, then one per ``more``
     deadline_s: float  # monotonic: the answer must come before this
+
+    def waiting(self) -> list[Waiting]:
+        """Each batch as a request of its own, with its future (to send them unary)."""
+        first = produce_pb2.ProduceRequest()
+        first.CopyFrom(self.request)
+        first.ClearField("more")
+        return list(zip([first, *self.request.more], self.futures, strict=True))
 
 
 class _Call:
@@ -106,13 +135,14 @@ class _Call:
         self,
         correlation_id: int,
         request: produce_pb2.ProduceRequest,
-        future: Future[ProduceResult],
+        futures: list[Future[ProduceResult]],
     ) -> bool:
-        """Lock held. Register a request about to be sent; False if the call is broken."""
+        """Lock held. Register a request about to be sent, with the future of each of its
+        batches; False if the call is broken."""
         if self.broken:
             return False
         deadline_s = time.monotonic() + self.request_timeout_s
-        self.pending[correlation_id] = _Pending(request, future, deadline_s)
+        self.pending[correlation_id] = _Pending(request, futures, deadline_s)
         if len(self.pending) == 1:  # the watchdog sleeps without a deadline only when empty
             self.changed.notify_all()
         return True
@@ -130,13 +160,8 @@ class _Call:
             for response in self.responses:
                 with self.lock:
                     waiting = self.pending.pop(response.correlation_id, None)
-                if waiting is None:
-                    continue
-                future = waiting.future
-                if response.HasField("error"):
-                    future.set_exception(error_from_proto(response.error))
-                else:
-                    future.set_result(ProduceResult(response.base_offset, response.duplicate))
+                if waiting is not None:
+                    _resolve(waiting.futures, response)
             failure = BrokerUnavailableError("the produce stream was closed by the server; retry")
         except grpc.RpcError as error:
             failure = error_from_rpc_error(error)
@@ -147,10 +172,11 @@ class _Call:
         self.requests.put(None)  # ends the request iterator, and with it gRPC's sending thread
         if isinstance(failure, NotEnoughResourcesError) and self.on_refused is not None:
             # the server read none of them
-            self.on_refused([(item.request, item.future) for item in pending.values()])
+            self.on_refused([each for item in pending.values() for each in item.waiting()])
             return
         for item in pending.values():
-            _fail(item.future, failure)
+            for future in item.futures:
+                _fail(future, failure)
 
     def _watch(self) -> None:
         """Fail everything pending, and cancel the call, once a request goes unanswered
@@ -174,15 +200,14 @@ class _Call:
         self.requests.put(None)
         self.responses.cancel()  # the reader ends with CANCELLED; nothing is left for it
         timeout_ms = round(self.request_timeout_s * 1000)
+        error = RequestTimedOutError(
+            f"no answer on the produce stream within request_timeout_ms={timeout_ms}: "
+            "the server is stalled or unreachable; the batch may or may not have been "
+            "written (the stream was cancelled; the next send opens a new one)"
+        )
         for item in pending.values():
-            _fail(
-                item.future,
-                RequestTimedOutError(
-                    f"no answer on the produce stream within request_timeout_ms={timeout_ms}: "
-                    "the server is stalled or unreachable; the batch may or may not have been "
-                    "written (the stream was cancelled; the next send opens a new one)"
-                ),
-            )
+            for future in item.futures:
+                _fail(future, error)
 
     def close(self, timeout_s: float | None = None) -> None:
         """Half-close, give the server ``timeout_s`` (at most CLOSE_WAIT_S) to answer what is
@@ -192,6 +217,37 @@ class _Call:
         self.reader.join(timeout=wait_s)
         if self.reader.is_alive():
             self.responses.cancel()
+
+
+def _resolve(futures: list[Future[ProduceResult]], response: produce_pb2.ProduceResponse) -> None:
+    """Each batch's future from its answer: the response for the request's first batch,
+    its ``more`` for the others, in order. A response without them all is a refusal of the
+    whole request (its error for every batch: an undecodable request is answered so) or
+    the answer of a server that takes one batch per request (the first one's only)."""
+    answers = [response, *response.more]
+    if len(answers) != len(futures) and response.HasField("error"):
+        answers = [response] * len(futures)
+    for future, answer in itertools.zip_longest(futures, answers[: len(futures)]):
+        if answer is None:
+            _fail(
+                future,
+                InvalidRequestError(
+                    f"the server answered {len(answers)} of the {len(futures)} batches of a "
+                    "produce request: it takes one batch per request (an older server); "
+                    "upgrade it, nothing else of the request was written"
+                ),
+            )
+        elif answer.HasField("error"):
+            _fail(future, error_from_proto(answer.error))
+        else:
+            _succeed(future, ProduceResult(answer.base_offset, answer.duplicate))
+
+
+def _succeed(future: Future[ProduceResult], result: ProduceResult) -> None:
+    try:
+        future.set_result(result)
+    except InvalidStateError:
+        pass
 
 
 def _fail(future: Future[ProduceResult], error: BaseException) -> None:
@@ -230,24 +286,48 @@ class ProduceStream:
         transaction_id: int = NO_TRANSACTION_ID,
         current_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
     ) -> Future[ProduceResult]:
-        future: Future[ProduceResult] = Future()
-        try:
-            check_produce_size(topic, batch)
-        except BatchTooLargeError as error:  # as a refusal from the server: in the future
-            future.set_exception(error)
-            return future
+        sent = BatchToSend(topic, partition, batch, transaction_id, current_leader_epoch)
+        return self.submit_all([sent])[0]
+
+    def submit_all(self, batches: Sequence[BatchToSend]) -> list[Future[ProduceResult]]:
+        """The batches in as few requests as ``REQUEST_BATCHES_BYTES_MAX`` allows, each
+        request's first batch with the others in its ``more`` (one message each way for a
+        producer's flush, as Kafka's ProduceRequest carries every partition of a broker)."""
+        futures: list[Future[ProduceResult]] = [Future() for _ in batches]
+        request: produce_pb2.ProduceRequest | None = None
+        request_futures: list[Future[ProduceResult]] = []
+        request_bytes = 0
+        for sent, future in zip(batches, futures, strict=True):
+            try:
+                check_produce_size(sent.topic, sent.batch)
+            except BatchTooLargeError as error:  # as a refusal from the server: in the future
+                future.set_exception(error)
+                continue
+            if request is not None and request_bytes + len(sent.batch) > REQUEST_BATCHES_BYTES_MAX:
+                self._send(request, request_futures)
+                request = None
+            if request is None:
+                request, request_futures, request_bytes = produce_pb2.ProduceRequest(), [], 0
+                _fill(request, sent)
+            else:
+                _fill(request.more.add(), sent)
+            request_futures.append(future)
+            request_bytes += len(sent.batch)
+        if request is not None:
+            self._send(request, request_futures)
+        return futures
+
+    def _send(
+        self, request: produce_pb2.ProduceRequest, futures: list[Future[ProduceResult]]
+    ) -> None:
+        """On the open call (one opened if none is), else unary calls, one per batch."""
         with self._lock:
             if self._closed:
-                raise BrokerUnavailableError("the produce stream is closed")
-            correlation_id = next(self._correlation_ids)
-            request = produce_pb2.ProduceRequest(
-                topic=topic,
-                partition=partition,
-                batch=batch,
-                correlation_id=correlation_id,
-                transaction_id=wire_transaction_id(transaction_id),
-            )
-            with_leader_epoch(request, current_leader_epoch)
+                error = BrokerUnavailableError("the produce stream is closed")
+                for future in futures:
+                    _fail(future, error)
+                return
+            request.correlation_id = next(self._correlation_ids)
             if time.monotonic() < self._unary_until_s:
                 call = None
             else:
@@ -258,16 +338,17 @@ class ProduceStream:
                         self._method, self._metadata, self._request_timeout_s, on_refused
                     )
                 with call.lock:
-                    if not call.add(correlation_id, request, future):
+                    if not call.add(request.correlation_id, request, futures):
                         # broke between the check and now: fail fast, the caller retries
-                        future.set_exception(
-                            BrokerUnavailableError("the produce stream broke; retry")
-                        )
-                        return future
+                        error = BrokerUnavailableError("the produce stream broke; retry")
+                        for future in futures:
+                            _fail(future, error)
+                        return
                 call.requests.put(request)
         if call is None:
-            self._send_unary(request, future)
-        return future
+            waiting = _Pending(request, futures, 0.0).waiting()
+            for single, future in waiting:
+                self._send_unary(single, future)
 
     def _refused(self, waiting: list[Waiting]) -> None:
         """The server has no room for another stream: send unary calls for a while."""
@@ -332,10 +413,21 @@ class ExecutorPipe:
             current_leader_epoch=current_leader_epoch,
         )
 
+    def submit_all(self, batches: Sequence[BatchToSend]) -> list[Future[ProduceResult]]:
+        return [self.submit(*sent) for sent in batches]
+
     def close(self, timeout_s: float | None = None) -> None:
         """With a timeout, produce calls still running are not waited for: they end on
         their own (in-process, bounded by the broker), their answers unused."""
         self._executor.shutdown(wait=timeout_s is None)
+
+
+def _fill(request: produce_pb2.ProduceRequest, sent: BatchToSend) -> None:
+    request.topic = sent.topic
+    request.partition = sent.partition
+    request.batch = sent.batch
+    request.transaction_id = wire_transaction_id(sent.transaction_id)
+    with_leader_epoch(request, sent.current_leader_epoch)
 
 
 def open_pipe(broker: BrokerApi) -> ProducePipe:

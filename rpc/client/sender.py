@@ -20,6 +20,7 @@ transaction manager, the sequences) is touched only with the producer's lock hel
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -42,7 +43,7 @@ from twinlog.rpc.client.call_deadline import NO_ANSWER_ERRORS
 from twinlog.rpc.client.client_metrics import ProducerMetrics
 from twinlog.rpc.client.coordinator_placement import CoordinatorPlacement
 from twinlog.rpc.client.expiry import deadline_error
-from twinlog.rpc.client.produce_stream import ProducePipe, open_pipe
+from twinlog.rpc.client.produce_stream import BatchToSend, ProducePipe, open_pipe
 from twinlog.rpc.client.retry import RetryPolicy, call_with_retry
 from twinlog.rpc.client.sequences import SequenceNumbers
 from twinlog.rpc.client.transaction_manager import TransactionManager
@@ -198,8 +199,7 @@ class Sender:
             for failed, error in expired:
                 fail_batches(failed, error)
             self._declare_partitions(batches)
-            for batch in batches:
-                self._send(batch)
+            self._send(batches)
 
     def _declare_partitions(self, batches: list[ProducerBatch]) -> None:
         """Add the partitions of a transaction's first batches to it in one request (one
@@ -324,26 +324,47 @@ class Sender:
                 self._transactions.identity = identity
         return identity
 
-    def _send(self, batch: ProducerBatch) -> None:
+    def _send(self, batches: list[ProducerBatch]) -> None:
+        """The ready batches in one ``submit_all``: the pipe sends those of one broker in
+        one request. A batch whose bytes cannot be built fails alone."""
+        ready: list[ProducerBatch] = []
+        for batch in batches:
+            try:
+                self._build(batch)
+            except Exception as error:
+                failed: Future[ProduceResult] = Future()
+                failed.set_exception(error)
+                self._on_done(batch, failed)
+                continue
+            ready.append(batch)
+        to_send = []
+        for batch in ready:
+            assert batch.payload is not None  # built above
+            to_send.append(BatchToSend(*batch.topic_partition, batch.payload, batch.transaction_id))
         try:
-            if batch.payload is None:
-                identity = self._ensure_identity(batch)
-                with self._changed:
-                    batch.base_sequence = self._sequences.take(
-                        batch.topic_partition, batch.record_count
-                    )
-                builder = batch.builder
-                builder.producer_id = identity.producer_id
-                builder.producer_generation = identity.producer_generation
-                builder.base_sequence = batch.base_sequence
-                batch.payload = builder.build()
-            topic, partition = batch.topic_partition
-            future = self._pipe.submit(topic, partition, batch.payload, batch.transaction_id)
+            futures = self._pipe.submit_all(to_send)
         except Exception as error:
-            failed: Future[ProduceResult] = Future()
-            failed.set_exception(error)
-            future = failed
-        future.add_done_callback(lambda done: self._on_done(batch, done))
+            futures = []
+            for _ in ready:
+                failed = Future()
+                failed.set_exception(error)
+                futures.append(failed)
+        for batch, future in zip(ready, futures, strict=True):
+            future.add_done_callback(functools.partial(self._on_done, batch))
+
+    def _build(self, batch: ProducerBatch) -> None:
+        """The batch's bytes, on its first attempt: stamped with the producer's identity
+        and its sequence (a retry sends the same bytes)."""
+        if batch.payload is not None:
+            return
+        identity = self._ensure_identity(batch)
+        with self._changed:
+            batch.base_sequence = self._sequences.take(batch.topic_partition, batch.record_count)
+        builder = batch.builder
+        builder.producer_id = identity.producer_id
+        builder.producer_generation = identity.producer_generation
+        builder.base_sequence = batch.base_sequence
+        batch.payload = builder.build()
 
     # --- answers (the client's I/O thread) -----------------------------------------------
 

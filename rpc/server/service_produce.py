@@ -18,7 +18,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 import grpc
 
-from twinlog.engine.base.errors import NotEnoughResourcesError
+from twinlog.engine.base.errors import InvalidRequestError, NotEnoughResourcesError
 from twinlog.rpc.generated.twinlog.v1 import produce_pb2, produce_pb2_grpc
 from twinlog.rpc.policy.auth import Guard, Operation, Principal, Resource
 from twinlog.rpc.policy.producer_access import TransactionalAccess
@@ -38,9 +38,9 @@ from twinlog.rpc.wire.group_convert import member_from_proto
 
 log = logging.getLogger(__name__)
 
-# Requests of one produce stream handled at once (answered in order): a producer has at
-# most one batch per partition in flight, so this is how many of its partitions are
-# journaled side by side.
+# Requests of one produce stream handled at once (answered in order), and the stream's
+# worker threads: a producer has at most one batch per partition in flight, so these are
+# journaled side by side, the batches of one request (its ``more``) among them.
 STREAM_REQUESTS_IN_FLIGHT = 8
 
 
@@ -96,6 +96,12 @@ class ProducingService(produce_pb2_grpc.ProducingServicer):
     def Produce(
         self, request: produce_pb2.ProduceRequest, context: grpc.ServicerContext
     ) -> produce_pb2.ProduceResponse:
+        if not isinstance(request, UndecodableRequest) and request.more:
+            raise InvalidRequestError(
+                f"a Produce call carries {len(request.more)} more batches: ProduceRequest.more "
+                "is answered on ProduceStream only; send each batch in a Produce call of its "
+                "own, or them together on ProduceStream. Nothing was written"
+            )
         return self._produce(principal_of(self.guard, context), request)
 
     def ProduceStream(
@@ -126,22 +132,35 @@ class ProducingService(produce_pb2_grpc.ProducingServicer):
         """Up to ``STREAM_REQUESTS_IN_FLIGHT`` requests of the stream are produced at once
         and answered in the order they came: a producer's batches for different partitions
         are journaled side by side, their syncs overlapping, instead of one after another.
-        A client keeps at most one batch per partition in flight, so this never reorders
-        a partition's batches."""
-        answers: queue.SimpleQueue[Future[produce_pb2.ProduceResponse] | None] = queue.SimpleQueue()
+        A request's ``more`` batches (a producer's flush) are produced beside its first and
+        answered in the same response, each in its place of the response's ``more``; each
+        is checked on its own (ACLs, the batch), so one refused fails alone. A client keeps
+        at most one batch per partition in flight, so this never reorders a partition's
+        batches."""
+        answers: queue.SimpleQueue[list[Future[produce_pb2.ProduceResponse]] | None] = (
+            queue.SimpleQueue()
+        )
         slots = threading.Semaphore(STREAM_REQUESTS_IN_FLIGHT)
         workers = ThreadPoolExecutor(
             max_workers=STREAM_REQUESTS_IN_FLIGHT, thread_name_prefix="produce-stream"
         )
 
-        def answer(request: produce_pb2.ProduceRequest) -> produce_pb2.ProduceResponse:
+        def answer(
+            request: produce_pb2.ProduceRequest, nested: bool = False
+        ) -> produce_pb2.ProduceResponse:
             try:
+                if nested and request.more:
+                    raise InvalidRequestError(
+                        "a batch in ProduceRequest.more carries more batches of its own: "
+                        "put every batch of the request in the outer request's more; this "
+                        "one was not written"
+                    )
                 return self._produce(principal, request)
             except Exception as error:
                 log_failure("ProduceStream", error)
                 return produce_pb2.ProduceResponse(
                     base_offset=-1,
-                    correlation_id=request.correlation_id,
+                    correlation_id=0 if nested else request.correlation_id,
                     error=describe(error).to_proto(),
                 )
 
@@ -149,7 +168,11 @@ class ProducingService(produce_pb2_grpc.ProducingServicer):
             try:
                 for request in request_iterator:
                     slots.acquire()  # released when its answer is sent
-                    answers.put(workers.submit(answer, request))
+                    more = () if isinstance(request, UndecodableRequest) else request.more
+                    answers.put(
+                        [workers.submit(answer, request)]
+                        + [workers.submit(answer, each, True) for each in more]
+                    )
             except Exception as error:  # the call ended under us (cancelled, server stop)
                 log.debug("produce stream ended while reading: %s", error)
             finally:
@@ -159,7 +182,8 @@ class ProducingService(produce_pb2_grpc.ProducingServicer):
         reader.start()
         try:
             while (pending := answers.get()) is not None:
-                response = pending.result()
+                response = pending[0].result()
+                response.more.extend(each.result() for each in pending[1:])
                 slots.release()
                 yield response
         finally:

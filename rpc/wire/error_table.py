@@ -104,6 +104,7 @@ ERROR_TABLE: tuple[ErrorRow, ...] = (
     ),
     ErrorRow(errors.TopicExistsError, Code.ALREADY_EXISTS, KafkaCode.TOPIC_ALREADY_EXISTS),
     ErrorRow(errors.InvalidConfigError, Code.INVALID_ARGUMENT, KafkaCode.INVALID_REQUEST),
+    ErrorRow(errors.InvalidRequestError, Code.INVALID_ARGUMENT, KafkaCode.INVALID_REQUEST),
     ErrorRow(errors.InvalidPartitionsError, Code.INVALID_ARGUMENT, KafkaCode.INVALID_PARTITIONS),
     ErrorRow(
         errors.InvalidReplicaAssignmentError,

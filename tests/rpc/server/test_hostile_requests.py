@@ -1555,8 +1555,14 @@ _SCALARS: dict[int, Callable[[Seed], st.SearchStrategy[Any]]] = {
 }
 
 
-def random_messages(message_class: type[Message], seeded: Seed) -> st.SearchStrategy[Message]:
-    """Any message of the class: each field set or not, to any value its type allows."""
+NESTING_MAX = 3  # levels of messages inside messages (a ProduceRequest holds ProduceRequests)
+
+
+def random_messages(
+    message_class: type[Message], seeded: Seed, depth: int = 0
+) -> st.SearchStrategy[Message]:
+    """Any message of the class: each field set or not, to any value its type allows;
+    messages nest ``NESTING_MAX`` levels deep at most."""
 
     @st.composite
     def build(draw: st.DrawFn) -> Message:
@@ -1571,12 +1577,14 @@ def random_messages(message_class: type[Message], seeded: Seed) -> st.SearchStra
                 getattr(message, field.name).update(draw(st.dictionaries(keys, values, max_size=3)))
                 continue
             if value_type is not None:
+                if depth >= NESTING_MAX:
+                    continue
                 item_class = _message_class(value_type.full_name)
-                items = st.lists(random_messages(item_class, seeded), max_size=4)
+                item = random_messages(item_class, seeded, depth + 1)
                 if field.is_repeated:
-                    getattr(message, field.name).extend(draw(items))
+                    getattr(message, field.name).extend(draw(st.lists(item, max_size=4)))
                 else:
-                    getattr(message, field.name).CopyFrom(draw(random_messages(item_class, seeded)))
+                    getattr(message, field.name).CopyFrom(draw(item))
                 continue
             values = _SCALARS[field.type](seeded)
             if field.is_repeated:

@@ -50,3 +50,38 @@ def test_four_partitions_are_produced_at_once_and_answered_in_request_order() ->
     assert [a.base_offset for a in answers] == [0, 100, -1, 300]
     assert answers[2].error.name == "UnknownTopicOrPartitionError"
     assert broker.at_once_max == 4  # one after another: 1
+
+
+def test_a_request_with_more_is_answered_once_its_batches_produced_side_by_side() -> None:
+    """A producer's flush in one request: its four batches are produced at once, one
+    refused alone, and answered in one response, each in its place."""
+    broker = SlowBroker()
+    service = ProducingService(broker, Guard(None, None, False), ServerConfig())  # type: ignore[arg-type]
+    batch = build_batch([b"v"], "none")
+    request = produce_pb2.ProduceRequest(topic="t", partition=0, batch=batch, correlation_id=7)
+    for n in range(1, 4):
+        request.more.add(topic="missing" if n == 2 else "t", partition=n, batch=batch)
+    after = produce_pb2.ProduceRequest(topic="t", partition=5, batch=batch, correlation_id=8)
+    answers = list(service._answer_stream(Principal("anonymous"), iter([request, after])))
+    assert [a.correlation_id for a in answers] == [7, 8]
+    first = answers[0]
+    assert first.base_offset == 0 and not first.HasField("error")
+    assert [a.base_offset for a in first.more] == [100, -1, 300]
+    assert [a.error.name for a in first.more] == ["", "UnknownTopicOrPartitionError", ""]
+    assert [a.base_offset for a in answers[1].more] == [] and answers[1].base_offset == 500
+    assert broker.at_once_max >= 4  # the four of the first request side by side
+
+
+def test_a_batch_in_more_with_more_of_its_own_is_refused_alone() -> None:
+    broker = SlowBroker()
+    service = ProducingService(broker, Guard(None, None, False), ServerConfig())  # type: ignore[arg-type]
+    batch = build_batch([b"v"], "none")
+    request = produce_pb2.ProduceRequest(topic="t", partition=0, batch=batch, correlation_id=1)
+    nested = request.more.add(topic="t", partition=1, batch=batch)
+    nested.more.add(topic="t", partition=2, batch=batch)
+    request.more.add(topic="t", partition=3, batch=batch)
+    (answer,) = service._answer_stream(Principal("anonymous"), iter([request]))
+    assert answer.base_offset == 0 and [a.base_offset for a in answer.more] == [-1, 300]
+    refusal = answer.more[0].error
+    assert refusal.name == "InvalidRequestError" and "more batches of its own" in refusal.message
+    assert refusal.fatal

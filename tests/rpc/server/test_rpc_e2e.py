@@ -19,6 +19,7 @@ from twinlog.engine.base.errors import (
     BatchTooLargeError,
     CorruptBatchError,
     InvalidConfigError,
+    InvalidRequestError,
     InvalidTxnStateError,
     NotEnoughResourcesError,
     OffsetOutOfRangeError,
@@ -34,7 +35,9 @@ from twinlog.engine.base.errors import (
 from twinlog.engine.base.types import TopicPartition, TransactionState
 from twinlog.engine.records.batch_builder import RecordBatchBuilder, build_batch
 from twinlog.rpc.client import Admin, Consumer, Producer
+from twinlog.rpc.client.produce_stream import BatchToSend
 from twinlog.rpc.client.remote import RemoteBroker
+from twinlog.rpc.generated.twinlog.v1 import produce_pb2
 
 pytestmark = [pytest.mark.slow]
 
@@ -314,3 +317,34 @@ def test_client_error_is_engine_class(server: ServerProcess) -> None:
         except TwinlogError as error:
             assert type(error) is UnknownTopicOrPartitionError
             assert "create" in str(error).lower() or "missing" in str(error)
+
+
+def test_a_flush_goes_as_one_request_and_unary_produce_refuses_more(
+    server: ServerProcess, admin: Admin, remote: RemoteBroker
+) -> None:
+    """A pipe's batches for several partitions travel in one ProduceStream request (its
+    ``more``), each answered in its place; a unary Produce carrying ``more`` is refused
+    whole, with nothing written."""
+    admin.create_topic("flushed", 3)
+    unary = produce_pb2.ProduceRequest(topic="flushed", partition=0, batch=build_batch([b"u0"]))
+    unary.more.add(topic="flushed", partition=1, batch=build_batch([b"u1"]))
+    with pytest.raises(InvalidRequestError, match="ProduceStream only"):
+        remote._call(remote.producing.Produce, unary)
+    assert [remote.fetch("flushed", p, 0).log_end_offset for p in range(3)] == [0, 0, 0]
+    pipe = remote.open_produce_stream()
+    try:
+        futures = pipe.submit_all(
+            [
+                BatchToSend("flushed", 0, build_batch([b"a", b"b"])),
+                BatchToSend("no-such-topic", 0, build_batch([b"lost"])),
+                BatchToSend("flushed", 1, build_batch([b"c"])),
+                BatchToSend("flushed", 2, build_batch([b"d"])),
+            ]
+        )
+        assert futures[0].result(timeout=10).base_offset == 0
+        assert isinstance(futures[1].exception(timeout=10), UnknownTopicOrPartitionError)
+        assert [f.result(timeout=10).base_offset for f in futures[2:]] == [0, 0]
+    finally:
+        pipe.close()
+    values = sorted(r.value for r in read(server.address, "flushed", 3, 4))
+    assert values == [b"a", b"b", b"c", b"d"]

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from twinlog.rpc.generated.twinlog.v1 import common_pb2 as twinlog_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18twinlog/v1/produce.proto\x12\ntwinlog.v1\x1a\x17twinlog/v1/common.proto\"\x07\n\x05\x45mpty\"O\n\x13InitProducerRequest\x12\x18\n\x10transactional_id\x18\x01 \x01(\t\x12\x1e\n\x16transaction_timeout_ms\x18\x02 \x01(\x05\"H\n\x14InitProducerResponse\x12\x13\n\x0bproducer_id\x18\x01 \x01(\x03\x12\x1b\n\x13producer_generation\x18\x02 \x01(\x05\"\xbe\x01\n\x0eProduceRequest\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\r\n\x05\x62\x61tch\x18\x03 \x01(\x0c\x12\x16\n\x0e\x63orrelation_id\x18\x04 \x01(\x04\x12\x0f\n\x07\x61ttempt\x18\x05 \x01(\t\x12\x16\n\x0etransaction_id\x18\x06 \x01(\x03\x12!\n\x14\x63urrent_leader_epoch\x18\x07 \x01(\x05H\x00\x88\x01\x01\x42\x17\n\x15_current_leader_epoch\"s\n\x0fProduceResponse\x12\x13\n\x0b\x62\x61se_offset\x18\x01 \x01(\x03\x12\x11\n\tduplicate\x18\x02 \x01(\x08\x12\x16\n\x0e\x63orrelation_id\x18\x03 \x01(\x04\x12 \n\x05\x65rror\x18\x04 \x01(\x0b\x32\x11.twinlog.v1.Error\"Z\n\x0eTransactionRef\x12\x16\n\x0etransaction_id\x18\x01 \x01(\x03\x12\x13\n\x0bproducer_id\x18\x02 \x01(\x03\x12\x1b\n\x13producer_generation\x18\x03 \x01(\x05\"_\n\x17\x42\x65ginTransactionRequest\x12\x13\n\x0bproducer_id\x18\x01 \x01(\x03\x12\x1b\n\x13producer_generation\x18\x02 \x01(\x05\x12\x12\n\nrequest_id\x18\x03 \x01(\x03\"2\n\x18\x42\x65ginTransactionResponse\x12\x16\n\x0etransaction_id\x18\x01 \x01(\x03\"\x84\x01\n!AddPartitionsToTransactionRequest\x12/\n\x0btransaction\x18\x01 \x01(\x0b\x32\x1a.twinlog.v1.TransactionRef\x12.\n\npartitions\x18\x02 \x03(\x0b\x32\x1a.twinlog.v1.TopicPartition\"\xbb\x01\n\x1fSendOffsetsToTransactionRequest\x12/\n\x0btransaction\x18\x01 \x01(\x0b\x32\x1a.twinlog.v1.TransactionRef\x12\x10\n\x08group_id\x18\x02 \x01(\t\x12,\n\x07offsets\x18\x03 \x03(\x0b\x32\x1b.twinlog.v1.PartitionOffset\x12\'\n\x06member\x18\x04 \x01(\x0b\x32\x17.twinlog.v1.GroupMember\"\xc2\x01\n\x15\x45ndTransactionRequest\x12/\n\x0btransaction\x18\x01 \x01(\x0b\x32\x1a.twinlog.v1.TransactionRef\x12\x18\n\x10wait_for_applied\x18\x02 \x01(\x08\x12\x17\n\x0fselect_attempts\x18\x03 \x01(\x08\x12\x10\n\x08\x61ttempts\x18\x04 \x03(\t\x12\x33\n\x0f\x62\x61tches_written\x18\x05 \x03(\x0b\x32\x1a.twinlog.v1.PartitionCount\"N\n\x0ePartitionCount\x12-\n\tpartition\x18\x01 \x01(\x0b\x32\x1a.twinlog.v1.TopicPartition\x12\r\n\x05\x63ount\x18\x02 \x01(\x03\x32\xa0\x05\n\tProducing\x12Q\n\x0cInitProducer\x12\x1f.twinlog.v1.InitProducerRequest\x1a .twinlog.v1.InitProducerResponse\x12\x42\n\x07Produce\x12\x1a.twinlog.v1.ProduceRequest\x1a\x1b.twinlog.v1.ProduceResponse\x12L\n\rProduceStream\x12\x1a.twinlog.v1.ProduceRequest\x1a\x1b.twinlog.v1.ProduceResponse(\x01\x30\x01\x12]\n\x10\x42\x65ginTransaction\x12#.twinlog.v1.BeginTransactionRequest\x1a$.twinlog.v1.BeginTransactionResponse\x12^\n\x1a\x41\x64\x64PartitionsToTransaction\x12-.twinlog.v1.AddPartitionsToTransactionRequest\x1a\x11.twinlog.v1.Empty\x12Z\n\x18SendOffsetsToTransaction\x12+.twinlog.v1.SendOffsetsToTransactionRequest\x1a\x11.twinlog.v1.Empty\x12I\n\x11\x43ommitTransaction\x12!.twinlog.v1.EndTransactionRequest\x1a\x11.twinlog.v1.Empty\x12H\n\x10\x41\x62ortTransaction\x12!.twinlog.v1.EndTransactionRequest\x1a\x11.twinlog.v1.Emptyb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18twinlog/v1/produce.proto\x12\ntwinlog.v1\x1a\x17twinlog/v1/common.proto\"\x07\n\x05\x45mpty\"O\n\x13InitProducerRequest\x12\x18\n\x10transactional_id\x18\x01 \x01(\t\x12\x1e\n\x16transaction_timeout_ms\x18\x02 \x01(\x05\"H\n\x14InitProducerResponse\x12\x13\n\x0bproducer_id\x18\x01 \x01(\x03\x12\x1b\n\x13producer_generation\x18\x02 \x01(\x05\"\xe8\x01\n\x0eProduceRequest\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\r\n\x05\x62\x61tch\x18\x03 \x01(\x0c\x12\x16\n\x0e\x63orrelation_id\x18\x04 \x01(\x04\x12\x0f\n\x07\x61ttempt\x18\x05 \x01(\t\x12\x16\n\x0etransaction_id\x18\x06 \x01(\x03\x12!\n\x14\x63urrent_leader_epoch\x18\x07 \x01(\x05H\x00\x88\x01\x01\x12(\n\x04more\x18\x08 \x03(\x0b\x32\x1a.twinlog.v1.ProduceRequestB\x17\n\x15_current_leader_epoch\"\x9e\x01\n\x0fProduceResponse\x12\x13\n\x0b\x62\x61se_offset\x18\x01 \x01(\x03\x12\x11\n\tduplicate\x18\x02 \x01(\x08\x12\x16\n\x0e\x63orrelation_id\x18\x03 \x01(\x04\x12 \n\x05\x65rror\x18\x04 \x01(\x0b\x32\x11.twinlog.v1.Error\x12)\n\x04more\x18\x05 \x03(\x0b\x32\x1b.twinlog.v1.ProduceResponse\"Z\n\x0eTransactionRef\x12\x16\n\x0etransaction_id\x18\x01 \x01(\x03\x12\x13\n\x0bproducer_id\x18\x02 \x01(\x03\x12\x1b\n\x13producer_generation\x18\x03 \x01(\x05\"_\n\x17\x42\x65ginTransactionRequest\x12\x13\n\x0bproducer_id\x18\x01 \x01(\x03\x12\x1b\n\x13producer_generation\x18\x02 \x01(\x05\x12\x12\n\nrequest_id\x18\x03 \x01(\x03\"2\n\x18\x42\x65ginTransactionResponse\x12\x16\n\x0etransaction_id\x18\x01 \x01(\x03\"\x84\x01\n!AddPartitionsToTransactionRequest\x12/\n\x0btransaction\x18\x01 \x01(\x0b\x32\x1a.twinlog.v1.TransactionRef\x12.\n\npartitions\x18\x02 \x03(\x0b\x32\x1a.twinlog.v1.TopicPartition\"\xbb\x01\n\x1fSendOffsetsToTransactionRequest\x12/\n\x0btransaction\x18\x01 \x01(\x0b\x32\x1a.twinlog.v1.TransactionRef\x12\x10\n\x08group_id\x18\x02 \x01(\t\x12,\n\x07offsets\x18\x03 \x03(\x0b\x32\x1b.twinlog.v1.PartitionOffset\x12\'\n\x06member\x18\x04 \x01(\x0b\x32\x17.twinlog.v1.GroupMember\"\xc2\x01\n\x15\x45ndTransactionRequest\x12/\n\x0btransaction\x18\x01 \x01(\x0b\x32\x1a.twinlog.v1.TransactionRef\x12\x18\n\x10wait_for_applied\x18\x02 \x01(\x08\x12\x17\n\x0fselect_attempts\x18\x03 \x01(\x08\x12\x10\n\x08\x61ttempts\x18\x04 \x03(\t\x12\x33\n\x0f\x62\x61tches_written\x18\x05 \x03(\x0b\x32\x1a.twinlog.v1.PartitionCount\"N\n\x0ePartitionCount\x12-\n\tpartition\x18\x01 \x01(\x0b\x32\x1a.twinlog.v1.TopicPartition\x12\r\n\x05\x63ount\x18\x02 \x01(\x03\x32\xa0\x05\n\tProducing\x12Q\n\x0cInitProducer\x12\x1f.twinlog.v1.InitProducerRequest\x1a .twinlog.v1.InitProducerResponse\x12\x42\n\x07Produce\x12\x1a.twinlog.v1.ProduceRequest\x1a\x1b.twinlog.v1.ProduceResponse\x12L\n\rProduceStream\x12\x1a.twinlog.v1.ProduceRequest\x1a\x1b.twinlog.v1.ProduceResponse(\x01\x30\x01\x12]\n\x10\x42\x65ginTransaction\x12#.twinlog.v1.BeginTransactionRequest\x1a$.twinlog.v1.BeginTransactionResponse\x12^\n\x1a\x41\x64\x64PartitionsToTransaction\x12-.twinlog.v1.AddPartitionsToTransactionRequest\x1a\x11.twinlog.v1.Empty\x12Z\n\x18SendOffsetsToTransaction\x12+.twinlog.v1.SendOffsetsToTransactionRequest\x1a\x11.twinlog.v1.Empty\x12I\n\x11\x43ommitTransaction\x12!.twinlog.v1.EndTransactionRequest\x1a\x11.twinlog.v1.Empty\x12H\n\x10\x41\x62ortTransaction\x12!.twinlog.v1.EndTransactionRequest\x1a\x11.twinlog.v1.Emptyb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -39,23 +39,23 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_INITPRODUCERRESPONSE']._serialized_start=155
   _globals['_INITPRODUCERRESPONSE']._serialized_end=227
   _globals['_PRODUCEREQUEST']._serialized_start=230
-  _globals['_PRODUCEREQUEST']._serialized_end=420
-  _globals['_PRODUCERESPONSE']._serialized_start=422
-  _globals['_PRODUCERESPONSE']._serialized_end=537
-  _globals['_TRANSACTIONREF']._serialized_start=539
-  _globals['_TRANSACTIONREF']._serialized_end=629
-  _globals['_BEGINTRANSACTIONREQUEST']._serialized_start=631
-  _globals['_BEGINTRANSACTIONREQUEST']._serialized_end=726
-  _globals['_BEGINTRANSACTIONRESPONSE']._serialized_start=728
-  _globals['_BEGINTRANSACTIONRESPONSE']._serialized_end=778
-  _globals['_ADDPARTITIONSTOTRANSACTIONREQUEST']._serialized_start=781
-  _globals['_ADDPARTITIONSTOTRANSACTIONREQUEST']._serialized_end=913
-  _globals['_SENDOFFSETSTOTRANSACTIONREQUEST']._serialized_start=916
-  _globals['_SENDOFFSETSTOTRANSACTIONREQUEST']._serialized_end=1103
-  _globals['_ENDTRANSACTIONREQUEST']._serialized_start=1106
-  _globals['_ENDTRANSACTIONREQUEST']._serialized_end=1300
-  _globals['_PARTITIONCOUNT']._serialized_start=1302
-  _globals['_PARTITIONCOUNT']._serialized_end=1380
-  _globals['_PRODUCING']._serialized_start=1383
-  _globals['_PRODUCING']._serialized_end=2055
+  _globals['_PRODUCEREQUEST']._serialized_end=462
+  _globals['_PRODUCERESPONSE']._serialized_start=465
+  _globals['_PRODUCERESPONSE']._serialized_end=623
+  _globals['_TRANSACTIONREF']._serialized_start=625
+  _globals['_TRANSACTIONREF']._serialized_end=715
+  _globals['_BEGINTRANSACTIONREQUEST']._serialized_start=717
+  _globals['_BEGINTRANSACTIONREQUEST']._serialized_end=812
+  _globals['_BEGINTRANSACTIONRESPONSE']._serialized_start=814
+  _globals['_BEGINTRANSACTIONRESPONSE']._serialized_end=864
+  _globals['_ADDPARTITIONSTOTRANSACTIONREQUEST']._serialized_start=867
+  _globals['_ADDPARTITIONSTOTRANSACTIONREQUEST']._serialized_end=999
+  _globals['_SENDOFFSETSTOTRANSACTIONREQUEST']._serialized_start=1002
+  _globals['_SENDOFFSETSTOTRANSACTIONREQUEST']._serialized_end=1189
+  _globals['_ENDTRANSACTIONREQUEST']._serialized_start=1192
+  _globals['_ENDTRANSACTIONREQUEST']._serialized_end=1386
+  _globals['_PARTITIONCOUNT']._serialized_start=1388
+  _globals['_PARTITIONCOUNT']._serialized_end=1466
+  _globals['_PRODUCING']._serialized_start=1469
+  _globals['_PRODUCING']._serialized_end=2141
 # @@protoc_insertion_point(module_scope)

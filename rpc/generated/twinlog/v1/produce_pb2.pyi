@@ -28,7 +28,7 @@ class InitProducerResponse(_message.Message):
     def __init__(self, producer_id: _Optional[int] = ..., producer_generation: _Optional[int] = ...) -> None: ...
 
 class ProduceRequest(_message.Message):
-    __slots__ = ("topic", "partition", "batch", "correlation_id", "attempt", "transaction_id", "current_leader_epoch")
+    __slots__ = ("topic", "partition", "batch", "correlation_id", "attempt", "transaction_id", "current_leader_epoch", "more")
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     PARTITION_FIELD_NUMBER: _ClassVar[int]
     BATCH_FIELD_NUMBER: _ClassVar[int]
@@ -36,6 +36,7 @@ class ProduceRequest(_message.Message):
     ATTEMPT_FIELD_NUMBER: _ClassVar[int]
     TRANSACTION_ID_FIELD_NUMBER: _ClassVar[int]
     CURRENT_LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    MORE_FIELD_NUMBER: _ClassVar[int]
     topic: str
     partition: int
     batch: bytes
@@ -43,19 +44,22 @@ class ProduceRequest(_message.Message):
     attempt: str
     transaction_id: int
     current_leader_epoch: int
-    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., batch: _Optional[bytes] = ..., correlation_id: _Optional[int] = ..., attempt: _Optional[str] = ..., transaction_id: _Optional[int] = ..., current_leader_epoch: _Optional[int] = ...) -> None: ...
+    more: _containers.RepeatedCompositeFieldContainer[ProduceRequest]
+    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., batch: _Optional[bytes] = ..., correlation_id: _Optional[int] = ..., attempt: _Optional[str] = ..., transaction_id: _Optional[int] = ..., current_leader_epoch: _Optional[int] = ..., more: _Optional[_Iterable[_Union[ProduceRequest, _Mapping]]] = ...) -> None: ...
 
 class ProduceResponse(_message.Message):
-    __slots__ = ("base_offset", "duplicate", "correlation_id", "error")
+    __slots__ = ("base_offset", "duplicate", "correlation_id", "error", "more")
     BASE_OFFSET_FIELD_NUMBER: _ClassVar[int]
     DUPLICATE_FIELD_NUMBER: _ClassVar[int]
     CORRELATION_ID_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
+    MORE_FIELD_NUMBER: _ClassVar[int]
     base_offset: int
     duplicate: bool
     correlation_id: int
     error: _common_pb2.Error
-    def __init__(self, base_offset: _Optional[int] = ..., duplicate: _Optional[bool] = ..., correlation_id: _Optional[int] = ..., error: _Optional[_Union[_common_pb2.Error, _Mapping]] = ...) -> None: ...
+    more: _containers.RepeatedCompositeFieldContainer[ProduceResponse]
+    def __init__(self, base_offset: _Optional[int] = ..., duplicate: _Optional[bool] = ..., correlation_id: _Optional[int] = ..., error: _Optional[_Union[_common_pb2.Error, _Mapping]] = ..., more: _Optional[_Iterable[_Union[ProduceResponse, _Mapping]]] = ...) -> None: ...
 
 class TransactionRef(_message.Message):
     __slots__ = ("transaction_id", "producer_id", "producer_generation")

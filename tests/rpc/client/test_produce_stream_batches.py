@@ -1,0 +1,345 @@
+"""A pipe's batches for several partitions go in one ProduceStream request (``more``):
+one message each way for a producer's flush. Fake gRPC calls stand in for the server:
+one that answers every batch, an older one that answers only the first, one that refuses
+the whole request, and one that refuses the stream (the batches then go unary, one each).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future
+from typing import Any
+
+import grpc
+import pytest
+
+from twinlog.engine.base.errors import (
+    BatchTooLargeError,
+    InvalidRequestError,
+    NotEnoughResourcesError,
+    NotLeaderOrFollowerError,
+)
+from twinlog.engine.base.types import ProduceResult
+from twinlog.engine.broker.broker import Broker
+from twinlog.rpc.client import Producer
+from twinlog.rpc.client.cluster_pipe import ClusterProducePipe
+from twinlog.rpc.client.produce_stream import (
+    REQUEST_BATCHES_BYTES_MAX,
+    BatchToSend,
+    ExecutorPipe,
+    ProducePipe,
+    ProduceStream,
+)
+from twinlog.rpc.generated.twinlog.v1 import produce_pb2
+from twinlog.rpc.wire.errors import describe
+
+WAIT_S = 5.0  # bound of every wait here
+
+Answer = Callable[[produce_pb2.ProduceRequest], produce_pb2.ProduceResponse]
+
+
+def answer_all(request: produce_pb2.ProduceRequest) -> produce_pb2.ProduceResponse:
+    """Each batch's base offset: its partition times 10."""
+    response = produce_pb2.ProduceResponse(
+        correlation_id=request.correlation_id, base_offset=request.partition * 10
+    )
+    for each in request.more:
+        response.more.add(base_offset=each.partition * 10)
+    return response
+
+
+class FakeCall:
+    """A stream whose server answers each request with ``answer`` as it comes."""
+
+    def __init__(self, requests: Iterator[produce_pb2.ProduceRequest], answer: Answer) -> None:
+        self._requests = requests
+        self._answer = answer
+        self.received: list[produce_pb2.ProduceRequest] = []
+
+    def __iter__(self) -> FakeCall:
+        return self
+
+    def __next__(self) -> produce_pb2.ProduceResponse:
+        for request in self._requests:  # ends when the client half-closes
+            self.received.append(request)
+            return self._answer(request)
+        raise StopIteration
+
+    def cancel(self) -> None:
+        pass
+
+
+class Opener:
+    def __init__(self, answer: Answer = answer_all) -> None:
+        self.answer = answer
+        self.calls: list[FakeCall] = []
+
+    def __call__(self, requests: Iterator[Any], metadata: Any = None) -> FakeCall:
+        call = FakeCall(requests, self.answer)
+        self.calls.append(call)
+        return call
+
+
+def batches(sizes: list[int]) -> list[BatchToSend]:
+    return [BatchToSend("t", n, b"x" * size) for n, size in enumerate(sizes)]
+
+
+def test_a_flush_of_four_partitions_is_one_request_answered_in_order() -> None:
+    opener = Opener()
+    stream = ProduceStream(opener, ())
+    try:
+        futures = stream.submit_all(batches([10, 20, 30, 40]))
+        assert [f.result(timeout=WAIT_S).base_offset for f in futures] == [0, 10, 20, 30]
+    finally:
+        stream.close()
+    (request,) = opener.calls[0].received
+    assert (request.partition, [each.partition for each in request.more]) == (0, [1, 2, 3])
+    assert [len(each.batch) for each in request.more] == [20, 30, 40]
+
+
+def test_batches_beyond_the_request_bytes_max_go_in_the_next_request() -> None:
+    opener = Opener()
+    stream = ProduceStream(opener, ())
+    third = REQUEST_BATCHES_BYTES_MAX // 3
+    try:
+        futures = stream.submit_all(batches([third, third, third, third, 10]))
+        assert [f.result(timeout=WAIT_S).base_offset for f in futures] == [0, 10, 20, 30, 40]
+    finally:
+        stream.close()
+    sent = [[r.partition, *(each.partition for each in r.more)] for r in opener.calls[0].received]
+    assert sent == [[0, 1, 2], [3, 4]]
+
+
+def test_a_batch_too_large_for_the_client_fails_alone() -> None:
+    opener = Opener()
+    stream = ProduceStream(opener, ())
+    try:
+        futures = stream.submit_all(batches([10, 65 * 1024 * 1024, 10]))
+        assert isinstance(futures[1].exception(timeout=WAIT_S), BatchTooLargeError)
+        assert [futures[0].result(timeout=WAIT_S).base_offset] == [0]
+        assert [futures[2].result(timeout=WAIT_S).base_offset] == [20]
+    finally:
+        stream.close()
+    (request,) = opener.calls[0].received
+    assert [each.partition for each in request.more] == [2]
+
+
+def test_an_older_server_answering_the_first_batch_only_fails_the_others_clearly() -> None:
+    def first_only(request: produce_pb2.ProduceRequest) -> produce_pb2.ProduceResponse:
+        return produce_pb2.ProduceResponse(correlation_id=request.correlation_id, base_offset=5)
+
+    stream = ProduceStream(Opener(first_only), ())
+    try:
+        first, second, third = stream.submit_all(batches([1, 1, 1]))
+        assert first.result(timeout=WAIT_S).base_offset == 5
+        for future in (second, third):
+            error = future.exception(timeout=WAIT_S)
+            assert isinstance(error, InvalidRequestError) and error.fatal
+            assert "answered 1 of the 3 batches" in str(error)
+    finally:
+        stream.close()
+
+
+def test_a_refusal_of_the_whole_request_fails_every_batch_with_it() -> None:
+    refusal = describe(BatchTooLargeError("the request is larger than request_bytes_max"))
+
+    def refuse(request: produce_pb2.ProduceRequest) -> produce_pb2.ProduceResponse:
+        return produce_pb2.ProduceResponse(
+            correlation_id=request.correlation_id, base_offset=-1, error=refusal.to_proto()
+        )
+
+    stream = ProduceStream(Opener(refuse), ())
+    try:
+        futures = stream.submit_all(batches([1, 1, 1]))
+        for future in futures:
+            error = future.exception(timeout=WAIT_S)
+            assert isinstance(error, BatchTooLargeError) and "request_bytes_max" in str(error)
+    finally:
+        stream.close()
+
+
+class RefusedStream(grpc.RpcError):
+    """The server's answer to a stream past its limit: RESOURCE_EXHAUSTED, nothing read."""
+
+    description = describe(NotEnoughResourcesError("3 produce streams are open"))
+
+    def code(self) -> grpc.StatusCode:
+        return self.description.code
+
+    def details(self) -> str:
+        return self.description.message
+
+    def trailing_metadata(self) -> tuple[tuple[str, str], ...]:
+        return self.description.trailing_metadata()
+
+
+class RefusingCall(FakeCall):
+    def __next__(self) -> produce_pb2.ProduceResponse:
+        for request in self._requests:
+            self.received.append(request)
+            raise RefusedStream()
+        raise StopIteration
+
+
+class UnaryCall:
+    """A unary call's future, answered at once."""
+
+    def __init__(self, response: produce_pb2.ProduceResponse) -> None:
+        self.response = response
+
+    def result(self) -> produce_pb2.ProduceResponse:
+        return self.response
+
+    def add_done_callback(self, callback: Callable[[UnaryCall], None]) -> None:
+        callback(self)
+
+
+class Unary:
+    def __init__(self) -> None:
+        self.requests: list[produce_pb2.ProduceRequest] = []
+        self.lock = threading.Lock()
+
+    def future(self, request: produce_pb2.ProduceRequest, **_: Any) -> UnaryCall:
+        with self.lock:
+            self.requests.append(request)
+        return UnaryCall(produce_pb2.ProduceResponse(base_offset=request.partition * 10))
+
+
+def test_a_refused_stream_sends_each_batch_of_a_request_as_a_unary_call() -> None:
+    def open_refusing(requests: Iterator[Any], metadata: Any = None) -> RefusingCall:
+        return RefusingCall(requests, answer_all)
+
+    unary = Unary()
+    stream = ProduceStream(open_refusing, (), unary=unary)
+    try:
+        futures = stream.submit_all(batches([1, 2, 3]))
+        assert [f.result(timeout=WAIT_S).base_offset for f in futures] == [0, 10, 20]
+    finally:
+        stream.close()
+    assert [(r.partition, len(r.batch), len(r.more)) for r in unary.requests] == [
+        (0, 1, 0),
+        (1, 2, 0),
+        (2, 3, 0),
+    ]
+
+
+class RecordingPipe:
+    """An embedded broker's pipe that records how its batches were handed over."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.inner = ExecutorPipe(broker)
+        self.handed: list[list[tuple[str, int]]] = []
+
+    def submit(self, *arguments: Any) -> Future[ProduceResult]:
+        self.handed.append([(arguments[0], arguments[1])])
+        return self.inner.submit(*arguments)
+
+    def submit_all(self, sent: list[BatchToSend]) -> list[Future[ProduceResult]]:
+        self.handed.append([(each.topic, each.partition) for each in sent])
+        return self.inner.submit_all(sent)
+
+    def close(self, timeout_s: float | None = None) -> None:
+        self.inner.close(timeout_s)
+
+
+class PipedBroker:
+    """An embedded broker whose produce pipe is a ``RecordingPipe``."""
+
+    def __init__(self, broker: Broker) -> None:
+        self._broker = broker
+        self.pipe = RecordingPipe(broker)
+
+    def open_produce_stream(self) -> ProducePipe:
+        return self.pipe
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._broker, name)
+
+
+def test_a_producers_flush_hands_every_partitions_batch_over_at_once(tmp_path: Any) -> None:
+    with Broker.open(tmp_path / "data") as broker:
+        broker.create_topic("orders", 4)
+        piped = PipedBroker(broker)
+        producer = Producer(piped, transactional_id="flusher", linger_ms=60_000)  # type: ignore[arg-type]
+        try:
+            producer.init_transactions()
+            producer.begin_transaction()
+            for n in range(8):
+                producer.send("orders", b"v%d" % n, partition=n % 4)
+            producer.flush(int(WAIT_S * 1000))
+            producer.commit_transaction()
+        finally:
+            producer.close()
+        assert piped.pipe.handed == [[("orders", p) for p in range(4)]]
+        deadline_s = time.monotonic() + WAIT_S  # the commit answers before the copies
+        ends: list[int] = []
+        while ends != [2, 2, 2, 2] and time.monotonic() < deadline_s:
+            time.sleep(0.01)
+            ends = [broker.fetch("orders", p, 0).log_end_offset for p in range(4)]
+        assert ends == [2, 2, 2, 2]
+
+
+@pytest.mark.parametrize("count", [0, 1])
+def test_submit_all_of_no_batch_or_one_is_as_submit(count: int) -> None:
+    opener = Opener()
+    stream = ProduceStream(opener, ())
+    try:
+        futures = stream.submit_all(batches([7] * count))
+        assert [f.result(timeout=WAIT_S).base_offset for f in futures] == [0] * count
+    finally:
+        stream.close()
+    received = opener.calls[0].received if opener.calls else []
+    assert [len(r.more) for r in received] == [0] * count
+
+
+class HeldPipe:
+    """A leader's pipe that records each hand-over and answers as told."""
+
+    def __init__(self, answer: Callable[[BatchToSend], Future[ProduceResult]]) -> None:
+        self.answer = answer
+        self.handed: list[list[tuple[int, int]]] = []
+
+    def submit(self, *arguments: Any) -> Future[ProduceResult]:
+        return self.submit_all([BatchToSend(*arguments)])[0]
+
+    def submit_all(self, sent: list[BatchToSend]) -> list[Future[ProduceResult]]:
+        self.handed.append([(each.partition, each.current_leader_epoch) for each in sent])
+        return [self.answer(each) for each in sent]
+
+    def close(self, timeout_s: float | None = None) -> None:
+        pass
+
+
+def test_a_cluster_pipe_hands_each_leader_its_batches_at_once() -> None:
+    leaders = {0: "a:1", 1: "b:1", 2: "a:1", 3: "b:1", 4: "a:1"}
+
+    def route(topic: str, partition: int) -> tuple[str, int]:
+        if partition == 5:
+            raise NotLeaderOrFollowerError("no leader known for t-5")
+        return leaders[partition], 40 + partition
+
+    def answer(sent: BatchToSend) -> Future[ProduceResult]:
+        future: Future[ProduceResult] = Future()
+        if sent.partition == 3:
+            future.set_exception(NotLeaderOrFollowerError("b:1 leads t-3 no more"))
+        else:
+            future.set_result(ProduceResult(sent.partition * 10))
+        return future
+
+    pipes = {address: HeldPipe(answer) for address in ("a:1", "b:1")}
+    stale: list[str] = []
+    pipe = ClusterProducePipe(route, pipes.__getitem__, lambda address, _: stale.append(address))
+    futures = pipe.submit_all(batches([1] * 6))
+    assert pipes["a:1"].handed == [[(0, 40), (2, 42), (4, 44)]]  # the routing's epochs
+    assert pipes["b:1"].handed == [[(1, 41), (3, 43)]]
+    assert [f.result().base_offset for f in (futures[0], futures[1], futures[2], futures[4])] == [
+        0,
+        10,
+        20,
+        40,
+    ]
+    assert isinstance(futures[3].exception(), NotLeaderOrFollowerError)
+    assert isinstance(futures[5].exception(), NotLeaderOrFollowerError)
+    assert sorted(stale) == ["", "b:1"]  # both marked the metadata stale
