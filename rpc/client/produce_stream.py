@@ -55,8 +55,10 @@ REQUEST_TIMEOUT_S_DEFAULT = 30.0
 
 # The batches of one flush go in one request up to this many bytes together (a larger
 # batch goes alone): far below any server's request_bytes_max (16 MiB by default, and no
-# lower than its largest batch), so a request of small batches is never refused for its size.
-REQUEST_BATCHES_BYTES_MAX = 1024 * 1024
+# lower than its largest batch), so a request of small batches is never refused for its
+# size. Not more: the server measures each request (protobuf's ByteSize serializes it),
+# which costs 26 us at 256 KiB and 470 us at 1 MiB on the development machine.
+REQUEST_BATCHES_BYTES_MAX = 256 * 1024
 
 
 class BatchToSend(NamedTuple):
