@@ -63,6 +63,7 @@ from twinlog.journal.journal_log_records import (
 from twinlog.journal.local_format import CopyState
 from twinlog.journal.local_journal import LocalJournal
 from twinlog.journal.local_writer import PendingWrite
+from twinlog.journal.recent_entries import RecentEntries
 
 log = logging.getLogger(__name__)
 
@@ -119,10 +120,19 @@ class JournalLog:
     CorruptJournalError on a mismatch; ``replay`` then applies what LMDB lacks.
     """
 
-    def __init__(self, local: LocalJournal, partition: str, data_log: DataLog) -> None:
+    def __init__(
+        self,
+        local: LocalJournal,
+        partition: str,
+        data_log: DataLog,
+        recent: RecentEntries | None = None,
+    ) -> None:
         self.local = local
         self.partition = partition
         self.log = data_log
+        # The ENTRY batches this log appended lately, for the copy (``recent_entries``):
+        # told of every ENTRY appended and of every cut, under the order lock.
+        self.recent = RecentEntries(bytes_max=0) if recent is None else recent
         self.order_lock = threading.Lock()
         self.needs_repair = False
         applied_end = self._checked_applied_end()
@@ -152,6 +162,7 @@ class JournalLog:
     def close(self) -> None:
         """Close the log once the writes under way have queued theirs."""
         with self.order_lock:
+            self.recent.forget_partition(self.partition)
             self.log.close()
 
     # --- replay ---------------------------------------------------------------------
@@ -259,6 +270,7 @@ class JournalLog:
                 # Built just above, so its CRC is fresh: checking it again would hash every
                 # journaled byte a second time. Fsynced by the writer, before applying.
                 offset = self.log.append_as_leader(batch, validate=False)
+                self._keep_if_entry(offset, record)
                 try:
                     failpoints.hit("journal_log.before_apply")
                     pending_writes.append(self._enqueue(offset, record))
@@ -278,6 +290,11 @@ class JournalLog:
             self.needs_repair = True
             raise error
         return results
+
+    def _keep_if_entry(self, offset: int, record: JournalLogRecord) -> None:
+        """An ENTRY just appended at ``offset``: its batch is kept for the copy."""
+        if isinstance(record, records.Entry):
+            self.recent.put(self.partition, offset, record.transaction_id, record.batch)
 
     def wait_log_committed(self) -> None:
         """No-op on one node: every record is committed once durable (see the subclass)."""
@@ -301,6 +318,7 @@ class JournalLog:
         applied_end = self._lmdb_applied_end()
         end = self.log.log_end_offset
         if applied_end < end:
+            self.recent.forget_from(self.partition, applied_end)
             self.log.truncate_to(applied_end)
             # The cut records may have been made durable before LMDB failed: the records
             # appended next take their offsets and must be fsynced before they are applied.

@@ -43,6 +43,7 @@ from twinlog.journal.journal_log import (
 from twinlog.journal.journal_log_records import JournalLogRecord, build_batch_pieces
 from twinlog.journal.local_journal import LocalJournal
 from twinlog.journal.local_writer import PendingWrite
+from twinlog.journal.recent_entries import RecentEntries
 
 log = logging.getLogger(__name__)
 
@@ -60,8 +61,9 @@ class ReplicatedJournalLog(JournalLog):
         partition: str,
         data_log: DataLog,
         wait_committed: Callable[[int], None],
+        recent: RecentEntries | None = None,
     ) -> None:
-        super().__init__(local, partition, data_log)
+        super().__init__(local, partition, data_log, recent)
         # The partition's wait for "the in-sync replicas hold every record below this
         # offset" (raises when that cannot come: leadership moved, a timeout).
         self.wait_committed = wait_committed
@@ -107,6 +109,7 @@ class ReplicatedJournalLog(JournalLog):
             for record, batch in zip(records, batches, strict=True):
                 failpoints.hit("journal_log.before_append")
                 offset = self.log.append_as_leader(batch, validate=False)
+                self._keep_if_entry(offset, record)
                 waiter = WaitingWrite(record)
                 self.pending[offset] = waiter
                 waiters.append((offset, waiter))
@@ -241,6 +244,7 @@ class ReplicatedJournalLog(JournalLog):
         with self.order_lock:
             assert not self.leads, f"{self.partition}: a leader restarts its journal log"
             self.local.drop_partition(self.partition)
+            self.recent.forget_partition(self.partition)
             self.log.truncate_fully_and_start_at(offset)
             self.durable_end = self.committed_end = self.enqueued_end = offset
             self.pending.clear()
@@ -257,6 +261,7 @@ class ReplicatedJournalLog(JournalLog):
                     "journal: the replicas disagree on committed records. Stop the broker and "
                     "copy its data directory aside"
                 )
+            self.recent.forget_from(self.partition, offset)
             self.log.truncate_to(offset)
             self.durable_end = min(self.durable_end, offset)
             self.committed_end = min(self.committed_end, offset)

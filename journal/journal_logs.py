@@ -52,6 +52,7 @@ from twinlog.journal.local_journal import (
     JournalUsage,
     LocalJournal,
 )
+from twinlog.journal.recent_entries import RecentEntries
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +67,7 @@ class JournalLogs:
 
     def __init__(self, local: LocalJournal) -> None:
         self.local = local
+        self.recent = RecentEntries()  # the ENTRY batches the logs appended lately
         self._logs: dict[str, JournalLog] = {}
         self._logs_lock = threading.Lock()
         # Every journaled byte is written once: LMDB's entries name their ENTRY record here.
@@ -102,9 +104,11 @@ class JournalLogs:
         )
         try:
             journal_log = (
-                JournalLog(self.local, partition, data_log)
+                JournalLog(self.local, partition, data_log, self.recent)
                 if wait_committed is None
-                else ReplicatedJournalLog(self.local, partition, data_log, wait_committed)
+                else ReplicatedJournalLog(
+                    self.local, partition, data_log, wait_committed, self.recent
+                )
             )
             replayed = journal_log.replay()
         except BaseException:
@@ -164,7 +168,11 @@ class JournalLogs:
             return list(self._logs)
 
     def _logged_batch(self, partition: str, sequence: int) -> tuple[int, memoryview]:
-        """LMDB's reader of batches kept in the journal logs (``JournalLog.logged_batch``)."""
+        """LMDB's reader of batches kept in the journal logs: from memory when the log
+        appended it lately (``recent_entries``), else ``JournalLog.logged_batch``."""
+        kept = self.recent.get(partition, sequence)
+        if kept is not None:
+            return kept
         return self._journal_log(partition).logged_batch(sequence)
 
     # --- writes ---------------------------------------------------------------------
