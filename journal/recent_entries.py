@@ -31,43 +31,42 @@ from collections import OrderedDict
 # transactions committed and not yet copied, for a busy broker of small transactions;
 # a larger transaction's first batches are read back from the journal log, as before.
 RECENT_ENTRY_BYTES_MAX = 16 * 1024 * 1024
+# What keeping one batch costs besides its bytes (the key, the tuple, the view, the
+# dictionaries' slots), counted against the limit so that tiny batches do not hold more.
+ENTRY_OVERHEAD_BYTES = 256
 
 
 class RecentEntries:
     def __init__(self, bytes_max: int = RECENT_ENTRY_BYTES_MAX) -> None:
         self.bytes_max = bytes_max
         self._lock = threading.Lock()
-        # (partition, journal offset) -> (transaction id, batch), oldest first.
-        # Invariant: ``_bytes`` is the sum of the kept batches' lengths, <= bytes_max.
+        # (partition, journal offset) -> (transaction id, batch), oldest first; and each
+        # partition's kept offsets, so a cut reads only its own.
+        # Invariants: ``_bytes`` is the sum of the kept batches' costs (``_cost``), <=
+        # bytes_max; ``_offsets`` holds exactly the keys of ``_kept``, by partition.
         self._kept: OrderedDict[tuple[str, int], tuple[int, memoryview]] = OrderedDict()
+        self._offsets: dict[str, set[int]] = {}
         self._bytes = 0
 
     def put(
         self, partition: str, offset: int, transaction_id: int, batch: bytes | memoryview
     ) -> None:
         """Keep the batch of the ENTRY record just appended at ``offset``, if its bytes
-        cannot change (else nothing is kept: the journal log holds it)."""
-        if isinstance(batch, memoryview):
-            if not isinstance(batch.obj, bytes):
-                return
+        cannot change (else nothing is kept at that offset: the journal log holds it)."""
+        view: memoryview | None = None
+        if isinstance(batch, memoryview) and isinstance(batch.obj, bytes):
             view = batch
         elif isinstance(batch, bytes):
             view = memoryview(batch)
-        else:
-            return
-        size = len(view)
-        if size > self.bytes_max:
-            return
-        key = (partition, offset)
         with self._lock:
-            replaced = self._kept.pop(key, None)
-            if replaced is not None:
-                self._bytes -= len(replaced[1])
-            self._kept[key] = (transaction_id, view)
-            self._bytes += size
+            self._drop((partition, offset))  # what an earlier record there left, if anything
+            if view is None or _cost(view) > self.bytes_max:
+                return
+            self._kept[(partition, offset)] = (transaction_id, view)
+            self._offsets.setdefault(partition, set()).add(offset)
+            self._bytes += _cost(view)
             while self._bytes > self.bytes_max:
-                _, (_, evicted) = self._kept.popitem(last=False)
-                self._bytes -= len(evicted)
+                self._drop(next(iter(self._kept)))
             assert 0 <= self._bytes <= self.bytes_max, self._bytes
 
     def get(self, partition: str, offset: int) -> tuple[int, memoryview] | None:
@@ -78,8 +77,20 @@ class RecentEntries:
     def forget_from(self, partition: str, offset: int) -> None:
         """The journal log was cut at ``offset``: its records from there are gone."""
         with self._lock:
-            for key in [key for key in self._kept if key[0] == partition and key[1] >= offset]:
-                self._bytes -= len(self._kept.pop(key)[1])
+            kept = self._offsets.get(partition, ())
+            for cut in [each for each in kept if each >= offset]:
+                self._drop((partition, cut))
+
+    def _drop(self, key: tuple[str, int]) -> None:
+        """Forget one kept batch, if kept (lock held)."""
+        dropped = self._kept.pop(key, None)
+        if dropped is None:
+            return
+        self._bytes -= _cost(dropped[1])
+        offsets = self._offsets[key[0]]
+        offsets.discard(key[1])
+        if not offsets:
+            del self._offsets[key[0]]
 
     def forget_partition(self, partition: str) -> None:
         self.forget_from(partition, 0)
@@ -88,3 +99,7 @@ class RecentEntries:
     def kept_bytes(self) -> int:
         with self._lock:
             return self._bytes
+
+
+def _cost(batch: memoryview) -> int:
+    return len(batch) + ENTRY_OVERHEAD_BYTES

@@ -109,11 +109,16 @@ class ClusterProducePipe:
         for address, routed_batches in by_address.items():
             try:
                 answers = self._pipe_at(address).submit_all([sent for _, sent in routed_batches])
-            except TwinlogError as error:  # a closed pipe: the sender decides
+            except Exception as error:  # a closed pipe, no channel: the sender decides
+                failure = (
+                    error
+                    if isinstance(error, TwinlogError)
+                    else BrokerUnavailableError(f"cannot send to {address}: {error!r}")
+                )
                 answers = []
                 for _ in routed_batches:
                     failed = Future()
-                    failed.set_exception(error)
+                    failed.set_exception(failure)
                     answers.append(failed)
             check = functools.partial(self._check_answer, address)
             for (index, _), future in zip(routed_batches, answers, strict=True):
@@ -121,7 +126,9 @@ class ClusterProducePipe:
                 # time the sender schedules its retry.
                 future.add_done_callback(check)
                 futures[index] = future
-        return [future for future in futures if future is not None]
+        answered = [future for future in futures if future is not None]
+        assert len(answered) == len(batches), "a batch was neither routed nor failed"
+        return answered
 
     def _pipe_at(self, address: str) -> ProducePipe:
         with self._lock:

@@ -36,6 +36,7 @@ import grpc
 from twinlog.engine.base.errors import (
     BatchTooLargeError,
     BrokerUnavailableError,
+    InvalidConfigError,
     InvalidRequestError,
     NotEnoughResourcesError,
     RequestTimedOutError,
@@ -59,6 +60,17 @@ REQUEST_TIMEOUT_S_DEFAULT = 30.0
 # size. Not more: the server measures each request (protobuf's ByteSize serializes it),
 # which costs 26 us at 256 KiB and 470 us at 1 MiB on the development machine.
 REQUEST_BATCHES_BYTES_MAX = 256 * 1024
+# ... and this many batches at most (the server refuses more than MORE_BATCHES_MAX).
+REQUEST_BATCHES_MAX = 1000
+# What a batch in ``more`` adds to a request besides its batch and topic (tags, lengths,
+# partition, transaction id, leader epoch), at most.
+MORE_FIELDS_BYTES_MAX = 40
+# A request refused whole with one of these came with no ``more`` answers on purpose
+# (the server's DecodeGuard, or its cap on ``more``); any other answer lacking them is an
+# older server's, which answers the first batch only.
+WHOLE_REQUEST_REFUSALS = frozenset(
+    {BatchTooLargeError.__name__, InvalidConfigError.__name__, InvalidRequestError.__name__}
+)
 
 
 class BatchToSend(NamedTuple):
@@ -115,7 +127,11 @@ class _Call:
         metadata: tuple[tuple[str, str], ...],
         request_timeout_s: float = REQUEST_TIMEOUT_S_DEFAULT,
         on_refused: Callable[[list[Waiting]], None] | None = None,
+        on_unanswered: Callable[[list[Waiting], bool], None] | None = None,
     ) -> None:
+        """``on_refused``: the server refused the stream, having read none of its requests;
+        ``on_unanswered(batches, older_server)``: batches of a request the server did not
+        answer, to send again one per request."""
         self.requests: queue.SimpleQueue[produce_pb2.ProduceRequest | None] = queue.SimpleQueue()
         self.pending: dict[int, _Pending] = {}  # in the order sent, so answered
         self.lock = threading.Lock()
@@ -123,6 +139,7 @@ class _Call:
         self.broken = False
         self.request_timeout_s = request_timeout_s
         self.on_refused = on_refused
+        self.on_unanswered = on_unanswered
         self.responses = method(self._request_iterator(), metadata=metadata)
         self.reader = threading.Thread(
             target=self._read, name="twinlog-produce-stream", daemon=True
@@ -162,8 +179,15 @@ class _Call:
             for response in self.responses:
                 with self.lock:
                     waiting = self.pending.pop(response.correlation_id, None)
-                if waiting is not None:
-                    _resolve(waiting.futures, response)
+                if waiting is None:
+                    continue
+                unanswered, older_server = _resolve(waiting, response)
+                if unanswered and self.on_unanswered is not None:
+                    self.on_unanswered(unanswered, older_server)
+                else:
+                    error = BrokerUnavailableError("the server did not answer this batch")
+                    for _request, future in unanswered:
+                        _fail(future, error)
             failure = BrokerUnavailableError("the produce stream was closed by the server; retry")
         except grpc.RpcError as error:
             failure = error_from_rpc_error(error)
@@ -221,28 +245,40 @@ class _Call:
             self.responses.cancel()
 
 
-def _resolve(futures: list[Future[ProduceResult]], response: produce_pb2.ProduceResponse) -> None:
+def _resolve(
+    waiting: _Pending, response: produce_pb2.ProduceResponse
+) -> tuple[list[Waiting], bool]:
     """Each batch's future from its answer: the response for the request's first batch,
-    its ``more`` for the others, in order. A response without them all is a refusal of the
-    whole request (its error for every batch: an undecodable request is answered so) or
-    the answer of a server that takes one batch per request (the first one's only)."""
+    its ``more`` for the others, in order. Returns the batches left unanswered, to send
+    again one per request, and whether an older server left them so:
+
+    - a request refused whole for its size (over the server's ``request_bytes_max``):
+      every batch, each of which fits alone;
+    - a request refused whole otherwise (undecodable, too many batches): every batch
+      fails with that refusal, none is left;
+    - an older server, which answers the first batch only: the others (and this
+      stream sends one batch per request from then on)."""
+    futures = waiting.futures
     answers = [response, *response.more]
-    if len(answers) != len(futures) and response.HasField("error"):
-        answers = [response] * len(futures)
-    for future, answer in itertools.zip_longest(futures, answers[: len(futures)]):
-        if answer is None:
-            _fail(
-                future,
-                InvalidRequestError(
-                    f"the server answered {len(answers)} of the {len(futures)} batches of a "
-                    "produce request: it takes one batch per request (an older server); "
-                    "upgrade it, nothing else of the request was written"
-                ),
-            )
-        elif answer.HasField("error"):
-            _fail(future, error_from_proto(answer.error))
+    if len(answers) != len(futures):
+        refusal = response.error.name if response.HasField("error") else ""
+        if refusal in WHOLE_REQUEST_REFUSALS and not response.more:
+            if refusal == BatchTooLargeError.__name__ and len(futures) > 1:
+                return waiting.waiting(), False
+            answers = [response] * len(futures)
         else:
-            _succeed(future, ProduceResult(answer.base_offset, answer.duplicate))
+            _answer(futures[0], response)
+            return waiting.waiting()[1:], True
+    for future, answer in zip(futures, answers, strict=True):
+        _answer(future, answer)
+    return [], False
+
+
+def _answer(future: Future[ProduceResult], answer: produce_pb2.ProduceResponse) -> None:
+    if answer.HasField("error"):
+        _fail(future, error_from_proto(answer.error))
+    else:
+        _succeed(future, ProduceResult(answer.base_offset, answer.duplicate))
 
 
 def _succeed(future: Future[ProduceResult], result: ProduceResult) -> None:
@@ -279,6 +315,7 @@ class ProduceStream:
         self._call: _Call | None = None
         self._correlation_ids = itertools.count(1)
         self._closed = False
+        self._one_per_request = False  # the server answers one batch per request only
 
     def submit(
         self,
@@ -305,7 +342,12 @@ class ProduceStream:
             except BatchTooLargeError as error:  # as a refusal from the server: in the future
                 future.set_exception(error)
                 continue
-            if request is not None and request_bytes + len(sent.batch) > REQUEST_BATCHES_BYTES_MAX:
+            size_bytes = len(sent.batch) + 4 * len(sent.topic) + MORE_FIELDS_BYTES_MAX
+            if request is not None and (
+                self._one_per_request
+                or request_bytes + size_bytes > REQUEST_BATCHES_BYTES_MAX
+                or len(request_futures) >= REQUEST_BATCHES_MAX
+            ):
                 self._send(request, request_futures)
                 request = None
             if request is None:
@@ -314,7 +356,7 @@ class ProduceStream:
             else:
                 _fill(request.more.add(), sent)
             request_futures.append(future)
-            request_bytes += len(sent.batch)
+            request_bytes += size_bytes
         if request is not None:
             self._send(request, request_futures)
         return futures
@@ -322,7 +364,18 @@ class ProduceStream:
     def _send(
         self, request: produce_pb2.ProduceRequest, futures: list[Future[ProduceResult]]
     ) -> None:
-        """On the open call (one opened if none is), else unary calls, one per batch."""
+        """On the open call (one opened if none is), else unary calls, one per batch. Never
+        raises: a failure to send fails the request's futures."""
+        try:
+            self._send_or_raise(request, futures)
+        except Exception as error:  # a closed channel, a thread that cannot start
+            failure = BrokerUnavailableError(f"cannot send a produce request: {error!r}")
+            for future in futures:
+                _fail(future, failure)
+
+    def _send_or_raise(
+        self, request: produce_pb2.ProduceRequest, futures: list[Future[ProduceResult]]
+    ) -> None:
         with self._lock:
             if self._closed:
                 error = BrokerUnavailableError("the produce stream is closed")
@@ -337,7 +390,11 @@ class ProduceStream:
                 if call is None or call.broken:
                     on_refused = self._refused if self._unary is not None else None
                     call = self._call = _Call(
-                        self._method, self._metadata, self._request_timeout_s, on_refused
+                        self._method,
+                        self._metadata,
+                        self._request_timeout_s,
+                        on_refused,
+                        self._unanswered,
                     )
                 with call.lock:
                     if not call.add(request.correlation_id, request, futures):
@@ -351,6 +408,13 @@ class ProduceStream:
             waiting = _Pending(request, futures, 0.0).waiting()
             for single, future in waiting:
                 self._send_unary(single, future)
+
+    def _unanswered(self, waiting: list[Waiting], older_server: bool) -> None:
+        """Batches the server left unanswered (``_resolve``): each again, alone."""
+        if older_server:
+            self._one_per_request = True
+        for request, future in waiting:
+            self._send(request, [future])
 
     def _refused(self, waiting: list[Waiting]) -> None:
         """The server has no room for another stream: send unary calls for a while."""

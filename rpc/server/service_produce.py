@@ -42,6 +42,9 @@ log = logging.getLogger(__name__)
 # worker threads: a producer has at most one batch per partition in flight, so these are
 # journaled side by side, the batches of one request (its ``more``) among them.
 STREAM_REQUESTS_IN_FLIGHT = 8
+# Batches in one request's ``more`` at most: a request of more is refused whole (a 2-byte
+# empty batch each, one request could otherwise queue millions of answers).
+MORE_BATCHES_MAX = 4096
 
 
 class ProducingService(produce_pb2_grpc.ProducingServicer):
@@ -96,13 +99,14 @@ class ProducingService(produce_pb2_grpc.ProducingServicer):
     def Produce(
         self, request: produce_pb2.ProduceRequest, context: grpc.ServicerContext
     ) -> produce_pb2.ProduceResponse:
+        principal = principal_of(self.guard, context)
         if not isinstance(request, UndecodableRequest) and request.more:
             raise InvalidRequestError(
                 f"a Produce call carries {len(request.more)} more batches: ProduceRequest.more "
                 "is answered on ProduceStream only; send each batch in a Produce call of its "
                 "own, or them together on ProduceStream. Nothing was written"
             )
-        return self._produce(principal_of(self.guard, context), request)
+        return self._produce(principal, request)
 
     def ProduceStream(
         self, request_iterator: Iterator[produce_pb2.ProduceRequest], context: grpc.ServicerContext
@@ -164,11 +168,32 @@ class ProducingService(produce_pb2_grpc.ProducingServicer):
                     error=describe(error).to_proto(),
                 )
 
+        def refused(
+            request: produce_pb2.ProduceRequest, count: int
+        ) -> Future[produce_pb2.ProduceResponse]:
+            error = InvalidRequestError(
+                f"a produce request carries {count} more batches, above the server's "
+                f"{MORE_BATCHES_MAX}: send fewer per request; none of them was written"
+            )
+            log_failure("ProduceStream", error)
+            whole: Future[produce_pb2.ProduceResponse] = Future()
+            whole.set_result(
+                produce_pb2.ProduceResponse(
+                    base_offset=-1,
+                    correlation_id=request.correlation_id,
+                    error=describe(error).to_proto(),
+                )
+            )
+            return whole
+
         def read() -> None:
             try:
                 for request in request_iterator:
                     slots.acquire()  # released when its answer is sent
                     more = () if isinstance(request, UndecodableRequest) else request.more
+                    if len(more) > MORE_BATCHES_MAX:
+                        answers.put([refused(request, len(more))])
+                        continue
                     answers.put(
                         [workers.submit(answer, request)]
                         + [workers.submit(answer, each, True) for each in more]
@@ -191,7 +216,9 @@ class ProducingService(produce_pb2_grpc.ProducingServicer):
             # the request iterator, which ends too; a produce under way finishes alone.
             for _ in range(STREAM_REQUESTS_IN_FLIGHT):
                 slots.release()
-            workers.shutdown(wait=False)
+            # Those not started are dropped: the client learns the call ended, and sends
+            # them again (with the same sequences: a batch written meanwhile is a duplicate).
+            workers.shutdown(wait=False, cancel_futures=True)
 
     @unary
     def BeginTransaction(

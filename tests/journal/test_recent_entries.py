@@ -10,9 +10,10 @@ import pytest
 from copier_support import transactional_batch
 
 from twinlog.engine.base import failpoints
+from twinlog.engine.base.errors import NotEnoughReplicasAfterAppendError
 from twinlog.journal import JournalLogs, LocalJournal
 from twinlog.journal.journal_log import JournalLog
-from twinlog.journal.recent_entries import RecentEntries
+from twinlog.journal.recent_entries import ENTRY_OVERHEAD_BYTES, RecentEntries
 
 P0 = "orders-0"
 P1 = "orders-1"
@@ -31,18 +32,21 @@ def _open(tmp_path: Path) -> JournalLogs:
 
 
 def test_the_oldest_go_first_once_the_bytes_are_over_the_limit() -> None:
-    kept = RecentEntries(bytes_max=100)
+    each = 40 + ENTRY_OVERHEAD_BYTES  # what one 40-byte batch costs
+    kept = RecentEntries(bytes_max=2 * each + 20)
     kept.put(P0, 0, 7, b"a" * 40)
     kept.put(P0, 1, 7, b"b" * 40)
-    kept.put(P1, 0, 8, b"c" * 40)  # 120 bytes: the first goes
+    kept.put(P1, 0, 8, b"c" * 40)  # over the limit: the first goes
     assert kept.get(P0, 0) is None
     assert [bytes(kept.get(*key)[1]) for key in ((P0, 1), (P1, 0))] == [b"b" * 40, b"c" * 40]  # type: ignore[index]
-    assert kept.kept_bytes == 80
+    assert kept.kept_bytes == 2 * each
     kept.put(P0, 1, 9, b"d" * 10)  # the same offset again (after a cut): replaced
     assert kept.get(P0, 1) == (9, memoryview(b"d" * 10))
-    assert kept.kept_bytes == 50
-    kept.put(P0, 2, 7, b"e" * 101)  # larger than the limit: not kept, nothing evicted
-    assert kept.get(P0, 2) is None and kept.kept_bytes == 50
+    assert kept.kept_bytes == each + 10 + ENTRY_OVERHEAD_BYTES
+    kept.put(P0, 2, 7, b"e" * (2 * each))  # larger than the limit: not kept, nothing evicted
+    assert kept.get(P0, 2) is None and kept.kept_bytes == each + 10 + ENTRY_OVERHEAD_BYTES
+    kept.put(P0, 1, 9, bytearray(b"f" * 10))  # type: ignore[arg-type]  # not kept, and
+    assert kept.get(P0, 1) is None  # what was kept at that offset is gone
 
 
 def test_only_bytes_that_cannot_change_are_kept() -> None:
@@ -65,7 +69,7 @@ def test_a_cut_forgets_its_partitions_entries_from_the_cut_up() -> None:
     assert all(kept.get(P1, offset) is not None for offset in range(4))
     kept.forget_partition(P1)
     assert all(kept.get(P1, offset) is None for offset in range(4))
-    assert kept.kept_bytes == 2 * len(b"p0-0")
+    assert kept.kept_bytes == 2 * (len(b"p0-0") + ENTRY_OVERHEAD_BYTES)
 
 
 def test_the_copy_reads_batches_journaled_lately_from_memory(
@@ -126,5 +130,33 @@ def test_a_closed_partition_keeps_nothing(tmp_path: Path) -> None:
         assert journal.recent.kept_bytes > 0
         journal.close_partition(P0)
         assert journal.recent.kept_bytes == 0
+    finally:
+        journal.close()
+
+
+def test_a_replicas_cuts_forget_what_they_cut(tmp_path: Path) -> None:
+    """A replicated leader's uncommitted ENTRY, cut as a divergent suffix once it stepped
+    down, is forgotten; a restart past the leader's start forgets the partition's all."""
+    committing = [True]
+    journal = JournalLogs(LocalJournal.open(tmp_path / "journal"))
+
+    def wait_committed(end_offset: int) -> None:
+        if not committing[0]:
+            raise NotEnoughReplicasAfterAppendError("the replicas did not answer (test)")
+        journal.commit_to(P0, end_offset)
+
+    try:
+        journal.open_partition(P0, tmp_path / "logs" / P0, wait_committed=wait_committed)
+        journal.become_leader(P0, 1)
+        journal.append(P0, 5, transactional_batch(5, 0))  # offset 0, committed
+        committing[0] = False
+        with pytest.raises(NotEnoughReplicasAfterAppendError):
+            journal.append(P0, 5, transactional_batch(5, 2))  # offset 1, never committed
+        assert journal.recent.get(P0, 1) is not None
+        journal.step_down(P0)
+        journal.truncate(P0, 1)
+        assert journal.recent.get(P0, 1) is None and journal.recent.get(P0, 0) is not None
+        journal.restart_at(P0, 10)
+        assert journal.recent.get(P0, 0) is None and journal.recent.kept_bytes == 0
     finally:
         journal.close()

@@ -17,7 +17,7 @@ import pytest
 
 from twinlog.engine.base.errors import (
     BatchTooLargeError,
-    InvalidRequestError,
+    InvalidConfigError,
     NotEnoughResourcesError,
     NotLeaderOrFollowerError,
 )
@@ -26,7 +26,9 @@ from twinlog.engine.broker.broker import Broker
 from twinlog.rpc.client import Producer
 from twinlog.rpc.client.cluster_pipe import ClusterProducePipe
 from twinlog.rpc.client.produce_stream import (
+    MORE_FIELDS_BYTES_MAX,
     REQUEST_BATCHES_BYTES_MAX,
+    REQUEST_BATCHES_MAX,
     BatchToSend,
     ExecutorPipe,
     ProducePipe,
@@ -102,7 +104,8 @@ def test_a_flush_of_four_partitions_is_one_request_answered_in_order() -> None:
 def test_batches_beyond_the_request_bytes_max_go_in_the_next_request() -> None:
     opener = Opener()
     stream = ProduceStream(opener, ())
-    third = REQUEST_BATCHES_BYTES_MAX // 3
+    # a third of the request's bytes each, with its topic and fields: three fit, not four
+    third = REQUEST_BATCHES_BYTES_MAX // 3 - 4 * len("t") - MORE_FIELDS_BYTES_MAX
     try:
         futures = stream.submit_all(batches([third, third, third, third, 10]))
         assert [f.result(timeout=WAIT_S).base_offset for f in futures] == [0, 10, 20, 30, 40]
@@ -110,6 +113,17 @@ def test_batches_beyond_the_request_bytes_max_go_in_the_next_request() -> None:
         stream.close()
     sent = [[r.partition, *(each.partition for each in r.more)] for r in opener.calls[0].received]
     assert sent == [[0, 1, 2], [3, 4]]
+
+
+def test_more_batches_than_a_request_takes_go_in_the_next_request() -> None:
+    opener = Opener()
+    stream = ProduceStream(opener, ())
+    try:
+        futures = stream.submit_all(batches([1] * (REQUEST_BATCHES_MAX + 1)))
+        assert futures[-1].result(timeout=WAIT_S).base_offset == REQUEST_BATCHES_MAX * 10
+    finally:
+        stream.close()
+    assert [1 + len(r.more) for r in opener.calls[0].received] == [REQUEST_BATCHES_MAX, 1]
 
 
 def test_a_batch_too_large_for_the_client_fails_alone() -> None:
@@ -126,38 +140,68 @@ def test_a_batch_too_large_for_the_client_fails_alone() -> None:
     assert [each.partition for each in request.more] == [2]
 
 
-def test_an_older_server_answering_the_first_batch_only_fails_the_others_clearly() -> None:
+def test_an_older_server_answering_the_first_batch_only_gets_the_others_one_by_one() -> None:
+    """A server that takes one batch per request (it ignores ``more``) answers the first;
+    the others go again, each alone, and so does every later request on that stream."""
+
     def first_only(request: produce_pb2.ProduceRequest) -> produce_pb2.ProduceResponse:
-        return produce_pb2.ProduceResponse(correlation_id=request.correlation_id, base_offset=5)
-
-    stream = ProduceStream(Opener(first_only), ())
-    try:
-        first, second, third = stream.submit_all(batches([1, 1, 1]))
-        assert first.result(timeout=WAIT_S).base_offset == 5
-        for future in (second, third):
-            error = future.exception(timeout=WAIT_S)
-            assert isinstance(error, InvalidRequestError) and error.fatal
-            assert "answered 1 of the 3 batches" in str(error)
-    finally:
-        stream.close()
-
-
-def test_a_refusal_of_the_whole_request_fails_every_batch_with_it() -> None:
-    refusal = describe(BatchTooLargeError("the request is larger than request_bytes_max"))
-
-    def refuse(request: produce_pb2.ProduceRequest) -> produce_pb2.ProduceResponse:
         return produce_pb2.ProduceResponse(
-            correlation_id=request.correlation_id, base_offset=-1, error=refusal.to_proto()
+            correlation_id=request.correlation_id, base_offset=request.partition * 10
         )
 
-    stream = ProduceStream(Opener(refuse), ())
+    opener = Opener(first_only)
+    stream = ProduceStream(opener, ())
+    try:
+        futures = stream.submit_all(batches([1, 1, 1]))
+        assert [f.result(timeout=WAIT_S).base_offset for f in futures] == [0, 10, 20]
+        later = stream.submit_all(batches([1, 1]))
+        assert [f.result(timeout=WAIT_S).base_offset for f in later] == [0, 10]
+    finally:
+        stream.close()
+    sent = [(r.partition, len(r.more)) for r in opener.calls[0].received]
+    assert sent == [(0, 2), (1, 0), (2, 0), (0, 0), (1, 0)]
+
+
+def refusing_whole(error: BaseException) -> Answer:
+    """A server that refuses every request of several batches whole with ``error`` (as
+    its DecodeGuard does), and answers a request of one batch."""
+    refusal = describe(error)
+
+    def answer(request: produce_pb2.ProduceRequest) -> produce_pb2.ProduceResponse:
+        if request.more:
+            return produce_pb2.ProduceResponse(
+                correlation_id=request.correlation_id, base_offset=-1, error=refusal.to_proto()
+            )
+        return answer_all(request)
+
+    return answer
+
+
+def test_a_request_refused_whole_for_its_size_goes_again_one_batch_each() -> None:
+    """A server whose request_bytes_max is below the batches together (but not below
+    each): the batches go again alone, and are written."""
+    opener = Opener(refusing_whole(BatchTooLargeError("the request exceeds request_bytes_max")))
+    stream = ProduceStream(opener, ())
+    try:
+        futures = stream.submit_all(batches([1, 1, 1]))
+        assert [f.result(timeout=WAIT_S).base_offset for f in futures] == [0, 10, 20]
+    finally:
+        stream.close()
+    sent = [(r.partition, len(r.more)) for r in opener.calls[0].received]
+    assert sent == [(0, 2), (0, 0), (1, 0), (2, 0)]
+
+
+def test_a_request_refused_whole_otherwise_fails_every_batch_with_it() -> None:
+    opener = Opener(refusing_whole(InvalidConfigError("the request is not a valid message")))
+    stream = ProduceStream(opener, ())
     try:
         futures = stream.submit_all(batches([1, 1, 1]))
         for future in futures:
             error = future.exception(timeout=WAIT_S)
-            assert isinstance(error, BatchTooLargeError) and "request_bytes_max" in str(error)
+            assert isinstance(error, InvalidConfigError) and "not a valid message" in str(error)
     finally:
         stream.close()
+    assert len(opener.calls[0].received) == 1
 
 
 class RefusedStream(grpc.RpcError):

@@ -12,7 +12,7 @@ from twinlog.engine.records.batch_builder import build_batch
 from twinlog.rpc.generated.twinlog.v1 import produce_pb2
 from twinlog.rpc.policy.auth import Guard, Principal
 from twinlog.rpc.server.config import ServerConfig
-from twinlog.rpc.server.service_produce import ProducingService
+from twinlog.rpc.server.service_produce import MORE_BATCHES_MAX, ProducingService
 
 PRODUCE_S = 0.3  # each produce waits this long, as a journal sync would
 
@@ -85,3 +85,19 @@ def test_a_batch_in_more_with_more_of_its_own_is_refused_alone() -> None:
     refusal = answer.more[0].error
     assert refusal.name == "InvalidRequestError" and "more batches of its own" in refusal.message
     assert refusal.fatal
+
+
+def test_a_request_with_more_batches_than_the_server_takes_is_refused_whole() -> None:
+    """Each batch in ``more`` costs the server a task and an answer: past
+    ``MORE_BATCHES_MAX`` the request is refused before any is produced."""
+    broker = SlowBroker()
+    service = ProducingService(broker, Guard(None, None, False), ServerConfig())  # type: ignore[arg-type]
+    request = produce_pb2.ProduceRequest(topic="t", partition=0, correlation_id=3)
+    for _ in range(MORE_BATCHES_MAX + 1):
+        request.more.add()  # two bytes each on the wire
+    (answer,) = service._answer_stream(Principal("anonymous"), iter([request]))
+    assert answer.correlation_id == 3 and answer.base_offset == -1 and not answer.more
+    assert (
+        answer.error.name == "InvalidRequestError" and str(MORE_BATCHES_MAX) in answer.error.message
+    )
+    assert broker.at_once_max == 0  # nothing produced
