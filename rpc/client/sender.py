@@ -328,19 +328,17 @@ class Sender:
         """The ready batches in one ``submit_all``: the pipe sends those of one broker in
         one request. A batch whose bytes cannot be built fails alone."""
         ready: list[ProducerBatch] = []
+        to_send: list[BatchToSend] = []
         for batch in batches:
             try:
-                self._build(batch)
+                payload = self._build(batch)
             except Exception as error:
                 failed: Future[ProduceResult] = Future()
                 failed.set_exception(error)
                 self._on_done(batch, failed)
                 continue
             ready.append(batch)
-        to_send = []
-        for batch in ready:
-            assert batch.payload is not None  # built above
-            to_send.append(BatchToSend(*batch.topic_partition, batch.payload, batch.transaction_id))
+            to_send.append(BatchToSend(*batch.topic_partition, payload, batch.transaction_id))
         try:
             futures = self._pipe.submit_all(to_send)
         except Exception as error:
@@ -352,11 +350,11 @@ class Sender:
         for batch, future in zip(ready, futures, strict=True):
             future.add_done_callback(functools.partial(self._on_done, batch))
 
-    def _build(self, batch: ProducerBatch) -> None:
-        """The batch's bytes, on its first attempt: stamped with the producer's identity
-        and its sequence (a retry sends the same bytes)."""
+    def _build(self, batch: ProducerBatch) -> bytes:
+        """The batch's bytes, built on its first attempt: stamped with the producer's
+        identity and its sequence (a retry sends the same bytes)."""
         if batch.payload is not None:
-            return
+            return batch.payload
         identity = self._ensure_identity(batch)
         with self._changed:
             batch.base_sequence = self._sequences.take(batch.topic_partition, batch.record_count)
@@ -365,6 +363,7 @@ class Sender:
         builder.producer_generation = identity.producer_generation
         builder.base_sequence = batch.base_sequence
         batch.payload = builder.build()
+        return batch.payload
 
     # --- answers (the client's I/O thread) -----------------------------------------------
 
