@@ -73,6 +73,11 @@ class ReplicatedJournalLog(JournalLog):
         # ``become_leader``, cleared by ``step_down``, read under the order lock with the
         # append, so no record is appended after the step-down.
         self.leads = False
+        # A leader's ``commit_to`` queues records no writer waits for (the last term's,
+        # after a promotion; one whose writer's wait failed): those not known to be
+        # applied yet, checked under the order lock before the next write, which repairs
+        # first if one failed (else LMDB would stop at it and refuse every later record).
+        self._unowned: list[PendingWrite] = []
 
     @property
     def high_watermark(self) -> int:
@@ -104,6 +109,7 @@ class ReplicatedJournalLog(JournalLog):
                     "journal log takes only its leader's records (refresh metadata and send to "
                     "the leader)"
                 )
+            self._check_unowned()
             if self.needs_repair:
                 self._repair()
             for record, batch in zip(records, batches, strict=True):
@@ -170,6 +176,7 @@ class ReplicatedJournalLog(JournalLog):
         """Queue again the records LMDB did not apply: they may be on other replicas, so
         they are never cut. Called under the order lock."""
         applied_end = self._lmdb_applied_end()
+        self._unowned = []  # settled (the barrier above): what failed is queued again below
         if applied_end < self.enqueued_end:
             self.enqueued_end = applied_end
             wait_replayed(self.enqueue_committed())
@@ -215,6 +222,7 @@ class ReplicatedJournalLog(JournalLog):
         ``wait``: until LMDB applied them (a follower's fetcher; a failure raises, and
         the next call queues them again). A leader does not wait: its writers do."""
         with self.order_lock:
+            self._check_unowned()
             if self.needs_repair:
                 self._repair()
             committed = min(high_watermark, self.log.log_end_offset)
@@ -226,7 +234,21 @@ class ReplicatedJournalLog(JournalLog):
                 except BaseException:
                     self.needs_repair = True
                     raise
+            else:
+                self._unowned.extend(unowned)
             return self.committed_end
+
+    def _check_unowned(self) -> None:
+        """Forget the records ``commit_to`` queued unwaited that LMDB applied; if one
+        failed (a full disk), the next write repairs first. Under the order lock."""
+        still: list[PendingWrite] = []
+        for pending in self._unowned:
+            failed = pending.failed()
+            if failed is None:
+                still.append(pending)
+            elif failed:
+                self.needs_repair = True  # LMDB stopped at it: queue it again
+        self._unowned = still
 
     def restart_at(self, offset: int) -> None:
         """A follower whose leader's journal log starts past this one's end (the leader

@@ -88,6 +88,14 @@ class _Request:
             raise self.error
         return self.result
 
+    def failed(self) -> bool | None:
+        """Without waiting: None while the request is not finished, else whether it
+        failed (a request nobody waits for: its writer checks it later)."""
+        if not self.done.acquire(blocking=False):
+            return None
+        self.done.release()  # finished stays finished for a later wait()
+        return self.error is not None
+
 
 PendingWrite = _Request  # what ``enqueue`` returns: ``wait()`` for the result
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from copier_support import transactional_batch
+from copier_support import replicated_leader_journal, transactional_batch
 
 from twinlog.engine.base import failpoints
 from twinlog.engine.base.errors import NotEnoughReplicasAfterAppendError
@@ -138,16 +138,8 @@ def test_a_replicas_cuts_forget_what_they_cut(tmp_path: Path) -> None:
     """A replicated leader's uncommitted ENTRY, cut as a divergent suffix once it stepped
     down, is forgotten; a restart past the leader's start forgets the partition's all."""
     committing = [True]
-    journal = JournalLogs(LocalJournal.open(tmp_path / "journal"))
-
-    def wait_committed(end_offset: int) -> None:
-        if not committing[0]:
-            raise NotEnoughReplicasAfterAppendError("the replicas did not answer (test)")
-        journal.commit_to(P0, end_offset)
-
+    journal = replicated_leader_journal(tmp_path, P0, committing)
     try:
-        journal.open_partition(P0, tmp_path / "logs" / P0, wait_committed=wait_committed)
-        journal.become_leader(P0, 1)
         journal.append(P0, 5, transactional_batch(5, 0))  # offset 0, committed
         committing[0] = False
         with pytest.raises(NotEnoughReplicasAfterAppendError):

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from twinlog.copier import CommitCall, PartitionWriter
+from twinlog.engine.base.errors import NotEnoughReplicasAfterAppendError
 from twinlog.engine.base.failpoints import ENVIRONMENT_VARIABLE
 from twinlog.engine.log import DataLog, LogConfig
 from twinlog.engine.records.batch_builder import RecordBatchBuilder
@@ -138,6 +139,24 @@ class PartitionFixture:
     def journal_transaction(self, transaction_id: int, batches: list[bytes]) -> None:
         for batch in batches:
             self.j.append(self.name, transaction_id, batch)
+
+
+def replicated_leader_journal(
+    data_dir: Path, partition: str, committing: list[bool]
+) -> JournalLogs:
+    """A journal whose ``partition`` has a replicated leader's journal log (epoch 1): a
+    write's wait for the replicas commits it while ``committing[0]``, else raises
+    NotEnoughReplicasAfterAppendError. The caller closes it."""
+    journal = JournalLogs(LocalJournal.open(data_dir / "journal"))
+
+    def wait_committed(end_offset: int) -> None:
+        if not committing[0]:
+            raise NotEnoughReplicasAfterAppendError("the replicas did not answer (test)")
+        journal.commit_to(partition, end_offset)
+
+    journal.open_partition(partition, data_dir / "logs" / partition, wait_committed=wait_committed)
+    journal.become_leader(partition, 1)
+    return journal
 
 
 def run_crash_worker(
