@@ -106,6 +106,11 @@ class LocalPartitionLeaders:
         partition = self._partition(topic_partition)
         return 0 if partition is None else partition.epochs.leader_epoch
 
+    def leads_here(self, topic_partition: TopicPartition) -> bool:
+        """Every call is in this process (``LocalLeaders``): one with no leader here is
+        refused here too, as fast."""
+        return True
+
     def count_entries(self, request: CountEntries) -> EntryCount:
         partition = self._partition(request.topic_partition)
         if partition is None:
@@ -225,6 +230,10 @@ class CurrentPartitionLeaders:
 
     def leader_epoch(self, topic_partition: TopicPartition) -> int:
         return self._host.partition_leaders.leader_epoch(topic_partition)
+
+    def leads_here(self, topic_partition: TopicPartition) -> bool:
+        leads_here = getattr(self._host.partition_leaders, "leads_here", None)
+        return leads_here is not None and bool(leads_here(topic_partition))
 
     def count_entries(self, request: CountEntries) -> EntryCount:
         return self._host.partition_leaders.count_entries(request)

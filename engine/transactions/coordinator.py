@@ -694,19 +694,35 @@ class Coordinator:
     def _side_by_side(
         self, call: Callable[[TopicPartition], None], partitions: list[TopicPartition]
     ) -> None:
-        """``call`` on every partition at once (on a cluster most are remote: one round
-        trip for all instead of one after another); raises the first failure."""
-        if len(partitions) > 1 and self._calls_pool is None:
+        """``call`` on every partition: those led elsewhere at once (one round trip for
+        all instead of one after another), those led here one after another on this
+        thread meanwhile (a freeze and a count of the local journal: cheaper than a
+        thread hop each); raises the first failure once every call has returned."""
+        leads_here = getattr(self._applier, "leads_here", None)
+        local = [p for p in partitions if leads_here is not None and leads_here(p)]
+        remote = [p for p in partitions if p not in local]
+
+        def call_each_local() -> None:
+            first_error: BaseException | None = None
+            for topic_partition in local:
+                try:
+                    call(topic_partition)
+                except BaseException as error:  # the others are still called
+                    first_error = first_error or error
+            if first_error is not None:
+                raise first_error
+
+        if not remote:
+            call_each_local()
+            return
+        if self._calls_pool is None:
             self._calls_pool = ThreadPoolExecutor(
                 max_workers=PARTITION_CALL_THREADS,
                 thread_name_prefix=f"txn-calls-{self.partition_index}",
             )
-        pool = self._calls_pool
-        if pool is None:
-            for topic_partition in partitions:
-                call(topic_partition)
-            return
-        run_side_by_side(pool, [functools.partial(call, p) for p in partitions])
+        run_side_by_side(
+            self._calls_pool, [call_each_local] + [functools.partial(call, p) for p in remote]
+        )
 
     def _count_entries(
         self, transaction_id: int, partitions: list[TopicPartition], sent: set[TopicPartition]

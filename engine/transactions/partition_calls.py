@@ -153,6 +153,14 @@ class PartitionLeaders(Protocol):
         ...
 
 
+class LocalLeaders(PartitionLeaders, Protocol):
+    """Partition leaders that can tell which partitions this broker leads (by the metadata
+    it holds, unrefreshed): a coordinator calls those in line, the others side by side.
+    Only a hint: a call still goes wherever the partition's leader is."""
+
+    def leads_here(self, topic_partition: TopicPartition) -> bool: ...
+
+
 class CopyGroupLeaders(PartitionLeaders, Protocol):
     """Partition leaders that also take a copy group: several APPLY_COMMITs of one
     partition in one call (``apply_commits``)."""

@@ -240,6 +240,12 @@ class RemotePartitionLeaders(_Transport[PartitionLeaders]):
         located = 0 if location is None or location.gone else location.leader_epoch
         return max(here, located)
 
+    def leads_here(self, topic_partition: TopicPartition) -> bool:
+        """Does the cached metadata say this broker leads the partition (``LocalLeaders``;
+        no read of ZooKeeper: a hint)."""
+        location = self.locator.partition_leader(topic_partition, refresh=False)
+        return location is not None and not location.gone and location.broker_id == self.broker_id
+
     def count_entries(self, request: CountEntries) -> EntryCount:
         answer: EntryCount = self._route(
             request.topic_partition,

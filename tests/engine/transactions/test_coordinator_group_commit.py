@@ -13,7 +13,8 @@ from fsync_support import HeldFsync
 
 import twinlog.engine.log.segment_list as segment_list_module
 from twinlog.engine.base.errors import LogClosedError
-from twinlog.engine.base.types import TransactionState
+from twinlog.engine.base.types import TopicPartition, TransactionState
+from twinlog.engine.transactions.coordinator import Coordinator
 from twinlog.engine.transactions.partition_calls import (
     CallEpochs,
     CountEntries,
@@ -194,5 +195,60 @@ def test_a_commit_counts_its_partitions_side_by_side(tmp_path: Path) -> None:
     transaction_id = coordinator.begin(*ids)
     coordinator.add_partitions(transaction_id, *ids, [A0, B1])
     coordinator.commit(transaction_id, *ids)
+    assert _wait_until(lambda: len(applier.calls) == 2)
+    coordinator.close()
+
+
+def _commit_on_a0_and_b1(coordinator: Coordinator) -> None:
+    producer = coordinator.init_producer("app", 60_000)
+    ids = producer.producer_id, producer.producer_generation
+    transaction_id = coordinator.begin(*ids)
+    coordinator.add_partitions(transaction_id, *ids, [A0, B1])
+    coordinator.commit(transaction_id, *ids)
+
+
+class HalfHereApplier(MeetingApplier):
+    """A0 is led here, B1 elsewhere: each count notes the thread it ran on."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.counted_on: dict[TopicPartition, int] = {}
+
+    def leads_here(self, topic_partition: TopicPartition) -> bool:
+        return topic_partition == A0
+
+    def count_entries(self, request: CountEntries) -> EntryCount:
+        self.counted_on[request.topic_partition] = threading.get_ident()
+        return super().count_entries(request)
+
+
+def test_partitions_led_here_are_counted_in_line_and_the_others_side_by_side(
+    tmp_path: Path,
+) -> None:
+    """A local count is a freeze and a read of the local journal: a thread hop would cost
+    more than it; the remote one still runs meanwhile (A0's count waits for B1's)."""
+    coordinator, applier = make(tmp_path, HalfHereApplier())
+    assert isinstance(applier, HalfHereApplier)
+    _commit_on_a0_and_b1(coordinator)
+    assert applier.counted_on[A0] == threading.get_ident()
+    assert applier.counted_on[B1] != threading.get_ident()
+    assert _wait_until(lambda: len(applier.calls) == 2)
+    coordinator.close()
+
+
+class AllHereApplier(HalfHereApplier):
+    def leads_here(self, topic_partition: TopicPartition) -> bool:
+        return True
+
+    def count_entries(self, request: CountEntries) -> EntryCount:
+        self.counted_on[request.topic_partition] = threading.get_ident()
+        return RecordingApplier.count_entries(self, request)
+
+
+def test_a_commit_whose_partitions_are_all_led_here_starts_no_thread(tmp_path: Path) -> None:
+    coordinator, applier = make(tmp_path, AllHereApplier())
+    assert isinstance(applier, AllHereApplier)
+    _commit_on_a0_and_b1(coordinator)
+    assert set(applier.counted_on.values()) == {threading.get_ident()}
     assert _wait_until(lambda: len(applier.calls) == 2)
     coordinator.close()
