@@ -32,9 +32,12 @@ Copy groups (``apply_commits``): the commits queued while a copy runs (any calle
 are copied together by the next holder of the writer lock: every MARK_APPLYING in one
 journal-log write, every batch in one append and one fsync (one replicated wait on a
 cluster), every MARK_APPLIED in one write. Each MARK_APPLYING records the start its
-transaction's batches will have, right after those of the one before it. While more
-commits wait, a group's MARK_APPLIED records go in the next group's MARK_APPLYING write
-(one replicated write fewer per group); its callers are answered after that write.
+transaction's batches will have, right after those of the one before it. A group's
+MARK_APPLIED records go in the next group's MARK_APPLYING write (one replicated write
+fewer per group; ``copier.after_applied_record`` is hit there too): with ``marks_left``
+(a broker's partitions) always, their callers answered once the copy is durable and the
+records written by the broker if no group comes within its delay; without it only while
+more commits wait, the callers answered after that write.
 
 Invariant (per partition, whenever the writer lock is free; like etcd raft's
 ``applied <= applying <= committed``):
@@ -64,6 +67,7 @@ from dataclasses import dataclass
 from itertools import pairwise, takewhile
 from typing import cast
 
+from twinlog.copier.marks_left import MarksLeft
 from twinlog.copier.recovery_table import (
     Action,
     Case,
@@ -152,17 +156,22 @@ class PartitionWriter:
         journal: JournalLogs,
         wait_replicated: Callable[[int], None] | None = None,
         on_copied: Callable[[], None] | None = None,
+        marks_left: MarksLeft | None = None,
     ) -> None:
         """``wait_replicated(end_offset)``: a cluster leader's wait until its in-sync
         replicas hold the data log below ``end_offset`` (raises when they cannot).
         ``on_copied()``: a copy is durable in the data log, before its APPLIED record:
         readers may see it now (a crash before APPLIED resumes the copy over the same
-        bytes, at the same offsets), one journal sync sooner."""
+        bytes, at the same offsets), one journal sync sooner. ``marks_left``: a copy is
+        answered once durable, its MARK_APPLIED records left for the next copy group's
+        write and listed there until written (``twinlog.copier.marks_left``); without
+        it they are written before the copy is answered."""
         self.partition = partition
         self.log = data_log
         self.journal = journal
         self.wait_replicated = wait_replicated
         self.on_copied = on_copied
+        self._marks_left = marks_left
         # Called when a recovery ends (its half-done copies finished, or none found): the
         # partition lets readers past where such a copy began.
         self.on_recovered: Callable[[], None] | None = None
@@ -170,8 +179,10 @@ class PartitionWriter:
         # Group commit (``apply_commits``). Guarded by the queue lock, never held across a
         # write: the calls waiting to be copied, in arrival order; whether a caller leads
         # (copies the queue, holding the writer lock); and the MARK_APPLIED records of the
-        # last group copied, not written yet (each with the call it tells), which only
-        # the leader or the next one touches, under the writer lock.
+        # last group copied, not written yet (each with the call it tells; told already
+        # with ``marks_left``), which only the leader or the next one touches, under the
+        # writer lock. Invariant: with ``marks_left``, every call in ``_unwritten`` is
+        # told and the writer is listed there while ``_unwritten`` is not empty.
         self._queue_changed = threading.Condition(threading.Lock())
         self._queued: list[_QueuedCalls] = []
         self._leading = False
@@ -179,9 +190,13 @@ class PartitionWriter:
         self._needs_recovery = True
 
     def recover_before_next_write(self) -> None:
-        """A replica promoted to leader: finish its half-done copies (J6) before it writes."""
+        """A replica promoted to leader: finish its half-done copies (J6) before it writes.
+        MARK_APPLIED records an earlier term left (told already, with ``marks_left``) are
+        dropped: that recovery records APPLIED for every whole copy, in this term."""
         with self._lock:
             self._needs_recovery = True
+            if self._marks_left is not None:
+                self._take_unwritten()
 
     # --- writes -------------------------------------------------------------------
 
@@ -231,10 +246,12 @@ class PartitionWriter:
         calls queue here, whatever coordinator or lane sends them; one caller at a time
         leads, takes every call queued and copies them (``_apply_queued``), in arrival
         order, as copy groups. Its last group's MARK_APPLIED records are left to the next
-        leader when calls are waiting (they go in the same journal-log write as that
-        leader's MARK_APPLYING records: one replicated write fewer per group while the
-        partition is busy), else written at once. Each caller returns once its calls'
-        outcomes are known, whoever led.
+        leader (they go in the same journal-log write as that leader's MARK_APPLYING
+        records: one replicated write fewer per group while the partition is busy): with
+        ``marks_left`` whether or not calls are waiting, their callers answered at once
+        (the copies are durable), the records written by the broker if no next group
+        comes soon; without it only when calls are waiting, else written at once. Each
+        caller returns once its calls' outcomes are known, whoever led.
         """
         request = _QueuedCalls(list(calls))
         with self._queue_changed:
@@ -244,32 +261,72 @@ class PartitionWriter:
                 while not request.told():
                     # Lead when no one does and something waits: calls queued (this
                     # caller's among them at first), or MARK_APPLIED records a leader left
-                    # for the next (this caller's, once it led and a caller queued behind).
-                    if not self._leading and (self._queued or self._unwritten):
+                    # for the next (this caller's, once it led and a caller queued behind;
+                    # never with ``marks_left``: those callers were told).
+                    untold = self._unwritten and self._marks_left is None
+                    if not self._leading and (self._queued or untold):
                         self._leading = True
                         break
                     self._queue_changed.wait()
                 else:
                     return request.results()
-            try:
-                with self._lock:
-                    self._lead()
-            finally:
-                with self._queue_changed:
-                    self._leading = False
-                    self._queue_changed.notify_all()
+            with self._leader_turn():
+                self._lead()
+
+    @contextlib.contextmanager
+    def _leader_turn(self) -> Iterator[None]:
+        """A leader's turn, once its caller set ``_leading`` under the queue lock: the
+        writer lock for the turn, then leadership given up and the waiting callers woken."""
+        try:
+            with self._lock:
+                yield
+        finally:
+            with self._queue_changed:
+                self._leading = False
+                self._queue_changed.notify_all()
 
     def _lead(self) -> None:
-        """One leader's turn (writer lock held): copy every call queued; then write the
-        MARK_APPLIED records left unwritten unless a caller waits to lead next."""
+        """One leader's turn (writer lock held): copy every call queued; then leave the
+        MARK_APPLIED records unwritten for the next group's write, telling their callers
+        (``marks_left``), or write them unless a caller waits to lead next."""
         with self._queue_changed:
             taken, self._queued = self._queued, []
         calls = [(each, index, call) for each in taken for index, call in enumerate(each.calls)]
         self._apply_queued(calls)
+        if self._marks_left is not None:
+            if self._unwritten:
+                self._tell_unwritten()
+                self._marks_left.left(self)
+            return
         with self._queue_changed:
             waiting = bool(self._queued)
         if not waiting:
             self._write_unwritten_applied()
+
+    def write_marks_left(self) -> None:
+        """Write the MARK_APPLIED records left for the next copy group now, unless a copy
+        is under way (its leader writes or leaves them). Raises nothing: a failure makes
+        the next write recover first (``MarksLeft``'s background round, before a purge)."""
+        with self._queue_changed:
+            if self._leading or not self._unwritten:
+                return
+            self._leading = True
+        with self._leader_turn():
+            self._write_left_applied()
+
+    def _take_unwritten(self) -> list[tuple[tuple[int, int, int], tuple[_QueuedCalls, int]]]:
+        """The MARK_APPLIED records left unwritten, now the caller's to write (lock held)."""
+        unwritten, self._unwritten = self._unwritten, []
+        if unwritten and self._marks_left is not None:
+            self._marks_left.written(self)
+        return unwritten
+
+    def _tell_unwritten(self) -> None:
+        """Tell the callers of the records left unwritten their ranges: their copies are
+        durable (and replicated), which is all their answer needs (lock held)."""
+        for (_tid, first, after), (request, index) in self._unwritten:
+            if request.outcomes[index] is None:
+                self._tell(request, index, (first, after))
 
     def _apply_queued(self, calls: list[tuple[_QueuedCalls, int, CommitCall]]) -> None:
         """Copy ``calls`` (lock held), telling each its outcome. Consecutive OPEN
@@ -332,20 +389,31 @@ class PartitionWriter:
 
     def _write_unwritten_applied(self) -> None:
         """Write the MARK_APPLIED records the last group left (lock held), and tell their
-        callers; on failure they get the error and the next write recovers first."""
-        unwritten, self._unwritten = self._unwritten, []
+        callers not told yet; on failure they get the error and the next write recovers
+        first (one told already keeps its answer: its copy is whole, which recovery
+        records)."""
+        unwritten = self._take_unwritten()
         if not unwritten:
             return
         try:
             self.journal.mark_applied_all(self.partition, [mark for mark, _ in unwritten])
         except BaseException as error:
             self._needs_recovery = True
-            for _mark, (request, index) in unwritten:
-                self._tell(request, index, error)
+            self._tell_untold(unwritten, error)
             raise
         failpoints.hit("copier.after_applied_record")
         for (_tid, first, after), (request, index) in unwritten:
-            self._tell(request, index, (first, after))
+            if request.outcomes[index] is None:
+                self._tell(request, index, (first, after))
+
+    def _tell_untold(
+        self,
+        unwritten: list[tuple[tuple[int, int, int], tuple[_QueuedCalls, int]]],
+        error: BaseException,
+    ) -> None:
+        for _mark, (request, index) in unwritten:
+            if request.outcomes[index] is None:
+                self._tell(request, index, error)
 
     def _apply_settled(self, transaction_id: int, record: CopyRecord | None) -> tuple[int, int]:
         """APPLY_COMMIT of a transaction that is not OPEN here (lock held)."""
@@ -380,7 +448,7 @@ class PartitionWriter:
             marks.append((call.transaction_id, start, attempts))
             if position + 1 < len(group):  # the last one's span is not needed
                 start += self._span(call.transaction_id, attempts)
-        unwritten, self._unwritten = self._unwritten, []
+        unwritten = self._take_unwritten()
         # A failed MARK_APPLYING may stay in the journal log (LMDB did not apply it):
         # recovery cuts it before the data log's next write, which a crash would
         # otherwise turn into a foreign tail behind a replayed APPLYING.
@@ -390,11 +458,13 @@ class PartitionWriter:
                 self.partition, [mark for mark, _ in unwritten], marks
             )
         except BaseException as error:
-            for _mark, (request, index) in unwritten:
-                self._tell(request, index, error)
+            self._tell_untold(unwritten, error)
             raise
         for (_tid, first, after), (request, index) in unwritten:
-            self._tell(request, index, (first, after))
+            if request.outcomes[index] is None:
+                self._tell(request, index, (first, after))
+        if unwritten:  # the write recorded the group before's APPLIED too
+            failpoints.hit("copier.after_applied_record")
         failpoints.hit("copier.after_applying_record")
         ranges = self._copy(records, defer_applied=True)
         self._unwritten = [
@@ -571,6 +641,16 @@ class PartitionWriter:
         with self._lock:
             self._write_left_applied()
             return self._recover_locked()
+
+    def recover_if_needed(self) -> bool:
+        """Recover now (``recover``) if no write has since the promotion (each recovers
+        first); True if this call did. The broker's background round calls it for a
+        promoted leader that no write reaches (``promotion_recoveries``)."""
+        with self._lock:
+            if not self._needs_recovery:
+                return False
+            self._recover_if_needed()
+            return True
 
     def _recover_if_needed(self) -> None:
         self._write_left_applied()

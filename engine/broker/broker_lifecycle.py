@@ -276,6 +276,7 @@ class BrokerLifecycle:
                     should_stop=self.scheduler.is_stopping,
                     expire_group_members=self.consumer_groups.membership.expire,
                     decompression_budget=self._decompression_budget,
+                    write_marks_left=self.partition_manager.marks_left.write_all,
                 ),
                 *self.topic_manager.cluster_tasks(),
                 *self.partition_manager.tasks(),

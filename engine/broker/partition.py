@@ -48,6 +48,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from twinlog.copier import CommitCall, PartitionWriter
+from twinlog.copier.marks_left import MarksLeft
 from twinlog.engine.base.bounded_cache import BoundedCache
 from twinlog.engine.base.errors import (
     DiskFullError,
@@ -68,6 +69,7 @@ from twinlog.engine.broker.partition_replica import PartitionReplica
 from twinlog.engine.broker.partition_role import NO_ROLE, PartitionRole, Role
 from twinlog.engine.broker.producer_snapshots import ProducerSnapshots
 from twinlog.engine.broker.producer_state import FIRST_SEQUENCES, SequenceTracker
+from twinlog.engine.broker.promotion_recoveries import PromotionRecoveries
 from twinlog.engine.broker.send_gate import SendGate
 from twinlog.engine.broker.transaction_gate import GateEntry, TransactionGate
 from twinlog.engine.log import CompactionReport, DataLog, LogConfig, compact
@@ -104,11 +106,17 @@ class Partition(PartitionReplica):
         replication: ReplicationSettings,
         coordinators: TransactionCoordinators | None = None,
         high_watermark_from: int | None = None,
+        marks_left: MarksLeft | None = None,
+        promotion_recoveries: PromotionRecoveries | None = None,
     ) -> None:
         """``replication``: the broker's settings (one node is a cluster of one). The
         partition starts with no role and serves nothing until ``take_role``
         (``partition_role``): the sole member of a single node gives it at once.
-        ``high_watermark_from``: the last run's checkpointed high watermark, if any."""
+        ``high_watermark_from``: the last run's checkpointed high watermark, if any.
+        ``marks_left``: the broker's list of writers holding MARK_APPLIED records for
+        their next copy group (``twinlog.copier.marks_left``); None: written at once.
+        ``promotion_recoveries``: the broker's list of promoted leaders its background
+        round asks to recover; None: a promoted leader recovers at its first write."""
         self.topic_partition = topic_partition
         self.name = str(topic_partition)
         self.directory = directory
@@ -125,7 +133,11 @@ class Partition(PartitionReplica):
             self.log.close()
             raise
         self.writer = PartitionWriter(
-            self.name, self.log, journal, wait_replicated=self._wait_copy_replicated
+            self.name,
+            self.log,
+            journal,
+            wait_replicated=self._wait_copy_replicated,
+            marks_left=marks_left,
         )
         # A replica recovers its copies only once it leads and has passed the promotion
         # barrier (J5: followers never decide; J6: resume on promotion); until then the
@@ -141,6 +153,8 @@ class Partition(PartitionReplica):
             ),
         )
         self.replication = replication
+        self.promotion_recoveries = promotion_recoveries
+        self.closed = False  # set first by ``close``: the background round leaves it be
         self.role: PartitionRole = NO_ROLE
         self.replicas: ReplicaSet | None = None  # while LEADER
         # While LEADER and not yet through the promotion barrier: each log's end at
@@ -689,6 +703,12 @@ class Partition(PartitionReplica):
             replicas.min_insync_replicas = config.min_insync_replicas
 
     def close(self) -> None:
+        # MARK_APPLIED records left for a next copy group are not written here: on a
+        # cluster the write would wait for followers that may be closing too. The next
+        # leader's recovery (this replica's after a restart) records them from the copies.
+        self.closed = True
+        if self.promotion_recoveries is not None:
+            self.promotion_recoveries.forget(self)
         with self._plain_lock:
             try:
                 self.log.flush()

@@ -26,6 +26,7 @@ import threading
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from pathlib import Path
 
+from twinlog.copier.marks_left import MARKS_LEFT_DELAY_MS, MarksLeft
 from twinlog.engine.base.errors import (
     NotLeaderOrFollowerError,
     TwinlogError,
@@ -33,10 +34,12 @@ from twinlog.engine.base.errors import (
 )
 from twinlog.engine.base.types import TopicPartition
 from twinlog.engine.broker.config import BrokerConfig
+from twinlog.engine.broker.group_offsets import OFFSETS_TOPIC
 from twinlog.engine.broker.high_watermark_checkpoint import HighWatermarkCheckpoint
 from twinlog.engine.broker.metadata_store import MetadataStore
 from twinlog.engine.broker.partition import Partition
 from twinlog.engine.broker.partition_role import NO_LEADER, PartitionRole, Role
+from twinlog.engine.broker.promotion_recoveries import PromotionRecoveries
 from twinlog.engine.broker.scheduler import ScheduledTask
 from twinlog.engine.log import LogConfig
 from twinlog.engine.replication.fetch_calls import (
@@ -76,6 +79,10 @@ class PartitionManager:
         self._admin_lock = admin_lock
         self._is_closed = is_closed
         self._partitions: dict[TopicPartition, Partition] = {}
+        # The partitions' writers holding MARK_APPLIED records for their next copy group
+        self.marks_left = MarksLeft()
+        # Promoted leaders whose copies an earlier term left are not recovered yet
+        self.promotion_recoveries = PromotionRecoveries()
         # Where each partition's high watermark starts at open (the last run's checkpoint)
         self.high_watermarks = HighWatermarkCheckpoint(data_dir)
         self._checkpointed = self.high_watermarks.read()
@@ -120,6 +127,15 @@ class PartitionManager:
             coordinators=self._coordinators,
             replication=self.replication,
             high_watermark_from=self._checkpointed.pop(topic_partition, None),
+            # An offsets partition's new leader reads its APPLYING transactions' offsets
+            # as pending until an APPLY settles them (``group_coordinators``), which a
+            # COMMITTED transaction never gets again: its MARK_APPLIED is written at once.
+            marks_left=None if topic_partition.topic == OFFSETS_TOPIC else self.marks_left,
+            # Not an offsets partition: its finished copies must be folded into the group
+            # coordinator's view, which only an APPLY does (``promotion_recoveries``).
+            promotion_recoveries=(
+                None if topic_partition.topic == OFFSETS_TOPIC else self.promotion_recoveries
+            ),
         )
         self._partitions[topic_partition] = partition
         return partition
@@ -137,8 +153,15 @@ class PartitionManager:
                 "hw-checkpoint",
                 lambda: self._config.replica_high_watermark_checkpoint_interval_ms,
                 self.checkpoint_high_watermarks,
-            )
+            ),
+            # MARK_APPLIED records no next copy group took within the delay, and those an
+            # earlier term left, which a promoted leader's recovery records
+            ScheduledTask("applied-marks", lambda: MARKS_LEFT_DELAY_MS, self._write_marks_due),
         ]
+
+    def _write_marks_due(self) -> None:
+        self.marks_left.write_due()
+        self.promotion_recoveries.run_due(self._is_closed)
 
     def get(self, topic_partition: TopicPartition) -> Partition | None:
         """The partition if this broker has opened it; None otherwise (never opens one)."""

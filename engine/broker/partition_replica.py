@@ -51,6 +51,7 @@ from twinlog.engine.broker.partition_role import (
 )
 from twinlog.engine.broker.producer_snapshots import ProducerSnapshots
 from twinlog.engine.broker.producer_state import SequenceTracker
+from twinlog.engine.broker.promotion_recoveries import PromotionRecoveries
 from twinlog.engine.broker.reassignments import ReplicaProgress
 from twinlog.engine.log import DataLog
 from twinlog.engine.log.high_watermark import HighWatermark
@@ -87,6 +88,9 @@ class PartitionReplica:
     role: PartitionRole
     replicas: ReplicaSet | None
     _promotion_ends: dict[LogKind, int] | None
+    # told of each promotion, so that a leader no write reaches recovers too (None: no one)
+    promotion_recoveries: PromotionRecoveries | None = None
+    closed: bool  # set first by ``Partition.close``
     _asked_epoch: int
     _plain_lock: threading.Lock
     epochs: PartitionEpochs
@@ -160,6 +164,8 @@ class PartitionReplica:
                 self._unfinished_copy_from = self.log.unfinished_append_from
                 self.transaction_sequences.clear()  # rebuilt from what is committed
                 self.role = asked
+                if self.promotion_recoveries is not None:
+                    self.promotion_recoveries.promoted(self)
             elif transition is Transition.UPDATE:
                 assert self.replicas is not None
                 self.replicas.confirm(isr)
@@ -284,6 +290,29 @@ class PartitionReplica:
         self._wake_fetchers()
         self._wait_replicated(kind, end_offset, role)
 
+    def recover_after_promotion(self) -> bool:
+        """The broker's background round (``promotion_recoveries``): once this leader is
+        through its promotion barrier, finish the copies an earlier term left (J6) if no
+        write or APPLY has yet. True once nothing is left to do here (recovered, or no
+        longer the leader, or closed); False while the in-sync replicas are behind the
+        barrier. A step-down meanwhile makes the recovery's writes fail (a follower's
+        journal log takes none): NotLeaderOrFollowerError, which the round takes as done."""
+        role = self.role
+        if self.closed or not role.serves_clients:
+            return True
+        ends = self._promotion_ends
+        if ends is not None and not self._through_barrier(ends):
+            return False
+        self._wait_promoted()  # through the barrier: marks it passed, LMDB applied
+        if self.closed or self.role != role:
+            return True  # closed, or stepped down (or promoted again: asked anew) meanwhile
+        self.writer.recover_if_needed()
+        return True
+
+    def _through_barrier(self, ends: dict[LogKind, int]) -> bool:
+        """The in-sync replicas hold both logs up to their ends at promotion."""
+        return all(self._high_watermark_of(kind) >= end for kind, end in ends.items())
+
     def _wait_promoted(self) -> None:
         """A new leader acts only once its in-sync replicas hold both logs as it held them
         at promotion (the promotion barrier, Raft's "commit an entry of your own term"):
@@ -301,7 +330,7 @@ class PartitionReplica:
                     return
                 if self.role != role:
                     break
-                if all(self._high_watermark_of(kind) >= end for kind, end in ends.items()):
+                if self._through_barrier(ends):
                     # Everything held at promotion is committed: LMDB applies it before the
                     # leader reads its state (sequences, counts, the copier's recovery).
                     self.journal.wait_applied()

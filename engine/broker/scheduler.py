@@ -2,8 +2,10 @@
 
     task             interval                          one round
     txn-timeouts     transaction_check_interval_ms     abort the transactions past their timeout
-    txn-checkpoints  checkpoint_interval_ms            checkpoint every coordinator, then purge
-                                                       the local journal below the low watermark
+    txn-checkpoints  checkpoint_interval_ms            checkpoint every coordinator, write the
+                                                       MARK_APPLIED records left for the next
+                                                       copy group, then purge the local journal
+                                                       below the low watermark
     retention        retention_check_interval_ms       delete segments past retention
     compaction       compaction_check_interval_ms      compact the compacted topics' logs
     log-flush        half the shortest flush.ms        fsync interval-flushed logs that are due
@@ -92,6 +94,7 @@ def broker_tasks(
     should_stop: Callable[[], bool],
     expire_group_members: Callable[[], None],
     decompression_budget: DecompressionBudget | None = None,
+    write_marks_left: Callable[[], object] | None = None,
 ) -> list[ScheduledTask]:
     """The broker's background tasks, in the order of the table above."""
 
@@ -107,7 +110,7 @@ def broker_tasks(
         ScheduledTask(
             "txn-checkpoints",
             every(config.checkpoint_interval_ms),
-            lambda: checkpoint_and_purge(coordinators(), journal, low_watermark),
+            lambda: checkpoint_and_purge(coordinators(), journal, low_watermark, write_marks_left),
         ),
         ScheduledTask(
             "retention",
@@ -141,10 +144,17 @@ def expire_transactions(coordinators: Iterable[Coordinator]) -> None:
 
 
 def checkpoint_and_purge(
-    coordinators: Iterable[Coordinator], journal: JournalLogs, low_watermark: Callable[[], int]
+    coordinators: Iterable[Coordinator],
+    journal: JournalLogs,
+    low_watermark: Callable[[], int],
+    write_marks_left: Callable[[], object] | None = None,
 ) -> None:
     for coordinator in coordinators:
         coordinator.checkpoint()
+    if write_marks_left is not None:
+        # A copy's transaction is below the low watermark once COMMITTED: its row must
+        # say APPLIED before the purge reads it (an APPLYING row is kept, with a warning).
+        write_marks_left()
     journal.purge_below(low_watermark())
 
 

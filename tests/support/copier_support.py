@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from twinlog.copier import CommitCall, PartitionWriter
+from twinlog.copier.marks_left import MarksLeft
 from twinlog.engine.base.errors import NotEnoughReplicasAfterAppendError
 from twinlog.engine.base.failpoints import ENVIRONMENT_VARIABLE
 from twinlog.engine.log import DataLog, LogConfig
@@ -103,6 +104,7 @@ class PartitionFixture:
     name: str = PARTITION
     log_config: LogConfig | None = None
     journal_config: JournalConfig | None = None
+    marks_left: MarksLeft | None = None  # as the broker's: MARK_APPLIED left for the next
 
     def __post_init__(self) -> None:
         self.journal: JournalLogs | None = None
@@ -118,7 +120,7 @@ class PartitionFixture:
         )
         self.log = DataLog.open(self.log_directory, self.log_config)
         self.journal.open_partition(self.name, self.log_directory)
-        self.writer = PartitionWriter(self.name, self.log, self.journal)
+        self.writer = PartitionWriter(self.name, self.log, self.journal, marks_left=self.marks_left)
         if recover:
             self.writer.recover()
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from broker_support import batch
+from cluster_support import wait_for
 
 from twinlog.engine.base.errors import (
     BatchTooLargeError,
@@ -24,6 +25,7 @@ from twinlog.engine.base.types import TopicPartition, TransactionState
 from twinlog.engine.broker.broker import Broker
 from twinlog.engine.records.batch_builder import build_batch
 from twinlog.engine.records.batch_reader import iter_batches
+from twinlog.journal import CopyState
 
 
 @pytest.fixture
@@ -67,6 +69,15 @@ class Txn:
             transaction_id=self.transaction_id,
         )
         self.sequences[tp] = sequence + len(values)
+
+    def send_offsets(self, group_id: str, offsets: dict[TopicPartition, int]) -> None:
+        self.broker.send_offsets_to_transaction(
+            self.transaction_id,
+            self.identity.producer_id,
+            self.identity.producer_generation,
+            group_id,
+            offsets,
+        )
 
     def commit(self) -> None:
         self.broker.commit_transaction(
@@ -136,7 +147,12 @@ def test_transaction_is_invisible_until_applied_then_whole(broker: Broker) -> No
     assert read_all(broker, "orders", 0) == [b"plain", b"o1", b"o2"]
     assert read_all(broker, "orders", 2) == [b"o3"]
     assert read_all(broker, "audit", 0) == [b"a1"]
-    assert broker.describe_topic("orders").partitions[0].journal_entries_pending == 0
+    # The entries go with MARK_APPLIED, which waits for a next copy group on the
+    # partition; with none, the broker's background round writes it within about 50 ms.
+    wait_for(
+        "the applied entries to leave the journal",
+        lambda: broker.describe_topic("orders").partitions[0].journal_entries_pending == 0,
+    )
     assert broker.list_transactions() == []
 
 
@@ -201,13 +217,7 @@ def test_offsets_in_transaction_are_pending_then_visible(broker: Broker) -> None
     producer = Txn(broker, "rpw")
     producer.begin()
     producer.send("audit", 0, [b"out"])
-    broker.send_offsets_to_transaction(
-        producer.transaction_id,
-        producer.identity.producer_id,
-        producer.identity.producer_generation,
-        "group",
-        {tp: 9},
-    )
+    producer.send_offsets("group", {tp: 9})
     with pytest.raises(PendingTransactionError):
         broker.fetch_offsets("group", [tp])
     producer.commit()
@@ -223,6 +233,21 @@ def test_offsets_in_transaction_are_pending_then_visible(broker: Broker) -> None
     producer.abort()
     broker.list_transactions()
     assert broker.fetch_offsets("group", [tp]) == {tp: 9}
+
+
+def test_an_offsets_partition_records_applied_before_the_commit_completes(
+    broker: Broker,
+) -> None:
+    """Not left for a next copy group: a new leader of the offsets partition would read an
+    APPLYING transaction's offsets as pending, and nothing would settle them again."""
+    producer = Txn(broker, "rpw")
+    producer.begin()
+    producer.send("audit", 0, [b"out"])
+    producer.send_offsets("group", {TopicPartition("orders", 0): 9})
+    producer.commit()
+    offsets_partition = broker.group_coordinators.coordinator_of("group")
+    row = broker.journal.transaction(offsets_partition.name, producer.transaction_id)
+    assert row is not None and row.state is CopyState.APPLIED
 
 
 def test_group_fencing_aborts_the_older_holder(broker: Broker) -> None:
@@ -435,3 +460,23 @@ def test_the_transaction_timeout_limit_is_the_brokers_setting(tmp_path: Path) ->
     with Broker.open(tmp_path / "default") as default_broker:
         with pytest.raises(InvalidConfigError, match="transaction_timeout_ms_max"):
             default_broker.init_producer("nightly-batch", hour_ms)
+
+
+def test_marks_left_at_a_close_are_recorded_after_the_restart_without_a_write(
+    tmp_path: Path,
+) -> None:
+    with Broker.open(tmp_path) as first:
+        first.create_topic("orders")
+        producer = Txn(first, "app")
+        producer.begin()
+        producer.send("orders", 0, [b"kept"])
+        producer.commit()  # closed at once: its MARK_APPLIED is left for the next leader
+        left = first.describe_topic("orders").partitions[0].journal_entries_pending
+    with Broker.open(tmp_path) as second:
+        # No write comes to the partition: the restarted leader's recovery runs anyway.
+        wait_for(
+            "the restarted leader to record the whole copy APPLIED",
+            lambda: second.describe_topic("orders").partitions[0].journal_entries_pending == 0,
+        )
+        assert read_all(second, "orders", 0) == [b"kept"]
+    assert left == 1  # else the close wrote the mark, and this test shows nothing

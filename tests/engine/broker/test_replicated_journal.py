@@ -95,6 +95,15 @@ def test_a_transaction_commits_on_every_replica(cluster: Cluster) -> None:
     assert cluster.brokers[1].fetch(TOPIC.topic, 0, 0).records == b""  # not committed yet
     _commit(coordinator, identity, transaction_id)
     assert cluster.values(cluster.brokers[1]) == [b"a", b"b", b"c"]
+    # The copy answered once replicated; its MARK_APPLIED waited for a next copy group,
+    # and with none the broker's round wrote it alone (``copier.marks_left``).
+    wait_for(
+        "the leader to write MARK_APPLIED",
+        lambda: (
+            (r := cluster.brokers[1].journal.transaction(NAME, transaction_id)) is not None
+            and r.state is CopyState.APPLIED
+        ),
+    )
     _replicas_identical(cluster)
     leader_record = cluster.brokers[1].journal.transaction(NAME, transaction_id)
     assert leader_record is not None and leader_record.state is CopyState.APPLIED

@@ -125,8 +125,10 @@ def test_a_directory_whose_applying_copy_lost_its_start_opens_and_completes(
         failpoints.disarm_all()
     with Broker.open(directory, **CONFIG) as broker:
         partition = broker.partition(TopicPartition("t", 0))
+        plain = broker.init_producer()
+        assert broker.produce("t", 0, batch([b"after"], plain, 0)).base_offset == 2 * BATCHES
+        # The copy was answered once durable: its MARK_APPLIED, left for a next copy group,
+        # failed (the full disk), so the recovery before this first write recorded it.
         record = partition.journal.transaction("t-0", transaction_id)
         assert record is not None and record.state is CopyState.APPLIED
         assert record.applied_range == (0, 2 * BATCHES)
-        plain = broker.init_producer()
-        assert broker.produce("t", 0, batch([b"after"], plain, 0)).base_offset == 2 * BATCHES

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from twinlog.engine.broker.scheduler import ScheduledTask, Scheduler
+from twinlog.engine.broker.scheduler import ScheduledTask, Scheduler, checkpoint_and_purge
 
 WAIT_S_MAX = 5.0
 
@@ -100,3 +100,27 @@ def test_run_round_runs_one_round_in_the_callers_thread() -> None:
     assert callers == [threading.current_thread().name]
     with pytest.raises(KeyError):
         scheduler.run_round("unknown")
+
+
+class _Recorded:
+    def __init__(self, steps: list[str], name: str) -> None:
+        self.steps, self.name = steps, name
+
+    def checkpoint(self) -> None:
+        self.steps.append(f"checkpoint {self.name}")
+
+    def purge_below(self, low_watermark: int) -> None:
+        self.steps.append(f"purge below {low_watermark}")
+
+
+def test_the_marks_left_are_written_after_the_checkpoints_and_before_the_purge() -> None:
+    """A committed transaction is below the low watermark: its partition's MARK_APPLIED
+    must be written before the purge reads the row (an APPLYING row would be kept)."""
+    steps: list[str] = []
+    checkpoint_and_purge(
+        [_Recorded(steps, "c0"), _Recorded(steps, "c1")],  # type: ignore[list-item]
+        _Recorded(steps, "journal"),  # type: ignore[arg-type]
+        lambda: 7,
+        lambda: steps.append("write marks left"),
+    )
+    assert steps == ["checkpoint c0", "checkpoint c1", "write marks left", "purge below 7"]

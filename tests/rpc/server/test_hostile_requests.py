@@ -1701,9 +1701,11 @@ def test_hostile_requests_change_nothing(hostile_server: tuple[ServerProcess, Se
     server, seeded = hostile_server
     data_dir = server.data_dir
     client = Client(server.address)
+    # The last writes of seeding have landed (a copy's MARK_APPLIED a background round
+    # writes tens of milliseconds after the commit among them) before the state is read.
+    stats_before = settled_file_stats(data_dir)
     with RemoteBroker(server.address) as remote:
         seen_before = visible_state(remote, seeded)
-    stats_before = settled_file_stats(data_dir)  # the last writes of seeding have landed
     checksum_before = checksum(data_dir)
     sent: list[Call] = []
 
@@ -1944,9 +1946,9 @@ def test_records_are_checked_at_the_door(hostile_server: tuple[ServerProcess, Se
     server, seeded = hostile_server
     assert server.process is not None
     data_dir = server.data_dir
+    stats_before = settled_file_stats(data_dir)  # as above: settled, then read
     with RemoteBroker(server.address) as remote:
         seen_before = visible_state(remote, seeded)
-    stats_before = settled_file_stats(data_dir)
     checksum_before = checksum(data_dir)
     owners = {
         "plain": (("known", 0), None),
@@ -2130,9 +2132,9 @@ def test_a_principal_cannot_reach_anothers_groups_or_producer_ids(tmp_path: Path
             identity = remote.init_producer("mallory-app", OPEN_TXN_TIMEOUT_MS)
             mallory = (identity.producer_id, identity.producer_generation)
             mallory_txn = remote.begin_transaction(*mallory)  # younger than the victim's
+        stats_before = settled_file_stats(server.data_dir)  # settled, then read
         with RemoteBroker(server.address, victim_options) as remote:
             seen_before = visible_state(remote, seeded)
-        stats_before = settled_file_stats(server.data_dir)
         checksum_before = checksum(server.data_dir)
         client = Client(server.address, token=MALLORY_TOKEN)
         try:
