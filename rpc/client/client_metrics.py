@@ -7,8 +7,9 @@ Producer (group ``producer-metrics``):
 
     record-send-total       records acknowledged by the broker
     record-error-total      records whose send failed for good (their futures raised)
-    request-total           produce requests sent (a retry counts again)
-    request-latency-avg/max ms from a produce request sent to its answer
+    request-total           produce requests sent (a flush's batches to one broker in
+                            one request count once; a retry counts again)
+    request-latency-avg/max ms from a batch's produce request sent to its answer, per batch
     batch-size-avg/max      bytes of the record batches sent
     buffer-total-bytes      buffer_bytes_max
     buffer-available-bytes  what the buffer can still take before send() blocks
@@ -71,6 +72,7 @@ class ProducerMetrics:
         self.records_failed = 0
         self.request_latency_ms = Mean()
         self.batch_size_bytes = Mean()
+        self._requests_sent: Callable[[], int] = lambda: 0  # the measured pipe's count
 
     def watch(self, batch: ProducerBatch) -> None:
         """Count ``batch``'s records when it is acknowledged or fails (call once per batch).
@@ -94,7 +96,8 @@ class ProducerMetrics:
                 self.records_sent += batch.record_count
 
     def measure(self, pipe: ProducePipe) -> ProducePipe:
-        """``pipe``, timing each request and counting its batch's bytes."""
+        """``pipe``, timing each batch's request, counting its bytes, and its requests."""
+        self._requests_sent = lambda: pipe.requests_sent
         return MeasuredPipe(pipe, self)
 
     def requested(self, size_bytes: int) -> None:
@@ -106,11 +109,14 @@ class ProducerMetrics:
             self.request_latency_ms.add(latency_ms)
 
     def snapshot(self) -> dict[str, dict[str, float]]:
+        # Read before the lock: a pipe may fail a future, whose callback takes this lock,
+        # while it holds its own.
+        requests_sent = self._requests_sent()
         with self._lock:
             figures: dict[str, float] = {
                 "record-send-total": self.records_sent,
                 "record-error-total": self.records_failed,
-                "request-total": self.batch_size_bytes.count,
+                "request-total": requests_sent,
                 "request-latency-avg": self.request_latency_ms.average,
                 "request-latency-max": self.request_latency_ms.maximum,
                 "batch-size-avg": self.batch_size_bytes.average,
@@ -154,6 +160,10 @@ class MeasuredPipe:
                 lambda _: self._metrics.answered((time.monotonic() - started_s) * 1000)
             )
         return futures
+
+    @property
+    def requests_sent(self) -> int:
+        return self._pipe.requests_sent
 
     def close(self, timeout_s: float | None = None) -> None:
         self._pipe.close(timeout_s)

@@ -64,6 +64,7 @@ class ClusterProducePipe:
         self._on_routing_error = on_routing_error
         self._lock = threading.Lock()
         self._pipes: dict[str, ProducePipe] = {}
+        self._requests_of_closed = 0  # the pipes' ``requests_sent`` once closed
         self._closed = False
 
     def submit(
@@ -146,11 +147,18 @@ class ClusterProducePipe:
         if isinstance(error, STALE_METADATA_ERRORS):
             self._on_routing_error(address, error)
 
+    @property
+    def requests_sent(self) -> int:
+        """Every broker's pipe's requests: a flush is a request per leader."""
+        with self._lock:
+            return self._requests_of_closed + sum(p.requests_sent for p in self._pipes.values())
+
     def close(self, timeout_s: float | None = None) -> None:
         """Close every broker's pipe; ``timeout_s`` bounds them all together."""
         with self._lock:
             self._closed = True
             pipes, self._pipes = list(self._pipes.values()), {}
+            self._requests_of_closed += sum(pipe.requests_sent for pipe in pipes)
         deadline_s = None if timeout_s is None else time.monotonic() + timeout_s
         for pipe in pipes:
             remaining_s = None if deadline_s is None else max(0.0, deadline_s - time.monotonic())

@@ -101,6 +101,12 @@ class ProducePipe(Protocol):
         order. A pipe may send them in one request."""
         ...
 
+    @property
+    def requests_sent(self) -> int:
+        """Produce requests sent so far: a flush's batches sent together count once, a
+        batch sent again counts again (the producer's ``request-total``)."""
+        ...
+
     def close(self, timeout_s: float | None = None) -> None: ...
 
 
@@ -316,6 +322,10 @@ class ProduceStream:
         self._correlation_ids = itertools.count(1)
         self._closed = False
         self._one_per_request = False  # the server answers one batch per request only
+        # Its own lock, never held while futures are completed (the stream's is: a future's
+        # callback may read the count, through the producer's metrics).
+        self._count_lock = threading.Lock()
+        self._requests_sent = 0
 
     def submit(
         self,
@@ -404,6 +414,8 @@ class ProduceStream:
                             _fail(future, error)
                         return
                 call.requests.put(request)
+                with self._count_lock:
+                    self._requests_sent += 1
         if call is None:
             waiting = _Pending(request, futures, 0.0).waiting()
             for single, future in waiting:
@@ -445,7 +457,14 @@ class ProduceStream:
         except Exception as error:  # a closed channel, say
             future.set_exception(BrokerUnavailableError(f"cannot send a produce call: {error!r}"))
             return
+        with self._count_lock:
+            self._requests_sent += 1
         call.add_done_callback(done)
+
+    @property
+    def requests_sent(self) -> int:
+        with self._count_lock:
+            return self._requests_sent
 
     def close(self, timeout_s: float | None = None) -> None:
         with self._lock:
@@ -461,6 +480,8 @@ class ExecutorPipe:
     def __init__(self, broker: BrokerApi, threads: int = EMBEDDED_SENDER_THREADS) -> None:
         self._broker = broker
         self._executor = ThreadPoolExecutor(threads, thread_name_prefix="twinlog-produce")
+        self._lock = threading.Lock()
+        self._requests_sent = 0  # a call of ``broker.produce`` each
 
     def submit(
         self,
@@ -470,7 +491,7 @@ class ExecutorPipe:
         transaction_id: int = NO_TRANSACTION_ID,
         current_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
     ) -> Future[ProduceResult]:
-        return self._executor.submit(
+        future = self._executor.submit(
             self._broker.produce,
             topic,
             partition,
@@ -478,9 +499,17 @@ class ExecutorPipe:
             transaction_id=transaction_id,
             current_leader_epoch=current_leader_epoch,
         )
+        with self._lock:
+            self._requests_sent += 1
+        return future
 
     def submit_all(self, batches: Sequence[BatchToSend]) -> list[Future[ProduceResult]]:
         return [self.submit(*sent) for sent in batches]
+
+    @property
+    def requests_sent(self) -> int:
+        with self._lock:
+            return self._requests_sent
 
     def close(self, timeout_s: float | None = None) -> None:
         """With a timeout, produce calls still running are not waited for: they end on

@@ -1,4 +1,5 @@
-"""``Producer.metrics()`` and ``Consumer.metrics()`` move as records go, on an embedded broker."""
+"""``Producer.metrics()`` and ``Consumer.metrics()`` move as records go, on an embedded broker
+(and over gRPC, where a flush is one request)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,9 @@ from twinlog.engine.base.types import ProduceResult
 from twinlog.engine.broker.broker import Broker
 from twinlog.rpc.client import Admin, Consumer, Producer
 from twinlog.rpc.client.accumulator import ProducerBatch
-from twinlog.rpc.client.client_metrics import Mean, MeasuredPipe, ProducerMetrics
+from twinlog.rpc.client.client_metrics import Mean, ProducerMetrics
+from twinlog.rpc.server.config import ServerConfig
+from twinlog.rpc.server.server import RpcServer
 
 BATCHES = 10
 
@@ -49,6 +52,23 @@ def test_producer_metrics_move_after_sends(broker: Broker) -> None:
     assert after["request-latency-max"] >= after["request-latency-avg"]
     assert after["batch-size-avg"] > 0
     assert after["buffer-available-bytes"] == 1 << 20  # everything acknowledged: all free
+
+
+def test_a_flush_to_four_partitions_over_grpc_is_one_request(tmp_path: Path) -> None:
+    with Broker.open(tmp_path / "data") as broker:
+        broker.create_topic("spread", 4)
+        server = RpcServer(broker, ServerConfig(port=0))
+        server.start()
+        try:
+            with Producer(server.address, linger_ms=60_000) as producer:
+                futures = [producer.send("spread", b"v", partition=p) for p in range(4)]
+                producer.flush(10_000)
+                for future in futures:
+                    future.result(timeout=10)
+                figures = producer_figures(producer)
+        finally:
+            server.stop(grace_ms=0)
+    assert (figures["record-send-total"], figures["request-total"]) == (4, 1)
 
 
 def test_failed_records_are_counted_as_errors(broker: Broker) -> None:
@@ -107,11 +127,15 @@ def test_a_measured_pipe_times_answers_and_counts_bytes() -> None:
             answers.append(Future())
             return answers[-1]
 
+        @property
+        def requests_sent(self) -> int:
+            return len(answers)
+
         def close(self) -> None:
             pass
 
     metrics = ProducerMetrics(100, lambda: 40)
-    pipe = MeasuredPipe(HeldPipe(), metrics)
+    pipe = metrics.measure(HeldPipe())  # type: ignore[arg-type]
     pipe.submit("t", 0, b"x" * 30)
     pipe.submit("t", 0, b"x" * 10)
     figures = metrics.snapshot()["producer-metrics"]

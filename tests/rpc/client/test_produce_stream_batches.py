@@ -96,6 +96,7 @@ def test_a_flush_of_four_partitions_is_one_request_answered_in_order() -> None:
         assert [f.result(timeout=WAIT_S).base_offset for f in futures] == [0, 10, 20, 30]
     finally:
         stream.close()
+    assert stream.requests_sent == 1  # the producer's request-total
     (request,) = opener.calls[0].received
     assert (request.partition, [each.partition for each in request.more]) == (0, [1, 2, 3])
     assert [len(each.batch) for each in request.more] == [20, 30, 40]
@@ -262,6 +263,7 @@ def test_a_refused_stream_sends_each_batch_of_a_request_as_a_unary_call() -> Non
         assert [f.result(timeout=WAIT_S).base_offset for f in futures] == [0, 10, 20]
     finally:
         stream.close()
+    assert stream.requests_sent == 1 + 3  # the refused stream's request, then a unary call each
     assert [(r.partition, len(r.batch), len(r.more)) for r in unary.requests] == [
         (0, 1, 0),
         (1, 2, 0),
@@ -283,6 +285,10 @@ class RecordingPipe:
     def submit_all(self, sent: list[BatchToSend]) -> list[Future[ProduceResult]]:
         self.handed.append([(each.topic, each.partition) for each in sent])
         return self.inner.submit_all(sent)
+
+    @property
+    def requests_sent(self) -> int:
+        return self.inner.requests_sent
 
     def close(self, timeout_s: float | None = None) -> None:
         self.inner.close(timeout_s)
@@ -317,6 +323,7 @@ def test_a_producers_flush_hands_every_partitions_batch_over_at_once(tmp_path: A
         finally:
             producer.close()
         assert piped.pipe.handed == [[("orders", p) for p in range(4)]]
+        assert piped.pipe.requests_sent == 4  # an embedded broker's: a produce call each
         deadline_s = time.monotonic() + WAIT_S  # the commit answers before the copies
         ends: list[int] = []
         while ends != [2, 2, 2, 2] and time.monotonic() < deadline_s:
@@ -351,6 +358,10 @@ class HeldPipe:
     def submit_all(self, sent: list[BatchToSend]) -> list[Future[ProduceResult]]:
         self.handed.append([(each.partition, each.current_leader_epoch) for each in sent])
         return [self.answer(each) for each in sent]
+
+    @property
+    def requests_sent(self) -> int:
+        return len(self.handed)
 
     def close(self, timeout_s: float | None = None) -> None:
         pass
@@ -387,3 +398,41 @@ def test_a_cluster_pipe_hands_each_leader_its_batches_at_once() -> None:
     assert isinstance(futures[3].exception(), NotLeaderOrFollowerError)
     assert isinstance(futures[5].exception(), NotLeaderOrFollowerError)
     assert sorted(stale) == ["", "b:1"]  # both marked the metadata stale
+    assert pipe.requests_sent == 2  # a request per leader
+    pipe.close()
+    assert pipe.requests_sent == 2  # still counted once the pipes are closed
+
+
+class FailingOncePipe(RecordingPipe):
+    """A pipe whose first hand-over raises, as a pipe broken by a bug would."""
+
+    def __init__(self, broker: Broker) -> None:
+        super().__init__(broker)
+        self.failures_left = 1
+
+    def submit_all(self, sent: list[BatchToSend]) -> list[Future[ProduceResult]]:
+        if self.failures_left:
+            self.failures_left -= 1
+            raise RuntimeError("the pipe broke")
+        return super().submit_all(sent)
+
+
+def test_a_pipe_that_raises_fails_the_batches_it_was_given_and_the_sender_goes_on(
+    tmp_path: Any,
+) -> None:
+    with Broker.open(tmp_path / "data") as broker:
+        broker.create_topic("orders", 2)
+        piped = PipedBroker(broker)
+        piped.pipe = FailingOncePipe(broker)
+        producer = Producer(piped, linger_ms=60_000)  # type: ignore[arg-type]
+        try:
+            lost = [producer.send("orders", b"lost", partition=p) for p in range(2)]
+            producer.flush(int(WAIT_S * 1000))
+            for future in lost:
+                error = future.exception(timeout=WAIT_S)
+                assert error is not None and "the pipe broke" in str(error)
+            kept = producer.send("orders", b"kept", partition=0)
+            producer.flush(int(WAIT_S * 1000))
+            assert kept.result(timeout=WAIT_S).offset >= 0
+        finally:
+            producer.close()
