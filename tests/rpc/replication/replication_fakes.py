@@ -24,6 +24,7 @@ from twinlog.rpc.replication.service import add_replication_service
 
 RECORD = struct.Struct(">q")
 WAIT_S = 15.0  # every wait of these tests is bounded by this
+FAKE_LEADER_THREADS = "fake-leader"  # the fake leader server's handler threads
 
 
 def records(first: int, end: int) -> bytes:
@@ -156,7 +157,10 @@ class LeaderServer:
 
     def __init__(self, leader: FakeLeader, port: int = 0) -> None:
         self.leader = leader
-        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
+        # Named: a test counting the fetchers' threads tells this pool's from theirs.
+        self.server = grpc.server(
+            futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix=FAKE_LEADER_THREADS)
+        )
         add_replication_service(self.server, leader)
         self.port = self.server.add_insecure_port(f"127.0.0.1:{port}")
         assert self.port, f"cannot listen on 127.0.0.1:{port}"

@@ -10,7 +10,14 @@ from collections.abc import Iterator
 
 import grpc
 import pytest
-from replication_fakes import WAIT_S, FakeFollower, FakeLeader, LeaderServer, records
+from replication_fakes import (
+    FAKE_LEADER_THREADS,
+    WAIT_S,
+    FakeFollower,
+    FakeLeader,
+    LeaderServer,
+    records,
+)
 
 from twinlog.engine.base.backoff import Backoff
 from twinlog.engine.base.errors import InvalidConfigError, NotLeaderOrFollowerError
@@ -91,7 +98,9 @@ def test_fetch_rounds_start_no_thread(
             leader.append(TP0, 1)
             follower.wait(lambda n=number: follower.count(TP0) == 6 + n, "the appended record")
         assert len(leader.requests) - rounds_before >= 10
-        assert started == []
+        # The fake leader's server, in this process, may add a handler thread (it did when
+        # a long poll and the next fetch overlapped on a loaded machine): not the fetchers'.
+        assert [name for name in started if not name.startswith(FAKE_LEADER_THREADS)] == []
 
 
 def test_a_partition_refused_reaches_apply_and_is_logged_once(
