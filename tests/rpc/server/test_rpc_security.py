@@ -19,6 +19,7 @@ from twinlog.engine.base.errors import (
     AuthorizationError,
     BrokerUnavailableError,
     InvalidPartitionsError,
+    InvalidRequestError,
 )
 from twinlog.engine.base.types import TopicPartition, TransactionState
 from twinlog.engine.broker.leader_elections import ElectionOutcome
@@ -26,6 +27,7 @@ from twinlog.engine.records.batch_builder import build_batch
 from twinlog.rpc.client import Admin, Consumer, Producer
 from twinlog.rpc.client.connection import ConnectionOptions
 from twinlog.rpc.client.remote import RemoteBroker
+from twinlog.rpc.generated.twinlog.v1 import produce_pb2
 
 pytestmark = [
     pytest.mark.slow,
@@ -119,6 +121,20 @@ def test_missing_and_wrong_token(token_server: ServerProcess) -> None:
     with pytest.raises(AuthenticationError, match="not known"):
         Admin(token_server.address, token="not-a-real-token-at-all").list_topics()
     assert Admin(token_server.address, token=ALICE).list_topics() is not None
+
+
+def test_a_stranger_is_refused_before_its_request_is_judged(token_server: ServerProcess) -> None:
+    """Authentication first: a unary Produce carrying more batches (ProduceStream's field)
+    is refused as malformed to a known principal only; a stranger learns nothing of how
+    its request would be judged."""
+    unary = produce_pb2.ProduceRequest(topic="shared", partition=0, batch=build_batch([b"x"]))
+    unary.more.add(topic="shared", partition=0, batch=build_batch([b"y"]))
+    with RemoteBroker(token_server.address) as stranger:
+        with pytest.raises(AuthenticationError, match="requires a bearer token"):
+            stranger._call(stranger.producing.Produce, unary)
+    with RemoteBroker(token_server.address, ConnectionOptions(token=ALICE)) as alice:
+        with pytest.raises(InvalidRequestError, match="ProduceStream only"):
+            alice._call(alice.producing.Produce, unary)
 
 
 def test_elect_leaders_needs_alter_and_a_single_node_leads_everything_already(
