@@ -113,8 +113,10 @@ class JournalLog:
     cluster partition's is the ``ReplicatedJournalLog`` subclass).
 
     Invariants (under ``order_lock``):
-        applied by LMDB <= enqueued_end <= high_watermark <= log end
-        enqueued_end == high_watermark after every replay (and every ``commit_to``)
+        applied by LMDB <= enqueued_end <= applicable_end <= log end
+        enqueued_end == applicable_end after every replay (and every ``commit_to``)
+        high_watermark <= applicable_end, and <= enqueued_end on a cluster: a reader
+        that sees a record below it and waits for LMDB finds it applied
 
     Construction checks LMDB's applied offset against the log and raises
     CorruptJournalError on a mismatch; ``replay`` then applies what LMDB lacks.
@@ -147,16 +149,22 @@ class JournalLog:
         """Offset below which records are committed: on one node the durable end."""
         return self.durable_end
 
+    @property
+    def applicable_end(self) -> int:
+        """Offset below which records may be queued for LMDB (J1): on one node the durable
+        end; the high watermark may trail it while they are queued (a cluster's)."""
+        return self.durable_end
+
     def make_durable(self, offset: int) -> None:
         """fsync the log if record ``offset`` is not durable yet (the journal's writer
         thread only, before the LMDB transaction that applies it)."""
         if offset >= self.durable_end:
             # Appends go on during the fsync and join the next group's.
             self.durable_end = max(self.durable_end, self.log.flush_beside_appends())
-        # J1 commit-then-apply: LMDB sees only records below the high watermark.
-        assert offset < self.high_watermark, (
+        # J1 commit-then-apply: LMDB sees only committed records.
+        assert offset < self.applicable_end, (
             f"{self.partition}: journal-log record {offset} would be applied at or above "
-            f"the high watermark {self.high_watermark}"
+            f"the committed end {self.applicable_end}"
         )
 
     def close(self) -> None:
@@ -199,11 +207,11 @@ class JournalLog:
         return self.enqueued_end - replay_from  # one record per offset
 
     def enqueue_committed(self) -> list[PendingWrite]:
-        """Queue for LMDB, in order, every record from ``enqueued_end`` below the high
-        watermark: a leader's waiting writes from memory (their writers wait for them),
-        the others read from the log; those others' pending writes, not waited for yet.
-        Called under the order lock, or before the log is shared (open)."""
-        high_watermark = self.high_watermark
+        """Queue for LMDB, in order, every record from ``enqueued_end`` below
+        ``applicable_end``: a leader's waiting writes from memory (their writers wait for
+        them), the others read from the log; those others' pending writes, not waited for
+        yet. Called under the order lock, or before the log is shared (open)."""
+        high_watermark = self.applicable_end
         unowned: list[PendingWrite] = []
         while self.enqueued_end < high_watermark:
             offset = self.enqueued_end

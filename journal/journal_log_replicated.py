@@ -13,7 +13,9 @@ record may be on the other replicas already).
 Rules of the cluster design (CLUSTER.md section 3.4), where this module holds them:
 
     J1 commit-then-apply   only records below ``committed_end`` are queued for LMDB
-                           (``commit_to``; the assertion in ``JournalLog.make_durable``)
+                           (``commit_to``, ``applicable_end``; the assertion in
+                           ``JournalLog.make_durable``); the high watermark readers see
+                           covers only records queued already
     J2 acknowledged means committed   a leader's write returns once its record is on
                            the in-sync replicas (``wait_committed``) and applied
     J5 followers never decide   a replica appends records of its own only while it
@@ -81,7 +83,18 @@ class ReplicatedJournalLog(JournalLog):
 
     @property
     def high_watermark(self) -> int:
-        """Offset below which records are committed: what the in-sync replicas hold."""
+        """Offset below which records are committed and queued for LMDB: what the in-sync
+        replicas hold, as far as ``commit_to`` has queued it. ``commit_to`` raises
+        ``committed_end`` and then queues the records below it one by one (a promoted
+        leader's last-term records are read from the log): a reader outside the order
+        lock (the promotion barrier, ``wait_log_committed``) that saw ``committed_end``
+        cover a record and waited for LMDB could find it not applied yet, and count fewer
+        entries of a transaction than its producer wrote."""
+        return min(self.committed_end, self.enqueued_end)
+
+    @property
+    def applicable_end(self) -> int:
+        """J1's bound: what the in-sync replicas hold (``commit_to``'s word)."""
         return self.committed_end
 
     # --- a leader's writes ----------------------------------------------------------
@@ -168,7 +181,7 @@ class ReplicatedJournalLog(JournalLog):
         is then in LMDB, where the copier's recovery sees it, instead of committing later
         beside a newer one."""
         end = self.log.log_end_offset
-        if end > self.committed_end:
+        if end > self.high_watermark:  # committed and queued: the barrier then covers it
             self.wait_committed(end)
         self.local.barrier()
 

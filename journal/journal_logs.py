@@ -325,7 +325,13 @@ class JournalLogs:
     # Each is ``ReplicatedJournalLog``'s; only a cluster partition calls them.
 
     def high_watermark(self, partition: str) -> int:
+        """Below it the partition's records are committed and queued for LMDB."""
         return self._journal_log(partition).high_watermark
+
+    def applicable_end(self, partition: str) -> int:
+        """Below it the partition's records are committed (the high watermark may trail it
+        while they are queued): what a follower must hold to join the ISR."""
+        return self._journal_log(partition).applicable_end
 
     def become_leader(self, partition: str, leader_epoch: int) -> None:
         self._replicated_log(partition).become_leader(leader_epoch)

@@ -213,6 +213,13 @@ class PartitionReplica:
             return self.high_watermark.value
         return self.journal.high_watermark(self.name)
 
+    def _committed_end_of(self, kind: LogKind) -> int:
+        """What the in-sync replicas hold of ``kind``'s log, as far as this leader knows:
+        the data log's high watermark; the journal log's may trail it (``applicable_end``)."""
+        if kind is LogKind.DATA:
+            return self.high_watermark.value
+        return self.journal.applicable_end(self.name)
+
     def wait_acknowledged(self, end_offset: int, leader_epoch: int) -> None:
         """Until the in-sync replicas hold the data log below ``end_offset`` (raises when
         leadership of ``leader_epoch`` is lost or ``replica_ack_timeout_ms`` passes: the
@@ -430,8 +437,11 @@ class PartitionReplica:
         replicas = self.replicas
         if replicas is None:
             return None
-        high_watermarks = {kind: self._high_watermark_of(kind) for kind in LogKind}
-        change = replicas.isr_change_due(now_ms, high_watermarks, registered_epochs)
+        # The committed ends, not the high watermarks: the journal log's may trail what
+        # its ISR holds while ``commit_to`` queues it, and a follower joining below what is
+        # committed could be elected without it.
+        committed_ends = {kind: self._committed_end_of(kind) for kind in LogKind}
+        change = replicas.isr_change_due(now_ms, committed_ends, registered_epochs)
         if change is not None:
             replicas.propose(change)
             with self._plain_lock:
@@ -654,6 +664,8 @@ class PartitionReplica:
             # The journal log's: its records below it are committed, and go to LMDB (J1).
             journal_end = self.journal.journal_log(self.name).log_end_offset
             candidate = replicas.high_watermark_candidate(journal_end, LogKind.JOURNAL)
+            # Against the high watermark: a ``commit_to`` whose queueing failed part way
+            # (a bounded replay's wait) is finished by the next one.
             if candidate > self.journal.high_watermark(self.name):
                 self.journal.commit_to(self.name, candidate)
 
