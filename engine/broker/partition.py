@@ -171,6 +171,10 @@ class Partition(PartitionReplica):
         # writers waiting for their replicas give up at once instead of holding it back.
         self._asked_epoch = -1
         self._plain_lock = threading.Lock()
+        # Orders every high watermark advance against an ISR expansion's check and
+        # proposal (``isr_change_due``), as Kafka's leaderIsrUpdateLock does; taken after
+        # ``_plain_lock`` where both are, never before it.
+        self._watermark_lock = threading.Lock()
         self.send_gate = SendGate(self.name)
         self.transaction_gate = TransactionGate(self.name)
         self.epochs = PartitionEpochs(self.name, self.log)

@@ -93,6 +93,7 @@ class PartitionReplica:
     closed: bool  # set first by ``Partition.close``
     _asked_epoch: int
     _plain_lock: threading.Lock
+    _watermark_lock: threading.Lock  # see ``Partition.__init__``
     epochs: PartitionEpochs
     data_arrived: threading.Condition
     high_watermark: HighWatermark
@@ -437,13 +438,18 @@ class PartitionReplica:
         replicas = self.replicas
         if replicas is None:
             return None
-        # The committed ends, not the high watermarks: the journal log's may trail what
-        # its ISR holds while ``commit_to`` queues it, and a follower joining below what is
-        # committed could be elected without it.
-        committed_ends = {kind: self._committed_end_of(kind) for kind in LogKind}
-        change = replicas.isr_change_due(now_ms, committed_ends, registered_epochs)
+        # Under the watermark lock: an advance from the old ISR between the check and the
+        # proposal could move the high watermarks past what the follower being added
+        # holds (records acknowledged that it lacks, lost if it were elected).
+        with self._watermark_lock:
+            # The committed ends, not the high watermarks: the journal log's may trail
+            # what its ISR holds while ``commit_to`` queues it, and a follower joining
+            # below what is committed could be elected without it.
+            committed_ends = {kind: self._committed_end_of(kind) for kind in LogKind}
+            change = replicas.isr_change_due(now_ms, committed_ends, registered_epochs)
+            if change is not None:
+                replicas.propose(change)
         if change is not None:
-            replicas.propose(change)
             with self._plain_lock:
                 self._advance_high_watermark()
         return change
@@ -658,16 +664,17 @@ class PartitionReplica:
         return self.high_watermark.value
 
     def _advance_high_watermark(self) -> None:
-        self.high_watermark.advance_to(self.replicated_end())
-        replicas = self.replicas
-        if self.role.role is Role.LEADER and replicas is not None:
-            # The journal log's: its records below it are committed, and go to LMDB (J1).
-            journal_end = self.journal.journal_log(self.name).log_end_offset
-            candidate = replicas.high_watermark_candidate(journal_end, LogKind.JOURNAL)
-            # Against the high watermark: a ``commit_to`` whose queueing failed part way
-            # (a bounded replay's wait) is finished by the next one.
-            if candidate > self.journal.high_watermark(self.name):
-                self.journal.commit_to(self.name, candidate)
+        with self._watermark_lock:  # against an ISR expansion's check (``isr_change_due``)
+            self.high_watermark.advance_to(self.replicated_end())
+            replicas = self.replicas
+            if self.role.role is Role.LEADER and replicas is not None:
+                # The journal log's: its records below it are committed, and go to LMDB (J1).
+                journal_end = self.journal.journal_log(self.name).log_end_offset
+                candidate = replicas.high_watermark_candidate(journal_end, LogKind.JOURNAL)
+                # Against the high watermark: a ``commit_to`` whose queueing failed part
+                # way (a bounded replay's wait) is finished by the next one.
+                if candidate > self.journal.high_watermark(self.name):
+                    self.journal.commit_to(self.name, candidate)
 
     def _wake_fetchers(self) -> None:
         with self.data_arrived:  # writers waiting for their acknowledgement, promotions

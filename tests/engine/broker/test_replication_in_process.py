@@ -186,3 +186,39 @@ def test_a_followers_waiting_fetch_ends_when_its_leader_takes_a_new_partition(
     assert answered and answered[0] < 9, answered  # not the whole 10 s
     follow_up = cluster.brokers[3].replica_fetch_request(2, max_wait_ms=0)
     assert follow_up is not None and TOPIC in [p.topic_partition for p in follow_up.partitions]
+
+
+def test_an_isr_expansion_waits_for_an_advance_under_way(cluster: Cluster) -> None:
+    """An advance computed from the old ISR must not land between the expansion's check
+    (the follower holds the high watermarks) and its proposal (it counts from then on):
+    the high watermarks would pass what the follower being added holds, and records
+    acknowledged then would be lost if it were elected."""
+    cluster.roles(leader=1, epoch=1, isr=(1, 2))
+    cluster.pump_once()  # 3 has fetched: it holds what the leader holds
+    partition = cluster.partition(1)
+    in_advance, go_on = threading.Event(), threading.Event()
+    replicated_end = partition.replicated_end
+
+    def held_replicated_end() -> int:
+        if threading.current_thread().name == "advance":
+            in_advance.set()
+            assert go_on.wait(10), "the test never let the advance go on"
+        return replicated_end()
+
+    partition.replicated_end = held_replicated_end  # type: ignore[method-assign]
+    advance = threading.Thread(target=partition._advance_high_watermark, name="advance")
+    changes: list[object] = []
+    expansion = threading.Thread(
+        target=lambda: changes.append(partition.isr_change_due(int(time.time() * 1000), EPOCHS))
+    )
+    advance.start()
+    try:
+        assert in_advance.wait(10), "the advance never started"
+        expansion.start()
+        expansion.join(0.5)
+        assert expansion.is_alive(), "the expansion was checked while an advance was under way"
+    finally:
+        go_on.set()
+        advance.join(10)
+        expansion.join(10)
+    assert [sorted(change.isr) for change in changes if change is not None] == [[1, 2, 3]]
