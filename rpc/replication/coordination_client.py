@@ -22,7 +22,9 @@ broker's own ``HereCoordinators``, ``engine.broker.seam_adapters``). Each call:
    reset) or RequestTimedOutError (the deadline), both retriable.
 
 A stale location (NotLeaderOrFollowerError, BrokerUnavailableError; NotCoordinatorError
-for a coordinator) costs one refresh of the locator and, if the target moved (another
+for a coordinator, and UnknownTransactionError or UnknownProducerIdError, which a deposed
+coordinator answers for what its successor began until it learns it was moved) costs one
+refresh of the locator and, if the target moved (another
 broker, or the same broker at another address), one more attempt within the same
 deadline; nothing more. Longer waits belong to the callers: the coordinator's completion
 worker retries APPLY with backoff, a producer retries a refused send. A leader epoch
@@ -53,6 +55,8 @@ from twinlog.engine.base.errors import (
     NotCoordinatorError,
     NotLeaderOrFollowerError,
     RequestTimedOutError,
+    UnknownProducerIdError,
+    UnknownTransactionError,
 )
 from twinlog.engine.base.types import TopicPartition
 from twinlog.engine.broker.internal_topics import TXN_JOURNAL_TOPIC
@@ -89,6 +93,12 @@ from twinlog.rpc.replication.coordination_locator import LeaderLocator, Location
 from twinlog.rpc.wire.errors import error_from_rpc_error
 
 log = logging.getLogger("twinlog.coordination")
+
+# What a coordinator answers for a transaction or producer its successor began, in the
+# moment before it learns it was moved (a controlled shutdown, an election): worth one
+# refresh of the locator and, if the cluster names another broker, one more send. A true
+# "unknown" costs one ZooKeeper read, on an error path.
+_DEPOSED_ANSWERS = (UnknownTransactionError, UnknownProducerIdError)
 
 TIMEOUT_S = 10.0  # every call's deadline, the retry after a refresh included
 Result = TypeVar("Result")
@@ -417,7 +427,7 @@ class RemoteTransactionCoordinators(_Transport[TransactionCoordinators]):
         target = self._locate(coordinator_partition, refresh=False)
         try:
             return self._at(target, here, method, message, deadline, what)
-        except (NotCoordinatorError, BrokerUnavailableError):
+        except (NotCoordinatorError, BrokerUnavailableError, *_DEPOSED_ANSWERS):
             moved = self._locate(coordinator_partition, refresh=True)
             if moved == target and (target == self.broker_id or not self.channels.moved(target)):
                 raise  # nothing moved: the caller retries later

@@ -30,6 +30,8 @@ from twinlog.engine.base.errors import (
     TransactionCoordinatorFencedError,
     TwinlogError,
     UnknownLeaderEpochError,
+    UnknownProducerIdError,
+    UnknownTransactionError,
 )
 from twinlog.engine.base.types import ProducerIdentity, TopicPartition, TransactionState
 from twinlog.engine.broker.broker import Broker
@@ -580,6 +582,32 @@ def test_a_coordinator_that_refuses_and_did_not_move_is_not_asked_again(world: W
         world.coordinators().register_partition(_register(identity, transaction_id))
     assert raised.value.retriable
     assert world.refusing.calls == 1 and world.locator.refreshes == 1
+
+
+@pytest.mark.parametrize("producer_known_there", [True, False])
+def test_a_deposed_coordinators_unknown_costs_one_refresh_and_one_more_send(
+    world: World, producer_known_there: bool
+) -> None:
+    """A coordinator moved away answers "unknown" for what its successor began until it
+    learns of the move (A here, which never saw the transaction): the call goes on to
+    the coordinator the refreshed locator names."""
+    identity, transaction_id = open_transaction(world.b, "deposed")
+    if producer_known_there:  # the same producer id, issued there before the move
+        assert world.a.init_producer("deposed").producer_id == identity.producer_id
+    owner = coordinator_partition_of(transaction_id)
+    world.locator.coordinators = {owner: A}
+    world.locator.coordinators_after_refresh = {owner: B}
+    world.coordinators().register_partition(_register(identity, transaction_id))
+    assert world.b.list_transactions()[0].partitions == (P0,)
+    assert world.locator.refreshes == 1
+
+
+def test_an_unknown_transaction_where_the_coordinator_stays_is_answered(world: World) -> None:
+    identity, transaction_id = open_transaction(world.b, "unknown-here")
+    world.locator.coordinators = {coordinator_partition_of(transaction_id): A}
+    with pytest.raises((UnknownTransactionError, UnknownProducerIdError)):
+        world.coordinators().register_partition(_register(identity, transaction_id))
+    assert world.locator.refreshes == 1
 
 
 def test_this_brokers_coordinator_registers_in_process(world: World) -> None:
