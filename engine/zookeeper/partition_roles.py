@@ -153,6 +153,21 @@ class _Seen:
     mine: bool
 
 
+class _ReadAsked:
+    """A ``read_now`` caller: told once a full read begun after its ask handed its states
+    over (``read``), or once no read will come (``read`` False)."""
+
+    __slots__ = ("done", "read")
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.read = False
+
+    def tell(self, read: bool) -> None:
+        self.read = read
+        self.done.set()
+
+
 class PartitionRoles:
     def __init__(
         self,
@@ -178,6 +193,7 @@ class PartitionRoles:
         self._listed: set[str] = set()  # the topics ``topics`` held at its last read
         self._delivered: dict[tuple[str, int], PartitionState] = {}
         self._lock = threading.Lock()
+        self._reads_asked: list[_ReadAsked] = []  # guarded by ``_lock``
         self._stopping = threading.Event()
         self._thread = threading.Thread(
             target=self._run, name=f"twinlog-partition-roles-{broker_id}", daemon=True
@@ -191,6 +207,26 @@ class PartitionRoles:
         """The last state of each of this broker's partitions that its partition took."""
         with self._lock:
             return dict(self._delivered)
+
+    def read_now(self, timeout_s: float) -> bool:
+        """Read every partition's state now, on this object's thread, and return once the
+        new states are handed over (True). A broker's controlled shutdown calls it: the
+        controller has moved its leaderships, and the broker should step down before it
+        closes, not answer as leader until then. False at once if no read will come (the
+        reader has stopped), or after ``timeout_s`` (ZooKeeper away)."""
+        if self._stopping.is_set() or not self._thread.is_alive():
+            return False
+        asked = _ReadAsked()
+        with self._lock:
+            self._reads_asked.append(asked)
+        self._wake(FULL_READ)
+        asked.done.wait(timeout_s)
+        return asked.read
+
+    def _take_reads_asked(self) -> list[_ReadAsked]:
+        with self._lock:
+            asked, self._reads_asked = self._reads_asked, []
+        return asked
 
     def close(self) -> None:
         self._stopping.set()
@@ -264,11 +300,16 @@ class PartitionRoles:
             full = time.monotonic() >= due
             if not (full or paths or topics or listing) or not self._gate.may_act():
                 continue  # SUSPENDED: no new role; what is pending waits for CONNECTED
+            asked: list[_ReadAsked] = []
             try:
                 if full:
                     started_s = time.monotonic()
                     due = started_s + self.full_read_interval_s  # (if the read fails)
+                    asked = self._take_reads_asked()  # asked before this read: it serves them
                     self._read_all()
+                    for each in asked:
+                        each.tell(True)
+                    asked = []
                     due = next_full_read_s(started_s, time.monotonic(), self.full_read_interval_s)
                     if self._on_first_read is not None:
                         first_read, self._on_first_read = self._on_first_read, None
@@ -294,6 +335,11 @@ class PartitionRoles:
             except Exception:  # a bug must not end the thread: the broker would go deaf
                 log.exception("broker %d roles: the read failed", self.broker_id)
                 due = time.monotonic() + RETRY_AFTER_S
+            if asked:  # the read failed: the next one serves them
+                with self._lock:
+                    self._reads_asked[:0] = asked
+        for each in self._take_reads_asked():  # no read will come
+            each.tell(False)
 
     def _read_all(self) -> None:
         client = self.session.client

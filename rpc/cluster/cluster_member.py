@@ -74,6 +74,9 @@ log = logging.getLogger("twinlog.cluster")
 
 ISR_INTERVAL_S = 0.5
 CONTROLLED_SHUTDOWN_TIMEOUT_MS = 10_000
+# Then the longest wait for the roles thread to read the moved leaderships (a full read
+# of this broker's partitions takes well under a second on a healthy ensemble).
+CONTROLLED_SHUTDOWN_READ_S = 5.0
 EXIT_SESSION_LOST = 3
 ADVERTISED_PORT_VARIABLE = "TWINLOG_ADVERTISED_PORT"
 INTER_BROKER_PORT_VARIABLE = "TWINLOG_INTER_BROKER_PORT"
@@ -354,6 +357,14 @@ class ClusterMember:
                 )
                 if left:
                     log.warning("controlled shutdown: still leading %s", left)
+                # ZooKeeper says the leaderships moved; step down now, before the close,
+                # not answer as leader and coordinator until the roles thread stops.
+                if not self.roles.read_now(CONTROLLED_SHUTDOWN_READ_S):
+                    log.warning(
+                        "controlled shutdown: the partitions' new roles were not read within "
+                        "%.0f s (ZooKeeper slow or away); closing anyway",
+                        CONTROLLED_SHUTDOWN_READ_S,
+                    )
             except TwinlogError as error:
                 log.warning("controlled shutdown failed: %s", error)
         self._stopping.set()

@@ -5,6 +5,7 @@ controlled shutdown that moves leadership away."""
 from __future__ import annotations
 
 import threading
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -102,6 +103,35 @@ def test_roles_are_delivered_in_version_order_on_their_own_thread(
         assert {name for *_, name in delivered} == {"twinlog-partition-roles-1"}
         ours = {(topic, partition) for topic, partition, *_ in delivered}
         assert (("other", 0) in ours) == (1 in other.replicas)
+
+
+def test_read_now_returns_once_the_new_states_are_taken(zk_connect: str, tmp_path: Path) -> None:
+    """A controlled shutdown's last step: the broker steps down before it closes. Full
+    reads are ten minutes apart here, so only ``read_now`` (or a watch, too late for
+    the check right after it) hands the changes over."""
+    first_read = threading.Event()
+    with FakeBrokers(zk_connect) as brokers:
+        controller, by_id, store = start_cluster(brokers, tmp_path / "data", (1, 2))
+        roles = PartitionRoles(
+            by_id[1].session,
+            1,
+            lambda topic, partition, state: None,
+            full_read_interval_s=600.0,
+            on_first_read=first_read.set,
+        )
+        with roles:
+            assert first_read.wait(10), "no first full read"
+            store.add_topic("t", 1, {}, replication_factor=2)
+            current = wait_until(lambda: created(controller.session, "t", 1))[0]
+            leader = next(m for m in current.isr if m.broker_id == current.leader)
+            follower = next(m for m in current.isr if m.broker_id != current.leader)
+            for isr in ((leader,), (leader, follower)) * 3:
+                current = change_isr(by_id[leader.broker_id].session, "t", 0, isr, current.version)
+                assert roles.read_now(10)
+                assert roles.states()[("t", 0)].version == current.version
+        began = time.monotonic()
+        assert roles.read_now(10) is False  # stopped: no read will come
+        assert time.monotonic() - began < 1.0
 
 
 def test_controlled_shutdown_moves_every_leadership_it_can(zk_connect: str, tmp_path: Path) -> None:
