@@ -169,9 +169,8 @@ class RpcServer:
         self.health = HealthReporter(self._server)
         if config.reflection:  # the public services, for grpcurl (rpc.server.reflection)
             enable_reflection(self._server)
-        produce_pb2_grpc.add_ProducingServicer_to_server(
-            ProducingService(broker, guard, config), self._server
-        )
+        self.producing = ProducingService(broker, guard, config)
+        produce_pb2_grpc.add_ProducingServicer_to_server(self.producing, self._server)
         self.consuming = ConsumingService(broker, guard, config, self.stopping)
         consume_pb2_grpc.add_ConsumingServicer_to_server(self.consuming, self._server)
         if metadata_source is None:
@@ -255,7 +254,11 @@ class RpcServer:
         self.health.stopping()  # probes see NOT_SERVING during the grace period
         self.stopping.set()  # long polls end at their next slice
         grace = self.config.shutdown_grace_ms if grace_ms is None else grace_ms
-        self._server.stop(grace / 1000).wait()
+        stopped = self._server.stop(grace / 1000)
+        # Open produce streams end once what they took is answered, not at the grace's
+        # end: a producer's stream is open as long as the producer, idle or not.
+        self.producing.end_streams()
+        stopped.wait()
         if self.inter_broker is not None:
             self.inter_broker.stop(grace / 1000)
         if self.metrics_endpoint is not None:

@@ -4,8 +4,9 @@ Batches go to the broker as the client encoded them; the broker checks the CRC.
 With an ACL file, every transaction request needs WRITE on its transactional id
 (``twinlog.rpc.policy.producer_access``), so one principal cannot begin, commit, abort or fence
 another's transactions.
-Thread rule: one instance serves every worker thread; it holds no mutable state (a
-produce stream's reader and workers are the stream's own).
+Thread rule: one instance serves every worker thread; its one mutable state is the set
+of open produce streams, under its lock, which a stopping server ends (``end_streams``);
+a produce stream's reader and workers are the stream's own.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import queue
 import threading
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
 
 import grpc
 
@@ -47,6 +49,24 @@ STREAM_REQUESTS_IN_FLIGHT = 8
 MORE_BATCHES_MAX = 4096
 
 
+class _StreamEnd:
+    """How a stopping server ends one open produce stream: the requests its reader has
+    taken are answered, then the stream ends (the producer sends the rest again on a new
+    stream, as after any stream the server ended); a request read after the end is
+    neither produced nor answered. The reader takes each request under ``lock``."""
+
+    def __init__(self, answers: queue.SimpleQueue[Any]) -> None:
+        self.lock = threading.Lock()
+        self.ended = False
+        self._answers = answers
+
+    def end(self) -> None:
+        with self.lock:
+            if not self.ended:
+                self.ended = True
+                self._answers.put(None)  # after every answer queued: those go first
+
+
 class ProducingService(produce_pb2_grpc.ProducingServicer):
     def __init__(self, broker: BrokerApi, guard: Guard, config: ServerConfig) -> None:
         self.broker = broker
@@ -58,6 +78,21 @@ class ProducingService(produce_pb2_grpc.ProducingServicer):
         self._stream_slots = (
             threading.BoundedSemaphore(self.streams_max) if self.streams_max else None
         )
+        # The open produce streams, and whether the server is stopping (a stream opened
+        # after ``end_streams`` ends at once). A producer's stream is open as long as the
+        # producer: without this a stop waits out its whole grace for an idle one.
+        self._streams_lock = threading.Lock()
+        self._open_streams: set[_StreamEnd] = set()
+        self._streams_ending = False
+
+    def end_streams(self) -> None:
+        """End every open produce stream once the requests it has taken are answered (a
+        stopping server, after it refused new calls)."""
+        with self._streams_lock:
+            self._streams_ending = True
+            open_streams = list(self._open_streams)
+        for stream in open_streams:
+            stream.end()
 
     def _produce(
         self, principal: Principal, request: produce_pb2.ProduceRequest
@@ -145,6 +180,12 @@ class ProducingService(produce_pb2_grpc.ProducingServicer):
             queue.SimpleQueue()
         )
         slots = threading.Semaphore(STREAM_REQUESTS_IN_FLIGHT)
+        stream = _StreamEnd(answers)
+        with self._streams_lock:
+            self._open_streams.add(stream)
+            ending = self._streams_ending
+        if ending:
+            stream.end()
         workers = ThreadPoolExecutor(
             max_workers=STREAM_REQUESTS_IN_FLIGHT, thread_name_prefix="produce-stream"
         )
@@ -191,13 +232,16 @@ class ProducingService(produce_pb2_grpc.ProducingServicer):
                 for request in request_iterator:
                     slots.acquire()  # released when its answer is sent
                     more = () if isinstance(request, UndecodableRequest) else request.more
-                    if len(more) > MORE_BATCHES_MAX:
-                        answers.put([refused(request, len(more))])
-                        continue
-                    answers.put(
-                        [workers.submit(answer, request)]
-                        + [workers.submit(answer, each, True) for each in more]
-                    )
+                    with stream.lock:  # taken whole before the end, or not at all
+                        if stream.ended:
+                            break
+                        if len(more) > MORE_BATCHES_MAX:
+                            answers.put([refused(request, len(more))])
+                            continue
+                        answers.put(
+                            [workers.submit(answer, request)]
+                            + [workers.submit(answer, each, True) for each in more]
+                        )
             except Exception as error:  # the call ended under us (cancelled, server stop)
                 log.debug("produce stream ended while reading: %s", error)
             finally:
@@ -219,6 +263,8 @@ class ProducingService(produce_pb2_grpc.ProducingServicer):
             # Those not started are dropped: the client learns the call ended, and sends
             # them again (with the same sequences: a batch written meanwhile is a duplicate).
             workers.shutdown(wait=False, cancel_futures=True)
+            with self._streams_lock:
+                self._open_streams.discard(stream)
 
     @unary
     def BeginTransaction(

@@ -101,3 +101,42 @@ def test_a_request_with_more_batches_than_the_server_takes_is_refused_whole() ->
         answer.error.name == "InvalidRequestError" and str(MORE_BATCHES_MAX) in answer.error.message
     )
     assert broker.at_once_max == 0  # nothing produced
+
+
+def test_a_stopping_server_ends_the_stream_after_answering_what_it_took() -> None:
+    """The requests taken before ``end_streams`` are answered, then the stream ends; one
+    read after the end is neither produced nor answered (the producer sends it again)."""
+    broker = SlowBroker()
+    produced: list[int] = []
+    produce = broker.produce
+
+    def counted_produce(topic: str, partition: int, batch: bytes, **rest: Any) -> ProduceResult:
+        produced.append(partition)
+        return produce(topic, partition, batch, **rest)
+
+    broker.produce = counted_produce  # type: ignore[method-assign]
+    service = ProducingService(broker, Guard(None, None, False), ServerConfig())  # type: ignore[arg-type]
+    batch = build_batch([b"v"], "none")
+    taken, ended = threading.Event(), threading.Event()
+
+    def requests() -> Any:
+        yield produce_pb2.ProduceRequest(topic="t", partition=1, batch=batch, correlation_id=1)
+        taken.set()
+        assert ended.wait(10), "the test never ended the streams"
+        yield produce_pb2.ProduceRequest(topic="t", partition=2, batch=batch, correlation_id=2)
+
+    answers: list[Any] = []
+    stream = threading.Thread(
+        target=lambda: answers.extend(service._answer_stream(Principal("anonymous"), requests()))
+    )
+    stream.start()
+    assert taken.wait(10), "the first request was never read"
+    service.end_streams()
+    ended.set()
+    stream.join(10)
+    assert not stream.is_alive(), "the stream did not end"
+    assert [a.correlation_id for a in answers] == [1]
+    time.sleep(PRODUCE_S)  # a produce of the second request would have begun by now
+    assert produced == [1]
+    # A stream opened once the server is stopping ends at once, having taken nothing.
+    assert list(service._answer_stream(Principal("anonymous"), iter([]))) == []

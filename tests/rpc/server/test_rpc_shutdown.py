@@ -70,6 +70,36 @@ def test_graceful_stop_finishes_in_flight_and_restarts(tmp_path: Path, signal_nu
         assert values == [f"{i}".encode() for i in range(50)]
 
 
+def test_an_open_producer_does_not_hold_the_stop_and_sends_again_after_it(
+    tmp_path: Path,
+) -> None:
+    """A producer's stream is open as long as the producer: a stop ends it once what it
+    took is answered instead of waiting out the whole grace, and the producer's next send
+    reaches the server started again (on a new stream)."""
+    server = ServerProcess(tmp_path / "data", "--config", "shutdown_grace_ms=30000").start()
+    port = server.port
+    producer = Producer(server.address)
+    try:
+        with Admin(server.address) as admin:
+            admin.create_topic("idle", 1)
+        producer.send("idle", b"before", partition=0)
+        producer.flush()
+        started = time.monotonic()
+        assert server.stop(signal.SIGTERM) == 0, server.log()
+        assert time.monotonic() - started < 15, "the stop waited out the open producer's grace"
+        again = ServerProcess(tmp_path / "data").start(port=port)  # where the producer looks
+        try:
+            producer.send("idle", b"after", partition=0)
+            producer.flush()
+            assert read_values(again.address, "idle", 1, 2) == [b"before", b"after"]
+        finally:
+            producer.close()
+            again.kill()
+    finally:
+        producer.close()
+        server.kill()
+
+
 def test_restart_after_sigkill_recovers(tmp_path: Path) -> None:
     server = ServerProcess(tmp_path / "data").start()
     try:
