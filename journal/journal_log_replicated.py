@@ -240,7 +240,14 @@ class ReplicatedJournalLog(JournalLog):
                 self._repair()
             committed = min(high_watermark, self.log.log_end_offset)
             self.committed_end = max(self.committed_end, committed)
-            unowned = self.enqueue_committed()
+            try:
+                unowned = self.enqueue_committed()
+            except BaseException:
+                # Failed part way (a bounded replay's wait: LMDB refused a record): the
+                # high watermark stays below what is committed, the next call repairs
+                # first and queues the rest.
+                self.needs_repair = True
+                raise
             if wait:
                 try:
                     wait_replayed(unowned)
