@@ -114,7 +114,8 @@ class JournalLog:
 
     Invariants (under ``order_lock``):
         applied by LMDB <= enqueued_end <= applicable_end <= log end
-        enqueued_end == applicable_end after every replay (and every ``commit_to``)
+        enqueued_end == applicable_end after every replay (and every ``commit_to`` that
+        did not fail: one that did leaves the log to be repaired by the next)
         high_watermark <= applicable_end, and <= enqueued_end on a cluster: a reader
         that sees a record below it and waits for LMDB finds it applied
 

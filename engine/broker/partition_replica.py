@@ -310,12 +310,25 @@ class PartitionReplica:
             return True
         ends = self._promotion_ends
         if ends is not None and not self._through_barrier(ends):
+            self._finish_journal_queueing()
             return False
         self._wait_promoted()  # through the barrier: marks it passed, LMDB applied
         if self.closed or self.role != role:
             return True  # closed, or stepped down (or promoted again: asked anew) meanwhile
         self.writer.recover_if_needed()
         return True
+
+    def _finish_journal_queueing(self) -> None:
+        """A journal log whose last ``commit_to`` failed part way (LMDB refused a record in
+        a bounded replay's wait) trails what is committed until the next advance repairs
+        it; a leader no follower fetches from (replication factor 1, its followers down)
+        gets none, and would stay behind its promotion barrier: the round asks for one."""
+        if self.journal.high_watermark(self.name) >= self.journal.applicable_end(self.name):
+            return
+        try:
+            self._advance_high_watermark()
+        except Exception as error:  # the next round tries again
+            log.info("%s: the journal log's committed records not queued yet: %r", self.name, error)
 
     def _through_barrier(self, ends: dict[LogKind, int]) -> bool:
         """The in-sync replicas hold both logs up to their ends at promotion."""
@@ -416,9 +429,11 @@ class PartitionReplica:
             replicas.record_fetch(
                 replica_id, broker_epoch, request.fetch_offset, end, now_ms, log=kind
             )
-            before = self._high_watermark_of(kind)
+            # Both logs': an advance may commit the other log too (another fetch's record,
+            # counted by this round), and its writers wait for that wake.
+            before = [self._high_watermark_of(each) for each in LogKind]
             self._advance_high_watermark()
-            if self._high_watermark_of(kind) != before:
+            if [self._high_watermark_of(each) for each in LogKind] != before:
                 self._wake_fetchers()  # producers waiting for their acknowledgement
             records = (
                 replicated.read(request.fetch_offset, max_bytes)
@@ -450,8 +465,13 @@ class PartitionReplica:
             if change is not None:
                 replicas.propose(change)
         if change is not None:
-            with self._plain_lock:
-                self._advance_high_watermark()
+            try:
+                with self._plain_lock:
+                    self._advance_high_watermark()
+            except Exception as error:  # the proposal stands: its caller writes or abandons it
+                log.warning(
+                    "%s: high watermark advance after an ISR proposal: %r", self.name, error
+                )
         return change
 
     def isr_change_done(self, isr: Mapping[int, int] | None) -> None:
