@@ -194,6 +194,7 @@ class PartitionRoles:
         self._delivered: dict[tuple[str, int], PartitionState] = {}
         self._lock = threading.Lock()
         self._reads_asked: list[_ReadAsked] = []  # guarded by ``_lock``
+        self._reads_closed = False  # under ``_lock``: the thread has ended, none will come
         self._stopping = threading.Event()
         self._thread = threading.Thread(
             target=self._run, name=f"twinlog-partition-roles-{broker_id}", daemon=True
@@ -214,10 +215,10 @@ class PartitionRoles:
         controller has moved its leaderships, and the broker should step down before it
         closes, not answer as leader until then. False at once if no read will come (the
         reader has stopped), or after ``timeout_s`` (ZooKeeper away)."""
-        if self._stopping.is_set() or not self._thread.is_alive():
-            return False
         asked = _ReadAsked()
-        with self._lock:
+        with self._lock:  # against the thread's end: an ask after it is never told
+            if self._reads_closed or self._stopping.is_set() or not self._thread.is_alive():
+                return False
             self._reads_asked.append(asked)
         self._wake(FULL_READ)
         asked.done.wait(timeout_s)
@@ -338,7 +339,10 @@ class PartitionRoles:
             if asked:  # the read failed: the next one serves them
                 with self._lock:
                     self._reads_asked[:0] = asked
-        for each in self._take_reads_asked():  # no read will come
+        with self._lock:  # no read will come: those asked are told, later ones refused
+            self._reads_closed = True
+            asked, self._reads_asked = self._reads_asked, []
+        for each in asked:
             each.tell(False)
 
     def _read_all(self) -> None:
