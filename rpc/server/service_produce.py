@@ -56,7 +56,9 @@ class _StreamEnd:
     neither produced nor answered. The reader takes each request under ``lock``."""
 
     def __init__(self, answers: queue.SimpleQueue[Any]) -> None:
-        self.lock = threading.Lock()
+        # Re-entrant: a second signal's stop runs on the thread a first one may be ending
+        # streams on.
+        self.lock = threading.RLock()
         self.ended = False
         self._answers = answers
 
@@ -81,7 +83,7 @@ class ProducingService(produce_pb2_grpc.ProducingServicer):
         # The open produce streams, and whether the server is stopping (a stream opened
         # after ``end_streams`` ends at once). A producer's stream is open as long as the
         # producer: without this a stop waits out its whole grace for an idle one.
-        self._streams_lock = threading.Lock()
+        self._streams_lock = threading.RLock()  # re-entrant: see ``_StreamEnd.lock``
         self._open_streams: set[_StreamEnd] = set()
         self._streams_ending = False
 
@@ -181,11 +183,6 @@ class ProducingService(produce_pb2_grpc.ProducingServicer):
         )
         slots = threading.Semaphore(STREAM_REQUESTS_IN_FLIGHT)
         stream = _StreamEnd(answers)
-        with self._streams_lock:
-            self._open_streams.add(stream)
-            ending = self._streams_ending
-        if ending:
-            stream.end()
         workers = ThreadPoolExecutor(
             max_workers=STREAM_REQUESTS_IN_FLIGHT, thread_name_prefix="produce-stream"
         )
@@ -249,6 +246,13 @@ class ProducingService(produce_pb2_grpc.ProducingServicer):
 
         reader = threading.Thread(target=read, name="produce-stream-reader", daemon=True)
         reader.start()
+        # Registered once nothing can fail before the ``finally`` that forgets it; a request
+        # the reader took meanwhile is queued before the end, and answered.
+        with self._streams_lock:
+            self._open_streams.add(stream)
+            ending = self._streams_ending
+        if ending:
+            stream.end()
         try:
             while (pending := answers.get()) is not None:
                 response = pending[0].result()
