@@ -324,9 +324,7 @@ class PartitionWriter:
     def _tell_unwritten(self) -> None:
         """Tell the callers of the records left unwritten their ranges: their copies are
         durable (and replicated), which is all their answer needs (lock held)."""
-        for (_tid, first, after), (request, index) in self._unwritten:
-            if request.outcomes[index] is None:
-                self._tell(request, index, (first, after))
+        self._tell_untold(self._unwritten)
 
     def _apply_queued(self, calls: list[tuple[_QueuedCalls, int, CommitCall]]) -> None:
         """Copy ``calls`` (lock held), telling each its outcome. Consecutive OPEN
@@ -402,18 +400,18 @@ class PartitionWriter:
             self._tell_untold(unwritten, error)
             raise
         failpoints.hit("copier.after_applied_record")
-        for (_tid, first, after), (request, index) in unwritten:
-            if request.outcomes[index] is None:
-                self._tell(request, index, (first, after))
+        self._tell_untold(unwritten)
 
     def _tell_untold(
         self,
         unwritten: list[tuple[tuple[int, int, int], tuple[_QueuedCalls, int]]],
-        error: BaseException,
+        error: BaseException | None = None,
     ) -> None:
-        for _mark, (request, index) in unwritten:
+        """Tell each caller of ``unwritten`` not told yet ``error``, or else its range (a
+        caller told once keeps its answer)."""
+        for (_tid, first, after), (request, index) in unwritten:
             if request.outcomes[index] is None:
-                self._tell(request, index, error)
+                self._tell(request, index, (first, after) if error is None else error)
 
     def _apply_settled(self, transaction_id: int, record: CopyRecord | None) -> tuple[int, int]:
         """APPLY_COMMIT of a transaction that is not OPEN here (lock held)."""
@@ -460,9 +458,7 @@ class PartitionWriter:
         except BaseException as error:
             self._tell_untold(unwritten, error)
             raise
-        for (_tid, first, after), (request, index) in unwritten:
-            if request.outcomes[index] is None:
-                self._tell(request, index, (first, after))
+        self._tell_untold(unwritten)
         if unwritten:  # the write recorded the group before's APPLIED too
             failpoints.hit("copier.after_applied_record")
         failpoints.hit("copier.after_applying_record")
