@@ -72,17 +72,19 @@ def check_produced_records(
             f"than the broker's batch_decompressed_bytes_max ({decompressed_bytes_max}; "
             "counted in pieces, refused before they were inflated); send smaller batches"
         )
-    # An uncompressed section is the request's own bytes: nothing more is allocated for it.
-    with budget.reserve(inflated_bytes if codec else 0):
-        try:
-            # An uncompressed section is checked in place, not copied; a compressed one is
-            # held to the size reserved (one that inflates to more is refused).
+    try:
+        if not codec:
+            # The request's own bytes, checked in place: nothing is allocated, so nothing
+            # is reserved (a reservation of 0 bytes never waits; it cost a lock here).
+            return check_records(section, header)
+        with budget.reserve(inflated_bytes):
+            # Held to the size reserved: one that inflates to more is refused.
             return check_records(decompress(codec, section, inflated_bytes), header)
-        except InvalidRecordError as error:
-            raise InvalidRecordError(
-                f"batch for {where} refused: {error}; build batches with a record batch "
-                "builder (offset deltas 0..n-1, one per record)",
-                topic=topic,
-                partition=partition,
-                record_index=error.record_index,
-            ) from None
+    except InvalidRecordError as error:
+        raise InvalidRecordError(
+            f"batch for {where} refused: {error}; build batches with a record batch "
+            "builder (offset deltas 0..n-1, one per record)",
+            topic=topic,
+            partition=partition,
+            record_index=error.record_index,
+        ) from None
