@@ -79,6 +79,6 @@ def test_print_record_check_ratio(tmp_path: Path, compression: str, record_bytes
     print(
         f"\n{compression:>4} {record_bytes:>4}-byte records ({count} per {len(batch)} bytes): "
         f"CRC {crc_s * 1e3:.2f} ms, record check {check_s * 1e3:.2f} ms "
-        f"({check_s / crc_s:.1f}x the CRC), whole produce {produce_s * 1e3:.2f} ms "
+        f"({check_s / crc_s:.2f}x the CRC), whole produce {produce_s * 1e3:.2f} ms "
         f"(record check {check_s / produce_s:.0%} of it)"
     )

@@ -29,6 +29,7 @@ from twinlog.engine.records.batch_format import BatchHeader, validate_batch
 from twinlog.engine.records.record_decoder import (
     RecordColumns,
     check_records,
+    check_records_python,
     decode_records,
     decode_records_python,
 )
@@ -195,6 +196,64 @@ def test_any_section_decodes_or_is_refused_alike(damaged: tuple[bytes, int, int]
 def test_noise_is_refused_alike(noise: bytes, record_count: int, spare: int) -> None:
     last_offset_delta = max(record_count - 1, 0) + spare
     _assert_twins_agree(noise, validate_batch(batch_of(noise, record_count, last_offset_delta)))
+
+
+def _producer_section(record_count: int) -> bytes:
+    """Records as producers send them (offset deltas 0, 1, 2, ...; no headers), of the
+    sizes the door's common lane reads: one- and two-byte lengths, timestamp deltas,
+    key and value sizes; null keys and values, empty ones."""
+    parts = []
+    for delta in range(record_count):
+        key = None if delta % 7 == 3 else b"customer-%d" % (delta % 100)
+        value = None if delta % 11 == 5 else b"v" * (delta * 37 % 180)
+        parts.append(encode_record(delta, delta * 5 % 300 - 40, key, value, None))
+    return b"".join(parts)
+
+
+def _check_verdict_of_reference(section: bytes, header: BatchHeader) -> int:
+    try:
+        return 1 if check_records_python(section, header) else 0
+    except CorruptBatchError:
+        return -1
+
+
+def test_the_door_common_lane_accepts_and_refuses_as_the_reference() -> None:
+    """The compiled check reads producers' records in a lane of its own and hands any
+    record it is not sure of to the full walk: every byte of a section of such records,
+    changed to values that make lengths long or negative, sizes null, headers appear or
+    offsets jump, gets the reference's verdict."""
+    compiled = _compiled()
+    section = _producer_section(40)
+    header = header_of(40, 39)
+    assert compiled.check_records(section, 39, 40) == _check_verdict_of_reference(section, header)
+    checked = 0
+    for spot in range(len(section)):
+        for byte in {0x00, 0x01, 0x02, 0x7F, 0x80, 0xFF, section[spot] ^ 0x01}:
+            damaged = section[:spot] + bytes([byte]) + section[spot + 1 :]
+            expected = _check_verdict_of_reference(damaged, header)
+            assert compiled.check_records(damaged, 39, 40) == expected, (spot, byte)
+            checked += 1
+    assert checked > 7_000
+    for record_count, last_offset_delta in ((40, 40), (39, 39), (41, 41), (40, 45)):
+        other = header_of(record_count, last_offset_delta)
+        assert compiled.check_records(
+            section, last_offset_delta, record_count
+        ) == _check_verdict_of_reference(section, other)
+
+
+def test_the_door_common_lane_reads_three_byte_offset_deltas() -> None:
+    """Past 8,191 records an offset delta takes three bytes."""
+    compiled = _compiled()
+    section = _producer_section(9_000)
+    header = header_of(9_000, 8_999)
+    assert compiled.check_records(section, 8_999, 9_000) == 0  # null keys among them
+    assert check_records(section, header) is False
+    start = len(_producer_section(8_500))  # a record whose offset delta has three bytes
+    for spot in range(start, start + 40):
+        for byte in (0x00, 0x7F, 0x80, 0xFF):
+            damaged = section[:spot] + bytes([byte]) + section[spot + 1 :]
+            expected = _check_verdict_of_reference(damaged, header)
+            assert compiled.check_records(damaged, 8_999, 9_000) == expected, (spot, byte)
 
 
 def test_no_extensions_forces_the_reference() -> None:
