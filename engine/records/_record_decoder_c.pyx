@@ -432,23 +432,16 @@ cdef inline bint _skip_varint2(
     return True
 
 
-cdef inline int _check_common(
+cdef inline Py_ssize_t _common_lane(
     const unsigned char* data,
     Py_ssize_t end,
     int64_t last_offset_delta,
     Py_ssize_t record_count,
+    Py_ssize_t* position_out,
+    bint* keyless_out,
 ) noexcept nogil:
-    """The door's check (``_check_walk`` with no columns) with a fast lane for the records
-    producers send: lengths, timestamp deltas, key and value sizes of one or two bytes,
-    offset deltas 0, 1, 2, ... (up to three bytes), no headers. A record it is not sure
-    of, and the last ones (``COMMON_SLACK_BYTES``), go to ``_check_walk_from`` from that
-    record on, which decides as before: this lane only ever accepts what the walk would.
-
-    Why a second loop: at 100-byte records the walk's cost is its instructions (about
-    110 a record: each varint tests the end, zig-zag decodes and is compared), not a
-    chain of loads. Here a field's bounds come from its record's end, tested once; the
-    offset delta is compared with the one expected, undecoded; a length shorter than a
-    record's minimum cannot pass the field walk, so it is not tested apart."""
+    """How many records from the first the door's fast lane accepts (``_check_common``),
+    the position after them in ``position_out``, and whether one had a null key."""
     cdef Py_ssize_t position = 0
     cdef Py_ssize_t index = 0
     cdef Py_ssize_t at, record_end
@@ -501,10 +494,49 @@ cdef inline int _check_common(
                 break  # sizes that miss the record's end, or headers
             position = record_end
             index += 1
+    position_out[0] = position
+    keyless_out[0] = keyless
+    return index
+
+
+cdef inline int _check_common(
+    const unsigned char* data,
+    Py_ssize_t end,
+    int64_t last_offset_delta,
+    Py_ssize_t record_count,
+) noexcept nogil:
+    """The door's check (``_check_walk`` with no columns) with a fast lane for the records
+    producers send: lengths, timestamp deltas, key and value sizes of one or two bytes,
+    offset deltas 0, 1, 2, ... (up to three bytes), no headers. A record it is not sure
+    of, and the last ones (``COMMON_SLACK_BYTES``), go to ``_check_walk_from`` from that
+    record on, which decides as before: this lane only ever accepts what the walk would.
+
+    Why a second loop: at 100-byte records the walk's cost is its instructions (about
+    110 a record: each varint tests the end, zig-zag decodes and is compared), not a
+    chain of loads. Here a field's bounds come from its record's end, tested once; the
+    offset delta is compared with the one expected, undecoded; a length shorter than a
+    record's minimum cannot pass the field walk, so it is not tested apart."""
+    cdef Py_ssize_t position
+    cdef bint keyless
+    cdef Py_ssize_t index = _common_lane(
+        data, end, last_offset_delta, record_count, &position, &keyless
+    )
     return _check_walk_from(
         data, end, position, index, index - 1, keyless, 0, 0, last_offset_delta,
         record_count, NULL, False,
     )
+
+
+def common_lane_records(object section, int64_t last_offset_delta, Py_ssize_t record_count):
+    """How many records of ``section``, from the first, ``check_records``' fast lane
+    accepts on its own (the rest go to the full walk): for the tests that pin which
+    records take it, since a lane that declines every record checks the same, slower."""
+    cdef const unsigned char[::1] buffer = section
+    cdef Py_ssize_t end = buffer.shape[0]
+    cdef const unsigned char* data = &buffer[0] if end > 0 else <const unsigned char*>b""
+    cdef Py_ssize_t position
+    cdef bint keyless
+    return _common_lane(data, end, last_offset_delta, record_count, &position, &keyless)
 
 
 def decode_into(

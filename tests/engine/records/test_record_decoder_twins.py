@@ -226,6 +226,7 @@ def test_the_door_common_lane_accepts_and_refuses_as_the_reference() -> None:
     section = _producer_section(40)
     header = header_of(40, 39)
     assert compiled.check_records(section, 39, 40) == _check_verdict_of_reference(section, header)
+    assert compiled.common_lane_records(section, 39, 40) >= 38  # all but the last ones
     checked = 0
     for spot in range(len(section)):
         for byte in {0x00, 0x01, 0x02, 0x7F, 0x80, 0xFF, section[spot] ^ 0x01}:
@@ -247,10 +248,12 @@ def test_the_door_common_lane_reads_three_byte_offset_deltas() -> None:
     section = _producer_section(9_000)
     header = header_of(9_000, 8_999)
     assert compiled.check_records(section, 8_999, 9_000) == 0  # null keys among them
+    # The lane takes all but the last records (the slack it leaves before the end).
+    assert 8_990 <= compiled.common_lane_records(section, 8_999, 9_000) < 9_000
     assert check_records(section, header) is False
     start = len(_producer_section(8_500))  # a record whose offset delta has three bytes
-    for spot in range(start, start + 40):
-        for byte in (0x00, 0x7F, 0x80, 0xFF):
+    for spot in range(start, start + 24):  # its length, fields and the next's length
+        for byte in (0x00, 0x80, 0xFF):
             damaged = section[:spot] + bytes([byte]) + section[spot + 1 :]
             expected = _check_verdict_of_reference(damaged, header)
             assert compiled.check_records(damaged, 8_999, 9_000) == expected, (spot, byte)
