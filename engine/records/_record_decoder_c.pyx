@@ -441,7 +441,9 @@ cdef inline Py_ssize_t _common_lane(
     bint* keyless_out,
 ) noexcept nogil:
     """How many records from the first the door's fast lane accepts (``_check_common``),
-    the position after them in ``position_out``, and whether one had a null key."""
+    the position after them in ``position_out``, and whether it read a null key (the
+    record it stops at included: the walk reads the same key there, so its answer is
+    the same) in ``keyless_out``."""
     cdef Py_ssize_t position = 0
     cdef Py_ssize_t index = 0
     cdef Py_ssize_t at, record_end
