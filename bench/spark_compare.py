@@ -41,6 +41,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from twinlog.engine.records.compression import CODEC_BY_NAME
+
 RECORDS_DEFAULT = 1_000_000
 WARMUP_RECORDS = 1000
 RECORD_BYTES = 1024
@@ -135,7 +137,9 @@ def fastest(measurements: list[Measurement]) -> Measurement:
     return min(measurements, key=lambda m: m.seconds)
 
 
-def run(records: int, work_dir: Path, repeat: int = 1) -> list[Measurement]:
+def run(
+    records: int, work_dir: Path, repeat: int = 1, compression: str | None = None
+) -> list[Measurement]:
     from twinlog.rpc.client.remote import RemoteBroker
 
     results: list[Measurement] = []
@@ -149,13 +153,15 @@ def run(records: int, work_dir: Path, repeat: int = 1) -> list[Measurement]:
                 remote.create_topic(topic, TOPIC_PARTITIONS)
 
         def write_twinlog(topic: str, data: Any) -> None:
-            (
+            writer = (
                 data.write.format("twinlog")
                 .mode("append")
                 .option("servers", address)
                 .option("topic", topic)
-                .save()
             )
+            if compression is not None:  # else the connector's default
+                writer = writer.option("compression", compression)
+            writer.save()
 
         def read_twinlog(topic: str) -> Any:
             return (
@@ -230,11 +236,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--repeat", type=int, default=1, help="time each job this many times; report the fastest"
     )
+    parser.add_argument(
+        "--compression",
+        choices=sorted(CODEC_BY_NAME),
+        help="the twinlog writer's batches' codec (default: the connector's own, zstd)",
+    )
     arguments = parser.parse_args(argv)
     if arguments.repeat < 1:
         parser.error("--repeat must be at least 1")
     with tempfile.TemporaryDirectory(dir=arguments.work_dir) as work_dir:
-        print(report(run(arguments.records, Path(work_dir), arguments.repeat)))
+        measured = run(arguments.records, Path(work_dir), arguments.repeat, arguments.compression)
+        print(report(measured))
     return 0
 
 
