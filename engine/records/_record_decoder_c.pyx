@@ -301,23 +301,6 @@ cdef inline bint _take_fields(
     return True
 
 
-cdef inline int _check_walk(
-    const unsigned char* data,
-    Py_ssize_t end,
-    int64_t base_offset,
-    int64_t first_timestamp_ms,
-    int64_t last_offset_delta,
-    Py_ssize_t record_count,
-    _Columns* columns,
-    bint fill,
-) noexcept nogil:
-    """``_check_walk_from`` the first record on."""
-    return _check_walk_from(
-        data, end, 0, 0, -1, False, base_offset, first_timestamp_ms, last_offset_delta,
-        record_count, columns, fill,
-    )
-
-
 cdef inline int _check_walk_from(
     const unsigned char* data,
     Py_ssize_t end,
@@ -507,7 +490,7 @@ cdef inline int _check_common(
     int64_t last_offset_delta,
     Py_ssize_t record_count,
 ) noexcept nogil:
-    """The door's check (``_check_walk`` with no columns) with a fast lane for the records
+    """The door's check (``_check_walk_from`` the first record on, with no columns) with a fast lane for the records
     producers send: lengths, timestamp deltas, key and value sizes of one or two bytes,
     offset deltas 0, 1, 2, ... (up to three bytes), no headers. A record it is not sure
     of, and the last ones (``COMMON_SLACK_BYTES``), go to ``_check_walk_from`` from that
@@ -606,7 +589,7 @@ def check_records(object section, int64_t last_offset_delta, Py_ssize_t record_c
 
 
 cdef bint _columns_pass(list batches, _Columns* columns, bint fill) except -1:
-    """One pass of ``_check_walk`` over every (header, section) of ``batches``."""
+    """One pass of ``_check_walk_from`` over every (header, section) of ``batches``."""
     cdef const unsigned char[::1] buffer
     cdef const unsigned char* data
     cdef Py_ssize_t end
@@ -625,9 +608,9 @@ cdef bint _columns_pass(list batches, _Columns* columns, bint fill) except -1:
         last_offset_delta = header.last_offset_delta
         record_count = header.record_count
         with nogil:  # the buffer is held (exported) by ``buffer`` meanwhile
-            walked = _check_walk(
-                data, end, base_offset, first_timestamp_ms, last_offset_delta, record_count,
-                columns, fill,
+            walked = _check_walk_from(
+                data, end, 0, 0, -1, False, base_offset, first_timestamp_ms,
+                last_offset_delta, record_count, columns, fill,
             )
         if walked != CHECK_KEYED and walked != CHECK_KEYLESS:
             return False  # a refusal, or headers: decode_records decides
