@@ -431,7 +431,7 @@ cdef inline Py_ssize_t _common_lane(
     cdef Py_ssize_t index = 0
     cdef Py_ssize_t at, record_end
     cdef Py_ssize_t reads_end = end - COMMON_SLACK_BYTES
-    cdef uint64_t raw, first, second, third
+    cdef uint64_t raw
     cdef bint keyless = False
     if record_count - 1 <= last_offset_delta:  # else a delta must be past it: the walk words it
         while index < record_count and position < reads_end:
@@ -444,21 +444,14 @@ cdef inline Py_ssize_t _common_lane(
             at += 1  # attributes, unused
             if not _skip_varint2(data, &at, &raw):  # the timestamp delta: any value
                 break
-            first = data[at]  # the offset delta, raw: twice the index it must equal
-            if first < 0x80:
-                raw = first
-                at += 1
-            else:
-                second = data[at + 1]
-                if second < 0x80:
-                    raw = (first & 0x7F) | (second << 7)
-                    at += 2
-                else:
-                    third = data[at + 2]
-                    if third >= 0x80:
-                        break
-                    raw = (first & 0x7F) | ((second & 0x7F) << 7) | (third << 14)
-                    at += 3
+            # The offset delta, raw: twice the index it must equal; three bytes past 8,191.
+            if not _skip_varint2(data, &at, &raw):
+                if data[at + 2] >= 0x80:
+                    break
+                raw = (data[at] & 0x7F) | (<uint64_t>(data[at + 1] & 0x7F) << 7) | (
+                    <uint64_t>data[at + 2] << 14
+                )
+                at += 3
             if raw != <uint64_t>(2 * index):
                 break
             if not _skip_varint2(data, &at, &raw):  # the key's size
@@ -490,8 +483,8 @@ cdef inline int _check_common(
     int64_t last_offset_delta,
     Py_ssize_t record_count,
 ) noexcept nogil:
-    """The door's check (``_check_walk_from`` the first record on, with no columns) with a fast lane for the records
-    producers send: lengths, timestamp deltas, key and value sizes of one or two bytes,
+    """The door's check (``_check_walk_from`` the first record on, with no columns) with
+    a fast lane for the records producers send: lengths, timestamp deltas, key and value sizes of one or two bytes,
     offset deltas 0, 1, 2, ... (up to three bytes), no headers. A record it is not sure
     of, and the last ones (``COMMON_SLACK_BYTES``), go to ``_check_walk_from`` from that
     record on, which decides as before: this lane only ever accepts what the walk would.
