@@ -228,6 +228,17 @@ class ReplicatedJournalLog(JournalLog):
             if sync:
                 self.durable_end = self.log.log_end_offset
 
+    def commits_nothing(self, high_watermark: int) -> bool:
+        """Would ``commit_to(high_watermark)`` do nothing? (everything below it queued,
+        nothing to repair or to check): a follower's quiet answer from its leader."""
+        with self.order_lock:
+            return (
+                not self.needs_repair
+                and not self._unowned
+                and min(high_watermark, self.log.log_end_offset) <= self.committed_end
+                and self.enqueued_end >= self.committed_end
+            )
+
     def commit_to(self, high_watermark: int, *, wait: bool = False) -> int:
         """The in-sync replicas hold the log below ``high_watermark``: queue those records
         for LMDB, in order (J1); the journal high watermark now.

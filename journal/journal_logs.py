@@ -347,6 +347,9 @@ class JournalLogs:
     def commit_to(self, partition: str, high_watermark: int, *, wait: bool = False) -> int:
         return self._replicated_log(partition).commit_to(high_watermark, wait=wait)
 
+    def commits_nothing(self, partition: str, high_watermark: int) -> bool:
+        return self._replicated_log(partition).commits_nothing(high_watermark)
+
     def truncate(self, partition: str, offset: int) -> None:
         self._replicated_log(partition).truncate(offset)
 

@@ -318,12 +318,18 @@ class PartitionReplica:
         self.writer.recover_if_needed()
         return True
 
+    def _journal_queueing_behind(self) -> bool:
+        """Does the journal log's high watermark trail what is committed (its last
+        ``commit_to`` failed part way: LMDB refused a record in a bounded replay's wait)?
+        The next advance repairs it."""
+        return self.journal.high_watermark(self.name) < self.journal.applicable_end(self.name)
+
     def _finish_journal_queueing(self) -> None:
-        """A journal log whose last ``commit_to`` failed part way (LMDB refused a record in
-        a bounded replay's wait) trails what is committed until the next advance repairs
-        it; a leader no follower fetches from (replication factor 1, its followers down)
-        gets none, and would stay behind its promotion barrier: the round asks for one."""
-        if self.journal.high_watermark(self.name) >= self.journal.applicable_end(self.name):
+        """A journal log whose queueing is behind (``_journal_queueing_behind``) stays so
+        until the next advance; a leader no follower fetches from (replication factor 1,
+        its followers down) gets none, and would stay behind its promotion barrier: the
+        round asks for one."""
+        if not self._journal_queueing_behind():
             return
         try:
             self._advance_high_watermark()
@@ -426,15 +432,21 @@ class PartitionReplica:
                     start,
                     end,
                 )
-            replicas.record_fetch(
+            moved = replicas.record_fetch(
                 replica_id, broker_epoch, request.fetch_offset, end, now_ms, log=kind
             )
-            # Both logs': an advance may commit the other log too (another fetch's record,
-            # counted by this round), and its writers wait for that wake.
-            before = [self._high_watermark_of(each) for each in LogKind]
-            self._advance_high_watermark()
-            if [self._high_watermark_of(each) for each in LogKind] != before:
-                self._wake_fetchers()  # producers waiting for their acknowledgement
+            # A fetch offset this leader already counted moves no high watermark: every
+            # other input (this leader's appends, ISR changes) advances it where it changes.
+            # Most of a round's logs are quiet, so this is most of a leader's answers. The
+            # exception: a journal log whose last ``commit_to`` failed part way is finished
+            # by the next advance, whatever calls it (``_finish_journal_queueing``).
+            if moved or self._journal_queueing_behind():
+                # Both logs': an advance may commit the other log too (another fetch's
+                # record, counted by this round), and its writers wait for that wake.
+                before = [self._high_watermark_of(each) for each in LogKind]
+                self._advance_high_watermark()
+                if [self._high_watermark_of(each) for each in LogKind] != before:
+                    self._wake_fetchers()  # producers waiting for their acknowledgement
             records = (
                 replicated.read(request.fetch_offset, max_bytes)
                 if request.fetch_offset < end
@@ -558,8 +570,8 @@ class PartitionReplica:
             role = self.role
             if role.role is not Role.FOLLOWER or role.leader_id != leader_id:
                 return
-            if fetched.error:
-                return
+            if fetched.error or self._changes_nothing(fetched):
+                return  # nothing arrived: nobody to wake
             if fetched.log is LogKind.JOURNAL:
                 self._apply_fetched_journal(fetched)
                 return
@@ -586,6 +598,24 @@ class PartitionReplica:
             self.high_watermark.advance_to(min(fetched.high_watermark, self.log.log_end_offset))
             self._follow_log_start(fetched.log_start_offset)
         self._wake_fetchers()
+
+    def _changes_nothing(self, fetched: FetchedPartition) -> bool:
+        """An answer with no records that parts nowhere, restarts nothing and moves no
+        high watermark or log start: most of a fetch round's answers (one round carries
+        every log this follower copies from the leader, and a write changes one or two).
+        Under the partition's lock."""
+        if fetched.records or fetched.diverging is not None:
+            return False
+        if fetched.log is LogKind.JOURNAL:
+            return fetched.log_start_offset <= self.journal.journal_log(
+                self.name
+            ).log_end_offset and self.journal.commits_nothing(self.name, fetched.high_watermark)
+        end, high_watermark = self.log.log_end_offset, self.high_watermark.value
+        return (
+            fetched.log_start_offset <= end
+            and min(fetched.high_watermark, end) <= high_watermark
+            and min(fetched.log_start_offset, high_watermark) <= self.log.log_start_offset
+        )
 
     def _apply_fetched_journal(self, fetched: FetchedPartition) -> None:
         """``apply_fetched`` for the journal log (under the partition's lock)."""

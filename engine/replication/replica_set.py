@@ -157,8 +157,10 @@ class ReplicaSet:
         leader_log_end_offset: int,
         now_ms: int,
         log: LogKind = LogKind.DATA,
-    ) -> None:
-        """A follower fetched ``log`` at ``fetch_offset`` (it holds everything below it)."""
+    ) -> bool:
+        """A follower fetched ``log`` at ``fetch_offset`` (it holds everything below it).
+        True when that moves what this leader knew it to hold: only then can the high
+        watermark move for it."""
         with self._lock:
             follower = self._followers.get(broker_id)
             if follower is None:
@@ -177,9 +179,11 @@ class ReplicaSet:
             elif fetch_offset >= progress.leader_end_at_last_fetch:
                 progress.last_caught_up_ms = max(progress.last_caught_up_ms, progress.last_fetch_ms)
             follower.broker_epoch = broker_epoch
+            moved = progress.end_offset != fetch_offset
             progress.end_offset = fetch_offset
             progress.last_fetch_ms = now_ms
             progress.leader_end_at_last_fetch = leader_log_end_offset
+            return moved
 
     # --- ISR changes (KIP-497) ------------------------------------------------------
 
