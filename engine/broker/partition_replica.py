@@ -584,12 +584,18 @@ class PartitionReplica:
                 self._restart_at(fetched.log_start_offset)
                 return
             if fetched.records:
-                if read_header(fetched.records).base_offset != self.log.log_end_offset:
+                first = read_header(fetched.records)
+                if first.base_offset != self.log.log_end_offset:
                     return  # an answer to an older fetch offset
                 if self.fetch_throttle is not None:
                     self.fetch_throttle.copied(len(fetched.records))
                 self.log.append_as_follower(
-                    split_batches(fetched.records), sync=self.replication.replica_fsync
+                    split_batches(fetched.records),
+                    sync=self.replication.replica_fsync,
+                    # One batch (most rounds' answer) needs no append-in-progress mark:
+                    # a reader of the files sees it whole, by its length and CRC, or not
+                    # at all; two files rewritten less per round (``append_marks``).
+                    marked=first.size_bytes != len(fetched.records),
                 )
                 for view in split_batches(fetched.records):
                     header = read_header(view)

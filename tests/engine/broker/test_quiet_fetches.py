@@ -2,8 +2,10 @@
 one or two of them: the others' answers are quiet. A quiet log costs the leader no high
 watermark advance (the follower's fetch offset is one it already counted) and the
 follower no application (no records, nothing moved); a write after quiet rounds still
-replicates and its high watermark still reaches the followers; and a leader whose
-journal-log queueing is behind is still repaired by the next fetch, quiet or not."""
+replicates and its high watermark still reaches the followers; a leader whose
+journal-log queueing is behind is still repaired by the next fetch, quiet or not; and an
+answer of one batch is appended without the append-in-progress mark (a reader of the
+files sees one batch whole or not at all), an answer of several with it."""
 
 from __future__ import annotations
 
@@ -86,3 +88,24 @@ def test_a_journal_queueing_left_behind_is_advanced_by_a_quiet_fetch(
     monkeypatch.setattr(leader, "_journal_queueing_behind", lambda: True)
     cluster.pump_once()
     assert advances.get("_advance_high_watermark", 0) > 0
+
+
+def test_one_fetched_batch_is_appended_unmarked_and_several_marked(cluster: Cluster) -> None:
+    cluster.roles(leader=1, epoch=1)
+    _replicated(cluster, 1)
+    leader = cluster.brokers[1].partition(TOPIC)
+    follower = cluster.brokers[2].partition(TOPIC)
+    marks = follower.log._append_marks
+    before = marks.state.sequence
+    with leader._plain_lock:  # written without waiting for the replicas
+        leader.log.append_as_leader(batch([b"one"]), validate=False)
+    cluster.pump_once()
+    assert follower.log.log_end_offset == 2
+    assert marks.state.sequence == before, "one batch was marked"
+    with leader._plain_lock:
+        leader.log.append_as_leader(batch([b"two"]), validate=False)
+        leader.log.append_as_leader(batch([b"three"]), validate=False)
+    cluster.pump_once()
+    assert follower.log.log_end_offset == 4
+    assert marks.state.sequence == before + 2, "two batches in one answer were not marked"
+    assert marks.state.in_progress == 0
