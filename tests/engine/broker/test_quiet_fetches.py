@@ -23,7 +23,9 @@ QUIET_ROUNDS = 20
 
 @pytest.fixture()
 def cluster(tmp_path: Path) -> Iterator[Cluster]:
+    """Broker 1 leads, every broker in sync (no lag drops one while a test pumps by hand)."""
     opened = Cluster(tmp_path, replica_ack_timeout_ms=2000, replica_lag_time_max_ms=60_000)
+    opened.roles(leader=1, epoch=1)
     yield opened
     opened.close()
 
@@ -51,7 +53,6 @@ def _count_calls(
 def test_quiet_rounds_move_nothing_and_a_later_write_still_replicates(
     cluster: Cluster, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    cluster.roles(leader=1, epoch=1)
     _replicated(cluster, 3)
     leader = cluster.brokers[1].partition(TOPIC)
     followers = [cluster.brokers[broker_id].partition(TOPIC) for broker_id in (2, 3)]
@@ -78,7 +79,6 @@ def test_quiet_rounds_move_nothing_and_a_later_write_still_replicates(
 def test_a_journal_queueing_left_behind_is_advanced_by_a_quiet_fetch(
     cluster: Cluster, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    cluster.roles(leader=1, epoch=1)
     _replicated(cluster, 2)
     leader = cluster.brokers[1].partition(TOPIC)
     advances: dict[str, int] = {}
@@ -91,7 +91,6 @@ def test_a_journal_queueing_left_behind_is_advanced_by_a_quiet_fetch(
 
 
 def test_one_fetched_batch_is_appended_unmarked_and_several_marked(cluster: Cluster) -> None:
-    cluster.roles(leader=1, epoch=1)
     _replicated(cluster, 1)
     leader = cluster.brokers[1].partition(TOPIC)
     follower = cluster.brokers[2].partition(TOPIC)
