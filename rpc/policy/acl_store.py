@@ -19,8 +19,10 @@ Adding a grant already stored, or removing one that is not, changes nothing: ``a
 from __future__ import annotations
 
 import json
+import logging
 import os
 import threading
+import time
 import weakref
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -34,9 +36,15 @@ from twinlog.rpc.policy.acl_bindings import binding_of_json, binding_to_json, ch
 from twinlog.rpc.policy.auth import Grant
 from twinlog.rpc.policy.store_place import OnePerPath, store_place
 
+log = logging.getLogger(__name__)
+
 FILE_NAME = "acls"
 FORMAT_VERSION = 1
 FILE_MODE = 0o600
+
+# How long a change waits for this broker's watch to apply it (ZooKeeper's notification
+# takes milliseconds; a session being re-established can take its timeout).
+TOLD_WAIT_S = 10.0
 
 # Told the grants now and after each change; it answers False once it wants no more.
 Watcher = Callable[[tuple[Grant, ...]], bool]
@@ -148,11 +156,19 @@ class FileAclStore:
 class ZooKeeperAclStore:
     """The grants of a cluster, in ZooKeeper (module docstring). Thread rule: any thread;
     changes are conditional writes, so brokers that change the grants at once each see
-    their change applied on top of the other's."""
+    their change applied on top of the other's.
+
+    A change returns once this broker's watchers were told of it (read your writes, as
+    Kafka's authorizer updates its own cache as it writes): a CreateAcls followed by a
+    DescribeAcls on the same broker sees the grant, not the state before the watch
+    fired. Bounded by ``TOLD_WAIT_S``: the change is in ZooKeeper either way."""
 
     def __init__(self, session: ZooKeeperSession) -> None:
         self.session = session
         self.where = f"ZooKeeper znode config/acls ({session.connect})"
+        # The grants the watchers were last told (None: no watcher yet, nobody to wait for).
+        self._told: tuple[Grant, ...] | None = None
+        self._told_changed = threading.Condition()
 
     def grants(self) -> tuple[Grant, ...]:
         return tuple(_grants_of(read_acls(self.session), self.where))
@@ -168,6 +184,8 @@ class ZooKeeperAclStore:
             return [binding_to_json(grant) for grant in every]
 
         change_acls(self.session, adding)
+        if new:
+            self._wait_told(lambda told: all(grant in told for grant in new), "added")
         return new
 
     def remove(self, grants: Sequence[Grant]) -> list[Grant]:
@@ -179,13 +197,39 @@ class ZooKeeperAclStore:
             return [binding_to_json(grant) for grant in kept]
 
         change_acls(self.session, removing)
+        if gone:
+            self._wait_told(lambda told: not any(grant in told for grant in gone), "removed")
         return gone
 
     def watch(self, on_change: Watcher) -> None:
         def on_entries(entries: Entries) -> bool:
-            return on_change(tuple(_grants_of(entries, self.where)))
+            grants = tuple(_grants_of(entries, self.where))
+            wanted = on_change(grants)
+            with self._told_changed:
+                self._told = grants
+                self._told_changed.notify_all()
+            return wanted
 
         AclWatch(self.session, on_entries)
+
+    def _wait_told(self, done: Callable[[tuple[Grant, ...]], bool], what: str) -> None:
+        """Until the watchers were told grants that ``done`` accepts (see the class)."""
+        deadline = time.monotonic() + TOLD_WAIT_S
+        with self._told_changed:
+            while self._told is not None and not done(self._told):
+                remaining_s = deadline - time.monotonic()
+                if remaining_s <= 0:
+                    # Another broker's change may have undone this one meanwhile: the
+                    # watch applies whatever ZooKeeper holds last.
+                    log.warning(
+                        "%s: the grants %s are in ZooKeeper, but this broker's watch did not "
+                        "apply them within %.0f s",
+                        self.where,
+                        what,
+                        TOLD_WAIT_S,
+                    )
+                    return
+                self._told_changed.wait(remaining_s)
 
 
 _file_stores = OnePerPath(FILE_NAME, FileAclStore)

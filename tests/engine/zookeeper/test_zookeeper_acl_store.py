@@ -11,13 +11,14 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from zookeeper_support import SESSION_TIMEOUT_MS
 
 from twinlog.engine.base.errors import CorruptJournalError, InvalidConfigError
 from twinlog.engine.zookeeper import znodes
-from twinlog.engine.zookeeper.acl_znode import DOCUMENT_BYTES_MAX, read_acls
+from twinlog.engine.zookeeper.acl_znode import DOCUMENT_BYTES_MAX, AclWatch, read_acls
 from twinlog.engine.zookeeper.metadata_store import ZooKeeperMetadataStore
 from twinlog.engine.zookeeper.session import ZooKeeperSession
 from twinlog.rpc.policy.acl_store import ZooKeeperAclStore, acl_store_of
@@ -98,6 +99,26 @@ def test_a_grant_added_through_one_broker_is_applied_by_another(
     wait_until(lambda: not late.allows(ALICE, Operation.WRITE, "orders"))
     assert late.allows(ALICE, Operation.WRITE, "eu-sales")
     assert first.store().grants() == (writes("eu-", PatternType.PREFIXED),)
+
+
+def test_the_broker_that_changes_the_grants_applies_them_before_it_answers(
+    members: Callable[[], Member], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Read your writes: CreateAcls then DescribeAcls on one broker sees the grant, even
+    when ZooKeeper's notification is slow (held back here), as Kafka's authorizer does."""
+    member = members()
+    view = LiveAcl([], member.store(), "acl.txt")
+    deliver = AclWatch._on_data
+
+    def late(watch: AclWatch, *args: Any) -> bool:
+        time.sleep(0.3)
+        return deliver(watch, *args)
+
+    monkeypatch.setattr(AclWatch, "_on_data", late)
+    assert member.store().add([writes("orders")]) == [writes("orders")]
+    assert view.allows(ALICE, Operation.WRITE, "orders")
+    assert member.store().remove([writes("orders")]) == [writes("orders")]
+    assert not view.allows(ALICE, Operation.WRITE, "orders")
 
 
 def test_brokers_adding_at_once_each_keep_their_grant(members: Callable[[], Member]) -> None:
