@@ -46,9 +46,20 @@ def _runs_a_kafka_client(path: Path, seen: dict[Path, bool]) -> bool:
     return seen[path]
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     kafka_modules: dict[Path, bool] = {}
+    # On pytest-xdist's workers (``-n 2 --dist loadgroup``, the README's test command) the
+    # tests of one group run on one worker, one after another: the whole-process tests of
+    # tests/system (clusters, kills, ZooKeeper sessions, timing bounds) never share the
+    # machine with one another, only with the other tests. They are the longest part, so
+    # they go first (the scheduler hands out work in collection order), while the other
+    # worker takes everything else.
+    on_worker = hasattr(config, "workerinput")
+    if on_worker:
+        items.sort(key=lambda item: not item.path.is_relative_to(SYSTEM_TESTS))
     for item in items:
+        if on_worker and item.path.is_relative_to(SYSTEM_TESTS):
+            item.add_marker(pytest.mark.xdist_group("system"))
         if JVM_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.jvm)
         if _runs_a_kafka_client(item.path, kafka_modules):
