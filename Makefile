@@ -4,7 +4,7 @@ PYTHON ?= .venv/bin/python
 .PHONY: test fast lint bench bench-e2e proto format
 
 test:
-	$(PYTHON) -m pytest -q -n 2 --dist loadgroup
+	$(PYTHON) -m pytest -q -n 2
 
 fast:
 	$(PYTHON) -m pytest -q -m "not slow"

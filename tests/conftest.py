@@ -36,6 +36,8 @@ pytest_plugins = ["spark_support"]
 SYSTEM_TESTS = Path(__file__).resolve().parent / "system"
 JVM_FIXTURES = {"zookeeper", "spark"}  # each starts a Java process for the session
 SLOW_MARKERS = ("crash", "spark", "jvm", "kafka_client")
+SYSTEM_NODE_PREFIX = "tests/system/"  # node ids are relative to the checkout
+SYSTEM_UNIT = "tests/system"
 # A test module naming one of these runs Kafka clients against the listener.
 KAFKA_CLIENT_NAMES = re.compile(r"\bconfluent_kafka\b|\bKafka(Producer|Consumer|AdminClient)\b")
 
@@ -46,20 +48,27 @@ def _runs_a_kafka_client(path: Path, seen: dict[Path, bool]) -> bool:
     return seen[path]
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+@pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook: absent without it
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """On two workers (``-n 2``, the README's test command) every test of tests/system is
+    one unit of work, run on one worker, one after another: the whole-process tests
+    (clusters, kills, ZooKeeper sessions, timing bounds) never share the machine with one
+    another, only with the other tests, which each are a unit of their own. The largest
+    unit goes first (xdist orders them by size), so the other worker takes the rest.
+    (xdist's own ``--dist loadgroup`` marks its groups in the node ids, which pytest 9
+    no longer lets a plugin change.)"""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class SystemTestsTogether(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return SYSTEM_UNIT if nodeid.startswith(SYSTEM_NODE_PREFIX) else nodeid
+
+    return SystemTestsTogether(config, log)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     kafka_modules: dict[Path, bool] = {}
-    # On pytest-xdist's workers (``-n 2 --dist loadgroup``, the README's test command) the
-    # tests of one group run on one worker, one after another: the whole-process tests of
-    # tests/system (clusters, kills, ZooKeeper sessions, timing bounds) never share the
-    # machine with one another, only with the other tests. They are the longest part, so
-    # they go first (the scheduler hands out work in collection order), while the other
-    # worker takes everything else.
-    on_worker = hasattr(config, "workerinput")
-    if on_worker:
-        items.sort(key=lambda item: not item.path.is_relative_to(SYSTEM_TESTS))
     for item in items:
-        if on_worker and item.path.is_relative_to(SYSTEM_TESTS):
-            item.add_marker(pytest.mark.xdist_group("system"))
         if JVM_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.jvm)
         if _runs_a_kafka_client(item.path, kafka_modules):
