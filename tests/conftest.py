@@ -36,8 +36,6 @@ pytest_plugins = ["spark_support"]
 SYSTEM_TESTS = Path(__file__).resolve().parent / "system"
 JVM_FIXTURES = {"zookeeper", "spark"}  # each starts a Java process for the session
 SLOW_MARKERS = ("crash", "spark", "jvm", "kafka_client")
-SYSTEM_NODE_PREFIX = "tests/system/"  # node ids are relative to the checkout
-SYSTEM_UNIT = "tests/system"
 # A test module naming one of these runs Kafka clients against the listener.
 KAFKA_CLIENT_NAMES = re.compile(r"\bconfluent_kafka\b|\bKafka(Producer|Consumer|AdminClient)\b")
 
@@ -56,12 +54,16 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     another, only with the other tests, which each are a unit of their own. The largest
     unit goes first (xdist orders them by size), so the other worker takes the rest.
     (xdist's own ``--dist loadgroup`` marks its groups in the node ids, which pytest 9
-    no longer lets a plugin change.)"""
+    no longer lets a plugin change.) A ``--dist`` given on the command line is kept."""
+    if config.getvalue("dist") != "load":  # -n alone means "load"
+        return None
     from xdist.scheduler import LoadScopeScheduling
+
+    system_unit = SYSTEM_TESTS.relative_to(config.rootpath).as_posix()  # as node ids say it
 
     class SystemTestsTogether(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            return SYSTEM_UNIT if nodeid.startswith(SYSTEM_NODE_PREFIX) else nodeid
+            return system_unit if nodeid.startswith(system_unit + "/") else nodeid
 
     return SystemTestsTogether(config, log)
 

@@ -484,8 +484,9 @@ cdef inline int _check_common(
     Py_ssize_t record_count,
 ) noexcept nogil:
     """The door's check (``_check_walk_from`` the first record on, with no columns) with
-    a fast lane for the records producers send: lengths, timestamp deltas, key and value sizes of one or two bytes,
-    offset deltas 0, 1, 2, ... (up to three bytes), no headers. A record it is not sure
+    a fast lane for the records producers send: lengths, timestamp deltas, key and value
+    sizes of one or two bytes, offset deltas 0, 1, 2, ... (up to three bytes), no
+    headers. A record it is not sure
     of, and the last ones (``COMMON_SLACK_BYTES``), go to ``_check_walk_from`` from that
     record on, which decides as before: this lane only ever accepts what the walk would.
 
