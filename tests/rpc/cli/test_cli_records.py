@@ -4,9 +4,7 @@ delivery failures counted and named, Ctrl-C bounded, a stalled server never a ha
 from __future__ import annotations
 
 import base64
-import contextlib
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -15,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from process_sockets import wait_connected
 from server_process import ROOT, ServerProcess, environment, run_cli
 from tcp_proxy import UP, HoldingProxy
 
@@ -190,27 +189,6 @@ def test_ctrl_c_on_consume_exits_130_within_a_second(server: ServerProcess) -> N
     assert process.returncode == 130, stderr  # was 0
     assert stderr == "interrupted: consumed 0 records\n"
     assert elapsed_s < 1.5, elapsed_s
-
-
-def wait_connected(pid: int, port: int, timeout_s: float = 60) -> None:
-    """Until process ``pid`` has a TCP connection established to ``port`` (its sockets
-    in /proc/PID/fd, their states in /proc/net/tcp and tcp6)."""
-    deadline_s = time.monotonic() + timeout_s
-    while time.monotonic() < deadline_s:
-        inodes = set()
-        for fd in Path(f"/proc/{pid}/fd").iterdir():
-            with contextlib.suppress(OSError):
-                target = os.readlink(fd)
-                if target.startswith("socket:["):
-                    inodes.add(target[len("socket:[") : -1])
-        tables = (Path("/proc/net/tcp"), Path("/proc/net/tcp6"))  # gRPC's are often v6
-        for line in [row for table in tables for row in table.read_text().splitlines()[1:]]:
-            fields = line.split()
-            remote_port = int(fields[2].split(":")[1], 16)
-            if remote_port == port and fields[3] == "01" and fields[9] in inodes:
-                return
-        time.sleep(0.05)
-    raise AssertionError(f"process {pid} did not connect to port {port} in {timeout_s} s")
 
 
 def test_ctrl_c_while_a_command_starts_exits_130_without_a_traceback(

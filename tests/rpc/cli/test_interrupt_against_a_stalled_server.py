@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from process_sockets import wait_connected
 from server_process import ROOT, ServerProcess, environment, run_cli
 
 from twinlog.rpc.client import Admin
@@ -42,6 +43,15 @@ def _wait_for_log_end(address: str, offset: int) -> None:
             time.sleep(0.05)
 
 
+def _connected_or_killed(producing: subprocess.Popen[str], port: int) -> None:
+    try:
+        wait_connected(producing.pid, port)
+    except AssertionError:
+        producing.kill()
+        producing.communicate()
+        raise
+
+
 def _interrupt(producing: subprocess.Popen[str]) -> tuple[int, str]:
     producing.send_signal(signal.SIGINT)
     _, stderr = producing.communicate(timeout=10)
@@ -69,6 +79,10 @@ def test_interrupted_while_reaching_a_stalled_server(tmp_path: Path) -> None:
         assert server.process is not None
         os.kill(server.process.pid, signal.SIGSTOP)  # stopped before the command starts
         producing = _produce(server.address)
+        # Reaching it (the kernel takes the connection for the stopped server): past the
+        # imports, which on a busy machine outlast a fixed wait (then a bare "interrupted",
+        # the one line for a Ctrl-C while the command starts, was right and the test wrong).
+        _connected_or_killed(producing, server.port)
         stderr = _send_stalled_and_interrupt(server, producing)
     assert stderr == (
         f"interrupted while reaching the server at {server.address}: nothing was sent or read\n"

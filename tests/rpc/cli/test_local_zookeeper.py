@@ -4,12 +4,12 @@ clearly what is missing when it cannot start."""
 from __future__ import annotations
 
 import importlib.util
-import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from process_sockets import listening_addresses
 
 from twinlog.engine.zookeeper.session import ZooKeeperSession
 from twinlog.rpc.cli import local_zookeeper as local_server
@@ -21,8 +21,6 @@ from twinlog.rpc.cli.local_zookeeper import (
 
 pytestmark = pytest.mark.jvm  # every test starts or stops a ZooKeeper server
 
-LISTEN = "0A"  # TCP_LISTEN in /proc/net/tcp
-
 
 @pytest.fixture(scope="module")
 def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalZooKeeper]:
@@ -30,27 +28,6 @@ def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalZooKeep
         pytest.skip("no java on PATH: the ZooKeeper tests need Java 17")
     with LocalZooKeeper(tmp_path_factory.mktemp("zookeeper")) as server:
         yield server
-
-
-def listening_addresses(pid: int) -> list[tuple[str, int]]:
-    """(hex local address, port) of every listening TCP socket that process ``pid`` owns."""
-    inodes = set()
-    for fd in Path(f"/proc/{pid}/fd").iterdir():
-        try:
-            target = os.readlink(fd)
-        except OSError:
-            continue  # closed meanwhile
-        if target.startswith("socket:["):
-            inodes.add(target[len("socket:[") : -1])
-    found = []
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        for row in Path(table).read_text().splitlines()[1:]:
-            fields = row.split()
-            local, state, inode = fields[1], fields[3], fields[9]
-            if state == LISTEN and inode in inodes:
-                address, port = local.split(":")
-                found.append((address, int(port, 16)))
-    return found
 
 
 def is_loopback(hex_address: str) -> bool:
