@@ -6,8 +6,10 @@ contiguous in the log.
 
 APPLY_COMMIT (``apply_commit``):
 
-    1. append MARK_APPLYING(start = log end) to the partition's journal log and
-       apply it (J4: durable and applied before a byte is copied)
+    1. append MARK_APPLYING(start = log end) to the partition's journal log, durable
+       in this replica before a byte is copied (J4); on a cluster leader its replicas'
+       wait and its application come after step 3's append, the marks travelling beside
+       the copy (docs/formats.md, "A copy beside its marks")
                                                                  -> copier.after_applying_record
     2. walk the reverse links back from the last entry, keeping only the
        journal sequences (8 bytes per entry, never a payload)
@@ -16,7 +18,8 @@ APPLY_COMMIT (``apply_commit``):
                                                                  -> copier.after_batch (each)
                                                                  -> copier.after_log_fsync
        on a cluster leader, wait until the in-sync replicas hold the copy (J4:
-       ``wait_replicated``), so a replica that holds APPLIED holds every byte
+       ``wait_replicated``), so a replica that holds APPLIED holds every byte; then
+       until step 1's records are committed and applied
     4. append MARK_APPLIED(first, next) and apply it: the entries go in the
        LMDB transaction that records APPLIED                     -> copier.after_applied_record
 
@@ -440,40 +443,73 @@ class PartitionWriter:
         if not group:
             return
         marks: list[tuple[int, int, tuple[bytes, ...] | None]] = []
+        applying: list[CopyRecord] = []  # each as its MARK_APPLYING will make it
         start = self.log.log_end_offset
         for position, (_request, _index, call) in enumerate(group):
             attempts = None if call.attempts is None else tuple(call.attempts)
             marks.append((call.transaction_id, start, attempts))
+            record = self.journal.transaction(self.partition, call.transaction_id)
+            assert record is not None and record.state is CopyState.OPEN, record
+            applying.append(
+                record._replace(state=CopyState.APPLYING, first_offset=start, attempts=attempts)
+            )
             if position + 1 < len(group):  # the last one's span is not needed
-                start += self._span(call.transaction_id, attempts)
+                start += self._span(record, attempts)
         unwritten = self._take_unwritten()
         # A failed MARK_APPLYING may stay in the journal log (LMDB did not apply it):
         # recovery cuts it before the data log's next write, which a crash would
         # otherwise turn into a foreign tail behind a replayed APPLYING.
         self._needs_recovery = True
         try:
-            records = self.journal.mark_applied_then_applying(
+            # Durable in this replica's journal log; on a cluster leader not yet on the
+            # others nor applied: the copy is appended meanwhile, and a follower gets the
+            # marks no later than the copy ("A copy beside its marks", docs/formats.md).
+            settle = self.journal.append_marks(
                 self.partition, [mark for mark, _ in unwritten], marks
             )
         except BaseException as error:
             self._tell_untold(unwritten, error)
             raise
-        self._tell_untold(unwritten)
         if unwritten:  # the write recorded the group before's APPLIED too
             failpoints.hit("copier.after_applied_record")
         failpoints.hit("copier.after_applying_record")
-        ranges = self._copy(records, defer_applied=True)
+        try:
+            ranges = self._copy(applying, defer_applied=True)
+        except BaseException:
+            # The marks' wait ends too (the next write's recovery reads them): the group
+            # before's callers hear whether their MARK_APPLIED records were written.
+            marked: BaseException | None = None
+            try:
+                settle()
+            except BaseException as error:
+                marked = error
+            self._tell_untold(unwritten, marked)
+            raise
+        try:
+            applied = settle()
+        except BaseException as error:
+            # The copy is on the in-sync replicas, hence its marks too (they reach a
+            # follower with it or before): they commit, and the next write's recovery
+            # finds the group APPLYING and whole (until then LMDB may say OPEN).
+            self._needs_recovery = True
+            self._tell_untold(unwritten, error)
+            raise
+        self._tell_untold(unwritten)
+        for expected, record in zip(applying, applied, strict=True):
+            assert (record.transaction_id, record.first_offset, record.attempts) == (
+                expected.transaction_id,
+                expected.first_offset,
+                expected.attempts,
+            ), (expected, record)
         self._unwritten = [
             ((call.transaction_id, *applied_range), (request, index))
             for (request, index, call), applied_range in zip(group, ranges, strict=True)
         ]
 
-    def _span(self, transaction_id: int, attempts: tuple[bytes, ...] | None) -> int:
+    def _span(self, record: CopyRecord, attempts: tuple[bytes, ...] | None) -> int:
         """Offsets the batches an OPEN transaction's commit of ``attempts`` copies span."""
-        record = self.journal.transaction(self.partition, transaction_id)
-        assert record is not None and record.state is CopyState.OPEN, record
         chosen = record._replace(attempts=attempts)
-        sequences = self.journal.sequences(self.partition, transaction_id)
+        sequences = self.journal.sequences(self.partition, record.transaction_id)
         with closing(self.journal.iter_tagged_headers(self.partition, sequences)) as tagged:
             return sum(header.last_offset_delta + 1 for tag, header in tagged if chosen.copies(tag))
 
@@ -520,12 +556,8 @@ class PartitionWriter:
             f"copy of {records[0].transaction_id} on {self.partition} starts at {start}, "
             f"but the log ends at {copied_end}"
         )
-        chosen = [
-            self.journal.sequences(
-                self.partition, record.transaction_id, chosen_only=record.attempts is not None
-            )
-            for record in records
-        ]
+        # From each record as given: a cluster leader's marks may not be applied yet.
+        chosen = [self.journal.chosen_sequences(record) for record in records]
         assert resume_after == 0 or resume_after < len(chosen[0]), "batches left to copy"
         chosen[0] = chosen[0][resume_after:]
         # Offsets each record's copied batches span, summed as they pass; the first

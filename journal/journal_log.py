@@ -300,6 +300,15 @@ class JournalLog:
             raise error
         return results
 
+    def append_durable(self, records: Sequence[JournalLogRecord]) -> Callable[[], list[Any]]:
+        """``write_all`` in two halves: the records appended and durable in this log when
+        this returns; the function returned waits for what ``write_all`` waits for
+        (committed, applied) and returns or raises what it would. Call it exactly once.
+        The copier's MARK_APPLYING records, so the copy is appended while they replicate
+        (``ReplicatedJournalLog``); on one node the whole write is done here."""
+        results = self.write_all(records)
+        return lambda: results
+
     def _keep_if_entry(self, offset: int, record: JournalLogRecord) -> None:
         """An ENTRY just appended at ``offset``: its batch is kept for the copy."""
         if isinstance(record, records.Entry):

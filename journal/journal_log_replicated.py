@@ -112,6 +112,31 @@ class ReplicatedJournalLog(JournalLog):
         ``on_appended(offset)``: called for each record once it is in the log, before the
         wait for its replicas (whatever that wait's outcome). Raises the first failure
         once every record is settled."""
+        return self._settle_all(self._append_all(records, on_appended))
+
+    def append_durable(self, records: Sequence[JournalLogRecord]) -> Callable[[], list[Any]]:
+        """``write_all``'s append, and an fsync of this log: the records are durable here
+        (not yet on the other replicas, not yet applied) when this returns; the function
+        returned is the rest of ``write_all`` (call it exactly once). The copier appends
+        its copy in between (J4 as section "A copy beside its marks" of docs/formats.md
+        says): so this leader never holds a copy whose MARK_APPLYING a crash could lose,
+        and its followers get both in one fetch round (``PartitionReplica``'s
+        ``replica_read_both``)."""
+        waiters = self._append_all(records)
+        try:
+            # The journal's writer fsyncs again before applying (``make_durable``): an
+            # fsync with nothing left to write, cheap; ``durable_end`` stays the writer's.
+            self.log.flush_beside_appends()
+        except BaseException:
+            self._abandon(waiters)
+            raise
+        return lambda: self._settle_all(waiters)
+
+    def _append_all(
+        self,
+        records: Sequence[JournalLogRecord],
+        on_appended: Callable[[int], None] | None = None,
+    ) -> list[tuple[int, WaitingWrite]]:
         now_ms = int(time.time() * 1000)
         batches = [build_batch_pieces(record, now_ms) for record in records]
         waiters: list[tuple[int, WaitingWrite]] = []
@@ -134,13 +159,20 @@ class ReplicatedJournalLog(JournalLog):
                 waiters.append((offset, waiter))
                 if on_appended is not None:
                     on_appended(offset)
+        return waiters
+
+    def _abandon(self, waiters: list[tuple[int, WaitingWrite]]) -> None:
+        """No writer waits for these records any more: queued from the log if committed."""
+        with self.order_lock:
+            for offset, _waiter in waiters:
+                self.pending.pop(offset, None)
+
+    def _settle_all(self, waiters: list[tuple[int, WaitingWrite]]) -> list[Any]:
         try:
             failpoints.hit("journal_log.before_apply")
             self.wait_committed(waiters[-1][0] + 1)
         except BaseException:
-            with self.order_lock:
-                for offset, _waiter in waiters:  # queued from the log if committed later
-                    self.pending.pop(offset, None)
+            self._abandon(waiters)
             raise
         # The wait ended on the journal high watermark, which only commit_to moves, under
         # the order lock, queueing the waiters it covers: taking the lock waits that out.

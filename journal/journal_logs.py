@@ -242,14 +242,31 @@ class JournalLogs:
         and the MARK_APPLYING records of the next ((transaction id, start, attempts)), in
         that order, in one journal-log write; the APPLYING records, all durable and
         applied (with the APPLIED ones before them) when this returns."""
-        written = self._journal_log(partition).write_all(
+        return self.append_marks(partition, applied, applying)()
+
+    def append_marks(
+        self,
+        partition: str,
+        applied: Sequence[tuple[int, int, int]],
+        applying: Sequence[tuple[int, int, Iterable[bytes] | None]],
+    ) -> Callable[[], list[CopyRecord]]:
+        """``mark_applied_then_applying`` in two halves: the records are durable in this
+        replica's journal log when this returns; the function returned (call it exactly
+        once) waits until they are committed and applied and returns the APPLYING
+        records. On a cluster leader the copy goes in between (J4 as docs/formats.md's
+        "A copy beside its marks" says); on one node the whole write is done here."""
+        settle = self._journal_log(partition).append_durable(
             [records.MarkApplied(tid, first, after) for tid, first, after in applied]
             + [make_mark_applying(tid, start, attempts) for tid, start, attempts in applying]
         )
-        marked: list[CopyRecord] = written[len(applied) :]
-        for record in marked:
-            assert isinstance(record, CopyRecord) and record.state is CopyState.APPLYING
-        return marked
+
+        def applying_records() -> list[CopyRecord]:
+            marked: list[CopyRecord] = settle()[len(applied) :]
+            for record in marked:
+                assert isinstance(record, CopyRecord) and record.state is CopyState.APPLYING
+            return marked
+
+        return applying_records
 
     def mark_applied(
         self, partition: str, transaction_id: int, first_offset: int, next_offset: int
@@ -380,6 +397,9 @@ class JournalLogs:
         self, partition: str, transaction_id: int, chosen_only: bool = False
     ) -> array[int]:
         return self.local.sequences(partition, transaction_id, chosen_only)
+
+    def chosen_sequences(self, record: CopyRecord) -> array[int]:
+        return self.local.chosen_sequences(record)
 
     def entry(self, partition: str, sequence: int) -> JournalEntry | None:
         return self.local.entry(partition, sequence)

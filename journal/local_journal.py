@@ -407,6 +407,16 @@ class LocalJournal:
                 return array("Q")
             return tables.walk(partition_id, record, chosen_only)
 
+    def chosen_sequences(self, record: CopyRecord) -> array[int]:
+        """``sequences(chosen_only=True)`` of ``record`` as given, not as LMDB holds it: an
+        OPEN row with the attempts and start of its MARK_APPLYING, whose application the
+        copy does not wait for on a cluster leader (the walk reads the chain, as there)."""
+        with self._reading() as tables:
+            partition_id = self._partition_id(tables, record.partition)
+            if partition_id is None:
+                return array("Q")
+            return tables.walk(partition_id, record, chosen_only=True)
+
     def entry(self, partition: str, sequence: int) -> JournalEntry | None:
         with self._reading() as tables:
             partition_id = self._partition_id(tables, partition)

@@ -44,8 +44,8 @@ from twinlog.engine.broker.scheduler import ScheduledTask
 from twinlog.engine.log import LogConfig
 from twinlog.engine.replication.fetch_calls import (
     FetchedPartition,
+    LogKind,
     ReplicaFetch,
-    ReplicaFetchPartition,
     new_leadership_key,
 )
 from twinlog.engine.replication.replica_set import IsrChange
@@ -297,8 +297,8 @@ class PartitionManager:
         new_leadership = [False]  # this broker took a partition the follower replicates
 
         def read() -> list[FetchedPartition]:
-            now = now_ms()
-            last[:] = [self._replica_read(request, wanted, now) for wanted in request.partitions]
+            answers = self._replica_reads(request, keys, range(len(keys)))
+            last[:] = [answers[index] for index in range(len(keys))]
             return list(last)
 
         def read_again(woken: set[Hashable]) -> list[FetchedPartition]:
@@ -307,10 +307,9 @@ class PartitionManager:
             # would have woken them too).
             if leadership_key in woken:
                 new_leadership[0] = True
-            now = now_ms()
-            for index, key in enumerate(keys):
-                if key in woken:
-                    last[index] = self._replica_read(request, request.partitions[index], now)
+            again = [index for index, key in enumerate(keys) if key in woken]
+            for index, answer in self._replica_reads(request, keys, again).items():
+                last[index] = answer
             return list(last)
 
         def enough(answers: list[FetchedPartition]) -> bool:
@@ -341,25 +340,42 @@ class PartitionManager:
             register_first=True,
         )
 
-    def _replica_read(
-        self, request: ReplicaFetch, wanted: ReplicaFetchPartition, now: int
-    ) -> FetchedPartition:
-        topic_partition = TopicPartition(*wanted.topic_partition)
-        partition = self._partitions.get(topic_partition)
-        if partition is None:
-            # A partition moved away (its copy dropped) is led elsewhere: the follower
-            # learns the new leader from ZooKeeper; only an unknown topic is unknown.
-            known = topic_partition.topic in self._metadata.topics()
-            error = NotLeaderOrFollowerError if known else UnknownTopicOrPartitionError
-            return FetchedPartition(
-                wanted.topic_partition,
-                error=error.__name__,
-                message=f"this broker holds no copy of {topic_partition}: not its leader",
+    def _replica_reads(
+        self, request: ReplicaFetch, keys: list[TopicPartition], indices: Iterable[int]
+    ) -> dict[int, FetchedPartition]:
+        """The answers for ``request.partitions[i]``, i in ``indices``: each partition's
+        logs read together (``replica_read_both``: a copy never reaches a follower
+        before its marks)."""
+        now = now_ms()
+        by_partition: dict[TopicPartition, list[int]] = {}
+        for index in indices:
+            by_partition.setdefault(keys[index], []).append(index)
+        answers: dict[int, FetchedPartition] = {}
+        for topic_partition, group in by_partition.items():
+            partition = self._partitions.get(topic_partition)
+            if partition is None:
+                # A partition moved away (its copy dropped) is led elsewhere: the follower
+                # learns the new leader from ZooKeeper; only an unknown topic is unknown.
+                known = topic_partition.topic in self._metadata.topics()
+                error = NotLeaderOrFollowerError if known else UnknownTopicOrPartitionError
+                for index in group:
+                    answers[index] = FetchedPartition(
+                        request.partitions[index].topic_partition,
+                        error=error.__name__,
+                        message=f"this broker holds no copy of {topic_partition}: not its leader",
+                        log=request.partitions[index].log,
+                    )
+                continue
+            wanted = [request.partitions[index] for index in group]
+            read = partition.replica_read_both(
+                request.replica_id,
+                request.broker_epoch,
+                wanted,
+                [min(request.max_bytes, each.max_bytes or request.max_bytes) for each in wanted],
+                now,
             )
-        max_bytes = min(request.max_bytes, wanted.max_bytes or request.max_bytes)
-        return partition.replica_read(
-            request.replica_id, request.broker_epoch, wanted, max_bytes, now
-        )
+            answers.update(zip(group, read, strict=True))
+        return answers
 
     def isr_changes_due(
         self, registered_epochs: Mapping[int, int]
@@ -408,9 +424,19 @@ class PartitionManager:
         """The answers of ``leader_id`` to this follower's fetch (its fetcher thread). A
         partition that follows another leader by now drops its answer
         (``Partition.apply_fetched``); refused partitions are the fetcher's to report."""
-        for answer in fetched:
-            partition = self._partitions.get(TopicPartition(*answer.topic_partition))
-            if partition is not None and not answer.error:
+        # Journal logs first (the leader's ``replica_read_both``): a copy is appended only
+        # once its marks are, and not when its journal answer was dropped here.
+        answers = sorted(fetched, key=lambda answer: answer.log is not LogKind.JOURNAL)
+        journal_dropped: set[TopicPartition] = set()
+        for answer in answers:
+            topic_partition = TopicPartition(*answer.topic_partition)
+            partition = self._partitions.get(topic_partition)
+            if partition is None or answer.error:
+                continue
+            if answer.log is LogKind.JOURNAL:
+                if not partition.apply_fetched(answer, leader_id):
+                    journal_dropped.add(topic_partition)
+            elif not (answer.records and topic_partition in journal_dropped):
                 partition.apply_fetched(answer, leader_id)
 
 

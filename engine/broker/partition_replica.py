@@ -31,7 +31,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 
 from twinlog.copier import PartitionWriter
 from twinlog.engine.base.errors import (
@@ -460,6 +461,53 @@ class PartitionReplica:
                 topic_partition, error=type(error).__name__, message=str(error), log=kind
             )
 
+    def replica_read_both(
+        self,
+        replica_id: int,
+        broker_epoch: int,
+        requests: Sequence[ReplicaFetchPartition],
+        max_bytes: Sequence[int],
+        now_ms: int,
+    ) -> list[FetchedPartition]:
+        """``replica_read`` of each of this partition's logs a follower's fetch names (in
+        their order), read so that a follower never holds a copy without its
+        MARK_APPLYING: the data log first, then the journal log, and the data log's
+        batches withheld (its answer kept, records dropped) unless the journal log's
+        answer reaches the journal log's end as it was after the data log was read. A
+        copy is appended after its marks are in the journal log (the copier,
+        ``append_marks``), so those marks lie below that end; the follower appends the
+        journal log's answer first (``PartitionManager.apply_replica_fetch``). A journal
+        answer cut short (its byte cap), refused or parting withholds the data log's
+        records for this round: the follower catches its journal log up first."""
+        answers: list[FetchedPartition | None] = [None] * len(requests)
+        data_first = sorted(range(len(requests)), key=lambda i: requests[i].log is LogKind.JOURNAL)
+        journal_end_after_data = 0
+        for index in data_first:
+            request = requests[index]
+            if request.log is LogKind.JOURNAL and not journal_end_after_data:
+                journal_end_after_data = self.journal.journal_log(self.name).log_end_offset
+            answers[index] = self.replica_read(
+                replica_id, broker_epoch, request, max_bytes[index], now_ms
+            )
+        read = [answer for answer in answers if answer is not None]
+        assert len(read) == len(requests)
+        journal_reached = max(
+            (
+                _answer_end(request.fetch_offset, answer)
+                for request, answer in zip(requests, read, strict=True)
+                if request.log is LogKind.JOURNAL
+            ),
+            default=-1,
+        )
+        if journal_reached >= journal_end_after_data:
+            return read
+        return [
+            replace(answer, records=b"")
+            if answer.log is LogKind.DATA and answer.records
+            else answer
+            for answer in read
+        ]
+
     def isr_change_due(self, now_ms: int, registered_epochs: Mapping[int, int]) -> IsrChange | None:
         """The ISR this leader should write now (KIP-497), marked as proposed; None if none."""
         replicas = self.replicas
@@ -554,7 +602,7 @@ class PartitionReplica:
             )
         return positions
 
-    def apply_fetched(self, fetched: FetchedPartition, leader_id: int) -> None:
+    def apply_fetched(self, fetched: FetchedPartition, leader_id: int) -> bool:
         """A follower takes its leader's answer for one log: cut where the logs part, or
         append the batches as they are (fsynced with ``replica_fsync``: the next fetch
         offset acknowledges them) and learn the high watermark and the log start
@@ -565,28 +613,30 @@ class PartitionReplica:
         before a cut (its batches do not start at the log end), is dropped. A late answer
         of the same leader from an older epoch is safe to take: that leader's log held it,
         and if it cut it since, the next fetch's epoch check cuts it here too (KIP-320);
-        the high watermark it brings covered only what was committed then."""
+        the high watermark it brings covered only what was committed then.
+
+        False when the answer's records were dropped (the first two cases above): a
+        journal log's, whose data log answer must be dropped too (``replica_read_both``)."""
         with self._plain_lock:
             role = self.role
             if role.role is not Role.FOLLOWER or role.leader_id != leader_id:
-                return
+                return False
             if fetched.error or self._changes_nothing(fetched):
-                return  # nothing arrived: nobody to wake
+                return True  # nothing arrived: nobody to wake
             if fetched.log is LogKind.JOURNAL:
-                self._apply_fetched_journal(fetched)
-                return
+                return self._apply_fetched_journal(fetched)
             if fetched.diverging is not None:
                 end = self.log.log_end_offset
                 cut = truncation_offset(self.log.epochs, end, fetched.diverging)
                 self._truncate_follower(cut)
-                return
+                return True
             if not fetched.records and fetched.log_start_offset > self.log.log_end_offset:
                 self._restart_at(fetched.log_start_offset)
-                return
+                return True
             if fetched.records:
                 first = read_header(fetched.records)
                 if first.base_offset != self.log.log_end_offset:
-                    return  # an answer to an older fetch offset
+                    return False  # an answer to an older fetch offset
                 if self.fetch_throttle is not None:
                     self.fetch_throttle.copied(len(fetched.records))
                 self.log.append_as_follower(
@@ -604,6 +654,7 @@ class PartitionReplica:
             self.high_watermark.advance_to(min(fetched.high_watermark, self.log.log_end_offset))
             self._follow_log_start(fetched.log_start_offset)
         self._wake_fetchers()
+        return True
 
     def _changes_nothing(self, fetched: FetchedPartition) -> bool:
         """An answer with no records that parts nowhere, restarts nothing and moves no
@@ -623,7 +674,7 @@ class PartitionReplica:
             and min(fetched.log_start_offset, high_watermark) <= self.log.log_start_offset
         )
 
-    def _apply_fetched_journal(self, fetched: FetchedPartition) -> None:
+    def _apply_fetched_journal(self, fetched: FetchedPartition) -> bool:
         """``apply_fetched`` for the journal log (under the partition's lock)."""
         journal_log = self.journal.journal_log(self.name)
         if fetched.diverging is not None:
@@ -637,7 +688,7 @@ class PartitionReplica:
                     end,
                 )
                 self.journal.truncate(self.name, cut)
-            return
+            return True
         if not fetched.records and fetched.log_start_offset > journal_log.log_end_offset:
             log.warning(
                 "%s: this replica's journal log ends at %d, below its leader's journal-log "
@@ -648,10 +699,10 @@ class PartitionReplica:
                 fetched.log_start_offset,
             )
             self.journal.restart_at(self.name, fetched.log_start_offset)
-            return
+            return True
         if fetched.records:
             if read_header(fetched.records).base_offset != journal_log.log_end_offset:
-                return  # an answer to an older fetch offset
+                return False  # an answer to an older fetch offset
             if self.fetch_throttle is not None:
                 self.fetch_throttle.copied(len(fetched.records))
             self.journal.append_replicated(
@@ -660,6 +711,7 @@ class PartitionReplica:
         # J1: LMDB applies what the leader says is committed, before the next fetch
         # (a failed application raises to the fetcher and is queued again next time).
         self.journal.commit_to(self.name, fetched.high_watermark, wait=True)
+        return True
 
     def _restart_at(self, leader_log_start_offset: int) -> None:
         """The leader no longer holds what follows this replica's log end: drop the whole
@@ -739,3 +791,18 @@ class PartitionReplica:
 
 
 __all__ = ["PartitionReplica"]
+
+
+def _answer_end(fetch_offset: int, answer: FetchedPartition) -> int:
+    """The offset a follower's log reaches once it appends ``answer`` to a log ending at
+    ``fetch_offset``: -1 for an answer that appends nothing it can build on (refused,
+    parting, from another log start)."""
+    if answer.error or answer.diverging is not None:
+        return -1
+    if not answer.records:
+        return fetch_offset if answer.log_start_offset <= fetch_offset else -1
+    end = fetch_offset
+    for view in split_batches(answer.records):
+        header = read_header(view)
+        end = header.base_offset + header.last_offset_delta + 1
+    return end

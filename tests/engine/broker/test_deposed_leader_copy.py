@@ -61,7 +61,7 @@ def test_a_deposed_leaders_copy_in_flight_is_refused_not_appended_twice(
             transaction_id=transaction_id,
         )
 
-    # Broker 1's copier stops between its committed MARK_APPLYING and the append (past
+    # Broker 1's copier stops between its MARK_APPLYING and the append (past
     # the copier's own check that the log ends where the copy starts).
     data_log = cluster.partition(1).log
     append_all = data_log.append_all_as_leader
@@ -87,6 +87,13 @@ def test_a_deposed_leaders_copy_in_flight_is_refused_not_appended_twice(
         transaction_id, identity.producer_id, identity.producer_generation
     )
     assert reached.wait(10), "broker 1's copy did not begin"
+    # Its MARK_APPLYING reaches the followers while the copy is appended (J4 as
+    # docs/formats.md's "A copy beside its marks" says): broker 2 holds it before it is
+    # promoted, so its promotion finishes this copy (J6) before anything else.
+    wait_for(
+        "broker 2 to hold broker 1's MARK_APPLYING",
+        lambda: cluster.journal_log_bytes(2) == cluster.journal_log_bytes(1),
+    )
 
     # Leadership moves to broker 2 (a controlled shutdown of broker 1); its first write
     # finishes the copy (J6), and broker 1, following it now, fetches that copy.
