@@ -160,6 +160,7 @@ class PartitionWriter:
         wait_replicated: Callable[[int], None] | None = None,
         on_copied: Callable[[], None] | None = None,
         marks_left: MarksLeft | None = None,
+        marks_beside_copy: Callable[[], bool] | None = None,
     ) -> None:
         """``wait_replicated(end_offset)``: a cluster leader's wait until its in-sync
         replicas hold the data log below ``end_offset`` (raises when they cannot).
@@ -168,13 +169,16 @@ class PartitionWriter:
         bytes, at the same offsets), one journal sync sooner. ``marks_left``: a copy is
         answered once durable, its MARK_APPLIED records left for the next copy group's
         write and listed there until written (``twinlog.copier.marks_left``); without
-        it they are written before the copy is answered."""
+        it they are written before the copy is answered. ``marks_beside_copy()``: the
+        group's MARK_APPLYING records replicate while its copy is appended (a cluster
+        leader with followers) instead of before (None or False: before)."""
         self.partition = partition
         self.log = data_log
         self.journal = journal
         self.wait_replicated = wait_replicated
         self.on_copied = on_copied
         self._marks_left = marks_left
+        self.marks_beside_copy = marks_beside_copy
         # Called when a recovery ends (its half-done copies finished, or none found): the
         # partition lets readers past where such a copy began.
         self.on_recovered: Callable[[], None] | None = None
@@ -461,36 +465,52 @@ class PartitionWriter:
         # otherwise turn into a foreign tail behind a replayed APPLYING.
         self._needs_recovery = True
         try:
-            # Durable in this replica's journal log; on a cluster leader not yet on the
-            # others nor applied: the copy is appended meanwhile, and a follower gets the
-            # marks no later than the copy ("A copy beside its marks", docs/formats.md).
             settle = self.journal.append_marks(
                 self.partition, [mark for mark, _ in unwritten], marks
             )
         except BaseException as error:
             self._tell_untold(unwritten, error)
             raise
+        # Beside the copy (followers to replicate to): the marks are durable here, not
+        # yet on the others nor applied; the copy is appended meanwhile, and a follower
+        # gets the marks no later than the copy ("A copy beside its marks",
+        # docs/formats.md). Alone, they are applied first: a restart then has nothing of
+        # the copy's to apply before it can open (on a full disk, it could not).
+        beside = self.marks_beside_copy is not None and self.marks_beside_copy()
+        if not beside:
+            self._settle_marks(settle, unwritten, applying)
         if unwritten:  # the write recorded the group before's APPLIED too
             failpoints.hit("copier.after_applied_record")
         failpoints.hit("copier.after_applying_record")
         try:
             ranges = self._copy(applying, defer_applied=True)
         except BaseException:
-            # The marks' wait ends too (the next write's recovery reads them): the group
-            # before's callers hear whether their MARK_APPLIED records were written.
-            marked: BaseException | None = None
-            try:
-                settle()
-            except BaseException as error:
-                marked = error
-            self._tell_untold(unwritten, marked)
+            if beside:  # the marks' wait ends too; the copy's failure is the one raised
+                with contextlib.suppress(BaseException):
+                    self._settle_marks(settle, unwritten, applying)
             raise
+        if beside:
+            # The copy is on the in-sync replicas, hence its marks too: should this wait
+            # fail they commit anyway, and the next write's recovery finds the group
+            # APPLYING and whole (``_settle_marks`` asks for it).
+            self._settle_marks(settle, unwritten, applying)
+        self._unwritten = [
+            ((call.transaction_id, *applied_range), (request, index))
+            for (request, index, call), applied_range in zip(group, ranges, strict=True)
+        ]
+
+    def _settle_marks(
+        self,
+        settle: Callable[[], list[CopyRecord]],
+        unwritten: list[tuple[tuple[int, int, int], tuple[_QueuedCalls, int]]],
+        applying: list[CopyRecord],
+    ) -> None:
+        """Wait for a copy group's marks (``append_marks``): committed and applied as
+        ``applying`` says, the group before's callers told (an error: the next write
+        recovers first, LMDB may still say OPEN)."""
         try:
             applied = settle()
         except BaseException as error:
-            # The copy is on the in-sync replicas, hence its marks too (they reach a
-            # follower with it or before): they commit, and the next write's recovery
-            # finds the group APPLYING and whole (until then LMDB may say OPEN).
             self._needs_recovery = True
             self._tell_untold(unwritten, error)
             raise
@@ -501,10 +521,6 @@ class PartitionWriter:
                 expected.first_offset,
                 expected.attempts,
             ), (expected, record)
-        self._unwritten = [
-            ((call.transaction_id, *applied_range), (request, index))
-            for (request, index, call), applied_range in zip(group, ranges, strict=True)
-        ]
 
     def _span(self, record: CopyRecord, attempts: tuple[bytes, ...] | None) -> int:
         """Offsets the batches an OPEN transaction's commit of ``attempts`` copies span."""

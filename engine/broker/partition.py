@@ -138,6 +138,7 @@ class Partition(PartitionReplica):
             journal,
             wait_replicated=self._wait_copy_replicated,
             marks_left=marks_left,
+            marks_beside_copy=self._has_followers,
         )
         # A replica recovers its copies only once it leads and has passed the promotion
         # barrier (J5: followers never decide; J6: resume on promotion); until then the

@@ -288,6 +288,12 @@ class PartitionReplica:
         """The copier's wait before MARK_APPLIED (J4): the copy is on the in-sync replicas."""
         self._wait_own_write(LogKind.DATA, end_offset)
 
+    def _has_followers(self) -> bool:
+        """Does this leader replicate to other brokers? (the copier's choice of marks
+        beside the copy: with none, nothing would travel in the round it saves)."""
+        replicas = self.replicas
+        return replicas is not None and len(replicas.replicas) > 1
+
     def _wait_own_write(self, kind: LogKind, end_offset: int) -> None:
         """This leader wrote the ``kind`` log up to ``end_offset``: tell the followers, then
         wait for them."""

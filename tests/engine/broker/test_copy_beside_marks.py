@@ -16,6 +16,7 @@ from broker_support import batch
 from cluster_support import wait_for as wait_for_slowly
 from replication_support import TOPIC, Cluster
 
+from twinlog.engine.base.errors import DiskFullError
 from twinlog.engine.broker.broker import Broker
 from twinlog.engine.replication.fetch_calls import FetchedPartition, LogKind, ReplicaFetch
 from twinlog.journal import CopyState
@@ -162,3 +163,51 @@ def test_a_follower_appends_the_journal_answer_first_and_no_copy_without_it(
     assert applied == [LogKind.JOURNAL, LogKind.DATA]
     assert follower.journal.journal_log(NAME).log_end_offset > journal_end
     assert partition.log.log_end_offset == 2
+
+
+def test_a_copy_that_fails_beside_its_marks_is_recovered_and_copied_once(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The data log refuses the copy (a full disk) after its marks went in: the marks
+    still commit, the copier's next turn recovers the group (APPLYING, nothing copied)
+    and the coordinator's retry finds it copied once, on every replica."""
+    cluster.roles(leader=1, epoch=1)
+    coordinator = cluster.use_coordinator(3)
+    cluster.start_pumping()
+    leader = cluster.brokers[1]
+    data_log = cluster.partition(1).log
+    append_all = data_log.append_all_as_leader
+    refused: list[int] = []
+
+    def full_once(batches: object, **options: object) -> tuple[int, int]:
+        if not refused:
+            refused.append(leader.journal.journal_log(NAME).log_end_offset)
+            raise DiskFullError(f"{data_log.directory}: no space left (a test's)")
+        return append_all(batches, **options)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(data_log, "append_all_as_leader", full_once)
+    identity = coordinator.init_producer("refused")
+    transaction_id = coordinator.begin_transaction(
+        identity.producer_id, identity.producer_generation
+    )
+    for sequence, value in enumerate([b"t1", b"t2"]):
+        leader.produce(
+            TOPIC.topic,
+            0,
+            batch([value], identity, sequence=sequence, transaction_id=transaction_id),
+            transaction_id=transaction_id,
+        )
+    coordinator.commit_transaction(
+        transaction_id, identity.producer_id, identity.producer_generation
+    )
+    wait_for(
+        "the transaction to be APPLIED on every replica",
+        lambda: all(
+            (row := broker.journal.transaction(NAME, transaction_id)) is not None
+            and row.state is CopyState.APPLIED
+            for broker in cluster.brokers.values()
+        ),
+    )
+    assert refused, "the copy was never refused"
+    for broker in cluster.brokers.values():
+        assert cluster.values(broker) == [b"t1", b"t2"]
