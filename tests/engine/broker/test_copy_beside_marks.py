@@ -17,6 +17,7 @@ from cluster_support import wait_for as wait_for_slowly
 from replication_support import TOPIC, Cluster
 
 from twinlog.engine.base.errors import DiskFullError
+from twinlog.engine.base.types import ProducerIdentity
 from twinlog.engine.broker.broker import Broker
 from twinlog.engine.replication.fetch_calls import FetchedPartition, LogKind, ReplicaFetch
 from twinlog.journal import CopyState
@@ -35,25 +36,49 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
     opened.close()
 
 
-def _copy_appended_unreplicated(cluster: Cluster) -> int:
-    """Broker 1 leads TOPIC, broker 3 coordinates; a transaction of two records is
-    journaled on every replica, then committed while no follower fetches TOPIC (the
-    transaction journal still replicates): its id, once broker 1 appended the copy."""
+def _led_by_1_coordinated_by_3(cluster: Cluster) -> Broker:
+    """Broker 1 leads TOPIC, broker 3 coordinates, every broker fetching: the coordinator."""
     cluster.roles(leader=1, epoch=1)
     coordinator = cluster.use_coordinator(3)
     cluster.start_pumping()
-    leader = cluster.brokers[1]
-    identity = coordinator.init_producer("beside")
+    return coordinator
+
+
+def _journaled(
+    cluster: Cluster, coordinator: Broker, transactional_id: str
+) -> tuple[ProducerIdentity, int]:
+    """A transaction of two records (t1, t2) journaled at TOPIC's leader, broker 1."""
+    identity = coordinator.init_producer(transactional_id)
     transaction_id = coordinator.begin_transaction(
         identity.producer_id, identity.producer_generation
     )
     for sequence, value in enumerate([b"t1", b"t2"]):
-        leader.produce(
+        cluster.brokers[1].produce(
             TOPIC.topic,
             0,
             batch([value], identity, sequence=sequence, transaction_id=transaction_id),
             transaction_id=transaction_id,
         )
+    return identity, transaction_id
+
+
+def _wait_applied_everywhere(cluster: Cluster, transaction_id: int) -> None:
+    wait_for(
+        "the transaction to be APPLIED on every replica",
+        lambda: all(
+            (row := broker.journal.transaction(NAME, transaction_id)) is not None
+            and row.state is CopyState.APPLIED
+            for broker in cluster.brokers.values()
+        ),
+    )
+
+
+def _copy_appended_unreplicated(cluster: Cluster) -> int:
+    """Broker 1 leads TOPIC, broker 3 coordinates; a transaction of two records is
+    journaled on every replica, then committed while no follower fetches TOPIC (the
+    transaction journal still replicates): its id, once broker 1 appended the copy."""
+    coordinator = _led_by_1_coordinated_by_3(cluster)
+    identity, transaction_id = _journaled(cluster, coordinator, "beside")
     cluster.cut = {2, 3}  # TOPIC's followers stop fetching; the coordinator's log goes on
     coordinator.commit_transaction(
         transaction_id, identity.producer_id, identity.producer_generation
@@ -98,14 +123,7 @@ def test_the_copy_is_appended_while_its_marks_replicate(cluster: Cluster) -> Non
 
     cluster.cut = set()
     cluster.start_pumping()
-    wait_for(
-        "the transaction to be APPLIED on every replica",
-        lambda: all(
-            (row := broker.journal.transaction(NAME, transaction_id)) is not None
-            and row.state is CopyState.APPLIED
-            for broker in cluster.brokers.values()
-        ),
-    )
+    _wait_applied_everywhere(cluster, transaction_id)
     for broker in cluster.brokers.values():
         assert cluster.values(broker) == [b"t1", b"t2"]
 
@@ -171,9 +189,7 @@ def test_a_copy_that_fails_beside_its_marks_is_recovered_and_copied_once(
     """The data log refuses the copy (a full disk) after its marks went in: the marks
     still commit, the copier's next turn recovers the group (APPLYING, nothing copied)
     and the coordinator's retry finds it copied once, on every replica."""
-    cluster.roles(leader=1, epoch=1)
-    coordinator = cluster.use_coordinator(3)
-    cluster.start_pumping()
+    coordinator = _led_by_1_coordinated_by_3(cluster)
     leader = cluster.brokers[1]
     data_log = cluster.partition(1).log
     append_all = data_log.append_all_as_leader
@@ -186,28 +202,11 @@ def test_a_copy_that_fails_beside_its_marks_is_recovered_and_copied_once(
         return append_all(batches, **options)  # type: ignore[arg-type]
 
     monkeypatch.setattr(data_log, "append_all_as_leader", full_once)
-    identity = coordinator.init_producer("refused")
-    transaction_id = coordinator.begin_transaction(
-        identity.producer_id, identity.producer_generation
-    )
-    for sequence, value in enumerate([b"t1", b"t2"]):
-        leader.produce(
-            TOPIC.topic,
-            0,
-            batch([value], identity, sequence=sequence, transaction_id=transaction_id),
-            transaction_id=transaction_id,
-        )
+    identity, transaction_id = _journaled(cluster, coordinator, "refused")
     coordinator.commit_transaction(
         transaction_id, identity.producer_id, identity.producer_generation
     )
-    wait_for(
-        "the transaction to be APPLIED on every replica",
-        lambda: all(
-            (row := broker.journal.transaction(NAME, transaction_id)) is not None
-            and row.state is CopyState.APPLIED
-            for broker in cluster.brokers.values()
-        ),
-    )
+    _wait_applied_everywhere(cluster, transaction_id)
     assert refused, "the copy was never refused"
     for broker in cluster.brokers.values():
         assert cluster.values(broker) == [b"t1", b"t2"]
