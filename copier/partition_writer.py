@@ -464,19 +464,22 @@ class PartitionWriter:
         # recovery cuts it before the data log's next write, which a crash would
         # otherwise turn into a foreign tail behind a replayed APPLYING.
         self._needs_recovery = True
-        try:
-            settle = self.journal.append_marks(
-                self.partition, [mark for mark, _ in unwritten], marks
-            )
-        except BaseException as error:
-            self._tell_untold(unwritten, error)
-            raise
         # Beside the copy (followers to replicate to): the marks are durable here, not
         # yet on the others nor applied; the copy is appended meanwhile, and a follower
         # gets the marks no later than the copy ("A copy beside its marks",
         # docs/formats.md). Alone, they are applied first: a restart then has nothing of
         # the copy's to apply before it can open (on a full disk, it could not).
         beside = self.marks_beside_copy is not None and self.marks_beside_copy()
+        applied = [mark for mark, _ in unwritten]
+        try:
+            if beside:
+                settle = self.journal.append_marks(self.partition, applied, marks)
+            else:
+                written = self.journal.mark_applied_then_applying(self.partition, applied, marks)
+                settle = lambda: written  # noqa: E731 (settled already)
+        except BaseException as error:
+            self._tell_untold(unwritten, error)
+            raise
         if not beside:
             self._settle_marks(settle, unwritten, applying)
         if unwritten:  # the write recorded the group before's APPLIED too

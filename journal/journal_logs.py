@@ -242,7 +242,8 @@ class JournalLogs:
         and the MARK_APPLYING records of the next ((transaction id, start, attempts)), in
         that order, in one journal-log write; the APPLYING records, all durable and
         applied (with the APPLIED ones before them) when this returns."""
-        return self.append_marks(partition, applied, applying)()
+        written = self._journal_log(partition).write_all(_marks(applied, applying))
+        return _applying_records(written[len(applied) :])
 
     def append_marks(
         self,
@@ -255,18 +256,8 @@ class JournalLogs:
         once) waits until they are committed and applied and returns the APPLYING
         records. On a cluster leader the copy goes in between (J4 as docs/formats.md's
         "A copy beside its marks" says); on one node the whole write is done here."""
-        settle = self._journal_log(partition).append_durable(
-            [records.MarkApplied(tid, first, after) for tid, first, after in applied]
-            + [make_mark_applying(tid, start, attempts) for tid, start, attempts in applying]
-        )
-
-        def applying_records() -> list[CopyRecord]:
-            marked: list[CopyRecord] = settle()[len(applied) :]
-            for record in marked:
-                assert isinstance(record, CopyRecord) and record.state is CopyState.APPLYING
-            return marked
-
-        return applying_records
+        settle = self._journal_log(partition).append_durable(_marks(applied, applying))
+        return lambda: _applying_records(settle()[len(applied) :])
 
     def mark_applied(
         self, partition: str, transaction_id: int, first_offset: int, next_offset: int
@@ -439,3 +430,21 @@ class JournalLogs:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+def _marks(
+    applied: Sequence[tuple[int, int, int]],
+    applying: Sequence[tuple[int, int, Iterable[bytes] | None]],
+) -> Sequence[records.JournalLogRecord]:
+    """One copy-group write: the group before's MARK_APPLIED records, then this group's
+    MARK_APPLYING records."""
+    return [records.MarkApplied(tid, first, after) for tid, first, after in applied] + [
+        make_mark_applying(tid, start, attempts) for tid, start, attempts in applying
+    ]
+
+
+def _applying_records(written: Sequence[Any]) -> list[CopyRecord]:
+    """What LMDB's application of MARK_APPLYING records returned: APPLYING rows."""
+    for record in written:
+        assert isinstance(record, CopyRecord) and record.state is CopyState.APPLYING, record
+    return list(written)

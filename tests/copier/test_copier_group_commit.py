@@ -127,17 +127,17 @@ def test_a_groups_applied_marks_go_in_the_next_groups_applying_write(tmp_path: P
         _journal(partition, 1, 2, 3)
         writes: list[tuple[str, list[int], list[int]]] = []
         journal = partition.j
-        appended_marks, applied_all = journal.append_marks, journal.mark_applied_all
+        then_applying, applied_all = journal.mark_applied_then_applying, journal.mark_applied_all
 
-        def recorded_append_marks(name: str, applied: Any, applying: Any) -> Any:
+        def recorded_then_applying(name: str, applied: Any, applying: Any) -> Any:
             writes.append(("write", [t for t, *_ in applied], [t for t, *_ in applying]))
-            return appended_marks(name, applied, applying)
+            return then_applying(name, applied, applying)
 
         def recorded_applied_all(name: str, applied: Any) -> Any:
             writes.append(("write", [t for t, *_ in applied], []))
             return applied_all(name, applied)
 
-        journal.append_marks = recorded_append_marks  # type: ignore[method-assign]
+        journal.mark_applied_then_applying = recorded_then_applying  # type: ignore[method-assign]
         journal.mark_applied_all = recorded_applied_all  # type: ignore[method-assign]
         waits, release = _blocked_first_copy(partition)
         results: dict[str, object] = {}
