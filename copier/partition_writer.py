@@ -471,17 +471,18 @@ class PartitionWriter:
         # the copy's to apply before it can open (on a full disk, it could not).
         beside = self.marks_beside_copy is not None and self.marks_beside_copy()
         applied = [mark for mark, _ in unwritten]
-        try:
-            if beside:
+        if beside:
+            try:
                 settle = self.journal.append_marks(self.partition, applied, marks)
-            else:
-                written = self.journal.mark_applied_then_applying(self.partition, applied, marks)
-                settle = lambda: written  # noqa: E731 (settled already)
-        except BaseException as error:
-            self._tell_untold(unwritten, error)
-            raise
-        if not beside:
-            self._settle_marks(settle, unwritten, applying)
+            except BaseException as error:
+                self._tell_untold(unwritten, error)
+                raise
+        else:
+            self._settle_marks(
+                lambda: self.journal.mark_applied_then_applying(self.partition, applied, marks),
+                unwritten,
+                applying,
+            )
         if unwritten:  # the write recorded the group before's APPLIED too
             failpoints.hit("copier.after_applied_record")
         failpoints.hit("copier.after_applying_record")

@@ -485,18 +485,17 @@ class PartitionReplica:
         journal log's answer first (``PartitionManager.apply_replica_fetch``). A journal
         answer cut short (its byte cap), refused or parting withholds the data log's
         records for this round: the follower catches its journal log up first."""
-        answers: list[FetchedPartition | None] = [None] * len(requests)
+        answers: dict[int, FetchedPartition] = {}
         data_first = sorted(range(len(requests)), key=lambda i: requests[i].log is LogKind.JOURNAL)
-        journal_end_after_data = 0
+        journal_end_after_data: int | None = None
         for index in data_first:
             request = requests[index]
-            if request.log is LogKind.JOURNAL and not journal_end_after_data:
+            if request.log is LogKind.JOURNAL and journal_end_after_data is None:
                 journal_end_after_data = self.journal.journal_log(self.name).log_end_offset
             answers[index] = self.replica_read(
                 replica_id, broker_epoch, request, max_bytes[index], now_ms
             )
-        read = [answer for answer in answers if answer is not None]
-        assert len(read) == len(requests)
+        read = [answers[index] for index in range(len(requests))]
         journal_reached = max(
             (
                 _answer_end(request.fetch_offset, answer)
@@ -505,7 +504,7 @@ class PartitionReplica:
             ),
             default=-1,
         )
-        if journal_reached >= journal_end_after_data:
+        if journal_end_after_data is not None and journal_reached >= journal_end_after_data:
             return read
         return [
             replace(answer, records=b"")
