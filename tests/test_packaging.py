@@ -8,14 +8,13 @@ runs in the full suite, not the fast lane.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
-from checkout import ROOT
+from checkout import copy_of_checkout
 
 pytestmark = pytest.mark.slow
 
@@ -74,29 +73,26 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A fresh virtualenv with PyPI's copier and rpc, then twinlog's wheel (its bin folder)."""
     folder = tmp_path_factory.mktemp("wheel")
     wheels = folder / "wheels"
-    build_folder = ROOT / "build"
-    built_before = build_folder.exists()
-    try:
-        # The build's requirements are the test environment's (the test extra lists them):
-        # no isolated environment to fill, and the compiled twins at -O0, which is all
-        # this test asks of them (that they are built and chosen), in a third of the time.
-        _run(
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "--no-deps",
-            "--no-build-isolation",
-            "-q",
-            "-w",
-            wheels,
-            ROOT,
-            cwd=folder,
-            env={**os.environ, "CFLAGS": "-O0"},
-        )
-    finally:
-        if not built_before:  # setuptools builds in the checkout; leave it as it was
-            shutil.rmtree(build_folder, ignore_errors=True)
+    # Built from a copy: setuptools builds in the source folder, which would be the
+    # checkout's (shared with a developer's build and any other test's).
+    source = copy_of_checkout(folder / "source")
+    # The build's requirements are the test environment's (the test extra lists them):
+    # no isolated environment to fill, and the compiled twins at -O0, which is all
+    # this test asks of them (that they are built and chosen), in a third of the time.
+    _run(
+        sys.executable,
+        "-m",
+        "pip",
+        "wheel",
+        "--no-deps",
+        "--no-build-isolation",
+        "-q",
+        "-w",
+        wheels,
+        source,
+        cwd=folder,
+        env={**os.environ, "CFLAGS": "-O0"},
+    )
     (wheel,) = wheels.glob("twinlog-*.whl")
     venv = folder / "venv"
     _run(sys.executable, "-m", "venv", venv, cwd=folder)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import importlib
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +16,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+from checkout import copy_of_checkout
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from record_sections import DAMAGED, batch_of, damaged_sections, header_of
@@ -35,7 +35,6 @@ from twinlog.engine.records.record_decoder import (
 )
 from twinlog.engine.records.varint import encode_varint
 
-CHECKOUT = Path(__file__).resolve().parents[3]
 COMPILED_NAME = "twinlog.engine.records._record_decoder_c"
 
 
@@ -284,15 +283,7 @@ def test_no_extensions_forces_the_reference() -> None:
 def test_an_install_without_a_compiler_builds_the_reference(tmp_path: Path) -> None:
     """The extension is optional: with the compiler made unavailable, building the wheel
     still succeeds, says the extension failed, and ships no compiled module."""
-    source = tmp_path / "source"
-    listed = subprocess.run(
-        ["git", "ls-files", "-z"], cwd=CHECKOUT, capture_output=True, check=True, timeout=60
-    ).stdout.decode()
-    for name in filter(None, listed.split("\0")):
-        target = source / name
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if (CHECKOUT / name).is_file():
-            shutil.copy2(CHECKOUT / name, target)
+    source = copy_of_checkout(tmp_path / "source")
     assert (source / "engine/records/_record_decoder_c.pyx").is_file()  # what would be built
     no_compiler = {**os.environ, "CC": "/bin/false", "LDSHARED": "/bin/false"}
     built = subprocess.run(
