@@ -51,8 +51,11 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """On two workers (``-n 2``, the README's test command) every test of tests/system is
     one unit of work, run on one worker, one after another: the whole-process tests
     (clusters, kills, ZooKeeper sessions, timing bounds) never share the machine with one
-    another, only with the other tests, which each are a unit of their own. The largest
-    unit goes first (xdist orders them by size), so the other worker takes the rest.
+    another, only with the other tests. Each other module is a unit of its own: its
+    module-scoped fixtures (a server, a browser, a wheel built in the checkout) are made
+    once, on one worker, and its tests run in their order, as they do without workers.
+    The largest unit goes first (xdist orders them by size), so the other worker takes
+    the rest.
     (xdist's own ``--dist loadgroup`` marks its groups in the node ids, which pytest 9
     no longer lets a plugin change.) A ``--dist`` given on the command line is kept."""
     if config.getvalue("dist") != "load":  # -n alone means "load"
@@ -63,7 +66,9 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
     class SystemTestsTogether(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            return system_unit if nodeid.startswith(system_unit + "/") else nodeid
+            if nodeid.startswith(system_unit + "/"):
+                return system_unit
+            return nodeid.split("::", 1)[0]  # its module
 
     return SystemTestsTogether(config, log)
 
