@@ -132,22 +132,31 @@ def visit(browser: Any, console: ConsoleProcess, path: str, shots: Path, name: s
     return text
 
 
-def click_and_wait(browser: Any, element: Any, text: str, timeout_s: float = 5.0) -> str:
-    """Click what loads a page, and wait for the new page to show ``text``; its text."""
-    from selenium.common.exceptions import StaleElementReferenceException
+def wait_for_text(browser: Any, text: str, timeout_s: float, element_id: str | None = None) -> str:
+    """Wait until the page (or its element ``element_id``) shows ``text``; that text. A page
+    that reloads (after a click, or every 2 s in follow mode) leaves a stale element
+    behind: it is read again from the new page."""
+    from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
 
-    element.click()
+    by, value = ("id", element_id) if element_id else ("tag name", "body")
     deadline_s = time.monotonic() + timeout_s
-    body = ""
+    shown = ""
     while time.monotonic() < deadline_s:
         try:
-            body = browser.find_element("tag name", "body").text
-        except StaleElementReferenceException:  # the old page, going
+            shown = browser.find_element(by, value).text
+        except (StaleElementReferenceException, NoSuchElementException):  # a page between
+            time.sleep(0.05)
             continue
-        if text in body:
-            return body
+        if text in shown:
+            return shown
         time.sleep(0.05)
-    raise AssertionError(f"no {text!r} on the page after the click; it shows:\n{body}")
+    raise AssertionError(f"no {text!r} on the page after {timeout_s} s; it shows:\n{shown}")
+
+
+def click_and_wait(browser: Any, element: Any, text: str, timeout_s: float = 5.0) -> str:
+    """Click what loads a page, and wait for the new page to show ``text``; its text."""
+    element.click()
+    return wait_for_text(browser, text, timeout_s)
 
 
 @pytest.fixture(scope="module")
@@ -244,12 +253,7 @@ def test_follow_mode_shows_a_new_record_without_a_click(
     with Producer(server.address, connection=options()) as producer:
         producer.send(TOPIC, b"followed", partition=0)
         producer.flush()
-    deadline_s = time.monotonic() + 8  # the page reloads itself every 2 s
-    while time.monotonic() < deadline_s:
-        if "followed" in browser.find_element("tag name", "body").text:
-            break
-        time.sleep(0.2)
-    assert "followed" in browser.find_element("id", "records").text
+    wait_for_text(browser, "followed", 8, element_id="records")  # it reloads every 2 s
 
 
 def test_the_open_transaction_is_aborted_from_its_page(
